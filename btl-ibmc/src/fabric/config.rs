@@ -1,0 +1,50 @@
+//! What faults the test fabric injects. Every random decision comes from a
+//! generator seeded by `seed`, so a failure is replayed by rerunning with
+//! the seed the test printed.
+
+use std::time::Duration;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct FabricConfig {
+    /// Each put and put_flag first waits a random time up to this long,
+    /// to create skew between ranks and late arrivals.
+    pub put_delay_max: Duration,
+    /// Probability that one receiver's copy of a datagram is lost.
+    pub multicast_drop: f64,
+    /// Probability that a delivered copy arrives twice.
+    pub multicast_duplicate: f64,
+    /// Probability that a copy overtakes up to `REORDER_SPAN` datagrams
+    /// still waiting in the receiver's queue.
+    pub multicast_reorder: f64,
+    /// Largest datagram `multicast` accepts.
+    pub max_datagram: usize,
+    pub seed: u64,
+}
+
+impl Default for FabricConfig {
+    /// A perfect fabric: no delays, no loss, no duplicates, no reordering.
+    fn default() -> Self {
+        FabricConfig {
+            put_delay_max: Duration::ZERO,
+            multicast_drop: 0.0,
+            multicast_duplicate: 0.0,
+            multicast_reorder: 0.0,
+            max_datagram: 4096,
+            seed: 0,
+        }
+    }
+}
+
+impl FabricConfig {
+    /// Panics naming the first probability outside [0, 1]: a config typo
+    /// should stop the test, not silently inject nothing or everything.
+    pub(crate) fn validate(&self) {
+        for (name, p) in [
+            ("multicast_drop", self.multicast_drop),
+            ("multicast_duplicate", self.multicast_duplicate),
+            ("multicast_reorder", self.multicast_reorder),
+        ] {
+            assert!((0.0..=1.0).contains(&p), "FabricConfig::{name} must be a probability in [0, 1], got {p}");
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! The in-process test fabric: threads play ranks. Windows are shared heap
+//! memory with the same put/flag semantics and checks as shared memory,
+//! multicast loses, duplicates and reorders on a seeded schedule, the
+//! reliable channel is an exactly-once FIFO per pair, and every endpoint is
+//! also an `Exchange` so transports can be set up on it.
+
+mod config;
+mod datagrams;
+mod exchange;
+mod stats;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::VecDeque;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+pub use config::FabricConfig;
+pub use datagrams::REORDER_SPAN;
+pub use stats::FabricStats;
+
+use crate::rng::Rng;
+use crate::transport::{Exchange, MulticastKind, Transport, TransportError};
+use crate::window::Window;
+use crate::words::words_for;
+use datagrams::DatagramQueues;
+use exchange::AllgatherBarrier;
+use stats::Counters;
+
+/// Delays shorter than this are spun: sleeping overshoots them many times.
+const LONGEST_SPUN_DELAY: Duration = Duration::from_micros(50);
+
+/// State shared by all endpoints of one fabric.
+pub struct Fabric {
+    size: usize,
+    window_len: usize,
+    config: FabricConfig,
+    windows: Box<[Box<[AtomicU64]>]>,
+    datagrams: DatagramQueues,
+    reliable_inboxes: Box<[Mutex<VecDeque<(usize, Vec<u8>)>>]>,
+    exchange: AllgatherBarrier,
+    counters: Counters,
+}
+
+impl Fabric {
+    /// Builds a fabric of `size` ranks with zeroed `window_len`-byte windows
+    /// and returns one endpoint per rank, in rank order.
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(size: usize, window_len: usize, config: FabricConfig) -> Vec<FabricEndpoint> {
+        config.validate();
+        let fabric = Arc::new(Fabric {
+            size,
+            window_len,
+            windows: (0..size).map(|_| (0..words_for(window_len)).map(|_| AtomicU64::new(0)).collect()).collect(),
+            datagrams: DatagramQueues::new(size),
+            reliable_inboxes: (0..size).map(|_| Mutex::new(VecDeque::new())).collect(),
+            exchange: AllgatherBarrier::new(size),
+            counters: Counters::default(),
+            config,
+        });
+        (0..size)
+            .map(|rank| FabricEndpoint {
+                rank,
+                rng: Mutex::new(Rng::new(fabric.config.seed ^ crate::rng::splitmix64(rank as u64))),
+                fabric: Arc::clone(&fabric),
+            })
+            .collect()
+    }
+
+    #[inline]
+    fn window(&self, peer: usize) -> Option<Window<'_>> {
+        self.windows.get(peer).map(|words| Window::new(words, self.window_len))
+    }
+}
+
+/// One rank's view of a [`Fabric`]; move it into the thread playing that rank.
+pub struct FabricEndpoint {
+    rank: usize,
+    fabric: Arc<Fabric>,
+    /// This rank's fault schedule.
+    rng: Mutex<Rng>,
+}
+
+impl FabricEndpoint {
+    /// Counters of the whole fabric, all ranks together.
+    pub fn stats(&self) -> FabricStats {
+        self.fabric.counters.snapshot()
+    }
+
+    pub fn config(&self) -> &FabricConfig {
+        &self.fabric.config
+    }
+
+    #[inline]
+    fn own_window(&self) -> Window<'_> {
+        match self.fabric.window(self.rank) {
+            Some(window) => window,
+            None => unreachable!("endpoints are only made for ranks below size"),
+        }
+    }
+
+    #[inline]
+    fn delay_put(&self) {
+        let max = self.fabric.config.put_delay_max;
+        if !max.is_zero() {
+            self.random_delay(max);
+        }
+    }
+
+    #[cold]
+    fn random_delay(&self, max: Duration) {
+        let max_nanos = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX - 1);
+        let delay = Duration::from_nanos(lock(&self.rng).below(max_nanos + 1));
+        if delay <= LONGEST_SPUN_DELAY {
+            let deadline = Instant::now() + delay;
+            while Instant::now() < deadline {
+                std::hint::spin_loop();
+            }
+        } else {
+            std::thread::sleep(delay);
+        }
+    }
+}
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Queues and counters stay consistent even if a holder panicked.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Transport for FabricEndpoint {
+    fn name(&self) -> &'static str {
+        "fabric"
+    }
+
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.fabric.size
+    }
+
+    fn window_len(&self) -> usize {
+        self.fabric.window_len
+    }
+
+    fn put(&self, peer: usize, offset: usize, data: &[u8], flag_offset: usize, flag: u64) -> Result<(), TransportError> {
+        self.delay_put();
+        let window = self.fabric.window(peer).ok_or(TransportError::OutOfRange { peer, offset, len: data.len() })?;
+        window.put(peer, offset, data, flag_offset, flag)
+    }
+
+    fn put_flag(&self, peer: usize, flag_offset: usize, value: u64) -> Result<(), TransportError> {
+        self.delay_put();
+        let window = self.fabric.window(peer).ok_or(TransportError::OutOfRange { peer, offset: flag_offset, len: 8 })?;
+        window.store_flag(peer, flag_offset, value)
+    }
+
+    fn local_flag(&self, flag_offset: usize) -> u64 {
+        self.own_window().load_own_flag(self.rank, flag_offset)
+    }
+
+    fn set_local_flag(&self, flag_offset: usize, value: u64) {
+        self.own_window().store_own_flag(self.rank, flag_offset, value);
+    }
+
+    fn read_local(&self, offset: usize, out: &mut [u8]) {
+        self.own_window().read_own(self.rank, offset, out);
+    }
+
+    fn multicast_kind(&self) -> MulticastKind {
+        MulticastKind::Datagram
+    }
+
+    fn max_datagram(&self) -> usize {
+        self.fabric.config.max_datagram
+    }
+
+    fn multicast(&self, datagram: &[u8]) -> Result<(), TransportError> {
+        let max = self.fabric.config.max_datagram;
+        if datagram.len() > max {
+            return Err(TransportError::TooLarge { len: datagram.len(), max });
+        }
+        let mut rng = lock(&self.rng);
+        self.fabric.datagrams.deliver(self.rank, datagram, &self.fabric.config, &mut rng, &self.fabric.counters);
+        Ok(())
+    }
+
+    fn poll_multicast(&self, out: &mut Vec<u8>) -> bool {
+        out.clear();
+        match self.fabric.datagrams.take(self.rank) {
+            Some(datagram) => {
+                out.extend_from_slice(&datagram);
+                Counters::bump(&self.fabric.counters.datagrams_received);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
+        let inbox = self.fabric.reliable_inboxes.get(peer).ok_or(TransportError::OutOfRange { peer, offset: 0, len: message.len() })?;
+        lock(inbox).push_back((self.rank, message.to_vec()));
+        Counters::bump(&self.fabric.counters.reliable_sent);
+        Ok(())
+    }
+
+    fn poll_reliable(&self, out: &mut Vec<u8>) -> Option<usize> {
+        out.clear();
+        let (sender, message) = lock(&self.fabric.reliable_inboxes[self.rank]).pop_front()?;
+        out.extend_from_slice(&message);
+        Some(sender)
+    }
+
+    fn progress(&self) {}
+}
+
+impl Exchange for FabricEndpoint {
+    fn allgather(&self, mine: &[u8], all: &mut [u8]) -> Result<(), TransportError> {
+        self.fabric.exchange.allgather(self.rank, mine, all)
+    }
+}
+
+impl std::fmt::Debug for FabricEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FabricEndpoint").field("rank", &self.rank).field("size", &self.fabric.size).finish()
+    }
+}

@@ -1,0 +1,20 @@
+//! btl-ibmc: the transports under coll rdma and the substrate that later
+//! carries reliable multicast. Collectives see only [`Transport`].
+
+pub mod fabric;
+pub mod shm;
+pub mod transport;
+pub mod wait;
+
+mod backoff;
+mod rng;
+mod window;
+mod words;
+
+#[cfg(test)]
+mod test_support;
+
+pub use fabric::{Fabric, FabricConfig, FabricEndpoint};
+pub use shm::{ShmTransport, establish};
+pub use transport::{Exchange, MulticastKind, Transport, TransportError};
+pub use wait::{wait_at_least, WaitPolicy};

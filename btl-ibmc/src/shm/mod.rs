@@ -1,0 +1,192 @@
+//! Node-local shared memory: every rank of a communicator maps one POSIX
+//! shared-memory segment holding all windows and one reliable ring per
+//! ordered pair of ranks. A put is a copy plus a release store; there is no
+//! multicast primitive (collectives build it from puts).
+
+mod establish;
+mod layout;
+mod node;
+mod record;
+mod ring;
+mod segment;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+pub use establish::{ShmSetupError, establish};
+pub use ring::SLOT_PAYLOAD as RELIABLE_MAX;
+pub use segment::{OsCall, SegmentError, ShmSegment};
+
+use crate::backoff::Backoff;
+use crate::transport::{MulticastKind, Transport, TransportError};
+use crate::window::Window;
+use crate::words::words_for;
+use layout::SegmentLayout;
+use ring::{RING_BYTES, Ring};
+
+/// One rank's shared-memory transport; dropping it unmaps the segment.
+pub struct ShmTransport {
+    segment: ShmSegment,
+    layout: SegmentLayout,
+    rank: usize,
+    /// One lock per destination ring: a ring has a single producer, but
+    /// several threads of this process may send to the same peer.
+    producers: Box<[Mutex<()>]>,
+    /// Serialises this rank's consumers and remembers where the round-robin
+    /// scan of senders resumes.
+    next_sender: Mutex<usize>,
+}
+
+impl ShmTransport {
+    fn new(segment: ShmSegment, layout: SegmentLayout, rank: usize) -> Self {
+        let producers = (0..layout.size).map(|_| Mutex::new(())).collect();
+        ShmTransport { segment, layout, rank, producers, next_sender: Mutex::new(0) }
+    }
+
+    /// Ranks sharing this node: all of them, for shared memory.
+    pub fn local_ranks(&self) -> usize {
+        self.layout.size
+    }
+
+    /// The name the segment had while it was being set up (already removed
+    /// from the namespace); for diagnostics.
+    pub fn segment_name(&self) -> &str {
+        self.segment.name()
+    }
+
+    #[inline]
+    fn window(&self, peer: usize) -> Option<Window<'_>> {
+        if peer >= self.layout.size {
+            return None;
+        }
+        let first = self.layout.window_offset(peer) / 8;
+        let words = &self.segment.words()[first..first + words_for(self.layout.window_len)];
+        Some(Window::new(words, self.layout.window_len))
+    }
+
+    #[inline]
+    fn own_window(&self) -> Window<'_> {
+        match self.window(self.rank) {
+            Some(window) => window,
+            None => unreachable!("establish checked rank < size"),
+        }
+    }
+
+    #[inline]
+    fn ring(&self, sender: usize, receiver: usize) -> Ring<'_> {
+        let first = self.layout.ring_offset(sender, receiver) / 8;
+        Ring::new(&self.segment.words()[first..first + RING_BYTES / 8])
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The guarded state stays consistent even if a holder panicked.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Transport for ShmTransport {
+    fn name(&self) -> &'static str {
+        "shm"
+    }
+
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.layout.size
+    }
+
+    fn window_len(&self) -> usize {
+        self.layout.window_len
+    }
+
+    #[inline]
+    fn put(&self, peer: usize, offset: usize, data: &[u8], flag_offset: usize, flag: u64) -> Result<(), TransportError> {
+        let window = self.window(peer).ok_or(TransportError::OutOfRange { peer, offset, len: data.len() })?;
+        window.put(peer, offset, data, flag_offset, flag)
+    }
+
+    #[inline]
+    fn put_flag(&self, peer: usize, flag_offset: usize, value: u64) -> Result<(), TransportError> {
+        let window = self.window(peer).ok_or(TransportError::OutOfRange { peer, offset: flag_offset, len: 8 })?;
+        window.store_flag(peer, flag_offset, value)
+    }
+
+    #[inline]
+    fn local_flag(&self, flag_offset: usize) -> u64 {
+        self.own_window().load_own_flag(self.rank, flag_offset)
+    }
+
+    #[inline]
+    fn set_local_flag(&self, flag_offset: usize, value: u64) {
+        self.own_window().store_own_flag(self.rank, flag_offset, value);
+    }
+
+    #[inline]
+    fn read_local(&self, offset: usize, out: &mut [u8]) {
+        self.own_window().read_own(self.rank, offset, out);
+    }
+
+    fn multicast_kind(&self) -> MulticastKind {
+        MulticastKind::None
+    }
+
+    fn max_datagram(&self) -> usize {
+        0
+    }
+
+    fn multicast(&self, _datagram: &[u8]) -> Result<(), TransportError> {
+        Err(TransportError::Unsupported("multicast over shared memory"))
+    }
+
+    fn poll_multicast(&self, out: &mut Vec<u8>) -> bool {
+        out.clear();
+        false
+    }
+
+    fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
+        if peer >= self.layout.size {
+            return Err(TransportError::OutOfRange { peer, offset: 0, len: message.len() });
+        }
+        if message.len() > RELIABLE_MAX {
+            return Err(TransportError::TooLarge { len: message.len(), max: RELIABLE_MAX });
+        }
+        let _sole_producer = lock(&self.producers[peer]);
+        let ring = self.ring(self.rank, peer);
+        let mut backoff = Backoff::new();
+        while !ring.try_push(message) {
+            backoff.snooze(|| format!("room in the shared-memory ring from rank {} to rank {peer}", self.rank));
+        }
+        Ok(())
+    }
+
+    fn poll_reliable(&self, out: &mut Vec<u8>) -> Option<usize> {
+        out.clear();
+        let mut next_sender = lock(&self.next_sender);
+        let size = self.layout.size;
+        for step in 0..size {
+            let sender = (*next_sender + step) % size;
+            if self.ring(sender, self.rank).try_pop(out) {
+                *next_sender = (sender + 1) % size;
+                return Some(sender);
+            }
+        }
+        None
+    }
+
+    fn progress(&self) {}
+}
+
+impl std::fmt::Debug for ShmTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShmTransport")
+            .field("rank", &self.rank)
+            .field("size", &self.layout.size)
+            .field("window_len", &self.layout.window_len)
+            .field("segment", &self.segment)
+            .finish()
+    }
+}

@@ -1,0 +1,113 @@
+//! The contract every collective is written against.
+//!
+//! A communicator's transport gives each rank a *window*: `window_len` bytes
+//! of registered memory that peers write into one-sidedly (shared memory
+//! within a node, RDMA write over an RC queue pair across nodes). A writer
+//! announces data by storing a 64-bit word after it; the target learns of the
+//! arrival by polling that word in its own window, never by a receive call.
+//! Beside the window, every backend offers an unreliable multicast datagram
+//! (UD multicast, UDP multicast, or none) and a reliable, per-pair ordered
+//! point-to-point channel that reliable multicast uses for retransmissions.
+//!
+//! Offsets are byte offsets into the *target's* window. Flag words must be
+//! 8-byte aligned and must not overlap payload written by another put that
+//! is still in flight.
+
+/// What a backend can do with the unreliable multicast primitive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MulticastKind {
+    /// No datagram multicast; reliable multicast must be built from puts.
+    None,
+    /// Datagrams that may be dropped, duplicated or reordered (UD, UDP, test fabric).
+    Datagram,
+}
+
+/// Why a transport operation could not be carried out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TransportError {
+    /// The backend does not offer this primitive (e.g. multicast on shm).
+    Unsupported(&'static str),
+    /// The peer index or window range is outside what was registered.
+    OutOfRange { peer: usize, offset: usize, len: usize },
+    /// A message is larger than the channel or datagram can carry.
+    TooLarge { len: usize, max: usize },
+    /// The backend failed (a verbs completion error, a socket error...).
+    Failed(String),
+}
+
+impl std::fmt::Display for TransportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TransportError::Unsupported(what) => write!(f, "{what} is not supported by this transport"),
+            TransportError::OutOfRange { peer, offset, len } => {
+                write!(f, "window access out of range (peer {peer}, offset {offset}, len {len})")
+            }
+            TransportError::TooLarge { len, max } => write!(f, "message of {len} bytes exceeds the {max}-byte limit"),
+            TransportError::Failed(why) => write!(f, "transport failure: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for TransportError {}
+
+/// One communicator's view of the fabric. Methods take `&self` because the
+/// progress engine may drive a transport while a collective is using it;
+/// implementations synchronise internally.
+pub trait Transport {
+    /// Short name for diagnostics ("shm", "verbs", "udp", "fabric").
+    fn name(&self) -> &'static str;
+    /// This process's rank in the communicator.
+    fn rank(&self) -> usize;
+    /// Number of ranks in the communicator.
+    fn size(&self) -> usize;
+    /// Bytes of window every rank exposes.
+    fn window_len(&self) -> usize;
+
+    /// Writes `data` into `peer`'s window at `offset`, then stores `flag` at
+    /// `flag_offset` so that a reader that sees the flag also sees the data.
+    /// Returns once the source buffer may be reused.
+    fn put(&self, peer: usize, offset: usize, data: &[u8], flag_offset: usize, flag: u64) -> Result<(), TransportError>;
+
+    /// Stores one word into `peer`'s window (epochs, counters, ACKs).
+    fn put_flag(&self, peer: usize, flag_offset: usize, value: u64) -> Result<(), TransportError>;
+
+    /// Reads one word of this rank's own window with acquire ordering.
+    fn local_flag(&self, flag_offset: usize) -> u64;
+
+    /// Stores one word into this rank's own window (resetting a slot, a
+    /// rank's own progress word that peers read).
+    fn set_local_flag(&self, flag_offset: usize, value: u64);
+
+    /// Copies bytes out of this rank's own window.
+    fn read_local(&self, offset: usize, out: &mut [u8]);
+
+    /// What kind of multicast primitive this backend offers.
+    fn multicast_kind(&self) -> MulticastKind;
+
+    /// Largest datagram `multicast` accepts.
+    fn max_datagram(&self) -> usize;
+
+    /// Sends one datagram to every other rank; it may be lost, duplicated or
+    /// reordered.
+    fn multicast(&self, datagram: &[u8]) -> Result<(), TransportError>;
+
+    /// Takes one received datagram into `out` (cleared first), if any.
+    fn poll_multicast(&self, out: &mut Vec<u8>) -> bool;
+
+    /// Sends `message` to `peer`; delivered exactly once, in order per pair.
+    fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError>;
+
+    /// Takes one reliable message into `out` (cleared first) and returns its
+    /// sender, if any arrived.
+    fn poll_reliable(&self, out: &mut Vec<u8>) -> Option<usize>;
+
+    /// Drives completions and deferred work; wait loops call it while polling.
+    fn progress(&self);
+}
+
+/// An all-to-all exchange of fixed-size records, used only while a transport
+/// is being set up (Open MPI's saved lower-priority allgather, or the test
+/// fabric's own). `all` receives `size * mine.len()` bytes in rank order.
+pub trait Exchange {
+    fn allgather(&self, mine: &[u8], all: &mut [u8]) -> Result<(), TransportError>;
+}

@@ -1,0 +1,403 @@
+#!/usr/bin/env bash
+# MPI tests of coll rdma: builds tests/mpi/*.c into build/tests/ and runs them
+# under mpirun with the component from build/components/, then checks from
+# the output that coll rdma served every barrier the programs made.
+#
+# usage: ci/mpi-tests.sh [--stock] [--quick] [--only REGEX] [--list]
+#   --stock       run the programs against stock Open MPI (no component needed;
+#                 the checks that need the component are skipped)
+#   --quick       fewer iterations (a fast smoke test)
+#   --only REGEX  run only the tests whose name matches REGEX (grep -E)
+#   --list        print the test names and exit
+# environment:
+#   TEST_TIMEOUT  seconds allowed for each mpirun (default 120)
+#   KEEP_LOGS=1   keep the logs of passing tests too (build/mpi-tests/)
+#
+# The last line is "N passed, N failed" (", N skipped" when some were skipped);
+# the exit status is non-zero when any test failed.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=$ROOT/build
+COMPDIR=$BUILD/components
+BIN=$BUILD/tests
+LOGROOT=$BUILD/mpi-tests
+TIMEOUT=${TEST_TIMEOUT:-120}
+KEEP_LOGS=${KEEP_LOGS:-0}
+
+MODE=component
+QUICK=0
+ONLY=
+LIST=0
+while [ $# -gt 0 ]; do
+    case $1 in
+        --stock) MODE=stock ;;
+        --quick) QUICK=1 ;;
+        --only) ONLY=${2:?--only needs a regex}; shift ;;
+        --list) LIST=1 ;;
+        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "mpi-tests: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+say() { printf '%s\n' "$*"; }
+die() { printf 'mpi-tests: error: %s\n' "$*" >&2; exit 2; }
+
+# ---------------------------------------------------------------- environment
+if [ "$(id -u)" = 0 ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+for v in $(env | sed -n 's/^\(OMPI_MCA_[A-Za-z0-9_]*\)=.*/\1/p'); do
+    case $v in
+        OMPI_MCA_coll*|OMPI_MCA_mca_base_component_path|OMPI_MCA_btl)
+            say "note: unsetting $v from the environment (the tests set it themselves)"
+            unset "$v" ;;
+    esac
+done
+[ -f "$HOME/.openmpi/mca-params.conf" ] &&
+    say "note: $HOME/.openmpi/mca-params.conf exists and may change what these tests see"
+
+for tool in mpicc mpirun ompi_info timeout awk; do
+    command -v "$tool" >/dev/null || die "$tool not found (run ci/setup.sh)"
+done
+
+# SYS_DEFAULT keeps Open MPI's own components; our directory comes after it.
+# $HOME/.openmpi/components (USER_DEFAULT) is deliberately left out so that an
+# installed, possibly stale, copy of the component can never be picked up.
+COMPONENT_PATH="SYS_DEFAULT:$COMPDIR"
+SYSDIR=$(ompi_info --path pkglibdir | awk '{print $2}')
+OMPI_VERSION=$(ompi_info --parsable | awk -F: '$1=="ompi" && $2=="version" && $3=="full" {print $4}')
+
+if [ "$MODE" = component ]; then
+    [ -f "$COMPDIR/mca_coll_rdma.so" ] ||
+        die "$COMPDIR/mca_coll_rdma.so is missing: run 'make build' first (or use --stock)"
+    if [ -n "$SYSDIR" ] && [ -e "$SYSDIR/mca_coll_rdma.so" ]; then
+        die "$SYSDIR/mca_coll_rdma.so exists: a copy in Open MPI's own component directory would be loaded next to ours; remove it"
+    fi
+    if ! OMPI_MCA_mca_base_component_path=$COMPONENT_PATH \
+        ompi_info --param coll rdma --level 9 2>&1 | grep -q 'coll_rdma_priority'; then
+        OMPI_MCA_mca_base_component_path=$COMPONENT_PATH ompi_info --param coll rdma --level 9 2>&1 | sed 's/^/  ompi_info: /' | head -20
+        die "ompi_info does not list coll rdma from $COMPDIR (see above)"
+    fi
+fi
+[ -e "$HOME/.openmpi/components/mca_coll_rdma.so" ] &&
+    say "note: $HOME/.openmpi/components/mca_coll_rdma.so exists; the tests ignore it (component path is $COMPONENT_PATH)"
+
+# -------------------------------------------------------------------- build
+mkdir -p "$BIN" "$COMPDIR"
+if [ "$LIST" = 0 ]; then
+    for src in "$ROOT"/tests/mpi/*.c; do
+        prog=$(basename "$src" .c)
+        if [ ! -x "$BIN/$prog" ] || [ "$src" -nt "$BIN/$prog" ] ||
+            [ "$ROOT/tests/mpi/common.h" -nt "$BIN/$prog" ]; then
+            mpicc -O2 -Wall -o "$BIN/$prog" "$src" || die "cannot compile $src"
+        fi
+    done
+fi
+
+# ------------------------------------------------------------------ helpers
+PASSED=0 FAILED=0 SKIPPED=0
+FAILED_NAMES=()
+T_START=$(date +%s)
+
+shm_list() { (cd /dev/shm 2>/dev/null && ls -1 2>/dev/null | grep -E "^$1" || true) | sort; }
+
+# new entries of $2 not in $1 (both newline separated, sorted)
+new_entries() { comm -13 <(printf '%s\n' "$1" | sed '/^$/d') <(printf '%s\n' "$2" | sed '/^$/d'); }
+
+# Is /dev/shm/$1 mapped by a live process (another job's segment, not a leak)?
+mapped_by_someone() { grep -qsF "/dev/shm/$1" /proc/[0-9]*/maps 2>/dev/null; }
+
+SHM_BEFORE_ALL=$(shm_list 'coll_rdma\.')
+
+want() {  # want NAME: should this test run?
+    if [ "$LIST" = 1 ]; then say "$1"; return 1; fi
+    [ -z "$ONLY" ] || printf '%s\n' "$1" | grep -Eq -- "$ONLY"
+}
+
+skip() {  # skip NAME REASON
+    want "$1" || return 0
+    SKIPPED=$((SKIPPED + 1))
+    printf '%-44s SKIP  (%s)\n' "$1" "$2"
+}
+
+# run_test NAME NP EXPECT [mpirun options...] -- PROGRAM [ARGS...]
+#   EXPECT: "ok" (program must pass) or "fail" (checker self-test: must fail)
+#   Further checks are listed in the array CHECKS (set by the caller):
+#     served    served/claimed lines match the program's expect lines, F = 0
+#     quiet     no coll:rdma output at all
+#     noserve   no served and no claimed lines (component not used)
+#     grep:STR  the fixed string STR appears in the output
+CHECKS=()
+run_test() {
+    local name=$1 np=$2 expect=$3
+    shift 3
+    local opts=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
+    shift
+    local prog=$1
+    shift
+    want "$name" || return 0
+
+    local dir=$LOGROOT/$name
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    local over=()
+    [ "$np" -gt 2 ] && over=(--oversubscribe)
+    local shm_before crt_before
+    shm_before=$(shm_list 'coll_rdma\.')
+    crt_before=$(shm_list 'crtest\.')
+    local cmd=(mpirun -np "$np" "${over[@]}" --mca btl self,vader
+        --mca mca_base_component_path "$COMPONENT_PATH"
+        --output-filename "$dir/out:nocopy" "${opts[@]}" "$BIN/$prog" "$@")
+    printf '%s\n' "${cmd[*]}" > "$dir/command"
+    local t0 t1 rc=0
+    t0=$(date +%s.%N)
+    timeout -k 10 "$TIMEOUT" "${cmd[@]}" </dev/null >"$dir/mpirun.log" 2>&1 || rc=$?
+    t1=$(date +%s.%N)
+    local secs
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+
+    local why=()
+    # all output, one file per rank: stdout then stderr
+    local ranks=()
+    local f
+    for f in "$dir"/out/*/rank.*; do [ -d "$f" ] && ranks+=("$f"); done
+    cat "$dir/mpirun.log" "$dir"/out/*/rank.*/std* 2>/dev/null > "$dir/all.log" || true
+
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+        why+=("timed out after ${TIMEOUT}s")
+    fi
+    if [ "$expect" = ok ]; then
+        [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ "$rc" = 137 ] || why+=("mpirun exited with status $rc")
+        [ "${#ranks[@]}" = "$np" ] || why+=("output of ${#ranks[@]} rank(s) found, expected $np")
+        local bad
+        bad=$(grep -h '^FAIL:' "$dir"/out/*/rank.*/stdout 2>/dev/null | head -5 || true)
+        [ -z "$bad" ] || why+=("program reported failures:"$'\n'"$bad")
+        local okranks
+        okranks=$(cat "$dir"/out/*/rank.*/stdout 2>/dev/null | grep -c '^result: rank [0-9]* failures 0 ' || true)
+        [ "$okranks" = "$np" ] || why+=("$okranks of $np rank(s) printed a clean result line")
+    else
+        [ "$rc" != 0 ] || why+=("the program passed although every 50th barrier was skipped")
+        grep -q '^FAIL:' "$dir"/out/*/rank.*/stdout 2>/dev/null ||
+            why+=("no FAIL line although every 50th barrier was skipped")
+    fi
+
+    local c
+    for c in "${CHECKS[@]}"; do
+        case $c in
+            served)
+                local r out
+                for r in "${ranks[@]}"; do
+                    out=$(cat "$r/stdout" "$r/stderr" 2>/dev/null | awk -v rank="${r##*rank.}" "$SERVED_AWK")
+                    [ -z "$out" ] || why+=("$out")
+                done ;;
+            quiet)
+                grep -q 'coll:rdma:' "$dir/all.log" &&
+                    why+=("coll:rdma printed something:"$'\n'"$(grep 'coll:rdma:' "$dir/all.log" | head -3)") ;;
+            noserve)
+                grep -Eq 'coll:rdma: comm [0-9]+ .*(: served |: claimed at priority)' "$dir/all.log" &&
+                    why+=("coll rdma was used:"$'\n'"$(grep -E ': served |: claimed at' "$dir/all.log" | head -3)") ;;
+            grep:*)
+                local s=${c#grep:}
+                grep -qF -- "$s" "$dir/all.log" || why+=("missing message: $s") ;;
+        esac
+    done
+
+    # leftovers in /dev/shm
+    local leaked=() e
+    while IFS= read -r e; do
+        [ -n "$e" ] || continue
+        mapped_by_someone "$e" && continue
+        leaked+=("$e")
+    done < <(new_entries "$shm_before" "$(shm_list 'coll_rdma\.')")
+    if [ "${#leaked[@]}" -gt 0 ]; then
+        why+=("left in /dev/shm: ${leaked[*]}")
+        for e in "${leaked[@]}"; do rm -f "/dev/shm/$e"; done
+    fi
+    while IFS= read -r e; do
+        [ -n "$e" ] && ! mapped_by_someone "$e" && rm -f "/dev/shm/$e"
+    done < <(new_entries "$crt_before" "$(shm_list 'crtest\.')")
+
+    if [ "${#why[@]}" = 0 ]; then
+        PASSED=$((PASSED + 1))
+        printf '%-44s PASS  %6ss\n' "$name" "$secs"
+        [ "$KEEP_LOGS" = 1 ] || rm -rf "$dir"
+    else
+        FAILED=$((FAILED + 1))
+        FAILED_NAMES+=("$name")
+        printf '%-44s FAIL  %6ss  (logs: %s)\n' "$name" "$secs" "${dir#"$ROOT"/}"
+        local w
+        for w in "${why[@]}"; do printf '%s\n' "$w" | sed 's/^/      /'; done
+        printf '      command: %s\n' "$(cat "$dir/command")"
+    fi
+    CHECKS=()
+}
+
+# Compares, for one rank (one process), what the program says it did with what
+# coll rdma says it served. Prints one line per problem, nothing when all is well.
+#   program:   expect: comm C rank R comms K barriers B
+#              expect-unclaimed: comm C rank R comms K kind WHY
+#   component: ... coll:rdma: comm C "NAME" size N: claimed at priority P ...
+#              ... coll:rdma: comm C "NAME" size N: not claimed: WHY
+#              ... coll:rdma: comm C rank R: served B barrier(s) over T, F handed to the fallback
+# Context ids are reused after MPI_Comm_free, so counts are summed per id.
+SERVED_AWK='
+function problem(msg) { print "rank " rank ": " msg; bad++ }
+$1 == "expect:" && $2 == "comm" { ecomms[$3] += $7; ebar[$3] += $9; next }
+$1 == "expect-unclaimed:" && $2 == "comm" { ucomms[$3] += $7; ukind[$3] = $9; next }
+{
+    i = index($0, "coll:rdma: comm ")
+    if (i == 0) next
+    s = substr($0, i)
+    n = split(s, f, " ")
+    cid = f[3]
+    if (index(s, ": served ") > 0) {
+        b = ""; fb = ""; tr = ""
+        for (k = 1; k <= n; k++) {
+            if (f[k] == "served") b = f[k + 1]
+            if (f[k] == "over") tr = f[k + 1]
+            if (f[k] == "handed") fb = f[k - 1]
+        }
+        sub(/,$/, "", tr)
+        if (b !~ /^[0-9]+$/ || fb !~ /^[0-9]+$/) { problem("cannot parse: " s); next }
+        scount[cid]++; sbar[cid] += b; sfb[cid] += fb
+        if (fb + 0 != 0) problem("comm " cid ": " fb " barrier(s) handed to the fallback (transport " tr ")")
+        if (tr != "shm") problem("comm " cid ": served over \"" tr "\", expected shm")
+    } else if (index(s, ": claimed at priority ") > 0) {
+        j = index(s, "\" size ")
+        sz = substr(s, j + 7); sub(/:.*/, "", sz)
+        claimed[cid]++
+        if (sz + 0 < 2) problem("size-" sz " communicator claimed: " s)
+    } else if (index(s, ": not claimed") > 0) {
+        notclaimed[cid]++
+    } else if (index(s, ": transport unavailable") > 0) {
+        unavailable++
+        if (unavailable == 1) problem("transport unavailable: " s)
+    }
+}
+END {
+    for (c in ecomms) {
+        if (scount[c] + 0 != ecomms[c])
+            problem("comm " c ": " ecomms[c] " communicator(s) of size > 1 had this id, found " (scount[c] + 0) " served line(s)")
+        if (sbar[c] + 0 != ebar[c])
+            problem("comm " c ": the program made " ebar[c] " barrier(s), coll rdma reports " (sbar[c] + 0) " served")
+        if (claimed[c] + 0 != ecomms[c])
+            problem("comm " c ": " ecomms[c] " communicator(s) to claim, found " (claimed[c] + 0) " claimed line(s)")
+    }
+    for (c in scount)
+        if (!(c in ecomms) && sbar[c] > 0)
+            problem("comm " c ": coll rdma served " sbar[c] " barrier(s) on a communicator the program did not use")
+    for (c in ucomms)
+        if (notclaimed[c] + 0 == 0)
+            problem("comm " c " (" ukind[c] "): no \"not claimed\" line")
+    if (!("0" in ecomms) && !("0" in ucomms)) problem("no expect line for MPI_COMM_WORLD (program did not finish?)")
+}'
+
+# ------------------------------------------------------------------- tests
+rm -rf "$LOGROOT"
+mkdir -p "$LOGROOT"
+
+if [ "$QUICK" = 1 ]; then
+    BO_N=1000; CL_L=100; CM_I=30; NPS="1 2 3 4"
+else
+    BO_N=10000; CL_L=1000; CM_I=300; NPS="1 2 3 4 5 8"
+fi
+
+if [ "$LIST" = 0 ]; then
+    say "== coll rdma MPI tests ($MODE mode, Open MPI $OMPI_VERSION, $(nproc) core(s), timeout ${TIMEOUT}s per run)"
+    say "   component path: $COMPONENT_PATH"
+    [ "$MODE" = component ] && say "   component: $COMPDIR/mca_coll_rdma.so ($(stat -c '%s bytes, %y' "$COMPDIR/mca_coll_rdma.so" | cut -d. -f1))"
+fi
+
+if [ "$MODE" = component ]; then
+    V=(--mca coll_rdma_verbose 1)
+    SERVED=served
+else
+    V=()
+    SERVED=
+fi
+
+# 1. the three programs at every size
+for np in $NPS; do
+    CHECKS=($SERVED); run_test "np$np-barrier_order" "$np" ok "${V[@]}" -- barrier_order -n "$BO_N" -d 200
+    CHECKS=($SERVED); run_test "np$np-comm_lifecycle" "$np" ok "${V[@]}" -- comm_lifecycle -l "$CL_L"
+    CHECKS=($SERVED); run_test "np$np-coll_mix" "$np" ok "${V[@]}" -- coll_mix -i "$CM_I"
+done
+
+# 2. the checker must catch a broken barrier (works without the component:
+#    the test library skips every 50th MPI_Barrier)
+run_test "selftest-checker-catches-skipped-barriers" 3 fail -x CRTEST_SELFTEST_SKIP_BARRIER=1 \
+    -- barrier_order -n 2000 -d 200
+
+# 3. excluded: no trace of coll rdma, results still right
+CHECKS=(quiet); run_test "excluded-coll-^rdma" 3 ok --mca coll '^rdma' --mca coll_rdma_verbose 1 -- coll_mix -i "$CM_I"
+
+COMP_TESTS=(
+    "np1-not-claimed-size1" "default-verbose-is-silent" "explicit-coll-list"
+    "radix-1-np5" "radix-2-np5" "radix-3-np8" "radix-7-np8" "radix-64-np5"
+    "spin-polls-0-np4" "spin-polls-1000-np2" "transport-shm-np3"
+    "bad-radix--3" "bad-radix-999" "bad-transport-bogus" "version-mismatch-9.9.9"
+)
+if [ "$MODE" = stock ]; then
+    for t in "${COMP_TESTS[@]}"; do skip "$t" "needs the component"; done
+else
+    # 4. np=1: size-1 communicators are not claimed (served also checks that
+    #    every size-1 communicator has its "not claimed" line)
+    CHECKS=(served "grep:size 1: not claimed")
+    run_test "np1-not-claimed-size1" 1 ok "${V[@]}" -- comm_lifecycle -l 20
+
+    # 5. verbose 0 prints nothing
+    CHECKS=(quiet); run_test "default-verbose-is-silent" 2 ok -- coll_mix -i "$CM_I"
+
+    # 6. the selection list the README recommends for "only rdma for barrier"
+    CHECKS=(served); run_test "explicit-coll-list" 4 ok --mca coll rdma,tuned,libnbc,basic,self "${V[@]}" \
+        -- coll_mix -i 50
+
+    # 7. valid parameter values
+    for spec in 1:5 2:5 3:8 7:8 64:5; do
+        radix=${spec%:*} np=${spec#*:}
+        CHECKS=(served); run_test "radix-$radix-np$np" "$np" ok --mca coll_rdma_barrier_radix "$radix" "${V[@]}" \
+            -- barrier_order -n 3000 -d 100
+    done
+    CHECKS=(served); run_test "spin-polls-0-np4" 4 ok --mca coll_rdma_spin_polls 0 "${V[@]}" -- barrier_order -n 2000
+    CHECKS=(served); run_test "spin-polls-1000-np2" 2 ok --mca coll_rdma_spin_polls 1000 "${V[@]}" -- barrier_order -n 2000
+    CHECKS=(served); run_test "transport-shm-np3" 3 ok --mca coll_rdma_transport shm "${V[@]}" -- comm_lifecycle -l 200
+
+    # 8. bad input: the documented warning, then the automatic choice
+    CHECKS=(served "grep:coll:rdma: warning: coll_rdma_barrier_radix=-3 is invalid (0 = automatic, or 1..=64); using the automatic choice")
+    run_test "bad-radix--3" 4 ok --mca coll_rdma_barrier_radix -3 "${V[@]}" -- coll_mix -i 50
+    CHECKS=(served "grep:coll:rdma: warning: coll_rdma_barrier_radix=999 is invalid (0 = automatic, or 1..=64); using the automatic choice")
+    run_test "bad-radix-999" 4 ok --mca coll_rdma_barrier_radix 999 "${V[@]}" -- coll_mix -i 50
+    CHECKS=(served "grep:coll:rdma: warning: coll_rdma_transport=\"bogus\" is unknown (auto, shm); using auto")
+    run_test "bad-transport-bogus" 4 ok --mca coll_rdma_transport bogus "${V[@]}" -- coll_mix -i 50
+    # 9. version mismatch: coll rdma steps aside, the job still runs correctly
+    CHECKS=(noserve "grep:coll:rdma: built against Open MPI " "grep: but running in Open MPI 9.9.9; coll rdma disqualifies itself")
+    run_test "version-mismatch-9.9.9" 4 ok --mca coll_rdma_test_running_version 9.9.9 "${V[@]}" \
+        -- coll_mix -i 50
+fi
+
+[ "$LIST" = 1 ] && exit 0
+
+# ------------------------------------------------------------------ summary
+LEFT=()
+while IFS= read -r e; do
+    [ -n "$e" ] || continue
+    mapped_by_someone "$e" || LEFT+=("$e")
+done < <(new_entries "$SHM_BEFORE_ALL" "$(shm_list 'coll_rdma\.')")
+if [ "${#LEFT[@]}" -gt 0 ]; then
+    say "FAIL: /dev/shm entries left behind by the test run: ${LEFT[*]}"
+    FAILED=$((FAILED + 1))
+    FAILED_NAMES+=("dev-shm-clean")
+fi
+[ -z "$SHM_BEFORE_ALL" ] || say "note: coll_rdma.* entries that existed before the run: $(printf '%s ' $SHM_BEFORE_ALL)"
+
+say "== took $(( $(date +%s) - T_START ))s"
+[ "$FAILED" = 0 ] || say "failed: ${FAILED_NAMES[*]}"
+if [ "$SKIPPED" -gt 0 ]; then
+    say "$PASSED passed, $FAILED failed, $SKIPPED skipped"
+else
+    say "$PASSED passed, $FAILED failed"
+fi
+[ "$FAILED" = 0 ]

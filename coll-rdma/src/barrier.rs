@@ -1,0 +1,100 @@
+//! MPI_Barrier as an n-way dissemination over one-sided flag writes
+//! (Hoefler et al. 2006, listing 1), for any communicator size.
+//!
+//! Every (round, peer index) pair has its own 64-byte slot in the receiver's
+//! window, so each slot has exactly one writer: the rank at distance
+//! i·(n+1)^r before the receiver. A slot holds the epoch (the 1-based count
+//! of barriers this communicator has run) of the writer's latest
+//! notification. Epochs are 64-bit and only grow, so "slot >= my epoch"
+//! is never ambiguous, and slots need no reset: a writer that is already
+//! one barrier ahead has necessarily passed the current one, which is all
+//! the reader needs to know.
+
+use btl_ibmc::{wait_at_least, Transport, TransportError, WaitPolicy};
+use tuning::round_fanouts;
+
+/// Bytes per notification slot: one cache line, so that writers of
+/// different slots never contend for the same line.
+pub const SLOT_BYTES: usize = 64;
+
+#[derive(Clone, Debug)]
+struct Notification {
+    peer: usize,
+    slot_offset: usize,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Round {
+    notify: Vec<Notification>,
+    await_from: Vec<Notification>,
+}
+
+/// One rank's precomputed barrier schedule and epoch for one communicator.
+#[derive(Clone, Debug)]
+pub struct DisseminationBarrier {
+    radix: usize,
+    rounds: Vec<Round>,
+    epoch: u64,
+    policy: WaitPolicy,
+}
+
+impl DisseminationBarrier {
+    /// Bytes of window the barrier needs on every rank.
+    pub fn region_len(size: usize, radix: usize) -> usize {
+        round_fanouts(size, radix).iter().sum::<usize>() * SLOT_BYTES
+    }
+
+    /// The schedule of `rank` among `size` ranks; slots start at
+    /// `region_offset` of every rank's window.
+    pub fn new(rank: usize, size: usize, radix: usize, region_offset: usize, policy: WaitPolicy) -> Self {
+        assert!(rank < size, "rank {rank} outside a communicator of {size}");
+        let mut rounds = Vec::new();
+        let mut stride = 1usize;
+        let mut first_slot = region_offset;
+        for fanout in round_fanouts(size, radix) {
+            let mut round = Round::default();
+            for i in 1..=fanout {
+                let distance = i * stride;
+                let slot_offset = first_slot + (i - 1) * SLOT_BYTES;
+                round.notify.push(Notification { peer: (rank + distance) % size, slot_offset });
+                round.await_from.push(Notification { peer: (rank + size - distance % size) % size, slot_offset });
+            }
+            rounds.push(round);
+            first_slot += fanout * SLOT_BYTES;
+            stride = stride.saturating_mul(radix + 1);
+        }
+        DisseminationBarrier { radix, rounds, epoch: 0, policy }
+    }
+
+    pub fn radix(&self) -> usize {
+        self.radix
+    }
+
+    pub fn rounds(&self) -> usize {
+        self.rounds.len()
+    }
+
+    /// Barriers completed (or started) so far.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Runs one barrier: returns once every rank of the communicator has
+    /// entered it.
+    #[inline]
+    pub fn run<T: Transport + ?Sized>(&mut self, transport: &T) -> Result<(), TransportError> {
+        self.epoch += 1;
+        let epoch = self.epoch;
+        for (round_index, round) in self.rounds.iter().enumerate() {
+            for to in &round.notify {
+                transport.put_flag(to.peer, to.slot_offset, epoch)?;
+            }
+            for from in &round.await_from {
+                wait_at_least(transport, from.slot_offset, epoch, &self.policy, || {
+                    format!("barrier {epoch}, round {round_index}: notification from rank {}", from.peer)
+                });
+            }
+        }
+        Ok(())
+    }
+}

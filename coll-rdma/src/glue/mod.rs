@@ -1,0 +1,13 @@
+//! Everything that touches Open MPI: the component and module structures
+//! it loads, MCA parameters, output, and the per-communicator state that
+//! connects a communicator to a transport and to the collectives.
+
+mod comm_state;
+mod component;
+mod ffi_guard;
+mod module;
+mod output;
+mod params;
+mod saved;
+mod version;
+

@@ -1,0 +1,280 @@
+//! coll rdma's MCA parameters: registration (their storage must live at a
+//! fixed address for Open MPI's variable system) and validation into
+//! `Settings`, which is what the rest of the component reads.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use ompi_sys as sys;
+use tuning::{BarrierModel, MAX_BARRIER_RADIX};
+
+// Storage written by Open MPI's variable system during registration (single
+// threaded, inside MPI_Init or ompi_info) and only read afterwards.
+static mut PRIORITY: c_int = 40;
+static mut VERBOSE: c_int = 0;
+static mut TRANSPORT: *const c_char = c"auto".as_ptr();
+static mut BARRIER_RADIX: c_int = 0;
+static mut SPIN_POLLS: c_int = -1;
+static mut STALL_WARNING_SECONDS: c_int = 10;
+static mut MODEL_LATENCY_NS: c_int = BarrierModel::SHARED_MEMORY.latency_ns as c_int;
+static mut MODEL_PUT_GAP_NS: c_int = BarrierModel::SHARED_MEMORY.put_gap_ns as c_int;
+static mut TEST_RUNNING_VERSION: *const c_char = c"".as_ptr();
+
+/// Which transport the user asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransportChoice {
+    Auto,
+    Shm,
+}
+
+/// Validated parameter values.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub priority: i32,
+    pub verbose: i32,
+    pub transport: TransportChoice,
+    /// `None`: choose per communicator from the model.
+    pub barrier_radix: Option<usize>,
+    /// `None`: spin only when the node is not oversubscribed.
+    pub spin_polls: Option<u32>,
+    pub stall_warning: Duration,
+    pub model: BarrierModel,
+    pub pretend_running_version: Option<String>,
+}
+
+static SETTINGS: OnceLock<Settings> = OnceLock::new();
+
+struct Registration {
+    name: &'static CStr,
+    help: &'static CStr,
+    kind: sys::mca_base_var_type_t,
+    level: sys::mca_base_var_info_lvl_t,
+    storage: *mut c_void,
+}
+
+fn registrations() -> [Registration; 9] {
+    use sys::{MCA_BASE_VAR_TYPE_INT as INT, MCA_BASE_VAR_TYPE_STRING as STRING};
+    use sys::{OPAL_INFO_LVL_2 as USER, OPAL_INFO_LVL_5 as TUNER, OPAL_INFO_LVL_9 as DEV};
+    [
+        Registration {
+            name: c"priority",
+            help: c"Priority of coll rdma (default 40, above coll tuned's 30, so installing it is enough to use it); a negative value keeps it from claiming any communicator",
+            kind: INT,
+            level: USER,
+            storage: &raw mut PRIORITY as *mut c_void,
+        },
+        Registration {
+            name: c"verbose",
+            help: c"Verbosity: 0 silent except warnings; 1 says per communicator what was selected and why, and what was served when it is freed; 2 and above trace",
+            kind: INT,
+            level: USER,
+            storage: &raw mut VERBOSE as *mut c_void,
+        },
+        Registration {
+            name: c"transport",
+            help: c"Transport for one-sided writes: auto (shared memory within a node) or shm; verbs and udp come later. Unknown values warn and use auto",
+            kind: STRING,
+            level: USER,
+            storage: &raw mut TRANSPORT as *mut c_void,
+        },
+        Registration {
+            name: c"barrier_radix",
+            help: c"n of the n-way dissemination barrier (peers notified per round): 0 chooses per communicator from the cost model; 1..=64 fixes it. Invalid values warn and use the automatic choice",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut BARRIER_RADIX as *mut c_void,
+        },
+        Registration {
+            name: c"spin_polls",
+            help: c"Polls of a flag before a waiting rank starts yielding its core: -1 chooses (spin when the node has a core per rank, yield at once when oversubscribed); 0 or more fixes it",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut SPIN_POLLS as *mut c_void,
+        },
+        Registration {
+            name: c"stall_warning",
+            help: c"Seconds a rank may wait inside a coll rdma collective before it warns that a peer seems stuck (repeated at every doubling); 0 never warns",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut STALL_WARNING_SECONDS as *mut c_void,
+        },
+        Registration {
+            name: c"model_latency_ns",
+            help: c"Barrier radix model: nanoseconds for one flag write to become visible at its target (must be > 0)",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut MODEL_LATENCY_NS as *mut c_void,
+        },
+        Registration {
+            name: c"model_put_gap_ns",
+            help: c"Barrier radix model: extra nanoseconds per additional flag write issued in the same round (must be >= 0)",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut MODEL_PUT_GAP_NS as *mut c_void,
+        },
+        Registration {
+            name: c"test_running_version",
+            help: c"Testing only: pretend the running Open MPI reports this version, to exercise the check that disqualifies coll rdma inside an Open MPI other than the one it was built against; empty uses the real version",
+            kind: STRING,
+            level: DEV,
+            storage: &raw mut TEST_RUNNING_VERSION as *mut c_void,
+        },
+    ]
+}
+
+/// Registers every parameter with Open MPI's variable system.
+pub fn register(component: *const sys::mca_base_component_t) -> c_int {
+    for r in registrations() {
+        // SAFETY: `component` is our static component; name and help are
+        // 'static C strings; storage points at a static of the declared type.
+        let index = unsafe {
+            sys::mca_base_component_var_register(
+                component,
+                r.name.as_ptr(),
+                r.help.as_ptr(),
+                r.kind,
+                std::ptr::null_mut(),
+                0,
+                0,
+                r.level,
+                sys::MCA_BASE_VAR_SCOPE_READONLY,
+                r.storage,
+            )
+        };
+        if index < 0 {
+            return index;
+        }
+    }
+    sys::OMPI_SUCCESS as c_int
+}
+
+fn string_value(storage: *const c_char) -> String {
+    if storage.is_null() {
+        return String::new();
+    }
+    // SAFETY: the variable system stores a NUL-terminated string (or our
+    // static default) in string storage.
+    unsafe { CStr::from_ptr(storage) }.to_string_lossy().trim().to_string()
+}
+
+/// Raw values as the user set them, before validation.
+pub struct RawParams {
+    pub priority: i32,
+    pub verbose: i32,
+    pub transport: String,
+    pub barrier_radix: i32,
+    pub spin_polls: i32,
+    pub stall_warning_seconds: i32,
+    pub model_latency_ns: i32,
+    pub model_put_gap_ns: i32,
+    pub test_running_version: String,
+}
+
+fn read_raw() -> RawParams {
+    // SAFETY: registration, the only writer, has finished before component
+    // open, which is the only caller.
+    unsafe {
+        RawParams {
+            priority: PRIORITY,
+            verbose: VERBOSE,
+            transport: string_value(TRANSPORT),
+            barrier_radix: BARRIER_RADIX,
+            spin_polls: SPIN_POLLS,
+            stall_warning_seconds: STALL_WARNING_SECONDS,
+            model_latency_ns: MODEL_LATENCY_NS,
+            model_put_gap_ns: MODEL_PUT_GAP_NS,
+            test_running_version: string_value(TEST_RUNNING_VERSION),
+        }
+    }
+}
+
+/// Turns raw values into settings, warning about each invalid one and
+/// saying which documented fallback is used instead.
+pub fn validate(raw: RawParams) -> Settings {
+    let transport = match raw.transport.to_ascii_lowercase().as_str() {
+        "auto" | "" => TransportChoice::Auto,
+        "shm" => TransportChoice::Shm,
+        _ => {
+            tracing::warn!("coll_rdma_transport=\"{}\" is unknown (auto, shm); using auto", raw.transport);
+            TransportChoice::Auto
+        }
+    };
+    let barrier_radix = match raw.barrier_radix {
+        0 => None,
+        n if n >= 1 && n as usize <= MAX_BARRIER_RADIX => Some(n as usize),
+        n => {
+            tracing::warn!(
+                "coll_rdma_barrier_radix={n} is invalid (0 = automatic, or 1..={MAX_BARRIER_RADIX}); using the automatic choice"
+            );
+            None
+        }
+    };
+    let spin_polls = match raw.spin_polls {
+        -1 => None,
+        n if n >= 0 => Some(n as u32),
+        n => {
+            tracing::warn!("coll_rdma_spin_polls={n} is invalid (-1 = automatic, or >= 0); using the automatic choice");
+            None
+        }
+    };
+    let stall_warning = if raw.stall_warning_seconds >= 0 {
+        raw.stall_warning_seconds as u64
+    } else {
+        tracing::warn!("coll_rdma_stall_warning={} is invalid (seconds >= 0); using 10", raw.stall_warning_seconds);
+        10
+    };
+    // Zero disables the warning: an interval no wait reaches.
+    let stall_warning = if stall_warning == 0 { Duration::MAX } else { Duration::from_secs(stall_warning) };
+    let default_model = BarrierModel::SHARED_MEMORY;
+    let latency_ns = if raw.model_latency_ns > 0 {
+        raw.model_latency_ns as f64
+    } else {
+        tracing::warn!(
+            "coll_rdma_model_latency_ns={} is invalid (must be > 0); using {}",
+            raw.model_latency_ns,
+            default_model.latency_ns
+        );
+        default_model.latency_ns
+    };
+    let put_gap_ns = if raw.model_put_gap_ns >= 0 {
+        raw.model_put_gap_ns as f64
+    } else {
+        tracing::warn!(
+            "coll_rdma_model_put_gap_ns={} is invalid (must be >= 0); using {}",
+            raw.model_put_gap_ns,
+            default_model.put_gap_ns
+        );
+        default_model.put_gap_ns
+    };
+    let verbose = if raw.verbose >= 0 {
+        raw.verbose
+    } else {
+        tracing::warn!("coll_rdma_verbose={} is invalid (must be >= 0); using 0", raw.verbose);
+        0
+    };
+    Settings {
+        priority: raw.priority.min(100),
+        verbose,
+        transport,
+        barrier_radix,
+        spin_polls,
+        stall_warning,
+        model: BarrierModel { latency_ns, put_gap_ns },
+        pretend_running_version: Some(raw.test_running_version).filter(|v| !v.is_empty()),
+    }
+}
+
+/// Reads, validates and keeps the parameters; warnings print once.
+pub fn load() -> &'static Settings {
+    SETTINGS.get_or_init(|| {
+        let raw = read_raw();
+        super::output::install(raw.verbose.max(0));
+        validate(raw)
+    })
+}
+
+/// The settings loaded at component open.
+pub fn settings() -> &'static Settings {
+    load()
+}

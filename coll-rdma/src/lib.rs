@@ -1,0 +1,8 @@
+//! coll rdma: an Open MPI collective component. The collectives are written
+//! against btl-ibmc's `Transport` and know nothing of Open MPI; `glue` is
+//! the only place that touches Open MPI's structures.
+
+pub mod barrier;
+pub mod layout;
+
+mod glue;

@@ -1,0 +1,108 @@
+//! Generates bindings from the installed Open MPI's internal headers and
+//! compiles the C shim. Directories come from `mpicc --showme`, or from
+//! OMPI_INCLUDE_DIRS / OMPI_LIB_DIRS (colon-separated) when set.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn dirs_from(var: &str, showme: &str) -> Vec<PathBuf> {
+    println!("cargo:rerun-if-env-changed={var}");
+    if let Ok(list) = env::var(var) {
+        return env::split_paths(&list).collect();
+    }
+    let mpicc = env::var("MPICC").unwrap_or_else(|_| "mpicc".to_string());
+    let output = Command::new(&mpicc)
+        .arg(format!("--showme:{showme}"))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run `{mpicc} --showme:{showme}` ({e}); install libopenmpi-dev or set {var}"));
+    assert!(output.status.success(), "`{mpicc} --showme:{showme}` failed; set {var}");
+    String::from_utf8_lossy(&output.stdout).split_whitespace().map(PathBuf::from).collect()
+}
+
+/// The `OMPI_*_VERSION` numbers of the headers, so that the component can
+/// refuse to run inside a different Open MPI.
+fn header_version(include_dirs: &[PathBuf]) -> String {
+    let header = include_dirs
+        .iter()
+        .map(|d| d.join("ompi/version.h"))
+        .find(|p| p.exists())
+        .expect("ompi/version.h not found: Open MPI's devel headers (libopenmpi-dev) are missing");
+    println!("cargo:rerun-if-changed={}", header.display());
+    let text = std::fs::read_to_string(&header).expect("read ompi/version.h");
+    let number = |name: &str| -> String {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("#define {name} ")).map(|v| v.trim().to_string()))
+            .unwrap_or_else(|| panic!("{name} missing from {}", header.display()))
+    };
+    format!("{}.{}.{}", number("OMPI_MAJOR_VERSION"), number("OMPI_MINOR_VERSION"), number("OMPI_RELEASE_VERSION"))
+}
+
+fn main() {
+    let include_dirs = dirs_from("OMPI_INCLUDE_DIRS", "incdirs");
+    let lib_dirs = dirs_from("OMPI_LIB_DIRS", "libdirs");
+    let csrc = Path::new("csrc");
+    for f in ["wrapper.h", "shim.h", "shim.c"] {
+        println!("cargo:rerun-if-changed=csrc/{f}");
+    }
+
+    println!("cargo:rustc-env=OMPI_SYS_BUILT_VERSION={}", header_version(&include_dirs));
+
+    let mut shim = cc::Build::new();
+    shim.file(csrc.join("shim.c")).include(csrc).warnings(true);
+    for dir in &include_dirs {
+        shim.include(dir);
+    }
+    shim.compile("coll_rdma_shim");
+
+    for dir in &lib_dirs {
+        println!("cargo:rustc-link-search=native={}", dir.display());
+    }
+    println!("cargo:rustc-link-lib=dylib=mpi");
+    println!("cargo:rustc-link-lib=dylib=open-pal");
+
+    let mut builder = bindgen::Builder::default()
+        .header(csrc.join("wrapper.h").to_string_lossy())
+        .clang_arg(format!("-I{}", csrc.display()))
+        .allowlist_type("mca_coll_base_.*")
+        .allowlist_type("mca_base_component_.*")
+        .allowlist_type("ompi_communicator_t")
+        .allowlist_type("ompi_datatype_t")
+        .allowlist_type("ompi_op_t")
+        .allowlist_type("opal_class_t")
+        .allowlist_type("opal_object_t")
+        .allowlist_function("mca_base_component_var_register")
+        .allowlist_function("mca_base_var_.*")
+        .allowlist_function("opal_output_open")
+        .allowlist_function("opal_output_close")
+        .allowlist_function("opal_progress_register")
+        .allowlist_function("opal_progress_unregister")
+        .allowlist_function("coll_rdma_shim_.*")
+        .allowlist_function("MPI_Get_library_version")
+        .allowlist_var("mca_coll_base_module_t_class")
+        .allowlist_var("MCA_BASE_VAR_.*")
+        .allowlist_var("OPAL_INFO_LVL_.*")
+        .allowlist_var("OMPI_SUCCESS")
+        .allowlist_var("OMPI_ERROR")
+        .allowlist_var("OMPI_ERR_.*")
+        .allowlist_var("OPAL_SUCCESS")
+        .allowlist_var("MCA_BASE_.*")
+        .allowlist_var("OMPI_MAJOR_VERSION")
+        .allowlist_var("OMPI_MINOR_VERSION")
+        .allowlist_var("OMPI_RELEASE_VERSION")
+        .allowlist_var("MPI_MAX_LIBRARY_VERSION_STRING")
+        .allowlist_var("MPI_MAX_OBJECT_NAME")
+        .allowlist_var("MCA_COLL_BASE_.*")
+        .allowlist_var("MPI_THREAD_.*")
+        .default_enum_style(bindgen::EnumVariation::Consts)
+        .prepend_enum_name(false)
+        .derive_default(true)
+        .layout_tests(true)
+        .generate_comments(false);
+    for dir in &include_dirs {
+        builder = builder.clang_arg(format!("-I{}", dir.display()));
+    }
+    let bindings = builder.generate().expect("bindgen over Open MPI's headers failed");
+    let out = PathBuf::from(env::var("OUT_DIR").unwrap()).join("bindings.rs");
+    bindings.write_to_file(out).expect("write bindings.rs");
+}

@@ -1,0 +1,420 @@
+/*
+ * Shared helpers for the coll rdma MPI tests (header only).
+ *
+ * Every test program:
+ *   - calls t_init() instead of MPI_Init() and returns t_finish() from main;
+ *   - wraps every communicator in a tcomm_t: t_world for MPI_COMM_WORLD,
+ *     t_derive() right after each call that creates communicators from a
+ *     parent (dup, split, create, idup; called by every member of the parent,
+ *     also those that got MPI_COMM_NULL), t_track_tagged() for
+ *     the others (intercommunicators, merged ones, MPI_COMM_SELF), t_free()
+ *     instead of MPI_Comm_free();
+ *   - makes its blocking barriers with t_barrier(), which checks the barrier
+ *     property and counts barriers per communicator.
+ *
+ * Barrier property check. A POSIX shared memory segment holds a hash table
+ * with one entry per communicator instance. The key is built without any
+ * communication from what all members know: the parent's entry, how many
+ * communicator creations the parent has seen (every member of the parent
+ * takes part in each, in the same order), and the lowest parent rank among
+ * the new communicator's members (tells apart the communicators one split
+ * makes). Entries are never reused. An entry holds, per group (intercommunicators
+ * have two), a ring of 3 counters indexed by barrier epoch k mod 3:
+ *   entering barrier k: counter[my group][k%3] += 1
+ *   after leaving k:    counter[G][k%3] == |G|       (every member entered k)
+ *                       counter[G][(k+1)%3] <= |G|-1 (intracommunicators)
+ * where G is the own group (the remote group for an intercommunicator, as
+ * MPI_Barrier on an intercommunicator only waits for the other group). The
+ * member with the lowest world rank of each group zeroes counter[.][(k-1)%3]
+ * after leaving barrier k: by then every reader of epoch k-1 is done, and the
+ * counter is next used at epoch k+2, which needs this member to have entered
+ * k+1. Three slots are enough for a correct barrier; a faulty one shows up as
+ * a wrong count.
+ *
+ * All ranks must run on one host (they share the segment). Its name comes from
+ * $CRTEST_SHM, else from the job's PMIx namespace; world rank 0 unlinks it in
+ * t_finish().
+ *
+ * Output on stdout (line buffered), parsed by ci/mpi-tests.sh:
+ *   expect: comm <cid> rank <world rank> comms <k> barriers <B>
+ *       k intracommunicators of size > 1 had context id <cid> in this
+ *       process; together they made B blocking barriers.
+ *   expect-unclaimed: comm <cid> rank <world rank> comms <k> kind <size1|inter>
+ *       k communicators with this context id that coll rdma must not claim.
+ *   FAIL: rank <r>: <file>:<line>: <message>
+ *   result: rank <r> failures <n> barriers <total>
+ * The context id printed is MPI_Comm_c2f(comm), which equals the context id in
+ * Open MPI 4.1 (checked against --mca coll_base_verbose 10).
+ */
+#ifndef CRTEST_COMMON_H
+#define CRTEST_COMMON_H
+
+#include <mpi.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Everything here is static; not every program uses every helper. */
+#define T_API static __attribute__((unused))
+
+#define T_MAX_CID 4096        /* context ids tracked per process */
+#define T_ENTRIES (1u << 15)  /* communicator instances per run */
+#define T_RING 3
+#define T_MAX_FAIL_LINES 20   /* FAIL lines printed per rank (all are counted) */
+
+typedef struct {
+    uint64_t key;                 /* 0 = free */
+    uint64_t pad;
+    uint64_t cnt[2][T_RING];
+} t_entry_t;                      /* 64 bytes */
+
+typedef struct {
+    MPI_Comm comm;
+    int cid;
+    int size;          /* local group size */
+    int rank;          /* rank in the local group */
+    int rsize;         /* remote group size (intercommunicators) */
+    int is_inter;
+    int claimable;     /* intracommunicator of size > 1 */
+    int grp;           /* my group's index in the entry */
+    int resetter;      /* this process zeroes its group's old epochs */
+    uint32_t entry;
+    uint32_t creations;/* communicators created from this one so far */
+    long nbar;         /* barriers made on this communicator */
+} tcomm_t;
+
+T_API int t_wrank = 0, t_wsize = 1;
+T_API long t_failures = 0;
+T_API long t_total_barriers = 0;
+T_API char t_shm_name[128];
+T_API t_entry_t *t_table = NULL;
+T_API size_t t_table_bytes = 0;
+T_API long t_claim_comms[T_MAX_CID], t_claim_bar[T_MAX_CID];
+T_API long t_unclaim_comms[T_MAX_CID];
+T_API char t_unclaim_kind[T_MAX_CID][8];
+T_API tcomm_t t_world;
+T_API int t_selftest_skip = 0; /* $CRTEST_SELFTEST_SKIP_BARRIER=1 */
+
+T_API void t_fail_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+T_API void t_fail_at(const char *file, int line, const char *fmt, ...)
+{
+    t_failures++;
+    if (t_failures > T_MAX_FAIL_LINES) {
+        if (t_failures == T_MAX_FAIL_LINES + 1)
+            printf("FAIL: rank %d: further failures are counted, not printed\n", t_wrank);
+        return;
+    }
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    printf("FAIL: rank %d: %s:%d: %s\n", t_wrank, file, line, msg);
+    fflush(stdout);
+}
+
+#define T_FAIL(...) t_fail_at(__FILE__, __LINE__, __VA_ARGS__)
+#define T_CHECK(cond, ...) do { if (!(cond)) T_FAIL(__VA_ARGS__); } while (0)
+#define T_MPI(call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) \
+        T_FAIL("%s returned %d", #call, rc_); } while (0)
+
+/* Deterministic per-rank pseudo random numbers (xorshift64). */
+T_API uint64_t t_rng_state = 88172645463325252ull;
+T_API void t_srand(uint64_t seed)
+{
+    t_rng_state = seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
+    if (!t_rng_state) t_rng_state = 1;
+}
+T_API uint32_t t_rand(void)
+{
+    uint64_t x = t_rng_state;
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    t_rng_state = x;
+    return (uint32_t)(x >> 16);
+}
+
+T_API uint64_t t_mix(uint64_t x)
+{
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Find or insert the entry of a key (lock free, linear probing). */
+T_API uint32_t t_entry_for(uint64_t key)
+{
+    key |= 1ull << 63; /* never 0 */
+    uint32_t i = (uint32_t)(t_mix(key) & (T_ENTRIES - 1));
+    for (uint32_t n = 0; n < T_ENTRIES; n++, i = (i + 1) & (T_ENTRIES - 1)) {
+        uint64_t cur = __atomic_load_n(&t_table[i].key, __ATOMIC_ACQUIRE);
+        if (cur == key) return i;
+        if (cur == 0) {
+            uint64_t expected = 0;
+            if (__atomic_compare_exchange_n(&t_table[i].key, &expected, key, 0,
+                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                return i;
+            if (expected == key) return i;
+        }
+    }
+    fprintf(stderr, "rank %d: test table full (%u communicators)\n", t_wrank, T_ENTRIES);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+    return 0;
+}
+
+T_API void t_open_table(void)
+{
+    const char *env = getenv("CRTEST_SHM");
+    const char *ns = getenv("PMIX_NAMESPACE");
+    if (env && *env)
+        snprintf(t_shm_name, sizeof t_shm_name, "%s", env);
+    else if (ns && *ns)
+        snprintf(t_shm_name, sizeof t_shm_name, "/crtest.%s.%d", ns, (int)getppid());
+    else
+        snprintf(t_shm_name, sizeof t_shm_name, "/crtest.single.%d", (int)getpid());
+    t_table_bytes = sizeof(t_entry_t) * T_ENTRIES;
+    int fd = shm_open(t_shm_name, O_CREAT | O_RDWR, 0600);
+    if (fd < 0) {
+        fprintf(stderr, "rank %d: shm_open(%s): %s\n", t_wrank, t_shm_name, strerror(errno));
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    /* Every rank sets the same size: idempotent, new pages read as zero. */
+    if (ftruncate(fd, (off_t)t_table_bytes) != 0) {
+        fprintf(stderr, "rank %d: ftruncate(%s): %s\n", t_wrank, t_shm_name, strerror(errno));
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    void *p = mmap(NULL, t_table_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "rank %d: mmap(%s): %s\n", t_wrank, t_shm_name, strerror(errno));
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    close(fd);
+    t_table = (t_entry_t *)p;
+}
+
+/* Lowest rank, in group `in`, of the members of group g. */
+T_API int t_lowest_in(MPI_Group g, MPI_Group in)
+{
+    int n;
+    MPI_Group_size(g, &n);
+    int *a = malloc(sizeof(int) * (size_t)n), *b = malloc(sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++) a[i] = i;
+    MPI_Group_translate_ranks(g, n, a, in, b);
+    int low = -1;
+    for (int i = 0; i < n; i++)
+        if (b[i] != MPI_UNDEFINED && (low < 0 || b[i] < low)) low = b[i];
+    free(a);
+    free(b);
+    return low;
+}
+
+T_API int t_lowest_world(MPI_Group g)
+{
+    MPI_Group world;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    int low = t_lowest_in(g, world);
+    MPI_Group_free(&world);
+    return low;
+}
+
+T_API void t_fill(tcomm_t *t, MPI_Comm comm, uint64_t key)
+{
+    memset(t, 0, sizeof *t);
+    t->comm = comm;
+    if (comm == MPI_COMM_NULL) return;
+    MPI_Comm_size(comm, &t->size);
+    MPI_Comm_rank(comm, &t->rank);
+    MPI_Comm_test_inter(comm, &t->is_inter);
+    t->cid = (int)MPI_Comm_c2f(comm);
+    if (t->cid < 0 || t->cid >= T_MAX_CID) {
+        T_FAIL("context id %d beyond the test's table (%d)", t->cid, T_MAX_CID);
+        t->cid = T_MAX_CID - 1;
+    }
+    t->claimable = !t->is_inter && t->size > 1;
+    t->entry = t_entry_for(key);
+    MPI_Group g;
+    MPI_Comm_group(comm, &g);
+    int low_local = t_lowest_world(g);
+    MPI_Group_free(&g);
+    t->resetter = (low_local == t_wrank);
+    if (t->is_inter) {
+        MPI_Comm_remote_size(comm, &t->rsize);
+        MPI_Comm_remote_group(comm, &g);
+        int low_remote = t_lowest_world(g);
+        MPI_Group_free(&g);
+        t->grp = low_local < low_remote ? 0 : 1;
+    }
+}
+
+/* Call on every member of parent after each communicator creation on it. */
+T_API void t_derive(tcomm_t *parent, MPI_Comm newcomm, tcomm_t *out)
+{
+    uint32_t seq = parent->creations++;
+    if (newcomm == MPI_COMM_NULL) {
+        memset(out, 0, sizeof *out);
+        out->comm = MPI_COMM_NULL;
+        return;
+    }
+    MPI_Group g, pg;
+    MPI_Comm_group(newcomm, &g);
+    MPI_Comm_group(parent->comm, &pg);
+    int lowp = t_lowest_in(g, pg);
+    MPI_Group_free(&g);
+    MPI_Group_free(&pg);
+    uint64_t key = ((uint64_t)parent->entry << 40) ^ ((uint64_t)seq << 16) ^ (uint64_t)lowp;
+    t_fill(out, newcomm, key);
+}
+
+/* A communicator whose members do not all share a tracked parent
+ * (intercommunicators, MPI_Intercomm_merge, MPI_COMM_SELF): keyed by `tag`,
+ * which the program keeps unique, and the lowest world rank taking part. */
+T_API void t_track_tagged(MPI_Comm comm, int tag, tcomm_t *out)
+{
+    if (comm == MPI_COMM_NULL) {
+        memset(out, 0, sizeof *out);
+        out->comm = MPI_COMM_NULL;
+        return;
+    }
+    int inter;
+    MPI_Group g;
+    MPI_Comm_test_inter(comm, &inter);
+    MPI_Comm_group(comm, &g);
+    int low = t_lowest_world(g);
+    MPI_Group_free(&g);
+    if (inter) {
+        MPI_Comm_remote_group(comm, &g);
+        int b = t_lowest_world(g);
+        MPI_Group_free(&g);
+        if (b < low) low = b;
+    }
+    uint64_t key = (0x7ffffull << 40) ^ ((uint64_t)(uint32_t)tag << 16) ^ (uint64_t)low;
+    t_fill(out, comm, key);
+}
+
+/* Barrier with the property check; sleeps delay_us first when > 0. */
+T_API void t_barrier_delay(tcomm_t *t, unsigned delay_us)
+{
+    if (t->comm == MPI_COMM_NULL) return;
+    uint64_t k = (uint64_t)t->nbar;
+    t_entry_t *e = &t_table[t->entry];
+    uint64_t *mine = e->cnt[t->grp];
+    if (delay_us) usleep(delay_us);
+    __atomic_fetch_add(&mine[k % T_RING], 1, __ATOMIC_SEQ_CST);
+    /* Checker self-test: skip every 50th barrier to prove the check bites. */
+    int rc = (t_selftest_skip && k % 50 == 49) ? MPI_SUCCESS : MPI_Barrier(t->comm);
+    t->nbar++;
+    t_total_barriers++;
+    if (rc != MPI_SUCCESS) T_FAIL("MPI_Barrier returned %d (comm %d)", rc, t->cid);
+    if (t->is_inter) {
+        uint64_t *theirs = e->cnt[1 - t->grp];
+        uint64_t seen = __atomic_load_n(&theirs[k % T_RING], __ATOMIC_SEQ_CST);
+        if (seen != (uint64_t)t->rsize)
+            T_FAIL("intercomm barrier %llu on comm %d: %llu of the %d remote ranks had "
+                   "entered when this rank left", (unsigned long long)k, t->cid,
+                   (unsigned long long)seen, t->rsize);
+    } else {
+        uint64_t seen = __atomic_load_n(&mine[k % T_RING], __ATOMIC_SEQ_CST);
+        uint64_t next = __atomic_load_n(&mine[(k + 1) % T_RING], __ATOMIC_SEQ_CST);
+        if (seen != (uint64_t)t->size)
+            T_FAIL("barrier %llu on comm %d (size %d): %llu rank(s) had entered when "
+                   "rank %d left (a rank left before all entered)", (unsigned long long)k,
+                   t->cid, t->size, (unsigned long long)seen, t->rank);
+        if (next > (uint64_t)t->size - 1)
+            T_FAIL("barrier %llu on comm %d (size %d): %llu rank(s) already in the "
+                   "next barrier when rank %d left this one", (unsigned long long)k,
+                   t->cid, t->size, (unsigned long long)next, t->rank);
+    }
+    if (t->resetter && k >= 1)
+        __atomic_store_n(&mine[(k - 1) % T_RING], 0, __ATOMIC_SEQ_CST);
+}
+
+T_API void t_barrier(tcomm_t *t) { t_barrier_delay(t, 0); }
+
+/* Record a communicator's counts (t_free and t_finish do it). */
+T_API void t_record(tcomm_t *t)
+{
+    if (t->comm == MPI_COMM_NULL) return;
+    if (t->claimable) {
+        t_claim_comms[t->cid]++;
+        t_claim_bar[t->cid] += t->nbar;
+    } else {
+        t_unclaim_comms[t->cid]++;
+        snprintf(t_unclaim_kind[t->cid], sizeof t_unclaim_kind[0], "%s",
+                 t->is_inter ? "inter" : "size1");
+    }
+}
+
+T_API void t_free(tcomm_t *t)
+{
+    if (t->comm == MPI_COMM_NULL) return;
+    t_record(t);
+    MPI_Comm c = t->comm;
+    T_MPI(MPI_Comm_free(&c));
+    t->comm = MPI_COMM_NULL;
+}
+
+/* Stop tracking a communicator the program must not free (MPI_COMM_SELF). */
+T_API void t_release(tcomm_t *t)
+{
+    t_record(t);
+    t->comm = MPI_COMM_NULL;
+}
+
+T_API void t_init(int *argc, char ***argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    setvbuf(stderr, NULL, _IOLBF, 0);
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &t_wrank);
+    MPI_Comm_size(MPI_COMM_WORLD, &t_wsize);
+    t_open_table();
+    t_srand((uint64_t)t_wrank + 1);
+    const char *skip = getenv("CRTEST_SELFTEST_SKIP_BARRIER");
+    t_selftest_skip = skip && strcmp(skip, "1") == 0;
+    t_fill(&t_world, MPI_COMM_WORLD, 0x7fffeull << 40);
+}
+
+/* "-name value" integer options with a default. */
+T_API long t_opt(int argc, char **argv, const char *name, long dflt)
+{
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], name) == 0) return strtol(argv[i + 1], NULL, 0);
+    return dflt;
+}
+
+T_API int t_finish(const char *prog)
+{
+    t_record(&t_world);
+    for (int c = 0; c < T_MAX_CID; c++) {
+        if (t_claim_comms[c])
+            printf("expect: comm %d rank %d comms %ld barriers %ld\n", c, t_wrank,
+                   t_claim_comms[c], t_claim_bar[c]);
+        if (t_unclaim_comms[c])
+            printf("expect-unclaimed: comm %d rank %d comms %ld kind %s\n", c, t_wrank,
+                   t_unclaim_comms[c], t_unclaim_kind[c]);
+    }
+    /* Everybody learns whether anybody failed. Not a barrier, so the barrier
+     * count of MPI_COMM_WORLD stays exactly what the program made. */
+    long mine = t_failures, all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (t_wrank == 0) shm_unlink(t_shm_name);
+    printf("result: rank %d failures %ld barriers %ld\n", t_wrank, t_failures,
+           t_total_barriers);
+    if (t_wrank == 0)
+        printf("%s: %s on %d rank(s), %ld failure(s) in total\n", prog,
+               all ? "FAILED" : "passed", t_wsize, all);
+    fflush(stdout);
+    munmap((void *)t_table, t_table_bytes);
+    MPI_Finalize();
+    return all ? 1 : 0;
+}
+
+#endif
