@@ -26,20 +26,26 @@ impl<'a> Window<'a> {
         Window { words, len }
     }
 
+    /// The flag word at `offset`, if it is aligned and inside the window.
+    #[inline]
+    fn flag_word(&self, offset: usize) -> Option<&'a AtomicU64> {
+        if offset % FLAG_BYTES != 0 || offset >= self.len || self.len - offset < FLAG_BYTES {
+            return None;
+        }
+        self.words.get(offset / FLAG_BYTES)
+    }
+
     /// The flag word at `offset`; `peer` only labels the error.
     #[inline]
     pub(crate) fn flag(&self, peer: usize, offset: usize) -> Result<&'a AtomicU64, TransportError> {
-        if offset % FLAG_BYTES != 0 {
-            return Err(misaligned_flag(peer, offset));
+        match self.flag_word(offset) {
+            Some(word) => Ok(word),
+            None => Err(bad_flag(peer, offset)),
         }
-        if offset >= self.len || self.len - offset < FLAG_BYTES {
-            return Err(TransportError::OutOfRange { peer, offset, len: FLAG_BYTES });
-        }
-        Ok(&self.words[offset / FLAG_BYTES])
     }
 
     #[inline]
-    pub(crate) fn check_range(&self, peer: usize, offset: usize, len: usize) -> Result<(), TransportError> {
+    fn check_range(&self, peer: usize, offset: usize, len: usize) -> Result<(), TransportError> {
         match offset.checked_add(len) {
             Some(end) if end <= self.len => Ok(()),
             _ => Err(TransportError::OutOfRange { peer, offset, len }),
@@ -68,16 +74,17 @@ impl<'a> Window<'a> {
     /// hang, so a bad offset is a panic naming it.
     #[inline]
     pub(crate) fn load_own_flag(&self, rank: usize, offset: usize) -> u64 {
-        match self.flag(rank, offset) {
-            Ok(word) => word.load(Ordering::Acquire),
-            Err(error) => invalid_local_access(error),
+        match self.flag_word(offset) {
+            Some(word) => word.load(Ordering::Acquire),
+            None => invalid_local_access(bad_flag(rank, offset)),
         }
     }
 
     #[inline]
     pub(crate) fn store_own_flag(&self, rank: usize, offset: usize, value: u64) {
-        if let Err(error) = self.store_flag(rank, offset, value) {
-            invalid_local_access(error);
+        match self.flag_word(offset) {
+            Some(word) => word.store(value, Ordering::Release),
+            None => invalid_local_access(bad_flag(rank, offset)),
         }
     }
 
@@ -92,8 +99,12 @@ impl<'a> Window<'a> {
 }
 
 #[cold]
-fn misaligned_flag(peer: usize, offset: usize) -> TransportError {
-    TransportError::Failed(format!("flag offset {offset} in the window of rank {peer} is not 8-byte aligned"))
+fn bad_flag(peer: usize, offset: usize) -> TransportError {
+    if offset % FLAG_BYTES != 0 {
+        TransportError::Failed(format!("flag offset {offset} in the window of rank {peer} is not 8-byte aligned"))
+    } else {
+        TransportError::OutOfRange { peer, offset, len: FLAG_BYTES }
+    }
 }
 
 #[cold]

@@ -13,8 +13,8 @@ pub struct FabricConfig {
     pub multicast_drop: f64,
     /// Probability that a delivered copy arrives twice.
     pub multicast_duplicate: f64,
-    /// Probability that a copy overtakes up to `REORDER_SPAN` datagrams
-    /// still waiting in the receiver's queue.
+    /// Probability that a copy overtakes up to [`REORDER_SPAN`](super::REORDER_SPAN)
+    /// datagrams still waiting in the receiver's queue.
     pub multicast_reorder: f64,
     /// Largest datagram `multicast` accepts.
     pub max_datagram: usize,

@@ -31,6 +31,10 @@ pub struct ShmTransport {
     segment: ShmSegment,
     layout: SegmentLayout,
     rank: usize,
+    /// Where this rank's window starts and how many words a window spans,
+    /// kept to spare the hot paths the layout arithmetic.
+    own_window_first_word: usize,
+    window_words: usize,
     /// One lock per destination ring: a ring has a single producer, but
     /// several threads of this process may send to the same peer.
     producers: Box<[Mutex<()>]>,
@@ -42,7 +46,9 @@ pub struct ShmTransport {
 impl ShmTransport {
     fn new(segment: ShmSegment, layout: SegmentLayout, rank: usize) -> Self {
         let producers = (0..layout.size).map(|_| Mutex::new(())).collect();
-        ShmTransport { segment, layout, rank, producers, next_sender: Mutex::new(0) }
+        let own_window_first_word = layout.window_offset(rank) / 8;
+        let window_words = words_for(layout.window_len);
+        ShmTransport { segment, layout, rank, own_window_first_word, window_words, producers, next_sender: Mutex::new(0) }
     }
 
     /// Ranks sharing this node: all of them, for shared memory.
@@ -62,16 +68,15 @@ impl ShmTransport {
             return None;
         }
         let first = self.layout.window_offset(peer) / 8;
-        let words = &self.segment.words()[first..first + words_for(self.layout.window_len)];
+        let words = &self.segment.words()[first..first + self.window_words];
         Some(Window::new(words, self.layout.window_len))
     }
 
     #[inline]
     fn own_window(&self) -> Window<'_> {
-        match self.window(self.rank) {
-            Some(window) => window,
-            None => unreachable!("establish checked rank < size"),
-        }
+        let first = self.own_window_first_word;
+        let words = &self.segment.words()[first..first + self.window_words];
+        Window::new(words, self.layout.window_len)
     }
 
     #[inline]

@@ -48,7 +48,7 @@ impl<'a> Ring<'a> {
         let tail = self.words[TAIL_WORD].load(Ordering::Relaxed);
         // Acquire: the consumer has finished reading the slot it released.
         let head = self.words[HEAD_WORD].load(Ordering::Acquire);
-        if tail.wrapping_sub(head) > SLOTS {
+        if tail.wrapping_sub(head) >= SLOTS {
             return false;
         }
         let slot = slot_offset(tail);

@@ -189,3 +189,31 @@ fn every_rank_of_a_larger_communicator_reaches_every_other() {
     let expected: Vec<usize> = (0..SIZE).collect();
     assert!(seen.iter().all(|row| *row == expected), "{seen:?}");
 }
+
+#[test]
+fn polling_takes_turns_among_senders_with_messages_waiting() {
+    const EACH: u8 = 10;
+    let transports = establish_all(3, 64);
+    let order = run_with(transports, |rank, shm| {
+        if rank == 0 {
+            await_flag(&shm, 0, 1, "rank 1 to finish sending");
+            await_flag(&shm, 8, 1, "rank 2 to finish sending");
+            let mut out = Vec::new();
+            let order: Vec<(usize, u8)> = (0..2 * EACH).map(|_| (await_reliable(&shm, &mut out), out[0])).collect();
+            Some(order)
+        } else {
+            for index in 0..EACH {
+                shm.send_reliable(0, &[index]).unwrap();
+            }
+            shm.put_flag(0, (rank - 1) * 8, 1).unwrap();
+            None
+        }
+    });
+    let order = order[0].clone().unwrap();
+    let senders: Vec<usize> = order.iter().map(|&(sender, _)| sender).collect();
+    assert!(senders.windows(2).all(|pair| pair[0] != pair[1]), "one sender was served twice in a row: {senders:?}");
+    for sender in [1, 2] {
+        let indices: Vec<u8> = order.iter().filter(|&&(s, _)| s == sender).map(|&(_, index)| index).collect();
+        assert_eq!(indices, (0..EACH).collect::<Vec<_>>(), "messages of rank {sender} out of order");
+    }
+}

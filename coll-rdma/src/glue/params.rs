@@ -32,7 +32,6 @@ pub enum TransportChoice {
 #[derive(Clone, Debug)]
 pub struct Settings {
     pub priority: i32,
-    pub verbose: i32,
     pub transport: TransportChoice,
     /// `None`: choose per communicator from the model.
     pub barrier_radix: Option<usize>,
@@ -247,15 +246,11 @@ pub fn validate(raw: RawParams) -> Settings {
         );
         default_model.put_gap_ns
     };
-    let verbose = if raw.verbose >= 0 {
-        raw.verbose
-    } else {
+    if raw.verbose < 0 {
         tracing::warn!("coll_rdma_verbose={} is invalid (must be >= 0); using 0", raw.verbose);
-        0
-    };
+    }
     Settings {
         priority: raw.priority.min(100),
-        verbose,
         transport,
         barrier_radix,
         spin_polls,
