@@ -9,8 +9,8 @@
 #   BENCH_NPS      process counts ["2 4"]; above 2 the run is oversubscribed
 #                  (--bind-to none), at 2 ranks --bind-to core
 #   BENCH_REPS     repetitions of each variant, alternating [5]
-#   BENCH_ITERS_2 / BENCH_WARMUP_2   iterations at np=2 [300000 / 30000]
-#   BENCH_ITERS_N / BENCH_WARMUP_N   iterations above np=2 [30000 / 3000]
+#   BENCH_ITERS_2 / BENCH_WARMUP_2   iterations at np=2 [1000000 / 100000]
+#   BENCH_ITERS_N / BENCH_WARMUP_N   iterations above np=2 [100000 / 10000]
 #   BENCH_TIMEOUT  seconds allowed per mpirun [90]
 #
 # Each repetition runs stock Open MPI (--mca coll ^rdma) and coll rdma
@@ -30,17 +30,17 @@ COMPONENT_PATH="SYS_DEFAULT:$COMPDIR"
 COLLS=${BENCH_COLLS:-barrier}
 NPS=${BENCH_NPS:-2 4}
 REPS=${BENCH_REPS:-5}
-ITERS_2=${BENCH_ITERS_2:-300000}
-WARMUP_2=${BENCH_WARMUP_2:-30000}
-ITERS_N=${BENCH_ITERS_N:-30000}
-WARMUP_N=${BENCH_WARMUP_N:-3000}
+ITERS_2=${BENCH_ITERS_2:-1000000}
+WARMUP_2=${BENCH_WARMUP_2:-100000}
+ITERS_N=${BENCH_ITERS_N:-100000}
+WARMUP_N=${BENCH_WARMUP_N:-10000}
 TIMEOUT=${BENCH_TIMEOUT:-90}
 
 STOCK_ONLY=0
 case ${1:-} in
     --stock-only) STOCK_ONLY=1 ;;
     "") ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench: unknown argument '$1'" >&2; exit 2 ;;
 esac
 
@@ -130,6 +130,7 @@ median() {  # numbers on stdin (non-numeric lines ignored) -> median, or "-"
 
 echo "== bench: $COLLS at np $NPS, $REPS repetition(s) of each variant"
 t_start=$(date +%s)
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 TABLE=$(printf '%-4s %-11s %6s %10s %10s %11s\n' np collective size stock_us rdma_us rdma/stock)
 RAW=""
 problems=0
@@ -184,7 +185,8 @@ elapsed=$(( $(date +%s) - t_start ))
     echo "date:       $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
     echo "git rev:    $rev"
     echo "component:  sha256 $component_sum"
-    echo "host:       $host, load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "host:       $host"
+    echo "load:       $load_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end (1/5/15 min)"
     echo "took:       ${elapsed}s"
     echo
     echo "raw per-run averages (us):$RAW"

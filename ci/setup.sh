@@ -68,7 +68,9 @@ rust_help="install Rust >= $MIN_RUST with rustup (Debian 12's own rustc is too o
     . \"\$HOME/.cargo/env\"
 then run this again."
 command -v cargo >/dev/null || fail "cargo not found; $rust_help"
-cargo_version=$(cargo --version | awk '{print $2}')
+cargo_version=$( (cargo --version 2>/dev/null || true) | awk '{print $2}')
+[ -n "$cargo_version" ] ||
+    fail "'cargo --version' fails ($(command -v cargo)); with rustup, 'rustup default stable' may be missing; $rust_help"
 rustc_version=$(rustc --version 2>/dev/null | awk '{print $2}' || true)
 version_ge() {  # version_ge A B: A >= B (numeric dotted, pre-release tags ignored)
     awk -v a="${1%%-*}" -v b="${2%%-*}" 'BEGIN {

@@ -42,14 +42,14 @@ fn main() {
     let include_dirs = dirs_from("OMPI_INCLUDE_DIRS", "incdirs");
     let lib_dirs = dirs_from("OMPI_LIB_DIRS", "libdirs");
     let csrc = Path::new("csrc");
-    for f in ["wrapper.h", "shim.h", "shim.c"] {
+    for f in ["wrapper.h", "shim.h", "shim.c", "compat/ompi/mpi/fortran/base/fint_2_int.h"] {
         println!("cargo:rerun-if-changed=csrc/{f}");
     }
 
     println!("cargo:rustc-env=OMPI_SYS_BUILT_VERSION={}", header_version(&include_dirs));
 
     let mut shim = cc::Build::new();
-    shim.file(csrc.join("shim.c")).include(csrc).warnings(true);
+    shim.file(csrc.join("shim.c")).include(csrc).include(csrc.join("compat")).warnings(true);
     for dir in &include_dirs {
         shim.include(dir);
     }
@@ -78,6 +78,7 @@ fn main() {
         .allowlist_function("opal_progress_register")
         .allowlist_function("opal_progress_unregister")
         .allowlist_function("coll_rdma_shim_.*")
+        .allowlist_type("coll_rdma_shim_.*")
         .allowlist_function("MPI_Get_library_version")
         .allowlist_var("mca_coll_base_module_t_class")
         .allowlist_var("MCA_BASE_VAR_.*")
@@ -93,6 +94,7 @@ fn main() {
         .allowlist_var("MPI_MAX_LIBRARY_VERSION_STRING")
         .allowlist_var("MPI_MAX_OBJECT_NAME")
         .allowlist_var("MCA_COLL_BASE_.*")
+        .allowlist_var("MPI_IN_PLACE_ADDRESS")
         .allowlist_var("MPI_THREAD_.*")
         .default_enum_style(bindgen::EnumVariation::Consts)
         .prepend_enum_name(false)

@@ -36,6 +36,8 @@ pub struct DisseminationBarrier {
     rounds: Vec<Round>,
     epoch: u64,
     policy: WaitPolicy,
+    /// Names the communicator in stall warnings.
+    context: String,
 }
 
 impl DisseminationBarrier {
@@ -63,7 +65,13 @@ impl DisseminationBarrier {
             first_slot += fanout * SLOT_BYTES;
             stride = stride.saturating_mul(radix + 1);
         }
-        DisseminationBarrier { radix, rounds, epoch: 0, policy }
+        DisseminationBarrier { radix, rounds, epoch: 0, policy, context: String::new() }
+    }
+
+    /// Sets how stall warnings name the communicator (e.g. "comm 3").
+    pub fn with_context(mut self, context: impl Into<String>) -> Self {
+        self.context = context.into();
+        self
     }
 
     pub fn radix(&self) -> usize {
@@ -91,7 +99,7 @@ impl DisseminationBarrier {
             }
             for from in &round.await_from {
                 wait_at_least(transport, from.slot_offset, epoch, &self.policy, || {
-                    format!("barrier {epoch}, round {round_index}: notification from rank {}", from.peer)
+                    format!("{} barrier {epoch}, round {round_index}: notification from rank {}", self.context, from.peer)
                 });
             }
         }

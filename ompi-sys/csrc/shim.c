@@ -3,6 +3,8 @@
 #include "opal/class/opal_object.h"
 #include "opal/util/output.h"
 #include "ompi/communicator/communicator.h"
+#include "ompi/datatype/ompi_datatype.h"
+#include "ompi/op/op.h"
 #include "shim.h"
 
 struct opal_object_t *coll_rdma_shim_obj_new(struct opal_class_t *cls)
@@ -53,4 +55,30 @@ void coll_rdma_shim_output(int stream, const char *line)
 void *coll_rdma_shim_mpi_byte(void)
 {
     return (void *) MPI_BYTE;
+}
+
+void coll_rdma_shim_op_reduce(struct ompi_op_t *op, const void *source, void *target,
+                              size_t count, struct ompi_datatype_t *dtype)
+{
+    /* ompi_op_reduce only reads `source`; its prototype lacks the const. */
+    ompi_op_reduce(op, (void *) source, target, count, dtype);
+}
+
+int coll_rdma_shim_op_is_commute(struct ompi_op_t *op)
+{
+    return ompi_op_is_commute(op) ? 1 : 0;
+}
+
+int coll_rdma_shim_dtype_facts(struct ompi_datatype_t *dtype, size_t count,
+                               struct coll_rdma_shim_dtype_facts *facts)
+{
+    int rc = ompi_datatype_type_size(dtype, &facts->type_size);
+    if (OMPI_SUCCESS == rc) {
+        rc = ompi_datatype_get_extent(dtype, &facts->lb, &facts->extent);
+    }
+    if (OMPI_SUCCESS == rc) {
+        rc = ompi_datatype_get_true_extent(dtype, &facts->true_lb, &facts->true_extent);
+    }
+    facts->contiguous = ompi_datatype_is_contiguous_memory_layout(dtype, count) ? 1 : 0;
+    return rc;
 }

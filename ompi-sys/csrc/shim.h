@@ -26,4 +26,22 @@ void coll_rdma_shim_output(int stream, const char *line);
 /* The MPI_Datatype handle of MPI_BYTE, for exchanges through saved collectives. */
 void *coll_rdma_shim_mpi_byte(void);
 
+struct ompi_datatype_t;
+struct ompi_op_t;
+
+/* target[i] = source[i] op target[i] for `count` elements of `dtype`. */
+void coll_rdma_shim_op_reduce(struct ompi_op_t *op, const void *source, void *target,
+                              size_t count, struct ompi_datatype_t *dtype);
+int coll_rdma_shim_op_is_commute(struct ompi_op_t *op);
+
+/* Facts about a datatype used `count` times; returns 0 on success. */
+struct coll_rdma_shim_dtype_facts {
+    size_t type_size;       /* bytes of data in one element */
+    ptrdiff_t lb, extent;
+    ptrdiff_t true_lb, true_extent;
+    int contiguous;         /* count elements occupy one gap-free byte range */
+};
+int coll_rdma_shim_dtype_facts(struct ompi_datatype_t *dtype, size_t count,
+                               struct coll_rdma_shim_dtype_facts *facts);
+
 #endif

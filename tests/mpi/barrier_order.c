@@ -12,7 +12,9 @@
  *   6. barriers alternating between MPI_COMM_WORLD and the half communicator.
  *
  * Options: -n <barriers in phase 1> (default 4000; the other phases scale
- * from it), -d <largest random delay in us> (default 200).
+ * from it), -d <largest random delay in us> (default 200), -s <seconds>: the
+ * last rank sleeps that long before the second barrier (stall warnings; the
+ * first barrier on a communicator also sets coll rdma's transport up).
  */
 #include "common.h"
 
@@ -30,7 +32,16 @@ int main(int argc, char **argv)
     long n = t_opt(argc, argv, "-n", 4000);
     unsigned maxd = (unsigned)t_opt(argc, argv, "-d", 200);
     if (maxd == 0) maxd = 1;
+    unsigned stall = (unsigned)t_opt(argc, argv, "-s", 0);
     double t0;
+
+    if (stall) {
+        t_barrier(&t_world); /* the first one also sets the transport up */
+        t0 = MPI_Wtime();
+        if (t_wrank == t_wsize - 1) sleep(stall);
+        t_barrier(&t_world);
+        phase_info("one rank late by -s seconds", 1, t0);
+    }
 
     /* 1. back to back */
     t0 = MPI_Wtime();

@@ -36,19 +36,33 @@
  * t_finish().
  *
  * Output on stdout (line buffered), parsed by ci/mpi-tests.sh:
- *   expect: comm <cid> rank <world rank> comms <k> barriers <B>
+ *   expect: comm <cid> rank <world rank> comms <k> used <u> barriers <B>
  *       k intracommunicators of size > 1 had context id <cid> in this
- *       process; together they made B blocking barriers.
+ *       process, u of them made at least one barrier, together they made B
+ *       blocking barriers.
  *   expect-unclaimed: comm <cid> rank <world rank> comms <k> kind <size1|inter>
  *       k communicators with this context id that coll rdma must not claim.
  *   FAIL: rank <r>: <file>:<line>: <message>
  *   result: rank <r> failures <n> barriers <total>
- * The context id printed is MPI_Comm_c2f(comm), which equals the context id in
- * Open MPI 4.1 (checked against --mca coll_base_verbose 10).
+ *   info: context ids from <source>
+ * The context id is Open MPI's c_contextid (see T_HAVE_OMPI_CID below).
  */
 #ifndef CRTEST_COMMON_H
 #define CRTEST_COMMON_H
 
+/* The context id that Open MPI (and coll rdma's messages) use is c_contextid.
+ * MPI_Comm_c2f() is NOT always equal to it: the Fortran handle comes from a
+ * separate table, and they drift apart once Open MPI creates communicators of
+ * its own (MPI_Intercomm_create makes a temporary dup) or agrees on a context
+ * id above the lowest free one. So read it from Open MPI's internal header
+ * when it is installed (libopenmpi-dev has it; mpicc adds its directory). */
+#if defined(__has_include)
+#if __has_include("ompi_config.h") && __has_include("ompi/communicator/communicator.h")
+#define T_HAVE_OMPI_CID 1
+#include "ompi_config.h"
+#include "ompi/communicator/communicator.h"
+#endif
+#endif
 #include <mpi.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -97,6 +111,7 @@ T_API char t_shm_name[128];
 T_API t_entry_t *t_table = NULL;
 T_API size_t t_table_bytes = 0;
 T_API long t_claim_comms[T_MAX_CID], t_claim_bar[T_MAX_CID];
+T_API long t_claim_used[T_MAX_CID];
 T_API long t_unclaim_comms[T_MAX_CID];
 T_API char t_unclaim_kind[T_MAX_CID][8];
 T_API tcomm_t t_world;
@@ -139,6 +154,16 @@ T_API uint32_t t_rand(void)
     x ^= x << 13; x ^= x >> 7; x ^= x << 17;
     t_rng_state = x;
     return (uint32_t)(x >> 16);
+}
+
+/* Open MPI's context id of a communicator. */
+T_API int t_cid(MPI_Comm comm)
+{
+#ifdef T_HAVE_OMPI_CID
+    return (int)ompi_comm_get_cid((ompi_communicator_t *)comm);
+#else
+    return (int)MPI_Comm_c2f(comm); /* often, not always, the same */
+#endif
 }
 
 T_API uint64_t t_mix(uint64_t x)
@@ -233,7 +258,7 @@ T_API void t_fill(tcomm_t *t, MPI_Comm comm, uint64_t key)
     MPI_Comm_size(comm, &t->size);
     MPI_Comm_rank(comm, &t->rank);
     MPI_Comm_test_inter(comm, &t->is_inter);
-    t->cid = (int)MPI_Comm_c2f(comm);
+    t->cid = t_cid(comm);
     if (t->cid < 0 || t->cid >= T_MAX_CID) {
         T_FAIL("context id %d beyond the test's table (%d)", t->cid, T_MAX_CID);
         t->cid = T_MAX_CID - 1;
@@ -345,6 +370,7 @@ T_API void t_record(tcomm_t *t)
     if (t->claimable) {
         t_claim_comms[t->cid]++;
         t_claim_bar[t->cid] += t->nbar;
+        if (t->nbar > 0) t_claim_used[t->cid]++;
     } else {
         t_unclaim_comms[t->cid]++;
         snprintf(t_unclaim_kind[t->cid], sizeof t_unclaim_kind[0], "%s",
@@ -380,6 +406,11 @@ T_API void t_init(int *argc, char ***argv)
     const char *skip = getenv("CRTEST_SELFTEST_SKIP_BARRIER");
     t_selftest_skip = skip && strcmp(skip, "1") == 0;
     t_fill(&t_world, MPI_COMM_WORLD, 0x7fffeull << 40);
+#ifdef T_HAVE_OMPI_CID
+    if (t_wrank == 0) printf("info: context ids from ompi_comm_get_cid()\n");
+#else
+    if (t_wrank == 0) printf("info: context ids from MPI_Comm_c2f() (no Open MPI internal headers)\n");
+#endif
 }
 
 /* "-name value" integer options with a default. */
@@ -395,8 +426,8 @@ T_API int t_finish(const char *prog)
     t_record(&t_world);
     for (int c = 0; c < T_MAX_CID; c++) {
         if (t_claim_comms[c])
-            printf("expect: comm %d rank %d comms %ld barriers %ld\n", c, t_wrank,
-                   t_claim_comms[c], t_claim_bar[c]);
+            printf("expect: comm %d rank %d comms %ld used %ld barriers %ld\n", c, t_wrank,
+                   t_claim_comms[c], t_claim_used[c], t_claim_bar[c]);
         if (t_unclaim_comms[c])
             printf("expect-unclaimed: comm %d rank %d comms %ld kind %s\n", c, t_wrank,
                    t_unclaim_comms[c], t_unclaim_kind[c]);

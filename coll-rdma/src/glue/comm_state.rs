@@ -82,7 +82,7 @@ impl CommState {
             saved,
             transport_choice: settings.transport,
             layout,
-            barrier: DisseminationBarrier::new(rank, size, radix, layout.barrier_offset, policy),
+            barrier: DisseminationBarrier::new(rank, size, radix, layout.barrier_offset, policy).with_context(format!("comm {cid}")),
             link: Link::NotYet,
             served: Served::default(),
         }

@@ -28,15 +28,21 @@ impl SavedCollectives {
     pub unsafe fn take_from(comm: *mut sys::ompi_communicator_t) -> Option<Self> {
         // SAFETY: guaranteed by the caller.
         let table = unsafe { &*(*comm).c_coll };
+        let complete = table.coll_barrier.is_some()
+            && table.coll_allgather.is_some()
+            && !table.coll_barrier_module.is_null()
+            && !table.coll_allgather_module.is_null();
+        if !complete {
+            return None;
+        }
         let saved = SavedCollectives {
             barrier: table.coll_barrier,
             barrier_module: table.coll_barrier_module,
             allgather: table.coll_allgather,
             allgather_module: table.coll_allgather_module,
         };
-        if saved.barrier.is_none() || saved.allgather.is_none() || saved.barrier_module.is_null() || saved.allgather_module.is_null() {
-            return None;
-        }
+        // Retained only once the value exists, so that Drop's release
+        // always matches a retain.
         for module in [saved.barrier_module, saved.allgather_module] {
             // SAFETY: a live module object; released in Drop.
             unsafe { sys::coll_rdma_shim_obj_retain(module as *mut sys::opal_object_t) };
