@@ -7,6 +7,7 @@ pub mod transport;
 pub mod wait;
 
 mod backoff;
+mod poison;
 mod rng;
 mod window;
 mod words;

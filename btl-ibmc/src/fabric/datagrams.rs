@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use super::config::FabricConfig;
-use super::lock;
+use crate::poison::lock;
 use super::stats::Counters;
 use crate::rng::Rng;
 

@@ -7,7 +7,7 @@
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-use super::lock;
+use crate::poison::lock;
 use crate::transport::TransportError;
 
 /// Long enough for any test, short enough that a rank that died turns a

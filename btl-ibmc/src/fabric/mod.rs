@@ -14,7 +14,9 @@ mod tests;
 
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
+
+use crate::poison::lock;
 use std::time::{Duration, Instant};
 
 pub use config::FabricConfig;
@@ -128,10 +130,6 @@ impl FabricEndpoint {
     }
 }
 
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Queues and counters stay consistent even if a holder panicked.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 impl Transport for FabricEndpoint {
     fn name(&self) -> &'static str {

@@ -13,7 +13,9 @@ mod segment;
 #[cfg(test)]
 mod tests;
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
+
+use crate::poison::lock;
 
 pub use establish::{ShmSetupError, establish};
 pub use ring::SLOT_PAYLOAD as RELIABLE_MAX;
@@ -86,10 +88,6 @@ impl ShmTransport {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The guarded state stays consistent even if a holder panicked.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 impl Transport for ShmTransport {
     fn name(&self) -> &'static str {
