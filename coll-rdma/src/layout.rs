@@ -2,7 +2,9 @@
 //! rank computes the same layout from the same inputs, so offsets never
 //! need to be exchanged.
 
+use crate::allreduce::{Allreduce, AllreduceConfig};
 use crate::barrier::DisseminationBarrier;
+use crate::reduce::Reduce;
 
 /// Regions are page-aligned so that later regions can be registered or
 /// mapped on their own.
@@ -11,14 +13,49 @@ const REGION_ALIGN: usize = 4096;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WindowLayout {
     pub barrier_offset: usize,
+    pub allreduce_offset: usize,
+    pub reduce_offset: usize,
     pub window_len: usize,
 }
 
 impl WindowLayout {
-    pub fn new(size: usize, barrier_radix: usize) -> Self {
+    /// The layout for a communicator whose allreduce and reduce run with
+    /// these configurations (only degree, segment and exchange sizes matter).
+    pub fn new(size: usize, barrier_radix: usize, allreduce: &AllreduceConfig, reduce: &AllreduceConfig) -> Self {
         let barrier_offset = 0;
-        let barrier_len = DisseminationBarrier::region_len(size, barrier_radix);
-        let window_len = (barrier_offset + barrier_len).div_ceil(REGION_ALIGN).max(1) * REGION_ALIGN;
-        WindowLayout { barrier_offset, window_len }
+        let allreduce_offset = page_align(barrier_offset + DisseminationBarrier::region_len(size, barrier_radix));
+        let reduce_offset = page_align(allreduce_offset + Allreduce::region_len(size, allreduce));
+        let end = reduce_offset + Reduce::region_len(size, reduce);
+        WindowLayout { barrier_offset, allreduce_offset, reduce_offset, window_len: page_align(end).max(REGION_ALIGN) }
+    }
+
+    /// The layout when allreduce and reduce share one configuration.
+    pub fn with_reductions(size: usize, barrier_radix: usize, reductions: &AllreduceConfig) -> Self {
+        Self::new(size, barrier_radix, reductions, reductions)
+    }
+}
+
+fn page_align(offset: usize) -> usize {
+    offset.next_multiple_of(REGION_ALIGN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regions_are_page_aligned_ordered_and_inside_the_window() {
+        for size in [1, 2, 7, 64, 300] {
+            for degree in [1, 3, 8] {
+                let config = AllreduceConfig { degree, ..AllreduceConfig::default() };
+                let layout = WindowLayout::with_reductions(size, 2, &config);
+                for offset in [layout.allreduce_offset, layout.reduce_offset, layout.window_len] {
+                    assert_eq!(offset % REGION_ALIGN, 0);
+                }
+                assert!(layout.barrier_offset + DisseminationBarrier::region_len(size, 2) <= layout.allreduce_offset);
+                assert!(layout.allreduce_offset + Allreduce::region_len(size, &config) <= layout.reduce_offset);
+                assert!(layout.reduce_offset + Reduce::region_len(size, &config) <= layout.window_len);
+            }
+        }
     }
 }

@@ -2,7 +2,10 @@
 //! against btl-ibmc's `Transport` and know nothing of Open MPI; `glue` is
 //! the only place that touches Open MPI's structures.
 
+pub mod allreduce;
 pub mod barrier;
 pub mod layout;
+pub mod reduce;
+pub mod reduction;
 
 mod glue;

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use btl_ibmc::fabric::{Fabric, FabricConfig};
 use btl_ibmc::WaitPolicy;
+use mca_coll_rdma::allreduce::AllreduceConfig;
 use mca_coll_rdma::barrier::DisseminationBarrier;
 use mca_coll_rdma::layout::WindowLayout;
 
@@ -61,7 +62,7 @@ fn run_ranks<F>(size: usize, radix: usize, barriers: usize, seed: u64, put_delay
 where
     F: Fn(&mut DisseminationBarrier, &btl_ibmc::fabric::FabricEndpoint) + Send + Sync + 'static,
 {
-    let layout = WindowLayout::new(size, radix);
+    let layout = WindowLayout::with_reductions(size, radix, &AllreduceConfig::default());
     let config = FabricConfig { put_delay_max: put_delay, seed, ..FabricConfig::default() };
     let endpoints = Fabric::new(size, layout.window_len, config);
     let ledger = Arc::new(EntryLedger::new(barriers));

@@ -2,6 +2,11 @@
 //! arithmetic, no MPI: every choice can be explained in one sentence and
 //! checked in a unit test.
 
+pub mod allreduce;
 pub mod dissemination;
 
+pub use allreduce::{
+    choose_allreduce_degree, choose_degree_for_range, choose_exchange_max_bytes, AllreduceModel, DegreeChoice,
+    ExchangeChoice, RangeDegreeChoice, MAX_ALLREDUCE_DEGREE,
+};
 pub use dissemination::{choose_barrier_radix, round_fanouts, BarrierModel, RadixChoice, MAX_BARRIER_RADIX};

@@ -2,19 +2,21 @@
 //! established transport, the collectives' precomputed schedules and the
 //! counts reported at verbose level when the communicator is freed.
 
-use std::ffi::c_int;
+use std::collections::HashSet;
 
 use btl_ibmc::shm::{self, ShmTransport};
 use btl_ibmc::{Transport, WaitPolicy};
 use ompi_sys as sys;
 use tuning::choose_barrier_radix;
 
-use super::params::{Settings, TransportChoice};
+use super::params::{ReductionSettings, Settings, TransportChoice};
 use super::saved::SavedCollectives;
+use crate::allreduce::{Allreduce, AllreduceConfig};
 use crate::barrier::DisseminationBarrier;
 use crate::layout::WindowLayout;
+use crate::reduce::Reduce;
 
-enum Link {
+pub(super) enum Link {
     /// Set up on the first collective: Open MPI's collectives cannot be
     /// used while modules are being enabled.
     NotYet,
@@ -23,22 +25,37 @@ enum Link {
     Unavailable,
 }
 
+/// Calls of one collective kind: served natively or handed over.
 #[derive(Default)]
-struct Served {
-    barriers: u64,
-    barrier_fallbacks: u64,
+pub(super) struct Tally {
+    pub served: u64,
+    pub handed_over: u64,
+}
+
+#[derive(Default)]
+pub(super) struct Tallies {
+    pub barrier: Tally,
+    pub allreduce: Tally,
+    pub reduce: Tally,
 }
 
 pub struct CommState {
-    cid: u32,
-    rank: usize,
-    size: usize,
-    saved: SavedCollectives,
+    pub(super) cid: u32,
+    pub(super) rank: usize,
+    pub(super) size: usize,
+    pub(super) saved: SavedCollectives,
     transport_choice: TransportChoice,
     layout: WindowLayout,
-    barrier: DisseminationBarrier,
-    link: Link,
-    served: Served,
+    pub(super) link: Link,
+    pub(super) barrier: DisseminationBarrier,
+    pub(super) allreduce: Allreduce,
+    pub(super) allreduce_max_bytes: Option<usize>,
+    pub(super) reduce: Reduce,
+    pub(super) reduce_max_bytes: Option<usize>,
+    pub(super) tallies: Tallies,
+    /// (collective, reason) pairs already reported, so that a loop of
+    /// handed-over calls says why once, not every time.
+    reported_handovers: HashSet<(&'static str, String)>,
 }
 
 /// How a rank waits: spin only while every rank of the node has a core.
@@ -59,6 +76,22 @@ fn online_cores() -> usize {
     if n > 0 { n as usize } else { 1 }
 }
 
+/// The configuration of one reduction collective: the model's choices,
+/// overridden by whatever the user fixed, with a sentence saying why.
+pub(super) fn reduction_config(settings: &Settings, chosen: &ReductionSettings, size: usize, policy: WaitPolicy) -> (AllreduceConfig, String) {
+    let model = tuning::AllreduceModel { segment_bytes: Some(chosen.segment_bytes), ..settings.reduction_model };
+    let (mut config, mut why) = AllreduceConfig::from_model(size, &model, policy);
+    config.segment_bytes = chosen.segment_bytes;
+    if let Some(degree) = chosen.degree {
+        config.degree = degree;
+        why = format!("degree {degree} set by parameter; {why}");
+    }
+    if let Some(bytes) = chosen.exchange_max_bytes {
+        config.exchange_max_bytes = bytes.min(chosen.segment_bytes);
+    }
+    (config, why)
+}
+
 impl CommState {
     /// The radix to use and a sentence saying why.
     pub fn barrier_radix(settings: &Settings, size: usize) -> (usize, String) {
@@ -73,8 +106,11 @@ impl CommState {
 
     pub fn new(cid: u32, rank: usize, size: usize, saved: SavedCollectives, settings: &Settings) -> Self {
         let (radix, _) = Self::barrier_radix(settings, size);
-        let layout = WindowLayout::new(size, radix);
         let policy = wait_policy(settings, size);
+        let (allreduce_config, _) = reduction_config(settings, &settings.allreduce, size, policy);
+        let (reduce_config, _) = reduction_config(settings, &settings.reduce, size, policy);
+        let layout = WindowLayout::new(size, radix, &allreduce_config, &reduce_config);
+        let context = format!("comm {cid}");
         CommState {
             cid,
             rank,
@@ -82,14 +118,27 @@ impl CommState {
             saved,
             transport_choice: settings.transport,
             layout,
-            barrier: DisseminationBarrier::new(rank, size, radix, layout.barrier_offset, policy).with_context(format!("comm {cid}")),
             link: Link::NotYet,
-            served: Served::default(),
+            barrier: DisseminationBarrier::new(rank, size, radix, layout.barrier_offset, policy).with_context(context),
+            allreduce: Allreduce::new(rank, size, layout.allreduce_offset, allreduce_config),
+            allreduce_max_bytes: settings.allreduce.max_bytes,
+            reduce: Reduce::new(rank, size, layout.reduce_offset, reduce_config),
+            reduce_max_bytes: settings.reduce.max_bytes,
+            tallies: Tallies::default(),
+            reported_handovers: HashSet::new(),
         }
     }
 
-    /// Establishes the transport collectively; every rank of the
-    /// communicator calls this in the same collective call.
+    /// Establishes the transport collectively on first use; every rank of
+    /// the communicator calls this in the same collective call, and all
+    /// reach the same verdict. True when the transport is usable.
+    pub(super) fn ensure_link(&mut self, comm: *mut sys::ompi_communicator_t) -> bool {
+        if let Link::NotYet = self.link {
+            self.connect(comm);
+        }
+        matches!(self.link, Link::Ready(_))
+    }
+
     fn connect(&mut self, comm: *mut sys::ompi_communicator_t) {
         // Only shared memory exists so far: auto and shm both mean it.
         let (TransportChoice::Auto | TransportChoice::Shm) = self.transport_choice;
@@ -97,19 +146,22 @@ impl CommState {
         self.link = match shm::establish(&exchange, self.rank, self.size, self.layout.window_len) {
             Ok(transport) => {
                 tracing::info!(
-                    "comm {} rank {}: transport shm ready ({} node-local ranks, window {} bytes, barrier radix {} in {} round(s))",
+                    "comm {} rank {}: transport shm ready ({} node-local ranks, window {} bytes, barrier radix {} in {} round(s), \
+                     allreduce degree {}, reduce degree {})",
                     self.cid,
                     self.rank,
                     transport.size(),
                     self.layout.window_len,
                     self.barrier.radix(),
-                    self.barrier.rounds()
+                    self.barrier.rounds(),
+                    self.allreduce.config().degree,
+                    self.reduce.config().degree
                 );
                 Link::Ready(transport)
             }
             Err(why) => {
                 tracing::info!(
-                    "comm {} rank {}: transport unavailable ({why}); barrier falls back to the module underneath",
+                    "comm {} rank {}: transport unavailable ({why}); collectives fall back to the module underneath",
                     self.cid,
                     self.rank
                 );
@@ -118,25 +170,13 @@ impl CommState {
         };
     }
 
-    pub fn barrier(&mut self, comm: *mut sys::ompi_communicator_t) -> c_int {
-        if let Link::NotYet = self.link {
-            self.connect(comm);
-        }
-        match &self.link {
-            Link::Ready(transport) => match self.barrier.run(transport) {
-                Ok(()) => {
-                    self.served.barriers += 1;
-                    sys::OMPI_SUCCESS as c_int
-                }
-                Err(why) => {
-                    tracing::error!("comm {} rank {}: barrier failed: {why}", self.cid, self.rank);
-                    sys::OMPI_ERROR as c_int
-                }
-            },
-            Link::Unavailable | Link::NotYet => {
-                self.served.barrier_fallbacks += 1;
-                self.saved.barrier(comm)
-            }
+    /// Says once per communicator and reason why `collective` calls go to
+    /// the module underneath.
+    pub(super) fn report_handover(&mut self, collective: &'static str, reason: String) {
+        if self.reported_handovers.insert((collective, reason.clone())) {
+            tracing::info!("comm {} rank {}: {collective} handed to the module underneath: {reason}", self.cid, self.rank);
+        } else {
+            tracing::debug!("comm {} rank {}: {collective} handed to the module underneath: {reason}", self.cid, self.rank);
         }
     }
 }
@@ -148,12 +188,14 @@ impl Drop for CommState {
             Link::Unavailable => "no transport",
             Link::NotYet => "no transport (never used)",
         };
-        tracing::info!(
-            "comm {} rank {}: served {} barrier(s) over {transport}, {} handed to the fallback",
-            self.cid,
-            self.rank,
-            self.served.barriers,
-            self.served.barrier_fallbacks
-        );
+        for (kind, tally) in [("barrier", &self.tallies.barrier), ("allreduce", &self.tallies.allreduce), ("reduce", &self.tallies.reduce)] {
+            tracing::info!(
+                "comm {} rank {}: served {} {kind}(s) over {transport}, {} handed to the fallback",
+                self.cid,
+                self.rank,
+                tally.served,
+                tally.handed_over
+            );
+        }
     }
 }

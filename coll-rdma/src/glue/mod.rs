@@ -2,12 +2,17 @@
 //! it loads, MCA parameters, output, and the per-communicator state that
 //! connects a communicator to a transport and to the collectives.
 
+mod allreduce;
+mod barrier;
 mod comm_state;
 mod component;
+mod datatype;
 mod ffi_guard;
 mod module;
 mod output;
 mod params;
+mod reduce;
+mod reduction_call;
 mod saved;
 mod version;
 

@@ -65,7 +65,9 @@ pub fn new_module() -> *mut sys::mca_coll_base_module_t {
     // SAFETY: freshly constructed, not yet shared.
     unsafe {
         (*module).base.coll_module_enable = Some(enable);
-        (*module).base.coll_barrier = Some(barrier);
+        (*module).base.coll_barrier = Some(super::barrier::barrier);
+        (*module).base.coll_allreduce = Some(super::allreduce::allreduce);
+        (*module).base.coll_reduce = Some(super::reduce::reduce);
     }
     module as *mut sys::mca_coll_base_module_t
 }
@@ -84,7 +86,7 @@ unsafe extern "C" fn enable(module: *mut sys::mca_coll_base_module_t, comm: *mut
         // SAFETY: as above.
         let Some(saved) = (unsafe { SavedCollectives::take_from(comm) }) else {
             tracing::info!(
-                "comm {cid}: not enabled: no lower-priority barrier and allgather to fall back on \
+                "comm {cid}: not enabled: no lower-priority barrier, allgather, allreduce and reduce to fall back on \
                  (keep e.g. tuned or basic in --mca coll)"
             );
             return sys::OMPI_ERROR as c_int;
@@ -96,12 +98,13 @@ unsafe extern "C" fn enable(module: *mut sys::mca_coll_base_module_t, comm: *mut
     })
 }
 
-unsafe extern "C" fn barrier(comm: *mut sys::ompi_communicator_t, module: *mut sys::mca_coll_base_module_t) -> c_int {
-    guarded("MPI_Barrier", sys::OMPI_ERROR as c_int, || {
-        // SAFETY: Open MPI calls us only with the module it enabled for
-        // this communicator; MPI forbids concurrent collectives on one
-        // communicator, so the state is not aliased.
-        let state = unsafe { &mut *(*(module as *mut RdmaModule)).state };
-        state.barrier(comm)
-    })
+/// Our per-communicator state behind a module Open MPI hands back to us.
+///
+/// # Safety
+/// `module` must be a module created by `new_module` and enabled on the
+/// communicator of the current call. MPI forbids concurrent collectives on
+/// one communicator, so the state is not aliased while the call runs.
+pub(super) unsafe fn state_of<'a>(module: *mut sys::mca_coll_base_module_t) -> &'a mut CommState {
+    // SAFETY: guaranteed by the caller; enable stored a live Box pointer.
+    unsafe { &mut *(*(module as *mut RdmaModule)).state }
 }

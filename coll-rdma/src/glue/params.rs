@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use ompi_sys as sys;
-use tuning::{BarrierModel, MAX_BARRIER_RADIX};
+use tuning::{AllreduceModel, BarrierModel, MAX_BARRIER_RADIX};
 
 // Storage written by Open MPI's variable system during registration (single
 // threaded, inside MPI_Init or ompi_info) and only read afterwards.
@@ -20,6 +20,17 @@ static mut STALL_WARNING_SECONDS: c_int = 10;
 static mut MODEL_LATENCY_NS: c_int = BarrierModel::SHARED_MEMORY.latency_ns as c_int;
 static mut MODEL_PUT_GAP_NS: c_int = BarrierModel::SHARED_MEMORY.put_gap_ns as c_int;
 static mut TEST_RUNNING_VERSION: *const c_char = c"".as_ptr();
+static mut ALLREDUCE_DEGREE: c_int = 0;
+static mut ALLREDUCE_SEGMENT_SIZE: c_int = 8192;
+static mut ALLREDUCE_EXCHANGE_MAX: c_int = -1;
+static mut ALLREDUCE_MAX_BYTES: c_int = -1;
+static mut REDUCE_DEGREE: c_int = 0;
+static mut REDUCE_SEGMENT_SIZE: c_int = 8192;
+static mut REDUCE_MAX_BYTES: c_int = -1;
+static mut REDUCTION_MODEL_LATENCY_NS: c_int = AllreduceModel::SHARED_MEMORY.message_latency_ns as c_int;
+static mut REDUCTION_MODEL_TRANSFER_PS_PER_BYTE: c_int = (AllreduceModel::SHARED_MEMORY.transfer_ns_per_byte * 1000.0) as c_int;
+static mut REDUCTION_MODEL_COMBINE_PS_PER_BYTE: c_int = (AllreduceModel::SHARED_MEMORY.reduce_ns_per_byte * 1000.0) as c_int;
+static mut REDUCTION_MODEL_PUT_GAP_NS: c_int = AllreduceModel::SHARED_MEMORY.put_gap_ns as c_int;
 
 /// Which transport the user asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +51,21 @@ pub struct Settings {
     pub stall_warning: Duration,
     pub model: BarrierModel,
     pub pretend_running_version: Option<String>,
+    pub allreduce: ReductionSettings,
+    pub reduce: ReductionSettings,
+    pub reduction_model: AllreduceModel,
+}
+
+/// How one reduction collective (allreduce or reduce) is configured.
+#[derive(Clone, Copy, Debug)]
+pub struct ReductionSettings {
+    /// `None`: the model chooses per communicator.
+    pub degree: Option<usize>,
+    pub segment_bytes: usize,
+    /// `None`: the model chooses (allreduce only).
+    pub exchange_max_bytes: Option<usize>,
+    /// Messages above this go to the module underneath; `None`: never.
+    pub max_bytes: Option<usize>,
 }
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
@@ -52,10 +78,10 @@ struct Registration {
     storage: *mut c_void,
 }
 
-fn registrations() -> [Registration; 9] {
+fn registrations() -> Vec<Registration> {
     use sys::{MCA_BASE_VAR_TYPE_INT as INT, MCA_BASE_VAR_TYPE_STRING as STRING};
     use sys::{OPAL_INFO_LVL_2 as USER, OPAL_INFO_LVL_5 as TUNER, OPAL_INFO_LVL_9 as DEV};
-    [
+    vec![
         Registration {
             name: c"priority",
             help: c"Priority of coll rdma (default 40, above coll tuned's 30, so installing it is enough to use it); a negative value keeps it from claiming any communicator",
@@ -119,6 +145,83 @@ fn registrations() -> [Registration; 9] {
             level: DEV,
             storage: &raw mut TEST_RUNNING_VERSION as *mut c_void,
         },
+        Registration {
+            name: c"allreduce_degree",
+            help: c"Degree k of the allreduce tree (senders per receiver and step): 0 chooses per communicator from the cost model; 1..=64 fixes it",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut ALLREDUCE_DEGREE as *mut c_void,
+        },
+        Registration {
+            name: c"allreduce_segment_size",
+            help: c"Bytes per allreduce slot: longer messages are pipelined through the tree in segments of this size (64..=1048576)",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut ALLREDUCE_SEGMENT_SIZE as *mut c_void,
+        },
+        Registration {
+            name: c"allreduce_exchange_max",
+            help: c"Messages of at most this many bytes use the exchange variant (every rank writes its contribution to every other and reduces locally: one transfer instead of reduce + broadcast): -1 chooses from the cost model, 0 never uses it, at most 4096",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut ALLREDUCE_EXCHANGE_MAX as *mut c_void,
+        },
+        Registration {
+            name: c"allreduce_max_bytes",
+            help: c"Allreduce messages larger than this many bytes are handed to the module underneath; -1 never hands them over",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut ALLREDUCE_MAX_BYTES as *mut c_void,
+        },
+        Registration {
+            name: c"reduce_degree",
+            help: c"Degree k of the reduce tree: 0 chooses per communicator from the cost model; 1..=64 fixes it",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut REDUCE_DEGREE as *mut c_void,
+        },
+        Registration {
+            name: c"reduce_segment_size",
+            help: c"Bytes per reduce slot: longer messages are pipelined in segments of this size (64..=1048576)",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut REDUCE_SEGMENT_SIZE as *mut c_void,
+        },
+        Registration {
+            name: c"reduce_max_bytes",
+            help: c"Reduce messages larger than this many bytes are handed to the module underneath; -1 never hands them over",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut REDUCE_MAX_BYTES as *mut c_void,
+        },
+        Registration {
+            name: c"reduction_model_latency_ns",
+            help: c"Allreduce/reduce degree model: nanoseconds from issuing a small put to its target seeing it (> 0)",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut REDUCTION_MODEL_LATENCY_NS as *mut c_void,
+        },
+        Registration {
+            name: c"reduction_model_transfer_ps_per_byte",
+            help: c"Allreduce/reduce degree model: picoseconds to move one byte into a peer's window (>= 0)",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut REDUCTION_MODEL_TRANSFER_PS_PER_BYTE as *mut c_void,
+        },
+        Registration {
+            name: c"reduction_model_combine_ps_per_byte",
+            help: c"Allreduce/reduce degree model: picoseconds to combine one byte with the MPI op (>= 0)",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut REDUCTION_MODEL_COMBINE_PS_PER_BYTE as *mut c_void,
+        },
+        Registration {
+            name: c"reduction_model_put_gap_ns",
+            help: c"Allreduce/reduce degree model: nanoseconds each further message of the same step adds at its receiver (>= 0)",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut REDUCTION_MODEL_PUT_GAP_NS as *mut c_void,
+        },
     ]
 }
 
@@ -168,6 +271,17 @@ pub struct RawParams {
     pub model_latency_ns: i32,
     pub model_put_gap_ns: i32,
     pub test_running_version: String,
+    pub allreduce_degree: i32,
+    pub allreduce_segment_size: i32,
+    pub allreduce_exchange_max: i32,
+    pub allreduce_max_bytes: i32,
+    pub reduce_degree: i32,
+    pub reduce_segment_size: i32,
+    pub reduce_max_bytes: i32,
+    pub reduction_model_latency_ns: i32,
+    pub reduction_model_transfer_ps_per_byte: i32,
+    pub reduction_model_combine_ps_per_byte: i32,
+    pub reduction_model_put_gap_ns: i32,
 }
 
 fn read_raw() -> RawParams {
@@ -184,6 +298,17 @@ fn read_raw() -> RawParams {
             model_latency_ns: MODEL_LATENCY_NS,
             model_put_gap_ns: MODEL_PUT_GAP_NS,
             test_running_version: string_value(TEST_RUNNING_VERSION),
+            allreduce_degree: ALLREDUCE_DEGREE,
+            allreduce_segment_size: ALLREDUCE_SEGMENT_SIZE,
+            allreduce_exchange_max: ALLREDUCE_EXCHANGE_MAX,
+            allreduce_max_bytes: ALLREDUCE_MAX_BYTES,
+            reduce_degree: REDUCE_DEGREE,
+            reduce_segment_size: REDUCE_SEGMENT_SIZE,
+            reduce_max_bytes: REDUCE_MAX_BYTES,
+            reduction_model_latency_ns: REDUCTION_MODEL_LATENCY_NS,
+            reduction_model_transfer_ps_per_byte: REDUCTION_MODEL_TRANSFER_PS_PER_BYTE,
+            reduction_model_combine_ps_per_byte: REDUCTION_MODEL_COMBINE_PS_PER_BYTE,
+            reduction_model_put_gap_ns: REDUCTION_MODEL_PUT_GAP_NS,
         }
     }
 }
@@ -256,7 +381,104 @@ pub fn validate(raw: RawParams) -> Settings {
         spin_polls,
         stall_warning,
         model: BarrierModel { latency_ns, put_gap_ns },
-        pretend_running_version: Some(raw.test_running_version).filter(|v| !v.is_empty()),
+        pretend_running_version: Some(raw.test_running_version.clone()).filter(|v| !v.is_empty()),
+        allreduce: ReductionSettings {
+            degree: degree_setting("allreduce_degree", raw.allreduce_degree),
+            segment_bytes: segment_setting("allreduce_segment_size", raw.allreduce_segment_size),
+            exchange_max_bytes: exchange_setting(raw.allreduce_exchange_max),
+            max_bytes: max_bytes_setting("allreduce_max_bytes", raw.allreduce_max_bytes),
+        },
+        reduce: ReductionSettings {
+            degree: degree_setting("reduce_degree", raw.reduce_degree),
+            segment_bytes: segment_setting("reduce_segment_size", raw.reduce_segment_size),
+            exchange_max_bytes: Some(0),
+            max_bytes: max_bytes_setting("reduce_max_bytes", raw.reduce_max_bytes),
+        },
+        reduction_model: reduction_model(&raw),
+    }
+}
+
+const MAX_DEGREE: i32 = 64;
+const SEGMENT_RANGE: std::ops::RangeInclusive<i32> = 64..=1 << 20;
+
+fn degree_setting(name: &str, value: i32) -> Option<usize> {
+    match value {
+        0 => None,
+        k if (1..=MAX_DEGREE).contains(&k) => Some(k as usize),
+        k => {
+            tracing::warn!("coll_rdma_{name}={k} is invalid (0 = automatic, or 1..={MAX_DEGREE}); using the automatic choice");
+            None
+        }
+    }
+}
+
+fn segment_setting(name: &str, value: i32) -> usize {
+    if SEGMENT_RANGE.contains(&value) {
+        value as usize
+    } else {
+        let clamped = value.clamp(*SEGMENT_RANGE.start(), *SEGMENT_RANGE.end());
+        tracing::warn!(
+            "coll_rdma_{name}={value} is outside {}..={}; using {clamped}",
+            SEGMENT_RANGE.start(),
+            SEGMENT_RANGE.end()
+        );
+        clamped as usize
+    }
+}
+
+fn exchange_setting(value: i32) -> Option<usize> {
+    let limit = exchange_limit();
+    match value {
+        -1 => None,
+        v if (0..=limit).contains(&v) => Some(v as usize),
+        v => {
+            tracing::warn!("coll_rdma_allreduce_exchange_max={v} is invalid (-1 = automatic, or 0..={limit}); using the automatic choice");
+            None
+        }
+    }
+}
+
+fn exchange_limit() -> i32 {
+    crate::allreduce::EXCHANGE_LIMIT_BYTES as i32
+}
+
+fn max_bytes_setting(name: &str, value: i32) -> Option<usize> {
+    match value {
+        -1 => None,
+        v if v >= 0 => Some(v as usize),
+        v => {
+            tracing::warn!("coll_rdma_{name}={v} is invalid (-1 = never, or a byte count); never handing messages over");
+            None
+        }
+    }
+}
+
+fn reduction_model(raw: &RawParams) -> AllreduceModel {
+    let default = AllreduceModel::SHARED_MEMORY;
+    let checked = |name: &str, value: i32, minimum: i32, fallback: f64| -> f64 {
+        if value >= minimum {
+            value as f64
+        } else {
+            tracing::warn!("coll_rdma_{name}={value} is invalid (must be >= {minimum}); using {fallback}");
+            fallback
+        }
+    };
+    AllreduceModel {
+        message_latency_ns: checked("reduction_model_latency_ns", raw.reduction_model_latency_ns, 1, default.message_latency_ns),
+        transfer_ns_per_byte: checked(
+            "reduction_model_transfer_ps_per_byte",
+            raw.reduction_model_transfer_ps_per_byte,
+            0,
+            default.transfer_ns_per_byte * 1000.0,
+        ) / 1000.0,
+        reduce_ns_per_byte: checked(
+            "reduction_model_combine_ps_per_byte",
+            raw.reduction_model_combine_ps_per_byte,
+            0,
+            default.reduce_ns_per_byte * 1000.0,
+        ) / 1000.0,
+        put_gap_ns: checked("reduction_model_put_gap_ns", raw.reduction_model_put_gap_ns, 0, default.put_gap_ns),
+        segment_bytes: default.segment_bytes,
     }
 }
 

@@ -10,72 +10,109 @@ use btl_ibmc::{Exchange, TransportError};
 use ompi_sys as sys;
 
 type Module = *mut sys::mca_coll_base_module_t;
+type Comm = *mut sys::ompi_communicator_t;
+type Datatype = *mut sys::ompi_datatype_t;
+type Op = *mut sys::ompi_op_t;
+
+/// A function of the collective table together with the module it must be
+/// called with; holds a reference on the module while it lives.
+struct Saved<F> {
+    function: F,
+    module: Module,
+}
+
+impl<F: Copy> Saved<F> {
+    /// `None` unless both the function and its module are present.
+    fn take(function: Option<F>, module: Module) -> Option<Self> {
+        let function = function?;
+        if module.is_null() {
+            return None;
+        }
+        // SAFETY: a live module installed on the communicator; the
+        // reference is dropped in Drop, exactly once.
+        unsafe { sys::coll_rdma_shim_obj_retain(module as *mut sys::opal_object_t) };
+        Some(Saved { function, module })
+    }
+}
+
+impl<F> Drop for Saved<F> {
+    fn drop(&mut self) {
+        // SAFETY: retained in `take`.
+        unsafe { sys::coll_rdma_shim_obj_release(self.module as *mut sys::opal_object_t) };
+    }
+}
+
+type BarrierFn = unsafe extern "C" fn(Comm, Module) -> c_int;
+type AllgatherFn = unsafe extern "C" fn(*const c_void, c_int, Datatype, *mut c_void, c_int, Datatype, Comm, Module) -> c_int;
+type AllreduceFn = unsafe extern "C" fn(*const c_void, *mut c_void, c_int, Datatype, Op, Comm, Module) -> c_int;
+type ReduceFn = unsafe extern "C" fn(*const c_void, *mut c_void, c_int, Datatype, Op, c_int, Comm, Module) -> c_int;
+
+/// The arguments of an MPI reduction call, passed through unchanged to a
+/// fallback.
+#[derive(Clone, Copy)]
+pub struct ReductionCall {
+    pub send: *const c_void,
+    pub recv: *mut c_void,
+    pub count: c_int,
+    pub dtype: Datatype,
+    pub op: Op,
+    pub comm: Comm,
+}
 
 pub struct SavedCollectives {
-    barrier: sys::mca_coll_base_module_barrier_fn_t,
-    barrier_module: Module,
-    allgather: sys::mca_coll_base_module_allgather_fn_t,
-    allgather_module: Module,
+    barrier: Saved<BarrierFn>,
+    allgather: Saved<AllgatherFn>,
+    allreduce: Saved<AllreduceFn>,
+    reduce: Saved<ReduceFn>,
 }
 
 impl SavedCollectives {
     /// Takes the functions currently installed on `comm`; `None` if a
-    /// collective we need has no lower-priority provider.
+    /// collective we replace or need has no lower-priority provider.
     ///
     /// # Safety
     /// `comm` must be a valid communicator whose `c_coll` table is set up
     /// (true inside module enable).
-    pub unsafe fn take_from(comm: *mut sys::ompi_communicator_t) -> Option<Self> {
+    pub unsafe fn take_from(comm: Comm) -> Option<Self> {
         // SAFETY: guaranteed by the caller.
         let table = unsafe { &*(*comm).c_coll };
-        let complete = table.coll_barrier.is_some()
-            && table.coll_allgather.is_some()
-            && !table.coll_barrier_module.is_null()
-            && !table.coll_allgather_module.is_null();
-        if !complete {
-            return None;
-        }
-        let saved = SavedCollectives {
-            barrier: table.coll_barrier,
-            barrier_module: table.coll_barrier_module,
-            allgather: table.coll_allgather,
-            allgather_module: table.coll_allgather_module,
-        };
-        // Retained only once the value exists, so that Drop's release
-        // always matches a retain.
-        for module in [saved.barrier_module, saved.allgather_module] {
-            // SAFETY: a live module object; released in Drop.
-            unsafe { sys::coll_rdma_shim_obj_retain(module as *mut sys::opal_object_t) };
-        }
-        Some(saved)
+        // Each `take` retains as it succeeds; an early `?` drops (and so
+        // releases) exactly the ones already taken.
+        Some(SavedCollectives {
+            barrier: Saved::take(table.coll_barrier, table.coll_barrier_module)?,
+            allgather: Saved::take(table.coll_allgather, table.coll_allgather_module)?,
+            allreduce: Saved::take(table.coll_allreduce, table.coll_allreduce_module)?,
+            reduce: Saved::take(table.coll_reduce, table.coll_reduce_module)?,
+        })
     }
 
-    /// Runs the saved barrier.
-    pub fn barrier(&self, comm: *mut sys::ompi_communicator_t) -> c_int {
-        let barrier = self.barrier.expect("checked in take_from");
+    pub fn barrier(&self, comm: Comm) -> c_int {
         // SAFETY: function and module were installed together by Open MPI
         // for this communicator and are kept alive by our reference.
-        unsafe { barrier(comm, self.barrier_module) }
+        unsafe { (self.barrier.function)(comm, self.barrier.module) }
+    }
+
+    pub fn allreduce(&self, call: &ReductionCall) -> c_int {
+        // SAFETY: as for `barrier`; the arguments are the caller's own.
+        unsafe { (self.allreduce.function)(call.send, call.recv, call.count, call.dtype, call.op, call.comm, self.allreduce.module) }
+    }
+
+    pub fn reduce(&self, call: &ReductionCall, root: c_int) -> c_int {
+        // SAFETY: as for `barrier`; the arguments are the caller's own.
+        unsafe {
+            (self.reduce.function)(call.send, call.recv, call.count, call.dtype, call.op, root, call.comm, self.reduce.module)
+        }
     }
 
     /// An `Exchange` over the saved allgather on `comm`.
-    pub fn exchange(&self, comm: *mut sys::ompi_communicator_t) -> SavedAllgather<'_> {
+    pub fn exchange(&self, comm: Comm) -> SavedAllgather<'_> {
         SavedAllgather { saved: self, comm }
-    }
-}
-
-impl Drop for SavedCollectives {
-    fn drop(&mut self) {
-        for module in [self.barrier_module, self.allgather_module] {
-            // SAFETY: retained in take_from; released exactly once here.
-            unsafe { sys::coll_rdma_shim_obj_release(module as *mut sys::opal_object_t) };
-        }
     }
 }
 
 pub struct SavedAllgather<'a> {
     saved: &'a SavedCollectives,
-    comm: *mut sys::ompi_communicator_t,
+    comm: Comm,
 }
 
 impl Exchange for SavedAllgather<'_> {
@@ -89,12 +126,12 @@ impl Exchange for SavedAllgather<'_> {
                 all.len()
             )));
         }
-        let allgather = self.saved.allgather.expect("checked in take_from");
+        let allgather = &self.saved.allgather;
         // SAFETY: MPI_BYTE is a predefined datatype; buffers are valid for
         // the byte counts given; function and module belong together.
         let rc = unsafe {
-            let byte = sys::coll_rdma_shim_mpi_byte() as *mut sys::ompi_datatype_t;
-            allgather(
+            let byte = sys::coll_rdma_shim_mpi_byte() as Datatype;
+            (allgather.function)(
                 mine.as_ptr() as *const c_void,
                 mine.len() as c_int,
                 byte,
@@ -102,7 +139,7 @@ impl Exchange for SavedAllgather<'_> {
                 mine.len() as c_int,
                 byte,
                 self.comm,
-                self.saved.allgather_module,
+                allgather.module,
             )
         };
         if rc == sys::OMPI_SUCCESS as c_int {

@@ -1,0 +1,287 @@
+//! MPI_Allreduce over one-sided puts, for any communicator size, any tree
+//! degree k >= 1 and any message length (Gupta 2002, chapter 6, with the
+//! result broadcast down the same tree as in chapter 5).
+//!
+//! Two variants, chosen identically on every rank from the message length:
+//!
+//! * up to `exchange_max_bytes`, the exchange (see `exchange`): every rank
+//!   puts its contribution to all others and folds all P locally;
+//! * otherwise the degree-k tree rooted at rank 0 (see `tree`): partials
+//!   flow up, each child writing its own slot ring in its parent's window,
+//!   the parent folding them in rank order; the root's result flows back
+//!   down the same tree by puts. Every rank ends with the bytes the root
+//!   computed, so all ranks agree bit for bit even for floating point.
+//!
+//! Messages are cut into segments of at most `segment_bytes` that stream
+//! through two-slot rings (see `slots`), so window space is bounded by
+//! the configuration whatever the message length. A rank works on the
+//! upward phase of segment i and the downward phase of segment i-1 in
+//! turn, so partials and results are in flight together.
+//!
+//! # When may a sender write a slot again?
+//!
+//! Flags hold sequence numbers that grow over the communicator's life, so
+//! slots never need resetting and a stale flag is always below the one
+//! awaited. Within a call, a slot holding segment i is rewritten with
+//! segment i+2 only after the receiver's credit says it read segment i.
+//! Across calls no message is needed:
+//!
+//! * Partial rings (child c writes into parent p). Result segment i
+//!   exists only after the root folded segment i, which needs every
+//!   partial of segment i read out of its slot: a rank sends its partial
+//!   only after reading its children's, and passes a result segment down
+//!   only after its own upward step for that segment. c finishes call e
+//!   only after receiving every result segment of e, so when c writes its
+//!   first partial of e+1, p has read all of c's partials of e.
+//! * Result rings (p writes into c). p has result segment i of call e+1
+//!   only after c's partial of segment i of e+1 reached the tree, which c
+//!   sends only after finishing call e, i.e. after reading all its results
+//!   of e.
+//! * Exchange slots: the epoch-parity argument in `exchange`.
+//!
+//! With the downward phase one segment behind and two slots per ring, the
+//! data flow alone also keeps a sender from lapping its receiver within a
+//! call (a rank sends segment i+2 up only after receiving result i); the
+//! credits keep the proof independent of that lag and depth.
+//!
+//! # Why it cannot deadlock
+//!
+//! Order a rank's steps by (segment, phase, height in the tree): the upward
+//! step of segment i waits for children (lower) on the same segment and for
+//! the parent's credit on segment i-2; the downward step of segment i
+//! waits for the parent (higher, downward phase) on the same segment and
+//! for children's credits on segment i-2, and follows the rank's own upward
+//! step of segment i+1 (or i). Every wait is on an earlier step, so some
+//! step can always proceed.
+
+mod config;
+mod exchange;
+pub(crate) mod region;
+pub(crate) mod segments;
+pub(crate) mod slots;
+pub(crate) mod tree;
+pub(crate) mod upward;
+
+use btl_ibmc::{Transport, TransportError};
+
+pub use config::{AllreduceConfig, EXCHANGE_LIMIT_BYTES, RANGE_TOP_BYTES};
+use exchange::ExchangeSlots;
+use region::{RegionCursor, LINE};
+use segments::{check_message, Segments};
+use slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
+use tree::TreeLinks;
+use upward::{Upward, UpwardRegion};
+
+use crate::reduction::Reduction;
+
+/// Segments by which the downward phase trails the upward one: one lets a
+/// result travel down while the next partial travels up.
+const DOWN_LAG: usize = 1;
+
+/// The allreduce region, identical on every rank.
+struct AllreduceRegion {
+    upward: UpwardRegion,
+    result_ring: usize,
+    result_credits: usize,
+    exchange: usize,
+    end: usize,
+}
+
+impl AllreduceRegion {
+    fn new(start: usize, size: usize, config: &AllreduceConfig) -> Self {
+        let shape = SlotShape::holding(config.segment_bytes);
+        let positions = TreeLinks::positions(size, config.degree);
+        let mut cursor = RegionCursor::starting_at(start);
+        let child_rings = cursor.take(positions * shape.ring_bytes());
+        let result_ring = cursor.take(shape.ring_bytes());
+        let parent_credit = cursor.take(CREDIT_BYTES);
+        let result_credits = cursor.take(positions * CREDIT_BYTES);
+        let exchange = cursor.take(ExchangeSlots::region_len(size, config.exchange_max_bytes));
+        AllreduceRegion {
+            upward: UpwardRegion { child_rings, parent_credit, shape },
+            result_ring,
+            result_credits,
+            exchange,
+            end: cursor.end(),
+        }
+    }
+
+    fn result_credit(&self, position: usize) -> usize {
+        self.result_credits + position * CREDIT_BYTES
+    }
+}
+
+/// One rank's allreduce schedule and state for one communicator.
+#[derive(Clone, Debug)]
+pub struct Allreduce {
+    rank: usize,
+    size: usize,
+    config: AllreduceConfig,
+    upward: Upward,
+    result_from_parent: Option<Stream>,
+    /// Descending rank order: the child with the largest subtree first.
+    results_to_children: Vec<Stream>,
+    exchange: ExchangeSlots,
+    epoch: u64,
+    last_seq: u64,
+    incoming: Vec<u8>,
+}
+
+impl Allreduce {
+    /// Bytes of window the allreduce needs on every rank.
+    pub fn region_len(size: usize, config: &AllreduceConfig) -> usize {
+        AllreduceRegion::new(0, size, config).end
+    }
+
+    /// The schedule of `rank` among `size` ranks; its region starts at
+    /// `region_offset` (64-byte aligned) of every rank's window.
+    pub fn new(rank: usize, size: usize, region_offset: usize, config: AllreduceConfig) -> Self {
+        if let Err(why) = config.validate() {
+            panic!("invalid allreduce configuration: {why}");
+        }
+        assert_eq!(region_offset % LINE, 0, "the allreduce region must start on a cache line");
+        let region = AllreduceRegion::new(region_offset, size, &config);
+        let links = TreeLinks::new(rank, size, config.degree);
+        let shape = region.upward.shape;
+        let result_from_parent = links.parent.map(|parent| Stream {
+            what: "allreduce result",
+            sender: parent.peer,
+            receiver: rank,
+            ring: region.result_ring,
+            credit: region.result_credit(parent.position),
+            shape,
+        });
+        let results_to_children = links
+            .children
+            .iter()
+            .rev()
+            .map(|child| Stream {
+                what: "allreduce result",
+                sender: rank,
+                receiver: child.peer,
+                ring: region.result_ring,
+                credit: region.result_credit(child.position),
+                shape,
+            })
+            .collect();
+        Allreduce {
+            rank,
+            size,
+            config,
+            upward: Upward::new("allreduce partial", rank, &links, region.upward),
+            result_from_parent,
+            results_to_children,
+            exchange: ExchangeSlots::new(region.exchange, size, config.exchange_max_bytes),
+            epoch: 0,
+            last_seq: 0,
+            incoming: Vec::new(),
+        }
+    }
+
+    pub fn config(&self) -> &AllreduceConfig {
+        &self.config
+    }
+
+    /// Allreduce calls that used the window so far.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Reduces `send` of every rank in rank order and leaves the result in
+    /// `recv` on every rank. `send` and `recv` must not alias and have the
+    /// same length, a multiple of the element size.
+    pub fn allreduce<T: Transport + ?Sized, R: Reduction + ?Sized>(
+        &mut self,
+        transport: &T,
+        op: &R,
+        send: &[u8],
+        recv: &mut [u8],
+    ) -> Result<(), TransportError> {
+        check_message(op, send, Some(recv.len()))?;
+        if send.is_empty() {
+            return Ok(());
+        }
+        if self.size == 1 {
+            recv.copy_from_slice(send);
+            return Ok(());
+        }
+        if send.len() <= self.config.exchange_max_bytes {
+            self.epoch += 1;
+            let incoming = scratch(&mut self.incoming, send.len());
+            return self.exchange.allreduce(
+                transport,
+                op,
+                self.rank,
+                self.epoch,
+                send,
+                recv,
+                incoming,
+                &self.config.policy,
+            );
+        }
+        let segments = Segments::new(send.len(), op.element_size(), self.config.segment_bytes)?;
+        self.epoch += 1;
+        self.tree(transport, op, &segments, send, recv)
+    }
+
+    fn tree<T: Transport + ?Sized, R: Reduction + ?Sized>(
+        &mut self,
+        transport: &T,
+        op: &R,
+        segments: &Segments,
+        send: &[u8],
+        recv: &mut [u8],
+    ) -> Result<(), TransportError> {
+        let base = self.last_seq;
+        let count = segments.count();
+        let policy = self.config.policy;
+        scratch(&mut self.incoming, segments.full_len());
+        for step in 0..count + DOWN_LAG {
+            if step < count {
+                let turn = Turn::new(step, count, base, Reuse::ImpliedByDataFlow);
+                let range = segments.range(step);
+                let partial = &mut recv[range.clone()];
+                partial.copy_from_slice(&send[range.clone()]);
+                let incoming = &mut self.incoming[..range.len()];
+                self.upward.segment(transport, op, turn, base, partial, incoming, &policy)?;
+            }
+            if let Some(index) = step.checked_sub(DOWN_LAG) {
+                let turn = Turn::new(index, count, base, Reuse::ImpliedByDataFlow);
+                self.pass_result_down(transport, turn, base, &mut recv[segments.range(index)])?;
+            }
+        }
+        self.last_seq = base + count as u64;
+        Ok(())
+    }
+
+    /// Receives result segment `turn` from the parent (the root already
+    /// holds it) and forwards it to the children.
+    fn pass_result_down<T: Transport + ?Sized>(
+        &self,
+        transport: &T,
+        turn: Turn,
+        base: u64,
+        result: &mut [u8],
+    ) -> Result<(), TransportError> {
+        let policy = &self.config.policy;
+        if let Some(parent) = &self.result_from_parent {
+            parent.receive(transport, turn.seq, result, policy);
+            if turn.must_acknowledge() {
+                parent.acknowledge(transport, turn.seq)?;
+            }
+        }
+        debug_assert!(self.result_from_parent.is_some() != self.upward.is_root());
+        for child in &self.results_to_children {
+            child.send(transport, turn.seq, result, turn.credit_needed(base), policy)?;
+        }
+        Ok(())
+    }
+}
+
+/// `buffer` grown to at least `len` bytes, as a slice of exactly `len`.
+pub(crate) fn scratch(buffer: &mut Vec<u8>, len: usize) -> &mut [u8] {
+    if buffer.len() < len {
+        buffer.resize(len, 0);
+    }
+    &mut buffer[..len]
+}

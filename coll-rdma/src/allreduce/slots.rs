@@ -1,0 +1,204 @@
+//! Streams of segments from one sender to one receiver through a ring of
+//! slots in the receiver's window, with a credit word in the sender's
+//! window through which the receiver returns slots.
+//!
+//! Segments are numbered by a sequence number that only grows over the life
+//! of the communicator (64 bits never wrap): segment `seq` goes to slot
+//! `(seq - 1) % RING_DEPTH` and its flag word, after the payload, is set to
+//! `seq` by the same put, so "flag >= seq" means "segment seq is there".
+//! The flag never runs ahead of the reader, because the writer only reuses a
+//! slot once its previous segment has been read (see `Reuse`). The receiver
+//! reads a segment out of the slot before it uses it, so acknowledging it
+//! right after the read lets the sender overwrite the slot at once.
+
+use btl_ibmc::{wait_at_least, Transport, TransportError, WaitPolicy};
+
+use super::region::LINE;
+
+/// Slots per stream: two let a sender write one segment while the
+/// receiver still reads the previous one.
+pub(crate) const RING_DEPTH: u64 = 2;
+
+/// A credit word has its own cache line: its writer is the receiver, while
+/// the line's owner (the sender) polls it.
+pub(crate) const CREDIT_BYTES: usize = LINE;
+
+const FLAG_BYTES: usize = 8;
+
+/// One slot: the payload, then the flag word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SlotShape {
+    payload_capacity: usize,
+    slot_bytes: usize,
+}
+
+impl SlotShape {
+    pub(crate) fn holding(payload: usize) -> Self {
+        let payload_capacity = payload.next_multiple_of(FLAG_BYTES);
+        SlotShape { payload_capacity, slot_bytes: (payload_capacity + FLAG_BYTES).next_multiple_of(LINE) }
+    }
+
+    pub(crate) fn slot_bytes(&self) -> usize {
+        self.slot_bytes
+    }
+
+    pub(crate) fn ring_bytes(&self) -> usize {
+        self.slot_bytes * RING_DEPTH as usize
+    }
+
+    pub(crate) fn flag_offset(&self, slot: usize) -> usize {
+        slot + self.payload_capacity
+    }
+}
+
+/// How a sender knows that the slots it wrote in earlier calls have been
+/// read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reuse {
+    /// The sender cannot hold a later call's data before the receiver has
+    /// read everything of earlier calls (proved where each stream is
+    /// built). Only slots reused within a call need credits.
+    ImpliedByDataFlow,
+    /// Senders may return before their segments are read (reduce), so the
+    /// receiver also acknowledges the last segment of every call, and the
+    /// first segments of the next call wait for that.
+    AcknowledgedEachCall,
+}
+
+/// Segment `index` of a call of `count` segments, numbered `seq`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Turn {
+    pub index: usize,
+    pub count: usize,
+    pub seq: u64,
+    pub reuse: Reuse,
+}
+
+impl Turn {
+    pub(crate) fn new(index: usize, count: usize, base: u64, reuse: Reuse) -> Self {
+        Turn { index, count, seq: base + index as u64 + 1, reuse }
+    }
+
+    /// The credit the sender needs before writing this segment; 0 needs
+    /// none. `previous_last` is the last sequence number this stream
+    /// carried before the call.
+    ///
+    /// Within a call the slot last held segment `seq - RING_DEPTH`, which
+    /// the receiver acknowledges (see `must_acknowledge`). Across calls every
+    /// earlier segment of the stream is at most `previous_last`, which the
+    /// receiver acknowledged as the last segment of its call, or which the
+    /// data flow proves read.
+    pub(crate) fn credit_needed(&self, previous_last: u64) -> u64 {
+        if self.index as u64 >= RING_DEPTH {
+            self.seq - RING_DEPTH
+        } else {
+            match self.reuse {
+                Reuse::ImpliedByDataFlow => 0,
+                Reuse::AcknowledgedEachCall => previous_last,
+            }
+        }
+    }
+
+    /// Whether the receiver acknowledges this segment: exactly the ones a
+    /// sender may wait for under `credit_needed`.
+    pub(crate) fn must_acknowledge(&self) -> bool {
+        let reused_in_call = (self.index as u64 + RING_DEPTH) < self.count as u64;
+        let last_of_call = self.index + 1 == self.count;
+        reused_in_call || (self.reuse == Reuse::AcknowledgedEachCall && last_of_call)
+    }
+}
+
+/// One directed stream. `ring` is an offset in the receiver's window,
+/// `credit` one in the sender's; each has exactly one writer (the sender
+/// for the ring, the receiver for the credit).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stream {
+    pub what: &'static str,
+    pub sender: usize,
+    pub receiver: usize,
+    pub ring: usize,
+    pub credit: usize,
+    pub shape: SlotShape,
+}
+
+impl Stream {
+    fn slot(&self, seq: u64) -> usize {
+        self.ring + ((seq - 1) % RING_DEPTH) as usize * self.shape.slot_bytes
+    }
+
+    /// Sender side: waits for `credit_needed`, then puts the segment.
+    pub(crate) fn send<T: Transport + ?Sized>(
+        &self,
+        transport: &T,
+        seq: u64,
+        data: &[u8],
+        credit_needed: u64,
+        policy: &WaitPolicy,
+    ) -> Result<(), TransportError> {
+        if credit_needed > 0 {
+            wait_at_least(transport, self.credit, credit_needed, policy, || {
+                format!("{}: rank {} to free a slot for segment {seq}", self.what, self.receiver)
+            });
+        }
+        let slot = self.slot(seq);
+        transport.put(self.receiver, slot, data, self.shape.flag_offset(slot), seq)
+    }
+
+    /// Receiver side: waits for segment `seq` and copies it into `out`.
+    pub(crate) fn receive<T: Transport + ?Sized>(&self, transport: &T, seq: u64, out: &mut [u8], policy: &WaitPolicy) {
+        let slot = self.slot(seq);
+        wait_at_least(transport, self.shape.flag_offset(slot), seq, policy, || {
+            format!("{}: segment {seq} from rank {}", self.what, self.sender)
+        });
+        transport.read_local(slot, out);
+    }
+
+    /// Receiver side, after `receive`: returns the slot to the sender.
+    pub(crate) fn acknowledge<T: Transport + ?Sized>(&self, transport: &T, seq: u64) -> Result<(), TransportError> {
+        transport.put_flag(self.sender, self.credit, seq)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_credit_a_sender_waits_for_is_acknowledged() {
+        for reuse in [Reuse::ImpliedByDataFlow, Reuse::AcknowledgedEachCall] {
+            for counts in [vec![1, 1, 1], vec![5, 1, 2, 7], vec![2, 3]] {
+                let mut base = 0;
+                let mut acknowledged = Vec::new();
+                for &count in &counts {
+                    for index in 0..count {
+                        let turn = Turn::new(index, count, base, reuse);
+                        let needed = turn.credit_needed(base);
+                        assert!(
+                            needed == 0 || acknowledged.contains(&needed),
+                            "{reuse:?} {counts:?}: waits for {needed}"
+                        );
+                        // The slot's previous segment is at most what was waited for.
+                        if turn.seq > RING_DEPTH && reuse == Reuse::AcknowledgedEachCall {
+                            assert!(needed >= turn.seq - RING_DEPTH);
+                        }
+                        if turn.must_acknowledge() {
+                            acknowledged.push(turn.seq);
+                        }
+                    }
+                    base += count as u64;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn flags_follow_their_payload_inside_the_slot() {
+        for payload in [1, 8, 9, 56, 57, 64, 8192] {
+            let shape = SlotShape::holding(payload);
+            assert!(shape.flag_offset(0) >= payload);
+            assert!(shape.flag_offset(0) + FLAG_BYTES <= shape.slot_bytes());
+            assert_eq!(shape.flag_offset(0) % 8, 0);
+            assert_eq!(shape.slot_bytes() % LINE, 0);
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! The reduction half that allreduce and reduce share: for one segment, a
+//! rank folds its children's partials into its own in ascending rank order,
+//! then passes the result to its parent.
+
+use btl_ibmc::{Transport, TransportError, WaitPolicy};
+
+use super::slots::{SlotShape, Stream, Turn};
+use super::tree::TreeLinks;
+use crate::reduction::Reduction;
+
+#[derive(Clone, Debug)]
+pub(crate) struct Upward {
+    to_parent: Option<Stream>,
+    from_children: Vec<Stream>,
+}
+
+/// Where one collective keeps its tree's incoming rings and the word
+/// through which a parent returns slots; the same offsets on every rank.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct UpwardRegion {
+    pub child_rings: usize,
+    pub parent_credit: usize,
+    pub shape: SlotShape,
+}
+
+impl UpwardRegion {
+    fn ring(&self, position: usize) -> usize {
+        self.child_rings + position * self.shape.ring_bytes()
+    }
+}
+
+impl Upward {
+    pub(crate) fn new(what: &'static str, rank: usize, links: &TreeLinks, region: UpwardRegion) -> Self {
+        let to_parent = links.parent.map(|parent| Stream {
+            what,
+            sender: rank,
+            receiver: parent.peer,
+            ring: region.ring(parent.position),
+            credit: region.parent_credit,
+            shape: region.shape,
+        });
+        let from_children = links
+            .children
+            .iter()
+            .map(|child| Stream {
+                what,
+                sender: child.peer,
+                receiver: rank,
+                ring: region.ring(child.position),
+                credit: region.parent_credit,
+                shape: region.shape,
+            })
+            .collect();
+        Upward { to_parent, from_children }
+    }
+
+    pub(crate) fn is_root(&self) -> bool {
+        self.to_parent.is_none()
+    }
+
+    /// Folds the children's partials of segment `turn` into `partial`,
+    /// which holds this rank's own contribution on entry and the partial of
+    /// its whole subtree on return, and sends that to the parent.
+    /// `incoming` is scratch of the same length.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn segment<T: Transport + ?Sized, R: Reduction + ?Sized>(
+        &self,
+        transport: &T,
+        op: &R,
+        turn: Turn,
+        previous_last: u64,
+        partial: &mut [u8],
+        incoming: &mut [u8],
+        policy: &WaitPolicy,
+    ) -> Result<(), TransportError> {
+        for child in &self.from_children {
+            child.receive(transport, turn.seq, incoming, policy);
+            if turn.must_acknowledge() {
+                child.acknowledge(transport, turn.seq)?;
+            }
+            op.combine(partial, incoming);
+            partial.copy_from_slice(incoming);
+        }
+        if let Some(parent) = &self.to_parent {
+            parent.send(transport, turn.seq, partial, turn.credit_needed(previous_last), policy)?;
+        }
+        Ok(())
+    }
+}

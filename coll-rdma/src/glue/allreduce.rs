@@ -1,0 +1,74 @@
+//! MPI_Allreduce's entry point: the degree-k tree (or the small-message
+//! exchange) over the communicator's transport, or the module underneath.
+
+use std::ffi::{c_int, c_void};
+
+use ompi_sys as sys;
+
+use super::comm_state::{CommState, Link};
+use super::ffi_guard::guarded;
+use super::module::state_of;
+use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, success};
+use super::saved::ReductionCall;
+
+pub(super) unsafe extern "C" fn allreduce(
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dtype: *mut sys::ompi_datatype_t,
+    op: *mut sys::ompi_op_t,
+    comm: *mut sys::ompi_communicator_t,
+    module: *mut sys::mca_coll_base_module_t,
+) -> c_int {
+    guarded("MPI_Allreduce", sys::OMPI_ERROR as c_int, || {
+        // SAFETY: Open MPI calls us with the module it enabled for `comm`.
+        let state = unsafe { state_of(module) };
+        state.allreduce(&ReductionCall { send, recv, count, dtype, op, comm })
+    })
+}
+
+impl CommState {
+    fn allreduce(&mut self, call: &ReductionCall) -> c_int {
+        if call.count == 0 {
+            self.tallies.allreduce.served += 1;
+            return success();
+        }
+        let message = match native_message(call, self.allreduce_max_bytes, "allreduce_max_bytes", self.allreduce.config().segment_bytes) {
+            Ok(message) => message,
+            Err(reason) => return self.hand_over_allreduce(call, reason),
+        };
+        if !self.ensure_link(call.comm) {
+            return self.hand_over_allreduce(call, "transport unavailable".to_string());
+        }
+        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
+        let span = message.span;
+        // SAFETY: MPI guarantees recv holds `count` elements of `dtype`,
+        // which `span` describes; nothing else touches it during the call.
+        let recv = unsafe { span_bytes_mut(call.recv, &span) };
+        let copied_contribution;
+        let contribution: &[u8] = if contribution_is_in_receive_buffer(call, &span) {
+            copied_contribution = recv.to_vec();
+            &copied_contribution
+        } else {
+            // SAFETY: MPI guarantees send holds `count` elements of
+            // `dtype`; it does not overlap recv (checked above).
+            unsafe { span_bytes(call.send, &span) }
+        };
+        match self.allreduce.allreduce(transport, &message.reduction, contribution, recv) {
+            Ok(()) => {
+                self.tallies.allreduce.served += 1;
+                success()
+            }
+            Err(why) => {
+                tracing::error!("comm {} rank {}: allreduce failed: {why}", self.cid, self.rank);
+                sys::OMPI_ERROR as c_int
+            }
+        }
+    }
+
+    fn hand_over_allreduce(&mut self, call: &ReductionCall, reason: String) -> c_int {
+        self.report_handover("allreduce", reason);
+        self.tallies.allreduce.handed_over += 1;
+        self.saved.allreduce(call)
+    }
+}

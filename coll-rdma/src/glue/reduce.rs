@@ -1,0 +1,80 @@
+//! MPI_Reduce's entry point: the degree-k tree in canonical rank order
+//! over the communicator's transport, or the module underneath.
+
+use std::ffi::{c_int, c_void};
+
+use ompi_sys as sys;
+
+use super::comm_state::{CommState, Link};
+use super::ffi_guard::guarded;
+use super::module::state_of;
+use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, success};
+use super::saved::ReductionCall;
+
+#[allow(clippy::too_many_arguments)] // Open MPI's reduce signature
+pub(super) unsafe extern "C" fn reduce(
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dtype: *mut sys::ompi_datatype_t,
+    op: *mut sys::ompi_op_t,
+    root: c_int,
+    comm: *mut sys::ompi_communicator_t,
+    module: *mut sys::mca_coll_base_module_t,
+) -> c_int {
+    guarded("MPI_Reduce", sys::OMPI_ERROR as c_int, || {
+        // SAFETY: Open MPI calls us with the module it enabled for `comm`.
+        let state = unsafe { state_of(module) };
+        state.reduce(&ReductionCall { send, recv, count, dtype, op, comm }, root)
+    })
+}
+
+impl CommState {
+    fn reduce(&mut self, call: &ReductionCall, root: c_int) -> c_int {
+        if call.count == 0 {
+            self.tallies.reduce.served += 1;
+            return success();
+        }
+        let message = match native_message(call, self.reduce_max_bytes, "reduce_max_bytes", self.reduce.config().segment_bytes) {
+            Ok(message) => message,
+            Err(reason) => return self.hand_over_reduce(call, root, reason),
+        };
+        if !self.ensure_link(call.comm) {
+            return self.hand_over_reduce(call, root, "transport unavailable".to_string());
+        }
+        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
+        let span = message.span;
+        let root = root as usize;
+        let at_root = root == self.rank;
+        // The receive buffer is significant only at the root; MPI_IN_PLACE
+        // likewise only means something there.
+        let in_place = at_root && contribution_is_in_receive_buffer(call, &span);
+        // SAFETY: at the root MPI guarantees recv holds `count` elements of
+        // `dtype`; elsewhere it is not touched.
+        let mut recv = at_root.then(|| unsafe { span_bytes_mut(call.recv, &span) });
+        let copied_contribution;
+        let contribution: &[u8] = if in_place {
+            copied_contribution = recv.as_deref().map(<[u8]>::to_vec).unwrap_or_default();
+            &copied_contribution
+        } else {
+            // SAFETY: MPI guarantees send holds `count` elements of `dtype`.
+            unsafe { span_bytes(call.send, &span) }
+        };
+        match self.reduce.reduce(transport, &message.reduction, root, contribution, recv.as_deref_mut()) {
+            Ok(()) => {
+                self.tallies.reduce.served += 1;
+                success()
+            }
+            Err(why) => {
+                tracing::error!("comm {} rank {}: reduce failed: {why}", self.cid, self.rank);
+                sys::OMPI_ERROR as c_int
+            }
+        }
+    }
+
+    fn hand_over_reduce(&mut self, call: &ReductionCall, root: c_int, reason: String) -> c_int {
+        self.report_handover("reduce", reason);
+        self.tallies.reduce.handed_over += 1;
+        self.saved.reduce(call, root)
+    }
+}

@@ -1,0 +1,206 @@
+//! MPI_Reduce over one-sided puts: the allreduce's degree-k tree rooted at
+//! rank 0, folding in canonical rank order, then, when the root is another
+//! rank, rank 0 relays the result to it segment by segment.
+//!
+//! The tree stays rooted at rank 0 even for commutative operations: rooting
+//! it at the caller's root would give each slot a different writer from one
+//! call to the next, and the credits below rely on every slot ring having a
+//! single writer. The relay costs one extra hop per segment, pipelined.
+//!
+//! # When may a sender write a slot again?
+//!
+//! Within a call, as in the allreduce: a slot is rewritten with segment
+//! i+2 only after the receiver's credit for segment i. Across calls:
+//!
+//! * Partial rings (child c writes into parent p). Unlike the allreduce,
+//!   c returns as soon as its partial is put, and nothing in c's next call
+//!   depends on p, so a leaf could run several reduces ahead. These
+//!   streams therefore use acknowledged reuse (see `allreduce::slots`): p
+//!   returns the credit of the last segment of every call right after
+//!   reading it, and before writing the first two segments of a call c
+//!   waits for the credit of the last segment of its previous call. p reads
+//!   a stream in order, so that credit proves every earlier segment read.
+//! * Relay rings (rank 0 writes into root R's window; each root has its own
+//!   ring and credit word). Rank 0 can relay a segment of call e+1 only
+//!   after folding that segment, which needs R's partial of e+1, which R
+//!   sends only after finishing call e, i.e. after reading every segment
+//!   relayed to it before. No acknowledgement is needed across calls.
+//!
+//! Deadlock: rank 0 relays segment i right after folding it, and the root
+//! receives it right after its own upward step for segment i; the relay's
+//! credit waits only for segment i-2, which the root has already received.
+//! A partial's cross-call credit waits for the parent to read the previous
+//! call, which depends on nothing the child does later.
+
+use btl_ibmc::{Transport, TransportError};
+
+use crate::allreduce::region::RegionCursor;
+use crate::allreduce::region::LINE;
+use crate::allreduce::scratch;
+use crate::allreduce::segments::{check_message, Segments};
+use crate::allreduce::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
+use crate::allreduce::tree::TreeLinks;
+use crate::allreduce::upward::{Upward, UpwardRegion};
+use crate::allreduce::AllreduceConfig;
+use crate::reduction::Reduction;
+
+/// The reduce region, identical on every rank.
+struct ReduceRegion {
+    upward: UpwardRegion,
+    relay_ring: usize,
+    /// One word per possible root, used in rank 0's window only.
+    relay_credits: usize,
+    end: usize,
+}
+
+impl ReduceRegion {
+    fn new(start: usize, size: usize, config: &AllreduceConfig) -> Self {
+        let shape = SlotShape::holding(config.segment_bytes);
+        let mut cursor = RegionCursor::starting_at(start);
+        let child_rings = cursor.take(TreeLinks::positions(size, config.degree) * shape.ring_bytes());
+        let relay_ring = cursor.take(shape.ring_bytes());
+        let parent_credit = cursor.take(CREDIT_BYTES);
+        let relay_credits = cursor.take(size * CREDIT_BYTES);
+        ReduceRegion {
+            upward: UpwardRegion { child_rings, parent_credit, shape },
+            relay_ring,
+            relay_credits,
+            end: cursor.end(),
+        }
+    }
+
+    fn relay(&self, root: usize) -> Stream {
+        Stream {
+            what: "reduce result relayed from rank 0",
+            sender: 0,
+            receiver: root,
+            ring: self.relay_ring,
+            credit: self.relay_credits + root * CREDIT_BYTES,
+            shape: self.upward.shape,
+        }
+    }
+}
+
+/// One rank's reduce schedule and state for one communicator. Independent
+/// of `Allreduce`: the two may interleave on one communicator.
+#[derive(Clone, Debug)]
+pub struct Reduce {
+    rank: usize,
+    size: usize,
+    config: AllreduceConfig,
+    upward: Upward,
+    /// Indexed by root; used on rank 0 only.
+    relays_out: Vec<Stream>,
+    relay_in: Stream,
+    last_seq: u64,
+    epoch: u64,
+    partial: Vec<u8>,
+    incoming: Vec<u8>,
+}
+
+impl Reduce {
+    /// Bytes of window the reduce needs on every rank.
+    pub fn region_len(size: usize, config: &AllreduceConfig) -> usize {
+        ReduceRegion::new(0, size, config).end
+    }
+
+    /// The schedule of `rank` among `size` ranks; its region starts at
+    /// `region_offset` (64-byte aligned) of every rank's window.
+    /// `exchange_max_bytes` is not used.
+    pub fn new(rank: usize, size: usize, region_offset: usize, config: AllreduceConfig) -> Self {
+        if let Err(why) = config.validate() {
+            panic!("invalid reduce configuration: {why}");
+        }
+        assert_eq!(region_offset % LINE, 0, "the reduce region must start on a cache line");
+        let region = ReduceRegion::new(region_offset, size, &config);
+        let links = TreeLinks::new(rank, size, config.degree);
+        let relays_out = if rank == 0 { (0..size).map(|root| region.relay(root)).collect() } else { Vec::new() };
+        Reduce {
+            rank,
+            size,
+            config,
+            upward: Upward::new("reduce partial", rank, &links, region.upward),
+            relays_out,
+            relay_in: region.relay(rank),
+            last_seq: 0,
+            epoch: 0,
+            partial: Vec::new(),
+            incoming: Vec::new(),
+        }
+    }
+
+    pub fn config(&self) -> &AllreduceConfig {
+        &self.config
+    }
+
+    /// Reduce calls that used the window so far.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Reduces `send` of every rank in rank order into `recv` on `root`;
+    /// `recv` is only given (and required) there. Other ranks may return
+    /// before the root has the result.
+    pub fn reduce<T: Transport + ?Sized, R: Reduction + ?Sized>(
+        &mut self,
+        transport: &T,
+        op: &R,
+        root: usize,
+        send: &[u8],
+        recv: Option<&mut [u8]>,
+    ) -> Result<(), TransportError> {
+        if root >= self.size {
+            return Err(TransportError::Failed(format!("reduce root {root} outside a communicator of {}", self.size)));
+        }
+        let mut result = if self.rank == root {
+            match recv {
+                Some(buffer) => Some(buffer),
+                None => return Err(TransportError::Failed("the reduce root needs a receive buffer".to_string())),
+            }
+        } else {
+            None
+        };
+        check_message(op, send, result.as_ref().map(|buffer| buffer.len()))?;
+        if send.is_empty() {
+            return Ok(());
+        }
+        if self.size == 1 {
+            if let Some(buffer) = result {
+                buffer.copy_from_slice(send);
+            }
+            return Ok(());
+        }
+        let segments = Segments::new(send.len(), op.element_size(), self.config.segment_bytes)?;
+        self.epoch += 1;
+        let base = self.last_seq;
+        let count = segments.count();
+        let policy = self.config.policy;
+        scratch(&mut self.partial, segments.full_len());
+        scratch(&mut self.incoming, segments.full_len());
+        for index in 0..count {
+            let turn = Turn::new(index, count, base, Reuse::AcknowledgedEachCall);
+            let relay_turn = Turn::new(index, count, base, Reuse::ImpliedByDataFlow);
+            let range = segments.range(index);
+            let incoming = &mut self.incoming[..range.len()];
+            let folds_into_result = self.rank == 0 && root == 0;
+            let partial = match result.as_deref_mut() {
+                Some(buffer) if folds_into_result => &mut buffer[range.clone()],
+                _ => &mut self.partial[..range.len()],
+            };
+            partial.copy_from_slice(&send[range.clone()]);
+            self.upward.segment(transport, op, turn, base, partial, incoming, &policy)?;
+            if self.rank == 0 && root != 0 {
+                let credit = relay_turn.credit_needed(base);
+                self.relays_out[root].send(transport, relay_turn.seq, partial, credit, &policy)?;
+            }
+            if let Some(buffer) = result.as_deref_mut().filter(|_| root != 0) {
+                self.relay_in.receive(transport, relay_turn.seq, &mut buffer[range], &policy);
+                if relay_turn.must_acknowledge() {
+                    self.relay_in.acknowledge(transport, relay_turn.seq)?;
+                }
+            }
+        }
+        self.last_seq = base + count as u64;
+        Ok(())
+    }
+}
