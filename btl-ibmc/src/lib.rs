@@ -2,6 +2,7 @@
 //! carries reliable multicast. Collectives see only [`Transport`].
 
 pub mod fabric;
+pub mod rmcast;
 pub mod shm;
 pub mod transport;
 pub mod wait;
@@ -16,6 +17,7 @@ mod words;
 mod test_support;
 
 pub use fabric::{Fabric, FabricConfig, FabricEndpoint};
+pub use rmcast::{ReliableMulticast, RmcastConfig, RmcastStats};
 pub use shm::{ShmTransport, establish};
 pub use transport::{Exchange, MulticastKind, Transport, TransportError};
 pub use wait::{wait_at_least, WaitPolicy};

@@ -20,6 +20,11 @@ pub enum MulticastKind {
     None,
     /// Datagrams that may be dropped, duplicated or reordered (UD, UDP, test fabric).
     Datagram,
+    /// Every rank can read every rank's window directly (node-local shared
+    /// memory), so one write into the sender's own window, read by all, is
+    /// the multicast: it cannot be lost, duplicated or reordered. Such a
+    /// backend serves [`Transport::read_peer`] and [`Transport::peer_flag`].
+    SharedWindow,
 }
 
 /// Why a transport operation could not be carried out.
@@ -103,6 +108,23 @@ pub trait Transport {
 
     /// Drives completions and deferred work; wait loops call it while polling.
     fn progress(&self);
+
+    /// Copies bytes out of `peer`'s window. Only backends whose windows are
+    /// all mapped into this process ([`MulticastKind::SharedWindow`]) serve
+    /// it; the rest answer `Unsupported`. The bytes are as coherent as the
+    /// flag protocol makes them: read them after `peer_flag` announced them.
+    fn read_peer(&self, peer: usize, offset: usize, out: &mut [u8]) -> Result<(), TransportError> {
+        let _ = (peer, offset, out);
+        Err(TransportError::Unsupported("reading a peer's window"))
+    }
+
+    /// Reads one word of `peer`'s window with acquire ordering, so that the
+    /// bytes its writer stored before the word are visible to `read_peer`.
+    /// Served where `read_peer` is.
+    fn peer_flag(&self, peer: usize, flag_offset: usize) -> Result<u64, TransportError> {
+        let _ = (peer, flag_offset);
+        Err(TransportError::Unsupported("reading a flag in a peer's window"))
+    }
 }
 
 /// An all-to-all exchange of fixed-size records, used only while a transport

@@ -4,6 +4,7 @@
 
 pub mod allreduce;
 pub mod barrier;
+pub mod bcast;
 pub mod layout;
 pub mod reduce;
 pub mod reduction;

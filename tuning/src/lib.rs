@@ -3,10 +3,12 @@
 //! checked in a unit test.
 
 pub mod allreduce;
+pub mod bcast;
 pub mod dissemination;
 
 pub use allreduce::{
     choose_allreduce_degree, choose_degree_for_range, choose_exchange_max_bytes, AllreduceModel, DegreeChoice,
     ExchangeChoice, RangeDegreeChoice, MAX_ALLREDUCE_DEGREE,
 };
+pub use bcast::{choose_co_roots, CoRootChoice, CoRootModel};
 pub use dissemination::{choose_barrier_radix, round_fanouts, BarrierModel, RadixChoice, MAX_BARRIER_RADIX};

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use crate::transport::MulticastKind;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct FabricConfig {
     /// Each put and put_flag first waits a random time up to this long,
@@ -18,6 +20,13 @@ pub struct FabricConfig {
     pub multicast_reorder: f64,
     /// Largest datagram `multicast` accepts.
     pub max_datagram: usize,
+    /// Which backend the fabric imitates. `Datagram` (the default): lossy
+    /// multicast, and peers' windows reachable only by puts, as over a
+    /// network. `SharedWindow`: no datagrams, but every window readable
+    /// with `read_peer`/`peer_flag`, as on shared memory. `None`: neither.
+    /// Offering only what the imitated backend offers keeps a collective
+    /// from passing here by leaning on a primitive the real one lacks.
+    pub multicast_kind: MulticastKind,
     pub seed: u64,
 }
 
@@ -30,6 +39,7 @@ impl Default for FabricConfig {
             multicast_duplicate: 0.0,
             multicast_reorder: 0.0,
             max_datagram: 4096,
+            multicast_kind: MulticastKind::Datagram,
             seed: 0,
         }
     }

@@ -2,7 +2,9 @@
 //! memory with the same put/flag semantics and checks as shared memory,
 //! multicast loses, duplicates and reorders on a seeded schedule, the
 //! reliable channel is an exactly-once FIFO per pair, and every endpoint is
-//! also an `Exchange` so transports can be set up on it.
+//! also an `Exchange` so transports can be set up on it. The fabric imitates
+//! either a network (lossy datagrams) or shared memory (windows readable by
+//! all), as `FabricConfig::multicast_kind` says.
 
 mod config;
 mod datagrams;
@@ -13,7 +15,7 @@ mod stats;
 mod tests;
 
 use std::collections::VecDeque;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::poison::lock;
@@ -107,6 +109,14 @@ impl FabricEndpoint {
         }
     }
 
+    fn offers_datagrams(&self) -> bool {
+        self.fabric.config.multicast_kind == MulticastKind::Datagram
+    }
+
+    fn offers_shared_windows(&self) -> bool {
+        self.fabric.config.multicast_kind == MulticastKind::SharedWindow
+    }
+
     #[inline]
     fn delay_put(&self) {
         let max = self.fabric.config.put_delay_max;
@@ -173,14 +183,17 @@ impl Transport for FabricEndpoint {
     }
 
     fn multicast_kind(&self) -> MulticastKind {
-        MulticastKind::Datagram
+        self.fabric.config.multicast_kind
     }
 
     fn max_datagram(&self) -> usize {
-        self.fabric.config.max_datagram
+        if self.offers_datagrams() { self.fabric.config.max_datagram } else { 0 }
     }
 
     fn multicast(&self, datagram: &[u8]) -> Result<(), TransportError> {
+        if !self.offers_datagrams() {
+            return Err(TransportError::Unsupported("datagram multicast on a fabric imitating a backend without it"));
+        }
         let max = self.fabric.config.max_datagram;
         if datagram.len() > max {
             return Err(TransportError::TooLarge { len: datagram.len(), max });
@@ -217,6 +230,30 @@ impl Transport for FabricEndpoint {
     }
 
     fn progress(&self) {}
+
+    fn read_peer(&self, peer: usize, offset: usize, out: &mut [u8]) -> Result<(), TransportError> {
+        if !self.offers_shared_windows() {
+            return Err(TransportError::Unsupported("reading a peer's window on a fabric imitating a network"));
+        }
+        let out_of_range = TransportError::OutOfRange { peer, offset, len: out.len() };
+        let window = self.fabric.window(peer).ok_or(out_of_range.clone())?;
+        match offset.checked_add(out.len()) {
+            // The range is checked here, so the window's own read cannot panic.
+            Some(end) if end <= self.fabric.window_len => {
+                window.read_own(peer, offset, out);
+                Ok(())
+            }
+            _ => Err(out_of_range),
+        }
+    }
+
+    fn peer_flag(&self, peer: usize, flag_offset: usize) -> Result<u64, TransportError> {
+        if !self.offers_shared_windows() {
+            return Err(TransportError::Unsupported("reading a flag in a peer's window on a fabric imitating a network"));
+        }
+        let window = self.fabric.window(peer).ok_or(TransportError::OutOfRange { peer, offset: flag_offset, len: 8 })?;
+        Ok(window.flag(peer, flag_offset)?.load(Ordering::Acquire))
+    }
 }
 
 impl Exchange for FabricEndpoint {

@@ -273,6 +273,34 @@ fn endpoints_move_to_threads_and_report_their_ranks() {
 }
 
 #[test]
+fn each_imitated_backend_offers_exactly_its_own_primitives() {
+    let shared = FabricConfig { multicast_kind: MulticastKind::SharedWindow, ..FabricConfig::default() };
+    let endpoints = Fabric::new(2, 128, shared);
+    assert_eq!(endpoints[0].multicast_kind(), MulticastKind::SharedWindow);
+    assert_eq!(endpoints[0].max_datagram(), 0);
+    assert!(matches!(endpoints[0].multicast(b"x"), Err(TransportError::Unsupported(_))));
+    endpoints[1].put(1, 16, &pattern(5, 40), 8, 77).unwrap();
+    assert_eq!(endpoints[0].peer_flag(1, 8), Ok(77));
+    let mut seen = vec![0u8; 40];
+    endpoints[0].read_peer(1, 16, &mut seen).unwrap();
+    assert_eq!(seen, pattern(5, 40));
+    endpoints[0].read_peer(1, 128, &mut []).expect("an empty read at the end is valid");
+    assert_eq!(endpoints[0].read_peer(1, 100, &mut [0; 29]), Err(TransportError::OutOfRange { peer: 1, offset: 100, len: 29 }));
+    assert_eq!(endpoints[0].read_peer(1, usize::MAX, &mut [0; 2]), Err(TransportError::OutOfRange { peer: 1, offset: usize::MAX, len: 2 }));
+    assert_eq!(endpoints[0].read_peer(2, 0, &mut [0; 1]), Err(TransportError::OutOfRange { peer: 2, offset: 0, len: 1 }));
+    assert_eq!(endpoints[0].peer_flag(1, 128), Err(TransportError::OutOfRange { peer: 1, offset: 128, len: 8 }));
+    assert!(matches!(endpoints[0].peer_flag(1, 4), Err(TransportError::Failed(why)) if why.contains("aligned")));
+
+    for kind in [MulticastKind::Datagram, MulticastKind::None] {
+        let endpoints = Fabric::new(2, 64, FabricConfig { multicast_kind: kind, ..FabricConfig::default() });
+        assert!(matches!(endpoints[0].read_peer(1, 0, &mut [0; 8]), Err(TransportError::Unsupported(_))), "{kind:?}");
+        assert!(matches!(endpoints[0].peer_flag(1, 0), Err(TransportError::Unsupported(_))), "{kind:?}");
+    }
+    let none = Fabric::new(2, 64, FabricConfig { multicast_kind: MulticastKind::None, ..FabricConfig::default() });
+    assert!(matches!(none[0].multicast(b"x"), Err(TransportError::Unsupported(_))));
+}
+
+#[test]
 #[should_panic(expected = "multicast_drop must be a probability")]
 fn a_probability_outside_zero_to_one_is_refused() {
     Fabric::new(2, 0, FabricConfig { multicast_drop: 1.5, ..FabricConfig::default() });

@@ -1,7 +1,9 @@
 //! Node-local shared memory: every rank of a communicator maps one POSIX
 //! shared-memory segment holding all windows and one reliable ring per
-//! ordered pair of ranks. A put is a copy plus a release store; there is no
-//! multicast primitive (collectives build it from puts).
+//! ordered pair of ranks. A put is a copy plus a release store. There is no
+//! datagram multicast: every rank maps every window, so a write into the
+//! sender's own window that all others read is the multicast
+//! ([`MulticastKind::SharedWindow`]).
 
 mod establish;
 mod layout;
@@ -14,6 +16,7 @@ mod segment;
 mod tests;
 
 use std::sync::Mutex;
+use std::sync::atomic::Ordering;
 
 use crate::poison::lock;
 
@@ -134,7 +137,7 @@ impl Transport for ShmTransport {
     }
 
     fn multicast_kind(&self) -> MulticastKind {
-        MulticastKind::None
+        MulticastKind::SharedWindow
     }
 
     fn max_datagram(&self) -> usize {
@@ -181,6 +184,26 @@ impl Transport for ShmTransport {
     }
 
     fn progress(&self) {}
+
+    #[inline]
+    fn read_peer(&self, peer: usize, offset: usize, out: &mut [u8]) -> Result<(), TransportError> {
+        let out_of_range = TransportError::OutOfRange { peer, offset, len: out.len() };
+        let window = self.window(peer).ok_or(out_of_range.clone())?;
+        match offset.checked_add(out.len()) {
+            // The range is checked here, so the window's own read cannot panic.
+            Some(end) if end <= self.layout.window_len => {
+                window.read_own(peer, offset, out);
+                Ok(())
+            }
+            _ => Err(out_of_range),
+        }
+    }
+
+    #[inline]
+    fn peer_flag(&self, peer: usize, flag_offset: usize) -> Result<u64, TransportError> {
+        let window = self.window(peer).ok_or(TransportError::OutOfRange { peer, offset: flag_offset, len: 8 })?;
+        Ok(window.flag(peer, flag_offset)?.load(Ordering::Acquire))
+    }
 }
 
 impl std::fmt::Debug for ShmTransport {

@@ -68,7 +68,7 @@ fn windows_start_zeroed_and_bad_accesses_are_rejected() {
 
         assert_rejects_bad_access(&shm);
 
-        assert_eq!(shm.multicast_kind(), MulticastKind::None);
+        assert_eq!(shm.multicast_kind(), MulticastKind::SharedWindow);
         assert_eq!(shm.max_datagram(), 0);
         assert!(matches!(shm.multicast(b"x"), Err(TransportError::Unsupported(_))));
         let mut out = vec![1, 2, 3];
@@ -134,6 +134,46 @@ fn reliable_messages_arrive_once_in_order_past_a_full_ring() {
         bytes[1..5].copy_from_slice(&index.to_le_bytes());
         bytes
     }
+}
+
+#[test]
+fn every_rank_reads_every_window_behind_its_flag() {
+    const SIZE: usize = 3;
+    const ROUNDS: u64 = 200;
+    const FLAG: usize = 0;
+    const DATA_AT: usize = 64;
+    const LEN: usize = 1001;
+    let done_by = |reader: usize| 8 + 8 * reader;
+    let window_len = DATA_AT + LEN.next_multiple_of(8);
+    let transports = establish_all(SIZE, window_len);
+    run_with(transports, |rank, shm| {
+        // Every rank rewrites its own window each round, once every reader
+        // has said it copied the previous round out; readers copy straight
+        // out of the writer's window.
+        for round in 1..=ROUNDS {
+            for reader in (0..SIZE).filter(|&r| r != rank) {
+                await_flag(&shm, done_by(reader), round - 1, "a reader to finish the previous round");
+            }
+            shm.put(rank, DATA_AT, &pattern(round * 8 + rank as u64, LEN), FLAG, round).unwrap();
+            for peer in (0..SIZE).filter(|&p| p != rank) {
+                let started = Instant::now();
+                while shm.peer_flag(peer, FLAG).unwrap() < round {
+                    assert!(started.elapsed() < Duration::from_secs(20), "rank {rank}: round {round} of rank {peer} never came");
+                    std::thread::yield_now();
+                }
+                let mut seen = vec![0u8; LEN];
+                shm.read_peer(peer, DATA_AT, &mut seen).unwrap();
+                assert!(seen == pattern(round * 8 + peer as u64, LEN), "rank {rank}: round {round} of rank {peer} damaged");
+                shm.put_flag(peer, done_by(rank), round).unwrap();
+            }
+        }
+        let end = window_len;
+        assert_eq!(shm.read_peer(1, end - 3, &mut [0; 4]), Err(TransportError::OutOfRange { peer: 1, offset: end - 3, len: 4 }));
+        assert_eq!(shm.read_peer(SIZE, 0, &mut [0; 1]), Err(TransportError::OutOfRange { peer: SIZE, offset: 0, len: 1 }));
+        assert_eq!(shm.peer_flag(0, end), Err(TransportError::OutOfRange { peer: 0, offset: end, len: 8 }));
+        assert!(matches!(shm.peer_flag(0, 12), Err(TransportError::Failed(why)) if why.contains("aligned")));
+        shm.read_peer(2, end, &mut []).expect("an empty read at the end is valid");
+    });
 }
 
 #[test]

@@ -1,0 +1,126 @@
+//! What a reliable-multicast instance is configured with. Every rank of a
+//! communicator must use the same values: they decide the window layout,
+//! where messages are cut into pieces, and who collects whose ACKs.
+
+use std::time::Duration;
+
+use crate::wait::WaitPolicy;
+
+#[derive(Clone, Copy, Debug)]
+pub struct RmcastConfig {
+    /// The sliding window: pieces a root may have sent that some receiver
+    /// has not yet delivered. Also every receiver's slots per root.
+    pub window_slots: usize,
+    /// Payload of one slot of the ring in the root's window, i.e. one piece,
+    /// on shared-window transports.
+    pub slot_bytes: usize,
+    /// Payload of one datagram, i.e. one piece, on datagram transports;
+    /// lowered to what the transport's datagram holds after the header.
+    pub fragment_bytes: usize,
+    /// Ranks that, besides the root, receive every piece reliably, collect
+    /// the ACKs of a subgroup and retransmit to it. Lowered to size - 1.
+    /// Datagram transports only: on a shared window nothing is ever lost.
+    pub co_roots: usize,
+    /// M: a receiver at subgroup position i acknowledges when it delivers a
+    /// piece B with B mod M = i mod M. Lowered to `window_slots`, so that a
+    /// window never waits on an ACK the skew rule holds back.
+    pub ack_interval: usize,
+    /// Retransmission timeout. A receiver acknowledges explicitly once a
+    /// delivery has waited a quarter of it, so that retransmissions answer
+    /// losses rather than lazy ACKs.
+    pub timeout: Duration,
+    /// A receiver that sees a gap asks its collector for the missing pieces
+    /// at once, instead of waiting for the collector's timeout.
+    pub nack: bool,
+    pub wait: WaitPolicy,
+    /// A wait that lasts this long fails with an error instead of going
+    /// on. `None` waits for ever, warning at the policy's intervals (MPI
+    /// has no way to abandon a collective); tests bound their runs with it.
+    pub give_up_after: Option<Duration>,
+}
+
+/// Retransmission timeouts double while a receiver stays silent, up to this
+/// many times the configured timeout.
+pub(crate) const BACKOFF_LIMIT: u32 = 64;
+
+impl Default for RmcastConfig {
+    /// The paper's 64-slot window and ACK every 8 pieces, one UD MTU of
+    /// payload per datagram, 4 KiB slots on shared memory, no co-roots (the
+    /// caller picks them with `tuning::choose_co_roots`), and a timeout well
+    /// above a node's scheduling noise.
+    fn default() -> Self {
+        RmcastConfig {
+            window_slots: 64,
+            slot_bytes: 4096,
+            fragment_bytes: 4096,
+            co_roots: 0,
+            ack_interval: 8,
+            timeout: Duration::from_millis(20),
+            nack: true,
+            wait: WaitPolicy::default(),
+            give_up_after: None,
+        }
+    }
+}
+
+impl RmcastConfig {
+    /// Says what is wrong with values read from the user, before any
+    /// instance is built from them.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, value) in [
+            ("window_slots", self.window_slots),
+            ("slot_bytes", self.slot_bytes),
+            ("fragment_bytes", self.fragment_bytes),
+            ("ack_interval", self.ack_interval),
+        ] {
+            if value == 0 {
+                return Err(format!("{name} must be at least 1"));
+            }
+        }
+        if self.timeout.is_zero() {
+            return Err("the retransmission timeout must be positive".to_string());
+        }
+        Ok(())
+    }
+
+    /// The M actually used.
+    pub fn effective_ack_interval(&self) -> u64 {
+        self.ack_interval.min(self.window_slots) as u64
+    }
+
+    pub(crate) fn window(&self) -> u64 {
+        self.window_slots as u64
+    }
+
+    /// How long a delivery may wait for its ACK before one is sent anyway.
+    pub(crate) fn ack_delay(&self) -> Duration {
+        self.timeout / 4
+    }
+
+    /// Co-roots actually used among `size` ranks.
+    pub(crate) fn co_roots_for(&self, size: usize) -> usize {
+        self.co_roots.min(size.saturating_sub(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_counts_and_timeouts_are_refused_and_m_never_exceeds_the_window() {
+        assert!(RmcastConfig::default().validate().is_ok());
+        let zero_window = RmcastConfig { window_slots: 0, ..RmcastConfig::default() };
+        assert!(zero_window.validate().unwrap_err().contains("window_slots"));
+        let zero_m = RmcastConfig { ack_interval: 0, ..RmcastConfig::default() };
+        assert!(zero_m.validate().unwrap_err().contains("ack_interval"));
+        let no_timeout = RmcastConfig { timeout: Duration::ZERO, ..RmcastConfig::default() };
+        assert!(no_timeout.validate().unwrap_err().contains("timeout"));
+
+        let narrow = RmcastConfig { window_slots: 3, ack_interval: 16, ..RmcastConfig::default() };
+        assert_eq!(narrow.effective_ack_interval(), 3);
+        assert_eq!(RmcastConfig::default().effective_ack_interval(), 8);
+        let many = RmcastConfig { co_roots: 10, ..RmcastConfig::default() };
+        assert_eq!((many.co_roots_for(4), many.co_roots_for(40), many.co_roots_for(1)), (3, 10, 0));
+    }
+}

@@ -1,0 +1,226 @@
+//! Reliable multicast over lossy datagrams: each rank's own stream as a
+//! root (`sender`), its view of every other root's stream (`receiver`),
+//! and the traffic between them, demultiplexed here. Whatever a rank is
+//! waiting for, it keeps serving every stream, so a root whose window is
+//! full and a receiver waiting for a piece both keep others moving.
+
+mod collector;
+mod receiver;
+mod ring;
+mod sender;
+
+use std::time::Instant;
+
+use receiver::Receiver;
+use sender::Sender;
+
+use super::config::RmcastConfig;
+use super::patience::Patience;
+use super::region::DatagramRegion;
+use super::stats::RmcastStats;
+use super::wire::{Frame, PIECE_HEADER_BYTES, decode};
+use super::{pieces, protocol_error};
+use crate::transport::{Transport, TransportError};
+
+pub(crate) struct DatagramFlavour {
+    me: usize,
+    size: usize,
+    config: RmcastConfig,
+    region: DatagramRegion,
+    piece_bytes: usize,
+    sender: Option<Sender>,
+    /// Indexed by root; made when the root's first piece or call comes.
+    receivers: Vec<Option<Receiver>>,
+    inbox: Vec<u8>,
+}
+
+impl DatagramFlavour {
+    pub(crate) fn new(me: usize, size: usize, region_offset: usize, config: RmcastConfig, max_datagram: usize) -> Result<Self, TransportError> {
+        let room = max_datagram.checked_sub(PIECE_HEADER_BYTES).filter(|&room| room > 0).ok_or(TransportError::TooLarge {
+            len: PIECE_HEADER_BYTES + 1,
+            max: max_datagram,
+        })?;
+        Ok(DatagramFlavour {
+            me,
+            size,
+            region: DatagramRegion::new(region_offset, size, &config),
+            piece_bytes: config.fragment_bytes.min(room),
+            config,
+            sender: None,
+            receivers: (0..size).map(|_| None).collect(),
+            inbox: Vec::new(),
+        })
+    }
+
+    pub(crate) fn piece_bytes(&self) -> usize {
+        self.piece_bytes
+    }
+
+    fn sender(&mut self) -> &mut Sender {
+        let (me, size, config, region) = (self.me, self.size, &self.config, &self.region);
+        self.sender.get_or_insert_with(|| Sender::new(me, size, config, region, Instant::now()))
+    }
+
+    fn receiver(&mut self, root: usize) -> &mut Receiver {
+        let (me, size, config, region) = (self.me, self.size, &self.config, &self.region);
+        self.receivers[root].get_or_insert_with(|| Receiver::new(me, root, size, config, region, Instant::now()))
+    }
+
+    pub(crate) fn send<T: Transport + ?Sized>(&mut self, transport: &T, message: &[u8], stats: &mut RmcastStats) -> Result<(), TransportError> {
+        for (offset, piece) in pieces(message, self.piece_bytes) {
+            if !self.sender().has_credit() {
+                self.wait_for_credit(transport, stats)?;
+            }
+            self.sender().send(transport, message.len(), offset, piece, Instant::now(), stats)?;
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn wait_for_credit<T: Transport + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
+        self.progress(transport, stats)?;
+        if self.sender().has_credit() {
+            return Ok(());
+        }
+        stats.window_full_stalls += 1;
+        let me = self.me;
+        tracing::debug!("rank {me}: window full, waiting for {}", self.sender().describe_full_window());
+        let mut patience = Patience::new(&self.config);
+        loop {
+            self.progress(transport, stats)?;
+            let sender = self.sender();
+            if sender.has_credit() {
+                return Ok(());
+            }
+            patience.pause(transport, || sender.describe_full_window())?;
+        }
+    }
+
+    pub(crate) fn receive<T: Transport + ?Sized>(
+        &mut self,
+        transport: &T,
+        root: usize,
+        message: &mut [u8],
+        stats: &mut RmcastStats,
+    ) -> Result<(), TransportError> {
+        let message_len = message.len();
+        for (offset, piece) in pieces_mut(message, self.piece_bytes) {
+            if self.receiver(root).next_frame().is_none() {
+                self.wait_for_piece(transport, root, stats)?;
+            }
+            let receiver = self.receiver(root);
+            let seq = receiver.delivered();
+            let frame = receiver.next_frame().ok_or_else(|| protocol_error(root, seq, "vanished from its slot"))?;
+            let Ok(Frame::Piece(header, payload)) = decode(frame) else {
+                return Err(protocol_error(root, seq, "holds a frame that is not a piece"));
+            };
+            if header.seq != seq || header.message_len != message_len as u64 || header.offset != offset as u64 || payload.len() != piece.len() {
+                return Err(TransportError::Failed(format!(
+                    "bcast from root {root} disagrees on the message: piece {seq} is bytes {}..{} of {} at the root, \
+                     this rank expects bytes {offset}..{} of {message_len}",
+                    header.offset,
+                    header.offset + payload.len() as u64,
+                    header.message_len,
+                    offset + piece.len()
+                )));
+            }
+            piece.copy_from_slice(payload);
+            receiver.delivered_one(transport, stats)?;
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn wait_for_piece<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, stats: &mut RmcastStats) -> Result<(), TransportError> {
+        let mut patience = Patience::new(&self.config);
+        loop {
+            self.progress(transport, stats)?;
+            let receiver = self.receiver(root);
+            if receiver.next_frame().is_some() {
+                return Ok(());
+            }
+            let (seq, contiguous) = (receiver.delivered(), receiver.contiguous());
+            patience.pause(transport, || format!("piece {seq} from root {root} (pieces below {contiguous} have arrived)"))?;
+        }
+    }
+
+    /// Takes in everything that arrived and does what is due: ACKs,
+    /// forwards, NACK answers and retransmissions, for every stream.
+    pub(crate) fn progress<T: Transport + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
+        transport.progress();
+        let now = Instant::now();
+        let mut inbox = std::mem::take(&mut self.inbox);
+        let taken = self.take_arrivals(transport, &mut inbox, now, stats);
+        self.inbox = inbox;
+        taken?;
+        if let Some(sender) = &mut self.sender {
+            sender.tick(transport, now, stats)?;
+        }
+        for receiver in self.receivers.iter_mut().flatten() {
+            receiver.tick(transport, now, stats)?;
+        }
+        Ok(())
+    }
+
+    fn take_arrivals<T: Transport + ?Sized>(&mut self, transport: &T, inbox: &mut Vec<u8>, now: Instant, stats: &mut RmcastStats) -> Result<(), TransportError> {
+        while transport.poll_multicast(inbox) {
+            self.on_frame(transport, None, inbox, now, stats)?;
+        }
+        while let Some(from) = transport.poll_reliable(inbox) {
+            self.on_frame(transport, Some(from), inbox, now, stats)?;
+        }
+        Ok(())
+    }
+
+    fn on_frame<T: Transport + ?Sized>(
+        &mut self,
+        transport: &T,
+        from: Option<usize>,
+        bytes: &[u8],
+        now: Instant,
+        stats: &mut RmcastStats,
+    ) -> Result<(), TransportError> {
+        let me = self.me;
+        let refuse = |why: String| TransportError::Failed(format!("rank {me}: {why} (from rank {from:?}, None = multicast)"));
+        match decode(bytes).map_err(refuse)? {
+            Frame::Piece(header, _) => {
+                if header.root >= self.size || header.root == self.me {
+                    return Err(refuse(format!("piece {} claims root {}", header.seq, header.root)));
+                }
+                self.receiver(header.root).accept(transport, header, bytes, now, stats)
+            }
+            Frame::Nack { root, from: first, to } => {
+                let (Some(asker), true) = (from, root < self.size) else {
+                    return Err(refuse(format!("NACK for root {root} not over the reliable channel")));
+                };
+                let served = if root == self.me {
+                    self.sender().serve_nack(transport, asker, first..to, now, stats)?
+                } else {
+                    self.receiver(root).serve_nack(transport, asker, first..to, now, stats)?
+                };
+                if served { Ok(()) } else { Err(refuse(format!("NACK for root {root} from a rank this one does not collect for"))) }
+            }
+        }
+    }
+
+    /// Writes every pending lazy ACK now.
+    pub(crate) fn flush_acks<T: Transport + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
+        for receiver in self.receivers.iter_mut().flatten() {
+            receiver.flush_ack(transport, stats)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn idle(&self) -> bool {
+        self.sender.as_ref().is_none_or(Sender::idle) && self.receivers.iter().flatten().all(Receiver::idle)
+    }
+
+    /// Pieces this rank has sent as a root.
+    pub(crate) fn sent(&self) -> u64 {
+        self.sender.as_ref().map_or(0, Sender::next_seq)
+    }
+}
+
+fn pieces_mut(message: &mut [u8], piece_bytes: usize) -> impl Iterator<Item = (usize, &mut [u8])> {
+    message.chunks_mut(piece_bytes).enumerate().map(move |(index, piece)| (index * piece_bytes, piece))
+}

@@ -1,0 +1,220 @@
+//! One rank's side of one root's stream: order the pieces, drop copies,
+//! acknowledge, and, at a co-root, also pass pieces on and collect for a
+//! subgroup.
+//!
+//! Counts, all per root and only growing:
+//! * `delivered`: pieces handed to the caller, in order;
+//! * `contiguous`: pieces 0..contiguous have all arrived (>= delivered);
+//! * `base`: the oldest piece this rank may still need, `delivered` at a
+//!   leaf, and at a co-root the least of `delivered` and its members'
+//!   words, because it keeps pieces for them.
+//!
+//! The slots hold [base, base + W). The word this rank writes (its
+//! delivered count at a leaf, its base at a co-root) never exceeds base,
+//! so the root's credit rule (s < least word + W) keeps every piece that
+//! can arrive inside the slots; one that does not is counted as an
+//! overrun. A leaf's word is lazy (`LazyAck`); a co-root's is written as
+//! soon as its base moves, because the root's window waits on it.
+
+use std::time::Instant;
+
+use super::collector::{Collector, Held};
+use super::ring::PieceRing;
+use crate::rmcast::ack::LazyAck;
+use crate::rmcast::config::RmcastConfig;
+use crate::rmcast::groups::{Groups, Role};
+use crate::rmcast::region::DatagramRegion;
+use crate::rmcast::stats::RmcastStats;
+use crate::rmcast::wire::{PieceHeader, encode_nack};
+use crate::transport::{Transport, TransportError};
+
+enum Duty {
+    Leaf { ack: LazyAck, nack: bool, nack_horizon: u64 },
+    CoRoot { collector: Collector, forward_to: Vec<usize>, published: u64 },
+}
+
+pub(crate) struct Receiver {
+    root: usize,
+    window: u64,
+    delivered: u64,
+    contiguous: u64,
+    ring: PieceRing,
+    /// Where this rank's word lives: (rank whose window, offset).
+    ack_to: (usize, usize),
+    duty: Duty,
+}
+
+impl Receiver {
+    pub(crate) fn new(me: usize, root: usize, size: usize, config: &RmcastConfig, region: &DatagramRegion, now: Instant) -> Self {
+        let groups = Groups::new(root, size, config.co_roots_for(size));
+        let (ack_to, duty) = match groups.role(me) {
+            Role::Leaf { collector, position } => {
+                let ack = LazyAck::new(position, config.effective_ack_interval(), config.ack_delay());
+                ((collector, region.ack_word(root, position)), Duty::Leaf { ack, nack: config.nack, nack_horizon: 0 })
+            }
+            Role::CoRoot { position } => {
+                let collector = Collector::new(groups.members(me), |p| region.ack_word(root, p), config.timeout, now);
+                ((root, region.ack_word(root, position)), Duty::CoRoot { collector, forward_to: groups.forward_to(me), published: 0 })
+            }
+            Role::Root => unreachable!("rank {me} receiving its own pieces"),
+        };
+        Receiver { root, window: config.window(), delivered: 0, contiguous: 0, ring: PieceRing::new(config.window(), now), ack_to, duty }
+    }
+
+    fn base(&self) -> u64 {
+        match &self.duty {
+            Duty::Leaf { .. } => self.delivered,
+            Duty::CoRoot { collector, .. } => self.delivered.min(collector.floor()),
+        }
+    }
+
+    pub(crate) fn delivered(&self) -> u64 {
+        self.delivered
+    }
+
+    pub(crate) fn contiguous(&self) -> u64 {
+        self.contiguous
+    }
+
+    /// Takes in one copy of a piece, from multicast, a co-root's forward or
+    /// a retransmission alike.
+    pub(crate) fn accept<T: Transport + ?Sized>(
+        &mut self,
+        transport: &T,
+        header: PieceHeader,
+        frame: &[u8],
+        now: Instant,
+        stats: &mut RmcastStats,
+    ) -> Result<(), TransportError> {
+        let seq = header.seq;
+        if seq < self.contiguous || self.ring.holds(seq) {
+            stats.duplicates_dropped += 1;
+            return Ok(());
+        }
+        if seq >= self.base() + self.window {
+            stats.overruns += 1;
+            tracing::error!(
+                "rank {}: piece {seq} of root {} arrived beyond the receive window [{}, {}); flow control failed",
+                transport.rank(),
+                self.root,
+                self.base(),
+                self.base() + self.window
+            );
+            return Ok(());
+        }
+        let frame = self.ring.store(seq, now, |out| out.extend_from_slice(frame));
+        if let Duty::CoRoot { forward_to, .. } = &self.duty {
+            for &co_root in forward_to {
+                transport.send_reliable(co_root, frame)?;
+                stats.forwarded += 1;
+            }
+        }
+        while self.ring.holds(self.contiguous) {
+            self.contiguous += 1;
+        }
+        if let Duty::Leaf { nack: true, nack_horizon, .. } = &mut self.duty {
+            // A piece beyond a hole: ask for the hole once, right away.
+            if seq > self.contiguous && seq > *nack_horizon {
+                let from = self.contiguous.max(*nack_horizon);
+                transport.send_reliable(self.ack_to.0, &encode_nack(self.root, from, seq))?;
+                *nack_horizon = seq;
+                stats.nacks_sent += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// The frame of the next piece to deliver, once it has arrived.
+    pub(crate) fn next_frame(&self) -> Option<&[u8]> {
+        self.ring.frame(self.delivered)
+    }
+
+    /// Records that the caller took the next piece.
+    pub(crate) fn delivered_one<T: Transport + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
+        debug_assert!(self.delivered < self.contiguous);
+        self.delivered += 1;
+        stats.pieces_delivered += 1;
+        match &mut self.duty {
+            Duty::Leaf { ack, .. } => {
+                if let Some(count) = ack.after_delivery(self.delivered) {
+                    publish(transport, self.ack_to, count, stats)?;
+                }
+                Ok(())
+            }
+            Duty::CoRoot { .. } => self.publish_base(transport, stats),
+        }
+    }
+
+    /// The timed part: a leaf's explicit ACK; a co-root's ACK collection,
+    /// its word to the root and its retransmissions.
+    pub(crate) fn tick<T: Transport + ?Sized>(&mut self, transport: &T, now: Instant, stats: &mut RmcastStats) -> Result<(), TransportError> {
+        match &mut self.duty {
+            Duty::Leaf { ack, .. } => {
+                if let Some(count) = ack.when_due(self.delivered, now) {
+                    stats.explicit_acks += 1;
+                    publish(transport, self.ack_to, count, stats)?;
+                }
+                Ok(())
+            }
+            Duty::CoRoot { collector, .. } => {
+                collector.poll_acks(transport, now);
+                collector.retransmit_due(transport, Held { ring: &self.ring, high: self.contiguous }, now, stats)?;
+                self.publish_base(transport, stats)
+            }
+        }
+    }
+
+    fn publish_base<T: Transport + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
+        let base = self.base();
+        if let Duty::CoRoot { published, .. } = &mut self.duty {
+            if base > *published {
+                *published = base;
+                publish(transport, self.ack_to, base, stats)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A co-root answers a member's NACK; false if this rank collects for
+    /// nobody here or `asker` is not its member.
+    pub(crate) fn serve_nack<T: Transport + ?Sized>(
+        &mut self,
+        transport: &T,
+        asker: usize,
+        wanted: std::ops::Range<u64>,
+        now: Instant,
+        stats: &mut RmcastStats,
+    ) -> Result<bool, TransportError> {
+        match &mut self.duty {
+            Duty::CoRoot { collector, .. } => {
+                collector.serve_nack(transport, Held { ring: &self.ring, high: self.contiguous }, asker, wanted, now, stats)
+            }
+            Duty::Leaf { .. } => Ok(false),
+        }
+    }
+
+    /// Writes a pending lazy ACK now.
+    pub(crate) fn flush_ack<T: Transport + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
+        match &mut self.duty {
+            Duty::Leaf { ack, .. } => match ack.flush(self.delivered) {
+                Some(count) => publish(transport, self.ack_to, count, stats),
+                None => Ok(()),
+            },
+            Duty::CoRoot { .. } => self.publish_base(transport, stats),
+        }
+    }
+
+    /// Nobody waits on this rank for this root: its word is current and,
+    /// at a co-root, every member has what the co-root has.
+    pub(crate) fn idle(&self) -> bool {
+        match &self.duty {
+            Duty::Leaf { ack, .. } => ack.published() == self.delivered,
+            Duty::CoRoot { collector, published, .. } => collector.floor() >= self.contiguous && *published == self.base(),
+        }
+    }
+}
+
+fn publish<T: Transport + ?Sized>(transport: &T, (rank, word): (usize, usize), count: u64, stats: &mut RmcastStats) -> Result<(), TransportError> {
+    stats.acks_published += 1;
+    transport.put_flag(rank, word, count)
+}

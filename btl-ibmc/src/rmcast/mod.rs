@@ -1,0 +1,259 @@
+//! Reliable, ordered multicast of messages from any root to every other
+//! rank of a communicator, over any [`Transport`]; the design of Liu,
+//! Mamidala and Panda (2004), sections 4 and 5, plus an optional NACK.
+//!
+//! Each root has its own stream of pieces numbered 0, 1, 2... with 64-bit
+//! sequence numbers that never wrap. A message is cut into pieces of at
+//! most `piece_bytes`; a zero-length message is no pieces at all. Sender
+//! and receivers agree on the cut because both know the message length (as
+//! MPI_Bcast requires); every piece also carries it, so a disagreement is
+//! reported instead of delivering the wrong bytes.
+//!
+//! Two flavours, picked from [`Transport::multicast_kind`]:
+//!
+//! * **Datagram** (`datagram`): the root copies each piece into a slot of
+//!   its sliding window, multicasts it, sends it reliably to the co-roots
+//!   along a binomial tree, and returns. Receivers keep W slots per root,
+//!   deliver strictly in order, drop copies, and ACK lazily by one-sided
+//!   writes into their collector's ACK array (`ack`, `region`); the root
+//!   and each co-root resend over the reliable channel to exactly the
+//!   members that have not acknowledged (`collector`). A receiver that sees
+//!   a gap may NACK it at once.
+//! * **Shared window** (`shared`): the root writes each piece once into a
+//!   slot of its own window; readers copy it out directly and publish their
+//!   progress into the root's ACK lines.
+//!
+//! In both, the root sends piece s only when every receiver has room for
+//! it (s < least ACK + W, the proofs are in `datagram::sender` and
+//! `shared`), and when its window is full it keeps serving every stream
+//! while it waits (`Patience` warns if that lasts). Because the root
+//! returns before ACKs come in, [`ReliableMulticast::progress`] must also
+//! be called from outside any multicast call (Open MPI's progress engine):
+//! it takes in arrivals and does whatever ACK, NACK, forward or
+//! retransmission is due.
+//!
+//! After an error the instance is unusable: a stream may have stopped
+//! between two pieces.
+
+mod ack;
+mod config;
+mod datagram;
+mod groups;
+mod patience;
+mod region;
+mod shared;
+mod stats;
+mod wire;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::RmcastConfig;
+pub use region::region_len;
+pub use stats::RmcastStats;
+
+use crate::transport::{MulticastKind, Transport, TransportError};
+use datagram::DatagramFlavour;
+use patience::Patience;
+use region::LINE;
+use shared::SharedFlavour;
+
+enum Flavour {
+    /// Chosen at the first call, which is the first sight of the transport.
+    Undecided,
+    Datagram(DatagramFlavour),
+    Shared(SharedFlavour),
+}
+
+/// One rank's reliable multicast for one communicator.
+pub struct ReliableMulticast {
+    rank: usize,
+    size: usize,
+    region_offset: usize,
+    config: RmcastConfig,
+    flavour: Flavour,
+    stats: RmcastStats,
+}
+
+impl ReliableMulticast {
+    /// `rank` of `size` ranks; the region of [`region_len`] bytes starts at
+    /// `region_offset` (64-byte aligned) of every rank's window. Panics on
+    /// an invalid configuration: check it with [`RmcastConfig::validate`].
+    pub fn new(rank: usize, size: usize, region_offset: usize, config: RmcastConfig) -> Self {
+        if let Err(why) = config.validate() {
+            panic!("invalid reliable-multicast configuration: {why}");
+        }
+        assert!(rank < size, "rank {rank} outside a communicator of {size}");
+        assert_eq!(region_offset % LINE, 0, "the reliable-multicast region must start on a cache line");
+        ReliableMulticast { rank, size, region_offset, config, flavour: Flavour::Undecided, stats: RmcastStats::default() }
+    }
+
+    pub fn config(&self) -> &RmcastConfig {
+        &self.config
+    }
+
+    pub fn stats(&self) -> RmcastStats {
+        self.stats
+    }
+
+    /// Whether `transport` can carry reliable multicast at all.
+    pub fn supported_by<T: Transport + ?Sized>(transport: &T) -> bool {
+        matches!(transport.multicast_kind(), MulticastKind::Datagram | MulticastKind::SharedWindow)
+    }
+
+    /// Bytes per piece on `transport`.
+    pub fn piece_bytes<T: Transport + ?Sized>(&mut self, transport: &T) -> Result<usize, TransportError> {
+        Ok(match self.flavour(transport)? {
+            Flavour::Datagram(flavour) => flavour.piece_bytes(),
+            Flavour::Shared(flavour) => flavour.piece_bytes(),
+            Flavour::Undecided => unreachable!(),
+        })
+    }
+
+    /// Multicasts `message` from this rank, in order after its previous
+    /// ones. Returns once `message` has been copied into the window, which
+    /// waits only when the window is full.
+    pub fn send<T: Transport + ?Sized>(&mut self, transport: &T, message: &[u8]) -> Result<(), TransportError> {
+        if self.size == 1 || message.is_empty() {
+            return Ok(());
+        }
+        let stats = &mut self.stats;
+        match Self::decide(&mut self.flavour, self.rank, self.size, self.region_offset, &self.config, transport)? {
+            Flavour::Datagram(flavour) => flavour.send(transport, message, stats)?,
+            Flavour::Shared(flavour) => flavour.send(transport, message, stats)?,
+            Flavour::Undecided => unreachable!(),
+        }
+        stats.messages_sent += 1;
+        Ok(())
+    }
+
+    /// Receives `root`'s next message, which must be `message.len()` bytes
+    /// long, into `message`.
+    pub fn receive<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, message: &mut [u8]) -> Result<(), TransportError> {
+        if root >= self.size || root == self.rank {
+            return Err(TransportError::Failed(format!("rank {} cannot receive from root {root} of {} ranks", self.rank, self.size)));
+        }
+        if message.is_empty() {
+            return Ok(());
+        }
+        let stats = &mut self.stats;
+        match Self::decide(&mut self.flavour, self.rank, self.size, self.region_offset, &self.config, transport)? {
+            Flavour::Datagram(flavour) => flavour.receive(transport, root, message, stats)?,
+            Flavour::Shared(flavour) => flavour.receive(transport, root, message, stats)?,
+            Flavour::Undecided => unreachable!(),
+        }
+        stats.messages_received += 1;
+        Ok(())
+    }
+
+    /// Does whatever is due without waiting: takes in arrivals, writes
+    /// ACKs, answers NACKs, forwards and retransmits.
+    pub fn progress<T: Transport + ?Sized>(&mut self, transport: &T) -> Result<(), TransportError> {
+        if self.size == 1 {
+            return Ok(());
+        }
+        let stats = &mut self.stats;
+        match Self::decide(&mut self.flavour, self.rank, self.size, self.region_offset, &self.config, transport)? {
+            Flavour::Datagram(flavour) => flavour.progress(transport, stats),
+            Flavour::Shared(flavour) => flavour.progress(transport, stats),
+            Flavour::Undecided => unreachable!(),
+        }
+    }
+
+    /// Nothing this rank sent or collects is unacknowledged, and every ACK
+    /// it owes is written; as of the last call.
+    pub fn is_idle(&self) -> bool {
+        match &self.flavour {
+            Flavour::Undecided => true,
+            Flavour::Datagram(flavour) => flavour.idle(),
+            Flavour::Shared(flavour) => flavour.idle(),
+        }
+    }
+
+    /// Writes every pending ACK, then progresses until [`Self::is_idle`].
+    /// Every rank must drain (e.g. before the communicator is freed): a
+    /// root is idle only once its receivers have acknowledged.
+    pub fn drain<T: Transport + ?Sized>(&mut self, transport: &T) -> Result<(), TransportError> {
+        if self.size == 1 {
+            return Ok(());
+        }
+        let stats = &mut self.stats;
+        match Self::decide(&mut self.flavour, self.rank, self.size, self.region_offset, &self.config, transport)? {
+            Flavour::Datagram(flavour) => flavour.flush_acks(transport, stats)?,
+            Flavour::Shared(flavour) => flavour.flush_acks(transport, stats)?,
+            Flavour::Undecided => unreachable!(),
+        }
+        let mut patience = Patience::new(&self.config);
+        loop {
+            self.progress(transport)?;
+            if self.is_idle() {
+                return Ok(());
+            }
+            let sent = self.sent();
+            patience.pause(transport, || format!("every receiver to acknowledge (this rank sent {sent} pieces as a root)"))?;
+        }
+    }
+
+    fn sent(&self) -> u64 {
+        match &self.flavour {
+            Flavour::Undecided => 0,
+            Flavour::Datagram(flavour) => flavour.sent(),
+            Flavour::Shared(flavour) => flavour.sent(),
+        }
+    }
+
+    fn flavour<T: Transport + ?Sized>(&mut self, transport: &T) -> Result<&mut Flavour, TransportError> {
+        Self::decide(&mut self.flavour, self.rank, self.size, self.region_offset, &self.config, transport)
+    }
+
+    /// The flavour, picked and checked against `transport` on first use.
+    fn decide<'a, T: Transport + ?Sized>(
+        flavour: &'a mut Flavour,
+        rank: usize,
+        size: usize,
+        region_offset: usize,
+        config: &RmcastConfig,
+        transport: &T,
+    ) -> Result<&'a mut Flavour, TransportError> {
+        if let Flavour::Undecided = flavour {
+            if (transport.rank(), transport.size()) != (rank, size) {
+                return Err(TransportError::Failed(format!(
+                    "reliable multicast for rank {rank} of {size} used over a transport of rank {} of {}",
+                    transport.rank(),
+                    transport.size()
+                )));
+            }
+            let len = region_len(size, config);
+            if region_offset.checked_add(len).is_none_or(|end| end > transport.window_len()) {
+                return Err(TransportError::OutOfRange { peer: rank, offset: region_offset, len });
+            }
+            *flavour = match transport.multicast_kind() {
+                MulticastKind::Datagram => Flavour::Datagram(DatagramFlavour::new(rank, size, region_offset, *config, transport.max_datagram())?),
+                MulticastKind::SharedWindow => Flavour::Shared(SharedFlavour::new(rank, size, region_offset, *config)),
+                MulticastKind::None => return Err(TransportError::Unsupported("reliable multicast without datagrams or shared windows")),
+            };
+        }
+        Ok(flavour)
+    }
+}
+
+impl std::fmt::Debug for ReliableMulticast {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let flavour = match self.flavour {
+            Flavour::Undecided => "undecided",
+            Flavour::Datagram(_) => "datagram",
+            Flavour::Shared(_) => "shared window",
+        };
+        f.debug_struct("ReliableMulticast").field("rank", &self.rank).field("size", &self.size).field("flavour", &flavour).finish()
+    }
+}
+
+/// `message` cut into pieces of `piece_bytes`, with their offsets.
+fn pieces(message: &[u8], piece_bytes: usize) -> impl Iterator<Item = (usize, &[u8])> {
+    message.chunks(piece_bytes).enumerate().map(move |(index, piece)| (index * piece_bytes, piece))
+}
+
+#[cold]
+fn protocol_error(root: usize, seq: u64, what: &str) -> TransportError {
+    TransportError::Failed(format!("reliable multicast: piece {seq} of root {root} {what}"))
+}

@@ -1,0 +1,215 @@
+//! Reliable multicast where every rank maps every window (shared memory):
+//! the root writes each piece once into a slot of its own window and every
+//! reader copies it straight out. Nothing can be lost, duplicated or
+//! reordered, so there are no retransmissions and no co-roots: the only
+//! protocol left is flow control.
+//!
+//! * Slot of piece s = s mod W. The root writes the message length and
+//!   offset words, then the payload, then the flag s + 1 (release).
+//! * A reader waits until the flag reads s + 1 (acquire), copies the piece
+//!   out, and counts it delivered. Its ACK line in the root's window
+//!   carries its delivered count, written lazily (`LazyAck`).
+//! * Credit rule: the root writes piece s only when every reader's line is
+//!   above s - W, i.e. every reader has copied out piece s - W, the slot's
+//!   previous occupant. A reader's line never exceeds what it has copied,
+//!   so no slot is rewritten under a reader. A reader that nevertheless
+//!   sees a flag beyond s + 1, or a flag that changed while it copied,
+//!   reports an overrun.
+
+use std::time::Instant;
+
+use super::ack::LazyAck;
+use super::config::RmcastConfig;
+use super::patience::Patience;
+use super::pieces;
+use super::region::SharedRegion;
+use super::stats::RmcastStats;
+use crate::transport::{Transport, TransportError};
+
+struct Reader {
+    delivered: u64,
+    ack: LazyAck,
+}
+
+pub(crate) struct SharedFlavour {
+    me: usize,
+    size: usize,
+    config: RmcastConfig,
+    region: SharedRegion,
+    next_seq: u64,
+    /// The least reader line seen last time they were read.
+    floor: u64,
+    /// Indexed by root.
+    readers: Vec<Option<Reader>>,
+}
+
+impl SharedFlavour {
+    pub(crate) fn new(me: usize, size: usize, region_offset: usize, config: RmcastConfig) -> Self {
+        let region = SharedRegion::new(region_offset, size, &config);
+        let floor = if size > 1 { 0 } else { u64::MAX };
+        SharedFlavour { me, size, config, region, next_seq: 0, floor, readers: (0..size).map(|_| None).collect() }
+    }
+
+    pub(crate) fn piece_bytes(&self) -> usize {
+        self.config.slot_bytes
+    }
+
+    fn has_credit(&self) -> bool {
+        self.next_seq < self.floor.saturating_add(self.config.window())
+    }
+
+    fn read_floor<T: Transport + ?Sized>(&mut self, transport: &T) {
+        let lines = (0..self.size).filter(|&reader| reader != self.me).map(|reader| transport.local_flag(self.region.ack_line(reader)));
+        self.floor = lines.min().unwrap_or(u64::MAX);
+    }
+
+    pub(crate) fn send<T: Transport + ?Sized>(&mut self, transport: &T, message: &[u8], stats: &mut RmcastStats) -> Result<(), TransportError> {
+        let me = self.me;
+        for (offset, piece) in pieces(message, self.config.slot_bytes) {
+            if !self.has_credit() {
+                self.read_floor(transport);
+                if !self.has_credit() {
+                    self.wait_for_credit(transport, stats)?;
+                }
+            }
+            let seq = self.next_seq;
+            transport.put_flag(me, self.region.message_len_word(seq), message.len() as u64)?;
+            transport.put_flag(me, self.region.offset_word(seq), offset as u64)?;
+            transport.put(me, self.region.payload(seq), piece, self.region.flag(seq), seq + 1)?;
+            self.next_seq += 1;
+            stats.pieces_sent += 1;
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn wait_for_credit<T: Transport + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
+        stats.window_full_stalls += 1;
+        tracing::debug!("rank {}: shared-window ring full at piece {}", self.me, self.next_seq);
+        let mut patience = Patience::new(&self.config);
+        loop {
+            self.progress(transport, stats)?;
+            if self.has_credit() {
+                return Ok(());
+            }
+            patience.pause(transport, || self.describe_full_ring(transport))?;
+        }
+    }
+
+    fn describe_full_ring<T: Transport + ?Sized>(&self, transport: &T) -> String {
+        let needed = (self.next_seq + 1).saturating_sub(self.config.window());
+        let lagging: Vec<(usize, u64)> = (0..self.size)
+            .filter(|&reader| reader != self.me)
+            .map(|reader| (reader, transport.local_flag(self.region.ack_line(reader))))
+            .filter(|&(_, line)| line < needed)
+            .collect();
+        format!("room in the shared-window ring for piece {}; readers below {needed}: {lagging:?} (rank, count)", self.next_seq)
+    }
+
+    fn reader(&mut self, root: usize) -> &mut Reader {
+        let (me, config) = (self.me, &self.config);
+        self.readers[root].get_or_insert_with(|| Reader { delivered: 0, ack: LazyAck::new(me, config.effective_ack_interval(), config.ack_delay()) })
+    }
+
+    pub(crate) fn receive<T: Transport + ?Sized>(
+        &mut self,
+        transport: &T,
+        root: usize,
+        message: &mut [u8],
+        stats: &mut RmcastStats,
+    ) -> Result<(), TransportError> {
+        let message_len = message.len();
+        let piece_bytes = self.config.slot_bytes;
+        for (index, piece) in message.chunks_mut(piece_bytes).enumerate() {
+            let offset = index * piece_bytes;
+            let seq = self.reader(root).delivered;
+            let flag = self.region.flag(seq);
+            let mut announced = transport.peer_flag(root, flag)?;
+            if announced != seq + 1 {
+                announced = self.wait_for_piece(transport, root, seq, stats)?;
+            }
+            self.check_not_lapped(root, seq, announced, stats)?;
+            let length = transport.peer_flag(root, self.region.message_len_word(seq))?;
+            let at = transport.peer_flag(root, self.region.offset_word(seq))?;
+            if length != message_len as u64 || at != offset as u64 {
+                return Err(TransportError::Failed(format!(
+                    "bcast from root {root} disagrees on the message: piece {seq} is at offset {at} of {length} bytes \
+                     at the root, this rank expects offset {offset} of {message_len}"
+                )));
+            }
+            transport.read_peer(root, self.region.payload(seq), piece)?;
+            let after = transport.peer_flag(root, flag)?;
+            self.check_not_lapped(root, seq, after, stats)?;
+            let reader = self.reader(root);
+            reader.delivered += 1;
+            stats.pieces_delivered += 1;
+            if let Some(count) = reader.ack.after_delivery(reader.delivered) {
+                stats.acks_published += 1;
+                transport.put_flag(root, self.region.ack_line(self.me), count)?;
+            }
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn wait_for_piece<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, seq: u64, stats: &mut RmcastStats) -> Result<u64, TransportError> {
+        let mut patience = Patience::new(&self.config);
+        loop {
+            let announced = transport.peer_flag(root, self.region.flag(seq))?;
+            if announced > seq {
+                return Ok(announced);
+            }
+            self.progress(transport, stats)?;
+            patience.pause(transport, || format!("piece {seq} in the shared window of root {root} (its flag reads {announced})"))?;
+        }
+    }
+
+    fn check_not_lapped(&self, root: usize, seq: u64, flag: u64, stats: &mut RmcastStats) -> Result<(), TransportError> {
+        if flag == seq + 1 {
+            return Ok(());
+        }
+        stats.overruns += 1;
+        Err(TransportError::Failed(format!(
+            "rank {}: the slot of piece {seq} of root {root} was rewritten (flag {flag}) before this rank copied it; flow control failed",
+            self.me
+        )))
+    }
+
+    /// Writes the ACKs that waited long enough, and rereads the readers'
+    /// lines so a root learns of room without being asked.
+    pub(crate) fn progress<T: Transport + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
+        transport.progress();
+        let now = Instant::now();
+        for (root, reader) in self.readers.iter_mut().enumerate() {
+            let Some(reader) = reader else { continue };
+            if let Some(count) = reader.ack.when_due(reader.delivered, now) {
+                stats.explicit_acks += 1;
+                stats.acks_published += 1;
+                transport.put_flag(root, self.region.ack_line(self.me), count)?;
+            }
+        }
+        if self.floor < self.next_seq {
+            self.read_floor(transport);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn flush_acks<T: Transport + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
+        for (root, reader) in self.readers.iter_mut().enumerate() {
+            let Some(reader) = reader else { continue };
+            if let Some(count) = reader.ack.flush(reader.delivered) {
+                stats.acks_published += 1;
+                transport.put_flag(root, self.region.ack_line(self.me), count)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn idle(&self) -> bool {
+        self.floor >= self.next_seq && self.readers.iter().flatten().all(|reader| reader.ack.published() == reader.delivered)
+    }
+
+    pub(crate) fn sent(&self) -> u64 {
+        self.next_seq
+    }
+}

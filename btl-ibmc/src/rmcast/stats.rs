@@ -1,0 +1,50 @@
+//! What one rank's reliable multicast has done, for verbose reports and for
+//! tests that must see the loss paths exercised.
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RmcastStats {
+    /// Messages this rank sent as a root, and received from other roots.
+    pub messages_sent: u64,
+    pub messages_received: u64,
+    /// Pieces this rank sent as a root.
+    pub pieces_sent: u64,
+    /// Pieces this rank delivered to its caller.
+    pub pieces_delivered: u64,
+    /// Pieces resent over the reliable channel after a timeout or a NACK.
+    pub retransmissions: u64,
+    /// Pieces a co-root passed on along the binomial tree.
+    pub forwarded: u64,
+    pub nacks_sent: u64,
+    pub nacks_served: u64,
+    /// Copies of pieces that arrived again and were dropped.
+    pub duplicates_dropped: u64,
+    /// Times a root found its window full and had to wait for ACKs.
+    pub window_full_stalls: u64,
+    /// Pieces that arrived beyond the receive window. Flow control makes
+    /// this impossible; a non-zero count is a protocol bug.
+    pub overruns: u64,
+    /// ACK words written, of which explicit ones after a quiet spell.
+    pub acks_published: u64,
+    pub explicit_acks: u64,
+}
+
+impl RmcastStats {
+    /// The counters of several ranks added up.
+    pub fn sum<'a>(all: impl IntoIterator<Item = &'a RmcastStats>) -> RmcastStats {
+        all.into_iter().fold(RmcastStats::default(), |total, one| RmcastStats {
+            messages_sent: total.messages_sent + one.messages_sent,
+            messages_received: total.messages_received + one.messages_received,
+            pieces_sent: total.pieces_sent + one.pieces_sent,
+            pieces_delivered: total.pieces_delivered + one.pieces_delivered,
+            retransmissions: total.retransmissions + one.retransmissions,
+            forwarded: total.forwarded + one.forwarded,
+            nacks_sent: total.nacks_sent + one.nacks_sent,
+            nacks_served: total.nacks_served + one.nacks_served,
+            duplicates_dropped: total.duplicates_dropped + one.duplicates_dropped,
+            window_full_stalls: total.window_full_stalls + one.window_full_stalls,
+            overruns: total.overruns + one.overruns,
+            acks_published: total.acks_published + one.acks_published,
+            explicit_acks: total.explicit_acks + one.explicit_acks,
+        })
+    }
+}

@@ -1,0 +1,272 @@
+//! Reliable multicast between threads over the test fabric (both of the
+//! backends it imitates) and over real shared memory. Every run checks the
+//! definition: each receiver gets every message of every root exactly once,
+//! in order, byte for byte, and no piece ever lands beyond a receive
+//! window. Randomised runs print their seed; rerun with `BTL_IBMC_SEED`.
+
+use std::time::Duration;
+
+use super::wire::{PieceHeader, encode_piece};
+use super::{ReliableMulticast, RmcastConfig, RmcastStats, region_len};
+use crate::fabric::{Fabric, FabricConfig};
+use crate::shm::establish;
+use crate::test_support::{pattern, run_with, test_seed};
+use crate::transport::{MulticastKind, Transport, TransportError};
+use crate::wait::WaitPolicy;
+
+/// Bounded waits, and no spinning: ranks are threads on a small machine.
+fn test_config() -> RmcastConfig {
+    RmcastConfig {
+        timeout: Duration::from_millis(4),
+        wait: WaitPolicy { spin_polls: 0, stall_warning: Duration::from_secs(5) },
+        give_up_after: Some(Duration::from_secs(20)),
+        ..RmcastConfig::default()
+    }
+}
+
+/// (root, length) of each message, in the order every rank calls them.
+type Script = Vec<(usize, usize)>;
+
+/// Lengths around the piece size, and roots that keep changing, with runs
+/// from the same root so windows fill.
+fn script(size: usize, piece: usize, messages: usize) -> Script {
+    let lengths = [1, piece - 1, piece, piece + 1, 0, 3 * piece + 7, 2];
+    (0..messages).map(|index| ((index / 3 + index * index) % size, lengths[index % lengths.len()])).collect()
+}
+
+fn tag(index: usize) -> u64 {
+    0x5EED_0000 + index as u64
+}
+
+/// Runs `script` on every rank of `transports` and returns each rank's
+/// counters; panics naming `what` if any delivery is wrong.
+fn run_script<T: Transport + Send>(transports: Vec<T>, config: RmcastConfig, script: &Script, what: &str) -> Vec<RmcastStats> {
+    let size = transports.len();
+    run_with(transports, |rank, transport| {
+        let mut multicast = ReliableMulticast::new(rank, size, 0, config);
+        for (index, &(root, len)) in script.iter().enumerate() {
+            if rank == root {
+                multicast.send(&transport, &pattern(tag(index), len)).unwrap_or_else(|e| panic!("{what}: rank {rank} send {index}: {e}"));
+            } else {
+                let mut got = vec![0xEE; len];
+                multicast.receive(&transport, root, &mut got).unwrap_or_else(|e| panic!("{what}: rank {rank} receive {index}: {e}"));
+                assert!(got == pattern(tag(index), len), "{what}: rank {rank} got message {index} from root {root} wrong");
+            }
+        }
+        multicast.drain(&transport).unwrap_or_else(|e| panic!("{what}: rank {rank} drain: {e}"));
+        assert!(multicast.is_idle());
+        multicast.stats()
+    })
+}
+
+fn expected_deliveries(script: &Script, size: usize, piece: usize) -> u64 {
+    script.iter().map(|&(_, len)| len.div_ceil(piece) as u64 * (size as u64 - 1)).sum()
+}
+
+#[test]
+fn lossy_datagrams_deliver_every_message_once_in_order() {
+    const PIECE: usize = 96;
+    let seed = test_seed();
+    // (size, window, co-roots, M, NACK, drop): each dimension's extremes.
+    let cases = [
+        (2, 1, 0, 1, false, 0.3),
+        (2, 3, 1, 16, true, 0.3),
+        (3, 4, 1, 16, true, 0.3),
+        (5, 64, 2, 3, true, 0.2),
+        (7, 2, 3, 16, false, 0.1),
+        (6, 8, 0, 5, true, 0.3),
+        (4, 16, 0, 1, true, 0.0),
+    ];
+    for (case, (size, window_slots, co_roots, ack_interval, nack, drop)) in cases.into_iter().enumerate() {
+        let what = format!("seed {seed}, size {size}, W {window_slots}, C {co_roots}, M {ack_interval}, NACK {nack}, drop {drop}");
+        let config = RmcastConfig { window_slots, co_roots, ack_interval, nack, fragment_bytes: PIECE, ..test_config() };
+        let fabric = FabricConfig {
+            multicast_drop: drop,
+            multicast_duplicate: 0.1,
+            multicast_reorder: 0.2,
+            put_delay_max: Duration::from_micros(30),
+            seed: seed ^ case as u64,
+            ..FabricConfig::default()
+        };
+        let script = script(size, PIECE, 40);
+        let stats = run_script(Fabric::new(size, region_len(size, &config), fabric), config, &script, &what);
+        let total = RmcastStats::sum(&stats);
+        assert_eq!(total.overruns, 0, "{what}: a root overran a receive window");
+        assert_eq!(total.pieces_delivered, expected_deliveries(&script, size, PIECE), "{what}");
+        let non_empty = script.iter().filter(|&&(_, len)| len > 0).count() as u64;
+        assert_eq!((total.messages_sent, total.messages_received), (non_empty, non_empty * (size as u64 - 1)), "{what}");
+        let has_leaves = size - 1 > co_roots;
+        if drop >= 0.1 && has_leaves {
+            assert!(total.retransmissions > 0, "{what}: losses were never repaired by retransmission?");
+        }
+        if nack && drop >= 0.2 && has_leaves {
+            assert!(total.nacks_sent > 0 && total.nacks_served > 0, "{what}: gaps never NACKed: {total:?}");
+        }
+        if !nack {
+            assert_eq!(total.nacks_sent, 0, "{what}");
+        }
+        if co_roots > 0 {
+            assert!(total.forwarded > 0, "{what}: co-roots never reached reliably");
+        }
+        println!("{what}: {} retransmissions, {} NACKs, {} duplicates dropped", total.retransmissions, total.nacks_sent, total.duplicates_dropped);
+    }
+}
+
+#[test]
+fn shared_windows_carry_back_to_back_roots_without_retransmission() {
+    const SLOT: usize = 200;
+    let seed = test_seed();
+    for (size, window_slots, ack_interval) in [(2, 1, 1), (3, 2, 16), (5, 4, 3), (8, 64, 8)] {
+        let what = format!("seed {seed}, shared window, size {size}, W {window_slots}, M {ack_interval}");
+        let config = RmcastConfig { window_slots, ack_interval, slot_bytes: SLOT, ..test_config() };
+        let fabric = FabricConfig {
+            multicast_kind: MulticastKind::SharedWindow,
+            put_delay_max: Duration::from_micros(20),
+            seed,
+            ..FabricConfig::default()
+        };
+        let script = script(size, SLOT, 60);
+        let stats = run_script(Fabric::new(size, region_len(size, &config), fabric), config, &script, &what);
+        let total = RmcastStats::sum(&stats);
+        assert_eq!((total.overruns, total.retransmissions, total.nacks_sent), (0, 0, 0), "{what}");
+        assert_eq!(total.pieces_delivered, expected_deliveries(&script, size, SLOT), "{what}");
+    }
+}
+
+#[test]
+fn real_shared_memory_carries_the_shared_window_flavour() {
+    const SIZE: usize = 4;
+    let config = RmcastConfig { window_slots: 3, slot_bytes: 512, ack_interval: 2, ..test_config() };
+    let len = region_len(SIZE, &config);
+    let exchanges = Fabric::new(SIZE, 0, FabricConfig::default());
+    let transports = run_with(exchanges, |rank, exchange| establish(&exchange, rank, SIZE, len).expect("shm"));
+    assert_eq!(transports[0].multicast_kind(), MulticastKind::SharedWindow);
+    let script = script(SIZE, 512, 80);
+    let stats = run_script(transports, config, &script, "shm");
+    assert_eq!(RmcastStats::sum(&stats).pieces_delivered, expected_deliveries(&script, SIZE, 512));
+}
+
+/// One receiver sleeps while the root sends five windows' worth: the root
+/// must stall on its full window, keep serving, and finish once the
+/// sleeper wakes.
+#[test]
+fn a_stalled_receiver_fills_the_window_then_everyone_recovers() {
+    const SIZE: usize = 4;
+    const WINDOW: usize = 4;
+    const SLEEPER: usize = 2;
+    const STALL: Duration = Duration::from_millis(150);
+    let seed = test_seed();
+    for kind in [MulticastKind::Datagram, MulticastKind::SharedWindow] {
+        let what = format!("seed {seed}, {kind:?}");
+        let config = RmcastConfig { window_slots: WINDOW, ack_interval: 3, co_roots: 1, ..test_config() };
+        let fabric = FabricConfig { multicast_kind: kind, multicast_drop: 0.1, seed, ..FabricConfig::default() };
+        let messages = 5 * WINDOW;
+        let stats = run_with(Fabric::new(SIZE, region_len(SIZE, &config), fabric), |rank, transport| {
+            let mut multicast = ReliableMulticast::new(rank, SIZE, 0, config);
+            if rank == SLEEPER {
+                std::thread::sleep(STALL);
+            }
+            for index in 0..messages {
+                if rank == 0 {
+                    multicast.send(&transport, &pattern(tag(index), 100)).unwrap();
+                } else {
+                    let mut got = vec![0; 100];
+                    multicast.receive(&transport, 0, &mut got).unwrap_or_else(|e| panic!("{what}: rank {rank}: {e}"));
+                    assert!(got == pattern(tag(index), 100), "{what}: rank {rank} message {index}");
+                }
+            }
+            multicast.drain(&transport).unwrap();
+            multicast.stats()
+        });
+        assert!(stats[0].window_full_stalls >= 1, "{what}: the root never found its window full: {:?}", stats[0]);
+        assert_eq!(RmcastStats::sum(&stats).overruns, 0, "{what}");
+        if kind == MulticastKind::Datagram {
+            // The sleeper's collector resent to it while it slept.
+            assert!(RmcastStats::sum(&stats).retransmissions > 0, "{what}");
+        }
+    }
+}
+
+#[test]
+fn unusable_transports_and_mismatched_messages_are_errors() {
+    let config = test_config();
+    let none = FabricConfig { multicast_kind: MulticastKind::None, ..FabricConfig::default() };
+    let endpoints = Fabric::new(2, region_len(2, &config), none);
+    assert!(!ReliableMulticast::supported_by(&endpoints[0]));
+    let mut multicast = ReliableMulticast::new(0, 2, 0, config);
+    assert!(matches!(multicast.send(&endpoints[0], b"x"), Err(TransportError::Unsupported(_))));
+
+    let endpoints = Fabric::new(2, region_len(2, &config) - 8, FabricConfig::default());
+    let mut multicast = ReliableMulticast::new(0, 2, 0, config);
+    assert!(matches!(multicast.send(&endpoints[0], b"x"), Err(TransportError::OutOfRange { .. })));
+    let mut wrong_rank = ReliableMulticast::new(1, 2, 0, config);
+    assert!(matches!(wrong_rank.progress(&endpoints[0]), Err(TransportError::Failed(_))));
+    assert!(matches!(multicast.receive(&endpoints[0], 0, &mut [0]), Err(TransportError::Failed(_))), "from itself");
+    assert!(matches!(multicast.receive(&endpoints[0], 2, &mut [0]), Err(TransportError::Failed(_))), "from beyond");
+
+    let tiny = FabricConfig { max_datagram: 32, ..FabricConfig::default() };
+    let endpoints = Fabric::new(2, region_len(2, &config), tiny);
+    assert!(matches!(ReliableMulticast::new(0, 2, 0, config).send(&endpoints[0], b"x"), Err(TransportError::TooLarge { .. })));
+
+    for kind in [MulticastKind::Datagram, MulticastKind::SharedWindow] {
+        let fabric = FabricConfig { multicast_kind: kind, ..FabricConfig::default() };
+        let errors = run_with(Fabric::new(2, region_len(2, &config), fabric), |rank, transport| {
+            let mut multicast = ReliableMulticast::new(rank, 2, 0, config);
+            if rank == 0 {
+                multicast.send(&transport, &[1; 10]).unwrap();
+                None
+            } else {
+                Some(multicast.receive(&transport, 0, &mut [0; 9]).unwrap_err())
+            }
+        });
+        let error = errors[1].clone().unwrap();
+        assert!(error.to_string().contains("disagrees on the message"), "{kind:?}: {error}");
+    }
+}
+
+#[test]
+fn a_piece_beyond_the_receive_window_is_counted_as_an_overrun() {
+    let config = RmcastConfig { window_slots: 4, ..test_config() };
+    let endpoints = Fabric::new(2, region_len(2, &config), FabricConfig::default());
+    let mut forged = Vec::new();
+    for seq in [4, 9, 3] {
+        encode_piece(PieceHeader { root: 0, seq, message_len: 1, offset: 0 }, &[7], &mut forged);
+        endpoints[0].multicast(&forged).unwrap();
+    }
+    let mut receiver = ReliableMulticast::new(1, 2, 0, config);
+    receiver.progress(&endpoints[1]).unwrap();
+    assert_eq!(receiver.stats().overruns, 2, "pieces 4 and 9 lie beyond [0, 4)");
+    assert_eq!(receiver.stats().duplicates_dropped, 0);
+}
+
+#[test]
+fn progress_alone_serves_a_root_that_has_returned() {
+    // The root sends and never calls again except `progress`, as from
+    // Open MPI's progress engine; the receivers lose half the multicast.
+    let config = RmcastConfig { window_slots: 64, ack_interval: 4, nack: false, fragment_bytes: 64, ..test_config() };
+    let fabric = FabricConfig { multicast_drop: 0.5, seed: test_seed(), ..FabricConfig::default() };
+    let messages = 30;
+    let stats = run_with(Fabric::new(3, region_len(3, &config), fabric), |rank, transport| {
+        let mut multicast = ReliableMulticast::new(rank, 3, 0, config);
+        if rank == 0 {
+            for index in 0..messages {
+                multicast.send(&transport, &pattern(tag(index), 64)).unwrap();
+            }
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while !multicast.is_idle() {
+                assert!(std::time::Instant::now() < deadline, "receivers never acknowledged");
+                multicast.progress(&transport).unwrap();
+                std::thread::yield_now();
+            }
+        } else {
+            for index in 0..messages {
+                let mut got = vec![0; 64];
+                multicast.receive(&transport, 0, &mut got).unwrap();
+                assert!(got == pattern(tag(index), 64));
+            }
+            multicast.drain(&transport).unwrap();
+        }
+        multicast.stats()
+    });
+    assert!(stats[0].retransmissions > 0 && stats[0].window_full_stalls == 0, "{:?}", stats[0]);
+}

@@ -1,0 +1,125 @@
+//! MPI_Bcast over btl-ibmc's reliable multicast: the root hands its
+//! message to the substrate, which copies it into the root's window (cut
+//! into pieces when it exceeds one) and returns; every other rank takes the
+//! root's next message out of it. Each root has its own stream, so
+//! consecutive broadcasts with different roots need no agreement beyond
+//! MPI's rule that every rank calls the same broadcasts in the same order
+//! with the same lengths.
+//!
+//! The root returns before its receivers have acknowledged, as MPI allows;
+//! ACKs, NACKs and retransmissions are then served by [`Bcast::progress`]
+//! (the glue calls it from Open MPI's progress engine) and by later
+//! broadcasts. Before the communicator's transport goes away, every rank
+//! must [`Bcast::drain`], or a receiver could be left waiting for a
+//! retransmission that no one will send.
+//!
+//! Every length goes through the substrate. Messages are pieces in the
+//! window, so window space stays fixed whatever the length; above
+//! `substrate_max_bytes` the glue may prefer the module underneath
+//! ([`Bcast::serves`]), whose point-to-point pipelines avoid the copy into
+//! the root's window. There is no separate put-based tree: on shared
+//! memory, readers copying straight out of the root's window is already
+//! one copy in and one copy out, which a tree of puts cannot beat.
+
+use btl_ibmc::{ReliableMulticast, RmcastConfig, RmcastStats, Transport, TransportError};
+use tuning::{choose_co_roots, CoRootModel};
+
+#[derive(Clone, Copy, Debug)]
+pub struct BcastConfig {
+    pub multicast: RmcastConfig,
+    /// Longest message the glue should hand to `bcast`; `Bcast` itself
+    /// serves any length.
+    pub substrate_max_bytes: usize,
+}
+
+impl Default for BcastConfig {
+    fn default() -> Self {
+        BcastConfig { multicast: RmcastConfig::default(), substrate_max_bytes: usize::MAX }
+    }
+}
+
+impl BcastConfig {
+    /// This configuration with the co-roots the paper's model picks for
+    /// `size` ranks (section 7.2), and the model's explanation.
+    pub fn with_modelled_co_roots(mut self, size: usize, model: &CoRootModel) -> (Self, String) {
+        let choice = choose_co_roots(size, model);
+        self.multicast.co_roots = choice.co_roots;
+        (self, choice.reason)
+    }
+}
+
+/// One rank's broadcast state for one communicator.
+#[derive(Debug)]
+pub struct Bcast {
+    rank: usize,
+    size: usize,
+    config: BcastConfig,
+    multicast: ReliableMulticast,
+    calls: u64,
+}
+
+impl Bcast {
+    /// Bytes of window the broadcast needs on every rank.
+    pub fn region_len(size: usize, config: &BcastConfig) -> usize {
+        btl_ibmc::rmcast::region_len(size, &config.multicast)
+    }
+
+    /// The state of `rank` among `size` ranks; its region of `region_len`
+    /// bytes starts at `region_offset` (64-byte aligned) of every rank's
+    /// window. Panics on an invalid configuration.
+    pub fn new(rank: usize, size: usize, region_offset: usize, config: BcastConfig) -> Self {
+        let multicast = ReliableMulticast::new(rank, size, region_offset, config.multicast);
+        Bcast { rank, size, config, multicast, calls: 0 }
+    }
+
+    /// Whether `transport` can carry these broadcasts at all; the same
+    /// answer on every rank of a communicator.
+    pub fn supported_by<T: Transport + ?Sized>(transport: &T) -> bool {
+        ReliableMulticast::supported_by(transport)
+    }
+
+    /// Whether the glue should hand a `len`-byte broadcast to `bcast`.
+    pub fn serves(&self, len: usize) -> bool {
+        len <= self.config.substrate_max_bytes
+    }
+
+    pub fn config(&self) -> &BcastConfig {
+        &self.config
+    }
+
+    /// Broadcasts served so far.
+    pub fn calls(&self) -> u64 {
+        self.calls
+    }
+
+    pub fn stats(&self) -> RmcastStats {
+        self.multicast.stats()
+    }
+
+    /// MPI_Bcast of `buf` from `root`: the root's bytes end up in `buf` on
+    /// every rank. Every rank passes the same root and length.
+    pub fn bcast<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, buf: &mut [u8]) -> Result<(), TransportError> {
+        if root >= self.size {
+            return Err(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() });
+        }
+        self.calls += 1;
+        if root == self.rank { self.multicast.send(transport, buf) } else { self.multicast.receive(transport, root, buf) }
+    }
+
+    /// Serves ACKs, NACKs and retransmissions without waiting; for the
+    /// progress engine, between broadcasts.
+    pub fn progress<T: Transport + ?Sized>(&mut self, transport: &T) -> Result<(), TransportError> {
+        self.multicast.progress(transport)
+    }
+
+    /// Nothing sent is unacknowledged and no ACK is owed, as of the last call.
+    pub fn is_idle(&self) -> bool {
+        self.multicast.is_idle()
+    }
+
+    /// Waits until this rank is idle; every rank calls it before the
+    /// communicator's transport is torn down.
+    pub fn drain<T: Transport + ?Sized>(&mut self, transport: &T) -> Result<(), TransportError> {
+        self.multicast.drain(transport)
+    }
+}
