@@ -80,6 +80,8 @@ fn main() {
         .allowlist_function("coll_rdma_shim_.*")
         .allowlist_type("coll_rdma_shim_.*")
         .allowlist_function("MPI_Get_library_version")
+        .allowlist_function("MPI_Pack")
+        .allowlist_function("MPI_Unpack")
         .allowlist_var("mca_coll_base_module_t_class")
         .allowlist_var("MCA_BASE_VAR_.*")
         .allowlist_var("OPAL_INFO_LVL_.*")

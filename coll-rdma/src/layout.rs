@@ -4,6 +4,7 @@
 
 use crate::allreduce::{Allreduce, AllreduceConfig};
 use crate::barrier::DisseminationBarrier;
+use crate::bcast::{Bcast, BcastConfig};
 use crate::reduce::Reduce;
 
 /// Regions are page-aligned so that later regions can be registered or
@@ -15,23 +16,26 @@ pub struct WindowLayout {
     pub barrier_offset: usize,
     pub allreduce_offset: usize,
     pub reduce_offset: usize,
+    pub bcast_offset: usize,
     pub window_len: usize,
 }
 
 impl WindowLayout {
-    /// The layout for a communicator whose allreduce and reduce run with
-    /// these configurations (only degree, segment and exchange sizes matter).
-    pub fn new(size: usize, barrier_radix: usize, allreduce: &AllreduceConfig, reduce: &AllreduceConfig) -> Self {
+    /// The layout for a communicator whose collectives run with these
+    /// configurations (only the sizes they imply matter).
+    pub fn new(size: usize, barrier_radix: usize, allreduce: &AllreduceConfig, reduce: &AllreduceConfig, bcast: &BcastConfig) -> Self {
         let barrier_offset = 0;
         let allreduce_offset = page_align(barrier_offset + DisseminationBarrier::region_len(size, barrier_radix));
         let reduce_offset = page_align(allreduce_offset + Allreduce::region_len(size, allreduce));
-        let end = reduce_offset + Reduce::region_len(size, reduce);
-        WindowLayout { barrier_offset, allreduce_offset, reduce_offset, window_len: page_align(end).max(REGION_ALIGN) }
+        let bcast_offset = page_align(reduce_offset + Reduce::region_len(size, reduce));
+        let end = bcast_offset + Bcast::region_len(size, bcast);
+        WindowLayout { barrier_offset, allreduce_offset, reduce_offset, bcast_offset, window_len: page_align(end).max(REGION_ALIGN) }
     }
 
-    /// The layout when allreduce and reduce share one configuration.
+    /// The layout when allreduce and reduce share one configuration and
+    /// bcast uses its default.
     pub fn with_reductions(size: usize, barrier_radix: usize, reductions: &AllreduceConfig) -> Self {
-        Self::new(size, barrier_radix, reductions, reductions)
+        Self::new(size, barrier_radix, reductions, reductions, &BcastConfig::default())
     }
 }
 
@@ -49,12 +53,13 @@ mod tests {
             for degree in [1, 3, 8] {
                 let config = AllreduceConfig { degree, ..AllreduceConfig::default() };
                 let layout = WindowLayout::with_reductions(size, 2, &config);
-                for offset in [layout.allreduce_offset, layout.reduce_offset, layout.window_len] {
+                for offset in [layout.allreduce_offset, layout.reduce_offset, layout.bcast_offset, layout.window_len] {
                     assert_eq!(offset % REGION_ALIGN, 0);
                 }
                 assert!(layout.barrier_offset + DisseminationBarrier::region_len(size, 2) <= layout.allreduce_offset);
                 assert!(layout.allreduce_offset + Allreduce::region_len(size, &config) <= layout.reduce_offset);
-                assert!(layout.reduce_offset + Reduce::region_len(size, &config) <= layout.window_len);
+                assert!(layout.reduce_offset + Reduce::region_len(size, &config) <= layout.bcast_offset);
+                assert!(layout.bcast_offset + Bcast::region_len(size, &BcastConfig::default()) <= layout.window_len);
             }
         }
     }

@@ -7,7 +7,7 @@ use ompi_sys as sys;
 
 use super::comm_state::{CommState, Link};
 use super::ffi_guard::guarded;
-use super::module::state_of;
+use super::module::with_state;
 use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, success};
 use super::saved::ReductionCall;
 
@@ -22,8 +22,7 @@ pub(super) unsafe extern "C" fn allreduce(
 ) -> c_int {
     guarded("MPI_Allreduce", sys::OMPI_ERROR as c_int, || {
         // SAFETY: Open MPI calls us with the module it enabled for `comm`.
-        let state = unsafe { state_of(module) };
-        state.allreduce(&ReductionCall { send, recv, count, dtype, op, comm })
+        unsafe { with_state(module, |state| state.allreduce(&ReductionCall { send, recv, count, dtype, op, comm })) }
     })
 }
 

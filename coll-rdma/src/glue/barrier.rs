@@ -7,13 +7,12 @@ use ompi_sys as sys;
 
 use super::comm_state::{CommState, Link};
 use super::ffi_guard::guarded;
-use super::module::state_of;
+use super::module::with_state;
 
 pub(super) unsafe extern "C" fn barrier(comm: *mut sys::ompi_communicator_t, module: *mut sys::mca_coll_base_module_t) -> c_int {
     guarded("MPI_Barrier", sys::OMPI_ERROR as c_int, || {
         // SAFETY: Open MPI calls us with the module it enabled for `comm`.
-        let state = unsafe { state_of(module) };
-        state.barrier(comm)
+        unsafe { with_state(module, |state| state.barrier(comm)) }
     })
 }
 

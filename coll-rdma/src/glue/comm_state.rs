@@ -9,10 +9,11 @@ use btl_ibmc::{Transport, WaitPolicy};
 use ompi_sys as sys;
 use tuning::choose_barrier_radix;
 
-use super::params::{ReductionSettings, Settings, TransportChoice};
+use super::params::{BcastSettings, ReductionSettings, Settings, TransportChoice};
 use super::saved::SavedCollectives;
 use crate::allreduce::{Allreduce, AllreduceConfig};
 use crate::barrier::DisseminationBarrier;
+use crate::bcast::{Bcast, BcastConfig};
 use crate::layout::WindowLayout;
 use crate::reduce::Reduce;
 
@@ -37,6 +38,7 @@ pub(super) struct Tallies {
     pub barrier: Tally,
     pub allreduce: Tally,
     pub reduce: Tally,
+    pub bcast: Tally,
 }
 
 pub struct CommState {
@@ -52,6 +54,8 @@ pub struct CommState {
     pub(super) allreduce_max_bytes: Option<usize>,
     pub(super) reduce: Reduce,
     pub(super) reduce_max_bytes: Option<usize>,
+    pub(super) bcast: Bcast,
+    pub(super) bcast_max_bytes: Option<usize>,
     pub(super) tallies: Tallies,
     /// (collective, reason) pairs already reported, so that a loop of
     /// handed-over calls says why once, not every time.
@@ -92,6 +96,27 @@ pub(super) fn reduction_config(settings: &Settings, chosen: &ReductionSettings, 
     (config, why)
 }
 
+/// The bcast configuration from the parameters, co-roots from the model
+/// unless fixed, with a sentence saying why.
+pub(super) fn bcast_config(chosen: &BcastSettings, size: usize, policy: WaitPolicy) -> (BcastConfig, String) {
+    let mut config = BcastConfig::default();
+    let multicast = &mut config.multicast;
+    multicast.window_slots = chosen.window_slots;
+    multicast.slot_bytes = chosen.slot_bytes;
+    multicast.fragment_bytes = chosen.fragment_bytes;
+    multicast.ack_interval = chosen.ack_interval.min(chosen.window_slots);
+    multicast.timeout = chosen.timeout;
+    multicast.nack = chosen.nack;
+    multicast.wait = policy;
+    match chosen.co_roots {
+        Some(co_roots) => {
+            config.multicast.co_roots = co_roots;
+            (config, format!("{co_roots} co-root(s) set by coll_rdma_bcast_co_roots"))
+        }
+        None => config.with_modelled_co_roots(size, &tuning::CoRootModel::PAPER_2004),
+    }
+}
+
 impl CommState {
     /// The radix to use and a sentence saying why.
     pub fn barrier_radix(settings: &Settings, size: usize) -> (usize, String) {
@@ -109,7 +134,8 @@ impl CommState {
         let policy = wait_policy(settings, size);
         let (allreduce_config, _) = reduction_config(settings, &settings.allreduce, size, policy);
         let (reduce_config, _) = reduction_config(settings, &settings.reduce, size, policy);
-        let layout = WindowLayout::new(size, radix, &allreduce_config, &reduce_config);
+        let (bcast_config, _) = bcast_config(&settings.bcast, size, policy);
+        let layout = WindowLayout::new(size, radix, &allreduce_config, &reduce_config, &bcast_config);
         let context = format!("comm {cid}");
         CommState {
             cid,
@@ -124,6 +150,8 @@ impl CommState {
             allreduce_max_bytes: settings.allreduce.max_bytes,
             reduce: Reduce::new(rank, size, layout.reduce_offset, reduce_config),
             reduce_max_bytes: settings.reduce.max_bytes,
+            bcast: Bcast::new(rank, size, layout.bcast_offset, bcast_config),
+            bcast_max_bytes: settings.bcast.max_bytes,
             tallies: Tallies::default(),
             reported_handovers: HashSet::new(),
         }
@@ -147,7 +175,7 @@ impl CommState {
             Ok(transport) => {
                 tracing::info!(
                     "comm {} rank {}: transport shm ready ({} node-local ranks, window {} bytes, barrier radix {} in {} round(s), \
-                     allreduce degree {}, reduce degree {})",
+                     allreduce degree {}, reduce degree {}, bcast window {} x {} bytes)",
                     self.cid,
                     self.rank,
                     transport.size(),
@@ -155,7 +183,9 @@ impl CommState {
                     self.barrier.radix(),
                     self.barrier.rounds(),
                     self.allreduce.config().degree,
-                    self.reduce.config().degree
+                    self.reduce.config().degree,
+                    self.bcast.config().multicast.window_slots,
+                    self.bcast.config().multicast.slot_bytes
                 );
                 Link::Ready(transport)
             }
@@ -183,12 +213,26 @@ impl CommState {
 
 impl Drop for CommState {
     fn drop(&mut self) {
+        // A root returns from MPI_Bcast before its receivers acknowledge,
+        // and receivers acknowledge lazily: settle both before the window
+        // goes away.
+        if let Link::Ready(ref transport) = self.link {
+            if let Err(why) = self.bcast.drain(transport) {
+                tracing::warn!("comm {} rank {}: bcast could not settle before the communicator was freed: {why}", self.cid, self.rank);
+            }
+        }
         let transport = match self.link {
             Link::Ready(ref t) => t.name(),
             Link::Unavailable => "no transport",
             Link::NotYet => "no transport (never used)",
         };
-        for (kind, tally) in [("barrier", &self.tallies.barrier), ("allreduce", &self.tallies.allreduce), ("reduce", &self.tallies.reduce)] {
+        let tallies = [
+            ("barrier", &self.tallies.barrier),
+            ("allreduce", &self.tallies.allreduce),
+            ("reduce", &self.tallies.reduce),
+            ("bcast", &self.tallies.bcast),
+        ];
+        for (kind, tally) in tallies {
             tracing::info!(
                 "comm {} rank {}: served {} {kind}(s) over {transport}, {} handed to the fallback",
                 self.cid,

@@ -75,7 +75,10 @@ unsafe extern "C" fn open() -> c_int {
 }
 
 unsafe extern "C" fn close() -> c_int {
-    sys::OMPI_SUCCESS as c_int
+    guarded("component close", sys::OMPI_SUCCESS as c_int, || {
+        super::progress::unregister_from_opal();
+        sys::OMPI_SUCCESS as c_int
+    })
 }
 
 unsafe extern "C" fn init_query(_progress_threads: bool, _mpi_threads: bool) -> c_int {

@@ -54,6 +54,18 @@ pub fn contiguous_span(dtype: *mut sys::ompi_datatype_t, count: usize) -> Result
     Ok(ContiguousSpan { start: facts.true_lb, bytes: facts.type_size * count, element_bytes: facts.type_size })
 }
 
+/// Data bytes in `count` elements of `dtype` (its type signature's size):
+/// the same on every rank of a collective, whatever datatype each uses.
+pub fn signature_bytes(dtype: *mut sys::ompi_datatype_t, count: usize) -> Result<usize, NotContiguous> {
+    let mut facts = sys::coll_rdma_shim_dtype_facts::default();
+    // SAFETY: as in `contiguous_span`.
+    let rc = unsafe { sys::coll_rdma_shim_dtype_facts(dtype, count, &mut facts) };
+    if rc != sys::OMPI_SUCCESS as c_int {
+        return Err(NotContiguous::Query(rc));
+    }
+    Ok(facts.type_size * count)
+}
+
 /// An MPI op on a datatype, applied by Open MPI's own machinery (which
 /// also runs user-defined functions).
 pub struct OmpiReduction {

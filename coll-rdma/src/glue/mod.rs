@@ -4,6 +4,7 @@
 
 mod allreduce;
 mod barrier;
+mod bcast;
 mod comm_state;
 mod component;
 mod datatype;
@@ -11,6 +12,7 @@ mod ffi_guard;
 mod module;
 mod output;
 mod params;
+mod progress;
 mod reduce;
 mod reduction_call;
 mod saved;

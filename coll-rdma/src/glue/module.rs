@@ -6,18 +6,26 @@
 use std::ffi::c_int;
 use std::mem::size_of;
 use std::ptr::{addr_of_mut, null_mut};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ompi_sys as sys;
 
 use super::comm_state::CommState;
 use super::ffi_guard::guarded;
 use super::params;
+use super::progress;
 use super::saved::SavedCollectives;
 
 #[repr(C)]
 pub struct RdmaModule {
     base: sys::mca_coll_base_module_t,
     state: *mut CommState,
+    /// Held while a collective or the progress callback uses `state`: the
+    /// callback may run inside a call we handed to the module underneath.
+    busy: AtomicBool,
+    /// The state has work to finish outside collective calls (a bcast
+    /// root's unacknowledged messages); the progress callback serves it.
+    needs_progress: AtomicBool,
 }
 
 // Open MPI's class descriptor; its object system writes the initialisation
@@ -37,14 +45,21 @@ static mut RDMA_MODULE_CLASS: sys::opal_class_t = sys::opal_class_t {
 unsafe extern "C" fn construct(object: *mut sys::opal_object_t) {
     // SAFETY: Open MPI calls this on a freshly allocated object of our
     // class's size; the parent constructor only initialised `base`.
-    unsafe { (*(object as *mut RdmaModule)).state = null_mut() };
+    unsafe {
+        let module = object as *mut RdmaModule;
+        (&raw mut (*module).state).write(null_mut());
+        (&raw mut (*module).busy).write(AtomicBool::new(false));
+        (&raw mut (*module).needs_progress).write(AtomicBool::new(false));
+    }
 }
 
 unsafe extern "C" fn destruct(object: *mut sys::opal_object_t) {
     guarded("module destructor", (), || {
         let module = object as *mut RdmaModule;
-        // SAFETY: called once by Open MPI when the last reference goes;
-        // `state` is null or came from Box::into_raw in enable.
+        progress::unregister(module);
+        // SAFETY: called once by Open MPI when the last reference goes, and
+        // the progress callback can no longer reach it; `state` is null or
+        // came from Box::into_raw in enable.
         unsafe {
             let state = std::mem::replace(&mut (*module).state, null_mut());
             if !state.is_null() {
@@ -68,6 +83,7 @@ pub fn new_module() -> *mut sys::mca_coll_base_module_t {
         (*module).base.coll_barrier = Some(super::barrier::barrier);
         (*module).base.coll_allreduce = Some(super::allreduce::allreduce);
         (*module).base.coll_reduce = Some(super::reduce::reduce);
+        (*module).base.coll_bcast = Some(super::bcast::bcast);
     }
     module as *mut sys::mca_coll_base_module_t
 }
@@ -94,17 +110,67 @@ unsafe extern "C" fn enable(module: *mut sys::mca_coll_base_module_t, comm: *mut
         let state = Box::new(CommState::new(cid, rank, size, saved, params::settings()));
         // SAFETY: our module, enabled once per communicator.
         unsafe { (*(module as *mut RdmaModule)).state = Box::into_raw(state) };
+        progress::register(module as *mut RdmaModule);
         sys::OMPI_SUCCESS as c_int
     })
 }
 
-/// Our per-communicator state behind a module Open MPI hands back to us.
+/// Runs `call` on our per-communicator state behind `module`, holding the
+/// module's busy flag, and lets the progress callback know if work is left.
 ///
 /// # Safety
 /// `module` must be a module created by `new_module` and enabled on the
-/// communicator of the current call. MPI forbids concurrent collectives on
-/// one communicator, so the state is not aliased while the call runs.
-pub(super) unsafe fn state_of<'a>(module: *mut sys::mca_coll_base_module_t) -> &'a mut CommState {
-    // SAFETY: guaranteed by the caller; enable stored a live Box pointer.
-    unsafe { &mut *(*(module as *mut RdmaModule)).state }
+/// communicator of the current call.
+pub(super) unsafe fn with_state(module: *mut sys::mca_coll_base_module_t, call: impl FnOnce(&mut CommState) -> c_int) -> c_int {
+    let module = module as *mut RdmaModule;
+    // SAFETY: guaranteed by the caller; the flags are only ever shared.
+    let (busy, needs_progress) = unsafe { (&(*module).busy, &(*module).needs_progress) };
+    while busy.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        // Only the progress callback of another thread holds it, briefly.
+        std::thread::yield_now();
+    }
+    // SAFETY: enable stored a live Box pointer; the busy flag makes this
+    // the only reference while it is held.
+    let state = unsafe { &mut *(*module).state };
+    let rc = call(state);
+    let has_work = state.has_background_work();
+    busy.store(false, Ordering::Release);
+    if has_work && !needs_progress.swap(true, Ordering::AcqRel) {
+        progress::work_added();
+    }
+    rc
+}
+
+/// Lets the progress callback serve the state behind `module` if nobody
+/// else is using it. Returns whether its background work is finished.
+///
+/// # Safety
+/// `module` must be a live, enabled module of ours.
+pub(super) unsafe fn progress_state(module: *mut RdmaModule) -> bool {
+    // SAFETY: guaranteed by the caller.
+    let (busy, needs_progress) = unsafe { (&(*module).busy, &(*module).needs_progress) };
+    if !needs_progress.load(Ordering::Acquire) {
+        return true;
+    }
+    if busy.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        return false;
+    }
+    // SAFETY: as in `with_state`.
+    let state = unsafe { &mut *(*module).state };
+    state.progress_background_work();
+    let finished = !state.has_background_work();
+    busy.store(false, Ordering::Release);
+    if finished && needs_progress.swap(false, Ordering::AcqRel) {
+        progress::work_finished();
+    }
+    finished
+}
+
+/// Whether the progress callback counts `module` as having work.
+///
+/// # Safety
+/// `module` must be a live module of ours.
+pub(super) unsafe fn has_pending_work(module: *mut RdmaModule) -> bool {
+    // SAFETY: guaranteed by the caller.
+    unsafe { (*module).needs_progress.load(Ordering::Acquire) }
 }

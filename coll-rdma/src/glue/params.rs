@@ -31,6 +31,14 @@ static mut REDUCTION_MODEL_LATENCY_NS: c_int = AllreduceModel::SHARED_MEMORY.mes
 static mut REDUCTION_MODEL_TRANSFER_PS_PER_BYTE: c_int = (AllreduceModel::SHARED_MEMORY.transfer_ns_per_byte * 1000.0) as c_int;
 static mut REDUCTION_MODEL_COMBINE_PS_PER_BYTE: c_int = (AllreduceModel::SHARED_MEMORY.reduce_ns_per_byte * 1000.0) as c_int;
 static mut REDUCTION_MODEL_PUT_GAP_NS: c_int = AllreduceModel::SHARED_MEMORY.put_gap_ns as c_int;
+static mut BCAST_WINDOW: c_int = 64;
+static mut BCAST_SLOT_SIZE: c_int = 4096;
+static mut BCAST_FRAGMENT_SIZE: c_int = 4096;
+static mut BCAST_CO_ROOTS: c_int = -1;
+static mut BCAST_ACK_INTERVAL: c_int = 8;
+static mut BCAST_TIMEOUT_MS: c_int = 20;
+static mut BCAST_NACK: c_int = 1;
+static mut BCAST_MAX_BYTES: c_int = -1;
 
 /// Which transport the user asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +62,22 @@ pub struct Settings {
     pub allreduce: ReductionSettings,
     pub reduce: ReductionSettings,
     pub reduction_model: AllreduceModel,
+    pub bcast: BcastSettings,
+}
+
+/// How MPI_Bcast's reliable multicast is configured.
+#[derive(Clone, Copy, Debug)]
+pub struct BcastSettings {
+    pub window_slots: usize,
+    pub slot_bytes: usize,
+    pub fragment_bytes: usize,
+    /// `None`: the paper's model chooses per communicator.
+    pub co_roots: Option<usize>,
+    pub ack_interval: usize,
+    pub timeout: Duration,
+    pub nack: bool,
+    /// Messages above this go to the module underneath; `None`: never.
+    pub max_bytes: Option<usize>,
 }
 
 /// How one reduction collective (allreduce or reduce) is configured.
@@ -222,6 +246,62 @@ fn registrations() -> Vec<Registration> {
             level: TUNER,
             storage: &raw mut REDUCTION_MODEL_PUT_GAP_NS as *mut c_void,
         },
+        Registration {
+            name: c"bcast_window",
+            help: c"Bcast sliding window: pieces a root may have in flight before every receiver has taken them (credits; 1..=4096)",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut BCAST_WINDOW as *mut c_void,
+        },
+        Registration {
+            name: c"bcast_slot_size",
+            help: c"Bytes per bcast window slot on shared memory; longer messages are fragmented through the window (64..=1048576)",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut BCAST_SLOT_SIZE as *mut c_void,
+        },
+        Registration {
+            name: c"bcast_fragment_size",
+            help: c"Bytes per multicast datagram on datagram transports (verbs UD, UDP), lowered to what the transport carries (64..=1048576)",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut BCAST_FRAGMENT_SIZE as *mut c_void,
+        },
+        Registration {
+            name: c"bcast_co_roots",
+            help: c"Co-roots that receive every message reliably and collect their subgroup's ACKs (datagram transports): -1 chooses from the model of Liu, Mamidala and Panda (2004, section 7.2); 0 or more fixes it",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut BCAST_CO_ROOTS as *mut c_void,
+        },
+        Registration {
+            name: c"bcast_ack_interval",
+            help: c"M of the lazy, skewed ACKs: receiver i acknowledges message B when B mod M = i mod M (1..=window)",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut BCAST_ACK_INTERVAL as *mut c_void,
+        },
+        Registration {
+            name: c"bcast_timeout_ms",
+            help: c"Milliseconds without an ACK before a collector retransmits to a receiver (doubling while it stays silent); >= 1",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut BCAST_TIMEOUT_MS as *mut c_void,
+        },
+        Registration {
+            name: c"bcast_nack",
+            help: c"1: a receiver that sees a gap asks its collector at once (a loss costs one round trip, not a timeout); 0: rely on timeouts",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut BCAST_NACK as *mut c_void,
+        },
+        Registration {
+            name: c"bcast_max_bytes",
+            help: c"Bcast messages larger than this many bytes are handed to the module underneath (its pipelined tree); -1 never hands them over",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut BCAST_MAX_BYTES as *mut c_void,
+        },
     ]
 }
 
@@ -282,6 +362,14 @@ pub struct RawParams {
     pub reduction_model_transfer_ps_per_byte: i32,
     pub reduction_model_combine_ps_per_byte: i32,
     pub reduction_model_put_gap_ns: i32,
+    pub bcast_window: i32,
+    pub bcast_slot_size: i32,
+    pub bcast_fragment_size: i32,
+    pub bcast_co_roots: i32,
+    pub bcast_ack_interval: i32,
+    pub bcast_timeout_ms: i32,
+    pub bcast_nack: i32,
+    pub bcast_max_bytes: i32,
 }
 
 fn read_raw() -> RawParams {
@@ -309,6 +397,14 @@ fn read_raw() -> RawParams {
             reduction_model_transfer_ps_per_byte: REDUCTION_MODEL_TRANSFER_PS_PER_BYTE,
             reduction_model_combine_ps_per_byte: REDUCTION_MODEL_COMBINE_PS_PER_BYTE,
             reduction_model_put_gap_ns: REDUCTION_MODEL_PUT_GAP_NS,
+            bcast_window: BCAST_WINDOW,
+            bcast_slot_size: BCAST_SLOT_SIZE,
+            bcast_fragment_size: BCAST_FRAGMENT_SIZE,
+            bcast_co_roots: BCAST_CO_ROOTS,
+            bcast_ack_interval: BCAST_ACK_INTERVAL,
+            bcast_timeout_ms: BCAST_TIMEOUT_MS,
+            bcast_nack: BCAST_NACK,
+            bcast_max_bytes: BCAST_MAX_BYTES,
         }
     }
 }
@@ -395,6 +491,38 @@ pub fn validate(raw: RawParams) -> Settings {
             max_bytes: max_bytes_setting("reduce_max_bytes", raw.reduce_max_bytes),
         },
         reduction_model: reduction_model(&raw),
+        bcast: bcast_settings(&raw),
+    }
+}
+
+/// `value` if it lies in `range`, else the nearest end of it, with a warning.
+fn clamped(name: &str, value: i32, range: std::ops::RangeInclusive<i32>) -> i32 {
+    if range.contains(&value) {
+        return value;
+    }
+    let nearest = value.clamp(*range.start(), *range.end());
+    tracing::warn!("coll_rdma_{name}={value} is outside {}..={}; using {nearest}", range.start(), range.end());
+    nearest
+}
+
+fn bcast_settings(raw: &RawParams) -> BcastSettings {
+    let window_slots = clamped("bcast_window", raw.bcast_window, 1..=4096);
+    BcastSettings {
+        window_slots: window_slots as usize,
+        slot_bytes: clamped("bcast_slot_size", raw.bcast_slot_size, SEGMENT_RANGE) as usize,
+        fragment_bytes: clamped("bcast_fragment_size", raw.bcast_fragment_size, SEGMENT_RANGE) as usize,
+        co_roots: match raw.bcast_co_roots {
+            -1 => None,
+            n if n >= 0 => Some(n as usize),
+            n => {
+                tracing::warn!("coll_rdma_bcast_co_roots={n} is invalid (-1 = automatic, or >= 0); using the automatic choice");
+                None
+            }
+        },
+        ack_interval: clamped("bcast_ack_interval", raw.bcast_ack_interval, 1..=window_slots) as usize,
+        timeout: Duration::from_millis(clamped("bcast_timeout_ms", raw.bcast_timeout_ms, 1..=i32::MAX) as u64),
+        nack: clamped("bcast_nack", raw.bcast_nack, 0..=1) == 1,
+        max_bytes: max_bytes_setting("bcast_max_bytes", raw.bcast_max_bytes),
     }
 }
 
@@ -413,17 +541,7 @@ fn degree_setting(name: &str, value: i32) -> Option<usize> {
 }
 
 fn segment_setting(name: &str, value: i32) -> usize {
-    if SEGMENT_RANGE.contains(&value) {
-        value as usize
-    } else {
-        let clamped = value.clamp(*SEGMENT_RANGE.start(), *SEGMENT_RANGE.end());
-        tracing::warn!(
-            "coll_rdma_{name}={value} is outside {}..={}; using {clamped}",
-            SEGMENT_RANGE.start(),
-            SEGMENT_RANGE.end()
-        );
-        clamped as usize
-    }
+    clamped(name, value, SEGMENT_RANGE) as usize
 }
 
 fn exchange_setting(value: i32) -> Option<usize> {

@@ -7,7 +7,7 @@ use ompi_sys as sys;
 
 use super::comm_state::{CommState, Link};
 use super::ffi_guard::guarded;
-use super::module::state_of;
+use super::module::with_state;
 use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, success};
 use super::saved::ReductionCall;
 
@@ -24,8 +24,7 @@ pub(super) unsafe extern "C" fn reduce(
 ) -> c_int {
     guarded("MPI_Reduce", sys::OMPI_ERROR as c_int, || {
         // SAFETY: Open MPI calls us with the module it enabled for `comm`.
-        let state = unsafe { state_of(module) };
-        state.reduce(&ReductionCall { send, recv, count, dtype, op, comm }, root)
+        unsafe { with_state(module, |state| state.reduce(&ReductionCall { send, recv, count, dtype, op, comm }, root)) }
     })
 }
 

@@ -45,6 +45,7 @@ impl<F> Drop for Saved<F> {
 type BarrierFn = unsafe extern "C" fn(Comm, Module) -> c_int;
 type AllgatherFn = unsafe extern "C" fn(*const c_void, c_int, Datatype, *mut c_void, c_int, Datatype, Comm, Module) -> c_int;
 type AllreduceFn = unsafe extern "C" fn(*const c_void, *mut c_void, c_int, Datatype, Op, Comm, Module) -> c_int;
+type BcastFn = unsafe extern "C" fn(*mut c_void, c_int, Datatype, c_int, Comm, Module) -> c_int;
 type ReduceFn = unsafe extern "C" fn(*const c_void, *mut c_void, c_int, Datatype, Op, c_int, Comm, Module) -> c_int;
 
 /// The arguments of an MPI reduction call, passed through unchanged to a
@@ -64,6 +65,7 @@ pub struct SavedCollectives {
     allgather: Saved<AllgatherFn>,
     allreduce: Saved<AllreduceFn>,
     reduce: Saved<ReduceFn>,
+    bcast: Saved<BcastFn>,
 }
 
 impl SavedCollectives {
@@ -83,6 +85,7 @@ impl SavedCollectives {
             allgather: Saved::take(table.coll_allgather, table.coll_allgather_module)?,
             allreduce: Saved::take(table.coll_allreduce, table.coll_allreduce_module)?,
             reduce: Saved::take(table.coll_reduce, table.coll_reduce_module)?,
+            bcast: Saved::take(table.coll_bcast, table.coll_bcast_module)?,
         })
     }
 
@@ -102,6 +105,11 @@ impl SavedCollectives {
         unsafe {
             (self.reduce.function)(call.send, call.recv, call.count, call.dtype, call.op, root, call.comm, self.reduce.module)
         }
+    }
+
+    pub fn bcast(&self, buffer: *mut c_void, count: c_int, dtype: Datatype, root: c_int, comm: Comm) -> c_int {
+        // SAFETY: as for `barrier`; the arguments are the caller's own.
+        unsafe { (self.bcast.function)(buffer, count, dtype, root, comm, self.bcast.module) }
     }
 
     /// An `Exchange` over the saved allgather on `comm`.

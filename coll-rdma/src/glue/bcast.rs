@@ -1,0 +1,146 @@
+//! MPI_Bcast's entry point: reliable multicast through the communicator's
+//! window (the root copies in and returns; receivers copy out), or the
+//! module underneath.
+//!
+//! MPI lets ranks describe the same bytes with different datatypes, so the
+//! only facts every rank shares are the message's length and root. Every
+//! decision between paths rests on those; a rank whose datatype is not
+//! contiguous packs (root) or unpacks (receiver) around the multicast.
+
+use std::ffi::{c_int, c_void};
+
+use ompi_sys as sys;
+
+use super::comm_state::{CommState, Link};
+use super::datatype::{contiguous_span, signature_bytes};
+use super::ffi_guard::guarded;
+use super::module::with_state;
+use super::reduction_call::{span_bytes_mut, success};
+use crate::bcast::Bcast;
+
+pub(super) unsafe extern "C" fn bcast(
+    buffer: *mut c_void,
+    count: c_int,
+    dtype: *mut sys::ompi_datatype_t,
+    root: c_int,
+    comm: *mut sys::ompi_communicator_t,
+    module: *mut sys::mca_coll_base_module_t,
+) -> c_int {
+    guarded("MPI_Bcast", sys::OMPI_ERROR as c_int, || {
+        // SAFETY: Open MPI calls us with the module it enabled for `comm`.
+        unsafe { with_state(module, |state| state.bcast(&BcastCall { buffer, count, dtype, root, comm })) }
+    })
+}
+
+struct BcastCall {
+    buffer: *mut c_void,
+    count: c_int,
+    dtype: *mut sys::ompi_datatype_t,
+    root: c_int,
+    comm: *mut sys::ompi_communicator_t,
+}
+
+impl CommState {
+    fn bcast(&mut self, call: &BcastCall) -> c_int {
+        let Ok(count) = usize::try_from(call.count) else {
+            return self.hand_over_bcast(call, format!("negative count {}", call.count));
+        };
+        let bytes = match signature_bytes(call.dtype, count) {
+            Ok(bytes) => bytes,
+            Err(why) => return self.hand_over_bcast(call, why.to_string()),
+        };
+        if bytes == 0 {
+            self.tallies.bcast.served += 1;
+            return success();
+        }
+        if let Some(limit) = self.bcast_max_bytes.filter(|&limit| bytes > limit) {
+            return self.hand_over_bcast(call, format!("{bytes} bytes exceed coll_rdma_bcast_max_bytes={limit}"));
+        }
+        if !self.bcast.serves(bytes) {
+            return self.hand_over_bcast(call, format!("{bytes} bytes are above what the multicast window serves"));
+        }
+        if !self.ensure_link(call.comm) {
+            return self.hand_over_bcast(call, "transport unavailable".to_string());
+        }
+        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
+        if !Bcast::supported_by(transport) {
+            return self.hand_over_bcast(call, format!("the {} transport offers no multicast", btl_ibmc::Transport::name(transport)));
+        }
+        let root = call.root as usize;
+        let outcome = match contiguous_span(call.dtype, count) {
+            Ok(span) => {
+                // SAFETY: MPI guarantees the buffer holds `count` elements of
+                // `dtype`, which `span` describes.
+                let message = unsafe { span_bytes_mut(call.buffer, &span) };
+                self.bcast.bcast(transport, root, message)
+            }
+            Err(_) => {
+                let mut packed = vec![0u8; bytes];
+                let at_root = root == self.rank;
+                if at_root {
+                    if let Err(rc) = pack(call, &mut packed) {
+                        return rc;
+                    }
+                }
+                let outcome = self.bcast.bcast(transport, root, &mut packed);
+                if outcome.is_ok() && !at_root {
+                    if let Err(rc) = unpack(call, &packed) {
+                        return rc;
+                    }
+                }
+                outcome
+            }
+        };
+        match outcome {
+            Ok(()) => {
+                self.tallies.bcast.served += 1;
+                success()
+            }
+            Err(why) => {
+                tracing::error!("comm {} rank {}: bcast failed: {why}", self.cid, self.rank);
+                sys::OMPI_ERROR as c_int
+            }
+        }
+    }
+
+    fn hand_over_bcast(&mut self, call: &BcastCall, reason: String) -> c_int {
+        self.report_handover("bcast", reason);
+        self.tallies.bcast.handed_over += 1;
+        self.saved.bcast(call.buffer, call.count, call.dtype, call.root, call.comm)
+    }
+
+    /// Whether a root still has messages its receivers have not
+    /// acknowledged (or a receiver owes an acknowledgement).
+    pub(super) fn has_background_work(&self) -> bool {
+        matches!(self.link, Link::Ready(_)) && !self.bcast.is_idle()
+    }
+
+    /// Serves ACKs, NACKs and retransmissions outside a collective call.
+    pub(super) fn progress_background_work(&mut self) {
+        if let Link::Ready(transport) = &self.link {
+            if let Err(why) = self.bcast.progress(transport) {
+                tracing::warn!("comm {} rank {}: bcast progress failed: {why}", self.cid, self.rank);
+            }
+        }
+    }
+}
+
+fn pack(call: &BcastCall, packed: &mut [u8]) -> Result<(), c_int> {
+    let mut position: c_int = 0;
+    // SAFETY: MPI_Pack reads `count` elements of `dtype` from the caller's
+    // buffer and writes at most `packed.len()` bytes, the signature size.
+    let rc = unsafe {
+        sys::MPI_Pack(call.buffer, call.count, call.dtype, packed.as_mut_ptr().cast(), packed.len() as c_int, &mut position, call.comm)
+    };
+    if rc == 0 { Ok(()) } else { Err(rc) }
+}
+
+fn unpack(call: &BcastCall, packed: &[u8]) -> Result<(), c_int> {
+    let mut position: c_int = 0;
+    // SAFETY: MPI_Unpack reads the packed bytes and writes `count` elements
+    // of `dtype` into the caller's buffer.
+    let rc = unsafe {
+        sys::MPI_Unpack(packed.as_ptr().cast(), packed.len() as c_int, &mut position, call.buffer, call.count, call.dtype, call.comm)
+    };
+    if rc == 0 { Ok(()) } else { Err(rc) }
+}

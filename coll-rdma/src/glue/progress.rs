@@ -1,0 +1,90 @@
+//! Open MPI's progress engine drives what coll rdma has left to do between
+//! collective calls: a bcast root returns before its receivers acknowledge,
+//! so ACKs, NACKs and retransmissions are served from inside whatever MPI
+//! call the rank makes next. The callback costs one atomic load while no
+//! communicator has such work.
+
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, Once};
+
+use ompi_sys as sys;
+
+use super::ffi_guard::guarded;
+use super::module::{has_pending_work, progress_state, RdmaModule};
+
+struct ModulePtr(*mut RdmaModule);
+
+// SAFETY: the pointer is only dereferenced under the registry lock, which
+// the destructor also takes before the module is freed.
+unsafe impl Send for ModulePtr {}
+
+static MODULES: Mutex<Vec<ModulePtr>> = Mutex::new(Vec::new());
+static MODULES_WITH_WORK: AtomicUsize = AtomicUsize::new(0);
+static REGISTERED_WITH_OPAL: Once = Once::new();
+
+fn registry() -> std::sync::MutexGuard<'static, Vec<ModulePtr>> {
+    MODULES.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Makes `module` reachable from the progress callback.
+pub(super) fn register(module: *mut RdmaModule) {
+    REGISTERED_WITH_OPAL.call_once(|| {
+        // SAFETY: a plain C callback with the signature opal expects; it
+        // stays valid as long as this library is loaded, and component
+        // close unregisters it.
+        let rc = unsafe { sys::opal_progress_register(Some(progress_callback)) };
+        if rc != sys::OPAL_SUCCESS as c_int {
+            tracing::warn!("could not register with Open MPI's progress engine (error {rc}); bcast acknowledgements are served only inside coll rdma calls");
+        }
+    });
+    registry().push(ModulePtr(module));
+}
+
+/// Takes `module` out of the callback's reach; after this returns the
+/// callback no longer touches it.
+pub(super) fn unregister(module: *mut RdmaModule) {
+    let mut modules = registry();
+    if let Some(index) = modules.iter().position(|m| m.0 == module) {
+        modules.swap_remove(index);
+        // SAFETY: still alive: its destructor is the caller.
+        if unsafe { has_pending_work(module) } {
+            MODULES_WITH_WORK.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+pub(super) fn work_added() {
+    MODULES_WITH_WORK.fetch_add(1, Ordering::AcqRel);
+}
+
+pub(super) fn work_finished() {
+    MODULES_WITH_WORK.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// Stops Open MPI from calling us, at component close.
+pub(super) fn unregister_from_opal() {
+    if REGISTERED_WITH_OPAL.is_completed() {
+        // SAFETY: the callback was registered in `register`.
+        unsafe { sys::opal_progress_unregister(Some(progress_callback)) };
+    }
+}
+
+unsafe extern "C" fn progress_callback() -> c_int {
+    if MODULES_WITH_WORK.load(Ordering::Acquire) == 0 {
+        return 0;
+    }
+    guarded("progress callback", 0, || {
+        // Never wait for the registry: a destructor on another thread may
+        // hold it, and progress must not block.
+        let Ok(modules) = MODULES.try_lock() else { return 0 };
+        let mut progressed = 0;
+        for module in modules.iter() {
+            // SAFETY: registered modules are alive while the lock is held.
+            if !unsafe { progress_state(module.0) } {
+                progressed += 1;
+            }
+        }
+        progressed
+    })
+}
