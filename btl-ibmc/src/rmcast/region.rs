@@ -6,6 +6,7 @@
 //! ```text
 //! shared window (the root's own window holds its messages):
 //!   slot j = start + j·stride:  [flag | message length | offset | pad to 64 | payload]
+//!                               (a piece of at most 40 bytes sits in the pad instead)
 //!   after the W slots:          one 64-byte line per reader rank: pieces it delivered
 //! datagram (collectors' windows hold ACKs):
 //!   start + (root·A + position)·8: pieces the member at `position` of this
@@ -20,6 +21,8 @@ use super::groups::Groups;
 
 pub(crate) const LINE: usize = 64;
 const WORD: usize = 8;
+/// What fits in a slot's first line after the flag, length and offset words.
+pub(crate) const INLINE_PAYLOAD: usize = LINE - 3 * WORD;
 
 /// The ring of slots in the root's own window, and the readers' ACK lines.
 #[derive(Clone, Copy, Debug)]
@@ -55,8 +58,10 @@ impl SharedRegion {
         self.slot(seq) + 2 * WORD
     }
 
-    pub(crate) fn payload(&self, seq: u64) -> usize {
-        self.slot(seq) + LINE
+    /// Where a piece of `len` bytes goes. A small piece shares the flag's
+    /// line, so a reader fetches one line per message instead of two.
+    pub(crate) fn payload(&self, seq: u64, len: usize) -> usize {
+        if len <= INLINE_PAYLOAD { self.slot(seq) + 3 * WORD } else { self.slot(seq) + LINE }
     }
 
     pub(crate) fn ack_line(&self, reader: usize) -> usize {
@@ -105,10 +110,10 @@ mod tests {
             assert!(shared.end <= end && datagram.end <= end);
             for seq in 0..2 * window_slots as u64 {
                 assert_eq!(shared.flag(seq) % LINE, 0);
-                assert!(shared.payload(seq) + slot_bytes <= shared.flag(seq) + shared.stride);
+                assert!(shared.payload(seq, slot_bytes) + slot_bytes <= shared.flag(seq) + shared.stride);
                 assert_eq!(shared.flag(seq), shared.flag(seq + window_slots as u64), "slots are reused after W pieces");
             }
-            let last_slot = shared.payload(window_slots as u64 - 1) + slot_bytes;
+            let last_slot = shared.payload(window_slots as u64 - 1, slot_bytes) + slot_bytes;
             assert!(last_slot <= shared.ack_line(0));
             assert!(shared.ack_line(size - 1) + LINE <= shared.end);
             if let Some(last_position) = Groups::ack_slots_per_root(size, config.co_roots_for(size)).checked_sub(1) {

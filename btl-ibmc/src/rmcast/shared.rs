@@ -26,6 +26,13 @@ use super::region::SharedRegion;
 use super::stats::RmcastStats;
 use crate::transport::{Transport, TransportError};
 
+fn write_if_changed<T: Transport + ?Sized>(transport: &T, me: usize, word: usize, value: u64) -> Result<(), TransportError> {
+    if transport.local_flag(word) != value {
+        transport.put_flag(me, word, value)?;
+    }
+    Ok(())
+}
+
 struct Reader {
     delivered: u64,
     ack: LazyAck,
@@ -73,9 +80,13 @@ impl SharedFlavour {
                 }
             }
             let seq = self.next_seq;
-            transport.put_flag(me, self.region.message_len_word(seq), message.len() as u64)?;
-            transport.put_flag(me, self.region.offset_word(seq), offset as u64)?;
-            transport.put(me, self.region.payload(seq), piece, self.region.flag(seq), seq + 1)?;
+            // Readers poll the flag in the same line as these words: every
+            // store there can pull the line back from them, so a word that
+            // already holds the value (back-to-back messages of one size)
+            // is left alone.
+            write_if_changed(transport, me, self.region.message_len_word(seq), message.len() as u64)?;
+            write_if_changed(transport, me, self.region.offset_word(seq), offset as u64)?;
+            transport.put(me, self.region.payload(seq, piece.len()), piece, self.region.flag(seq), seq + 1)?;
             self.next_seq += 1;
             stats.pieces_sent += 1;
         }
@@ -137,7 +148,7 @@ impl SharedFlavour {
                      at the root, this rank expects offset {offset} of {message_len}"
                 )));
             }
-            transport.read_peer(root, self.region.payload(seq), piece)?;
+            transport.read_peer(root, self.region.payload(seq, piece.len()), piece)?;
             let after = transport.peer_flag(root, flag)?;
             self.check_not_lapped(root, seq, after, stats)?;
             let reader = self.reader(root);
