@@ -1,11 +1,17 @@
 /*
  * coll_latency: latency of one MPI collective, in microseconds per call.
  *
- *   coll_latency [-c COLL] [-m MIN[:MAX]] [-w WARMUP] [-n ITERS] [-r ROOT] [-q]
+ *   coll_latency [-c COLL] [-m MIN[:MAX]] [-f FACTOR] [-w WARMUP] [-n ITERS]
+ *                [-s SCALE_BYTES] [-l MIN_ITERS] [-r ROOT] [-q]
  *     -c  barrier (default), allreduce, reduce, bcast
- *     -m  message size in bytes, or a range MIN:MAX stepped by powers of two
- *         (default 8; ignored for barrier)
+ *     -m  message size in bytes, or a range MIN:MAX (default 8; ignored for
+ *         barrier)
+ *     -f  step of the range: each size is FACTOR times the previous (default 2)
  *     -w  warm-up iterations (default 1000), -n timed iterations (default 10000)
+ *     -s  above SCALE_BYTES, iterations and warm-up shrink in proportion to the
+ *         size (ITERS * SCALE_BYTES / size), so that large messages do not take
+ *         much longer than small ones; 0 (default) keeps them fixed
+ *     -l  the least number of timed iterations when -s shrinks them (default 20)
  *     -r  root of reduce and bcast (default 0)
  *     -q  no header lines
  *
@@ -13,6 +19,10 @@
  * by the number of iterations. The other collectives are timed call by call,
  * with a barrier (untimed) after each call so that one call's skew does not
  * leak into the next one's time.
+ * Reductions sum floats (size / 4 of them, at least 1); after each size one
+ * more call with every element 1.0 checks the result (== number of ranks, on
+ * every rank for allreduce, at the root for reduce): a wrong result prints a
+ * "# WRONG RESULT" line and the program exits with status 3.
  * Each rank's figure is reduced to rank 0, which prints min/avg/max over ranks:
  *   # collective  size_bytes  avg_us  min_us  max_us  iterations  ranks
  *   barrier       0           0.41    0.40    0.42    10000       2
@@ -34,7 +44,8 @@ static void usage_exit(const char *msg)
     if (rank == 0) {
         if (msg) fprintf(stderr, "coll_latency: %s\n", msg);
         fprintf(stderr, "usage: coll_latency [-c barrier|allreduce|reduce|bcast] "
-                        "[-m MIN[:MAX]] [-w WARMUP] [-n ITERS] [-r ROOT] [-q]\n");
+                        "[-m MIN[:MAX]] [-f FACTOR] [-w WARMUP] [-n ITERS] [-s SCALE_BYTES] "
+                        "[-l MIN_ITERS] [-r ROOT] [-q]\n");
     }
     MPI_Finalize();
     exit(msg ? 2 : 0);
@@ -92,9 +103,9 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
     enum coll c = C_BARRIER;
-    size_t min_size = 8, max_size = 8;
-    long warmup = 1000, iters = 10000;
-    int root = 0, quiet = 0;
+    size_t min_size = 8, max_size = 8, factor = 2, scale = 0;
+    long warmup = 1000, iters = 10000, min_iters = 20;
+    int root = 0, quiet = 0, wrong = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -113,6 +124,14 @@ int main(int argc, char **argv)
             min_size = strtoul(v, &end, 0);
             max_size = (*end == ':') ? strtoul(end + 1, NULL, 0) : min_size;
             if (max_size < min_size) usage_exit("-m MIN:MAX with MAX < MIN");
+        } else if (strcmp(a, "-f") == 0) {
+            factor = strtoul(v, NULL, 0);
+            if (factor < 2) usage_exit("-f FACTOR must be at least 2");
+        } else if (strcmp(a, "-s") == 0) {
+            scale = strtoul(v, NULL, 0);
+        } else if (strcmp(a, "-l") == 0) {
+            min_iters = atol(v);
+            if (min_iters < 1) usage_exit("-l MIN_ITERS must be at least 1");
         } else if (strcmp(a, "-w") == 0) {
             warmup = atol(v);
         } else if (strcmp(a, "-n") == 0) {
@@ -146,20 +165,45 @@ int main(int argc, char **argv)
                "min_us", "max_us", "iterations", "ranks");
     }
 
-    for (size_t size = min_size;; size = size ? size * 2 : 1) {
-        double t = measure(c, sbuf, rbuf, size, root, warmup, iters) * 1e6;
+    for (size_t size = min_size;; size = size ? size * factor : 1) {
+        long n = iters, w = warmup;
+        if (scale > 0 && size > scale) {
+            n = (long)((double)iters * (double)scale / (double)size);
+            w = (long)((double)warmup * (double)scale / (double)size);
+            if (n < min_iters) n = min_iters < iters ? min_iters : iters;
+            if (w < 2 && warmup >= 2) w = 2;
+        }
+        double t = measure(c, sbuf, rbuf, size, root, w, n) * 1e6;
+        if (c == C_ALLREDUCE || c == C_REDUCE) {
+            int count = (int)(size / sizeof(float));
+            if (count < 1) count = 1;
+            float *sf = sbuf, *rf = rbuf;
+            for (int j = 0; j < count; j++) { sf[j] = 1.0f; rf[j] = -1.0f; }
+            run_once(c, sbuf, rbuf, size, root);
+            int bad = 0;
+            if (c == C_ALLREDUCE || rank == root)
+                for (int j = 0; j < count; j++)
+                    if (rf[j] != (float)nranks) { bad = 1; break; }
+            int any = 0;
+            MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            if (any) {
+                wrong = 1;
+                if (rank == 0) printf("# WRONG RESULT: %s of %zu bytes\n", names[c], size);
+            }
+            memset(sbuf, 1, size);
+        }
         double tmin, tmax, tsum;
         MPI_Reduce(&t, &tmin, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
         MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         MPI_Reduce(&t, &tsum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
         if (rank == 0)
             printf("%-13s %11zu %10.3f %10.3f %10.3f %11ld %6d\n", names[c], size,
-                   tsum / nranks, tmin, tmax, iters, nranks);
+                   tsum / nranks, tmin, tmax, n, nranks);
         if (size >= max_size) break;
     }
     fflush(stdout);
     free(sbuf);
     free(rbuf);
     MPI_Finalize();
-    return 0;
+    return wrong ? 3 : 0;
 }

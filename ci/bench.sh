@@ -12,19 +12,41 @@
 #   BENCH_ITERS_2 / BENCH_WARMUP_2   iterations at np=2 [1000000 / 100000]
 #   BENCH_ITERS_N / BENCH_WARMUP_N   iterations above np=2 [100000 / 10000]
 #   BENCH_TIMEOUT  seconds allowed per mpirun [90]
+#   BENCH_RESULTS_DIR  where the results go [bench/results]
+# message-size sweep of the reductions (stock vs coll rdma, one mpirun per
+# variant covers every size; large sizes get fewer iterations):
+#   BENCH_SWEEP_COLLS   collectives swept ["allreduce reduce"]; empty: none
+#   BENCH_SWEEP_SIZES   MIN:MAX bytes [4:1048576], BENCH_SWEEP_FACTOR step [4]
+#   BENCH_SWEEP_NPS     process counts [$BENCH_NPS]
+#   BENCH_SWEEP_REPS    repetitions of each variant, alternating [5]
+#   BENCH_SWEEP_ITERS_2 / BENCH_SWEEP_WARMUP_2  at np=2 [20000 / 2000]
+#   BENCH_SWEEP_ITERS_N / BENCH_SWEEP_WARMUP_N  above np=2 [3000 / 300]
+#   BENCH_SWEEP_SCALE   above this many bytes, iterations shrink in
+#                       proportion to the size [4096], down to
+#   BENCH_SWEEP_MIN_ITERS [50]
+# allreduce latency by tree degree k, next to the cost model's prediction
+# (tuning/src/bin/coll-rdma-model.rs, built with cargo):
+#   BENCH_DEGREES       degrees ["1 2 3 4 5 6 7"]; empty: no degree table
+#   BENCH_DEGREE_BYTES  message size [65536]
+#   BENCH_DEGREE_NPS    process counts ["4 2"]
+#   BENCH_DEGREE_REPS   repetitions [5]
+#   BENCH_DEGREE_ITERS_2 / BENCH_DEGREE_ITERS_N  timed iterations [5000 / 1000]
 #
 # Each repetition runs stock Open MPI (--mca coll ^rdma) and coll rdma
 # (component from build/components, default priority) one after the other,
 # swapping the order every repetition; the table shows the median of the
-# per-run averages. Results go to bench/results/<date>-<host>.txt and
-# bench/results/latest.txt.
+# per-run averages. Every coll rdma run is checked to have served what it
+# measures (its coll_rdma_verbose summary: served > 0, 0 handed to the
+# fallback), every stock run to have no trace of coll rdma, and the
+# reductions' results are checked by coll_latency itself. Results go to
+# bench/results/<date>-<host>.txt and bench/results/latest.txt.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$ROOT/build
 COMPDIR=$BUILD/components
 BIN=$BUILD/bench
-RESULTS=$ROOT/bench/results
+RESULTS=${BENCH_RESULTS_DIR:-$ROOT/bench/results}
 COMPONENT_PATH="SYS_DEFAULT:$COMPDIR"
 
 COLLS=${BENCH_COLLS:-barrier}
@@ -35,12 +57,29 @@ WARMUP_2=${BENCH_WARMUP_2:-100000}
 ITERS_N=${BENCH_ITERS_N:-100000}
 WARMUP_N=${BENCH_WARMUP_N:-10000}
 TIMEOUT=${BENCH_TIMEOUT:-90}
+SWEEP_COLLS=${BENCH_SWEEP_COLLS-allreduce reduce}
+SWEEP_SIZES=${BENCH_SWEEP_SIZES:-4:1048576}
+SWEEP_FACTOR=${BENCH_SWEEP_FACTOR:-4}
+SWEEP_NPS=${BENCH_SWEEP_NPS:-$NPS}
+SWEEP_REPS=${BENCH_SWEEP_REPS:-5}
+SWEEP_ITERS_2=${BENCH_SWEEP_ITERS_2:-20000}
+SWEEP_WARMUP_2=${BENCH_SWEEP_WARMUP_2:-2000}
+SWEEP_ITERS_N=${BENCH_SWEEP_ITERS_N:-3000}
+SWEEP_WARMUP_N=${BENCH_SWEEP_WARMUP_N:-300}
+SWEEP_SCALE=${BENCH_SWEEP_SCALE:-4096}
+SWEEP_MIN_ITERS=${BENCH_SWEEP_MIN_ITERS:-50}
+DEGREES=${BENCH_DEGREES-1 2 3 4 5 6 7}
+DEGREE_BYTES=${BENCH_DEGREE_BYTES:-65536}
+DEGREE_NPS=${BENCH_DEGREE_NPS:-4 2}
+DEGREE_REPS=${BENCH_DEGREE_REPS:-5}
+DEGREE_ITERS_2=${BENCH_DEGREE_ITERS_2:-5000}
+DEGREE_ITERS_N=${BENCH_DEGREE_ITERS_N:-1000}
 
 STOCK_ONLY=0
 case ${1:-} in
     --stock-only) STOCK_ONLY=1 ;;
     "") ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench: unknown argument '$1'" >&2; exit 2 ;;
 esac
 
@@ -49,6 +88,8 @@ die() { printf 'bench: error: %s\n' "$*" >&2; exit 1; }
 if [ "$(id -u)" = 0 ]; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
+# rustup installs into ~/.cargo/bin, which non-login shells may not have on PATH
+[ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
 for v in $(env | sed -n 's/^\(OMPI_MCA_[A-Za-z0-9_]*\)=.*/\1/p'); do
     case $v in
         OMPI_MCA_coll*|OMPI_MCA_mca_base_component_path|OMPI_MCA_btl) unset "$v" ;;
@@ -166,6 +207,177 @@ for np in $NPS; do
         [ "$STOCK_ONLY" = 1 ] || RAW="$RAW"$'\n'"np=$np $coll size=$size rdma: $rdma_vals"
     done
 done
+# ------------------------------------------------- reductions by message size
+# sweep_one VARIANT NP COLL -> "size avg" lines, or one word: timeout, error,
+# wrong (coll_latency found a wrong result), unused (coll rdma did not serve
+# every call itself), unexcluded (stock run with coll rdma in it)
+sweep_one() {
+    local variant=$1 np=$2 coll=$3
+    local iters warmup bind=(--bind-to core) over=()
+    if [ "$np" -le 2 ]; then
+        iters=$SWEEP_ITERS_2 warmup=$SWEEP_WARMUP_2
+    else
+        iters=$SWEEP_ITERS_N warmup=$SWEEP_WARMUP_N bind=(--bind-to none) over=(--oversubscribe)
+    fi
+    local sel=(--mca coll '^rdma')
+    [ "$variant" = rdma ] && sel=()
+    local tag="sweep-np$np-$coll-$variant-$RUN"
+    local rc=0
+    timeout -k 5 "$TIMEOUT" mpirun -np "$np" "${over[@]}" "${bind[@]}" --mca btl self,vader \
+        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" --mca coll_rdma_verbose 1 \
+        "$BIN/coll_latency" -q -c "$coll" -m "$SWEEP_SIZES" -f "$SWEEP_FACTOR" -w "$warmup" \
+        -n "$iters" -s "$SWEEP_SCALE" -l "$SWEEP_MIN_ITERS" \
+        </dev/null >"$LOG/$tag.out" 2>"$LOG/$tag.err" || rc=$?
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo timeout; return; fi
+    [ "$rc" = 3 ] && { echo wrong; return; }
+    [ "$rc" = 0 ] || { echo error; return; }
+    if [ "$variant" = rdma ]; then
+        served_all "$coll" "$LOG/$tag.err" || { echo unused; return; }
+    elif grep -q 'coll:rdma:' "$LOG/$tag.err"; then
+        echo unexcluded; return
+    fi
+    awk '!/^#/ && NF >= 7 { print $2, $3 }' "$LOG/$tag.out"
+}
+
+# served_all COLL FILE: every rank's summary for MPI_COMM_WORLD says it served
+# some COLL(s) itself and handed none to the fallback
+served_all() {
+    local coll=$1 file=$2 lines
+    lines=$(grep -E "coll:rdma: comm 0 rank [0-9]+: served [0-9]+ $coll\(s\) over " "$file" || true)
+    [ -n "$lines" ] || return 1
+    printf '%s\n' "$lines" | grep -Eq "served 0 $coll|, [1-9][0-9]* handed" && return 1
+    return 0
+}
+
+SWEEP_TABLE=""
+if [ -n "$SWEEP_COLLS" ]; then
+    echo "== sweep: $SWEEP_COLLS, $SWEEP_SIZES bytes (x$SWEEP_FACTOR) at np $SWEEP_NPS, $SWEEP_REPS repetition(s)"
+    SWEEP_TABLE=$(printf '%-4s %-11s %8s %10s %10s %11s\n' np collective size stock_us rdma_us rdma/stock)
+    for np in $SWEEP_NPS; do
+        for coll in $SWEEP_COLLS; do
+            rm -f "$LOG/sweep.stock" "$LOG/sweep.rdma"
+            for RUN in $(seq 1 "$SWEEP_REPS"); do
+                order="stock rdma"
+                [ $((RUN % 2)) = 0 ] && order="rdma stock"
+                [ "$STOCK_ONLY" = 1 ] && order="stock"
+                for variant in $order; do
+                    out=$(sweep_one "$variant" "$np" "$coll")
+                    case $out in
+                        ''|timeout|error|wrong|unused|unexcluded)
+                            problems=$((problems + 1))
+                            echo "   np=$np $coll $variant run $RUN: ${out:-no result} (logs in ${LOG#"$ROOT"/})" ;;
+                        *) printf '%s\n' "$out" >> "$LOG/sweep.$variant"
+                           RAW="$RAW"$'\n'"np=$np $coll $variant run $RUN: $(printf '%s\n' "$out" | awk '{ printf "%s%s=%s", (NR > 1 ? " " : ""), $1, $2 }')" ;;
+                    esac
+                done
+            done
+            sizes=$(cat "$LOG"/sweep.stock "$LOG"/sweep.rdma 2>/dev/null | awk '{ print $1 }' | sort -n | uniq)
+            for size in $sizes; do
+                s=$(awk -v z="$size" '$1 == z { print $2 }' "$LOG/sweep.stock" 2>/dev/null | median)
+                r="-"
+                [ "$STOCK_ONLY" = 1 ] || r=$(awk -v z="$size" '$1 == z { print $2 }' "$LOG/sweep.rdma" 2>/dev/null | median)
+                ratio=$(awk -v s="$s" -v r="$r" 'BEGIN { if (s ~ /^[0-9.]+$/ && r ~ /^[0-9.]+$/ && s > 0) printf "%.2f", r / s; else print "-" }')
+                line=$(printf '%-4s %-11s %8s %10s %10s %11s' "$np" "$coll" "$size" "$s" "$r" "$ratio")
+                SWEEP_TABLE="$SWEEP_TABLE"$'\n'"$line"
+                echo "$line"
+            done
+        done
+    done
+fi
+
+# ----------------------------------------- allreduce by tree degree vs model
+# degree_one NP K -> "avg_us used_degree", or a problem word as sweep_one;
+# K = auto: the component's own choice; K = stock: stock Open MPI
+degree_one() {
+    local np=$1 k=$2
+    local iters=$DEGREE_ITERS_2 bind=(--bind-to core) over=()
+    [ "$np" -le 2 ] || { iters=$DEGREE_ITERS_N; bind=(--bind-to none); over=(--oversubscribe); }
+    local sel=()
+    case $k in
+        stock) sel=(--mca coll '^rdma') ;;
+        auto) ;;
+        *) sel=(--mca coll_rdma_allreduce_degree "$k" --mca coll_rdma_allreduce_exchange_max 0) ;;
+    esac
+    local tag="degree-np$np-k$k-$RUN" rc=0
+    timeout -k 5 "$TIMEOUT" mpirun -np "$np" "${over[@]}" "${bind[@]}" --mca btl self,vader \
+        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" --mca coll_rdma_verbose 1 \
+        "$BIN/coll_latency" -q -c allreduce -m "$DEGREE_BYTES" -w $((iters / 10 + 1)) -n "$iters" \
+        </dev/null >"$LOG/$tag.out" 2>"$LOG/$tag.err" || rc=$?
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo timeout; return; fi
+    [ "$rc" = 3 ] && { echo wrong; return; }
+    [ "$rc" = 0 ] || { echo error; return; }
+    local used="-"
+    if [ "$k" = stock ]; then
+        grep -q 'coll:rdma:' "$LOG/$tag.err" && { echo unexcluded; return; }
+    else
+        served_all allreduce "$LOG/$tag.err" || { echo unused; return; }
+        used=$(sed -n 's/.*coll:rdma: comm 0 rank 0: transport [a-z]* ready .*allreduce degree \([0-9]*\).*/\1/p' "$LOG/$tag.err" | head -1)
+        used=${used:--}
+        if [ "$k" != auto ] && [ "$used" != - ] && [ "$used" != "$k" ]; then echo "degree-$used-used"; return; fi
+    fi
+    printf '%s %s\n' "$(awk '!/^#/ && NF >= 7 { print $3; exit }' "$LOG/$tag.out")" "$used"
+}
+
+DEGREE_TABLE=""
+MODEL=""
+if [ -n "$DEGREES" ] && [ "$STOCK_ONLY" = 0 ]; then
+    echo "== allreduce of $DEGREE_BYTES bytes by tree degree at np $DEGREE_NPS, $DEGREE_REPS repetition(s); cargo build --release -p tuning --bins"
+    if (cd "$ROOT" && cargo build --release -p tuning --bins) > "$LOG/cargo-model.log" 2>&1; then
+        MODEL=$ROOT/target/release/coll-rdma-model
+    else
+        echo "   warning: cannot build coll-rdma-model (see ${LOG#"$ROOT"/}/cargo-model.log): no predictions"
+    fi
+    for np in $DEGREE_NPS; do
+        pred_file=$LOG/model-np$np.txt
+        : > "$pred_file"
+        if [ -n "$MODEL" ]; then
+            "$MODEL" --ranks "$np" --bytes "$DEGREE_BYTES" --degrees "$(printf '%s' "$DEGREES" | tr ' ' ',')" \
+                > "$pred_file" 2>&1 || echo "   warning: coll-rdma-model failed: $(head -1 "$pred_file")"
+        fi
+        best=$(awk '$1 == "best" { print $2; exit }' "$pred_file")
+        over_note=""
+        [ "$np" -gt 2 ] && over_note=", oversubscribed on $(nproc) core(s)"
+        DEGREE_TABLE="$DEGREE_TABLE"$'\n'"allreduce of $DEGREE_BYTES bytes at np=$np$over_note: measured us (median of $DEGREE_REPS) and model us"
+        DEGREE_TABLE="$DEGREE_TABLE"$'\n'"$(printf '%-10s %12s %12s %17s' k measured_us predicted_us measured/predicted)"
+        echo "   np=$np (model's best degree for this size: ${best:--})"
+        for k in $DEGREES auto stock; do
+            vals="" used_seen=""
+            for RUN in $(seq 1 "$DEGREE_REPS"); do
+                out=$(degree_one "$np" "$k")
+                case $out in
+                    ''|timeout|error|wrong|unused|unexcluded|degree-*)
+                        problems=$((problems + 1))
+                        echo "   np=$np k=$k run $RUN: ${out:-no result} (logs in ${LOG#"$ROOT"/})" ;;
+                    *) vals="$vals ${out%% *}"; used_seen=${out##* } ;;
+                esac
+            done
+            m=$(printf '%s\n' $vals | median)
+            label=$k pred="-"
+            case $k in
+                auto) label="auto(k=${used_seen:--})"
+                      [ -n "$used_seen" ] && [ "$used_seen" != - ] &&
+                          pred=$(awk -v k="$used_seen" '$1 == "degree" && $2 == k { printf "%.3f", $3 / 1000 }' "$pred_file") ;;
+                stock) label="stock" ;;
+                *) pred=$(awk -v k="$k" '$1 == "degree" && $2 == k { printf "%.3f", $3 / 1000 }' "$pred_file") ;;
+            esac
+            # auto may have used a degree outside the list: ask the model
+            if [ -z "$pred" ] && [ -n "$MODEL" ] && [ "$k" = auto ]; then
+                pred=$("$MODEL" --ranks "$np" --bytes "$DEGREE_BYTES" --degrees "$used_seen" 2>/dev/null |
+                    awk '$1 == "degree" { printf "%.3f", $3 / 1000 }')
+            fi
+            pred=${pred:--}
+            ratio=$(awk -v m="$m" -v p="$pred" 'BEGIN { if (m ~ /^[0-9.]+$/ && p ~ /^[0-9.]+$/ && p > 0) printf "%.2f", m / p; else print "-" }')
+            line=$(printf '%-10s %12s %12s %17s' "$label" "$m" "$pred" "$ratio")
+            DEGREE_TABLE="$DEGREE_TABLE"$'\n'"$line"
+            RAW="$RAW"$'\n'"degree np=$np k=$k bytes=$DEGREE_BYTES:$vals"
+            echo "$line"
+        done
+        ex=$(awk '$1 == "exchange" { printf "%.3f", $2 / 1000 }' "$pred_file")
+        why=$(awk '$1 == "best" { $1 = ""; $2 = ""; $3 = ""; sub(/^ +/, ""); print; exit }' "$pred_file")
+        DEGREE_TABLE="$DEGREE_TABLE"$'\n'"model: exchange variant ${ex:--} us; best tree ${why:--}"$'\n'
+    done
+fi
+
 elapsed=$(( $(date +%s) - t_start ))
 
 {
@@ -189,6 +401,21 @@ elapsed=$(( $(date +%s) - t_start ))
     echo "load:       $load_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end (1/5/15 min)"
     echo "took:       ${elapsed}s"
     echo
+    if [ -n "$SWEEP_TABLE" ]; then
+        echo "reductions by message size (float sum; us per call, median over $SWEEP_REPS run(s) of each variant):"
+        echo
+        echo "$SWEEP_TABLE"
+        echo
+        echo "iterations: np=2 $SWEEP_WARMUP_2 warm-up + $SWEEP_ITERS_2 timed; above $SWEEP_WARMUP_N + $SWEEP_ITERS_N;"
+        echo "above $SWEEP_SCALE bytes shrunk in proportion to the size (at least $SWEEP_MIN_ITERS)."
+        echo
+    fi
+    if [ -n "$DEGREE_TABLE" ]; then
+        echo "allreduce by tree degree k (coll_rdma_allreduce_degree k, coll_rdma_allreduce_exchange_max 0;"
+        echo "auto: the component's own choice, as its verbose output reports it; predicted: coll-rdma-model,"
+        echo "i.e. tuning's AllreduceModel::SHARED_MEMORY, which the component uses with default parameters):"
+        echo "$DEGREE_TABLE"
+    fi
     echo "raw per-run averages (us):$RAW"
 } > "$RESULTS/$stamp-$host.txt"
 cp "$RESULTS/$stamp-$host.txt" "$RESULTS/latest.txt"

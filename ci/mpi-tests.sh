@@ -254,15 +254,30 @@ run_test() {
 # coll rdma says it served. Prints one line per problem, nothing when all is well.
 #   program:   expect: comm C rank R comms K used U barriers B
 #              expect-unclaimed: comm C rank R comms K kind WHY
+#              expect-reduction: comm C rank R kind allreduce|reduce calls N
+#                  native S fallback F noncontig a above b both c
+#              info: reduction limits ... (SOURCE)
 #   component: ... coll:rdma: comm C "NAME" size N: claimed at priority P ...
 #              ... coll:rdma: comm C "NAME" size N: not claimed: WHY
 #              ... coll:rdma: comm C rank R: served B barrier(s) over T, F handed to the fallback
+#              ... coll:rdma: comm C rank R: served A allreduce(s) over T, F handed to the fallback
+#              ... coll:rdma: comm C rank R: served A reduce(s) over T, F handed to the fallback
+#              ... coll:rdma: comm C rank R: allreduce handed to the module underneath: REASON
 # Context ids are reused after MPI_Comm_free, so counts are summed per id.
 # Open MPI also creates communicators of its own (MPI_Intercomm_create makes a
 # temporary dup): coll rdma claims them too, and reports 0 barriers for them.
 # So per context id: the served lines with B > 0 must match the program's
 # communicators that made barriers, the sums must be equal, every claimed
 # communicator must have its served line, and F must be 0.
+# Reductions, per context id and kind: served A summed = the program's S and
+# handed F summed = the program's F (the program classifies each call with the
+# contract: a non-contiguous datatype or more than
+# coll_rdma_<kind>_max_bytes bytes goes to the fallback); a reason line for
+# each kind of fallback expected, none that is not expected, never "transport
+# unavailable". Other "served ... <kind>(s)" lines (collectives the programs do
+# not count yet) are ignored. When the component prints no allreduce/reduce
+# line at all, or does not register coll_rdma_*_max_bytes, the check fails
+# and says so.
 SERVED_AWK='
 function problem(msg) { print "rank " rank ": " msg; bad++ }
 /^info: context ids from MPI_Comm_c2f/ {
@@ -270,21 +285,50 @@ function problem(msg) { print "rank " rank ": " msg; bad++ }
 }
 $1 == "expect:" && $2 == "comm" { ecomms[$3] += $7; eused[$3] += $9; ebar[$3] += $11; next }
 $1 == "expect-unclaimed:" && $2 == "comm" { ucomms[$3] += $7; ukind[$3] = $9; next }
+$1 == "expect-reduction:" && $2 == "comm" {
+    c = $3; kd = $7
+    rkey[c, kd] = 1; ecalls[c, kd] += $9; enat[c, kd] += $11; efb[c, kd] += $13
+    enc[c, kd] += $15; eab[c, kd] += $17; ebo[c, kd] += $19; etotal[kd] += $9
+    next
+}
+/^info: reduction limits / {
+    if (index($0, "not registered") > 0 || index($0, "MPI_T unavailable") > 0)
+        problem("the program could not read the coll rdma reduction limits with MPI_T, so it cannot tell which calls coll rdma must serve: " $0)
+    next
+}
 {
     i = index($0, "coll:rdma: comm ")
     if (i == 0) next
     s = substr($0, i)
     n = split(s, f, " ")
     cid = f[3]
+    j = index(s, " handed to the module underneath: ")
+    if (j > 0) {
+        head = substr(s, 1, j - 1); nh = split(head, hw, " "); kd = hw[nh]
+        reason = substr(s, j + length(" handed to the module underneath: "))
+        if (index(reason, "not contiguous") > 0) cls = "noncontig"
+        else if (index(reason, "coll_rdma_" kd "_max_bytes") > 0) cls = "above"
+        else if (index(reason, "transport unavailable") > 0) cls = "unavailable"
+        else cls = "other"
+        reasons[cid, kd, cls]++; rsample[cid, kd, cls] = s
+        next
+    }
     if (index(s, ": served ") > 0) {
-        b = ""; fb = ""; tr = ""
+        b = ""; fb = ""; tr = ""; what = ""
         for (k = 1; k <= n; k++) {
-            if (f[k] == "served") b = f[k + 1]
+            if (f[k] == "served") { b = f[k + 1]; what = f[k + 2] }
             if (f[k] == "over") tr = f[k + 1]
             if (f[k] == "handed") fb = f[k - 1]
         }
         sub(/,$/, "", tr)
         if (b !~ /^[0-9]+$/ || fb !~ /^[0-9]+$/) { problem("cannot parse: " s); next }
+        if (what == "allreduce(s)" || what == "reduce(s)") {
+            kd = substr(what, 1, length(what) - 3)
+            rseen[kd]++; rlines[cid, kd]++; rserved[cid, kd] += b; rfall[cid, kd] += fb
+            if (b + 0 > 0 && tr != "shm") problem("comm " cid ": served over \"" tr "\", expected shm: " s)
+            next
+        }
+        if (what != "barrier(s)") next
         scount[cid]++; sbar[cid] += b
         if (b + 0 > 0) sused[cid]++
         if (fb + 0 != 0) problem("comm " cid ": " fb " barrier(s) handed to the fallback: " s)
@@ -320,6 +364,42 @@ END {
         if (notclaimed[c] + 0 == 0)
             problem("comm " c " (" ukind[c] "): no \"not claimed\" line")
     if (!("0" in ecomms) && !("0" in ucomms)) problem("no expect line for MPI_COMM_WORLD (program did not finish?)")
+
+    # reductions
+    for (key in rkey) {
+        split(key, kk, SUBSEP); c = kk[1]; kd = kk[2]
+        if (!(kd in rseen)) {
+            if (!(kd in told))
+                problem("coll rdma printed no \"served ... " kd "(s)\" line, although the program made " etotal[kd] " " kd "(s) on communicators it claims: the component does not serve (or does not report) " kd " yet")
+            told[kd] = 1
+            continue
+        }
+        what = "comm " c ": " kd ": "
+        if (rserved[c, kd] + 0 != enat[c, kd])
+            problem(what ecalls[c, kd] " call(s), " enat[c, kd] " to be served natively; coll rdma reports " (rserved[c, kd] + 0) " served")
+        if (rfall[c, kd] + 0 != efb[c, kd])
+            problem(what efb[c, kd] " call(s) to be handed to the fallback (" enc[c, kd] " non-contiguous, " eab[c, kd] " above coll_rdma_" kd "_max_bytes, " ebo[c, kd] " both); coll rdma reports " (rfall[c, kd] + 0))
+        if (enc[c, kd] > 0 && reasons[c, kd, "noncontig"] + 0 == 0)
+            problem(what "no \"" kd " handed to the module underneath: the datatype is not contiguous\" line")
+        if (eab[c, kd] > 0 && reasons[c, kd, "above"] + 0 == 0)
+            problem(what "no \"" kd " handed to the module underneath: ... coll_rdma_" kd "_max_bytes ...\" line")
+        if (ebo[c, kd] > 0 && reasons[c, kd, "noncontig"] + reasons[c, kd, "above"] == 0)
+            problem(what "no \"" kd " handed to the module underneath\" line for calls both non-contiguous and above the limit")
+    }
+    for (key in rlines) {
+        split(key, kk, SUBSEP); c = kk[1]; kd = kk[2]
+        if (!((c, kd) in rkey) && rserved[c, kd] + rfall[c, kd] > 0)
+            problem("comm " c ": coll rdma reports " rserved[c, kd] " " kd "(s) served and " rfall[c, kd] " handed over on a communicator where the program made none")
+    }
+    for (key in reasons) {
+        split(key, kk, SUBSEP); c = kk[1]; kd = kk[2]; cls = kk[3]
+        if (cls == "unavailable" || cls == "other")
+            problem("comm " c ": " rsample[key])
+        else if (cls == "noncontig" && enc[c, kd] + ebo[c, kd] == 0)
+            problem("comm " c ": no non-contiguous " kd " was made there, yet: " rsample[key])
+        else if (cls == "above" && eab[c, kd] + ebo[c, kd] == 0)
+            problem("comm " c ": no " kd " above the limit was made there, yet: " rsample[key])
+    }
 }'
 
 # ------------------------------------------------------------------- tests
@@ -327,9 +407,9 @@ rm -rf "$LOGROOT"
 mkdir -p "$LOGROOT"
 
 if [ "$QUICK" = 1 ]; then
-    BO_N=1000; CL_L=100; CM_I=30; NPS="1 2 3 4"
+    BO_N=1000; CL_L=100; CM_I=30; NPS="1 2 3 4"; RO=(-m 1000 -x 40); RO_PARAM=(-m 1000 -x 20)
 else
-    BO_N=20000; CL_L=1000; CM_I=300; NPS="1 2 3 4 5 8"
+    BO_N=20000; CL_L=1000; CM_I=300; NPS="1 2 3 4 5 8"; RO=(-x 150); RO_PARAM=(-m 1000 -x 60)
 fi
 
 if [ "$LIST" = 0 ]; then
@@ -351,6 +431,7 @@ for np in $NPS; do
     CHECKS=("${SERVED[@]}"); run_test "np$np-barrier_order" "$np" ok "${V[@]}" -- barrier_order -n "$BO_N" -d 200
     CHECKS=("${SERVED[@]}"); run_test "np$np-comm_lifecycle" "$np" ok "${V[@]}" -- comm_lifecycle -l "$CL_L"
     CHECKS=("${SERVED[@]}"); run_test "np$np-coll_mix" "$np" ok "${V[@]}" -- coll_mix -i "$CM_I"
+    CHECKS=("${SERVED[@]}"); run_test "np$np-reduce_ops" "$np" ok "${V[@]}" -- reduce_ops "${RO[@]}"
 done
 
 # 2. the checker must catch a broken barrier (works without the component:
@@ -367,6 +448,10 @@ COMP_TESTS=(
     "spin-polls-0-np4" "spin-polls-1000-np2" "transport-shm-np3"
     "stall-warning-after-1s" "stall-warning-0-never"
     "bad-radix--3" "bad-radix-999" "bad-transport-bogus" "version-mismatch-9.9.9"
+    "allreduce-degree-1-np5" "allreduce-degree-2-np8" "allreduce-degree-3-np8" "allreduce-degree-7-np8"
+    "allreduce-exchange-off-np4" "allreduce-segment-64-np4" "allreduce-segment-100-np3"
+    "allreduce-degree-2-segment-64-np5" "allreduce-max-bytes-1024-np4" "reduce-max-bytes-1024-np4"
+    "allreduce-max-bytes-0-np3"
 )
 if [ "$MODE" = stock ]; then
     for t in "${COMP_TESTS[@]}"; do skip "$t" "needs the component"; done
@@ -418,6 +503,40 @@ else
     CHECKS=(noserve "re:coll:rdma: (warning: )?built against Open MPI ${OMPI_VERSION//./\\.} but running in Open MPI 9\\.9\\.9; coll rdma disqualifies itself")
     run_test "version-mismatch-9.9.9" 4 ok --mca coll_rdma_test_running_version 9.9.9 "${V[@]}" \
         -- coll_mix -i 50
+
+    # 11. allreduce/reduce parameters: every result still exact, the served
+    #     and fallback counts as the contract says (reduce_ops reads the
+    #     limits with MPI_T and classifies each call)
+    for spec in 1:5 2:8 3:8 7:8; do
+        k=${spec%:*} np=${spec#*:}
+        CHECKS=("${SERVED[@]}" "re:coll:rdma: comm 0 rank [0-9]+: transport shm ready .*allreduce degree $k[,)]")
+        run_test "allreduce-degree-$k-np$np" "$np" ok \
+            --mca coll_rdma_allreduce_degree "$k" "${V[@]}" -- reduce_ops "${RO_PARAM[@]}"
+    done
+    # the tree alone, also for the smallest messages
+    CHECKS=("${SERVED[@]}"); run_test "allreduce-exchange-off-np4" 4 ok \
+        --mca coll_rdma_allreduce_exchange_max 0 "${V[@]}" -- reduce_ops "${RO_PARAM[@]}"
+    # many pipelined segments; 100 is a multiple of no element size used
+    CHECKS=("${SERVED[@]}"); run_test "allreduce-segment-64-np4" 4 ok \
+        --mca coll_rdma_allreduce_segment_size 64 "${V[@]}" -- reduce_ops "${RO_PARAM[@]}"
+    CHECKS=("${SERVED[@]}"); run_test "allreduce-segment-100-np3" 3 ok \
+        --mca coll_rdma_allreduce_segment_size 100 "${V[@]}" -- reduce_ops "${RO_PARAM[@]}"
+    CHECKS=("${SERVED[@]}"); run_test "allreduce-degree-2-segment-64-np5" 5 ok \
+        --mca coll_rdma_allreduce_degree 2 --mca coll_rdma_allreduce_segment_size 64 \
+        --mca coll_rdma_allreduce_exchange_max 0 "${V[@]}" -- reduce_ops "${RO_PARAM[@]}"
+    # size limits: the larger calls go to the module underneath, and it is said
+    CHECKS=("${SERVED[@]}" "re:coll:rdma: comm [0-9]+ rank [0-9]+: allreduce handed to the module underneath: .*coll_rdma_allreduce_max_bytes"
+        "nore:rank [0-9]+: reduce handed to the module underneath: .*_max_bytes")
+    run_test "allreduce-max-bytes-1024-np4" 4 ok --mca coll_rdma_allreduce_max_bytes 1024 "${V[@]}" \
+        -- reduce_ops "${RO_PARAM[@]}"
+    CHECKS=("${SERVED[@]}" "re:coll:rdma: comm [0-9]+ rank [0-9]+: reduce handed to the module underneath: .*coll_rdma_reduce_max_bytes"
+        "nore:allreduce handed to the module underneath: .*_max_bytes")
+    run_test "reduce-max-bytes-1024-np4" 4 ok --mca coll_rdma_reduce_max_bytes 1024 "${V[@]}" \
+        -- reduce_ops "${RO_PARAM[@]}"
+    # 0: every call with data goes to the fallback (count 0 never reaches coll)
+    CHECKS=("${SERVED[@]}" "re:allreduce handed to the module underneath: .*coll_rdma_allreduce_max_bytes")
+    run_test "allreduce-max-bytes-0-np3" 3 ok --mca coll_rdma_allreduce_max_bytes 0 "${V[@]}" \
+        -- reduce_ops "${RO_PARAM[@]}"
 fi
 
 [ "$LIST" = 1 ] && exit 0

@@ -42,6 +42,18 @@
  *       blocking barriers.
  *   expect-unclaimed: comm <cid> rank <world rank> comms <k> kind <size1|inter>
  *       k communicators with this context id that coll rdma must not claim.
+ *   expect-reduction: comm <cid> rank <world rank> kind <allreduce|reduce>
+ *           calls <N> native <S> fallback <F> noncontig <a> above <b> both <c>
+ *       MPI_Allreduce/MPI_Reduce calls on intracommunicators of size > 1
+ *       with this context id: N in all, S that coll rdma must serve itself,
+ *       F = a + b + c that it must hand to the module underneath (a: datatype
+ *       not contiguous, b: message above coll_rdma_<kind>_max_bytes, c: both).
+ *       Counted at call time by the wrappers below (profiling interface), so
+ *       the existing programs' plain MPI_Allreduce/MPI_Reduce calls count
+ *       too, and so do the reductions Open MPI makes on an intercommunicator's
+ *       hidden local communicator (see t_count_hidden_reduce).
+ *   info: reduction limits allreduce_max_bytes <v> reduce_max_bytes <v> (<source>)
+ *       the limits the classification used (-1 = none), read with MPI_T.
  *   FAIL: rank <r>: <file>:<line>: <message>
  *   result: rank <r> failures <n> barriers <total>
  *   info: context ids from <source>
@@ -102,6 +114,8 @@ typedef struct {
     uint32_t entry;
     uint32_t creations;/* communicators created from this one so far */
     long nbar;         /* barriers made on this communicator */
+    int local_cid;     /* intercommunicators: context id of Open MPI's hidden
+                        * local communicator (c_local_comm), -1 if unknown */
 } tcomm_t;
 
 T_API int t_wrank = 0, t_wsize = 1;
@@ -270,7 +284,12 @@ T_API void t_fill(tcomm_t *t, MPI_Comm comm, uint64_t key)
     int low_local = t_lowest_world(g);
     MPI_Group_free(&g);
     t->resetter = (low_local == t_wrank);
+    t->local_cid = -1;
     if (t->is_inter) {
+#ifdef T_HAVE_OMPI_CID
+        ompi_communicator_t *oc = (ompi_communicator_t *)comm;
+        if (oc->c_local_comm) t->local_cid = (int)ompi_comm_get_cid(oc->c_local_comm);
+#endif
         MPI_Comm_remote_size(comm, &t->rsize);
         MPI_Comm_remote_group(comm, &g);
         int low_remote = t_lowest_world(g);
@@ -324,6 +343,163 @@ T_API void t_track_tagged(MPI_Comm comm, int tag, tcomm_t *out)
     t_fill(out, comm, key);
 }
 
+/* ------------------------------------------------------------------------
+ * Reductions: which MPI_Allreduce/MPI_Reduce calls coll rdma must serve.
+ *
+ * Its contract: a call on a communicator it claimed (intracommunicator of
+ * size > 1) is served natively unless it has count > 0 and either the
+ * datatype is not contiguous (count elements are not one gap-free byte
+ * range: type size != extent, or holes inside) or count * type size exceeds
+ * coll_rdma_<kind>_max_bytes (-1 = no limit); those go to the module
+ * underneath. Calls with count 0 are not counted: Open MPI 4.1's MPI_Allreduce
+ * and MPI_Reduce return MPI_SUCCESS for them before any coll component is
+ * called (seen with the component's counts), so coll rdma never sees them,
+ * whatever it would do with them. The limits are read with MPI_T, so
+ * whatever mpirun sets (or the component's default) is what is checked;
+ * when coll rdma is not loaded the variables do not exist and the limit is
+ * taken as -1 (nothing is checked then anyway).
+ *
+ * The wrappers below use the profiling interface: every MPI_Allreduce and
+ * MPI_Reduce of a program that includes this header is counted here before
+ * it goes to PMPI_*. Define T_NO_REDUCTION_WRAPPERS before including it to
+ * opt out (then nothing is counted).
+ */
+enum { T_ALLREDUCE = 0, T_REDUCE = 1, T_NKINDS = 2 };
+T_API const char *const t_kind_name[T_NKINDS] = {"allreduce", "reduce"};
+T_API long t_red_calls[T_NKINDS][T_MAX_CID], t_red_native[T_NKINDS][T_MAX_CID];
+T_API long t_red_noncontig[T_NKINDS][T_MAX_CID], t_red_above[T_NKINDS][T_MAX_CID];
+T_API long t_red_both[T_NKINDS][T_MAX_CID];
+T_API long long t_red_max_bytes[T_NKINDS] = {-1, -1};
+T_API const char *t_red_limit_source = "not read";
+
+/* count elements of dt as one gap-free byte range? */
+T_API int t_dtype_contiguous(MPI_Datatype dt)
+{
+    int size = 0;
+    MPI_Aint lb, extent, tlb, textent;
+    MPI_Type_size(dt, &size);
+    MPI_Type_get_extent(dt, &lb, &extent);
+    MPI_Type_get_true_extent(dt, &tlb, &textent);
+    return (MPI_Aint)size == extent && (MPI_Aint)size == textent;
+}
+
+/* Classify and count one reduction on an intracommunicator (id cid, size
+ * members). Size-1 communicators are not claimed by coll rdma: not counted. */
+T_API void t_count_reduction(int kind, int cid, int size, int count, MPI_Datatype dt)
+{
+    if (size < 2 || cid < 0 || cid >= T_MAX_CID || count == 0) return;
+    int tsize = 0;
+    MPI_Type_size(dt, &tsize);
+    long long bytes = (long long)count * tsize;
+    int noncontig = !t_dtype_contiguous(dt);
+    int above = t_red_max_bytes[kind] >= 0 && bytes > t_red_max_bytes[kind];
+    t_red_calls[kind][cid]++;
+    if (noncontig && above) t_red_both[kind][cid]++;
+    else if (noncontig) t_red_noncontig[kind][cid]++;
+    else if (above) t_red_above[kind][cid]++;
+    else t_red_native[kind][cid]++;
+}
+
+/* Open MPI runs collectives on an intercommunicator with coll inter, which
+ * reduces within each group on the hidden local communicator c_local_comm
+ * (an intracommunicator that coll rdma claims when its size is > 1): one
+ * MPI_Reduce of the same count and datatype per MPI_Allreduce, and per
+ * MPI_Barrier (coll basic's intercommunicator barrier is an allreduce of
+ * one MPI_INT). Seen with gdb on 4.1.4 (coll_inter_allreduce_inter). */
+T_API void t_count_hidden_reduce(int local_cid, int local_size, int count, MPI_Datatype dt)
+{
+    if (local_cid >= 0) t_count_reduction(T_REDUCE, local_cid, local_size, count, dt);
+}
+
+T_API void t_note_reduction(int kind, MPI_Comm comm, int count, MPI_Datatype dt)
+{
+    if (comm == MPI_COMM_NULL) return;
+    int inter = 0, size = 0;
+    MPI_Comm_test_inter(comm, &inter);
+    MPI_Comm_size(comm, &size);
+    if (inter) {
+#ifdef T_HAVE_OMPI_CID
+        /* MPI_Reduce on an intercommunicator is not used by the tests. */
+        ompi_communicator_t *oc = (ompi_communicator_t *)comm;
+        if (kind == T_ALLREDUCE && oc->c_local_comm)
+            t_count_hidden_reduce((int)ompi_comm_get_cid(oc->c_local_comm), size, count, dt);
+#endif
+        return;
+    }
+    t_count_reduction(kind, t_cid(comm), size, count, dt);
+}
+
+#ifndef T_NO_REDUCTION_WRAPPERS
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                  MPI_Op op, MPI_Comm comm)
+{
+    t_note_reduction(T_ALLREDUCE, comm, count, datatype);
+    return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+               MPI_Op op, int root, MPI_Comm comm)
+{
+    t_note_reduction(T_REDUCE, comm, count, datatype);
+    return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+}
+#endif
+
+/* Value of an integer MPI_T control variable; *found = 0 if it does not exist. */
+T_API long long t_read_cvar(const char *name, int *found)
+{
+    *found = 0;
+    int idx, verbosity, bind, scope, count;
+    char vname[256];
+    int vname_len = (int)sizeof vname, desc_len = 0;
+    MPI_Datatype dt;
+    MPI_T_enum en;
+    MPI_T_cvar_handle h;
+    if (MPI_T_cvar_get_index(name, &idx) != MPI_SUCCESS) return -1;
+    if (MPI_T_cvar_get_info(idx, vname, &vname_len, &verbosity, &dt, &en, NULL, &desc_len,
+                            &bind, &scope) != MPI_SUCCESS)
+        return -1;
+    if (MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) != MPI_SUCCESS) return -1;
+    union { int i; unsigned u; long l; unsigned long ul; long long ll;
+            unsigned long long ull; char pad[64]; } v;
+    memset(&v, 0, sizeof v);
+    int rc = MPI_T_cvar_read(h, &v);
+    MPI_T_cvar_handle_free(&h);
+    if (rc != MPI_SUCCESS) return -1;
+    long long out;
+    if (dt == MPI_INT) out = v.i;
+    else if (dt == MPI_UNSIGNED) out = v.u;
+    else if (dt == MPI_LONG) out = v.l;
+    else if (dt == MPI_UNSIGNED_LONG) out = (long long)v.ul;
+    else if (dt == MPI_LONG_LONG) out = v.ll;
+    else if (dt == MPI_UNSIGNED_LONG_LONG) out = (long long)v.ull;
+    else {
+        fprintf(stderr, "rank %d: MPI_T variable %s has a type the tests do not read\n",
+                t_wrank, name);
+        return -1;
+    }
+    *found = 1;
+    return out;
+}
+
+T_API void t_read_reduction_limits(void)
+{
+    int provided, fa = 0, fr = 0;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) {
+        t_red_limit_source = "MPI_T unavailable";
+        return;
+    }
+    t_red_max_bytes[T_ALLREDUCE] = t_read_cvar("coll_rdma_allreduce_max_bytes", &fa);
+    t_red_max_bytes[T_REDUCE] = t_read_cvar("coll_rdma_reduce_max_bytes", &fr);
+    MPI_T_finalize();
+    if (fa && fr) t_red_limit_source = "from MPI_T";
+    else if (!fa && !fr) t_red_limit_source = "coll_rdma_*_max_bytes not registered";
+    else t_red_limit_source = fa ? "coll_rdma_reduce_max_bytes not registered"
+                                 : "coll_rdma_allreduce_max_bytes not registered";
+    if (!fa) t_red_max_bytes[T_ALLREDUCE] = -1;
+    if (!fr) t_red_max_bytes[T_REDUCE] = -1;
+}
+
 /* Barrier with the property check; sleeps delay_us first when > 0. */
 T_API void t_barrier_delay(tcomm_t *t, unsigned delay_us)
 {
@@ -338,6 +514,8 @@ T_API void t_barrier_delay(tcomm_t *t, unsigned delay_us)
     t->nbar++;
     t_total_barriers++;
     if (rc != MPI_SUCCESS) T_FAIL("MPI_Barrier returned %d (comm %d)", rc, t->cid);
+    if (t->is_inter && rc == MPI_SUCCESS && !(t_selftest_skip && k % 50 == 49))
+        t_count_hidden_reduce(t->local_cid, t->size, 1, MPI_INT);
     if (t->is_inter) {
         uint64_t *theirs = e->cnt[1 - t->grp];
         uint64_t seen = __atomic_load_n(&theirs[k % T_RING], __ATOMIC_SEQ_CST);
@@ -406,6 +584,7 @@ T_API void t_init(int *argc, char ***argv)
     const char *skip = getenv("CRTEST_SELFTEST_SKIP_BARRIER");
     t_selftest_skip = skip && strcmp(skip, "1") == 0;
     t_fill(&t_world, MPI_COMM_WORLD, 0x7fffeull << 40);
+    t_read_reduction_limits();
 #ifdef T_HAVE_OMPI_CID
     if (t_wrank == 0) printf("info: context ids from ompi_comm_get_cid()\n");
 #else
@@ -424,7 +603,21 @@ T_API long t_opt(int argc, char **argv, const char *name, long dflt)
 T_API int t_finish(const char *prog)
 {
     t_record(&t_world);
+    /* Everybody learns whether anybody failed. Not a barrier, so the barrier
+     * count of MPI_COMM_WORLD stays exactly what the program made. Done
+     * before the expect lines: this allreduce is counted too. */
+    long mine = t_failures, all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    printf("info: reduction limits allreduce_max_bytes %lld reduce_max_bytes %lld (%s)\n",
+           t_red_max_bytes[T_ALLREDUCE], t_red_max_bytes[T_REDUCE], t_red_limit_source);
     for (int c = 0; c < T_MAX_CID; c++) {
+        for (int k = 0; k < T_NKINDS; k++)
+            if (t_red_calls[k][c])
+                printf("expect-reduction: comm %d rank %d kind %s calls %ld native %ld "
+                       "fallback %ld noncontig %ld above %ld both %ld\n", c, t_wrank,
+                       t_kind_name[k], t_red_calls[k][c], t_red_native[k][c],
+                       t_red_noncontig[k][c] + t_red_above[k][c] + t_red_both[k][c],
+                       t_red_noncontig[k][c], t_red_above[k][c], t_red_both[k][c]);
         if (t_claim_comms[c])
             printf("expect: comm %d rank %d comms %ld used %ld barriers %ld\n", c, t_wrank,
                    t_claim_comms[c], t_claim_used[c], t_claim_bar[c]);
@@ -432,10 +625,6 @@ T_API int t_finish(const char *prog)
             printf("expect-unclaimed: comm %d rank %d comms %ld kind %s\n", c, t_wrank,
                    t_unclaim_comms[c], t_unclaim_kind[c]);
     }
-    /* Everybody learns whether anybody failed. Not a barrier, so the barrier
-     * count of MPI_COMM_WORLD stays exactly what the program made. */
-    long mine = t_failures, all = 0;
-    MPI_Allreduce(&mine, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (t_wrank == 0) shm_unlink(t_shm_name);
     printf("result: rank %d failures %ld barriers %ld\n", t_wrank, t_failures,
            t_total_barriers);
