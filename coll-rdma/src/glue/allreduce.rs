@@ -5,7 +5,7 @@ use std::ffi::{c_int, c_void};
 
 use ompi_sys as sys;
 
-use super::comm_state::{CommState, Link};
+use super::comm_state::{CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, success};
@@ -27,10 +27,10 @@ pub(super) unsafe extern "C" fn allreduce(
 }
 
 impl CommState {
-    fn allreduce(&mut self, call: &ReductionCall) -> c_int {
+    fn allreduce(&mut self, call: &ReductionCall) -> Step {
         if call.count == 0 {
             self.tallies.allreduce.served += 1;
-            return success();
+            return Step::Done(success());
         }
         let message = match native_message(call, self.allreduce_max_bytes, "allreduce_max_bytes", self.allreduce.config().segment_bytes) {
             Ok(message) => message,
@@ -56,18 +56,18 @@ impl CommState {
         match self.allreduce.allreduce(transport, &message.reduction, contribution, recv) {
             Ok(()) => {
                 self.tallies.allreduce.served += 1;
-                success()
+                Step::Done(success())
             }
             Err(why) => {
                 tracing::error!("comm {} rank {}: allreduce failed: {why}", self.cid, self.rank);
-                sys::OMPI_ERROR as c_int
+                Step::Done(sys::OMPI_ERROR as c_int)
             }
         }
     }
 
-    fn hand_over_allreduce(&mut self, call: &ReductionCall, reason: String) -> c_int {
+    fn hand_over_allreduce(&mut self, call: &ReductionCall, reason: String) -> Step {
         self.report_handover("allreduce", reason);
         self.tallies.allreduce.handed_over += 1;
-        self.saved.allreduce(call)
+        Step::HandOver(Box::new(self.saved.allreduce(*call)))
     }
 }

@@ -11,7 +11,7 @@ use std::ffi::{c_int, c_void};
 
 use ompi_sys as sys;
 
-use super::comm_state::{CommState, Link};
+use super::comm_state::{CommState, Link, Step};
 use super::datatype::{contiguous_span, signature_bytes};
 use super::ffi_guard::guarded;
 use super::module::with_state;
@@ -41,7 +41,7 @@ struct BcastCall {
 }
 
 impl CommState {
-    fn bcast(&mut self, call: &BcastCall) -> c_int {
+    fn bcast(&mut self, call: &BcastCall) -> Step {
         let Ok(count) = usize::try_from(call.count) else {
             return self.hand_over_bcast(call, format!("negative count {}", call.count));
         };
@@ -51,7 +51,7 @@ impl CommState {
         };
         if bytes == 0 {
             self.tallies.bcast.served += 1;
-            return success();
+            return Step::Done(success());
         }
         if let Some(limit) = self.bcast_max_bytes.filter(|&limit| bytes > limit) {
             return self.hand_over_bcast(call, format!("{bytes} bytes exceed coll_rdma_bcast_max_bytes={limit}"));
@@ -79,13 +79,13 @@ impl CommState {
                 let at_root = root == self.rank;
                 if at_root {
                     if let Err(rc) = pack(call, &mut packed) {
-                        return rc;
+                        return Step::Done(rc);
                     }
                 }
                 let outcome = self.bcast.bcast(transport, root, &mut packed);
                 if outcome.is_ok() && !at_root {
                     if let Err(rc) = unpack(call, &packed) {
-                        return rc;
+                        return Step::Done(rc);
                     }
                 }
                 outcome
@@ -94,19 +94,19 @@ impl CommState {
         match outcome {
             Ok(()) => {
                 self.tallies.bcast.served += 1;
-                success()
+                Step::Done(success())
             }
             Err(why) => {
                 tracing::error!("comm {} rank {}: bcast failed: {why}", self.cid, self.rank);
-                sys::OMPI_ERROR as c_int
+                Step::Done(sys::OMPI_ERROR as c_int)
             }
         }
     }
 
-    fn hand_over_bcast(&mut self, call: &BcastCall, reason: String) -> c_int {
+    fn hand_over_bcast(&mut self, call: &BcastCall, reason: String) -> Step {
         self.report_handover("bcast", reason);
         self.tallies.bcast.handed_over += 1;
-        self.saved.bcast(call.buffer, call.count, call.dtype, call.root, call.comm)
+        Step::HandOver(Box::new(self.saved.bcast(call.buffer, call.count, call.dtype, call.root, call.comm)))
     }
 
     /// Whether a root still has messages its receivers have not

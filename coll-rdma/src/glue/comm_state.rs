@@ -3,6 +3,7 @@
 //! counts reported at verbose level when the communicator is freed.
 
 use std::collections::HashSet;
+use std::ffi::c_int;
 
 use btl_ibmc::shm::{self, ShmTransport};
 use btl_ibmc::{Transport, WaitPolicy};
@@ -16,6 +17,15 @@ use crate::barrier::DisseminationBarrier;
 use crate::bcast::{Bcast, BcastConfig};
 use crate::layout::WindowLayout;
 use crate::reduce::Reduce;
+
+/// What a collective entry point does once it has let go of the state.
+pub(super) enum Step {
+    Done(c_int),
+    /// Run the module underneath. It may call back into our entry points
+    /// (tuned's allreduce runs the communicator's reduce and bcast), so it
+    /// must run after the state is released.
+    HandOver(Box<dyn FnOnce() -> c_int>),
+}
 
 pub(super) enum Link {
     /// Set up on the first collective: Open MPI's collectives cannot be

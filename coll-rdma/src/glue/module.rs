@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use ompi_sys as sys;
 
-use super::comm_state::CommState;
+use super::comm_state::{CommState, Step};
 use super::ffi_guard::guarded;
 use super::params;
 use super::progress;
@@ -121,7 +121,7 @@ unsafe extern "C" fn enable(module: *mut sys::mca_coll_base_module_t, comm: *mut
 /// # Safety
 /// `module` must be a module created by `new_module` and enabled on the
 /// communicator of the current call.
-pub(super) unsafe fn with_state(module: *mut sys::mca_coll_base_module_t, call: impl FnOnce(&mut CommState) -> c_int) -> c_int {
+pub(super) unsafe fn with_state(module: *mut sys::mca_coll_base_module_t, call: impl FnOnce(&mut CommState) -> Step) -> c_int {
     let module = module as *mut RdmaModule;
     // SAFETY: guaranteed by the caller; the flags are only ever shared.
     let (busy, needs_progress) = unsafe { (&(*module).busy, &(*module).needs_progress) };
@@ -132,13 +132,16 @@ pub(super) unsafe fn with_state(module: *mut sys::mca_coll_base_module_t, call: 
     // SAFETY: enable stored a live Box pointer; the busy flag makes this
     // the only reference while it is held.
     let state = unsafe { &mut *(*module).state };
-    let rc = call(state);
+    let step = call(state);
     let has_work = state.has_background_work();
     busy.store(false, Ordering::Release);
     if has_work && !needs_progress.swap(true, Ordering::AcqRel) {
         progress::work_added();
     }
-    rc
+    match step {
+        Step::Done(rc) => rc,
+        Step::HandOver(fallback) => fallback(),
+    }
 }
 
 /// Lets the progress callback serve the state behind `module` if nobody

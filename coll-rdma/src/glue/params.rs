@@ -23,10 +23,12 @@ static mut TEST_RUNNING_VERSION: *const c_char = c"".as_ptr();
 static mut ALLREDUCE_DEGREE: c_int = 0;
 static mut ALLREDUCE_SEGMENT_SIZE: c_int = 8192;
 static mut ALLREDUCE_EXCHANGE_MAX: c_int = -1;
-static mut ALLREDUCE_MAX_BYTES: c_int = -1;
+// Measured crossovers on the development machine (2 and 4 ranks, shared
+// memory): above these the module underneath was faster.
+static mut ALLREDUCE_MAX_BYTES: c_int = 16384;
 static mut REDUCE_DEGREE: c_int = 0;
 static mut REDUCE_SEGMENT_SIZE: c_int = 8192;
-static mut REDUCE_MAX_BYTES: c_int = -1;
+static mut REDUCE_MAX_BYTES: c_int = 16384;
 static mut REDUCTION_MODEL_LATENCY_NS: c_int = AllreduceModel::SHARED_MEMORY.message_latency_ns as c_int;
 static mut REDUCTION_MODEL_TRANSFER_PS_PER_BYTE: c_int = (AllreduceModel::SHARED_MEMORY.transfer_ns_per_byte * 1000.0) as c_int;
 static mut REDUCTION_MODEL_COMBINE_PS_PER_BYTE: c_int = (AllreduceModel::SHARED_MEMORY.reduce_ns_per_byte * 1000.0) as c_int;
@@ -38,7 +40,7 @@ static mut BCAST_CO_ROOTS: c_int = -1;
 static mut BCAST_ACK_INTERVAL: c_int = 8;
 static mut BCAST_TIMEOUT_MS: c_int = 20;
 static mut BCAST_NACK: c_int = 1;
-static mut BCAST_MAX_BYTES: c_int = -1;
+static mut BCAST_MAX_BYTES: c_int = 262144;
 
 /// Which transport the user asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

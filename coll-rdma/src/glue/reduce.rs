@@ -5,7 +5,7 @@ use std::ffi::{c_int, c_void};
 
 use ompi_sys as sys;
 
-use super::comm_state::{CommState, Link};
+use super::comm_state::{CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, success};
@@ -29,10 +29,10 @@ pub(super) unsafe extern "C" fn reduce(
 }
 
 impl CommState {
-    fn reduce(&mut self, call: &ReductionCall, root: c_int) -> c_int {
+    fn reduce(&mut self, call: &ReductionCall, root: c_int) -> Step {
         if call.count == 0 {
             self.tallies.reduce.served += 1;
-            return success();
+            return Step::Done(success());
         }
         let message = match native_message(call, self.reduce_max_bytes, "reduce_max_bytes", self.reduce.config().segment_bytes) {
             Ok(message) => message,
@@ -62,18 +62,18 @@ impl CommState {
         match self.reduce.reduce(transport, &message.reduction, root, contribution, recv.as_deref_mut()) {
             Ok(()) => {
                 self.tallies.reduce.served += 1;
-                success()
+                Step::Done(success())
             }
             Err(why) => {
                 tracing::error!("comm {} rank {}: reduce failed: {why}", self.cid, self.rank);
-                sys::OMPI_ERROR as c_int
+                Step::Done(sys::OMPI_ERROR as c_int)
             }
         }
     }
 
-    fn hand_over_reduce(&mut self, call: &ReductionCall, root: c_int, reason: String) -> c_int {
+    fn hand_over_reduce(&mut self, call: &ReductionCall, root: c_int, reason: String) -> Step {
         self.report_handover("reduce", reason);
         self.tallies.reduce.handed_over += 1;
-        self.saved.reduce(call, root)
+        Step::HandOver(Box::new(self.saved.reduce(*call, root)))
     }
 }

@@ -89,27 +89,34 @@ impl SavedCollectives {
         })
     }
 
-    pub fn barrier(&self, comm: Comm) -> c_int {
-        // SAFETY: function and module were installed together by Open MPI
-        // for this communicator and are kept alive by our reference.
-        unsafe { (self.barrier.function)(comm, self.barrier.module) }
+    // The fallbacks are returned as closures to be run after our state is
+    // released: the module underneath may call back into our entry points
+    // (tuned's allreduce runs the communicator's reduce and bcast).
+    // Function and module were installed together by Open MPI for this
+    // communicator and stay alive through our reference.
+
+    pub fn barrier(&self, comm: Comm) -> impl FnOnce() -> c_int + 'static {
+        let (function, module) = (self.barrier.function, self.barrier.module);
+        // SAFETY: see above; the arguments are the caller's own.
+        move || unsafe { function(comm, module) }
     }
 
-    pub fn allreduce(&self, call: &ReductionCall) -> c_int {
-        // SAFETY: as for `barrier`; the arguments are the caller's own.
-        unsafe { (self.allreduce.function)(call.send, call.recv, call.count, call.dtype, call.op, call.comm, self.allreduce.module) }
+    pub fn allreduce(&self, call: ReductionCall) -> impl FnOnce() -> c_int + 'static {
+        let (function, module) = (self.allreduce.function, self.allreduce.module);
+        // SAFETY: see above; the arguments are the caller's own.
+        move || unsafe { function(call.send, call.recv, call.count, call.dtype, call.op, call.comm, module) }
     }
 
-    pub fn reduce(&self, call: &ReductionCall, root: c_int) -> c_int {
-        // SAFETY: as for `barrier`; the arguments are the caller's own.
-        unsafe {
-            (self.reduce.function)(call.send, call.recv, call.count, call.dtype, call.op, root, call.comm, self.reduce.module)
-        }
+    pub fn reduce(&self, call: ReductionCall, root: c_int) -> impl FnOnce() -> c_int + 'static {
+        let (function, module) = (self.reduce.function, self.reduce.module);
+        // SAFETY: see above; the arguments are the caller's own.
+        move || unsafe { function(call.send, call.recv, call.count, call.dtype, call.op, root, call.comm, module) }
     }
 
-    pub fn bcast(&self, buffer: *mut c_void, count: c_int, dtype: Datatype, root: c_int, comm: Comm) -> c_int {
-        // SAFETY: as for `barrier`; the arguments are the caller's own.
-        unsafe { (self.bcast.function)(buffer, count, dtype, root, comm, self.bcast.module) }
+    pub fn bcast(&self, buffer: *mut c_void, count: c_int, dtype: Datatype, root: c_int, comm: Comm) -> impl FnOnce() -> c_int + 'static {
+        let (function, module) = (self.bcast.function, self.bcast.module);
+        // SAFETY: see above; the arguments are the caller's own.
+        move || unsafe { function(buffer, count, dtype, root, comm, module) }
     }
 
     /// An `Exchange` over the saved allgather on `comm`.
