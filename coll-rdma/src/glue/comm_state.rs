@@ -142,9 +142,17 @@ impl CommState {
     pub fn new(cid: u32, rank: usize, size: usize, saved: SavedCollectives, settings: &Settings) -> Self {
         let (radix, _) = Self::barrier_radix(settings, size);
         let policy = wait_policy(settings, size);
-        let (allreduce_config, _) = reduction_config(settings, &settings.allreduce, size, policy);
-        let (reduce_config, _) = reduction_config(settings, &settings.reduce, size, policy);
-        let (bcast_config, _) = bcast_config(&settings.bcast, size, policy);
+        let (allreduce_config, allreduce_why) = reduction_config(settings, &settings.allreduce, size, policy);
+        let (reduce_config, reduce_why) = reduction_config(settings, &settings.reduce, size, policy);
+        let (bcast_config, bcast_why) = bcast_config(&settings.bcast, size, policy);
+        tracing::info!(
+            "comm {cid} rank {rank}: allreduce degree {}, exchange up to {} bytes ({allreduce_why}); reduce degree {} ({reduce_why}); \
+             bcast co-roots {} ({bcast_why})",
+            allreduce_config.degree,
+            allreduce_config.exchange_max_bytes,
+            reduce_config.degree,
+            bcast_config.multicast.co_roots
+        );
         let layout = WindowLayout::new(size, radix, &allreduce_config, &reduce_config, &bcast_config);
         let context = format!("comm {cid}");
         CommState {
