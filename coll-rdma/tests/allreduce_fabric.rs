@@ -13,6 +13,10 @@
 //!   results, ...) for the tree; matching it on every rank also proves that
 //!   all ranks got identical bits.
 
+mod common;
+
+use common::XorShift;
+
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,24 +31,8 @@ use mca_coll_rdma::reduction::Reduction;
 /// A scenario that has not finished by then is taken for a deadlock.
 const SCENARIO_DEADLINE: Duration = Duration::from_secs(120);
 
-/// Small deterministic generator so that a failure names a reproducible seed.
-struct XorShift(u64);
-
-impl XorShift {
-    fn new(seed: u64) -> Self {
-        XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 fn yielding_policy() -> WaitPolicy {
-    WaitPolicy { spin_polls: 20, stall_warning: Duration::from_secs(30) }
+    common::yielding_policy(20)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,6 +3,10 @@
 //! The property checked is the barrier's definition: no rank leaves
 //! barrier k before every rank has entered barrier k.
 
+mod common;
+
+use common::XorShift;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,20 +17,8 @@ use mca_coll_rdma::allreduce::AllreduceConfig;
 use mca_coll_rdma::barrier::DisseminationBarrier;
 use mca_coll_rdma::layout::WindowLayout;
 
-/// Small deterministic generator so that a failure names a reproducible seed.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 fn yielding_policy() -> WaitPolicy {
-    WaitPolicy { spin_polls: 50, stall_warning: Duration::from_secs(30) }
+    common::yielding_policy(50)
 }
 
 /// Counts, per barrier, how many ranks have entered it; a rank that leaves
@@ -75,7 +67,7 @@ where
             let run_barrier = Arc::clone(&run_barrier);
             std::thread::spawn(move || -> Result<(), String> {
                 let mut barrier = DisseminationBarrier::new(rank, size, radix, layout.barrier_offset, yielding_policy());
-                let mut rng = XorShift(seed ^ ((rank as u64 + 1) * 0x9E37_79B9_7F4A_7C15));
+                let mut rng = XorShift::new(seed ^ (rank as u64 + 1));
                 for k in 0..barriers {
                     // Skew: some ranks arrive late, by varying amounts.
                     match rng.next() % 16 {

@@ -12,6 +12,10 @@
 //! fixed so a failure replays; `BCAST_SEED=<n>` shifts them all to explore
 //! other fault schedules.
 
+mod common;
+
+use common::XorShift;
+
 use std::time::{Duration, Instant};
 
 use btl_ibmc::fabric::{Fabric, FabricConfig};
@@ -21,26 +25,6 @@ use mca_coll_rdma::bcast::{Bcast, BcastConfig};
 /// Added to every seed: 0 unless `BCAST_SEED` says otherwise.
 fn seed_shift() -> u64 {
     std::env::var("BCAST_SEED").map_or(0, |text| text.parse().expect("BCAST_SEED must be a u64"))
-}
-
-/// Small deterministic generator so that a failure names a reproducible seed.
-struct XorShift(u64);
-
-impl XorShift {
-    fn new(seed: u64) -> Self {
-        XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, bound: usize) -> usize {
-        (self.next() % bound as u64) as usize
-    }
 }
 
 /// One broadcast of the script every rank follows.
