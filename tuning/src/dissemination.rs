@@ -93,11 +93,11 @@ mod tests {
         let mut stride = 1;
         for peers in round_fanouts(size, radix) {
             let before = known.clone();
-            for sender in 0..size {
+            for (sender, sender_knows) in before.iter().enumerate() {
                 for i in 1..=peers {
                     let target = (sender + i * stride) % size;
-                    for q in 0..size {
-                        known[target][q] |= before[sender][q];
+                    for (q, &knows) in sender_knows.iter().enumerate() {
+                        known[target][q] |= knows;
                     }
                 }
             }

@@ -5,10 +5,10 @@ use std::ffi::{c_int, c_void};
 
 use ompi_sys as sys;
 
-use super::comm_state::{CommState, Link, Step};
+use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
-use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, success};
+use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut};
 use super::saved::ReductionCall;
 
 pub(super) unsafe extern "C" fn allreduce(
@@ -29,8 +29,7 @@ pub(super) unsafe extern "C" fn allreduce(
 impl CommState {
     fn allreduce(&mut self, call: &ReductionCall) -> Step {
         if call.count == 0 {
-            self.tallies.allreduce.served += 1;
-            return Step::Done(success());
+            return self.finish(Collective::Allreduce, Ok(()));
         }
         let message = match native_message(call, self.allreduce_max_bytes, "allreduce_max_bytes", self.allreduce.config().segment_bytes) {
             Ok(message) => message,
@@ -53,21 +52,12 @@ impl CommState {
             // `dtype`; it does not overlap recv (checked above).
             unsafe { span_bytes(call.send, &span) }
         };
-        match self.allreduce.allreduce(transport, &message.reduction, contribution, recv) {
-            Ok(()) => {
-                self.tallies.allreduce.served += 1;
-                Step::Done(success())
-            }
-            Err(why) => {
-                tracing::error!("comm {} rank {}: allreduce failed: {why}", self.cid, self.rank);
-                Step::Done(sys::OMPI_ERROR as c_int)
-            }
-        }
+        let outcome = self.allreduce.allreduce(transport, &message.reduction, contribution, recv);
+        self.finish(Collective::Allreduce, outcome)
     }
 
     fn hand_over_allreduce(&mut self, call: &ReductionCall, reason: String) -> Step {
-        self.report_handover("allreduce", reason);
-        self.tallies.allreduce.handed_over += 1;
-        Step::HandOver(Box::new(self.saved.allreduce(*call)))
+        let fallback = self.saved.allreduce(*call);
+        self.hand_over(Collective::Allreduce, reason, fallback)
     }
 }

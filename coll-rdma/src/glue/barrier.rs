@@ -5,7 +5,7 @@ use std::ffi::c_int;
 
 use ompi_sys as sys;
 
-use super::comm_state::{CommState, Link, Step};
+use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 
@@ -19,19 +19,11 @@ pub(super) unsafe extern "C" fn barrier(comm: *mut sys::ompi_communicator_t, mod
 impl CommState {
     fn barrier(&mut self, comm: *mut sys::ompi_communicator_t) -> Step {
         if !self.ensure_link(comm) {
-            self.tallies.barrier.handed_over += 1;
-            return Step::HandOver(Box::new(self.saved.barrier(comm)));
+            let fallback = self.saved.barrier(comm);
+            return self.hand_over(Collective::Barrier, "transport unavailable".to_string(), fallback);
         }
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
-        match self.barrier.run(transport) {
-            Ok(()) => {
-                self.tallies.barrier.served += 1;
-                Step::Done(sys::OMPI_SUCCESS as c_int)
-            }
-            Err(why) => {
-                tracing::error!("comm {} rank {}: barrier failed: {why}", self.cid, self.rank);
-                Step::Done(sys::OMPI_ERROR as c_int)
-            }
-        }
+        let outcome = self.barrier.run(transport);
+        self.finish(Collective::Barrier, outcome)
     }
 }

@@ -11,11 +11,11 @@ use std::ffi::{c_int, c_void};
 
 use ompi_sys as sys;
 
-use super::comm_state::{CommState, Link, Step};
+use super::comm_state::{Collective, CommState, Link, Step};
 use super::datatype::{contiguous_span, signature_bytes};
 use super::ffi_guard::guarded;
 use super::module::with_state;
-use super::reduction_call::{span_bytes_mut, success};
+use super::reduction_call::span_bytes_mut;
 use crate::bcast::Bcast;
 
 pub(super) unsafe extern "C" fn bcast(
@@ -50,8 +50,7 @@ impl CommState {
             Err(why) => return self.hand_over_bcast(call, why.to_string()),
         };
         if bytes == 0 {
-            self.tallies.bcast.served += 1;
-            return Step::Done(success());
+            return self.finish(Collective::Bcast, Ok(()));
         }
         if let Some(limit) = self.bcast_max_bytes.filter(|&limit| bytes > limit) {
             return self.hand_over_bcast(call, format!("{bytes} bytes exceed coll_rdma_bcast_max_bytes={limit}"));
@@ -77,36 +76,24 @@ impl CommState {
             Err(_) => {
                 let mut packed = vec![0u8; bytes];
                 let at_root = root == self.rank;
-                if at_root {
-                    if let Err(rc) = pack(call, &mut packed) {
+                if at_root
+                    && let Err(rc) = pack(call, &mut packed) {
                         return Step::Done(rc);
                     }
-                }
                 let outcome = self.bcast.bcast(transport, root, &mut packed);
-                if outcome.is_ok() && !at_root {
-                    if let Err(rc) = unpack(call, &packed) {
+                if outcome.is_ok() && !at_root
+                    && let Err(rc) = unpack(call, &packed) {
                         return Step::Done(rc);
                     }
-                }
                 outcome
             }
         };
-        match outcome {
-            Ok(()) => {
-                self.tallies.bcast.served += 1;
-                Step::Done(success())
-            }
-            Err(why) => {
-                tracing::error!("comm {} rank {}: bcast failed: {why}", self.cid, self.rank);
-                Step::Done(sys::OMPI_ERROR as c_int)
-            }
-        }
+        self.finish(Collective::Bcast, outcome)
     }
 
     fn hand_over_bcast(&mut self, call: &BcastCall, reason: String) -> Step {
-        self.report_handover("bcast", reason);
-        self.tallies.bcast.handed_over += 1;
-        Step::HandOver(Box::new(self.saved.bcast(call.buffer, call.count, call.dtype, call.root, call.comm)))
+        let fallback = self.saved.bcast(call.buffer, call.count, call.dtype, call.root, call.comm);
+        self.hand_over(Collective::Bcast, reason, fallback)
     }
 
     /// Whether a root still has messages its receivers have not
@@ -117,11 +104,10 @@ impl CommState {
 
     /// Serves ACKs, NACKs and retransmissions outside a collective call.
     pub(super) fn progress_background_work(&mut self) {
-        if let Link::Ready(transport) = &self.link {
-            if let Err(why) = self.bcast.progress(transport) {
+        if let Link::Ready(transport) = &self.link
+            && let Err(why) = self.bcast.progress(transport) {
                 tracing::warn!("comm {} rank {}: bcast progress failed: {why}", self.cid, self.rank);
             }
-        }
     }
 }
 

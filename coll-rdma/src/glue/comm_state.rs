@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::ffi::c_int;
 
 use btl_ibmc::shm::{self, ShmTransport};
-use btl_ibmc::{Transport, WaitPolicy};
+use btl_ibmc::{Transport, TransportError, WaitPolicy};
 use ompi_sys as sys;
 use tuning::choose_barrier_radix;
 
@@ -36,19 +36,33 @@ pub(super) enum Link {
     Unavailable,
 }
 
-/// Calls of one collective kind: served natively or handed over.
-#[derive(Default)]
-pub(super) struct Tally {
-    pub served: u64,
-    pub handed_over: u64,
+/// The collectives coll rdma serves, for counting and for messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Collective {
+    Barrier,
+    Allreduce,
+    Reduce,
+    Bcast,
 }
 
+impl Collective {
+    const ALL: [Collective; 4] = [Collective::Barrier, Collective::Allreduce, Collective::Reduce, Collective::Bcast];
+
+    fn name(self) -> &'static str {
+        match self {
+            Collective::Barrier => "barrier",
+            Collective::Allreduce => "allreduce",
+            Collective::Reduce => "reduce",
+            Collective::Bcast => "bcast",
+        }
+    }
+}
+
+/// Calls of one collective: served natively or handed over.
 #[derive(Default)]
-pub(super) struct Tallies {
-    pub barrier: Tally,
-    pub allreduce: Tally,
-    pub reduce: Tally,
-    pub bcast: Tally,
+struct Tally {
+    served: u64,
+    handed_over: u64,
 }
 
 pub struct CommState {
@@ -66,10 +80,11 @@ pub struct CommState {
     pub(super) reduce_max_bytes: Option<usize>,
     pub(super) bcast: Bcast,
     pub(super) bcast_max_bytes: Option<usize>,
-    pub(super) tallies: Tallies,
+    /// Indexed by `Collective as usize`.
+    tallies: [Tally; 4],
     /// (collective, reason) pairs already reported, so that a loop of
     /// handed-over calls says why once, not every time.
-    reported_handovers: HashSet<(&'static str, String)>,
+    reported_handovers: HashSet<(Collective, String)>,
 }
 
 /// How a rank waits: spin only while every rank of the node has a core.
@@ -170,7 +185,7 @@ impl CommState {
             reduce_max_bytes: settings.reduce.max_bytes,
             bcast: Bcast::new(rank, size, layout.bcast_offset, bcast_config),
             bcast_max_bytes: settings.bcast.max_bytes,
-            tallies: Tallies::default(),
+            tallies: Default::default(),
             reported_handovers: HashSet::new(),
         }
     }
@@ -218,14 +233,31 @@ impl CommState {
         };
     }
 
-    /// Says once per communicator and reason why `collective` calls go to
-    /// the module underneath.
-    pub(super) fn report_handover(&mut self, collective: &'static str, reason: String) {
-        if self.reported_handovers.insert((collective, reason.clone())) {
-            tracing::info!("comm {} rank {}: {collective} handed to the module underneath: {reason}", self.cid, self.rank);
-        } else {
-            tracing::debug!("comm {} rank {}: {collective} handed to the module underneath: {reason}", self.cid, self.rank);
+    /// Counts a call served natively, or reports why it failed.
+    pub(super) fn finish(&mut self, collective: Collective, outcome: Result<(), TransportError>) -> Step {
+        match outcome {
+            Ok(()) => {
+                self.tallies[collective as usize].served += 1;
+                Step::Done(sys::OMPI_SUCCESS as c_int)
+            }
+            Err(why) => {
+                tracing::error!("comm {} rank {}: {} failed: {why}", self.cid, self.rank, collective.name());
+                Step::Done(sys::OMPI_ERROR as c_int)
+            }
         }
+    }
+
+    /// Hands a call to the module underneath, saying why once per
+    /// communicator and reason (and every time at debug level).
+    pub(super) fn hand_over(&mut self, collective: Collective, reason: String, fallback: impl FnOnce() -> c_int + 'static) -> Step {
+        let name = collective.name();
+        if self.reported_handovers.insert((collective, reason.clone())) {
+            tracing::info!("comm {} rank {}: {name} handed to the module underneath: {reason}", self.cid, self.rank);
+        } else {
+            tracing::debug!("comm {} rank {}: {name} handed to the module underneath: {reason}", self.cid, self.rank);
+        }
+        self.tallies[collective as usize].handed_over += 1;
+        Step::HandOver(Box::new(fallback))
     }
 }
 
@@ -234,28 +266,23 @@ impl Drop for CommState {
         // A root returns from MPI_Bcast before its receivers acknowledge,
         // and receivers acknowledge lazily: settle both before the window
         // goes away.
-        if let Link::Ready(ref transport) = self.link {
-            if let Err(why) = self.bcast.drain(transport) {
+        if let Link::Ready(ref transport) = self.link
+            && let Err(why) = self.bcast.drain(transport) {
                 tracing::warn!("comm {} rank {}: bcast could not settle before the communicator was freed: {why}", self.cid, self.rank);
             }
-        }
         let transport = match self.link {
             Link::Ready(ref t) => t.name(),
             Link::Unavailable => "no transport",
             Link::NotYet => "no transport (never used)",
         };
-        let tallies = [
-            ("barrier", &self.tallies.barrier),
-            ("allreduce", &self.tallies.allreduce),
-            ("reduce", &self.tallies.reduce),
-            ("bcast", &self.tallies.bcast),
-        ];
-        for (kind, tally) in tallies {
+        for collective in Collective::ALL {
+            let tally = &self.tallies[collective as usize];
             tracing::info!(
-                "comm {} rank {}: served {} {kind}(s) over {transport}, {} handed to the fallback",
+                "comm {} rank {}: served {} {}(s) over {transport}, {} handed to the fallback",
                 self.cid,
                 self.rank,
                 tally.served,
+                collective.name(),
                 tally.handed_over
             );
         }

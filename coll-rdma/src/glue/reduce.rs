@@ -5,10 +5,10 @@ use std::ffi::{c_int, c_void};
 
 use ompi_sys as sys;
 
-use super::comm_state::{CommState, Link, Step};
+use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
-use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, success};
+use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut};
 use super::saved::ReductionCall;
 
 #[allow(clippy::too_many_arguments)] // Open MPI's reduce signature
@@ -31,8 +31,7 @@ pub(super) unsafe extern "C" fn reduce(
 impl CommState {
     fn reduce(&mut self, call: &ReductionCall, root: c_int) -> Step {
         if call.count == 0 {
-            self.tallies.reduce.served += 1;
-            return Step::Done(success());
+            return self.finish(Collective::Reduce, Ok(()));
         }
         let message = match native_message(call, self.reduce_max_bytes, "reduce_max_bytes", self.reduce.config().segment_bytes) {
             Ok(message) => message,
@@ -50,7 +49,7 @@ impl CommState {
         let in_place = at_root && contribution_is_in_receive_buffer(call, &span);
         // SAFETY: at the root MPI guarantees recv holds `count` elements of
         // `dtype`; elsewhere it is not touched.
-        let mut recv = at_root.then(|| unsafe { span_bytes_mut(call.recv, &span) });
+        let recv = at_root.then(|| unsafe { span_bytes_mut(call.recv, &span) });
         let copied_contribution;
         let contribution: &[u8] = if in_place {
             copied_contribution = recv.as_deref().map(<[u8]>::to_vec).unwrap_or_default();
@@ -59,21 +58,12 @@ impl CommState {
             // SAFETY: MPI guarantees send holds `count` elements of `dtype`.
             unsafe { span_bytes(call.send, &span) }
         };
-        match self.reduce.reduce(transport, &message.reduction, root, contribution, recv.as_deref_mut()) {
-            Ok(()) => {
-                self.tallies.reduce.served += 1;
-                Step::Done(success())
-            }
-            Err(why) => {
-                tracing::error!("comm {} rank {}: reduce failed: {why}", self.cid, self.rank);
-                Step::Done(sys::OMPI_ERROR as c_int)
-            }
-        }
+        let outcome = self.reduce.reduce(transport, &message.reduction, root, contribution, recv);
+        self.finish(Collective::Reduce, outcome)
     }
 
     fn hand_over_reduce(&mut self, call: &ReductionCall, root: c_int, reason: String) -> Step {
-        self.report_handover("reduce", reason);
-        self.tallies.reduce.handed_over += 1;
-        Step::HandOver(Box::new(self.saved.reduce(*call, root)))
+        let fallback = self.saved.reduce(*call, root);
+        self.hand_over(Collective::Reduce, reason, fallback)
     }
 }

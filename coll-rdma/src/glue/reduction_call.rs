@@ -2,7 +2,7 @@
 //! slices the algorithms can use, or the reason they cannot be served
 //! natively. Both collectives share these rules.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_void;
 
 use ompi_sys as sys;
 
@@ -56,14 +56,10 @@ pub(super) unsafe fn span_bytes_mut<'a>(buffer: *mut c_void, span: &ContiguousSp
 /// or (erroneously, but seen in practice) the same buffer passed twice.
 /// Either way the contribution must be copied before the result is written.
 pub(super) fn contribution_is_in_receive_buffer(call: &ReductionCall, span: &ContiguousSpan) -> bool {
-    if call.send == sys::MPI_IN_PLACE as *const c_void {
+    if std::ptr::eq(call.send, sys::MPI_IN_PLACE) {
         return true;
     }
     let send = call.send as usize;
     let recv = call.recv as usize;
     send < recv + span.bytes && recv < send + span.bytes
-}
-
-pub(super) fn success() -> c_int {
-    sys::OMPI_SUCCESS as c_int
 }
