@@ -31,14 +31,36 @@
 #   BENCH_DEGREE_NPS    process counts ["4 2"]
 #   BENCH_DEGREE_REPS   repetitions [5]
 #   BENCH_DEGREE_ITERS_2 / BENCH_DEGREE_ITERS_N  timed iterations [5000 / 1000]
+# bcast (stock vs coll rdma, one mpirun per variant covers every size):
+#   BENCH_BCAST_TABLES  which bcast tables ["latency throughput skew"]; empty: none
+#   BENCH_BCAST_NPS     process counts [$BENCH_NPS]
+#   BENCH_BCAST_REPS    repetitions of each variant, alternating [5]
+#   latency, OSU method (coll_latency -c bcast_ack: the root broadcasts, the
+#   receivers take turns to acknowledge; the acknowledgement's cost, measured
+#   separately, is subtracted):
+#   BENCH_BCAST_SIZES   MIN:MAX bytes [1:1048576], BENCH_BCAST_FACTOR step [4]
+#   BENCH_BCAST_ITERS_2 / BENCH_BCAST_WARMUP_2  at np=2 [20000 / 2000]
+#   BENCH_BCAST_ITERS_N / BENCH_BCAST_WARMUP_N  above np=2 [3000 / 300]
+#   BENCH_BCAST_SCALE / BENCH_BCAST_MIN_ITERS   shrink iterations above this
+#                       many bytes [4096], down to [100]
+#   back-to-back throughput (coll_latency -c bcast_tput: ITERS bcasts from
+#   one root, then a barrier; MB/s):
+#   BENCH_TPUT_SIZES [8:262144], BENCH_TPUT_FACTOR [8],
+#   BENCH_TPUT_ITERS_2 / BENCH_TPUT_ITERS_N [20000 / 5000] (shrunk above
+#   BENCH_BCAST_SCALE bytes, down to BENCH_BCAST_MIN_ITERS)
+#   process skew (coll_latency -c bcast_skew: the receivers spin a random
+#   0..D us before each bcast; time inside MPI_Bcast, root and receivers):
+#   BENCH_SKEW_SIZES [8:32768], BENCH_SKEW_FACTOR [8], BENCH_SKEW_DELAY D [100],
+#   BENCH_SKEW_ITERS_2 / BENCH_SKEW_ITERS_N [3000 / 1000], BENCH_SKEW_REPS [3]
 #
 # Each repetition runs stock Open MPI (--mca coll ^rdma) and coll rdma
 # (component from build/components, default priority) one after the other,
 # swapping the order every repetition; the table shows the median of the
 # per-run averages. Every coll rdma run is checked to have served what it
 # measures (its coll_rdma_verbose summary: served > 0, 0 handed to the
-# fallback), every stock run to have no trace of coll rdma, and the
-# reductions' results are checked by coll_latency itself. Results go to
+# fallback; for bcast: served > 0 on every rank, and the only calls handed
+# over are those above coll_rdma_bcast_max_bytes), every stock run to have no
+# trace of coll rdma, and the results are checked by coll_latency itself. Results go to
 # bench/results/<date>-<host>.txt and bench/results/latest.txt.
 set -euo pipefail
 
@@ -74,12 +96,33 @@ DEGREE_NPS=${BENCH_DEGREE_NPS:-4 2}
 DEGREE_REPS=${BENCH_DEGREE_REPS:-5}
 DEGREE_ITERS_2=${BENCH_DEGREE_ITERS_2:-5000}
 DEGREE_ITERS_N=${BENCH_DEGREE_ITERS_N:-1000}
+BCAST_TABLES=${BENCH_BCAST_TABLES-latency throughput skew}
+BCAST_NPS=${BENCH_BCAST_NPS:-$NPS}
+BCAST_REPS=${BENCH_BCAST_REPS:-5}
+BCAST_SIZES=${BENCH_BCAST_SIZES:-1:1048576}
+BCAST_FACTOR=${BENCH_BCAST_FACTOR:-4}
+BCAST_ITERS_2=${BENCH_BCAST_ITERS_2:-20000}
+BCAST_WARMUP_2=${BENCH_BCAST_WARMUP_2:-2000}
+BCAST_ITERS_N=${BENCH_BCAST_ITERS_N:-3000}
+BCAST_WARMUP_N=${BENCH_BCAST_WARMUP_N:-300}
+BCAST_SCALE=${BENCH_BCAST_SCALE:-4096}
+BCAST_MIN_ITERS=${BENCH_BCAST_MIN_ITERS:-100}
+TPUT_SIZES=${BENCH_TPUT_SIZES:-8:262144}
+TPUT_FACTOR=${BENCH_TPUT_FACTOR:-8}
+TPUT_ITERS_2=${BENCH_TPUT_ITERS_2:-20000}
+TPUT_ITERS_N=${BENCH_TPUT_ITERS_N:-5000}
+SKEW_SIZES=${BENCH_SKEW_SIZES:-8:32768}
+SKEW_FACTOR=${BENCH_SKEW_FACTOR:-8}
+SKEW_DELAY=${BENCH_SKEW_DELAY:-100}
+SKEW_ITERS_2=${BENCH_SKEW_ITERS_2:-3000}
+SKEW_ITERS_N=${BENCH_SKEW_ITERS_N:-1000}
+SKEW_REPS=${BENCH_SKEW_REPS:-3}
 
 STOCK_ONLY=0
 case ${1:-} in
     --stock-only) STOCK_ONLY=1 ;;
     "") ;;
-    -h|--help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,65p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench: unknown argument '$1'" >&2; exit 2 ;;
 esac
 
@@ -160,7 +203,7 @@ run_one() {
 }
 
 median() {  # numbers on stdin (non-numeric lines ignored) -> median, or "-"
-    awk '$1 ~ /^[0-9.]+$/ { v[++n] = $1 }
+    awk '$1 ~ /^-?[0-9.]+$/ { v[++n] = $1 }
          END {
              if (n == 0) { print "-"; exit }
              for (i = 2; i <= n; i++) { x = v[i]; j = i - 1
@@ -232,11 +275,27 @@ sweep_one() {
     [ "$rc" = 3 ] && { echo wrong; return; }
     [ "$rc" = 0 ] || { echo error; return; }
     if [ "$variant" = rdma ]; then
-        served_all "$coll" "$LOG/$tag.err" || { echo unused; return; }
+        served_within_limit "$coll" "$np" "$LOG/$tag.err" || { echo unused; return; }
     elif grep -q 'coll:rdma:' "$LOG/$tag.err"; then
         echo unexcluded; return
     fi
     awk '!/^#/ && NF >= 7 { print $2, $3 }' "$LOG/$tag.out"
+}
+
+# served_within_limit COLL NP FILE: every rank's summary for MPI_COMM_WORLD
+# says it served COLL(s) itself, and every call it handed over was above
+# coll_rdma_COLL_max_bytes (the reason line says "N bytes exceed
+# coll_rdma_COLL_max_bytes=L"; the sweeps go beyond the default limits)
+served_within_limit() {
+    local coll=$1 np=$2 file=$3 n
+    n=$(grep -Ec "coll:rdma: comm 0 rank [0-9]+: served [1-9][0-9]* $coll\(s\) over " "$file" || true)
+    [ "$n" = "$np" ] || return 1
+    { grep -E "coll:rdma: comm 0 rank [0-9]+: $coll handed to the module underneath: " "$file" || true; } |
+        awk -v re=": [0-9]+ bytes exceed coll_rdma_${coll}_max_bytes=[0-9]+\$" '
+             { if (match($0, re)) {
+                   split(substr($0, RSTART + 2), w, /[ =]/); if (w[1] + 0 <= w[5] + 0) bad++ }
+               else bad++ }
+             END { exit bad ? 1 : 0 }'
 }
 
 # served_all COLL FILE: every rank's summary for MPI_COMM_WORLD says it served
@@ -271,11 +330,11 @@ if [ -n "$SWEEP_COLLS" ]; then
                     esac
                 done
             done
-            sizes=$(cat "$LOG"/sweep.stock "$LOG"/sweep.rdma 2>/dev/null | awk '{ print $1 }' | sort -n | uniq)
+            sizes=$({ cat "$LOG"/sweep.stock "$LOG"/sweep.rdma 2>/dev/null || true; } | awk '{ print $1 }' | sort -n | uniq)
             for size in $sizes; do
-                s=$(awk -v z="$size" '$1 == z { print $2 }' "$LOG/sweep.stock" 2>/dev/null | median)
+                s=$({ awk -v z="$size" '$1 == z { print $2 }' "$LOG/sweep.stock" 2>/dev/null || true; } | median)
                 r="-"
-                [ "$STOCK_ONLY" = 1 ] || r=$(awk -v z="$size" '$1 == z { print $2 }' "$LOG/sweep.rdma" 2>/dev/null | median)
+                [ "$STOCK_ONLY" = 1 ] || r=$({ awk -v z="$size" '$1 == z { print $2 }' "$LOG/sweep.rdma" 2>/dev/null || true; } | median)
                 ratio=$(awk -v s="$s" -v r="$r" 'BEGIN { if (s ~ /^[0-9.]+$/ && r ~ /^[0-9.]+$/ && s > 0) printf "%.2f", r / s; else print "-" }')
                 line=$(printf '%-4s %-11s %8s %10s %10s %11s' "$np" "$coll" "$size" "$s" "$r" "$ratio")
                 SWEEP_TABLE="$SWEEP_TABLE"$'\n'"$line"
@@ -295,8 +354,9 @@ degree_one() {
     local sel=()
     case $k in
         stock) sel=(--mca coll '^rdma') ;;
-        auto) ;;
-        *) sel=(--mca coll_rdma_allreduce_degree "$k" --mca coll_rdma_allreduce_exchange_max 0) ;;
+        auto) sel=(--mca coll_rdma_allreduce_max_bytes -1) ;;
+        *) sel=(--mca coll_rdma_allreduce_degree "$k" --mca coll_rdma_allreduce_exchange_max 0
+                --mca coll_rdma_allreduce_max_bytes -1) ;;
     esac
     local tag="degree-np$np-k$k-$RUN" rc=0
     timeout -k 5 "$TIMEOUT" mpirun -np "$np" "${over[@]}" "${bind[@]}" --mca btl self,vader \
@@ -378,6 +438,134 @@ if [ -n "$DEGREES" ] && [ "$STOCK_ONLY" = 0 ]; then
     done
 fi
 
+# ------------------------------------------------------------------- bcast
+# bcast_run VARIANT NP MODE ARGS... -> the data lines of coll_latency without
+# the first column ("size avg min max iterations ranks extra..."), or one
+# problem word (timeout, error, wrong, unused, unexcluded)
+bcast_run() {
+    local variant=$1 np=$2 mode=$3
+    shift 3
+    local bind=(--bind-to core) over=()
+    [ "$np" -le 2 ] || { bind=(--bind-to none); over=(--oversubscribe); }
+    local sel=(--mca coll '^rdma')
+    [ "$variant" = rdma ] && sel=()
+    local tag="$mode-np$np-$variant-$RUN" rc=0
+    timeout -k 5 "$TIMEOUT" mpirun -np "$np" "${over[@]}" "${bind[@]}" --mca btl self,vader \
+        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" --mca coll_rdma_verbose 1 \
+        "$BIN/coll_latency" -q -c "$mode" "$@" </dev/null >"$LOG/$tag.out" 2>"$LOG/$tag.err" || rc=$?
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo timeout; return; fi
+    [ "$rc" = 3 ] && { echo wrong; return; }
+    [ "$rc" = 0 ] || { echo error; return; }
+    if [ "$variant" = rdma ]; then
+        served_within_limit bcast "$np" "$LOG/$tag.err" || { echo unused; return; }
+    elif grep -q 'coll:rdma:' "$LOG/$tag.err"; then
+        echo unexcluded; return
+    fi
+    awk '!/^#/ && NF >= 7 { $1 = ""; sub(/^ /, ""); print }' "$LOG/$tag.out"
+}
+
+# bcast_series NAME NP REPS MODE ARGS...: runs both variants REPS times,
+# alternating, into $LOG/NAME-npNP.stock and .rdma
+bcast_series() {
+    local name=$1 np=$2 reps=$3 mode=$4
+    shift 4
+    rm -f "$LOG/$name-np$np.stock" "$LOG/$name-np$np.rdma"
+    local variant order out
+    for RUN in $(seq 1 "$reps"); do
+        order="stock rdma"
+        [ $((RUN % 2)) = 0 ] && order="rdma stock"
+        [ "$STOCK_ONLY" = 1 ] && order="stock"
+        for variant in $order; do
+            out=$(bcast_run "$variant" "$np" "$mode" "$@")
+            case $out in
+                ''|timeout|error|wrong|unused|unexcluded)
+                    problems=$((problems + 1))
+                    echo "   np=$np $mode $variant run $RUN: ${out:-no result} (logs in ${LOG#"$ROOT"/})" ;;
+                *) printf '%s\n' "$out" >> "$LOG/$name-np$np.$variant"
+                   RAW="$RAW"$'\n'"$name np=$np $variant run $RUN: $(printf '%s\n' "$out" | awk -v c="$BCOL" '{ printf "%s%s=%s", (NR > 1 ? " " : ""), $1, $c }')" ;;
+            esac
+        done
+    done
+}
+
+# col_median NAME NP VARIANT SIZE COLUMN -> median of that column for SIZE
+col_median() {
+    { awk -v z="$4" -v c="$5" '$1 == z { print $c }' "$LOG/$1-np$2.$3" 2>/dev/null || true; } | median
+}
+ratio() {  # ratio A B -> A/B with 2 decimals, or "-"
+    awk -v a="$1" -v b="$2" 'BEGIN { if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b > 0) printf "%.2f", a / b; else print "-" }'
+}
+sizes_of() { { cat "$LOG/$1-np$2".stock "$LOG/$1-np$2".rdma 2>/dev/null || true; } | awk '{ print $1 }' | sort -n | uniq; }
+
+BLAT_TABLE="" BTPUT_TABLE="" BSKEW_TABLE=""
+for table in $BCAST_TABLES; do
+    case $table in
+        latency)
+            echo "== bcast latency (OSU method), $BCAST_SIZES bytes (x$BCAST_FACTOR) at np $BCAST_NPS, $BCAST_REPS repetition(s)"
+            BLAT_TABLE=$(printf '%-4s %8s %10s %10s %11s %14s %13s %13s %12s\n' np size stock_us rdma_us rdma/stock loop_stock_us loop_rdma_us ack_stock_us ack_rdma_us)
+            for np in $BCAST_NPS; do
+                [ "$np" -ge 2 ] || continue
+                it=$BCAST_ITERS_N wu=$BCAST_WARMUP_N
+                [ "$np" -le 2 ] && { it=$BCAST_ITERS_2; wu=$BCAST_WARMUP_2; }
+                BCOL=2 bcast_series blat "$np" "$BCAST_REPS" bcast_ack -m "$BCAST_SIZES" -f "$BCAST_FACTOR" \
+                    -w "$wu" -n "$it" -s "$BCAST_SCALE" -l "$BCAST_MIN_ITERS"
+                for size in $(sizes_of blat "$np"); do
+                    st=$(col_median blat "$np" stock "$size" 2) rd=-
+                    [ "$STOCK_ONLY" = 1 ] || rd=$(col_median blat "$np" rdma "$size" 2)
+                    ls=$(col_median blat "$np" stock "$size" 7) lr=-
+                    as=$(col_median blat "$np" stock "$size" 8) ar=-
+                    if [ "$STOCK_ONLY" = 0 ]; then
+                        lr=$(col_median blat "$np" rdma "$size" 7)
+                        ar=$(col_median blat "$np" rdma "$size" 8)
+                    fi
+                    line=$(printf '%-4s %8s %10s %10s %11s %14s %13s %13s %12s' "$np" "$size" "$st" "$rd" "$(ratio "$rd" "$st")" "$ls" "$lr" "$as" "$ar")
+                    BLAT_TABLE="$BLAT_TABLE"$'\n'"$line"
+                    echo "$line"
+                done
+            done ;;
+        throughput)
+            echo "== bcast back-to-back throughput, $TPUT_SIZES bytes (x$TPUT_FACTOR) at np $BCAST_NPS, $BCAST_REPS repetition(s)"
+            BTPUT_TABLE=$(printf '%-4s %8s %12s %12s %11s\n' np size stock_MBps rdma_MBps rdma/stock)
+            for np in $BCAST_NPS; do
+                [ "$np" -ge 2 ] || continue
+                it=$TPUT_ITERS_N
+                [ "$np" -le 2 ] && it=$TPUT_ITERS_2
+                BCOL=7 bcast_series btput "$np" "$BCAST_REPS" bcast_tput -m "$TPUT_SIZES" -f "$TPUT_FACTOR" \
+                    -w $((it / 20 + 1)) -n "$it" -s "$BCAST_SCALE" -l "$BCAST_MIN_ITERS"
+                for size in $(sizes_of btput "$np"); do
+                    st=$(col_median btput "$np" stock "$size" 7) rd=-
+                    [ "$STOCK_ONLY" = 1 ] || rd=$(col_median btput "$np" rdma "$size" 7)
+                    line=$(printf '%-4s %8s %12s %12s %11s' "$np" "$size" "$st" "$rd" "$(ratio "$rd" "$st")")
+                    BTPUT_TABLE="$BTPUT_TABLE"$'\n'"$line"
+                    echo "$line"
+                done
+            done ;;
+        skew)
+            echo "== bcast under process skew (receivers spin 0..$SKEW_DELAY us before each bcast), $SKEW_SIZES bytes (x$SKEW_FACTOR) at np $BCAST_NPS, $SKEW_REPS repetition(s)"
+            BSKEW_TABLE=$(printf '%-4s %8s %13s %12s %10s %13s %12s %10s %9s\n' np size root_stock_us root_rdma_us root_ratio recv_stock_us recv_rdma_us recv_ratio delay_us)
+            for np in $BCAST_NPS; do
+                [ "$np" -ge 2 ] || continue
+                it=$SKEW_ITERS_N
+                [ "$np" -le 2 ] && it=$SKEW_ITERS_2
+                BCOL=7 bcast_series bskew "$np" "$SKEW_REPS" bcast_skew -m "$SKEW_SIZES" -f "$SKEW_FACTOR" \
+                    -w $((it / 10 + 1)) -n "$it" -D "$SKEW_DELAY"
+                for size in $(sizes_of bskew "$np"); do
+                    rs=$(col_median bskew "$np" stock "$size" 7) rr=-
+                    cs=$(col_median bskew "$np" stock "$size" 8) cr=-
+                    if [ "$STOCK_ONLY" = 0 ]; then
+                        rr=$(col_median bskew "$np" rdma "$size" 7)
+                        cr=$(col_median bskew "$np" rdma "$size" 8)
+                    fi
+                    dl=$(col_median bskew "$np" stock "$size" 10)
+                    line=$(printf '%-4s %8s %13s %12s %10s %13s %12s %10s %9s' "$np" "$size" "$rs" "$rr" "$(ratio "$rr" "$rs")" "$cs" "$cr" "$(ratio "$cr" "$cs")" "$dl")
+                    BSKEW_TABLE="$BSKEW_TABLE"$'\n'"$line"
+                    echo "$line"
+                done
+            done ;;
+        *) echo "   warning: unknown bcast table '$table' in BENCH_BCAST_TABLES (latency, throughput, skew)" ;;
+    esac
+done
+
 elapsed=$(( $(date +%s) - t_start ))
 
 {
@@ -407,11 +595,48 @@ elapsed=$(( $(date +%s) - t_start ))
         echo "$SWEEP_TABLE"
         echo
         echo "iterations: np=2 $SWEEP_WARMUP_2 warm-up + $SWEEP_ITERS_2 timed; above $SWEEP_WARMUP_N + $SWEEP_ITERS_N;"
-        echo "above $SWEEP_SCALE bytes shrunk in proportion to the size (at least $SWEEP_MIN_ITERS)."
+        echo "above $SWEEP_SCALE bytes shrunk in proportion to the size (at least $SWEEP_MIN_ITERS). coll rdma hands"
+        echo "messages above coll_rdma_allreduce_max_bytes / coll_rdma_reduce_max_bytes (defaults: see ompi_info)"
+        echo "to the module underneath: above those sizes the rdma column measures that module through coll rdma."
+        echo
+    fi
+    if [ -n "$BLAT_TABLE" ]; then
+        echo "bcast latency by message size, OSU method (us per bcast; median over $BCAST_REPS run(s) of each variant):"
+        echo
+        echo "$BLAT_TABLE"
+        echo
+        echo "coll_latency -c bcast_ack: root 0 broadcasts, then one receiver (in turn) sends it a"
+        echo "0-byte message; latency = the root's time per iteration - ack_us, the one-way cost of that"
+        echo "message (half a 0-byte round trip, averaged over the receivers, measured in the same run);"
+        echo "loop: the root's time per iteration before the subtraction. A negative latency means the loop"
+        echo "was shorter than the separately measured ack (noise, mostly when oversubscribed)."
+        echo "iterations: np=2 $BCAST_WARMUP_2 warm-up + $BCAST_ITERS_2 timed; above $BCAST_WARMUP_N + $BCAST_ITERS_N;"
+        echo "above $BCAST_SCALE bytes shrunk in proportion to the size (at least $BCAST_MIN_ITERS). coll rdma hands"
+        echo "messages above coll_rdma_bcast_max_bytes (default 262144) to the module underneath."
+        echo
+    fi
+    if [ -n "$BTPUT_TABLE" ]; then
+        echo "bcast back-to-back throughput (MB/s = 10^6 bytes/s; median over $BCAST_REPS run(s) of each variant):"
+        echo
+        echo "$BTPUT_TABLE"
+        echo
+        echo "coll_latency -c bcast_tput: root 0 makes N bcasts of one size in a row, then one barrier;"
+        echo "N * size / the slowest rank's time. N: np=2 $TPUT_ITERS_2, above $TPUT_ITERS_N (shrunk above $BCAST_SCALE bytes)."
+        echo
+    fi
+    if [ -n "$BSKEW_TABLE" ]; then
+        echo "bcast under process skew (us inside MPI_Bcast per call; median over $SKEW_REPS run(s) of each variant):"
+        echo
+        echo "$BSKEW_TABLE"
+        echo
+        echo "coll_latency -c bcast_skew -D $SKEW_DELAY: before each bcast an untimed barrier, then every receiver"
+        echo "spins a random 0..$SKEW_DELAY us (delay_us: the mean spun), root 0 none. root: the root's mean time"
+        echo "inside MPI_Bcast; recv: the receivers' mean. iterations: np=2 $SKEW_ITERS_2, above $SKEW_ITERS_N."
         echo
     fi
     if [ -n "$DEGREE_TABLE" ]; then
-        echo "allreduce by tree degree k (coll_rdma_allreduce_degree k, coll_rdma_allreduce_exchange_max 0;"
+        echo "allreduce by tree degree k (coll_rdma_allreduce_degree k, coll_rdma_allreduce_exchange_max 0,"
+        echo "coll_rdma_allreduce_max_bytes -1 for every coll rdma run, so that the tree serves the size;"
         echo "auto: the component's own choice, as its verbose output reports it; predicted: coll-rdma-model,"
         echo "i.e. tuning's AllreduceModel::SHARED_MEMORY, which the component uses with default parameters):"
         echo "$DEGREE_TABLE"

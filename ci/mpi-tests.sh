@@ -142,7 +142,7 @@ run_test() {
     shift
     local prog=$1
     shift
-    want "$name" || return 0
+    want "$name" || { CHECKS=(); return 0; }  # (the next test must not inherit them)
 
     local dir=$LOGROOT/$name
     rm -rf "$dir"
@@ -187,9 +187,9 @@ run_test() {
         grep -Eq 'Segmentation fault|Signal: |Signal code' "$dir/all.log" &&
             why+=("a process crashed instead of failing cleanly:"$'\n'"$(grep -E -m 8 'Signal|\[ *[0-9]+\]' "$dir/all.log")")
     else
-        [ "$rc" != 0 ] || why+=("the program passed although every 50th barrier was skipped")
+        [ "$rc" != 0 ] || why+=("the program passed although its self-test broke it (skipped barriers, corrupted bytes)")
         grep -q '^FAIL:' "$dir"/out/*/rank.*/stdout 2>/dev/null ||
-            why+=("no FAIL line although every 50th barrier was skipped")
+            why+=("no FAIL line although the self-test broke the program (skipped barriers, corrupted bytes)")
     fi
 
     local c
@@ -263,6 +263,12 @@ run_test() {
 #              ... coll:rdma: comm C rank R: served A allreduce(s) over T, F handed to the fallback
 #              ... coll:rdma: comm C rank R: served A reduce(s) over T, F handed to the fallback
 #              ... coll:rdma: comm C rank R: allreduce handed to the module underneath: REASON
+#   bcast, like a third reduction kind (no "noncontig" class: a non-contiguous
+#   datatype is packed and served natively):
+#   program:   expect-bcast: comm C rank R calls N native S fallback F above b zero z
+#              info: bcast parameters ... (SOURCE)
+#   component: ... coll:rdma: comm C rank R: served A bcast(s) over T, F handed to the fallback
+#              ... coll:rdma: comm C rank R: bcast handed to the module underneath: REASON
 # Context ids are reused after MPI_Comm_free, so counts are summed per id.
 # Open MPI also creates communicators of its own (MPI_Intercomm_create makes a
 # temporary dup): coll rdma claims them too, and reports 0 barriers for them.
@@ -274,10 +280,11 @@ run_test() {
 # contract: a non-contiguous datatype or more than
 # coll_rdma_<kind>_max_bytes bytes goes to the fallback); a reason line for
 # each kind of fallback expected, none that is not expected, never "transport
-# unavailable". Other "served ... <kind>(s)" lines (collectives the programs do
-# not count yet) are ignored. When the component prints no allreduce/reduce
-# line at all, or does not register coll_rdma_*_max_bytes, the check fails
-# and says so.
+# unavailable". The same for bcast (reason "... coll_rdma_bcast_max_bytes").
+# Other "served ... <kind>(s)" lines (collectives the programs do not count
+# yet) are ignored. When the component prints no allreduce/reduce/bcast line
+# at all, or does not register coll_rdma_*_max_bytes, the check fails and
+# says so.
 SERVED_AWK='
 function problem(msg) { print "rank " rank ": " msg; bad++ }
 /^info: context ids from MPI_Comm_c2f/ {
@@ -289,6 +296,17 @@ $1 == "expect-reduction:" && $2 == "comm" {
     c = $3; kd = $7
     rkey[c, kd] = 1; ecalls[c, kd] += $9; enat[c, kd] += $11; efb[c, kd] += $13
     enc[c, kd] += $15; eab[c, kd] += $17; ebo[c, kd] += $19; etotal[kd] += $9
+    next
+}
+$1 == "expect-bcast:" && $2 == "comm" {
+    c = $3; kd = "bcast"
+    rkey[c, kd] = 1; ecalls[c, kd] += $7; enat[c, kd] += $9; efb[c, kd] += $11
+    eab[c, kd] += $13; enc[c, kd] += 0; ebo[c, kd] += 0; etotal[kd] += $7
+    next
+}
+/^info: bcast parameters / {
+    if (index($0, "not registered") > 0 || index($0, "MPI_T unavailable") > 0)
+        problem("the program could not read coll_rdma_bcast_max_bytes with MPI_T, so it cannot tell which bcasts coll rdma must serve: " $0)
     next
 }
 /^info: reduction limits / {
@@ -322,7 +340,7 @@ $1 == "expect-reduction:" && $2 == "comm" {
         }
         sub(/,$/, "", tr)
         if (b !~ /^[0-9]+$/ || fb !~ /^[0-9]+$/) { problem("cannot parse: " s); next }
-        if (what == "allreduce(s)" || what == "reduce(s)") {
+        if (what == "allreduce(s)" || what == "reduce(s)" || what == "bcast(s)") {
             kd = substr(what, 1, length(what) - 3)
             rseen[kd]++; rlines[cid, kd]++; rserved[cid, kd] += b; rfall[cid, kd] += fb
             if (b + 0 > 0 && tr != "shm") problem("comm " cid ": served over \"" tr "\", expected shm: " s)
@@ -408,8 +426,10 @@ mkdir -p "$LOGROOT"
 
 if [ "$QUICK" = 1 ]; then
     BO_N=1000; CL_L=100; CM_I=30; NPS="1 2 3 4"; RO=(-m 1000 -x 40); RO_PARAM=(-m 1000 -x 20)
+    BC=(-n 300 -B 1 -L 50 -x 60); BC_PARAM=(-n 300 -B 1 -L 50 -x 40)
 else
     BO_N=20000; CL_L=1000; CM_I=300; NPS="1 2 3 4 5 8"; RO=(-x 150); RO_PARAM=(-m 1000 -x 60)
+    BC=(-n 3000); BC_PARAM=(-n 1000 -B 1 -L 100 -x 100)
 fi
 
 if [ "$LIST" = 0 ]; then
@@ -421,9 +441,16 @@ fi
 if [ "$MODE" = component ]; then
     V=(--mca coll_rdma_verbose 1)
     SERVED=(served "nore:coll:rdma:.*warning")
+    # bcast: coll rdma's root returns at once while its messages fit in the
+    # window, even with a receiver asleep (stock Open MPI's tuned does not)
+    BC_E=(-E)
+    # the 1 MiB bcasts are above the default coll_rdma_bcast_max_bytes
+    BC_REASON="re:coll:rdma: comm [0-9]+ rank [0-9]+: bcast handed to the module underneath: 1048576 bytes exceed coll_rdma_bcast_max_bytes=262144\$"
 else
     V=()
     SERVED=()
+    BC_E=()
+    BC_REASON=
 fi
 
 # 1. the three programs at every size
@@ -432,12 +459,20 @@ for np in $NPS; do
     CHECKS=("${SERVED[@]}"); run_test "np$np-comm_lifecycle" "$np" ok "${V[@]}" -- comm_lifecycle -l "$CL_L"
     CHECKS=("${SERVED[@]}"); run_test "np$np-coll_mix" "$np" ok "${V[@]}" -- coll_mix -i "$CM_I"
     CHECKS=("${SERVED[@]}"); run_test "np$np-reduce_ops" "$np" ok "${V[@]}" -- reduce_ops "${RO[@]}"
+    CHECKS=("${SERVED[@]}")
+    [ "$np" -gt 1 ] && [ -n "$BC_REASON" ] && CHECKS+=("$BC_REASON")
+    run_test "np$np-bcast" "$np" ok "${V[@]}" -- bcast "${BC[@]}" "${BC_E[@]}"
 done
 
 # 2. the checker must catch a broken barrier (works without the component:
 #    the test library skips every 50th MPI_Barrier)
 run_test "selftest-checker-catches-skipped-barriers" 3 fail -x CRTEST_SELFTEST_SKIP_BARRIER=1 \
     -- barrier_order -n 2000 -d 200
+
+# 2b. the bcast checks must catch a wrong byte and a write outside the
+#    datatype (the program corrupts its own buffers now and then)
+run_test "selftest-bcast-checker-catches-corruption" 3 fail -x CRTEST_SELFTEST_CORRUPT_BCAST=1 \
+    -- bcast -n 300 -B 0 -L 10 -x 10
 
 # 3. excluded: no trace of coll rdma, results still right
 CHECKS=(quiet); run_test "excluded-coll-^rdma" 3 ok --mca coll '^rdma' --mca coll_rdma_verbose 1 -- coll_mix -i "$CM_I"
@@ -452,6 +487,10 @@ COMP_TESTS=(
     "allreduce-exchange-off-np4" "allreduce-segment-64-np4" "allreduce-segment-100-np3"
     "allreduce-degree-2-segment-64-np5" "allreduce-max-bytes-1024-np4" "reduce-max-bytes-1024-np4"
     "allreduce-max-bytes-0-np3"
+    "bcast-window-1-np4" "bcast-window-2-np3" "bcast-slot-64-np4" "bcast-ack-interval-1-np5"
+    "bcast-ack-interval-16-np4" "bcast-nack-0-np3" "bcast-max-bytes--1-np4" "bcast-max-bytes--1-np8"
+    "bcast-max-bytes-0-np3" "reduce_ops-max-bytes--1-np4" "bad-bcast-window-etc-np4"
+    "bad-bcast-slot-size-1-np3"
 )
 if [ "$MODE" = stock ]; then
     for t in "${COMP_TESTS[@]}"; do skip "$t" "needs the component"; done
@@ -526,17 +565,80 @@ else
         --mca coll_rdma_allreduce_exchange_max 0 "${V[@]}" -- reduce_ops "${RO_PARAM[@]}"
     # size limits: the larger calls go to the module underneath, and it is said
     CHECKS=("${SERVED[@]}" "re:coll:rdma: comm [0-9]+ rank [0-9]+: allreduce handed to the module underneath: .*coll_rdma_allreduce_max_bytes"
-        "nore:rank [0-9]+: reduce handed to the module underneath: .*_max_bytes")
+        "nore:rank [0-9]+: reduce handed to the module underneath: .*_max_bytes=1024\$")
     run_test "allreduce-max-bytes-1024-np4" 4 ok --mca coll_rdma_allreduce_max_bytes 1024 "${V[@]}" \
         -- reduce_ops "${RO_PARAM[@]}"
     CHECKS=("${SERVED[@]}" "re:coll:rdma: comm [0-9]+ rank [0-9]+: reduce handed to the module underneath: .*coll_rdma_reduce_max_bytes"
-        "nore:allreduce handed to the module underneath: .*_max_bytes")
+        "nore:allreduce handed to the module underneath: .*_max_bytes=1024\$")
     run_test "reduce-max-bytes-1024-np4" 4 ok --mca coll_rdma_reduce_max_bytes 1024 "${V[@]}" \
         -- reduce_ops "${RO_PARAM[@]}"
     # 0: every call with data goes to the fallback (count 0 never reaches coll)
     CHECKS=("${SERVED[@]}" "re:allreduce handed to the module underneath: .*coll_rdma_allreduce_max_bytes")
     run_test "allreduce-max-bytes-0-np3" 3 ok --mca coll_rdma_allreduce_max_bytes 0 "${V[@]}" \
         -- reduce_ops "${RO_PARAM[@]}"
+    # the large reductions natively too (reduce_ops' full counts, 100000)
+    CHECKS=("${SERVED[@]}" "nore:handed to the module underneath: .*_max_bytes")
+    run_test "reduce_ops-max-bytes--1-np4" 4 ok --mca coll_rdma_allreduce_max_bytes -1 \
+        --mca coll_rdma_reduce_max_bytes -1 "${V[@]}" -- reduce_ops "${RO[@]}"
+
+    # 12. bcast parameters: every byte still right, the counts as the
+    #     contract says (bcast reads the slot size, window and limit with
+    #     MPI_T and sizes its messages around the slot size). The window
+    #     runs set the ACK interval too: it must not exceed the window, and
+    #     its default (8) would be clamped with a warning.
+    CHECKS=("${SERVED[@]}" "re:comm 0 rank 0: transport shm ready .*bcast window 1 x 4096 bytes")
+    run_test "bcast-window-1-np4" 4 ok --mca coll_rdma_bcast_window 1 \
+        --mca coll_rdma_bcast_ack_interval 1 "${V[@]}" -- bcast "${BC_PARAM[@]}" "${BC_E[@]}"
+    CHECKS=("${SERVED[@]}" "re:comm 0 rank 0: transport shm ready .*bcast window 2 x 4096 bytes")
+    run_test "bcast-window-2-np3" 3 ok --mca coll_rdma_bcast_window 2 \
+        --mca coll_rdma_bcast_ack_interval 2 "${V[@]}" -- bcast "${BC_PARAM[@]}" "${BC_E[@]}"
+    # many pieces per message (a 256 KiB bcast is 4096 of them)
+    CHECKS=("${SERVED[@]}" "re:comm 0 rank 0: transport shm ready .*bcast window 64 x 64 bytes")
+    run_test "bcast-slot-64-np4" 4 ok --mca coll_rdma_bcast_slot_size 64 "${V[@]}" \
+        -- bcast "${BC_PARAM[@]}" "${BC_E[@]}"
+    CHECKS=("${SERVED[@]}"); run_test "bcast-ack-interval-1-np5" 5 ok \
+        --mca coll_rdma_bcast_ack_interval 1 "${V[@]}" -- bcast "${BC_PARAM[@]}" "${BC_E[@]}"
+    CHECKS=("${SERVED[@]}"); run_test "bcast-ack-interval-16-np4" 4 ok \
+        --mca coll_rdma_bcast_ack_interval 16 "${V[@]}" -- bcast "${BC_PARAM[@]}" "${BC_E[@]}"
+    CHECKS=("${SERVED[@]}"); run_test "bcast-nack-0-np3" 3 ok \
+        --mca coll_rdma_bcast_nack 0 "${V[@]}" -- bcast "${BC_PARAM[@]}" "${BC_E[@]}"
+    # no limit: everything natively, 1 MiB and 64 MiB included (bcast takes
+    # the first of repeated options: -B 2 before BC_PARAM's -B)
+    CHECKS=("${SERVED[@]}" "nore:bcast handed to the module underneath")
+    run_test "bcast-max-bytes--1-np4" 4 ok --mca coll_rdma_bcast_max_bytes -1 "${V[@]}" \
+        -- bcast -B 2 "${BC_PARAM[@]}" "${BC_E[@]}"
+    CHECKS=("${SERVED[@]}" "nore:bcast handed to the module underneath")
+    run_test "bcast-max-bytes--1-np8" 8 ok --mca coll_rdma_bcast_max_bytes -1 "${V[@]}" \
+        -- bcast -n 300 -x 40 -L 50 -B 2 "${BC_E[@]}"
+    # 0: every bcast with data to the module underneath, saying why (only
+    # the empty-datatype ones, 0 bytes, stay with coll rdma); no -E, since
+    # the module underneath may make the root wait
+    CHECKS=("${SERVED[@]}" "re:coll:rdma: comm [0-9]+ rank [0-9]+: bcast handed to the module underneath: 1 bytes exceed coll_rdma_bcast_max_bytes=0\$")
+    run_test "bcast-max-bytes-0-np3" 3 ok --mca coll_rdma_bcast_max_bytes 0 "${V[@]}" \
+        -- bcast "${BC_PARAM[@]}"
+    # bad values: the documented warning, then the clamped value or the
+    # automatic choice; results still right
+    CHECKS=(served
+        "grep:coll:rdma: warning: coll_rdma_bcast_window=0 is outside 1..=4096; using 1"
+        "re:coll:rdma: warning: coll_rdma_bcast_ack_interval=0 is outside 1\.\.=[0-9]+; using 1\$"
+        "grep:coll:rdma: warning: coll_rdma_bcast_co_roots=-5 is invalid"
+        "grep:coll:rdma: warning: coll_rdma_bcast_timeout_ms=0 is outside 1..=2147483647; using 1"
+        "grep:coll:rdma: warning: coll_rdma_bcast_nack=7 is outside 0..=1; using 1"
+        "grep:coll:rdma: warning: coll_rdma_bcast_fragment_size=1 is outside 64..=1048576; using 64"
+        "re:comm 0 rank 0: transport shm ready .*bcast window 1 x 4096 bytes")
+    run_test "bad-bcast-window-etc-np4" 4 ok --mca coll_rdma_bcast_window 0 \
+        --mca coll_rdma_bcast_ack_interval 0 --mca coll_rdma_bcast_co_roots -5 \
+        --mca coll_rdma_bcast_timeout_ms 0 --mca coll_rdma_bcast_nack 7 \
+        --mca coll_rdma_bcast_fragment_size 1 "${V[@]}" -- bcast "${BC_PARAM[@]}" "${BC_E[@]}"
+    # slot size 1 becomes 64 (bcast reads the raw 1 with MPI_T: -s 64 tells
+    # it the size used); max_bytes -5 is invalid: no limit
+    CHECKS=(served
+        "grep:coll:rdma: warning: coll_rdma_bcast_slot_size=1 is outside 64..=1048576; using 64"
+        "grep:coll:rdma: warning: coll_rdma_bcast_max_bytes=-5 is invalid"
+        "re:comm 0 rank 0: transport shm ready .*bcast window 64 x 64 bytes"
+        "nore:bcast handed to the module underneath")
+    run_test "bad-bcast-slot-size-1-np3" 3 ok --mca coll_rdma_bcast_slot_size 1 \
+        --mca coll_rdma_bcast_max_bytes -5 "${V[@]}" -- bcast -s 64 "${BC_PARAM[@]}" "${BC_E[@]}"
 fi
 
 [ "$LIST" = 1 ] && exit 0

@@ -54,6 +54,17 @@
  *       hidden local communicator (see t_count_hidden_reduce).
  *   info: reduction limits allreduce_max_bytes <v> reduce_max_bytes <v> (<source>)
  *       the limits the classification used (-1 = none), read with MPI_T.
+ *   expect-bcast: comm <cid> rank <world rank> calls <N> native <S> fallback <F>
+ *           above <b> zero <z>
+ *       MPI_Bcast calls on intracommunicators of size > 1 with this context
+ *       id: N in all, S that coll rdma must serve itself (z of them carry 0
+ *       bytes although count > 0: an empty datatype), F = b that it must hand
+ *       to the module underneath (more than coll_rdma_bcast_max_bytes bytes).
+ *       Counted by the MPI_Bcast wrapper below, plus the broadcasts Open MPI
+ *       makes itself on communicators the program created (see
+ *       t_count_hidden_bcast).
+ *   info: bcast parameters bcast_max_bytes <v> slot_size <v> window <v> (<source>)
+ *       read with MPI_T (-1: not registered; max_bytes -1 also = no limit).
  *   FAIL: rank <r>: <file>:<line>: <message>
  *   result: rank <r> failures <n> barriers <total>
  *   info: context ids from <source>
@@ -385,9 +396,9 @@ T_API int t_dtype_contiguous(MPI_Datatype dt)
 
 /* Classify and count one reduction on an intracommunicator (id cid, size
  * members). Size-1 communicators are not claimed by coll rdma: not counted. */
-T_API void t_count_reduction(int kind, int cid, int size, int count, MPI_Datatype dt)
+T_API int t_count_reduction(int kind, int cid, int size, int count, MPI_Datatype dt)
 {
-    if (size < 2 || cid < 0 || cid >= T_MAX_CID || count == 0) return;
+    if (size < 2 || cid < 0 || cid >= T_MAX_CID || count == 0) return 0;
     int tsize = 0;
     MPI_Type_size(dt, &tsize);
     long long bytes = (long long)count * tsize;
@@ -398,6 +409,7 @@ T_API void t_count_reduction(int kind, int cid, int size, int count, MPI_Datatyp
     else if (noncontig) t_red_noncontig[kind][cid]++;
     else if (above) t_red_above[kind][cid]++;
     else t_red_native[kind][cid]++;
+    return noncontig || above ? 2 : 1; /* 2: handed to the module underneath */
 }
 
 /* Open MPI runs collectives on an intercommunicator with coll inter, which
@@ -406,12 +418,39 @@ T_API void t_count_reduction(int kind, int cid, int size, int count, MPI_Datatyp
  * MPI_Reduce of the same count and datatype per MPI_Allreduce, and per
  * MPI_Barrier (coll basic's intercommunicator barrier is an allreduce of
  * one MPI_INT). Seen with gdb on 4.1.4 (coll_inter_allreduce_inter). */
+T_API void t_count_hidden_bcast(int local_cid, int local_size, int count, MPI_Datatype dt);
 T_API void t_count_hidden_reduce(int local_cid, int local_size, int count, MPI_Datatype dt)
 {
     if (local_cid >= 0) t_count_reduction(T_REDUCE, local_cid, local_size, count, dt);
+    /* ... then the result goes back to the group: a bcast from local rank 0
+     * of the same count and datatype on the same hidden communicator (the
+     * component's counts show it: one bcast per intercommunicator barrier
+     * and allreduce). */
+    t_count_hidden_bcast(local_cid, local_size, count, dt);
 }
 
-T_API void t_note_reduction(int kind, MPI_Comm comm, int count, MPI_Datatype dt)
+/* The module underneath can come back to coll rdma: for an MPI_Allreduce
+ * that coll rdma hands over, tuned (Open MPI 4.1.4, fixed decision rules)
+ * picks its "nonoverlapping" algorithm when the op is not commutative, the
+ * communicator has 8 to 15 ranks and the message at least 1 MiB, and that
+ * algorithm is an MPI_Reduce to rank 0 and an MPI_Bcast from rank 0 made
+ * through the communicator's own collectives, i.e. coll rdma's (seen with
+ * the component's counts at 8 ranks). They are counted here like the
+ * program's own calls. (For fewer ranks or commutative ops tuned's choices
+ * use point-to-point messages only.) */
+T_API void t_count_bcast(int cid, int size, int count, long long bytes);
+T_API void t_count_nested(int cid, int size, int count, MPI_Datatype dt, MPI_Op op)
+{
+    int commute = 1, tsize = 0;
+    MPI_Op_commutative(op, &commute);
+    MPI_Type_size(dt, &tsize);
+    long long bytes = (long long)count * tsize;
+    if (commute || size < 8 || size >= 16 || bytes < 1048576) return;
+    t_count_reduction(T_REDUCE, cid, size, count, dt);
+    t_count_bcast(cid, size, count, bytes);
+}
+
+T_API void t_note_reduction(int kind, MPI_Comm comm, int count, MPI_Datatype dt, MPI_Op op)
 {
     if (comm == MPI_COMM_NULL) return;
     int inter = 0, size = 0;
@@ -426,22 +465,145 @@ T_API void t_note_reduction(int kind, MPI_Comm comm, int count, MPI_Datatype dt)
 #endif
         return;
     }
-    t_count_reduction(kind, t_cid(comm), size, count, dt);
+    int cid = t_cid(comm);
+    if (t_count_reduction(kind, cid, size, count, dt) == 2 && kind == T_ALLREDUCE)
+        t_count_nested(cid, size, count, dt, op);
 }
 
 #ifndef T_NO_REDUCTION_WRAPPERS
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
                   MPI_Op op, MPI_Comm comm)
 {
-    t_note_reduction(T_ALLREDUCE, comm, count, datatype);
+    t_note_reduction(T_ALLREDUCE, comm, count, datatype, op);
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
 }
 
 int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
                MPI_Op op, int root, MPI_Comm comm)
 {
-    t_note_reduction(T_REDUCE, comm, count, datatype);
+    t_note_reduction(T_REDUCE, comm, count, datatype, op);
     return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+}
+#endif
+
+/* ------------------------------------------------------------------------
+ * Bcast: which MPI_Bcast calls coll rdma must serve.
+ *
+ * Its contract: every decision rests on the message's byte count (count x
+ * type size, the same on every rank whatever datatypes the ranks use), so
+ * a call on a communicator it claimed is served natively unless it carries
+ * more than coll_rdma_bcast_max_bytes bytes (-1 = no limit); non-contiguous
+ * datatypes are packed and served natively too. Calls with count 0 are not
+ * counted: Open MPI 4.1's MPI_Bcast returns before any coll component for
+ * them (seen with the component's counts). A count > 0 of an empty datatype
+ * (0 bytes) does reach the component, which serves it (nothing to move):
+ * counted as native ("zero").
+ *
+ * Broadcasts Open MPI makes itself, on communicators coll rdma claims, are
+ * counted too (measured with the component's counts on 4.1.4; see
+ * t_count_hidden_bcast): MPI_Intercomm_create makes three on local_comm
+ * (one int, one int, the remote processes' names: about 49 bytes per remote
+ * process), MPI_Intercomm_merge one (one int) on the intercommunicator's
+ * hidden local communicator, and every barrier, allreduce and bcast on an
+ * intercommunicator one on it (coll inter). The size of the name list is an
+ * estimate: exact for the limits the tests use (0, -1, and >= 1024).
+ *
+ * Define T_NO_BCAST_WRAPPERS before including this file to opt out of the
+ * MPI_Bcast, MPI_Intercomm_create and MPI_Intercomm_merge wrappers.
+ */
+T_API long t_bc_calls[T_MAX_CID], t_bc_native[T_MAX_CID], t_bc_above[T_MAX_CID];
+T_API long t_bc_zero[T_MAX_CID];
+T_API long long t_bc_max_bytes = -1;     /* -1: no limit (or not registered) */
+T_API long long t_bc_slot_size = -1;     /* -1: not registered */
+T_API long long t_bc_window = -1;        /* -1: not registered */
+T_API const char *t_bc_param_source = "not read";
+
+/* Classify and count one bcast of `bytes` bytes (count elements) on an
+ * intracommunicator with context id cid and `size` members. */
+T_API void t_count_bcast(int cid, int size, int count, long long bytes)
+{
+    if (size < 2 || cid < 0 || cid >= T_MAX_CID || count == 0) return;
+    t_bc_calls[cid]++;
+    if (t_bc_max_bytes >= 0 && bytes > t_bc_max_bytes) {
+        t_bc_above[cid]++;
+    } else {
+        t_bc_native[cid]++;
+        if (bytes == 0) t_bc_zero[cid]++;
+    }
+}
+
+/* A bcast Open MPI makes itself on an intracommunicator it holds (the
+ * hidden local communicator of an intercommunicator, local_cid < 0 if
+ * unknown). */
+T_API void t_count_hidden_bcast(int local_cid, int local_size, int count, MPI_Datatype dt)
+{
+    if (local_cid < 0) return;
+    int tsize = 0;
+    MPI_Type_size(dt, &tsize);
+    t_count_bcast(local_cid, local_size, count, (long long)count * tsize);
+}
+
+T_API void t_note_bcast(MPI_Comm comm, int count, MPI_Datatype dt, int root)
+{
+    if (comm == MPI_COMM_NULL) return;
+    int inter = 0, size = 0, tsize = 0;
+    MPI_Comm_test_inter(comm, &inter);
+    MPI_Comm_size(comm, &size);
+    MPI_Type_size(dt, &tsize);
+    if (inter) {
+        /* coll inter: the root sends to rank 0 of the other group, which
+         * broadcasts on its hidden local communicator (from local rank 0);
+         * the root's group (MPI_ROOT, MPI_PROC_NULL) makes no local bcast. */
+#ifdef T_HAVE_OMPI_CID
+        ompi_communicator_t *oc = (ompi_communicator_t *)comm;
+        if (root >= 0 && count > 0 && oc->c_local_comm)
+            t_count_hidden_bcast((int)ompi_comm_get_cid(oc->c_local_comm), size, count, dt);
+#else
+        (void)root;
+#endif
+        return;
+    }
+    t_count_bcast(t_cid(comm), size, count, (long long)count * tsize);
+}
+
+#ifndef T_NO_BCAST_WRAPPERS
+int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
+{
+    t_note_bcast(comm, count, datatype, root);
+    return PMPI_Bcast(buffer, count, datatype, root, comm);
+}
+
+int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm,
+                         int remote_leader, int tag, MPI_Comm *newintercomm)
+{
+    int rc = PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag,
+                                   newintercomm);
+    if (rc == MPI_SUCCESS && local_comm != MPI_COMM_NULL) {
+        int lsize = 0, rsize = 0;
+        MPI_Comm_size(local_comm, &lsize);
+        MPI_Comm_remote_size(*newintercomm, &rsize);
+        int cid = t_cid(local_comm);
+        /* remote size, length of the name list, the name list */
+        t_count_bcast(cid, lsize, 1, (long long)sizeof(int));
+        t_count_bcast(cid, lsize, 1, (long long)sizeof(int));
+        t_count_bcast(cid, lsize, 1, 49LL * rsize);
+    }
+    return rc;
+}
+
+int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
+{
+    int local_cid = -1, lsize = 0;
+#ifdef T_HAVE_OMPI_CID
+    ompi_communicator_t *oc = (ompi_communicator_t *)intercomm;
+    if (intercomm != MPI_COMM_NULL && oc->c_local_comm)
+        local_cid = (int)ompi_comm_get_cid(oc->c_local_comm);
+#endif
+    if (intercomm != MPI_COMM_NULL) MPI_Comm_size(intercomm, &lsize);
+    int rc = PMPI_Intercomm_merge(intercomm, high, newintracomm);
+    /* which group goes first: one int from local rank 0 */
+    if (rc == MPI_SUCCESS) t_count_hidden_bcast(local_cid, lsize, 1, MPI_INT);
+    return rc;
 }
 #endif
 
@@ -498,6 +660,23 @@ T_API void t_read_reduction_limits(void)
                                  : "coll_rdma_allreduce_max_bytes not registered";
     if (!fa) t_red_max_bytes[T_ALLREDUCE] = -1;
     if (!fr) t_red_max_bytes[T_REDUCE] = -1;
+}
+
+T_API void t_read_bcast_params(void)
+{
+    int provided, fm = 0, fs = 0, fw = 0;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) {
+        t_bc_param_source = "MPI_T unavailable";
+        return;
+    }
+    t_bc_max_bytes = t_read_cvar("coll_rdma_bcast_max_bytes", &fm);
+    t_bc_slot_size = t_read_cvar("coll_rdma_bcast_slot_size", &fs);
+    t_bc_window = t_read_cvar("coll_rdma_bcast_window", &fw);
+    MPI_T_finalize();
+    t_bc_param_source = fm ? "from MPI_T" : "coll_rdma_bcast_max_bytes not registered";
+    if (!fm) t_bc_max_bytes = -1;
+    if (!fs) t_bc_slot_size = -1;
+    if (!fw) t_bc_window = -1;
 }
 
 /* Barrier with the property check; sleeps delay_us first when > 0. */
@@ -585,6 +764,7 @@ T_API void t_init(int *argc, char ***argv)
     t_selftest_skip = skip && strcmp(skip, "1") == 0;
     t_fill(&t_world, MPI_COMM_WORLD, 0x7fffeull << 40);
     t_read_reduction_limits();
+    t_read_bcast_params();
 #ifdef T_HAVE_OMPI_CID
     if (t_wrank == 0) printf("info: context ids from ompi_comm_get_cid()\n");
 #else
@@ -610,7 +790,13 @@ T_API int t_finish(const char *prog)
     MPI_Allreduce(&mine, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     printf("info: reduction limits allreduce_max_bytes %lld reduce_max_bytes %lld (%s)\n",
            t_red_max_bytes[T_ALLREDUCE], t_red_max_bytes[T_REDUCE], t_red_limit_source);
+    printf("info: bcast parameters bcast_max_bytes %lld slot_size %lld window %lld (%s)\n",
+           t_bc_max_bytes, t_bc_slot_size, t_bc_window, t_bc_param_source);
     for (int c = 0; c < T_MAX_CID; c++) {
+        if (t_bc_calls[c])
+            printf("expect-bcast: comm %d rank %d calls %ld native %ld fallback %ld above %ld "
+                   "zero %ld\n", c, t_wrank, t_bc_calls[c], t_bc_native[c], t_bc_above[c],
+                   t_bc_above[c], t_bc_zero[c]);
         for (int k = 0; k < T_NKINDS; k++)
             if (t_red_calls[k][c])
                 printf("expect-reduction: comm %d rank %d kind %s calls %ld native %ld "

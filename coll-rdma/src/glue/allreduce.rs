@@ -8,7 +8,7 @@ use ompi_sys as sys;
 use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
-use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut};
+use super::reduction_call::{Unserved, contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut};
 use super::saved::ReductionCall;
 
 pub(super) unsafe extern "C" fn allreduce(
@@ -33,10 +33,10 @@ impl CommState {
         }
         let message = match native_message(call, self.allreduce_max_bytes, "allreduce_max_bytes", self.allreduce.config().segment_bytes) {
             Ok(message) => message,
-            Err(reason) => return self.hand_over_allreduce(call, reason),
+            Err(unserved) => return self.hand_over_allreduce(call, unserved),
         };
         if !self.ensure_link(call.comm) {
-            return self.hand_over_allreduce(call, "transport unavailable".to_string());
+            return self.hand_over_allreduce(call, ("transport", "transport unavailable".to_string()));
         }
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let span = message.span;
@@ -56,8 +56,8 @@ impl CommState {
         self.finish(Collective::Allreduce, outcome)
     }
 
-    fn hand_over_allreduce(&mut self, call: &ReductionCall, reason: String) -> Step {
+    fn hand_over_allreduce(&mut self, call: &ReductionCall, unserved: Unserved) -> Step {
         let fallback = self.saved.allreduce(*call);
-        self.hand_over(Collective::Allreduce, reason, fallback)
+        self.hand_over(Collective::Allreduce, unserved.0, unserved.1, fallback)
     }
 }

@@ -20,7 +20,7 @@ impl CommState {
     fn barrier(&mut self, comm: *mut sys::ompi_communicator_t) -> Step {
         if !self.ensure_link(comm) {
             let fallback = self.saved.barrier(comm);
-            return self.hand_over(Collective::Barrier, "transport unavailable".to_string(), fallback);
+            return self.hand_over(Collective::Barrier, "transport", "transport unavailable".to_string(), fallback);
         }
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let outcome = self.barrier.run(transport);

@@ -9,6 +9,7 @@
 
 use std::ffi::{c_int, c_void};
 
+use btl_ibmc::{MulticastKind, Transport};
 use ompi_sys as sys;
 
 use super::comm_state::{Collective, CommState, Link, Step};
@@ -43,27 +44,27 @@ struct BcastCall {
 impl CommState {
     fn bcast(&mut self, call: &BcastCall) -> Step {
         let Ok(count) = usize::try_from(call.count) else {
-            return self.hand_over_bcast(call, format!("negative count {}", call.count));
+            return self.hand_over_bcast(call, "count", format!("negative count {}", call.count));
         };
         let bytes = match signature_bytes(call.dtype, count) {
             Ok(bytes) => bytes,
-            Err(why) => return self.hand_over_bcast(call, why.to_string()),
+            Err(why) => return self.hand_over_bcast(call, "datatype", why.to_string()),
         };
         if bytes == 0 {
             return self.finish(Collective::Bcast, Ok(()));
         }
         if let Some(limit) = self.bcast_max_bytes.filter(|&limit| bytes > limit) {
-            return self.hand_over_bcast(call, format!("{bytes} bytes exceed coll_rdma_bcast_max_bytes={limit}"));
+            return self.hand_over_bcast(call, "size limit", format!("{bytes} bytes exceed coll_rdma_bcast_max_bytes={limit}"));
         }
         if !self.bcast.serves(bytes) {
-            return self.hand_over_bcast(call, format!("{bytes} bytes are above what the multicast window serves"));
+            return self.hand_over_bcast(call, "window limit", format!("{bytes} bytes are above what the multicast window serves"));
         }
         if !self.ensure_link(call.comm) {
-            return self.hand_over_bcast(call, "transport unavailable".to_string());
+            return self.hand_over_bcast(call, "transport", "transport unavailable".to_string());
         }
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         if !Bcast::supported_by(transport) {
-            return self.hand_over_bcast(call, format!("the {} transport offers no multicast", btl_ibmc::Transport::name(transport)));
+            return self.hand_over_bcast(call, "no multicast", format!("the {} transport offers no multicast", transport.name()));
         }
         let root = call.root as usize;
         let outcome = match contiguous_span(call.dtype, count) {
@@ -91,15 +92,24 @@ impl CommState {
         self.finish(Collective::Bcast, outcome)
     }
 
-    fn hand_over_bcast(&mut self, call: &BcastCall, reason: String) -> Step {
+    fn hand_over_bcast(&mut self, call: &BcastCall, category: &'static str, reason: String) -> Step {
         let fallback = self.saved.bcast(call.buffer, call.count, call.dtype, call.root, call.comm);
-        self.hand_over(Collective::Bcast, reason, fallback)
+        self.hand_over(Collective::Bcast, category, reason, fallback)
     }
 
     /// Whether a root still has messages its receivers have not
     /// acknowledged (or a receiver owes an acknowledgement).
+    ///
+    /// Only datagram transports need it: on a shared window nothing is
+    /// retransmitted, a reader's lazy ACK is only needed by a root whose
+    /// window is full, and that root reads the ACK lines itself while it
+    /// waits. Keeping the callback idle there keeps it off the progress
+    /// loop of every later MPI call.
     pub(super) fn has_background_work(&self) -> bool {
-        matches!(self.link, Link::Ready(_)) && !self.bcast.is_idle()
+        match &self.link {
+            Link::Ready(transport) => transport.multicast_kind() == MulticastKind::Datagram && !self.bcast.is_idle(),
+            _ => false,
+        }
     }
 
     /// Serves ACKs, NACKs and retransmissions outside a collective call.

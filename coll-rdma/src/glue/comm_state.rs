@@ -82,9 +82,9 @@ pub struct CommState {
     pub(super) bcast_max_bytes: Option<usize>,
     /// Indexed by `Collective as usize`.
     tallies: [Tally; 4],
-    /// (collective, reason) pairs already reported, so that a loop of
+    /// (collective, reason category) pairs already reported, so that a loop of
     /// handed-over calls says why once, not every time.
-    reported_handovers: HashSet<(Collective, String)>,
+    reported_handovers: HashSet<(Collective, &'static str)>,
 }
 
 /// How a rank waits: spin only while every rank of the node has a core.
@@ -249,9 +249,17 @@ impl CommState {
 
     /// Hands a call to the module underneath, saying why once per
     /// communicator and reason (and every time at debug level).
-    pub(super) fn hand_over(&mut self, collective: Collective, reason: String, fallback: impl FnOnce() -> c_int + 'static) -> Step {
+    /// `category` names the kind of reason (the same for every message size
+    /// above a limit), so that a sweep of sizes reports it once.
+    pub(super) fn hand_over(
+        &mut self,
+        collective: Collective,
+        category: &'static str,
+        reason: String,
+        fallback: impl FnOnce() -> c_int + 'static,
+    ) -> Step {
         let name = collective.name();
-        if self.reported_handovers.insert((collective, reason.clone())) {
+        if self.reported_handovers.insert((collective, category)) {
             tracing::info!("comm {} rank {}: {name} handed to the module underneath: {reason}", self.cid, self.rank);
         } else {
             tracing::debug!("comm {} rank {}: {name} handed to the module underneath: {reason}", self.cid, self.rank);

@@ -278,7 +278,7 @@ fn registrations() -> Vec<Registration> {
         },
         Registration {
             name: c"bcast_ack_interval",
-            help: c"M of the lazy, skewed ACKs: receiver i acknowledges message B when B mod M = i mod M (1..=window)",
+            help: c"M of the lazy, skewed ACKs: receiver i acknowledges message B when B mod M = i mod M (1..=4096, lowered to the window)",
             kind: INT,
             level: TUNER,
             storage: &raw mut BCAST_ACK_INTERVAL as *mut c_void,
@@ -521,7 +521,9 @@ fn bcast_settings(raw: &RawParams) -> BcastSettings {
                 None
             }
         },
-        ack_interval: clamped("bcast_ack_interval", raw.bcast_ack_interval, 1..=window_slots) as usize,
+        // Lowered to the window where it is used (see RmcastConfig), so a
+        // small window alone draws no warning about this parameter.
+        ack_interval: clamped("bcast_ack_interval", raw.bcast_ack_interval, 1..=4096) as usize,
         timeout: Duration::from_millis(clamped("bcast_timeout_ms", raw.bcast_timeout_ms, 1..=i32::MAX) as u64),
         nack: clamped("bcast_nack", raw.bcast_nack, 0..=1) == 1,
         max_bytes: max_bytes_setting("bcast_max_bytes", raw.bcast_max_bytes),

@@ -8,7 +8,7 @@ use ompi_sys as sys;
 use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
-use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut};
+use super::reduction_call::{Unserved, contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut};
 use super::saved::ReductionCall;
 
 #[allow(clippy::too_many_arguments)] // Open MPI's reduce signature
@@ -35,10 +35,10 @@ impl CommState {
         }
         let message = match native_message(call, self.reduce_max_bytes, "reduce_max_bytes", self.reduce.config().segment_bytes) {
             Ok(message) => message,
-            Err(reason) => return self.hand_over_reduce(call, root, reason),
+            Err(unserved) => return self.hand_over_reduce(call, root, unserved),
         };
         if !self.ensure_link(call.comm) {
-            return self.hand_over_reduce(call, root, "transport unavailable".to_string());
+            return self.hand_over_reduce(call, root, ("transport", "transport unavailable".to_string()));
         }
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let span = message.span;
@@ -62,8 +62,8 @@ impl CommState {
         self.finish(Collective::Reduce, outcome)
     }
 
-    fn hand_over_reduce(&mut self, call: &ReductionCall, root: c_int, reason: String) -> Step {
+    fn hand_over_reduce(&mut self, call: &ReductionCall, root: c_int, unserved: Unserved) -> Step {
         let fallback = self.saved.reduce(*call, root);
-        self.hand_over(Collective::Reduce, reason, fallback)
+        self.hand_over(Collective::Reduce, unserved.0, unserved.1, fallback)
     }
 }

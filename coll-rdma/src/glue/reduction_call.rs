@@ -15,6 +15,10 @@ pub(super) struct NativeMessage {
     pub reduction: OmpiReduction,
 }
 
+/// Why a call goes to the module underneath: a category (reported once per
+/// communicator) and the particulars of this call.
+pub(super) type Unserved = (&'static str, String);
+
 /// Checks everything that decides between the native path and the module
 /// underneath. Every input is one MPI requires to be identical on all
 /// ranks (count, datatype, op), so every rank decides alike.
@@ -23,14 +27,14 @@ pub(super) fn native_message(
     max_bytes: Option<usize>,
     limit_name: &str,
     segment_bytes: usize,
-) -> Result<NativeMessage, String> {
-    let count = usize::try_from(call.count).map_err(|_| format!("negative count {}", call.count))?;
-    let span = contiguous_span(call.dtype, count).map_err(|why| why.to_string())?;
+) -> Result<NativeMessage, Unserved> {
+    let count = usize::try_from(call.count).map_err(|_| ("count", format!("negative count {}", call.count)))?;
+    let span = contiguous_span(call.dtype, count).map_err(|why| ("datatype", why.to_string()))?;
     if span.element_bytes > segment_bytes {
-        return Err(format!("one element ({} bytes) exceeds the {segment_bytes}-byte segment", span.element_bytes));
+        return Err(("element size", format!("one element ({} bytes) exceeds the {segment_bytes}-byte segment", span.element_bytes)));
     }
     if let Some(limit) = max_bytes.filter(|&limit| span.bytes > limit) {
-        return Err(format!("{} bytes exceed coll_rdma_{limit_name}={limit}", span.bytes));
+        return Err(("size limit", format!("{} bytes exceed coll_rdma_{limit_name}={limit}", span.bytes)));
     }
     Ok(NativeMessage { span, reduction: OmpiReduction::new(call.op, call.dtype, span.element_bytes) })
 }
