@@ -612,7 +612,7 @@ elapsed=$(( $(date +%s) - t_start ))
         echo "was shorter than the separately measured ack (noise, mostly when oversubscribed)."
         echo "iterations: np=2 $BCAST_WARMUP_2 warm-up + $BCAST_ITERS_2 timed; above $BCAST_WARMUP_N + $BCAST_ITERS_N;"
         echo "above $BCAST_SCALE bytes shrunk in proportion to the size (at least $BCAST_MIN_ITERS). coll rdma hands"
-        echo "messages above coll_rdma_bcast_max_bytes (default 262144) to the module underneath."
+        echo "messages above coll_rdma_bcast_max_bytes (default: see ompi_info) to the module underneath."
         echo
     fi
     if [ -n "$BTPUT_TABLE" ]; then

@@ -40,7 +40,7 @@ static mut BCAST_CO_ROOTS: c_int = -1;
 static mut BCAST_ACK_INTERVAL: c_int = 8;
 static mut BCAST_TIMEOUT_MS: c_int = 20;
 static mut BCAST_NACK: c_int = 1;
-static mut BCAST_MAX_BYTES: c_int = 262144;
+static mut BCAST_MAX_BYTES: c_int = 16384;
 
 /// Which transport the user asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
