@@ -16,10 +16,11 @@
 //!   c returns as soon as its partial is put, and nothing in c's next call
 //!   depends on p, so a leaf could run several reduces ahead. These
 //!   streams therefore use acknowledged reuse (see `allreduce::slots`): p
-//!   returns the credit of the last segment of every call right after
-//!   reading it, and before writing the first two segments of a call c
-//!   waits for the credit of the last segment of its previous call. p reads
-//!   a stream in order, so that credit proves every earlier segment read.
+//!   returns a credit for every segment right after reading it, and before
+//!   writing segment s into its slot c waits for the credit of s - 2, the
+//!   slot's previous occupant, whichever call it belonged to. p reads a
+//!   stream in order, so that credit proves every earlier segment read,
+//!   and c can run one slot ahead of p across calls.
 //! * Relay rings (rank 0 writes into root R's window; each root has its own
 //!   ring and credit word). Rank 0 can relay a segment of call e+1 only
 //!   after folding that segment, which needs R's partial of e+1, which R
@@ -29,8 +30,8 @@
 //! Deadlock: rank 0 relays segment i right after folding it, and the root
 //! receives it right after its own upward step for segment i; the relay's
 //! credit waits only for segment i-2, which the root has already received.
-//! A partial's cross-call credit waits for the parent to read the previous
-//! call, which depends on nothing the child does later.
+//! A partial's credit waits for the parent to read an earlier segment of
+//! the stream, which depends on nothing the child does later.
 
 use btl_ibmc::{Transport, TransportError};
 

@@ -60,8 +60,10 @@ pub(crate) enum Reuse {
     /// built). Only slots reused within a call need credits.
     ImpliedByDataFlow,
     /// Senders may return before their segments are read (reduce), so the
-    /// receiver also acknowledges the last segment of every call, and the
-    /// first segments of the next call wait for that.
+    /// receiver acknowledges every segment as it reads it, and a sender
+    /// reuses a slot once its previous occupant is acknowledged, whichever
+    /// call it belonged to. A sender can thus run one slot ahead of its
+    /// receiver across calls instead of waiting for each call to be read.
     AcknowledgedEachCall,
 }
 
@@ -94,7 +96,10 @@ impl Turn {
         } else {
             match self.reuse {
                 Reuse::ImpliedByDataFlow => 0,
-                Reuse::AcknowledgedEachCall => previous_last,
+                // The slot's previous occupant, from this call or an earlier
+                // one; every segment is acknowledged in order, so its credit
+                // also proves everything before it read.
+                Reuse::AcknowledgedEachCall => self.seq.saturating_sub(RING_DEPTH).min(previous_last),
             }
         }
     }
@@ -103,8 +108,7 @@ impl Turn {
     /// sender may wait for under `credit_needed`.
     pub(crate) fn must_acknowledge(&self) -> bool {
         let reused_in_call = (self.index as u64 + RING_DEPTH) < self.count as u64;
-        let last_of_call = self.index + 1 == self.count;
-        reused_in_call || (self.reuse == Reuse::AcknowledgedEachCall && last_of_call)
+        reused_in_call || self.reuse == Reuse::AcknowledgedEachCall
     }
 }
 
