@@ -189,9 +189,9 @@ impl Reduce {
                 _ => &mut self.partial[..range.len()],
             };
             partial.copy_from_slice(&send[range.clone()]);
-            self.upward.segment(transport, op, turn, base, partial, incoming, &policy)?;
+            self.upward.segment(transport, op, turn, partial, incoming, &policy)?;
             if self.rank == 0 && root != 0 {
-                let credit = relay_turn.credit_needed(base);
+                let credit = relay_turn.credit_needed();
                 self.relays_out[root].send(transport, relay_turn.seq, partial, credit, &policy)?;
             }
             if let Some(buffer) = result.as_deref_mut().filter(|_| root != 0) {

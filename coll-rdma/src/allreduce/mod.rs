@@ -243,11 +243,11 @@ impl Allreduce {
                 let partial = &mut recv[range.clone()];
                 partial.copy_from_slice(&send[range.clone()]);
                 let incoming = &mut self.incoming[..range.len()];
-                self.upward.segment(transport, op, turn, base, partial, incoming, &policy)?;
+                self.upward.segment(transport, op, turn, partial, incoming, &policy)?;
             }
             if let Some(index) = step.checked_sub(DOWN_LAG) {
                 let turn = Turn::new(index, count, base, Reuse::ImpliedByDataFlow);
-                self.pass_result_down(transport, turn, base, &mut recv[segments.range(index)])?;
+                self.pass_result_down(transport, turn, &mut recv[segments.range(index)])?;
             }
         }
         self.last_seq = base + count as u64;
@@ -260,7 +260,6 @@ impl Allreduce {
         &self,
         transport: &T,
         turn: Turn,
-        base: u64,
         result: &mut [u8],
     ) -> Result<(), TransportError> {
         let policy = &self.config.policy;
@@ -272,7 +271,7 @@ impl Allreduce {
         }
         debug_assert!(self.result_from_parent.is_some() != self.upward.is_root());
         for child in &self.results_to_children {
-            child.send(transport, turn.seq, result, turn.credit_needed(base), policy)?;
+            child.send(transport, turn.seq, result, turn.credit_needed(), policy)?;
         }
         Ok(())
     }

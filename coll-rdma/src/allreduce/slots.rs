@@ -82,25 +82,15 @@ impl Turn {
     }
 
     /// The credit the sender needs before writing this segment; 0 needs
-    /// none. `previous_last` is the last sequence number this stream
-    /// carried before the call.
-    ///
-    /// Within a call the slot last held segment `seq - RING_DEPTH`, which
-    /// the receiver acknowledges (see `must_acknowledge`). Across calls every
-    /// earlier segment of the stream is at most `previous_last`, which the
-    /// receiver acknowledged as the last segment of its call, or which the
-    /// data flow proves read.
-    pub(crate) fn credit_needed(&self, previous_last: u64) -> u64 {
-        if self.index as u64 >= RING_DEPTH {
-            self.seq - RING_DEPTH
-        } else {
-            match self.reuse {
-                Reuse::ImpliedByDataFlow => 0,
-                // The slot's previous occupant, from this call or an earlier
-                // one; every segment is acknowledged in order, so its credit
-                // also proves everything before it read.
-                Reuse::AcknowledgedEachCall => self.seq.saturating_sub(RING_DEPTH).min(previous_last),
-            }
+    /// none. The slot last held segment `seq - RING_DEPTH`. Within a call
+    /// the receiver acknowledges it (see `must_acknowledge`); across calls
+    /// the data flow proves it read, or, for acknowledged reuse, the
+    /// receiver acknowledged it like every other segment.
+    pub(crate) fn credit_needed(&self) -> u64 {
+        match self.reuse {
+            Reuse::AcknowledgedEachCall => self.seq.saturating_sub(RING_DEPTH),
+            Reuse::ImpliedByDataFlow if self.index as u64 >= RING_DEPTH => self.seq - RING_DEPTH,
+            Reuse::ImpliedByDataFlow => 0,
         }
     }
 
@@ -176,7 +166,7 @@ mod tests {
                 for &count in &counts {
                     for index in 0..count {
                         let turn = Turn::new(index, count, base, reuse);
-                        let needed = turn.credit_needed(base);
+                        let needed = turn.credit_needed();
                         assert!(
                             needed == 0 || acknowledged.contains(&needed),
                             "{reuse:?} {counts:?}: waits for {needed}"

@@ -62,13 +62,11 @@ impl Upward {
     /// which holds this rank's own contribution on entry and the partial of
     /// its whole subtree on return, and sends that to the parent.
     /// `incoming` is scratch of the same length.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn segment<T: Transport + ?Sized, R: Reduction + ?Sized>(
         &self,
         transport: &T,
         op: &R,
         turn: Turn,
-        previous_last: u64,
         partial: &mut [u8],
         incoming: &mut [u8],
         policy: &WaitPolicy,
@@ -82,7 +80,7 @@ impl Upward {
             partial.copy_from_slice(incoming);
         }
         if let Some(parent) = &self.to_parent {
-            parent.send(transport, turn.seq, partial, turn.credit_needed(previous_last), policy)?;
+            parent.send(transport, turn.seq, partial, turn.credit_needed(), policy)?;
         }
         Ok(())
     }

@@ -116,7 +116,7 @@ fn refusal(comm: *mut sys::ompi_communicator_t, settings: &params::Settings) -> 
 
 unsafe extern "C" fn comm_query(comm: *mut sys::ompi_communicator_t, priority: *mut c_int) -> *mut sys::mca_coll_base_module_t {
     guarded("component comm query", null_mut(), || {
-        let settings = params::settings();
+        let settings = params::load();
         // SAFETY: valid communicator and out-pointer from Open MPI.
         let (cid, size) = unsafe { (sys::coll_rdma_shim_comm_cid(comm), sys::coll_rdma_shim_comm_size(comm)) };
         let label = format!("comm {cid} \"{}\" size {size}", comm_name(comm));

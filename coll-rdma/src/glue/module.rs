@@ -107,7 +107,7 @@ unsafe extern "C" fn enable(module: *mut sys::mca_coll_base_module_t, comm: *mut
             );
             return sys::OMPI_ERROR as c_int;
         };
-        let state = Box::new(CommState::new(cid, rank, size, saved, params::settings()));
+        let state = Box::new(CommState::new(cid, rank, size, saved, params::load()));
         // SAFETY: our module, enabled once per communicator.
         unsafe { (*(module as *mut RdmaModule)).state = Box::into_raw(state) };
         progress::register(module as *mut RdmaModule);

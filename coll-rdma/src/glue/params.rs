@@ -612,8 +612,3 @@ pub fn load() -> &'static Settings {
         validate(raw)
     })
 }
-
-/// The settings loaded at component open.
-pub fn settings() -> &'static Settings {
-    load()
-}
