@@ -2,6 +2,7 @@
 //! carries reliable multicast. Collectives see only [`Transport`].
 
 pub mod fabric;
+pub mod padded;
 pub mod rmcast;
 pub mod shm;
 pub mod transport;
@@ -16,6 +17,7 @@ mod words;
 #[cfg(test)]
 mod test_support;
 
+pub use padded::put_word_padded;
 pub use fabric::{Fabric, FabricConfig, FabricEndpoint};
 pub use rmcast::{ReliableMulticast, RmcastConfig, RmcastStats};
 pub use shm::{ShmTransport, establish};

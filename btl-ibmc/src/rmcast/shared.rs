@@ -24,6 +24,7 @@ use super::patience::Patience;
 use super::pieces;
 use super::region::SharedRegion;
 use super::stats::RmcastStats;
+use crate::padded::put_word_padded;
 use crate::transport::{Transport, TransportError};
 
 fn write_if_changed<T: Transport + ?Sized>(transport: &T, me: usize, word: usize, value: u64) -> Result<(), TransportError> {
@@ -86,7 +87,7 @@ impl SharedFlavour {
             // is left alone.
             write_if_changed(transport, me, self.region.message_len_word(seq), message.len() as u64)?;
             write_if_changed(transport, me, self.region.offset_word(seq), offset as u64)?;
-            transport.put(me, self.region.payload(seq, piece.len()), piece, self.region.flag(seq), seq + 1)?;
+            put_word_padded(transport, me, self.region.payload(seq, piece.len()), piece, self.region.flag(seq), seq + 1)?;
             self.next_seq += 1;
             stats.pieces_sent += 1;
         }
@@ -164,6 +165,15 @@ impl SharedFlavour {
 
     #[cold]
     fn wait_for_piece<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, seq: u64, stats: &mut RmcastStats) -> Result<u64, TransportError> {
+        // A tight spin first: the piece usually lands within a cache-line
+        // transfer, and progressing between polls would delay noticing it.
+        for _ in 0..self.config.wait.spin_polls {
+            let announced = transport.peer_flag(root, self.region.flag(seq))?;
+            if announced > seq {
+                return Ok(announced);
+            }
+            std::hint::spin_loop();
+        }
         let mut patience = Patience::new(&self.config);
         loop {
             let announced = transport.peer_flag(root, self.region.flag(seq))?;

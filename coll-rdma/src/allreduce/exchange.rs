@@ -13,7 +13,7 @@
 //! they too complete only once every rank has entered them. The flag never
 //! shows a later epoch than the reader expects, by the same argument.
 
-use btl_ibmc::{wait_at_least, Transport, TransportError, WaitPolicy};
+use btl_ibmc::{put_word_padded, wait_at_least, Transport, TransportError, WaitPolicy};
 
 use super::slots::SlotShape;
 use crate::reduction::Reduction;
@@ -61,7 +61,7 @@ impl ExchangeSlots {
         // Starting after oneself spreads the first writes over all targets.
         for distance in 1..self.size {
             let peer = (rank + distance) % self.size;
-            transport.put(peer, mine, send, self.shape.flag_offset(mine), epoch)?;
+            put_word_padded(transport, peer, mine, send, self.shape.flag_offset(mine), epoch)?;
         }
         for sender in 0..self.size {
             let contribution: &mut [u8] = if sender == 0 { &mut *recv } else { &mut *incoming };

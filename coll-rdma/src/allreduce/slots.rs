@@ -11,7 +11,7 @@
 //! reads a segment out of the slot before it uses it, so acknowledging it
 //! right after the read lets the sender overwrite the slot at once.
 
-use btl_ibmc::{wait_at_least, Transport, TransportError, WaitPolicy};
+use btl_ibmc::{put_word_padded, wait_at_least, Transport, TransportError, WaitPolicy};
 
 use super::region::LINE;
 
@@ -135,7 +135,7 @@ impl Stream {
             });
         }
         let slot = self.slot(seq);
-        transport.put(self.receiver, slot, data, self.shape.flag_offset(slot), seq)
+        put_word_padded(transport, self.receiver, slot, data, self.shape.flag_offset(slot), seq)
     }
 
     /// Receiver side: waits for segment `seq` and copies it into `out`.

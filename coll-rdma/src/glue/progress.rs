@@ -1,8 +1,9 @@
 //! Open MPI's progress engine drives what coll rdma has left to do between
 //! collective calls: a bcast root returns before its receivers acknowledge,
 //! so ACKs, NACKs and retransmissions are served from inside whatever MPI
-//! call the rank makes next. The callback costs one atomic load while no
-//! communicator has such work.
+//! call the rank makes next. The callback is registered only once some
+//! communicator has such work, and then costs one atomic load while none
+//! has.
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,6 +30,13 @@ fn registry() -> std::sync::MutexGuard<'static, Vec<ModulePtr>> {
 
 /// Makes `module` reachable from the progress callback.
 pub(super) fn register(module: *mut RdmaModule) {
+    registry().push(ModulePtr(module));
+}
+
+/// Registers the callback with Open MPI the first time a module has work
+/// left, so that jobs that never leave any (shared memory has none) keep
+/// Open MPI's progress loop free of our call.
+fn register_with_opal() {
     REGISTERED_WITH_OPAL.call_once(|| {
         // SAFETY: a plain C callback with the signature opal expects; it
         // stays valid as long as this library is loaded, and component
@@ -38,7 +46,6 @@ pub(super) fn register(module: *mut RdmaModule) {
             tracing::warn!("could not register with Open MPI's progress engine (error {rc}); bcast acknowledgements are served only inside coll rdma calls");
         }
     });
-    registry().push(ModulePtr(module));
 }
 
 /// Takes `module` out of the callback's reach; after this returns the
@@ -55,6 +62,7 @@ pub(super) fn unregister(module: *mut RdmaModule) {
 }
 
 pub(super) fn work_added() {
+    register_with_opal();
     MODULES_WITH_WORK.fetch_add(1, Ordering::AcqRel);
 }
 
