@@ -17,7 +17,7 @@ COMPONENT  := $(COMPDIR)/mca_coll_rdma.so
 CARGO_OUT  := target/release
 INSTALLDIR := $(if $(DESTDIR),$(DESTDIR),$(HOME)/.openmpi/components)
 
-.PHONY: all build setup install check test-rust test-mpi bench clean help
+.PHONY: all build setup install check test-rust test-mpi check-rxe test-rxe bench clean help
 
 all: build
 
@@ -26,8 +26,10 @@ help:
 	@echo "                   copy the component to $(COMPONENT)"
 	@echo "make install       copy it to \$$DESTDIR if set, else ~/.openmpi/components/"
 	@echo "                   (searched by Open MPI by default; no environment variable needed)"
-	@echo "make check         build, cargo test --release --workspace, ci/mpi-tests.sh"
+	@echo "make check         build, cargo test --release --workspace, ci/mpi-tests.sh,"
+	@echo "                   ci/rxe-tests.sh (verbs on Soft-RoCE in qemu guests)"
 	@echo "make test-mpi      only the MPI tests (ci/mpi-tests.sh)"
+	@echo "make check-rxe     build, then only the Soft-RoCE tests (ci/rxe-tests.sh)"
 	@echo "make bench         build, then ci/bench.sh (stock Open MPI vs coll rdma)"
 	@echo "make clean         remove $(BUILD)/ and cargo's target/"
 
@@ -66,10 +68,19 @@ check: build
 	@echo "== cargo test --release --workspace"
 	@$(CARGO) test --release --workspace
 	@$(MAKE) --no-print-directory test-mpi
+	@$(MAKE) --no-print-directory test-rxe
 
 test-mpi:
 	@echo "== MPI tests"
 	@bash ci/mpi-tests.sh
+
+# The verbs transport on Soft-RoCE in qemu guests (docs/testbed.md).
+check-rxe: build
+	@$(MAKE) --no-print-directory test-rxe
+
+test-rxe:
+	@echo "== Soft-RoCE tests (verbs transport)"
+	@bash ci/rxe-tests.sh
 
 bench: build
 	@echo "== benchmark"

@@ -4,14 +4,28 @@
 # the output that coll rdma served every barrier the programs made.
 #
 # usage: ci/mpi-tests.sh [--stock] [--quick] [--only REGEX] [--list]
+#                         [--transport NAME] [--hosts HOSTS] [--nps "N..."]
 #   --stock       run the programs against stock Open MPI (no component needed;
 #                 the checks that need the component are skipped)
 #   --quick       fewer iterations (a fast smoke test)
 #   --only REGEX  run only the tests whose name matches REGEX (grep -E)
 #   --list        print the test names and exit
+#   --transport NAME  run the programs (section 1 only) with
+#                 coll_rdma_transport=NAME and expect every served call to
+#                 report that transport (e.g. verbs, in the Soft-RoCE guests)
+#   --hosts HOSTS mpirun --host HOSTS (ranks on several machines; needs a
+#                 launcher that reaches them), TCP between hosts
+#   --nps "N..."  process counts of section 1 (default "1 2 3 4 5 8")
+#   --mca NAME VALUE  one more MCA parameter for every run of section 1
+#                 (repeatable; implies section 1 only, like --transport)
 # environment:
 #   TEST_TIMEOUT  seconds allowed for each mpirun (default 120)
 #   KEEP_LOGS=1   keep the logs of passing tests too (build/mpi-tests/)
+#   MPI_TESTS_LOGDIR  where the logs go (default build/mpi-tests); with
+#                 --hosts it must be a directory every host sees, since each
+#                 rank's output file is written on its own host
+#   EXPECT_TRANSPORT  transport the served calls must report (default: the
+#                 --transport name, else shm)
 #
 # The last line is "N passed, N failed" (", N skipped" when some were skipped);
 # the exit status is non-zero when any test failed.
@@ -21,7 +35,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$ROOT/build
 COMPDIR=$BUILD/components
 BIN=$BUILD/tests
-LOGROOT=$BUILD/mpi-tests
+LOGROOT=${MPI_TESTS_LOGDIR:-$BUILD/mpi-tests}
 TIMEOUT=${TEST_TIMEOUT:-120}
 KEEP_LOGS=${KEEP_LOGS:-0}
 
@@ -29,13 +43,21 @@ MODE=component
 QUICK=0
 ONLY=
 LIST=0
+TRANSPORT=
+HOSTS=
+NPS_SET=
+EXTRA_MCA=()
 while [ $# -gt 0 ]; do
     case $1 in
         --stock) MODE=stock ;;
         --quick) QUICK=1 ;;
         --only) ONLY=${2:?--only needs a regex}; shift ;;
         --list) LIST=1 ;;
-        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --transport) TRANSPORT=${2:?--transport needs a name}; shift ;;
+        --hosts) HOSTS=${2:?--hosts needs a host list}; shift ;;
+        --nps) NPS_SET=${2:?--nps needs process counts}; shift ;;
+        --mca) EXTRA_MCA+=(--mca "${2:?--mca needs a name}" "${3:?--mca needs a value}"); shift 2 ;;
+        -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "mpi-tests: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
     shift
@@ -112,6 +134,9 @@ mapped_by_someone() { grep -qsF "/dev/shm/$1" /proc/[0-9]*/maps 2>/dev/null; }
 SHM_BEFORE_ALL=$(shm_list 'coll_rdma\.')
 
 want() {  # want NAME: should this test run?
+    # another transport or several hosts: section 1 only (the parameter
+    # tests below expect shared memory on one node)
+    if [ -n "$TRANSPORT$HOSTS" ] || [ "${#EXTRA_MCA[@]}" -gt 0 ]; then [[ $1 == np[0-9]*-* ]] || return 1; fi
     if [ "$LIST" = 1 ]; then say "$1"; return 1; fi
     [ -z "$ONLY" ] || printf '%s\n' "$1" | grep -Eq -- "$ONLY"
 }
@@ -152,7 +177,9 @@ run_test() {
     local shm_before crt_before
     shm_before=$(shm_list 'coll_rdma\.')
     crt_before=$(shm_list 'crtest\.')
-    local cmd=(mpirun -np "$np" "${over[@]}" --mca btl self,vader
+    local placement=(--mca btl self,vader)
+    [ -n "$HOSTS" ] && placement=(--host "$HOSTS" --map-by node --mca btl self,vader,tcp)
+    local cmd=(mpirun -np "$np" "${over[@]}" "${placement[@]}"
         --mca mca_base_component_path "$COMPONENT_PATH"
         --output-filename "$dir/out:nocopy" "${opts[@]}" "$BIN/$prog" "$@")
     printf '%s\n' "${cmd[*]}" > "$dir/command"
@@ -198,7 +225,8 @@ run_test() {
             served)
                 local r out
                 for r in "${ranks[@]}"; do
-                    out=$(cat "$r/stdout" "$r/stderr" 2>/dev/null | awk -v rank="${r##*rank.}" "$SERVED_AWK")
+                    out=$(cat "$r/stdout" "$r/stderr" 2>/dev/null |
+                        awk -v rank="${r##*rank.}" -v want_transport="${EXPECT_TRANSPORT:-${TRANSPORT:-shm}}" "$SERVED_AWK")
                     [ -z "$out" ] || why+=("$out")
                 done ;;
             quiet)
@@ -343,14 +371,14 @@ $1 == "expect-bcast:" && $2 == "comm" {
         if (what == "allreduce(s)" || what == "reduce(s)" || what == "bcast(s)") {
             kd = substr(what, 1, length(what) - 3)
             rseen[kd]++; rlines[cid, kd]++; rserved[cid, kd] += b; rfall[cid, kd] += fb
-            if (b + 0 > 0 && tr != "shm") problem("comm " cid ": served over \"" tr "\", expected shm: " s)
+            if (b + 0 > 0 && tr != want_transport) problem("comm " cid ": served over \"" tr "\", expected " want_transport ": " s)
             next
         }
         if (what != "barrier(s)") next
         scount[cid]++; sbar[cid] += b
         if (b + 0 > 0) sused[cid]++
         if (fb + 0 != 0) problem("comm " cid ": " fb " barrier(s) handed to the fallback: " s)
-        if (b + 0 > 0 && tr != "shm") problem("comm " cid ": served over \"" tr "\", expected shm: " s)
+        if (b + 0 > 0 && tr != want_transport) problem("comm " cid ": served over \"" tr "\", expected " want_transport ": " s)
     } else if (index(s, ": claimed at priority ") > 0) {
         j = index(s, "\" size ")
         sz = substr(s, j + 7); sub(/:.*/, "", sz)
@@ -431,6 +459,7 @@ else
     BO_N=20000; CL_L=1000; CM_I=300; NPS="1 2 3 4 5 8"; RO=(-x 150); RO_PARAM=(-m 1000 -x 60)
     BC=(-n 3000); BC_PARAM=(-n 1000 -B 1 -L 100 -x 100)
 fi
+[ -n "$NPS_SET" ] && NPS=$NPS_SET
 
 if [ "$LIST" = 0 ]; then
     say "== coll rdma MPI tests ($MODE mode, Open MPI $OMPI_VERSION, $(nproc) core(s), timeout ${TIMEOUT}s per run)"
@@ -440,6 +469,8 @@ fi
 
 if [ "$MODE" = component ]; then
     V=(--mca coll_rdma_verbose 1)
+    [ -n "$TRANSPORT" ] && V+=(--mca coll_rdma_transport "$TRANSPORT")
+    V+=("${EXTRA_MCA[@]}")
     SERVED=(served "nore:coll:rdma:.*warning")
     # bcast: coll rdma's root returns at once while its messages fit in the
     # window, even with a receiver asleep (stock Open MPI's tuned does not)
@@ -481,7 +512,7 @@ CHECKS=(quiet); run_test "excluded-coll-^rdma" 3 ok --mca coll '^rdma' --mca col
 COMP_TESTS=(
     "np1-not-claimed-size1" "default-verbose-is-silent" "explicit-coll-list" "coll-rdma-alone-is-refused"
     "radix-1-np5" "radix-2-np5" "radix-3-np8" "radix-7-np8" "radix-64-np5"
-    "spin-polls-0-np4" "spin-polls-1000-np2" "transport-shm-np3"
+    "spin-polls-0-np4" "spin-polls-1000-np2" "transport-shm-np3" "transport-verbs-without-device-np3"
     "stall-warning-after-1s" "stall-warning-0-never"
     "bad-radix--3" "bad-radix-999" "bad-transport-bogus" "version-mismatch-9.9.9"
     "allreduce-degree-1-np5" "allreduce-degree-2-np8" "allreduce-degree-3-np8" "allreduce-degree-7-np8"
@@ -535,8 +566,17 @@ else
     run_test "bad-radix--3" 4 ok --mca coll_rdma_barrier_radix -3 "${V[@]}" -- coll_mix -i 50
     CHECKS=(served "grep:coll:rdma: warning: coll_rdma_barrier_radix=999 is invalid (0 = automatic, or 1..=64); using the automatic choice")
     run_test "bad-radix-999" 4 ok --mca coll_rdma_barrier_radix 999 "${V[@]}" -- coll_mix -i 50
-    CHECKS=(served "grep:coll:rdma: warning: coll_rdma_transport=\"bogus\" is unknown (auto, shm); using auto")
+    CHECKS=(served "grep:coll:rdma: warning: coll_rdma_transport=\"bogus\" is unknown (auto, shm, verbs); using auto")
     run_test "bad-transport-bogus" 4 ok --mca coll_rdma_transport bogus "${V[@]}" -- coll_mix -i 50
+    # 9b. verbs forced on a machine without an RDMA device: every rank says
+    #     why, every collective goes to the module underneath, results right
+    if [ -n "$(ls -A /sys/class/infiniband 2>/dev/null)" ]; then
+        skip "transport-verbs-without-device-np3" "this machine has an RDMA device (the Soft-RoCE tests cover verbs)"
+    else
+        CHECKS=("re:coll:rdma: comm 0 rank [0-9]+: transport unavailable \(no RDMA device found.*\); collectives fall back to the module underneath"
+            "re:comm 0 rank [0-9]+: served 0 barrier\(s\) over no transport, [1-9][0-9]* handed to the fallback")
+        run_test "transport-verbs-without-device-np3" 3 ok --mca coll_rdma_transport verbs "${V[@]}" -- coll_mix -i 20
+    fi
     # 10. version mismatch: coll rdma steps aside, the job still runs correctly
     #    (the contract says "coll:rdma: built against ..."; the component
     #    prints it as a warning, "coll:rdma: warning: built against ...": both pass)

@@ -9,6 +9,8 @@ PACKAGES=(
     libopenmpi-dev openmpi-bin   # Open MPI 4.1.4: headers, mpicc, mpirun, ompi_info
     libclang-dev clang           # bindgen (ompi-sys)
     build-essential pkg-config   # C compiler for the shim, the tests and the benchmark
+    libibverbs-dev librdmacm-dev # the verbs transport (rdma-sys bindings)
+    ibverbs-providers            # user-space drivers (rxe, mlx5...) loaded at run time
     # (the scripts also use timeout, awk, lscpu: coreutils, mawk and util-linux
     #  are part of every Debian system)
 )

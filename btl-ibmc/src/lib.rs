@@ -4,8 +4,13 @@
 pub mod fabric;
 pub mod padded;
 pub mod rmcast;
+pub mod selected;
 pub mod shm;
 pub mod transport;
+#[cfg(feature = "verbs")]
+pub mod verbs;
+#[cfg(feature = "verbs")]
+pub mod verbs_providers;
 pub mod wait;
 
 mod backoff;
@@ -19,7 +24,10 @@ mod test_support;
 
 pub use padded::put_word_padded;
 pub use fabric::{Fabric, FabricConfig, FabricEndpoint};
+pub use selected::SelectedTransport;
 pub use rmcast::{ReliableMulticast, RmcastConfig, RmcastStats};
 pub use shm::{ShmTransport, establish};
+#[cfg(feature = "verbs")]
+pub use verbs::{VerbsConfig, VerbsSetupError, VerbsTransport};
 pub use transport::{Exchange, MulticastKind, Transport, TransportError};
 pub use wait::{wait_at_least, WaitPolicy};

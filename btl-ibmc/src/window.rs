@@ -45,7 +45,7 @@ impl<'a> Window<'a> {
     }
 
     #[inline]
-    fn check_range(&self, peer: usize, offset: usize, len: usize) -> Result<(), TransportError> {
+    pub(crate) fn check_range(&self, peer: usize, offset: usize, len: usize) -> Result<(), TransportError> {
         match offset.checked_add(len) {
             Some(end) if end <= self.len => Ok(()),
             _ => Err(TransportError::OutOfRange { peer, offset, len }),

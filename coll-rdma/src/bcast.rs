@@ -17,12 +17,16 @@
 //! window, so window space stays fixed whatever the length; above
 //! `substrate_max_bytes` the glue may prefer the module underneath
 //! ([`Bcast::serves`]), whose point-to-point pipelines avoid the copy into
-//! the root's window. There is no separate put-based tree: on shared
-//! memory, readers copying straight out of the root's window is already
-//! one copy in and one copy out, which a tree of puts cannot beat.
+//! the root's window. On shared memory, readers copying straight out of
+//! the root's window is already one copy in and one copy out, which a tree
+//! of puts cannot beat; the put tree (`bcast_tree`) serves only transports
+//! without any multicast.
 
-use btl_ibmc::{ReliableMulticast, RmcastConfig, RmcastStats, Transport, TransportError};
+use btl_ibmc::{MulticastKind, ReliableMulticast, RmcastConfig, RmcastStats, Transport, TransportError};
 use tuning::{choose_co_roots, CoRootModel};
+
+use crate::allreduce::region::RegionCursor;
+use crate::bcast_tree::{PutTreeBcast, PutTreeConfig};
 
 #[derive(Clone, Copy, Debug)]
 pub struct BcastConfig {
@@ -55,27 +59,30 @@ pub struct Bcast {
     size: usize,
     config: BcastConfig,
     multicast: ReliableMulticast,
+    tree: PutTreeBcast,
     calls: u64,
 }
 
 impl Bcast {
     /// Bytes of window the broadcast needs on every rank.
     pub fn region_len(size: usize, config: &BcastConfig) -> usize {
-        btl_ibmc::rmcast::region_len(size, &config.multicast)
+        Regions::new(0, size, config).end
     }
 
     /// The state of `rank` among `size` ranks; its region of `region_len`
     /// bytes starts at `region_offset` (64-byte aligned) of every rank's
     /// window. Panics on an invalid configuration.
     pub fn new(rank: usize, size: usize, region_offset: usize, config: BcastConfig) -> Self {
-        let multicast = ReliableMulticast::new(rank, size, region_offset, config.multicast);
-        Bcast { rank, size, config, multicast, calls: 0 }
+        let regions = Regions::new(region_offset, size, &config);
+        let multicast = ReliableMulticast::new(rank, size, regions.multicast, config.multicast);
+        let tree = PutTreeBcast::new(rank, size, regions.tree, tree_config(&config));
+        Bcast { rank, size, config, multicast, tree, calls: 0 }
     }
 
-    /// Whether `transport` can carry these broadcasts at all; the same
-    /// answer on every rank of a communicator.
-    pub fn supported_by<T: Transport + ?Sized>(transport: &T) -> bool {
-        ReliableMulticast::supported_by(transport)
+    /// Whether `transport` broadcasts through the put tree, having no
+    /// multicast of any kind; the same answer on every rank.
+    pub fn uses_put_tree<T: Transport + ?Sized>(transport: &T) -> bool {
+        transport.multicast_kind() == MulticastKind::None
     }
 
     /// Whether the glue should hand a `len`-byte broadcast to `bcast`.
@@ -103,12 +110,21 @@ impl Bcast {
             return Err(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() });
         }
         self.calls += 1;
-        if root == self.rank { self.multicast.send(transport, buf) } else { self.multicast.receive(transport, root, buf) }
+        if Self::uses_put_tree(transport) {
+            self.tree.bcast(transport, root, buf)
+        } else if root == self.rank {
+            self.multicast.send(transport, buf)
+        } else {
+            self.multicast.receive(transport, root, buf)
+        }
     }
 
     /// Serves ACKs, NACKs and retransmissions without waiting; for the
     /// progress engine, between broadcasts.
     pub fn progress<T: Transport + ?Sized>(&mut self, transport: &T) -> Result<(), TransportError> {
+        if Self::uses_put_tree(transport) {
+            return Ok(());
+        }
         self.multicast.progress(transport)
     }
 
@@ -120,6 +136,31 @@ impl Bcast {
     /// Waits until this rank is idle; every rank calls it before the
     /// communicator's transport is torn down.
     pub fn drain<T: Transport + ?Sized>(&mut self, transport: &T) -> Result<(), TransportError> {
+        // The put tree leaves nothing in flight when a call returns.
+        if Self::uses_put_tree(transport) {
+            return Ok(());
+        }
         self.multicast.drain(transport)
+    }
+}
+
+/// The put tree cuts messages like the multicast window does.
+fn tree_config(config: &BcastConfig) -> PutTreeConfig {
+    PutTreeConfig { segment_bytes: config.multicast.slot_bytes, policy: config.multicast.wait }
+}
+
+/// Where the multicast substrate and the put tree sit in the bcast region.
+struct Regions {
+    multicast: usize,
+    tree: usize,
+    end: usize,
+}
+
+impl Regions {
+    fn new(start: usize, size: usize, config: &BcastConfig) -> Self {
+        let mut cursor = RegionCursor::starting_at(start);
+        let multicast = cursor.take(btl_ibmc::rmcast::region_len(size, &config.multicast));
+        let tree = cursor.take(PutTreeBcast::region_len(size, &tree_config(config)));
+        Regions { multicast, tree, end: cursor.end() }
     }
 }

@@ -5,6 +5,7 @@
 pub mod allreduce;
 pub mod barrier;
 pub mod bcast;
+pub mod bcast_tree;
 pub mod layout;
 pub mod reduce;
 pub mod reduction;

@@ -411,7 +411,6 @@ fn a_root_outside_the_communicator_is_refused_and_one_rank_needs_no_one() {
     let endpoints = Fabric::new(2, Bcast::region_len(2, &config), FabricConfig::default());
     let mut bcast = Bcast::new(0, 2, 0, config);
     assert!(bcast.bcast(&endpoints[0], 2, &mut [1, 2]).is_err());
-    assert!(Bcast::supported_by(&endpoints[0]));
     assert!(bcast.serves(usize::MAX));
 
     let alone = Fabric::new(1, Bcast::region_len(1, &config), FabricConfig::default());
@@ -423,4 +422,37 @@ fn a_root_outside_the_communicator_is_refused_and_one_rank_needs_no_one() {
 
     let (modelled, reason) = config.with_modelled_co_roots(1024, &tuning::CoRootModel::PAPER_2004);
     assert_eq!(modelled.multicast.co_roots, 127, "{reason}");
+}
+
+/// A transport without multicast (a verbs fabric whose join failed):
+/// every broadcast goes down the put tree, cut into many segments, with
+/// roots changing from call to call and ranks arriving late.
+#[test]
+fn without_multicast_broadcasts_go_down_the_put_tree_for_every_size() {
+    for size in 1..=17 {
+        let seed = (0x7EE0_0000 + size as u64).wrapping_add(seed_shift());
+        let mut rng = XorShift::new(seed);
+        let fabric = FabricConfig {
+            multicast_kind: MulticastKind::None,
+            put_delay_max: Duration::from_micros(20),
+            seed,
+            ..FabricConfig::default()
+        };
+        let piece = 64;
+        let multicast = RmcastConfig { slot_bytes: piece, ..test_multicast_config() };
+        let config = BcastConfig { multicast, ..BcastConfig::default() };
+        let run = Run { size, fabric, config, skew: Duration::from_micros(300), sleeper: (size > 2).then(|| (size - 1, Duration::from_millis(30))) };
+        let script = random_script(size, piece, if size <= 8 { 120 } else { 60 }, &mut rng);
+        let counters = run_and_check(&run, &script);
+        assert_eq!(counters.pieces_sent, 0, "size {size}: the multicast substrate was used without multicast");
+    }
+}
+
+#[test]
+fn the_put_tree_is_used_exactly_when_the_transport_has_no_multicast() {
+    for (kind, expected) in [(MulticastKind::None, true), (MulticastKind::Datagram, false), (MulticastKind::SharedWindow, false)] {
+        let fabric = FabricConfig { multicast_kind: kind, ..FabricConfig::default() };
+        let endpoints = Fabric::new(2, 4096, fabric);
+        assert_eq!(Bcast::uses_put_tree(&endpoints[0]), expected, "{kind:?}");
+    }
 }

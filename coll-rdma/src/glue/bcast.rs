@@ -17,7 +17,6 @@ use super::datatype::{contiguous_span, signature_bytes};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::reduction_call::span_bytes_mut;
-use crate::bcast::Bcast;
 
 pub(super) unsafe extern "C" fn bcast(
     buffer: *mut c_void,
@@ -63,9 +62,6 @@ impl CommState {
             return self.hand_over_bcast(call, "transport", "transport unavailable".to_string());
         }
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
-        if !Bcast::supported_by(transport) {
-            return self.hand_over_bcast(call, "no multicast", format!("the {} transport offers no multicast", transport.name()));
-        }
         let root = call.root as usize;
         let outcome = match contiguous_span(call.dtype, count) {
             Ok(span) => {

@@ -5,12 +5,12 @@
 use std::collections::HashSet;
 use std::ffi::c_int;
 
-use btl_ibmc::shm::{self, ShmTransport};
-use btl_ibmc::{Transport, TransportError, WaitPolicy};
+use btl_ibmc::{SelectedTransport, Transport, TransportError, WaitPolicy};
 use ompi_sys as sys;
 use tuning::choose_barrier_radix;
 
-use super::params::{BcastSettings, ReductionSettings, Settings, TransportChoice};
+use super::link::{self, LinkRequest};
+use super::params::{BcastSettings, ReductionSettings, Settings, TransportChoice, VerbsSettings};
 use super::saved::SavedCollectives;
 use crate::allreduce::{Allreduce, AllreduceConfig};
 use crate::barrier::DisseminationBarrier;
@@ -31,7 +31,7 @@ pub(super) enum Link {
     /// Set up on the first collective: Open MPI's collectives cannot be
     /// used while modules are being enabled.
     NotYet,
-    Ready(ShmTransport),
+    Ready(SelectedTransport),
     /// Every rank reached the same verdict, so all of them fall back.
     Unavailable,
 }
@@ -71,6 +71,7 @@ pub struct CommState {
     pub(super) size: usize,
     pub(super) saved: SavedCollectives,
     transport_choice: TransportChoice,
+    verbs_settings: VerbsSettings,
     layout: WindowLayout,
     pub(super) link: Link,
     pub(super) barrier: DisseminationBarrier,
@@ -176,6 +177,7 @@ impl CommState {
             size,
             saved,
             transport_choice: settings.transport,
+            verbs_settings: settings.verbs.clone(),
             layout,
             link: Link::NotYet,
             barrier: DisseminationBarrier::new(rank, size, radix, layout.barrier_offset, policy).with_context(context),
@@ -201,17 +203,25 @@ impl CommState {
     }
 
     fn connect(&mut self, comm: *mut sys::ompi_communicator_t) {
-        // Only shared memory exists so far: auto and shm both mean it.
-        let (TransportChoice::Auto | TransportChoice::Shm) = self.transport_choice;
         let exchange = self.saved.exchange(comm);
-        self.link = match shm::establish(&exchange, self.rank, self.size, self.layout.window_len) {
+        let request = LinkRequest {
+            choice: self.transport_choice,
+            verbs: &self.verbs_settings,
+            cid: self.cid,
+            rank: self.rank,
+            size: self.size,
+            window_len: self.layout.window_len,
+        };
+        self.link = match link::connect(&exchange, &request) {
             Ok(transport) => {
                 tracing::info!(
-                    "comm {} rank {}: transport shm ready ({} node-local ranks, window {} bytes, barrier radix {} in {} round(s), \
+                    "comm {} rank {}: transport {} ready ({} ranks, multicast {:?}, window {} bytes, barrier radix {} in {} round(s), \
                      allreduce degree {}, reduce degree {}, bcast window {} x {} bytes)",
                     self.cid,
                     self.rank,
+                    transport.name(),
                     transport.size(),
+                    transport.multicast_kind(),
                     self.layout.window_len,
                     self.barrier.radix(),
                     self.barrier.rounds(),
@@ -220,6 +230,14 @@ impl CommState {
                     self.bcast.config().multicast.window_slots,
                     self.bcast.config().multicast.slot_bytes
                 );
+                if Bcast::uses_put_tree(&transport) {
+                    tracing::info!(
+                        "comm {} rank {}: the {} transport offers no multicast: bcast goes down a binomial tree of puts",
+                        self.cid,
+                        self.rank,
+                        transport.name()
+                    );
+                }
                 Link::Ready(transport)
             }
             Err(why) => {
@@ -283,6 +301,21 @@ impl Drop for CommState {
             Link::Unavailable => "no transport",
             Link::NotYet => "no transport (never used)",
         };
+        let multicast = self.bcast.stats();
+        if multicast.pieces_sent + multicast.pieces_delivered > 0 {
+            tracing::info!(
+                "comm {} rank {}: bcast multicast: {} piece(s) sent, {} delivered, {} retransmitted, {} NACK(s) sent, \
+                 {} duplicate(s) dropped, {} window-full stall(s)",
+                self.cid,
+                self.rank,
+                multicast.pieces_sent,
+                multicast.pieces_delivered,
+                multicast.retransmissions,
+                multicast.nacks_sent,
+                multicast.duplicates_dropped,
+                multicast.window_full_stalls
+            );
+        }
         for collective in Collective::ALL {
             let tally = &self.tallies[collective as usize];
             tracing::info!(

@@ -69,7 +69,16 @@ unsafe extern "C" fn register() -> c_int {
 
 unsafe extern "C" fn open() -> c_int {
     guarded("component open", sys::OMPI_ERROR as c_int, || {
-        params::load();
+        let settings = params::load();
+        #[cfg(feature = "verbs")]
+        if settings.transport != params::TransportChoice::Shm {
+            // Before MPI_Init opens and closes the components that load
+            // provider libraries (see btl_ibmc::verbs_providers).
+            let pinned = btl_ibmc::verbs_providers::pin_provider_libraries();
+            tracing::debug!("verbs provider libraries kept loaded: {pinned:?}");
+        }
+        #[cfg(not(feature = "verbs"))]
+        let _ = settings;
         sys::OMPI_SUCCESS as c_int
     })
 }

@@ -14,6 +14,10 @@ use tuning::{AllreduceModel, BarrierModel, MAX_BARRIER_RADIX};
 static mut PRIORITY: c_int = 40;
 static mut VERBOSE: c_int = 0;
 static mut TRANSPORT: *const c_char = c"auto".as_ptr();
+static mut VERBS_DEVICE: *const c_char = c"".as_ptr();
+static mut VERBS_PORT: c_int = 1;
+static mut VERBS_GID_INDEX: c_int = -1;
+static mut VERBS_MULTICAST: c_int = 1;
 static mut BARRIER_RADIX: c_int = 0;
 static mut SPIN_POLLS: c_int = -1;
 static mut STALL_WARNING_SECONDS: c_int = 10;
@@ -45,8 +49,25 @@ static mut BCAST_MAX_BYTES: c_int = 16384;
 /// Which transport the user asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TransportChoice {
+    /// Shared memory when every rank is on one node, else verbs.
     Auto,
     Shm,
+    /// Verbs between every pair of ranks, node-local ones included (tests
+    /// the verbs path on one machine).
+    Verbs,
+}
+
+/// Which RDMA device and port the verbs transport uses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerbsSettings {
+    /// `None`: the first device with an active port.
+    pub device: Option<String>,
+    pub port: u8,
+    /// `None`: a RoCE v2 IPv4 GID if the port has one, else index 0.
+    pub gid_index: Option<u32>,
+    /// Join a UD multicast group for bcast; without it bcast goes down a
+    /// tree of RDMA writes.
+    pub multicast: bool,
 }
 
 /// Validated parameter values.
@@ -54,6 +75,7 @@ pub enum TransportChoice {
 pub struct Settings {
     pub priority: i32,
     pub transport: TransportChoice,
+    pub verbs: VerbsSettings,
     /// `None`: choose per communicator from the model.
     pub barrier_radix: Option<usize>,
     /// `None`: spin only when the node is not oversubscribed.
@@ -124,10 +146,38 @@ fn registrations() -> Vec<Registration> {
         },
         Registration {
             name: c"transport",
-            help: c"Transport for one-sided writes: auto (shared memory within a node) or shm; verbs and udp come later. Unknown values warn and use auto",
+            help: c"Transport for one-sided writes: auto (shared memory when all ranks share a node, else verbs RDMA writes and UD multicast if a device is active), shm, or verbs (verbs between all ranks, node-local ones included: for testing the verbs path on one machine). Unknown values warn and use auto",
             kind: STRING,
             level: USER,
             storage: &raw mut TRANSPORT as *mut c_void,
+        },
+        Registration {
+            name: c"verbs_device",
+            help: c"RDMA device for the verbs transport (e.g. mlx5_0, rxe0); empty picks the first device with an active port",
+            kind: STRING,
+            level: USER,
+            storage: &raw mut VERBS_DEVICE as *mut c_void,
+        },
+        Registration {
+            name: c"verbs_port",
+            help: c"Port of the verbs device (1..=255)",
+            kind: INT,
+            level: USER,
+            storage: &raw mut VERBS_PORT as *mut c_void,
+        },
+        Registration {
+            name: c"verbs_gid_index",
+            help: c"GID index for RoCE addressing: -1 picks a RoCE v2 IPv4 GID if the port has one, else index 0; 0 or more fixes it",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut VERBS_GID_INDEX as *mut c_void,
+        },
+        Registration {
+            name: c"verbs_multicast",
+            help: c"1 (default): bcast over UD multicast made reliable (co-roots, ACKs, retransmission); 0: no multicast group is joined and bcast goes down a binomial tree of RDMA writes (for fabrics that block multicast)",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut VERBS_MULTICAST as *mut c_void,
         },
         Registration {
             name: c"barrier_radix",
@@ -347,6 +397,10 @@ pub struct RawParams {
     pub priority: i32,
     pub verbose: i32,
     pub transport: String,
+    pub verbs_device: String,
+    pub verbs_port: i32,
+    pub verbs_gid_index: i32,
+    pub verbs_multicast: i32,
     pub barrier_radix: i32,
     pub spin_polls: i32,
     pub stall_warning_seconds: i32,
@@ -382,6 +436,10 @@ fn read_raw() -> RawParams {
             priority: PRIORITY,
             verbose: VERBOSE,
             transport: string_value(TRANSPORT),
+            verbs_device: string_value(VERBS_DEVICE),
+            verbs_port: VERBS_PORT,
+            verbs_gid_index: VERBS_GID_INDEX,
+            verbs_multicast: VERBS_MULTICAST,
             barrier_radix: BARRIER_RADIX,
             spin_polls: SPIN_POLLS,
             stall_warning_seconds: STALL_WARNING_SECONDS,
@@ -417,8 +475,9 @@ pub fn validate(raw: RawParams) -> Settings {
     let transport = match raw.transport.to_ascii_lowercase().as_str() {
         "auto" | "" => TransportChoice::Auto,
         "shm" => TransportChoice::Shm,
+        "verbs" => TransportChoice::Verbs,
         _ => {
-            tracing::warn!("coll_rdma_transport=\"{}\" is unknown (auto, shm); using auto", raw.transport);
+            tracing::warn!("coll_rdma_transport=\"{}\" is unknown (auto, shm, verbs); using auto", raw.transport);
             TransportChoice::Auto
         }
     };
@@ -475,6 +534,7 @@ pub fn validate(raw: RawParams) -> Settings {
     Settings {
         priority: raw.priority.min(100),
         transport,
+        verbs: verbs_settings(&raw),
         barrier_radix,
         spin_polls,
         stall_warning,
@@ -494,6 +554,22 @@ pub fn validate(raw: RawParams) -> Settings {
         },
         reduction_model: reduction_model(&raw),
         bcast: bcast_settings(&raw),
+    }
+}
+
+fn verbs_settings(raw: &RawParams) -> VerbsSettings {
+    VerbsSettings {
+        device: Some(raw.verbs_device.clone()).filter(|name| !name.is_empty()),
+        port: clamped("verbs_port", raw.verbs_port, 1..=255) as u8,
+        gid_index: match raw.verbs_gid_index {
+            -1 => None,
+            n if n >= 0 => Some(n as u32),
+            n => {
+                tracing::warn!("coll_rdma_verbs_gid_index={n} is invalid (-1 = automatic, or >= 0); using the automatic choice");
+                None
+            }
+        },
+        multicast: clamped("verbs_multicast", raw.verbs_multicast, 0..=1) == 1,
     }
 }
 

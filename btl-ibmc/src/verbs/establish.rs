@@ -1,0 +1,283 @@
+//! The collective setup every rank of a communicator runs together. Each
+//! rank opens the device, registers its memory and creates one RC queue
+//! pair per peer; one allgather of fixed-size records tells every rank how
+//! to reach every other; each connects its queue pairs and joins the
+//! multicast group; a second allgather confirms both. Every verdict is
+//! computed from exchanged data, so all ranks get a transport or all get
+//! an error, and all agree on whether multicast is used.
+
+use std::sync::Mutex;
+
+use super::completion::CompletionQueue;
+use super::config::VerbsConfig;
+use super::device::OpenDevice;
+use super::error::VerbsSetupError;
+use super::links::{Failure, Links, RemoteWindow};
+use super::memory::{LOCAL_ONLY, RegisteredBuffer, remote_access};
+use super::rc::{LocalPort, RcQueuePair, RemoteQp};
+use super::record::{Endpoint, READY_LEN, Ready, Record, record_len};
+use super::reliable::{ReliableInbox, post_all_receives};
+use super::send_path::SendPath;
+use super::ud_multicast::{DATAGRAM_HEADER, JoinRequest, UdMulticast};
+use super::{RELIABLE_MAX, VerbsTransport};
+use crate::transport::Exchange;
+
+/// Inline bytes asked of each RC queue pair: puts up to this size skip the
+/// staging copy.
+const INLINE_WANTED: u32 = 256;
+/// Bytes of the completion sink (one word is written; a cache line is kept).
+const SINK_BYTES: usize = 64;
+
+/// Sets up verbs for one communicator; every rank calls it with the same
+/// `size`, `window_len` and (except per-host fields) `config`.
+pub fn establish(
+    exchange: &dyn Exchange,
+    rank: usize,
+    size: usize,
+    window_len: usize,
+    config: &VerbsConfig,
+) -> Result<VerbsTransport, VerbsSetupError> {
+    if size == 0 || rank >= size {
+        return Err(VerbsSetupError::InvalidArguments(format!("rank {rank} of {size}")));
+    }
+    if let Some(problem) = config.problem() {
+        return Err(VerbsSetupError::InvalidArguments(problem));
+    }
+    let psn = first_psn(rank);
+    let local = open_local(config, rank, size, window_len);
+    let mine = Record {
+        size: size as u64,
+        window_len: window_len as u64,
+        endpoint: local.as_ref().map(|links| endpoint_of(links, psn)).map_err(ToString::to_string),
+    };
+    let mut gathered = vec![0u8; size * record_len(size)];
+    exchange.allgather(&mine.encode(), &mut gathered).map_err(VerbsSetupError::Exchange)?;
+    let endpoints = judge_records(&gathered, size, &mine);
+    let mut links = local?;
+    let endpoints = endpoints?;
+
+    let connected = connect_all(&mut links, &endpoints, rank, psn);
+    let multicast = match (&connected, config.multicast) {
+        (Ok(()), true) => join_multicast(&links, config, rank),
+        (Ok(()), false) => Err("multicast disabled by configuration".into()),
+        (Err(_), _) => Err("not attempted: connecting failed".into()),
+    };
+    let ready = Ready { connected: connected.clone().map_err(|error| error.to_string()), multicast_joined: multicast.is_ok() };
+    let mut readies = vec![0u8; size * READY_LEN];
+    exchange.allgather(&ready.encode(), &mut readies).map_err(VerbsSetupError::Exchange)?;
+    connected?;
+    let missing_multicast = judge_readies(&readies)?;
+
+    let multicast = match (multicast, missing_multicast.is_empty()) {
+        (Ok(multicast), true) => {
+            tracing::debug!("verbs: rank {rank} joined {} (max datagram {})", config.multicast_group(), multicast.max_datagram());
+            Some(multicast)
+        }
+        (Ok(_), false) => {
+            tracing::info!(
+                "verbs: multicast unused because rank(s) {missing_multicast:?} could not join {}; broadcasts fall back",
+                config.multicast_group()
+            );
+            None
+        }
+        (Err(why), _) => {
+            if config.multicast {
+                tracing::info!("verbs: rank {rank} could not join multicast group {}: {why}; broadcasts fall back", config.multicast_group());
+            }
+            None
+        }
+    };
+
+    let send_path = SendPath::new(size, links.staging.len(), config.signal_interval, config.send_queue_depth.min(links.device.max_qp_wr.max(2)));
+    Ok(VerbsTransport {
+        rank,
+        size,
+        window_len,
+        multicast,
+        send_path: Mutex::new(send_path),
+        inbox: Mutex::new(ReliableInbox::default()),
+        failure: Failure::default(),
+        links,
+    })
+}
+
+/// Everything this rank can build before it knows its peers.
+fn open_local(config: &VerbsConfig, rank: usize, size: usize, window_len: usize) -> Result<Links, VerbsSetupError> {
+    let device = OpenDevice::open(config)?;
+    let pd = device.pd();
+    let peers = size - 1;
+    let depth = config.send_queue_depth.min(device.max_qp_wr.max(2));
+    let slots = config.reliable_receive_slots.min(device.max_qp_wr.max(1));
+    let cq_limit = device.max_cqe.max(1);
+    let send_cq = CompletionQueue::new(device.context(), clamp_entries(depth as usize * peers, cq_limit), "RC sends")?;
+    let recv_cq = CompletionQueue::new(device.context(), clamp_entries(slots as usize * peers, cq_limit), "RC receives")?;
+
+    let window = RegisteredBuffer::new(pd, window_len.max(8), remote_access(), "window")?;
+    let staging = RegisteredBuffer::new(pd, config.staging_bytes, LOCAL_ONLY, "staging ring")?;
+    let sink = RegisteredBuffer::new(pd, SINK_BYTES, remote_access(), "completion sink")?;
+    let reliable_len = size.checked_mul(slots as usize).and_then(|count| count.checked_mul(RELIABLE_MAX)).ok_or_else(|| {
+        VerbsSetupError::InvalidArguments(format!("{size} ranks x {slots} reliable receive slots do not fit in memory"))
+    })?;
+    let reliable_buffers = RegisteredBuffer::new(pd, reliable_len, LOCAL_ONLY, "reliable receive buffers")?;
+
+    let mut queue_pairs = Vec::with_capacity(size);
+    for peer in 0..size {
+        queue_pairs.push(if peer == rank {
+            None
+        } else {
+            Some(RcQueuePair::new(pd, &send_cq, &recv_cq, depth, slots, INLINE_WANTED, config.port)?)
+        });
+    }
+    let max_inline = queue_pairs.iter().flatten().map(RcQueuePair::max_inline).min().unwrap_or(0);
+    let links = Links {
+        queue_pairs: queue_pairs.into_boxed_slice(),
+        remotes: vec![RemoteWindow::default(); size].into_boxed_slice(),
+        window,
+        staging,
+        sink,
+        reliable_buffers,
+        send_cq,
+        recv_cq,
+        device,
+        reliable_slots: slots as usize,
+        max_inline,
+    };
+    post_all_receives(&links)?;
+    Ok(links)
+}
+
+fn clamp_entries(wanted: usize, limit: u32) -> u32 {
+    u32::try_from(wanted.max(1)).unwrap_or(u32::MAX).min(limit)
+}
+
+fn endpoint_of(links: &Links, psn: u32) -> Endpoint {
+    let device = &links.device;
+    Endpoint {
+        port: device.summary.port,
+        link_layer: device.link_layer,
+        mtu_code: device.active_mtu_code,
+        lid: device.summary.lid,
+        psn,
+        gid: device.summary.gid,
+        window_address: links.window.address(),
+        window_rkey: links.window.rkey(),
+        sink_address: links.sink.address(),
+        sink_rkey: links.sink.rkey(),
+        qp_nums: links.queue_pairs.iter().map(|queue_pair| queue_pair.as_ref().map_or(0, RcQueuePair::qp_num)).collect(),
+    }
+}
+
+/// The verdict on the first exchange, the same on every rank: every
+/// rank's endpoint, or the first reason not to go on (this rank's own
+/// failure is reported by the caller instead).
+fn judge_records(gathered: &[u8], size: usize, mine: &Record) -> Result<Vec<Endpoint>, VerbsSetupError> {
+    let mut endpoints = Vec::with_capacity(size);
+    let mut first_failure = None;
+    for (rank, bytes) in gathered.chunks_exact(record_len(size)).enumerate() {
+        let record = Record::decode(bytes, size).ok_or_else(|| VerbsSetupError::Inconsistent {
+            rank,
+            detail: "sent a setup record this build does not understand (mixed builds of coll rdma?)".into(),
+        })?;
+        if record.size != mine.size || record.window_len != mine.window_len {
+            return Err(VerbsSetupError::Inconsistent {
+                rank,
+                detail: format!(
+                    "asked for {} ranks with {}-byte windows, this rank for {} with {}-byte windows",
+                    record.size, record.window_len, mine.size, mine.window_len
+                ),
+            });
+        }
+        match record.endpoint {
+            Ok(endpoint) => endpoints.push(endpoint),
+            Err(reason) => {
+                first_failure.get_or_insert(VerbsSetupError::PeerFailed { rank, reason });
+            }
+        }
+    }
+    match first_failure {
+        Some(failure) => Err(failure),
+        None => Ok(endpoints),
+    }
+}
+
+/// Brings every queue pair to RTS towards its peer.
+fn connect_all(links: &mut Links, endpoints: &[Endpoint], rank: usize, psn: u32) -> Result<(), VerbsSetupError> {
+    let device = &links.device;
+    let local = LocalPort {
+        port: device.summary.port,
+        gid_index: u8::try_from(device.summary.gid_index).unwrap_or(0),
+        global_routing: device.is_ethernet() || device.summary.lid == 0,
+        mtu_code: device.active_mtu_code,
+    };
+    for (peer, endpoint) in endpoints.iter().enumerate() {
+        links.remotes[peer] = RemoteWindow {
+            window_address: endpoint.window_address,
+            window_rkey: endpoint.window_rkey,
+            sink_address: endpoint.sink_address,
+            sink_rkey: endpoint.sink_rkey,
+        };
+        let Some(queue_pair) = links.queue_pair(peer) else { continue };
+        let remote = RemoteQp {
+            qp_num: endpoint.qp_nums.get(rank).copied().unwrap_or(0),
+            psn: endpoint.psn,
+            gid: endpoint.gid,
+            lid: endpoint.lid,
+            mtu_code: endpoint.mtu_code,
+        };
+        queue_pair.connect(&local, &remote, psn).map_err(|error| match error {
+            VerbsSetupError::Verbs { call, errno, detail } => {
+                VerbsSetupError::Verbs { call, errno, detail: format!("{detail} (connecting to rank {peer})") }
+            }
+            other => other,
+        })?;
+    }
+    Ok(())
+}
+
+fn join_multicast(links: &Links, config: &VerbsConfig, rank: usize) -> Result<UdMulticast, String> {
+    let summary = &links.device.summary;
+    let local_address = config.local_address.or(summary.ipv4).ok_or_else(|| {
+        format!("GID {} of {} is not IPv4-mapped; set local_address for the rdma_cm join", summary.gid_index, summary.device)
+    })?;
+    if summary.active_mtu <= DATAGRAM_HEADER {
+        return Err(format!("an MTU of {} bytes leaves no room for datagrams", summary.active_mtu));
+    }
+    UdMulticast::join(&JoinRequest {
+        local_address,
+        group: config.multicast_group(),
+        communicator: config.multicast_id,
+        rank: u32::try_from(rank).unwrap_or(u32::MAX),
+        mtu: summary.active_mtu,
+        receive_slots: config.multicast_receive_slots,
+        timeout: config.join_timeout,
+        device: summary.device.clone(),
+    })
+}
+
+/// The verdict on the second exchange: an error if any rank failed to
+/// connect, else the ranks that could not join the multicast group.
+fn judge_readies(readies: &[u8]) -> Result<Vec<usize>, VerbsSetupError> {
+    let mut missing = Vec::new();
+    for (rank, bytes) in readies.chunks_exact(READY_LEN).enumerate() {
+        let ready = Ready::decode(bytes).ok_or_else(|| VerbsSetupError::Inconsistent {
+            rank,
+            detail: "sent a confirmation record this build does not understand".into(),
+        })?;
+        if let Err(reason) = ready.connected {
+            return Err(VerbsSetupError::PeerFailed { rank, reason });
+        }
+        if !ready.multicast_joined {
+            missing.push(rank);
+        }
+    }
+    Ok(missing)
+}
+
+/// A 24-bit first packet sequence number that differs between runs, so a
+/// stale packet from an earlier incarnation of a queue pair is unlikely to
+/// be accepted.
+fn first_psn(rank: usize) -> u32 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_nanos() as u64);
+    let seed = nanos ^ (u64::from(std::process::id()) << 32) ^ rank as u64;
+    (crate::rng::Rng::new(seed).next_u64() & 0x00FF_FFFF) as u32
+}

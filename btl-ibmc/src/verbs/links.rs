@@ -1,0 +1,75 @@
+//! Everything a transport's RC side is made of, in the order it must be
+//! torn down: Rust drops fields in declaration order, so queue pairs go
+//! first (nothing can use the memory or completion queues afterwards), then
+//! the registered buffers, then the completion queues, and the device with
+//! its protection domain last.
+
+use std::sync::OnceLock;
+
+use super::completion::CompletionQueue;
+use super::device::OpenDevice;
+use super::memory::RegisteredBuffer;
+use super::rc::RcQueuePair;
+use crate::transport::TransportError;
+
+/// Where a peer's window and completion sink are, from its setup record.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RemoteWindow {
+    pub(crate) window_address: u64,
+    pub(crate) window_rkey: u32,
+    pub(crate) sink_address: u64,
+    pub(crate) sink_rkey: u32,
+}
+
+pub(crate) struct Links {
+    /// Indexed by peer; None for this rank.
+    pub(crate) queue_pairs: Box<[Option<RcQueuePair>]>,
+    pub(crate) remotes: Box<[RemoteWindow]>,
+    pub(crate) window: RegisteredBuffer,
+    /// Outgoing put and reliable-message bytes wait here until the adapter
+    /// has read them.
+    pub(crate) staging: RegisteredBuffer,
+    /// Eight bytes every peer may write: the target of the extra signalled
+    /// write that asks for a completion when none is due.
+    pub(crate) sink: RegisteredBuffer,
+    /// `size * reliable_slots` receive buffers of `RELIABLE_MAX` bytes.
+    pub(crate) reliable_buffers: RegisteredBuffer,
+    pub(crate) send_cq: CompletionQueue,
+    pub(crate) recv_cq: CompletionQueue,
+    pub(crate) device: OpenDevice,
+    pub(crate) reliable_slots: usize,
+    /// The smallest inline capacity of all queue pairs.
+    pub(crate) max_inline: usize,
+}
+
+impl Links {
+    pub(crate) fn queue_pair(&self, peer: usize) -> Option<&RcQueuePair> {
+        self.queue_pairs.get(peer).and_then(Option::as_ref)
+    }
+}
+
+/// The first failure a completion reported; once set, every operation
+/// answers it.
+#[derive(Debug, Default)]
+pub(crate) struct Failure(OnceLock<String>);
+
+impl Failure {
+    /// Keeps the first failure only: later ones are usually its echoes
+    /// (flushed requests).
+    pub(crate) fn record(&self, why: String) {
+        if self.0.set(why.clone()).is_ok() {
+            tracing::error!("verbs: {why}");
+        }
+    }
+
+    pub(crate) fn check(&self) -> Result<(), TransportError> {
+        match self.0.get() {
+            Some(why) => Err(TransportError::Failed(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.get().is_some()
+    }
+}

@@ -1,0 +1,268 @@
+//! RDMA verbs: windows written one-sidedly over reliable-connected queue
+//! pairs, the reliable channel as sends on the same queue pairs, and
+//! unreliable multicast over a UD queue pair joined to a group through
+//! rdma_cm.
+//!
+//! A put copies its data into a registered staging ring (or inlines it
+//! into the work request when small), posts an RDMA write of the data and
+//! then an RDMA write of the flag on the same queue pair, and returns. The
+//! adapter places the two writes in order, so a reader that sees the flag
+//! sees the data (the RDMA-write channel of Liu, Wu and Panda, 2003). Most
+//! writes are unsignalled; every `signal_interval`-th asks for a
+//! completion, which gives back the staging of all writes before it.
+//!
+//! [`establish`] builds a transport collectively; [`probe`] says whether
+//! this host can, without building anything.
+
+mod cm_group;
+mod completion;
+mod config;
+mod device;
+mod error;
+mod establish;
+mod gid;
+mod links;
+mod memory;
+mod rc;
+mod record;
+mod reliable;
+mod send_path;
+mod staging;
+mod ud_multicast;
+
+#[cfg(test)]
+mod tests;
+
+use std::net::Ipv4Addr;
+use std::sync::Mutex;
+use std::time::Duration;
+
+pub use config::VerbsConfig;
+pub use device::{DeviceSummary, probe};
+pub use error::VerbsSetupError;
+pub use establish::establish;
+
+use crate::poison::lock;
+use crate::transport::{MulticastKind, Transport, TransportError};
+use crate::window::Window;
+use links::{Failure, Links};
+use reliable::ReliableInbox;
+use send_path::SendPath;
+use ud_multicast::UdMulticast;
+
+/// Largest reliable-channel message: the size of each pre-posted receive
+/// buffer. Enough for a control message or a datagram-sized piece.
+pub const RELIABLE_MAX: usize = 4096;
+
+/// How long dropping a transport waits for its writes in flight to reach
+/// their peers before it destroys the queue pairs.
+const TEARDOWN_PATIENCE: Duration = Duration::from_secs(10);
+
+/// One rank's verbs transport. Dropping it waits for its writes in flight,
+/// leaves the multicast group and releases every verbs resource. Peers
+/// must have stopped writing into this rank's window by then (the caller's
+/// closing barrier sees to that).
+pub struct VerbsTransport {
+    rank: usize,
+    size: usize,
+    window_len: usize,
+    // Fields drop in declaration order: multicast (its own rdma_cm device
+    // context) first, the RC links with the device last.
+    multicast: Option<UdMulticast>,
+    send_path: Mutex<SendPath>,
+    inbox: Mutex<ReliableInbox>,
+    failure: Failure,
+    links: Links,
+}
+
+impl VerbsTransport {
+    /// The device, port and GID this transport runs on.
+    pub fn device(&self) -> &DeviceSummary {
+        &self.links.device.summary
+    }
+
+    /// Largest message `send_reliable` accepts.
+    pub fn max_reliable(&self) -> usize {
+        RELIABLE_MAX
+    }
+
+    /// Puts of at most this many bytes skip the staging copy.
+    pub fn max_inline(&self) -> usize {
+        self.links.max_inline
+    }
+
+    /// The group joined, if multicast is in use.
+    pub fn multicast_group(&self) -> Option<Ipv4Addr> {
+        self.multicast.as_ref().map(UdMulticast::group_address)
+    }
+
+    /// Waits until every write and send this rank posted has completed, so
+    /// that a following barrier means they have all landed. Call it before
+    /// the closing barrier that precedes dropping the transport.
+    pub fn quiesce(&self) -> Result<(), TransportError> {
+        lock(&self.send_path).quiesce(&self.links, &self.failure, &|| self.drain_inbox())
+    }
+
+    /// Takes arrived reliable messages off the adapter and reposts their
+    /// buffers. Every wait of the send side calls it: a peer's send to
+    /// this rank may be what holds up the completion being waited for.
+    fn drain_inbox(&self) {
+        // Whoever holds the lock is draining already.
+        if let Ok(mut inbox) = self.inbox.try_lock() {
+            inbox.drain(&self.links, &self.failure);
+        }
+    }
+
+    /// The first failure a completion reported, as the next operation
+    /// would return it; Ok while the transport is healthy. Lets a caller
+    /// that only polls flags (and so calls no failing operation) notice.
+    pub fn health(&self) -> Result<(), TransportError> {
+        self.failure.check()
+    }
+
+    /// Multicast datagrams dropped at this rank because the adapter did not
+    /// give a send buffer back in time (0 without multicast).
+    pub fn multicast_sends_dropped(&self) -> u64 {
+        self.multicast.as_ref().map_or(0, UdMulticast::dropped_sends)
+    }
+
+    #[inline]
+    fn own_window(&self) -> Window<'_> {
+        Window::new(self.links.window.words(), self.window_len)
+    }
+
+    /// Checks a peer index and a put's ranges against the window length
+    /// every rank shares, exactly as the shared-memory window does.
+    #[inline]
+    fn check_put(&self, peer: usize, offset: usize, len: usize, flag_offset: usize) -> Result<(), TransportError> {
+        if peer >= self.size {
+            return Err(TransportError::OutOfRange { peer, offset, len });
+        }
+        let window = self.own_window();
+        window.flag(peer, flag_offset)?;
+        window.check_range(peer, offset, len)
+    }
+}
+
+impl Transport for VerbsTransport {
+    fn name(&self) -> &'static str {
+        "verbs"
+    }
+
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn window_len(&self) -> usize {
+        self.window_len
+    }
+
+    fn put(&self, peer: usize, offset: usize, data: &[u8], flag_offset: usize, flag: u64) -> Result<(), TransportError> {
+        self.check_put(peer, offset, data.len(), flag_offset)?;
+        if peer == self.rank {
+            return self.own_window().put(peer, offset, data, flag_offset, flag);
+        }
+        lock(&self.send_path).put(&self.links, &self.failure, peer, offset, data, flag_offset, flag, &|| self.drain_inbox())
+    }
+
+    fn put_flag(&self, peer: usize, flag_offset: usize, value: u64) -> Result<(), TransportError> {
+        self.check_put(peer, flag_offset, 0, flag_offset)?;
+        if peer == self.rank {
+            return self.own_window().store_flag(peer, flag_offset, value);
+        }
+        lock(&self.send_path).put_flag(&self.links, &self.failure, peer, flag_offset, value, &|| self.drain_inbox())
+    }
+
+    #[inline]
+    fn local_flag(&self, flag_offset: usize) -> u64 {
+        self.own_window().load_own_flag(self.rank, flag_offset)
+    }
+
+    #[inline]
+    fn set_local_flag(&self, flag_offset: usize, value: u64) {
+        self.own_window().store_own_flag(self.rank, flag_offset, value);
+    }
+
+    #[inline]
+    fn read_local(&self, offset: usize, out: &mut [u8]) {
+        self.own_window().read_own(self.rank, offset, out);
+    }
+
+    fn multicast_kind(&self) -> MulticastKind {
+        if self.multicast.is_some() { MulticastKind::Datagram } else { MulticastKind::None }
+    }
+
+    fn max_datagram(&self) -> usize {
+        self.multicast.as_ref().map_or(0, UdMulticast::max_datagram)
+    }
+
+    fn multicast(&self, datagram: &[u8]) -> Result<(), TransportError> {
+        match &self.multicast {
+            Some(multicast) => multicast.send(datagram),
+            None => Err(TransportError::Unsupported("multicast (the group could not be joined on every rank)")),
+        }
+    }
+
+    fn poll_multicast(&self, out: &mut Vec<u8>) -> bool {
+        match &self.multicast {
+            Some(multicast) => multicast.receive(out),
+            None => {
+                out.clear();
+                false
+            }
+        }
+    }
+
+    fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
+        if peer >= self.size {
+            return Err(TransportError::OutOfRange { peer, offset: 0, len: message.len() });
+        }
+        if message.len() > RELIABLE_MAX {
+            return Err(TransportError::TooLarge { len: message.len(), max: RELIABLE_MAX });
+        }
+        if peer == self.rank {
+            self.failure.check()?;
+            lock(&self.inbox).push_own(self.rank, message);
+            return Ok(());
+        }
+        lock(&self.send_path).send(&self.links, &self.failure, peer, message, &|| self.drain_inbox())
+    }
+
+    fn poll_reliable(&self, out: &mut Vec<u8>) -> Option<usize> {
+        out.clear();
+        lock(&self.inbox).take(&self.links, &self.failure, out)
+    }
+
+    fn progress(&self) {
+        // Whoever holds a lock is making the same progress already.
+        if let Ok(mut send_path) = self.send_path.try_lock() {
+            send_path.progress(&self.links, &self.failure);
+        }
+        self.drain_inbox();
+        if let Some(multicast) = &self.multicast {
+            multicast.progress();
+        }
+    }
+}
+
+impl Drop for VerbsTransport {
+    fn drop(&mut self) {
+        lock(&self.send_path).flush(&self.links, &self.failure, TEARDOWN_PATIENCE);
+    }
+}
+
+impl std::fmt::Debug for VerbsTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerbsTransport")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("window_len", &self.window_len)
+            .field("device", &self.links.device.summary.to_string())
+            .field("multicast", &self.multicast_group())
+            .finish()
+    }
+}

@@ -1,0 +1,111 @@
+//! The receiving side of the reliable channel. Each RC queue pair has
+//! `reliable_slots` receive buffers of `RELIABLE_MAX` bytes posted; a
+//! message lands in the next one in order, and RC delivers each exactly
+//! once and in order per pair. A sender finding no buffer posted is made
+//! to retry by the adapter (RNR retry without limit), which is the
+//! channel's only flow control.
+//!
+//! Arrived messages are copied out of their buffers and the buffers are
+//! reposted at once, during `progress` as well as `poll_reliable`: a
+//! receiver that only waits for a flag must not stall a peer whose flag
+//! write is queued behind a send to it.
+
+use std::collections::VecDeque;
+
+use rdma_sys::{ibv_recv_wr, ibv_sge};
+
+use super::RELIABLE_MAX;
+use super::completion::Completion;
+use super::error::VerbsSetupError;
+use super::links::{Failure, Links};
+
+#[derive(Default)]
+pub(crate) struct ReliableInbox {
+    /// Messages taken off the adapter but not yet asked for: (sender, bytes).
+    arrived: VecDeque<(usize, Vec<u8>)>,
+    /// Emptied message vectors, reused to spare allocations.
+    spare: Vec<Vec<u8>>,
+    completions: Vec<Completion>,
+}
+
+impl ReliableInbox {
+    /// A message to this rank itself, which never touches the adapter.
+    pub(crate) fn push_own(&mut self, rank: usize, message: &[u8]) {
+        let mut bytes = self.spare.pop().unwrap_or_default();
+        bytes.clear();
+        bytes.extend_from_slice(message);
+        self.arrived.push_back((rank, bytes));
+    }
+
+    /// The oldest arrived message, into `out` (whose old buffer is kept for reuse).
+    pub(crate) fn take(&mut self, links: &Links, failure: &Failure, out: &mut Vec<u8>) -> Option<usize> {
+        if self.arrived.is_empty() {
+            self.drain(links, failure);
+        }
+        let (sender, mut bytes) = self.arrived.pop_front()?;
+        std::mem::swap(out, &mut bytes);
+        bytes.clear();
+        self.spare.push(bytes);
+        Some(sender)
+    }
+
+    /// Copies every arrived message out and reposts its buffer.
+    pub(crate) fn drain(&mut self, links: &Links, failure: &Failure) {
+        loop {
+            if let Err(why) = links.recv_cq.poll(&mut self.completions) {
+                failure.record(why);
+                return;
+            }
+            if self.completions.is_empty() {
+                return;
+            }
+            for index in 0..self.completions.len() {
+                let completion = self.completions[index];
+                let slot_index = completion.wr_id as usize;
+                let sender = slot_index / links.reliable_slots.max(1);
+                if !completion.succeeded() {
+                    failure.record(format!("a reliable message from rank {sender} failed: {}", completion.status_text()));
+                    continue;
+                }
+                let len = (completion.byte_len as usize).min(RELIABLE_MAX);
+                let mut bytes = self.spare.pop().unwrap_or_default();
+                bytes.resize(len, 0);
+                links.reliable_buffers.read_at(slot_index * RELIABLE_MAX, &mut bytes);
+                self.arrived.push_back((sender, bytes));
+                if let Err(why) = post_receive(links, slot_index) {
+                    failure.record(why);
+                }
+            }
+        }
+    }
+}
+
+/// Posts every receive buffer of every queue pair (during setup).
+pub(crate) fn post_all_receives(links: &Links) -> Result<(), VerbsSetupError> {
+    for (peer, queue_pair) in links.queue_pairs.iter().enumerate() {
+        if queue_pair.is_none() {
+            continue;
+        }
+        for slot in 0..links.reliable_slots {
+            post_receive(links, peer * links.reliable_slots + slot)
+                .map_err(|why| VerbsSetupError::Verbs { call: "ibv_post_recv", errno: 0, detail: why })?;
+        }
+    }
+    Ok(())
+}
+
+fn post_receive(links: &Links, slot_index: usize) -> Result<(), String> {
+    let peer = slot_index / links.reliable_slots.max(1);
+    let Some(queue_pair) = links.queue_pair(peer) else {
+        return Err(format!("no queue pair to rank {peer} for receive slot {slot_index}"));
+    };
+    let mut sge = ibv_sge {
+        addr: links.reliable_buffers.address() + (slot_index * RELIABLE_MAX) as u64,
+        length: RELIABLE_MAX as u32,
+        lkey: links.reliable_buffers.lkey(),
+    };
+    let mut wr = ibv_recv_wr { wr_id: slot_index as u64, next: std::ptr::null_mut(), sg_list: &mut sge, num_sge: 1 };
+    // SAFETY: the slot lies inside the registered receive buffers, and
+    // nothing reads it until this receive's completion is polled.
+    unsafe { queue_pair.post_recv(&mut wr) }
+}

@@ -1,0 +1,362 @@
+//! The sending side of the RC queue pairs: puts (data writes then the flag
+//! write on the same queue pair, which the adapter places in order), flag
+//! writes, and the reliable channel's sends. Small payloads go inline;
+//! larger ones are copied into the staging ring, so every call returns as
+//! soon as the caller's buffer may be reused, without waiting for the wire.
+
+use std::time::{Duration, Instant};
+
+use rdma_sys::{ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wr_opcode, rdma_t};
+
+use super::RELIABLE_MAX;
+use super::completion::Completion;
+use super::links::{Failure, Links};
+use super::staging::{Reservation, SendAccount, StagingRing};
+use crate::backoff::Backoff;
+use crate::transport::TransportError;
+
+/// Work-request ids carry the peer above this bit and the sequence below.
+const PEER_SHIFT: u32 = 40;
+const SEQ_MASK: u64 = (1 << PEER_SHIFT) - 1;
+const FLAG_BYTES: usize = 8;
+
+fn encode_wr_id(peer: usize, seq: u64) -> u64 {
+    ((peer as u64) << PEER_SHIFT) | (seq & SEQ_MASK)
+}
+
+fn decode_wr_id(wr_id: u64) -> (usize, u64) {
+    ((wr_id >> PEER_SHIFT) as usize, wr_id & SEQ_MASK)
+}
+
+/// Where a request's local bytes are.
+#[derive(Clone, Copy)]
+enum Source<'d> {
+    /// Copied into the request while posting.
+    Inline(&'d [u8]),
+    /// In the staging ring until a completion covers the request.
+    Staged { reservation: Reservation, len: usize },
+    /// The local completion sink (content irrelevant).
+    Sink,
+}
+
+#[derive(Clone, Copy)]
+struct Request<'d> {
+    opcode: rdma_sys::ibv_wr_opcode::Type,
+    source: Source<'d>,
+    /// Remote address and rkey of a write; None for a send.
+    remote: Option<(u64, u32)>,
+    force_signal: bool,
+}
+
+pub(crate) struct SendPath {
+    staging: StagingRing,
+    /// Indexed by peer; this rank's entry stays unused.
+    accounts: Vec<SendAccount>,
+    completions: Vec<Completion>,
+}
+
+impl SendPath {
+    pub(crate) fn new(size: usize, staging_bytes: usize, signal_interval: u32, send_queue_depth: u32) -> Self {
+        SendPath {
+            staging: StagingRing::new(staging_bytes),
+            accounts: (0..size).map(|_| SendAccount::new(signal_interval, send_queue_depth)).collect(),
+            completions: Vec::new(),
+        }
+    }
+
+    /// `Transport::put` to a remote peer; the caller checked the ranges.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn put(
+        &mut self,
+        links: &Links,
+        failure: &Failure,
+        peer: usize,
+        offset: usize,
+        data: &[u8],
+        flag_offset: usize,
+        flag: u64,
+        on_wait: &dyn Fn(),
+    ) -> Result<(), TransportError> {
+        failure.check()?;
+        let remote = links.remotes[peer];
+        let flag_bytes = flag.to_ne_bytes();
+        let flag_target = Some((remote.window_address + flag_offset as u64, remote.window_rkey));
+        if data.len() <= links.max_inline {
+            let mut requests = Vec::with_capacity(2);
+            if !data.is_empty() {
+                let target = Some((remote.window_address + offset as u64, remote.window_rkey));
+                requests.push(Request { opcode: ibv_wr_opcode::IBV_WR_RDMA_WRITE, source: Source::Inline(data), remote: target, force_signal: false });
+            }
+            let flag_source = self.small_source(links, failure, &flag_bytes, on_wait)?;
+            requests.push(Request { opcode: ibv_wr_opcode::IBV_WR_RDMA_WRITE, source: flag_source, remote: flag_target, force_signal: false });
+            return self.post(links, failure, peer, &requests, on_wait);
+        }
+
+        let chunk_len = self.staging.max_chunk();
+        let chunks = data.len().div_ceil(chunk_len);
+        for (index, chunk) in data.chunks(chunk_len).enumerate() {
+            let reservation = self.reserve(links, failure, chunk.len(), on_wait)?;
+            links.staging.write_at(reservation.offset, chunk);
+            // Ask for a completion while much of the ring is in flight, so
+            // that it comes back in time for the next large put.
+            let force_signal = self.staging.in_use() * 2 > self.staging.capacity();
+            let target = Some((remote.window_address + (offset + index * chunk_len) as u64, remote.window_rkey));
+            let write = Request {
+                opcode: ibv_wr_opcode::IBV_WR_RDMA_WRITE,
+                source: Source::Staged { reservation, len: chunk.len() },
+                remote: target,
+                force_signal,
+            };
+            if index + 1 < chunks {
+                self.post(links, failure, peer, &[write], on_wait)?;
+            } else {
+                let flag_source = self.small_source(links, failure, &flag_bytes, on_wait)?;
+                let flag_write =
+                    Request { opcode: ibv_wr_opcode::IBV_WR_RDMA_WRITE, source: flag_source, remote: flag_target, force_signal: false };
+                self.post(links, failure, peer, &[write, flag_write], on_wait)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `Transport::put_flag` to a remote peer.
+    pub(crate) fn put_flag(
+        &mut self,
+        links: &Links,
+        failure: &Failure,
+        peer: usize,
+        flag_offset: usize,
+        value: u64,
+        on_wait: &dyn Fn(),
+    ) -> Result<(), TransportError> {
+        failure.check()?;
+        let remote = links.remotes[peer];
+        let bytes = value.to_ne_bytes();
+        let source = self.small_source(links, failure, &bytes, on_wait)?;
+        let target = Some((remote.window_address + flag_offset as u64, remote.window_rkey));
+        self.post(links, failure, peer, &[Request { opcode: ibv_wr_opcode::IBV_WR_RDMA_WRITE, source, remote: target, force_signal: false }], on_wait)
+    }
+
+    /// `Transport::send_reliable` to a remote peer; the caller checked the size.
+    pub(crate) fn send(&mut self, links: &Links, failure: &Failure, peer: usize, message: &[u8], on_wait: &dyn Fn()) -> Result<(), TransportError> {
+        failure.check()?;
+        debug_assert!(message.len() <= RELIABLE_MAX);
+        let source = self.small_source(links, failure, message, on_wait)?;
+        self.post(links, failure, peer, &[Request { opcode: ibv_wr_opcode::IBV_WR_SEND, source, remote: None, force_signal: false }], on_wait)
+    }
+
+    /// Waits until every request posted so far has completed (or failed).
+    pub(crate) fn quiesce(&mut self, links: &Links, failure: &Failure, on_wait: &dyn Fn()) -> Result<(), TransportError> {
+        let mut backoff = Backoff::new();
+        while self.accounts.iter().any(|account| account.outstanding() > 0) {
+            self.cover_unsignalled_tails(links, failure);
+            self.poll(links, failure)?;
+            on_wait();
+            backoff.snooze(|| "the completion of every write in flight".into());
+        }
+        failure.check()
+    }
+
+    /// Polls completions and gives staging back.
+    pub(crate) fn progress(&mut self, links: &Links, failure: &Failure) {
+        // A failure is recorded in `failure` and answered by the next call.
+        let _ = self.poll(links, failure);
+    }
+
+    /// Makes every posted request complete (asking for a completion where
+    /// none is due), so that nothing is lost when the queue pairs are
+    /// destroyed. Gives up after `patience`.
+    pub(crate) fn flush(&mut self, links: &Links, failure: &Failure, patience: Duration) {
+        let deadline = Instant::now() + patience;
+        // On failure the queue pairs are in error and nothing more completes.
+        while !failure.is_set() && self.accounts.iter().any(|account| account.outstanding() > 0) {
+            if Instant::now() >= deadline {
+                let waiting = self.accounts.iter().filter(|account| account.outstanding() > 0).count();
+                tracing::warn!("verbs: {waiting} queue pair(s) still had writes in flight after {patience:?}; tearing down anyway");
+                return;
+            }
+            self.cover_unsignalled_tails(links, failure);
+            if self.poll(links, failure).is_err() {
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Asks for a completion on every queue pair whose last requests no
+    /// completion would cover, where the send queue has room for it.
+    fn cover_unsignalled_tails(&mut self, links: &Links, failure: &Failure) {
+        for peer in 0..self.accounts.len() {
+            let account = &self.accounts[peer];
+            if account.outstanding() > 0 && !account.is_covered(account.posted()) && account.has_room_for(1) {
+                // A failure is recorded in `failure`, which the caller checks.
+                let _ = self.post_now(links, failure, peer, &[self.sink_request(links, peer)]);
+            }
+        }
+    }
+
+    /// Inline if the queue pairs take `bytes` inline, else staged.
+    fn small_source<'d>(&mut self, links: &Links, failure: &Failure, bytes: &'d [u8], on_wait: &dyn Fn()) -> Result<Source<'d>, TransportError> {
+        if bytes.len() <= links.max_inline {
+            return Ok(Source::Inline(bytes));
+        }
+        let reservation = self.reserve(links, failure, bytes.len().max(FLAG_BYTES), on_wait)?;
+        links.staging.write_at(reservation.offset, bytes);
+        Ok(Source::Staged { reservation, len: bytes.len() })
+    }
+
+    fn sink_request(&self, links: &Links, peer: usize) -> Request<'static> {
+        let remote = links.remotes[peer];
+        Request {
+            opcode: ibv_wr_opcode::IBV_WR_RDMA_WRITE,
+            source: Source::Sink,
+            remote: Some((remote.sink_address, remote.sink_rkey)),
+            force_signal: true,
+        }
+    }
+
+    /// A staging region of `len` bytes, waiting for completions if the
+    /// ring is full.
+    fn reserve(&mut self, links: &Links, failure: &Failure, len: usize, on_wait: &dyn Fn()) -> Result<Reservation, TransportError> {
+        let mut backoff = Backoff::new();
+        loop {
+            if let Some(reservation) = self.staging.reserve(len) {
+                return Ok(reservation);
+            }
+            // The oldest lease comes back only with a completion covering
+            // its request; ask for one if none is due.
+            if let Some((peer, seq)) = self.staging.oldest() {
+                let account = &self.accounts[peer];
+                if !account.is_covered(seq) && account.has_room_for(1) {
+                    self.post(links, failure, peer, &[self.sink_request(links, peer)], on_wait)?;
+                }
+            }
+            self.poll(links, failure)?;
+            on_wait();
+            let in_use = self.staging.in_use();
+            backoff.snooze(|| format!("{len} bytes of verbs staging ({in_use} of {} in flight)", self.staging.capacity()));
+        }
+    }
+
+    /// Waits until `count` more requests fit in `peer`'s send queue.
+    fn wait_for_room(&mut self, links: &Links, failure: &Failure, peer: usize, count: u64, on_wait: &dyn Fn()) -> Result<(), TransportError> {
+        let mut backoff = Backoff::new();
+        while !self.accounts[peer].has_room_for(count) {
+            if !self.accounts[peer].awaits_signal() && self.accounts[peer].has_room_for(1) {
+                self.post_now(links, failure, peer, &[self.sink_request(links, peer)])?;
+            }
+            self.poll(links, failure)?;
+            on_wait();
+            backoff.snooze(|| format!("room in the send queue to rank {peer}"));
+        }
+        Ok(())
+    }
+
+    /// Posts `requests` as one chain once the send queue has room for them.
+    fn post(&mut self, links: &Links, failure: &Failure, peer: usize, requests: &[Request<'_>], on_wait: &dyn Fn()) -> Result<(), TransportError> {
+        self.wait_for_room(links, failure, peer, requests.len() as u64, on_wait)?;
+        self.post_now(links, failure, peer, requests)
+    }
+
+    fn post_now(&mut self, links: &Links, failure: &Failure, peer: usize, requests: &[Request<'_>]) -> Result<(), TransportError> {
+        let Some(queue_pair) = links.queue_pair(peer) else {
+            return Err(TransportError::OutOfRange { peer, offset: 0, len: 0 });
+        };
+        // SAFETY: ibv_sge and ibv_send_wr are plain data (pointers, integers
+        // and unions of them) for which all-zero is valid.
+        let mut sges: Vec<ibv_sge> = requests.iter().map(|_| unsafe { std::mem::zeroed() }).collect();
+        // SAFETY: as above.
+        let mut wrs: Vec<ibv_send_wr> = requests.iter().map(|_| unsafe { std::mem::zeroed() }).collect();
+        let mut seqs = Vec::with_capacity(requests.len());
+        let account = &mut self.accounts[peer];
+        for (index, request) in requests.iter().enumerate() {
+            let (seq, signalled) = account.next(request.force_signal);
+            seqs.push(seq);
+            let (sge, inline) = match request.source {
+                Source::Inline(bytes) => (ibv_sge { addr: bytes.as_ptr() as u64, length: bytes.len() as u32, lkey: 0 }, true),
+                Source::Staged { reservation, len } => (
+                    ibv_sge {
+                        addr: links.staging.address() + reservation.offset as u64,
+                        length: len as u32,
+                        lkey: links.staging.lkey(),
+                    },
+                    false,
+                ),
+                Source::Sink => (ibv_sge { addr: links.sink.address(), length: FLAG_BYTES as u32, lkey: links.sink.lkey() }, false),
+            };
+            sges[index] = sge;
+            let wr = &mut wrs[index];
+            wr.wr_id = encode_wr_id(peer, seq);
+            wr.opcode = request.opcode;
+            wr.num_sge = i32::from(sge.length > 0);
+            let mut flags = 0;
+            if signalled {
+                flags |= ibv_send_flags::IBV_SEND_SIGNALED.0;
+            }
+            if inline {
+                flags |= ibv_send_flags::IBV_SEND_INLINE.0;
+            }
+            wr.send_flags = flags;
+            if let Some((remote_addr, rkey)) = request.remote {
+                wr.wr.rdma = rdma_t { remote_addr, rkey };
+            }
+        }
+        let sge_base = sges.as_mut_ptr();
+        let wr_base = wrs.as_mut_ptr();
+        for index in 0..requests.len() {
+            // SAFETY: `index` and `index + 1` (when linked) are inside the
+            // vectors, which are not moved or resized until the post returns.
+            unsafe {
+                (*wr_base.add(index)).sg_list = sge_base.add(index);
+                if index + 1 < requests.len() {
+                    (*wr_base.add(index)).next = wr_base.add(index + 1);
+                }
+            }
+        }
+        // SAFETY: inline sources are copied during the call; staged and sink
+        // sources are registered memory that stays untouched until a
+        // completion covering the request gives it back; the chain is valid.
+        let posted = unsafe { queue_pair.post_send(&mut wrs[0]) };
+        for (request, &seq) in requests.iter().zip(&seqs) {
+            if let Source::Staged { reservation, .. } = request.source {
+                self.staging.lease(reservation, peer, seq);
+            }
+        }
+        posted.map_err(|why| {
+            failure.record(format!("posting to rank {peer}: {why}"));
+            TransportError::Failed(why)
+        })
+    }
+
+    /// Takes completions, advances the accounts and gives staging back.
+    fn poll(&mut self, links: &Links, failure: &Failure) -> Result<(), TransportError> {
+        if let Err(why) = links.send_cq.poll(&mut self.completions) {
+            failure.record(why);
+        }
+        for completion in &self.completions {
+            let (peer, seq) = decode_wr_id(completion.wr_id);
+            if completion.succeeded() {
+                if let Some(account) = self.accounts.get_mut(peer) {
+                    account.complete_through(seq);
+                }
+            } else {
+                failure.record(format!("an RDMA write or send to rank {peer} failed: {}", completion.status_text()));
+            }
+        }
+        let accounts = &self.accounts;
+        self.staging.release(|peer| accounts[peer].completed());
+        failure.check()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_request_ids_round_trip() {
+        for (peer, seq) in [(0, 1), (5, 123_456), (1 << 20, SEQ_MASK)] {
+            assert_eq!(decode_wr_id(encode_wr_id(peer, seq)), (peer, seq));
+        }
+    }
+}

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The verbs transport on real verbs: Soft-RoCE (rdma_rxe) inside qemu guests
+# booted by ci/rxe/guests.sh (see docs/testbed.md). `make check-rxe` runs
+# this alone; `make check` runs it after the other tests.
+#
+# usage: ci/rxe-tests.sh [--quick]
+#   1. one guest: the transport's device tests (btl-ibmc/tests/verbs_device.rs:
+#      puts of 1 byte to 4 MiB, flags last, reliable messages, multicast
+#      datagrams, a missing device), then the MPI tests of barrier,
+#      allreduce/reduce and bcast with coll_rdma_transport=verbs forced
+#      between the guest's node-local ranks, and bcast once more with
+#      multicast turned off (the tree of RDMA writes);
+#   2. two guests: one MPI job spanning them (transport auto, which must pick
+#      verbs: RC RDMA writes and UD multicast), first clean, then with 5 %
+#      loss on the multicast path; the results are checked by the programs
+#      and the retransmissions counted from coll rdma's verbose report.
+# The last line is "rxe: N passed, N failed" (", SKIPPED: reason" when the
+# test bed cannot run here); the exit status is non-zero when a step failed.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+GUESTS=ci/rxe/guests.sh
+LOSS_PCT=${RXE_LOSS_PCT:-5}
+
+say() { printf 'rxe: %s\n' "$*"; }
+
+# ------------------------------------------------------------- test bed
+rc=0
+"$GUESTS" prepare >build/rxe-prepare.log 2>&1 || rc=$?
+if [ "$rc" = 77 ]; then
+    say "$(grep -m1 SKIPPED build/rxe-prepare.log || echo 'SKIPPED: the test bed cannot run here')"
+    say "0 passed, 0 failed, SKIPPED: no Soft-RoCE test bed on this machine"
+    exit 0
+elif [ "$rc" != 0 ]; then
+    sed 's/^/  prepare: /' build/rxe-prepare.log | tail -20
+    say "0 passed, 1 failed (the test bed could not be prepared)"
+    exit 1
+fi
+
+# --------------------------------------------------------------- builds
+[ -f build/components/mca_coll_rdma.so ] || { say "build/components/mca_coll_rdma.so missing: run 'make build'"; exit 2; }
+DEVICE_TEST=$(cargo test --release -p btl-ibmc --test verbs_device --no-run --message-format=json 2>/dev/null |
+    sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
+[ -x "$DEVICE_TEST" ] || { say "could not build btl-ibmc's verbs_device test"; exit 2; }
+
+PASSED=0 FAILED=0
+FAILED_STEPS=()
+step() {  # step NAME LOGFILE -- COMMAND...
+    local name=$1 log=$2
+    shift 3
+    local t0=$SECONDS status=0
+    "$@" >"$log" 2>&1 || status=$?
+    if [ "$status" = 0 ]; then
+        PASSED=$((PASSED + 1))
+        printf '%-46s PASS  %5ss\n' "$name" "$((SECONDS - t0))"
+    else
+        FAILED=$((FAILED + 1))
+        FAILED_STEPS+=("$name")
+        printf '%-46s FAIL  %5ss  (log: %s)\n' "$name" "$((SECONDS - t0))" "$log"
+        grep -E 'FAIL|failed|error|panicked|TIMEOUT' "$log" | head -15 | sed 's/^/      /'
+    fi
+}
+
+LOGS=build/rxe-tests
+rm -rf "$LOGS"
+mkdir -p "$LOGS"
+say "test bed ready ($(cat build/rxe/kernel-version 2>/dev/null || echo '?')); logs in $LOGS/"
+
+# 1. one guest
+step "one-guest-verbs-device-tests" "$LOGS/device.log" -- \
+    "$GUESTS" run --timeout 900 -- "$DEVICE_TEST" --test-threads=1
+step "one-guest-mpi-transport-verbs" "$LOGS/mpi-one-guest.log" -- \
+    "$GUESTS" run --timeout 1500 -- env TEST_TIMEOUT=300 KEEP_LOGS=0 \
+    ci/mpi-tests.sh --quick --transport verbs --nps "2 3" --only 'barrier_order|reduce_ops|bcast'
+step "one-guest-mpi-verbs-bcast-put-tree" "$LOGS/mpi-put-tree.log" -- \
+    "$GUESTS" run --timeout 900 -- env TEST_TIMEOUT=300 \
+    ci/mpi-tests.sh --quick --transport verbs --mca coll_rdma_verbs_multicast 0 --nps "3" --only 'bcast'
+
+# 2. two guests, one job across them; logs on the run's shared directory,
+#    which both guests see (each rank's output is written on its own guest)
+two_guest_job() {  # two_guest_job LOG [guests.sh options...]
+    local log=$1
+    shift
+    step "two-guests-mpi$([ $# -gt 0 ] && printf -- '-%s' "${*// /}")" "$log" -- \
+        "$GUESTS" run --guests 2 --primary --timeout 1500 "$@" -- env TEST_TIMEOUT=400 KEEP_LOGS=1 \
+        MPI_TESTS_LOGDIR=/run/rxe/mpi-tests EXPECT_TRANSPORT=verbs \
+        sh -c 'ci/mpi-tests.sh --quick --hosts g0:2,g1:2 --transport auto --nps "2 4" \
+                   --only "barrier_order|reduce_ops|bcast"; status=$?;
+               grep -h "bcast multicast:" /run/rxe/mpi-tests/*/out/*/rank.*/std* 2>/dev/null |
+                   sed "s/^.*coll:rdma: /multicast report: /";
+               exit $status'
+}
+two_guest_job "$LOGS/mpi-two-guests.log"
+two_guest_job "$LOGS/mpi-two-guests-loss.log" --loss "$LOSS_PCT"
+
+for log in "$LOGS/mpi-two-guests.log" "$LOGS/mpi-two-guests-loss.log"; do
+    [ -f "$log" ] || continue
+    awk -v log="$log" '
+        /multicast report:/ {
+            for (i = 1; i <= NF; i++) {
+                if ($(i) == "retransmitted,") retx += $(i - 1)
+                if ($(i) == "piece(s)" && $(i + 1) == "sent,") sent += $(i - 1)
+                if ($(i) == "NACK(s)") nacks += $(i - 1)
+            }
+            reports++
+        }
+        END { printf "rxe: %s: %d rank report(s): %d piece(s) multicast, %d retransmitted, %d NACK(s)\n", log, reports, sent, retx, nacks }
+    ' "$log"
+done
+
+if [ "$FAILED" -gt 0 ]; then
+    say "failed: ${FAILED_STEPS[*]}"
+fi
+say "$PASSED passed, $FAILED failed"
+[ "$FAILED" = 0 ]

@@ -1,0 +1,383 @@
+#!/usr/bin/env bash
+# Soft-RoCE test bed: boots qemu guests (software emulation) that run Debian's
+# own 6.1 kernel with the rdma_rxe module, so real verbs traffic (RC, UD, UD
+# multicast, rdma_cm) can be exercised on a machine without RDMA hardware.
+#
+#   ci/rxe/guests.sh prepare
+#   ci/rxe/guests.sh run [--guests N] [--loss PCT] [--loss-scope mcast|all]
+#                        [--timeout SECONDS] [--primary] -- COMMAND [ARGS...]
+#
+# See docs/testbed.md. Exit status of 'run': 0 when COMMAND exited 0 in every
+# guest (with --primary: in guest 0), 1 otherwise, 77 ("SKIPPED: ...") when the
+# test bed cannot run on this machine, 2 for a usage error.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+BUILD=${RXE_BUILD_DIR:-$REPO/build/rxe}
+
+PACKAGES=(qemu-system-x86 busybox-static ibverbs-utils ibverbs-providers
+          rdmacm-utils perftest iproute2 dropbear-bin xz-utils iputils-ping)
+# Kernel modules loaded in the guest, in this order (dependencies come along).
+MODULES=(virtio_pci virtio_net 9pnet_virtio 9p overlay crc32_generic
+         rdma_rxe rdma_ucm ib_umad sch_netem sch_prio cls_u32)
+
+say()  { printf 'rxe: %s\n' "$*" >&2; }
+die()  { printf 'rxe: error: %s\n' "$*" >&2; exit 1; }
+skip() { printf 'SKIPPED: %s\n' "$*"; exit 77; }
+
+installed() {
+    dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q '^install ok installed$'
+}
+
+# ---------------------------------------------------------------- prepare ---
+
+ensure_packages() {
+    command -v dpkg-query >/dev/null || skip "not a Debian system (no dpkg-query)"
+    local missing=() p
+    for p in "${PACKAGES[@]}"; do installed "$p" || missing+=("$p"); done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    [ "$(id -u)" = 0 ] || skip "not root and packages missing: ${missing[*]}"
+    say "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >"$BUILD/apt.log" 2>&1; then
+        apt-get update -q >>"$BUILD/apt.log" 2>&1 || true
+        apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$BUILD/apt.log" 2>&1 ||
+            skip "cannot install ${missing[*]} (see $BUILD/apt.log)"
+    fi
+}
+
+# Newest linux-image-6.1.0-N-amd64 (not cloud, not rt) that apt can fetch.
+pick_kernel_package() {
+    local p
+    for p in $(apt-cache pkgnames linux-image-6.1.0- 2>/dev/null |
+               grep -E '^linux-image-6\.1\.0-[0-9]+-amd64$' | sort -V -r); do
+        if apt-cache policy "$p" 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+            echo "$p"; return 0
+        fi
+    done
+    return 1
+}
+
+ensure_kernel_deb() {
+    local deb
+    deb=$(ls "$BUILD"/dl/linux-image-6.1.0-*-amd64_*.deb 2>/dev/null | head -n1 || true)
+    if [ -n "$deb" ]; then echo "$deb"; return 0; fi
+    mkdir -p "$BUILD/dl"
+    local pkg
+    pkg=$(pick_kernel_package) || {
+        apt-get update -q >/dev/null 2>&1 || true
+        pkg=$(pick_kernel_package) || skip "no linux-image-6.1.0-*-amd64 package known to apt"
+    }
+    say "downloading $pkg"
+    # apt-get download warns (harmlessly) that _apt cannot write here as root.
+    (cd "$BUILD/dl" && apt-get download "$pkg" >/dev/null 2>&1) || {
+        apt-get update -q >/dev/null 2>&1 || true
+        (cd "$BUILD/dl" && apt-get download "$pkg" >/dev/null 2>&1) ||
+            skip "apt-get download $pkg failed"
+    }
+    ls "$BUILD"/dl/linux-image-6.1.0-*-amd64_*.deb | head -n1
+}
+
+# The initramfs /init: loads the modules, mounts the host root read-only
+# (9p) under a tmpfs overlay and hands over to ci/rxe/guest-init.sh.
+initramfs_init() {
+    cat <<EOF
+#!/bin/busybox sh
+/bin/busybox mkdir -p /proc /sys /dev /sbin /usr/bin /usr/sbin
+/bin/busybox --install -s
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+for m in ${MODULES[*]}; do
+    modprobe \$m || echo "initramfs: modprobe \$m failed"
+done
+mkdir -p /lower /rw /newroot
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose hostroot /lower ||
+    { echo "initramfs: cannot mount host root"; poweroff -f; }
+mount -t tmpfs -o mode=0755 tmpfs /rw
+mkdir -p /rw/upper /rw/work
+mount -t overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work overlay /newroot ||
+    { echo "initramfs: cannot mount overlay"; poweroff -f; }
+mkdir -p /newroot/run
+mount -t tmpfs -o mode=0755 tmpfs /newroot/run
+mkdir -p /newroot/run/rxe
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 rxectl /newroot/run/rxe ||
+    { echo "initramfs: cannot mount control share"; poweroff -f; }
+umount /proc /sys
+umount /dev
+exec switch_root /newroot /bin/sh /run/rxe/guest-init.sh
+EOF
+}
+
+build_initramfs() {
+    local kroot=$1 kver=$2 out=$3
+    local ird="$BUILD/initramfs.d"
+    rm -rf "$ird"
+    mkdir -p "$ird/bin" "$ird/lib/modules/$kver"
+    cp /bin/busybox "$ird/bin/busybox"
+    initramfs_init >"$ird/init"
+    chmod 755 "$ird/init"
+    # Copy the wanted modules and everything they depend on (modules.dep).
+    local mdir="$kroot/lib/modules/$kver"
+    local files
+    files=$(awk -v want="${MODULES[*]}" '
+        BEGIN { n = split(want, w, " "); for (i = 1; i <= n; i++) { m = w[i]; gsub("-", "_", m); wanted[m] = 1 } }
+        {
+            key = $1; sub(":$", "", key); deps[key] = $0
+            name = key; sub(".*/", "", name); sub("\\.ko.*$", "", name); gsub("-", "_", name)
+            if (name in wanted) todo[key] = 1
+        }
+        END {
+            for (k in todo) { print k; m = split(deps[k], d, " "); for (i = 2; i <= m; i++) print d[i] }
+        }' "$mdir/modules.dep" | sort -u)
+    local f
+    for f in $files; do
+        mkdir -p "$ird/lib/modules/$kver/$(dirname "$f")"
+        cp "$mdir/$f" "$ird/lib/modules/$kver/$f"
+    done
+    cp "$mdir"/modules.order "$mdir"/modules.builtin "$ird/lib/modules/$kver/" 2>/dev/null || true
+    busybox depmod -b "$ird" "$kver"
+    (cd "$ird" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1) >"$out.tmp"
+    mv "$out.tmp" "$out"
+    rm -rf "$ird"
+}
+
+extract_vmlinux() {
+    local vmlinuz=$1 out=$2 off
+    off=$(perl -0777 -ne 'print index($_, "\xfd7zXZ\x00")' "$vmlinuz")
+    [ "$off" -ge 0 ] || die "no xz payload in $vmlinuz"
+    tail -c +$((off + 1)) "$vmlinuz" | xz -dc --single-stream >"$out.tmp" 2>/dev/null || true
+    [ "$(head -c 4 "$out.tmp" | od -An -c | tr -d ' ')" = '177ELF' ] ||
+        die "could not extract an ELF vmlinux from $vmlinuz"
+    mv "$out.tmp" "$out"
+}
+
+ensure_ssh_keys() {
+    local d="$BUILD/ssh"
+    [ -s "$d/authorized_keys" ] && [ -s "$d/host_ed25519.pub" ] && [ -s "$d/id_ed25519" ] && return 0
+    rm -rf "$d"; mkdir -p "$d"; chmod 700 "$d"
+    dropbearkey -t ed25519 -f "$d/host_ed25519" >/dev/null 2>&1
+    dropbearkey -t ed25519 -f "$d/id_ed25519" >/dev/null 2>&1
+    dropbearkey -y -f "$d/id_ed25519" 2>/dev/null | grep '^ssh-' >"$d/authorized_keys"
+    dropbearkey -y -f "$d/host_ed25519" 2>/dev/null | grep '^ssh-' | cut -d' ' -f1,2 >"$d/host_ed25519.pub"
+    [ -s "$d/authorized_keys" ] && [ -s "$d/host_ed25519.pub" ] || die "dropbearkey failed"
+}
+
+prepare() {
+    mkdir -p "$BUILD"
+    exec 9>"$BUILD/.prepare.lock"
+    flock 9
+    prepare_locked
+    flock -u 9
+    exec 9>&-
+}
+
+prepare_locked() {
+    ensure_packages
+    command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 not available"
+    [ -x /bin/busybox ] || skip "busybox not available"
+    local stamp_want
+    stamp_want=$( { initramfs_init; echo "${MODULES[*]}"; } | sha256sum | cut -c1-16)
+    if [ -s "$BUILD/vmlinux" ] && [ -s "$BUILD/initramfs.gz" ] &&
+       [ "$(cat "$BUILD/stamp" 2>/dev/null)" = "$stamp_want" ]; then
+        ensure_ssh_keys
+        return 0
+    fi
+    local deb kroot="$BUILD/kroot" kver
+    deb=$(ensure_kernel_deb)
+    say "unpacking $(basename "$deb")"
+    rm -rf "$kroot"
+    dpkg -x "$deb" "$kroot"
+    kver=$(ls "$kroot/lib/modules" | head -n1)
+    [ -n "$kver" ] || die "no modules in $deb"
+    busybox depmod -b "$kroot" "$kver"
+    extract_vmlinux "$kroot/boot/vmlinuz-$kver" "$BUILD/vmlinux"
+    build_initramfs "$kroot" "$kver" "$BUILD/initramfs.gz"
+    echo "$kver" >"$BUILD/kernel-version"
+    rm -rf "$kroot"
+    ensure_ssh_keys
+    echo "$stamp_want" >"$BUILD/stamp"
+    say "prepared kernel $kver in $BUILD"
+}
+
+# -------------------------------------------------------------------- run ---
+
+usage() {
+    sed -n '5,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,3\}//' >&2
+    exit 2
+}
+
+# qemu and kernel lines that are no output of COMMAND.
+NOISE='hub 0 is not connected to host network|terminating on signal|sysrq: Power Off|reboot: Power down'
+
+RUN_PIDS=()
+SOCK_DIR=
+RUN_DIR=
+cleanup() {
+    local p
+    for p in "${RUN_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    if [ -n "$SOCK_DIR" ]; then
+        rm -f "$SOCK_DIR"/*.sock
+        [ "$SOCK_DIR" = "$RUN_DIR" ] || rmdir "$SOCK_DIR" 2>/dev/null || true
+    fi
+}
+
+alive() { kill -0 "$1" 2>/dev/null; }
+
+# Quotes a word for /bin/sh (the guests' dash): 'it'\''s'.
+shq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
+
+run() {
+    local n=1 loss= scope=${RXE_LOSS_SCOPE:-mcast} timeout=600 primary=0
+    while [ $# -gt 0 ]; do
+        case $1 in
+            --guests) n=$2; shift 2 ;;
+            --guests=*) n=${1#*=}; shift ;;
+            --loss) loss=$2; shift 2 ;;
+            --loss=*) loss=${1#*=}; shift ;;
+            --loss-scope) scope=$2; shift 2 ;;
+            --loss-scope=*) scope=${1#*=}; shift ;;
+            --timeout) timeout=$2; shift 2 ;;
+            --timeout=*) timeout=${1#*=}; shift ;;
+            --primary) primary=1; shift ;;
+            --) shift; break ;;
+            *) echo "rxe: unknown option $1" >&2; usage ;;
+        esac
+    done
+    [ $# -gt 0 ] || usage
+    [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 8 ] || die "--guests must be 1..8"
+    [[ $timeout =~ ^[0-9]+$ ]] || die "--timeout must be a number of seconds"
+    [ -z "$loss" ] || [[ $loss =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--loss must be a percentage"
+    case $scope in mcast|all) ;; *) die "--loss-scope must be mcast or all" ;; esac
+
+    prepare
+
+    mkdir -p "$BUILD/runs"
+    # Keep the logs of the last 20 runs.
+    { ls -1dt "$BUILD"/runs/*/ 2>/dev/null || true; } | tail -n +21 | xargs -r rm -rf
+    RUN_DIR=$(mktemp -d "$BUILD/runs/$(date +%Y%m%d-%H%M%S)-XXXX")
+    trap cleanup EXIT
+    trap 'exit 130' INT TERM
+
+    # Everything the guests need, in the writable control share.
+    cp "$HERE/guest-init.sh" "$RUN_DIR/guest-init.sh"
+    cp "$BUILD/ssh/host_ed25519" "$BUILD/ssh/host_ed25519.pub" "$BUILD/ssh/id_ed25519" \
+       "$BUILD/ssh/authorized_keys" "$RUN_DIR/"
+    {
+        echo "RXE_N=$n"
+        echo "RXE_PRIMARY=$primary"
+        echo "RXE_LOSS=$loss"
+        echo "RXE_LOSS_SCOPE=$scope"
+        echo "RXE_CWD=$(shq "$PWD")"
+        echo "RXE_AGENT=$(shq "$HERE/rsh-agent")"
+        echo "RXE_VERBOSE=$(shq "${RXE_VERBOSE:-}")"
+    } >"$RUN_DIR/config"
+    # COMMAND for /bin/sh: every argument in single quotes.
+    local a
+    {
+        printf 'exec'
+        for a in "$@"; do printf ' %s' "$(shq "$a")"; done
+        printf '\n'
+    } >"$RUN_DIR/cmd"
+
+    local mem=${RXE_MEM:-1024} smp=${RXE_SMP:-2} kquiet="quiet loglevel=3"
+    [ -n "${RXE_VERBOSE:-}" ] && kquiet=
+    local kver; kver=$(cat "$BUILD/kernel-version")
+
+    # Network: one guest: a hub port with nothing else on it; two guests: a
+    # direct datagram link over Unix sockets; more: a hub process on the host.
+    # Unix socket paths are limited to 107 bytes.
+    SOCK_DIR=$RUN_DIR
+    [ ${#SOCK_DIR} -le 90 ] || SOCK_DIR=$(mktemp -d /tmp/rxe-sock.XXXXXX)
+    local hub_sock="$SOCK_DIR/hub.sock"
+    if [ "$n" -ge 3 ]; then
+        perl "$HERE/hub.pl" "$hub_sock" "$n" "$SOCK_DIR" &
+        RUN_PIDS+=($!)
+        local t
+        for t in $(seq 50); do [ -S "$hub_sock" ] && break; sleep 0.1; done
+        [ -S "$hub_sock" ] || die "hub did not start"
+    fi
+
+    say "booting $n guest(s) (kernel $kver, run dir ${RUN_DIR#$REPO/})"
+    local start=$SECONDS i net mac
+    local qpids=()
+    for ((i = 0; i < n; i++)); do
+        mac=$(printf '52:54:00:77:00:%02x' $((i + 1)))
+        if [ "$n" -eq 1 ]; then
+            net="hubport,id=n0,hubid=0"
+        elif [ "$n" -eq 2 ]; then
+            net="dgram,id=n0,local.type=unix,local.path=$SOCK_DIR/g$i.sock,remote.type=unix,remote.path=$SOCK_DIR/g$((1 - i)).sock"
+        else
+            net="dgram,id=n0,local.type=unix,local.path=$SOCK_DIR/g$i.sock,remote.type=unix,remote.path=$hub_sock"
+        fi
+        qemu-system-x86_64 \
+            -accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem" \
+            -nodefaults -no-user-config -display none -monitor none \
+            -serial stdio -no-reboot \
+            -kernel "$BUILD/vmlinux" -initrd "$BUILD/initramfs.gz" \
+            -append "console=ttyS0 $kquiet panic=-1 mitigations=off audit=0 ${RXE_KERNEL_ARGS:-} rxe_idx=$i" \
+            -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+            -virtfs "local,path=$RUN_DIR,mount_tag=rxectl,security_model=none" \
+            -netdev "$net" -device "virtio-net-pci,netdev=n0,mac=$mac,romfile=" \
+            </dev/null > >(tee "$RUN_DIR/g$i.log" | awk -v p="[g$i] " '
+                /@@rxe-poweroff@@/ { done = 1 }
+                done || /'"$NOISE"'/ { next }
+                { sub(/\r+$/, ""); print p $0; fflush() }') 2>&1 &
+        qpids+=($!)
+        RUN_PIDS+=($!)
+    done
+
+    # Wait for the guests, enforcing the timeout.
+    local deadline=$((SECONDS + timeout)) timed_out=0 running g0_end=
+    while :; do
+        running=0
+        for ((i = 0; i < n; i++)); do alive "${qpids[$i]}" && running=$((running + 1)); done
+        [ $running -eq 0 ] && break
+        if [ "$primary" = 1 ] && ! alive "${qpids[0]}"; then
+            # Guest 0 is done: the others only served it and power off by
+            # themselves; stop those that have not within 5 s.
+            [ -n "$g0_end" ] || g0_end=$SECONDS
+            if [ $((SECONDS - g0_end)) -ge 5 ]; then
+                for ((i = 1; i < n; i++)); do kill "${qpids[$i]}" 2>/dev/null || true; done
+            fi
+        fi
+        if [ $SECONDS -ge $deadline ]; then
+            timed_out=1
+            for ((i = 0; i < n; i++)); do kill "${qpids[$i]}" 2>/dev/null || true; done
+            sleep 1
+            for ((i = 0; i < n; i++)); do kill -9 "${qpids[$i]}" 2>/dev/null || true; done
+            break
+        fi
+        sleep 0.5
+    done
+    wait "${qpids[@]}" 2>/dev/null || true
+    sleep 0.2   # let the output filters drain
+
+    local status=0 rc last=$((primary == 1 ? 1 : n))
+    for ((i = 0; i < last; i++)); do
+        rc=$(cat "$RUN_DIR/rc.$i" 2>/dev/null || true)
+        if [ "$rc" = 0 ]; then
+            continue
+        fi
+        status=1
+        if [ -n "$rc" ]; then
+            echo "[g$i] *** COMMAND exited with status $rc"
+        else
+            if [ $timed_out = 1 ]; then
+                echo "[g$i] *** TIMEOUT: killed after ${timeout}s; last output:"
+            else
+                echo "[g$i] *** guest stopped without a result; last output:"
+            fi
+            tr -d '\r' <"$RUN_DIR/g$i.log" | { grep -avE "$NOISE" || true; } | tail -n 15 | sed "s/^/[g$i] | /"
+        fi
+    done
+    say "$n guest(s) finished in $((SECONDS - start)) s: $([ $status = 0 ] && echo ok || echo FAILED)"
+    return $status
+}
+
+case ${1:-} in
+    prepare) shift; prepare ;;
+    run) shift; run "$@" ;;
+    *) usage ;;
+esac

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Checks that the Soft-RoCE test bed works: verbs in one guest, verbs and
+# multicast between two guests, Open MPI across guests, packet loss.
+# Prints 'N passed, M failed'; exits 77 if the test bed cannot run here.
+set -uo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+G=$HERE/guests.sh
+OUT=$REPO/build/rxe/selftest
+mkdir -p "$OUT"
+cd "$REPO"
+
+"$G" prepare || exit $?
+
+pass=0 fail=0
+check() {  # check NAME PATTERN... -- guests.sh-run-arguments
+    local name=$1; shift
+    local pats=()
+    while [ "$1" != -- ]; do pats+=("$1"); shift; done
+    shift
+    local log=$OUT/$name.log t0=$SECONDS ok=1 p
+    "$G" run "$@" >"$log" 2>&1 || ok=0
+    for p in "${pats[@]}"; do grep -qE -- "$p" "$log" || { ok=0; echo "  missing: $p"; }; done
+    if [ $ok = 1 ]; then
+        pass=$((pass + 1)); echo "ok   $name ($((SECONDS - t0)) s)"
+    else
+        fail=$((fail + 1)); echo "FAIL $name ($((SECONDS - t0)) s), log: ${log#$REPO/}"
+        tail -n 20 "$log" | sed 's/^/  /'
+    fi
+}
+
+check devinfo 'state:.*PORT_ACTIVE' -- -- ibv_devinfo
+check rc-loopback '1000 iters in' -- -- sh -c \
+    'ibv_rc_pingpong -g 1 & sleep 1; ibv_rc_pingpong -g 1 localhost; r=$?; wait $! && exit $r'
+check two-guests '\[g0\].*#bytes' '\[g0\] client DISCONNECT|\[g0\] .*ping data' \
+      '\[g1\] receiving data transfers' '\[g0\] initiating data transfers' -- \
+    --guests 2 --timeout 300 -- sh -c '
+    if [ "$GUEST_INDEX" = 1 ]; then
+        ib_write_lat -d rxe0 -x 1 -n 100 >/dev/null &&
+        rping -s -a 10.77.0.2 -C 3 -v >/dev/null &&
+        mckey -m 239.1.1.1 -b 10.77.0.2 -C 20
+    else
+        sleep 1 && ib_write_lat -d rxe0 -x 1 -n 100 g1 | grep -A1 "#bytes" &&
+        sleep 1 && rping -c -a 10.77.0.2 -C 3 -v &&
+        sleep 2 && mckey -s -m 239.1.1.1 -b 10.77.0.1 -C 20
+    fi'
+if command -v mpicc >/dev/null; then
+    mpicc -O2 -o "$OUT/mpi-allreduce" "$HERE/mpi-allreduce.c"
+    check mpi-two-guests '\[g0\] g0$' '\[g0\] g1$' 'rank 0/2 on g0: .* OK' 'rank 1/2 on g1: .* OK' -- \
+        --guests 2 --primary --timeout 300 -- sh -c "
+        mpirun --allow-run-as-root --host g0,g1 -np 2 hostname &&
+        mpirun --allow-run-as-root --host g0,g1 -np 2 --mca btl self,tcp $OUT/mpi-allreduce"
+fi
+check loss '\[g0\] 50 packets transmitted, [0-9]+ received, [0-9]*[1-9][0-9]*% packet loss' -- \
+    --guests 2 --loss 10 --loss-scope all -- sh -c \
+    '[ "$GUEST_INDEX" = 1 ] || ping -q -c 50 -i 0.05 g1 | grep loss'
+check mcast-loss '\[g0\] 50 packets transmitted, 50 received, 0% packet loss' \
+      '\[g0\] 50 packets transmitted, [0-9]+ received, [0-9]*[1-9][0-9]*% packet loss' -- \
+    --guests 2 --loss 10 -- sh -c \
+    '[ "$GUEST_INDEX" = 1 ] || { ping -q -c 50 -i 0.05 g1; ping -L -q -c 50 -i 0.05 224.0.0.1; } | grep loss'
+check three-guests-mcast '\[g1\] receiving data transfers' '\[g2\] receiving data transfers' -- \
+    --guests 3 --timeout 300 -- sh -c '
+    me=10.77.0.$((GUEST_INDEX + 1))
+    if [ "$GUEST_INDEX" = 0 ]; then sleep 3; mckey -s -m 239.1.1.1 -b $me -C 20
+    else mckey -m 239.1.1.1 -b $me -C 20; fi'
+
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]

@@ -1,0 +1,172 @@
+//! MPI_Bcast over one-sided puts, for transports that offer no multicast
+//! (a verbs fabric whose multicast join failed, or where it is turned
+//! off): the message flows down a binomial tree rooted at rank 0, segment
+//! by segment through two-slot rings (see `allreduce::slots`); a root other
+//! than rank 0 first relays each segment to rank 0.
+//!
+//! The tree stays rooted at rank 0 whatever the root, for the reason given
+//! in `reduce`: every slot ring keeps a single writer across calls, which
+//! the credits below rely on. Every rank but 0, the root included, takes
+//! each segment from its parent, so all ranks move through the same
+//! sequence numbers.
+//!
+//! # When may a sender write a slot again?
+//!
+//! * Tree rings (parent p writes into child c). p may finish a call before
+//!   c has read it and start the next, so these streams use acknowledged
+//!   reuse: c acknowledges every segment right after reading it, and p
+//!   waits for the acknowledgement of the slot's previous occupant.
+//! * The relay ring in rank 0's window has a different writer whenever the
+//!   root changes, so no writer can know from its own credit word what an
+//!   earlier root left there; the data flow answers instead. A root R
+//!   writes the relay ring in call e+1 only after finishing call e, in
+//!   which it received every segment of e from its parent; rank 0 sent
+//!   those only after reading them out of the relay ring. So every slot is
+//!   read before any later call writes it. Within a call, rank 0 returns a
+//!   credit to R's own word for segments whose slot R reuses.
+//!
+//! Deadlock: a rank's wait for segment i depends only on its ancestors'
+//! (and, through the relay, the root's) progress on segment i; a credit
+//! wait depends on a receiver reading an earlier segment, which depends on
+//! nothing the sender does later.
+
+use btl_ibmc::{Transport, TransportError, WaitPolicy};
+
+use crate::allreduce::region::RegionCursor;
+use crate::allreduce::segments::Segments;
+use crate::allreduce::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
+use crate::allreduce::tree::TreeLinks;
+
+/// A binomial tree: the degree-1 tree of `TreeLinks` doubles the ranks
+/// that hold the message at every step.
+const TREE_DEGREE: usize = 1;
+
+#[derive(Clone, Copy, Debug)]
+pub struct PutTreeConfig {
+    /// Largest segment; a message is cut into segments of this many bytes.
+    pub segment_bytes: usize,
+    pub policy: WaitPolicy,
+}
+
+/// The tree's region, identical on every rank.
+struct TreeRegion {
+    incoming_ring: usize,
+    child_credits: usize,
+    relay_ring: usize,
+    relay_credit: usize,
+    shape: SlotShape,
+    end: usize,
+}
+
+impl TreeRegion {
+    fn new(start: usize, size: usize, segment_bytes: usize) -> Self {
+        let shape = SlotShape::holding(segment_bytes);
+        let mut cursor = RegionCursor::starting_at(start);
+        let incoming_ring = cursor.take(shape.ring_bytes());
+        let child_credits = cursor.take(TreeLinks::positions(size, TREE_DEGREE) * CREDIT_BYTES);
+        let relay_ring = cursor.take(shape.ring_bytes());
+        let relay_credit = cursor.take(CREDIT_BYTES);
+        TreeRegion { incoming_ring, child_credits, relay_ring, relay_credit, shape, end: cursor.end() }
+    }
+}
+
+/// One rank's put-tree broadcast state for one communicator.
+#[derive(Clone, Debug)]
+pub struct PutTreeBcast {
+    rank: usize,
+    size: usize,
+    config: PutTreeConfig,
+    from_parent: Option<Stream>,
+    /// Descending rank order: the child with the largest subtree first.
+    to_children: Vec<Stream>,
+    relay_ring: usize,
+    relay_credit: usize,
+    shape: SlotShape,
+    last_seq: u64,
+}
+
+impl PutTreeBcast {
+    /// Bytes of window the tree needs on every rank.
+    pub fn region_len(size: usize, config: &PutTreeConfig) -> usize {
+        TreeRegion::new(0, size, config.segment_bytes).end
+    }
+
+    /// The schedule of `rank` among `size` ranks; its region starts at
+    /// `region_offset` of every rank's window.
+    pub fn new(rank: usize, size: usize, region_offset: usize, config: PutTreeConfig) -> Self {
+        assert!(config.segment_bytes >= 1, "put-tree segments hold at least one byte");
+        let region = TreeRegion::new(region_offset, size, config.segment_bytes);
+        let links = TreeLinks::new(rank, size, TREE_DEGREE);
+        let stream = |parent: usize, child: usize, position: usize| Stream {
+            what: "bcast segment down the put tree",
+            sender: parent,
+            receiver: child,
+            ring: region.incoming_ring,
+            credit: region.child_credits + position * CREDIT_BYTES,
+            shape: region.shape,
+        };
+        PutTreeBcast {
+            rank,
+            size,
+            config,
+            from_parent: links.parent.map(|parent| stream(parent.peer, rank, parent.position)),
+            to_children: links.children.iter().rev().map(|child| stream(rank, child.peer, child.position)).collect(),
+            relay_ring: region.relay_ring,
+            relay_credit: region.relay_credit,
+            shape: region.shape,
+            last_seq: 0,
+        }
+    }
+
+    fn relay_from(&self, root: usize) -> Stream {
+        Stream {
+            what: "bcast segment relayed to rank 0",
+            sender: root,
+            receiver: 0,
+            ring: self.relay_ring,
+            credit: self.relay_credit,
+            shape: self.shape,
+        }
+    }
+
+    /// MPI_Bcast of `buf` from `root`; every rank passes the same root and
+    /// length.
+    pub fn bcast<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, buf: &mut [u8]) -> Result<(), TransportError> {
+        if root >= self.size {
+            return Err(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() });
+        }
+        if buf.is_empty() || self.size == 1 {
+            return Ok(());
+        }
+        let segments = Segments::new(buf.len(), 1, self.config.segment_bytes)?;
+        let base = self.last_seq;
+        let count = segments.count();
+        let policy = self.config.policy;
+        let relay = (root != 0).then(|| self.relay_from(root));
+        for index in 0..count {
+            let range = segments.range(index);
+            let segment = &mut buf[range];
+            if let Some(relay) = &relay {
+                let turn = Turn::new(index, count, base, Reuse::ImpliedByDataFlow);
+                if self.rank == root {
+                    relay.send(transport, turn.seq, segment, turn.credit_needed(), &policy)?;
+                } else if self.rank == 0 {
+                    relay.receive(transport, turn.seq, segment, &policy);
+                    if turn.must_acknowledge() {
+                        relay.acknowledge(transport, turn.seq)?;
+                    }
+                }
+            }
+            let turn = Turn::new(index, count, base, Reuse::AcknowledgedEachCall);
+            if let Some(parent) = &self.from_parent {
+                parent.receive(transport, turn.seq, segment, &policy);
+                parent.acknowledge(transport, turn.seq)?;
+            }
+            for child in &self.to_children {
+                child.send(transport, turn.seq, segment, turn.credit_needed(), &policy)?;
+            }
+        }
+        self.last_seq = base + count as u64;
+        Ok(())
+    }
+}

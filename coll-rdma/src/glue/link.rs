@@ -1,0 +1,76 @@
+//! Choosing and setting up a communicator's transport, collectively: every
+//! rank runs the same steps on exchanged data, so all reach the same
+//! verdict and none waits in an exchange the others skipped.
+//!
+//! `auto` takes shared memory when every rank is on one node; otherwise
+//! verbs across the nodes (node-local pairs then use verbs loopback too:
+//! a hybrid of the two is not built yet). `verbs` forces verbs even on one
+//! node, so that one machine can exercise it.
+
+use btl_ibmc::shm::{self, ShmSetupError};
+use btl_ibmc::{Exchange, SelectedTransport};
+
+use super::params::{TransportChoice, VerbsSettings};
+
+/// What a communicator needs from its transport.
+pub(super) struct LinkRequest<'a> {
+    pub choice: TransportChoice,
+    pub verbs: &'a VerbsSettings,
+    pub cid: u32,
+    pub rank: usize,
+    pub size: usize,
+    pub window_len: usize,
+}
+
+/// The transport, or why there is none (said at verbose level by the caller).
+pub(super) fn connect(exchange: &dyn Exchange, request: &LinkRequest) -> Result<SelectedTransport, String> {
+    match request.choice {
+        TransportChoice::Shm => connect_shm(exchange, request).map_err(|why| why.to_string()),
+        TransportChoice::Verbs => connect_verbs(exchange, request),
+        TransportChoice::Auto => match connect_shm(exchange, request) {
+            Ok(transport) => Ok(transport),
+            // Every rank sees the same records, so all of them go on to verbs.
+            Err(ShmSetupError::NotNodeLocal { .. }) => {
+                connect_verbs(exchange, request).map_err(|why| format!("ranks span several nodes and verbs failed: {why}"))
+            }
+            Err(why) => Err(why.to_string()),
+        },
+    }
+}
+
+fn connect_shm(exchange: &dyn Exchange, request: &LinkRequest) -> Result<SelectedTransport, ShmSetupError> {
+    shm::establish(exchange, request.rank, request.size, request.window_len).map(SelectedTransport::Shm)
+}
+
+#[cfg(feature = "verbs")]
+fn connect_verbs(exchange: &dyn Exchange, request: &LinkRequest) -> Result<SelectedTransport, String> {
+    let config = btl_ibmc::VerbsConfig {
+        device: request.verbs.device.clone(),
+        port: request.verbs.port,
+        gid_index: request.verbs.gid_index,
+        multicast: request.verbs.multicast,
+        multicast_id: multicast_id(request.cid),
+        ..btl_ibmc::VerbsConfig::default()
+    };
+    btl_ibmc::verbs::establish(exchange, request.rank, request.size, request.window_len, &config)
+        .map(SelectedTransport::Verbs)
+        .map_err(|why| why.to_string())
+}
+
+#[cfg(not(feature = "verbs"))]
+fn connect_verbs(_exchange: &dyn Exchange, _request: &LinkRequest) -> Result<SelectedTransport, String> {
+    Err("this build of coll rdma has no verbs support".to_string())
+}
+
+/// The communicator's multicast group id: the job's name mixed with the
+/// context id, so that concurrent jobs on one fabric pick different groups
+/// (the transport also checks the id on every datagram).
+#[cfg(feature = "verbs")]
+fn multicast_id(cid: u32) -> u32 {
+    let job = ["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"].iter().find_map(|name| std::env::var(name).ok()).unwrap_or_default();
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in job.bytes().chain(cid.to_le_bytes()) {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (hash ^ (hash >> 32)) as u32
+}
