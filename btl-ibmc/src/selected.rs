@@ -13,6 +13,27 @@ pub enum SelectedTransport {
     Verbs(VerbsTransport),
 }
 
+impl SelectedTransport {
+    /// Makes every write this rank posted land before the communicator's
+    /// closing barrier, where the backend can have writes in flight after a
+    /// put returns (verbs). The caller then runs a barrier over this
+    /// transport, after which no peer writes into this rank's window.
+    pub fn quiesce_before_teardown(&self) -> Result<(), TransportError> {
+        match self {
+            SelectedTransport::Shm(_) => Ok(()),
+            #[cfg(feature = "verbs")]
+            SelectedTransport::Verbs(verbs) => verbs.quiesce(),
+        }
+    }
+
+    /// Whether peers can still be writing into this rank's window through
+    /// the adapter after a collective returns, so that tearing down needs a
+    /// closing barrier first. Shared memory is simply unmapped.
+    pub fn needs_closing_barrier(&self) -> bool {
+        !matches!(self, SelectedTransport::Shm(_))
+    }
+}
+
 macro_rules! dispatch {
     ($self:ident, $backend:ident => $call:expr) => {
         match $self {

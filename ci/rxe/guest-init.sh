@@ -19,6 +19,11 @@ $BB mount -t devtmpfs devtmpfs /dev
 $BB mkdir -p /dev/pts /dev/shm
 $BB mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts
 $BB mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+# bash process substitution and /dev/stdin need these (udev makes them on a host)
+$BB ln -sf /proc/self/fd /dev/fd
+$BB ln -sf /proc/self/fd/0 /dev/stdin
+$BB ln -sf /proc/self/fd/1 /dev/stdout
+$BB ln -sf /proc/self/fd/2 /dev/stderr
 [ -e /dev/ptmx ] || $BB ln -s pts/ptmx /dev/ptmx
 
 read -r cmdline </proc/cmdline
@@ -127,7 +132,7 @@ cd "$RXE_CWD" || fail "cannot cd to $RXE_CWD"
 env -i \
     PATH="$PATH" HOME=/root USER=root LOGNAME=root SHELL=/bin/bash TERM=dumb \
     LANG=C.UTF-8 \
-    GUEST_INDEX=$I GUEST_COUNT=$RXE_N \
+    GUEST_INDEX=$I GUEST_COUNT=$RXE_N RXE_BARRIER="$RXE_DIR/barrier" \
     OMPI_MCA_plm_rsh_agent="$RXE_AGENT" \
     OMPI_MCA_btl_tcp_if_include=eth0 OMPI_MCA_oob_tcp_if_include=eth0 \
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \

@@ -271,6 +271,7 @@ run() {
         echo "RXE_LOSS_SCOPE=$scope"
         echo "RXE_CWD=$(shq "$PWD")"
         echo "RXE_AGENT=$(shq "$HERE/rsh-agent")"
+        echo "RXE_DIR=$(shq "$HERE")"
         echo "RXE_VERBOSE=$(shq "${RXE_VERBOSE:-}")"
     } >"$RUN_DIR/config"
     # COMMAND for /bin/sh: every argument in single quotes.
@@ -285,7 +286,7 @@ run() {
     [ -n "${RXE_VERBOSE:-}" ] && kquiet=
     local kver; kver=$(cat "$BUILD/kernel-version")
 
-    # Network: one guest: a hub port with nothing else on it; two guests: a
+    # Network: one guest: a user-mode (slirp) link, isolated; two guests: a
     # direct datagram link over Unix sockets; more: a hub process on the host.
     # Unix socket paths are limited to 107 bytes.
     SOCK_DIR=$RUN_DIR
@@ -305,7 +306,11 @@ run() {
     for ((i = 0; i < n; i++)); do
         mac=$(printf '52:54:00:77:00:%02x' $((i + 1)))
         if [ "$n" -eq 1 ]; then
-            net="hubport,id=n0,hubid=0"
+            # A link with a peer that drains it: on a hub port with nothing
+            # else attached, the transmit queue stalls once multicast frames
+            # (rxe sends them out of eth0) fill it, and all rxe traffic stops.
+            # restrict=on keeps the guest off the host's network.
+            net="user,id=n0,restrict=on"
         elif [ "$n" -eq 2 ]; then
             net="dgram,id=n0,local.type=unix,local.path=$SOCK_DIR/g$i.sock,remote.type=unix,remote.path=$SOCK_DIR/g$((1 - i)).sock"
         else
@@ -316,7 +321,7 @@ run() {
             -nodefaults -no-user-config -display none -monitor none \
             -serial stdio -no-reboot \
             -kernel "$BUILD/vmlinux" -initrd "$BUILD/initramfs.gz" \
-            -append "console=ttyS0 $kquiet panic=-1 mitigations=off audit=0 ${RXE_KERNEL_ARGS:-} rxe_idx=$i" \
+            -append "console=ttyS0 $kquiet panic=-1 mitigations=off audit=0 no_timer_check ${RXE_KERNEL_ARGS:-} rxe_idx=$i" \
             -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
             -virtfs "local,path=$RUN_DIR,mount_tag=rxectl,security_model=none" \
             -netdev "$net" -device "virtio-net-pci,netdev=n0,mac=$mac,romfile=" \
@@ -330,10 +335,31 @@ run() {
 
     # Wait for the guests, enforcing the timeout.
     local deadline=$((SECONDS + timeout)) timed_out=0 running g0_end=
+    local -a crashed=()
     while :; do
         running=0
-        for ((i = 0; i < n; i++)); do alive "${qpids[$i]}" && running=$((running + 1)); done
+        for ((i = 0; i < n; i++)); do
+            if alive "${qpids[$i]}"; then
+                running=$((running + 1))
+                # A kernel panic: the guest never gets anywhere.
+                if [ -z "${crashed[$i]:-}" ] && grep -aq 'Kernel panic' "$RUN_DIR/g$i.log" 2>/dev/null; then
+                    crashed[$i]=1
+                    sleep 1
+                    kill "${qpids[$i]}" 2>/dev/null || true
+                fi
+            elif [ -z "${crashed[$i]:-}" ] && [ ! -e "$RUN_DIR/rc.$i" ] &&
+                 ! { [ "$primary" = 1 ] && [ -e "$RUN_DIR/rc.0" ]; }; then
+                crashed[$i]=1   # gone without a result
+            fi
+        done
         [ $running -eq 0 ] && break
+        if [ ${#crashed[@]} -gt 0 ]; then
+            # The others would wait for it forever (start barrier, ssh peer).
+            for ((i = 0; i < n; i++)); do kill "${qpids[$i]}" 2>/dev/null || true; done
+            sleep 1
+            for ((i = 0; i < n; i++)); do kill -9 "${qpids[$i]}" 2>/dev/null || true; done
+            break
+        fi
         if [ "$primary" = 1 ] && ! alive "${qpids[0]}"; then
             # Guest 0 is done: the others only served it and power off by
             # themselves; stop those that have not within 5 s.
@@ -364,7 +390,11 @@ run() {
         if [ -n "$rc" ]; then
             echo "[g$i] *** COMMAND exited with status $rc"
         else
-            if [ $timed_out = 1 ]; then
+            if [ -n "${crashed[$i]:-}" ]; then
+                echo "[g$i] *** guest crashed; last output:"
+            elif [ -n "${crashed[*]}" ]; then
+                echo "[g$i] *** stopped because another guest crashed; last output:"
+            elif [ $timed_out = 1 ]; then
                 echo "[g$i] *** TIMEOUT: killed after ${timeout}s; last output:"
             else
                 echo "[g$i] *** guest stopped without a result; last output:"

@@ -30,12 +30,16 @@ my @peers = map { "$dir/g$_.sock" } 0 .. $n - 1;
 my @addrs = map { pack_sockaddr_un($_) } @peers;
 my @queue = map { [] } 0 .. $n - 1;
 my $parent = getppid();
+my $debug = $ENV{RXE_HUB_DEBUG};
+my (@sent, @dropped, @recvd);
 
 # Sends one frame to guest $i; returns 0 if it must wait (peer queue full).
 sub put {
     my ($i, $frame) = @_;
-    return 1 if defined send($sock, $frame, MSG_DONTWAIT, $addrs[$i]);
+    if (defined send($sock, $frame, MSG_DONTWAIT, $addrs[$i])) { $sent[$i]++; return 1 }
     return 0 if $! == EAGAIN || $! == EWOULDBLOCK || $! == ENOBUFS;
+    $dropped[$i]++;
+    warn "hub: send to g$i: $!\n" if $debug;
     return 1;    # no such socket (guest not up or gone): dropped
 }
 
@@ -59,6 +63,10 @@ while (1) {
     if (time != $last_check) {
         $last_check = time;
         exit 0 if getppid() != $parent;
+        if ($debug) {
+            warn sprintf("hub: g%d recvd %d sent %d dropped %d queued %d\n", $_,
+                $recvd[$_] // 0, $sent[$_] // 0, $dropped[$_] // 0, scalar @{ $queue[$_] }) for 0 .. $#queue;
+        }
     }
     flush($_) for grep { @{ $queue[$_] } } 0 .. $#queue;
     next unless $ready > 0;
@@ -66,6 +74,7 @@ while (1) {
         my $from = recv($sock, my $frame, 65536, MSG_DONTWAIT);
         last unless defined $from;
         my $src = eval { unpack_sockaddr_un($from) } // '';
+        if ($debug) { for my $i (0 .. $#peers) { $recvd[$i]++ if $peers[$i] eq $src } }
         for my $i (0 .. $#peers) {
             next if $peers[$i] eq $src;
             my $q = $queue[$i];

@@ -32,17 +32,22 @@ check() {  # check NAME PATTERN... -- guests.sh-run-arguments
 check devinfo 'state:.*PORT_ACTIVE' -- -- ibv_devinfo
 check rc-loopback '1000 iters in' -- -- sh -c \
     'ibv_rc_pingpong -g 1 & sleep 1; ibv_rc_pingpong -g 1 localhost; r=$?; wait $! && exit $r'
-check two-guests '\[g0\].*#bytes' '\[g0\] client DISCONNECT|\[g0\] .*ping data' \
+# Servers start first; clients retry until the server listens. Multicast
+# receivers join, then all meet at a barrier before the sender starts.
+check two-guests '\[g0\].*#bytes' '\[g0\] .*ping data' \
       '\[g1\] receiving data transfers' '\[g0\] initiating data transfers' -- \
-    --guests 2 --timeout 300 -- sh -c '
+    --guests 2 --timeout 400 -- sh -c '
+    retry() { for t in 1 2 3 4 5 6 7 8 9 10; do "$@" && return 0; sleep 1; done; return 1; }
     if [ "$GUEST_INDEX" = 1 ]; then
         ib_write_lat -d rxe0 -x 1 -n 100 >/dev/null &&
-        rping -s -a 10.77.0.2 -C 3 -v >/dev/null &&
-        mckey -m 239.1.1.1 -b 10.77.0.2 -C 20
+        rping -s -a 10.77.0.2 -C 3 -v >/dev/null || exit 1
+        stdbuf -oL mckey -m 239.1.1.1 -b 10.77.0.2 -C 50 >/tmp/mckey.out 2>&1 &
+        until grep -q joined /tmp/mckey.out || ! kill -0 $! 2>/dev/null; do sleep 0.2; done
+        $RXE_BARRIER mcast && wait $! && cat /tmp/mckey.out
     else
-        sleep 1 && ib_write_lat -d rxe0 -x 1 -n 100 g1 | grep -A1 "#bytes" &&
-        sleep 1 && rping -c -a 10.77.0.2 -C 3 -v &&
-        sleep 2 && mckey -s -m 239.1.1.1 -b 10.77.0.1 -C 20
+        retry sh -c "ib_write_lat -d rxe0 -x 1 -n 100 g1 | grep -A1 \"#bytes\"" &&
+        retry rping -c -a 10.77.0.2 -C 3 -v &&
+        $RXE_BARRIER mcast && mckey -s -m 239.1.1.1 -b 10.77.0.1 -C 50
     fi'
 if command -v mpicc >/dev/null; then
     mpicc -O2 -o "$OUT/mpi-allreduce" "$HERE/mpi-allreduce.c"
@@ -59,10 +64,15 @@ check mcast-loss '\[g0\] 50 packets transmitted, 50 received, 0% packet loss' \
     --guests 2 --loss 10 -- sh -c \
     '[ "$GUEST_INDEX" = 1 ] || { ping -q -c 50 -i 0.05 g1; ping -L -q -c 50 -i 0.05 224.0.0.1; } | grep loss'
 check three-guests-mcast '\[g1\] receiving data transfers' '\[g2\] receiving data transfers' -- \
-    --guests 3 --timeout 300 -- sh -c '
+    --guests 3 --timeout 400 -- sh -c '
     me=10.77.0.$((GUEST_INDEX + 1))
-    if [ "$GUEST_INDEX" = 0 ]; then sleep 3; mckey -s -m 239.1.1.1 -b $me -C 20
-    else mckey -m 239.1.1.1 -b $me -C 20; fi'
+    if [ "$GUEST_INDEX" = 0 ]; then
+        $RXE_BARRIER mcast && mckey -s -m 239.1.1.1 -b $me -C 100
+    else
+        stdbuf -oL mckey -m 239.1.1.1 -b $me -C 100 >/tmp/mckey.out 2>&1 &
+        until grep -q joined /tmp/mckey.out || ! kill -0 $! 2>/dev/null; do sleep 0.2; done
+        $RXE_BARRIER mcast && wait $! && cat /tmp/mckey.out
+    fi'
 
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

@@ -127,6 +127,9 @@ typedef struct {
     long nbar;         /* barriers made on this communicator */
     int local_cid;     /* intercommunicators: context id of Open MPI's hidden
                         * local communicator (c_local_comm), -1 if unknown */
+    int here;          /* members of my group on this node (they share the table) */
+    int rhere;         /* intercommunicators: remote members on this node */
+    int spans_nodes;   /* some member (either group) runs on another node */
 } tcomm_t;
 
 T_API int t_wrank = 0, t_wsize = 1;
@@ -141,6 +144,12 @@ T_API long t_unclaim_comms[T_MAX_CID];
 T_API char t_unclaim_kind[T_MAX_CID][8];
 T_API tcomm_t t_world;
 T_API int t_selftest_skip = 0; /* $CRTEST_SELFTEST_SKIP_BARRIER=1 */
+/* Node of every world rank (index of its first rank's host), and how many
+ * nodes the job spans. The table of barrier counters lives in each node's
+ * shared memory, so it only sees the ranks of its own node; across nodes a
+ * timing check takes over (see t_barrier_delay). */
+T_API int *t_node_of = NULL;
+T_API int t_nodes = 1;
 
 T_API void t_fail_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -266,6 +275,55 @@ T_API int t_lowest_in(MPI_Group g, MPI_Group in)
     return low;
 }
 
+/* How many members of g run on this node, and the lowest world rank among
+ * them (-1 if none); *spans is set when some member runs elsewhere. */
+T_API int t_members_here(MPI_Group g, int *lowest, int *spans)
+{
+    MPI_Group world;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    int n;
+    MPI_Group_size(g, &n);
+    int *a = malloc(sizeof(int) * (size_t)n), *b = malloc(sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++) a[i] = i;
+    MPI_Group_translate_ranks(g, n, a, world, b);
+    int here = 0;
+    *lowest = -1;
+    for (int i = 0; i < n; i++) {
+        if (b[i] == MPI_UNDEFINED) continue;
+        if (t_node_of[b[i]] != t_node_of[t_wrank]) { *spans = 1; continue; }
+        here++;
+        if (*lowest < 0 || b[i] < *lowest) *lowest = b[i];
+    }
+    free(a);
+    free(b);
+    MPI_Group_free(&world);
+    return here;
+}
+
+/* Which node each world rank runs on, from a hash of its host name. */
+T_API void t_find_nodes(void)
+{
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    uint64_t mine = 0xcbf29ce484222325ull;
+    for (const char *c = host; *c; c++) mine = (mine ^ (uint8_t)*c) * 0x100000001b3ull;
+    uint64_t *all = malloc(sizeof(uint64_t) * (size_t)t_wsize);
+    MPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+    t_node_of = malloc(sizeof(int) * (size_t)t_wsize);
+    t_nodes = 0;
+    for (int r = 0; r < t_wsize; r++) {
+        int first = r;
+        for (int q = 0; q < r; q++)
+            if (all[q] == all[r]) { first = q; break; }
+        t_node_of[r] = first;
+        if (first == r) t_nodes++;
+    }
+    free(all);
+    if (t_wrank == 0 && t_nodes > 1)
+        printf("info: ranks span %d nodes: barrier counters are checked per node, "
+               "and across nodes by timing barriers that one member enters late\n", t_nodes);
+}
+
 T_API int t_lowest_world(MPI_Group g)
 {
     MPI_Group world;
@@ -293,8 +351,10 @@ T_API void t_fill(tcomm_t *t, MPI_Comm comm, uint64_t key)
     MPI_Group g;
     MPI_Comm_group(comm, &g);
     int low_local = t_lowest_world(g);
+    int low_here;
+    t->here = t_members_here(g, &low_here, &t->spans_nodes);
     MPI_Group_free(&g);
-    t->resetter = (low_local == t_wrank);
+    t->resetter = (low_here == t_wrank);
     t->local_cid = -1;
     if (t->is_inter) {
 #ifdef T_HAVE_OMPI_CID
@@ -304,6 +364,8 @@ T_API void t_fill(tcomm_t *t, MPI_Comm comm, uint64_t key)
         MPI_Comm_remote_size(comm, &t->rsize);
         MPI_Comm_remote_group(comm, &g);
         int low_remote = t_lowest_world(g);
+        int unused;
+        t->rhere = t_members_here(g, &unused, &t->spans_nodes);
         MPI_Group_free(&g);
         t->grp = low_local < low_remote ? 0 : 1;
     }
@@ -679,6 +741,15 @@ T_API void t_read_bcast_params(void)
     if (!fw) t_bc_window = -1;
 }
 
+/* Across nodes: every T_LATE_EVERY-th barrier of an intracommunicator
+ * that spans nodes, one member (a different one each time) sleeps
+ * T_LATE_US before entering; every other member must then spend at least
+ * a third of that inside MPI_Barrier, since it entered soon after the
+ * previous barrier released it (the margin absorbs ranks released late or
+ * descheduled, as under emulation). No shared clock is needed. */
+#define T_LATE_EVERY 25
+#define T_LATE_US 300000
+
 /* Barrier with the property check; sleeps delay_us first when > 0. */
 T_API void t_barrier_delay(tcomm_t *t, unsigned delay_us)
 {
@@ -686,10 +757,19 @@ T_API void t_barrier_delay(tcomm_t *t, unsigned delay_us)
     uint64_t k = (uint64_t)t->nbar;
     t_entry_t *e = &t_table[t->entry];
     uint64_t *mine = e->cnt[t->grp];
-    if (delay_us) usleep(delay_us);
+    int timed = t->spans_nodes && !t->is_inter && k % T_LATE_EVERY == T_LATE_EVERY - 1;
+    int late_member = (int)((k / T_LATE_EVERY) % (uint64_t)(t->size > 0 ? t->size : 1));
+    if (timed && t->rank == late_member) usleep(T_LATE_US);
+    else if (delay_us && !timed) usleep(delay_us);
     __atomic_fetch_add(&mine[k % T_RING], 1, __ATOMIC_SEQ_CST);
+    double entered = MPI_Wtime();
     /* Checker self-test: skip every 50th barrier to prove the check bites. */
     int rc = (t_selftest_skip && k % 50 == 49) ? MPI_SUCCESS : MPI_Barrier(t->comm);
+    double inside_us = (MPI_Wtime() - entered) * 1e6;
+    if (timed && t->rank != late_member && inside_us < T_LATE_US / 3)
+        T_FAIL("barrier %llu on comm %d (size %d, several nodes): rank %d left after %.0f us "
+               "although rank %d entered %d us late (a rank left before all entered)",
+               (unsigned long long)k, t->cid, t->size, t->rank, inside_us, late_member, T_LATE_US);
     t->nbar++;
     t_total_barriers++;
     if (rc != MPI_SUCCESS) T_FAIL("MPI_Barrier returned %d (comm %d)", rc, t->cid);
@@ -698,18 +778,18 @@ T_API void t_barrier_delay(tcomm_t *t, unsigned delay_us)
     if (t->is_inter) {
         uint64_t *theirs = e->cnt[1 - t->grp];
         uint64_t seen = __atomic_load_n(&theirs[k % T_RING], __ATOMIC_SEQ_CST);
-        if (seen != (uint64_t)t->rsize)
-            T_FAIL("intercomm barrier %llu on comm %d: %llu of the %d remote ranks had "
-                   "entered when this rank left", (unsigned long long)k, t->cid,
-                   (unsigned long long)seen, t->rsize);
+        if (seen != (uint64_t)t->rhere)
+            T_FAIL("intercomm barrier %llu on comm %d: %llu of the %d remote ranks on this node "
+                   "(of %d) had entered when this rank left", (unsigned long long)k, t->cid,
+                   (unsigned long long)seen, t->rhere, t->rsize);
     } else {
         uint64_t seen = __atomic_load_n(&mine[k % T_RING], __ATOMIC_SEQ_CST);
         uint64_t next = __atomic_load_n(&mine[(k + 1) % T_RING], __ATOMIC_SEQ_CST);
-        if (seen != (uint64_t)t->size)
-            T_FAIL("barrier %llu on comm %d (size %d): %llu rank(s) had entered when "
+        if (seen != (uint64_t)t->here)
+            T_FAIL("barrier %llu on comm %d (size %d, %d on this node): %llu rank(s) had entered when "
                    "rank %d left (a rank left before all entered)", (unsigned long long)k,
-                   t->cid, t->size, (unsigned long long)seen, t->rank);
-        if (next > (uint64_t)t->size - 1)
+                   t->cid, t->size, t->here, (unsigned long long)seen, t->rank);
+        if (next > (uint64_t)t->here - 1)
             T_FAIL("barrier %llu on comm %d (size %d): %llu rank(s) already in the "
                    "next barrier when rank %d left this one", (unsigned long long)k,
                    t->cid, t->size, (unsigned long long)next, t->rank);
@@ -758,6 +838,7 @@ T_API void t_init(int *argc, char ***argv)
     MPI_Init(argc, argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &t_wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &t_wsize);
+    t_find_nodes();
     t_open_table();
     t_srand((uint64_t)t_wrank + 1);
     const char *skip = getenv("CRTEST_SELFTEST_SKIP_BARRIER");

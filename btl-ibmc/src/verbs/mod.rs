@@ -56,7 +56,9 @@ pub const RELIABLE_MAX: usize = 4096;
 
 /// How long dropping a transport waits for its writes in flight to reach
 /// their peers before it destroys the queue pairs.
-const TEARDOWN_PATIENCE: Duration = Duration::from_secs(10);
+/// By then the caller has quiesced and passed a closing barrier, so all
+/// that can be left is that barrier's own last writes, already placed.
+const TEARDOWN_PATIENCE: Duration = Duration::from_secs(2);
 
 /// One rank's verbs transport. Dropping it waits for its writes in flight,
 /// leaves the multicast group and releases every verbs resource. Peers

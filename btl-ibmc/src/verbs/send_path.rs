@@ -172,7 +172,7 @@ impl SendPath {
         while !failure.is_set() && self.accounts.iter().any(|account| account.outstanding() > 0) {
             if Instant::now() >= deadline {
                 let waiting = self.accounts.iter().filter(|account| account.outstanding() > 0).count();
-                tracing::warn!("verbs: {waiting} queue pair(s) still had writes in flight after {patience:?}; tearing down anyway");
+                tracing::info!("verbs: {waiting} queue pair(s) still had writes in flight after {patience:?}; tearing down anyway");
                 return;
             }
             self.cover_unsignalled_tails(links, failure);

@@ -8,7 +8,8 @@ use ompi_sys as sys;
 use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
-use super::reduction_call::{Unserved, contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut};
+use super::handover::Handover;
+use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut};
 use super::saved::ReductionCall;
 
 pub(super) unsafe extern "C" fn allreduce(
@@ -36,7 +37,7 @@ impl CommState {
             Err(unserved) => return self.hand_over_allreduce(call, unserved),
         };
         if !self.ensure_link(call.comm) {
-            return self.hand_over_allreduce(call, ("transport", "transport unavailable".to_string()));
+            return self.hand_over_allreduce(call, Handover::TransportUnavailable);
         }
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let span = message.span;
@@ -56,8 +57,8 @@ impl CommState {
         self.finish(Collective::Allreduce, outcome)
     }
 
-    fn hand_over_allreduce(&mut self, call: &ReductionCall, unserved: Unserved) -> Step {
+    fn hand_over_allreduce(&mut self, call: &ReductionCall, why: Handover) -> Step {
         let fallback = self.saved.allreduce(*call);
-        self.hand_over(Collective::Allreduce, unserved.0, unserved.1, fallback)
+        self.hand_over(Collective::Allreduce, why, fallback)
     }
 }

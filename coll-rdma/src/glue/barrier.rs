@@ -5,6 +5,7 @@ use std::ffi::c_int;
 
 use ompi_sys as sys;
 
+use super::handover::Handover;
 use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
@@ -20,7 +21,7 @@ impl CommState {
     fn barrier(&mut self, comm: *mut sys::ompi_communicator_t) -> Step {
         if !self.ensure_link(comm) {
             let fallback = self.saved.barrier(comm);
-            return self.hand_over(Collective::Barrier, "transport", "transport unavailable".to_string(), fallback);
+            return self.hand_over(Collective::Barrier, Handover::TransportUnavailable, fallback);
         }
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let outcome = self.barrier.run(transport);

@@ -12,6 +12,7 @@ use std::ffi::{c_int, c_void};
 use btl_ibmc::{MulticastKind, Transport};
 use ompi_sys as sys;
 
+use super::handover::Handover;
 use super::comm_state::{Collective, CommState, Link, Step};
 use super::datatype::{contiguous_span, signature_bytes};
 use super::ffi_guard::guarded;
@@ -43,23 +44,23 @@ struct BcastCall {
 impl CommState {
     fn bcast(&mut self, call: &BcastCall) -> Step {
         let Ok(count) = usize::try_from(call.count) else {
-            return self.hand_over_bcast(call, "count", format!("negative count {}", call.count));
+            return self.hand_over_bcast(call, Handover::NegativeCount(call.count));
         };
         let bytes = match signature_bytes(call.dtype, count) {
             Ok(bytes) => bytes,
-            Err(why) => return self.hand_over_bcast(call, "datatype", why.to_string()),
+            Err(why) => return self.hand_over_bcast(call, Handover::Datatype(why)),
         };
         if bytes == 0 {
             return self.finish(Collective::Bcast, Ok(()));
         }
         if let Some(limit) = self.bcast_max_bytes.filter(|&limit| bytes > limit) {
-            return self.hand_over_bcast(call, "size limit", format!("{bytes} bytes exceed coll_rdma_bcast_max_bytes={limit}"));
+            return self.hand_over_bcast(call, Handover::AboveLimit { bytes, parameter: "bcast_max_bytes", limit });
         }
         if !self.bcast.serves(bytes) {
-            return self.hand_over_bcast(call, "window limit", format!("{bytes} bytes are above what the multicast window serves"));
+            return self.hand_over_bcast(call, Handover::AboveWindow { bytes });
         }
         if !self.ensure_link(call.comm) {
-            return self.hand_over_bcast(call, "transport", "transport unavailable".to_string());
+            return self.hand_over_bcast(call, Handover::TransportUnavailable);
         }
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let root = call.root as usize;
@@ -88,9 +89,9 @@ impl CommState {
         self.finish(Collective::Bcast, outcome)
     }
 
-    fn hand_over_bcast(&mut self, call: &BcastCall, category: &'static str, reason: String) -> Step {
+    fn hand_over_bcast(&mut self, call: &BcastCall, why: Handover) -> Step {
         let fallback = self.saved.bcast(call.buffer, call.count, call.dtype, call.root, call.comm);
-        self.hand_over(Collective::Bcast, category, reason, fallback)
+        self.hand_over(Collective::Bcast, why, fallback)
     }
 
     /// Whether a root still has messages its receivers have not

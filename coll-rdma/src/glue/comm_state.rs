@@ -2,13 +2,13 @@
 //! established transport, the collectives' precomputed schedules and the
 //! counts reported at verbose level when the communicator is freed.
 
-use std::collections::HashSet;
 use std::ffi::c_int;
 
 use btl_ibmc::{SelectedTransport, Transport, TransportError, WaitPolicy};
 use ompi_sys as sys;
 use tuning::choose_barrier_radix;
 
+use super::handover::Handover;
 use super::link::{self, LinkRequest};
 use super::params::{BcastSettings, ReductionSettings, Settings, TransportChoice, VerbsSettings};
 use super::saved::SavedCollectives;
@@ -84,8 +84,8 @@ pub struct CommState {
     /// Indexed by `Collective as usize`.
     tallies: [Tally; 4],
     /// (collective, reason category) pairs already reported, so that a loop of
-    /// handed-over calls says why once, not every time.
-    reported_handovers: HashSet<(Collective, &'static str)>,
+    /// handed-over calls says why once, not every time (a handful at most).
+    reported_handovers: Vec<(Collective, &'static str)>,
 }
 
 /// How a rank waits: spin only while every rank of the node has a core.
@@ -188,7 +188,7 @@ impl CommState {
             bcast: Bcast::new(rank, size, layout.bcast_offset, bcast_config),
             bcast_max_bytes: settings.bcast.max_bytes,
             tallies: Default::default(),
-            reported_handovers: HashSet::new(),
+            reported_handovers: Vec::new(),
         }
     }
 
@@ -266,21 +266,15 @@ impl CommState {
     }
 
     /// Hands a call to the module underneath, saying why once per
-    /// communicator and reason (and every time at debug level).
-    /// `category` names the kind of reason (the same for every message size
-    /// above a limit), so that a sweep of sizes reports it once.
-    pub(super) fn hand_over(
-        &mut self,
-        collective: Collective,
-        category: &'static str,
-        reason: String,
-        fallback: impl FnOnce() -> c_int + 'static,
-    ) -> Step {
+    /// communicator and kind of reason (and every time at debug level).
+    pub(super) fn hand_over(&mut self, collective: Collective, why: Handover, fallback: impl FnOnce() -> c_int + 'static) -> Step {
         let name = collective.name();
-        if self.reported_handovers.insert((collective, category)) {
-            tracing::info!("comm {} rank {}: {name} handed to the module underneath: {reason}", self.cid, self.rank);
+        let key = (collective, why.category());
+        if !self.reported_handovers.contains(&key) {
+            self.reported_handovers.push(key);
+            tracing::info!("comm {} rank {}: {name} handed to the module underneath: {why}", self.cid, self.rank);
         } else {
-            tracing::debug!("comm {} rank {}: {name} handed to the module underneath: {reason}", self.cid, self.rank);
+            tracing::debug!("comm {} rank {}: {name} handed to the module underneath: {why}", self.cid, self.rank);
         }
         self.tallies[collective as usize].handed_over += 1;
         Step::HandOver(Box::new(fallback))
@@ -296,6 +290,19 @@ impl Drop for CommState {
             && let Err(why) = self.bcast.drain(transport) {
                 tracing::warn!("comm {} rank {}: bcast could not settle before the communicator was freed: {why}", self.cid, self.rank);
             }
+        // Every rank frees the communicator (MPI_Comm_free and MPI_Finalize
+        // are collective): once all have passed this barrier, no peer writes
+        // into a window that is about to be deregistered.
+        if let Link::Ready(ref transport) = self.link
+            && transport.needs_closing_barrier()
+        {
+            if let Err(why) = transport.quiesce_before_teardown() {
+                tracing::warn!("comm {} rank {}: writes still in flight at teardown: {why}", self.cid, self.rank);
+            }
+            if let Err(why) = self.barrier.run(transport) {
+                tracing::warn!("comm {} rank {}: closing barrier failed: {why}", self.cid, self.rank);
+            }
+        }
         let transport = match self.link {
             Link::Ready(ref t) => t.name(),
             Link::Unavailable => "no transport",

@@ -9,6 +9,7 @@ mod comm_state;
 mod component;
 mod datatype;
 mod ffi_guard;
+mod handover;
 mod link;
 mod module;
 mod output;

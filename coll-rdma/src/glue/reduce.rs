@@ -8,7 +8,8 @@ use ompi_sys as sys;
 use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
-use super::reduction_call::{Unserved, contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut};
+use super::handover::Handover;
+use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut};
 use super::saved::ReductionCall;
 
 #[allow(clippy::too_many_arguments)] // Open MPI's reduce signature
@@ -38,7 +39,7 @@ impl CommState {
             Err(unserved) => return self.hand_over_reduce(call, root, unserved),
         };
         if !self.ensure_link(call.comm) {
-            return self.hand_over_reduce(call, root, ("transport", "transport unavailable".to_string()));
+            return self.hand_over_reduce(call, root, Handover::TransportUnavailable);
         }
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let span = message.span;
@@ -62,8 +63,8 @@ impl CommState {
         self.finish(Collective::Reduce, outcome)
     }
 
-    fn hand_over_reduce(&mut self, call: &ReductionCall, root: c_int, unserved: Unserved) -> Step {
+    fn hand_over_reduce(&mut self, call: &ReductionCall, root: c_int, why: Handover) -> Step {
         let fallback = self.saved.reduce(*call, root);
-        self.hand_over(Collective::Reduce, unserved.0, unserved.1, fallback)
+        self.hand_over(Collective::Reduce, why, fallback)
     }
 }

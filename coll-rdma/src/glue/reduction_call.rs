@@ -6,6 +6,7 @@ use std::ffi::c_void;
 
 use ompi_sys as sys;
 
+use super::handover::Handover;
 use super::datatype::{contiguous_span, ContiguousSpan, OmpiReduction};
 use super::saved::ReductionCall;
 
@@ -17,7 +18,6 @@ pub(super) struct NativeMessage {
 
 /// Why a call goes to the module underneath: a category (reported once per
 /// communicator) and the particulars of this call.
-pub(super) type Unserved = (&'static str, String);
 
 /// Checks everything that decides between the native path and the module
 /// underneath. Every input is one MPI requires to be identical on all
@@ -25,16 +25,16 @@ pub(super) type Unserved = (&'static str, String);
 pub(super) fn native_message(
     call: &ReductionCall,
     max_bytes: Option<usize>,
-    limit_name: &str,
+    limit_name: &'static str,
     segment_bytes: usize,
-) -> Result<NativeMessage, Unserved> {
-    let count = usize::try_from(call.count).map_err(|_| ("count", format!("negative count {}", call.count)))?;
-    let span = contiguous_span(call.dtype, count).map_err(|why| ("datatype", why.to_string()))?;
+) -> Result<NativeMessage, Handover> {
+    let count = usize::try_from(call.count).map_err(|_| Handover::NegativeCount(call.count))?;
+    let span = contiguous_span(call.dtype, count).map_err(Handover::Datatype)?;
     if span.element_bytes > segment_bytes {
-        return Err(("element size", format!("one element ({} bytes) exceeds the {segment_bytes}-byte segment", span.element_bytes)));
+        return Err(Handover::ElementTooLarge { element_bytes: span.element_bytes, segment_bytes });
     }
     if let Some(limit) = max_bytes.filter(|&limit| span.bytes > limit) {
-        return Err(("size limit", format!("{} bytes exceed coll_rdma_{limit_name}={limit}", span.bytes)));
+        return Err(Handover::AboveLimit { bytes: span.bytes, parameter: limit_name, limit });
     }
     Ok(NativeMessage { span, reduction: OmpiReduction::new(call.op, call.dtype, span.element_bytes) })
 }

@@ -1,0 +1,48 @@
+//! Why a call goes to the module underneath. Kept as data and formatted
+//! only when reported: a loop of calls above a size limit must not pay for
+//! building a message it prints once.
+
+use std::ffi::c_int;
+use std::fmt;
+
+use super::datatype::NotContiguous;
+
+#[derive(Debug)]
+pub(super) enum Handover {
+    NegativeCount(c_int),
+    Datatype(NotContiguous),
+    ElementTooLarge { element_bytes: usize, segment_bytes: usize },
+    AboveLimit { bytes: usize, parameter: &'static str, limit: usize },
+    AboveWindow { bytes: usize },
+    TransportUnavailable,
+}
+
+impl Handover {
+    /// The kind of reason: the same for every message size above a limit,
+    /// so that a sweep of sizes reports it once per communicator.
+    pub(super) fn category(&self) -> &'static str {
+        match self {
+            Handover::NegativeCount(_) => "count",
+            Handover::Datatype(_) => "datatype",
+            Handover::ElementTooLarge { .. } => "element size",
+            Handover::AboveLimit { .. } => "size limit",
+            Handover::AboveWindow { .. } => "window limit",
+            Handover::TransportUnavailable => "transport",
+        }
+    }
+}
+
+impl fmt::Display for Handover {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Handover::NegativeCount(count) => write!(f, "negative count {count}"),
+            Handover::Datatype(why) => write!(f, "{why}"),
+            Handover::ElementTooLarge { element_bytes, segment_bytes } => {
+                write!(f, "one element ({element_bytes} bytes) exceeds the {segment_bytes}-byte segment")
+            }
+            Handover::AboveLimit { bytes, parameter, limit } => write!(f, "{bytes} bytes exceed coll_rdma_{parameter}={limit}"),
+            Handover::AboveWindow { bytes } => write!(f, "{bytes} bytes are above what the multicast window serves"),
+            Handover::TransportUnavailable => write!(f, "transport unavailable"),
+        }
+    }
+}
