@@ -69,7 +69,7 @@ say "test bed ready ($(cat build/rxe/kernel-version 2>/dev/null || echo '?')); l
 
 # 1. one guest
 step "one-guest-verbs-device-tests" "$LOGS/device.log" -- \
-    "$GUESTS" run --timeout 900 -- "$DEVICE_TEST" --test-threads=1
+    "$GUESTS" run --timeout 900 -- "$DEVICE_TEST" --test-threads=1 --nocapture
 step "one-guest-mpi-transport-verbs" "$LOGS/mpi-one-guest.log" -- \
     "$GUESTS" run --timeout 1500 -- env TEST_TIMEOUT=300 KEEP_LOGS=0 \
     ci/mpi-tests.sh --quick --transport verbs --nps "3" --only 'barrier_order|reduce_ops|bcast'
@@ -78,7 +78,14 @@ step "one-guest-mpi-verbs-bcast-put-tree" "$LOGS/mpi-put-tree.log" -- \
     sh -c 'ci/mpi-tests.sh --quick --transport verbs --mca coll_rdma_verbs_multicast 0 --nps "3" --only bcast &&
            grep -rq "offers no multicast: bcast goes down a binomial tree of puts" /run/rxe/mpi-tests/'
 
-# 2. two guests, one job across them; logs on the run's shared directory,
+# 2. two guests: the device tests' two-host case (a rank per guest, set up
+#    over TCP: puts, reliable messages, multicast datagrams counted), with
+#    loss on the multicast path
+step "two-guests-verbs-device-multicast-loss-$LOSS_PCT%" "$LOGS/device-two-guests.log" -- \
+    "$GUESTS" run --guests 2 --loss "$LOSS_PCT" --timeout 900 -- "$DEVICE_TEST" --test-threads=1 --nocapture two_hosts
+grep -E "puts checked|reliable messages|multicast|datagram" "$LOGS/device-two-guests.log" | sed "s/^/      /" | head -8
+
+# 3. two guests, one job across them; logs on the run's shared directory,
 #    which both guests see (each rank's output is written on its own guest)
 two_guest_job() {  # two_guest_job NAME LOG NPS [guests.sh options...]
     local name=$1 log=$2 nps=$3
@@ -101,7 +108,7 @@ two_guest_job "two-guests-mpi-multicast-loss-$LOSS_PCT%" "$LOGS/mpi-two-guests-l
 
 for log in "$LOGS/mpi-two-guests.log" "$LOGS/mpi-two-guests-loss.log"; do
     [ -f "$log" ] || continue
-    awk -v log="$log" '
+    awk -v logfile="$log" '
         /multicast report:/ {
             for (i = 1; i <= NF; i++) {
                 if ($(i) == "retransmitted,") retx += $(i - 1)
@@ -110,7 +117,7 @@ for log in "$LOGS/mpi-two-guests.log" "$LOGS/mpi-two-guests-loss.log"; do
             }
             reports++
         }
-        END { printf "rxe: %s: %d rank report(s): %d piece(s) multicast, %d retransmitted, %d NACK(s)\n", log, reports, sent, retx, nacks }
+        END { printf "rxe: %s: %d rank report(s): %d piece(s) multicast, %d retransmitted, %d NACK(s)\n", logfile, reports, sent, retx, nacks }
     ' "$log"
 done
 

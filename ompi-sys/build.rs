@@ -76,6 +76,7 @@ fn main() {
         .allowlist_function("opal_output_open")
         .allowlist_function("opal_output_close")
         .allowlist_function("opal_progress_register")
+        .allowlist_function("opal_progress")
         .allowlist_function("opal_progress_unregister")
         .allowlist_function("coll_rdma_shim_.*")
         .allowlist_type("coll_rdma_shim_.*")

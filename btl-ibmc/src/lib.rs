@@ -2,6 +2,7 @@
 //! carries reliable multicast. Collectives see only [`Transport`].
 
 pub mod fabric;
+pub mod idle;
 pub mod padded;
 pub mod rmcast;
 pub mod selected;

@@ -67,6 +67,7 @@ fn wait_yielding<T: Transport + ?Sized>(
         if value >= target {
             return value;
         }
+        crate::idle::run_idle_hook();
         std::thread::yield_now();
         polls = polls.wrapping_add(1);
         if polls % 256 == 0 {

@@ -5,6 +5,7 @@ use std::ffi::{c_int, c_void};
 
 use ompi_sys as sys;
 
+use super::side_progress::WithBcastProgress;
 use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
@@ -53,7 +54,12 @@ impl CommState {
             // `dtype`; it does not overlap recv (checked above).
             unsafe { span_bytes(call.send, &span) }
         };
-        let outcome = self.allreduce.allreduce(transport, &message.reduction, contribution, recv);
+        let outcome = if self.bcast_needs_side_progress() {
+            let with_bcast = WithBcastProgress::new(transport, &mut self.bcast);
+            self.allreduce.allreduce(&with_bcast, &message.reduction, contribution, recv)
+        } else {
+            self.allreduce.allreduce(transport, &message.reduction, contribution, recv)
+        };
         self.finish(Collective::Allreduce, outcome)
     }
 

@@ -5,6 +5,7 @@ use std::ffi::c_int;
 
 use ompi_sys as sys;
 
+use super::side_progress::WithBcastProgress;
 use super::handover::Handover;
 use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
@@ -24,7 +25,11 @@ impl CommState {
             return self.hand_over(Collective::Barrier, Handover::TransportUnavailable, fallback);
         }
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
-        let outcome = self.barrier.run(transport);
+        let outcome = if self.bcast_needs_side_progress() {
+            self.barrier.run(&WithBcastProgress::new(transport, &mut self.bcast))
+        } else {
+            self.barrier.run(transport)
+        };
         self.finish(Collective::Barrier, outcome)
     }
 }

@@ -109,6 +109,12 @@ impl CommState {
         }
     }
 
+    /// Whether another collective's waits must also serve the bcast: it
+    /// left work behind on a datagram transport (see `side_progress`).
+    pub(super) fn bcast_needs_side_progress(&self) -> bool {
+        self.has_background_work()
+    }
+
     /// Serves ACKs, NACKs and retransmissions outside a collective call.
     pub(super) fn progress_background_work(&mut self) {
         if let Link::Ready(transport) = &self.link

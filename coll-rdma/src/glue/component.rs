@@ -70,6 +70,7 @@ unsafe extern "C" fn register() -> c_int {
 unsafe extern "C" fn open() -> c_int {
     guarded("component open", sys::OMPI_ERROR as c_int, || {
         let settings = params::load();
+        btl_ibmc::idle::set_idle_hook(progress_open_mpi);
         #[cfg(feature = "verbs")]
         if settings.transport != params::TransportChoice::Shm {
             // Before MPI_Init opens and closes the components that load
@@ -81,6 +82,15 @@ unsafe extern "C" fn open() -> c_int {
         let _ = settings;
         sys::OMPI_SUCCESS as c_int
     })
+}
+
+/// Runs Open MPI's progress engine from a yielding wait, so that other
+/// communicators (ours, through the progress callback, and point-to-point)
+/// move on while one of our collectives waits.
+fn progress_open_mpi() {
+    // SAFETY: opal_progress may be called from any MPI call's context; it
+    // re-enters our progress callback, which skips the busy module.
+    unsafe { sys::opal_progress() };
 }
 
 unsafe extern "C" fn close() -> c_int {

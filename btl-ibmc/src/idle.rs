@@ -1,0 +1,76 @@
+//! What a rank does for the rest of the process while one of its waits
+//! yields. A collective blocked on one communicator can be what another
+//! communicator's peer is waiting for: over verbs, a root's send stalls
+//! until its receiver reposts receive buffers, which that receiver does only
+//! when something progresses that communicator. The embedding library (the
+//! Open MPI glue) installs a hook that runs its progress engine; every
+//! yielding wait calls it, so work on other communicators goes on.
+
+use std::cell::Cell;
+use std::sync::OnceLock;
+
+static HOOK: OnceLock<fn()> = OnceLock::new();
+
+/// Yielding polls between two runs of the hook: a progress engine pass
+/// costs far more than a poll, and an oversubscribed rank polls (and
+/// yields) constantly, so running it every time would slow every wait
+/// down; another communicator's peer can afford to wait a few polls.
+pub const POLLS_PER_HOOK: u32 = 1024;
+
+thread_local! {
+    /// The hook may end up in another wait (progress serving a
+    /// communicator runs its transport): one level is enough.
+    static RUNNING: Cell<bool> = const { Cell::new(false) };
+    static POLLS: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Installs the hook once per process; later calls are ignored.
+pub fn set_idle_hook(hook: fn()) {
+    let _ = HOOK.set(hook);
+}
+
+/// Called at every yielding poll: runs the hook every `POLLS_PER_HOOK`-th
+/// time, unless none is installed or this thread is inside it already.
+#[inline]
+pub fn run_idle_hook() {
+    let Some(hook) = HOOK.get() else { return };
+    let due = POLLS.with(|polls| {
+        let next = polls.get().wrapping_add(1);
+        polls.set(next);
+        next % POLLS_PER_HOOK == 0
+    });
+    if !due {
+        return;
+    }
+    RUNNING.with(|running| {
+        if running.replace(true) {
+            return;
+        }
+        hook();
+        running.set(false);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+
+    fn counting_hook_that_reenters() {
+        CALLS.fetch_add(1, Ordering::SeqCst);
+        run_idle_hook();
+    }
+
+    #[test]
+    fn the_hook_runs_every_so_many_polls_and_never_reenters_itself() {
+        set_idle_hook(counting_hook_that_reenters);
+        for _ in 0..POLLS_PER_HOOK * 3 {
+            run_idle_hook();
+        }
+        // The re-entrant calls inside the hook count as polls but never run it.
+        let calls = CALLS.load(Ordering::SeqCst);
+        assert!((2..=3).contains(&calls), "{calls} runs for {} polls", POLLS_PER_HOOK * 3);
+    }
+}
