@@ -99,7 +99,7 @@ if [ "$MODE" = component ] && [ "$LIST" = 0 ]; then
         die "$SYSDIR/mca_coll_rdma.so exists: a copy in Open MPI's own component directory would be loaded next to ours; remove it"
     fi
     if ! OMPI_MCA_mca_base_component_path=$COMPONENT_PATH \
-        ompi_info --param coll rdma --level 9 2>&1 | grep -q 'coll_rdma_priority'; then
+        ompi_info --param coll rdma --level 9 2>&1 | grep 'coll_rdma_priority' >/dev/null; then
         OMPI_MCA_mca_base_component_path=$COMPONENT_PATH ompi_info --param coll rdma --level 9 2>&1 | sed 's/^/  ompi_info: /' | head -20
         die "ompi_info does not list coll rdma from $COMPDIR (see above)"
     fi

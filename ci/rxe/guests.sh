@@ -24,7 +24,7 @@ MODULES=(virtio_pci virtio_net 9pnet_virtio 9p overlay crc32_generic
 
 say()  { printf 'rxe: %s\n' "$*" >&2; }
 die()  { printf 'rxe: error: %s\n' "$*" >&2; exit 1; }
-skip() { printf 'SKIPPED: %s\n' "$*"; exit 77; }
+skip() { printf 'SKIPPED: %s\n' "$*" >&2; exit 77; }
 
 installed() {
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q '^install ok installed$'
@@ -52,7 +52,7 @@ pick_kernel_package() {
     local p
     for p in $(apt-cache pkgnames linux-image-6.1.0- 2>/dev/null |
                grep -E '^linux-image-6\.1\.0-[0-9]+-amd64$' | sort -V -r); do
-        if apt-cache policy "$p" 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+        if apt-cache policy "$p" 2>/dev/null | grep 'Candidate: [0-9]' >/dev/null; then
             echo "$p"; return 0
         fi
     done
