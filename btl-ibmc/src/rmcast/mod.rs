@@ -253,6 +253,11 @@ fn pieces(message: &[u8], piece_bytes: usize) -> impl Iterator<Item = (usize, &[
     message.chunks(piece_bytes).enumerate().map(move |(index, piece)| (index * piece_bytes, piece))
 }
 
+/// `pieces` for a receive buffer.
+fn pieces_mut(message: &mut [u8], piece_bytes: usize) -> impl Iterator<Item = (usize, &mut [u8])> {
+    message.chunks_mut(piece_bytes).enumerate().map(move |(index, piece)| (index * piece_bytes, piece))
+}
+
 #[cold]
 fn protocol_error(root: usize, seq: u64, what: &str) -> TransportError {
     TransportError::Failed(format!("reliable multicast: piece {seq} of root {root} {what}"))

@@ -21,7 +21,7 @@ use std::time::Instant;
 use super::ack::LazyAck;
 use super::config::RmcastConfig;
 use super::patience::Patience;
-use super::pieces;
+use super::{pieces, pieces_mut};
 use super::region::SharedRegion;
 use super::stats::RmcastStats;
 use crate::padded::put_word_padded;
@@ -132,8 +132,7 @@ impl SharedFlavour {
     ) -> Result<(), TransportError> {
         let message_len = message.len();
         let piece_bytes = self.config.slot_bytes;
-        for (index, piece) in message.chunks_mut(piece_bytes).enumerate() {
-            let offset = index * piece_bytes;
+        for (offset, piece) in pieces_mut(message, piece_bytes) {
             let seq = self.reader(root).delivered;
             let flag = self.region.flag(seq);
             let mut announced = transport.peer_flag(root, flag)?;

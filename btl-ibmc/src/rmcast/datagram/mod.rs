@@ -19,7 +19,7 @@ use super::patience::Patience;
 use super::region::DatagramRegion;
 use super::stats::RmcastStats;
 use super::wire::{Frame, PIECE_HEADER_BYTES, decode};
-use super::{pieces, protocol_error};
+use super::{pieces, pieces_mut, protocol_error};
 use crate::transport::{Transport, TransportError};
 
 pub(crate) struct DatagramFlavour {
@@ -221,6 +221,3 @@ impl DatagramFlavour {
     }
 }
 
-fn pieces_mut(message: &mut [u8], piece_bytes: usize) -> impl Iterator<Item = (usize, &mut [u8])> {
-    message.chunks_mut(piece_bytes).enumerate().map(move |(index, piece)| (index * piece_bytes, piece))
-}
