@@ -307,7 +307,7 @@ fn registrations() -> Vec<Registration> {
         },
         Registration {
             name: c"bcast_slot_size",
-            help: c"Bytes per bcast window slot on shared memory; longer messages are fragmented through the window (64..=1048576)",
+            help: c"Bytes per bcast window slot on shared memory, and per segment of the put tree where a transport has no multicast; longer messages are fragmented (64..=1048576)",
             kind: INT,
             level: TUNER,
             storage: &raw mut BCAST_SLOT_SIZE as *mut c_void,
