@@ -518,6 +518,7 @@ COMP_TESTS=(
     "np1-not-claimed-size1" "default-verbose-is-silent" "explicit-coll-list" "coll-rdma-alone-is-refused"
     "radix-1-np5" "radix-2-np5" "radix-3-np8" "radix-7-np8" "radix-64-np5"
     "spin-polls-0-np4" "spin-polls-1000-np2" "transport-shm-np3" "transport-verbs-without-device-np3"
+    "pretend-nodes-without-device-np4"
     "stall-warning-after-1s" "stall-warning-0-never"
     "bad-radix--3" "bad-radix-999" "bad-transport-bogus" "version-mismatch-9.9.9"
     "allreduce-degree-1-np5" "allreduce-degree-2-np8" "allreduce-degree-3-np8" "allreduce-degree-7-np8"
@@ -584,6 +585,15 @@ else
         CHECKS=("re:coll:rdma: comm 0 rank [0-9]+: transport unavailable \(no RDMA device found.*\); collectives fall back to the module underneath"
             "re:comm 0 rank [0-9]+: served 0 barrier\(s\) over no transport, [1-9][0-9]* handed to the fallback")
         run_test "transport-verbs-without-device-np3" 3 ok --mca coll_rdma_transport verbs "${V[@]}" -- coll_mix -i 20
+    fi
+    #     likewise when the ranks act as two nodes: shared memory within them
+    #     would work, but verbs between them cannot, and no rank goes half way
+    if [ -n "$(ls -A /sys/class/infiniband 2>/dev/null)" ]; then
+        skip "pretend-nodes-without-device-np4" "this machine has an RDMA device (the Soft-RoCE tests cover shm+verbs)"
+    else
+        CHECKS=("re:coll:rdma: comm 0 rank [0-9]+: transport unavailable \(verbs between the nodes failed: no RDMA device found.*\); collectives fall back"
+            "re:comm 0 rank [0-9]+: served 0 barrier\(s\) over no transport, [1-9][0-9]* handed to the fallback")
+        run_test "pretend-nodes-without-device-np4" 4 ok --mca coll_rdma_test_pretend_nodes 2 "${V[@]}" -- coll_mix -i 20
     fi
     # 10. version mismatch: coll rdma steps aside, the job still runs correctly
     #    (the contract says "coll:rdma: built against ..."; the component

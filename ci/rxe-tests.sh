@@ -9,9 +9,12 @@
 #      datagrams, a missing device), then the MPI tests of barrier,
 #      allreduce/reduce and bcast with coll_rdma_transport=verbs forced
 #      between the guest's node-local ranks, and bcast once more with
-#      multicast turned off (the tree of RDMA writes);
+#      multicast turned off (the tree of RDMA writes); then the same MPI
+#      tests with transport auto and coll_rdma_test_pretend_nodes=2, so that
+#      the guest's ranks act as two nodes (shm within, verbs between);
 #   2. two guests: one MPI job spanning them (transport auto, which must pick
-#      verbs: RC RDMA writes and UD multicast), first clean, then with 5 %
+#      shm within each guest and verbs between them: RC RDMA writes and UD
+#      multicast), first clean, then with 5 %
 #      loss on the multicast path; the results are checked by the programs
 #      and the retransmissions counted from coll rdma's verbose report.
 # The last line is "rxe: N passed, N failed" (", SKIPPED: reason" when the
@@ -77,6 +80,10 @@ step "one-guest-mpi-verbs-bcast-put-tree" "$LOGS/mpi-put-tree.log" -- \
     "$GUESTS" run --timeout 900 -- env TEST_TIMEOUT=300 KEEP_LOGS=1 MPI_TESTS_LOGDIR=/run/rxe/mpi-tests \
     sh -c 'ci/mpi-tests.sh --quick --transport verbs --mca coll_rdma_verbs_multicast 0 --nps "3" --only bcast &&
            grep -rq "offers no multicast: bcast goes down a binomial tree of puts" /run/rxe/mpi-tests/'
+step "one-guest-mpi-shm+verbs-two-pretended-nodes" "$LOGS/mpi-pretend-nodes.log" -- \
+    "$GUESTS" run --timeout 1500 -- env TEST_TIMEOUT=300 KEEP_LOGS=0 EXPECT_TRANSPORT="shm+verbs" \
+    ci/mpi-tests.sh --quick --transport auto --mca coll_rdma_test_pretend_nodes 2 --nps "4" \
+    --only 'barrier_order|reduce_ops|bcast'
 
 # 2. two guests: the device tests' two-host case (a rank per guest, set up
 #    over TCP: puts, reliable messages, multicast datagrams counted), with
@@ -92,14 +99,14 @@ two_guest_job() {  # two_guest_job NAME LOG NPS [guests.sh options...]
     shift 3
     step "$name" "$log" -- \
         "$GUESTS" run --guests 2 --primary --timeout 1500 "$@" -- env TEST_TIMEOUT=400 KEEP_LOGS=1 \
-        MPI_TESTS_LOGDIR=/run/rxe/mpi-tests EXPECT_TRANSPORT="verbs shm" NPS="$nps" \
+        MPI_TESTS_LOGDIR=/run/rxe/mpi-tests EXPECT_TRANSPORT="shm+verbs shm" NPS="$nps" \
         sh -c 'ci/mpi-tests.sh --quick --hosts g0:2,g1:2 --transport auto --nps "$NPS" \
                    --only "barrier_order|reduce_ops|bcast"; status=$?;
                grep -h "bcast multicast:" /run/rxe/mpi-tests/*/out/*/rank.*/std* 2>/dev/null |
                    sed "s/^.*coll:rdma: /multicast report: /";
-               if ! grep -hq "comm 0 rank [0-9]*: served [1-9][0-9]* barrier(s) over verbs" \
+               if ! grep -hq "comm 0 rank [0-9]*: served [1-9][0-9]* barrier(s) over shm+verbs" \
                        /run/rxe/mpi-tests/*/out/*/rank.*/std*; then
-                   echo "FAIL: MPI_COMM_WORLD (across the guests) was not served over verbs"; status=1;
+                   echo "FAIL: MPI_COMM_WORLD (across the guests) was not served over shm+verbs"; status=1;
                fi;
                exit $status'
 }

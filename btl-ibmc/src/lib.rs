@@ -2,6 +2,8 @@
 //! carries reliable multicast. Collectives see only [`Transport`].
 
 pub mod fabric;
+#[cfg(feature = "verbs")]
+pub mod hybrid;
 pub mod idle;
 pub mod padded;
 pub mod rmcast;
@@ -30,5 +32,7 @@ pub use rmcast::{ReliableMulticast, RmcastConfig, RmcastStats};
 pub use shm::{ShmTransport, establish};
 #[cfg(feature = "verbs")]
 pub use verbs::{VerbsConfig, VerbsSetupError, VerbsTransport};
+#[cfg(feature = "verbs")]
+pub use hybrid::HybridTransport;
 pub use transport::{Exchange, MulticastKind, Transport, TransportError};
 pub use wait::{wait_at_least, WaitPolicy};

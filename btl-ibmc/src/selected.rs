@@ -5,12 +5,17 @@
 use crate::shm::ShmTransport;
 use crate::transport::{MulticastKind, Transport, TransportError};
 #[cfg(feature = "verbs")]
+use crate::hybrid::HybridTransport;
+#[cfg(feature = "verbs")]
 use crate::verbs::VerbsTransport;
 
 pub enum SelectedTransport {
     Shm(ShmTransport),
     #[cfg(feature = "verbs")]
     Verbs(VerbsTransport),
+    /// Shared memory within each node, verbs between nodes.
+    #[cfg(feature = "verbs")]
+    Hybrid(HybridTransport),
 }
 
 impl SelectedTransport {
@@ -23,6 +28,24 @@ impl SelectedTransport {
             SelectedTransport::Shm(_) => Ok(()),
             #[cfg(feature = "verbs")]
             SelectedTransport::Verbs(verbs) => verbs.quiesce(),
+            #[cfg(feature = "verbs")]
+            SelectedTransport::Hybrid(hybrid) => hybrid.quiesce(),
+        }
+    }
+
+    /// How peers are reached, for verbose output; None on plain shared memory.
+    pub fn route_summary(&self) -> Option<String> {
+        match self {
+            SelectedTransport::Shm(_) => None,
+            #[cfg(feature = "verbs")]
+            SelectedTransport::Verbs(verbs) => Some(format!("every peer over verbs on {}", verbs.device())),
+            #[cfg(feature = "verbs")]
+            SelectedTransport::Hybrid(hybrid) => Some(format!(
+                "{} rank(s) of this node through shared memory, the other {} over verbs on {}",
+                hybrid.node_ranks(),
+                hybrid.size() - hybrid.node_ranks(),
+                hybrid.verbs().device()
+            )),
         }
     }
 
@@ -40,6 +63,8 @@ macro_rules! dispatch {
             SelectedTransport::Shm($backend) => $call,
             #[cfg(feature = "verbs")]
             SelectedTransport::Verbs($backend) => $call,
+            #[cfg(feature = "verbs")]
+            SelectedTransport::Hybrid($backend) => $call,
         }
     };
 }

@@ -20,6 +20,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use btl_ibmc::transport::{Exchange, MulticastKind, Transport, TransportError};
+use btl_ibmc::hybrid::{self, HybridTransport};
 use btl_ibmc::verbs::{RELIABLE_MAX, VerbsConfig, VerbsSetupError, VerbsTransport, establish, probe};
 use btl_ibmc::{Fabric, FabricConfig};
 
@@ -56,19 +57,55 @@ fn barrier(exchange: &dyn Exchange, size: usize) {
     exchange.allgather(&[1], &mut all).expect("barrier exchange");
 }
 
-/// Runs `body` on `size` ranks, each a thread with its own transport; the
-/// transports quiesce and meet in a barrier before they are dropped.
-fn run_local<R: Send>(size: usize, window_len: usize, config: &VerbsConfig, body: impl Fn(&VerbsTransport) -> R + Sync) -> Vec<R> {
+/// What the exercises need beyond `Transport`: the verbs side's health,
+/// and quiescing before teardown.
+trait OverVerbs: Transport {
+    fn health(&self) -> Result<(), TransportError>;
+    fn quiesce(&self) -> Result<(), TransportError>;
+    fn multicast_sends_dropped(&self) -> u64;
+}
+
+impl OverVerbs for VerbsTransport {
+    fn health(&self) -> Result<(), TransportError> {
+        VerbsTransport::health(self)
+    }
+    fn quiesce(&self) -> Result<(), TransportError> {
+        VerbsTransport::quiesce(self)
+    }
+    fn multicast_sends_dropped(&self) -> u64 {
+        VerbsTransport::multicast_sends_dropped(self)
+    }
+}
+
+impl OverVerbs for HybridTransport {
+    fn health(&self) -> Result<(), TransportError> {
+        HybridTransport::health(self)
+    }
+    fn quiesce(&self) -> Result<(), TransportError> {
+        HybridTransport::quiesce(self)
+    }
+    fn multicast_sends_dropped(&self) -> u64 {
+        self.verbs().multicast_sends_dropped()
+    }
+}
+
+/// Runs `body` on `size` ranks, each a thread with the transport `setup`
+/// gives it; the transports quiesce and meet in a barrier before they are
+/// dropped.
+fn run_ranks<T: OverVerbs, R: Send>(
+    size: usize,
+    setup: impl Fn(&dyn Exchange, usize) -> T + Sync,
+    body: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
     let endpoints = Fabric::new(size, 64, FabricConfig::default());
     std::thread::scope(|scope| {
         let handles: Vec<_> = endpoints
             .iter()
             .enumerate()
             .map(|(rank, endpoint)| {
-                let body = &body;
+                let (setup, body) = (&setup, &body);
                 scope.spawn(move || {
-                    let transport = establish(endpoint, rank, size, window_len, config)
-                        .unwrap_or_else(|error| panic!("rank {rank}: establish failed: {error}"));
+                    let transport = setup(endpoint, rank);
                     let result = body(&transport);
                     transport.quiesce().unwrap_or_else(|error| panic!("rank {rank}: quiesce failed: {error}"));
                     barrier(endpoint, size);
@@ -79,6 +116,24 @@ fn run_local<R: Send>(size: usize, window_len: usize, config: &VerbsConfig, body
             .collect();
         handles.into_iter().map(|handle| handle.join().expect("a rank panicked")).collect()
     })
+}
+
+/// Ranks with verbs between every pair.
+fn run_local<R: Send>(size: usize, window_len: usize, config: &VerbsConfig, body: impl Fn(&VerbsTransport) -> R + Sync) -> Vec<R> {
+    let setup = |exchange: &dyn Exchange, rank| {
+        establish(exchange, rank, size, window_len, config).unwrap_or_else(|error| panic!("rank {rank}: establish failed: {error}"))
+    };
+    run_ranks(size, setup, body)
+}
+
+/// Ranks split into `nodes` pretended nodes: shared memory within, verbs
+/// between them.
+fn run_hybrid<R: Send>(size: usize, nodes: usize, window_len: usize, config: &VerbsConfig, body: impl Fn(&HybridTransport) -> R + Sync) -> Vec<R> {
+    let setup = |exchange: &dyn Exchange, rank| {
+        hybrid::establish(exchange, rank, size, window_len, config, nodes)
+            .unwrap_or_else(|error| panic!("rank {rank}: hybrid establish failed: {error}"))
+    };
+    run_ranks(size, setup, body)
 }
 
 // ------------------------------------------------------------ contents ---
@@ -154,7 +209,7 @@ struct PutTally {
 /// Every rank streams puts of every size to every rank (itself included)
 /// through two alternating slots; readers poll each flag, check every
 /// byte, and free the slot with an ack written by `put_flag`.
-fn exercise_puts(transport: &VerbsTransport, layout: &PutLayout, sizes: &[usize]) -> PutTally {
+fn exercise_puts(transport: &impl OverVerbs, layout: &PutLayout, sizes: &[usize]) -> PutTally {
     let (rank, size) = (transport.rank(), transport.size());
     let total = sizes.len() * PUT_ROUNDS;
     let mut next_put = vec![0usize; size];
@@ -285,7 +340,7 @@ fn reliable_message(out: &mut Vec<u8>, sender: usize, seq: usize) {
 
 /// Every rank sends `count` messages to every rank (itself included),
 /// polling while it sends; every message must arrive once, in order, intact.
-fn exercise_reliable(transport: &VerbsTransport, count: usize) -> usize {
+fn exercise_reliable(transport: &impl OverVerbs, count: usize) -> usize {
     let (rank, size) = (transport.rank(), transport.size());
     assert!(matches!(transport.send_reliable(0, &vec![0; RELIABLE_MAX + 1]), Err(TransportError::TooLarge { .. })));
     assert!(matches!(transport.send_reliable(size, b"x"), Err(TransportError::OutOfRange { .. })));
@@ -354,7 +409,7 @@ fn done_word(writer: usize) -> usize {
 /// Every rank multicasts `count` datagrams of varying size, polling as it
 /// goes; then announces it is done with a put_flag to everyone and keeps
 /// polling until all are done and a grace period has passed.
-fn exercise_multicast(transport: &VerbsTransport, count: usize, grace: Duration) -> MulticastTally {
+fn exercise_multicast<T: OverVerbs>(transport: &T, count: usize, grace: Duration) -> MulticastTally {
     let (rank, size) = (transport.rank(), transport.size());
     assert_eq!(transport.multicast_kind(), MulticastKind::Datagram, "rank {rank}: multicast group not joined");
     let max = transport.max_datagram();
@@ -363,7 +418,7 @@ fn exercise_multicast(transport: &VerbsTransport, count: usize, grace: Duration)
     let mut seen = vec![vec![false; count]; size];
     let mut tally = MulticastTally { expected: count * (size - 1), ..MulticastTally::default() };
     let (mut datagram, mut received) = (Vec::new(), Vec::new());
-    let mut take = |transport: &VerbsTransport, tally: &mut MulticastTally| {
+    let mut take = |transport: &T, tally: &mut MulticastTally| {
         while transport.poll_multicast(&mut received) {
             assert!(received.len() >= 8, "rank {rank}: runt datagram of {} bytes", received.len());
             let sender = u32::from_le_bytes(received[..4].try_into().unwrap()) as usize;
@@ -441,6 +496,56 @@ fn multicast_datagrams_reach_every_other_rank() {
     }
     // Loopback on one device loses nothing unless the receive ring overflows;
     // allow a little for slow emulation, and demand most.
+    for tally in &tallies {
+        assert!(tally.received * 10 >= tally.expected * 9, "more than 10% of datagrams lost: {tally:?}");
+    }
+}
+
+// --------------------------------------------------------------- hybrid ---
+
+/// Ranks of the hybrid tests: two pretended nodes of two ranks each.
+const HYBRID_RANKS: usize = 4;
+const HYBRID_NODES: usize = 2;
+
+#[test]
+fn hybrid_puts_land_intact_from_node_local_and_remote_writers() {
+    if !device_present() {
+        return;
+    }
+    let max = max_put().min(1 << 20);
+    let sizes = put_sizes(max);
+    let layout = PutLayout::new(HYBRID_RANKS, max);
+    let tallies = run_hybrid(HYBRID_RANKS, HYBRID_NODES, layout.window_len(), &config(106), |transport| {
+        assert_eq!((transport.name(), transport.node_ranks()), ("shm+verbs", HYBRID_RANKS / HYBRID_NODES));
+        exercise_puts(transport, &layout, &sizes)
+    });
+    for tally in &tallies {
+        assert_eq!(tally.puts_checked, HYBRID_RANKS * sizes.len() * PUT_ROUNDS);
+    }
+    println!("{HYBRID_RANKS} ranks on {HYBRID_NODES} pretended nodes: {:?}", tallies);
+}
+
+#[test]
+fn hybrid_reliable_messages_arrive_exactly_once_in_order_over_both_paths() {
+    if !device_present() {
+        return;
+    }
+    const COUNT: usize = 500;
+    let received = run_hybrid(HYBRID_RANKS, HYBRID_NODES, 4096, &config(107), |transport| exercise_reliable(transport, COUNT));
+    println!("{HYBRID_RANKS} ranks on {HYBRID_NODES} pretended nodes: reliable messages received per rank {received:?}");
+    assert!(received.iter().all(|&count| count == COUNT * HYBRID_RANKS));
+}
+
+#[test]
+fn hybrid_multicast_reaches_the_node_and_the_other_node() {
+    if !device_present() {
+        return;
+    }
+    const COUNT: usize = 200;
+    let tallies = run_hybrid(HYBRID_RANKS, HYBRID_NODES, 4096, &config(108), |transport| {
+        exercise_multicast(transport, COUNT, Duration::from_secs(2))
+    });
+    println!("{HYBRID_RANKS} ranks on {HYBRID_NODES} pretended nodes: {tallies:?}");
     for tally in &tallies {
         assert!(tally.received * 10 >= tally.expected * 9, "more than 10% of datagrams lost: {tally:?}");
     }

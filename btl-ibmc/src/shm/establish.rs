@@ -1,11 +1,13 @@
-//! The collective setup every rank of a communicator runs together: rank 0
-//! creates the segment, all ranks compare node identities, the others
-//! attach, all confirm, and rank 0 removes the name at once so nothing
-//! outlives the processes in /dev/shm. Every decision is computed from
+//! The collective setup every rank of a communicator runs together: the
+//! first rank of each node (rank 0 when all share one) creates the node's
+//! segment, all ranks compare node identities, the others attach, all
+//! confirm, and each creator removes the name at once so nothing outlives
+//! the processes in /dev/shm. Every decision is computed from
 //! exchanged data alone, so all ranks reach the same verdict and none is
 //! left waiting in an exchange the others skipped.
 
 use super::ShmTransport;
+use super::groups::NodeGroups;
 use super::layout::SegmentLayout;
 use super::node::NodeIdentity;
 use super::record::{OUTCOME_LEN, RECORD_LEN, Record, decode_outcome, encode_outcome};
@@ -26,9 +28,9 @@ pub enum ShmSetupError {
     Inconsistent { rank: usize, detail: String },
     /// Some rank runs on another node than rank 0 (`rank` is the first).
     NotNodeLocal { rank: usize, host: String, leader_host: String, off_node: usize },
-    /// Rank 0 could not create the segment.
+    /// A node's first rank could not create the segment.
     CreateFailed(SegmentError),
-    /// A rank could not map rank 0's segment (`rank` is the first).
+    /// A rank could not map its node's segment (`rank` is the first).
     AttachFailed { rank: usize, reason: SegmentError },
 }
 
@@ -54,10 +56,10 @@ impl std::fmt::Display for ShmSetupError {
                 write!(f, "; {off_node} rank(s) are off rank 0's node")
             }
             ShmSetupError::CreateFailed(reason) => {
-                write!(f, "rank 0 could not create the shared-memory segment: {reason}")
+                write!(f, "the first rank of a node could not create its shared-memory segment: {reason}")
             }
             ShmSetupError::AttachFailed { rank, reason } => {
-                write!(f, "rank {rank} could not attach rank 0's shared-memory segment: {reason}")
+                write!(f, "rank {rank} could not attach its node's shared-memory segment: {reason}")
             }
         }
     }
@@ -68,14 +70,34 @@ impl std::error::Error for ShmSetupError {}
 /// Sets up shared memory for one communicator; every rank calls it with the
 /// same `size` and `window_len`, and all get a transport or all get an error.
 pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: usize) -> Result<ShmTransport, ShmSetupError> {
-    let layout = match SegmentLayout::new(size, window_len) {
-        Some(layout) if rank < size => layout,
-        _ => return Err(ShmSetupError::InvalidArguments { rank, size, window_len }),
-    };
+    if size == 0 {
+        return Err(ShmSetupError::InvalidArguments { rank, size, window_len });
+    }
+    establish_in_groups(exchange, rank, &NodeGroups::single(size), window_len)
+}
 
-    let created = (rank == 0).then(|| create(&layout));
+/// Sets up one segment per node group of a communicator that spans nodes:
+/// each rank gets a transport over the ranks of its own group, indexed by
+/// their position in it. The exchanges run over the whole communicator and
+/// every verdict covers every group, so all ranks (of all groups) get a
+/// transport or all get the same error.
+pub fn establish_in_groups(
+    exchange: &dyn Exchange,
+    rank: usize,
+    groups: &NodeGroups,
+    window_len: usize,
+) -> Result<ShmTransport, ShmSetupError> {
+    let size = groups.size();
+    let invalid = ShmSetupError::InvalidArguments { rank, size, window_len };
+    if rank >= size {
+        return Err(invalid);
+    }
+    let group_len = groups.local_count(rank);
+    let Some(layout) = SegmentLayout::new(group_len, window_len) else { return Err(invalid) };
+
+    let created = (groups.leader_of(rank) == rank).then(|| create(&layout));
     let mine = Record {
-        size: size as u64,
+        size: group_len as u64,
         window_len: window_len as u64,
         node: NodeIdentity::current(),
         segment_name: match &created {
@@ -90,7 +112,7 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
     };
     let mut records = vec![0u8; size * RECORD_LEN];
     exchange.allgather(&mine.encode(), &mut records).map_err(ShmSetupError::Exchange)?;
-    let leader = judge_records(&records)?;
+    let leader = judge_records(&records, groups)?.swap_remove(groups.leader_of(rank));
 
     let (mapped, name_owner) = match created {
         Some(Ok(owned)) => (Ok(owned.segment), Some(owned.name)),
@@ -110,7 +132,7 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
     // Every rank has its mapping: the name has served its purpose.
     drop(name_owner);
     let segment = mapped.map_err(|reason| ShmSetupError::AttachFailed { rank, reason })?;
-    Ok(ShmTransport::new(segment, layout, rank))
+    Ok(ShmTransport::new(segment, layout, groups.local_index(rank)))
 }
 
 /// Rank 0's segment and the duty to remove its name.
@@ -148,9 +170,9 @@ fn attach(leader: &Record, layout: &SegmentLayout) -> Result<ShmSegment, Segment
     Ok(segment)
 }
 
-/// The verdict on the first exchange, identical on every rank: rank 0's
-/// record if everyone can go on to attach.
-fn judge_records(records: &[u8]) -> Result<Record, ShmSetupError> {
+/// The verdict on the first exchange, identical on every rank: every
+/// rank's record if all groups can go on to attach.
+fn judge_records(records: &[u8], groups: &NodeGroups) -> Result<Vec<Record>, ShmSetupError> {
     let mut decoded = Vec::with_capacity(records.len() / RECORD_LEN);
     for (rank, bytes) in records.chunks_exact(RECORD_LEN).enumerate() {
         let record = Record::decode(bytes).ok_or_else(|| ShmSetupError::Inconsistent {
@@ -159,33 +181,39 @@ fn judge_records(records: &[u8]) -> Result<Record, ShmSetupError> {
         })?;
         decoded.push(record);
     }
-    let leader = decoded[0].clone();
-    let others = decoded.iter().enumerate().skip(1);
+    let leader_of = |rank: usize| &decoded[groups.leader_of(rank)];
+    let followers = || (0..decoded.len()).filter(|&rank| groups.leader_of(rank) != rank);
 
-    for (rank, record) in others.clone() {
+    for rank in followers() {
+        let (record, leader) = (&decoded[rank], leader_of(rank));
         if record.size != leader.size || record.window_len != leader.window_len {
             return Err(ShmSetupError::Inconsistent {
                 rank,
                 detail: format!(
-                    "asked for {} ranks with {}-byte windows, rank 0 for {} ranks with {}-byte windows",
-                    record.size, record.window_len, leader.size, leader.window_len
+                    "asked for {} ranks with {}-byte windows, rank {} for {} ranks with {}-byte windows",
+                    record.size,
+                    record.window_len,
+                    groups.leader_of(rank),
+                    leader.size,
+                    leader.window_len
                 ),
             });
         }
     }
 
-    let mut off_node = others.clone().filter(|(_, record)| record.node != leader.node);
-    if let Some((rank, first)) = off_node.next() {
+    let mut off_node = followers().filter(|&rank| decoded[rank].node != leader_of(rank).node);
+    if let Some(rank) = off_node.next() {
         return Err(ShmSetupError::NotNodeLocal {
             rank,
-            host: first.node.host(),
-            leader_host: leader.node.host(),
+            host: decoded[rank].node.host(),
+            leader_host: leader_of(rank).node.host(),
             off_node: 1 + off_node.count(),
         });
     }
 
-    if let Err(reason) = &leader.create_outcome {
-        return Err(ShmSetupError::CreateFailed(reason.clone()));
+    let leaders = (0..decoded.len()).filter(|&rank| groups.leader_of(rank) == rank);
+    if let Some(reason) = leaders.filter_map(|rank| decoded[rank].create_outcome.clone().err()).next() {
+        return Err(ShmSetupError::CreateFailed(reason));
     }
-    Ok(leader)
+    Ok(decoded)
 }

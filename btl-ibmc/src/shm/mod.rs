@@ -6,8 +6,9 @@
 //! ([`MulticastKind::SharedWindow`]).
 
 mod establish;
+mod groups;
 mod layout;
-mod node;
+pub(crate) mod node;
 mod record;
 mod ring;
 mod segment;
@@ -20,7 +21,8 @@ use std::sync::atomic::Ordering;
 
 use crate::poison::lock;
 
-pub use establish::{ShmSetupError, establish};
+pub use establish::{ShmSetupError, establish, establish_in_groups};
+pub use groups::NodeGroups;
 pub use ring::SLOT_PAYLOAD as RELIABLE_MAX;
 pub use segment::{OsCall, SegmentError, ShmSegment};
 
@@ -65,6 +67,15 @@ impl ShmTransport {
     /// from the namespace); for diagnostics.
     pub fn segment_name(&self) -> &str {
         self.segment.name()
+    }
+
+    /// Where this rank's window lies in this process and how many bytes
+    /// (whole pages) it spans: what a verbs transport registers so that
+    /// remote writers land in the same window node-local writers use.
+    /// Valid while `self` lives.
+    pub(crate) fn own_window_span(&self) -> (*mut u8, usize) {
+        let first = &self.segment.words()[self.own_window_first_word];
+        (std::ptr::from_ref(first).cast_mut().cast::<u8>(), self.layout.window_stride())
     }
 
     #[inline]

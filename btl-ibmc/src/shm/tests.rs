@@ -3,6 +3,7 @@
 //! its parent.
 
 mod cross_process;
+mod grouped;
 mod setup_failures;
 
 use std::time::{Duration, Instant};

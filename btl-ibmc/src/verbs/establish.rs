@@ -13,13 +13,14 @@ use super::config::VerbsConfig;
 use super::device::OpenDevice;
 use super::error::VerbsSetupError;
 use super::links::{Failure, Links, RemoteWindow};
-use super::memory::{LOCAL_ONLY, RegisteredBuffer, remote_access};
+use super::memory::{BorrowedMemory, LOCAL_ONLY, RegisteredBuffer, remote_access};
 use super::rc::{LocalPort, RcQueuePair, RemoteQp};
 use super::record::{Endpoint, READY_LEN, Ready, Record, record_len};
 use super::reliable::{ReliableInbox, post_all_receives};
 use super::send_path::SendPath;
 use super::ud_multicast::{DATAGRAM_HEADER, JoinRequest, UdMulticast};
 use super::{RELIABLE_MAX, VerbsTransport};
+use crate::shm::NodeGroups;
 use crate::transport::Exchange;
 
 /// Inline bytes asked of each RC queue pair: puts up to this size skip the
@@ -27,6 +28,16 @@ use crate::transport::Exchange;
 const INLINE_WANTED: u32 = 256;
 /// Bytes of the completion sink (one word is written; a cache line is kept).
 const SINK_BYTES: usize = 64;
+
+/// Where a transport's window lives and which peers it connects to.
+#[derive(Default)]
+pub(crate) struct Placement<'a> {
+    /// Memory to register as this rank's window instead of mapping its own.
+    pub(crate) window: Option<BorrowedMemory>,
+    /// Peers on this rank's node are reached another way (shared memory):
+    /// no queue pair is made to them.
+    pub(crate) nodes: Option<&'a NodeGroups>,
+}
 
 /// Sets up verbs for one communicator; every rank calls it with the same
 /// `size`, `window_len` and (except per-host fields) `config`.
@@ -37,14 +48,35 @@ pub fn establish(
     window_len: usize,
     config: &VerbsConfig,
 ) -> Result<VerbsTransport, VerbsSetupError> {
+    // SAFETY: the default placement borrows no memory.
+    unsafe { establish_placed(exchange, rank, size, window_len, config, &Placement::default()) }
+}
+
+/// [`establish`] with the window and the set of connected peers given.
+///
+/// # Safety
+/// A borrowed window must stay mapped until the transport has been dropped,
+/// and be at least `window_len` bytes long.
+pub(crate) unsafe fn establish_placed(
+    exchange: &dyn Exchange,
+    rank: usize,
+    size: usize,
+    window_len: usize,
+    config: &VerbsConfig,
+    placement: &Placement,
+) -> Result<VerbsTransport, VerbsSetupError> {
     if size == 0 || rank >= size {
         return Err(VerbsSetupError::InvalidArguments(format!("rank {rank} of {size}")));
     }
     if let Some(problem) = config.problem() {
         return Err(VerbsSetupError::InvalidArguments(problem));
     }
+    if let Some(nodes) = placement.nodes.filter(|nodes| nodes.size() != size) {
+        return Err(VerbsSetupError::InvalidArguments(format!("node groups of {} ranks for {size} ranks", nodes.size())));
+    }
     let psn = first_psn(rank);
-    let local = open_local(config, rank, size, window_len);
+    // SAFETY: passed on from this function's contract.
+    let local = unsafe { open_local(config, rank, size, window_len, placement) };
     let mine = Record {
         size: size as u64,
         window_len: window_len as u64,
@@ -56,6 +88,7 @@ pub fn establish(
     let mut links = local?;
     let endpoints = endpoints?;
 
+    let config = &VerbsConfig { multicast_id: communicator_multicast_id(config.multicast_id, &endpoints[0]), ..config.clone() };
     let connected = connect_all(&mut links, &endpoints, rank, psn);
     let multicast = match (&connected, config.multicast) {
         (Ok(()), true) => join_multicast(&links, config, rank),
@@ -102,17 +135,27 @@ pub fn establish(
 }
 
 /// Everything this rank can build before it knows its peers.
-fn open_local(config: &VerbsConfig, rank: usize, size: usize, window_len: usize) -> Result<Links, VerbsSetupError> {
+///
+/// # Safety
+/// As for [`establish_placed`].
+unsafe fn open_local(config: &VerbsConfig, rank: usize, size: usize, window_len: usize, placement: &Placement) -> Result<Links, VerbsSetupError> {
     let device = OpenDevice::open(config)?;
     let pd = device.pd();
-    let peers = size - 1;
+    let peers = size - placement.nodes.map_or(1, |nodes| nodes.local_count(rank));
     let depth = config.send_queue_depth.min(device.max_qp_wr.max(2));
     let slots = config.reliable_receive_slots.min(device.max_qp_wr.max(1));
     let cq_limit = device.max_cqe.max(1);
     let send_cq = CompletionQueue::new(device.context(), clamp_entries(depth as usize * peers, cq_limit), "RC sends")?;
     let recv_cq = CompletionQueue::new(device.context(), clamp_entries(slots as usize * peers, cq_limit), "RC receives")?;
 
-    let window = RegisteredBuffer::new(pd, window_len.max(8), remote_access(), "window")?;
+    let window = match placement.window {
+        // SAFETY: the caller keeps the memory mapped for the transport's life.
+        Some(memory) if memory.len >= window_len => unsafe { RegisteredBuffer::borrow(pd, memory, remote_access(), "window")? },
+        Some(memory) => {
+            return Err(VerbsSetupError::InvalidArguments(format!("a {}-byte window cannot hold {window_len} bytes", memory.len)));
+        }
+        None => RegisteredBuffer::new(pd, window_len.max(8), remote_access(), "window")?,
+    };
     let staging = RegisteredBuffer::new(pd, config.staging_bytes, LOCAL_ONLY, "staging ring")?;
     let sink = RegisteredBuffer::new(pd, SINK_BYTES, remote_access(), "completion sink")?;
     let reliable_len = size.checked_mul(slots as usize).and_then(|count| count.checked_mul(RELIABLE_MAX)).ok_or_else(|| {
@@ -122,7 +165,8 @@ fn open_local(config: &VerbsConfig, rank: usize, size: usize, window_len: usize)
 
     let mut queue_pairs = Vec::with_capacity(size);
     for peer in 0..size {
-        queue_pairs.push(if peer == rank {
+        let reached_otherwise = placement.nodes.is_some_and(|nodes| nodes.same_node(peer, rank));
+        queue_pairs.push(if peer == rank || reached_otherwise {
             None
         } else {
             Some(RcQueuePair::new(pd, &send_cq, &recv_cq, depth, slots, INLINE_WANTED, config.port)?)
@@ -254,6 +298,21 @@ fn join_multicast(links: &Links, config: &VerbsConfig, rank: usize) -> Result<Ud
     })
 }
 
+/// The multicast id of this communicator: the caller's id (from the job
+/// and the context id) mixed with where rank 0's window is registered. A
+/// context id alone does not single a communicator out: the disjoint
+/// halves of a split communicator may get the same one, and would then
+/// read each other's datagrams. Two live communicators with the same
+/// context id share no process, and no two live registrations on one
+/// adapter share an rkey, so rank 0's GID and window rkey tell them apart.
+fn communicator_multicast_id(base: u32, leader: &Endpoint) -> u32 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325 ^ u64::from(base);
+    for byte in leader.gid.iter().chain(&leader.window_rkey.to_le_bytes()) {
+        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (hash ^ (hash >> 32)) as u32
+}
+
 /// The verdict on the second exchange: an error if any rank failed to
 /// connect, else the ranks that could not join the multicast group.
 fn judge_readies(readies: &[u8]) -> Result<Vec<usize>, VerbsSetupError> {
@@ -280,4 +339,37 @@ fn first_psn(rank: usize) -> u32 {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_nanos() as u64);
     let seed = nanos ^ (u64::from(std::process::id()) << 32) ^ rank as u64;
     (crate::rng::Rng::new(seed).next_u64() & 0x00FF_FFFF) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leader(gid_last: u8, window_rkey: u32) -> Endpoint {
+        let mut gid = [0u8; 16];
+        gid[15] = gid_last;
+        Endpoint {
+            port: 1,
+            link_layer: 2,
+            mtu_code: 3,
+            lid: 0,
+            psn: 7,
+            gid,
+            window_address: 0x1000,
+            window_rkey,
+            sink_address: 0x2000,
+            sink_rkey: 9,
+            qp_nums: vec![0, 17],
+        }
+    }
+
+    #[test]
+    fn communicators_with_one_context_id_get_different_multicast_ids() {
+        let base = 0x1234_5678;
+        let first = communicator_multicast_id(base, &leader(1, 0x100));
+        assert_eq!(first, communicator_multicast_id(base, &leader(1, 0x100)), "every rank must compute the same id");
+        assert_ne!(first, communicator_multicast_id(base, &leader(1, 0x200)), "another window on the same adapter");
+        assert_ne!(first, communicator_multicast_id(base, &leader(2, 0x100)), "the same rkey on another adapter");
+        assert_ne!(first, communicator_multicast_id(base + 1, &leader(1, 0x100)), "another job or context id");
+    }
 }

@@ -25,6 +25,17 @@ pub(crate) struct RegisteredBuffer {
     /// Bytes mapped: the requested length rounded up to whole pages.
     mapped: usize,
     mr: *mut ibv_mr,
+    /// False for memory another owner mapped (a node's shared-memory
+    /// segment): only the registration is undone on drop.
+    owns_mapping: bool,
+}
+
+/// Memory mapped by someone else that a transport registers as its window.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BorrowedMemory {
+    pub(crate) base: *mut u8,
+    /// A whole number of pages.
+    pub(crate) len: usize,
 }
 
 // SAFETY: the mapping and the MR handle are process-wide; every access to
@@ -49,17 +60,49 @@ impl RegisteredBuffer {
             return Err(VerbsSetupError::last_os("mmap", format!("for the {what} ({mapped} bytes)")));
         }
         let base = base.cast::<u8>();
+        // SAFETY: the mapping was made above, is `mapped` bytes long and is
+        // unmapped only by the buffer's drop (or below, on failure).
+        match unsafe { Self::register(pd, base, mapped, access, what, true) } {
+            Ok(buffer) => Ok(buffer),
+            Err(error) => {
+                // SAFETY: the mapping was made above and is not used elsewhere.
+                unsafe { libc::munmap(base.cast(), mapped) };
+                Err(error)
+            }
+        }
+    }
+
+    /// Registers memory someone else mapped.
+    ///
+    /// # Safety
+    /// `memory` must stay mapped, readable and writable, and 8-byte aligned
+    /// until the returned buffer has been dropped.
+    pub(crate) unsafe fn borrow(pd: *mut ibv_pd, memory: BorrowedMemory, access: ibv_access_flags, what: &str) -> Result<Self, VerbsSetupError> {
+        if memory.base.is_null() || memory.base as usize % 8 != 0 || memory.len % page_size() != 0 || memory.len == 0 {
+            return Err(VerbsSetupError::InvalidArguments(format!("the {what} is not a page-multiple of aligned memory")));
+        }
+        // SAFETY: the caller keeps the memory mapped for the buffer's life.
+        unsafe { Self::register(pd, memory.base, memory.len, access, what, false) }
+    }
+
+    /// # Safety
+    /// `base` points to `mapped` bytes that stay mapped until the MR is
+    /// deregistered in drop.
+    unsafe fn register(
+        pd: *mut ibv_pd,
+        base: *mut u8,
+        mapped: usize,
+        access: ibv_access_flags,
+        what: &str,
+        owns_mapping: bool,
+    ) -> Result<Self, VerbsSetupError> {
         let access_bits = i32::try_from(access.0).unwrap_or(i32::MAX);
-        // SAFETY: `base` points to `mapped` bytes that stay mapped until the
-        // MR is deregistered in drop.
+        // SAFETY: per this function's contract.
         let mr = unsafe { ibv_reg_mr(pd, base.cast(), mapped, access_bits) };
         if mr.is_null() {
-            let error = VerbsSetupError::last_os("ibv_reg_mr", format!("for the {what} ({mapped} bytes)"));
-            // SAFETY: the mapping was made above and is not used elsewhere.
-            unsafe { libc::munmap(base.cast(), mapped) };
-            return Err(error);
+            return Err(VerbsSetupError::last_os("ibv_reg_mr", format!("for the {what} ({mapped} bytes)")));
         }
-        Ok(RegisteredBuffer { base, mapped, mr })
+        Ok(RegisteredBuffer { base, mapped, mr, owns_mapping })
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -118,6 +161,9 @@ impl Drop for RegisteredBuffer {
         let rc = unsafe { ibv_dereg_mr(self.mr) };
         if rc != 0 {
             tracing::warn!("verbs: ibv_dereg_mr failed ({rc}); leaving {} bytes mapped", self.mapped);
+            return;
+        }
+        if !self.owns_mapping {
             return;
         }
         // SAFETY: the mapping was made in `new` and nothing refers to it now.

@@ -41,6 +41,8 @@ pub use config::VerbsConfig;
 pub use device::{DeviceSummary, probe};
 pub use error::VerbsSetupError;
 pub use establish::establish;
+pub(crate) use establish::{Placement, establish_placed};
+pub(crate) use memory::BorrowedMemory;
 
 use crate::poison::lock;
 use crate::transport::{MulticastKind, Transport, TransportError};

@@ -230,6 +230,9 @@ impl CommState {
                     self.bcast.config().multicast.window_slots,
                     self.bcast.config().multicast.slot_bytes
                 );
+                if let Some(routes) = transport.route_summary() {
+                    tracing::info!("comm {} rank {}: {routes}", self.cid, self.rank);
+                }
                 if Bcast::uses_put_tree(&transport) {
                     tracing::info!(
                         "comm {} rank {}: the {} transport offers no multicast: bcast goes down a binomial tree of puts",

@@ -3,9 +3,10 @@
 //! verdict and none waits in an exchange the others skipped.
 //!
 //! `auto` takes shared memory when every rank is on one node; otherwise
-//! verbs across the nodes (node-local pairs then use verbs loopback too:
-//! a hybrid of the two is not built yet). `verbs` forces verbs even on one
-//! node, so that one machine can exercise it.
+//! shared memory within each node and verbs between the nodes (the
+//! hybrid), so node-local pairs never go through the adapter. `verbs`
+//! forces verbs between all ranks, and `test_pretend_nodes` makes `auto`
+//! build the hybrid on one machine, so that one machine can exercise both.
 
 use btl_ibmc::shm::{self, ShmSetupError};
 use btl_ibmc::{Exchange, SelectedTransport};
@@ -16,6 +17,7 @@ use super::params::{TransportChoice, VerbsSettings};
 pub(super) struct LinkRequest<'a> {
     pub choice: TransportChoice,
     pub verbs: &'a VerbsSettings,
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
     pub cid: u32,
     pub rank: usize,
     pub size: usize,
@@ -27,11 +29,12 @@ pub(super) fn connect(exchange: &dyn Exchange, request: &LinkRequest) -> Result<
     match request.choice {
         TransportChoice::Shm => connect_shm(exchange, request).map_err(|why| why.to_string()),
         TransportChoice::Verbs => connect_verbs(exchange, request),
+        TransportChoice::Auto if request.verbs.pretend_nodes > 1 => connect_hybrid(exchange, request),
         TransportChoice::Auto => match connect_shm(exchange, request) {
             Ok(transport) => Ok(transport),
-            // Every rank sees the same records, so all of them go on to verbs.
+            // Every rank sees the same records, so all of them go on.
             Err(ShmSetupError::NotNodeLocal { .. }) => {
-                connect_verbs(exchange, request).map_err(|why| format!("ranks span several nodes and verbs failed: {why}"))
+                connect_hybrid(exchange, request).map_err(|why| format!("ranks span several nodes and {why}"))
             }
             Err(why) => Err(why.to_string()),
         },
@@ -43,17 +46,29 @@ fn connect_shm(exchange: &dyn Exchange, request: &LinkRequest) -> Result<Selecte
 }
 
 #[cfg(feature = "verbs")]
-fn connect_verbs(exchange: &dyn Exchange, request: &LinkRequest) -> Result<SelectedTransport, String> {
-    let config = btl_ibmc::VerbsConfig {
+fn verbs_config(request: &LinkRequest) -> btl_ibmc::VerbsConfig {
+    btl_ibmc::VerbsConfig {
         device: request.verbs.device.clone(),
         port: request.verbs.port,
         gid_index: request.verbs.gid_index,
         multicast: request.verbs.multicast,
         multicast_id: multicast_id(request.cid),
         ..btl_ibmc::VerbsConfig::default()
-    };
-    btl_ibmc::verbs::establish(exchange, request.rank, request.size, request.window_len, &config)
+    }
+}
+
+#[cfg(feature = "verbs")]
+fn connect_verbs(exchange: &dyn Exchange, request: &LinkRequest) -> Result<SelectedTransport, String> {
+    btl_ibmc::verbs::establish(exchange, request.rank, request.size, request.window_len, &verbs_config(request))
         .map(SelectedTransport::Verbs)
+        .map_err(|why| why.to_string())
+}
+
+#[cfg(feature = "verbs")]
+fn connect_hybrid(exchange: &dyn Exchange, request: &LinkRequest) -> Result<SelectedTransport, String> {
+    let config = verbs_config(request);
+    btl_ibmc::hybrid::establish(exchange, request.rank, request.size, request.window_len, &config, request.verbs.pretend_nodes)
+        .map(SelectedTransport::Hybrid)
         .map_err(|why| why.to_string())
 }
 
@@ -62,9 +77,16 @@ fn connect_verbs(_exchange: &dyn Exchange, _request: &LinkRequest) -> Result<Sel
     Err("this build of coll rdma has no verbs support".to_string())
 }
 
+#[cfg(not(feature = "verbs"))]
+fn connect_hybrid(exchange: &dyn Exchange, request: &LinkRequest) -> Result<SelectedTransport, String> {
+    connect_verbs(exchange, request)
+}
+
 /// The communicator's multicast group id: the job's name mixed with the
-/// context id, so that concurrent jobs on one fabric pick different groups
-/// (the transport also checks the id on every datagram).
+/// context id, so that concurrent jobs on one fabric pick different groups.
+/// The verbs setup mixes in where rank 0's window is registered, which
+/// separates communicators that share a context id; the transport checks
+/// the id on every datagram.
 #[cfg(feature = "verbs")]
 fn multicast_id(cid: u32) -> u32 {
     let job = ["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"].iter().find_map(|name| std::env::var(name).ok()).unwrap_or_default();

@@ -18,6 +18,7 @@ static mut VERBS_DEVICE: *const c_char = c"".as_ptr();
 static mut VERBS_PORT: c_int = 1;
 static mut VERBS_GID_INDEX: c_int = -1;
 static mut VERBS_MULTICAST: c_int = 1;
+static mut TEST_PRETEND_NODES: c_int = 0;
 static mut BARRIER_RADIX: c_int = 0;
 static mut SPIN_POLLS: c_int = -1;
 static mut STALL_WARNING_SECONDS: c_int = 10;
@@ -68,6 +69,10 @@ pub struct VerbsSettings {
     /// Join a UD multicast group for bcast; without it bcast goes down a
     /// tree of RDMA writes.
     pub multicast: bool,
+    /// Testing: each host's ranks act as this many nodes (blocks of
+    /// consecutive ranks), so that one machine runs shared memory within
+    /// the blocks and verbs between them. 0 = the real placement.
+    pub pretend_nodes: usize,
 }
 
 /// Validated parameter values.
@@ -146,7 +151,7 @@ fn registrations() -> Vec<Registration> {
         },
         Registration {
             name: c"transport",
-            help: c"Transport for one-sided writes: auto (shared memory when all ranks share a node, else verbs RDMA writes and UD multicast if a device is active), shm, or verbs (verbs between all ranks, node-local ones included: for testing the verbs path on one machine). Unknown values warn and use auto",
+            help: c"Transport for one-sided writes: auto (shared memory when all ranks share a node; across nodes shared memory within each node and verbs RDMA writes and UD multicast between nodes, if a device is active), shm, or verbs (verbs between all ranks, node-local ones included: for testing the verbs path on one machine). Unknown values warn and use auto",
             kind: STRING,
             level: USER,
             storage: &raw mut TRANSPORT as *mut c_void,
@@ -178,6 +183,13 @@ fn registrations() -> Vec<Registration> {
             kind: INT,
             level: TUNER,
             storage: &raw mut VERBS_MULTICAST as *mut c_void,
+        },
+        Registration {
+            name: c"test_pretend_nodes",
+            help: c"Testing only: with transport auto, treat each host's ranks as this many nodes (blocks of consecutive ranks), so that one machine exercises shared memory within the blocks and verbs between them (0 = the real placement, 2..=64)",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut TEST_PRETEND_NODES as *mut c_void,
         },
         Registration {
             name: c"barrier_radix",
@@ -401,6 +413,7 @@ pub struct RawParams {
     pub verbs_port: i32,
     pub verbs_gid_index: i32,
     pub verbs_multicast: i32,
+    pub test_pretend_nodes: i32,
     pub barrier_radix: i32,
     pub spin_polls: i32,
     pub stall_warning_seconds: i32,
@@ -440,6 +453,7 @@ fn read_raw() -> RawParams {
             verbs_port: VERBS_PORT,
             verbs_gid_index: VERBS_GID_INDEX,
             verbs_multicast: VERBS_MULTICAST,
+            test_pretend_nodes: TEST_PRETEND_NODES,
             barrier_radix: BARRIER_RADIX,
             spin_polls: SPIN_POLLS,
             stall_warning_seconds: STALL_WARNING_SECONDS,
@@ -570,6 +584,10 @@ fn verbs_settings(raw: &RawParams) -> VerbsSettings {
             }
         },
         multicast: clamped("verbs_multicast", raw.verbs_multicast, 0..=1) == 1,
+        pretend_nodes: match raw.test_pretend_nodes {
+            1 => 0,
+            n => clamped("test_pretend_nodes", n, 0..=64) as usize,
+        },
     }
 }
 

@@ -1,0 +1,165 @@
+//! A communicator that spans nodes: peers on this rank's node are reached
+//! through the node's shared-memory segment, the others over verbs. Both
+//! paths write into the same memory: this rank's window in the segment is
+//! also the window it registers with the adapter, so a flag is polled in
+//! one place whoever wrote it, and each pair of ranks always uses one path,
+//! which keeps every pair's writes and messages in order.
+//!
+//! The multicast primitive is the verbs one (UD multicast reaches the
+//! node's own ranks too); without it, bcast goes down its tree of puts.
+
+mod establish;
+mod node_key;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub use establish::{HybridSetupError, establish};
+
+use crate::shm::ShmTransport;
+use crate::transport::{MulticastKind, Transport, TransportError};
+use crate::verbs::VerbsTransport;
+
+pub struct HybridTransport {
+    // Declared first so that it drops first: it deregisters the window
+    // before the segment holding it is unmapped.
+    verbs: VerbsTransport,
+    shm: ShmTransport,
+    rank: usize,
+    /// Indexed by rank: the peer's index in this node's segment, if it is
+    /// on this node.
+    node_index: Box<[Option<usize>]>,
+    /// Indexed by position in this node's segment: the peer's rank.
+    node_members: Box<[usize]>,
+    /// Which channel `poll_reliable` looks at first, alternated so that a
+    /// busy one cannot starve the other.
+    shm_first: AtomicBool,
+}
+
+impl HybridTransport {
+    /// Ranks on this rank's node (itself included).
+    pub fn node_ranks(&self) -> usize {
+        self.node_members.len()
+    }
+
+    /// The verbs side, for its device and multicast details.
+    pub fn verbs(&self) -> &VerbsTransport {
+        &self.verbs
+    }
+
+    /// As [`VerbsTransport::quiesce`]: node-local writes are complete when
+    /// a put returns already.
+    pub fn quiesce(&self) -> Result<(), TransportError> {
+        self.verbs.quiesce()
+    }
+
+    /// As [`VerbsTransport::health`].
+    pub fn health(&self) -> Result<(), TransportError> {
+        self.verbs.health()
+    }
+
+    #[inline]
+    fn route(&self, peer: usize, offset: usize, len: usize) -> Result<Option<usize>, TransportError> {
+        self.node_index.get(peer).copied().ok_or(TransportError::OutOfRange { peer, offset, len })
+    }
+}
+
+impl Transport for HybridTransport {
+    fn name(&self) -> &'static str {
+        "shm+verbs"
+    }
+
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.node_index.len()
+    }
+
+    fn window_len(&self) -> usize {
+        self.shm.window_len()
+    }
+
+    #[inline]
+    fn put(&self, peer: usize, offset: usize, data: &[u8], flag_offset: usize, flag: u64) -> Result<(), TransportError> {
+        match self.route(peer, offset, data.len())? {
+            Some(index) => self.shm.put(index, offset, data, flag_offset, flag),
+            None => self.verbs.put(peer, offset, data, flag_offset, flag),
+        }
+    }
+
+    #[inline]
+    fn put_flag(&self, peer: usize, flag_offset: usize, value: u64) -> Result<(), TransportError> {
+        match self.route(peer, flag_offset, 8)? {
+            Some(index) => self.shm.put_flag(index, flag_offset, value),
+            None => self.verbs.put_flag(peer, flag_offset, value),
+        }
+    }
+
+    #[inline]
+    fn local_flag(&self, flag_offset: usize) -> u64 {
+        self.shm.local_flag(flag_offset)
+    }
+
+    #[inline]
+    fn set_local_flag(&self, flag_offset: usize, value: u64) {
+        self.shm.set_local_flag(flag_offset, value);
+    }
+
+    #[inline]
+    fn read_local(&self, offset: usize, out: &mut [u8]) {
+        self.shm.read_local(offset, out);
+    }
+
+    fn multicast_kind(&self) -> MulticastKind {
+        self.verbs.multicast_kind()
+    }
+
+    fn max_datagram(&self) -> usize {
+        self.verbs.max_datagram()
+    }
+
+    fn multicast(&self, datagram: &[u8]) -> Result<(), TransportError> {
+        self.verbs.multicast(datagram)
+    }
+
+    fn poll_multicast(&self, out: &mut Vec<u8>) -> bool {
+        self.verbs.poll_multicast(out)
+    }
+
+    fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
+        match self.route(peer, 0, message.len())? {
+            Some(index) => self.shm.send_reliable(index, message),
+            None => self.verbs.send_reliable(peer, message),
+        }
+    }
+
+    fn poll_reliable(&self, out: &mut Vec<u8>) -> Option<usize> {
+        let poll_shm = |out: &mut Vec<u8>| self.shm.poll_reliable(out).map(|index| self.node_members[index]);
+        let poll_verbs = |out: &mut Vec<u8>| self.verbs.poll_reliable(out);
+        if self.shm_first.fetch_xor(true, Ordering::Relaxed) {
+            poll_shm(out).or_else(|| poll_verbs(out))
+        } else {
+            poll_verbs(out).or_else(|| poll_shm(out))
+        }
+    }
+
+    #[inline]
+    fn progress(&self) {
+        self.verbs.progress();
+    }
+}
+
+impl std::fmt::Debug for HybridTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HybridTransport")
+            .field("rank", &self.rank)
+            .field("node_members", &self.node_members)
+            .field("shm", &self.shm)
+            .field("verbs", &self.verbs)
+            .finish()
+    }
+}
