@@ -2,22 +2,40 @@
 //! its lowest rank, which creates the group's segment; every rank computes
 //! the same groups from the same exchanged keys.
 
+use std::collections::HashMap;
+use std::hash::Hash;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeGroups {
     /// The leader of each rank's group, indexed by rank.
     leader_of: Vec<usize>,
+    /// Each rank's position among the ranks of its node.
+    local_index: Vec<usize>,
+    /// How many ranks each rank's node holds, indexed by rank.
+    local_count: Vec<usize>,
 }
 
 impl NodeGroups {
     /// All `size` ranks on one node.
     pub fn single(size: usize) -> Self {
-        NodeGroups { leader_of: vec![0; size] }
+        NodeGroups { leader_of: vec![0; size], local_index: (0..size).collect(), local_count: vec![size; size] }
     }
 
-    /// Ranks whose keys are equal share a node.
-    pub fn from_keys<K: PartialEq>(keys: &[K]) -> Self {
-        let leader_of = keys.iter().map(|key| keys.iter().position(|other| other == key).unwrap_or(0)).collect();
-        NodeGroups { leader_of }
+    /// Ranks whose keys are equal share a node. One pass, so that setting
+    /// up a large communicator stays linear in its size.
+    pub fn from_keys<K: Hash + Eq>(keys: &[K]) -> Self {
+        // key -> (leader, ranks seen so far)
+        let mut nodes: HashMap<&K, (usize, usize)> = HashMap::with_capacity(keys.len());
+        let mut leader_of = Vec::with_capacity(keys.len());
+        let mut local_index = Vec::with_capacity(keys.len());
+        for (rank, key) in keys.iter().enumerate() {
+            let node = nodes.entry(key).or_insert((rank, 0));
+            leader_of.push(node.0);
+            local_index.push(node.1);
+            node.1 += 1;
+        }
+        let local_count = keys.iter().map(|key| nodes[key].1).collect();
+        NodeGroups { leader_of, local_index, local_count }
     }
 
     /// Ranks in the communicator.
@@ -46,12 +64,12 @@ impl NodeGroups {
 
     /// `rank`'s position among the ranks of its node.
     pub fn local_index(&self, rank: usize) -> usize {
-        self.members(rank).take_while(|&other| other < rank).count()
+        self.local_index[rank]
     }
 
     /// How many ranks share `rank`'s node.
     pub fn local_count(&self, rank: usize) -> usize {
-        self.members(rank).count()
+        self.local_count[rank]
     }
 }
 
