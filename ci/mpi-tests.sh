@@ -514,6 +514,20 @@ run_test "selftest-bcast-checker-catches-corruption" 3 fail -x CRTEST_SELFTEST_C
 # 3. excluded: no trace of coll rdma, results still right
 CHECKS=(quiet); run_test "excluded-coll-^rdma" 3 ok --mca coll '^rdma' --mca coll_rdma_verbose 1 -- coll_mix -i "$CM_I"
 
+# without_device_test NAME NP WHY PARAM VALUE: with --mca PARAM VALUE a
+# communicator needs verbs; on a machine without an RDMA device every rank
+# must report "transport unavailable (WHY...)" and hand every call over
+without_device_test() {
+    local name=$1 np=$2 why=$3 param=$4 value=$5
+    if [ -n "$(ls -A /sys/class/infiniband 2>/dev/null)" ]; then
+        skip "$name" "this machine has an RDMA device (the Soft-RoCE tests cover verbs)"
+        return
+    fi
+    CHECKS=("re:coll:rdma: comm 0 rank [0-9]+: transport unavailable \($why.*\); collectives fall back to the module underneath"
+        "re:comm 0 rank [0-9]+: served 0 barrier\(s\) over no transport, [1-9][0-9]* handed to the fallback")
+    run_test "$name" "$np" ok --mca "$param" "$value" "${V[@]}" -- coll_mix -i 20
+}
+
 COMP_TESTS=(
     "np1-not-claimed-size1" "default-verbose-is-silent" "explicit-coll-list" "coll-rdma-alone-is-refused"
     "radix-1-np5" "radix-2-np5" "radix-3-np8" "radix-7-np8" "radix-64-np5"
@@ -577,24 +591,13 @@ else
     run_test "bad-radix-999" 4 ok --mca coll_rdma_barrier_radix 999 "${V[@]}" -- coll_mix -i 50
     CHECKS=(served "grep:coll:rdma: warning: coll_rdma_transport=\"bogus\" is unknown (auto, shm, verbs); using auto")
     run_test "bad-transport-bogus" 4 ok --mca coll_rdma_transport bogus "${V[@]}" -- coll_mix -i 50
-    # 9b. verbs forced on a machine without an RDMA device: every rank says
+    # 9b. verbs forced on a machine without an RDMA device, and two
+    #     pretended nodes (shared memory within them would work, verbs
+    #     between them cannot, and no rank may go half way): every rank says
     #     why, every collective goes to the module underneath, results right
-    if [ -n "$(ls -A /sys/class/infiniband 2>/dev/null)" ]; then
-        skip "transport-verbs-without-device-np3" "this machine has an RDMA device (the Soft-RoCE tests cover verbs)"
-    else
-        CHECKS=("re:coll:rdma: comm 0 rank [0-9]+: transport unavailable \(no RDMA device found.*\); collectives fall back to the module underneath"
-            "re:comm 0 rank [0-9]+: served 0 barrier\(s\) over no transport, [1-9][0-9]* handed to the fallback")
-        run_test "transport-verbs-without-device-np3" 3 ok --mca coll_rdma_transport verbs "${V[@]}" -- coll_mix -i 20
-    fi
-    #     likewise when the ranks act as two nodes: shared memory within them
-    #     would work, but verbs between them cannot, and no rank goes half way
-    if [ -n "$(ls -A /sys/class/infiniband 2>/dev/null)" ]; then
-        skip "pretend-nodes-without-device-np4" "this machine has an RDMA device (the Soft-RoCE tests cover shm+verbs)"
-    else
-        CHECKS=("re:coll:rdma: comm 0 rank [0-9]+: transport unavailable \(verbs between the nodes failed: no RDMA device found.*\); collectives fall back"
-            "re:comm 0 rank [0-9]+: served 0 barrier\(s\) over no transport, [1-9][0-9]* handed to the fallback")
-        run_test "pretend-nodes-without-device-np4" 4 ok --mca coll_rdma_test_pretend_nodes 2 "${V[@]}" -- coll_mix -i 20
-    fi
+    without_device_test "transport-verbs-without-device-np3" 3 "no RDMA device found" coll_rdma_transport verbs
+    without_device_test "pretend-nodes-without-device-np4" 4 "verbs between the nodes failed: no RDMA device found" \
+        coll_rdma_test_pretend_nodes 2
     # 10. version mismatch: coll rdma steps aside, the job still runs correctly
     #    (the contract says "coll:rdma: built against ..."; the component
     #    prints it as a warning, "coll:rdma: warning: built against ...": both pass)

@@ -584,10 +584,7 @@ fn verbs_settings(raw: &RawParams) -> VerbsSettings {
             }
         },
         multicast: clamped("verbs_multicast", raw.verbs_multicast, 0..=1) == 1,
-        pretend_nodes: match raw.test_pretend_nodes {
-            1 => 0,
-            n => clamped("test_pretend_nodes", n, 0..=64) as usize,
-        },
+        pretend_nodes: clamped("test_pretend_nodes", raw.test_pretend_nodes, 0..=64) as usize,
     }
 }
 
