@@ -186,7 +186,7 @@ fn registrations() -> Vec<Registration> {
         },
         Registration {
             name: c"test_pretend_nodes",
-            help: c"Testing only: with transport auto, treat each host's ranks as this many nodes (blocks of consecutive ranks), so that one machine exercises shared memory within the blocks and verbs between them (0 = the real placement, 2..=64)",
+            help: c"Testing only: with transport auto, treat each host's ranks as this many nodes (blocks of consecutive ranks), so that one machine exercises shared memory within the blocks and verbs between them (0 or 1 = the real placement, up to 64)",
             kind: INT,
             level: TUNER,
             storage: &raw mut TEST_PRETEND_NODES as *mut c_void,
