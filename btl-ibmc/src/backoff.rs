@@ -35,8 +35,7 @@ impl Backoff {
 
     #[cold]
     fn yield_and_watch(&mut self, describe: &dyn Fn() -> String) {
-        crate::idle::run_idle_hook();
-        std::thread::yield_now();
+        crate::idle::yield_core();
         self.yields = self.yields.wrapping_add(1);
         if self.yields % YIELDS_BETWEEN_CLOCK_READS != 0 {
             return;

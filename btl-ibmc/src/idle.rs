@@ -51,6 +51,14 @@ pub fn run_idle_hook() {
     });
 }
 
+/// One yielding poll: serves the rest of the process when the hook is due,
+/// then gives the core away for a moment.
+#[inline]
+pub(crate) fn yield_core() {
+    run_idle_hook();
+    std::thread::yield_now();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -67,8 +67,7 @@ fn wait_yielding<T: Transport + ?Sized>(
         if value >= target {
             return value;
         }
-        crate::idle::run_idle_hook();
-        std::thread::yield_now();
+        crate::idle::yield_core();
         polls = polls.wrapping_add(1);
         if polls % 256 == 0 {
             let waited = started.elapsed();

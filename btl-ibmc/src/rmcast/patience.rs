@@ -46,8 +46,7 @@ impl Patience {
 
     #[cold]
     fn yield_and_watch<T: Transport + ?Sized>(&mut self, transport: &T, describe: &dyn Fn() -> String) -> Result<(), TransportError> {
-        crate::idle::run_idle_hook();
-        std::thread::yield_now();
+        crate::idle::yield_core();
         let waited = self.yielding_since.get_or_insert_with(Instant::now).elapsed();
         if self.give_up_after.is_some_and(|limit| waited >= limit) {
             return Err(TransportError::Failed(format!(
