@@ -70,6 +70,17 @@ impl Default for VerbsConfig {
     }
 }
 
+/// A 32-bit multicast id from the bytes that single a communicator out
+/// (FNV-1a, folded): the glue hashes the job and context id, the setup
+/// mixes in where rank 0's window is registered.
+pub fn multicast_id_of<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> u32 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in parts.into_iter().flatten() {
+        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (hash ^ (hash >> 32)) as u32
+}
+
 impl VerbsConfig {
     /// The IPv4 multicast group of this communicator.
     pub fn multicast_group(&self) -> Ipv4Addr {

@@ -9,7 +9,7 @@
 use std::sync::Mutex;
 
 use super::completion::CompletionQueue;
-use super::config::VerbsConfig;
+use super::config::{VerbsConfig, multicast_id_of};
 use super::device::OpenDevice;
 use super::error::VerbsSetupError;
 use super::links::{Failure, Links, RemoteWindow};
@@ -306,11 +306,7 @@ fn join_multicast(links: &Links, config: &VerbsConfig, rank: usize) -> Result<Ud
 /// context id share no process, and no two live registrations on one
 /// adapter share an rkey, so rank 0's GID and window rkey tell them apart.
 fn communicator_multicast_id(base: u32, leader: &Endpoint) -> u32 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325 ^ u64::from(base);
-    for byte in leader.gid.iter().chain(&leader.window_rkey.to_le_bytes()) {
-        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
-    }
-    (hash ^ (hash >> 32)) as u32
+    multicast_id_of([&base.to_le_bytes()[..], &leader.gid, &leader.window_rkey.to_le_bytes()])
 }
 
 /// The verdict on the second exchange: an error if any rank failed to

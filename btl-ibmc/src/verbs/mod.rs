@@ -37,7 +37,7 @@ use std::net::Ipv4Addr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-pub use config::VerbsConfig;
+pub use config::{VerbsConfig, multicast_id_of};
 pub use device::{DeviceSummary, probe};
 pub use error::VerbsSetupError;
 pub use establish::establish;

@@ -90,9 +90,5 @@ fn connect_hybrid(exchange: &dyn Exchange, request: &LinkRequest) -> Result<Sele
 #[cfg(feature = "verbs")]
 fn multicast_id(cid: u32) -> u32 {
     let job = ["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"].iter().find_map(|name| std::env::var(name).ok()).unwrap_or_default();
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in job.bytes().chain(cid.to_le_bytes()) {
-        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-    }
-    (hash ^ (hash >> 32)) as u32
+    btl_ibmc::verbs::multicast_id_of([job.as_bytes(), &cid.to_le_bytes()])
 }
