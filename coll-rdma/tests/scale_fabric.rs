@@ -166,7 +166,7 @@ fn reference(seed: u64, call: usize, size: usize, op: Op, count: usize) -> Vec<u
 }
 
 fn bcast_content(seed: u64, call: usize, len: usize) -> Vec<u8> {
-    let mut state = XorShift::new(seed ^ 0xB0CA_57 ^ ((call as u64) << 24));
+    let mut state = XorShift::new(seed ^ 0x00B0_CA57 ^ ((call as u64) << 24));
     (0..len).map(|_| state.next() as u8).collect()
 }
 
@@ -534,8 +534,13 @@ fn the_watchdog_names_who_waits_for_what() {
     const LATE: usize = 11;
     plan.late = Some((LATE, 1, AtomicBool::new(false)));
     let launched = launch(plan);
-    // Long enough for the waits' stall warnings (every 10 s) to come.
-    let report = finish(&launched, Duration::from_secs(13)).expect_err("a run with a missing rank finished");
+    // Long enough for the waits' first stall warnings (at 10 s) to come;
+    // on a loaded machine they may take longer to be written.
+    let mut report = finish(&launched, Duration::from_secs(12)).expect_err("a run with a missing rank finished");
+    let patience = Instant::now() + Duration::from_secs(60);
+    while !report.contains("rank 3: rank 3 of 16 has waited") && Instant::now() < patience {
+        report = finish(&launched, Duration::from_secs(1)).expect_err("a run with a missing rank finished");
+    }
     if let Some((_, _, released)) = &launched.plan.late {
         released.store(true, Ordering::Release);
     }
