@@ -17,7 +17,8 @@
 //! `common::watchdog`); `the_watchdog_names_who_waits_for_what` proves it.
 //!
 //! `make check` runs the short tests; `make soak` the `#[ignore]`d longer
-//! ones (more calls, more loss). `SCALE_SEED=<n>` shifts every seed.
+//! ones (more calls, more loss; `SOAK_ROUNDS=<n>` runs n seeds per size).
+//! `SCALE_SEED=<n>` shifts every seed.
 
 mod common;
 
@@ -51,6 +52,11 @@ const SOAK_DEADLINE: Duration = Duration::from_secs(1200);
 
 /// Only one size runs at a time: each already has more threads than cores.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Soak rounds per size (each with its own seed): `SOAK_ROUNDS` or `default`.
+fn soak_rounds(default: u64) -> u64 {
+    std::env::var("SOAK_ROUNDS").map_or(default, |text| text.parse().expect("SOAK_ROUNDS must be a u64"))
+}
 
 fn seed_shift() -> u64 {
     std::env::var("SCALE_SEED").map_or(0, |text| text.parse().expect("SCALE_SEED must be a u64"))
@@ -468,7 +474,7 @@ fn every_collective_at_1024_ranks() {
 #[test]
 #[ignore = "soak: make soak"]
 fn soak_64_ranks() {
-    for round in 0..4 {
+    for round in 0..soak_rounds(4) {
         run_and_check(64, Variant::Modelled, 1000, 0.3, 0x50A4_0064 + round, SOAK_DEADLINE);
     }
     run_and_check(64, Variant::ExchangeUpTo(4096), 400, 0.3, 0x50A4_0064, SOAK_DEADLINE);
@@ -477,7 +483,7 @@ fn soak_64_ranks() {
 #[test]
 #[ignore = "soak: make soak"]
 fn soak_256_ranks() {
-    for round in 0..2 {
+    for round in 0..soak_rounds(2) {
         run_and_check(256, Variant::Modelled, 400, 0.3, 0x50A4_0256 + round, SOAK_DEADLINE);
     }
     run_and_check(256, Variant::ExchangeUpTo(1024), 120, 0.3, 0x50A4_0256, SOAK_DEADLINE);
@@ -486,7 +492,9 @@ fn soak_256_ranks() {
 #[test]
 #[ignore = "soak: make soak"]
 fn soak_1024_ranks() {
-    run_and_check(1024, Variant::Modelled, 200, 0.3, 0x50A4_1024, SOAK_DEADLINE);
+    for round in 0..soak_rounds(1) {
+        run_and_check(1024, Variant::Modelled, 200, 0.3, 0x50A4_1024 + round, SOAK_DEADLINE);
+    }
 }
 
 /// The references must be able to fail, or the runs above prove nothing:

@@ -11,7 +11,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use super::naming::{Creator, NAME_PREFIX, creator_of, process_state};
+use super::naming::{Creator, NAME_PREFIX, UNKNOWN_ORIGIN, creator_of, process_state};
 use super::segment::ShmSegment;
 
 const SHM_DIR: &str = "/dev/shm";
@@ -51,7 +51,7 @@ pub(crate) fn reap_orphans() -> usize {
 /// Whether the process that made a segment can no longer remove it. Pids
 /// only mean something on the boot and in the PID namespace `here` is in.
 pub(crate) fn is_gone(creator: Creator, here: Creator) -> bool {
-    if creator.origin != here.origin || creator.pid == here.pid {
+    if creator.origin != here.origin || creator.origin == UNKNOWN_ORIGIN || creator.pid == here.pid {
         return false;
     }
     match process_state(creator.pid) {

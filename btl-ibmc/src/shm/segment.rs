@@ -20,8 +20,7 @@ pub enum OsCall {
     Fallocate,
     Fstat,
     Mmap,
-    /// Neither getrandom nor /dev/urandom gave a random name, or /proc
-    /// cannot describe this process.
+    /// Neither getrandom nor /dev/urandom gave a random name.
     Naming,
 }
 
@@ -56,7 +55,7 @@ impl OsCall {
             OsCall::Fallocate => "posix_fallocate",
             OsCall::Fstat => "fstat",
             OsCall::Mmap => "mmap",
-            OsCall::Naming => "naming the segment (getrandom, /proc/self/stat)",
+            OsCall::Naming => "getrandom (for the segment name)",
         }
     }
 }
@@ -125,7 +124,8 @@ impl ShmSegment {
     pub fn create(len: usize, reserve: usize) -> Result<ShmSegment, SegmentError> {
         check_length(len)?;
         let mut attempts = 0;
-        let creator = Creator::current().ok_or(SegmentError::Os { call: OsCall::Naming, errno: libc::ENOENT })?;
+        // Without /proc the name cannot say who made it: never reaped then.
+        let creator = Creator::current().unwrap_or_else(Creator::unknown);
         let (fd, name) = loop {
             let name = fresh_name(creator)
                 .map_err(|e| SegmentError::Os { call: OsCall::Naming, errno: e.raw_os_error().unwrap_or(libc::EIO) })?;

@@ -125,6 +125,8 @@ fn only_segments_whose_creator_is_gone_are_judged_orphans() {
     assert!(!is_gone(alive, here), "a running process judged dead");
     assert!(is_gone(Creator { start: parent_start + 1, ..alive }, here), "a reused pid was taken for the creator");
     assert!(!is_gone(Creator { origin: here.origin ^ 1, start: parent_start + 1, ..alive }, here), "judged a pid of another boot or PID namespace");
+    let unknown = Creator { pid: parent, start: parent_start + 1, ..Creator::unknown() };
+    assert!(!is_gone(unknown, Creator { origin: unknown.origin, ..here }), "judged a creator that could not read /proc");
 
     let mut zombie = fork_child(|| 0);
     let zombie_pid = zombie.pid as u32;
