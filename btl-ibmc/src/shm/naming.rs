@@ -36,7 +36,13 @@ impl Creator {
         static ORIGIN: OnceLock<Option<u32>> = OnceLock::new();
         let origin = (*ORIGIN.get_or_init(origin_here))?;
         let pid = std::process::id();
-        let start = process_state(pid)?.start;
+        // /proc mounted for another PID namespace numbers processes
+        // differently: then no pid in it can be judged.
+        let own = std::fs::read_to_string("/proc/self/stat").ok()?;
+        if own.split(' ').next() != Some(pid.to_string().as_str()) {
+            return None;
+        }
+        let start = parse_stat(&own)?.start;
         Some(Creator { origin, pid, start })
     }
 }
