@@ -30,7 +30,7 @@ help:
 	@echo "                   ci/rxe-tests.sh (verbs on Soft-RoCE in qemu guests)"
 	@echo "make test-mpi      only the MPI tests (ci/mpi-tests.sh)"
 	@echo "make test-scale    only the scale tests: every collective at 64, 256 and 1024"
-	@echo "                   ranks on the in-process fabric (part of make check, < 1 min)"
+	@echo "                   ranks on the in-process fabric (part of make check, about 1 min)"
 	@echo "make soak          the scale tests' long runs: more calls, 30 % multicast loss"
 	@echo "                   (about 6 minutes on 2 cores, SOAK_ROUNDS=n for more seeds;"
 	@echo "                   not part of make check)"
