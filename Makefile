@@ -17,7 +17,7 @@ COMPONENT  := $(COMPDIR)/mca_coll_rdma.so
 CARGO_OUT  := target/release
 INSTALLDIR := $(if $(DESTDIR),$(DESTDIR),$(HOME)/.openmpi/components)
 
-.PHONY: all build setup install check test-rust test-mpi check-rxe test-rxe bench clean help
+.PHONY: all build setup install check test-rust test-mpi test-scale soak check-rxe test-rxe bench clean help
 
 all: build
 
@@ -29,6 +29,11 @@ help:
 	@echo "make check         build, cargo test --release --workspace, ci/mpi-tests.sh,"
 	@echo "                   ci/rxe-tests.sh (verbs on Soft-RoCE in qemu guests)"
 	@echo "make test-mpi      only the MPI tests (ci/mpi-tests.sh)"
+	@echo "make test-scale    only the scale tests: every collective at 64, 256 and 1024"
+	@echo "                   ranks on the in-process fabric (part of make check, about 1 min)"
+	@echo "make soak          the scale tests' long runs: more calls, 30 % multicast loss"
+	@echo "                   (about 6 minutes on 2 cores, SOAK_ROUNDS=n for more seeds;"
+	@echo "                   not part of make check)"
 	@echo "make check-rxe     build, then only the Soft-RoCE tests (ci/rxe-tests.sh)"
 	@echo "make bench         build, then ci/bench.sh (stock Open MPI vs coll rdma)"
 	@echo "make clean         remove $(BUILD)/ and cargo's target/"
@@ -73,6 +78,15 @@ check: build
 test-mpi:
 	@echo "== MPI tests"
 	@bash ci/mpi-tests.sh
+
+# cargo test --workspace (make check) runs these too; these targets run them alone.
+test-scale:
+	@echo "== scale tests (fabric, 64/256/1024 ranks)"
+	@$(CARGO) test --release -p coll-rdma --test scale_fabric -- --nocapture
+
+soak:
+	@echo "== soak (fabric, 64/256/1024 ranks, long runs)"
+	@$(CARGO) test --release -p coll-rdma --test scale_fabric -- --ignored --nocapture --test-threads 1
 
 # The verbs transport on Soft-RoCE in qemu guests (docs/testbed.md).
 check-rxe: build

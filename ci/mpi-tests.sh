@@ -159,6 +159,7 @@ skip() {  # skip NAME REASON
 #     grep:STR  the fixed string STR appears in the output
 #     re:RE     the extended regular expression RE matches a line of the output
 #     nore:RE   no line of the output matches RE
+#     gone:NAME /dev/shm/NAME no longer exists after the run
 CHECKS=()
 run_test() {
     local name=$1 np=$2 expect=$3
@@ -242,6 +243,12 @@ run_test() {
             re:*)
                 local re=${c#re:}
                 grep -qE -- "$re" "$dir/all.log" || why+=("no line matches: $re") ;;
+            gone:*)
+                local g=${c#gone:}
+                if [ -e "/dev/shm/$g" ]; then
+                    why+=("/dev/shm/$g is still there")
+                    rm -f "/dev/shm/$g"
+                fi ;;
             nore:*)
                 local re=${c#nore:}
                 grep -qE -- "$re" "$dir/all.log" &&
@@ -528,6 +535,51 @@ without_device_test() {
     run_test "$name" "$np" ok --mca "$param" "$value" "${V[@]}" -- coll_mix -i 20
 }
 
+# Rank 0 killed (SIGKILL) inside the transport setup, after creating its
+# shared-memory segment and before the other rank (asleep before its first
+# barrier) attached it: the segment is left in /dev/shm, and the next job's
+# setup on this node must remove it.
+killed_creator_test() {
+    local name=$1
+    want "$name" || return 0
+    local dir=$LOGROOT/$name before leaked="" pid="" problem=""
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    before=$(shm_list 'coll_rdma\.')
+    timeout -k 5 90 mpirun -np 2 --mca btl self,vader --mca mca_base_component_path "$COMPONENT_PATH" \
+        "$BIN/barrier_order" -n 10 -S 60 </dev/null >"$dir/killed-job.log" 2>&1 &
+    local job=$!
+    for _ in $(seq 300); do
+        leaked=$(new_entries "$before" "$(shm_list 'coll_rdma\.')" | head -1)
+        [ -n "$leaked" ] && break
+        sleep 0.1
+    done
+    if [ -z "$leaked" ]; then
+        problem="no coll_rdma.* segment appeared while rank 1 slept before its first barrier"
+    else
+        # (grep fails when a process it lists vanishes while it reads)
+        pid=$({ grep -lsF "/dev/shm/$leaked" /proc/[0-9]*/maps 2>/dev/null || true; } | head -1 | cut -d/ -f3)
+        if [ -z "$pid" ]; then
+            problem="no process maps /dev/shm/$leaked"
+        else
+            kill -9 "$pid" || true
+        fi
+    fi
+    wait "$job" || true
+    if [ -z "$problem" ] && [ ! -e "/dev/shm/$leaked" ]; then
+        problem="killing rank 0 (pid $pid) left nothing in /dev/shm: the test did not hit the window it is about"
+    fi
+    if [ -n "$problem" ]; then
+        FAILED=$((FAILED + 1))
+        FAILED_NAMES+=("$name")
+        printf '%-44s FAIL  (%s; logs: %s)\n' "$name" "$problem" "${dir#"$ROOT"/}"
+        [ -n "$leaked" ] && rm -f "/dev/shm/$leaked"
+        return 0
+    fi
+    CHECKS=(served "gone:$leaked")
+    run_test "$name" 2 ok "${V[@]}" -- barrier_order -n 100
+}
+
 COMP_TESTS=(
     "np1-not-claimed-size1" "default-verbose-is-silent" "explicit-coll-list" "coll-rdma-alone-is-refused"
     "radix-1-np5" "radix-2-np5" "radix-3-np8" "radix-7-np8" "radix-64-np5"
@@ -542,7 +594,7 @@ COMP_TESTS=(
     "bcast-window-1-np4" "bcast-window-2-np3" "bcast-slot-64-np4" "bcast-ack-interval-1-np5"
     "bcast-ack-interval-16-np4" "bcast-nack-0-np3" "bcast-max-bytes--1-np4" "bcast-max-bytes--1-np8"
     "bcast-max-bytes-0-np3" "reduce_ops-max-bytes--1-np4" "bad-bcast-window-etc-np4"
-    "bad-bcast-slot-size-1-np3"
+    "bad-bcast-slot-size-1-np3" "shm-killed-creator-reaped-np2"
 )
 if [ "$MODE" = stock ]; then
     for t in "${COMP_TESTS[@]}"; do skip "$t" "needs the component"; done
@@ -701,6 +753,9 @@ else
         "nore:bcast handed to the module underneath")
     run_test "bad-bcast-slot-size-1-np3" 3 ok --mca coll_rdma_bcast_slot_size 1 \
         --mca coll_rdma_bcast_max_bytes -5 "${V[@]}" -- bcast -s 64 "${BC_PARAM[@]}" "${BC_E[@]}"
+
+    # 13. a setup killed at its worst moment leaks nothing past the next job
+    killed_creator_test "shm-killed-creator-reaped-np2"
 fi
 
 [ "$LIST" = 1 ] && exit 0

@@ -11,3 +11,5 @@ pub mod reduce;
 pub mod reduction;
 
 mod glue;
+
+pub use glue::side_progress::WithBcastProgress;

@@ -2,7 +2,8 @@
 //! first rank of each node (rank 0 when all share one) creates the node's
 //! segment, all ranks compare node identities, the others attach, all
 //! confirm, and each creator removes the name at once so nothing outlives
-//! the processes in /dev/shm. Every decision is computed from
+//! the processes in /dev/shm. A creator killed before that leaves its
+//! segment behind; the next creator on the node removes it first. Every decision is computed from
 //! exchanged data alone, so all ranks reach the same verdict and none is
 //! left waiting in an exchange the others skipped.
 
@@ -10,6 +11,7 @@ use super::ShmTransport;
 use super::groups::NodeGroups;
 use super::layout::SegmentLayout;
 use super::node::NodeIdentity;
+use super::reap::reap_orphans;
 use super::record::{OUTCOME_LEN, RECORD_LEN, Record, decode_outcome, encode_outcome};
 use super::segment::{SegmentError, ShmSegment};
 use crate::transport::{Exchange, TransportError};
@@ -95,7 +97,10 @@ pub fn establish_in_groups(
     let group_len = groups.local_count(rank);
     let Some(layout) = SegmentLayout::new(group_len, window_len) else { return Err(invalid) };
 
-    let created = (groups.leader_of(rank) == rank).then(|| create(&layout));
+    let created = (groups.leader_of(rank) == rank).then(|| {
+        reap_orphans();
+        create(&layout)
+    });
     let mine = Record {
         size: group_len as u64,
         window_len: window_len as u64,

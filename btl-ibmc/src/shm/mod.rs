@@ -8,7 +8,9 @@
 mod establish;
 mod groups;
 mod layout;
+mod naming;
 pub(crate) mod node;
+mod reap;
 mod record;
 mod ring;
 mod segment;

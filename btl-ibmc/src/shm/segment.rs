@@ -6,12 +6,11 @@ use std::ffi::CString;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-const NAME_PREFIX: &str = "/coll_rdma.";
-/// Attempts at a fresh name before giving up: a collision means another
-/// PID namespace sharing /dev/shm has a process with our pid.
-const CREATE_ATTEMPTS: u32 = 64;
+use super::naming::{Creator, fresh_name};
 
-static NEXT_NAME: AtomicU64 = AtomicU64::new(0);
+/// Attempts at a fresh name before giving up: with 64 random bits per
+/// name, a collision means someone is creating names faster than chance.
+const CREATE_ATTEMPTS: u32 = 16;
 
 /// The system call behind a [`SegmentError::Os`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,6 +20,8 @@ pub enum OsCall {
     Fallocate,
     Fstat,
     Mmap,
+    /// Neither getrandom nor /dev/urandom gave a random name.
+    Naming,
 }
 
 impl OsCall {
@@ -31,6 +32,7 @@ impl OsCall {
             OsCall::Fallocate => 3,
             OsCall::Fstat => 4,
             OsCall::Mmap => 5,
+            OsCall::Naming => 6,
         }
     }
 
@@ -41,6 +43,7 @@ impl OsCall {
             3 => OsCall::Fallocate,
             4 => OsCall::Fstat,
             5 => OsCall::Mmap,
+            6 => OsCall::Naming,
             _ => return None,
         })
     }
@@ -52,6 +55,7 @@ impl OsCall {
             OsCall::Fallocate => "posix_fallocate",
             OsCall::Fstat => "fstat",
             OsCall::Mmap => "mmap",
+            OsCall::Naming => "getrandom (for the segment name)",
         }
     }
 }
@@ -112,15 +116,19 @@ unsafe impl Send for ShmSegment {}
 unsafe impl Sync for ShmSegment {}
 
 impl ShmSegment {
-    /// Creates a new object of `len` bytes under a name unique on this host,
+    /// Creates a new object of `len` bytes under a fresh unguessable name
+    /// ([`super::naming`]), never one that existed before (`O_EXCL`),
     /// zero-filled, and guarantees that its first `reserve` bytes are backed
     /// now, so that a full /dev/shm fails here rather than with SIGBUS at
     /// the first touch. `len` must be a multiple of 8.
     pub fn create(len: usize, reserve: usize) -> Result<ShmSegment, SegmentError> {
         check_length(len)?;
         let mut attempts = 0;
+        // Without /proc the name cannot say who made it: never reaped then.
+        let creator = Creator::current().unwrap_or_else(Creator::unknown);
         let (fd, name) = loop {
-            let name = next_name();
+            let name = fresh_name(creator)
+                .map_err(|e| SegmentError::Os { call: OsCall::Naming, errno: e.raw_os_error().unwrap_or(libc::EIO) })?;
             let c_name = CString::new(name.as_str()).map_err(|_| SegmentError::BadName)?;
             // SAFETY: c_name is a valid NUL-terminated string; the call only reads it.
             let fd = unsafe { libc::shm_open(c_name.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR, 0o600) };
@@ -223,11 +231,6 @@ impl std::fmt::Debug for ShmSegment {
     }
 }
 
-fn next_name() -> String {
-    let counter = NEXT_NAME.fetch_add(1, Ordering::Relaxed);
-    format!("{NAME_PREFIX}{}.{counter}", std::process::id())
-}
-
 fn check_length(len: usize) -> Result<(), SegmentError> {
     if len == 0 || len % 8 != 0 || libc::off_t::try_from(len).is_err() {
         return Err(SegmentError::BadLength(len as u64));
@@ -303,7 +306,7 @@ mod tests {
     fn create_attach_share_and_unlink() {
         let created = ShmSegment::create(3 * 4096, 4096).expect("create");
         let name = created.name().to_owned();
-        assert!(name.starts_with(NAME_PREFIX), "{name}");
+        assert!(name.starts_with(super::super::naming::NAME_PREFIX), "{name}");
         assert!(dev_shm_path(&name).exists(), "{name} missing from /dev/shm after create");
         assert!(created.words().iter().all(|w| w.load(Ordering::Relaxed) == 0), "new segment not zeroed");
 

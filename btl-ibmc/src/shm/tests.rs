@@ -4,6 +4,7 @@
 
 mod cross_process;
 mod grouped;
+mod killed_creator;
 mod setup_failures;
 
 use std::time::{Duration, Instant};
@@ -15,7 +16,7 @@ use crate::test_support::{assert_rejects_bad_access, await_flag, await_reliable,
 use crate::transport::{MulticastKind, Transport, TransportError};
 
 /// Sets up shared memory for `size` threads and returns each rank's transport.
-fn establish_all(size: usize, window_len: usize) -> Vec<ShmTransport> {
+pub(super) fn establish_all(size: usize, window_len: usize) -> Vec<ShmTransport> {
     let endpoints = Fabric::new(size, 0, FabricConfig::default());
     run_with(endpoints, |rank, exchange| {
         establish(&exchange, rank, size, window_len).unwrap_or_else(|e| panic!("rank {rank}: {e}"))
@@ -181,7 +182,8 @@ fn every_rank_reads_every_window_behind_its_flag() {
 fn no_name_is_left_in_dev_shm_once_every_rank_has_established() {
     let transports = establish_all(3, 256);
     let name = transports[0].segment_name().to_owned();
-    assert!(name.starts_with(&format!("/coll_rdma.{}.", std::process::id())), "unexpected name {name}");
+    let creator = super::naming::creator_of(&name).unwrap_or_else(|| panic!("unexpected name {name}"));
+    assert_eq!(creator.pid, std::process::id(), "{name}");
     assert!(transports.iter().all(|t| t.segment_name() == name), "ranks attached different segments");
     assert!(!dev_shm_path(&name).exists(), "{name} is still in /dev/shm after setup");
 

@@ -18,6 +18,6 @@ mod progress;
 mod reduce;
 mod reduction_call;
 mod saved;
-mod side_progress;
+pub(crate) mod side_progress;
 mod version;
 

@@ -4,7 +4,8 @@
 //! rank that is still missing a lost piece, only the root's retransmission
 //! can unblock that rank. The progress callback cannot do it (the module is
 //! busy with the allreduce), so the allreduce's own waits must: their
-//! `progress` calls reach the bcast through this view.
+//! `progress` calls reach the bcast through this view. Public so that the
+//! fabric tests run the collectives as the glue does.
 
 use std::cell::RefCell;
 
@@ -12,13 +13,13 @@ use btl_ibmc::{MulticastKind, Transport, TransportError};
 
 use crate::bcast::Bcast;
 
-pub(super) struct WithBcastProgress<'a, T: Transport + ?Sized> {
+pub struct WithBcastProgress<'a, T: Transport + ?Sized> {
     inner: &'a T,
     bcast: RefCell<&'a mut Bcast>,
 }
 
 impl<'a, T: Transport + ?Sized> WithBcastProgress<'a, T> {
-    pub(super) fn new(inner: &'a T, bcast: &'a mut Bcast) -> Self {
+    pub fn new(inner: &'a T, bcast: &'a mut Bcast) -> Self {
         WithBcastProgress { inner, bcast: RefCell::new(bcast) }
     }
 }

@@ -32,3 +32,4 @@ impl XorShift {
 pub fn yielding_policy(spin_polls: u32) -> WaitPolicy {
     WaitPolicy { spin_polls, stall_warning: Duration::from_secs(30) }
 }
+pub mod watchdog;

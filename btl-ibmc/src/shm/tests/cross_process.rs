@@ -22,9 +22,9 @@ const SIZES: [usize; 8] = [1, 7, 8, 9, 4095, 4097, 65_535, 65_536];
 const MESSAGES: u32 = 40;
 
 /// A two-rank allgather over a connected socket.
-struct SocketExchange {
-    stream: UnixStream,
-    rank: usize,
+pub(super) struct SocketExchange {
+    pub(super) stream: UnixStream,
+    pub(super) rank: usize,
 }
 
 impl Exchange for SocketExchange {
@@ -48,14 +48,14 @@ fn message(index: u32, from_child: bool) -> Vec<u8> {
 }
 
 /// Kills and reaps the child if the parent's side of the test fails.
-struct Child {
-    pid: libc::pid_t,
-    reaped: bool,
+pub(super) struct Child {
+    pub(super) pid: libc::pid_t,
+    pub(super) reaped: bool,
 }
 
 impl Child {
     /// The child's exit code, or None if it did not exit normally in time.
-    fn wait(&mut self, patience: Duration) -> Option<i32> {
+    pub(super) fn wait(&mut self, patience: Duration) -> Option<i32> {
         let started = Instant::now();
         let mut status = 0;
         loop {
