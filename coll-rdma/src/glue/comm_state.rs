@@ -3,7 +3,7 @@
 //! counts reported at verbose level when the communicator is freed.
 
 use std::ffi::c_int;
-use std::sync::Arc;
+use std::rc::Rc;
 
 use btl_ibmc::{SelectedTransport, Transport, TransportError, WaitPolicy};
 use ompi_sys as sys;
@@ -71,7 +71,7 @@ pub struct CommState {
     pub(super) cid: u32,
     pub(super) rank: usize,
     pub(super) size: usize,
-    pub(super) saved: Arc<SavedCollectives>,
+    pub(super) saved: Rc<SavedCollectives>,
     /// What every rank must agree on before any protocol runs.
     protocol: ProtocolSettings,
     /// Calls per collective, for the testing-only fault injection.
@@ -168,7 +168,7 @@ impl CommState {
         }
     }
 
-    pub fn new(cid: u32, rank: usize, size: usize, saved: Arc<SavedCollectives>, settings: &Settings) -> Self {
+    pub fn new(cid: u32, rank: usize, size: usize, saved: Rc<SavedCollectives>, settings: &Settings) -> Self {
         let (radix, _) = Self::barrier_radix(settings, size);
         let policy = wait_policy(settings, size);
         let (allreduce_config, allreduce_why) = reduction_config(settings, &settings.allreduce, size, policy);
@@ -230,7 +230,7 @@ impl CommState {
     }
 
     fn connect(&mut self, comm: *mut sys::ompi_communicator_t) {
-        let saved = Arc::clone(&self.saved);
+        let saved = Rc::clone(&self.saved);
         let exchange = saved.exchange(comm);
         if let Err(why) = agree_on_protocol(&exchange, &self.protocol, self.size) {
             let message = format!("comm {} rank {}: {why}; collectives fall back to the module underneath", self.cid, self.rank);

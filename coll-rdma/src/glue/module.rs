@@ -7,7 +7,7 @@ use std::ffi::c_int;
 use std::mem::size_of;
 use std::ptr::{addr_of_mut, null_mut};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::rc::Rc;
 
 use ompi_sys as sys;
 
@@ -23,7 +23,8 @@ pub struct RdmaModule {
     state: *mut CommState,
     /// The functions underneath, also reachable while `state` is held:
     /// calls nested inside our own setup, and calls after a failure, go
-    /// straight to them.
+    /// straight to them. One of the two `Rc` references (the state holds
+    /// the other); both are dropped in the destructor, on one thread.
     saved: *const SavedCollectives,
     /// Who uses `state`: 0 for nobody, else the token of the thread whose
     /// collective (or progress callback) holds it. The callback may run
@@ -83,7 +84,7 @@ unsafe extern "C" fn destruct(object: *mut sys::opal_object_t) {
             }
             let saved = std::mem::replace(&mut (*module).saved, std::ptr::null());
             if !saved.is_null() {
-                drop(Arc::from_raw(saved));
+                drop(Rc::from_raw(saved));
             }
         }
     })
@@ -127,12 +128,12 @@ unsafe extern "C" fn enable(module: *mut sys::mca_coll_base_module_t, comm: *mut
             );
             return sys::OMPI_ERROR as c_int;
         };
-        let saved = Arc::new(saved);
-        let state = Box::new(CommState::new(cid, rank, size, Arc::clone(&saved), params::load()));
+        let saved = Rc::new(saved);
+        let state = Box::new(CommState::new(cid, rank, size, Rc::clone(&saved), params::load()));
         // SAFETY: our module, enabled once per communicator.
         unsafe {
             let module = module as *mut RdmaModule;
-            (*module).saved = Arc::into_raw(saved);
+            (*module).saved = Rc::into_raw(saved);
             (*module).state = Box::into_raw(state);
         }
         progress::register(module as *mut RdmaModule);
