@@ -160,7 +160,10 @@ skip() {  # skip NAME REASON
 #     re:RE     the extended regular expression RE matches a line of the output
 #     nore:RE   no line of the output matches RE
 #     gone:NAME /dev/shm/NAME no longer exists after the run
+#   RUN_WRAPPER (array, set by the caller like CHECKS): a command that each
+#   rank runs with the program as its arguments (e.g. ci/per-rank-mca.sh)
 CHECKS=()
+RUN_WRAPPER=()
 run_test() {
     local name=$1 np=$2 expect=$3
     shift 3
@@ -169,7 +172,7 @@ run_test() {
     shift
     local prog=$1
     shift
-    want "$name" || { CHECKS=(); return 0; }  # (the next test must not inherit them)
+    want "$name" || { CHECKS=(); RUN_WRAPPER=(); return 0; }  # (the next test must not inherit them)
 
     local dir=$LOGROOT/$name
     rm -rf "$dir"
@@ -183,7 +186,7 @@ run_test() {
     [ -n "$HOSTS" ] && placement=(--host "$HOSTS" --map-by node --mca btl self,vader,tcp)
     local cmd=(mpirun -np "$np" "${over[@]}" "${placement[@]}"
         --mca mca_base_component_path "$COMPONENT_PATH"
-        --output-filename "$dir/out:nocopy" "${opts[@]}" "$BIN/$prog" "$@")
+        --output-filename "$dir/out:nocopy" "${opts[@]}" "${RUN_WRAPPER[@]}" "$BIN/$prog" "$@")
     printf '%s\n' "${cmd[*]}" > "$dir/command"
     local t0 t1 rc=0
     t0=$(date +%s.%N)
@@ -284,6 +287,7 @@ run_test() {
         printf '      command: %s\n' "$(cat "$dir/command")"
     fi
     CHECKS=()
+    RUN_WRAPPER=()
 }
 
 # Compares, for one rank (one process), what the program says it did with what
@@ -595,6 +599,12 @@ COMP_TESTS=(
     "bcast-ack-interval-16-np4" "bcast-nack-0-np3" "bcast-max-bytes--1-np4" "bcast-max-bytes--1-np8"
     "bcast-max-bytes-0-np3" "reduce_ops-max-bytes--1-np4" "bad-bcast-window-etc-np4"
     "bad-bcast-slot-size-1-np3" "shm-killed-creator-reaped-np2"
+    "nested-setup-coll-basic-np2" "nested-setup-coll-basic-np3" "nested-setup-barrier-coll-basic-np3"
+    "nested-setup-tuned-allgather-1-np3"
+    "mismatch-barrier-radix-np4" "mismatch-bcast-window-np4" "mismatch-allreduce-max-bytes-np4"
+    "mismatch-transport-np3" "mismatch-pretend-nodes-np4"
+    "panic-allreduce-3-np3" "panic-barrier-1-np2" "panic-bcast-2-np3" "pack-failure-np3"
+    "module-size-mismatch-np3" "thread-multiple-refused-np3"
 )
 if [ "$MODE" = stock ]; then
     for t in "${COMP_TESTS[@]}"; do skip "$t" "needs the component"; done
@@ -756,6 +766,74 @@ else
 
     # 13. a setup killed at its worst moment leaks nothing past the next job
     killed_creator_test "shm-killed-creator-reaped-np2"
+
+    # 14. the saved allgather calls back into the communicator during our
+    #     setup (basic's allgather is gather + the communicator's bcast, which
+    #     is ours; so is tuned's algorithm 1): the nested call must go to the
+    #     module underneath, not wait for the setup it is part of. Barriers
+    #     are counted exactly; the other counts include the calls the module
+    #     underneath makes through the communicator, so only "served" is checked.
+    NESTED=("re:coll:rdma: comm 0 rank [0-9]+: served [1-9][0-9]* barrier\(s\) over shm, 0 handed to the fallback"
+        "re:coll:rdma: comm 0 rank [0-9]+: served [1-9][0-9]* bcast\(s\) over shm"
+        "nore:coll:rdma:.*(warning|error)" "nore:transport unavailable")
+    for np in 2 3; do
+        CHECKS=("${NESTED[@]}"); run_test "nested-setup-coll-basic-np$np" "$np" ok --mca coll rdma,libnbc,basic,self \
+            "${V[@]}" -- coll_mix -i 20
+    done
+    CHECKS=("${NESTED[0]}" "nore:coll:rdma:.*(warning|error)"); run_test "nested-setup-barrier-coll-basic-np3" 3 ok \
+        --mca coll rdma,libnbc,basic,self "${V[@]}" -- barrier_order -n 2000
+    CHECKS=("${NESTED[@]}"); run_test "nested-setup-tuned-allgather-1-np3" 3 ok --mca coll_tuned_use_dynamic_rules 1 \
+        --mca coll_tuned_allgather_algorithm 1 "${V[@]}" -- coll_mix -i 20
+
+    # 15. ranks that disagree on a setting the protocols share (set per rank
+    #     through the environment, even ranks first): every rank hands over,
+    #     results stay right, and rank 0 warns once per communicator, naming it
+    mismatch_test() {  # NAME NP PARAM EVEN ODD WARNING-RE PROGRAM ARGS...
+        local name=$1 np=$2 param=$3 even=$4 odd=$5 warning=$6
+        shift 6
+        CHECKS=("re:coll:rdma: warning: comm 0 rank 0: ranks differ in settings the protocols must share: .*$warning.*; collectives fall back to the module underneath"
+            "re:comm 0 rank [0-9]+: served 0 barrier\(s\) over no transport, [0-9]+ handed to the fallback")
+        RUN_WRAPPER=("$ROOT/ci/per-rank-mca.sh" "$param" "$even" "$odd")
+        run_test "$name" "$np" ok "${V[@]}" -- "$@"
+    }
+    mismatch_test "mismatch-barrier-radix-np4" 4 coll_rdma_barrier_radix 3 1 \
+        "coll_rdma_barrier_radix \(3 at rank 0, 1 at rank 1\)" barrier_order -n 3000
+    # (-w: the program sizes its late-receiver phase by the window; it must
+    # be the same on every rank)
+    mismatch_test "mismatch-bcast-window-np4" 4 coll_rdma_bcast_window 64 65 \
+        "coll_rdma_bcast_window \(64 at rank 0, 65 at rank 1\)" bcast -w 64 -n 300 -B 1 -L 50 -x 40
+    mismatch_test "mismatch-allreduce-max-bytes-np4" 4 coll_rdma_allreduce_max_bytes 16384 1024 \
+        "coll_rdma_allreduce_max_bytes \(16384 at rank 0, 1024 at rank 1\)" reduce_ops "${RO_PARAM[@]}"
+    mismatch_test "mismatch-transport-np3" 3 coll_rdma_transport shm auto \
+        "coll_rdma_transport \(0 auto, 1 shm, 2 verbs\) \(1 at rank 0, 0 at rank 1\)" coll_mix -i 20
+    mismatch_test "mismatch-pretend-nodes-np4" 4 coll_rdma_test_pretend_nodes 0 2 \
+        "coll_rdma_test_pretend_nodes \(1 at rank 0, 2 at rank 1\)" coll_mix -i 20
+
+    # 16. a panic inside coll rdma (injected, testing only) and a bcast root
+    #     that cannot pack: the call returns an error on every rank
+    #     (MPI_ERRORS_RETURN; fault_recovery -e 1 expects exactly one), every
+    #     later call goes to the module underneath with the right result, and
+    #     the communicator's teardown skips the closing protocol
+    FAILED_STATE="re:coll:rdma: comm 0 rank [0-9]+: a call failed earlier, so the protocols' closing steps are skipped"
+    CHECKS=("grep:coll:rdma: error: internal error in MPI_Allreduce: coll_rdma_test_panic_at=allreduce:3 (testing only)" "$FAILED_STATE")
+    run_test "panic-allreduce-3-np3" 3 ok --mca coll_rdma_test_panic_at allreduce:3 "${V[@]}" -- fault_recovery -i 10 -e 1
+    CHECKS=("grep:coll:rdma: error: internal error in MPI_Barrier: coll_rdma_test_panic_at=barrier:1 (testing only)" "$FAILED_STATE")
+    run_test "panic-barrier-1-np2" 2 ok --mca coll_rdma_test_panic_at barrier:1 "${V[@]}" -- fault_recovery -i 10 -e 1
+    CHECKS=("grep:coll:rdma: error: internal error in MPI_Bcast: coll_rdma_test_panic_at=bcast:2 (testing only)" "$FAILED_STATE")
+    run_test "panic-bcast-2-np3" 3 ok --mca coll_rdma_test_panic_at bcast:2 "${V[@]}" -- fault_recovery -i 10 -e 1
+    CHECKS=("re:coll:rdma: error: comm 0 rank 0: bcast root could not pack its 400-byte message .*the receivers are told \(sent\)"
+        "re:coll:rdma: error: comm 0 rank [12]: bcast failed: .*disagrees on the message" "$FAILED_STATE")
+    run_test "pack-failure-np3" 3 ok --mca coll_rdma_test_pack_failure_at 2 "${V[@]}" -- fault_recovery -i 10 -e 1
+
+    # 17. the running Open MPI's structures differ in size from the headers
+    #     coll rdma was built against (faked, testing only): it steps aside
+    CHECKS=(noserve "re:coll:rdma: warning: mca_coll_base_module_t is 4096 bytes in the running Open MPI, [0-9]+ in the headers coll rdma was built against; coll rdma disqualifies itself")
+    run_test "module-size-mismatch-np3" 3 ok --mca coll_rdma_test_module_class_size 4096 "${V[@]}" -- coll_mix -i 20
+
+    # 18. MPI_THREAD_MULTIPLE: coll rdma steps aside, saying why; concurrent
+    #     collectives on per-thread communicators still right
+    CHECKS=(noserve "grep:coll:rdma: not used: the job asked for MPI_THREAD_MULTIPLE, which coll rdma does not support")
+    run_test "thread-multiple-refused-np3" 3 ok "${V[@]}" -- thread_multiple -t 3 -i 200
 fi
 
 [ "$LIST" = 1 ] && exit 0

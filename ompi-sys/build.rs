@@ -84,6 +84,7 @@ fn main() {
         .allowlist_function("MPI_Pack")
         .allowlist_function("MPI_Unpack")
         .allowlist_var("mca_coll_base_module_t_class")
+        .allowlist_var("ompi_communicator_t_class")
         .allowlist_var("MCA_BASE_VAR_.*")
         .allowlist_var("OPAL_INFO_LVL_.*")
         .allowlist_var("OMPI_SUCCESS")

@@ -24,12 +24,19 @@ pub(super) unsafe extern "C" fn allreduce(
 ) -> c_int {
     guarded("MPI_Allreduce", sys::OMPI_ERROR as c_int, || {
         // SAFETY: Open MPI calls us with the module it enabled for `comm`.
-        unsafe { with_state(module, |state| state.allreduce(&ReductionCall { send, recv, count, dtype, op, comm })) }
+        let call = ReductionCall { send, recv, count, dtype, op, comm };
+        unsafe { with_state(module, |state| state.allreduce(&call), |saved| saved.allreduce(call)()) }
     })
 }
 
 impl CommState {
     fn allreduce(&mut self, call: &ReductionCall) -> Step {
+        // First, before any decision between paths: the setup is where the
+        // ranks agree on the limits those decisions use.
+        if !self.ensure_link(call.comm) {
+            return self.hand_over_allreduce(call, Handover::TransportUnavailable);
+        }
+        self.count_call(Collective::Allreduce);
         if call.count == 0 {
             return self.finish(Collective::Allreduce, Ok(()));
         }
@@ -37,9 +44,6 @@ impl CommState {
             Ok(message) => message,
             Err(unserved) => return self.hand_over_allreduce(call, unserved),
         };
-        if !self.ensure_link(call.comm) {
-            return self.hand_over_allreduce(call, Handover::TransportUnavailable);
-        }
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let span = message.span;
         // SAFETY: MPI guarantees recv holds `count` elements of `dtype`,

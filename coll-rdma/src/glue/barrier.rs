@@ -14,7 +14,7 @@ use super::module::with_state;
 pub(super) unsafe extern "C" fn barrier(comm: *mut sys::ompi_communicator_t, module: *mut sys::mca_coll_base_module_t) -> c_int {
     guarded("MPI_Barrier", sys::OMPI_ERROR as c_int, || {
         // SAFETY: Open MPI calls us with the module it enabled for `comm`.
-        unsafe { with_state(module, |state| state.barrier(comm)) }
+        unsafe { with_state(module, |state| state.barrier(comm), |saved| saved.barrier(comm)()) }
     })
 }
 
@@ -24,6 +24,7 @@ impl CommState {
             let fallback = self.saved.barrier(comm);
             return self.hand_over(Collective::Barrier, Handover::TransportUnavailable, fallback);
         }
+        self.count_call(Collective::Barrier);
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let outcome = if self.bcast_needs_side_progress() {
             self.barrier.run(&WithBcastProgress::new(transport, &mut self.bcast))

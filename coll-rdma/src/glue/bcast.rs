@@ -18,6 +18,7 @@ use super::datatype::{contiguous_span, signature_bytes};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::reduction_call::span_bytes_mut;
+use crate::bcast::Bcast;
 
 pub(super) unsafe extern "C" fn bcast(
     buffer: *mut c_void,
@@ -29,7 +30,8 @@ pub(super) unsafe extern "C" fn bcast(
 ) -> c_int {
     guarded("MPI_Bcast", sys::OMPI_ERROR as c_int, || {
         // SAFETY: Open MPI calls us with the module it enabled for `comm`.
-        unsafe { with_state(module, |state| state.bcast(&BcastCall { buffer, count, dtype, root, comm })) }
+        let call = BcastCall { buffer, count, dtype, root, comm };
+        unsafe { with_state(module, |state| state.bcast(&call), |saved| saved.bcast(buffer, count, dtype, root, comm)()) }
     })
 }
 
@@ -43,6 +45,12 @@ struct BcastCall {
 
 impl CommState {
     fn bcast(&mut self, call: &BcastCall) -> Step {
+        // First, before any decision between paths: the setup is where the
+        // ranks agree on the limits those decisions use.
+        if !self.ensure_link(call.comm) {
+            return self.hand_over_bcast(call, Handover::TransportUnavailable);
+        }
+        self.count_call(Collective::Bcast);
         let Ok(count) = usize::try_from(call.count) else {
             return self.hand_over_bcast(call, Handover::NegativeCount(call.count));
         };
@@ -53,18 +61,26 @@ impl CommState {
         if bytes == 0 {
             return self.finish(Collective::Bcast, Ok(()));
         }
-        if let Some(limit) = self.bcast_max_bytes.filter(|&limit| bytes > limit) {
-            return self.hand_over_bcast(call, Handover::AboveLimit { bytes, parameter: "bcast_max_bytes", limit });
+        if let Err(why) = native_route(bytes, self.bcast_max_bytes, self.bcast.serves(bytes)) {
+            return self.hand_over_bcast(call, why);
         }
-        if !self.bcast.serves(bytes) {
-            return self.hand_over_bcast(call, Handover::AboveWindow { bytes });
-        }
-        if !self.ensure_link(call.comm) {
-            return self.hand_over_bcast(call, Handover::TransportUnavailable);
+        let root = call.root as usize;
+        let at_root = root == self.rank;
+        let span = contiguous_span(call.dtype, count);
+        // A rank whose datatype is not contiguous goes through a packed copy;
+        // the root packs before anything is sent.
+        let mut packed = Vec::new();
+        if span.is_err() {
+            packed = vec![0u8; bytes];
+            if at_root {
+                let packing = if self.injected_pack_failure() { Err(sys::OMPI_ERROR as c_int) } else { pack(call, &mut packed) };
+                if let Err(rc) = packing {
+                    return self.abandon_bcast_at_root(root, bytes, rc);
+                }
+            }
         }
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
-        let root = call.root as usize;
-        let outcome = match contiguous_span(call.dtype, count) {
+        let outcome = match span {
             Ok(span) => {
                 // SAFETY: MPI guarantees the buffer holds `count` elements of
                 // `dtype`, which `span` describes.
@@ -72,12 +88,6 @@ impl CommState {
                 self.bcast.bcast(transport, root, message)
             }
             Err(_) => {
-                let mut packed = vec![0u8; bytes];
-                let at_root = root == self.rank;
-                if at_root
-                    && let Err(rc) = pack(call, &mut packed) {
-                        return Step::Done(rc);
-                    }
                 let outcome = self.bcast.bcast(transport, root, &mut packed);
                 if outcome.is_ok() && !at_root
                     && let Err(rc) = unpack(call, &packed) {
@@ -87,6 +97,38 @@ impl CommState {
             }
         };
         self.finish(Collective::Bcast, outcome)
+    }
+
+    /// The root could not pack its message, but its receivers (which cannot
+    /// know) already wait for it. On a multicast window the root's message
+    /// carries its length, so a message of a length no receiver expects makes
+    /// every receiver's call fail instead of waiting; the streams are then out
+    /// of step, so every rank hands its later calls over.
+    fn abandon_bcast_at_root(&mut self, root: usize, bytes: usize, rc: c_int) -> Step {
+        let Link::Ready(transport) = &self.link else { unreachable!("only called on the native path") };
+        if Bcast::uses_put_tree(transport) {
+            tracing::error!(
+                "comm {} rank {}: bcast root could not pack its {bytes}-byte message (error {rc}); over the put tree the receivers \
+                 cannot be told and will wait",
+                self.cid,
+                self.rank
+            );
+        } else {
+            let mut unexpected_length = vec![0u8; if bytes == 1 { 2 } else { 1 }];
+            let told = self.bcast.bcast(transport, root, &mut unexpected_length);
+            tracing::error!(
+                "comm {} rank {}: bcast root could not pack its {bytes}-byte message (error {rc}); the receivers are told \
+                 ({}) and fail too; later collectives on this communicator go to the module underneath",
+                self.cid,
+                self.rank,
+                match told {
+                    Ok(()) => "sent".to_string(),
+                    Err(why) => format!("failed: {why}"),
+                }
+            );
+        }
+        self.mark_failed();
+        Step::Done(rc)
     }
 
     fn hand_over_bcast(&mut self, call: &BcastCall, why: Handover) -> Step {
@@ -124,22 +166,66 @@ impl CommState {
     }
 }
 
+/// Whether a `bytes`-byte bcast (with data) takes the native path; every
+/// input is the same on every rank (MPI requires the same signature
+/// everywhere, the limits are agreed at setup), whatever datatype each
+/// rank uses, so every rank decides alike before any of them commits.
+fn native_route(bytes: usize, max_bytes: Option<usize>, window_serves: bool) -> Result<(), Handover> {
+    // A rank whose datatype is not contiguous packs and unpacks with MPI,
+    // which counts bytes in a C int; any rank may be such a rank.
+    if bytes > c_int::MAX as usize {
+        return Err(Handover::AbovePackLimit { bytes });
+    }
+    if let Some(limit) = max_bytes.filter(|&limit| bytes > limit) {
+        return Err(Handover::AboveLimit { bytes, parameter: "bcast_max_bytes", limit });
+    }
+    if !window_serves {
+        return Err(Handover::AboveWindow { bytes });
+    }
+    Ok(())
+}
+
 fn pack(call: &BcastCall, packed: &mut [u8]) -> Result<(), c_int> {
+    let Ok(packed_len) = c_int::try_from(packed.len()) else { return Err(sys::OMPI_ERROR as c_int) };
     let mut position: c_int = 0;
     // SAFETY: MPI_Pack reads `count` elements of `dtype` from the caller's
     // buffer and writes at most `packed.len()` bytes, the signature size.
     let rc = unsafe {
-        sys::MPI_Pack(call.buffer, call.count, call.dtype, packed.as_mut_ptr().cast(), packed.len() as c_int, &mut position, call.comm)
+        sys::MPI_Pack(call.buffer, call.count, call.dtype, packed.as_mut_ptr().cast(), packed_len, &mut position, call.comm)
     };
     if rc == 0 { Ok(()) } else { Err(rc) }
 }
 
 fn unpack(call: &BcastCall, packed: &[u8]) -> Result<(), c_int> {
+    let Ok(packed_len) = c_int::try_from(packed.len()) else { return Err(sys::OMPI_ERROR as c_int) };
     let mut position: c_int = 0;
     // SAFETY: MPI_Unpack reads the packed bytes and writes `count` elements
     // of `dtype` into the caller's buffer.
     let rc = unsafe {
-        sys::MPI_Unpack(packed.as_ptr().cast(), packed.len() as c_int, &mut position, call.buffer, call.count, call.dtype, call.comm)
+        sys::MPI_Unpack(packed.as_ptr().cast(), packed_len, &mut position, call.buffer, call.count, call.dtype, call.comm)
     };
     if rc == 0 { Ok(()) } else { Err(rc) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn above_a_c_int_of_bytes_every_rank_hands_over() {
+        let limit = c_int::MAX as usize;
+        assert!(native_route(limit, None, true).is_ok());
+        let why = native_route(limit + 1, None, true).unwrap_err();
+        assert!(matches!(why, Handover::AbovePackLimit { bytes } if bytes == limit + 1), "{why}");
+        assert!(why.to_string().contains("2147483648 bytes"), "{why}");
+        // whatever the other limits say
+        assert!(matches!(native_route(usize::MAX, Some(usize::MAX), true), Err(Handover::AbovePackLimit { .. })));
+    }
+
+    #[test]
+    fn the_limits_and_the_window_decide_below_it() {
+        assert!(native_route(100, Some(100), true).is_ok());
+        assert!(matches!(native_route(101, Some(100), true), Err(Handover::AboveLimit { bytes: 101, limit: 100, .. })));
+        assert!(matches!(native_route(100, None, false), Err(Handover::AboveWindow { bytes: 100 })));
+    }
 }

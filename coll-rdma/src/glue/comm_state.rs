@@ -3,6 +3,7 @@
 //! counts reported at verbose level when the communicator is freed.
 
 use std::ffi::c_int;
+use std::rc::Rc;
 
 use btl_ibmc::{SelectedTransport, Transport, TransportError, WaitPolicy};
 use ompi_sys as sys;
@@ -10,7 +11,8 @@ use tuning::choose_barrier_radix;
 
 use super::handover::Handover;
 use super::link::{self, LinkRequest};
-use super::params::{BcastSettings, ReductionSettings, Settings, TransportChoice, VerbsSettings};
+use super::agreement::{agree_on_protocol, ProtocolInputs, ProtocolSettings};
+use super::params::{BcastSettings, ReductionSettings, Settings, TestFaults, TransportChoice, VerbsSettings};
 use super::saved::SavedCollectives;
 use crate::allreduce::{Allreduce, AllreduceConfig};
 use crate::barrier::DisseminationBarrier;
@@ -46,9 +48,9 @@ pub(super) enum Collective {
 }
 
 impl Collective {
-    const ALL: [Collective; 4] = [Collective::Barrier, Collective::Allreduce, Collective::Reduce, Collective::Bcast];
+    pub(super) const ALL: [Collective; 4] = [Collective::Barrier, Collective::Allreduce, Collective::Reduce, Collective::Bcast];
 
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Collective::Barrier => "barrier",
             Collective::Allreduce => "allreduce",
@@ -69,7 +71,18 @@ pub struct CommState {
     pub(super) cid: u32,
     pub(super) rank: usize,
     pub(super) size: usize,
-    pub(super) saved: SavedCollectives,
+    pub(super) saved: Rc<SavedCollectives>,
+    /// What every rank must agree on before any protocol runs.
+    protocol: ProtocolSettings,
+    /// Calls per collective, for the testing-only fault injection.
+    calls: [u64; 4],
+    test_faults: TestFaults,
+    /// A call failed midway: the protocols' state is not to be trusted, so
+    /// teardown skips their closing steps (the module hands every later call
+    /// over).
+    failed: bool,
+    /// Calls the module handed over without this state once it had failed.
+    handed_over_after_failure: u64,
     transport_choice: TransportChoice,
     verbs_settings: VerbsSettings,
     layout: WindowLayout,
@@ -155,7 +168,7 @@ impl CommState {
         }
     }
 
-    pub fn new(cid: u32, rank: usize, size: usize, saved: SavedCollectives, settings: &Settings) -> Self {
+    pub fn new(cid: u32, rank: usize, size: usize, saved: Rc<SavedCollectives>, settings: &Settings) -> Self {
         let (radix, _) = Self::barrier_radix(settings, size);
         let policy = wait_policy(settings, size);
         let (allreduce_config, allreduce_why) = reduction_config(settings, &settings.allreduce, size, policy);
@@ -171,11 +184,25 @@ impl CommState {
         );
         let layout = WindowLayout::new(size, radix, &allreduce_config, &reduce_config, &bcast_config);
         let context = format!("comm {cid}");
+        let protocol = ProtocolSettings::of(&ProtocolInputs {
+            settings,
+            size,
+            barrier_radix: radix,
+            allreduce: &allreduce_config,
+            reduce: &reduce_config,
+            bcast: &bcast_config,
+            window_len: layout.window_len,
+        });
         CommState {
             cid,
             rank,
             size,
             saved,
+            protocol,
+            calls: [0; 4],
+            test_faults: settings.test_faults,
+            failed: false,
+            handed_over_after_failure: 0,
             transport_choice: settings.transport,
             verbs_settings: settings.verbs.clone(),
             layout,
@@ -203,7 +230,19 @@ impl CommState {
     }
 
     fn connect(&mut self, comm: *mut sys::ompi_communicator_t) {
-        let exchange = self.saved.exchange(comm);
+        let saved = Rc::clone(&self.saved);
+        let exchange = saved.exchange(comm);
+        if let Err(why) = agree_on_protocol(&exchange, &self.protocol, self.size) {
+            let message = format!("comm {} rank {}: {why}; collectives fall back to the module underneath", self.cid, self.rank);
+            // Once per communicator and job, where it is easy to find.
+            if self.rank == 0 {
+                tracing::warn!("{message}");
+            } else {
+                tracing::info!("{message}");
+            }
+            self.link = Link::Unavailable;
+            return;
+        }
         let request = LinkRequest {
             choice: self.transport_choice,
             verbs: &self.verbs_settings,
@@ -262,10 +301,50 @@ impl CommState {
                 Step::Done(sys::OMPI_SUCCESS as c_int)
             }
             Err(why) => {
-                tracing::error!("comm {} rank {}: {} failed: {why}", self.cid, self.rank, collective.name());
+                tracing::error!(
+                    "comm {} rank {}: {} failed: {why}; later collectives on this communicator go to the module underneath",
+                    self.cid,
+                    self.rank,
+                    collective.name()
+                );
+                self.mark_failed();
                 Step::Done(sys::OMPI_ERROR as c_int)
             }
         }
+    }
+
+    /// Counts the call and panics where the testing-only parameter
+    /// coll_rdma_test_panic_at says, to exercise the recovery from a panic.
+    pub(super) fn count_call(&mut self, collective: Collective) {
+        let calls = &mut self.calls[collective as usize];
+        *calls += 1;
+        if self.test_faults.panic_at == Some((collective, *calls)) {
+            panic!("coll_rdma_test_panic_at={}:{} (testing only)", collective.name(), *calls);
+        }
+    }
+
+    /// Whether the testing-only coll_rdma_test_pack_failure_at makes this
+    /// rank's pack fail now (counting the packing bcast roots).
+    pub(super) fn injected_pack_failure(&mut self) -> bool {
+        match self.test_faults.pack_failure_at {
+            Some(at) => {
+                self.test_faults.packs_seen += 1;
+                self.test_faults.packs_seen == at
+            }
+            None => false,
+        }
+    }
+
+    pub(super) fn note_handed_over_after_failure(&mut self, calls: u64) {
+        self.handed_over_after_failure = calls;
+    }
+
+    pub(super) fn mark_failed(&mut self) {
+        self.failed = true;
+    }
+
+    pub(super) fn has_failed(&self) -> bool {
+        self.failed
     }
 
     /// Hands a call to the module underneath, saying why once per
@@ -289,7 +368,17 @@ impl Drop for CommState {
         // A root returns from MPI_Bcast before its receivers acknowledge,
         // and receivers acknowledge lazily: settle both before the window
         // goes away.
+        if self.failed {
+            tracing::info!(
+                "comm {} rank {}: a call failed earlier, so the protocols' closing steps are skipped; {} later call(s) \
+                 went to the module underneath (not in the counts below)",
+                self.cid,
+                self.rank,
+                self.handed_over_after_failure
+            );
+        }
         if let Link::Ready(ref transport) = self.link
+            && !self.failed
             && let Err(why) = self.bcast.drain(transport) {
                 tracing::warn!("comm {} rank {}: bcast could not settle before the communicator was freed: {why}", self.cid, self.rank);
             }
@@ -297,6 +386,7 @@ impl Drop for CommState {
         // are collective): once all have passed this barrier, no peer writes
         // into a window that is about to be deregistered.
         if let Link::Ready(ref transport) = self.link
+            && !self.failed
             && transport.needs_closing_barrier()
         {
             if let Err(why) = transport.quiesce_before_teardown() {

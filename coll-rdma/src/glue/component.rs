@@ -100,16 +100,25 @@ unsafe extern "C" fn close() -> c_int {
     })
 }
 
-unsafe extern "C" fn init_query(_progress_threads: bool, _mpi_threads: bool) -> c_int {
+unsafe extern "C" fn init_query(_progress_threads: bool, mpi_thread_multiple: bool) -> c_int {
     guarded("component init query", sys::OMPI_ERR_NOT_AVAILABLE as c_int, || {
         let settings = params::load();
-        match version::check(settings.pretend_running_version.as_deref()) {
-            Ok(()) => sys::OMPI_SUCCESS as c_int,
-            Err(refusal) => {
-                tracing::warn!("{refusal}");
-                sys::OMPI_ERR_NOT_AVAILABLE as c_int
-            }
+        let checked = version::check(settings.pretend_running_version.as_deref())
+            .and_then(|()| version::check_layout(settings.pretend_module_class_size));
+        if let Err(refusal) = checked {
+            tracing::warn!("{refusal}");
+            return sys::OMPI_ERR_NOT_AVAILABLE as c_int;
         }
+        if mpi_thread_multiple {
+            // Concurrent collectives on different communicators would share
+            // the progress callback and the idle hook in ways no test covers.
+            tracing::info!(
+                "not used: the job asked for MPI_THREAD_MULTIPLE, which coll rdma does not support; \
+                 every collective goes to the other components"
+            );
+            return sys::OMPI_ERR_NOT_AVAILABLE as c_int;
+        }
+        sys::OMPI_SUCCESS as c_int
     })
 }
 

@@ -14,6 +14,8 @@ pub(super) enum Handover {
     ElementTooLarge { element_bytes: usize, segment_bytes: usize },
     AboveLimit { bytes: usize, parameter: &'static str, limit: usize },
     AboveWindow { bytes: usize },
+    /// More bytes than MPI_Pack and MPI_Unpack count in a C int.
+    AbovePackLimit { bytes: usize },
     TransportUnavailable,
 }
 
@@ -27,6 +29,7 @@ impl Handover {
             Handover::ElementTooLarge { .. } => "element size",
             Handover::AboveLimit { .. } => "size limit",
             Handover::AboveWindow { .. } => "window limit",
+            Handover::AbovePackLimit { .. } => "pack limit",
             Handover::TransportUnavailable => "transport",
         }
     }
@@ -42,6 +45,9 @@ impl fmt::Display for Handover {
             }
             Handover::AboveLimit { bytes, parameter, limit } => write!(f, "{bytes} bytes exceed coll_rdma_{parameter}={limit}"),
             Handover::AboveWindow { bytes } => write!(f, "{bytes} bytes are above what the multicast window serves"),
+            Handover::AbovePackLimit { bytes } => {
+                write!(f, "{bytes} bytes are more than MPI_Pack counts (a rank with a non-contiguous datatype could not pack them)")
+            }
             Handover::TransportUnavailable => write!(f, "transport unavailable"),
         }
     }

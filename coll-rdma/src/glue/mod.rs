@@ -2,6 +2,7 @@
 //! it loads, MCA parameters, output, and the per-communicator state that
 //! connects a communicator to a transport and to the collectives.
 
+mod agreement;
 mod allreduce;
 mod barrier;
 mod bcast;

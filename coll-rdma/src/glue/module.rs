@@ -6,7 +6,8 @@
 use std::ffi::c_int;
 use std::mem::size_of;
 use std::ptr::{addr_of_mut, null_mut};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::rc::Rc;
 
 use ompi_sys as sys;
 
@@ -20,9 +21,20 @@ use super::saved::SavedCollectives;
 pub struct RdmaModule {
     base: sys::mca_coll_base_module_t,
     state: *mut CommState,
-    /// Held while a collective or the progress callback uses `state`: the
-    /// callback may run inside a call we handed to the module underneath.
-    busy: AtomicBool,
+    /// The functions underneath, also reachable while `state` is held:
+    /// calls nested inside our own setup, and calls after a failure, go
+    /// straight to them. One of the two `Rc` references (the state holds
+    /// the other); both are dropped in the destructor, on one thread.
+    saved: *const SavedCollectives,
+    /// Who uses `state`: 0 for nobody, else the token of the thread whose
+    /// collective (or progress callback) holds it. The callback may run
+    /// inside a call we handed to the module underneath.
+    holder: AtomicU64,
+    /// The state was left half-updated (a panic, or a transport error in the
+    /// middle of a protocol): every later call goes to the module underneath.
+    failed: AtomicBool,
+    /// Calls handed over because of `failed`, reported at teardown.
+    handed_over_after_failure: AtomicU64,
     /// The state has work to finish outside collective calls (a bcast
     /// root's unacknowledged messages); the progress callback serves it.
     needs_progress: AtomicBool,
@@ -48,7 +60,10 @@ unsafe extern "C" fn construct(object: *mut sys::opal_object_t) {
     unsafe {
         let module = object as *mut RdmaModule;
         (&raw mut (*module).state).write(null_mut());
-        (&raw mut (*module).busy).write(AtomicBool::new(false));
+        (&raw mut (*module).saved).write(std::ptr::null());
+        (&raw mut (*module).holder).write(AtomicU64::new(FREE));
+        (&raw mut (*module).failed).write(AtomicBool::new(false));
+        (&raw mut (*module).handed_over_after_failure).write(AtomicU64::new(0));
         (&raw mut (*module).needs_progress).write(AtomicBool::new(false));
     }
 }
@@ -63,7 +78,13 @@ unsafe extern "C" fn destruct(object: *mut sys::opal_object_t) {
         unsafe {
             let state = std::mem::replace(&mut (*module).state, null_mut());
             if !state.is_null() {
-                drop(Box::from_raw(state));
+                let mut state = Box::from_raw(state);
+                state.note_handed_over_after_failure((*module).handed_over_after_failure.load(Ordering::Acquire));
+                drop(state);
+            }
+            let saved = std::mem::replace(&mut (*module).saved, std::ptr::null());
+            if !saved.is_null() {
+                drop(Rc::from_raw(saved));
             }
         }
     })
@@ -107,34 +128,125 @@ unsafe extern "C" fn enable(module: *mut sys::mca_coll_base_module_t, comm: *mut
             );
             return sys::OMPI_ERROR as c_int;
         };
-        let state = Box::new(CommState::new(cid, rank, size, saved, params::load()));
+        let saved = Rc::new(saved);
+        let state = Box::new(CommState::new(cid, rank, size, Rc::clone(&saved), params::load()));
         // SAFETY: our module, enabled once per communicator.
-        unsafe { (*(module as *mut RdmaModule)).state = Box::into_raw(state) };
+        unsafe {
+            let module = module as *mut RdmaModule;
+            (*module).saved = Rc::into_raw(saved);
+            (*module).state = Box::into_raw(state);
+        }
         progress::register(module as *mut RdmaModule);
         sys::OMPI_SUCCESS as c_int
     })
 }
 
-/// Runs `call` on our per-communicator state behind `module`, holding the
-/// module's busy flag, and lets the progress callback know if work is left.
+const FREE: u64 = 0;
+
+/// A number per thread, never `FREE`, telling a nested call of the thread
+/// that holds a state from another thread's call.
+fn thread_token() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static TOKEN: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    TOKEN.with(|token| *token)
+}
+
+/// The module's state, held by one thread; released when dropped, also
+/// while a panic unwinds, which then marks the state failed.
+struct Held {
+    module: *mut RdmaModule,
+}
+
+impl Held {
+    /// Waits for the state; only the progress callback of another thread
+    /// holds it, briefly.
+    ///
+    /// # Safety
+    /// `module` must be a live, enabled module of ours.
+    unsafe fn acquire(module: *mut RdmaModule, token: u64) -> Held {
+        // SAFETY: guaranteed by the caller.
+        let holder = unsafe { &(*module).holder };
+        while holder.compare_exchange(FREE, token, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            std::thread::yield_now();
+        }
+        Held { module }
+    }
+
+    /// # Safety
+    /// As for `acquire`.
+    unsafe fn try_acquire(module: *mut RdmaModule, token: u64) -> Option<Held> {
+        // SAFETY: guaranteed by the caller.
+        let holder = unsafe { &(*module).holder };
+        holder.compare_exchange(FREE, token, Ordering::Acquire, Ordering::Relaxed).ok().map(|_| Held { module })
+    }
+
+    fn state(&mut self) -> &mut CommState {
+        // SAFETY: enable stored a live Box pointer; holding the module makes
+        // this the only reference.
+        unsafe { &mut *(*self.module).state }
+    }
+
+    fn mark_failed(&self) {
+        // SAFETY: the module outlives every holder.
+        unsafe { (*self.module).failed.store(true, Ordering::Release) };
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // Whatever the panic interrupted is half done: no later call may
+            // build on it, and the communicator's teardown must not run its
+            // closing protocol on it either.
+            self.mark_failed();
+            self.state().mark_failed();
+        }
+        // SAFETY: the module outlives every holder.
+        unsafe { (*self.module).holder.store(FREE, Ordering::Release) };
+    }
+}
+
+/// Runs `call` on our per-communicator state behind `module`, holding it,
+/// and lets the progress callback know if work is left. A call that cannot
+/// use the state (it is held by this very thread: the module underneath
+/// called back into us during our own setup; or it failed earlier) runs
+/// `underneath` on the saved functions instead, without waiting.
 ///
 /// # Safety
 /// `module` must be a module created by `new_module` and enabled on the
 /// communicator of the current call.
-pub(super) unsafe fn with_state(module: *mut sys::mca_coll_base_module_t, call: impl FnOnce(&mut CommState) -> Step) -> c_int {
+pub(super) unsafe fn with_state(
+    module: *mut sys::mca_coll_base_module_t,
+    call: impl FnOnce(&mut CommState) -> Step,
+    underneath: impl FnOnce(&SavedCollectives) -> c_int,
+) -> c_int {
     let module = module as *mut RdmaModule;
-    // SAFETY: guaranteed by the caller; the flags are only ever shared.
-    let (busy, needs_progress) = unsafe { (&(*module).busy, &(*module).needs_progress) };
-    while busy.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
-        // Only the progress callback of another thread holds it, briefly.
-        std::thread::yield_now();
+    let token = thread_token();
+    // SAFETY: guaranteed by the caller; the flags and `saved` are only ever
+    // shared, and `saved` lives as long as the module.
+    let (holder, failed, needs_progress, saved) =
+        unsafe { (&(*module).holder, &(*module).failed, &(*module).needs_progress, &*(*module).saved) };
+    if holder.load(Ordering::Acquire) == token {
+        tracing::debug!("a collective nested inside coll rdma's own call (the module underneath called back) goes to the module underneath");
+        return underneath(saved);
     }
-    // SAFETY: enable stored a live Box pointer; the busy flag makes this
-    // the only reference while it is held.
-    let state = unsafe { &mut *(*module).state };
+    if failed.load(Ordering::Acquire) {
+        // SAFETY: as above.
+        unsafe { (*module).handed_over_after_failure.fetch_add(1, Ordering::Relaxed) };
+        return underneath(saved);
+    }
+    // SAFETY: guaranteed by the caller.
+    let mut held = unsafe { Held::acquire(module, token) };
+    let state = held.state();
     let step = call(state);
-    let has_work = state.has_background_work();
-    busy.store(false, Ordering::Release);
+    let state_failed = state.has_failed();
+    let has_work = !state_failed && state.has_background_work();
+    if state_failed {
+        held.mark_failed();
+    }
+    drop(held);
     if has_work && !needs_progress.swap(true, Ordering::AcqRel) {
         progress::work_added();
     }
@@ -151,18 +263,25 @@ pub(super) unsafe fn with_state(module: *mut sys::mca_coll_base_module_t, call: 
 /// `module` must be a live, enabled module of ours.
 pub(super) unsafe fn progress_state(module: *mut RdmaModule) -> bool {
     // SAFETY: guaranteed by the caller.
-    let (busy, needs_progress) = unsafe { (&(*module).busy, &(*module).needs_progress) };
+    let (failed, needs_progress) = unsafe { (&(*module).failed, &(*module).needs_progress) };
     if !needs_progress.load(Ordering::Acquire) {
         return true;
     }
-    if busy.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
-        return false;
-    }
-    // SAFETY: as in `with_state`.
-    let state = unsafe { &mut *(*module).state };
-    state.progress_background_work();
-    let finished = !state.has_background_work();
-    busy.store(false, Ordering::Release);
+    let finished = if failed.load(Ordering::Acquire) {
+        true
+    } else {
+        // SAFETY: guaranteed by the caller.
+        let Some(mut held) = (unsafe { Held::try_acquire(module, thread_token()) }) else {
+            return false;
+        };
+        let state = held.state();
+        state.progress_background_work();
+        let finished = state.has_failed() || !state.has_background_work();
+        if state.has_failed() {
+            held.mark_failed();
+        }
+        finished
+    };
     if finished && needs_progress.swap(false, Ordering::AcqRel) {
         progress::work_finished();
     }

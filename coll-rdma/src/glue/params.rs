@@ -9,6 +9,8 @@ use std::time::Duration;
 use ompi_sys as sys;
 use tuning::{AllreduceModel, BarrierModel, MAX_BARRIER_RADIX};
 
+use super::comm_state::Collective;
+
 // Storage written by Open MPI's variable system during registration (single
 // threaded, inside MPI_Init or ompi_info) and only read afterwards.
 static mut PRIORITY: c_int = 40;
@@ -25,6 +27,9 @@ static mut STALL_WARNING_SECONDS: c_int = 10;
 static mut MODEL_LATENCY_NS: c_int = BarrierModel::SHARED_MEMORY.latency_ns as c_int;
 static mut MODEL_PUT_GAP_NS: c_int = BarrierModel::SHARED_MEMORY.put_gap_ns as c_int;
 static mut TEST_RUNNING_VERSION: *const c_char = c"".as_ptr();
+static mut TEST_MODULE_CLASS_SIZE: c_int = 0;
+static mut TEST_PANIC_AT: *const c_char = c"".as_ptr();
+static mut TEST_PACK_FAILURE_AT: c_int = 0;
 static mut ALLREDUCE_DEGREE: c_int = 0;
 static mut ALLREDUCE_SEGMENT_SIZE: c_int = 8192;
 static mut ALLREDUCE_EXCHANGE_MAX: c_int = -1;
@@ -88,10 +93,40 @@ pub struct Settings {
     pub stall_warning: Duration,
     pub model: BarrierModel,
     pub pretend_running_version: Option<String>,
+    /// Testing: pretend the running Open MPI's module class has this size.
+    pub pretend_module_class_size: Option<usize>,
+    pub test_faults: TestFaults,
     pub allreduce: ReductionSettings,
     pub reduce: ReductionSettings,
     pub reduction_model: AllreduceModel,
     pub bcast: BcastSettings,
+}
+
+/// Testing only: faults injected to exercise the recovery paths.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TestFaults {
+    /// Panic inside this collective's n-th call (1-based) on a communicator.
+    pub panic_at: Option<(Collective, u64)>,
+    /// The n-th packing bcast root of a communicator fails to pack.
+    pub pack_failure_at: Option<u64>,
+    /// Packing roots seen so far (per communicator: each state has a copy).
+    pub packs_seen: u64,
+}
+
+/// "bcast:3" as (Bcast, 3); `None` (with a warning) when malformed.
+fn panic_at_setting(text: &str) -> Option<(Collective, u64)> {
+    if text.is_empty() {
+        return None;
+    }
+    let parsed = text.split_once(':').and_then(|(name, calls)| {
+        let collective = Collective::ALL.into_iter().find(|c| c.name() == name.trim())?;
+        let calls = calls.trim().parse::<u64>().ok().filter(|&n| n >= 1)?;
+        Some((collective, calls))
+    });
+    if parsed.is_none() {
+        tracing::warn!("coll_rdma_test_panic_at=\"{text}\" is invalid (COLLECTIVE:N, e.g. allreduce:3); no panic is injected");
+    }
+    parsed
 }
 
 /// How MPI_Bcast's reliable multicast is configured.
@@ -232,6 +267,27 @@ fn registrations() -> Vec<Registration> {
             kind: STRING,
             level: DEV,
             storage: &raw mut TEST_RUNNING_VERSION as *mut c_void,
+        },
+        Registration {
+            name: c"test_module_class_size",
+            help: c"Testing only: pretend the running Open MPI's mca_coll_base_module_t has this many bytes, to exercise the check that disqualifies coll rdma when the running library's structures differ from those it was built against (e.g. a debug build of the same version); 0 uses the real size",
+            kind: INT,
+            level: DEV,
+            storage: &raw mut TEST_MODULE_CLASS_SIZE as *mut c_void,
+        },
+        Registration {
+            name: c"test_panic_at",
+            help: c"Testing only: COLLECTIVE:N (barrier, allreduce, reduce or bcast) makes coll rdma panic inside the N-th call of that collective on every communicator, to exercise the recovery (the call returns an error, later calls go to the module underneath); empty injects nothing",
+            kind: STRING,
+            level: DEV,
+            storage: &raw mut TEST_PANIC_AT as *mut c_void,
+        },
+        Registration {
+            name: c"test_pack_failure_at",
+            help: c"Testing only: N > 0 makes the N-th bcast root on a communicator that packs a non-contiguous datatype fail to pack, to exercise the recovery (every rank's call returns an error, later calls go to the module underneath); 0 injects nothing",
+            kind: INT,
+            level: DEV,
+            storage: &raw mut TEST_PACK_FAILURE_AT as *mut c_void,
         },
         Registration {
             name: c"allreduce_degree",
@@ -420,6 +476,9 @@ pub struct RawParams {
     pub model_latency_ns: i32,
     pub model_put_gap_ns: i32,
     pub test_running_version: String,
+    pub test_module_class_size: i32,
+    pub test_panic_at: String,
+    pub test_pack_failure_at: i32,
     pub allreduce_degree: i32,
     pub allreduce_segment_size: i32,
     pub allreduce_exchange_max: i32,
@@ -460,6 +519,9 @@ fn read_raw() -> RawParams {
             model_latency_ns: MODEL_LATENCY_NS,
             model_put_gap_ns: MODEL_PUT_GAP_NS,
             test_running_version: string_value(TEST_RUNNING_VERSION),
+            test_module_class_size: TEST_MODULE_CLASS_SIZE,
+            test_panic_at: string_value(TEST_PANIC_AT),
+            test_pack_failure_at: TEST_PACK_FAILURE_AT,
             allreduce_degree: ALLREDUCE_DEGREE,
             allreduce_segment_size: ALLREDUCE_SEGMENT_SIZE,
             allreduce_exchange_max: ALLREDUCE_EXCHANGE_MAX,
@@ -554,6 +616,12 @@ pub fn validate(raw: RawParams) -> Settings {
         stall_warning,
         model: BarrierModel { latency_ns, put_gap_ns },
         pretend_running_version: Some(raw.test_running_version.clone()).filter(|v| !v.is_empty()),
+        pretend_module_class_size: usize::try_from(raw.test_module_class_size).ok().filter(|&bytes| bytes > 0),
+        test_faults: TestFaults {
+            panic_at: panic_at_setting(&raw.test_panic_at),
+            pack_failure_at: u64::try_from(raw.test_pack_failure_at).ok().filter(|&n| n > 0),
+            packs_seen: 0,
+        },
         allreduce: ReductionSettings {
             degree: degree_setting("allreduce_degree", raw.allreduce_degree),
             segment_bytes: segment_setting("allreduce_segment_size", raw.allreduce_segment_size),

@@ -26,12 +26,18 @@ pub(super) unsafe extern "C" fn reduce(
 ) -> c_int {
     guarded("MPI_Reduce", sys::OMPI_ERROR as c_int, || {
         // SAFETY: Open MPI calls us with the module it enabled for `comm`.
-        unsafe { with_state(module, |state| state.reduce(&ReductionCall { send, recv, count, dtype, op, comm }, root)) }
+        let call = ReductionCall { send, recv, count, dtype, op, comm };
+        unsafe { with_state(module, |state| state.reduce(&call, root), |saved| saved.reduce(call, root)()) }
     })
 }
 
 impl CommState {
     fn reduce(&mut self, call: &ReductionCall, root: c_int) -> Step {
+        // First, before any decision between paths (see allreduce).
+        if !self.ensure_link(call.comm) {
+            return self.hand_over_reduce(call, root, Handover::TransportUnavailable);
+        }
+        self.count_call(Collective::Reduce);
         if call.count == 0 {
             return self.finish(Collective::Reduce, Ok(()));
         }
@@ -39,9 +45,6 @@ impl CommState {
             Ok(message) => message,
             Err(unserved) => return self.hand_over_reduce(call, root, unserved),
         };
-        if !self.ensure_link(call.comm) {
-            return self.hand_over_reduce(call, root, Handover::TransportUnavailable);
-        }
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let span = message.span;
         let root = root as usize;

@@ -47,9 +47,72 @@ pub fn check(pretend: Option<&str>) -> Result<(), String> {
     }
 }
 
+/// One structure the component reads or extends, with its size as the
+/// running library's class descriptor reports it and as the bindings have it.
+struct StructSize {
+    name: &'static str,
+    running: usize,
+    built: usize,
+}
+
+fn struct_sizes(pretend_module_size: Option<usize>) -> [StructSize; 2] {
+    // SAFETY: the class descriptors are statics of the running libmpi;
+    // cls_sizeof is set where they are defined (sizeof of the C type as
+    // that library was compiled) and never written afterwards.
+    let (module, communicator) = unsafe {
+        (
+            (*std::ptr::addr_of!(ompi_sys::mca_coll_base_module_t_class)).cls_sizeof,
+            (*std::ptr::addr_of!(ompi_sys::ompi_communicator_t_class)).cls_sizeof,
+        )
+    };
+    [
+        StructSize {
+            name: "mca_coll_base_module_t",
+            running: pretend_module_size.unwrap_or(module),
+            built: std::mem::size_of::<ompi_sys::mca_coll_base_module_t>(),
+        },
+        StructSize { name: "ompi_communicator_t", running: communicator, built: std::mem::size_of::<ompi_sys::ompi_communicator_t>() },
+    ]
+}
+
+/// `Err(message)` when a structure coll rdma extends or reads (its module,
+/// which it extends; the communicator, whose collective table it reads)
+/// has another size in the running library than in the headers it was built
+/// from: a debug build of the same version, or other configure options,
+/// lay them out differently. `pretend_module_size` replaces the running
+/// module size (for tests).
+pub fn check_layout(pretend_module_size: Option<usize>) -> Result<(), String> {
+    let differing: Vec<String> = struct_sizes(pretend_module_size)
+        .iter()
+        .filter(|s| s.running != s.built)
+        .map(|s| format!("{} is {} bytes in the running Open MPI, {} in the headers coll rdma was built against", s.name, s.running, s.built))
+        .collect();
+    if differing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}; coll rdma disqualifies itself (rebuild it against the headers of the running Open MPI, e.g. its debug build)",
+            differing.join("; ")
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_running_library_matches_the_bindings() {
+        assert_eq!(check_layout(None), Ok(()));
+    }
+
+    #[test]
+    fn a_module_of_another_size_is_refused() {
+        let built = std::mem::size_of::<ompi_sys::mca_coll_base_module_t>();
+        let refusal = check_layout(Some(built + 8)).unwrap_err();
+        assert!(refusal.contains(&format!("mca_coll_base_module_t is {} bytes in the running Open MPI, {built}", built + 8)), "{refusal}");
+        assert!(refusal.contains("disqualifies itself"), "{refusal}");
+    }
 
     #[test]
     fn parses_the_library_banner() {

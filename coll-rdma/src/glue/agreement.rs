@@ -1,0 +1,176 @@
+//! The settings every rank must share for the protocols to meet: the same
+//! barrier radix, tree degrees, segment and slot sizes, bcast window,
+//! size limits (each decides between our path and the module underneath),
+//! transport choice... Each rank may read different MCA parameters (per-rank
+//! environment, files, MPMD launches), so the first collective call on a
+//! communicator gathers every rank's values before any protocol runs; on a
+//! difference every rank hands over, and the message names what differs.
+
+use std::fmt::Write as _;
+
+use btl_ibmc::{Exchange, TransportError};
+
+use crate::allreduce::AllreduceConfig;
+use crate::bcast::BcastConfig;
+
+use super::params::{Settings, TransportChoice};
+
+/// What a communicator's protocols are built from, as its setup computed it.
+pub(super) struct ProtocolInputs<'a> {
+    pub settings: &'a Settings,
+    pub size: usize,
+    pub barrier_radix: usize,
+    pub allreduce: &'a AllreduceConfig,
+    pub reduce: &'a AllreduceConfig,
+    pub bcast: &'a BcastConfig,
+    pub window_len: usize,
+}
+
+/// The effective value of every protocol-changing setting, each named by
+/// the parameter that sets it (a model's choice counts: two ranks with
+/// different model parameters may choose different radices).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct ProtocolSettings {
+    values: Vec<(&'static str, u64)>,
+}
+
+/// A limit of `None` (never hand over) as a value no limit reaches.
+fn limit(max_bytes: Option<usize>) -> u64 {
+    max_bytes.map_or(u64::MAX, |bytes| bytes as u64)
+}
+
+impl ProtocolSettings {
+    pub(super) fn of(inputs: &ProtocolInputs) -> Self {
+        let settings = inputs.settings;
+        let multicast = &inputs.bcast.multicast;
+        let transport = match settings.transport {
+            TransportChoice::Auto => 0,
+            TransportChoice::Shm => 1,
+            TransportChoice::Verbs => 2,
+        };
+        let values = vec![
+            ("communicator size", inputs.size as u64),
+            ("coll_rdma_transport (0 auto, 1 shm, 2 verbs)", transport),
+            ("coll_rdma_verbs_multicast", settings.verbs.multicast as u64),
+            ("coll_rdma_test_pretend_nodes", settings.verbs.pretend_nodes.max(1) as u64),
+            ("coll_rdma_barrier_radix", inputs.barrier_radix as u64),
+            ("coll_rdma_allreduce_degree", inputs.allreduce.degree as u64),
+            ("coll_rdma_allreduce_segment_size", inputs.allreduce.segment_bytes as u64),
+            ("coll_rdma_allreduce_exchange_max", inputs.allreduce.exchange_max_bytes as u64),
+            ("coll_rdma_allreduce_max_bytes", limit(settings.allreduce.max_bytes)),
+            ("coll_rdma_reduce_degree", inputs.reduce.degree as u64),
+            ("coll_rdma_reduce_segment_size", inputs.reduce.segment_bytes as u64),
+            ("coll_rdma_reduce_max_bytes", limit(settings.reduce.max_bytes)),
+            ("coll_rdma_bcast_window", multicast.window_slots as u64),
+            ("coll_rdma_bcast_slot_size", multicast.slot_bytes as u64),
+            ("coll_rdma_bcast_fragment_size", multicast.fragment_bytes as u64),
+            ("coll_rdma_bcast_co_roots", multicast.co_roots as u64),
+            ("coll_rdma_bcast_ack_interval", multicast.ack_interval as u64),
+            ("coll_rdma_bcast_timeout_ms", multicast.timeout.as_millis() as u64),
+            ("coll_rdma_bcast_nack", multicast.nack as u64),
+            ("coll_rdma_bcast_max_bytes", limit(settings.bcast.max_bytes)),
+            ("bcast length served natively", inputs.bcast.substrate_max_bytes as u64),
+            ("window length", inputs.window_len as u64),
+        ];
+        ProtocolSettings { values }
+    }
+
+    /// The fixed-length record this rank contributes: the count, then each value.
+    fn record(&self) -> Vec<u8> {
+        let mut record = Vec::with_capacity(8 * (self.values.len() + 1));
+        record.extend_from_slice(&(self.values.len() as u64).to_le_bytes());
+        for (_, value) in &self.values {
+            record.extend_from_slice(&value.to_le_bytes());
+        }
+        record
+    }
+}
+
+/// `Ok` when every rank's record in `all` equals the first one; otherwise a
+/// sentence naming each differing setting with the values seen and the
+/// first rank holding each. Every rank sees the same records, so every
+/// rank reaches the same verdict.
+fn compare(mine: &ProtocolSettings, all: &[u8]) -> Result<(), String> {
+    let record_len = 8 * (mine.values.len() + 1);
+    let word = |rank: usize, index: usize| {
+        let at = rank * record_len + 8 * index;
+        u64::from_le_bytes(all[at..at + 8].try_into().expect("8 bytes"))
+    };
+    let ranks = all.len() / record_len;
+    if (0..ranks).any(|rank| word(rank, 0) != mine.values.len() as u64) {
+        return Err("ranks run different builds of coll rdma (their setup records differ in length)".to_string());
+    }
+    let mut differing = Vec::new();
+    for (index, (name, _)) in mine.values.iter().enumerate() {
+        let mut seen: Vec<(u64, usize)> = Vec::new();
+        for rank in 0..ranks {
+            let value = word(rank, index + 1);
+            if !seen.iter().any(|&(v, _)| v == value) {
+                seen.push((value, rank));
+            }
+        }
+        if seen.len() > 1 {
+            let mut text = format!("{name} (");
+            for (i, (value, rank)) in seen.iter().enumerate() {
+                let shown = if *value == u64::MAX { "-1".to_string() } else { value.to_string() };
+                let _ = write!(text, "{}{shown} at rank {rank}", if i > 0 { ", " } else { "" });
+            }
+            text.push(')');
+            differing.push(text);
+        }
+    }
+    if differing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("ranks differ in settings the protocols must share: {}", differing.join("; ")))
+    }
+}
+
+/// Gathers every rank's protocol settings (over `size` ranks) and checks
+/// they are identical.
+pub(super) fn agree_on_protocol(exchange: &dyn Exchange, mine: &ProtocolSettings, size: usize) -> Result<(), String> {
+    let record = mine.record();
+    let mut all = vec![0u8; record.len() * size];
+    exchange.allgather(&record, &mut all).map_err(|why: TransportError| format!("the setup exchange failed: {why}"))?;
+    compare(mine, &all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(values: &[(&'static str, u64)]) -> ProtocolSettings {
+        ProtocolSettings { values: values.to_vec() }
+    }
+
+    fn gathered(records: &[&ProtocolSettings]) -> Vec<u8> {
+        records.iter().flat_map(|r| r.record()).collect()
+    }
+
+    #[test]
+    fn identical_records_agree() {
+        let a = settings(&[("coll_rdma_barrier_radix", 2), ("coll_rdma_bcast_window", 64)]);
+        assert_eq!(compare(&a, &gathered(&[&a, &a, &a])), Ok(()));
+    }
+
+    #[test]
+    fn a_difference_names_the_parameter_and_its_values() {
+        let a = settings(&[("coll_rdma_barrier_radix", 3), ("coll_rdma_bcast_window", 64), ("coll_rdma_bcast_max_bytes", u64::MAX)]);
+        let b = settings(&[("coll_rdma_barrier_radix", 1), ("coll_rdma_bcast_window", 64), ("coll_rdma_bcast_max_bytes", 100)]);
+        let why = compare(&a, &gathered(&[&a, &b, &a, &b])).unwrap_err();
+        assert!(why.contains("coll_rdma_barrier_radix (3 at rank 0, 1 at rank 1)"), "{why}");
+        assert!(why.contains("coll_rdma_bcast_max_bytes (-1 at rank 0, 100 at rank 1)"), "{why}");
+        assert!(!why.contains("bcast_window"), "{why}");
+        // every rank reaches the same verdict, whichever record is its own
+        assert_eq!(compare(&b, &gathered(&[&a, &b, &a, &b])).unwrap_err(), why);
+    }
+
+    #[test]
+    fn records_of_another_build_disagree() {
+        let a = settings(&[("coll_rdma_barrier_radix", 2)]);
+        let longer = settings(&[("coll_rdma_barrier_radix", 2), ("x", 0)]);
+        let mut all = a.record();
+        all.extend_from_slice(&longer.record()[..a.record().len()]);
+        assert!(compare(&a, &all).unwrap_err().contains("different builds"));
+    }
+}
