@@ -78,6 +78,8 @@ ulimit -l unlimited
 ulimit -n 65536 2>/dev/null || true
 
 $BB ip link set lo up
+# RXE_MTU: eth0's MTU; rxe's path MTU follows it (9000 gives 4096).
+[ -z "$RXE_MTU" ] || $BB ip link set eth0 mtu "$RXE_MTU" || fail "cannot set the MTU of eth0 to $RXE_MTU"
 $BB ip link set eth0 up || fail "no eth0"
 $BB ip addr add 10.77.0.$((I + 1))/24 dev eth0
 $BB ip route add 224.0.0.0/4 dev eth0   # IP multicast sockets work without a default route

@@ -275,6 +275,7 @@ run() {
         echo "RXE_LOSS=$loss"
         echo "RXE_LOSS_SCOPE=$scope"
         echo "RXE_NETEM=$(shq "$netem")"
+        echo "RXE_MTU=$(shq "${RXE_MTU:-}")"
         echo "RXE_CWD=$(shq "$PWD")"
         echo "RXE_AGENT=$(shq "$HERE/rsh-agent")"
         echo "RXE_DIR=$(shq "$HERE")"
