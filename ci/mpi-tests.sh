@@ -5,6 +5,7 @@
 #
 # usage: ci/mpi-tests.sh [--stock] [--quick] [--only REGEX] [--list]
 #                         [--transport NAME] [--hosts HOSTS] [--nps "N..."]
+#                         [--build-only]
 #   --stock       run the programs against stock Open MPI (no component needed;
 #                 the checks that need the component are skipped)
 #   --quick       fewer iterations (a fast smoke test)
@@ -18,8 +19,14 @@
 #   --nps "N..."  process counts of section 1 (default "1 2 3 4 5 8")
 #   --mca NAME VALUE  one more MCA parameter for every run of section 1
 #                 (repeatable; implies section 1 only, like --transport)
+#   --build-only  only bring the programs in build/tests/ up to date
 # environment:
 #   TEST_TIMEOUT  seconds allowed for each mpirun (default 120)
+#   MPI_TESTS_NO_BUILD=1  never compile: stop if a program in build/tests/ is
+#                 missing or older than its source. The Soft-RoCE guests set
+#                 it: a program compiled inside one guest lands in that
+#                 guest's private overlay, which the other guests (and mpirun
+#                 there) cannot see, so ci/rxe-tests.sh builds on the host
 #   KEEP_LOGS=1   keep the logs of passing tests too (build/mpi-tests/)
 #   MPI_TESTS_LOGDIR  where the logs go (default build/mpi-tests); with
 #                 --hosts it must be a directory every host sees, since each
@@ -44,6 +51,7 @@ MODE=component
 QUICK=0
 ONLY=
 LIST=0
+BUILD_ONLY=0
 TRANSPORT=
 HOSTS=
 NPS_SET=
@@ -54,11 +62,12 @@ while [ $# -gt 0 ]; do
         --quick) QUICK=1 ;;
         --only) ONLY=${2:?--only needs a regex}; shift ;;
         --list) LIST=1 ;;
+        --build-only) BUILD_ONLY=1 ;;
         --transport) TRANSPORT=${2:?--transport needs a name}; shift ;;
         --hosts) HOSTS=${2:?--hosts needs a host list}; shift ;;
         --nps) NPS_SET=${2:?--nps needs process counts}; shift ;;
         --mca) EXTRA_MCA+=(--mca "${2:?--mca needs a name}" "${3:?--mca needs a value}"); shift 2 ;;
-        -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
         *) echo "mpi-tests: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
     shift
@@ -92,7 +101,7 @@ COMPONENT_PATH="SYS_DEFAULT:$COMPDIR"
 SYSDIR=$(ompi_info --path pkglibdir | awk '{print $2}')
 OMPI_VERSION=$(ompi_info --parsable | awk -F: '$1=="ompi" && $2=="version" && $3=="full" {print $4}')
 
-if [ "$MODE" = component ] && [ "$LIST" = 0 ]; then
+if [ "$MODE" = component ] && [ "$LIST" = 0 ] && [ "$BUILD_ONLY" = 0 ]; then
     [ -f "$COMPDIR/mca_coll_rdma.so" ] ||
         die "$COMPDIR/mca_coll_rdma.so is missing: run 'make build' first (or use --stock)"
     if [ -n "$SYSDIR" ] && [ -e "$SYSDIR/mca_coll_rdma.so" ]; then
@@ -114,10 +123,14 @@ if [ "$LIST" = 0 ]; then
         prog=$(basename "$src" .c)
         if [ ! -x "$BIN/$prog" ] || [ "$src" -nt "$BIN/$prog" ] ||
             [ "$ROOT/tests/mpi/common.h" -nt "$BIN/$prog" ]; then
-            mpicc -O2 -Wall -o "$BIN/$prog" "$src" || die "cannot compile $src"
+            [ "${MPI_TESTS_NO_BUILD:-0}" = 1 ] &&
+                die "$BIN/$prog is missing or older than its source and MPI_TESTS_NO_BUILD=1: run 'ci/mpi-tests.sh --build-only' where every host sees the result"
+            mpicc -O2 -Wall -o "$BIN/$prog.tmp" "$src" || die "cannot compile $src"
+            mv -f "$BIN/$prog.tmp" "$BIN/$prog"
         fi
     done
 fi
+[ "$BUILD_ONLY" = 1 ] && { say "mpi-tests: programs in $BIN are up to date"; exit 0; }
 
 # ------------------------------------------------------------------ helpers
 PASSED=0 FAILED=0 SKIPPED=0
@@ -207,6 +220,10 @@ run_test() {
     fi
     if [ "$expect" = ok ]; then
         [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ "$rc" = 137 ] || why+=("mpirun exited with status $rc")
+        # mpirun's own reason when it could not start a rank at all (its
+        # status is then 132, which looks like a SIGILL but is none)
+        grep -q 'unable to launch the specified application' "$dir/mpirun.log" 2>/dev/null &&
+            why+=("mpirun could not start the program: $(grep -A6 'unable to launch' "$dir/mpirun.log" | grep -E 'Executable:|Node:' | tr -s ' ' | paste -sd ' ')")
         [ "${#ranks[@]}" = "$np" ] || why+=("output of ${#ranks[@]} rank(s) found, expected $np")
         local bad
         bad=$(grep -h '^FAIL:' "$dir"/out/*/rank.*/stdout 2>/dev/null | head -5 || true)

@@ -12,7 +12,10 @@
 #      multicast turned off (the tree of RDMA writes); then the same MPI
 #      tests with transport auto and coll_rdma_test_pretend_nodes=2, so that
 #      the guest's ranks act as two nodes (shm within, verbs between);
-#   2. two guests: one MPI job spanning them (transport auto, which must pick
+#   2. two guests: the device tests' two-host case (a rank per guest: puts,
+#      reliable messages and multicast datagrams, every byte checked) with
+#      loss and delay on ALL traffic (netem: RC retransmits);
+#   3. two guests: one MPI job spanning them (transport auto, which must pick
 #      shm within each guest and verbs between them: RC RDMA writes and UD
 #      multicast), first clean, then with 5 %
 #      loss on the multicast path; the results are checked by the programs
@@ -25,6 +28,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 GUESTS=ci/rxe/guests.sh
 LOSS_PCT=${RXE_LOSS_PCT:-5}
+# netem on all traffic of the two-guest device step; "off" skips that step
+# (see docs/testbed.md: Soft-RoCE itself sometimes fails it)
+NETEM_ALL=${RXE_NETEM_ALL:-loss 1% delay 1ms}
 
 say() { printf 'rxe: %s\n' "$*"; }
 
@@ -43,6 +49,12 @@ fi
 
 # --------------------------------------------------------------- builds
 [ -f build/components/mca_coll_rdma.so ] || { say "build/components/mca_coll_rdma.so missing: run 'make build'"; exit 2; }
+# The MPI test programs are built here, on the host: a guest that compiled
+# one would write it into its own private overlay, where mpirun finds it for
+# that guest's ranks but the other guest's orted does not ("unable to launch
+# the specified application", mpirun status 132). The guests only check.
+bash ci/mpi-tests.sh --build-only >build/rxe-mpi-build.log 2>&1 ||
+    { sed 's/^/  mpi-tests build: /' build/rxe-mpi-build.log | tail -20; say "could not build the MPI test programs"; exit 2; }
 DEVICE_TEST=$(cargo test --release -p btl-ibmc --test verbs_device --no-run --message-format=json 2>/dev/null |
     sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
 [ -x "$DEVICE_TEST" ] || { say "could not build btl-ibmc's verbs_device test"; exit 2; }
@@ -61,7 +73,7 @@ step() {  # step NAME LOGFILE -- COMMAND...
         FAILED=$((FAILED + 1))
         FAILED_STEPS+=("$name")
         printf '%-46s FAIL  %5ss  (log: %s)\n' "$name" "$((SECONDS - t0))" "$log"
-        grep -E 'FAIL|failed|error|panicked|TIMEOUT' "$log" | head -15 | sed 's/^/      /'
+        grep -E 'FAIL|failed|error|panicked|TIMEOUT|could not start' "$log" | head -15 | sed 's/^/      /'
     fi
 }
 
@@ -74,23 +86,35 @@ say "test bed ready ($(cat build/rxe/kernel-version 2>/dev/null || echo '?')); l
 step "one-guest-verbs-device-tests" "$LOGS/device.log" -- \
     "$GUESTS" run --timeout 900 -- "$DEVICE_TEST" --test-threads=1 --nocapture
 step "one-guest-mpi-transport-verbs" "$LOGS/mpi-one-guest.log" -- \
-    "$GUESTS" run --timeout 1500 -- env TEST_TIMEOUT=300 KEEP_LOGS=0 \
+    "$GUESTS" run --timeout 1500 -- env TEST_TIMEOUT=300 KEEP_LOGS=0 MPI_TESTS_NO_BUILD=1 \
     ci/mpi-tests.sh --quick --transport verbs --nps "3" --only 'barrier_order|reduce_ops|bcast'
 step "one-guest-mpi-verbs-bcast-put-tree" "$LOGS/mpi-put-tree.log" -- \
-    "$GUESTS" run --timeout 900 -- env TEST_TIMEOUT=300 KEEP_LOGS=1 MPI_TESTS_LOGDIR=/run/rxe/mpi-tests \
+    "$GUESTS" run --timeout 900 -- env TEST_TIMEOUT=300 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 MPI_TESTS_LOGDIR=/run/rxe/mpi-tests \
     sh -c 'ci/mpi-tests.sh --quick --transport verbs --mca coll_rdma_verbs_multicast 0 --nps "3" --only bcast &&
            grep -rq "offers no multicast: bcast goes down a binomial tree of puts" /run/rxe/mpi-tests/'
 step "one-guest-mpi-shm+verbs-two-pretended-nodes" "$LOGS/mpi-pretend-nodes.log" -- \
-    "$GUESTS" run --timeout 1500 -- env TEST_TIMEOUT=300 KEEP_LOGS=0 EXPECT_TRANSPORT="shm+verbs" \
+    "$GUESTS" run --timeout 1500 -- env TEST_TIMEOUT=300 KEEP_LOGS=0 MPI_TESTS_NO_BUILD=1 EXPECT_TRANSPORT="shm+verbs" \
     ci/mpi-tests.sh --quick --transport auto --mca coll_rdma_test_pretend_nodes 2 --nps "4" \
     --only 'barrier_order|reduce_ops|bcast'
 
 # 2. two guests: the device tests' two-host case (a rank per guest, set up
-#    over TCP: puts, reliable messages, multicast datagrams counted), with
-#    loss on the multicast path
-step "two-guests-verbs-device-multicast-loss-$LOSS_PCT%" "$LOGS/device-two-guests.log" -- \
-    "$GUESTS" run --guests 2 --loss "$LOSS_PCT" --timeout 900 -- "$DEVICE_TEST" --test-threads=1 --nocapture two_hosts
-grep -E "puts checked|reliable messages|multicast|datagram" "$LOGS/device-two-guests.log" | sed "s/^/      /" | head -8
+#    over TCP: puts and reliable messages checked byte for byte, multicast
+#    datagrams counted) with loss and delay on every packet, RC included:
+#    RC must recover by retransmission and no byte may arrive wrong (issue
+#    9, item 13; with a 1024-byte path MTU Soft-RoCE sometimes delivers
+#    extra bytes after a retransmission, docs/testbed.md, so this step runs
+#    at path MTU 4096; RXE_NETEM_MTU=1500 shows the defect)
+if [ "$NETEM_ALL" = off ]; then
+    say "two-guests-verbs-device-netem-all-traffic SKIPPED: RXE_NETEM_ALL=off"
+else
+    # eth0 MTU 9000 gives rxe a path MTU of 4096 (common on RoCE fabrics):
+    # every reliable message is one packet, which keeps it clear of
+    # Soft-RoCE's defect with retransmitted multi-packet requests.
+    step "two-guests-verbs-device-netem-all-traffic" "$LOGS/device-two-guests.log" -- \
+        env RXE_MTU="${RXE_NETEM_MTU:-9000}" "$GUESTS" run --guests 2 --netem "$NETEM_ALL" --timeout 900 -- \
+        env VERBS_TEST_RELIABLE_COUNT=500 VERBS_TEST_MAX_PUT=262144 "$DEVICE_TEST" --test-threads=1 --nocapture two_hosts
+    grep -E "netem on|puts checked|reliable messages|multicast|datagram" "$LOGS/device-two-guests.log" | sed "s/^/      /" | head -8
+fi
 
 # 3. two guests, one job across them; logs on the run's shared directory,
 #    which both guests see (each rank's output is written on its own guest)
@@ -98,7 +122,7 @@ two_guest_job() {  # two_guest_job NAME LOG NPS [guests.sh options...]
     local name=$1 log=$2 nps=$3
     shift 3
     step "$name" "$log" -- \
-        "$GUESTS" run --guests 2 --primary --timeout 1500 "$@" -- env TEST_TIMEOUT=400 KEEP_LOGS=1 \
+        "$GUESTS" run --guests 2 --primary --timeout 1500 "$@" -- env TEST_TIMEOUT=400 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 \
         MPI_TESTS_LOGDIR=/run/rxe/mpi-tests EXPECT_TRANSPORT="shm+verbs shm" NPS="$nps" \
         sh -c 'ci/mpi-tests.sh --quick --hosts g0:2,g1:2 --transport auto --nps "$NPS" \
                    --only "barrier_order|reduce_ops|bcast"; status=$?;

@@ -39,7 +39,15 @@ stage() {
     return 0
 }
 
+# Programs killed by a fault: the kernel's "traps: ... invalid opcode ip:...
+# in LIB[base+size]" and "segfault at" lines name the instruction's library.
+report_faults() {
+    $BB dmesg 2>/dev/null | $BB grep -E 'traps:|segfault at|general protection|invalid opcode' |
+        $BB sed "s/^/guest-init: g$I kernel: /" | $BB head -n 20
+}
+
 off() {
+    report_faults
     $BB sleep 0.5   # let the serial console drain the command's last output
     echo "@@rxe-poweroff@@" >/dev/console
     $BB sleep 0.2
@@ -70,6 +78,8 @@ ulimit -l unlimited
 ulimit -n 65536 2>/dev/null || true
 
 $BB ip link set lo up
+# RXE_MTU: eth0's MTU; rxe's path MTU follows it (9000 gives 4096).
+[ -z "$RXE_MTU" ] || $BB ip link set eth0 mtu "$RXE_MTU" || fail "cannot set the MTU of eth0 to $RXE_MTU"
 $BB ip link set eth0 up || fail "no eth0"
 $BB ip addr add 10.77.0.$((I + 1))/24 dev eth0
 $BB ip route add 224.0.0.0/4 dev eth0   # IP multicast sockets work without a default route
@@ -78,7 +88,11 @@ rdma link add rxe0 type rxe netdev eth0 || fail "rdma link add rxe0 failed"
 echo 0 >/proc/sys/net/ipv4/icmp_echo_ignore_broadcasts
 
 # Packet loss on the egress of eth0.
-if [ -n "$RXE_LOSS" ]; then
+if [ -n "$RXE_NETEM" ]; then
+    # Every packet (RC, UD, multicast, TCP) under the given netem spec.
+    tc qdisc add dev eth0 root netem $RXE_NETEM || fail "tc netem $RXE_NETEM failed"
+    echo "guest-init: g$I: netem on eth0: $RXE_NETEM"
+elif [ -n "$RXE_LOSS" ]; then
     if [ "$RXE_LOSS_SCOPE" = all ]; then
         tc qdisc add dev eth0 root netem loss "$RXE_LOSS%" || fail "tc netem failed"
     else

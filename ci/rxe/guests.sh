@@ -5,7 +5,8 @@
 #
 #   ci/rxe/guests.sh prepare
 #   ci/rxe/guests.sh run [--guests N] [--loss PCT] [--loss-scope mcast|all]
-#                        [--timeout SECONDS] [--primary] -- COMMAND [ARGS...]
+#                        [--netem "SPEC"] [--timeout SECONDS] [--primary]
+#                        -- COMMAND [ARGS...]
 #
 # See docs/testbed.md. Exit status of 'run': 0 when COMMAND exited 0 in every
 # guest (with --primary: in guest 0), 1 otherwise, 77 ("SKIPPED: ...") when the
@@ -204,7 +205,7 @@ prepare_locked() {
 # -------------------------------------------------------------------- run ---
 
 usage() {
-    sed -n '5,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,3\}//' >&2
+    sed -n '6,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,3\}//' >&2
     exit 2
 }
 
@@ -229,7 +230,7 @@ alive() { kill -0 "$1" 2>/dev/null; }
 shq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 
 run() {
-    local n=1 loss= scope=${RXE_LOSS_SCOPE:-mcast} timeout=600 primary=0
+    local n=1 loss= scope=${RXE_LOSS_SCOPE:-mcast} netem= timeout=600 primary=0
     while [ $# -gt 0 ]; do
         case $1 in
             --guests) n=$2; shift 2 ;;
@@ -238,6 +239,8 @@ run() {
             --loss=*) loss=${1#*=}; shift ;;
             --loss-scope) scope=$2; shift 2 ;;
             --loss-scope=*) scope=${1#*=}; shift ;;
+            --netem) netem=$2; shift 2 ;;
+            --netem=*) netem=${1#*=}; shift ;;
             --timeout) timeout=$2; shift 2 ;;
             --timeout=*) timeout=${1#*=}; shift ;;
             --primary) primary=1; shift ;;
@@ -250,6 +253,8 @@ run() {
     [[ $timeout =~ ^[0-9]+$ ]] || die "--timeout must be a number of seconds"
     [ -z "$loss" ] || [[ $loss =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--loss must be a percentage"
     case $scope in mcast|all) ;; *) die "--loss-scope must be mcast or all" ;; esac
+    [ -z "$netem" ] || [ -z "$loss" ] || die "--netem and --loss exclude each other"
+    [ -z "$netem" ] || [[ $netem =~ ^[a-z0-9.%\ ]+$ ]] || die "--netem: only netem words, numbers, units and % (e.g. \"loss 5% duplicate 1% delay 1ms 1ms\")"
 
     prepare
 
@@ -269,6 +274,8 @@ run() {
         echo "RXE_PRIMARY=$primary"
         echo "RXE_LOSS=$loss"
         echo "RXE_LOSS_SCOPE=$scope"
+        echo "RXE_NETEM=$(shq "$netem")"
+        echo "RXE_MTU=$(shq "${RXE_MTU:-}")"
         echo "RXE_CWD=$(shq "$PWD")"
         echo "RXE_AGENT=$(shq "$HERE/rsh-agent")"
         echo "RXE_DIR=$(shq "$HERE")"

@@ -11,6 +11,12 @@ pub struct FabricConfig {
     /// Each put and put_flag first waits a random time up to this long,
     /// to create skew between ranks and late arrivals.
     pub put_delay_max: Duration,
+    /// Each send_reliable first waits a random time up to this long: the
+    /// in-process stand-in for a reliable channel that recovers loss by
+    /// retransmission (RC under netem on the Soft-RoCE bed), whose
+    /// messages arrive late relative to datagrams but never lost,
+    /// duplicated, reordered or changed.
+    pub reliable_delay_max: Duration,
     /// Probability that one receiver's copy of a datagram is lost.
     pub multicast_drop: f64,
     /// Probability that a delivered copy arrives twice.
@@ -35,6 +41,7 @@ impl Default for FabricConfig {
     fn default() -> Self {
         FabricConfig {
             put_delay_max: Duration::ZERO,
+            reliable_delay_max: Duration::ZERO,
             multicast_drop: 0.0,
             multicast_duplicate: 0.0,
             multicast_reorder: 0.0,

@@ -216,6 +216,10 @@ impl Transport for FabricEndpoint {
     }
 
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
+        let max_delay = self.fabric.config.reliable_delay_max;
+        if !max_delay.is_zero() {
+            self.random_delay(max_delay);
+        }
         let inbox = self.fabric.reliable_inboxes.get(peer).ok_or(TransportError::OutOfRange { peer, offset: 0, len: message.len() })?;
         lock(inbox).push_back((self.rank, message.to_vec()));
         Counters::bump(&self.fabric.counters.reliable_sent);

@@ -192,13 +192,44 @@ fn without_drops_or_duplicates_every_datagram_arrives_exactly_once() {
 
 #[test]
 fn reliable_messages_arrive_exactly_once_in_order_under_many_threads() {
+    reliable_messages_arrive_exactly_once_in_order(1500, FabricConfig::default());
+}
+
+#[test]
+fn reliable_messages_arrive_exactly_once_in_order_when_delayed() {
+    let config = FabricConfig { reliable_delay_max: Duration::from_micros(400), seed: test_seed(), ..FabricConfig::default() };
+    reliable_messages_arrive_exactly_once_in_order(40, config);
+}
+
+#[test]
+fn reliable_delay_holds_each_send_back() {
+    const SENDS: u32 = 40;
+    let max = Duration::from_millis(2);
+    let seed = test_seed();
+    let endpoints = Fabric::new(2, 0, FabricConfig { reliable_delay_max: max, seed, ..FabricConfig::default() });
+    let started = std::time::Instant::now();
+    for sequence in 0..SENDS {
+        endpoints[0].send_reliable(1, &sequence.to_le_bytes()).unwrap();
+    }
+    // The delays are uniform in [0, max]: their sum is about SENDS * max / 2
+    // and below a quarter of that with negligible probability. A busy
+    // machine only lengthens it.
+    let least = max * SENDS / 8;
+    assert!(started.elapsed() >= least, "seed {seed}: {SENDS} sends took {:?}, expected at least {least:?}", started.elapsed());
+    let mut out = Vec::new();
+    for sequence in 0..SENDS {
+        assert_eq!(endpoints[1].poll_reliable(&mut out), Some(0));
+        assert_eq!(out, sequence.to_le_bytes());
+    }
+}
+
+fn reliable_messages_arrive_exactly_once_in_order(per_peer: u32, config: FabricConfig) {
     const SIZE: usize = 8;
-    const PER_PEER: u32 = 1500;
-    let endpoints = Fabric::new(SIZE, 0, FabricConfig::default());
+    let endpoints = Fabric::new(SIZE, 0, config);
     run_with(endpoints, |me, fabric| {
         let mut next_from = [0u32; SIZE];
         let mut out = Vec::new();
-        let expected_total = (SIZE - 1) as u32 * PER_PEER;
+        let expected_total = (SIZE - 1) as u32 * per_peer;
         let mut received = 0;
         let take = |out: &mut Vec<u8>, received: &mut u32, next_from: &mut [u32; SIZE]| {
             while let Some(sender) = fabric.poll_reliable(out) {
@@ -209,7 +240,7 @@ fn reliable_messages_arrive_exactly_once_in_order_under_many_threads() {
                 *received += 1;
             }
         };
-        for sequence in 0..PER_PEER {
+        for sequence in 0..per_peer {
             for peer in (0..SIZE).filter(|&p| p != me) {
                 let mut message = sequence.to_le_bytes().to_vec();
                 message.extend(pattern((me * SIZE + peer) as u64 ^ u64::from(sequence) << 8, sequence as usize % 40));
