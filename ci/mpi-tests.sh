@@ -534,6 +534,23 @@ done
 run_test "selftest-checker-catches-skipped-barriers" 3 fail -x CRTEST_SELFTEST_SKIP_BARRIER=1 \
     -- barrier_order -n 2000 -d 200
 
+# 2a. across nodes the barrier check compares the late member's entry with
+#    every other member's exit on clocks aligned by a round trip: ranks
+#    acting as two nodes (ci/fake-node.sh: own host names, so coll rdma sees
+#    two nodes without an RDMA device and the module underneath serves
+#    them) must pass it, and it must catch the skipped barriers
+if unshare --uts true 2>/dev/null; then
+    FAKE_NODES=(grep:"info: ranks span 2 nodes")
+    CHECKS=("${FAKE_NODES[@]}"); RUN_WRAPPER=("$ROOT/ci/fake-node.sh" 2)
+    run_test "fake-nodes-barrier-check-np4" 4 ok -- barrier_order -n 300
+    CHECKS=("${FAKE_NODES[@]}" "re:rank [0-9]+ left [0-9]+ us before rank [0-9]+ entered"); RUN_WRAPPER=("$ROOT/ci/fake-node.sh" 2)
+    run_test "selftest-node-check-catches-skips" 4 fail -x CRTEST_SELFTEST_SKIP_BARRIER=1 \
+        -- barrier_order -n 300
+else
+    skip "fake-nodes-barrier-check-np4" "unshare --uts is not permitted here (needs root)"
+    skip "selftest-node-check-catches-skips" "unshare --uts is not permitted here (needs root)"
+fi
+
 # 2b. the bcast checks must catch a wrong byte and a write outside the
 #    datatype (the program corrupts its own buffers now and then)
 run_test "selftest-bcast-checker-catches-corruption" 3 fail -x CRTEST_SELFTEST_CORRUPT_BCAST=1 \

@@ -743,12 +743,72 @@ T_API void t_read_bcast_params(void)
 
 /* Across nodes: every T_LATE_EVERY-th barrier of an intracommunicator
  * that spans nodes, one member (a different one each time) sleeps
- * T_LATE_US before entering; every other member must then spend at least
- * a third of that inside MPI_Barrier, since it entered soon after the
- * previous barrier released it (the margin absorbs ranks released late or
- * descheduled, as under emulation). No shared clock is needed. */
+ * T_LATE_US before entering. Every other member must leave after the late
+ * one entered. The nodes share no clock, so before that barrier each
+ * member asks the late one for the time on its clock (a point-to-point
+ * round trip, tag T_CLOCK_TAG, answered before the late one sleeps), which
+ * places the member's clock on the late one's to within half the round
+ * trip; after the barrier the late one sends its entry time. Only a member
+ * that left before the late one entered, whatever the offset within that
+ * bound, fails: a member descheduled on a loaded machine widens the bound
+ * but cannot fail the check, and a barrier that releases early is still
+ * caught (by about T_LATE_US). */
 #define T_LATE_EVERY 25
 #define T_LATE_US 300000
+#define T_CLOCK_TAG 23325
+/* Clock drift between the round trip and the barrier it judges */
+#define T_CLOCK_SLACK_US 5000.0
+
+/* Where a member's clock stands against the late member's. */
+typedef struct {
+    double offset;    /* late member's clock minus mine, seconds */
+    double bound_us;  /* uncertainty of offset, microseconds */
+} t_clock_t;
+
+/* Before a timed barrier: the late member answers each other member's
+ * clock request; the others learn their offset from it. */
+T_API t_clock_t t_clock_to_late(tcomm_t *t, int late_member)
+{
+    t_clock_t clock = { 0, 0 };
+    if (t->rank == late_member) {
+        for (int i = 0; i < t->size - 1; i++) {
+            MPI_Status st;
+            char ping;
+            T_MPI(MPI_Recv(&ping, 1, MPI_CHAR, MPI_ANY_SOURCE, T_CLOCK_TAG, t->comm, &st));
+            double now = MPI_Wtime();
+            T_MPI(MPI_Send(&now, 1, MPI_DOUBLE, st.MPI_SOURCE, T_CLOCK_TAG, t->comm));
+        }
+        return clock;
+    }
+    char ping = 0;
+    double theirs;
+    double asked = MPI_Wtime();
+    T_MPI(MPI_Send(&ping, 1, MPI_CHAR, late_member, T_CLOCK_TAG, t->comm));
+    T_MPI(MPI_Recv(&theirs, 1, MPI_DOUBLE, late_member, T_CLOCK_TAG, t->comm, MPI_STATUS_IGNORE));
+    double answered = MPI_Wtime();
+    clock.offset = theirs - (asked + answered) / 2;
+    clock.bound_us = (answered - asked) / 2 * 1e6 + T_CLOCK_SLACK_US;
+    return clock;
+}
+
+/* After a timed barrier: the late member tells the others when it
+ * entered; they fail if they certainly left before that. */
+T_API void t_check_late_entry(tcomm_t *t, int late_member, t_clock_t clock, double entered, double left, uint64_t k)
+{
+    if (t->rank == late_member) {
+        for (int r = 0; r < t->size; r++)
+            if (r != late_member) T_MPI(MPI_Send(&entered, 1, MPI_DOUBLE, r, T_CLOCK_TAG, t->comm));
+        return;
+    }
+    double late_entered;
+    T_MPI(MPI_Recv(&late_entered, 1, MPI_DOUBLE, late_member, T_CLOCK_TAG, t->comm, MPI_STATUS_IGNORE));
+    double early_us = (late_entered - (left + clock.offset)) * 1e6; /* > 0: left before the late entry */
+    if (early_us > clock.bound_us)
+        T_FAIL("barrier %llu on comm %d (size %d, several nodes): rank %d left %.0f us before rank %d "
+               "entered (clock bound %.0f us; inside the barrier %.0f us; a rank left before all entered)",
+               (unsigned long long)k, t->cid, t->size, t->rank, early_us, late_member, clock.bound_us,
+               (left - entered) * 1e6);
+}
 
 /* Barrier with the property check; sleeps delay_us first when > 0. */
 T_API void t_barrier_delay(tcomm_t *t, unsigned delay_us)
@@ -759,17 +819,16 @@ T_API void t_barrier_delay(tcomm_t *t, unsigned delay_us)
     uint64_t *mine = e->cnt[t->grp];
     int timed = t->spans_nodes && !t->is_inter && k % T_LATE_EVERY == T_LATE_EVERY - 1;
     int late_member = (int)((k / T_LATE_EVERY) % (uint64_t)(t->size > 0 ? t->size : 1));
+    t_clock_t clock = { 0, 0 };
+    if (timed) clock = t_clock_to_late(t, late_member);
     if (timed && t->rank == late_member) usleep(T_LATE_US);
     else if (delay_us && !timed) usleep(delay_us);
     __atomic_fetch_add(&mine[k % T_RING], 1, __ATOMIC_SEQ_CST);
     double entered = MPI_Wtime();
     /* Checker self-test: skip every 50th barrier to prove the check bites. */
     int rc = (t_selftest_skip && k % 50 == 49) ? MPI_SUCCESS : MPI_Barrier(t->comm);
-    double inside_us = (MPI_Wtime() - entered) * 1e6;
-    if (timed && t->rank != late_member && inside_us < T_LATE_US / 3)
-        T_FAIL("barrier %llu on comm %d (size %d, several nodes): rank %d left after %.0f us "
-               "although rank %d entered %d us late (a rank left before all entered)",
-               (unsigned long long)k, t->cid, t->size, t->rank, inside_us, late_member, T_LATE_US);
+    double left = MPI_Wtime();
+    if (timed) t_check_late_entry(t, late_member, clock, entered, left, k);
     t->nbar++;
     t_total_barriers++;
     if (rc != MPI_SUCCESS) T_FAIL("MPI_Barrier returned %d (comm %d)", rc, t->cid);
@@ -892,7 +951,8 @@ T_API int t_finish(const char *prog)
             printf("expect-unclaimed: comm %d rank %d comms %ld kind %s\n", c, t_wrank,
                    t_unclaim_comms[c], t_unclaim_kind[c]);
     }
-    if (t_wrank == 0) shm_unlink(t_shm_name);
+    /* each node has its own table: its first rank removes it */
+    if (t_node_of[t_wrank] == t_wrank) shm_unlink(t_shm_name);
     printf("result: rank %d failures %ld barriers %ld\n", t_wrank, t_failures,
            t_total_barriers);
     if (t_wrank == 0)
