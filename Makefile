@@ -17,7 +17,7 @@ COMPONENT  := $(COMPDIR)/mca_coll_rdma.so
 CARGO_OUT  := target/release
 INSTALLDIR := $(if $(DESTDIR),$(DESTDIR),$(HOME)/.openmpi/components)
 
-.PHONY: all build setup install check test-rust test-mpi check-rxe test-rxe bench clean help
+.PHONY: all build setup install check soak test-rust test-mpi check-rxe test-rxe bench clean help
 
 all: build
 
@@ -29,6 +29,7 @@ help:
 	@echo "make check         build, cargo test --release --workspace, ci/mpi-tests.sh,"
 	@echo "                   ci/rxe-tests.sh (verbs on Soft-RoCE in qemu guests)"
 	@echo "make test-mpi      only the MPI tests (ci/mpi-tests.sh)"
+	@echo "make soak          the long variants of the scale tests (COLL_RDMA_SOAK=1)"
 	@echo "make check-rxe     build, then only the Soft-RoCE tests (ci/rxe-tests.sh)"
 	@echo "make bench         build, then ci/bench.sh (stock Open MPI vs coll rdma)"
 	@echo "make clean         remove $(BUILD)/ and cargo's target/"
@@ -69,6 +70,12 @@ check: build
 	@$(CARGO) test --release --workspace
 	@$(MAKE) --no-print-directory test-mpi
 	@$(MAKE) --no-print-directory test-rxe
+
+# Longer runs of what make check runs briefly: more calls, seeds and node
+# group shapes at 64 to 1024 ranks (coll-rdma/tests/scale_fabric.rs).
+soak:
+	@echo "== soak: scale tests with COLL_RDMA_SOAK=1"
+	@COLL_RDMA_SOAK=1 $(CARGO) test --release -p coll-rdma --test scale_fabric -- --nocapture --test-threads 1
 
 test-mpi:
 	@echo "== MPI tests"

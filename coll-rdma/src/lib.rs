@@ -9,5 +9,6 @@ pub mod bcast_tree;
 pub mod layout;
 pub mod reduce;
 pub mod reduction;
+pub mod side_progress;
 
 mod glue;

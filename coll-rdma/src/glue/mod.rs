@@ -18,6 +18,5 @@ mod progress;
 mod reduce;
 mod reduction_call;
 mod saved;
-mod side_progress;
 mod version;
 

@@ -12,13 +12,13 @@ use btl_ibmc::{MulticastKind, Transport, TransportError};
 
 use crate::bcast::Bcast;
 
-pub(super) struct WithBcastProgress<'a, T: Transport + ?Sized> {
+pub struct WithBcastProgress<'a, T: Transport + ?Sized> {
     inner: &'a T,
     bcast: RefCell<&'a mut Bcast>,
 }
 
 impl<'a, T: Transport + ?Sized> WithBcastProgress<'a, T> {
-    pub(super) fn new(inner: &'a T, bcast: &'a mut Bcast) -> Self {
+    pub fn new(inner: &'a T, bcast: &'a mut Bcast) -> Self {
         WithBcastProgress { inner, bcast: RefCell::new(bcast) }
     }
 }
