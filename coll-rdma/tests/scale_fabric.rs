@@ -96,7 +96,7 @@ const FRAGMENT: usize = 512;
 fn script(scale: &Scale) -> Vec<Call> {
     let mut rng = XorShift::new(scale.seed);
     let size = scale.size;
-    let lengths = [1, FRAGMENT - 1, FRAGMENT, 3 * FRAGMENT + 5, 9 * FRAGMENT];
+    let lengths = [1, FRAGMENT - 1, FRAGMENT, 3 * FRAGMENT + 5, 40 * FRAGMENT];
     let mut calls = Vec::new();
     for index in 0..scale.calls {
         calls.push(match index % 6 {
@@ -114,7 +114,7 @@ fn script(scale: &Scale) -> Vec<Call> {
 
 fn multicast_config(size: usize, fault_timeout: Duration) -> (BcastConfig, String) {
     let multicast = RmcastConfig {
-        window_slots: 16,
+        window_slots: 64,
         fragment_bytes: FRAGMENT,
         ack_interval: 4,
         timeout: Duration::from_millis(30),
