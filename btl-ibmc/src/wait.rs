@@ -150,5 +150,3 @@ fn reason(failure: &TransportError) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests;
