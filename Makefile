@@ -81,12 +81,15 @@ test-mpi:
 
 # cargo test --workspace (make check) runs these too; these targets run them alone.
 test-scale:
-	@echo "== scale tests (fabric, 64/256/1024 ranks)"
-	@$(CARGO) test --release -p coll-rdma --test scale_fabric -- --nocapture
+	@echo "== scale tests (fabric, 64/256/1024 ranks; flat and in node groups over shm rings)"
+	@$(CARGO) test --release -p coll-rdma --test scale_fabric --test scale_hybrid_fabric -- --nocapture
 
+# Longer runs of what make check runs briefly: more calls, seeds, loss and
+# node group shapes at 64 to 1024 ranks.
 soak:
 	@echo "== soak (fabric, 64/256/1024 ranks, long runs)"
 	@$(CARGO) test --release -p coll-rdma --test scale_fabric -- --ignored --nocapture --test-threads 1
+	@COLL_RDMA_SOAK=1 $(CARGO) test --release -p coll-rdma --test scale_hybrid_fabric -- --nocapture --test-threads 1
 
 # The verbs transport on Soft-RoCE in qemu guests (docs/testbed.md).
 check-rxe: build

@@ -173,6 +173,7 @@ skip() {  # skip NAME REASON
 #     re:RE     the extended regular expression RE matches a line of the output
 #     nore:RE   no line of the output matches RE
 #     gone:NAME /dev/shm/NAME no longer exists after the run
+#     within:N  mpirun ended within N seconds (a job that must not hang)
 #   RUN_WRAPPER (array, set by the caller like CHECKS): a command that each
 #   rank runs with the program as its arguments (e.g. ci/per-rank-mca.sh)
 CHECKS=()
@@ -269,6 +270,10 @@ run_test() {
                     why+=("/dev/shm/$g is still there")
                     rm -f "/dev/shm/$g"
                 fi ;;
+            within:*)
+                local limit=${c#within:}
+                awk -v s="$secs" -v n="$limit" 'BEGIN { exit !(s <= n) }' ||
+                    why+=("mpirun took ${secs}s, more than ${limit}s") ;;
             nore:*)
                 local re=${c#nore:}
                 grep -qE -- "$re" "$dir/all.log" &&
@@ -679,6 +684,15 @@ else
     run_test "stall-warning-after-1s" 3 ok --mca coll_rdma_stall_warning 1 "${V[@]}" -- barrier_order -n 200 -s 3
     CHECKS=(served "nore:coll:rdma:.*warning")
     run_test "stall-warning-0-never" 3 ok --mca coll_rdma_stall_warning 0 "${V[@]}" -- barrier_order -n 200 -s 3
+
+    # 8b. a rank that never comes (it sleeps 90 s before its second
+    #     barrier): with a 2 s fault timeout the others' barrier fails with
+    #     MPI_ERR_OTHER, saying what it waited for, and the job ends long
+    #     before the sleeper would have woken
+    CHECKS=("re:coll:rdma: error: comm 0 rank [0-9]+: barrier failed: .*gave up after [0-9.]+ s without progress waiting for .*barrier [0-9]+, round [0-9]+: notification from rank [0-9]+.*the job looks hung"
+        "re:MPI_ERR_OTHER" "within:60")
+    run_test "fault-timeout-2s-ends-a-hung-barrier" 3 refused --mca coll_rdma_fault_timeout_s 2 "${V[@]}" \
+        -- barrier_order -n 200 -s 90
 
     # 9. bad input: the documented warning, then the automatic choice
     CHECKS=(served "grep:coll:rdma: warning: coll_rdma_barrier_radix=-3 is invalid (0 = automatic, or 1..=64); using the automatic choice")

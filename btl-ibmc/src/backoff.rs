@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::wait::stalls;
+
 const SPINS_BEFORE_YIELDING: u32 = 1000;
 const YIELDS_BETWEEN_CLOCK_READS: u32 = 256;
 const FIRST_STALL_WARNING: Duration = Duration::from_secs(10);
@@ -14,11 +16,13 @@ pub(crate) struct Backoff {
     yields: u32,
     yielding_since: Option<Instant>,
     next_warning: Duration,
+    /// Where a hang report finds this wait, once it has lasted a while.
+    noted: Option<stalls::Note>,
 }
 
 impl Backoff {
     pub(crate) fn new() -> Self {
-        Backoff { spins: 0, yields: 0, yielding_since: None, next_warning: FIRST_STALL_WARNING }
+        Backoff { spins: 0, yields: 0, yielding_since: None, next_warning: FIRST_STALL_WARNING, noted: None }
     }
 
     /// Waits a little; `describe` explains the wait if it has lasted long
@@ -42,6 +46,9 @@ impl Backoff {
         }
         let since = *self.yielding_since.get_or_insert_with(Instant::now);
         let waited = since.elapsed();
+        if self.noted.is_none() && waited >= stalls::NOTE_AFTER {
+            self.noted = Some(stalls::Note::new(describe()));
+        }
         if waited >= self.next_warning {
             tracing::warn!("waited {:.1} s for {}; the peer may have died or stopped polling", waited.as_secs_f64(), describe());
             self.next_warning = self.next_warning.saturating_mul(2);

@@ -124,6 +124,10 @@ impl Transport for SelectedTransport {
     fn progress(&self) {
         dispatch!(self, t => t.progress())
     }
+
+    fn health(&self) -> Result<(), TransportError> {
+        dispatch!(self, t => t.health())
+    }
     #[inline]
     fn read_peer(&self, peer: usize, offset: usize, out: &mut [u8]) -> Result<(), TransportError> {
         dispatch!(self, t => t.read_peer(peer, offset, out))

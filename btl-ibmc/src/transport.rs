@@ -109,6 +109,15 @@ pub trait Transport {
     /// Drives completions and deferred work; wait loops call it while polling.
     fn progress(&self);
 
+    /// Ok while nothing this rank depends on is known to have failed;
+    /// otherwise the failure, naming the peer or link where the backend
+    /// knows it (a queue pair in error, a peer that died). Every wait
+    /// checks it now and then, so a dead peer ends the wait with an error
+    /// rather than leaving it to spin. A backend that cannot tell says Ok.
+    fn health(&self) -> Result<(), TransportError> {
+        Ok(())
+    }
+
     /// Copies bytes out of `peer`'s window. Only backends whose windows are
     /// all mapped into this process ([`MulticastKind::SharedWindow`]) serve
     /// it; the rest answer `Unsupported`. The bytes are as coherent as the

@@ -1,11 +1,26 @@
 //! Waiting for a word in the local window: spin while the peer is likely to
 //! answer within a cache-line transfer, then yield the core so that
-//! oversubscribed runs (more ranks than cores) still progress, and say so
-//! when a wait lasts long enough to look like a hang.
+//! oversubscribed runs (more ranks than cores) still progress, say so when
+//! a wait lasts long enough to look like a hang, and give up with an error
+//! when the transport reports a failed peer or the wait outlasts the fault
+//! timeout: MPI cannot abandon a collective, but it can fail it.
+
+pub(crate) mod stalls;
 
 use std::time::{Duration, Instant};
 
-use crate::transport::Transport;
+use crate::transport::{Transport, TransportError};
+
+pub use stalls::stalled_waits;
+
+/// A wait's silence after which the job is reported hung, unless the
+/// user sets another (`coll_rdma_fault_timeout_s`): long enough for any
+/// straggler a healthy job has, short enough that a dead job ends.
+pub const DEFAULT_FAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Yielding polls between two looks at the clock and the transport's
+/// health: both cost far more than a poll.
+const POLLS_BETWEEN_CHECKS: u32 = 256;
 
 /// How a rank waits for a flag.
 #[derive(Clone, Copy, Debug)]
@@ -14,11 +29,14 @@ pub struct WaitPolicy {
     pub spin_polls: u32,
     /// After this long without the flag, warn (then again at every doubling).
     pub stall_warning: Duration,
+    /// After this long without the flag, fail the wait as hung; `None`
+    /// waits for ever.
+    pub fault_timeout: Option<Duration>,
 }
 
 impl Default for WaitPolicy {
     fn default() -> Self {
-        WaitPolicy { spin_polls: 2000, stall_warning: Duration::from_secs(10) }
+        WaitPolicy { spin_polls: 2000, stall_warning: Duration::from_secs(10), fault_timeout: Some(DEFAULT_FAULT_TIMEOUT) }
     }
 }
 
@@ -27,15 +45,16 @@ impl WaitPolicy {
     /// only helps while every waiting rank has a core of its own.
     pub fn for_occupancy(local_ranks: usize, cores: usize, stall_warning: Duration) -> Self {
         let spin_polls = if local_ranks > cores { 0 } else { WaitPolicy::default().spin_polls };
-        WaitPolicy { spin_polls, stall_warning }
+        WaitPolicy { spin_polls, stall_warning, ..WaitPolicy::default() }
     }
 }
 
 /// Waits until the word at `flag_offset` of the local window is at least
-/// `target`, and returns its value. `describe` is only called to explain a
-/// stall in the warning.
+/// `target`, and returns its value. Fails if the transport reports a failed
+/// peer, or after the policy's fault timeout. `describe` is only called to
+/// explain a stall.
 #[inline]
-pub fn wait_at_least<T, D>(transport: &T, flag_offset: usize, target: u64, policy: &WaitPolicy, describe: D) -> u64
+pub fn wait_at_least<T, D>(transport: &T, flag_offset: usize, target: u64, policy: &WaitPolicy, describe: D) -> Result<u64, TransportError>
 where
     T: Transport + ?Sized,
     D: Fn() -> String,
@@ -43,7 +62,7 @@ where
     for _ in 0..policy.spin_polls {
         let value = transport.local_flag(flag_offset);
         if value >= target {
-            return value;
+            return Ok(value);
         }
         std::hint::spin_loop();
     }
@@ -57,34 +76,77 @@ fn wait_yielding<T: Transport + ?Sized>(
     target: u64,
     policy: &WaitPolicy,
     describe: &dyn Fn() -> String,
-) -> u64 {
-    let started = Instant::now();
-    let mut next_warning = policy.stall_warning;
+) -> Result<u64, TransportError> {
+    let mut watch = StallWatch::new(policy, policy.fault_timeout);
     let mut polls: u32 = 0;
     loop {
         transport.progress();
         let value = transport.local_flag(flag_offset);
         if value >= target {
-            return value;
+            return Ok(value);
         }
         crate::idle::yield_core();
         polls = polls.wrapping_add(1);
-        if polls % 256 == 0 {
-            let waited = started.elapsed();
-            if waited >= next_warning {
-                tracing::warn!(
-                    "rank {} of {} has waited {:.1} s for {} (word at offset {} is {}, needs {}); \
-                     a peer may have died or be stuck outside MPI",
-                    transport.rank(),
-                    transport.size(),
-                    waited.as_secs_f64(),
-                    describe(),
-                    flag_offset,
-                    value,
-                    target
-                );
-                next_warning = next_warning.saturating_mul(2);
-            }
+        if polls % POLLS_BETWEEN_CHECKS == 0 {
+            watch.check(transport, &|| format!("{} (word at offset {flag_offset} is {value}, needs {target})", describe()))?;
         }
     }
 }
+
+/// What every yielding wait does now and then: looks at the transport's
+/// health, warns at the policy's intervals, notes itself where a hang
+/// report can find it, and gives up at its limit.
+pub(crate) struct StallWatch {
+    started: Instant,
+    next_warning: Duration,
+    give_up_after: Option<Duration>,
+    noted: Option<stalls::Note>,
+}
+
+impl StallWatch {
+    pub(crate) fn new(policy: &WaitPolicy, give_up_after: Option<Duration>) -> Self {
+        StallWatch { started: Instant::now(), next_warning: policy.stall_warning, give_up_after, noted: None }
+    }
+
+    #[cold]
+    pub(crate) fn check<T: Transport + ?Sized>(&mut self, transport: &T, describe: &dyn Fn() -> String) -> Result<(), TransportError> {
+        let who = || format!("rank {} of {}", transport.rank(), transport.size());
+        if let Err(failure) = transport.health() {
+            return Err(TransportError::Failed(format!("{} stopped waiting for {}: {}", who(), describe(), reason(&failure))));
+        }
+        let waited = self.started.elapsed();
+        if self.noted.is_none() && waited >= stalls::NOTE_AFTER {
+            self.noted = Some(stalls::Note::new(format!("{} waits for {}", who(), describe())));
+        }
+        if let Some(limit) = self.give_up_after
+            && waited >= limit
+        {
+            return Err(TransportError::Failed(format!(
+                "{} gave up after {:.1} s without progress waiting for {}; the job looks hung \
+                 (a peer may have died or be stuck outside MPI; see coll_rdma_fault_timeout_s)",
+                who(),
+                waited.as_secs_f64(),
+                describe()
+            )));
+        }
+        if waited >= self.next_warning {
+            tracing::warn!(
+                "{} has waited {:.1} s for {}; a peer may have died or be stuck outside MPI",
+                who(),
+                waited.as_secs_f64(),
+                describe()
+            );
+            self.next_warning = self.next_warning.saturating_mul(2);
+        }
+        Ok(())
+    }
+}
+
+/// The failure's own words, without a second "transport failure:" prefix.
+fn reason(failure: &TransportError) -> String {
+    match failure {
+        TransportError::Failed(why) => why.clone(),
+        other => other.to_string(),
+    }
+}
+

@@ -59,18 +59,13 @@ fn barrier(exchange: &dyn Exchange, size: usize) {
     exchange.allgather(&[1], &mut all).expect("barrier exchange");
 }
 
-/// What the exercises need beyond `Transport`: the verbs side's health,
-/// and quiescing before teardown.
+/// What the exercises need beyond `Transport`: quiescing before teardown.
 trait OverVerbs: Transport {
-    fn health(&self) -> Result<(), TransportError>;
     fn quiesce(&self) -> Result<(), TransportError>;
     fn multicast_sends_dropped(&self) -> u64;
 }
 
 impl OverVerbs for VerbsTransport {
-    fn health(&self) -> Result<(), TransportError> {
-        VerbsTransport::health(self)
-    }
     fn quiesce(&self) -> Result<(), TransportError> {
         VerbsTransport::quiesce(self)
     }
@@ -80,9 +75,6 @@ impl OverVerbs for VerbsTransport {
 }
 
 impl OverVerbs for HybridTransport {
-    fn health(&self) -> Result<(), TransportError> {
-        HybridTransport::health(self)
-    }
     fn quiesce(&self) -> Result<(), TransportError> {
         HybridTransport::quiesce(self)
     }

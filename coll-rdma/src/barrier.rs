@@ -100,7 +100,7 @@ impl DisseminationBarrier {
             for from in &round.await_from {
                 wait_at_least(transport, from.slot_offset, epoch, &self.policy, || {
                     format!("{} barrier {epoch}, round {round_index}: notification from rank {}", self.context, from.peer)
-                });
+                })?;
             }
         }
         Ok(())

@@ -151,7 +151,7 @@ impl PutTreeBcast {
                 if self.rank == root {
                     relay.send(transport, turn.seq, segment, turn.credit_needed(), &policy)?;
                 } else if self.rank == 0 {
-                    relay.receive(transport, turn.seq, segment, &policy);
+                    relay.receive(transport, turn.seq, segment, &policy)?;
                     if turn.must_acknowledge() {
                         relay.acknowledge(transport, turn.seq)?;
                     }
@@ -159,7 +159,7 @@ impl PutTreeBcast {
             }
             let turn = Turn::new(index, count, base, Reuse::AcknowledgedEachCall);
             if let Some(parent) = &self.from_parent {
-                parent.receive(transport, turn.seq, segment, &policy);
+                parent.receive(transport, turn.seq, segment, &policy)?;
                 parent.acknowledge(transport, turn.seq)?;
             }
             for child in &self.to_children {

@@ -9,7 +9,8 @@ pub mod bcast_tree;
 pub mod layout;
 pub mod reduce;
 pub mod reduction;
+pub mod side_progress;
 
 mod glue;
 
-pub use glue::side_progress::WithBcastProgress;
+pub use side_progress::WithBcastProgress;

@@ -195,7 +195,7 @@ impl Reduce {
                 self.relays_out[root].send(transport, relay_turn.seq, partial, credit, &policy)?;
             }
             if let Some(buffer) = result.as_deref_mut().filter(|_| root != 0) {
-                self.relay_in.receive(transport, relay_turn.seq, &mut buffer[range], &policy);
+                self.relay_in.receive(transport, relay_turn.seq, &mut buffer[range], &policy)?;
                 if relay_turn.must_acknowledge() {
                     self.relay_in.acknowledge(transport, relay_turn.seq)?;
                 }

@@ -9,13 +9,15 @@
 mod config;
 mod datagrams;
 mod exchange;
+mod node_rings;
 mod stats;
+mod watchdog;
 
 #[cfg(test)]
 mod tests;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::poison::lock;
@@ -23,6 +25,8 @@ use std::time::{Duration, Instant};
 
 pub use config::FabricConfig;
 pub use datagrams::REORDER_SPAN;
+pub use node_rings::FabricWithNodeRings;
+pub use watchdog::run_ranks_watched;
 pub use stats::FabricStats;
 
 use crate::rng::Rng;
@@ -49,6 +53,9 @@ pub struct Fabric {
     reliable_inboxes: Box<[ReliableInbox]>,
     exchange: AllgatherBarrier,
     counters: Counters,
+    /// Indexed by rank: ranks a test declared dead, as a queue pair in
+    /// error would reveal them to their peers.
+    dead: Box<[AtomicBool]>,
 }
 
 impl Fabric {
@@ -66,6 +73,7 @@ impl Fabric {
             reliable_inboxes: (0..size).map(|_| Mutex::new(VecDeque::new())).collect(),
             exchange: AllgatherBarrier::new(size),
             counters: Counters::default(),
+            dead: (0..size).map(|_| AtomicBool::new(false)).collect(),
             config,
         });
         (0..size)
@@ -99,6 +107,14 @@ impl FabricEndpoint {
 
     pub fn config(&self) -> &FabricConfig {
         &self.fabric.config
+    }
+
+    /// From now on every other rank's [`Transport::health`] reports `rank`
+    /// as failed, the way a queue pair to a dead peer ends in error.
+    pub fn mark_dead(&self, rank: usize) {
+        if let Some(flag) = self.fabric.dead.get(rank) {
+            flag.store(true, Ordering::Release);
+        }
     }
 
     #[inline]
@@ -234,6 +250,14 @@ impl Transport for FabricEndpoint {
     }
 
     fn progress(&self) {}
+
+    fn health(&self) -> Result<(), TransportError> {
+        let dead_peer = self.fabric.dead.iter().enumerate().find(|&(peer, dead)| peer != self.rank && dead.load(Ordering::Acquire));
+        match dead_peer {
+            Some((peer, _)) => Err(TransportError::Failed(format!("rank {peer} is unreachable (its link is in error)"))),
+            None => Ok(()),
+        }
+    }
 
     fn read_peer(&self, peer: usize, offset: usize, out: &mut [u8]) -> Result<(), TransportError> {
         if !self.offers_shared_windows() {

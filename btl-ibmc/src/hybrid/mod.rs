@@ -55,11 +55,6 @@ impl HybridTransport {
         self.verbs.quiesce()
     }
 
-    /// As [`VerbsTransport::health`].
-    pub fn health(&self) -> Result<(), TransportError> {
-        self.verbs.health()
-    }
-
     #[inline]
     fn route(&self, peer: usize, offset: usize, len: usize) -> Result<Option<usize>, TransportError> {
         self.node_index.get(peer).copied().ok_or(TransportError::OutOfRange { peer, offset, len })
@@ -132,8 +127,11 @@ impl Transport for HybridTransport {
 
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
         match self.route(peer, 0, message.len())? {
-            Some(index) => self.shm.send_reliable(index, message),
-            None => self.verbs.send_reliable(peer, message),
+            // A blocked send empties this rank's inbound side of the other
+            // channel too: a peer blocked sending to us there may be what
+            // the one we wait for waits for.
+            Some(index) => self.shm.send_reliable_while(index, message, &|| self.verbs.progress()),
+            None => self.verbs.send_reliable_while(peer, message, &|| self.shm.park_arrivals()),
         }
     }
 
@@ -150,6 +148,11 @@ impl Transport for HybridTransport {
     #[inline]
     fn progress(&self) {
         self.verbs.progress();
+    }
+
+    fn health(&self) -> Result<(), TransportError> {
+        self.verbs.health()?;
+        self.shm.health()
     }
 }
 

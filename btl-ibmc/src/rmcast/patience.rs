@@ -1,31 +1,33 @@
 //! How reliable multicast waits: spin while an answer is likely within a
 //! cache-line transfer, then yield so oversubscribed nodes progress; warn
-//! when a wait looks like a hang, and give up only where the configuration
-//! asks for it (tests).
+//! when a wait looks like a hang, and give up when the transport reports a
+//! failed peer or at the fault timeout (or the tighter limit a test sets).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::config::RmcastConfig;
 use crate::transport::{Transport, TransportError};
-use crate::wait::WaitPolicy;
+use crate::wait::StallWatch;
+
+/// Yields between two looks at the clock and the transport's health.
+const YIELDS_BETWEEN_CHECKS: u32 = 64;
 
 pub(crate) struct Patience {
-    policy: WaitPolicy,
-    give_up_after: Option<Duration>,
+    spin_polls: u32,
     spins: u32,
-    yielding_since: Option<Instant>,
-    next_warning: Duration,
+    yields: u32,
+    watch: Option<StallWatch>,
+    give_up_after: Option<Duration>,
+    config: RmcastConfig,
 }
 
 impl Patience {
     pub(crate) fn new(config: &RmcastConfig) -> Self {
-        Patience {
-            policy: config.wait,
-            give_up_after: config.give_up_after,
-            spins: 0,
-            yielding_since: None,
-            next_warning: config.wait.stall_warning,
-        }
+        let give_up_after = match (config.give_up_after, config.wait.fault_timeout) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Patience { spin_polls: config.wait.spin_polls, spins: 0, yields: 0, watch: None, give_up_after, config: *config }
     }
 
     /// Waits a little. `describe` says what for, when the wait has lasted
@@ -36,7 +38,7 @@ impl Patience {
         T: Transport + ?Sized,
         D: Fn() -> String,
     {
-        if self.spins < self.policy.spin_polls {
+        if self.spins < self.spin_polls {
             self.spins += 1;
             std::hint::spin_loop();
             return Ok(());
@@ -47,25 +49,10 @@ impl Patience {
     #[cold]
     fn yield_and_watch<T: Transport + ?Sized>(&mut self, transport: &T, describe: &dyn Fn() -> String) -> Result<(), TransportError> {
         crate::idle::yield_core();
-        let waited = self.yielding_since.get_or_insert_with(Instant::now).elapsed();
-        if self.give_up_after.is_some_and(|limit| waited >= limit) {
-            return Err(TransportError::Failed(format!(
-                "rank {} of {} gave up after {:.1} s waiting for {}",
-                transport.rank(),
-                transport.size(),
-                waited.as_secs_f64(),
-                describe()
-            )));
-        }
-        if waited >= self.next_warning {
-            tracing::warn!(
-                "rank {} of {} has waited {:.1} s for {}; a peer may have died or be stuck outside MPI",
-                transport.rank(),
-                transport.size(),
-                waited.as_secs_f64(),
-                describe()
-            );
-            self.next_warning = self.next_warning.saturating_mul(2);
+        let watch = self.watch.get_or_insert_with(|| StallWatch::new(&self.config.wait, self.give_up_after));
+        self.yields = self.yields.wrapping_add(1);
+        if self.yields % YIELDS_BETWEEN_CHECKS == 1 {
+            watch.check(transport, describe)?;
         }
         Ok(())
     }

@@ -18,7 +18,7 @@ use crate::wait::WaitPolicy;
 fn test_config() -> RmcastConfig {
     RmcastConfig {
         timeout: Duration::from_millis(4),
-        wait: WaitPolicy { spin_polls: 0, stall_warning: Duration::from_secs(5) },
+        wait: WaitPolicy { spin_polls: 0, stall_warning: Duration::from_secs(5), fault_timeout: None },
         give_up_after: Some(Duration::from_secs(20)),
         ..RmcastConfig::default()
     }
@@ -269,4 +269,47 @@ fn progress_alone_serves_a_root_that_has_returned() {
         multicast.stats()
     });
     assert!(stats[0].retransmissions > 0 && stats[0].window_full_stalls == 0, "{:?}", stats[0]);
+}
+
+/// Issue 9, item 1: every non-root is a co-root and all share one node,
+/// so a piece reaching co-root A is forwarded over A's shared-memory ring
+/// to co-root B while B forwards to A. With bounded rings and senders that
+/// only wait for room, both block for good and the roots with them; a
+/// sender facing a full ring must take in its own arrivals meanwhile.
+#[test]
+fn co_roots_on_one_node_forward_to_each_other_over_full_rings() {
+    use crate::fabric::{FabricWithNodeRings, run_ranks_watched};
+    use crate::shm::NodeGroups;
+
+    const SIZE: usize = 4;
+    const PIECE: usize = 256;
+    let seed = test_seed();
+    let config = RmcastConfig { window_slots: 64, co_roots: 3, ack_interval: 8, fragment_bytes: PIECE, ..test_config() };
+    let fabric = FabricConfig { multicast_drop: 0.05, multicast_reorder: 0.1, seed, ..FabricConfig::default() };
+    let endpoints = Fabric::new(SIZE, region_len(SIZE, &config), fabric);
+    let groups = NodeGroups::single(SIZE);
+    let transports = run_with(endpoints, |rank, endpoint| {
+        FabricWithNodeRings::establish(endpoint, &groups).unwrap_or_else(|e| panic!("rank {rank}: {e}"))
+    });
+    // Roots alternate between 0 and 2, each message many pieces long, so
+    // forwards pile up faster than a ring of 16 slots holds them.
+    let script: Script = (0..40).map(|index| (if index % 2 == 0 { 0 } else { 2 }, 24 * PIECE + index)).collect();
+    let what = format!("seed {seed}, 4 ranks on one node, 3 co-roots, roots alternating 0 and 2");
+    let stats = run_ranks_watched(transports, Duration::from_secs(60), move |rank, transport| {
+        let mut multicast = ReliableMulticast::new(rank, SIZE, 0, config);
+        for (index, &(root, len)) in script.iter().enumerate() {
+            if rank == root {
+                multicast.send(&transport, &pattern(tag(index), len)).unwrap_or_else(|e| panic!("{what}: rank {rank} send {index}: {e}"));
+            } else {
+                let mut got = vec![0xEE; len];
+                multicast.receive(&transport, root, &mut got).unwrap_or_else(|e| panic!("{what}: rank {rank} receive {index}: {e}"));
+                assert!(got == pattern(tag(index), len), "{what}: rank {rank} got message {index} from root {root} wrong");
+            }
+        }
+        multicast.drain(&transport).unwrap_or_else(|e| panic!("{what}: rank {rank} drain: {e}"));
+        multicast.stats()
+    });
+    let total = RmcastStats::sum(&stats);
+    assert!(total.forwarded > 0, "co-roots never reached reliably: {total:?}");
+    assert_eq!(total.overruns, 0);
 }

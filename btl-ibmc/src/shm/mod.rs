@@ -18,6 +18,7 @@ mod segment;
 #[cfg(test)]
 mod tests;
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 
@@ -47,9 +48,36 @@ pub struct ShmTransport {
     /// One lock per destination ring: a ring has a single producer, but
     /// several threads of this process may send to the same peer.
     producers: Box<[Mutex<()>]>,
-    /// Serialises this rank's consumers and remembers where the round-robin
-    /// scan of senders resumes.
-    next_sender: Mutex<usize>,
+    /// This rank's consuming side, serialised.
+    consumer: Mutex<Consumer>,
+}
+
+/// Where the round-robin scan of senders resumes, and the messages a
+/// sender facing a full ring took out of this rank's inbound rings: a
+/// peer may be blocked on a full ring towards this rank while this rank
+/// is blocked towards it (two co-roots forwarding to each other), and
+/// only emptying our own rings lets both go on.
+#[derive(Default)]
+struct Consumer {
+    next_sender: usize,
+    /// (sender, message), in the order they left the rings; served before
+    /// the rings, so each pair's order holds.
+    parked: VecDeque<(usize, Vec<u8>)>,
+}
+
+impl Consumer {
+    fn park_everything_arrived(&mut self, transport: &ShmTransport) {
+        for sender in 0..transport.layout.size {
+            let ring = transport.ring(sender, transport.rank);
+            loop {
+                let mut message = Vec::new();
+                if !ring.try_pop(&mut message) {
+                    break;
+                }
+                self.parked.push_back((sender, message));
+            }
+        }
+    }
 }
 
 impl ShmTransport {
@@ -57,7 +85,7 @@ impl ShmTransport {
         let producers = (0..layout.size).map(|_| Mutex::new(())).collect();
         let own_window_first_word = layout.window_offset(rank) / 8;
         let window_words = words_for(layout.window_len);
-        ShmTransport { segment, layout, rank, own_window_first_word, window_words, producers, next_sender: Mutex::new(0) }
+        ShmTransport { segment, layout, rank, own_window_first_word, window_words, producers, consumer: Mutex::new(Consumer::default()) }
     }
 
     /// Ranks sharing this node: all of them, for shared memory.
@@ -95,6 +123,35 @@ impl ShmTransport {
         let first = self.own_window_first_word;
         let words = &self.segment.words()[first..first + self.window_words];
         Window::new(words, self.layout.window_len)
+    }
+
+    /// `send_reliable`, running `meanwhile` whenever the ring is full: the
+    /// hybrid transport drains its other channel there, since a peer held
+    /// up on it may be the one this ring waits for.
+    pub(crate) fn send_reliable_while(&self, peer: usize, message: &[u8], meanwhile: &dyn Fn()) -> Result<(), TransportError> {
+        if peer >= self.layout.size {
+            return Err(TransportError::OutOfRange { peer, offset: 0, len: message.len() });
+        }
+        if message.len() > RELIABLE_MAX {
+            return Err(TransportError::TooLarge { len: message.len(), max: RELIABLE_MAX });
+        }
+        let _sole_producer = lock(&self.producers[peer]);
+        let ring = self.ring(self.rank, peer);
+        let mut backoff = Backoff::new();
+        while !ring.try_push(message) {
+            self.park_arrivals();
+            meanwhile();
+            backoff.snooze(|| format!("room in the shared-memory ring from rank {} to rank {peer}", self.rank));
+        }
+        Ok(())
+    }
+
+    /// Empties this rank's inbound rings into the parked queue.
+    pub(crate) fn park_arrivals(&self) {
+        // Whoever holds the lock is consuming already.
+        if let Ok(mut consumer) = self.consumer.try_lock() {
+            consumer.park_everything_arrived(self);
+        }
     }
 
     #[inline]
@@ -167,29 +224,21 @@ impl Transport for ShmTransport {
     }
 
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
-        if peer >= self.layout.size {
-            return Err(TransportError::OutOfRange { peer, offset: 0, len: message.len() });
-        }
-        if message.len() > RELIABLE_MAX {
-            return Err(TransportError::TooLarge { len: message.len(), max: RELIABLE_MAX });
-        }
-        let _sole_producer = lock(&self.producers[peer]);
-        let ring = self.ring(self.rank, peer);
-        let mut backoff = Backoff::new();
-        while !ring.try_push(message) {
-            backoff.snooze(|| format!("room in the shared-memory ring from rank {} to rank {peer}", self.rank));
-        }
-        Ok(())
+        self.send_reliable_while(peer, message, &|| {})
     }
 
     fn poll_reliable(&self, out: &mut Vec<u8>) -> Option<usize> {
         out.clear();
-        let mut next_sender = lock(&self.next_sender);
+        let mut consumer = lock(&self.consumer);
+        if let Some((sender, mut message)) = consumer.parked.pop_front() {
+            std::mem::swap(out, &mut message);
+            return Some(sender);
+        }
         let size = self.layout.size;
         for step in 0..size {
-            let sender = (*next_sender + step) % size;
+            let sender = (consumer.next_sender + step) % size;
             if self.ring(sender, self.rank).try_pop(out) {
-                *next_sender = (sender + 1) % size;
+                consumer.next_sender = (sender + 1) % size;
                 return Some(sender);
             }
         }

@@ -117,12 +117,28 @@ impl VerbsTransport {
         }
     }
 
-    /// The first failure a completion reported, as the next operation
-    /// would return it; Ok while the transport is healthy. Lets a caller
-    /// that only polls flags (and so calls no failing operation) notice.
-    pub fn health(&self) -> Result<(), TransportError> {
-        self.failure.check()
+    /// `send_reliable`, running `meanwhile` beside draining this
+    /// transport's own inbox whenever the send waits: the hybrid
+    /// transport empties its node's rings there, since a node-local peer
+    /// held up on a full ring may be what keeps the receiver from reposting.
+    pub(crate) fn send_reliable_while(&self, peer: usize, message: &[u8], meanwhile: &dyn Fn()) -> Result<(), TransportError> {
+        if peer >= self.size {
+            return Err(TransportError::OutOfRange { peer, offset: 0, len: message.len() });
+        }
+        if message.len() > RELIABLE_MAX {
+            return Err(TransportError::TooLarge { len: message.len(), max: RELIABLE_MAX });
+        }
+        if peer == self.rank {
+            self.failure.check()?;
+            lock(&self.inbox).push_own(self.rank, message);
+            return Ok(());
+        }
+        lock(&self.send_path).send(&self.links, &self.failure, peer, message, &|| {
+            self.drain_inbox();
+            meanwhile();
+        })
     }
+
 
     /// Multicast datagrams dropped at this rank because the adapter did not
     /// give a send buffer back in time (0 without multicast).
@@ -222,23 +238,18 @@ impl Transport for VerbsTransport {
     }
 
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
-        if peer >= self.size {
-            return Err(TransportError::OutOfRange { peer, offset: 0, len: message.len() });
-        }
-        if message.len() > RELIABLE_MAX {
-            return Err(TransportError::TooLarge { len: message.len(), max: RELIABLE_MAX });
-        }
-        if peer == self.rank {
-            self.failure.check()?;
-            lock(&self.inbox).push_own(self.rank, message);
-            return Ok(());
-        }
-        lock(&self.send_path).send(&self.links, &self.failure, peer, message, &|| self.drain_inbox())
+        self.send_reliable_while(peer, message, &|| {})
     }
 
     fn poll_reliable(&self, out: &mut Vec<u8>) -> Option<usize> {
         out.clear();
         lock(&self.inbox).take(&self.links, &self.failure, out)
+    }
+
+    /// The first failure a completion reported (a queue pair in error
+    /// after a peer or link died), as the next operation would return it.
+    fn health(&self) -> Result<(), TransportError> {
+        self.failure.check()
     }
 
     fn progress(&self) {

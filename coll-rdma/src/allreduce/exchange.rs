@@ -71,7 +71,7 @@ impl ExchangeSlots {
                 let slot = self.slot(epoch, sender);
                 wait_at_least(transport, self.shape.flag_offset(slot), epoch, policy, || {
                     format!("allreduce {epoch} (exchange): contribution of rank {sender}")
-                });
+                })?;
                 transport.read_local(slot, contribution);
             }
             if sender > 0 {

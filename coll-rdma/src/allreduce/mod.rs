@@ -264,7 +264,7 @@ impl Allreduce {
     ) -> Result<(), TransportError> {
         let policy = &self.config.policy;
         if let Some(parent) = &self.result_from_parent {
-            parent.receive(transport, turn.seq, result, policy);
+            parent.receive(transport, turn.seq, result, policy)?;
             if turn.must_acknowledge() {
                 parent.acknowledge(transport, turn.seq)?;
             }

@@ -132,19 +132,26 @@ impl Stream {
         if credit_needed > 0 {
             wait_at_least(transport, self.credit, credit_needed, policy, || {
                 format!("{}: rank {} to free a slot for segment {seq}", self.what, self.receiver)
-            });
+            })?;
         }
         let slot = self.slot(seq);
         put_word_padded(transport, self.receiver, slot, data, self.shape.flag_offset(slot), seq)
     }
 
     /// Receiver side: waits for segment `seq` and copies it into `out`.
-    pub(crate) fn receive<T: Transport + ?Sized>(&self, transport: &T, seq: u64, out: &mut [u8], policy: &WaitPolicy) {
+    pub(crate) fn receive<T: Transport + ?Sized>(
+        &self,
+        transport: &T,
+        seq: u64,
+        out: &mut [u8],
+        policy: &WaitPolicy,
+    ) -> Result<(), TransportError> {
         let slot = self.slot(seq);
         wait_at_least(transport, self.shape.flag_offset(slot), seq, policy, || {
             format!("{}: segment {seq} from rank {}", self.what, self.sender)
-        });
+        })?;
         transport.read_local(slot, out);
+        Ok(())
     }
 
     /// Receiver side, after `receive`: returns the slot to the sender.

@@ -72,7 +72,7 @@ impl Upward {
         policy: &WaitPolicy,
     ) -> Result<(), TransportError> {
         for child in &self.from_children {
-            child.receive(transport, turn.seq, incoming, policy);
+            child.receive(transport, turn.seq, incoming, policy)?;
             if turn.must_acknowledge() {
                 child.acknowledge(transport, turn.seq)?;
             }

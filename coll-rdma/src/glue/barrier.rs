@@ -5,7 +5,7 @@ use std::ffi::c_int;
 
 use ompi_sys as sys;
 
-use super::side_progress::WithBcastProgress;
+use crate::side_progress::WithBcastProgress;
 use super::handover::Handover;
 use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;

@@ -105,6 +105,7 @@ pub struct CommState {
 fn wait_policy(settings: &Settings, local_ranks: usize) -> WaitPolicy {
     let cores = online_cores();
     let mut policy = WaitPolicy::for_occupancy(local_ranks, cores, settings.stall_warning);
+    policy.fault_timeout = settings.fault_timeout;
     if let Some(polls) = settings.spin_polls {
         policy.spin_polls = polls;
     }

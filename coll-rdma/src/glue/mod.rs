@@ -19,6 +19,5 @@ mod progress;
 mod reduce;
 mod reduction_call;
 mod saved;
-pub(crate) mod side_progress;
 mod version;
 

@@ -24,6 +24,7 @@ static mut TEST_PRETEND_NODES: c_int = 0;
 static mut BARRIER_RADIX: c_int = 0;
 static mut SPIN_POLLS: c_int = -1;
 static mut STALL_WARNING_SECONDS: c_int = 10;
+static mut FAULT_TIMEOUT_SECONDS: c_int = btl_ibmc::DEFAULT_FAULT_TIMEOUT.as_secs() as c_int;
 static mut MODEL_LATENCY_NS: c_int = BarrierModel::SHARED_MEMORY.latency_ns as c_int;
 static mut MODEL_PUT_GAP_NS: c_int = BarrierModel::SHARED_MEMORY.put_gap_ns as c_int;
 static mut TEST_RUNNING_VERSION: *const c_char = c"".as_ptr();
@@ -91,6 +92,8 @@ pub struct Settings {
     /// `None`: spin only when the node is not oversubscribed.
     pub spin_polls: Option<u32>,
     pub stall_warning: Duration,
+    /// `None`: a wait never gives up.
+    pub fault_timeout: Option<Duration>,
     pub model: BarrierModel,
     pub pretend_running_version: Option<String>,
     /// Testing: pretend the running Open MPI's module class has this size.
@@ -246,6 +249,13 @@ fn registrations() -> Vec<Registration> {
             kind: INT,
             level: TUNER,
             storage: &raw mut STALL_WARNING_SECONDS as *mut c_void,
+        },
+        Registration {
+            name: c"fault_timeout_s",
+            help: c"Seconds a rank may wait inside a coll rdma collective without progress before the collective fails with MPI_ERR_OTHER, reporting the job as hung with what it waited for; a failed link or peer fails it at once; 0 waits for ever",
+            kind: INT,
+            level: TUNER,
+            storage: &raw mut FAULT_TIMEOUT_SECONDS as *mut c_void,
         },
         Registration {
             name: c"model_latency_ns",
@@ -473,6 +483,7 @@ pub struct RawParams {
     pub barrier_radix: i32,
     pub spin_polls: i32,
     pub stall_warning_seconds: i32,
+    pub fault_timeout_seconds: i32,
     pub model_latency_ns: i32,
     pub model_put_gap_ns: i32,
     pub test_running_version: String,
@@ -516,6 +527,7 @@ fn read_raw() -> RawParams {
             barrier_radix: BARRIER_RADIX,
             spin_polls: SPIN_POLLS,
             stall_warning_seconds: STALL_WARNING_SECONDS,
+            fault_timeout_seconds: FAULT_TIMEOUT_SECONDS,
             model_latency_ns: MODEL_LATENCY_NS,
             model_put_gap_ns: MODEL_PUT_GAP_NS,
             test_running_version: string_value(TEST_RUNNING_VERSION),
@@ -583,6 +595,15 @@ pub fn validate(raw: RawParams) -> Settings {
     };
     // Zero disables the warning: an interval no wait reaches.
     let stall_warning = if stall_warning == 0 { Duration::MAX } else { Duration::from_secs(stall_warning) };
+    let fault_timeout = match raw.fault_timeout_seconds {
+        0 => None,
+        n if n > 0 => Some(Duration::from_secs(n as u64)),
+        n => {
+            let default = btl_ibmc::DEFAULT_FAULT_TIMEOUT.as_secs();
+            tracing::warn!("coll_rdma_fault_timeout_s={n} is invalid (seconds >= 0, 0 = never); using {default}");
+            Some(btl_ibmc::DEFAULT_FAULT_TIMEOUT)
+        }
+    };
     let default_model = BarrierModel::SHARED_MEMORY;
     let latency_ns = if raw.model_latency_ns > 0 {
         raw.model_latency_ns as f64
@@ -614,6 +635,7 @@ pub fn validate(raw: RawParams) -> Settings {
         barrier_radix,
         spin_polls,
         stall_warning,
+        fault_timeout,
         model: BarrierModel { latency_ns, put_gap_ns },
         pretend_running_version: Some(raw.test_running_version.clone()).filter(|v| !v.is_empty()),
         pretend_module_class_size: usize::try_from(raw.test_module_class_size).ok().filter(|&bytes| bytes > 0),

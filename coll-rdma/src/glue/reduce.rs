@@ -5,7 +5,7 @@ use std::ffi::{c_int, c_void};
 
 use ompi_sys as sys;
 
-use super::side_progress::WithBcastProgress;
+use crate::side_progress::WithBcastProgress;
 use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;

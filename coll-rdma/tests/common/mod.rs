@@ -30,6 +30,6 @@ impl XorShift {
 
 /// Ranks are threads, usually more than cores: spin briefly, then yield.
 pub fn yielding_policy(spin_polls: u32) -> WaitPolicy {
-    WaitPolicy { spin_polls, stall_warning: Duration::from_secs(30) }
+    WaitPolicy { spin_polls, stall_warning: Duration::from_secs(30), fault_timeout: None }
 }
 pub mod watchdog;

@@ -79,6 +79,9 @@ impl<T: Transport + ?Sized> Transport for WithBcastProgress<'_, T> {
             tracing::warn!("bcast progress during another collective failed: {why}");
         }
     }
+    fn health(&self) -> Result<(), TransportError> {
+        self.inner.health()
+    }
     fn read_peer(&self, peer: usize, offset: usize, out: &mut [u8]) -> Result<(), TransportError> {
         self.inner.read_peer(peer, offset, out)
     }
