@@ -31,6 +31,13 @@ impl SendAccount {
         SendAccount { posted: 0, completed: 0, last_signalled: 0, interval: u64::from(interval.max(1)), depth: u64::from(depth) }
     }
 
+    /// An account whose first `posted` requests have all completed, to
+    /// test the counters near a wrap without posting that many.
+    #[cfg(test)]
+    pub(crate) fn after(posted: u64, interval: u32, depth: u32) -> Self {
+        SendAccount { posted, completed: posted, last_signalled: posted, ..SendAccount::new(interval, depth) }
+    }
+
     /// Requests posted whose completion has not been seen yet.
     pub(crate) fn outstanding(&self) -> u64 {
         self.posted - self.completed
@@ -57,6 +64,13 @@ impl SendAccount {
         self.completed = self.completed.max(seq.min(self.posted));
     }
 
+    /// As `complete_through`, for a completion that names its request by
+    /// the low `bits` of its sequence number only (a work-request id
+    /// shares its 64 bits with the peer).
+    pub(crate) fn complete_through_low_bits(&mut self, low: u64, bits: u32) {
+        self.complete_through(widen_sequence(low, bits, self.posted));
+    }
+
     pub(crate) fn completed(&self) -> u64 {
         self.completed
     }
@@ -75,6 +89,16 @@ impl SendAccount {
     pub(crate) fn is_covered(&self, seq: u64) -> bool {
         self.last_signalled >= seq
     }
+}
+
+/// The full sequence number whose low `bits` bits are `low`: the latest
+/// one posted so far (at most `posted`) that ends in those bits. A
+/// completion names a request still outstanding, and far fewer than
+/// 2^bits are (the send queue's depth), so that one is the request.
+pub(crate) fn widen_sequence(low: u64, bits: u32, posted: u64) -> u64 {
+    let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+    let back = posted.wrapping_sub(low) & mask;
+    posted.saturating_sub(back)
 }
 
 /// A staging region handed to one request.
@@ -187,6 +211,16 @@ mod tests {
         assert_eq!(account.next(true), (10, true));
         assert!(account.awaits_signal());
         assert!(account.has_room_for(14) && !account.has_room_for(15));
+    }
+
+    #[test]
+    fn sequences_widen_to_the_latest_posted_request_with_those_low_bits() {
+        const BITS: u32 = 40;
+        let wrap = 1u64 << BITS;
+        for (seq, posted) in [(1, 1), (5, 9), (wrap - 1, wrap + 3), (wrap, wrap + 3), (wrap + 3, wrap + 3), (7 * wrap + 2, 7 * wrap + 60)] {
+            assert_eq!(widen_sequence(seq & (wrap - 1), BITS, posted), seq, "seq {seq} with {posted} posted");
+        }
+        assert_eq!(widen_sequence(12, 64, 99), 12);
     }
 
     #[test]
