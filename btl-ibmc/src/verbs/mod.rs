@@ -124,10 +124,10 @@ impl VerbsTransport {
         self.failure.check()
     }
 
-    /// Multicast datagrams dropped at this rank because the adapter did not
-    /// give a send buffer back in time (0 without multicast).
-    pub fn multicast_sends_dropped(&self) -> u64 {
-        self.multicast.as_ref().map_or(0, UdMulticast::dropped_sends)
+    /// Multicast datagrams that had to wait for the adapter to give a send
+    /// buffer back (0 without multicast). None is ever dropped at the sender.
+    pub fn multicast_send_waits(&self) -> u64 {
+        self.multicast.as_ref().map_or(0, UdMulticast::send_waits)
     }
 
     #[inline]

@@ -10,6 +10,8 @@
 //! completion covering that request has been polled.
 
 use std::collections::VecDeque;
+use crate::backoff::Backoff;
+use crate::transport::TransportError;
 
 /// Smallest staging ring accepted.
 pub(crate) const MIN_STAGING_BYTES: usize = 64 * 1024;
@@ -99,6 +101,30 @@ pub(crate) fn widen_sequence(low: u64, bits: u32, posted: u64) -> u64 {
     let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
     let back = posted.wrapping_sub(low) & mask;
     posted.saturating_sub(back)
+}
+
+/// Waits until `account` has room for one more request, calling `poll`
+/// (which takes completions into the account) between checks. However
+/// late the adapter gives buffers back, the request is sent: dropping the
+/// sender's own data would only make receivers ask for it again. Only a
+/// failure `poll` reports ends the wait, and `Backoff` warns about one
+/// that looks like a hang. Returns whether it had to wait at all.
+pub(crate) fn wait_for_send_room(
+    account: &mut SendAccount,
+    mut poll: impl FnMut(&mut SendAccount) -> Result<(), TransportError>,
+) -> Result<bool, TransportError> {
+    if account.has_room_for(1) {
+        return Ok(false);
+    }
+    let mut backoff = Backoff::new();
+    loop {
+        poll(account)?;
+        if account.has_room_for(1) {
+            return Ok(true);
+        }
+        let outstanding = account.outstanding();
+        backoff.snooze(|| format!("a multicast send buffer to come back ({outstanding} datagrams in flight)"));
+    }
 }
 
 /// A staging region handed to one request.
@@ -221,6 +247,40 @@ mod tests {
             assert_eq!(widen_sequence(seq & (wrap - 1), BITS, posted), seq, "seq {seq} with {posted} posted");
         }
         assert_eq!(widen_sequence(12, 64, 99), 12);
+    }
+
+    /// An adapter slow to give send buffers back (a busy machine, a slow
+    /// link): the sender must wait for them, not give up on its datagram.
+    #[test]
+    fn a_full_send_queue_waits_for_its_completions_however_late() {
+        let mut account = SendAccount::new(2, 4);
+        let mut signalled = Vec::new();
+        while account.has_room_for(1) {
+            let (seq, signal) = account.next(false);
+            if signal {
+                signalled.push(seq);
+            }
+        }
+        assert_eq!(signalled, [2, 4]);
+        let mut polls = 0;
+        let late_adapter = |account: &mut SendAccount| {
+            polls += 1;
+            // The first completion comes back only after 50 ms, far beyond
+            // any spin budget; then the rest.
+            if polls == 1 {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            } else if polls == 3 {
+                account.complete_through(2);
+            }
+            Ok(())
+        };
+        assert_eq!(wait_for_send_room(&mut account, late_adapter), Ok(true));
+        assert!(account.has_room_for(2) && !account.has_room_for(3));
+
+        let failing_adapter = |_: &mut SendAccount| Err(TransportError::Failed("a multicast send failed: flushed".into()));
+        let mut full = SendAccount::new(1, 1);
+        full.next(false);
+        assert!(matches!(wait_for_send_room(&mut full, failing_adapter), Err(TransportError::Failed(why)) if why.contains("flushed")));
     }
 
     #[test]

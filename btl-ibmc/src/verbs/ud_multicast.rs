@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rdma_sys::{
     ibv_ah, ibv_alloc_pd, ibv_create_ah, ibv_dealloc_pd, ibv_destroy_ah, ibv_pd, ibv_qp, ibv_qp_init_attr, ibv_qp_type,
@@ -19,7 +19,7 @@ use super::cm_group::{CmGroup, GroupAddress};
 use super::completion::{Completion, CompletionQueue};
 use super::links::Failure;
 use super::memory::{LOCAL_ONLY, RegisteredBuffer};
-use super::staging::SendAccount;
+use super::staging::{SendAccount, wait_for_send_room};
 use crate::poison::lock;
 use crate::transport::TransportError;
 
@@ -30,8 +30,6 @@ pub(crate) const DATAGRAM_HEADER: usize = 8;
 /// Send buffers: one per datagram in flight.
 const SEND_SLOTS: u32 = 64;
 const SEND_SIGNAL_INTERVAL: u32 = 16;
-/// How long `send` waits for a send buffer before dropping the datagram.
-const SEND_PATIENCE: Duration = Duration::from_millis(20);
 
 /// What joining needs to know.
 pub(crate) struct JoinRequest {
@@ -66,7 +64,7 @@ pub(crate) struct UdMulticast {
     send: Mutex<SendSide>,
     receive: Mutex<ReceiveSide>,
     failure: Failure,
-    dropped_sends: AtomicU64,
+    send_waits: AtomicU64,
     // Teardown order (see Drop): leave the group, address handle, queue pair, buffers,
     // completion queues, protection domain, then the rdma_cm id.
     ah: *mut ibv_ah,
@@ -104,7 +102,7 @@ impl UdMulticast {
             send: Mutex::new(SendSide { account: SendAccount::new(SEND_SIGNAL_INTERVAL, SEND_SLOTS), completions: Vec::new() }),
             receive: Mutex::new(ReceiveSide { pending: VecDeque::new(), completions: Vec::new() }),
             failure: Failure::default(),
-            dropped_sends: AtomicU64::new(0),
+            send_waits: AtomicU64::new(0),
             ah: std::ptr::null_mut(),
             group: None,
             qp: std::ptr::null_mut(),
@@ -180,9 +178,9 @@ impl UdMulticast {
         self.group_address
     }
 
-    /// Datagrams `send` dropped because no send buffer came back in time.
-    pub(crate) fn dropped_sends(&self) -> u64 {
-        self.dropped_sends.load(Ordering::Relaxed)
+    /// Datagrams `send` had to wait for a send buffer to come back.
+    pub(crate) fn send_waits(&self) -> u64 {
+        self.send_waits.load(Ordering::Relaxed)
     }
 
     /// Largest payload `send` accepts.
@@ -205,19 +203,11 @@ impl UdMulticast {
             return Err(TransportError::Unsupported("multicast without a joined group"));
         };
         let mut side = lock(&self.send);
-        let waiting_since = Instant::now();
-        while !side.account.has_room_for(1) {
-            self.poll_sends(&mut side)?;
-            if waiting_since.elapsed() >= SEND_PATIENCE {
-                // A datagram may be lost; losing it here beats stalling the
-                // caller behind an adapter that stopped completing sends.
-                let dropped = self.dropped_sends.fetch_add(1, Ordering::Relaxed) + 1;
-                if dropped.is_power_of_two() {
-                    tracing::warn!("verbs: no multicast send buffer came back within {SEND_PATIENCE:?}; {dropped} datagram(s) dropped so far");
-                }
-                return Ok(());
-            }
-            std::hint::spin_loop();
+        let SendSide { account, completions } = &mut *side;
+        // Only this rank's own adapter returns the buffers (a UD send needs
+        // nothing from the receivers), so waiting cannot depend on a peer.
+        if wait_for_send_room(account, |account| self.poll_sends(account, completions))? {
+            self.send_waits.fetch_add(1, Ordering::Relaxed);
         }
         let (seq, signalled) = side.account.next(false);
         let offset = (seq % u64::from(SEND_SLOTS)) as usize * self.mtu;
@@ -254,14 +244,17 @@ impl UdMulticast {
 
     /// Polls send completions so buffers come back.
     pub(crate) fn progress(&self) {
-        let mut side = lock(&self.send);
-        // A failure is recorded and answered by the next send.
-        let _ = self.poll_sends(&mut side);
+        // Whoever holds the lock is polling already: a send waiting for a
+        // buffer may run the progress engine, which comes back here.
+        if let Ok(mut side) = self.send.try_lock() {
+            let SendSide { account, completions } = &mut *side;
+            // A failure is recorded and answered by the next send.
+            let _ = self.poll_sends(account, completions);
+        }
     }
 
-    fn poll_sends(&self, side: &mut SendSide) -> Result<(), TransportError> {
+    fn poll_sends(&self, account: &mut SendAccount, completions: &mut Vec<Completion>) -> Result<(), TransportError> {
         let Some(cq) = self.send_cq.as_ref() else { return Ok(()) };
-        let SendSide { account, completions } = side;
         if let Err(why) = cq.poll(completions) {
             self.failure.record(why);
         }
