@@ -419,9 +419,10 @@ fn exercise_multicast<T: OverVerbs>(transport: &T, count: usize, grace: Duration
     let mut tally = MulticastTally { expected: count * (size - 1), ..MulticastTally::default() };
     let (mut datagram, mut received) = (Vec::new(), Vec::new());
     let mut take = |transport: &T, tally: &mut MulticastTally| {
-        while transport.poll_multicast(&mut received) {
+        while let Some(source) = transport.poll_multicast(&mut received) {
             assert!(received.len() >= 8, "rank {rank}: runt datagram of {} bytes", received.len());
             let sender = u32::from_le_bytes(received[..4].try_into().unwrap()) as usize;
+            assert_eq!(source, sender, "rank {rank}: the transport attributes a datagram to the wrong rank");
             let seq = u32::from_le_bytes(received[4..8].try_into().unwrap()) as usize;
             assert!(sender < size && sender != rank && seq < count, "rank {rank}: datagram from {sender} seq {seq}");
             let len = 8 + (seq * 97) % (max - 7);

@@ -29,6 +29,7 @@ mod reliable;
 mod send_path;
 mod staging;
 mod ud_multicast;
+mod ud_source;
 
 #[cfg(test)]
 mod tests;
@@ -130,6 +131,13 @@ impl VerbsTransport {
         self.multicast.as_ref().map_or(0, UdMulticast::send_waits)
     }
 
+    /// Datagrams received on the group that no rank of this communicator
+    /// sent (their source queue pair or address is not one exchanged at
+    /// setup) and were dropped (0 without multicast).
+    pub fn multicast_strangers_dropped(&self) -> u64 {
+        self.multicast.as_ref().map_or(0, UdMulticast::strangers_dropped)
+    }
+
     #[inline]
     fn own_window(&self) -> Window<'_> {
         Window::new(self.links.window.words(), self.window_len)
@@ -211,14 +219,18 @@ impl Transport for VerbsTransport {
         }
     }
 
-    fn poll_multicast(&self, out: &mut Vec<u8>) -> bool {
+    fn poll_multicast(&self, out: &mut Vec<u8>) -> Option<usize> {
         match &self.multicast {
             Some(multicast) => multicast.receive(out),
             None => {
                 out.clear();
-                false
+                None
             }
         }
+    }
+
+    fn multicast_nonce(&self) -> u64 {
+        self.multicast.as_ref().map_or(0, UdMulticast::nonce)
     }
 
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
