@@ -111,8 +111,11 @@ impl Transport for SelectedTransport {
     fn multicast(&self, datagram: &[u8]) -> Result<(), TransportError> {
         dispatch!(self, t => t.multicast(datagram))
     }
-    fn poll_multicast(&self, out: &mut Vec<u8>) -> bool {
+    fn poll_multicast(&self, out: &mut Vec<u8>) -> Option<usize> {
         dispatch!(self, t => t.poll_multicast(out))
+    }
+    fn multicast_nonce(&self) -> u64 {
+        dispatch!(self, t => t.multicast_nonce())
     }
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
         dispatch!(self, t => t.send_reliable(peer, message))

@@ -96,8 +96,20 @@ pub trait Transport {
     /// reordered.
     fn multicast(&self, datagram: &[u8]) -> Result<(), TransportError>;
 
-    /// Takes one received datagram into `out` (cleared first), if any.
-    fn poll_multicast(&self, out: &mut Vec<u8>) -> bool;
+    /// Takes one received datagram into `out` (cleared first), if any,
+    /// and returns the rank that sent it, as far as the backend can vouch
+    /// for it (verbs: the source queue pair and GID of the completion match
+    /// that rank's multicast queue pair from setup). Datagrams the backend
+    /// cannot attribute to another rank of this communicator are dropped
+    /// before this; the bytes are still untrusted.
+    fn poll_multicast(&self, out: &mut Vec<u8>) -> Option<usize>;
+
+    /// A random number the ranks agreed on when this transport was set up
+    /// and that nobody outside the communicator learns, which every
+    /// datagram carries so that other traffic reaching the same group
+    /// (another job's, another user's, an earlier communicator's) is told
+    /// apart. Backends without datagrams answer 0.
+    fn multicast_nonce(&self) -> u64;
 
     /// Sends `message` to `peer`; delivered exactly once, in order per pair.
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError>;

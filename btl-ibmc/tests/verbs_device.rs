@@ -62,15 +62,15 @@ fn barrier(exchange: &dyn Exchange, size: usize) {
 /// What the exercises need beyond `Transport`: quiescing before teardown.
 trait OverVerbs: Transport {
     fn quiesce(&self) -> Result<(), TransportError>;
-    fn multicast_sends_dropped(&self) -> u64;
+    fn multicast_send_waits(&self) -> u64;
 }
 
 impl OverVerbs for VerbsTransport {
     fn quiesce(&self) -> Result<(), TransportError> {
         VerbsTransport::quiesce(self)
     }
-    fn multicast_sends_dropped(&self) -> u64 {
-        VerbsTransport::multicast_sends_dropped(self)
+    fn multicast_send_waits(&self) -> u64 {
+        VerbsTransport::multicast_send_waits(self)
     }
 }
 
@@ -78,8 +78,8 @@ impl OverVerbs for HybridTransport {
     fn quiesce(&self) -> Result<(), TransportError> {
         HybridTransport::quiesce(self)
     }
-    fn multicast_sends_dropped(&self) -> u64 {
-        self.verbs().multicast_sends_dropped()
+    fn multicast_send_waits(&self) -> u64 {
+        self.verbs().multicast_send_waits()
     }
 }
 
@@ -401,7 +401,7 @@ fn reliable_messages_arrive_exactly_once_in_order_under_load() {
 
 #[derive(Debug, Default, Clone)]
 struct MulticastTally {
-    sender_dropped: u64,
+    sender_waits: u64,
     expected: usize,
     received: usize,
     duplicates: usize,
@@ -425,9 +425,10 @@ fn exercise_multicast<T: OverVerbs>(transport: &T, count: usize, grace: Duration
     let mut tally = MulticastTally { expected: count * (size - 1), ..MulticastTally::default() };
     let (mut datagram, mut received) = (Vec::new(), Vec::new());
     let mut take = |transport: &T, tally: &mut MulticastTally| {
-        while transport.poll_multicast(&mut received) {
+        while let Some(source) = transport.poll_multicast(&mut received) {
             assert!(received.len() >= 8, "rank {rank}: runt datagram of {} bytes", received.len());
             let sender = u32::from_le_bytes(received[..4].try_into().unwrap()) as usize;
+            assert_eq!(source, sender, "rank {rank}: the transport attributes a datagram to the wrong rank");
             let seq = u32::from_le_bytes(received[4..8].try_into().unwrap()) as usize;
             assert!(sender < size && sender != rank && seq < count, "rank {rank}: datagram from {sender} seq {seq}");
             let len = 8 + (seq * 97) % (max - 7);
@@ -468,7 +469,7 @@ fn exercise_multicast<T: OverVerbs>(transport: &T, count: usize, grace: Duration
             Some(at) if tally.received == tally.expected || at.elapsed() >= grace => break,
             _ => {}
         }
-        tally.sender_dropped = transport.multicast_sends_dropped();
+        tally.sender_waits = transport.multicast_send_waits();
         assert!(
             started.elapsed() < DEADLINE,
             "rank {rank}: peers never finished multicasting (received {} of {})",
@@ -492,12 +493,12 @@ fn multicast_datagrams_reach_every_other_rank() {
     });
     for (rank, tally) in tallies.iter().enumerate() {
         println!(
-            "rank {rank}: received {} of {} datagrams (lost {}, duplicates {}, dropped at the sender {})",
+            "rank {rank}: received {} of {} datagrams (lost {}, duplicates {}, sends that waited for a buffer {})",
             tally.received,
             tally.expected,
             tally.expected - tally.received,
             tally.duplicates,
-            tally.sender_dropped
+            tally.sender_waits
         );
     }
     // Loopback on one device loses nothing unless the receive ring overflows;
@@ -692,13 +693,13 @@ fn two_hosts_over_tcp() {
     // One communicator spans the guests: every rank must use the same id.
     let tally = exercise_multicast(&transport, 300, Duration::from_secs(3));
     println!(
-        "rank {rank}: multicast received {} of {} datagrams (lost {}, {:.1}%; duplicates {}; dropped at this sender {}) in {:.1} s",
+        "rank {rank}: multicast received {} of {} datagrams (lost {}, {:.1}%; duplicates {}; sends that waited for a buffer {}) in {:.1} s",
         tally.received,
         tally.expected,
         tally.expected - tally.received,
         100.0 * (tally.expected - tally.received) as f64 / tally.expected.max(1) as f64,
         tally.duplicates,
-        tally.sender_dropped,
+        tally.sender_waits,
         phase.elapsed().as_secs_f64()
     );
     transport.quiesce().expect("quiesce");

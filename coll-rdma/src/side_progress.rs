@@ -61,8 +61,11 @@ impl<T: Transport + ?Sized> Transport for WithBcastProgress<'_, T> {
     fn multicast(&self, datagram: &[u8]) -> Result<(), TransportError> {
         self.inner.multicast(datagram)
     }
-    fn poll_multicast(&self, out: &mut Vec<u8>) -> bool {
+    fn poll_multicast(&self, out: &mut Vec<u8>) -> Option<usize> {
         self.inner.poll_multicast(out)
+    }
+    fn multicast_nonce(&self) -> u64 {
+        self.inner.multicast_nonce()
     }
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
         self.inner.send_reliable(peer, message)

@@ -13,8 +13,11 @@ use crate::rng::Rng;
 /// How far back in a receiver's queue a reordered copy may land.
 pub const REORDER_SPAN: usize = 8;
 
+/// A datagram waiting in a receiver's queue, with the rank it came from.
+type Arrival = (usize, Vec<u8>);
+
 pub(crate) struct DatagramQueues {
-    inboxes: Box<[Mutex<VecDeque<Vec<u8>>>]>,
+    inboxes: Box<[Mutex<VecDeque<Arrival>>]>,
 }
 
 impl DatagramQueues {
@@ -47,16 +50,22 @@ impl DatagramQueues {
                 if overtake && !queue.is_empty() {
                     let back = 1 + rng.below(queue.len().min(REORDER_SPAN) as u64) as usize;
                     let position = queue.len() - back;
-                    queue.insert(position, datagram.to_vec());
+                    queue.insert(position, (sender, datagram.to_vec()));
                     Counters::bump(&counters.reordered);
                 } else {
-                    queue.push_back(datagram.to_vec());
+                    queue.push_back((sender, datagram.to_vec()));
                 }
             }
         }
     }
 
-    pub(crate) fn take(&self, receiver: usize) -> Option<Vec<u8>> {
+    /// Puts `datagram` at the back of `receiver`'s queue as if `sender`
+    /// had sent it, free of faults.
+    pub(crate) fn inject(&self, receiver: usize, sender: usize, datagram: &[u8]) {
+        lock(&self.inboxes[receiver]).push_back((sender, datagram.to_vec()));
+    }
+
+    pub(crate) fn take(&self, receiver: usize) -> Option<Arrival> {
         lock(&self.inboxes[receiver]).pop_front()
     }
 }

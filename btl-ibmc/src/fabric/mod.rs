@@ -56,6 +56,8 @@ pub struct Fabric {
     /// Indexed by rank: ranks a test declared dead, as a queue pair in
     /// error would reveal them to their peers.
     dead: Box<[AtomicBool]>,
+    /// What a real backend draws at setup; here it follows from the seed.
+    multicast_nonce: u64,
 }
 
 impl Fabric {
@@ -74,6 +76,7 @@ impl Fabric {
             exchange: AllgatherBarrier::new(size),
             counters: Counters::default(),
             dead: (0..size).map(|_| AtomicBool::new(false)).collect(),
+            multicast_nonce: crate::rng::splitmix64(config.seed ^ 0x6E6F_6E63_6521),
             config,
         });
         (0..size)
@@ -115,6 +118,24 @@ impl FabricEndpoint {
         if let Some(flag) = self.fabric.dead.get(rank) {
             flag.store(true, Ordering::Release);
         }
+    }
+
+    /// Test hook: hands `to` a datagram that `poll_multicast` will
+    /// attribute to `sender`, behind whatever is already queued, free of
+    /// faults. With a sender of this communicator it stands for what a
+    /// real backend could not tell from genuine traffic (the sender's own
+    /// queue pair): a stale or foreign frame that carries its own nonce,
+    /// a frame the wrong rank put on the group, garbage.
+    pub fn inject_datagram(&self, to: usize, sender: usize, datagram: &[u8]) {
+        assert!(to < self.fabric.size && sender < self.fabric.size, "datagram injected between ranks outside the fabric");
+        self.fabric.datagrams.inject(to, sender, datagram);
+    }
+
+    /// Test hook: queues `message` for `to` on the reliable channel as if
+    /// `from` had sent it.
+    pub fn inject_reliable(&self, to: usize, from: usize, message: &[u8]) {
+        assert!(to < self.fabric.size && from < self.fabric.size, "message injected between ranks outside the fabric");
+        lock(&self.fabric.reliable_inboxes[to]).push_back((from, message.to_vec()));
     }
 
     #[inline]
@@ -219,16 +240,16 @@ impl Transport for FabricEndpoint {
         Ok(())
     }
 
-    fn poll_multicast(&self, out: &mut Vec<u8>) -> bool {
+    fn poll_multicast(&self, out: &mut Vec<u8>) -> Option<usize> {
         out.clear();
-        match self.fabric.datagrams.take(self.rank) {
-            Some(datagram) => {
-                out.extend_from_slice(&datagram);
-                Counters::bump(&self.fabric.counters.datagrams_received);
-                true
-            }
-            None => false,
-        }
+        let (sender, datagram) = self.fabric.datagrams.take(self.rank)?;
+        out.extend_from_slice(&datagram);
+        Counters::bump(&self.fabric.counters.datagrams_received);
+        Some(sender)
+    }
+
+    fn multicast_nonce(&self) -> u64 {
+        if self.offers_datagrams() { self.fabric.multicast_nonce } else { 0 }
     }
 
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {

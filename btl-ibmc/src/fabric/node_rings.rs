@@ -96,8 +96,12 @@ impl Transport for FabricWithNodeRings {
         self.fabric.multicast(datagram)
     }
 
-    fn poll_multicast(&self, out: &mut Vec<u8>) -> bool {
+    fn poll_multicast(&self, out: &mut Vec<u8>) -> Option<usize> {
         self.fabric.poll_multicast(out)
+    }
+
+    fn multicast_nonce(&self) -> u64 {
+        self.fabric.multicast_nonce()
     }
 
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {

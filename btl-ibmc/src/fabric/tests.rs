@@ -63,7 +63,7 @@ fn windows_start_zeroed_and_bad_accesses_are_rejected() {
 fn drain(endpoint: &FabricEndpoint) -> Vec<u32> {
     let mut out = Vec::new();
     let mut received = Vec::new();
-    while endpoint.poll_multicast(&mut out) {
+    while endpoint.poll_multicast(&mut out).is_some() {
         received.push(u32::from_le_bytes(out[..4].try_into().unwrap()));
     }
     received
@@ -163,12 +163,14 @@ fn without_drops_or_duplicates_every_datagram_arrives_exactly_once() {
                 let mut datagram = sequence.to_le_bytes().to_vec();
                 datagram.push(me as u8);
                 fabric.multicast(&datagram).unwrap();
-                while fabric.poll_multicast(&mut out) {
+                while let Some(sender) = fabric.poll_multicast(&mut out) {
+                    assert_eq!(sender, usize::from(out[4]), "the fabric names the datagram's sender");
                     got.push((u32::from(out[4]), u32::from_le_bytes(out[..4].try_into().unwrap())));
                 }
             }
             fabric.exchange_barrier();
-            while fabric.poll_multicast(&mut out) {
+            while let Some(sender) = fabric.poll_multicast(&mut out) {
+                assert_eq!(sender, usize::from(out[4]), "the fabric names the datagram's sender");
                 got.push((u32::from(out[4]), u32::from_le_bytes(out[..4].try_into().unwrap())));
             }
             assert_eq!(got.len(), expected, "seed {seed}, reorder {reorder}: rank {me} got {} datagrams", got.len());

@@ -121,8 +121,12 @@ impl Transport for HybridTransport {
         self.verbs.multicast(datagram)
     }
 
-    fn poll_multicast(&self, out: &mut Vec<u8>) -> bool {
+    fn poll_multicast(&self, out: &mut Vec<u8>) -> Option<usize> {
         self.verbs.poll_multicast(out)
+    }
+
+    fn multicast_nonce(&self) -> u64 {
+        self.verbs.multicast_nonce()
     }
 
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {

@@ -103,6 +103,17 @@ impl Groups {
         members
     }
 
+    /// The rank that passes each piece on to co-root `rank` (the inverse of
+    /// `forward_to`); None for the root and the leaves.
+    pub(crate) fn forwarded_by(&self, rank: usize) -> Option<usize> {
+        let j = self.relative(rank);
+        if j == 0 || j > self.co_roots {
+            return None;
+        }
+        let highest_bit = 1usize << (usize::BITS - 1 - j.leading_zeros());
+        Some(self.absolute(j - highest_bit))
+    }
+
     /// The co-roots `rank` passes each piece to over the reliable channel.
     pub(crate) fn forward_to(&self, rank: usize) -> Vec<usize> {
         let j = self.relative(rank);
@@ -173,6 +184,7 @@ mod tests {
                 while let Some(next) = frontier.pop() {
                     for child in groups.forward_to(next) {
                         reached[child] += 1;
+                        assert_eq!(groups.forwarded_by(child), Some(next), "size {size} C {co_roots}: who forwards to {child}");
                         frontier.push(child);
                     }
                     depth += 1;
@@ -183,6 +195,7 @@ mod tests {
                     let expected = usize::from((1..=co_roots).contains(&v));
                     assert_eq!(reached[rank], expected, "size {size} C {co_roots}: relative rank {v}");
                 }
+                assert!((0..size).all(|rank| (reached[rank] == 1) == groups.forwarded_by(rank).is_some()));
                 let fanout = groups.forward_to(root).len();
                 assert!(co_roots == 0 || fanout == (usize::BITS - co_roots.leading_zeros()) as usize, "root fan-out {fanout}");
             }

@@ -228,7 +228,10 @@ impl ReliableMulticast {
                 return Err(TransportError::OutOfRange { peer: rank, offset: region_offset, len });
             }
             *flavour = match transport.multicast_kind() {
-                MulticastKind::Datagram => Flavour::Datagram(DatagramFlavour::new(rank, size, region_offset, *config, transport.max_datagram())?),
+                MulticastKind::Datagram => {
+                    let nonce = transport.multicast_nonce();
+                    Flavour::Datagram(DatagramFlavour::new(rank, size, region_offset, *config, transport.max_datagram(), nonce)?)
+                },
                 MulticastKind::SharedWindow => Flavour::Shared(SharedFlavour::new(rank, size, region_offset, *config)),
                 MulticastKind::None => return Err(TransportError::Unsupported("reliable multicast without datagrams or shared windows")),
             };

@@ -23,6 +23,12 @@ pub struct RmcastStats {
     /// Pieces that arrived beyond the receive window. Flow control makes
     /// this impossible; a non-zero count is a protocol bug.
     pub overruns: u64,
+    /// Frames dropped unread: without this communicator's nonce, from a
+    /// rank that does not carry that root's pieces to this one, truncated
+    /// or garbage, or a NACK that did not come over the reliable channel
+    /// from a member. Forged or foreign traffic lands here; it is never an
+    /// error.
+    pub frames_rejected: u64,
     /// ACK words written, of which explicit ones after a quiet spell.
     pub acks_published: u64,
     pub explicit_acks: u64,
@@ -43,6 +49,7 @@ impl RmcastStats {
             duplicates_dropped: total.duplicates_dropped + one.duplicates_dropped,
             window_full_stalls: total.window_full_stalls + one.window_full_stalls,
             overruns: total.overruns + one.overruns,
+            frames_rejected: total.frames_rejected + one.frames_rejected,
             acks_published: total.acks_published + one.acks_published,
             explicit_acks: total.explicit_acks + one.explicit_acks,
         })

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::wire::{PieceHeader, encode_piece};
+use super::wire::{PieceHeader, encode_nack, encode_piece};
 use super::{ReliableMulticast, RmcastConfig, RmcastStats, region_len};
 use crate::fabric::{Fabric, FabricConfig};
 use crate::shm::establish;
@@ -228,15 +228,94 @@ fn unusable_transports_and_mismatched_messages_are_errors() {
 fn a_piece_beyond_the_receive_window_is_counted_as_an_overrun() {
     let config = RmcastConfig { window_slots: 4, ..test_config() };
     let endpoints = Fabric::new(2, region_len(2, &config), FabricConfig::default());
+    let nonce = endpoints[0].multicast_nonce();
     let mut forged = Vec::new();
     for seq in [4, 9, 3] {
-        encode_piece(PieceHeader { root: 0, seq, message_len: 1, offset: 0 }, &[7], &mut forged);
+        encode_piece(PieceHeader { root: 0, nonce, seq, message_len: 1, offset: 0 }, &[7], &mut forged);
         endpoints[0].multicast(&forged).unwrap();
     }
     let mut receiver = ReliableMulticast::new(1, 2, 0, config);
     receiver.progress(&endpoints[1]).unwrap();
     assert_eq!(receiver.stats().overruns, 2, "pieces 4 and 9 lie beyond [0, 4)");
     assert_eq!(receiver.stats().duplicates_dropped, 0);
+    assert_eq!(receiver.stats().frames_rejected, 0, "genuine pieces, only misplaced");
+}
+
+/// Traffic that reaches a rank but is not its communicator's: another
+/// job's or user's frames on the same group (their own nonce), frames put
+/// on the group or passed on by a rank that does not carry them, broken
+/// bytes, control frames where none may travel. Every receiver finds them
+/// queued before the root's genuine pieces, so a forged piece 0 arrives
+/// first. Each must be dropped and counted, none may fail a call, and
+/// every receiver must get the root's bytes.
+#[test]
+fn forged_foreign_and_malformed_frames_are_dropped_counted_and_never_delivered() {
+    const PIECE: usize = 64;
+    const SIZE: usize = 4;
+    // One co-root: rank 1, fed by the root; leaf 2 is the root's, leaf 3 rank 1's.
+    let config = RmcastConfig { co_roots: 1, fragment_bytes: PIECE, nack: true, ..test_config() };
+    let endpoints = Fabric::new(SIZE, region_len(SIZE, &config), FabricConfig::default());
+    let nonce = endpoints[0].multicast_nonce();
+    let genuine = pattern(tag(1), 3 * PIECE);
+    let forged_bytes = vec![0xF0; PIECE];
+    let piece = |root: usize, nonce: u64, seq: u64| {
+        let mut frame = Vec::new();
+        encode_piece(PieceHeader { root, nonce, seq, message_len: genuine.len() as u64, offset: seq * PIECE as u64 }, &forged_bytes, &mut frame);
+        frame
+    };
+    let stranger = nonce ^ 0x5A5A;
+    let non_carrier = [usize::MAX, 2, 3, 2];
+    let mut expected_rejections = [0u64; SIZE];
+    for receiver in 1..SIZE {
+        let impostor = if receiver == 2 { 3 } else { 2 };
+        let datagrams: Vec<(usize, Vec<u8>)> = vec![
+            (0, piece(0, stranger, 0)),                            // another communicator's piece 0, first in line
+            (0, piece(0, stranger, 1_000_000)),                    // and one far beyond the window
+            (impostor, piece(0, nonce, 0)),                        // root 0's piece multicast by another rank
+            (0, piece(0, nonce, 0)[..20].to_vec()),                // truncated
+            (0, vec![0xA5; 64]),                                   // garbage
+            (0, Vec::new()),                                       // empty
+            (0, piece(receiver, nonce, 0)),                        // claims this rank as its root
+            (0, piece(SIZE + 3, nonce, 0)),                        // claims a root beyond the communicator
+            (0, encode_nack(0, nonce, 0, 2).to_vec()),             // a NACK by datagram
+        ];
+        for (sender, datagram) in &datagrams {
+            endpoints[0].inject_datagram(receiver, *sender, datagram);
+        }
+        // Over the reliable channel, root 0's piece from a rank that does not carry it here.
+        endpoints[0].inject_reliable(receiver, non_carrier[receiver], &piece(0, nonce, 0));
+        expected_rejections[receiver] = datagrams.len() as u64 + 1;
+    }
+    // At the root: a NACK from a rank that is not its member (leaf 3 is
+    // rank 1's), and one with another nonce.
+    endpoints[0].inject_reliable(0, 3, &encode_nack(0, nonce, 0, 3));
+    endpoints[0].inject_reliable(0, 2, &encode_nack(0, stranger, 0, 3));
+    expected_rejections[0] = 2;
+
+    let results = run_with(endpoints, |rank, transport| {
+        let mut multicast = ReliableMulticast::new(rank, SIZE, 0, config);
+        let mut got = genuine.clone();
+        let outcome = if rank == 0 {
+            multicast.send(&transport, &genuine)
+        } else {
+            got.fill(0xEE);
+            multicast.receive(&transport, 0, &mut got)
+        };
+        let drained = multicast.drain(&transport);
+        (outcome, drained, got, multicast.stats())
+    });
+    for (rank, (outcome, drained, got, _)) in results.iter().enumerate() {
+        assert!(*got == genuine, "rank {rank}: delivered bytes that are not the root's");
+        assert_eq!(*outcome, Ok(()), "rank {rank}: a forged frame failed the call");
+        assert_eq!(*drained, Ok(()), "rank {rank}: drain");
+    }
+    for (rank, (_, _, _, stats)) in results.into_iter().enumerate() {
+        assert_eq!(stats.frames_rejected, expected_rejections[rank], "rank {rank}: {stats:?}");
+        assert_eq!(stats.overruns, 0, "rank {rank}: a stranger's piece counted as an overrun");
+        if rank != 0 {
+            assert_eq!(stats.pieces_delivered, 3, "rank {rank}: {stats:?}");
+        }
+    }
 }
 
 #[test]

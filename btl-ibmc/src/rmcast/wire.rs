@@ -5,20 +5,27 @@
 //! the reliable channel. ACKs are never frames: they are one-sided writes.
 //!
 //! ```text
-//! piece: [kind 1 | 0 0 0 | root u32 | seq u64 | message length u64 | offset u64 | payload]
-//! nack:  [kind 2 | 0 0 0 | root u32 | from u64 | to u64]   pieces [from, to) are wanted
+//! piece: [kind 1 | 0 0 0 | root u32 | nonce u64 | seq u64 | message length u64 | offset u64 | payload]
+//! nack:  [kind 2 | 0 0 0 | root u32 | nonce u64 | from u64 | to u64]   pieces [from, to) are wanted
 //! ```
-//! All integers little-endian. The message length and the offset let a
-//! receiver check that a piece belongs where it is about to copy it.
+//! All integers little-endian. The nonce is the communicator's, drawn at
+//! random when its transport was set up ([`Transport::multicast_nonce`]):
+//! a frame without it (another job's or user's traffic on the same group,
+//! a stale frame of an earlier communicator) is refused before anything
+//! in it is believed. The message length and the offset let a receiver
+//! check that a piece belongs where it is about to copy it.
+//!
+//! [`Transport::multicast_nonce`]: crate::transport::Transport::multicast_nonce
 
-pub(crate) const PIECE_HEADER_BYTES: usize = 32;
-const NACK_BYTES: usize = 24;
+pub(crate) const PIECE_HEADER_BYTES: usize = 40;
+const NACK_BYTES: usize = 32;
 const PIECE: u8 = 1;
 const NACK: u8 = 2;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PieceHeader {
     pub(crate) root: usize,
+    pub(crate) nonce: u64,
     pub(crate) seq: u64,
     pub(crate) message_len: u64,
     pub(crate) offset: u64,
@@ -30,23 +37,43 @@ pub(crate) enum Frame<'a> {
     Nack { root: usize, from: u64, to: u64 },
 }
 
+/// Why a frame was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// Well formed, but not stamped with this communicator's nonce.
+    Stranger,
+    /// Not something this module would have sent.
+    Malformed(String),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Stranger => f.write_str("a frame without this communicator's nonce"),
+            Refusal::Malformed(why) => f.write_str(why),
+        }
+    }
+}
+
 /// Replaces `out` with the encoded piece.
 pub(crate) fn encode_piece(header: PieceHeader, payload: &[u8], out: &mut Vec<u8>) {
     out.clear();
     out.extend_from_slice(&[PIECE, 0, 0, 0]);
     out.extend_from_slice(&root_field(header.root));
+    out.extend_from_slice(&header.nonce.to_le_bytes());
     out.extend_from_slice(&header.seq.to_le_bytes());
     out.extend_from_slice(&header.message_len.to_le_bytes());
     out.extend_from_slice(&header.offset.to_le_bytes());
     out.extend_from_slice(payload);
 }
 
-pub(crate) fn encode_nack(root: usize, from: u64, to: u64) -> [u8; NACK_BYTES] {
+pub(crate) fn encode_nack(root: usize, nonce: u64, from: u64, to: u64) -> [u8; NACK_BYTES] {
     let mut out = [0u8; NACK_BYTES];
     out[0] = NACK;
     out[4..8].copy_from_slice(&root_field(root));
-    out[8..16].copy_from_slice(&from.to_le_bytes());
-    out[16..24].copy_from_slice(&to.to_le_bytes());
+    out[8..16].copy_from_slice(&nonce.to_le_bytes());
+    out[16..24].copy_from_slice(&from.to_le_bytes());
+    out[24..32].copy_from_slice(&to.to_le_bytes());
     out
 }
 
@@ -55,28 +82,39 @@ fn root_field(root: usize) -> [u8; 4] {
     u32::try_from(root).expect("rank beyond 2^32").to_le_bytes()
 }
 
-/// Reads a frame, refusing anything this module would not have sent.
-pub(crate) fn decode(bytes: &[u8]) -> Result<Frame<'_>, String> {
+/// Reads a frame, refusing anything this module would not have sent
+/// with `nonce`. The bytes may come from anyone: nothing here trusts them.
+pub(crate) fn decode(bytes: &[u8], nonce: u64) -> Result<Frame<'_>, Refusal> {
     let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or([0; 8]));
     let root = |bytes: &[u8]| u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
-    match bytes.first() {
+    let frame = match bytes.first() {
         Some(&PIECE) if bytes.len() >= PIECE_HEADER_BYTES => {
-            let header = PieceHeader { root: root(bytes), seq: word(8), message_len: word(16), offset: word(24) };
+            let header = PieceHeader { root: root(bytes), nonce: word(8), seq: word(16), message_len: word(24), offset: word(32) };
             let payload = &bytes[PIECE_HEADER_BYTES..];
             let end = header.offset.checked_add(payload.len() as u64);
-            if end.is_none_or(|end| end > header.message_len) {
-                return Err(format!("piece {} of root {} overruns its message", header.seq, header.root));
+            if header.nonce == nonce && end.is_none_or(|end| end > header.message_len) {
+                return Err(Refusal::Malformed(format!("piece {} of root {} overruns its message", header.seq, header.root)));
             }
-            Ok(Frame::Piece(header, payload))
+            (header.nonce, Frame::Piece(header, payload))
         }
         Some(&NACK) if bytes.len() == NACK_BYTES => {
-            let (from, to) = (word(8), word(16));
-            if from >= to {
-                return Err(format!("empty NACK range [{from}, {to})"));
+            let (from, to) = (word(16), word(24));
+            if word(8) == nonce && from >= to {
+                return Err(Refusal::Malformed(format!("empty NACK range [{from}, {to})")));
             }
-            Ok(Frame::Nack { root: root(bytes), from, to })
+            (word(8), Frame::Nack { root: root(bytes), from, to })
         }
-        _ => Err(format!("unrecognised frame of {} bytes starting {:02x?}", bytes.len(), &bytes[..bytes.len().min(8)])),
+        _ => {
+            return Err(Refusal::Malformed(format!(
+                "unrecognised frame of {} bytes starting {:02x?}",
+                bytes.len(),
+                &bytes[..bytes.len().min(8)]
+            )));
+        }
+    };
+    match frame {
+        (stamped, frame) if stamped == nonce => Ok(frame),
+        _ => Err(Refusal::Stranger),
     }
 }
 
@@ -86,25 +124,39 @@ mod tests {
 
     #[test]
     fn frames_round_trip_and_malformed_ones_are_refused() {
-        let header = PieceHeader { root: 31, seq: u64::MAX - 3, message_len: 10_000, offset: 9_000 };
+        const NONCE: u64 = 0x0123_4567_89AB_CDEF;
+        let header = PieceHeader { root: 31, nonce: NONCE, seq: u64::MAX - 3, message_len: 10_000, offset: 9_000 };
         let mut bytes = Vec::new();
         encode_piece(header, &[7; 1000], &mut bytes);
         assert_eq!(bytes.len(), PIECE_HEADER_BYTES + 1000);
-        assert_eq!(decode(&bytes), Ok(Frame::Piece(header, &[7; 1000][..])));
+        assert_eq!(decode(&bytes, NONCE), Ok(Frame::Piece(header, &[7; 1000][..])));
         encode_piece(PieceHeader { message_len: 0, offset: 0, ..header }, &[], &mut bytes);
-        assert!(matches!(decode(&bytes), Ok(Frame::Piece(_, payload)) if payload.is_empty()));
+        assert!(matches!(decode(&bytes, NONCE), Ok(Frame::Piece(_, payload)) if payload.is_empty()));
 
-        let nack = encode_nack(5, 17, 20);
-        assert_eq!(decode(&nack), Ok(Frame::Nack { root: 5, from: 17, to: 20 }));
+        let nack = encode_nack(5, NONCE, 17, 20);
+        assert_eq!(decode(&nack, NONCE), Ok(Frame::Nack { root: 5, from: 17, to: 20 }));
 
+        let malformed = |bytes: &[u8]| matches!(decode(bytes, NONCE), Err(Refusal::Malformed(_)));
         encode_piece(PieceHeader { offset: 9_001, ..header }, &[7; 1000], &mut bytes);
-        assert!(decode(&bytes).unwrap_err().contains("overruns"));
+        assert!(decode(&bytes, NONCE).unwrap_err().to_string().contains("overruns"));
         encode_piece(PieceHeader { offset: u64::MAX, ..header }, &[7; 1], &mut bytes);
-        assert!(decode(&bytes).is_err());
-        assert!(decode(&encode_nack(5, 20, 20)).unwrap_err().contains("empty"));
-        assert!(decode(&[]).is_err());
-        assert!(decode(&[PIECE; 31]).is_err());
-        assert!(decode(&nack[..23]).is_err());
-        assert!(decode(&[9; 40]).is_err());
+        assert!(malformed(&bytes));
+        assert!(decode(&encode_nack(5, NONCE, 20, 20), NONCE).unwrap_err().to_string().contains("empty"));
+        assert!(malformed(&[]));
+        assert!(malformed(&[PIECE; PIECE_HEADER_BYTES - 1]));
+        assert!(malformed(&nack[..NACK_BYTES - 1]));
+        assert!(malformed(&[9; 40]));
+    }
+
+    #[test]
+    fn frames_stamped_with_another_nonce_are_strangers() {
+        let header = PieceHeader { root: 1, nonce: 41, seq: 0, message_len: 4, offset: 0 };
+        let mut bytes = Vec::new();
+        encode_piece(header, &[1, 2, 3, 4], &mut bytes);
+        assert_eq!(decode(&bytes, 42), Err(Refusal::Stranger));
+        assert_eq!(decode(&encode_nack(1, 41, 0, 3), 42), Err(Refusal::Stranger));
+        // Even a stranger's nonsense is only a stranger's, not this communicator's error.
+        encode_piece(PieceHeader { offset: 99, ..header }, &[1], &mut bytes);
+        assert_eq!(decode(&bytes, 42), Err(Refusal::Stranger));
     }
 }

@@ -218,9 +218,13 @@ impl Transport for ShmTransport {
         Err(TransportError::Unsupported("multicast over shared memory"))
     }
 
-    fn poll_multicast(&self, out: &mut Vec<u8>) -> bool {
+    fn poll_multicast(&self, out: &mut Vec<u8>) -> Option<usize> {
         out.clear();
-        false
+        None
+    }
+
+    fn multicast_nonce(&self) -> u64 {
+        0
     }
 
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {

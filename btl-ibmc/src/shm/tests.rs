@@ -74,7 +74,7 @@ fn windows_start_zeroed_and_bad_accesses_are_rejected() {
         assert_eq!(shm.max_datagram(), 0);
         assert!(matches!(shm.multicast(b"x"), Err(TransportError::Unsupported(_))));
         let mut out = vec![1, 2, 3];
-        assert!(!shm.poll_multicast(&mut out));
+        assert!(shm.poll_multicast(&mut out).is_none());
         assert!(out.is_empty());
         let too_large = vec![0u8; RELIABLE_MAX + 1];
         assert_eq!(shm.send_reliable(0, &too_large), Err(TransportError::TooLarge { len: RELIABLE_MAX + 1, max: RELIABLE_MAX }));

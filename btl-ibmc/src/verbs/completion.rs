@@ -25,6 +25,10 @@ pub(crate) struct Completion {
     pub(crate) wr_id: u64,
     pub(crate) status: ibv_wc_status::Type,
     pub(crate) byte_len: u32,
+    /// The sending queue pair (UD receives).
+    pub(crate) src_qp: u32,
+    /// The buffer starts with the packet's GRH (UD receives).
+    pub(crate) has_grh: bool,
 }
 
 impl Completion {
@@ -72,7 +76,13 @@ impl CompletionQueue {
             return Err(format!("ibv_poll_cq failed ({count})"));
         }
         let count = usize::try_from(count).unwrap_or(0).min(POLL_BATCH);
-        out.extend(polled[..count].iter().map(|wc| Completion { wr_id: wc.wr_id, status: wc.status, byte_len: wc.byte_len }));
+        out.extend(polled[..count].iter().map(|wc| Completion {
+            wr_id: wc.wr_id,
+            status: wc.status,
+            byte_len: wc.byte_len,
+            src_qp: wc.src_qp,
+            has_grh: wc.wc_flags & rdma_sys::ibv_wc_flags::IBV_WC_GRH.0 != 0,
+        }));
         Ok(())
     }
 }

@@ -19,6 +19,7 @@ use super::record::{Endpoint, READY_LEN, Ready, Record, record_len};
 use super::reliable::{ReliableInbox, post_all_receives};
 use super::send_path::SendPath;
 use super::ud_multicast::{DATAGRAM_HEADER, JoinRequest, UdMulticast};
+use super::ud_source::UdSource;
 use super::{RELIABLE_MAX, VerbsTransport};
 use crate::shm::NodeGroups;
 use crate::transport::Exchange;
@@ -95,14 +96,27 @@ pub(crate) unsafe fn establish_placed(
         (Ok(()), false) => Err("multicast disabled by configuration".into()),
         (Err(_), _) => Err("not attempted: connecting failed".into()),
     };
-    let ready = Ready { connected: connected.clone().map_err(|error| error.to_string()), multicast_joined: multicast.is_ok() };
+    let multicast_nonce = if rank == 0 { random_nonce() } else { 0 };
+    let ready = Ready {
+        connected: connected.clone().map_err(|error| error.to_string()),
+        multicast_joined: multicast.is_ok(),
+        multicast_nonce,
+        ud_qp_num: multicast.as_ref().map_or(0, UdMulticast::qp_num),
+        ud_ipv4: multicast.as_ref().map_or([0; 4], |multicast| multicast.local_address().octets()),
+    };
     let mut readies = vec![0u8; size * READY_LEN];
     exchange.allgather(&ready.encode(), &mut readies).map_err(VerbsSetupError::Exchange)?;
     connected?;
-    let missing_multicast = judge_readies(&readies)?;
+    let (missing_multicast, readies) = judge_readies(&readies)?;
 
     let multicast = match (multicast, missing_multicast.is_empty()) {
-        (Ok(multicast), true) => {
+        (Ok(mut multicast), true) => {
+            let sources = readies
+                .iter()
+                .zip(&endpoints)
+                .map(|(ready, endpoint)| UdSource { qp_num: ready.ud_qp_num, ipv4: ready.ud_ipv4, gid: endpoint.gid })
+                .collect();
+            multicast.admit(sources, readies[0].multicast_nonce);
             tracing::debug!("verbs: rank {rank} joined {} (max datagram {})", config.multicast_group(), multicast.max_datagram());
             Some(multicast)
         }
@@ -310,9 +324,11 @@ fn communicator_multicast_id(base: u32, leader: &Endpoint) -> u32 {
 }
 
 /// The verdict on the second exchange: an error if any rank failed to
-/// connect, else the ranks that could not join the multicast group.
-fn judge_readies(readies: &[u8]) -> Result<Vec<usize>, VerbsSetupError> {
+/// connect, else the ranks that could not join the multicast group, and
+/// every rank's record.
+fn judge_readies(readies: &[u8]) -> Result<(Vec<usize>, Vec<Ready>), VerbsSetupError> {
     let mut missing = Vec::new();
+    let mut all = Vec::new();
     for (rank, bytes) in readies.chunks_exact(READY_LEN).enumerate() {
         let ready = Ready::decode(bytes).ok_or_else(|| VerbsSetupError::Inconsistent {
             rank,
@@ -324,8 +340,25 @@ fn judge_readies(readies: &[u8]) -> Result<Vec<usize>, VerbsSetupError> {
         if !ready.multicast_joined {
             missing.push(rank);
         }
+        all.push(ready);
     }
-    Ok(missing)
+    Ok((missing, all))
+}
+
+/// The communicator's multicast nonce: 64 bits from the kernel's random
+/// source, so no one outside the communicator can guess it. Rank 0 must
+/// still take part in the exchange if that fails, so it then falls back to
+/// a value that at least differs between communicators and runs.
+fn random_nonce() -> u64 {
+    let mut bytes = [0u8; 8];
+    // SAFETY: `bytes` is writable for its full length.
+    let filled = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if usize::try_from(filled) == Ok(bytes.len()) {
+        return u64::from_ne_bytes(bytes);
+    }
+    tracing::warn!("verbs: getrandom failed ({}); the multicast nonce is guessable", std::io::Error::last_os_error());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_nanos() as u64);
+    crate::rng::splitmix64(nanos ^ (u64::from(std::process::id()) << 32))
 }
 
 /// A 24-bit first packet sequence number that differs between runs, so a

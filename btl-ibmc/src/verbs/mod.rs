@@ -29,6 +29,7 @@ mod reliable;
 mod send_path;
 mod staging;
 mod ud_multicast;
+mod ud_source;
 
 #[cfg(test)]
 mod tests;
@@ -139,11 +140,17 @@ impl VerbsTransport {
         })
     }
 
+    /// Multicast datagrams that had to wait for the adapter to give a send
+    /// buffer back (0 without multicast). None is ever dropped at the sender.
+    pub fn multicast_send_waits(&self) -> u64 {
+        self.multicast.as_ref().map_or(0, UdMulticast::send_waits)
+    }
 
-    /// Multicast datagrams dropped at this rank because the adapter did not
-    /// give a send buffer back in time (0 without multicast).
-    pub fn multicast_sends_dropped(&self) -> u64 {
-        self.multicast.as_ref().map_or(0, UdMulticast::dropped_sends)
+    /// Datagrams received on the group that no rank of this communicator
+    /// sent (their source queue pair or address is not one exchanged at
+    /// setup) and were dropped (0 without multicast).
+    pub fn multicast_strangers_dropped(&self) -> u64 {
+        self.multicast.as_ref().map_or(0, UdMulticast::strangers_dropped)
     }
 
     #[inline]
@@ -227,14 +234,18 @@ impl Transport for VerbsTransport {
         }
     }
 
-    fn poll_multicast(&self, out: &mut Vec<u8>) -> bool {
+    fn poll_multicast(&self, out: &mut Vec<u8>) -> Option<usize> {
         match &self.multicast {
             Some(multicast) => multicast.receive(out),
             None => {
                 out.clear();
-                false
+                None
             }
         }
+    }
+
+    fn multicast_nonce(&self) -> u64 {
+        self.multicast.as_ref().map_or(0, UdMulticast::nonce)
     }
 
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {

@@ -22,16 +22,29 @@
 //! | 80..176 | failure text, NUL-padded                                |
 //! | 176..   | per target rank t: QP number this rank created for t    |
 //!
-//! Second exchange (`READY_LEN` bytes): did connecting work, and did the
-//! multicast join.
+//! Second exchange (`READY_LEN` bytes): did connecting work, did the
+//! multicast join, and if so where this rank's datagrams come from (UD
+//! queue pair number, bound IPv4 address); rank 0's also carries the
+//! communicator's multicast nonce, drawn from the OS's random source.
+//!
+//! | bytes   | field                                                   |
+//! |---------|---------------------------------------------------------|
+//! | 0..8    | magic "CRVERBR" + version                               |
+//! | 8       | 0 = connected, 1 = failed (text at 32..)                |
+//! | 9       | 1 = joined the multicast group                          |
+//! | 16..24  | multicast nonce (rank 0's is used)                      |
+//! | 24..28  | UD queue pair number                                    |
+//! | 28..32  | IPv4 address the UD queue pair sends from               |
+//! | 32..    | failure text, NUL-padded                                |
 
 /// "CRVERBS" with a trailing version byte; bump when the encoding changes.
 const RECORD_MAGIC: u64 = 0x4352_5645_5242_5301;
-const READY_MAGIC: u64 = 0x4352_5645_5242_5202;
+const READY_MAGIC: u64 = 0x4352_5645_5242_5203;
 pub(crate) const TEXT_BYTES: usize = 96;
 const HEADER_LEN: usize = 176;
 const TEXT_AT: usize = 80;
-pub(crate) const READY_LEN: usize = 16 + TEXT_BYTES;
+const READY_TEXT_AT: usize = 32;
+pub(crate) const READY_LEN: usize = READY_TEXT_AT + TEXT_BYTES;
 
 pub(crate) const fn record_len(size: usize) -> usize {
     HEADER_LEN + 4 * size
@@ -125,6 +138,9 @@ impl Record {
 pub(crate) struct Ready {
     pub(crate) connected: Result<(), String>,
     pub(crate) multicast_joined: bool,
+    pub(crate) multicast_nonce: u64,
+    pub(crate) ud_qp_num: u32,
+    pub(crate) ud_ipv4: [u8; 4],
 }
 
 impl Ready {
@@ -133,9 +149,12 @@ impl Ready {
         put_u64(&mut bytes, 0, READY_MAGIC);
         if let Err(why) = &self.connected {
             bytes[8] = 1;
-            put_text(&mut bytes[16..], why);
+            put_text(&mut bytes[READY_TEXT_AT..], why);
         }
         bytes[9] = u8::from(self.multicast_joined);
+        put_u64(&mut bytes, 16, self.multicast_nonce);
+        put_u32(&mut bytes, 24, self.ud_qp_num);
+        bytes[28..32].copy_from_slice(&self.ud_ipv4);
         bytes
     }
 
@@ -145,10 +164,16 @@ impl Ready {
         }
         let connected = match bytes[8] {
             0 => Ok(()),
-            1 => Err(get_text(&bytes[16..])),
+            1 => Err(get_text(&bytes[READY_TEXT_AT..])),
             _ => return None,
         };
-        Some(Ready { connected, multicast_joined: bytes[9] == 1 })
+        Some(Ready {
+            connected,
+            multicast_joined: bytes[9] == 1,
+            multicast_nonce: get_u64(bytes, 16),
+            ud_qp_num: get_u32(bytes, 24),
+            ud_ipv4: [bytes[28], bytes[29], bytes[30], bytes[31]],
+        })
     }
 }
 
@@ -219,9 +244,9 @@ mod tests {
     #[test]
     fn ready_records_round_trip() {
         for ready in [
-            Ready { connected: Ok(()), multicast_joined: true },
-            Ready { connected: Ok(()), multicast_joined: false },
-            Ready { connected: Err("ibv_modify_qp failed".into()), multicast_joined: false },
+            Ready { connected: Ok(()), multicast_joined: true, multicast_nonce: u64::MAX - 5, ud_qp_num: 0x00AB_CDEF, ud_ipv4: [10, 1, 2, 3] },
+            Ready { connected: Ok(()), multicast_joined: false, multicast_nonce: 0, ud_qp_num: 0, ud_ipv4: [0; 4] },
+            Ready { connected: Err("ibv_modify_qp failed".into()), multicast_joined: false, multicast_nonce: 7, ud_qp_num: 0, ud_ipv4: [0; 4] },
         ] {
             assert_eq!(Ready::decode(&ready.encode()), Some(ready));
         }

@@ -28,6 +28,15 @@ fn decode_wr_id(wr_id: u64) -> (usize, u64) {
     ((wr_id >> PEER_SHIFT) as usize, wr_id & SEQ_MASK)
 }
 
+/// Advances the peer's account for a successful completion of `wr_id`,
+/// whose id keeps only the low bits of the sequence number.
+fn complete_request(accounts: &mut [SendAccount], wr_id: u64) {
+    let (peer, low) = decode_wr_id(wr_id);
+    if let Some(account) = accounts.get_mut(peer) {
+        account.complete_through_low_bits(low, PEER_SHIFT);
+    }
+}
+
 /// Where a request's local bytes are.
 #[derive(Clone, Copy)]
 enum Source<'d> {
@@ -334,12 +343,10 @@ impl SendPath {
             failure.record(why);
         }
         for completion in &self.completions {
-            let (peer, seq) = decode_wr_id(completion.wr_id);
             if completion.succeeded() {
-                if let Some(account) = self.accounts.get_mut(peer) {
-                    account.complete_through(seq);
-                }
+                complete_request(&mut self.accounts, completion.wr_id);
             } else {
+                let (peer, _) = decode_wr_id(completion.wr_id);
                 failure.record(format!("an RDMA write or send to rank {peer} failed: {}", completion.status_text()));
             }
         }
@@ -358,5 +365,26 @@ mod tests {
         for (peer, seq) in [(0, 1), (5, 123_456), (1 << 20, SEQ_MASK)] {
             assert_eq!(decode_wr_id(encode_wr_id(peer, seq)), (peer, seq));
         }
+    }
+
+    /// Streams requests to one peer across 2^40 (the sequence bits a
+    /// work-request id keeps), completing each signalled one through its
+    /// id, as `poll` does: the send queue must keep its room.
+    #[test]
+    fn completions_keep_freeing_the_send_queue_past_the_id_wrap() {
+        const DEPTH: u32 = 16;
+        let peer = 3;
+        let mut accounts: Vec<SendAccount> = (0..5).map(|_| SendAccount::new(4, DEPTH)).collect();
+        accounts[peer] = SendAccount::after(SEQ_MASK - 40, 4, DEPTH);
+        for _ in 0..200 {
+            assert!(accounts[peer].has_room_for(1), "send queue full after {} requests", accounts[peer].posted());
+            let (seq, signalled) = accounts[peer].next(false);
+            if signalled {
+                complete_request(&mut accounts, encode_wr_id(peer, seq));
+                assert_eq!(accounts[peer].completed(), seq, "a completion of request {seq}");
+            }
+        }
+        assert!(accounts[peer].posted() > SEQ_MASK + 100);
+        assert!(accounts.iter().enumerate().all(|(rank, account)| rank == peer || account.posted() == 0));
     }
 }

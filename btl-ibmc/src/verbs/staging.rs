@@ -10,6 +10,8 @@
 //! completion covering that request has been polled.
 
 use std::collections::VecDeque;
+use crate::backoff::Backoff;
+use crate::transport::TransportError;
 
 /// Smallest staging ring accepted.
 pub(crate) const MIN_STAGING_BYTES: usize = 64 * 1024;
@@ -29,6 +31,13 @@ pub(crate) struct SendAccount {
 impl SendAccount {
     pub(crate) fn new(interval: u32, depth: u32) -> Self {
         SendAccount { posted: 0, completed: 0, last_signalled: 0, interval: u64::from(interval.max(1)), depth: u64::from(depth) }
+    }
+
+    /// An account whose first `posted` requests have all completed, to
+    /// test the counters near a wrap without posting that many.
+    #[cfg(test)]
+    pub(crate) fn after(posted: u64, interval: u32, depth: u32) -> Self {
+        SendAccount { posted, completed: posted, last_signalled: posted, ..SendAccount::new(interval, depth) }
     }
 
     /// Requests posted whose completion has not been seen yet.
@@ -57,6 +66,13 @@ impl SendAccount {
         self.completed = self.completed.max(seq.min(self.posted));
     }
 
+    /// As `complete_through`, for a completion that names its request by
+    /// the low `bits` of its sequence number only (a work-request id
+    /// shares its 64 bits with the peer).
+    pub(crate) fn complete_through_low_bits(&mut self, low: u64, bits: u32) {
+        self.complete_through(widen_sequence(low, bits, self.posted));
+    }
+
     pub(crate) fn completed(&self) -> u64 {
         self.completed
     }
@@ -74,6 +90,40 @@ impl SendAccount {
     /// Whether request `seq` will be covered by a completion already asked for.
     pub(crate) fn is_covered(&self, seq: u64) -> bool {
         self.last_signalled >= seq
+    }
+}
+
+/// The full sequence number whose low `bits` bits are `low`: the latest
+/// one posted so far (at most `posted`) that ends in those bits. A
+/// completion names a request still outstanding, and far fewer than
+/// 2^bits are (the send queue's depth), so that one is the request.
+pub(crate) fn widen_sequence(low: u64, bits: u32, posted: u64) -> u64 {
+    let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+    let back = posted.wrapping_sub(low) & mask;
+    posted.saturating_sub(back)
+}
+
+/// Waits until `account` has room for one more request, calling `poll`
+/// (which takes completions into the account) between checks. However
+/// late the adapter gives buffers back, the request is sent: dropping the
+/// sender's own data would only make receivers ask for it again. Only a
+/// failure `poll` reports ends the wait, and `Backoff` warns about one
+/// that looks like a hang. Returns whether it had to wait at all.
+pub(crate) fn wait_for_send_room(
+    account: &mut SendAccount,
+    mut poll: impl FnMut(&mut SendAccount) -> Result<(), TransportError>,
+) -> Result<bool, TransportError> {
+    if account.has_room_for(1) {
+        return Ok(false);
+    }
+    let mut backoff = Backoff::new();
+    loop {
+        poll(account)?;
+        if account.has_room_for(1) {
+            return Ok(true);
+        }
+        let outstanding = account.outstanding();
+        backoff.snooze(|| format!("a multicast send buffer to come back ({outstanding} datagrams in flight)"));
     }
 }
 
@@ -187,6 +237,50 @@ mod tests {
         assert_eq!(account.next(true), (10, true));
         assert!(account.awaits_signal());
         assert!(account.has_room_for(14) && !account.has_room_for(15));
+    }
+
+    #[test]
+    fn sequences_widen_to_the_latest_posted_request_with_those_low_bits() {
+        const BITS: u32 = 40;
+        let wrap = 1u64 << BITS;
+        for (seq, posted) in [(1, 1), (5, 9), (wrap - 1, wrap + 3), (wrap, wrap + 3), (wrap + 3, wrap + 3), (7 * wrap + 2, 7 * wrap + 60)] {
+            assert_eq!(widen_sequence(seq & (wrap - 1), BITS, posted), seq, "seq {seq} with {posted} posted");
+        }
+        assert_eq!(widen_sequence(12, 64, 99), 12);
+    }
+
+    /// An adapter slow to give send buffers back (a busy machine, a slow
+    /// link): the sender must wait for them, not give up on its datagram.
+    #[test]
+    fn a_full_send_queue_waits_for_its_completions_however_late() {
+        let mut account = SendAccount::new(2, 4);
+        let mut signalled = Vec::new();
+        while account.has_room_for(1) {
+            let (seq, signal) = account.next(false);
+            if signal {
+                signalled.push(seq);
+            }
+        }
+        assert_eq!(signalled, [2, 4]);
+        let mut polls = 0;
+        let late_adapter = |account: &mut SendAccount| {
+            polls += 1;
+            // The first completion comes back only after 50 ms, far beyond
+            // any spin budget; then the rest.
+            if polls == 1 {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            } else if polls == 3 {
+                account.complete_through(2);
+            }
+            Ok(())
+        };
+        assert_eq!(wait_for_send_room(&mut account, late_adapter), Ok(true));
+        assert!(account.has_room_for(2) && !account.has_room_for(3));
+
+        let failing_adapter = |_: &mut SendAccount| Err(TransportError::Failed("a multicast send failed: flushed".into()));
+        let mut full = SendAccount::new(1, 1);
+        full.next(false);
+        assert!(matches!(wait_for_send_room(&mut full, failing_adapter), Err(TransportError::Failed(why)) if why.contains("flushed")));
     }
 
     #[test]

@@ -1,14 +1,17 @@
 //! Unreliable multicast over a UD queue pair attached to a group through
 //! rdma_cm. Datagrams carry an 8-byte header (communicator id, sender rank)
-//! so a rank can drop its own loopback copies and anything another
-//! communicator sent to a colliding group address. Datagrams may be lost;
-//! reliable multicast above repairs that.
+//! so a rank can drop its own loopback copies and, cheaply, what another
+//! communicator sent to a colliding group address. A datagram is handed
+//! up only if the rank its header names really sent it: the completion's
+//! source queue pair and the packet's source address must be that rank's,
+//! as exchanged at setup (`ud_source`); the rest is dropped and counted.
+//! Datagrams may be lost; reliable multicast above repairs that.
 
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rdma_sys::{
     ibv_ah, ibv_alloc_pd, ibv_create_ah, ibv_dealloc_pd, ibv_destroy_ah, ibv_pd, ibv_qp, ibv_qp_init_attr, ibv_qp_type,
@@ -19,19 +22,16 @@ use super::cm_group::{CmGroup, GroupAddress};
 use super::completion::{Completion, CompletionQueue};
 use super::links::Failure;
 use super::memory::{LOCAL_ONLY, RegisteredBuffer};
-use super::staging::SendAccount;
+use super::staging::{SendAccount, wait_for_send_room};
+use super::ud_source::{GRH_BYTES, UdSource, vouch};
 use crate::poison::lock;
 use crate::transport::TransportError;
 
-/// Bytes the adapter puts before every received UD payload.
-const GRH_BYTES: usize = 40;
 /// Communicator id and sender rank, little-endian u32 each.
 pub(crate) const DATAGRAM_HEADER: usize = 8;
 /// Send buffers: one per datagram in flight.
 const SEND_SLOTS: u32 = 64;
 const SEND_SIGNAL_INTERVAL: u32 = 16;
-/// How long `send` waits for a send buffer before dropping the datagram.
-const SEND_PATIENCE: Duration = Duration::from_millis(20);
 
 /// What joining needs to know.
 pub(crate) struct JoinRequest {
@@ -59,6 +59,7 @@ struct ReceiveSide {
 
 pub(crate) struct UdMulticast {
     group_address: Ipv4Addr,
+    local_address: Ipv4Addr,
     communicator: u32,
     rank: u32,
     mtu: usize,
@@ -66,7 +67,12 @@ pub(crate) struct UdMulticast {
     send: Mutex<SendSide>,
     receive: Mutex<ReceiveSide>,
     failure: Failure,
-    dropped_sends: AtomicU64,
+    send_waits: AtomicU64,
+    /// Indexed by rank: where each rank's datagrams come from. Empty until
+    /// `admit`, so nothing is received before setup has finished.
+    sources: Vec<UdSource>,
+    nonce: u64,
+    strangers_dropped: AtomicU64,
     // Teardown order (see Drop): leave the group, address handle, queue pair, buffers,
     // completion queues, protection domain, then the rdma_cm id.
     ah: *mut ibv_ah,
@@ -97,6 +103,7 @@ impl UdMulticast {
         }
         let mut multicast = UdMulticast {
             group_address: request.group,
+            local_address: request.local_address,
             communicator: request.communicator,
             rank: request.rank,
             mtu: request.mtu,
@@ -104,7 +111,10 @@ impl UdMulticast {
             send: Mutex::new(SendSide { account: SendAccount::new(SEND_SIGNAL_INTERVAL, SEND_SLOTS), completions: Vec::new() }),
             receive: Mutex::new(ReceiveSide { pending: VecDeque::new(), completions: Vec::new() }),
             failure: Failure::default(),
-            dropped_sends: AtomicU64::new(0),
+            send_waits: AtomicU64::new(0),
+            sources: Vec::new(),
+            nonce: 0,
+            strangers_dropped: AtomicU64::new(0),
             ah: std::ptr::null_mut(),
             group: None,
             qp: std::ptr::null_mut(),
@@ -180,9 +190,36 @@ impl UdMulticast {
         self.group_address
     }
 
-    /// Datagrams `send` dropped because no send buffer came back in time.
-    pub(crate) fn dropped_sends(&self) -> u64 {
-        self.dropped_sends.load(Ordering::Relaxed)
+    /// The IPv4 address the UD queue pair sends from.
+    pub(crate) fn local_address(&self) -> Ipv4Addr {
+        self.local_address
+    }
+
+    /// This rank's UD queue pair number, for the setup records.
+    pub(crate) fn qp_num(&self) -> u32 {
+        // SAFETY: the QP was created in `build` and lives until drop.
+        if self.qp.is_null() { 0 } else { unsafe { (*self.qp).qp_num } }
+    }
+
+    /// Where every rank's datagrams come from, and the communicator's
+    /// nonce, once setup has agreed on them.
+    pub(crate) fn admit(&mut self, sources: Vec<UdSource>, nonce: u64) {
+        self.sources = sources;
+        self.nonce = nonce;
+    }
+
+    pub(crate) fn nonce(&self) -> u64 {
+        self.nonce
+    }
+
+    /// Datagrams dropped because no rank of this communicator sent them.
+    pub(crate) fn strangers_dropped(&self) -> u64 {
+        self.strangers_dropped.load(Ordering::Relaxed)
+    }
+
+    /// Datagrams `send` had to wait for a send buffer to come back.
+    pub(crate) fn send_waits(&self) -> u64 {
+        self.send_waits.load(Ordering::Relaxed)
     }
 
     /// Largest payload `send` accepts.
@@ -205,19 +242,11 @@ impl UdMulticast {
             return Err(TransportError::Unsupported("multicast without a joined group"));
         };
         let mut side = lock(&self.send);
-        let waiting_since = Instant::now();
-        while !side.account.has_room_for(1) {
-            self.poll_sends(&mut side)?;
-            if waiting_since.elapsed() >= SEND_PATIENCE {
-                // A datagram may be lost; losing it here beats stalling the
-                // caller behind an adapter that stopped completing sends.
-                let dropped = self.dropped_sends.fetch_add(1, Ordering::Relaxed) + 1;
-                if dropped.is_power_of_two() {
-                    tracing::warn!("verbs: no multicast send buffer came back within {SEND_PATIENCE:?}; {dropped} datagram(s) dropped so far");
-                }
-                return Ok(());
-            }
-            std::hint::spin_loop();
+        let SendSide { account, completions } = &mut *side;
+        // Only this rank's own adapter returns the buffers (a UD send needs
+        // nothing from the receivers), so waiting cannot depend on a peer.
+        if wait_for_send_room(account, |account| self.poll_sends(account, completions))? {
+            self.send_waits.fetch_add(1, Ordering::Relaxed);
         }
         let (seq, signalled) = side.account.next(false);
         let offset = (seq % u64::from(SEND_SLOTS)) as usize * self.mtu;
@@ -254,14 +283,17 @@ impl UdMulticast {
 
     /// Polls send completions so buffers come back.
     pub(crate) fn progress(&self) {
-        let mut side = lock(&self.send);
-        // A failure is recorded and answered by the next send.
-        let _ = self.poll_sends(&mut side);
+        // Whoever holds the lock is polling already: a send waiting for a
+        // buffer may run the progress engine, which comes back here.
+        if let Ok(mut side) = self.send.try_lock() {
+            let SendSide { account, completions } = &mut *side;
+            // A failure is recorded and answered by the next send.
+            let _ = self.poll_sends(account, completions);
+        }
     }
 
-    fn poll_sends(&self, side: &mut SendSide) -> Result<(), TransportError> {
+    fn poll_sends(&self, account: &mut SendAccount, completions: &mut Vec<Completion>) -> Result<(), TransportError> {
         let Some(cq) = self.send_cq.as_ref() else { return Ok(()) };
-        let SendSide { account, completions } = side;
         if let Err(why) = cq.poll(completions) {
             self.failure.record(why);
         }
@@ -275,12 +307,13 @@ impl UdMulticast {
         self.failure.check()
     }
 
-    /// Takes one datagram from another rank of this communicator into `out`.
-    pub(crate) fn receive(&self, out: &mut Vec<u8>) -> bool {
+    /// Takes one datagram from another rank of this communicator into
+    /// `out` and returns that rank.
+    pub(crate) fn receive(&self, out: &mut Vec<u8>) -> Option<usize> {
         out.clear();
-        let (Some(cq), Some(buffers)) = (self.recv_cq.as_ref(), self.receive_buffers.as_ref()) else { return false };
+        let (Some(cq), Some(buffers)) = (self.recv_cq.as_ref(), self.receive_buffers.as_ref()) else { return None };
         if self.failure.is_set() {
-            return false;
+            return None;
         }
         let mut side = lock(&self.receive);
         loop {
@@ -288,49 +321,63 @@ impl UdMulticast {
                 let ReceiveSide { pending, completions } = &mut *side;
                 if let Err(why) = cq.poll(completions) {
                     self.failure.record(why);
-                    return false;
+                    return None;
                 }
                 if completions.is_empty() {
-                    return false;
+                    return None;
                 }
                 pending.extend(completions.iter().copied());
             }
-            let Some(completion) = side.pending.pop_front() else { return false };
+            let Some(completion) = side.pending.pop_front() else { return None };
             if !completion.succeeded() {
                 // The queue pair is in error: reposting would only produce
                 // flushed completions again, so stop receiving.
                 self.failure.record(format!("a multicast receive failed: {}", completion.status_text()));
                 side.pending.clear();
-                return false;
+                return None;
             }
             let slot = completion.wr_id as usize;
-            let accepted = self.copy_datagram(buffers, slot, completion.byte_len as usize, out);
+            let sender = self.copy_datagram(buffers, slot, &completion, out);
             if let Err(why) = self.post_receive(slot) {
                 self.failure.record(why);
-                return false;
+                return None;
             }
-            if accepted {
-                return true;
+            if sender.is_some() {
+                return sender;
             }
             out.clear();
         }
     }
 
-    /// Copies a received datagram's payload into `out` unless it is our
-    /// own loopback copy or another communicator's.
-    fn copy_datagram(&self, buffers: &RegisteredBuffer, slot: usize, received: usize, out: &mut Vec<u8>) -> bool {
-        let Some(payload_len) = received.checked_sub(GRH_BYTES + DATAGRAM_HEADER) else { return false };
-        let start = slot * self.receive_slot_bytes() + GRH_BYTES;
+    /// Copies a received datagram's payload into `out` and returns its
+    /// sender, unless it is our own loopback copy, another communicator's,
+    /// or not sent by the rank it names.
+    fn copy_datagram(&self, buffers: &RegisteredBuffer, slot: usize, completion: &Completion, out: &mut Vec<u8>) -> Option<usize> {
+        let payload_len = (completion.byte_len as usize).checked_sub(GRH_BYTES + DATAGRAM_HEADER)?;
+        let slot_start = slot * self.receive_slot_bytes();
+        let start = slot_start + GRH_BYTES;
         let mut header = [0u8; DATAGRAM_HEADER];
         buffers.read_at(start, &mut header);
         let communicator = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
-        let sender = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
-        if communicator != self.communicator || sender == self.rank {
-            return false;
+        let claimed = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+        if claimed == self.rank {
+            return None;
+        }
+        let grh = completion.has_grh.then(|| {
+            let mut grh = [0u8; GRH_BYTES];
+            buffers.read_at(slot_start, &mut grh);
+            grh
+        });
+        let sender = (communicator == self.communicator)
+            .then(|| vouch(claimed, self.rank as usize, &self.sources, completion.src_qp, grh.as_ref()))
+            .flatten();
+        if sender.is_none() {
+            self.strangers_dropped.fetch_add(1, Ordering::Relaxed);
+            return None;
         }
         out.resize(payload_len.min(self.max_datagram()), 0);
         buffers.read_at(start + DATAGRAM_HEADER, out);
-        true
+        sender
     }
 
     fn post_receive(&self, slot: usize) -> Result<(), String> {
@@ -351,6 +398,14 @@ impl UdMulticast {
 
 impl Drop for UdMulticast {
     fn drop(&mut self) {
+        let strangers = self.strangers_dropped();
+        if strangers > 0 {
+            tracing::info!(
+                "verbs: rank {} dropped {strangers} datagram(s) on group {} that no rank of this communicator sent",
+                self.rank,
+                self.group_address
+            );
+        }
         if let Some(cm) = self.cm.as_mut() {
             cm.leave();
         }

@@ -403,10 +403,10 @@ impl Drop for CommState {
             Link::NotYet => "no transport (never used)",
         };
         let multicast = self.bcast.stats();
-        if multicast.pieces_sent + multicast.pieces_delivered > 0 {
+        if multicast.pieces_sent + multicast.pieces_delivered + multicast.frames_rejected > 0 {
             tracing::info!(
                 "comm {} rank {}: bcast multicast: {} piece(s) sent, {} delivered, {} retransmitted, {} NACK(s) sent, \
-                 {} duplicate(s) dropped, {} window-full stall(s)",
+                 {} duplicate(s) dropped, {} window-full stall(s), {} foreign or malformed frame(s) rejected, {} overrun(s)",
                 self.cid,
                 self.rank,
                 multicast.pieces_sent,
@@ -414,7 +414,9 @@ impl Drop for CommState {
                 multicast.retransmissions,
                 multicast.nacks_sent,
                 multicast.duplicates_dropped,
-                multicast.window_full_stalls
+                multicast.window_full_stalls,
+                multicast.frames_rejected,
+                multicast.overruns
             );
         }
         for collective in Collective::ALL {

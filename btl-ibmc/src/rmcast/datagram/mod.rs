@@ -22,9 +22,20 @@ use super::wire::{Frame, PIECE_HEADER_BYTES, decode};
 use super::{pieces, pieces_mut, protocol_error};
 use crate::transport::{Transport, TransportError};
 
+/// How a frame reached this rank, and who the transport says sent it.
+#[derive(Clone, Copy, Debug)]
+enum Arrival {
+    Multicast { sender: usize },
+    Reliable { from: usize },
+}
+
 pub(crate) struct DatagramFlavour {
     me: usize,
     size: usize,
+    /// The communicator's nonce, stamped on every frame and demanded back.
+    nonce: u64,
+    /// Whether a rejected frame has been reported (once is enough).
+    rejection_reported: bool,
     config: RmcastConfig,
     region: DatagramRegion,
     piece_bytes: usize,
@@ -35,7 +46,14 @@ pub(crate) struct DatagramFlavour {
 }
 
 impl DatagramFlavour {
-    pub(crate) fn new(me: usize, size: usize, region_offset: usize, config: RmcastConfig, max_datagram: usize) -> Result<Self, TransportError> {
+    pub(crate) fn new(
+        me: usize,
+        size: usize,
+        region_offset: usize,
+        config: RmcastConfig,
+        max_datagram: usize,
+        nonce: u64,
+    ) -> Result<Self, TransportError> {
         let room = max_datagram.checked_sub(PIECE_HEADER_BYTES).filter(|&room| room > 0).ok_or(TransportError::TooLarge {
             len: PIECE_HEADER_BYTES + 1,
             max: max_datagram,
@@ -43,6 +61,8 @@ impl DatagramFlavour {
         Ok(DatagramFlavour {
             me,
             size,
+            nonce,
+            rejection_reported: false,
             region: DatagramRegion::new(region_offset, size, &config),
             piece_bytes: config.fragment_bytes.min(room),
             config,
@@ -57,13 +77,13 @@ impl DatagramFlavour {
     }
 
     fn sender(&mut self) -> &mut Sender {
-        let (me, size, config, region) = (self.me, self.size, &self.config, &self.region);
-        self.sender.get_or_insert_with(|| Sender::new(me, size, config, region, Instant::now()))
+        let (me, size, nonce, config, region) = (self.me, self.size, self.nonce, &self.config, &self.region);
+        self.sender.get_or_insert_with(|| Sender::new(me, size, nonce, config, region, Instant::now()))
     }
 
     fn receiver(&mut self, root: usize) -> &mut Receiver {
-        let (me, size, config, region) = (self.me, self.size, &self.config, &self.region);
-        self.receivers[root].get_or_insert_with(|| Receiver::new(me, root, size, config, region, Instant::now()))
+        let (me, size, nonce, config, region) = (self.me, self.size, self.nonce, &self.config, &self.region);
+        self.receivers[root].get_or_insert_with(|| Receiver::new(me, root, size, nonce, config, region, Instant::now()))
     }
 
     pub(crate) fn send<T: Transport + ?Sized>(&mut self, transport: &T, message: &[u8], stats: &mut RmcastStats) -> Result<(), TransportError> {
@@ -103,7 +123,7 @@ impl DatagramFlavour {
         message: &mut [u8],
         stats: &mut RmcastStats,
     ) -> Result<(), TransportError> {
-        let message_len = message.len();
+        let (message_len, nonce) = (message.len(), self.nonce);
         for (offset, piece) in pieces_mut(message, self.piece_bytes) {
             if self.receiver(root).next_frame().is_none() {
                 self.wait_for_piece(transport, root, stats)?;
@@ -111,7 +131,7 @@ impl DatagramFlavour {
             let receiver = self.receiver(root);
             let seq = receiver.delivered();
             let frame = receiver.next_frame().ok_or_else(|| protocol_error(root, seq, "vanished from its slot"))?;
-            let Ok(Frame::Piece(header, payload)) = decode(frame) else {
+            let Ok(Frame::Piece(header, payload)) = decode(frame, nonce) else {
                 return Err(protocol_error(root, seq, "holds a frame that is not a piece"));
             };
             if header.seq != seq || header.message_len != message_len as u64 || header.offset != offset as u64 || payload.len() != piece.len() {
@@ -163,43 +183,72 @@ impl DatagramFlavour {
     }
 
     fn take_arrivals<T: Transport + ?Sized>(&mut self, transport: &T, inbox: &mut Vec<u8>, now: Instant, stats: &mut RmcastStats) -> Result<(), TransportError> {
-        while transport.poll_multicast(inbox) {
-            self.on_frame(transport, None, inbox, now, stats)?;
+        while let Some(sender) = transport.poll_multicast(inbox) {
+            self.on_frame(transport, Arrival::Multicast { sender }, inbox, now, stats)?;
         }
         while let Some(from) = transport.poll_reliable(inbox) {
-            self.on_frame(transport, Some(from), inbox, now, stats)?;
+            self.on_frame(transport, Arrival::Reliable { from }, inbox, now, stats)?;
         }
         Ok(())
     }
 
+    /// Takes in one frame. Anything that is not this communicator's own
+    /// traffic, carried by the rank entitled to carry it, is dropped and
+    /// counted: a datagram may come from anywhere on the group, and no
+    /// stranger may fail or feed a broadcast. Errors are the transport's.
     fn on_frame<T: Transport + ?Sized>(
         &mut self,
         transport: &T,
-        from: Option<usize>,
+        arrival: Arrival,
         bytes: &[u8],
         now: Instant,
         stats: &mut RmcastStats,
     ) -> Result<(), TransportError> {
-        let me = self.me;
-        let refuse = |why: String| TransportError::Failed(format!("rank {me}: {why} (from rank {from:?}, None = multicast)"));
-        match decode(bytes).map_err(refuse)? {
-            Frame::Piece(header, _) => {
-                if header.root >= self.size || header.root == self.me {
-                    return Err(refuse(format!("piece {} claims root {}", header.seq, header.root)));
-                }
-                self.receiver(header.root).accept(transport, header, bytes, now, stats)
+        let frame = match decode(bytes, self.nonce) {
+            Ok(frame) => frame,
+            Err(refusal) => return Ok(self.reject(arrival, format_args!("{refusal}"), stats)),
+        };
+        match (frame, arrival) {
+            (Frame::Piece(header, _), _) if header.root >= self.size || header.root == self.me => {
+                self.reject(arrival, format_args!("piece {} claims root {}", header.seq, header.root), stats);
             }
-            Frame::Nack { root, from: first, to } => {
-                let (Some(asker), true) = (from, root < self.size) else {
-                    return Err(refuse(format!("NACK for root {root} not over the reliable channel")));
-                };
-                let served = if root == self.me {
+            // Only the root multicasts its pieces.
+            (Frame::Piece(header, _), Arrival::Multicast { sender }) if sender != header.root => {
+                self.reject(arrival, format_args!("piece {} of root {} multicast by rank {sender}", header.seq, header.root), stats);
+            }
+            (Frame::Piece(header, _), Arrival::Reliable { from }) if !self.receiver(header.root).carried_by(from) => {
+                self.reject(arrival, format_args!("piece {} of root {} passed on by rank {from}, who does not carry it here", header.seq, header.root), stats);
+            }
+            (Frame::Piece(header, _), _) => self.receiver(header.root).accept(transport, header, bytes, now, stats)?,
+            (Frame::Nack { root, .. }, Arrival::Multicast { .. }) => {
+                self.reject(arrival, format_args!("NACK for root {root} not over the reliable channel"), stats);
+            }
+            (Frame::Nack { root, from: first, to }, Arrival::Reliable { from: asker }) => {
+                let served = if root >= self.size {
+                    false
+                } else if root == self.me {
                     self.sender().serve_nack(transport, asker, first..to, now, stats)?
                 } else {
                     self.receiver(root).serve_nack(transport, asker, first..to, now, stats)?
                 };
-                if served { Ok(()) } else { Err(refuse(format!("NACK for root {root} from a rank this one does not collect for"))) }
+                if !served {
+                    self.reject(arrival, format_args!("NACK for root {root} from rank {asker}, which this rank does not collect for"), stats);
+                }
             }
+        }
+        Ok(())
+    }
+
+    /// Drops a frame: counted always, reported once per communicator.
+    #[cold]
+    fn reject(&mut self, arrival: Arrival, why: std::fmt::Arguments<'_>, stats: &mut RmcastStats) {
+        stats.frames_rejected += 1;
+        if !self.rejection_reported {
+            self.rejection_reported = true;
+            tracing::info!(
+                "rank {}: reliable multicast dropped a frame ({arrival:?}): {why}; later ones are only counted",
+                self.me
+            );
         }
     }
 

@@ -35,6 +35,11 @@ enum Duty {
 
 pub(crate) struct Receiver {
     root: usize,
+    nonce: u64,
+    /// The one rank that sends this rank the root's pieces over the
+    /// reliable channel: a leaf's collector (retransmissions), a co-root's
+    /// parent in the forwarding tree.
+    carrier: usize,
     window: u64,
     delivered: u64,
     contiguous: u64,
@@ -45,20 +50,37 @@ pub(crate) struct Receiver {
 }
 
 impl Receiver {
-    pub(crate) fn new(me: usize, root: usize, size: usize, config: &RmcastConfig, region: &DatagramRegion, now: Instant) -> Self {
+    pub(crate) fn new(me: usize, root: usize, size: usize, nonce: u64, config: &RmcastConfig, region: &DatagramRegion, now: Instant) -> Self {
         let groups = Groups::new(root, size, config.co_roots_for(size));
-        let (ack_to, duty) = match groups.role(me) {
+        let (ack_to, carrier, duty) = match groups.role(me) {
             Role::Leaf { collector, position } => {
                 let ack = LazyAck::new(position, config.effective_ack_interval(), config.ack_delay());
-                ((collector, region.ack_word(root, position)), Duty::Leaf { ack, nack: config.nack, nack_horizon: 0 })
+                ((collector, region.ack_word(root, position)), collector, Duty::Leaf { ack, nack: config.nack, nack_horizon: 0 })
             }
             Role::CoRoot { position } => {
                 let collector = Collector::new(groups.members(me), |p| region.ack_word(root, p), config.timeout, now);
-                ((root, region.ack_word(root, position)), Duty::CoRoot { collector, forward_to: groups.forward_to(me), published: 0 })
+                let parent = groups.forwarded_by(me).unwrap_or(root);
+                ((root, region.ack_word(root, position)), parent, Duty::CoRoot { collector, forward_to: groups.forward_to(me), published: 0 })
             }
             Role::Root => unreachable!("rank {me} receiving its own pieces"),
         };
-        Receiver { root, window: config.window(), delivered: 0, contiguous: 0, ring: PieceRing::new(config.window(), now), ack_to, duty }
+        Receiver {
+            root,
+            nonce,
+            carrier,
+            window: config.window(),
+            delivered: 0,
+            contiguous: 0,
+            ring: PieceRing::new(config.window(), now),
+            ack_to,
+            duty,
+        }
+    }
+
+    /// Whether `from` may send this rank the root's pieces over the
+    /// reliable channel.
+    pub(crate) fn carried_by(&self, from: usize) -> bool {
+        from == self.carrier
     }
 
     fn base(&self) -> u64 {
@@ -93,13 +115,18 @@ impl Receiver {
         }
         if seq >= self.base() + self.window {
             stats.overruns += 1;
-            tracing::error!(
-                "rank {}: piece {seq} of root {} arrived beyond the receive window [{}, {}); flow control failed",
-                transport.rank(),
-                self.root,
-                self.base(),
-                self.base() + self.window
-            );
+            // Only a genuine piece gets here, so this is a protocol bug;
+            // one line says so, a line per piece would flood the output.
+            if stats.overruns == 1 {
+                tracing::error!(
+                    "rank {}: piece {seq} of root {} arrived beyond the receive window [{}, {}); flow control failed \
+                     (later overruns are only counted)",
+                    transport.rank(),
+                    self.root,
+                    self.base(),
+                    self.base() + self.window
+                );
+            }
             return Ok(());
         }
         let frame = self.ring.store(seq, now, |out| out.extend_from_slice(frame));
@@ -116,7 +143,7 @@ impl Receiver {
             // A piece beyond a hole: ask for the hole once, right away.
             if seq > self.contiguous && seq > *nack_horizon {
                 let from = self.contiguous.max(*nack_horizon);
-                transport.send_reliable(self.ack_to.0, &encode_nack(self.root, from, seq))?;
+                transport.send_reliable(self.ack_to.0, &encode_nack(self.root, self.nonce, from, seq))?;
                 *nack_horizon = seq;
                 stats.nacks_sent += 1;
             }

@@ -21,6 +21,7 @@ use crate::transport::{Transport, TransportError};
 
 pub(crate) struct Sender {
     me: usize,
+    nonce: u64,
     window: u64,
     next_seq: u64,
     ring: PieceRing,
@@ -29,11 +30,12 @@ pub(crate) struct Sender {
 }
 
 impl Sender {
-    pub(crate) fn new(me: usize, size: usize, config: &RmcastConfig, region: &DatagramRegion, now: Instant) -> Self {
+    pub(crate) fn new(me: usize, size: usize, nonce: u64, config: &RmcastConfig, region: &DatagramRegion, now: Instant) -> Self {
         let groups = Groups::new(me, size, config.co_roots_for(size));
         let collector = Collector::new(groups.members(me), |position| region.ack_word(me, position), config.timeout, now);
         Sender {
             me,
+            nonce,
             window: config.window(),
             next_seq: 0,
             ring: PieceRing::new(config.window(), now),
@@ -61,7 +63,7 @@ impl Sender {
         stats: &mut RmcastStats,
     ) -> Result<(), TransportError> {
         debug_assert!(self.has_credit(), "piece {} sent without credit", self.next_seq);
-        let header = PieceHeader { root: self.me, seq: self.next_seq, message_len: message_len as u64, offset: offset as u64 };
+        let header = PieceHeader { root: self.me, nonce: self.nonce, seq: self.next_seq, message_len: message_len as u64, offset: offset as u64 };
         let frame = self.ring.store(self.next_seq, now, |out| encode_piece(header, payload, out));
         transport.multicast(frame)?;
         for &co_root in &self.forward_to {
