@@ -167,15 +167,23 @@ skip() {  # skip NAME REASON
 #           non-zero exit, no crash)
 #   Further checks are listed in the array CHECKS (set by the caller):
 #     served    served/claimed lines match the program's expect lines, F = 0
-#     quiet     no coll:rdma output at all
+#     quiet     no coll:rdma output at all but stall warnings (see nowarn)
 #     noserve   no served and no claimed lines (component not used)
 #     grep:STR  the fixed string STR appears in the output
 #     re:RE     the extended regular expression RE matches a line of the output
 #     nore:RE   no line of the output matches RE
+#     nowarn:RE like nore:RE, but a stall warning ("coll:rdma: warning: rank R
+#               of N has waited S s for ...") is tolerated and counted: it
+#               says a wait was slow (a loaded machine can make a legitimate
+#               wait exceed coll_rdma_stall_warning), not that anything went
+#               wrong; a wait that never ends still fails by the timeout,
+#               and the stall-warning tests check these lines with re:/nore:
 #     gone:NAME /dev/shm/NAME no longer exists after the run
 #     within:N  mpirun ended within N seconds (a job that must not hang)
 #   RUN_WRAPPER (array, set by the caller like CHECKS): a command that each
 #   rank runs with the program as its arguments (e.g. ci/per-rank-mca.sh)
+# A wait's report that it is slow (btl-ibmc's wait loops), not an error.
+STALL_WARNING_RE='coll:rdma: warning: rank [0-9]+ of [0-9]+ has waited [0-9]+\.[0-9] s for '
 CHECKS=()
 RUN_WRAPPER=()
 run_test() {
@@ -242,7 +250,7 @@ run_test() {
             why+=("no FAIL line although the self-test broke the program (skipped barriers, corrupted bytes)")
     fi
 
-    local c
+    local c stalls=0
     for c in "${CHECKS[@]}"; do
         case $c in
             served)
@@ -253,8 +261,10 @@ run_test() {
                     [ -z "$out" ] || why+=("$out")
                 done ;;
             quiet)
-                grep -q 'coll:rdma:' "$dir/all.log" &&
-                    why+=("coll:rdma printed something:"$'\n'"$(grep 'coll:rdma:' "$dir/all.log" | head -3)") ;;
+                local printed
+                printed=$(grep 'coll:rdma:' "$dir/all.log" | grep -Ev -- "$STALL_WARNING_RE" || true)
+                [ -z "$printed" ] || why+=("coll:rdma printed something:"$'\n'"$(printf '%s\n' "$printed" | head -3)")
+                stalls=$(grep -cE -- "$STALL_WARNING_RE" "$dir/all.log" || true) ;;
             noserve)
                 grep -Eq 'coll:rdma: comm [0-9]+ .*(: served |: claimed at priority)' "$dir/all.log" &&
                     why+=("coll rdma was used:"$'\n'"$(grep -E ': served |: claimed at' "$dir/all.log" | head -3)") ;;
@@ -278,6 +288,11 @@ run_test() {
                 local re=${c#nore:}
                 grep -qE -- "$re" "$dir/all.log" &&
                     why+=("unexpected output:"$'\n'"$(grep -E -- "$re" "$dir/all.log" | head -3)") ;;
+            nowarn:*)
+                local re=${c#nowarn:} unexpected
+                unexpected=$(grep -E -- "$re" "$dir/all.log" | grep -Ev -- "$STALL_WARNING_RE" || true)
+                [ -z "$unexpected" ] || why+=("unexpected output:"$'\n'"$(printf '%s\n' "$unexpected" | head -3)")
+                stalls=$(grep -cE -- "$STALL_WARNING_RE" "$dir/all.log" || true) ;;
         esac
     done
 
@@ -298,7 +313,11 @@ run_test() {
 
     if [ "${#why[@]}" = 0 ]; then
         PASSED=$((PASSED + 1))
-        printf '%-44s PASS  %6ss\n' "$name" "$secs"
+        if [ "$stalls" -gt 0 ]; then
+            printf '%-44s PASS  %6ss  (%s stall warning(s) accepted)\n' "$name" "$secs" "$stalls"
+        else
+            printf '%-44s PASS  %6ss\n' "$name" "$secs"
+        fi
         [ "$KEEP_LOGS" = 1 ] || rm -rf "$dir"
     else
         FAILED=$((FAILED + 1))
@@ -506,7 +525,7 @@ if [ "$MODE" = component ]; then
     V=(--mca coll_rdma_verbose 1)
     [ -n "$TRANSPORT" ] && V+=(--mca coll_rdma_transport "$TRANSPORT")
     V+=("${EXTRA_MCA[@]}")
-    SERVED=(served "nore:coll:rdma:.*warning")
+    SERVED=(served "nowarn:coll:rdma:.*warning")
     # bcast: coll rdma's root returns at once while its messages fit in the
     # window, even with a receiver asleep (stock Open MPI's tuned does not)
     BC_E=(-E)
@@ -628,7 +647,7 @@ COMP_TESTS=(
     "radix-1-np5" "radix-2-np5" "radix-3-np8" "radix-7-np8" "radix-64-np5"
     "spin-polls-0-np4" "spin-polls-1000-np2" "transport-shm-np3" "transport-verbs-without-device-np3"
     "pretend-nodes-without-device-np4"
-    "stall-warning-after-1s" "stall-warning-0-never"
+    "stall-warning-after-1s" "stall-warning-at-verbose-0-is-quiet-enough" "stall-warning-0-never"
     "bad-radix--3" "bad-radix-999" "bad-transport-bogus" "version-mismatch-9.9.9"
     "allreduce-degree-1-np5" "allreduce-degree-2-np8" "allreduce-degree-3-np8" "allreduce-degree-7-np8"
     "allreduce-exchange-off-np4" "allreduce-segment-64-np4" "allreduce-segment-100-np3"
@@ -679,9 +698,17 @@ else
     CHECKS=(served); run_test "spin-polls-1000-np2" 2 ok --mca coll_rdma_spin_polls 1000 "${V[@]}" -- barrier_order -n 2000
     CHECKS=(served); run_test "transport-shm-np3" 3 ok --mca coll_rdma_transport shm "${V[@]}" -- comm_lifecycle -l 200
 
-    # 8. stall warnings: one rank arrives 3 s late
-    CHECKS=(served "re:coll:rdma: warning: .*wait")
-    run_test "stall-warning-after-1s" 3 ok --mca coll_rdma_stall_warning 1 "${V[@]}" -- barrier_order -n 200 -s 3
+    # 8. stall warnings: one rank arrives late. The warnings must appear,
+    #    and the generic checks of normal runs (SERVED; quiet at verbose 0)
+    #    must tolerate them, since a loaded machine makes legitimate waits
+    #    that long, while still refusing any other warning
+    #    (6 s late where the warning is required: a wait looks at the clock
+    #    only every few hundred polls, and on a loaded machine those polls
+    #    alone can take seconds)
+    CHECKS=("${SERVED[@]}" "re:$STALL_WARNING_RE")
+    run_test "stall-warning-after-1s" 3 ok --mca coll_rdma_stall_warning 1 "${V[@]}" -- barrier_order -n 200 -s 6
+    CHECKS=(quiet "re:$STALL_WARNING_RE")
+    run_test "stall-warning-at-verbose-0-is-quiet-enough" 3 ok --mca coll_rdma_stall_warning 1 -- barrier_order -n 200 -s 6
     CHECKS=(served "nore:coll:rdma:.*warning")
     run_test "stall-warning-0-never" 3 ok --mca coll_rdma_stall_warning 0 "${V[@]}" -- barrier_order -n 200 -s 3
 
@@ -823,12 +850,12 @@ else
     #     underneath makes through the communicator, so only "served" is checked.
     NESTED=("re:coll:rdma: comm 0 rank [0-9]+: served [1-9][0-9]* barrier\(s\) over shm, 0 handed to the fallback"
         "re:coll:rdma: comm 0 rank [0-9]+: served [1-9][0-9]* bcast\(s\) over shm"
-        "nore:coll:rdma:.*(warning|error)" "nore:transport unavailable")
+        "nowarn:coll:rdma:.*(warning|error)" "nore:transport unavailable")
     for np in 2 3; do
         CHECKS=("${NESTED[@]}"); run_test "nested-setup-coll-basic-np$np" "$np" ok --mca coll rdma,libnbc,basic,self \
             "${V[@]}" -- coll_mix -i 20
     done
-    CHECKS=("${NESTED[0]}" "nore:coll:rdma:.*(warning|error)"); run_test "nested-setup-barrier-coll-basic-np3" 3 ok \
+    CHECKS=("${NESTED[0]}" "nowarn:coll:rdma:.*(warning|error)"); run_test "nested-setup-barrier-coll-basic-np3" 3 ok \
         --mca coll rdma,libnbc,basic,self "${V[@]}" -- barrier_order -n 2000
     CHECKS=("${NESTED[@]}"); run_test "nested-setup-tuned-allgather-1-np3" 3 ok --mca coll_tuned_use_dynamic_rules 1 \
         --mca coll_tuned_allgather_algorithm 1 "${V[@]}" -- coll_mix -i 20

@@ -119,6 +119,25 @@ impl Bcast {
         }
     }
 
+    /// The root's side of a `len`-byte call whose message it cannot provide
+    /// (its pack failed), instead of `bcast`: every other rank's call for it
+    /// fails rather than waiting. The put tree forwards an "abandoned" mark;
+    /// on a multicast window the root sends a message of a length no
+    /// receiver expects, which each receiver refuses. Either way the ranks
+    /// are out of step afterwards: the caller must not use this state again.
+    pub fn abandon_at_root<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, len: usize) -> Result<(), TransportError> {
+        if root != self.rank {
+            return Err(TransportError::OutOfRange { peer: root, offset: 0, len });
+        }
+        self.calls += 1;
+        if Self::uses_put_tree(transport) {
+            self.tree.abandon_at_root(transport, root, len)
+        } else {
+            let unexpected_length = vec![0u8; if len == 1 { 2 } else { 1 }];
+            self.multicast.send(transport, &unexpected_length)
+        }
+    }
+
     /// Serves ACKs, NACKs and retransmissions without waiting; for the
     /// progress engine, between broadcasts.
     pub fn progress<T: Transport + ?Sized>(&mut self, transport: &T) -> Result<(), TransportError> {

@@ -29,12 +29,21 @@
 //! (and, through the relay, the root's) progress on segment i; a credit
 //! wait depends on a receiver reading an earlier segment, which depends on
 //! nothing the sender does later.
+//!
+//! # A root without a message
+//!
+//! A root that cannot provide its message (its MPI_Pack failed) must still
+//! release the ranks already waiting for it. It marks its first segment
+//! abandoned in the slot's flag word (see `slots::Arrival`); each rank that
+//! finds the mark forwards it to its children and fails its call. The
+//! check costs a receiver one comparison of the flag value its wait has
+//! already read.
 
 use btl_ibmc::{Transport, TransportError, WaitPolicy};
 
 use crate::allreduce::region::RegionCursor;
 use crate::allreduce::segments::Segments;
-use crate::allreduce::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
+use crate::allreduce::slots::{Arrival, Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
 use crate::allreduce::tree::TreeLinks;
 
 /// A binomial tree: the degree-1 tree of `TreeLinks` doubles the ranks
@@ -130,7 +139,8 @@ impl PutTreeBcast {
     }
 
     /// MPI_Bcast of `buf` from `root`; every rank passes the same root and
-    /// length.
+    /// length. Fails on every rank but the root if the root abandons the
+    /// call (`abandon_at_root`).
     pub fn bcast<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, buf: &mut [u8]) -> Result<(), TransportError> {
         if root >= self.size {
             return Err(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() });
@@ -146,20 +156,24 @@ impl PutTreeBcast {
         for index in 0..count {
             let range = segments.range(index);
             let segment = &mut buf[range];
+            let turn = Turn::new(index, count, base, Reuse::AcknowledgedEachCall);
             if let Some(relay) = &relay {
-                let turn = Turn::new(index, count, base, Reuse::ImpliedByDataFlow);
+                let relay_turn = Turn::new(index, count, base, Reuse::ImpliedByDataFlow);
                 if self.rank == root {
-                    relay.send(transport, turn.seq, segment, turn.credit_needed(), &policy)?;
+                    relay.send(transport, relay_turn.seq, segment, relay_turn.credit_needed(), &policy)?;
                 } else if self.rank == 0 {
-                    relay.receive(transport, turn.seq, segment, &policy)?;
-                    if turn.must_acknowledge() {
-                        relay.acknowledge(transport, turn.seq)?;
+                    if relay.receive_unless_abandoned(transport, relay_turn.seq, segment, &policy)? == Arrival::Abandoned {
+                        return self.pass_on_abandonment(transport, root, buf.len(), turn, base + count as u64);
+                    }
+                    if relay_turn.must_acknowledge() {
+                        relay.acknowledge(transport, relay_turn.seq)?;
                     }
                 }
             }
-            let turn = Turn::new(index, count, base, Reuse::AcknowledgedEachCall);
             if let Some(parent) = &self.from_parent {
-                parent.receive(transport, turn.seq, segment, &policy)?;
+                if parent.receive_unless_abandoned(transport, turn.seq, segment, &policy)? == Arrival::Abandoned {
+                    return self.pass_on_abandonment(transport, root, buf.len(), turn, base + count as u64);
+                }
                 parent.acknowledge(transport, turn.seq)?;
             }
             for child in &self.to_children {
@@ -167,6 +181,53 @@ impl PutTreeBcast {
             }
         }
         self.last_seq = base + count as u64;
+        Ok(())
+    }
+
+    /// The root's side of a `len`-byte call whose message it cannot provide
+    /// (its pack failed), instead of `bcast`: the first segment goes out
+    /// marked abandoned, and every rank that receives the mark forwards it to
+    /// its children and fails its call, so no rank waits for the message.
+    /// The root does not wait for its own parent's mark. Afterwards the
+    /// streams are out of step (the ranks stop at different points of the
+    /// call): the communicator must not broadcast through this tree again.
+    pub fn abandon_at_root<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, len: usize) -> Result<(), TransportError> {
+        if root != self.rank {
+            return Err(TransportError::OutOfRange { peer: root, offset: 0, len });
+        }
+        if len == 0 || self.size == 1 {
+            return Ok(());
+        }
+        let count = Segments::new(len, 1, self.config.segment_bytes)?.count();
+        let base = self.last_seq;
+        self.last_seq = base + count as u64;
+        if root != 0 {
+            let relay_turn = Turn::new(0, count, base, Reuse::ImpliedByDataFlow);
+            self.relay_from(root).send_abandoned(transport, relay_turn.seq, relay_turn.credit_needed(), &self.config.policy)?;
+        }
+        self.mark_children(transport, Turn::new(0, count, base, Reuse::AcknowledgedEachCall))
+    }
+
+    /// A receiver found segment `turn` marked abandoned by the root.
+    fn pass_on_abandonment<T: Transport + ?Sized>(
+        &mut self,
+        transport: &T,
+        root: usize,
+        len: usize,
+        turn: Turn,
+        call_end: u64,
+    ) -> Result<(), TransportError> {
+        self.last_seq = call_end;
+        self.mark_children(transport, turn)?;
+        Err(TransportError::Failed(format!(
+            "bcast from root {root}: the root could not provide its {len}-byte message (it said so down the put tree)"
+        )))
+    }
+
+    fn mark_children<T: Transport + ?Sized>(&self, transport: &T, turn: Turn) -> Result<(), TransportError> {
+        for child in &self.to_children {
+            child.send_abandoned(transport, turn.seq, turn.credit_needed(), &self.config.policy)?;
+        }
         Ok(())
     }
 }

@@ -456,3 +456,93 @@ fn the_put_tree_is_used_exactly_when_the_transport_has_no_multicast() {
         assert_eq!(Bcast::uses_put_tree(&endpoints[0]), expected, "{kind:?}");
     }
 }
+
+/// How long the ranks of one abandoned call may take before the test calls
+/// it a hang: far beyond any scheduling delay on a loaded machine, far
+/// below forever.
+const ABANDON_WATCHDOG: Duration = Duration::from_secs(90);
+
+/// A root that cannot provide its message (its pack failed) abandons the
+/// call: every other rank's call must fail rather than wait, on every kind
+/// of transport, whichever rank is root. A few broadcasts first put the
+/// streams mid-sequence (slots reused, credits owed across calls), and the
+/// message spans several segments.
+#[test]
+fn a_root_that_abandons_its_message_fails_every_receiver() {
+    let cases: Vec<(MulticastKind, usize)> = [2, 3, 5, 8, 13]
+        .into_iter()
+        .map(|size| (MulticastKind::None, size))
+        .chain([3, 8].into_iter().flat_map(|size| [(MulticastKind::Datagram, size), (MulticastKind::SharedWindow, size)]))
+        .collect();
+    for (kind, size) in cases {
+        let mut roots = vec![0, size - 1, 1];
+        roots.dedup();
+        for abandoning_root in roots {
+            abandon_once(kind, size, abandoning_root);
+        }
+    }
+}
+
+fn abandon_once(kind: MulticastKind, size: usize, abandoning_root: usize) {
+    const PIECE: usize = 64;
+    const LEN: usize = 3 * PIECE + 5;
+    let what = format!("{kind:?} size {size}, root {abandoning_root} abandons");
+    let fabric = FabricConfig {
+        multicast_kind: kind,
+        put_delay_max: Duration::from_micros(20),
+        seed: 0xAB4D_0000 + size as u64 + seed_shift(),
+        ..FabricConfig::default()
+    };
+    let multicast = RmcastConfig { slot_bytes: PIECE, fragment_bytes: PIECE, ..test_multicast_config() };
+    let config = BcastConfig { multicast, ..BcastConfig::default() };
+    let endpoints = Fabric::new(size, Bcast::region_len(size, &config), fabric);
+    let before: Vec<Op> = (0..3).map(|index| Op { root: (abandoning_root + index + 1) % size, len: LEN }).collect();
+    let (results, outcomes) = std::sync::mpsc::channel();
+    // Detached threads: a rank that waits forever must fail the test, not
+    // hang it.
+    for (rank, endpoint) in endpoints.into_iter().enumerate() {
+        let results = results.clone();
+        let before = before.clone();
+        std::thread::spawn(move || {
+            let mut bcast = Bcast::new(rank, size, 0, config);
+            let outcome = (|| {
+                for (index, op) in before.iter().enumerate() {
+                    let mut buf = if op.root == rank { content(index, op.len) } else { vec![0xEE; op.len] };
+                    bcast.bcast(&endpoint, op.root, &mut buf).map_err(|e| format!("call {index} before the abandoned one: {e}"))?;
+                    if buf != content(index, op.len) {
+                        return Err(format!("call {index} before the abandoned one delivered wrong bytes"));
+                    }
+                }
+                if rank == abandoning_root {
+                    bcast.abandon_at_root(&endpoint, rank, LEN).map_err(|e| format!("abandoning: {e}"))?;
+                    return Ok(None);
+                }
+                let mut buf = vec![0xEE; LEN];
+                match bcast.bcast(&endpoint, abandoning_root, &mut buf) {
+                    Ok(()) => Err("the abandoned call returned success".to_string()),
+                    Err(error) => Ok(Some(error.to_string())),
+                }
+            })();
+            let _ = results.send((rank, outcome));
+        });
+    }
+    drop(results);
+    let deadline = Instant::now() + ABANDON_WATCHDOG;
+    let mut reported = vec![false; size];
+    for _ in 0..size {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok((rank, outcome)) = outcomes.recv_timeout(left) else {
+            let waiting: Vec<usize> = (0..size).filter(|&rank| !reported[rank]).collect();
+            panic!("{what}: ranks {waiting:?} still wait after {ABANDON_WATCHDOG:?}: they were never told");
+        };
+        reported[rank] = true;
+        match outcome {
+            Err(why) => panic!("{what}: rank {rank}: {why}"),
+            Ok(None) => assert_eq!(rank, abandoning_root, "{what}: only the root returns without an error"),
+            Ok(Some(error)) => {
+                let expected = if kind == MulticastKind::None { "could not provide" } else { "disagrees on the message" };
+                assert!(error.contains(expected), "{what}: rank {rank} failed for another reason: {error}");
+            }
+        }
+    }
+}

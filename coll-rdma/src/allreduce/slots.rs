@@ -25,6 +25,21 @@ pub(crate) const CREDIT_BYTES: usize = LINE;
 
 const FLAG_BYTES: usize = 8;
 
+/// Set in a slot's flag word, beside the segment's number, by a sender that
+/// has no data for that segment (a bcast root whose pack failed). Sequence
+/// numbers never come near this bit, so the marked flag still satisfies
+/// "flag >= seq" and wakes the receiver through its ordinary wait.
+const ABANDONED: u64 = 1 << 63;
+
+/// What a receiver found in a slot.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Arrival {
+    Segment,
+    /// The sender marked the segment abandoned: no payload came.
+    Abandoned,
+}
+
 /// One slot: the payload, then the flag word.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SlotShape {
@@ -138,6 +153,24 @@ impl Stream {
         put_word_padded(transport, self.receiver, slot, data, self.shape.flag_offset(slot), seq)
     }
 
+    /// Sender side, instead of `send`: tells the receiver that segment `seq`
+    /// will not come. Waits for the same credit as `send`, so that the mark
+    /// cannot land on a slot whose previous segment is still unread.
+    pub(crate) fn send_abandoned<T: Transport + ?Sized>(
+        &self,
+        transport: &T,
+        seq: u64,
+        credit_needed: u64,
+        policy: &WaitPolicy,
+    ) -> Result<(), TransportError> {
+        if credit_needed > 0 {
+            wait_at_least(transport, self.credit, credit_needed, policy, || {
+                format!("{}: rank {} to free a slot for the abandoned segment {seq}", self.what, self.receiver)
+            })?;
+        }
+        transport.put_flag(self.receiver, self.shape.flag_offset(self.slot(seq)), seq | ABANDONED)
+    }
+
     /// Receiver side: waits for segment `seq` and copies it into `out`.
     pub(crate) fn receive<T: Transport + ?Sized>(
         &self,
@@ -146,12 +179,32 @@ impl Stream {
         out: &mut [u8],
         policy: &WaitPolicy,
     ) -> Result<(), TransportError> {
-        let slot = self.slot(seq);
-        wait_at_least(transport, self.shape.flag_offset(slot), seq, policy, || {
-            format!("{}: segment {seq} from rank {}", self.what, self.sender)
-        })?;
-        transport.read_local(slot, out);
+        self.await_flag(transport, seq, policy)?;
+        transport.read_local(self.slot(seq), out);
         Ok(())
+    }
+
+    /// Receiver side, for streams whose sender may abandon a segment:
+    /// `receive`, unless the segment was marked abandoned (then `out` is
+    /// untouched).
+    pub(crate) fn receive_unless_abandoned<T: Transport + ?Sized>(
+        &self,
+        transport: &T,
+        seq: u64,
+        out: &mut [u8],
+        policy: &WaitPolicy,
+    ) -> Result<Arrival, TransportError> {
+        if self.await_flag(transport, seq, policy)? == seq | ABANDONED {
+            return Ok(Arrival::Abandoned);
+        }
+        transport.read_local(self.slot(seq), out);
+        Ok(Arrival::Segment)
+    }
+
+    fn await_flag<T: Transport + ?Sized>(&self, transport: &T, seq: u64, policy: &WaitPolicy) -> Result<u64, TransportError> {
+        wait_at_least(transport, self.shape.flag_offset(self.slot(seq)), seq, policy, || {
+            format!("{}: segment {seq} from rank {}", self.what, self.sender)
+        })
     }
 
     /// Receiver side, after `receive`: returns the slot to the sender.

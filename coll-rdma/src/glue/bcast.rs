@@ -18,7 +18,6 @@ use super::datatype::{contiguous_span, signature_bytes};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::reduction_call::span_bytes_mut;
-use crate::bcast::Bcast;
 
 pub(super) unsafe extern "C" fn bcast(
     buffer: *mut c_void,
@@ -100,33 +99,22 @@ impl CommState {
     }
 
     /// The root could not pack its message, but its receivers (which cannot
-    /// know) already wait for it. On a multicast window the root's message
-    /// carries its length, so a message of a length no receiver expects makes
-    /// every receiver's call fail instead of waiting; the streams are then out
-    /// of step, so every rank hands its later calls over.
+    /// know) already wait for it: `abandon_at_root` makes every receiver's
+    /// call fail instead. The streams are then out of step, so every rank
+    /// hands its later calls over.
     fn abandon_bcast_at_root(&mut self, root: usize, bytes: usize, rc: c_int) -> Step {
         let Link::Ready(transport) = &self.link else { unreachable!("only called on the native path") };
-        if Bcast::uses_put_tree(transport) {
-            tracing::error!(
-                "comm {} rank {}: bcast root could not pack its {bytes}-byte message (error {rc}); over the put tree the receivers \
-                 cannot be told and will wait",
-                self.cid,
-                self.rank
-            );
-        } else {
-            let mut unexpected_length = vec![0u8; if bytes == 1 { 2 } else { 1 }];
-            let told = self.bcast.bcast(transport, root, &mut unexpected_length);
-            tracing::error!(
-                "comm {} rank {}: bcast root could not pack its {bytes}-byte message (error {rc}); the receivers are told \
-                 ({}) and fail too; later collectives on this communicator go to the module underneath",
-                self.cid,
-                self.rank,
-                match told {
-                    Ok(()) => "sent".to_string(),
-                    Err(why) => format!("failed: {why}"),
-                }
-            );
-        }
+        let told = self.bcast.abandon_at_root(transport, root, bytes);
+        tracing::error!(
+            "comm {} rank {}: bcast root could not pack its {bytes}-byte message (error {rc}); the receivers are told \
+             ({}) and fail too; later collectives on this communicator go to the module underneath",
+            self.cid,
+            self.rank,
+            match told {
+                Ok(()) => "sent".to_string(),
+                Err(why) => format!("failed: {why}"),
+            }
+        );
         self.mark_failed();
         Step::Done(rc)
     }
