@@ -35,4 +35,4 @@ pub use verbs::{VerbsConfig, VerbsSetupError, VerbsTransport};
 #[cfg(feature = "verbs")]
 pub use hybrid::HybridTransport;
 pub use transport::{Exchange, MulticastKind, Transport, TransportError};
-pub use wait::{DEFAULT_FAULT_TIMEOUT, WaitPolicy, stalled_waits, wait_at_least};
+pub use wait::{DEFAULT_FAULT_TIMEOUT, WaitPolicy, set_process_wait_limits, stalled_waits, wait_at_least};

@@ -7,6 +7,7 @@
 
 pub(crate) mod stalls;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::transport::{Transport, TransportError};
@@ -18,9 +19,41 @@ pub use stalls::stalled_waits;
 /// straggler a healthy job has, short enough that a dead job ends.
 pub const DEFAULT_FAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Yielding polls between two looks at the clock and the transport's
-/// health: both cost far more than a poll.
+/// Yielding polls between two looks at the transport's health, which
+/// costs more than a poll. The clock is read at every yielding poll: a
+/// rank descheduled for milliseconds at each yield (an oversubscribed,
+/// loaded node) must still warn and give up on time.
 const POLLS_BETWEEN_CHECKS: u32 = 256;
+
+/// The stall warning and fault timeout of the waits that have no
+/// communicator's policy at hand (room in a shared-memory ring, a verbs
+/// send queue or staging): the process's `coll_rdma_stall_warning` and
+/// `coll_rdma_fault_timeout_s`, set once when the parameters are read.
+/// Milliseconds; `u64::MAX` = never.
+static PROCESS_STALL_WARNING_MS: AtomicU64 = AtomicU64::new(10_000);
+static PROCESS_FAULT_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_FAULT_TIMEOUT.as_millis() as u64);
+
+/// Sets the limits of the waits that take no [`WaitPolicy`] (see
+/// [`process_limits`]); `None` or `Duration::MAX` means never.
+pub fn set_process_wait_limits(stall_warning: Duration, fault_timeout: Option<Duration>) {
+    let millis = |limit: Duration| u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
+    PROCESS_STALL_WARNING_MS.store(millis(stall_warning), Ordering::Relaxed);
+    PROCESS_FAULT_TIMEOUT_MS.store(fault_timeout.map_or(u64::MAX, millis), Ordering::Relaxed);
+}
+
+/// The stall warning and the fault timeout (`None`: never give up) of the
+/// waits that take no [`WaitPolicy`].
+pub(crate) fn process_limits() -> (Duration, Option<Duration>) {
+    let stall_warning = match PROCESS_STALL_WARNING_MS.load(Ordering::Relaxed) {
+        u64::MAX => Duration::MAX,
+        millis => Duration::from_millis(millis),
+    };
+    let fault_timeout = match PROCESS_FAULT_TIMEOUT_MS.load(Ordering::Relaxed) {
+        u64::MAX => None,
+        millis => Some(Duration::from_millis(millis)),
+    };
+    (stall_warning, fault_timeout)
+}
 
 /// How a rank waits for a flag.
 #[derive(Clone, Copy, Debug)]
@@ -87,7 +120,7 @@ fn wait_yielding<T: Transport + ?Sized>(
         }
         crate::idle::yield_core();
         polls = polls.wrapping_add(1);
-        if polls % POLLS_BETWEEN_CHECKS == 0 {
+        if polls % POLLS_BETWEEN_CHECKS == 0 || watch.deadline_passed() {
             watch.check(transport, &|| format!("{} (word at offset {flag_offset} is {value}, needs {target})", describe()))?;
         }
     }
@@ -106,6 +139,15 @@ pub(crate) struct StallWatch {
 impl StallWatch {
     pub(crate) fn new(policy: &WaitPolicy, give_up_after: Option<Duration>) -> Self {
         StallWatch { started: Instant::now(), next_warning: policy.stall_warning, give_up_after, noted: None }
+    }
+
+    /// Whether the wait is due to be noted, warned about or given up: one
+    /// clock read, cheap beside the yield every caller just made.
+    pub(crate) fn deadline_passed(&self) -> bool {
+        let waited = self.started.elapsed();
+        waited >= self.next_warning
+            || self.give_up_after.is_some_and(|limit| waited >= limit)
+            || (self.noted.is_none() && waited >= stalls::NOTE_AFTER)
     }
 
     #[cold]

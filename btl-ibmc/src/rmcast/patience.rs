@@ -51,7 +51,7 @@ impl Patience {
         crate::idle::yield_core();
         let watch = self.watch.get_or_insert_with(|| StallWatch::new(&self.config.wait, self.give_up_after));
         self.yields = self.yields.wrapping_add(1);
-        if self.yields % YIELDS_BETWEEN_CHECKS == 1 {
+        if self.yields % YIELDS_BETWEEN_CHECKS == 1 || watch.deadline_passed() {
             watch.check(transport, describe)?;
         }
         Ok(())

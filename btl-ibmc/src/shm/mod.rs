@@ -141,7 +141,7 @@ impl ShmTransport {
         while !ring.try_push(message) {
             self.park_arrivals();
             meanwhile();
-            backoff.snooze(|| format!("room in the shared-memory ring from rank {} to rank {peer}", self.rank));
+            backoff.snooze(|| format!("room in the shared-memory ring from rank {} to rank {peer}", self.rank))?;
         }
         Ok(())
     }

@@ -161,7 +161,7 @@ impl SendPath {
             self.cover_unsignalled_tails(links, failure);
             self.poll(links, failure)?;
             on_wait();
-            backoff.snooze(|| "the completion of every write in flight".into());
+            backoff.snooze(|| "the completion of every write in flight".into())?;
         }
         failure.check()
     }
@@ -243,7 +243,7 @@ impl SendPath {
             self.poll(links, failure)?;
             on_wait();
             let in_use = self.staging.in_use();
-            backoff.snooze(|| format!("{len} bytes of verbs staging ({in_use} of {} in flight)", self.staging.capacity()));
+            backoff.snooze(|| format!("{len} bytes of verbs staging ({in_use} of {} in flight)", self.staging.capacity()))?;
         }
     }
 
@@ -256,7 +256,7 @@ impl SendPath {
             }
             self.poll(links, failure)?;
             on_wait();
-            backoff.snooze(|| format!("room in the send queue to rank {peer}"));
+            backoff.snooze(|| format!("room in the send queue to rank {peer}"))?;
         }
         Ok(())
     }

@@ -107,8 +107,9 @@ pub(crate) fn widen_sequence(low: u64, bits: u32, posted: u64) -> u64 {
 /// (which takes completions into the account) between checks. However
 /// late the adapter gives buffers back, the request is sent: dropping the
 /// sender's own data would only make receivers ask for it again. Only a
-/// failure `poll` reports ends the wait, and `Backoff` warns about one
-/// that looks like a hang. Returns whether it had to wait at all.
+/// failure `poll` reports, or the process's fault timeout, ends the wait;
+/// `Backoff` warns about one that looks like a hang first. Returns whether
+/// it had to wait at all.
 pub(crate) fn wait_for_send_room(
     account: &mut SendAccount,
     mut poll: impl FnMut(&mut SendAccount) -> Result<(), TransportError>,
@@ -123,7 +124,7 @@ pub(crate) fn wait_for_send_room(
             return Ok(true);
         }
         let outstanding = account.outstanding();
-        backoff.snooze(|| format!("a multicast send buffer to come back ({outstanding} datagrams in flight)"));
+        backoff.snooze(|| format!("a multicast send buffer to come back ({outstanding} datagrams in flight)"))?;
     }
 }
 

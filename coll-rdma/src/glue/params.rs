@@ -790,6 +790,10 @@ pub fn load() -> &'static Settings {
     SETTINGS.get_or_init(|| {
         let raw = read_raw();
         super::output::install(raw.verbose.max(0));
-        validate(raw)
+        let settings = validate(raw);
+        // The waits for room in a ring or a send queue have no
+        // communicator's policy at hand; they take these.
+        btl_ibmc::set_process_wait_limits(settings.stall_warning, settings.fault_timeout);
+        settings
     })
 }
