@@ -20,7 +20,7 @@ use super::reliable::{ReliableInbox, post_all_receives};
 use super::send_path::SendPath;
 use super::ud_multicast::{DATAGRAM_HEADER, JoinRequest, UdMulticast};
 use super::ud_source::UdSource;
-use super::{RELIABLE_MAX, VerbsTransport};
+use super::{RELIABLE_SLOT_BYTES, VerbsTransport};
 use crate::shm::NodeGroups;
 use crate::transport::Exchange;
 
@@ -172,7 +172,7 @@ unsafe fn open_local(config: &VerbsConfig, rank: usize, size: usize, window_len:
     };
     let staging = RegisteredBuffer::new(pd, config.staging_bytes, LOCAL_ONLY, "staging ring")?;
     let sink = RegisteredBuffer::new(pd, SINK_BYTES, remote_access(), "completion sink")?;
-    let reliable_len = size.checked_mul(slots as usize).and_then(|count| count.checked_mul(RELIABLE_MAX)).ok_or_else(|| {
+    let reliable_len = size.checked_mul(slots as usize).and_then(|count| count.checked_mul(RELIABLE_SLOT_BYTES)).ok_or_else(|| {
         VerbsSetupError::InvalidArguments(format!("{size} ranks x {slots} reliable receive slots do not fit in memory"))
     })?;
     let reliable_buffers = RegisteredBuffer::new(pd, reliable_len, LOCAL_ONLY, "reliable receive buffers")?;

@@ -32,7 +32,7 @@ pub(crate) struct Links {
     /// Eight bytes every peer may write: the target of the extra signalled
     /// write that asks for a completion when none is due.
     pub(crate) sink: RegisteredBuffer,
-    /// `size * reliable_slots` receive buffers of `RELIABLE_MAX` bytes.
+    /// `size * reliable_slots` receive buffers of `RELIABLE_SLOT_BYTES` each.
     pub(crate) reliable_buffers: RegisteredBuffer,
     pub(crate) send_cq: CompletionQueue,
     pub(crate) recv_cq: CompletionQueue,

@@ -26,6 +26,7 @@ mod memory;
 mod rc;
 mod record;
 mod reliable;
+mod reliable_frame;
 mod send_path;
 mod staging;
 mod ud_multicast;
@@ -53,9 +54,13 @@ use reliable::ReliableInbox;
 use send_path::SendPath;
 use ud_multicast::UdMulticast;
 
-/// Largest reliable-channel message: the size of each pre-posted receive
-/// buffer. Enough for a control message or a datagram-sized piece.
-pub const RELIABLE_MAX: usize = 4096;
+/// Bytes of each pre-posted receive buffer of the reliable channel.
+const RELIABLE_SLOT_BYTES: usize = 4096;
+
+/// Largest reliable-channel message: a receive buffer less the frame's
+/// length and checksum. Enough for a control message or a datagram-sized
+/// piece (a 4096-byte path MTU less the datagram header).
+pub const RELIABLE_MAX: usize = RELIABLE_SLOT_BYTES - reliable_frame::TRAILER_BYTES;
 
 /// How long dropping a transport waits for its writes in flight to reach
 /// their peers before it destroys the queue pairs.

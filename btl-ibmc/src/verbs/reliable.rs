@@ -1,5 +1,5 @@
 //! The receiving side of the reliable channel. Each RC queue pair has
-//! `reliable_slots` receive buffers of `RELIABLE_MAX` bytes posted; a
+//! `reliable_slots` receive buffers of `RELIABLE_SLOT_BYTES` posted; a
 //! message lands in the next one in order, and RC delivers each exactly
 //! once and in order per pair. A sender finding no buffer posted is made
 //! to retry by the adapter (RNR retry without limit), which is the
@@ -9,15 +9,20 @@
 //! reposted at once, during `progress` as well as `poll_reliable`: a
 //! receiver that only waits for a flag must not stall a peer whose flag
 //! write is queued behind a send to it.
+//!
+//! Every message arrives sealed with its length and a CRC
+//! (`reliable_frame`); one that does not open is never delivered: it fails
+//! the transport, so the collective waiting for it returns an error.
 
 use std::collections::VecDeque;
 
 use rdma_sys::{ibv_recv_wr, ibv_sge};
 
-use super::RELIABLE_MAX;
+use super::RELIABLE_SLOT_BYTES;
 use super::completion::Completion;
 use super::error::VerbsSetupError;
 use super::links::{Failure, Links};
+use super::reliable_frame;
 
 #[derive(Default)]
 pub(crate) struct ReliableInbox {
@@ -67,13 +72,26 @@ impl ReliableInbox {
                     failure.record(format!("a reliable message from rank {sender} failed: {}", completion.status_text()));
                     continue;
                 }
-                let len = (completion.byte_len as usize).min(RELIABLE_MAX);
+                let len = (completion.byte_len as usize).min(RELIABLE_SLOT_BYTES);
                 let mut bytes = self.spare.pop().unwrap_or_default();
                 bytes.resize(len, 0);
-                links.reliable_buffers.read_at(slot_index * RELIABLE_MAX, &mut bytes);
-                self.arrived.push_back((sender, bytes));
+                links.reliable_buffers.read_at(slot_index * RELIABLE_SLOT_BYTES, &mut bytes);
                 if let Err(why) = post_receive(links, slot_index) {
                     failure.record(why);
+                }
+                match reliable_frame::open(&bytes) {
+                    Ok(message) => {
+                        let message_len = message.len();
+                        bytes.truncate(message_len);
+                        self.arrived.push_back((sender, bytes));
+                    }
+                    Err(damage) => {
+                        failure.record(format!(
+                            "a reliable message from rank {sender} arrived damaged ({damage}): the adapter delivered \
+                             bytes its sender did not post, so this transport stops rather than use them"
+                        ));
+                        self.spare.push(bytes);
+                    }
                 }
             }
         }
@@ -100,8 +118,8 @@ fn post_receive(links: &Links, slot_index: usize) -> Result<(), String> {
         return Err(format!("no queue pair to rank {peer} for receive slot {slot_index}"));
     };
     let mut sge = ibv_sge {
-        addr: links.reliable_buffers.address() + (slot_index * RELIABLE_MAX) as u64,
-        length: RELIABLE_MAX as u32,
+        addr: links.reliable_buffers.address() + (slot_index * RELIABLE_SLOT_BYTES) as u64,
+        length: RELIABLE_SLOT_BYTES as u32,
         lkey: links.reliable_buffers.lkey(),
     };
     let mut wr = ibv_recv_wr { wr_id: slot_index as u64, next: std::ptr::null_mut(), sg_list: &mut sge, num_sge: 1 };

@@ -11,6 +11,7 @@ use rdma_sys::{ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wr_opcode, rdma_t};
 use super::RELIABLE_MAX;
 use super::completion::Completion;
 use super::links::{Failure, Links};
+use super::reliable_frame;
 use super::staging::{Reservation, SendAccount, StagingRing};
 use crate::backoff::Backoff;
 use crate::transport::TransportError;
@@ -62,6 +63,8 @@ pub(crate) struct SendPath {
     /// Indexed by peer; this rank's entry stays unused.
     accounts: Vec<SendAccount>,
     completions: Vec<Completion>,
+    /// The reliable message being sent, sealed with its length and CRC.
+    sealed: Vec<u8>,
 }
 
 impl SendPath {
@@ -70,6 +73,7 @@ impl SendPath {
             staging: StagingRing::new(staging_bytes),
             accounts: (0..size).map(|_| SendAccount::new(signal_interval, send_queue_depth)).collect(),
             completions: Vec::new(),
+            sealed: Vec::new(),
         }
     }
 
@@ -150,8 +154,13 @@ impl SendPath {
     pub(crate) fn send(&mut self, links: &Links, failure: &Failure, peer: usize, message: &[u8], on_wait: &dyn Fn()) -> Result<(), TransportError> {
         failure.check()?;
         debug_assert!(message.len() <= RELIABLE_MAX);
-        let source = self.small_source(links, failure, message, on_wait)?;
-        self.post(links, failure, peer, &[Request { opcode: ibv_wr_opcode::IBV_WR_SEND, source, remote: None, force_signal: false }], on_wait)
+        let mut sealed = std::mem::take(&mut self.sealed);
+        reliable_frame::seal(message, &mut sealed);
+        let outcome = self.small_source(links, failure, &sealed, on_wait).and_then(|source| {
+            self.post(links, failure, peer, &[Request { opcode: ibv_wr_opcode::IBV_WR_SEND, source, remote: None, force_signal: false }], on_wait)
+        });
+        self.sealed = sealed;
+        outcome
     }
 
     /// Waits until every request posted so far has completed (or failed).
