@@ -14,7 +14,7 @@ PACKAGES=(
     # (the scripts also use timeout, awk, lscpu: coreutils, mawk and util-linux
     #  are part of every Debian system)
 )
-MIN_RUST=1.85.0                  # edition 2024
+MIN_RUST=1.88.0                  # edition 2024 let chains; Cargo.toml rust-version
 
 say() { printf 'setup: %s\n' "$*"; }
 fail() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
@@ -59,7 +59,7 @@ case $ompi_version in
     *) say "warning: Open MPI $ompi_version found; coll rdma is written for 4.1.x (Debian 12 ships 4.1.4)" ;;
 esac
 
-# Rust: edition 2024 needs cargo/rustc >= 1.85. Debian 12's rustc (1.63) is too
+# Rust: the code needs cargo/rustc >= 1.88 (let chains). Debian 12's rustc (1.63) is too
 # old; rustup's stable toolchain is the supported way. rustup installs into
 # ~/.cargo/bin, which non-login shells may not have on PATH.
 if ! command -v cargo >/dev/null && [ -x "$HOME/.cargo/bin/cargo" ]; then

@@ -38,15 +38,61 @@ fn header_version(include_dirs: &[PathBuf]) -> String {
     format!("{}.{}.{}", number("OMPI_MAJOR_VERSION"), number("OMPI_MINOR_VERSION"), number("OMPI_RELEASE_VERSION"))
 }
 
+/// The `x.y.z` of the coll framework's `MCA_COLL_BASE_VERSION_x_y_z` macro
+/// (2.0.0 in Open MPI 4.1, 2.4.0 in 5.0): the type version our component
+/// must announce.
+fn coll_type_version(include_dirs: &[PathBuf]) -> [u32; 3] {
+    let header = include_dirs
+        .iter()
+        .map(|d| d.join("ompi/mca/coll/coll.h"))
+        .find(|p| p.exists())
+        .expect("ompi/mca/coll/coll.h not found among Open MPI's include directories");
+    let text = std::fs::read_to_string(&header).expect("read ompi/mca/coll/coll.h");
+    let suffix = text
+        .lines()
+        .find_map(|l| l.strip_prefix("#define MCA_COLL_BASE_VERSION_"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no MCA_COLL_BASE_VERSION_x_y_z macro in {}", header.display()));
+    let numbers: Vec<u32> = suffix.split('_').map(|n| n.parse().expect("numeric coll type version")).collect();
+    numbers.try_into().unwrap_or_else(|_| panic!("unexpected MCA_COLL_BASE_VERSION_{suffix}"))
+}
+
+/// Open MPI 5's internal headers include <pmix.h>, which Debian installs in
+/// a directory `mpicc --showme` does not name; pkg-config knows it.
+fn pmix_include_dirs() -> Vec<PathBuf> {
+    let Ok(output) = Command::new("pkg-config").args(["--cflags-only-I", "pmix"]).output() else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .filter_map(|flag| flag.strip_prefix("-I"))
+        .map(PathBuf::from)
+        .collect()
+}
+
 fn main() {
-    let include_dirs = dirs_from("OMPI_INCLUDE_DIRS", "incdirs");
+    let mut include_dirs = dirs_from("OMPI_INCLUDE_DIRS", "incdirs");
+    // Headers a distribution's package omits (Debian's 5.0 lacks
+    // opal/mca/threads/pthreads/*.h), from wherever the builder has them.
+    println!("cargo:rerun-if-env-changed=OMPI_EXTRA_INCLUDE_DIRS");
+    if let Ok(list) = env::var("OMPI_EXTRA_INCLUDE_DIRS") {
+        include_dirs.extend(env::split_paths(&list));
+    }
     let lib_dirs = dirs_from("OMPI_LIB_DIRS", "libdirs");
     let csrc = Path::new("csrc");
     for f in ["wrapper.h", "shim.h", "shim.c", "compat/ompi/mpi/fortran/base/fint_2_int.h"] {
         println!("cargo:rerun-if-changed=csrc/{f}");
     }
 
-    println!("cargo:rustc-env=OMPI_SYS_BUILT_VERSION={}", header_version(&include_dirs));
+    let version = header_version(&include_dirs);
+    println!("cargo:rustc-env=OMPI_SYS_BUILT_VERSION={version}");
+    if !version.starts_with("4.") && env::var_os("OMPI_INCLUDE_DIRS").is_none() {
+        include_dirs.extend(pmix_include_dirs());
+    }
+    let [major, minor, release] = coll_type_version(&include_dirs);
+    println!("cargo:rustc-env=OMPI_SYS_COLL_TYPE_MAJOR={major}");
+    println!("cargo:rustc-env=OMPI_SYS_COLL_TYPE_MINOR={minor}");
+    println!("cargo:rustc-env=OMPI_SYS_COLL_TYPE_RELEASE={release}");
 
     let mut shim = cc::Build::new();
     shim.file(csrc.join("shim.c")).include(csrc).include(csrc.join("compat")).warnings(true);

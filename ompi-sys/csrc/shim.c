@@ -37,9 +37,15 @@ int coll_rdma_shim_comm_is_inter(struct ompi_communicator_t *comm)
     return OMPI_COMM_IS_INTER(comm) ? 1 : 0;
 }
 
+/* Only used to label log lines. Open MPI 5 replaced the context id with a
+ * 128-bit extended id and a per-process index; the index labels just as well. */
 uint32_t coll_rdma_shim_comm_cid(struct ompi_communicator_t *comm)
 {
+#if OMPI_MAJOR_VERSION >= 5
+    return ompi_comm_get_local_cid(comm);
+#else
     return ompi_comm_get_cid(comm);
+#endif
 }
 
 const char *coll_rdma_shim_comm_name(struct ompi_communicator_t *comm)

@@ -84,6 +84,13 @@
 #define T_HAVE_OMPI_CID 1
 #include "ompi_config.h"
 #include "ompi/communicator/communicator.h"
+/* 5.x replaced the context id by a 128-bit one plus a per-process index;
+ * coll rdma labels its log lines with the index there. */
+#if OMPI_MAJOR_VERSION >= 5
+#define T_OMPI_CID(c) ompi_comm_get_local_cid(c)
+#else
+#define T_OMPI_CID(c) ompi_comm_get_cid(c)
+#endif
 #endif
 #endif
 #include <mpi.h>
@@ -194,7 +201,7 @@ T_API uint32_t t_rand(void)
 T_API int t_cid(MPI_Comm comm)
 {
 #ifdef T_HAVE_OMPI_CID
-    return (int)ompi_comm_get_cid((ompi_communicator_t *)comm);
+    return (int)T_OMPI_CID((ompi_communicator_t *)comm);
 #else
     return (int)MPI_Comm_c2f(comm); /* often, not always, the same */
 #endif
@@ -359,7 +366,7 @@ T_API void t_fill(tcomm_t *t, MPI_Comm comm, uint64_t key)
     if (t->is_inter) {
 #ifdef T_HAVE_OMPI_CID
         ompi_communicator_t *oc = (ompi_communicator_t *)comm;
-        if (oc->c_local_comm) t->local_cid = (int)ompi_comm_get_cid(oc->c_local_comm);
+        if (oc->c_local_comm) t->local_cid = (int)T_OMPI_CID(oc->c_local_comm);
 #endif
         MPI_Comm_remote_size(comm, &t->rsize);
         MPI_Comm_remote_group(comm, &g);
@@ -523,7 +530,7 @@ T_API void t_note_reduction(int kind, MPI_Comm comm, int count, MPI_Datatype dt,
         /* MPI_Reduce on an intercommunicator is not used by the tests. */
         ompi_communicator_t *oc = (ompi_communicator_t *)comm;
         if (kind == T_ALLREDUCE && oc->c_local_comm)
-            t_count_hidden_reduce((int)ompi_comm_get_cid(oc->c_local_comm), size, count, dt);
+            t_count_hidden_reduce((int)T_OMPI_CID(oc->c_local_comm), size, count, dt);
 #endif
         return;
     }
@@ -619,7 +626,7 @@ T_API void t_note_bcast(MPI_Comm comm, int count, MPI_Datatype dt, int root)
 #ifdef T_HAVE_OMPI_CID
         ompi_communicator_t *oc = (ompi_communicator_t *)comm;
         if (root >= 0 && count > 0 && oc->c_local_comm)
-            t_count_hidden_bcast((int)ompi_comm_get_cid(oc->c_local_comm), size, count, dt);
+            t_count_hidden_bcast((int)T_OMPI_CID(oc->c_local_comm), size, count, dt);
 #else
         (void)root;
 #endif
@@ -659,7 +666,7 @@ int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
 #ifdef T_HAVE_OMPI_CID
     ompi_communicator_t *oc = (ompi_communicator_t *)intercomm;
     if (intercomm != MPI_COMM_NULL && oc->c_local_comm)
-        local_cid = (int)ompi_comm_get_cid(oc->c_local_comm);
+        local_cid = (int)T_OMPI_CID(oc->c_local_comm);
 #endif
     if (intercomm != MPI_COMM_NULL) MPI_Comm_size(intercomm, &lsize);
     int rc = PMPI_Intercomm_merge(intercomm, high, newintracomm);

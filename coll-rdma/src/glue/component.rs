@@ -27,7 +27,7 @@ const fn name_field<const N: usize>(name: &str) -> [c_char; N] {
 /// Open MPI finds the component by this exact symbol name.
 #[unsafe(no_mangle)]
 #[allow(non_upper_case_globals)]
-pub static mut mca_coll_rdma_component: sys::mca_coll_base_component_2_0_0_t = sys::mca_coll_base_component_2_0_0_t {
+pub static mut mca_coll_rdma_component: sys::mca_coll_base_component_t = sys::mca_coll_base_component_t {
     collm_version: sys::mca_base_component_t {
         mca_major_version: sys::MCA_BASE_VERSION_MAJOR as c_int,
         mca_minor_version: sys::MCA_BASE_VERSION_MINOR as c_int,
@@ -37,9 +37,10 @@ pub static mut mca_coll_rdma_component: sys::mca_coll_base_component_2_0_0_t = s
         mca_project_minor_version: sys::OMPI_MINOR_VERSION as c_int,
         mca_project_release_version: sys::OMPI_RELEASE_VERSION as c_int,
         mca_type_name: name_field("coll"),
-        mca_type_major_version: 2,
-        mca_type_minor_version: 0,
-        mca_type_release_version: 0,
+        // 2.0.0 in Open MPI 4.1, 2.4.0 in 5.0: taken from the headers built against.
+        mca_type_major_version: sys::COLL_TYPE_VERSION[0] as c_int,
+        mca_type_minor_version: sys::COLL_TYPE_VERSION[1] as c_int,
+        mca_type_release_version: sys::COLL_TYPE_VERSION[2] as c_int,
         mca_component_name: name_field("rdma"),
         mca_component_major_version: 0,
         mca_component_minor_version: 1,
