@@ -15,7 +15,7 @@ use mca_coll_rdma::allreduce::{Allreduce, AllreduceConfig};
 use mca_coll_rdma::barrier::DisseminationBarrier;
 use mca_coll_rdma::bcast::{Bcast, BcastConfig};
 use mca_coll_rdma::layout::WindowLayout;
-use mca_coll_rdma::reduction::Reduction;
+use common::WordSum;
 
 const SIZE: usize = 6;
 const ABSENT: usize = 3;
@@ -27,24 +27,6 @@ enum Collective {
     Barrier,
     Allreduce,
     Bcast,
-}
-
-/// Sum of u64 words, wrapping: enough for a collective that never completes.
-struct WordSum;
-
-impl Reduction for WordSum {
-    fn element_size(&self) -> usize {
-        8
-    }
-    fn is_commutative(&self) -> bool {
-        true
-    }
-    fn combine(&self, lower: &[u8], higher: &mut [u8]) {
-        for (low, high) in lower.chunks_exact(8).zip(higher.chunks_exact_mut(8)) {
-            let sum = u64::from_le_bytes(low.try_into().unwrap()).wrapping_add(u64::from_le_bytes(high.try_into().unwrap()));
-            high.copy_from_slice(&sum.to_le_bytes());
-        }
-    }
 }
 
 fn policy(fault_timeout: Option<Duration>) -> WaitPolicy {

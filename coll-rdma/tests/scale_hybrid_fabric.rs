@@ -25,33 +25,11 @@ use mca_coll_rdma::barrier::DisseminationBarrier;
 use mca_coll_rdma::bcast::{Bcast, BcastConfig};
 use mca_coll_rdma::layout::WindowLayout;
 use mca_coll_rdma::reduce::Reduce;
-use mca_coll_rdma::reduction::Reduction;
+use common::{WordSum, word};
 use mca_coll_rdma::side_progress::WithBcastProgress;
 
 fn soak() -> bool {
     std::env::var_os("COLL_RDMA_SOAK").is_some_and(|value| value != "0")
-}
-
-/// Sum of u64 words, wrapping: exact whatever the order of combination.
-struct WordSum;
-
-impl Reduction for WordSum {
-    fn element_size(&self) -> usize {
-        8
-    }
-    fn is_commutative(&self) -> bool {
-        true
-    }
-    fn combine(&self, lower: &[u8], higher: &mut [u8]) {
-        for (low, high) in lower.chunks_exact(8).zip(higher.chunks_exact_mut(8)) {
-            let sum = word(low).wrapping_add(word(high));
-            high.copy_from_slice(&sum.to_le_bytes());
-        }
-    }
-}
-
-fn word(bytes: &[u8]) -> u64 {
-    u64::from_le_bytes(bytes.try_into().expect("8 bytes"))
 }
 
 /// Rank `rank`'s input to reduction call `call`: distinct per rank, call and word.

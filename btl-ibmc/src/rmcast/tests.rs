@@ -42,21 +42,25 @@ fn tag(index: usize) -> u64 {
 /// counters; panics naming `what` if any delivery is wrong.
 fn run_script<T: Transport + Send>(transports: Vec<T>, config: RmcastConfig, script: &Script, what: &str) -> Vec<RmcastStats> {
     let size = transports.len();
-    run_with(transports, |rank, transport| {
-        let mut multicast = ReliableMulticast::new(rank, size, 0, config);
-        for (index, &(root, len)) in script.iter().enumerate() {
-            if rank == root {
-                multicast.send(&transport, &pattern(tag(index), len)).unwrap_or_else(|e| panic!("{what}: rank {rank} send {index}: {e}"));
-            } else {
-                let mut got = vec![0xEE; len];
-                multicast.receive(&transport, root, &mut got).unwrap_or_else(|e| panic!("{what}: rank {rank} receive {index}: {e}"));
-                assert!(got == pattern(tag(index), len), "{what}: rank {rank} got message {index} from root {root} wrong");
-            }
+    run_with(transports, |rank, transport| play_script(rank, size, &transport, config, script, what))
+}
+
+/// One rank's part of `script`: sends its messages, checks every message
+/// it receives, drains, and returns its counters; panics naming `what`.
+fn play_script<T: Transport>(rank: usize, size: usize, transport: &T, config: RmcastConfig, script: &Script, what: &str) -> RmcastStats {
+    let mut multicast = ReliableMulticast::new(rank, size, 0, config);
+    for (index, &(root, len)) in script.iter().enumerate() {
+        if rank == root {
+            multicast.send(transport, &pattern(tag(index), len)).unwrap_or_else(|e| panic!("{what}: rank {rank} send {index}: {e}"));
+        } else {
+            let mut got = vec![0xEE; len];
+            multicast.receive(transport, root, &mut got).unwrap_or_else(|e| panic!("{what}: rank {rank} receive {index}: {e}"));
+            assert!(got == pattern(tag(index), len), "{what}: rank {rank} got message {index} from root {root} wrong");
         }
-        multicast.drain(&transport).unwrap_or_else(|e| panic!("{what}: rank {rank} drain: {e}"));
-        assert!(multicast.is_idle());
-        multicast.stats()
-    })
+    }
+    multicast.drain(transport).unwrap_or_else(|e| panic!("{what}: rank {rank} drain: {e}"));
+    assert!(multicast.is_idle());
+    multicast.stats()
 }
 
 fn expected_deliveries(script: &Script, size: usize, piece: usize) -> u64 {
@@ -375,18 +379,7 @@ fn co_roots_on_one_node_forward_to_each_other_over_full_rings() {
     let script: Script = (0..40).map(|index| (if index % 2 == 0 { 0 } else { 2 }, 24 * PIECE + index)).collect();
     let what = format!("seed {seed}, 4 ranks on one node, 3 co-roots, roots alternating 0 and 2");
     let stats = run_ranks_watched(transports, Duration::from_secs(60), move |rank, transport| {
-        let mut multicast = ReliableMulticast::new(rank, SIZE, 0, config);
-        for (index, &(root, len)) in script.iter().enumerate() {
-            if rank == root {
-                multicast.send(&transport, &pattern(tag(index), len)).unwrap_or_else(|e| panic!("{what}: rank {rank} send {index}: {e}"));
-            } else {
-                let mut got = vec![0xEE; len];
-                multicast.receive(&transport, root, &mut got).unwrap_or_else(|e| panic!("{what}: rank {rank} receive {index}: {e}"));
-                assert!(got == pattern(tag(index), len), "{what}: rank {rank} got message {index} from root {root} wrong");
-            }
-        }
-        multicast.drain(&transport).unwrap_or_else(|e| panic!("{what}: rank {rank} drain: {e}"));
-        multicast.stats()
+        play_script(rank, SIZE, &transport, config, &script, &what)
     });
     let total = RmcastStats::sum(&stats);
     assert!(total.forwarded > 0, "co-roots never reached reliably: {total:?}");

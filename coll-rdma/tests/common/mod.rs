@@ -1,11 +1,12 @@
-//! What the fabric tests share: a reproducible generator and the wait
-//! policy for more threads than cores.
+//! What the fabric tests share: a reproducible generator, the wait
+//! policy for more threads than cores and a word-sum reduction.
 
 #![allow(dead_code)] // each test binary uses its own subset
 
 use std::time::Duration;
 
 use btl_ibmc::WaitPolicy;
+use mca_coll_rdma::reduction::Reduction;
 
 /// Small deterministic generator so that a failure names a reproducible seed.
 pub struct XorShift(u64);
@@ -32,4 +33,27 @@ impl XorShift {
 pub fn yielding_policy(spin_polls: u32) -> WaitPolicy {
     WaitPolicy { spin_polls, stall_warning: Duration::from_secs(30), fault_timeout: None }
 }
+/// A little-endian u64 from 8 bytes.
+pub fn word(bytes: &[u8]) -> u64 {
+    u64::from_le_bytes(bytes.try_into().expect("8 bytes"))
+}
+
+/// Sum of u64 words, wrapping: exact whatever the order of combination.
+pub struct WordSum;
+
+impl Reduction for WordSum {
+    fn element_size(&self) -> usize {
+        8
+    }
+    fn is_commutative(&self) -> bool {
+        true
+    }
+    fn combine(&self, lower: &[u8], higher: &mut [u8]) {
+        for (low, high) in lower.chunks_exact(8).zip(higher.chunks_exact_mut(8)) {
+            let sum = word(low).wrapping_add(word(high));
+            high.copy_from_slice(&sum.to_le_bytes());
+        }
+    }
+}
+
 pub mod watchdog;
