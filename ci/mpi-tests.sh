@@ -598,9 +598,21 @@ without_device_test() {
 }
 
 # Rank 0 killed (SIGKILL) inside the transport setup, after creating its
-# shared-memory segment and before the other rank (asleep before its first
-# barrier) attached it: the segment is left in /dev/shm, and the next job's
-# setup on this node must remove it.
+# shared-memory segment and before the other rank (held between the settings
+# agreement and the transport setup by coll_rdma_test_setup_pause_s)
+# attached it: the segment is left in /dev/shm, and the next job's setup on
+# this node must remove it.
+descends_from() {  # descends_from PID ANCESTOR: is ANCESTOR among PID's parents?
+    local p=$1 i
+    for i in $(seq 64); do
+        # the parent's pid follows the state, after the command's ") "
+        p=$(sed 's/.*) [^ ]* //; s/ .*//' "/proc/$p/stat" 2>/dev/null) || return 1
+        [ -n "$p" ] && [ "$p" != 0 ] || return 1
+        [ "$p" = "$2" ] && return 0
+    done
+    return 1
+}
+
 killed_creator_test() {
     local name=$1
     want "$name" || return 0
@@ -609,23 +621,26 @@ killed_creator_test() {
     mkdir -p "$dir"
     before=$(shm_list 'coll_rdma\.')
     timeout -k 5 90 mpirun -np 2 --mca btl self,vader --mca mca_base_component_path "$COMPONENT_PATH" \
-        "$BIN/barrier_order" -n 10 -S 60 </dev/null >"$dir/killed-job.log" 2>&1 &
+        --mca coll_rdma_test_setup_pause_s 60 "$BIN/barrier_order" -n 10 </dev/null >"$dir/killed-job.log" 2>&1 &
     local job=$!
+    # Only a segment mapped by a process of this job counts: another job on
+    # the machine (a second make check) may be creating segments too.
+    local entry mapper
     for _ in $(seq 300); do
-        leaked=$(new_entries "$before" "$(shm_list 'coll_rdma\.')" | head -1)
+        while IFS= read -r entry; do
+            [ -n "$entry" ] || continue
+            # (grep fails when a process it lists vanishes while it reads)
+            for mapper in $({ grep -lsF "/dev/shm/$entry" /proc/[0-9]*/maps 2>/dev/null || true; } | cut -d/ -f3); do
+                if descends_from "$mapper" "$job"; then leaked=$entry pid=$mapper; break 2; fi
+            done
+        done < <(new_entries "$before" "$(shm_list 'coll_rdma\.')")
         [ -n "$leaked" ] && break
         sleep 0.1
     done
     if [ -z "$leaked" ]; then
-        problem="no coll_rdma.* segment appeared while rank 1 slept before its first barrier"
+        problem="no coll_rdma.* segment of this job appeared while rank 1 slept before its first barrier"
     else
-        # (grep fails when a process it lists vanishes while it reads)
-        pid=$({ grep -lsF "/dev/shm/$leaked" /proc/[0-9]*/maps 2>/dev/null || true; } | head -1 | cut -d/ -f3)
-        if [ -z "$pid" ]; then
-            problem="no process maps /dev/shm/$leaked"
-        else
-            kill -9 "$pid" || true
-        fi
+        kill -9 "$pid" || true
     fi
     wait "$job" || true
     if [ -z "$problem" ] && [ ! -e "/dev/shm/$leaked" ]; then

@@ -14,10 +14,7 @@
  * Options: -n <barriers in phase 1> (default 4000; the other phases scale
  * from it), -d <largest random delay in us> (default 200), -s <seconds>: the
  * last rank sleeps that long before the second barrier (stall warnings; the
- * first barrier on a communicator also sets coll rdma's transport up), -S
- * <seconds>: the last rank sleeps that long before the first barrier, so the
- * others wait inside the transport setup (with rank 0's shared-memory
- * segment created: ci/mpi-tests.sh kills rank 0 there).
+ * first barrier on a communicator also sets coll rdma's transport up).
  */
 #include "common.h"
 
@@ -36,10 +33,8 @@ int main(int argc, char **argv)
     unsigned maxd = (unsigned)t_opt(argc, argv, "-d", 200);
     if (maxd == 0) maxd = 1;
     unsigned stall = (unsigned)t_opt(argc, argv, "-s", 0);
-    unsigned setup_stall = (unsigned)t_opt(argc, argv, "-S", 0);
     double t0;
 
-    if (setup_stall && t_wrank == t_wsize - 1) sleep(setup_stall);
     if (stall) {
         t_barrier(&t_world); /* the first one also sets the transport up */
         t0 = MPI_Wtime();

@@ -244,6 +244,9 @@ impl CommState {
             self.link = Link::Unavailable;
             return;
         }
+        if let Some(pause) = self.test_faults.setup_pause.filter(|_| self.rank != 0) {
+            std::thread::sleep(pause);
+        }
         let request = LinkRequest {
             choice: self.transport_choice,
             verbs: &self.verbs_settings,

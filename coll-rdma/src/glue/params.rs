@@ -31,6 +31,7 @@ static mut TEST_RUNNING_VERSION: *const c_char = c"".as_ptr();
 static mut TEST_MODULE_CLASS_SIZE: c_int = 0;
 static mut TEST_PANIC_AT: *const c_char = c"".as_ptr();
 static mut TEST_PACK_FAILURE_AT: c_int = 0;
+static mut TEST_SETUP_PAUSE_S: c_int = 0;
 static mut ALLREDUCE_DEGREE: c_int = 0;
 static mut ALLREDUCE_SEGMENT_SIZE: c_int = 8192;
 static mut ALLREDUCE_EXCHANGE_MAX: c_int = -1;
@@ -112,6 +113,9 @@ pub struct TestFaults {
     pub panic_at: Option<(Collective, u64)>,
     /// The n-th packing bcast root of a communicator fails to pack.
     pub pack_failure_at: Option<u64>,
+    /// Every rank but 0 pauses this long between agreeing on the settings
+    /// and setting up the transport (rank 0 waits there with its segment).
+    pub setup_pause: Option<Duration>,
     /// Packing roots seen so far (per communicator: each state has a copy).
     pub packs_seen: u64,
 }
@@ -298,6 +302,13 @@ fn registrations() -> Vec<Registration> {
             kind: INT,
             level: DEV,
             storage: &raw mut TEST_PACK_FAILURE_AT as *mut c_void,
+        },
+        Registration {
+            name: c"test_setup_pause_s",
+            help: c"Testing only: N > 0 makes every rank but 0 pause N seconds between agreeing on the settings and setting up a communicator's transport, so that a test can kill rank 0 while its new shared-memory segment waits for the others; 0 pauses nowhere",
+            kind: INT,
+            level: DEV,
+            storage: &raw mut TEST_SETUP_PAUSE_S as *mut c_void,
         },
         Registration {
             name: c"allreduce_degree",
@@ -490,6 +501,7 @@ pub struct RawParams {
     pub test_module_class_size: i32,
     pub test_panic_at: String,
     pub test_pack_failure_at: i32,
+    pub test_setup_pause_seconds: i32,
     pub allreduce_degree: i32,
     pub allreduce_segment_size: i32,
     pub allreduce_exchange_max: i32,
@@ -534,6 +546,7 @@ fn read_raw() -> RawParams {
             test_module_class_size: TEST_MODULE_CLASS_SIZE,
             test_panic_at: string_value(TEST_PANIC_AT),
             test_pack_failure_at: TEST_PACK_FAILURE_AT,
+            test_setup_pause_seconds: TEST_SETUP_PAUSE_S,
             allreduce_degree: ALLREDUCE_DEGREE,
             allreduce_segment_size: ALLREDUCE_SEGMENT_SIZE,
             allreduce_exchange_max: ALLREDUCE_EXCHANGE_MAX,
@@ -642,6 +655,7 @@ pub fn validate(raw: RawParams) -> Settings {
         test_faults: TestFaults {
             panic_at: panic_at_setting(&raw.test_panic_at),
             pack_failure_at: u64::try_from(raw.test_pack_failure_at).ok().filter(|&n| n > 0),
+            setup_pause: u64::try_from(raw.test_setup_pause_seconds).ok().filter(|&n| n > 0).map(Duration::from_secs),
             packs_seen: 0,
         },
         allreduce: ReductionSettings {
