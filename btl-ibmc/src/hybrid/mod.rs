@@ -130,6 +130,12 @@ impl Transport for HybridTransport {
     }
 
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
+        // One limit whichever channel reaches the peer, so that what a
+        // caller may send does not depend on where the peer runs.
+        let max = crate::verbs::RELIABLE_MAX.min(crate::shm::RELIABLE_MAX);
+        if message.len() > max {
+            return Err(TransportError::TooLarge { len: message.len(), max });
+        }
         match self.route(peer, 0, message.len())? {
             // A blocked send empties this rank's inbound side of the other
             // channel too: a peer blocked sending to us there may be what
