@@ -19,7 +19,10 @@
 #      shm within each guest and verbs between them: RC RDMA writes and UD
 #      multicast), first clean, then with 5 %
 #      loss on the multicast path; the results are checked by the programs
-#      and the retransmissions counted from coll rdma's verbose report.
+#      and the retransmissions counted from coll rdma's verbose report;
+#   4. two guests, a barrier loop across them over verbs, and guest 1's link
+#      taken down in the middle: the job must end with an error, coll rdma
+#      saying why within its fault timeout (ci/rxe/link-down.sh).
 # The last line is "rxe: N passed, N failed" (", SKIPPED: reason" when the
 # test bed cannot run here); the exit status is non-zero when a step failed.
 set -euo pipefail
@@ -113,7 +116,7 @@ else
     step "two-guests-verbs-device-netem-all-traffic" "$LOGS/device-two-guests.log" -- \
         env RXE_MTU="${RXE_NETEM_MTU:-9000}" "$GUESTS" run --guests 2 --netem "$NETEM_ALL" --timeout 900 -- \
         env VERBS_TEST_RELIABLE_COUNT=500 VERBS_TEST_MAX_PUT=262144 "$DEVICE_TEST" --test-threads=1 --nocapture two_hosts
-    grep -E "netem on|puts checked|reliable messages|multicast|datagram" "$LOGS/device-two-guests.log" | sed "s/^/      /" | head -8
+    { grep -E "netem on|puts checked|reliable messages|multicast|datagram" "$LOGS/device-two-guests.log" || true; } | sed "s/^/      /" | head -8
 fi
 
 # 3. two guests, one job across them; logs on the run's shared directory,
@@ -136,6 +139,11 @@ two_guest_job() {  # two_guest_job NAME LOG NPS [guests.sh options...]
 }
 two_guest_job "two-guests-mpi-clean" "$LOGS/mpi-two-guests.log" "2 4"
 two_guest_job "two-guests-mpi-multicast-loss-$LOSS_PCT%" "$LOGS/mpi-two-guests-loss.log" "4" --loss "$LOSS_PCT"
+
+# 4. a link goes down during a barrier loop (issue 9, item 6): no hang
+step "two-guests-link-down-during-barriers" "$LOGS/link-down.log" -- \
+    "$GUESTS" run --guests 2 --primary --timeout 900 -- env FAULT_TIMEOUT_S=20 LINK_DOWN_S=60 sh ci/rxe/link-down.sh
+{ grep -E "^\[g0\] (PASS|FAIL|info: guest)" "$LOGS/link-down.log" || true; } | sed "s/^/      /"
 
 for log in "$LOGS/mpi-two-guests.log" "$LOGS/mpi-two-guests-loss.log"; do
     [ -f "$log" ] || continue

@@ -1,0 +1,75 @@
+#!/bin/sh
+# Runs in guest 0 of a two-guest test-bed run (ci/rxe/guests.sh run --guests 2
+# --primary): one MPI job, a rank on each guest, coll rdma forced onto verbs,
+# barriers back to back. Once the loop runs, guest 1's eth0 goes down (and
+# comes back LINK_DOWN_S seconds later, so that mpirun can reach guest 1
+# again to end the job). Issue 9, item 6: the job must end with an error,
+# and coll rdma must say why within its fault timeout of the link going down,
+# not hang.
+#
+# Environment: FAULT_TIMEOUT_S (coll_rdma_fault_timeout_s, default 20),
+# LINK_DOWN_S (default 60), SLACK_S (extra seconds allowed on top of the fault
+# timeout for a slow emulated guest, default 20).
+# Prints "PASS: ..." or "FAIL: ..." and exits 0 or 1.
+set -u
+FAULT_TIMEOUT_S=${FAULT_TIMEOUT_S:-20}
+LINK_DOWN_S=${LINK_DOWN_S:-60}
+SLACK_S=${SLACK_S:-20}
+AGENT=$(dirname "$0")/rsh-agent
+LOG=$(mktemp /tmp/link-down.XXXXXX)
+# Seconds on the guests' clocks (both set from the host's at boot); guest 1
+# writes the moment its link goes down into the run's shared directory.
+now() { date +%s; }
+DOWN_AT=/run/rxe/link-down-at
+rm -f "$DOWN_AT"
+
+[ -x build/tests/barrier_order ] || { echo "FAIL: build/tests/barrier_order missing (ci/mpi-tests.sh --build-only)"; exit 1; }
+
+start=$(now)
+# Each output line gets the time in front, so that the moment coll
+# rdma reports the fault can be set against the moment the link went down.
+{
+    timeout -k 10 $((LINK_DOWN_S + 240)) mpirun -np 2 --host g0,g1 --map-by node \
+        --mca btl self,vader,tcp --mca mca_base_component_path "SYS_DEFAULT:$PWD/build/components" \
+        --mca coll_rdma_transport verbs --mca coll_rdma_fault_timeout_s "$FAULT_TIMEOUT_S" \
+        --mca coll_rdma_verbose 1 \
+        build/tests/barrier_order -n 100000000 -d 0 2>&1
+    echo "mpirun exit status $?"
+} | while IFS= read -r line; do echo "$(now) $line"; done >"$LOG" &
+job=$!
+
+# The link goes down once both ranks have set coll rdma's verbs transport up
+# (the first barrier does it) and have been in the loop for a few seconds.
+for _ in $(seq 300); do
+    [ "$(grep -c 'transport verbs ready' "$LOG" 2>/dev/null)" -ge 2 ] && break
+    kill -0 "$job" 2>/dev/null || break
+    sleep 1
+done
+sleep 5
+if ! kill -0 "$job" 2>/dev/null; then
+    sed 's/^/  | /' "$LOG" | tail -30
+    echo "FAIL: the job ended before the link went down"; exit 1
+fi
+# In the background on both sides: the ssh session itself loses its link.
+"$AGENT" g1 "nohup sh -c 'sleep 1; date +%s >$DOWN_AT.tmp; mv $DOWN_AT.tmp $DOWN_AT; ip link set eth0 down; sleep $LINK_DOWN_S; ip link set eth0 up' >/dev/null 2>&1 </dev/null &" >/dev/null 2>&1 &
+
+wait "$job"
+down=$(cat "$DOWN_AT" 2>/dev/null)
+[ -n "$down" ] || { sed 's/^/  | /' "$LOG" | tail -30; echo "FAIL: guest 1 never took its link down"; exit 1; }
+echo "info: guest 1's eth0 went down at $down for $LINK_DOWN_S s; fault timeout $FAULT_TIMEOUT_S s"
+sed 's/^/  | /' "$LOG" | grep -v '^  | [0-9]* info: phase' | tail -40
+status=$(sed -n 's/^[0-9]* mpirun exit status \([0-9]*\)$/\1/p' "$LOG")
+# The first line in which coll rdma gives the reason it stopped.
+said=$(grep -m1 -E 'coll:rdma: .*(gave up after|stopped waiting for|transport fail|failed)' "$LOG" | cut -d' ' -f1)
+if [ -z "$status" ]; then
+    echo "FAIL: mpirun's exit status is missing"; exit 1
+elif [ "$status" = 0 ]; then
+    echo "FAIL: the job succeeded although guest 1's link was down for $LINK_DOWN_S s"; exit 1
+elif [ "$status" = 124 ] || [ "$status" = 137 ]; then
+    echo "FAIL: the job hung: killed by the timeout"; exit 1
+elif [ -z "$said" ]; then
+    echo "FAIL: the job ended with status $status but coll rdma never said why"; exit 1
+elif [ $((said - down)) -gt $((FAULT_TIMEOUT_S + SLACK_S)) ]; then
+    echo "FAIL: coll rdma reported the fault $((said - down)) s after the link went down (limit $FAULT_TIMEOUT_S + $SLACK_S s)"; exit 1
+fi
+echo "PASS: the job ended with status $status; coll rdma reported the fault $((said - down)) s after the link went down (fault timeout $FAULT_TIMEOUT_S s)"
