@@ -63,12 +63,13 @@ impl DeviceContext {
 impl Drop for DeviceContext {
     fn drop(&mut self) {
         if let Closer::Ours = self.closer {
+            let name = self.device_name();
             // SAFETY: the context was opened with ibv_open_device, nothing
             // created in it is left (each child holds this context), and it
             // is closed once.
             let rc = unsafe { ibv_close_device(self.raw) };
             if rc != 0 {
-                tracing::warn!("verbs: ibv_close_device failed ({rc})");
+                tracing::warn!("verbs: ibv_close_device on {name} failed ({rc})");
             }
         }
     }

@@ -154,6 +154,7 @@ pub(crate) unsafe fn establish_placed(
 /// As for [`establish_placed`].
 unsafe fn open_local(config: &VerbsConfig, rank: usize, size: usize, window_len: usize, placement: &Placement) -> Result<Links, VerbsSetupError> {
     let device = OpenDevice::open(config)?;
+    // Its own handle, as `device` moves into the links below.
     let pd = &Arc::clone(device.pd());
     let peers = size - placement.nodes.map_or(1, |nodes| nodes.local_count(rank));
     let depth = config.send_queue_depth.min(device.max_qp_wr.max(2));

@@ -9,11 +9,9 @@
 
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use std::sync::Arc;
 
 use super::cm_group::{AddressHandle, CmId, GroupAddress, Membership, UdQueuePair};
 use super::completion::{Completion, CompletionQueue};
