@@ -3,6 +3,7 @@
 //! and verbs between the groups, each step all-or-nothing across the whole
 //! communicator, so every rank gets a transport or every rank an error.
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use super::HybridTransport;
@@ -53,12 +54,13 @@ pub fn establish(
     exchange.allgather(&mine, &mut keys).map_err(HybridSetupError::Exchange)?;
     let groups = NodeGroups::from_keys(&keys.chunks_exact(KEY_LEN).collect::<Vec<_>>());
 
-    let shm = shm::establish_in_groups(exchange, rank, &groups, window_len).map_err(HybridSetupError::Shm)?;
+    let shm = Arc::new(shm::establish_in_groups(exchange, rank, &groups, window_len).map_err(HybridSetupError::Shm)?);
     let (base, len) = shm.own_window_span();
-    let placement = Placement { window: Some(BorrowedMemory { base, len }), nodes: Some(&groups) };
-    // SAFETY: the window is `shm`'s own, a whole number of pages of at least
-    // `window_len` bytes; the hybrid owns `shm` and drops the verbs
-    // transport first, so the memory stays mapped while it is registered.
+    let keeper = Arc::clone(&shm);
+    let placement = Placement { window: Some(BorrowedMemory { base, len, keeper }), nodes: Some(&groups) };
+    // SAFETY: the window is `shm`'s own, a whole number of pages, mapped
+    // while `shm` lives; the registration holds `shm` until it is undone,
+    // so whichever the hybrid drops first, the segment outlives it.
     let verbs = unsafe { establish_placed(exchange, rank, size, window_len, config, &placement) }.map_err(HybridSetupError::Verbs)?;
 
     let node_index = (0..size).map(|peer| groups.same_node(peer, rank).then(|| groups.local_index(peer))).collect();

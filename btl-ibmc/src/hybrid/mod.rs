@@ -14,6 +14,7 @@ mod node_key;
 #[cfg(test)]
 mod tests;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use establish::{HybridSetupError, establish};
@@ -23,10 +24,10 @@ use crate::transport::{MulticastKind, Transport, TransportError};
 use crate::verbs::VerbsTransport;
 
 pub struct HybridTransport {
-    // Declared first so that it drops first: it deregisters the window
-    // before the segment holding it is unmapped.
     verbs: VerbsTransport,
-    shm: ShmTransport,
+    /// Shared with the verbs registration of this rank's window, which
+    /// lies in the segment: the segment is unmapped only after both let go.
+    shm: Arc<ShmTransport>,
     rank: usize,
     /// Indexed by rank: the peer's index in this node's segment, if it is
     /// on this node.

@@ -1,16 +1,21 @@
 //! Completion queues and what a polled completion says.
 
 use std::ffi::CStr;
+use std::sync::Arc;
 
-use rdma_sys::{ibv_context, ibv_cq, ibv_create_cq, ibv_destroy_cq, ibv_poll_cq, ibv_wc, ibv_wc_status, ibv_wc_status_str};
+use rdma_sys::{ibv_cq, ibv_create_cq, ibv_destroy_cq, ibv_poll_cq, ibv_wc, ibv_wc_status, ibv_wc_status_str};
 
-use super::error::VerbsSetupError;
+use super::context::DeviceContext;
+use super::error::{VerbsError, VerbsSetupError};
 
 /// How many completions one poll takes at most.
 pub(crate) const POLL_BATCH: usize = 32;
 
+/// A completion queue; it keeps its context open, and every queue pair
+/// using it holds it.
 pub(crate) struct CompletionQueue {
     cq: *mut ibv_cq,
+    _context: Arc<DeviceContext>,
 }
 
 // SAFETY: CQs may be polled from any thread; callers serialise polling of
@@ -49,14 +54,14 @@ impl Completion {
 }
 
 impl CompletionQueue {
-    pub(crate) fn new(context: *mut ibv_context, entries: u32, what: &str) -> Result<Self, VerbsSetupError> {
+    pub(crate) fn new(context: &Arc<DeviceContext>, entries: u32, what: &str) -> Result<Arc<Self>, VerbsSetupError> {
         let entries_arg = i32::try_from(entries).unwrap_or(i32::MAX);
         // SAFETY: the context is open; no completion channel is used.
-        let cq = unsafe { ibv_create_cq(context, entries_arg, std::ptr::null_mut(), std::ptr::null_mut(), 0) };
+        let cq = unsafe { ibv_create_cq(context.raw(), entries_arg, std::ptr::null_mut(), std::ptr::null_mut(), 0) };
         if cq.is_null() {
             return Err(VerbsSetupError::last_os("ibv_create_cq", format!("for the {what} ({entries} entries)")));
         }
-        Ok(CompletionQueue { cq })
+        Ok(Arc::new(CompletionQueue { cq, _context: Arc::clone(context) }))
     }
 
     pub(crate) fn raw(&self) -> *mut ibv_cq {
@@ -65,7 +70,7 @@ impl CompletionQueue {
 
     /// Takes up to `POLL_BATCH` completions into `out` (cleared first).
     /// Err only if polling itself failed.
-    pub(crate) fn poll(&self, out: &mut Vec<Completion>) -> Result<(), String> {
+    pub(crate) fn poll(&self, out: &mut Vec<Completion>) -> Result<(), VerbsError> {
         out.clear();
         // SAFETY: ibv_wc is plain data for which all-zero is valid.
         let mut polled: [ibv_wc; POLL_BATCH] = unsafe { std::mem::zeroed() };
@@ -73,7 +78,7 @@ impl CompletionQueue {
         // entries, the count passed.
         let count = unsafe { ibv_poll_cq(self.cq, POLL_BATCH as i32, polled.as_mut_ptr()) };
         if count < 0 {
-            return Err(format!("ibv_poll_cq failed ({count})"));
+            return Err(VerbsError::Poll(count));
         }
         let count = usize::try_from(count).unwrap_or(0).min(POLL_BATCH);
         out.extend(polled[..count].iter().map(|wc| Completion {
@@ -89,8 +94,8 @@ impl CompletionQueue {
 
 impl Drop for CompletionQueue {
     fn drop(&mut self) {
-        // SAFETY: the CQ was created in `new`; the queue pairs using it are
-        // destroyed before it (field order of the owner).
+        // SAFETY: the CQ was created in `new` and is destroyed once; every
+        // queue pair using it holds it, so none is left.
         let rc = unsafe { ibv_destroy_cq(self.cq) };
         if rc != 0 {
             tracing::warn!("verbs: ibv_destroy_cq failed ({rc})");

@@ -1,18 +1,18 @@
-//! Finding, opening and describing an RDMA device and port. The opened
-//! device owns the verbs context and the protection domain every other
-//! verbs object of a transport is created in, so it must be dropped last.
+//! Finding, opening and describing an RDMA device and port, and the
+//! protection domain the RC side of a transport is created in.
 
 use std::ffi::CStr;
 use std::net::Ipv4Addr;
-use std::ptr;
+use std::sync::Arc;
 
 use rdma_sys::{
-    ___ibv_query_port, ibv_alloc_pd, ibv_close_device, ibv_context, ibv_dealloc_pd, ibv_device, ibv_device_attr,
-    ibv_free_device_list, ibv_get_device_list, ibv_get_device_name, ibv_gid, ibv_mtu, ibv_open_device, ibv_pd,
-    ibv_port_attr, ibv_port_state, ibv_port_state_str, ibv_query_device, ibv_query_gid,
+    ___ibv_query_port, ibv_context, ibv_device, ibv_device_attr, ibv_free_device_list, ibv_get_device_list,
+    ibv_get_device_name, ibv_gid, ibv_mtu, ibv_open_device, ibv_port_attr, ibv_port_state, ibv_port_state_str,
+    ibv_query_device, ibv_query_gid,
 };
 
 use super::config::VerbsConfig;
+use super::context::{DeviceContext, ProtectionDomain};
 use super::error::VerbsSetupError;
 use super::gid::{GidEntry, choose_gid, gid_netdev, gid_text, gid_type};
 
@@ -71,8 +71,8 @@ pub fn probe(config: &VerbsConfig) -> Result<DeviceSummary, VerbsSetupError> {
 
 /// An open device with its protection domain and the port facts setup needs.
 pub(crate) struct OpenDevice {
-    context: *mut ibv_context,
-    pd: *mut ibv_pd,
+    /// Holds the context open.
+    pd: Arc<ProtectionDomain>,
     pub(crate) summary: DeviceSummary,
     /// The port's active MTU as the verbs enum, for QP path MTUs.
     pub(crate) active_mtu_code: u8,
@@ -81,11 +81,15 @@ pub(crate) struct OpenDevice {
     pub(crate) max_cqe: u32,
 }
 
-// SAFETY: libibverbs contexts and protection domains may be used from any
-// thread (the library locks internally); this handle only frees them on drop.
-unsafe impl Send for OpenDevice {}
-// SAFETY: as above; shared use only passes the pointers to thread-safe calls.
-unsafe impl Sync for OpenDevice {}
+/// What the queries find out before the protection domain is allocated.
+struct Querying {
+    context: Arc<DeviceContext>,
+    summary: DeviceSummary,
+    active_mtu_code: u8,
+    link_layer: u8,
+    max_qp_wr: u32,
+    max_cqe: u32,
+}
 
 impl OpenDevice {
     pub(crate) fn open(config: &VerbsConfig) -> Result<OpenDevice, VerbsSetupError> {
@@ -93,11 +97,8 @@ impl OpenDevice {
             return Err(VerbsSetupError::InvalidArguments("port numbers start at 1".into()));
         }
         let (context, name) = open_context(config.device.as_deref())?;
-        // From here on the context is closed on every path by `OpenDevice`'s
-        // drop, so it is built first with a null PD and completed below.
-        let mut device = OpenDevice {
+        let mut device = Querying {
             context,
-            pd: ptr::null_mut(),
             summary: DeviceSummary {
                 device: name,
                 port: config.port,
@@ -120,33 +121,32 @@ impl OpenDevice {
         device.query_port(config.port)?;
         device.choose_gid(config)?;
 
-        // SAFETY: the context is open; the PD is freed in drop.
-        let pd = unsafe { ibv_alloc_pd(device.context) };
-        if pd.is_null() {
-            return Err(VerbsSetupError::last_os("ibv_alloc_pd", format!("on {}", device.summary.device)));
-        }
-        device.pd = pd;
+        let pd = ProtectionDomain::alloc(&device.context, &format!("on {}", device.summary.device))?;
+        let Querying { summary, active_mtu_code, link_layer, max_qp_wr, max_cqe, .. } = device;
+        let device = OpenDevice { pd, summary, active_mtu_code, link_layer, max_qp_wr, max_cqe };
         tracing::debug!("verbs: opened {}", device.summary);
         Ok(device)
     }
 
-    pub(crate) fn context(&self) -> *mut ibv_context {
-        self.context
+    pub(crate) fn context(&self) -> &Arc<DeviceContext> {
+        self.pd.context()
     }
 
-    pub(crate) fn pd(&self) -> *mut ibv_pd {
-        self.pd
+    pub(crate) fn pd(&self) -> &Arc<ProtectionDomain> {
+        &self.pd
     }
 
     pub(crate) fn is_ethernet(&self) -> bool {
         self.link_layer == LINK_LAYER_ETHERNET
     }
+}
 
+impl Querying {
     fn query_device(&mut self, port: u8) -> Result<(), VerbsSetupError> {
         // SAFETY: ibv_device_attr is plain data for which all-zero is valid.
         let mut attr: ibv_device_attr = unsafe { std::mem::zeroed() };
         // SAFETY: the context is open and `attr` is a valid out-pointer.
-        let rc = unsafe { ibv_query_device(self.context, &mut attr) };
+        let rc = unsafe { ibv_query_device(self.context.raw(), &mut attr) };
         if rc != 0 {
             return Err(VerbsSetupError::returned("ibv_query_device", rc, format!("on {}", self.summary.device)));
         }
@@ -166,7 +166,7 @@ impl OpenDevice {
         let mut attr: ibv_port_attr = unsafe { std::mem::zeroed() };
         // SAFETY: the context is open and `attr` is a valid out-pointer of
         // the size the call is told.
-        let rc = unsafe { ___ibv_query_port(self.context, port, &mut attr) };
+        let rc = unsafe { ___ibv_query_port(self.context.raw(), port, &mut attr) };
         if rc != 0 {
             return Err(VerbsSetupError::returned("ibv_query_port", rc, format!("on {} port {port}", self.summary.device)));
         }
@@ -200,7 +200,7 @@ impl OpenDevice {
         // SAFETY: ibv_gid is a union of byte arrays; all-zero is valid.
         let mut gid: ibv_gid = unsafe { std::mem::zeroed() };
         // SAFETY: the context is open and `gid` is a valid out-pointer.
-        let rc = unsafe { ibv_query_gid(self.context, self.summary.port, index_arg, &mut gid) };
+        let rc = unsafe { ibv_query_gid(self.context.raw(), self.summary.port, index_arg, &mut gid) };
         // SAFETY: every bit pattern is a valid byte array.
         let raw = unsafe { gid.raw };
         (rc == 0).then_some(GidEntry { index, raw })
@@ -239,26 +239,8 @@ impl OpenDevice {
     }
 }
 
-impl Drop for OpenDevice {
-    fn drop(&mut self) {
-        if !self.pd.is_null() {
-            // SAFETY: the PD was allocated on this context, and every object
-            // created in it belongs to a transport field dropped before this.
-            let rc = unsafe { ibv_dealloc_pd(self.pd) };
-            if rc != 0 {
-                tracing::warn!("verbs: ibv_dealloc_pd on {} failed ({rc}); something still uses it", self.summary.device);
-            }
-        }
-        // SAFETY: the context was opened by `open_context` and is closed once.
-        let rc = unsafe { ibv_close_device(self.context) };
-        if rc != 0 {
-            tracing::warn!("verbs: ibv_close_device on {} failed ({rc})", self.summary.device);
-        }
-    }
-}
-
 /// Opens `wanted` (or the first device) and returns its context and name.
-fn open_context(wanted: Option<&str>) -> Result<(*mut ibv_context, String), VerbsSetupError> {
+fn open_context(wanted: Option<&str>) -> Result<(Arc<DeviceContext>, String), VerbsSetupError> {
     let mut count: i32 = 0;
     // SAFETY: `count` is a valid out-pointer; the list is freed below.
     let list = unsafe { ibv_get_device_list(&mut count) };
@@ -288,7 +270,8 @@ fn open_context(wanted: Option<&str>) -> Result<(*mut ibv_context, String), Verb
             if context.is_null() {
                 Err(VerbsSetupError::last_os("ibv_open_device", format!("on {name}")))
             } else {
-                Ok((context, name))
+                // SAFETY: just opened, and closed only by the handle.
+                Ok((unsafe { DeviceContext::opened(context) }, name))
             }
         }
     };

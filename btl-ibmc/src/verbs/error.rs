@@ -61,3 +61,80 @@ impl std::fmt::Display for VerbsSetupError {
 }
 
 impl std::error::Error for VerbsSetupError {}
+
+/// A verbs or rdma_cm failure after the device was opened: posting,
+/// polling, and everything joining the multicast group can run into. The
+/// first one a transport meets fails it for good (see `links::Failure`);
+/// a multicast one only means going without multicast.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum VerbsError {
+    /// `call` failed with `errno`; `subject` says on what, and reads on
+    /// from the call's name (" on QP 7", " to 10.0.0.1", " (UD)").
+    Call { call: &'static str, subject: String, errno: i32 },
+    /// `ibv_poll_cq` returned this negative count.
+    Poll(i32),
+    /// Creating a buffer or completion queue failed as during setup.
+    Setup(VerbsSetupError),
+    /// No receive buffer is set aside for this slot's peer.
+    NoReceiveSlot { peer: usize, slot: usize },
+    /// rdma_cm bound the address, but to no RDMA device.
+    NotAnRdmaAddress(std::net::Ipv4Addr),
+    /// The join of `group` was not answered in time.
+    JoinTimedOut { group: std::net::Ipv4Addr, timeout: std::time::Duration },
+    /// The join of `group` was answered with another event than a join.
+    JoinRefused { group: std::net::Ipv4Addr, event: String, status: i32 },
+    /// The chosen GID carries no IPv4 address to join a group from.
+    NoIpv4Address { gid_index: u32, device: String },
+    /// The port's MTU leaves no room for a datagram's header.
+    MtuTooSmall(usize),
+    /// Multicast is switched off in the configuration.
+    MulticastDisabled,
+    /// Multicast was not tried because the queue pairs did not connect.
+    NotConnected,
+}
+
+impl VerbsError {
+    /// `call` failed; the errno is the calling thread's.
+    pub(crate) fn last_os(call: &'static str, subject: impl Into<String>) -> Self {
+        VerbsError::Call { call, subject: subject.into(), errno: std::io::Error::last_os_error().raw_os_error().unwrap_or(0) }
+    }
+
+    /// `call` returned its error number.
+    pub(crate) fn returned(call: &'static str, subject: impl Into<String>, errno: i32) -> Self {
+        VerbsError::Call { call, subject: subject.into(), errno }
+    }
+}
+
+impl std::fmt::Display for VerbsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VerbsError::Call { call, subject, errno } => {
+                write!(f, "{call}{subject} failed: {}", std::io::Error::from_raw_os_error(*errno))?;
+                if *call == "rdma_create_event_channel" {
+                    write!(f, " (is rdma_ucm loaded?)")?;
+                }
+                Ok(())
+            }
+            VerbsError::Poll(returned) => write!(f, "ibv_poll_cq failed ({returned})"),
+            VerbsError::Setup(error) => write!(f, "{error}"),
+            VerbsError::NoReceiveSlot { peer, slot } => write!(f, "no queue pair to rank {peer} for receive slot {slot}"),
+            VerbsError::NotAnRdmaAddress(address) => write!(f, "{address} is not the address of an RDMA device"),
+            VerbsError::JoinTimedOut { group, timeout } => write!(f, "joining {group}: no answer within {timeout:?}"),
+            VerbsError::JoinRefused { group, event, status } => write!(f, "joining {group}: got {event} (status {status})"),
+            VerbsError::NoIpv4Address { gid_index, device } => {
+                write!(f, "GID {gid_index} of {device} is not IPv4-mapped; set local_address for the rdma_cm join")
+            }
+            VerbsError::MtuTooSmall(mtu) => write!(f, "an MTU of {mtu} bytes leaves no room for datagrams"),
+            VerbsError::MulticastDisabled => write!(f, "multicast disabled by configuration"),
+            VerbsError::NotConnected => write!(f, "not attempted: connecting failed"),
+        }
+    }
+}
+
+impl std::error::Error for VerbsError {}
+
+impl From<VerbsSetupError> for VerbsError {
+    fn from(error: VerbsSetupError) -> Self {
+        VerbsError::Setup(error)
+    }
+}

@@ -6,12 +6,12 @@
 //! computed from exchanged data, so all ranks get a transport or all get
 //! an error, and all agree on whether multicast is used.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::completion::CompletionQueue;
 use super::config::{VerbsConfig, multicast_id_of};
 use super::device::OpenDevice;
-use super::error::VerbsSetupError;
+use super::error::{VerbsError, VerbsSetupError};
 use super::links::{Failure, Links, RemoteWindow};
 use super::memory::{BorrowedMemory, LOCAL_ONLY, RegisteredBuffer, remote_access};
 use super::rc::{LocalPort, RcQueuePair, RemoteQp};
@@ -56,8 +56,8 @@ pub fn establish(
 /// [`establish`] with the window and the set of connected peers given.
 ///
 /// # Safety
-/// A borrowed window must stay mapped until the transport has been dropped,
-/// and be at least `window_len` bytes long.
+/// A borrowed window must be readable, writable and mapped for as long as
+/// its keeper is held (the registration holds it until it is undone).
 pub(crate) unsafe fn establish_placed(
     exchange: &dyn Exchange,
     rank: usize,
@@ -93,8 +93,8 @@ pub(crate) unsafe fn establish_placed(
     let connected = connect_all(&mut links, &endpoints, rank, psn);
     let multicast = match (&connected, config.multicast) {
         (Ok(()), true) => join_multicast(&links, config, rank),
-        (Ok(()), false) => Err("multicast disabled by configuration".into()),
-        (Err(_), _) => Err("not attempted: connecting failed".into()),
+        (Ok(()), false) => Err(VerbsError::MulticastDisabled),
+        (Err(_), _) => Err(VerbsError::NotConnected),
     };
     let multicast_nonce = if rank == 0 { random_nonce() } else { 0 };
     let ready = Ready {
@@ -154,7 +154,8 @@ pub(crate) unsafe fn establish_placed(
 /// As for [`establish_placed`].
 unsafe fn open_local(config: &VerbsConfig, rank: usize, size: usize, window_len: usize, placement: &Placement) -> Result<Links, VerbsSetupError> {
     let device = OpenDevice::open(config)?;
-    let pd = device.pd();
+    // Its own handle, as `device` moves into the links below.
+    let pd = &Arc::clone(device.pd());
     let peers = size - placement.nodes.map_or(1, |nodes| nodes.local_count(rank));
     let depth = config.send_queue_depth.min(device.max_qp_wr.max(2));
     let slots = config.reliable_receive_slots.min(device.max_qp_wr.max(1));
@@ -162,8 +163,9 @@ unsafe fn open_local(config: &VerbsConfig, rank: usize, size: usize, window_len:
     let send_cq = CompletionQueue::new(device.context(), clamp_entries(depth as usize * peers, cq_limit), "RC sends")?;
     let recv_cq = CompletionQueue::new(device.context(), clamp_entries(slots as usize * peers, cq_limit), "RC receives")?;
 
-    let window = match placement.window {
-        // SAFETY: the caller keeps the memory mapped for the transport's life.
+    let window = match placement.window.clone() {
+        // SAFETY: the memory stays mapped while its keeper is held (the
+        // registration holds it), per this function's contract.
         Some(memory) if memory.len >= window_len => unsafe { RegisteredBuffer::borrow(pd, memory, remote_access(), "window")? },
         Some(memory) => {
             return Err(VerbsSetupError::InvalidArguments(format!("a {}-byte window cannot hold {window_len} bytes", memory.len)));
@@ -292,13 +294,14 @@ fn connect_all(links: &mut Links, endpoints: &[Endpoint], rank: usize, psn: u32)
     Ok(())
 }
 
-fn join_multicast(links: &Links, config: &VerbsConfig, rank: usize) -> Result<UdMulticast, String> {
+fn join_multicast(links: &Links, config: &VerbsConfig, rank: usize) -> Result<UdMulticast, VerbsError> {
     let summary = &links.device.summary;
-    let local_address = config.local_address.or(summary.ipv4).ok_or_else(|| {
-        format!("GID {} of {} is not IPv4-mapped; set local_address for the rdma_cm join", summary.gid_index, summary.device)
-    })?;
+    let local_address = config
+        .local_address
+        .or(summary.ipv4)
+        .ok_or_else(|| VerbsError::NoIpv4Address { gid_index: summary.gid_index, device: summary.device.clone() })?;
     if summary.active_mtu <= DATAGRAM_HEADER {
-        return Err(format!("an MTU of {} bytes leaves no room for datagrams", summary.active_mtu));
+        return Err(VerbsError::MtuTooSmall(summary.active_mtu));
     }
     UdMulticast::join(&JoinRequest {
         local_address,

@@ -1,10 +1,10 @@
-//! Everything a transport's RC side is made of, in the order it must be
-//! torn down: Rust drops fields in declaration order, so queue pairs go
-//! first (nothing can use the memory or completion queues afterwards), then
-//! the registered buffers, then the completion queues, and the device with
-//! its protection domain last.
+//! Everything a transport's RC side is made of. The order verbs needs at
+//! teardown (queue pairs before their completion queues and protection
+//! domain, registrations before their protection domain, all of them
+//! before the context) follows from ownership, each object holding what
+//! it was created in (see `context`), not from the order of these fields.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use super::completion::CompletionQueue;
 use super::device::OpenDevice;
@@ -34,8 +34,8 @@ pub(crate) struct Links {
     pub(crate) sink: RegisteredBuffer,
     /// `size * reliable_slots` receive buffers of `RELIABLE_SLOT_BYTES` each.
     pub(crate) reliable_buffers: RegisteredBuffer,
-    pub(crate) send_cq: CompletionQueue,
-    pub(crate) recv_cq: CompletionQueue,
+    pub(crate) send_cq: Arc<CompletionQueue>,
+    pub(crate) recv_cq: Arc<CompletionQueue>,
     pub(crate) device: OpenDevice,
     pub(crate) reliable_slots: usize,
     /// The smallest inline capacity of all queue pairs.
@@ -56,7 +56,8 @@ pub(crate) struct Failure(OnceLock<String>);
 impl Failure {
     /// Keeps the first failure only: later ones are usually its echoes
     /// (flushed requests).
-    pub(crate) fn record(&self, why: String) {
+    pub(crate) fn record(&self, why: impl std::fmt::Display) {
+        let why = why.to_string();
         if self.0.set(why.clone()).is_ok() {
             tracing::error!("verbs: {why}");
         }

@@ -6,10 +6,12 @@
 //! through atomic words.
 
 use std::ptr;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use rdma_sys::{ibv_access_flags, ibv_dereg_mr, ibv_mr, ibv_pd, ibv_reg_mr};
+use rdma_sys::{ibv_access_flags, ibv_dereg_mr, ibv_mr, ibv_reg_mr};
 
+use super::context::ProtectionDomain;
 use super::error::VerbsSetupError;
 
 /// Access a buffer only the local adapter writes into (staging, receives).
@@ -20,22 +22,37 @@ pub(crate) fn remote_access() -> ibv_access_flags {
     ibv_access_flags::IBV_ACCESS_LOCAL_WRITE | ibv_access_flags::IBV_ACCESS_REMOTE_WRITE | ibv_access_flags::IBV_ACCESS_REMOTE_READ
 }
 
+/// Registered memory; it holds its protection domain, and memory someone
+/// else mapped stays mapped until the registration is undone.
 pub(crate) struct RegisteredBuffer {
     base: *mut u8,
     /// Bytes mapped: the requested length rounded up to whole pages.
     mapped: usize,
     mr: *mut ibv_mr,
-    /// False for memory another owner mapped (a node's shared-memory
-    /// segment): only the registration is undone on drop.
-    owns_mapping: bool,
+    mapping: Mapping,
+    _pd: Arc<ProtectionDomain>,
 }
 
+/// Who unmaps a registered buffer's memory.
+enum Mapping {
+    /// Mapped by `RegisteredBuffer::new`: unmapped after deregistering.
+    Ours,
+    /// Mapped by another owner (a node's shared-memory segment), kept
+    /// alive until after the registration is undone.
+    Borrowed { _keeper: MappingKeeper },
+}
+
+/// Whatever keeps borrowed memory mapped while it is held.
+pub(crate) type MappingKeeper = Arc<dyn Send + Sync>;
+
 /// Memory mapped by someone else that a transport registers as its window.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone)]
 pub(crate) struct BorrowedMemory {
     pub(crate) base: *mut u8,
     /// A whole number of pages.
     pub(crate) len: usize,
+    /// Keeps `base..base + len` mapped for as long as it is held.
+    pub(crate) keeper: MappingKeeper,
 }
 
 // SAFETY: the mapping and the MR handle are process-wide; every access to
@@ -46,7 +63,7 @@ unsafe impl Sync for RegisteredBuffer {}
 
 impl RegisteredBuffer {
     /// Maps `len` zeroed bytes (at least one page) and registers them.
-    pub(crate) fn new(pd: *mut ibv_pd, len: usize, access: ibv_access_flags, what: &str) -> Result<Self, VerbsSetupError> {
+    pub(crate) fn new(pd: &Arc<ProtectionDomain>, len: usize, access: ibv_access_flags, what: &str) -> Result<Self, VerbsSetupError> {
         let page = page_size();
         let mapped = len.max(1).checked_next_multiple_of(page).ok_or_else(|| {
             VerbsSetupError::InvalidArguments(format!("the {what} of {len} bytes does not fit in memory"))
@@ -62,7 +79,7 @@ impl RegisteredBuffer {
         let base = base.cast::<u8>();
         // SAFETY: the mapping was made above, is `mapped` bytes long and is
         // unmapped only by the buffer's drop (or below, on failure).
-        match unsafe { Self::register(pd, base, mapped, access, what, true) } {
+        match unsafe { Self::register(pd, base, mapped, access, what, Mapping::Ours) } {
             Ok(buffer) => Ok(buffer),
             Err(error) => {
                 // SAFETY: the mapping was made above and is not used elsewhere.
@@ -72,37 +89,44 @@ impl RegisteredBuffer {
         }
     }
 
-    /// Registers memory someone else mapped.
+    /// Registers memory someone else mapped; the buffer holds
+    /// `memory.keeper` until it has deregistered the memory.
     ///
     /// # Safety
-    /// `memory` must stay mapped, readable and writable, and 8-byte aligned
-    /// until the returned buffer has been dropped.
-    pub(crate) unsafe fn borrow(pd: *mut ibv_pd, memory: BorrowedMemory, access: ibv_access_flags, what: &str) -> Result<Self, VerbsSetupError> {
+    /// `memory` must be readable, writable and mapped for as long as its
+    /// keeper is held.
+    pub(crate) unsafe fn borrow(
+        pd: &Arc<ProtectionDomain>,
+        memory: BorrowedMemory,
+        access: ibv_access_flags,
+        what: &str,
+    ) -> Result<Self, VerbsSetupError> {
         if memory.base.is_null() || memory.base as usize % 8 != 0 || memory.len % page_size() != 0 || memory.len == 0 {
             return Err(VerbsSetupError::InvalidArguments(format!("the {what} is not a page-multiple of aligned memory")));
         }
-        // SAFETY: the caller keeps the memory mapped for the buffer's life.
-        unsafe { Self::register(pd, memory.base, memory.len, access, what, false) }
+        let mapping = Mapping::Borrowed { _keeper: memory.keeper };
+        // SAFETY: the buffer holds the keeper, which keeps the memory mapped.
+        unsafe { Self::register(pd, memory.base, memory.len, access, what, mapping) }
     }
 
     /// # Safety
     /// `base` points to `mapped` bytes that stay mapped until the MR is
-    /// deregistered in drop.
+    /// deregistered in drop (`mapping` sees to that).
     unsafe fn register(
-        pd: *mut ibv_pd,
+        pd: &Arc<ProtectionDomain>,
         base: *mut u8,
         mapped: usize,
         access: ibv_access_flags,
         what: &str,
-        owns_mapping: bool,
+        mapping: Mapping,
     ) -> Result<Self, VerbsSetupError> {
         let access_bits = i32::try_from(access.0).unwrap_or(i32::MAX);
         // SAFETY: per this function's contract.
-        let mr = unsafe { ibv_reg_mr(pd, base.cast(), mapped, access_bits) };
+        let mr = unsafe { ibv_reg_mr(pd.raw(), base.cast(), mapped, access_bits) };
         if mr.is_null() {
             return Err(VerbsSetupError::last_os("ibv_reg_mr", format!("for the {what} ({mapped} bytes)")));
         }
-        Ok(RegisteredBuffer { base, mapped, mr, owns_mapping })
+        Ok(RegisteredBuffer { base, mapped, mr, mapping, _pd: Arc::clone(pd) })
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -156,14 +180,15 @@ impl RegisteredBuffer {
 
 impl Drop for RegisteredBuffer {
     fn drop(&mut self) {
-        // SAFETY: the MR was registered in `new`; every queue pair that could
-        // still use it has been destroyed by the owner before this drop.
+        // SAFETY: the MR was registered in `register` and is deregistered
+        // once; its owner has flushed every request that reads from it.
         let rc = unsafe { ibv_dereg_mr(self.mr) };
         if rc != 0 {
             tracing::warn!("verbs: ibv_dereg_mr failed ({rc}); leaving {} bytes mapped", self.mapped);
             return;
         }
-        if !self.owns_mapping {
+        if !matches!(self.mapping, Mapping::Ours) {
+            // A borrowed mapping's keeper is let go of after this.
             return;
         }
         // SAFETY: the mapping was made in `new` and nothing refers to it now.

@@ -17,6 +17,7 @@
 mod cm_group;
 mod completion;
 mod config;
+mod context;
 mod device;
 mod error;
 mod establish;
@@ -31,6 +32,7 @@ mod send_path;
 mod staging;
 mod ud_multicast;
 mod ud_source;
+mod work_request;
 
 #[cfg(test)]
 mod tests;
@@ -76,8 +78,7 @@ pub struct VerbsTransport {
     rank: usize,
     size: usize,
     window_len: usize,
-    // Fields drop in declaration order: multicast (its own rdma_cm device
-    // context) first, the RC links with the device last.
+    /// On a device context of its own (rdma_cm's), shared with nothing else.
     multicast: Option<UdMulticast>,
     send_path: Mutex<SendPath>,
     inbox: Mutex<ReliableInbox>,

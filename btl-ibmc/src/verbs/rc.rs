@@ -3,13 +3,17 @@
 //! remote peer carries both the one-sided writes and the reliable channel's
 //! sends, so a peer sees them in the order they were posted.
 
+use std::sync::Arc;
+
 use rdma_sys::{
-    ibv_access_flags, ibv_ah_attr, ibv_create_qp, ibv_destroy_qp, ibv_modify_qp, ibv_pd, ibv_qp, ibv_qp_attr,
-    ibv_qp_attr_mask, ibv_qp_init_attr, ibv_qp_state, ibv_qp_type, ibv_recv_wr, ibv_send_wr,
+    ibv_access_flags, ibv_ah_attr, ibv_create_qp, ibv_destroy_qp, ibv_modify_qp, ibv_qp, ibv_qp_attr, ibv_qp_attr_mask,
+    ibv_qp_init_attr, ibv_qp_state, ibv_qp_type,
 };
 
 use super::completion::CompletionQueue;
-use super::error::VerbsSetupError;
+use super::context::ProtectionDomain;
+use super::error::{VerbsError, VerbsSetupError};
+use super::work_request::{RecvRequest, SendChain};
 
 /// The RC timeout exponent: 4.096 us * 2^14 = 67 ms per try.
 const ACK_TIMEOUT: u8 = 14;
@@ -41,9 +45,14 @@ pub(crate) struct RemoteQp {
     pub(crate) mtu_code: u8,
 }
 
+/// An RC queue pair; it holds the protection domain and completion
+/// queues it was created with, so they outlive it.
 pub(crate) struct RcQueuePair {
     qp: *mut ibv_qp,
     max_inline: usize,
+    _pd: Arc<ProtectionDomain>,
+    _send_cq: Arc<CompletionQueue>,
+    _recv_cq: Arc<CompletionQueue>,
 }
 
 // SAFETY: posting to and modifying a QP are thread-safe in libibverbs; the
@@ -57,9 +66,9 @@ impl RcQueuePair {
     /// `inline_wanted` bytes of inline data and settles for less (64, then
     /// none) if the device refuses.
     pub(crate) fn new(
-        pd: *mut ibv_pd,
-        send_cq: &CompletionQueue,
-        recv_cq: &CompletionQueue,
+        pd: &Arc<ProtectionDomain>,
+        send_cq: &Arc<CompletionQueue>,
+        recv_cq: &Arc<CompletionQueue>,
         send_depth: u32,
         recv_depth: u32,
         inline_wanted: u32,
@@ -78,14 +87,20 @@ impl RcQueuePair {
             init.cap.max_send_sge = 1;
             init.cap.max_recv_sge = 1;
             init.cap.max_inline_data = inline;
-            // SAFETY: the PD and CQs are valid and outlive the QP (the owner
-            // drops QPs first); `init` is a valid in/out pointer.
-            let qp = unsafe { ibv_create_qp(pd, &mut init) };
+            // SAFETY: the PD and CQs are valid and outlive the QP (it holds
+            // them); `init` is a valid in/out pointer.
+            let qp = unsafe { ibv_create_qp(pd.raw(), &mut init) };
             if qp.is_null() {
                 last_error = Some(VerbsSetupError::last_os("ibv_create_qp", format!("(RC, {send_depth} send / {recv_depth} receive entries, {inline} inline bytes)")));
                 continue;
             }
-            let queue_pair = RcQueuePair { qp, max_inline: init.cap.max_inline_data as usize };
+            let queue_pair = RcQueuePair {
+                qp,
+                max_inline: init.cap.max_inline_data as usize,
+                _pd: Arc::clone(pd),
+                _send_cq: Arc::clone(send_cq),
+                _recv_cq: Arc::clone(recv_cq),
+            };
             queue_pair.to_init(port)?;
             return Ok(queue_pair);
         }
@@ -162,42 +177,31 @@ impl RcQueuePair {
         Ok(())
     }
 
-    /// Posts a chain of work requests (already linked through `next`).
-    /// Err carries the errno text.
+    /// Posts a chain of work requests.
     ///
     /// # Safety
-    /// Every scatter entry must point to memory that stays valid and
-    /// unchanged until the request completes (registered memory under its
-    /// lkey), or be inline data, which is copied during the call.
-    pub(crate) unsafe fn post_send(&self, first: &mut ibv_send_wr) -> Result<(), String> {
-        let mut bad: *mut ibv_send_wr = std::ptr::null_mut();
-        // SAFETY: the QP is valid; the chain is valid per the caller.
-        let rc = unsafe { rdma_sys::ibv_post_send(self.qp, first, &mut bad) };
-        if rc != 0 {
-            return Err(format!("ibv_post_send on QP {} failed: {}", self.qp_num(), std::io::Error::from_raw_os_error(rc)));
-        }
-        Ok(())
+    /// Every registered segment must stay valid and unchanged until a
+    /// completion covers its request (inline bytes are copied during the call).
+    pub(crate) unsafe fn post_send(&self, chain: &mut SendChain<'_>) -> Result<(), VerbsError> {
+        // SAFETY: the QP is valid until drop; the rest per the caller.
+        unsafe { chain.post(self.qp) }.map_err(|errno| VerbsError::returned("ibv_post_send", format!(" on QP {}", self.qp_num()), errno))
     }
 
     /// Posts one receive request.
     ///
     /// # Safety
-    /// The scatter entry must describe registered memory that nothing else
+    /// The request's segment must be registered memory that nothing else
     /// touches until the request completes.
-    pub(crate) unsafe fn post_recv(&self, wr: &mut ibv_recv_wr) -> Result<(), String> {
-        let mut bad: *mut ibv_recv_wr = std::ptr::null_mut();
-        // SAFETY: the QP is valid; the request is valid per the caller.
-        let rc = unsafe { rdma_sys::ibv_post_recv(self.qp, wr, &mut bad) };
-        if rc != 0 {
-            return Err(format!("ibv_post_recv on QP {} failed: {}", self.qp_num(), std::io::Error::from_raw_os_error(rc)));
-        }
-        Ok(())
+    pub(crate) unsafe fn post_recv(&self, request: &mut RecvRequest) -> Result<(), VerbsError> {
+        // SAFETY: the QP is valid until drop; the rest per the caller.
+        unsafe { request.post(self.qp) }.map_err(|errno| VerbsError::returned("ibv_post_recv", format!(" on QP {}", self.qp_num()), errno))
     }
 }
 
 impl Drop for RcQueuePair {
     fn drop(&mut self) {
-        // SAFETY: the QP was created in `new` and is destroyed once.
+        // SAFETY: the QP was created in `new` and is destroyed once, before
+        // the PD and CQs it holds.
         let rc = unsafe { ibv_destroy_qp(self.qp) };
         if rc != 0 {
             tracing::warn!("verbs: ibv_destroy_qp failed ({rc})");

@@ -16,13 +16,12 @@
 
 use std::collections::VecDeque;
 
-use rdma_sys::{ibv_recv_wr, ibv_sge};
-
 use super::RELIABLE_SLOT_BYTES;
 use super::completion::Completion;
-use super::error::VerbsSetupError;
+use super::error::{VerbsError, VerbsSetupError};
 use super::links::{Failure, Links};
 use super::reliable_frame;
+use super::work_request::{RecvRequest, Segment};
 
 #[derive(Default)]
 pub(crate) struct ReliableInbox {
@@ -106,24 +105,26 @@ pub(crate) fn post_all_receives(links: &Links) -> Result<(), VerbsSetupError> {
         }
         for slot in 0..links.reliable_slots {
             post_receive(links, peer * links.reliable_slots + slot)
-                .map_err(|why| VerbsSetupError::Verbs { call: "ibv_post_recv", errno: 0, detail: why })?;
+                .map_err(|why| VerbsSetupError::Verbs { call: "ibv_post_recv", errno: 0, detail: why.to_string() })?;
         }
     }
     Ok(())
 }
 
-fn post_receive(links: &Links, slot_index: usize) -> Result<(), String> {
+fn post_receive(links: &Links, slot_index: usize) -> Result<(), VerbsError> {
     let peer = slot_index / links.reliable_slots.max(1);
     let Some(queue_pair) = links.queue_pair(peer) else {
-        return Err(format!("no queue pair to rank {peer} for receive slot {slot_index}"));
+        return Err(VerbsError::NoReceiveSlot { peer, slot: slot_index });
     };
-    let mut sge = ibv_sge {
-        addr: links.reliable_buffers.address() + (slot_index * RELIABLE_SLOT_BYTES) as u64,
-        length: RELIABLE_SLOT_BYTES as u32,
-        lkey: links.reliable_buffers.lkey(),
-    };
-    let mut wr = ibv_recv_wr { wr_id: slot_index as u64, next: std::ptr::null_mut(), sg_list: &mut sge, num_sge: 1 };
+    let mut request = RecvRequest::new(
+        slot_index as u64,
+        Segment {
+            address: links.reliable_buffers.address() + (slot_index * RELIABLE_SLOT_BYTES) as u64,
+            len: RELIABLE_SLOT_BYTES as u32,
+            lkey: links.reliable_buffers.lkey(),
+        },
+    );
     // SAFETY: the slot lies inside the registered receive buffers, and
     // nothing reads it until this receive's completion is polled.
-    unsafe { queue_pair.post_recv(&mut wr) }
+    unsafe { queue_pair.post_recv(&mut request) }
 }

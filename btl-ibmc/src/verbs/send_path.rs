@@ -6,13 +6,12 @@
 
 use std::time::{Duration, Instant};
 
-use rdma_sys::{ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wr_opcode, rdma_t};
-
 use super::RELIABLE_MAX;
 use super::completion::Completion;
 use super::links::{Failure, Links};
 use super::reliable_frame;
 use super::staging::{Reservation, SendAccount, StagingRing};
+use super::work_request::{Gather, RemoteTarget, Segment, SendChain, SendRequest};
 use crate::backoff::Backoff;
 use crate::transport::TransportError;
 
@@ -49,13 +48,26 @@ enum Source<'d> {
     Sink,
 }
 
+/// What a request does with its bytes.
+#[derive(Clone, Copy)]
+enum Action {
+    /// An RDMA write into a peer's registered memory.
+    Write(RemoteTarget),
+    /// A send into the peer's next reliable-channel receive buffer.
+    Send,
+}
+
 #[derive(Clone, Copy)]
 struct Request<'d> {
-    opcode: rdma_sys::ibv_wr_opcode::Type,
+    action: Action,
     source: Source<'d>,
-    /// Remote address and rkey of a write; None for a send.
-    remote: Option<(u64, u32)>,
     force_signal: bool,
+}
+
+impl<'d> Request<'d> {
+    fn write(source: Source<'d>, address: u64, rkey: u32, force_signal: bool) -> Self {
+        Request { action: Action::Write(RemoteTarget { address, rkey }), source, force_signal }
+    }
 }
 
 pub(crate) struct SendPath {
@@ -93,15 +105,14 @@ impl SendPath {
         failure.check()?;
         let remote = links.remotes[peer];
         let flag_bytes = flag.to_ne_bytes();
-        let flag_target = Some((remote.window_address + flag_offset as u64, remote.window_rkey));
+        let flag_address = remote.window_address + flag_offset as u64;
         if data.len() <= links.max_inline {
             let mut requests = Vec::with_capacity(2);
             if !data.is_empty() {
-                let target = Some((remote.window_address + offset as u64, remote.window_rkey));
-                requests.push(Request { opcode: ibv_wr_opcode::IBV_WR_RDMA_WRITE, source: Source::Inline(data), remote: target, force_signal: false });
+                requests.push(Request::write(Source::Inline(data), remote.window_address + offset as u64, remote.window_rkey, false));
             }
             let flag_source = self.small_source(links, failure, &flag_bytes, on_wait)?;
-            requests.push(Request { opcode: ibv_wr_opcode::IBV_WR_RDMA_WRITE, source: flag_source, remote: flag_target, force_signal: false });
+            requests.push(Request::write(flag_source, flag_address, remote.window_rkey, false));
             return self.post(links, failure, peer, &requests, on_wait);
         }
 
@@ -113,19 +124,13 @@ impl SendPath {
             // Ask for a completion while much of the ring is in flight, so
             // that it comes back in time for the next large put.
             let force_signal = self.staging.in_use() * 2 > self.staging.capacity();
-            let target = Some((remote.window_address + (offset + index * chunk_len) as u64, remote.window_rkey));
-            let write = Request {
-                opcode: ibv_wr_opcode::IBV_WR_RDMA_WRITE,
-                source: Source::Staged { reservation, len: chunk.len() },
-                remote: target,
-                force_signal,
-            };
+            let chunk_address = remote.window_address + (offset + index * chunk_len) as u64;
+            let write = Request::write(Source::Staged { reservation, len: chunk.len() }, chunk_address, remote.window_rkey, force_signal);
             if index + 1 < chunks {
                 self.post(links, failure, peer, &[write], on_wait)?;
             } else {
                 let flag_source = self.small_source(links, failure, &flag_bytes, on_wait)?;
-                let flag_write =
-                    Request { opcode: ibv_wr_opcode::IBV_WR_RDMA_WRITE, source: flag_source, remote: flag_target, force_signal: false };
+                let flag_write = Request::write(flag_source, flag_address, remote.window_rkey, false);
                 self.post(links, failure, peer, &[write, flag_write], on_wait)?;
             }
         }
@@ -146,8 +151,8 @@ impl SendPath {
         let remote = links.remotes[peer];
         let bytes = value.to_ne_bytes();
         let source = self.small_source(links, failure, &bytes, on_wait)?;
-        let target = Some((remote.window_address + flag_offset as u64, remote.window_rkey));
-        self.post(links, failure, peer, &[Request { opcode: ibv_wr_opcode::IBV_WR_RDMA_WRITE, source, remote: target, force_signal: false }], on_wait)
+        let flag_write = Request::write(source, remote.window_address + flag_offset as u64, remote.window_rkey, false);
+        self.post(links, failure, peer, &[flag_write], on_wait)
     }
 
     /// `Transport::send_reliable` to a remote peer; the caller checked the size.
@@ -157,7 +162,7 @@ impl SendPath {
         let mut sealed = std::mem::take(&mut self.sealed);
         reliable_frame::seal(message, &mut sealed);
         let outcome = self.small_source(links, failure, &sealed, on_wait).and_then(|source| {
-            self.post(links, failure, peer, &[Request { opcode: ibv_wr_opcode::IBV_WR_SEND, source, remote: None, force_signal: false }], on_wait)
+            self.post(links, failure, peer, &[Request { action: Action::Send, source, force_signal: false }], on_wait)
         });
         self.sealed = sealed;
         outcome
@@ -225,12 +230,7 @@ impl SendPath {
 
     fn sink_request(&self, links: &Links, peer: usize) -> Request<'static> {
         let remote = links.remotes[peer];
-        Request {
-            opcode: ibv_wr_opcode::IBV_WR_RDMA_WRITE,
-            source: Source::Sink,
-            remote: Some((remote.sink_address, remote.sink_rkey)),
-            force_signal: true,
-        }
+        Request::write(Source::Sink, remote.sink_address, remote.sink_rkey, true)
     }
 
     /// A staging region of `len` bytes, waiting for completions if the
@@ -280,61 +280,31 @@ impl SendPath {
         let Some(queue_pair) = links.queue_pair(peer) else {
             return Err(TransportError::OutOfRange { peer, offset: 0, len: 0 });
         };
-        // SAFETY: ibv_sge and ibv_send_wr are plain data (pointers, integers
-        // and unions of them) for which all-zero is valid.
-        let mut sges: Vec<ibv_sge> = requests.iter().map(|_| unsafe { std::mem::zeroed() }).collect();
-        // SAFETY: as above.
-        let mut wrs: Vec<ibv_send_wr> = requests.iter().map(|_| unsafe { std::mem::zeroed() }).collect();
+        let mut chain = SendChain::with_capacity(requests.len());
         let mut seqs = Vec::with_capacity(requests.len());
         let account = &mut self.accounts[peer];
-        for (index, request) in requests.iter().enumerate() {
+        for request in requests {
             let (seq, signalled) = account.next(request.force_signal);
             seqs.push(seq);
-            let (sge, inline) = match request.source {
-                Source::Inline(bytes) => (ibv_sge { addr: bytes.as_ptr() as u64, length: bytes.len() as u32, lkey: 0 }, true),
-                Source::Staged { reservation, len } => (
-                    ibv_sge {
-                        addr: links.staging.address() + reservation.offset as u64,
-                        length: len as u32,
-                        lkey: links.staging.lkey(),
-                    },
-                    false,
-                ),
-                Source::Sink => (ibv_sge { addr: links.sink.address(), length: FLAG_BYTES as u32, lkey: links.sink.lkey() }, false),
+            let source = match request.source {
+                Source::Inline(bytes) => Gather::Inline(bytes),
+                Source::Staged { reservation, len } => Gather::Registered(Segment {
+                    address: links.staging.address() + reservation.offset as u64,
+                    len: len as u32,
+                    lkey: links.staging.lkey(),
+                }),
+                Source::Sink => Gather::Registered(Segment { address: links.sink.address(), len: FLAG_BYTES as u32, lkey: links.sink.lkey() }),
             };
-            sges[index] = sge;
-            let wr = &mut wrs[index];
-            wr.wr_id = encode_wr_id(peer, seq);
-            wr.opcode = request.opcode;
-            wr.num_sge = i32::from(sge.length > 0);
-            let mut flags = 0;
-            if signalled {
-                flags |= ibv_send_flags::IBV_SEND_SIGNALED.0;
-            }
-            if inline {
-                flags |= ibv_send_flags::IBV_SEND_INLINE.0;
-            }
-            wr.send_flags = flags;
-            if let Some((remote_addr, rkey)) = request.remote {
-                wr.wr.rdma = rdma_t { remote_addr, rkey };
-            }
-        }
-        let sge_base = sges.as_mut_ptr();
-        let wr_base = wrs.as_mut_ptr();
-        for index in 0..requests.len() {
-            // SAFETY: `index` and `index + 1` (when linked) are inside the
-            // vectors, which are not moved or resized until the post returns.
-            unsafe {
-                (*wr_base.add(index)).sg_list = sge_base.add(index);
-                if index + 1 < requests.len() {
-                    (*wr_base.add(index)).next = wr_base.add(index + 1);
-                }
-            }
+            let wr_id = encode_wr_id(peer, seq);
+            chain.push(match request.action {
+                Action::Write(target) => SendRequest::rdma_write(wr_id, source, target, signalled),
+                Action::Send => SendRequest::send(wr_id, source, signalled),
+            });
         }
         // SAFETY: inline sources are copied during the call; staged and sink
         // sources are registered memory that stays untouched until a
-        // completion covering the request gives it back; the chain is valid.
-        let posted = unsafe { queue_pair.post_send(&mut wrs[0]) };
+        // completion covering the request gives it back.
+        let posted = unsafe { queue_pair.post_send(&mut chain) };
         for (request, &seq) in requests.iter().zip(&seqs) {
             if let Source::Staged { reservation, .. } = request.source {
                 self.staging.lease(reservation, peer, seq);
@@ -342,7 +312,7 @@ impl SendPath {
         }
         posted.map_err(|why| {
             failure.record(format!("posting to rank {peer}: {why}"));
-            TransportError::Failed(why)
+            TransportError::Failed(why.to_string())
         })
     }
 

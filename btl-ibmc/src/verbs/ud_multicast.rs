@@ -9,21 +9,19 @@
 
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rdma_sys::{
-    ibv_ah, ibv_alloc_pd, ibv_create_ah, ibv_dealloc_pd, ibv_destroy_ah, ibv_pd, ibv_qp, ibv_qp_init_attr, ibv_qp_type,
-    ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_wr_opcode, rdma_create_qp, rdma_destroy_qp, ud_t,
-};
-
-use super::cm_group::{CmGroup, GroupAddress};
+use super::cm_group::{AddressHandle, CmId, GroupAddress, Membership, UdQueuePair};
 use super::completion::{Completion, CompletionQueue};
+use super::context::{DeviceContext, ProtectionDomain};
+use super::error::VerbsError;
 use super::links::Failure;
 use super::memory::{LOCAL_ONLY, RegisteredBuffer};
 use super::staging::{SendAccount, wait_for_send_room};
 use super::ud_source::{GRH_BYTES, UdSource, vouch};
+use super::work_request::{RecvRequest, Segment, SendRequest, UdDestination};
 use crate::poison::lock;
 use crate::transport::TransportError;
 
@@ -57,13 +55,16 @@ struct ReceiveSide {
     completions: Vec<Completion>,
 }
 
+/// One rank's multicast endpoint. What verbs needs at teardown follows
+/// from ownership: the membership leaves the group before its queue pair
+/// is destroyed, and every object holds the protection domain, completion
+/// queues and rdma_cm id it was made with (see `cm_group`).
 pub(crate) struct UdMulticast {
     group_address: Ipv4Addr,
     local_address: Ipv4Addr,
     communicator: u32,
     rank: u32,
     mtu: usize,
-    receive_slots: u32,
     send: Mutex<SendSide>,
     receive: Mutex<ReceiveSide>,
     failure: Failure,
@@ -73,41 +74,45 @@ pub(crate) struct UdMulticast {
     sources: Vec<UdSource>,
     nonce: u64,
     strangers_dropped: AtomicU64,
-    // Teardown order (see Drop): leave the group, address handle, queue pair, buffers,
-    // completion queues, protection domain, then the rdma_cm id.
-    ah: *mut ibv_ah,
-    group: Option<GroupAddress>,
-    qp: *mut ibv_qp,
-    send_buffers: Option<RegisteredBuffer>,
-    receive_buffers: Option<RegisteredBuffer>,
-    send_cq: Option<CompletionQueue>,
-    recv_cq: Option<CompletionQueue>,
-    pd: *mut ibv_pd,
-    cm: Option<CmGroup>,
+    group: GroupAddress,
+    membership: Membership,
+    ah: AddressHandle,
+    send_buffers: RegisteredBuffer,
+    receive_buffers: RegisteredBuffer,
+    send_cq: Arc<CompletionQueue>,
+    recv_cq: Arc<CompletionQueue>,
 }
-
-// SAFETY: verbs objects are thread-safe; the send and receive sides are
-// serialised by their mutexes, and the rest is read-only after setup.
-unsafe impl Send for UdMulticast {}
-// SAFETY: as above.
-unsafe impl Sync for UdMulticast {}
 
 impl UdMulticast {
     /// Binds, creates the UD queue pair and its buffers, posts receives and
     /// joins the group. Every failure is a reason to go without multicast.
-    pub(crate) fn join(request: &JoinRequest) -> Result<UdMulticast, String> {
-        let cm = CmGroup::bind(request.local_address)?;
-        let context = cm.context();
-        if context.is_null() {
-            return Err(format!("{} is not the address of an RDMA device", request.local_address));
+    pub(crate) fn join(request: &JoinRequest) -> Result<UdMulticast, VerbsError> {
+        let id = CmId::bind(request.local_address)?;
+        let context = DeviceContext::of_cm_id(&id).ok_or(VerbsError::NotAnRdmaAddress(request.local_address))?;
+        let device = context.device_name();
+        if device != request.device {
+            tracing::warn!("verbs: {} belongs to {device}, not {}; multicast runs on {device}", request.local_address, request.device);
         }
-        let mut multicast = UdMulticast {
+        let receive_slots = request.receive_slots.max(1);
+        let pd = ProtectionDomain::alloc(&context, "for multicast")?;
+        let send_cq = CompletionQueue::new(&context, SEND_SLOTS, "multicast sends")?;
+        let recv_cq = CompletionQueue::new(&context, receive_slots, "multicast receives")?;
+        let queue_pair = UdQueuePair::new(&id, &pd, &send_cq, &recv_cq, SEND_SLOTS, receive_slots)?;
+
+        let slot_bytes = receive_slot_bytes(request.mtu);
+        let receive_buffers = RegisteredBuffer::new(&pd, slot_bytes * receive_slots as usize, LOCAL_ONLY, "multicast receive buffers")?;
+        let send_buffers = RegisteredBuffer::new(&pd, request.mtu * SEND_SLOTS as usize, LOCAL_ONLY, "multicast send buffers")?;
+        for slot in 0..receive_slots as usize {
+            post_receive(&queue_pair, &receive_buffers, slot, slot_bytes)?;
+        }
+        let (membership, group) = Membership::join(queue_pair, request.group, request.timeout)?;
+        let ah = AddressHandle::new(&pd, request.group, &group)?;
+        Ok(UdMulticast {
             group_address: request.group,
             local_address: request.local_address,
             communicator: request.communicator,
             rank: request.rank,
             mtu: request.mtu,
-            receive_slots: request.receive_slots.max(1),
             send: Mutex::new(SendSide { account: SendAccount::new(SEND_SIGNAL_INTERVAL, SEND_SLOTS), completions: Vec::new() }),
             receive: Mutex::new(ReceiveSide { pending: VecDeque::new(), completions: Vec::new() }),
             failure: Failure::default(),
@@ -115,75 +120,14 @@ impl UdMulticast {
             sources: Vec::new(),
             nonce: 0,
             strangers_dropped: AtomicU64::new(0),
-            ah: std::ptr::null_mut(),
-            group: None,
-            qp: std::ptr::null_mut(),
-            send_buffers: None,
-            receive_buffers: None,
-            send_cq: None,
-            recv_cq: None,
-            pd: std::ptr::null_mut(),
-            cm: Some(cm),
-        };
-        // SAFETY: the context belongs to the bound id and lives as long as it.
-        let device = unsafe { super::device::context_name(context) };
-        if device != request.device {
-            tracing::warn!("verbs: {} belongs to {device}, not {}; multicast runs on {device}", request.local_address, request.device);
-        }
-        multicast.build(context)?;
-        let group = multicast.cm.as_mut().map(|cm| cm.join(request.group, request.timeout)).transpose()?;
-        let Some(group) = group else { return Err("the rdma_cm id is gone".into()) };
-        let mut ah_attr = group.ah_attr;
-        // SAFETY: the PD is valid; the attributes come from the join event.
-        let ah = unsafe { ibv_create_ah(multicast.pd, &mut ah_attr) };
-        if ah.is_null() {
-            return Err(format!("ibv_create_ah for group {} failed: {}", request.group, std::io::Error::last_os_error()));
-        }
-        multicast.ah = ah;
-        multicast.group = Some(group);
-        Ok(multicast)
-    }
-
-    fn build(&mut self, context: *mut rdma_sys::ibv_context) -> Result<(), String> {
-        // SAFETY: the context is valid; the PD is freed in drop.
-        self.pd = unsafe { ibv_alloc_pd(context) };
-        if self.pd.is_null() {
-            return Err(format!("ibv_alloc_pd for multicast failed: {}", std::io::Error::last_os_error()));
-        }
-        let send_cq = CompletionQueue::new(context, SEND_SLOTS, "multicast sends").map_err(|error| error.to_string())?;
-        let recv_cq = CompletionQueue::new(context, self.receive_slots, "multicast receives").map_err(|error| error.to_string())?;
-        // SAFETY: ibv_qp_init_attr is plain data for which all-zero is valid.
-        let mut init: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-        init.send_cq = send_cq.raw();
-        init.recv_cq = recv_cq.raw();
-        init.qp_type = ibv_qp_type::IBV_QPT_UD;
-        init.cap.max_send_wr = SEND_SLOTS;
-        init.cap.max_recv_wr = self.receive_slots;
-        init.cap.max_send_sge = 1;
-        init.cap.max_recv_sge = 1;
-        self.send_cq = Some(send_cq);
-        self.recv_cq = Some(recv_cq);
-        let id = self.cm.as_ref().map_or(std::ptr::null_mut(), CmGroup::id);
-        // SAFETY: the id is bound, the PD and CQs belong to its context and
-        // outlive the QP (destroyed first in drop).
-        if unsafe { rdma_create_qp(id, self.pd, &mut init) } != 0 {
-            return Err(format!("rdma_create_qp (UD) failed: {}", std::io::Error::last_os_error()));
-        }
-        // SAFETY: rdma_create_qp stored the new QP in the id.
-        self.qp = unsafe { (*id).qp };
-
-        let slot = self.receive_slot_bytes();
-        let receive_len = slot * self.receive_slots as usize;
-        self.receive_buffers =
-            Some(RegisteredBuffer::new(self.pd, receive_len, LOCAL_ONLY, "multicast receive buffers").map_err(|error| error.to_string())?);
-        self.send_buffers = Some(
-            RegisteredBuffer::new(self.pd, self.mtu * SEND_SLOTS as usize, LOCAL_ONLY, "multicast send buffers")
-                .map_err(|error| error.to_string())?,
-        );
-        for slot in 0..self.receive_slots {
-            self.post_receive(slot as usize)?;
-        }
-        Ok(())
+            group,
+            membership,
+            ah,
+            send_buffers,
+            receive_buffers,
+            send_cq,
+            recv_cq,
+        })
     }
 
     pub(crate) fn group_address(&self) -> Ipv4Addr {
@@ -197,8 +141,7 @@ impl UdMulticast {
 
     /// This rank's UD queue pair number, for the setup records.
     pub(crate) fn qp_num(&self) -> u32 {
-        // SAFETY: the QP was created in `build` and lives until drop.
-        if self.qp.is_null() { 0 } else { unsafe { (*self.qp).qp_num } }
+        self.membership.queue_pair().qp_num()
     }
 
     /// Where every rank's datagrams come from, and the communicator's
@@ -228,7 +171,7 @@ impl UdMulticast {
     }
 
     fn receive_slot_bytes(&self) -> usize {
-        (GRH_BYTES + self.mtu).next_multiple_of(64)
+        receive_slot_bytes(self.mtu)
     }
 
     /// Sends one datagram to the group.
@@ -238,9 +181,7 @@ impl UdMulticast {
         if datagram.len() > max {
             return Err(TransportError::TooLarge { len: datagram.len(), max });
         }
-        let (Some(group), Some(buffers)) = (self.group, self.send_buffers.as_ref()) else {
-            return Err(TransportError::Unsupported("multicast without a joined group"));
-        };
+        let buffers = &self.send_buffers;
         let mut side = lock(&self.send);
         let SendSide { account, completions } = &mut *side;
         // Only this rank's own adapter returns the buffers (a UD send needs
@@ -256,27 +197,18 @@ impl UdMulticast {
         buffers.write_at(offset, &header);
         buffers.write_at(offset + DATAGRAM_HEADER, datagram);
 
-        let mut sge = ibv_sge {
-            addr: buffers.address() + offset as u64,
-            length: (DATAGRAM_HEADER + datagram.len()) as u32,
+        let datagram_bytes = Segment {
+            address: buffers.address() + offset as u64,
+            len: (DATAGRAM_HEADER + datagram.len()) as u32,
             lkey: buffers.lkey(),
         };
-        // SAFETY: ibv_send_wr is plain data for which all-zero is valid.
-        let mut wr: ibv_send_wr = unsafe { std::mem::zeroed() };
-        wr.wr_id = seq;
-        wr.sg_list = &mut sge;
-        wr.num_sge = 1;
-        wr.opcode = ibv_wr_opcode::IBV_WR_SEND;
-        wr.send_flags = if signalled { ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
-        wr.wr.ud = ud_t { ah: self.ah, remote_qpn: group.qp_num, remote_qkey: group.qkey };
-        let mut bad: *mut ibv_send_wr = std::ptr::null_mut();
-        // SAFETY: the QP and AH are valid; the slot is registered and not
-        // reused before a completion covering this request is polled.
-        let rc = unsafe { rdma_sys::ibv_post_send(self.qp, &mut wr, &mut bad) };
-        if rc != 0 {
-            let why = format!("posting a multicast datagram failed: {}", std::io::Error::from_raw_os_error(rc));
-            self.failure.record(why.clone());
-            return Err(TransportError::Failed(why));
+        let destination = UdDestination { ah: self.ah.raw(), qp_num: self.group.qp_num, qkey: self.group.qkey };
+        let mut request = SendRequest::ud_send(seq, datagram_bytes, destination, signalled);
+        // SAFETY: the AH lives as long as `self`; the slot is registered and
+        // not reused before a completion covering this request is polled.
+        if let Err(why) = unsafe { self.membership.queue_pair().post_send(&mut request) } {
+            self.failure.record(&why);
+            return Err(TransportError::Failed(why.to_string()));
         }
         Ok(())
     }
@@ -293,8 +225,7 @@ impl UdMulticast {
     }
 
     fn poll_sends(&self, account: &mut SendAccount, completions: &mut Vec<Completion>) -> Result<(), TransportError> {
-        let Some(cq) = self.send_cq.as_ref() else { return Ok(()) };
-        if let Err(why) = cq.poll(completions) {
+        if let Err(why) = self.send_cq.poll(completions) {
             self.failure.record(why);
         }
         for completion in completions.iter() {
@@ -311,7 +242,7 @@ impl UdMulticast {
     /// `out` and returns that rank.
     pub(crate) fn receive(&self, out: &mut Vec<u8>) -> Option<usize> {
         out.clear();
-        let (Some(cq), Some(buffers)) = (self.recv_cq.as_ref(), self.receive_buffers.as_ref()) else { return None };
+        let (cq, buffers) = (&self.recv_cq, &self.receive_buffers);
         if self.failure.is_set() {
             return None;
         }
@@ -338,7 +269,7 @@ impl UdMulticast {
             }
             let slot = completion.wr_id as usize;
             let sender = self.copy_datagram(buffers, slot, &completion, out);
-            if let Err(why) = self.post_receive(slot) {
+            if let Err(why) = post_receive(self.membership.queue_pair(), buffers, slot, self.receive_slot_bytes()) {
                 self.failure.record(why);
                 return None;
             }
@@ -379,21 +310,19 @@ impl UdMulticast {
         buffers.read_at(start + DATAGRAM_HEADER, out);
         sender
     }
+}
 
-    fn post_receive(&self, slot: usize) -> Result<(), String> {
-        let Some(buffers) = self.receive_buffers.as_ref() else { return Err("no multicast receive buffers".into()) };
-        let slot_bytes = self.receive_slot_bytes();
-        let mut sge = ibv_sge { addr: buffers.address() + (slot * slot_bytes) as u64, length: slot_bytes as u32, lkey: buffers.lkey() };
-        let mut wr = ibv_recv_wr { wr_id: slot as u64, next: std::ptr::null_mut(), sg_list: &mut sge, num_sge: 1 };
-        let mut bad: *mut ibv_recv_wr = std::ptr::null_mut();
-        // SAFETY: the QP is valid; the slot is registered and untouched
-        // until its completion is polled.
-        let rc = unsafe { rdma_sys::ibv_post_recv(self.qp, &mut wr, &mut bad) };
-        if rc != 0 {
-            return Err(format!("reposting a multicast receive failed: {}", std::io::Error::from_raw_os_error(rc)));
-        }
-        Ok(())
-    }
+/// Bytes of one receive slot: the GRH the adapter puts first, then an
+/// MTU, rounded up to cache lines.
+fn receive_slot_bytes(mtu: usize) -> usize {
+    (GRH_BYTES + mtu).next_multiple_of(64)
+}
+
+/// Posts receive slot `slot` of `buffers`.
+fn post_receive(queue_pair: &UdQueuePair, buffers: &RegisteredBuffer, slot: usize, slot_bytes: usize) -> Result<(), VerbsError> {
+    let into = Segment { address: buffers.address() + (slot * slot_bytes) as u64, len: slot_bytes as u32, lkey: buffers.lkey() };
+    // SAFETY: the slot is registered and untouched until its completion is polled.
+    unsafe { queue_pair.post_recv(&mut RecvRequest::new(slot as u64, into)) }
 }
 
 impl Drop for UdMulticast {
@@ -406,28 +335,5 @@ impl Drop for UdMulticast {
                 self.group_address
             );
         }
-        if let Some(cm) = self.cm.as_mut() {
-            cm.leave();
-        }
-        if !self.ah.is_null() {
-            // SAFETY: the AH was created in `join` and no send uses it now.
-            unsafe { ibv_destroy_ah(self.ah) };
-        }
-        if !self.qp.is_null() {
-            if let Some(cm) = self.cm.as_ref() {
-                // SAFETY: the QP was created on this id by rdma_create_qp.
-                unsafe { rdma_destroy_qp(cm.id()) };
-            }
-        }
-        self.send_buffers = None;
-        self.receive_buffers = None;
-        self.send_cq = None;
-        self.recv_cq = None;
-        if !self.pd.is_null() {
-            // SAFETY: everything created in the PD is gone.
-            unsafe { ibv_dealloc_pd(self.pd) };
-        }
-        // Leaves the group and destroys the id and channel.
-        self.cm = None;
     }
 }
