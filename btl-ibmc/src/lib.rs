@@ -34,4 +34,4 @@ pub use verbs::{VerbsConfig, VerbsSetupError, VerbsTransport};
 #[cfg(feature = "verbs")]
 pub use hybrid::HybridTransport;
 pub use transport::{Exchange, MulticastKind, Transport, TransportError};
-pub use wait::{DEFAULT_FAULT_TIMEOUT, WaitPolicy, PROCESS_DEFAULT_SPIN_POLLS, set_process_wait_policy, stalled_waits, wait_at_least};
+pub use wait::{DEFAULT_FAULT_TIMEOUT, PROCESS_DEFAULT_SPIN_POLLS, WaitPolicy, set_process_wait_policy, stalled_waits, wait_at_least};

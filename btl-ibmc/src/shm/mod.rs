@@ -29,8 +29,8 @@ pub use groups::NodeGroups;
 pub use ring::SLOT_PAYLOAD as RELIABLE_MAX;
 pub use segment::{OsCall, SegmentError, ShmSegment};
 
-use crate::wait::{NoTransport, Waiter};
 use crate::transport::{MulticastKind, Transport, TransportError};
+use crate::wait::{NoTransport, Waiter};
 use crate::window::Window;
 use crate::words::words_for;
 use layout::SegmentLayout;

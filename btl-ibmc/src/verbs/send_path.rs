@@ -13,8 +13,8 @@ use super::completion::Completion;
 use super::links::{Failure, Links};
 use super::reliable_frame;
 use super::staging::{Reservation, SendAccount, StagingRing};
-use crate::wait::{NoTransport, Waiter};
 use crate::transport::TransportError;
+use crate::wait::{NoTransport, Waiter};
 
 /// Work-request ids carry the peer above this bit and the sequence below.
 const PEER_SHIFT: u32 = 40;

@@ -10,8 +10,8 @@
 //! completion covering that request has been polled.
 
 use std::collections::VecDeque;
-use crate::wait::{NoTransport, Waiter};
 use crate::transport::TransportError;
+use crate::wait::{NoTransport, Waiter};
 
 /// Smallest staging ring accepted.
 pub(crate) const MIN_STAGING_BYTES: usize = 64 * 1024;
