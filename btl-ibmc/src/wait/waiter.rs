@@ -111,7 +111,7 @@ impl Waiter {
         crate::idle::yield_core();
         let policy = &self.policy;
         let watch = self.watch.get_or_insert_with(|| StallWatch::new(policy));
-        let due = self.yields % YIELDS_BETWEEN_CHECKS == 0;
+        let due = self.yields.is_multiple_of(YIELDS_BETWEEN_CHECKS);
         self.yields = self.yields.wrapping_add(1);
         if due || watch.deadline_passed(policy) {
             watch.check(policy, context, describe)?;
