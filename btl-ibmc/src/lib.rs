@@ -16,7 +16,6 @@ pub mod verbs;
 pub mod verbs_providers;
 pub mod wait;
 
-mod backoff;
 mod poison;
 mod rng;
 mod window;
@@ -35,4 +34,4 @@ pub use verbs::{VerbsConfig, VerbsSetupError, VerbsTransport};
 #[cfg(feature = "verbs")]
 pub use hybrid::HybridTransport;
 pub use transport::{Exchange, MulticastKind, Transport, TransportError};
-pub use wait::{DEFAULT_FAULT_TIMEOUT, WaitPolicy, set_process_wait_limits, stalled_waits, wait_at_least};
+pub use wait::{DEFAULT_FAULT_TIMEOUT, PROCESS_DEFAULT_SPIN_POLLS, WaitPolicy, set_process_wait_policy, stalled_waits, wait_at_least};

@@ -1,49 +1,50 @@
-//! Waiting for a word in the local window: spin while the peer is likely to
-//! answer within a cache-line transfer, then yield the core so that
-//! oversubscribed runs (more ranks than cores) still progress, say so when
-//! a wait lasts long enough to look like a hang, and give up with an error
-//! when the transport reports a failed peer or the wait outlasts the fault
-//! timeout: MPI cannot abandon a collective, but it can fail it.
+//! How ranks wait: the policy (spin, then yield; warn; give up), the
+//! process-wide policy of the waits that have no communicator's at hand,
+//! and the wait for a word in the local window that every collective
+//! uses. The loop itself is [`waiter`]'s, shared by every wait.
 
 pub(crate) mod stalls;
+mod waiter;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
 
 use crate::transport::{Transport, TransportError};
 
 pub use stalls::stalled_waits;
+pub(crate) use waiter::{NoTransport, Waiter};
 
 /// A wait's silence after which the job is reported hung, unless the
 /// user sets another (`coll_rdma_fault_timeout_s`): long enough for any
 /// straggler a healthy job has, short enough that a dead job ends.
 pub const DEFAULT_FAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Yielding polls between two looks at the transport's health, which
-/// costs more than a poll. The clock is read at every yielding poll: a
-/// rank descheduled for milliseconds at each yield (an oversubscribed,
-/// loaded node) must still warn and give up on time.
-const POLLS_BETWEEN_CHECKS: u32 = 256;
+/// Polls a wait without a communicator's policy spins before yielding when
+/// `coll_rdma_spin_polls` is automatic: such a wait (room in a ring or a
+/// send queue) cannot tell whether the node is oversubscribed, and a
+/// consumer that is running drains a slot within about this many polls.
+pub const PROCESS_DEFAULT_SPIN_POLLS: u32 = 1000;
 
-/// The stall warning and fault timeout of the waits that have no
-/// communicator's policy at hand (room in a shared-memory ring, a verbs
-/// send queue or staging): the process's `coll_rdma_stall_warning` and
+/// The policy of the waits that have no communicator's policy at hand
+/// (room in a shared-memory ring, a verbs send queue or staging): the
+/// process's `coll_rdma_spin_polls`, `coll_rdma_stall_warning` and
 /// `coll_rdma_fault_timeout_s`, set once when the parameters are read.
 /// Milliseconds; `u64::MAX` = never.
+static PROCESS_SPIN_POLLS: AtomicU32 = AtomicU32::new(PROCESS_DEFAULT_SPIN_POLLS);
 static PROCESS_STALL_WARNING_MS: AtomicU64 = AtomicU64::new(10_000);
 static PROCESS_FAULT_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_FAULT_TIMEOUT.as_millis() as u64);
 
-/// Sets the limits of the waits that take no [`WaitPolicy`] (see
-/// [`process_limits`]); `None` or `Duration::MAX` means never.
-pub fn set_process_wait_limits(stall_warning: Duration, fault_timeout: Option<Duration>) {
+/// Sets the policy of the waits that take no [`WaitPolicy`] of their own;
+/// a `stall_warning` of `Duration::MAX` never warns.
+pub fn set_process_wait_policy(policy: &WaitPolicy) {
     let millis = |limit: Duration| u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
-    PROCESS_STALL_WARNING_MS.store(millis(stall_warning), Ordering::Relaxed);
-    PROCESS_FAULT_TIMEOUT_MS.store(fault_timeout.map_or(u64::MAX, millis), Ordering::Relaxed);
+    PROCESS_SPIN_POLLS.store(policy.spin_polls, Ordering::Relaxed);
+    PROCESS_STALL_WARNING_MS.store(millis(policy.stall_warning), Ordering::Relaxed);
+    PROCESS_FAULT_TIMEOUT_MS.store(policy.fault_timeout.map_or(u64::MAX, millis), Ordering::Relaxed);
 }
 
-/// The stall warning and the fault timeout (`None`: never give up) of the
-/// waits that take no [`WaitPolicy`].
-pub(crate) fn process_limits() -> (Duration, Option<Duration>) {
+/// The policy of the waits that take no [`WaitPolicy`] of their own.
+pub(crate) fn process_policy() -> WaitPolicy {
     let stall_warning = match PROCESS_STALL_WARNING_MS.load(Ordering::Relaxed) {
         u64::MAX => Duration::MAX,
         millis => Duration::from_millis(millis),
@@ -52,7 +53,7 @@ pub(crate) fn process_limits() -> (Duration, Option<Duration>) {
         u64::MAX => None,
         millis => Some(Duration::from_millis(millis)),
     };
-    (stall_warning, fault_timeout)
+    WaitPolicy { spin_polls: PROCESS_SPIN_POLLS.load(Ordering::Relaxed), stall_warning, fault_timeout }
 }
 
 /// How a rank waits for a flag.
@@ -92,103 +93,15 @@ where
     T: Transport + ?Sized,
     D: Fn() -> String,
 {
-    for _ in 0..policy.spin_polls {
-        let value = transport.local_flag(flag_offset);
-        if value >= target {
-            return Ok(value);
-        }
-        std::hint::spin_loop();
-    }
-    wait_yielding(transport, flag_offset, target, policy, &describe)
-}
-
-#[cold]
-fn wait_yielding<T: Transport + ?Sized>(
-    transport: &T,
-    flag_offset: usize,
-    target: u64,
-    policy: &WaitPolicy,
-    describe: &dyn Fn() -> String,
-) -> Result<u64, TransportError> {
-    let mut watch = StallWatch::new(policy, policy.fault_timeout);
-    let mut polls: u32 = 0;
+    let mut waiter = Waiter::new(policy);
     loop {
-        transport.progress();
+        if !waiter.is_spinning() {
+            transport.progress();
+        }
         let value = transport.local_flag(flag_offset);
         if value >= target {
             return Ok(value);
         }
-        crate::idle::yield_core();
-        polls = polls.wrapping_add(1);
-        if polls % POLLS_BETWEEN_CHECKS == 0 || watch.deadline_passed() {
-            watch.check(transport, &|| format!("{} (word at offset {flag_offset} is {value}, needs {target})", describe()))?;
-        }
+        waiter.pause(transport, || format!("{} (word at offset {flag_offset} is {value}, needs {target})", describe()))?;
     }
 }
-
-/// What every yielding wait does now and then: looks at the transport's
-/// health, warns at the policy's intervals, notes itself where a hang
-/// report can find it, and gives up at its limit.
-pub(crate) struct StallWatch {
-    started: Instant,
-    next_warning: Duration,
-    give_up_after: Option<Duration>,
-    noted: Option<stalls::Note>,
-}
-
-impl StallWatch {
-    pub(crate) fn new(policy: &WaitPolicy, give_up_after: Option<Duration>) -> Self {
-        StallWatch { started: Instant::now(), next_warning: policy.stall_warning, give_up_after, noted: None }
-    }
-
-    /// Whether the wait is due to be noted, warned about or given up: one
-    /// clock read, cheap beside the yield every caller just made.
-    pub(crate) fn deadline_passed(&self) -> bool {
-        let waited = self.started.elapsed();
-        waited >= self.next_warning
-            || self.give_up_after.is_some_and(|limit| waited >= limit)
-            || (self.noted.is_none() && waited >= stalls::NOTE_AFTER)
-    }
-
-    #[cold]
-    pub(crate) fn check<T: Transport + ?Sized>(&mut self, transport: &T, describe: &dyn Fn() -> String) -> Result<(), TransportError> {
-        let who = || format!("rank {} of {}", transport.rank(), transport.size());
-        if let Err(failure) = transport.health() {
-            return Err(TransportError::Failed(format!("{} stopped waiting for {}: {}", who(), describe(), reason(&failure))));
-        }
-        let waited = self.started.elapsed();
-        if self.noted.is_none() && waited >= stalls::NOTE_AFTER {
-            self.noted = Some(stalls::Note::new(format!("{} waits for {}", who(), describe())));
-        }
-        if let Some(limit) = self.give_up_after
-            && waited >= limit
-        {
-            return Err(TransportError::Failed(format!(
-                "{} gave up after {:.1} s without progress waiting for {}; the job looks hung \
-                 (a peer may have died or be stuck outside MPI; see coll_rdma_fault_timeout_s)",
-                who(),
-                waited.as_secs_f64(),
-                describe()
-            )));
-        }
-        if waited >= self.next_warning {
-            tracing::warn!(
-                "{} has waited {:.1} s for {}; a peer may have died or be stuck outside MPI",
-                who(),
-                waited.as_secs_f64(),
-                describe()
-            );
-            self.next_warning = self.next_warning.saturating_mul(2);
-        }
-        Ok(())
-    }
-}
-
-/// The failure's own words, without a second "transport failure:" prefix.
-fn reason(failure: &TransportError) -> String {
-    match failure {
-        TransportError::Failed(why) => why.clone(),
-        other => other.to_string(),
-    }
-}
-

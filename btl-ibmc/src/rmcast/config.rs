@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::wait::WaitPolicy;
+use crate::wait::{WaitPolicy, Waiter};
 
 #[derive(Clone, Copy, Debug)]
 pub struct RmcastConfig {
@@ -100,6 +100,12 @@ impl RmcastConfig {
     /// Co-roots actually used among `size` ranks.
     pub(crate) fn co_roots_for(&self, size: usize) -> usize {
         self.co_roots.min(size.saturating_sub(1))
+    }
+
+    /// How every wait of the multicast waits: the policy, and whichever
+    /// comes first of the fault timeout and the tighter limit a test sets.
+    pub(crate) fn waiter(&self) -> Waiter {
+        Waiter::new(&self.wait).giving_up_by(self.give_up_after)
     }
 }
 

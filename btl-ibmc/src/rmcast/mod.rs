@@ -26,7 +26,7 @@
 //! In both, the root sends piece s only when every receiver has room for
 //! it (s < least ACK + W, the proofs are in `datagram::sender` and
 //! `shared`), and when its window is full it keeps serving every stream
-//! while it waits (`Patience` warns if that lasts). Because the root
+//! while it waits (its wait warns if that lasts). Because the root
 //! returns before ACKs come in, [`ReliableMulticast::progress`] must also
 //! be called from outside any multicast call (Open MPI's progress engine):
 //! it takes in arrivals and does whatever ACK, NACK, forward or
@@ -39,7 +39,6 @@ mod ack;
 mod config;
 mod datagram;
 mod groups;
-mod patience;
 mod region;
 mod shared;
 mod stats;
@@ -54,7 +53,6 @@ pub use stats::RmcastStats;
 
 use crate::transport::{MulticastKind, Transport, TransportError};
 use datagram::DatagramFlavour;
-use patience::Patience;
 use region::LINE;
 use shared::SharedFlavour;
 
@@ -183,14 +181,14 @@ impl ReliableMulticast {
             Flavour::Shared(flavour) => flavour.flush_acks(transport, stats)?,
             Flavour::Undecided => unreachable!(),
         }
-        let mut patience = Patience::new(&self.config);
+        let mut waiter = self.config.waiter();
         loop {
             self.progress(transport)?;
             if self.is_idle() {
                 return Ok(());
             }
             let sent = self.sent();
-            patience.pause(transport, || format!("every receiver to acknowledge (this rank sent {sent} pieces as a root)"))?;
+            waiter.pause(transport, || format!("every receiver to acknowledge (this rank sent {sent} pieces as a root)"))?;
         }
     }
 

@@ -20,7 +20,6 @@ use std::time::Instant;
 
 use super::ack::LazyAck;
 use super::config::RmcastConfig;
-use super::patience::Patience;
 use super::{pieces, pieces_mut};
 use super::region::SharedRegion;
 use super::stats::RmcastStats;
@@ -98,13 +97,13 @@ impl SharedFlavour {
     fn wait_for_credit<T: Transport + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
         stats.window_full_stalls += 1;
         tracing::debug!("rank {}: shared-window ring full at piece {}", self.me, self.next_seq);
-        let mut patience = Patience::new(&self.config);
+        let mut waiter = self.config.waiter();
         loop {
             self.progress(transport, stats)?;
             if self.has_credit() {
                 return Ok(());
             }
-            patience.pause(transport, || self.describe_full_ring(transport))?;
+            waiter.pause(transport, || self.describe_full_ring(transport))?;
         }
     }
 
@@ -173,14 +172,14 @@ impl SharedFlavour {
             }
             std::hint::spin_loop();
         }
-        let mut patience = Patience::new(&self.config);
+        let mut waiter = self.config.waiter();
         loop {
             let announced = transport.peer_flag(root, self.region.flag(seq))?;
             if announced > seq {
                 return Ok(announced);
             }
             self.progress(transport, stats)?;
-            patience.pause(transport, || format!("piece {seq} in the shared window of root {root} (its flag reads {announced})"))?;
+            waiter.pause(transport, || format!("piece {seq} in the shared window of root {root} (its flag reads {announced})"))?;
         }
     }
 

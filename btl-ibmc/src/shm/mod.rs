@@ -29,8 +29,8 @@ pub use groups::NodeGroups;
 pub use ring::SLOT_PAYLOAD as RELIABLE_MAX;
 pub use segment::{OsCall, SegmentError, ShmSegment};
 
-use crate::backoff::Backoff;
 use crate::transport::{MulticastKind, Transport, TransportError};
+use crate::wait::{NoTransport, Waiter};
 use crate::window::Window;
 use crate::words::words_for;
 use layout::SegmentLayout;
@@ -137,11 +137,11 @@ impl ShmTransport {
         }
         let _sole_producer = lock(&self.producers[peer]);
         let ring = self.ring(self.rank, peer);
-        let mut backoff = Backoff::new();
+        let mut waiter = Waiter::for_process();
         while !ring.try_push(message) {
             self.park_arrivals();
             meanwhile();
-            backoff.snooze(|| format!("room in the shared-memory ring from rank {} to rank {peer}", self.rank))?;
+            waiter.pause(&NoTransport, || format!("room in the shared-memory ring from rank {} to rank {peer}", self.rank))?;
         }
         Ok(())
     }

@@ -12,8 +12,8 @@ use super::links::{Failure, Links};
 use super::reliable_frame;
 use super::staging::{Reservation, SendAccount, StagingRing};
 use super::work_request::{Gather, RemoteTarget, Segment, SendChain, SendRequest};
-use crate::backoff::Backoff;
 use crate::transport::TransportError;
+use crate::wait::{NoTransport, Waiter};
 
 /// Work-request ids carry the peer above this bit and the sequence below.
 const PEER_SHIFT: u32 = 40;
@@ -170,12 +170,12 @@ impl SendPath {
 
     /// Waits until every request posted so far has completed (or failed).
     pub(crate) fn quiesce(&mut self, links: &Links, failure: &Failure, on_wait: &dyn Fn()) -> Result<(), TransportError> {
-        let mut backoff = Backoff::new();
+        let mut waiter = Waiter::for_process();
         while self.accounts.iter().any(|account| account.outstanding() > 0) {
             self.cover_unsignalled_tails(links, failure);
             self.poll(links, failure)?;
             on_wait();
-            backoff.snooze(|| "the completion of every write in flight".into())?;
+            waiter.pause(&NoTransport, || "the completion of every write in flight".into())?;
         }
         failure.check()
     }
@@ -236,7 +236,7 @@ impl SendPath {
     /// A staging region of `len` bytes, waiting for completions if the
     /// ring is full.
     fn reserve(&mut self, links: &Links, failure: &Failure, len: usize, on_wait: &dyn Fn()) -> Result<Reservation, TransportError> {
-        let mut backoff = Backoff::new();
+        let mut waiter = Waiter::for_process();
         loop {
             if let Some(reservation) = self.staging.reserve(len) {
                 return Ok(reservation);
@@ -252,20 +252,20 @@ impl SendPath {
             self.poll(links, failure)?;
             on_wait();
             let in_use = self.staging.in_use();
-            backoff.snooze(|| format!("{len} bytes of verbs staging ({in_use} of {} in flight)", self.staging.capacity()))?;
+            waiter.pause(&NoTransport, || format!("{len} bytes of verbs staging ({in_use} of {} in flight)", self.staging.capacity()))?;
         }
     }
 
     /// Waits until `count` more requests fit in `peer`'s send queue.
     fn wait_for_room(&mut self, links: &Links, failure: &Failure, peer: usize, count: u64, on_wait: &dyn Fn()) -> Result<(), TransportError> {
-        let mut backoff = Backoff::new();
+        let mut waiter = Waiter::for_process();
         while !self.accounts[peer].has_room_for(count) {
             if !self.accounts[peer].awaits_signal() && self.accounts[peer].has_room_for(1) {
                 self.post_now(links, failure, peer, &[self.sink_request(links, peer)])?;
             }
             self.poll(links, failure)?;
             on_wait();
-            backoff.snooze(|| format!("room in the send queue to rank {peer}"))?;
+            waiter.pause(&NoTransport, || format!("room in the send queue to rank {peer}"))?;
         }
         Ok(())
     }

@@ -10,8 +10,8 @@
 //! completion covering that request has been polled.
 
 use std::collections::VecDeque;
-use crate::backoff::Backoff;
 use crate::transport::TransportError;
+use crate::wait::{NoTransport, Waiter};
 
 /// Smallest staging ring accepted.
 pub(crate) const MIN_STAGING_BYTES: usize = 64 * 1024;
@@ -108,7 +108,7 @@ pub(crate) fn widen_sequence(low: u64, bits: u32, posted: u64) -> u64 {
 /// late the adapter gives buffers back, the request is sent: dropping the
 /// sender's own data would only make receivers ask for it again. Only a
 /// failure `poll` reports, or the process's fault timeout, ends the wait;
-/// `Backoff` warns about one that looks like a hang first. Returns whether
+/// the wait warns about one that looks like a hang first. Returns whether
 /// it had to wait at all.
 pub(crate) fn wait_for_send_room(
     account: &mut SendAccount,
@@ -117,14 +117,14 @@ pub(crate) fn wait_for_send_room(
     if account.has_room_for(1) {
         return Ok(false);
     }
-    let mut backoff = Backoff::new();
+    let mut waiter = Waiter::for_process();
     loop {
         poll(account)?;
         if account.has_room_for(1) {
             return Ok(true);
         }
         let outstanding = account.outstanding();
-        backoff.snooze(|| format!("a multicast send buffer to come back ({outstanding} datagrams in flight)"))?;
+        waiter.pause(&NoTransport, || format!("a multicast send buffer to come back ({outstanding} datagrams in flight)"))?;
     }
 }
 

@@ -807,7 +807,11 @@ pub fn load() -> &'static Settings {
         let settings = validate(raw);
         // The waits for room in a ring or a send queue have no
         // communicator's policy at hand; they take these.
-        btl_ibmc::set_process_wait_limits(settings.stall_warning, settings.fault_timeout);
+        btl_ibmc::set_process_wait_policy(&btl_ibmc::WaitPolicy {
+            spin_polls: settings.spin_polls.unwrap_or(btl_ibmc::PROCESS_DEFAULT_SPIN_POLLS),
+            stall_warning: settings.stall_warning,
+            fault_timeout: settings.fault_timeout,
+        });
         settings
     })
 }

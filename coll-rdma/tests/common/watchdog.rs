@@ -1,24 +1,19 @@
-//! Turning a hang of many rank threads into a report of who waits for
-//! what. Each rank notes, cheaply, which call of its script it is in
-//! ([`Progress::enter`]); the waits' own stall warnings (the `describe`
-//! text of `WaitPolicy::stall_warning` and the multicast's patience) are
-//! captured per thread by a small tracing subscriber. When a run misses its
-//! deadline, [`Progress::report`] lists every rank still running, the call
-//! it is in and the last thing its waits said they were waiting for.
+//! What a scripted run of many rank threads adds to btl-ibmc's hang
+//! report: each rank notes, cheaply, which call of its script it is in
+//! ([`Progress::enter`]), and when a run misses its deadline
+//! [`Progress::report`] lists every rank still running, grouped by the call
+//! it is in, with what its waits say they wait for (btl-ibmc's registry of
+//! stalled waits, [`btl_ibmc::stalled_waits`], which
+//! `btl_ibmc::fabric::run_ranks_watched` prints too). Unlike that runner,
+//! the report is returned rather than raised, so that a test can look at
+//! it and then release a rank it held back.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
-
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Level, Metadata, Subscriber};
 
 /// `Progress::position` of a rank that has returned.
 const FINISHED: usize = usize::MAX;
-/// Stall warnings kept per rank: the latest say what it waits for now.
-const KEPT_PER_RANK: usize = 2;
 
 /// Where every rank of one run is in its script.
 pub struct Progress {
@@ -27,7 +22,6 @@ pub struct Progress {
 
 impl Progress {
     pub fn new(size: usize) -> Self {
-        capture_stall_warnings();
         Progress { positions: (0..size).map(|_| AtomicUsize::new(0)).collect() }
     }
 
@@ -41,8 +35,9 @@ impl Progress {
     }
 
     /// Every rank still running: the call it is in (as `describe_call`
-    /// puts it) and its latest stall warnings, grouped so that a thousand
-    /// ranks stuck in the same call read as one line plus the details.
+    /// puts it) and its waits that have lasted over a second, grouped so
+    /// that a thousand ranks stuck in the same call read as one line plus
+    /// the details.
     pub fn report(&self, describe_call: impl Fn(usize) -> String) -> String {
         let running: Vec<(usize, usize)> = self
             .positions
@@ -61,25 +56,25 @@ impl Progress {
         for (call, ranks) in &calls {
             let _ = writeln!(text, "  in call {call} ({}): {} rank(s) {}", describe_call(*call), ranks.len(), rank_list(ranks));
         }
-        let warnings = lock(stall_log());
-        let _ = writeln!(text, "what their waits last said:");
+        // Each wait describes itself starting "rank R of N".
+        let size = self.positions.len();
+        let waits = btl_ibmc::stalled_waits();
+        let _ = writeln!(text, "what their waits say they wait for:");
         for &(rank, _) in &running {
-            match warnings.get(&thread_name(rank)) {
-                Some(said) => {
-                    for line in said {
-                        let _ = writeln!(text, "  rank {rank}: {line}");
-                    }
-                }
-                None => {
-                    let _ = writeln!(text, "  rank {rank}: (no stall warning yet: running, or in a wait that does not warn)");
-                }
+            let own = format!("rank {rank} of {size} ");
+            let mut said = waits.iter().filter(|wait| wait.starts_with(&own)).peekable();
+            if said.peek().is_none() {
+                let _ = writeln!(text, "  rank {rank}: (no wait has lasted a second: running, or between waits)");
+            }
+            for wait in said {
+                let _ = writeln!(text, "  rank {rank}: {wait}");
             }
         }
         text
     }
 }
 
-/// The name rank threads must carry for their warnings to be attributed.
+/// The name rank threads carry, so that a panic names its rank.
 pub fn thread_name(rank: usize) -> String {
     format!("rank {rank}")
 }
@@ -100,71 +95,3 @@ fn rank_list(ranks: &[usize]) -> String {
     }
     parts.join(", ")
 }
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn stall_log() -> &'static Mutex<HashMap<String, Vec<String>>> {
-    static LOG: OnceLock<Mutex<HashMap<String, Vec<String>>>> = OnceLock::new();
-    LOG.get_or_init(Default::default)
-}
-
-/// Installs the capturing subscriber once per test binary. Warnings from
-/// threads without a rank name go to stderr as usual.
-fn capture_stall_warnings() {
-    static INSTALLED: OnceLock<()> = OnceLock::new();
-    INSTALLED.get_or_init(|| {
-        let _ = tracing::subscriber::set_global_default(StallCapture);
-    });
-}
-
-struct StallCapture;
-
-struct MessageText(String);
-
-impl Visit for MessageText {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            let _ = write!(self.0, "{value:?}");
-        } else {
-            let _ = write!(self.0, " {}={value:?}", field.name());
-        }
-    }
-}
-
-impl Subscriber for StallCapture {
-    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        *metadata.level() <= Level::WARN
-    }
-
-    fn new_span(&self, _: &Attributes<'_>) -> Id {
-        Id::from_u64(1)
-    }
-
-    fn record(&self, _: &Id, _: &Record<'_>) {}
-
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-
-    fn event(&self, event: &Event<'_>) {
-        let mut text = MessageText(String::new());
-        event.record(&mut text);
-        let current = std::thread::current();
-        match current.name() {
-            Some(name) if name.starts_with("rank ") => {
-                let mut log = lock(stall_log());
-                let said = log.entry(name.to_owned()).or_default();
-                if said.len() == KEPT_PER_RANK {
-                    said.remove(0);
-                }
-                said.push(text.0);
-            }
-            _ => eprintln!("{}: {}", event.metadata().level(), text.0),
-        }
-    }
-
-    fn enter(&self, _: &Id) {}
-
-    fn exit(&self, _: &Id) {}
-}
-

@@ -15,7 +15,6 @@ use receiver::Receiver;
 use sender::Sender;
 
 use super::config::RmcastConfig;
-use super::patience::Patience;
 use super::region::DatagramRegion;
 use super::stats::RmcastStats;
 use super::wire::{Frame, PIECE_HEADER_BYTES, decode};
@@ -105,14 +104,14 @@ impl DatagramFlavour {
         stats.window_full_stalls += 1;
         let me = self.me;
         tracing::debug!("rank {me}: window full, waiting for {}", self.sender().describe_full_window());
-        let mut patience = Patience::new(&self.config);
+        let mut waiter = self.config.waiter();
         loop {
             self.progress(transport, stats)?;
             let sender = self.sender();
             if sender.has_credit() {
                 return Ok(());
             }
-            patience.pause(transport, || sender.describe_full_window())?;
+            waiter.pause(transport, || sender.describe_full_window())?;
         }
     }
 
@@ -152,7 +151,7 @@ impl DatagramFlavour {
 
     #[cold]
     fn wait_for_piece<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, stats: &mut RmcastStats) -> Result<(), TransportError> {
-        let mut patience = Patience::new(&self.config);
+        let mut waiter = self.config.waiter();
         loop {
             self.progress(transport, stats)?;
             let receiver = self.receiver(root);
@@ -160,7 +159,7 @@ impl DatagramFlavour {
                 return Ok(());
             }
             let (seq, contiguous) = (receiver.delivered(), receiver.contiguous());
-            patience.pause(transport, || format!("piece {seq} from root {root} (pieces below {contiguous} have arrived)"))?;
+            waiter.pause(transport, || format!("piece {seq} from root {root} (pieces below {contiguous} have arrived)"))?;
         }
     }
 
