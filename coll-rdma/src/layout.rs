@@ -2,10 +2,10 @@
 //! rank computes the same layout from the same inputs, so offsets never
 //! need to be exchanged.
 
-use crate::allreduce::{Allreduce, AllreduceConfig};
-use crate::barrier::DisseminationBarrier;
-use crate::bcast::{Bcast, BcastConfig};
-use crate::reduce::Reduce;
+use crate::collectives::allreduce::{Allreduce, AllreduceConfig};
+use crate::collectives::barrier::DisseminationBarrier;
+use crate::collectives::bcast::{Bcast, BcastConfig};
+use crate::collectives::reduce::Reduce;
 
 /// Regions are page-aligned so that later regions can be registered or
 /// mapped on their own.

@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::{TransportError, WaitPolicy};
-use mca_coll_rdma::allreduce::{Allreduce, AllreduceConfig};
+use mca_coll_rdma::collectives::allreduce::{Allreduce, AllreduceConfig};
 use mca_coll_rdma::layout::WindowLayout;
-use mca_coll_rdma::reduce::Reduce;
+use mca_coll_rdma::collectives::reduce::Reduce;
 use mca_coll_rdma::reduction::Reduction;
 
 /// A scenario that has not finished by then is taken for a deadlock.

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint, run_ranks_watched};
 use btl_ibmc::{Transport, WaitPolicy};
-use mca_coll_rdma::allreduce::{Allreduce, AllreduceConfig};
-use mca_coll_rdma::barrier::DisseminationBarrier;
-use mca_coll_rdma::bcast::{Bcast, BcastConfig};
+use mca_coll_rdma::collectives::allreduce::{Allreduce, AllreduceConfig};
+use mca_coll_rdma::collectives::barrier::DisseminationBarrier;
+use mca_coll_rdma::collectives::bcast::{Bcast, BcastConfig};
 use mca_coll_rdma::layout::WindowLayout;
 use common::WordSum;
 

@@ -20,11 +20,11 @@ use btl_ibmc::fabric::{Fabric, FabricConfig, FabricWithNodeRings, run_ranks_watc
 use btl_ibmc::shm::NodeGroups;
 use btl_ibmc::{RmcastConfig, RmcastStats, WaitPolicy};
 use common::XorShift;
-use mca_coll_rdma::allreduce::{Allreduce, AllreduceConfig};
-use mca_coll_rdma::barrier::DisseminationBarrier;
-use mca_coll_rdma::bcast::{Bcast, BcastConfig};
+use mca_coll_rdma::collectives::allreduce::{Allreduce, AllreduceConfig};
+use mca_coll_rdma::collectives::barrier::DisseminationBarrier;
+use mca_coll_rdma::collectives::bcast::{Bcast, BcastConfig};
 use mca_coll_rdma::layout::WindowLayout;
-use mca_coll_rdma::reduce::Reduce;
+use mca_coll_rdma::collectives::reduce::Reduce;
 use common::{WordSum, word};
 use mca_coll_rdma::side_progress::WithBcastProgress;
 

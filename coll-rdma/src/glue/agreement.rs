@@ -10,8 +10,8 @@ use std::fmt::Write as _;
 
 use btl_ibmc::{Exchange, TransportError};
 
-use crate::allreduce::AllreduceConfig;
-use crate::bcast::BcastConfig;
+use crate::collectives::allreduce::AllreduceConfig;
+use crate::collectives::bcast::BcastConfig;
 
 use super::params::{Settings, TransportChoice};
 

@@ -14,11 +14,11 @@ use super::link::{self, LinkRequest};
 use super::agreement::{agree_on_protocol, ProtocolInputs, ProtocolSettings};
 use super::params::{BcastSettings, ReductionSettings, Settings, TestFaults, TransportChoice, VerbsSettings};
 use super::saved::SavedCollectives;
-use crate::allreduce::{Allreduce, AllreduceConfig};
-use crate::barrier::DisseminationBarrier;
-use crate::bcast::{Bcast, BcastConfig};
+use crate::collectives::allreduce::{Allreduce, AllreduceConfig};
+use crate::collectives::barrier::DisseminationBarrier;
+use crate::collectives::bcast::{Bcast, BcastConfig};
+use crate::collectives::reduce::Reduce;
 use crate::layout::WindowLayout;
-use crate::reduce::Reduce;
 
 /// What a collective entry point does once it has let go of the state.
 pub(super) enum Step {

@@ -101,10 +101,10 @@ pub fn new_module() -> *mut sys::mca_coll_base_module_t {
     // SAFETY: freshly constructed, not yet shared.
     unsafe {
         (*module).base.coll_module_enable = Some(enable);
-        (*module).base.coll_barrier = Some(super::barrier::barrier);
-        (*module).base.coll_allreduce = Some(super::allreduce::allreduce);
-        (*module).base.coll_reduce = Some(super::reduce::reduce);
-        (*module).base.coll_bcast = Some(super::bcast::bcast);
+        (*module).base.coll_barrier = Some(super::mpi_barrier::barrier);
+        (*module).base.coll_allreduce = Some(super::mpi_allreduce::allreduce);
+        (*module).base.coll_reduce = Some(super::mpi_reduce::reduce);
+        (*module).base.coll_bcast = Some(super::mpi_bcast::bcast);
     }
     module as *mut sys::mca_coll_base_module_t
 }

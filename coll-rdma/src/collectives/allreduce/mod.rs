@@ -6,15 +6,15 @@
 //!
 //! * up to `exchange_max_bytes`, the exchange (see `exchange`): every rank
 //!   puts its contribution to all others and folds all P locally;
-//! * otherwise the degree-k tree rooted at rank 0 (see `tree`): partials
-//!   flow up, each child writing its own slot ring in its parent's window,
-//!   the parent folding them in rank order; the root's result flows back
-//!   down the same tree by puts. Every rank ends with the bytes the root
+//! * otherwise the degree-k tree rooted at rank 0 (see `patterns::tree`):
+//!   partials flow up, each child writing its own slot ring in its parent's
+//!   window, the parent folding them in rank order; the root's result flows
+//!   back down the same tree by puts. Every rank ends with the bytes the root
 //!   computed, so all ranks agree bit for bit even for floating point.
 //!
 //! Messages are cut into segments of at most `segment_bytes` that stream
-//! through two-slot rings (see `slots`), so window space is bounded by
-//! the configuration whatever the message length. A rank works on the
+//! through two-slot rings (see `patterns::slots`), so window space is
+//! bounded by the configuration whatever the message length. A rank works on the
 //! upward phase of segment i and the downward phase of segment i-1 in
 //! turn, so partials and results are in flight together.
 //!
@@ -56,22 +56,18 @@
 
 mod config;
 mod exchange;
-pub(crate) mod region;
-pub(crate) mod segments;
-pub(crate) mod slots;
-pub(crate) mod tree;
-pub(crate) mod upward;
 
 use btl_ibmc::{Transport, TransportError};
 
 pub use config::{AllreduceConfig, EXCHANGE_LIMIT_BYTES, RANGE_TOP_BYTES};
 use exchange::ExchangeSlots;
-use region::{RegionCursor, LINE};
-use segments::{check_message, Segments};
-use slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
-use tree::TreeLinks;
-use upward::{Upward, UpwardRegion};
 
+use crate::patterns::region::{RegionCursor, LINE};
+use crate::patterns::scratch;
+use crate::patterns::segments::{check_message, Segments};
+use crate::patterns::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
+use crate::patterns::tree::TreeLinks;
+use crate::patterns::upward::{Upward, UpwardRegion};
 use crate::reduction::Reduction;
 
 /// Segments by which the downward phase trails the upward one: one lets a
@@ -275,12 +271,4 @@ impl Allreduce {
         }
         Ok(())
     }
-}
-
-/// `buffer` grown to at least `len` bytes, as a slice of exactly `len`.
-pub(crate) fn scratch(buffer: &mut Vec<u8>, len: usize) -> &mut [u8] {
-    if buffer.len() < len {
-        buffer.resize(len, 0);
-    }
-    &mut buffer[..len]
 }

@@ -15,7 +15,7 @@
 //! * Partial rings (child c writes into parent p). Unlike the allreduce,
 //!   c returns as soon as its partial is put, and nothing in c's next call
 //!   depends on p, so a leaf could run several reduces ahead. These
-//!   streams therefore use acknowledged reuse (see `allreduce::slots`): p
+//!   streams therefore use acknowledged reuse (see `patterns::slots`): p
 //!   returns a credit for every segment right after reading it, and before
 //!   writing segment s into its slot c waits for the credit of s - 2, the
 //!   slot's previous occupant, whichever call it belonged to. p reads a
@@ -35,14 +35,13 @@
 
 use btl_ibmc::{Transport, TransportError};
 
-use crate::allreduce::region::RegionCursor;
-use crate::allreduce::region::LINE;
-use crate::allreduce::scratch;
-use crate::allreduce::segments::{check_message, Segments};
-use crate::allreduce::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
-use crate::allreduce::tree::TreeLinks;
-use crate::allreduce::upward::{Upward, UpwardRegion};
-use crate::allreduce::AllreduceConfig;
+use crate::collectives::allreduce::AllreduceConfig;
+use crate::patterns::region::{RegionCursor, LINE};
+use crate::patterns::scratch;
+use crate::patterns::segments::{check_message, Segments};
+use crate::patterns::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
+use crate::patterns::tree::TreeLinks;
+use crate::patterns::upward::{Upward, UpwardRegion};
 use crate::reduction::Reduction;
 
 /// The reduce region, identical on every rank.
