@@ -35,13 +35,13 @@
 
 use btl_ibmc::{Transport, TransportError};
 
-use crate::collectives::allreduce::AllreduceConfig;
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::scratch;
 use crate::patterns::segments::{check_message, Segments};
 use crate::patterns::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
 use crate::patterns::tree::TreeLinks;
 use crate::patterns::upward::{Upward, UpwardRegion};
+use crate::patterns::TreeStreamConfig;
 use crate::reduction::Reduction;
 
 /// The reduce region, identical on every rank.
@@ -54,7 +54,7 @@ struct ReduceRegion {
 }
 
 impl ReduceRegion {
-    fn new(start: usize, size: usize, config: &AllreduceConfig) -> Self {
+    fn new(start: usize, size: usize, config: &TreeStreamConfig) -> Self {
         let shape = SlotShape::holding(config.segment_bytes);
         let mut cursor = RegionCursor::starting_at(start);
         let child_rings = cursor.take(TreeLinks::positions(size, config.degree) * shape.ring_bytes());
@@ -87,7 +87,7 @@ impl ReduceRegion {
 pub struct Reduce {
     rank: usize,
     size: usize,
-    config: AllreduceConfig,
+    config: TreeStreamConfig,
     upward: Upward,
     /// Indexed by root; used on rank 0 only.
     relays_out: Vec<Stream>,
@@ -100,14 +100,13 @@ pub struct Reduce {
 
 impl Reduce {
     /// Bytes of window the reduce needs on every rank.
-    pub fn region_len(size: usize, config: &AllreduceConfig) -> usize {
+    pub fn region_len(size: usize, config: &TreeStreamConfig) -> usize {
         ReduceRegion::new(0, size, config).end
     }
 
     /// The schedule of `rank` among `size` ranks; its region starts at
     /// `region_offset` (64-byte aligned) of every rank's window.
-    /// `exchange_max_bytes` is not used.
-    pub fn new(rank: usize, size: usize, region_offset: usize, config: AllreduceConfig) -> Self {
+    pub fn new(rank: usize, size: usize, region_offset: usize, config: TreeStreamConfig) -> Self {
         if let Err(why) = config.validate() {
             panic!("invalid reduce configuration: {why}");
         }
@@ -129,7 +128,7 @@ impl Reduce {
         }
     }
 
-    pub fn config(&self) -> &AllreduceConfig {
+    pub fn config(&self) -> &TreeStreamConfig {
         &self.config
     }
 

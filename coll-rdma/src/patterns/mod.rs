@@ -8,7 +8,10 @@ pub(crate) mod region;
 pub(crate) mod segments;
 pub(crate) mod slots;
 pub(crate) mod tree;
+mod tree_stream;
 pub(crate) mod upward;
+
+pub use tree_stream::TreeStreamConfig;
 
 /// `buffer` grown to at least `len` bytes, as a slice of exactly `len`.
 pub(crate) fn scratch(buffer: &mut Vec<u8>, len: usize) -> &mut [u8] {

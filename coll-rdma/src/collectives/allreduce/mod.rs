@@ -85,8 +85,8 @@ struct AllreduceRegion {
 
 impl AllreduceRegion {
     fn new(start: usize, size: usize, config: &AllreduceConfig) -> Self {
-        let shape = SlotShape::holding(config.segment_bytes);
-        let positions = TreeLinks::positions(size, config.degree);
+        let shape = SlotShape::holding(config.tree.segment_bytes);
+        let positions = TreeLinks::positions(size, config.tree.degree);
         let mut cursor = RegionCursor::starting_at(start);
         let child_rings = cursor.take(positions * shape.ring_bytes());
         let result_ring = cursor.take(shape.ring_bytes());
@@ -137,7 +137,7 @@ impl Allreduce {
         }
         assert_eq!(region_offset % LINE, 0, "the allreduce region must start on a cache line");
         let region = AllreduceRegion::new(region_offset, size, &config);
-        let links = TreeLinks::new(rank, size, config.degree);
+        let links = TreeLinks::new(rank, size, config.tree.degree);
         let shape = region.upward.shape;
         let result_from_parent = links.parent.map(|parent| Stream {
             what: "allreduce result",
@@ -212,10 +212,10 @@ impl Allreduce {
                 send,
                 recv,
                 incoming,
-                &self.config.policy,
+                &self.config.tree.policy,
             );
         }
-        let segments = Segments::new(send.len(), op.element_size(), self.config.segment_bytes)?;
+        let segments = Segments::new(send.len(), op.element_size(), self.config.tree.segment_bytes)?;
         self.epoch += 1;
         self.tree(transport, op, &segments, send, recv)
     }
@@ -230,7 +230,7 @@ impl Allreduce {
     ) -> Result<(), TransportError> {
         let base = self.last_seq;
         let count = segments.count();
-        let policy = self.config.policy;
+        let policy = self.config.tree.policy;
         scratch(&mut self.incoming, segments.full_len());
         for step in 0..count + DOWN_LAG {
             if step < count {
@@ -258,7 +258,7 @@ impl Allreduce {
         turn: Turn,
         result: &mut [u8],
     ) -> Result<(), TransportError> {
-        let policy = &self.config.policy;
+        let policy = &self.config.tree.policy;
         if let Some(parent) = &self.result_from_parent {
             parent.receive(transport, turn.seq, result, policy)?;
             if turn.must_acknowledge() {
