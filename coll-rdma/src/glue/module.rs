@@ -123,8 +123,8 @@ unsafe extern "C" fn enable(module: *mut sys::mca_coll_base_module_t, comm: *mut
         // SAFETY: as above.
         let Some(saved) = (unsafe { SavedCollectives::take_from(comm) }) else {
             tracing::info!(
-                "comm {cid}: not enabled: no lower-priority barrier, allgather, allreduce and reduce to fall back on \
-                 (keep e.g. tuned or basic in --mca coll)"
+                "comm {cid}: not enabled: no lower-priority barrier, allgather, allreduce, reduce or bcast to fall back on \
+                 (each is needed; keep e.g. tuned or basic in --mca coll)"
             );
             return sys::OMPI_ERROR as c_int;
         };
