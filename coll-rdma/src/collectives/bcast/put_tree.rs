@@ -34,10 +34,10 @@
 //!
 //! A root that cannot provide its message (its MPI_Pack failed) must still
 //! release the ranks already waiting for it. It marks its first segment
-//! abandoned in the slot's flag word (see `slots::Arrival`); each rank that
-//! finds the mark forwards it to its children and fails its call. The
-//! check costs a receiver one comparison of the flag value its wait has
-//! already read.
+//! abandoned in the slot's flag word (see `patterns::slots::Arrival`); each
+//! rank that finds the mark forwards it to its children and fails its
+//! call. The check costs a receiver one comparison of the flag value its
+//! wait has already read.
 
 use btl_ibmc::{Transport, TransportError, WaitPolicy};
 
