@@ -1,6 +1,12 @@
-//! btl-ibmc: the transports under coll rdma and the substrate that later
-//! carries reliable multicast. Collectives see only [`Transport`].
+//! btl-ibmc, coll rdma's transport crate. The name is the design's: a byte
+//! transfer layer ("btl", Open MPI's term) for InfiniBand with multicast;
+//! it is a library linked into the component, not an Open MPI btl
+//! component. It holds the transports (shared memory, verbs, and the hybrid
+//! of both), the reliable multicast substrate (`rmcast`) and waiting.
+//! Collectives see only [`Transport`]. The in-process test `fabric` is
+//! built only for tests (`cfg(test)`, or the cargo feature `fabric`).
 
+#[cfg(any(test, feature = "fabric"))]
 pub mod fabric;
 #[cfg(feature = "verbs")]
 pub mod hybrid;
@@ -25,6 +31,7 @@ mod words;
 mod test_support;
 
 pub use padded::put_word_padded;
+#[cfg(any(test, feature = "fabric"))]
 pub use fabric::{Fabric, FabricConfig, FabricEndpoint};
 pub use selected::SelectedTransport;
 pub use rmcast::{ReliableMulticast, RmcastConfig, RmcastStats};

@@ -2,10 +2,11 @@
 //! rank computes the same layout from the same inputs, so offsets never
 //! need to be exchanged.
 
-use crate::allreduce::{Allreduce, AllreduceConfig};
-use crate::barrier::DisseminationBarrier;
-use crate::bcast::{Bcast, BcastConfig};
-use crate::reduce::Reduce;
+use crate::collectives::allreduce::{Allreduce, AllreduceConfig};
+use crate::collectives::barrier::DisseminationBarrier;
+use crate::collectives::bcast::{Bcast, BcastConfig};
+use crate::collectives::reduce::Reduce;
+use crate::patterns::TreeStreamConfig;
 
 /// Regions are page-aligned so that later regions can be registered or
 /// mapped on their own.
@@ -23,7 +24,7 @@ pub struct WindowLayout {
 impl WindowLayout {
     /// The layout for a communicator whose collectives run with these
     /// configurations (only the sizes they imply matter).
-    pub fn new(size: usize, barrier_radix: usize, allreduce: &AllreduceConfig, reduce: &AllreduceConfig, bcast: &BcastConfig) -> Self {
+    pub fn new(size: usize, barrier_radix: usize, allreduce: &AllreduceConfig, reduce: &TreeStreamConfig, bcast: &BcastConfig) -> Self {
         let barrier_offset = 0;
         let allreduce_offset = page_align(barrier_offset + DisseminationBarrier::region_len(size, barrier_radix));
         let reduce_offset = page_align(allreduce_offset + Allreduce::region_len(size, allreduce));
@@ -32,10 +33,10 @@ impl WindowLayout {
         WindowLayout { barrier_offset, allreduce_offset, reduce_offset, bcast_offset, window_len: page_align(end).max(REGION_ALIGN) }
     }
 
-    /// The layout when allreduce and reduce share one configuration and
-    /// bcast uses its default.
+    /// The layout when reduce uses the allreduce's tree and bcast its
+    /// default.
     pub fn with_reductions(size: usize, barrier_radix: usize, reductions: &AllreduceConfig) -> Self {
-        Self::new(size, barrier_radix, reductions, reductions, &BcastConfig::default())
+        Self::new(size, barrier_radix, reductions, &reductions.tree, &BcastConfig::default())
     }
 }
 
@@ -51,14 +52,15 @@ mod tests {
     fn regions_are_page_aligned_ordered_and_inside_the_window() {
         for size in [1, 2, 7, 64, 300] {
             for degree in [1, 3, 8] {
-                let config = AllreduceConfig { degree, ..AllreduceConfig::default() };
+                let tree = TreeStreamConfig { degree, ..TreeStreamConfig::default() };
+                let config = AllreduceConfig { tree, ..AllreduceConfig::default() };
                 let layout = WindowLayout::with_reductions(size, 2, &config);
                 for offset in [layout.allreduce_offset, layout.reduce_offset, layout.bcast_offset, layout.window_len] {
                     assert_eq!(offset % REGION_ALIGN, 0);
                 }
                 assert!(layout.barrier_offset + DisseminationBarrier::region_len(size, 2) <= layout.allreduce_offset);
                 assert!(layout.allreduce_offset + Allreduce::region_len(size, &config) <= layout.reduce_offset);
-                assert!(layout.reduce_offset + Reduce::region_len(size, &config) <= layout.bcast_offset);
+                assert!(layout.reduce_offset + Reduce::region_len(size, &config.tree) <= layout.bcast_offset);
                 assert!(layout.bcast_offset + Bcast::region_len(size, &BcastConfig::default()) <= layout.window_len);
             }
         }

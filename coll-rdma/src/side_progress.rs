@@ -11,7 +11,7 @@ use std::cell::RefCell;
 
 use btl_ibmc::{MulticastKind, Transport, TransportError};
 
-use crate::bcast::Bcast;
+use crate::collectives::bcast::Bcast;
 
 pub struct WithBcastProgress<'a, T: Transport + ?Sized> {
     inner: &'a T,

@@ -23,9 +23,10 @@ use std::time::{Duration, Instant};
 
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::{TransportError, WaitPolicy};
-use mca_coll_rdma::allreduce::{Allreduce, AllreduceConfig};
+use mca_coll_rdma::collectives::allreduce::{Allreduce, AllreduceConfig};
 use mca_coll_rdma::layout::WindowLayout;
-use mca_coll_rdma::reduce::Reduce;
+use mca_coll_rdma::patterns::TreeStreamConfig;
+use mca_coll_rdma::collectives::reduce::Reduce;
 use mca_coll_rdma::reduction::Reduction;
 
 /// A scenario that has not finished by then is taken for a deadlock.
@@ -190,7 +191,7 @@ fn expected_result(scenario: &Scenario, call: &Call, inputs: &[Vec<u8>]) -> Vec<
     let bytes = call.count * call.op.element_size();
     let uses_exchange = call.kind == Kind::Allreduce && bytes <= scenario.config.exchange_max_bytes;
     match call.op {
-        Op::FloatSum if !uses_exchange => grouped_fold(call.op, inputs, scenario.config.degree),
+        Op::FloatSum if !uses_exchange => grouped_fold(call.op, inputs, scenario.config.tree.degree),
         _ => left_fold(call.op, inputs),
     }
 }
@@ -246,7 +247,7 @@ fn play_rank(
 ) -> Result<(), String> {
     let size = scenario.size;
     let mut allreduce = Allreduce::new(rank, size, layout.allreduce_offset, scenario.config);
-    let mut reduce = Reduce::new(rank, size, layout.reduce_offset, scenario.config);
+    let mut reduce = Reduce::new(rank, size, layout.reduce_offset, scenario.config.tree);
     let mut rng = XorShift::new(scenario.seed ^ (rank as u64 + 1) << 32);
     let mut first_error = None;
     for (index, call) in scenario.calls.iter().enumerate() {
@@ -304,13 +305,13 @@ fn run(scenario: Scenario) -> Result<(), String> {
             }
             Err(_) => panic!(
                 "size {} k {} seed {:#x}: only {finished} of {} ranks finished within {SCENARIO_DEADLINE:?} (deadlock?)",
-                scenario.size, scenario.config.degree, scenario.seed, scenario.size
+                scenario.size, scenario.config.tree.degree, scenario.seed, scenario.size
             ),
         }
     }
     match first_error {
         None => Ok(()),
-        Some(e) => Err(format!("size {} k {} seed {:#x}: {e}", scenario.size, scenario.config.degree, scenario.seed)),
+        Some(e) => Err(format!("size {} k {} seed {:#x}: {e}", scenario.size, scenario.config.tree.degree, scenario.seed)),
     }
 }
 
@@ -334,7 +335,7 @@ fn mixed_calls(size: usize, counts: &[usize], calls: usize, seed: u64) -> Vec<Ca
 }
 
 fn config(degree: usize, segment_bytes: usize, exchange_max_bytes: usize) -> AllreduceConfig {
-    AllreduceConfig { degree, segment_bytes, exchange_max_bytes, policy: yielding_policy() }
+    AllreduceConfig { tree: TreeStreamConfig { degree, segment_bytes, policy: yielding_policy() }, exchange_max_bytes }
 }
 
 #[test]
@@ -455,7 +456,7 @@ fn degenerate_calls_neither_panic_nor_hang() {
     let layout = WindowLayout::with_reductions(1, 1, &config);
     let single = Fabric::new(1, layout.window_len, FabricConfig::default()).remove(0);
     let mut allreduce = Allreduce::new(0, 1, layout.allreduce_offset, config);
-    let mut reduce = Reduce::new(0, 1, layout.reduce_offset, config);
+    let mut reduce = Reduce::new(0, 1, layout.reduce_offset, config.tree);
     let send = Op::WrappingSum.input(&mut XorShift::new(5), 9);
     let mut recv = vec![0; send.len()];
     allreduce.allreduce(&single, &Op::WrappingSum, &send, &mut recv).unwrap();
@@ -469,7 +470,7 @@ fn degenerate_calls_neither_panic_nor_hang() {
     let layout = WindowLayout::with_reductions(3, 1, &config);
     let endpoints = Fabric::new(3, layout.window_len, FabricConfig::default());
     let mut allreduce = Allreduce::new(1, 3, layout.allreduce_offset, config);
-    let mut reduce = Reduce::new(1, 3, layout.reduce_offset, config);
+    let mut reduce = Reduce::new(1, 3, layout.reduce_offset, config.tree);
     allreduce.allreduce(&endpoints[1], &Op::FloatSum, &[], &mut []).unwrap();
     reduce.reduce(&endpoints[1], &Op::FloatSum, 1, &[], Some(&mut [])).unwrap();
     reduce.reduce(&endpoints[1], &Op::FloatSum, 0, &[], None).unwrap();
@@ -479,7 +480,7 @@ fn degenerate_calls_neither_panic_nor_hang() {
     assert!(reduce.reduce(&endpoints[1], &Op::WrappingSum, 1, &send, None).is_err());
     assert!(allreduce.allreduce(&endpoints[1], &Op::WrappingSum, &send, &mut recv[..8]).is_err());
     assert!(allreduce.allreduce(&endpoints[1], &Op::WrappingSum, &send[..12], &mut recv[..12]).is_err());
-    let tiny_segments = AllreduceConfig { segment_bytes: 16, exchange_max_bytes: 0, ..config };
+    let tiny_segments = AllreduceConfig { tree: TreeStreamConfig { segment_bytes: 16, ..config.tree }, exchange_max_bytes: 0 };
     let mut tiny = Allreduce::new(1, 3, layout.allreduce_offset, tiny_segments);
     let matrix = vec![0u8; 64];
     assert!(matches!(

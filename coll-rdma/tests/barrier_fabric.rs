@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use btl_ibmc::fabric::{Fabric, FabricConfig};
 use btl_ibmc::WaitPolicy;
-use mca_coll_rdma::allreduce::AllreduceConfig;
-use mca_coll_rdma::barrier::DisseminationBarrier;
+use mca_coll_rdma::collectives::allreduce::AllreduceConfig;
+use mca_coll_rdma::collectives::barrier::DisseminationBarrier;
 use mca_coll_rdma::layout::WindowLayout;
 
 fn yielding_policy() -> WaitPolicy {

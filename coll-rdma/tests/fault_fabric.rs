@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint, run_ranks_watched};
 use btl_ibmc::{Transport, WaitPolicy};
-use mca_coll_rdma::allreduce::{Allreduce, AllreduceConfig};
-use mca_coll_rdma::barrier::DisseminationBarrier;
-use mca_coll_rdma::bcast::{Bcast, BcastConfig};
+use mca_coll_rdma::collectives::allreduce::{Allreduce, AllreduceConfig};
+use mca_coll_rdma::collectives::barrier::DisseminationBarrier;
+use mca_coll_rdma::collectives::bcast::{Bcast, BcastConfig};
 use mca_coll_rdma::layout::WindowLayout;
+use mca_coll_rdma::patterns::TreeStreamConfig;
 use common::WordSum;
 
 const SIZE: usize = 6;
@@ -37,10 +38,11 @@ fn policy(fault_timeout: Option<Duration>) -> WaitPolicy {
 /// dead or stays silent; returns each present rank's error (or success)
 /// and how long it took.
 fn run_without_one(collective: Collective, absent_dies: bool, wait: WaitPolicy) -> Vec<(usize, Result<(), String>, Duration)> {
-    let reductions = AllreduceConfig { policy: wait, ..AllreduceConfig::default() };
+    let tree = TreeStreamConfig { policy: wait, ..TreeStreamConfig::default() };
+    let reductions = AllreduceConfig { tree, ..AllreduceConfig::default() };
     let mut bcast_config = BcastConfig::default();
     bcast_config.multicast.wait = wait;
-    let layout = WindowLayout::new(SIZE, 2, &reductions, &reductions, &bcast_config);
+    let layout = WindowLayout::new(SIZE, 2, &reductions, &reductions.tree, &bcast_config);
     let endpoints = Fabric::new(SIZE, layout.window_len, FabricConfig::default());
     let outcomes = run_ranks_watched(endpoints, WATCHDOG, move |rank, endpoint: FabricEndpoint| {
         if rank == ABSENT {

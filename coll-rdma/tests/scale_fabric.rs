@@ -31,11 +31,11 @@ use std::time::{Duration, Instant};
 
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::{RmcastConfig, RmcastStats, TransportError, WaitPolicy};
-use mca_coll_rdma::allreduce::{Allreduce, AllreduceConfig};
-use mca_coll_rdma::barrier::DisseminationBarrier;
-use mca_coll_rdma::bcast::{Bcast, BcastConfig};
+use mca_coll_rdma::collectives::allreduce::{Allreduce, AllreduceConfig};
+use mca_coll_rdma::collectives::barrier::DisseminationBarrier;
+use mca_coll_rdma::collectives::bcast::{Bcast, BcastConfig};
 use mca_coll_rdma::layout::WindowLayout;
-use mca_coll_rdma::reduce::Reduce;
+use mca_coll_rdma::collectives::reduce::Reduce;
 use mca_coll_rdma::reduction::Reduction;
 use mca_coll_rdma::WithBcastProgress;
 use tuning::{AllreduceModel, BarrierModel, CoRootModel};
@@ -236,7 +236,7 @@ impl Plan {
             ..RmcastConfig::default()
         };
         let (bcast, _) = BcastConfig { multicast, ..BcastConfig::default() }.with_modelled_co_roots(size, &CoRootModel::PAPER_2004);
-        let layout = WindowLayout::new(size, radix, &reductions, &reductions, &bcast);
+        let layout = WindowLayout::new(size, radix, &reductions, &reductions.tree, &bcast);
         let fabric = FabricConfig {
             multicast_drop: drop,
             multicast_duplicate: drop / 2.0,
@@ -265,9 +265,9 @@ impl Plan {
             self.size,
             self.seed,
             self.radix,
-            self.reductions.degree,
+            self.reductions.tree.degree,
             self.reductions.exchange_max_bytes,
-            self.reductions.segment_bytes,
+            self.reductions.tree.segment_bytes,
             self.bcast.multicast.co_roots,
             self.bcast.multicast.window_slots,
             PIECE,
@@ -295,7 +295,7 @@ fn play_rank(rank: usize, endpoint: &FabricEndpoint, plan: &Plan, progress: &Pro
     let mut state = RankState {
         barrier: DisseminationBarrier::new(rank, size, plan.radix, layout.barrier_offset, policy()),
         allreduce: Allreduce::new(rank, size, layout.allreduce_offset, plan.reductions),
-        reduce: Reduce::new(rank, size, layout.reduce_offset, plan.reductions),
+        reduce: Reduce::new(rank, size, layout.reduce_offset, plan.reductions.tree),
         bcast: Bcast::new(rank, size, layout.bcast_offset, plan.bcast),
     };
     let mut rng = XorShift::new(plan.seed ^ (rank as u64 + 1) << 32);
@@ -435,7 +435,7 @@ fn run_and_check(size: usize, variant: Variant, calls: usize, drop: f64, seed: u
     let mut plan = Plan::new(size, calls, drop, seed);
     if let Variant::ExchangeUpTo(bytes) = variant {
         plan.reductions.exchange_max_bytes = bytes;
-        plan.layout = WindowLayout::new(size, plan.radix, &plan.reductions, &plan.reductions, &plan.bcast);
+        plan.layout = WindowLayout::new(size, plan.radix, &plan.reductions, &plan.reductions.tree, &plan.bcast);
     }
     let description = plan.describe();
     let started = Instant::now();

@@ -20,11 +20,12 @@ use btl_ibmc::fabric::{Fabric, FabricConfig, FabricWithNodeRings, run_ranks_watc
 use btl_ibmc::shm::NodeGroups;
 use btl_ibmc::{RmcastConfig, RmcastStats, WaitPolicy};
 use common::XorShift;
-use mca_coll_rdma::allreduce::{Allreduce, AllreduceConfig};
-use mca_coll_rdma::barrier::DisseminationBarrier;
-use mca_coll_rdma::bcast::{Bcast, BcastConfig};
+use mca_coll_rdma::collectives::allreduce::{Allreduce, AllreduceConfig};
+use mca_coll_rdma::collectives::barrier::DisseminationBarrier;
+use mca_coll_rdma::collectives::bcast::{Bcast, BcastConfig};
 use mca_coll_rdma::layout::WindowLayout;
-use mca_coll_rdma::reduce::Reduce;
+use mca_coll_rdma::patterns::TreeStreamConfig;
+use mca_coll_rdma::collectives::reduce::Reduce;
 use common::{WordSum, word};
 use mca_coll_rdma::side_progress::WithBcastProgress;
 
@@ -118,9 +119,10 @@ fn run_at_scale(scale: Scale) {
     let fault_timeout = watchdog + Duration::from_secs(60);
     let (bcast_config, why) = multicast_config(size, fault_timeout);
     let co_roots = bcast_config.multicast.co_roots;
-    let reductions = AllreduceConfig { policy: wait_policy(fault_timeout), ..AllreduceConfig::default() };
+    let tree = TreeStreamConfig { policy: wait_policy(fault_timeout), ..TreeStreamConfig::default() };
+    let reductions = AllreduceConfig { tree, ..AllreduceConfig::default() };
     let radix = 2;
-    let layout = WindowLayout::new(size, radix, &reductions, &reductions, &bcast_config);
+    let layout = WindowLayout::new(size, radix, &reductions, &reductions.tree, &bcast_config);
     let fabric = FabricConfig {
         multicast_drop: 0.05,
         multicast_duplicate: 0.02,
@@ -143,7 +145,7 @@ fn run_at_scale(scale: Scale) {
         let policy = wait_policy(fault_timeout);
         let mut barrier = DisseminationBarrier::new(rank, size, radix, layout.barrier_offset, policy);
         let mut allreduce = Allreduce::new(rank, size, layout.allreduce_offset, reductions);
-        let mut reduce = Reduce::new(rank, size, layout.reduce_offset, reductions);
+        let mut reduce = Reduce::new(rank, size, layout.reduce_offset, reductions.tree);
         let mut bcast = Bcast::new(rank, size, layout.bcast_offset, bcast_config);
         for (index, call) in calls.iter().enumerate() {
             let failed = |e: btl_ibmc::TransportError| panic!("{what}: rank {rank}, call {index} ({call:?}): {e}");

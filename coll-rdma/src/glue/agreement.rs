@@ -10,8 +10,9 @@ use std::fmt::Write as _;
 
 use btl_ibmc::{Exchange, TransportError};
 
-use crate::allreduce::AllreduceConfig;
-use crate::bcast::BcastConfig;
+use crate::collectives::allreduce::AllreduceConfig;
+use crate::collectives::bcast::BcastConfig;
+use crate::patterns::TreeStreamConfig;
 
 use super::params::{Settings, TransportChoice};
 
@@ -21,7 +22,7 @@ pub(super) struct ProtocolInputs<'a> {
     pub size: usize,
     pub barrier_radix: usize,
     pub allreduce: &'a AllreduceConfig,
-    pub reduce: &'a AllreduceConfig,
+    pub reduce: &'a TreeStreamConfig,
     pub bcast: &'a BcastConfig,
     pub window_len: usize,
 }
@@ -54,8 +55,8 @@ impl ProtocolSettings {
             ("coll_rdma_verbs_multicast", settings.verbs.multicast as u64),
             ("coll_rdma_test_pretend_nodes", settings.verbs.pretend_nodes.max(1) as u64),
             ("coll_rdma_barrier_radix", inputs.barrier_radix as u64),
-            ("coll_rdma_allreduce_degree", inputs.allreduce.degree as u64),
-            ("coll_rdma_allreduce_segment_size", inputs.allreduce.segment_bytes as u64),
+            ("coll_rdma_allreduce_degree", inputs.allreduce.tree.degree as u64),
+            ("coll_rdma_allreduce_segment_size", inputs.allreduce.tree.segment_bytes as u64),
             ("coll_rdma_allreduce_exchange_max", inputs.allreduce.exchange_max_bytes as u64),
             ("coll_rdma_allreduce_max_bytes", limit(settings.allreduce.max_bytes)),
             ("coll_rdma_reduce_degree", inputs.reduce.degree as u64),

@@ -14,11 +14,11 @@ use super::link::{self, LinkRequest};
 use super::agreement::{agree_on_protocol, ProtocolInputs, ProtocolSettings};
 use super::params::{BcastSettings, ReductionSettings, Settings, TestFaults, TransportChoice, VerbsSettings};
 use super::saved::SavedCollectives;
-use crate::allreduce::{Allreduce, AllreduceConfig};
-use crate::barrier::DisseminationBarrier;
-use crate::bcast::{Bcast, BcastConfig};
+use crate::collectives::allreduce::{Allreduce, AllreduceConfig};
+use crate::collectives::barrier::DisseminationBarrier;
+use crate::collectives::bcast::{Bcast, BcastConfig};
+use crate::collectives::reduce::Reduce;
 use crate::layout::WindowLayout;
-use crate::reduce::Reduce;
 
 /// What a collective entry point does once it has let go of the state.
 pub(super) enum Step {
@@ -125,9 +125,9 @@ fn online_cores() -> usize {
 pub(super) fn reduction_config(settings: &Settings, chosen: &ReductionSettings, size: usize, policy: WaitPolicy) -> (AllreduceConfig, String) {
     let model = tuning::AllreduceModel { segment_bytes: Some(chosen.segment_bytes), ..settings.reduction_model };
     let (mut config, mut why) = AllreduceConfig::from_model(size, &model, policy);
-    config.segment_bytes = chosen.segment_bytes;
+    config.tree.segment_bytes = chosen.segment_bytes;
     if let Some(degree) = chosen.degree {
-        config.degree = degree;
+        config.tree.degree = degree;
         why = format!("degree {degree} set by parameter; {why}");
     }
     if let Some(bytes) = chosen.exchange_max_bytes {
@@ -178,19 +178,19 @@ impl CommState {
         tracing::info!(
             "comm {cid} rank {rank}: allreduce degree {}, exchange up to {} bytes ({allreduce_why}); reduce degree {} ({reduce_why}); \
              bcast co-roots {} ({bcast_why})",
-            allreduce_config.degree,
+            allreduce_config.tree.degree,
             allreduce_config.exchange_max_bytes,
-            reduce_config.degree,
+            reduce_config.tree.degree,
             bcast_config.multicast.co_roots
         );
-        let layout = WindowLayout::new(size, radix, &allreduce_config, &reduce_config, &bcast_config);
+        let layout = WindowLayout::new(size, radix, &allreduce_config, &reduce_config.tree, &bcast_config);
         let context = format!("comm {cid}");
         let protocol = ProtocolSettings::of(&ProtocolInputs {
             settings,
             size,
             barrier_radix: radix,
             allreduce: &allreduce_config,
-            reduce: &reduce_config,
+            reduce: &reduce_config.tree,
             bcast: &bcast_config,
             window_len: layout.window_len,
         });
@@ -211,7 +211,7 @@ impl CommState {
             barrier: DisseminationBarrier::new(rank, size, radix, layout.barrier_offset, policy).with_context(context),
             allreduce: Allreduce::new(rank, size, layout.allreduce_offset, allreduce_config),
             allreduce_max_bytes: settings.allreduce.max_bytes,
-            reduce: Reduce::new(rank, size, layout.reduce_offset, reduce_config),
+            reduce: Reduce::new(rank, size, layout.reduce_offset, reduce_config.tree),
             reduce_max_bytes: settings.reduce.max_bytes,
             bcast: Bcast::new(rank, size, layout.bcast_offset, bcast_config),
             bcast_max_bytes: settings.bcast.max_bytes,
@@ -268,7 +268,7 @@ impl CommState {
                     self.layout.window_len,
                     self.barrier.radix(),
                     self.barrier.rounds(),
-                    self.allreduce.config().degree,
+                    self.allreduce.config().tree.degree,
                     self.reduce.config().degree,
                     self.bcast.config().multicast.window_slots,
                     self.bcast.config().multicast.slot_bytes

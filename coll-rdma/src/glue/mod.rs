@@ -1,11 +1,10 @@
 //! Everything that touches Open MPI: the component and module structures
 //! it loads, MCA parameters, output, and the per-communicator state that
-//! connects a communicator to a transport and to the collectives.
+//! connects a communicator to a transport and to the collectives. The
+//! `mpi_<name>` files are the entry points Open MPI calls for MPI_<Name>;
+//! the algorithms they run live in `crate::collectives`.
 
 mod agreement;
-mod allreduce;
-mod barrier;
-mod bcast;
 mod comm_state;
 mod component;
 mod datatype;
@@ -13,10 +12,13 @@ mod ffi_guard;
 mod handover;
 mod link;
 mod module;
+mod mpi_allreduce;
+mod mpi_barrier;
+mod mpi_bcast;
+mod mpi_reduce;
 mod output;
 mod params;
 mod progress;
-mod reduce;
 mod reduction_call;
 mod saved;
 mod version;

@@ -101,10 +101,10 @@ pub fn new_module() -> *mut sys::mca_coll_base_module_t {
     // SAFETY: freshly constructed, not yet shared.
     unsafe {
         (*module).base.coll_module_enable = Some(enable);
-        (*module).base.coll_barrier = Some(super::barrier::barrier);
-        (*module).base.coll_allreduce = Some(super::allreduce::allreduce);
-        (*module).base.coll_reduce = Some(super::reduce::reduce);
-        (*module).base.coll_bcast = Some(super::bcast::bcast);
+        (*module).base.coll_barrier = Some(super::mpi_barrier::barrier);
+        (*module).base.coll_allreduce = Some(super::mpi_allreduce::allreduce);
+        (*module).base.coll_reduce = Some(super::mpi_reduce::reduce);
+        (*module).base.coll_bcast = Some(super::mpi_bcast::bcast);
     }
     module as *mut sys::mca_coll_base_module_t
 }
@@ -123,8 +123,8 @@ unsafe extern "C" fn enable(module: *mut sys::mca_coll_base_module_t, comm: *mut
         // SAFETY: as above.
         let Some(saved) = (unsafe { SavedCollectives::take_from(comm) }) else {
             tracing::info!(
-                "comm {cid}: not enabled: no lower-priority barrier, allgather, allreduce and reduce to fall back on \
-                 (keep e.g. tuned or basic in --mca coll)"
+                "comm {cid}: not enabled: no lower-priority barrier, allgather, allreduce, reduce or bcast to fall back on \
+                 (each is needed; keep e.g. tuned or basic in --mca coll)"
             );
             return sys::OMPI_ERROR as c_int;
         };

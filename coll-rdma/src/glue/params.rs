@@ -756,7 +756,7 @@ fn exchange_setting(value: i32) -> Option<usize> {
 }
 
 fn exchange_limit() -> i32 {
-    crate::allreduce::EXCHANGE_LIMIT_BYTES as i32
+    crate::collectives::allreduce::EXCHANGE_LIMIT_BYTES as i32
 }
 
 fn max_bytes_setting(name: &str, value: i32) -> Option<usize> {

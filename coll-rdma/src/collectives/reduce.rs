@@ -15,7 +15,7 @@
 //! * Partial rings (child c writes into parent p). Unlike the allreduce,
 //!   c returns as soon as its partial is put, and nothing in c's next call
 //!   depends on p, so a leaf could run several reduces ahead. These
-//!   streams therefore use acknowledged reuse (see `allreduce::slots`): p
+//!   streams therefore use acknowledged reuse (see `patterns::slots`): p
 //!   returns a credit for every segment right after reading it, and before
 //!   writing segment s into its slot c waits for the credit of s - 2, the
 //!   slot's previous occupant, whichever call it belonged to. p reads a
@@ -35,14 +35,13 @@
 
 use btl_ibmc::{Transport, TransportError};
 
-use crate::allreduce::region::RegionCursor;
-use crate::allreduce::region::LINE;
-use crate::allreduce::scratch;
-use crate::allreduce::segments::{check_message, Segments};
-use crate::allreduce::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
-use crate::allreduce::tree::TreeLinks;
-use crate::allreduce::upward::{Upward, UpwardRegion};
-use crate::allreduce::AllreduceConfig;
+use crate::patterns::region::{RegionCursor, LINE};
+use crate::patterns::scratch;
+use crate::patterns::segments::{check_message, Segments};
+use crate::patterns::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
+use crate::patterns::tree::TreeLinks;
+use crate::patterns::upward::{Upward, UpwardRegion};
+use crate::patterns::TreeStreamConfig;
 use crate::reduction::Reduction;
 
 /// The reduce region, identical on every rank.
@@ -55,7 +54,7 @@ struct ReduceRegion {
 }
 
 impl ReduceRegion {
-    fn new(start: usize, size: usize, config: &AllreduceConfig) -> Self {
+    fn new(start: usize, size: usize, config: &TreeStreamConfig) -> Self {
         let shape = SlotShape::holding(config.segment_bytes);
         let mut cursor = RegionCursor::starting_at(start);
         let child_rings = cursor.take(TreeLinks::positions(size, config.degree) * shape.ring_bytes());
@@ -88,7 +87,7 @@ impl ReduceRegion {
 pub struct Reduce {
     rank: usize,
     size: usize,
-    config: AllreduceConfig,
+    config: TreeStreamConfig,
     upward: Upward,
     /// Indexed by root; used on rank 0 only.
     relays_out: Vec<Stream>,
@@ -101,14 +100,13 @@ pub struct Reduce {
 
 impl Reduce {
     /// Bytes of window the reduce needs on every rank.
-    pub fn region_len(size: usize, config: &AllreduceConfig) -> usize {
+    pub fn region_len(size: usize, config: &TreeStreamConfig) -> usize {
         ReduceRegion::new(0, size, config).end
     }
 
     /// The schedule of `rank` among `size` ranks; its region starts at
     /// `region_offset` (64-byte aligned) of every rank's window.
-    /// `exchange_max_bytes` is not used.
-    pub fn new(rank: usize, size: usize, region_offset: usize, config: AllreduceConfig) -> Self {
+    pub fn new(rank: usize, size: usize, region_offset: usize, config: TreeStreamConfig) -> Self {
         if let Err(why) = config.validate() {
             panic!("invalid reduce configuration: {why}");
         }
@@ -130,7 +128,7 @@ impl Reduce {
         }
     }
 
-    pub fn config(&self) -> &AllreduceConfig {
+    pub fn config(&self) -> &TreeStreamConfig {
         &self.config
     }
 

@@ -15,7 +15,7 @@
 
 use btl_ibmc::{put_word_padded, wait_at_least, Transport, TransportError, WaitPolicy};
 
-use super::slots::SlotShape;
+use crate::patterns::slots::SlotShape;
 use crate::reduction::Reduction;
 
 #[derive(Clone, Copy, Debug)]

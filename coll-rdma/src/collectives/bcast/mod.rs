@@ -19,14 +19,17 @@
 //! ([`Bcast::serves`]), whose point-to-point pipelines avoid the copy into
 //! the root's window. On shared memory, readers copying straight out of
 //! the root's window is already one copy in and one copy out, which a tree
-//! of puts cannot beat; the put tree (`bcast_tree`) serves only transports
+//! of puts cannot beat; the put tree (`put_tree`) serves only transports
 //! without any multicast.
 
 use btl_ibmc::{MulticastKind, ReliableMulticast, RmcastConfig, RmcastStats, Transport, TransportError};
 use tuning::{choose_co_roots, CoRootModel};
 
-use crate::allreduce::region::RegionCursor;
-use crate::bcast_tree::{PutTreeBcast, PutTreeConfig};
+use crate::patterns::region::RegionCursor;
+
+pub mod put_tree;
+
+use put_tree::{PutTreeBcast, PutTreeConfig};
 
 #[derive(Clone, Copy, Debug)]
 pub struct BcastConfig {

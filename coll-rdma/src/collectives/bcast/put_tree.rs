@@ -1,7 +1,7 @@
 //! MPI_Bcast over one-sided puts, for transports that offer no multicast
 //! (a verbs fabric whose multicast join failed, or where it is turned
 //! off): the message flows down a binomial tree rooted at rank 0, segment
-//! by segment through two-slot rings (see `allreduce::slots`); a root other
+//! by segment through two-slot rings (see `patterns::slots`); a root other
 //! than rank 0 first relays each segment to rank 0.
 //!
 //! The tree stays rooted at rank 0 whatever the root, for the reason given
@@ -34,17 +34,17 @@
 //!
 //! A root that cannot provide its message (its MPI_Pack failed) must still
 //! release the ranks already waiting for it. It marks its first segment
-//! abandoned in the slot's flag word (see `slots::Arrival`); each rank that
-//! finds the mark forwards it to its children and fails its call. The
-//! check costs a receiver one comparison of the flag value its wait has
-//! already read.
+//! abandoned in the slot's flag word (see `patterns::slots::Arrival`); each
+//! rank that finds the mark forwards it to its children and fails its
+//! call. The check costs a receiver one comparison of the flag value its
+//! wait has already read.
 
 use btl_ibmc::{Transport, TransportError, WaitPolicy};
 
-use crate::allreduce::region::RegionCursor;
-use crate::allreduce::segments::Segments;
-use crate::allreduce::slots::{Arrival, Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
-use crate::allreduce::tree::TreeLinks;
+use crate::patterns::region::RegionCursor;
+use crate::patterns::segments::Segments;
+use crate::patterns::slots::{Arrival, Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
+use crate::patterns::tree::TreeLinks;
 
 /// A binomial tree: the degree-1 tree of `TreeLinks` doubles the ranks
 /// that hold the message at every step.

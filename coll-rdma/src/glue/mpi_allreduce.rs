@@ -40,7 +40,7 @@ impl CommState {
         if call.count == 0 {
             return self.finish(Collective::Allreduce, Ok(()));
         }
-        let message = match native_message(call, self.allreduce_max_bytes, "allreduce_max_bytes", self.allreduce.config().segment_bytes) {
+        let message = match native_message(call, self.allreduce_max_bytes, "allreduce_max_bytes", self.allreduce.config().tree.segment_bytes) {
             Ok(message) => message,
             Err(unserved) => return self.hand_over_allreduce(call, unserved),
         };

@@ -6,15 +6,15 @@
 //!
 //! * up to `exchange_max_bytes`, the exchange (see `exchange`): every rank
 //!   puts its contribution to all others and folds all P locally;
-//! * otherwise the degree-k tree rooted at rank 0 (see `tree`): partials
-//!   flow up, each child writing its own slot ring in its parent's window,
-//!   the parent folding them in rank order; the root's result flows back
-//!   down the same tree by puts. Every rank ends with the bytes the root
+//! * otherwise the degree-k tree rooted at rank 0 (see `patterns::tree`):
+//!   partials flow up, each child writing its own slot ring in its parent's
+//!   window, the parent folding them in rank order; the root's result flows
+//!   back down the same tree by puts. Every rank ends with the bytes the root
 //!   computed, so all ranks agree bit for bit even for floating point.
 //!
 //! Messages are cut into segments of at most `segment_bytes` that stream
-//! through two-slot rings (see `slots`), so window space is bounded by
-//! the configuration whatever the message length. A rank works on the
+//! through two-slot rings (see `patterns::slots`), so window space is
+//! bounded by the configuration whatever the message length. A rank works on the
 //! upward phase of segment i and the downward phase of segment i-1 in
 //! turn, so partials and results are in flight together.
 //!
@@ -56,22 +56,18 @@
 
 mod config;
 mod exchange;
-pub(crate) mod region;
-pub(crate) mod segments;
-pub(crate) mod slots;
-pub(crate) mod tree;
-pub(crate) mod upward;
 
 use btl_ibmc::{Transport, TransportError};
 
 pub use config::{AllreduceConfig, EXCHANGE_LIMIT_BYTES, RANGE_TOP_BYTES};
 use exchange::ExchangeSlots;
-use region::{RegionCursor, LINE};
-use segments::{check_message, Segments};
-use slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
-use tree::TreeLinks;
-use upward::{Upward, UpwardRegion};
 
+use crate::patterns::region::{RegionCursor, LINE};
+use crate::patterns::scratch;
+use crate::patterns::segments::{check_message, Segments};
+use crate::patterns::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
+use crate::patterns::tree::TreeLinks;
+use crate::patterns::upward::{Upward, UpwardRegion};
 use crate::reduction::Reduction;
 
 /// Segments by which the downward phase trails the upward one: one lets a
@@ -89,8 +85,8 @@ struct AllreduceRegion {
 
 impl AllreduceRegion {
     fn new(start: usize, size: usize, config: &AllreduceConfig) -> Self {
-        let shape = SlotShape::holding(config.segment_bytes);
-        let positions = TreeLinks::positions(size, config.degree);
+        let shape = SlotShape::holding(config.tree.segment_bytes);
+        let positions = TreeLinks::positions(size, config.tree.degree);
         let mut cursor = RegionCursor::starting_at(start);
         let child_rings = cursor.take(positions * shape.ring_bytes());
         let result_ring = cursor.take(shape.ring_bytes());
@@ -141,7 +137,7 @@ impl Allreduce {
         }
         assert_eq!(region_offset % LINE, 0, "the allreduce region must start on a cache line");
         let region = AllreduceRegion::new(region_offset, size, &config);
-        let links = TreeLinks::new(rank, size, config.degree);
+        let links = TreeLinks::new(rank, size, config.tree.degree);
         let shape = region.upward.shape;
         let result_from_parent = links.parent.map(|parent| Stream {
             what: "allreduce result",
@@ -216,10 +212,10 @@ impl Allreduce {
                 send,
                 recv,
                 incoming,
-                &self.config.policy,
+                &self.config.tree.policy,
             );
         }
-        let segments = Segments::new(send.len(), op.element_size(), self.config.segment_bytes)?;
+        let segments = Segments::new(send.len(), op.element_size(), self.config.tree.segment_bytes)?;
         self.epoch += 1;
         self.tree(transport, op, &segments, send, recv)
     }
@@ -234,7 +230,7 @@ impl Allreduce {
     ) -> Result<(), TransportError> {
         let base = self.last_seq;
         let count = segments.count();
-        let policy = self.config.policy;
+        let policy = self.config.tree.policy;
         scratch(&mut self.incoming, segments.full_len());
         for step in 0..count + DOWN_LAG {
             if step < count {
@@ -262,7 +258,7 @@ impl Allreduce {
         turn: Turn,
         result: &mut [u8],
     ) -> Result<(), TransportError> {
-        let policy = &self.config.policy;
+        let policy = &self.config.tree.policy;
         if let Some(parent) = &self.result_from_parent {
             parent.receive(transport, turn.seq, result, policy)?;
             if turn.must_acknowledge() {
@@ -275,12 +271,4 @@ impl Allreduce {
         }
         Ok(())
     }
-}
-
-/// `buffer` grown to at least `len` bytes, as a slice of exactly `len`.
-pub(crate) fn scratch(buffer: &mut Vec<u8>, len: usize) -> &mut [u8] {
-    if buffer.len() < len {
-        buffer.resize(len, 0);
-    }
-    &mut buffer[..len]
 }
