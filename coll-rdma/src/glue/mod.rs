@@ -6,6 +6,7 @@ mod agreement;
 mod allreduce;
 mod barrier;
 mod bcast;
+mod bypass;
 mod comm_state;
 mod component;
 mod datatype;
