@@ -2,7 +2,8 @@
 //! modules in increasing priority, so when ours is enabled the
 //! communicator's table holds what would have run without us: we keep those
 //! functions (and a reference on their modules) as fallbacks and as the
-//! means to exchange transport addresses.
+//! means to exchange transport addresses, and put them back into the table
+//! once a communicator falls back for good.
 
 use std::ffi::{c_int, c_void};
 
@@ -33,9 +34,7 @@ impl<F: Copy> Saved<F> {
         unsafe { sys::coll_rdma_shim_obj_retain(module as *mut sys::opal_object_t) };
         Some(Saved { function, module })
     }
-}
 
-impl<F: Copy> Saved<F> {
     /// Puts this function back into a slot of a communicator's table where
     /// `ours` sits, moving the slot's reference from `ours` to the saved
     /// module. False (nothing changed) when the slot holds another module.
