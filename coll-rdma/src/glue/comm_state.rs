@@ -87,6 +87,9 @@ pub struct CommState {
     verbs_settings: VerbsSettings,
     layout: WindowLayout,
     pub(super) link: Link,
+    /// Every rank has just agreed that there is no transport: the module
+    /// may put the functions underneath back into the communicator's table.
+    bypass_requested: bool,
     pub(super) barrier: DisseminationBarrier,
     pub(super) allreduce: Allreduce,
     pub(super) allreduce_max_bytes: Option<usize>,
@@ -208,6 +211,7 @@ impl CommState {
             verbs_settings: settings.verbs.clone(),
             layout,
             link: Link::NotYet,
+            bypass_requested: false,
             barrier: DisseminationBarrier::new(rank, size, radix, layout.barrier_offset, policy).with_context(context),
             allreduce: Allreduce::new(rank, size, layout.allreduce_offset, allreduce_config),
             allreduce_max_bytes: settings.allreduce.max_bytes,
@@ -226,6 +230,7 @@ impl CommState {
     pub(super) fn ensure_link(&mut self, comm: *mut sys::ompi_communicator_t) -> bool {
         if let Link::NotYet = self.link {
             self.connect(comm);
+            self.bypass_requested = matches!(self.link, Link::Unavailable);
         }
         matches!(self.link, Link::Ready(_))
     }
@@ -337,6 +342,12 @@ impl CommState {
             }
             None => false,
         }
+    }
+
+    /// True once, right after every rank agreed that this communicator has
+    /// no transport: from then on nothing here can serve it.
+    pub(super) fn take_bypass_request(&mut self) -> bool {
+        std::mem::take(&mut self.bypass_requested)
     }
 
     pub(super) fn note_handed_over_after_failure(&mut self, calls: u64) {

@@ -5,6 +5,7 @@
 //! the algorithms they run live in `crate::collectives`.
 
 mod agreement;
+mod bypass;
 mod comm_state;
 mod component;
 mod datatype;

@@ -11,6 +11,7 @@ use std::rc::Rc;
 
 use ompi_sys as sys;
 
+use super::bypass;
 use super::comm_state::{CommState, Step};
 use super::ffi_guard::guarded;
 use super::params;
@@ -21,6 +22,8 @@ use super::saved::SavedCollectives;
 pub struct RdmaModule {
     base: sys::mca_coll_base_module_t,
     state: *mut CommState,
+    /// The communicator the module was enabled on.
+    comm: *mut sys::ompi_communicator_t,
     /// The functions underneath, also reachable while `state` is held:
     /// calls nested inside our own setup, and calls after a failure, go
     /// straight to them. One of the two `Rc` references (the state holds
@@ -60,6 +63,7 @@ unsafe extern "C" fn construct(object: *mut sys::opal_object_t) {
     unsafe {
         let module = object as *mut RdmaModule;
         (&raw mut (*module).state).write(null_mut());
+        (&raw mut (*module).comm).write(null_mut());
         (&raw mut (*module).saved).write(std::ptr::null());
         (&raw mut (*module).holder).write(AtomicU64::new(FREE));
         (&raw mut (*module).failed).write(AtomicBool::new(false));
@@ -133,6 +137,7 @@ unsafe extern "C" fn enable(module: *mut sys::mca_coll_base_module_t, comm: *mut
         // SAFETY: our module, enabled once per communicator.
         unsafe {
             let module = module as *mut RdmaModule;
+            (*module).comm = comm;
             (*module).saved = Rc::into_raw(saved);
             (*module).state = Box::into_raw(state);
         }
@@ -212,7 +217,9 @@ impl Drop for Held {
 /// and lets the progress callback know if work is left. A call that cannot
 /// use the state (it is held by this very thread: the module underneath
 /// called back into us during our own setup; or it failed earlier) runs
-/// `underneath` on the saved functions instead, without waiting.
+/// `underneath` on the saved functions instead, without waiting. Once all
+/// ranks have agreed to fall back for good, the communicator's table gets
+/// the saved functions back (see `bypass`).
 ///
 /// # Safety
 /// `module` must be a module created by `new_module` and enabled on the
@@ -243,10 +250,17 @@ pub(super) unsafe fn with_state(
     let step = call(state);
     let state_failed = state.has_failed();
     let has_work = !state_failed && state.has_background_work();
+    let falls_back_for_good = !state_failed && state.take_bypass_request();
+    let (cid, rank) = (state.cid, state.rank);
     if state_failed {
         held.mark_failed();
     }
     drop(held);
+    if falls_back_for_good {
+        // SAFETY: our module, enabled on `comm`; the state is released and
+        // this thread runs the communicator's only call.
+        unsafe { bypass::install_underneath((*module).comm, module as *mut sys::mca_coll_base_module_t, saved, cid, rank) };
+    }
     if has_work && !needs_progress.swap(true, Ordering::AcqRel) {
         progress::work_added();
     }

@@ -2,7 +2,8 @@
 //! modules in increasing priority, so when ours is enabled the
 //! communicator's table holds what would have run without us: we keep those
 //! functions (and a reference on their modules) as fallbacks and as the
-//! means to exchange transport addresses.
+//! means to exchange transport addresses, and put them back into the table
+//! once a communicator falls back for good.
 
 use std::ffi::{c_int, c_void};
 
@@ -32,6 +33,30 @@ impl<F: Copy> Saved<F> {
         // reference is dropped in Drop, exactly once.
         unsafe { sys::coll_rdma_shim_obj_retain(module as *mut sys::opal_object_t) };
         Some(Saved { function, module })
+    }
+
+    /// Puts this function back into a slot of a communicator's table where
+    /// `ours` sits, moving the slot's reference from `ours` to the saved
+    /// module. False (nothing changed) when the slot holds another module.
+    ///
+    /// # Safety
+    /// The slot must be one of a live communicator's table, and `ours` must
+    /// keep another reference besides the slot's.
+    unsafe fn reinstall(&self, function: &mut Option<F>, module: &mut Module, ours: Module) -> bool {
+        if *module != ours {
+            return false;
+        }
+        // SAFETY: the saved module is alive (we hold a reference); Open MPI
+        // releases the slot's module when the communicator is freed, so the
+        // slot takes a reference of its own, and gives back the one it held
+        // on ours, which is not the last (guaranteed by the caller).
+        unsafe {
+            sys::coll_rdma_shim_obj_retain(self.module as *mut sys::opal_object_t);
+            *function = Some(self.function);
+            *module = self.module;
+            sys::coll_rdma_shim_obj_release(ours as *mut sys::opal_object_t);
+        }
+        true
     }
 }
 
@@ -87,6 +112,49 @@ impl SavedCollectives {
             reduce: Saved::take(table.coll_reduce, table.coll_reduce_module)?,
             bcast: Saved::take(table.coll_bcast, table.coll_bcast_module)?,
         })
+    }
+
+    /// Puts the saved barrier, allreduce, reduce and bcast back into
+    /// `comm`'s table wherever `ours` provides them; returns the names of
+    /// those put back.
+    ///
+    /// # Safety
+    /// `comm` must be the live communicator `ours` is enabled on, no call of
+    /// `comm` may be reading its table concurrently, and `ours` must keep a
+    /// reference besides those of the slots it fills.
+    pub unsafe fn reinstall_into(&self, comm: Comm, ours: Module) -> Vec<&'static str> {
+        // SAFETY: guaranteed by the caller.
+        let table = unsafe { &mut *(*comm).c_coll };
+        let mut reinstalled = Vec::new();
+        // SAFETY: as above, for each slot.
+        unsafe {
+            if self.barrier.reinstall(&mut table.coll_barrier, &mut table.coll_barrier_module, ours) {
+                reinstalled.push("barrier");
+            }
+            if self.allreduce.reinstall(&mut table.coll_allreduce, &mut table.coll_allreduce_module, ours) {
+                reinstalled.push("allreduce");
+            }
+            if self.reduce.reinstall(&mut table.coll_reduce, &mut table.coll_reduce_module, ours) {
+                reinstalled.push("reduce");
+            }
+            if self.bcast.reinstall(&mut table.coll_bcast, &mut table.coll_bcast_module, ours) {
+                reinstalled.push("bcast");
+            }
+        }
+        reinstalled
+    }
+
+    /// How many slots of `comm`'s table hold `ours`.
+    ///
+    /// # Safety
+    /// `comm` must be a live communicator whose table is set up.
+    pub unsafe fn slots_held(comm: Comm, ours: Module) -> usize {
+        // SAFETY: guaranteed by the caller.
+        let table = unsafe { &*(*comm).c_coll };
+        [table.coll_barrier_module, table.coll_allreduce_module, table.coll_reduce_module, table.coll_bcast_module]
+            .into_iter()
+            .filter(|&module| module == ours)
+            .count()
     }
 
     // The fallbacks are returned as closures to be run after our state is

@@ -1,0 +1,215 @@
+//! Every MCA parameter of coll rdma, once: its name (after `coll_rdma_`),
+//! type, default, the rule its values follow, info level, audience and
+//! help text. Registration, reading and validation are loops over this
+//! table; the settings read its rows by `Id`.
+//!
+//! The table is data (a constant array), so the loops are plain functions
+//! that tests can call. The `parameters!` macro only writes, from the same
+//! rows, the `Id` enum whose order is the table's, so that a row is named
+//! without a string that could be misspelt and cannot drift from its index.
+
+use std::ffi::CStr;
+
+use ompi_sys as sys;
+use sys::{OPAL_INFO_LVL_2 as USER, OPAL_INFO_LVL_5 as TUNER, OPAL_INFO_LVL_9 as DEV};
+use tuning::{AllreduceModel, BarrierModel, MAX_BARRIER_RADIX};
+
+use super::rule::{Rule, Span};
+use crate::collectives::allreduce::EXCHANGE_LIMIT_BYTES;
+
+/// What a parameter holds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Kind {
+    Int { default: i32, rule: Rule },
+    Text { default: &'static CStr },
+}
+
+/// Who a parameter is for: testing-only parameters inject faults or
+/// pretend things to exercise paths a normal run never takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Audience {
+    Everyone,
+    Testing,
+}
+
+/// One parameter's row.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Param {
+    pub id: Id,
+    /// Without the `coll_rdma_` prefix, which Open MPI adds.
+    pub name: &'static CStr,
+    pub kind: Kind,
+    pub level: sys::mca_base_var_info_lvl_t,
+    /// Read only by the tests, which hold the names and help texts to it.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub audience: Audience,
+    pub help: &'static CStr,
+}
+
+impl Param {
+    /// The name as warnings show it after `coll_rdma_`.
+    pub fn short_name(&self) -> &'static str {
+        self.name.to_str().unwrap_or("?")
+    }
+}
+
+const fn int(default: i32, rule: Rule) -> Kind {
+    Kind::Int { default, rule }
+}
+
+const fn text(default: &'static CStr) -> Kind {
+    Kind::Text { default }
+}
+
+/// -1 = automatic, or any value from 0 up.
+const AUTO_OR_ANY: Rule = Rule::AutoOr { auto: -1, valid: Span::From(0) };
+const DEGREE: Rule = Rule::AutoOr { auto: 0, valid: Span::Between(1, 64) };
+const SEGMENT: Rule = Rule::Clamped { min: 64, max: 1 << 20 };
+const SWITCH: Rule = Rule::Clamped { min: 0, max: 1 };
+const AT_LEAST_ZERO: Rule = Rule::AtLeast { min: 0, requirement: "must be >= 0" };
+
+macro_rules! parameters {
+    ($($id:ident: $name:literal, $kind:expr, $level:ident, $audience:ident, $help:literal;)*) => {
+        /// A row of `TABLE`; its discriminant is the row's index.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub(crate) enum Id {
+            $($id,)*
+        }
+
+        pub(crate) const TABLE: [Param; [$(Id::$id),*].len()] = [
+            $(Param { id: Id::$id, name: $name, kind: $kind, level: $level, audience: Audience::$audience, help: $help },)*
+        ];
+    };
+}
+
+pub(crate) const COUNT: usize = TABLE.len();
+
+// Registration order, which is also the order of `ompi_info`'s listing and
+// of the warnings about invalid values.
+parameters! {
+    Priority: c"priority", int(40, Rule::Unchecked), USER, Everyone,
+        c"Priority of coll rdma (default 40, above coll tuned's 30, so installing it is enough to use it); a negative value keeps it from claiming any communicator";
+    Verbose: c"verbose", int(0, Rule::AtLeast { min: 0, requirement: "must be >= 0" }), USER, Everyone,
+        c"Verbosity: 0 silent except warnings; 1 says per communicator what was selected and why, and what was served when it is freed; 2 and above trace";
+    Transport: c"transport", text(c"auto"), USER, Everyone,
+        c"Transport for one-sided writes: auto (shared memory when all ranks share a node; across nodes shared memory within each node and verbs RDMA writes and UD multicast between nodes, if a device is active), shm, or verbs (verbs between all ranks, node-local ones included: for testing the verbs path on one machine). Unknown values warn and use auto";
+    VerbsDevice: c"verbs_device", text(c""), USER, Everyone,
+        c"RDMA device for the verbs transport (e.g. mlx5_0, rxe0); empty picks the first device with an active port";
+    VerbsPort: c"verbs_port", int(1, Rule::Clamped { min: 1, max: 255 }), USER, Everyone,
+        c"Port of the verbs device (1..=255)";
+    VerbsGidIndex: c"verbs_gid_index", int(-1, AUTO_OR_ANY), TUNER, Everyone,
+        c"GID index for RoCE addressing: -1 picks a RoCE v2 IPv4 GID if the port has one, else index 0; 0 or more fixes it";
+    VerbsMulticast: c"verbs_multicast", int(1, SWITCH), TUNER, Everyone,
+        c"1 (default): bcast over UD multicast made reliable (co-roots, ACKs, retransmission); 0: no multicast group is joined and bcast goes down a binomial tree of RDMA writes (for fabrics that block multicast)";
+    TestPretendNodes: c"test_pretend_nodes", int(0, Rule::Clamped { min: 0, max: 64 }), TUNER, Testing,
+        c"Testing only: with transport auto, treat each host's ranks as this many nodes (blocks of consecutive ranks), so that one machine exercises shared memory within the blocks and verbs between them (0 or 1 = the real placement, up to 64)";
+    BarrierRadix: c"barrier_radix", int(0, Rule::AutoOr { auto: 0, valid: Span::Between(1, MAX_BARRIER_RADIX as i32) }), TUNER, Everyone,
+        c"n of the n-way dissemination barrier (peers notified per round): 0 chooses per communicator from the cost model; 1..=64 fixes it. Invalid values warn and use the automatic choice";
+    SpinPolls: c"spin_polls", int(-1, AUTO_OR_ANY), TUNER, Everyone,
+        c"Polls before a waiting rank starts yielding its core, in every wait (a flag, a multicast piece, room in a ring or send queue): -1 chooses (spin when the node has a core per rank, yield at once when oversubscribed; waits for room spin 1000); 0 or more fixes it";
+    StallWarning: c"stall_warning", int(10, Rule::AtLeast { min: 0, requirement: "seconds >= 0" }), TUNER, Everyone,
+        c"Seconds a rank may wait inside a coll rdma collective before it warns that a peer seems stuck (repeated at every doubling); 0 never warns";
+    FaultTimeoutS: c"fault_timeout_s", int(btl_ibmc::DEFAULT_FAULT_TIMEOUT.as_secs() as i32, Rule::AtLeast { min: 0, requirement: "seconds >= 0, 0 = never" }), TUNER, Everyone,
+        c"Seconds a rank may wait inside a coll rdma collective without progress before the collective fails with MPI_ERR_OTHER, reporting the job as hung with what it waited for; a failed link or peer fails it at once; 0 waits for ever";
+    ModelLatencyNs: c"model_latency_ns", int(BarrierModel::SHARED_MEMORY.latency_ns as i32, Rule::AtLeast { min: 1, requirement: "must be > 0" }), TUNER, Everyone,
+        c"Barrier radix model: nanoseconds for one flag write to become visible at its target (must be > 0)";
+    ModelPutGapNs: c"model_put_gap_ns", int(BarrierModel::SHARED_MEMORY.put_gap_ns as i32, AT_LEAST_ZERO), TUNER, Everyone,
+        c"Barrier radix model: extra nanoseconds per additional flag write issued in the same round (must be >= 0)";
+    TestRunningVersion: c"test_running_version", text(c""), DEV, Testing,
+        c"Testing only: pretend the running Open MPI reports this version, to exercise the check that disqualifies coll rdma inside an Open MPI other than the one it was built against; empty uses the real version";
+    TestModuleClassSize: c"test_module_class_size", int(0, Rule::PositiveOrOff), DEV, Testing,
+        c"Testing only: pretend the running Open MPI's mca_coll_base_module_t has this many bytes, to exercise the check that disqualifies coll rdma when the running library's structures differ from those it was built against (e.g. a debug build of the same version); 0 uses the real size";
+    TestPanicAt: c"test_panic_at", text(c""), DEV, Testing,
+        c"Testing only: COLLECTIVE:N (barrier, allreduce, reduce or bcast) makes coll rdma panic inside the N-th call of that collective on every communicator, to exercise the recovery (the call returns an error, later calls go to the module underneath); empty injects nothing";
+    TestPackFailureAt: c"test_pack_failure_at", int(0, Rule::PositiveOrOff), DEV, Testing,
+        c"Testing only: N > 0 makes the N-th bcast root on a communicator that packs a non-contiguous datatype fail to pack, to exercise the recovery (every rank's call returns an error, later calls go to the module underneath); 0 injects nothing";
+    TestSetupPauseS: c"test_setup_pause_s", int(0, Rule::PositiveOrOff), DEV, Testing,
+        c"Testing only: N > 0 makes every rank but 0 pause N seconds between agreeing on the settings and setting up a communicator's transport, so that a test can kill rank 0 while its new shared-memory segment waits for the others; 0 pauses nowhere";
+    AllreduceDegree: c"allreduce_degree", int(0, DEGREE), TUNER, Everyone,
+        c"Degree k of the allreduce tree (senders per receiver and step): 0 chooses per communicator from the cost model; 1..=64 fixes it";
+    AllreduceSegmentSize: c"allreduce_segment_size", int(8192, SEGMENT), TUNER, Everyone,
+        c"Bytes per allreduce slot: longer messages are pipelined through the tree in segments of this size (64..=1048576)";
+    AllreduceExchangeMax: c"allreduce_exchange_max", int(-1, Rule::AutoOr { auto: -1, valid: Span::Between(0, EXCHANGE_LIMIT_BYTES as i32) }), TUNER, Everyone,
+        c"Messages of at most this many bytes use the exchange variant (every rank writes its contribution to every other and reduces locally: one transfer instead of reduce + broadcast): -1 chooses from the cost model, 0 never uses it, at most 4096";
+    AllreduceMaxBytes: c"allreduce_max_bytes", int(16384, Rule::ByteLimit), TUNER, Everyone,
+        c"Allreduce messages larger than this many bytes are handed to the module underneath; -1 never hands them over";
+    ReduceDegree: c"reduce_degree", int(0, DEGREE), TUNER, Everyone,
+        c"Degree k of the reduce tree: 0 chooses per communicator from the cost model; 1..=64 fixes it";
+    ReduceSegmentSize: c"reduce_segment_size", int(8192, SEGMENT), TUNER, Everyone,
+        c"Bytes per reduce slot: longer messages are pipelined in segments of this size (64..=1048576)";
+    ReduceMaxBytes: c"reduce_max_bytes", int(8192, Rule::ByteLimit), TUNER, Everyone,
+        c"Reduce messages larger than this many bytes are handed to the module underneath; -1 never hands them over";
+    ReductionModelLatencyNs: c"reduction_model_latency_ns", int(AllreduceModel::SHARED_MEMORY.message_latency_ns as i32, Rule::AtLeast { min: 1, requirement: "must be >= 1" }), TUNER, Everyone,
+        c"Allreduce/reduce degree model: nanoseconds from issuing a small put to its target seeing it (> 0)";
+    ReductionModelTransferPsPerByte: c"reduction_model_transfer_ps_per_byte", int((AllreduceModel::SHARED_MEMORY.transfer_ns_per_byte * 1000.0) as i32, AT_LEAST_ZERO), TUNER, Everyone,
+        c"Allreduce/reduce degree model: picoseconds to move one byte into a peer's window (>= 0)";
+    ReductionModelCombinePsPerByte: c"reduction_model_combine_ps_per_byte", int((AllreduceModel::SHARED_MEMORY.reduce_ns_per_byte * 1000.0) as i32, AT_LEAST_ZERO), TUNER, Everyone,
+        c"Allreduce/reduce degree model: picoseconds to combine one byte with the MPI op (>= 0)";
+    ReductionModelPutGapNs: c"reduction_model_put_gap_ns", int(AllreduceModel::SHARED_MEMORY.put_gap_ns as i32, AT_LEAST_ZERO), TUNER, Everyone,
+        c"Allreduce/reduce degree model: nanoseconds each further message of the same step adds at its receiver (>= 0)";
+    BcastWindow: c"bcast_window", int(64, Rule::Clamped { min: 1, max: 4096 }), TUNER, Everyone,
+        c"Bcast sliding window: pieces a root may have in flight before every receiver has taken them (credits; 1..=4096)";
+    BcastSlotSize: c"bcast_slot_size", int(4096, SEGMENT), TUNER, Everyone,
+        c"Bytes per bcast window slot on shared memory, and per segment of the put tree where a transport has no multicast; longer messages are fragmented (64..=1048576)";
+    BcastFragmentSize: c"bcast_fragment_size", int(4096, SEGMENT), TUNER, Everyone,
+        c"Bytes per multicast datagram on datagram transports (verbs UD, UDP), lowered to what the transport carries (64..=1048576)";
+    BcastCoRoots: c"bcast_co_roots", int(-1, AUTO_OR_ANY), TUNER, Everyone,
+        c"Co-roots that receive every message reliably and collect their subgroup's ACKs (datagram transports): -1 chooses from the model of Liu, Mamidala and Panda (2004, section 7.2); 0 or more fixes it";
+    BcastAckInterval: c"bcast_ack_interval", int(8, Rule::Clamped { min: 1, max: 4096 }), TUNER, Everyone,
+        c"M of the lazy, skewed ACKs: receiver i acknowledges message B when B mod M = i mod M (1..=4096, lowered to the window)";
+    BcastTimeoutMs: c"bcast_timeout_ms", int(20, Rule::Clamped { min: 1, max: i32::MAX }), TUNER, Everyone,
+        c"Milliseconds without an ACK before a collector retransmits to a receiver (doubling while it stays silent); >= 1";
+    BcastNack: c"bcast_nack", int(1, SWITCH), TUNER, Everyone,
+        c"1: a receiver that sees a gap asks its collector at once (a loss costs one round trip, not a timeout); 0: rely on timeouts";
+    BcastMaxBytes: c"bcast_max_bytes", int(16384, Rule::ByteLimit), TUNER, Everyone,
+        c"Bcast messages larger than this many bytes are handed to the module underneath (its pipelined tree); -1 never hands them over";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_row_sits_at_its_id() {
+        for (index, param) in TABLE.iter().enumerate() {
+            assert_eq!(param.id as usize, index, "{}", param.short_name());
+        }
+    }
+
+    #[test]
+    fn names_are_unique_and_testing_ones_say_so() {
+        for (index, param) in TABLE.iter().enumerate() {
+            assert!(TABLE[..index].iter().all(|other| other.name != param.name), "{} twice", param.short_name());
+            let testing = param.audience == Audience::Testing;
+            assert_eq!(testing, param.short_name().starts_with("test_"), "{}", param.short_name());
+            assert_eq!(testing, param.help.to_bytes().starts_with(b"Testing only:"), "{}", param.short_name());
+        }
+    }
+
+    #[test]
+    fn every_default_follows_its_own_rule() {
+        for param in TABLE {
+            if let Kind::Int { default, rule } = param.kind {
+                let (_, warning) = rule.check(param.short_name(), default, default);
+                assert_eq!(warning, None, "{}", param.short_name());
+            }
+        }
+    }
+
+    #[test]
+    fn model_defaults_are_the_models_exactly() {
+        // The parameters are integers; a model constant with a fraction
+        // would silently change when it goes through its parameter.
+        let default = |id: Id| match TABLE[id as usize].kind {
+            Kind::Int { default, .. } => f64::from(default),
+            Kind::Text { .. } => unreachable!(),
+        };
+        assert_eq!(default(Id::ModelLatencyNs), BarrierModel::SHARED_MEMORY.latency_ns);
+        assert_eq!(default(Id::ModelPutGapNs), BarrierModel::SHARED_MEMORY.put_gap_ns);
+        let model = AllreduceModel::SHARED_MEMORY;
+        assert_eq!(default(Id::ReductionModelLatencyNs), model.message_latency_ns);
+        assert_eq!(default(Id::ReductionModelTransferPsPerByte) / 1000.0, model.transfer_ns_per_byte);
+        assert_eq!(default(Id::ReductionModelCombinePsPerByte) / 1000.0, model.reduce_ns_per_byte);
+        assert_eq!(default(Id::ReductionModelPutGapNs), model.put_gap_ns);
+    }
+}
