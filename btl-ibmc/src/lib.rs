@@ -1,5 +1,6 @@
 //! btl-ibmc: the transports under coll rdma and the substrate that later
-//! carries reliable multicast. Collectives see only [`Transport`].
+//! carries reliable multicast. Collectives see only the capability traits of
+//! [`transport`] ([`Windows`], [`Datagrams`], [`ReliableChannel`]...).
 
 pub mod fabric;
 #[cfg(feature = "verbs")]
@@ -34,5 +35,5 @@ pub use shm::{ShmTransport, establish};
 pub use verbs::{VerbsConfig, VerbsSetupError, VerbsTransport};
 #[cfg(feature = "verbs")]
 pub use hybrid::HybridTransport;
-pub use transport::{Exchange, MulticastKind, Transport, TransportError};
-pub use wait::{DEFAULT_FAULT_TIMEOUT, WaitPolicy, set_process_wait_limits, stalled_waits, wait_at_least};
+pub use transport::{Datagrams, Endpoint, Exchange, MulticastKind, PeerReads, ReliableChannel, Transport, TransportError, Windows};
+pub use wait::{DEFAULT_FAULT_TIMEOUT, NoSideProgress, SideProgress, WaitPolicy, Waits, set_process_wait_limits, stalled_waits, wait_at_least};

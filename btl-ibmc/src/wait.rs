@@ -5,13 +5,15 @@
 //! when the transport reports a failed peer or the wait outlasts the fault
 //! timeout: MPI cannot abandon a collective, but it can fail it.
 
+mod side_progress;
 pub(crate) mod stalls;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::transport::{Transport, TransportError};
+use crate::transport::{Endpoint, TransportError, Windows};
 
+pub use side_progress::{NoSideProgress, SideProgress, Waits};
 pub use stalls::stalled_waits;
 
 /// A wait's silence after which the job is reported hung, unless the
@@ -87,33 +89,35 @@ impl WaitPolicy {
 /// peer, or after the policy's fault timeout. `describe` is only called to
 /// explain a stall.
 #[inline]
-pub fn wait_at_least<T, D>(transport: &T, flag_offset: usize, target: u64, policy: &WaitPolicy, describe: D) -> Result<u64, TransportError>
+pub fn wait_at_least<T, D>(transport: &T, flag_offset: usize, target: u64, waits: Waits<'_>, describe: D) -> Result<u64, TransportError>
 where
-    T: Transport + ?Sized,
+    T: Windows + ?Sized,
     D: Fn() -> String,
 {
-    for _ in 0..policy.spin_polls {
+    for _ in 0..waits.policy.spin_polls {
         let value = transport.local_flag(flag_offset);
         if value >= target {
             return Ok(value);
         }
         std::hint::spin_loop();
     }
-    wait_yielding(transport, flag_offset, target, policy, &describe)
+    wait_yielding(transport, flag_offset, target, waits, &describe)
 }
 
 #[cold]
-fn wait_yielding<T: Transport + ?Sized>(
+fn wait_yielding<T: Windows + ?Sized>(
     transport: &T,
     flag_offset: usize,
     target: u64,
-    policy: &WaitPolicy,
+    waits: Waits<'_>,
     describe: &dyn Fn() -> String,
 ) -> Result<u64, TransportError> {
+    let policy = waits.policy;
     let mut watch = StallWatch::new(policy, policy.fault_timeout);
     let mut polls: u32 = 0;
     loop {
         transport.progress();
+        waits.side_progress.progress_others();
         let value = transport.local_flag(flag_offset);
         if value >= target {
             return Ok(value);
@@ -151,7 +155,7 @@ impl StallWatch {
     }
 
     #[cold]
-    pub(crate) fn check<T: Transport + ?Sized>(&mut self, transport: &T, describe: &dyn Fn() -> String) -> Result<(), TransportError> {
+    pub(crate) fn check<T: Endpoint + ?Sized>(&mut self, transport: &T, describe: &dyn Fn() -> String) -> Result<(), TransportError> {
         let who = || format!("rank {} of {}", transport.rank(), transport.size());
         if let Err(failure) = transport.health() {
             return Err(TransportError::Failed(format!("{} stopped waiting for {}: {}", who(), describe(), reason(&failure))));

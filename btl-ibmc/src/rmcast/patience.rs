@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::config::RmcastConfig;
-use crate::transport::{Transport, TransportError};
+use crate::transport::{Endpoint, TransportError};
 use crate::wait::StallWatch;
 
 /// Yields between two looks at the clock and the transport's health.
@@ -35,7 +35,7 @@ impl Patience {
     #[inline]
     pub(crate) fn pause<T, D>(&mut self, transport: &T, describe: D) -> Result<(), TransportError>
     where
-        T: Transport + ?Sized,
+        T: Endpoint + ?Sized,
         D: Fn() -> String,
     {
         if self.spins < self.spin_polls {
@@ -47,7 +47,7 @@ impl Patience {
     }
 
     #[cold]
-    fn yield_and_watch<T: Transport + ?Sized>(&mut self, transport: &T, describe: &dyn Fn() -> String) -> Result<(), TransportError> {
+    fn yield_and_watch<T: Endpoint + ?Sized>(&mut self, transport: &T, describe: &dyn Fn() -> String) -> Result<(), TransportError> {
         crate::idle::yield_core();
         let watch = self.watch.get_or_insert_with(|| StallWatch::new(&self.config.wait, self.give_up_after));
         self.yields = self.yields.wrapping_add(1);
