@@ -19,10 +19,16 @@ pub struct BcastProgress<'a, T: Transport + ?Sized> {
 }
 
 impl<'a, T: Transport + ?Sized> BcastProgress<'a, T> {
-    /// What another collective's waits must serve: the bcast, if it left
-    /// work behind ([`Bcast::has_background_work`]); otherwise nothing.
+    /// Serves the bcast at every yielding poll, whether or not it has
+    /// work left (the fabric tests' choice).
+    pub fn new(transport: &'a T, bcast: &'a mut Bcast) -> Self {
+        BcastProgress { transport, bcast: RefCell::new(bcast) }
+    }
+
+    /// What the glue's collectives serve: the bcast, if it left work
+    /// behind ([`Bcast::has_background_work`]); otherwise nothing.
     pub fn if_pending(transport: &'a T, bcast: &'a mut Bcast) -> Option<Self> {
-        bcast.has_background_work(transport).then(|| BcastProgress { transport, bcast: RefCell::new(bcast) })
+        bcast.has_background_work(transport).then(|| Self::new(transport, bcast))
     }
 }
 
