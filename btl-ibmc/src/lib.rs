@@ -3,8 +3,10 @@
 //! it is a library linked into the component, not an Open MPI btl
 //! component. It holds the transports (shared memory, verbs, and the hybrid
 //! of both), the reliable multicast substrate (`rmcast`) and waiting.
-//! Collectives see only [`Transport`]. The in-process test `fabric` is
-//! built only for tests (`cfg(test)`, or the cargo feature `fabric`).
+//! Collectives see only the capability traits of [`transport`]
+//! ([`Windows`], [`Datagrams`], [`ReliableChannel`]...). The in-process
+//! test `fabric` is built only for tests (`cfg(test)`, or the cargo
+//! feature `fabric`).
 
 #[cfg(any(test, feature = "fabric"))]
 pub mod fabric;
@@ -40,5 +42,8 @@ pub use shm::{ShmTransport, establish};
 pub use verbs::{VerbsConfig, VerbsSetupError, VerbsTransport};
 #[cfg(feature = "verbs")]
 pub use hybrid::HybridTransport;
-pub use transport::{Exchange, MulticastKind, Transport, TransportError};
-pub use wait::{DEFAULT_FAULT_TIMEOUT, PROCESS_DEFAULT_SPIN_POLLS, WaitPolicy, set_process_wait_policy, stalled_waits, wait_at_least};
+pub use transport::{Datagrams, Endpoint, Exchange, MulticastKind, PeerReads, ReliableChannel, Transport, TransportError, Windows};
+pub use wait::{
+    DEFAULT_FAULT_TIMEOUT, NoSideProgress, PROCESS_DEFAULT_SPIN_POLLS, SideProgress, WaitPolicy, Waits, set_process_wait_policy, stalled_waits,
+    wait_at_least,
+};

@@ -8,7 +8,7 @@
 //! writer that owns the rest of the word (a per-sender slot) can instead
 //! write whole words, padding with zeros, which costs a single transfer.
 
-use crate::transport::{Transport, TransportError};
+use crate::transport::{TransportError, Windows};
 
 const WORD: usize = 8;
 
@@ -16,11 +16,11 @@ const WORD: usize = 8;
 /// last word is a small part of the copy and is left to the window.
 pub const PADDED_PUT_MAX: usize = 64;
 
-/// `Transport::put` of `data` at the word-aligned `offset`, writing whole
+/// `Windows::put` of `data` at the word-aligned `offset`, writing whole
 /// words: the bytes between the end of `data` and the next word boundary
 /// are overwritten with zeros. The caller must own those bytes (they are in
 /// its own slot, which it reads back only as `data.len()` bytes).
-pub fn put_word_padded<T: Transport + ?Sized>(
+pub fn put_word_padded<T: Windows + ?Sized>(
     transport: &T,
     peer: usize,
     offset: usize,

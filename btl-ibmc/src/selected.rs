@@ -1,9 +1,9 @@
 //! The transport a communicator ended up with. Collectives are generic over
-//! `Transport`; an enum rather than a trait object keeps the shared-memory
+//! the transport traits; an enum rather than a trait object keeps the shared-memory
 //! hot path free of indirect calls (each method is one predictable branch).
 
 use crate::shm::ShmTransport;
-use crate::transport::{MulticastKind, Transport, TransportError};
+use crate::transport::{Datagrams, Endpoint, MulticastKind, PeerReads, ReliableChannel, TransportError, Windows};
 #[cfg(feature = "verbs")]
 use crate::hybrid::HybridTransport;
 #[cfg(feature = "verbs")]
@@ -69,60 +69,19 @@ macro_rules! dispatch {
     };
 }
 
-impl Transport for SelectedTransport {
+impl Endpoint for SelectedTransport {
     fn name(&self) -> &'static str {
         dispatch!(self, t => t.name())
     }
+
     fn rank(&self) -> usize {
         dispatch!(self, t => t.rank())
     }
+
     fn size(&self) -> usize {
         dispatch!(self, t => t.size())
     }
-    fn window_len(&self) -> usize {
-        dispatch!(self, t => t.window_len())
-    }
-    #[inline]
-    fn put(&self, peer: usize, offset: usize, data: &[u8], flag_offset: usize, flag: u64) -> Result<(), TransportError> {
-        dispatch!(self, t => t.put(peer, offset, data, flag_offset, flag))
-    }
-    #[inline]
-    fn put_flag(&self, peer: usize, flag_offset: usize, value: u64) -> Result<(), TransportError> {
-        dispatch!(self, t => t.put_flag(peer, flag_offset, value))
-    }
-    #[inline]
-    fn local_flag(&self, flag_offset: usize) -> u64 {
-        dispatch!(self, t => t.local_flag(flag_offset))
-    }
-    #[inline]
-    fn set_local_flag(&self, flag_offset: usize, value: u64) {
-        dispatch!(self, t => t.set_local_flag(flag_offset, value))
-    }
-    #[inline]
-    fn read_local(&self, offset: usize, out: &mut [u8]) {
-        dispatch!(self, t => t.read_local(offset, out))
-    }
-    fn multicast_kind(&self) -> MulticastKind {
-        dispatch!(self, t => t.multicast_kind())
-    }
-    fn max_datagram(&self) -> usize {
-        dispatch!(self, t => t.max_datagram())
-    }
-    fn multicast(&self, datagram: &[u8]) -> Result<(), TransportError> {
-        dispatch!(self, t => t.multicast(datagram))
-    }
-    fn poll_multicast(&self, out: &mut Vec<u8>) -> Option<usize> {
-        dispatch!(self, t => t.poll_multicast(out))
-    }
-    fn multicast_nonce(&self) -> u64 {
-        dispatch!(self, t => t.multicast_nonce())
-    }
-    fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
-        dispatch!(self, t => t.send_reliable(peer, message))
-    }
-    fn poll_reliable(&self, out: &mut Vec<u8>) -> Option<usize> {
-        dispatch!(self, t => t.poll_reliable(out))
-    }
+
     #[inline]
     fn progress(&self) {
         dispatch!(self, t => t.progress())
@@ -131,10 +90,77 @@ impl Transport for SelectedTransport {
     fn health(&self) -> Result<(), TransportError> {
         dispatch!(self, t => t.health())
     }
+}
+
+impl Windows for SelectedTransport {
+    fn window_len(&self) -> usize {
+        dispatch!(self, t => t.window_len())
+    }
+
+    #[inline]
+    fn put(&self, peer: usize, offset: usize, data: &[u8], flag_offset: usize, flag: u64) -> Result<(), TransportError> {
+        dispatch!(self, t => t.put(peer, offset, data, flag_offset, flag))
+    }
+
+    #[inline]
+    fn put_flag(&self, peer: usize, flag_offset: usize, value: u64) -> Result<(), TransportError> {
+        dispatch!(self, t => t.put_flag(peer, flag_offset, value))
+    }
+
+    #[inline]
+    fn local_flag(&self, flag_offset: usize) -> u64 {
+        dispatch!(self, t => t.local_flag(flag_offset))
+    }
+
+    #[inline]
+    fn set_local_flag(&self, flag_offset: usize, value: u64) {
+        dispatch!(self, t => t.set_local_flag(flag_offset, value))
+    }
+
+    #[inline]
+    fn read_local(&self, offset: usize, out: &mut [u8]) {
+        dispatch!(self, t => t.read_local(offset, out))
+    }
+}
+
+impl Datagrams for SelectedTransport {
+    fn multicast_kind(&self) -> MulticastKind {
+        dispatch!(self, t => t.multicast_kind())
+    }
+
+    fn max_datagram(&self) -> usize {
+        dispatch!(self, t => t.max_datagram())
+    }
+
+    fn multicast(&self, datagram: &[u8]) -> Result<(), TransportError> {
+        dispatch!(self, t => t.multicast(datagram))
+    }
+
+    fn poll_multicast(&self, out: &mut Vec<u8>) -> Option<usize> {
+        dispatch!(self, t => t.poll_multicast(out))
+    }
+
+    fn multicast_nonce(&self) -> u64 {
+        dispatch!(self, t => t.multicast_nonce())
+    }
+}
+
+impl ReliableChannel for SelectedTransport {
+    fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
+        dispatch!(self, t => t.send_reliable(peer, message))
+    }
+
+    fn poll_reliable(&self, out: &mut Vec<u8>) -> Option<usize> {
+        dispatch!(self, t => t.poll_reliable(out))
+    }
+}
+
+impl PeerReads for SelectedTransport {
     #[inline]
     fn read_peer(&self, peer: usize, offset: usize, out: &mut [u8]) -> Result<(), TransportError> {
         dispatch!(self, t => t.read_peer(peer, offset, out))
     }
+
     #[inline]
     fn peer_flag(&self, peer: usize, flag_offset: usize) -> Result<u64, TransportError> {
         dispatch!(self, t => t.peer_flag(peer, flag_offset))

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::transport::Transport;
+use crate::transport::{ReliableChannel, Windows};
 
 /// Long enough for a loaded 2-core CI machine, short enough to fail fast.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(20);
@@ -49,7 +49,7 @@ where
 
 /// Waits until the local word at `offset` is at least `target`; panics
 /// after `PATIENCE` naming what it waited for.
-pub(crate) fn await_flag<T: Transport + ?Sized>(transport: &T, offset: usize, target: u64, what: &str) -> u64 {
+pub(crate) fn await_flag<T: Windows + ?Sized>(transport: &T, offset: usize, target: u64, what: &str) -> u64 {
     let started = Instant::now();
     loop {
         let value = transport.local_flag(offset);
@@ -66,7 +66,7 @@ pub(crate) fn await_flag<T: Transport + ?Sized>(transport: &T, offset: usize, ta
 }
 
 /// Polls the reliable channel until a message arrives; panics after `PATIENCE`.
-pub(crate) fn await_reliable<T: Transport + ?Sized>(transport: &T, out: &mut Vec<u8>) -> usize {
+pub(crate) fn await_reliable<T: ReliableChannel + ?Sized>(transport: &T, out: &mut Vec<u8>) -> usize {
     let started = Instant::now();
     loop {
         if let Some(sender) = transport.poll_reliable(out) {
@@ -90,7 +90,7 @@ pub(crate) fn pattern_byte(tag: u64, position: usize) -> u8 {
 
 /// The window checks both backends must share. Needs a fresh transport of
 /// at least 2 ranks whose window is at least 64 bytes, a multiple of 8.
-pub(crate) fn assert_rejects_bad_access<T: Transport + ?Sized>(transport: &T) {
+pub(crate) fn assert_rejects_bad_access<T: Windows + ?Sized>(transport: &T) {
     use crate::transport::TransportError::{Failed, OutOfRange};
 
     let size = transport.size();

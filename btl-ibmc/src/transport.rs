@@ -9,6 +9,11 @@
 //! (UD multicast, UDP multicast, or none) and a reliable, per-pair ordered
 //! point-to-point channel that reliable multicast uses for retransmissions.
 //!
+//! Each of these is its own trait ([`Windows`], [`Datagrams`],
+//! [`ReliableChannel`], and [`PeerReads`] where every window is mapped),
+//! each standing on [`Endpoint`], so that a collective's bounds say what it
+//! uses. [`Transport`] is all of them: what a backend implements.
+//!
 //! Offsets are byte offsets into the *target's* window. Flag words must be
 //! 8-byte aligned and must not overlap payload written by another put that
 //! is still in flight.
@@ -23,7 +28,7 @@ pub enum MulticastKind {
     /// Every rank can read every rank's window directly (node-local shared
     /// memory), so one write into the sender's own window, read by all, is
     /// the multicast: it cannot be lost, duplicated or reordered. Such a
-    /// backend serves [`Transport::read_peer`] and [`Transport::peer_flag`].
+    /// backend serves [`PeerReads`].
     SharedWindow,
 }
 
@@ -55,16 +60,34 @@ impl std::fmt::Display for TransportError {
 
 impl std::error::Error for TransportError {}
 
-/// One communicator's view of the fabric. Methods take `&self` because the
+/// What every capability of a communicator's transport stands on: who
+/// this rank is, progress and health. Methods take `&self` because the
 /// progress engine may drive a transport while a collective is using it;
 /// implementations synchronise internally.
-pub trait Transport {
+pub trait Endpoint {
     /// Short name for diagnostics ("shm", "verbs", "udp", "fabric").
     fn name(&self) -> &'static str;
     /// This process's rank in the communicator.
     fn rank(&self) -> usize;
     /// Number of ranks in the communicator.
     fn size(&self) -> usize;
+
+    /// Drives completions and deferred work; wait loops call it while polling.
+    fn progress(&self);
+
+    /// Ok while nothing this rank depends on is known to have failed;
+    /// otherwise the failure, naming the peer or link where the backend
+    /// knows it (a queue pair in error, a peer that died). Every wait
+    /// checks it now and then, so a dead peer ends the wait with an error
+    /// rather than leaving it to spin. A backend that cannot tell says Ok.
+    fn health(&self) -> Result<(), TransportError> {
+        Ok(())
+    }
+}
+
+/// One-sided writes into peers' windows, and this rank's own window: all
+/// that barrier, allreduce, reduce and the put-tree bcast need.
+pub trait Windows: Endpoint {
     /// Bytes of window every rank exposes.
     fn window_len(&self) -> usize;
 
@@ -85,7 +108,11 @@ pub trait Transport {
 
     /// Copies bytes out of this rank's own window.
     fn read_local(&self, offset: usize, out: &mut [u8]);
+}
 
+/// The unreliable multicast primitive, and which kind of multicast the
+/// backend offers at all (reliable multicast picks its flavour from it).
+pub trait Datagrams: Endpoint {
     /// What kind of multicast primitive this backend offers.
     fn multicast_kind(&self) -> MulticastKind;
 
@@ -110,30 +137,26 @@ pub trait Transport {
     /// (another job's, another user's, an earlier communicator's) is told
     /// apart. Backends without datagrams answer 0.
     fn multicast_nonce(&self) -> u64;
+}
 
+/// The reliable, per-pair ordered point-to-point channel that reliable
+/// multicast uses for forwarding and retransmissions.
+pub trait ReliableChannel: Endpoint {
     /// Sends `message` to `peer`; delivered exactly once, in order per pair.
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError>;
 
     /// Takes one reliable message into `out` (cleared first) and returns its
     /// sender, if any arrived.
     fn poll_reliable(&self, out: &mut Vec<u8>) -> Option<usize>;
+}
 
-    /// Drives completions and deferred work; wait loops call it while polling.
-    fn progress(&self);
-
-    /// Ok while nothing this rank depends on is known to have failed;
-    /// otherwise the failure, naming the peer or link where the backend
-    /// knows it (a queue pair in error, a peer that died). Every wait
-    /// checks it now and then, so a dead peer ends the wait with an error
-    /// rather than leaving it to spin. A backend that cannot tell says Ok.
-    fn health(&self) -> Result<(), TransportError> {
-        Ok(())
-    }
-
-    /// Copies bytes out of `peer`'s window. Only backends whose windows are
-    /// all mapped into this process ([`MulticastKind::SharedWindow`]) serve
-    /// it; the rest answer `Unsupported`. The bytes are as coherent as the
-    /// flag protocol makes them: read them after `peer_flag` announced them.
+/// Reading peers' windows directly. Only backends whose windows are all
+/// mapped into this process ([`MulticastKind::SharedWindow`]) serve it; the
+/// rest keep the defaults, which answer `Unsupported`.
+pub trait PeerReads: Windows {
+    /// Copies bytes out of `peer`'s window. The bytes are as coherent as
+    /// the flag protocol makes them: read them after `peer_flag` announced
+    /// them.
     fn read_peer(&self, peer: usize, offset: usize, out: &mut [u8]) -> Result<(), TransportError> {
         let _ = (peer, offset, out);
         Err(TransportError::Unsupported("reading a peer's window"))
@@ -148,9 +171,83 @@ pub trait Transport {
     }
 }
 
+/// Everything a communicator's transport offers; what a backend implements
+/// and what bcast (reliable multicast, or the put tree where it has no
+/// multicast) needs. Collectives that need less name the capability
+/// instead, so that a wrapper or a test double provides only that.
+pub trait Transport: Windows + Datagrams + ReliableChannel + PeerReads {}
+
+impl<T: Windows + Datagrams + ReliableChannel + PeerReads + ?Sized> Transport for T {}
+
 /// An all-to-all exchange of fixed-size records, used only while a transport
 /// is being set up (Open MPI's saved lower-priority allgather, or the test
 /// fabric's own). `all` receives `size * mine.len()` bytes in rank order.
 pub trait Exchange {
     fn allgather(&self, mine: &[u8], all: &mut [u8]) -> Result<(), TransportError>;
 }
+
+/// Implements one capability for a wrapper by handing every call to the
+/// field that carries it unchanged, so that a wrapper spells out only the
+/// capabilities it changes: `forward!(Datagrams for HybridTransport => verbs)`.
+macro_rules! forward {
+    (Windows for $wrapper:ty => $field:ident) => {
+        impl $crate::transport::Windows for $wrapper {
+            #[inline]
+            fn window_len(&self) -> usize {
+                $crate::transport::Windows::window_len(&self.$field)
+            }
+            #[inline]
+            fn put(&self, peer: usize, offset: usize, data: &[u8], flag_offset: usize, flag: u64) -> Result<(), $crate::transport::TransportError> {
+                $crate::transport::Windows::put(&self.$field, peer, offset, data, flag_offset, flag)
+            }
+            #[inline]
+            fn put_flag(&self, peer: usize, flag_offset: usize, value: u64) -> Result<(), $crate::transport::TransportError> {
+                $crate::transport::Windows::put_flag(&self.$field, peer, flag_offset, value)
+            }
+            #[inline]
+            fn local_flag(&self, flag_offset: usize) -> u64 {
+                $crate::transport::Windows::local_flag(&self.$field, flag_offset)
+            }
+            #[inline]
+            fn set_local_flag(&self, flag_offset: usize, value: u64) {
+                $crate::transport::Windows::set_local_flag(&self.$field, flag_offset, value)
+            }
+            #[inline]
+            fn read_local(&self, offset: usize, out: &mut [u8]) {
+                $crate::transport::Windows::read_local(&self.$field, offset, out)
+            }
+        }
+    };
+    (Datagrams for $wrapper:ty => $field:ident) => {
+        impl $crate::transport::Datagrams for $wrapper {
+            fn multicast_kind(&self) -> $crate::transport::MulticastKind {
+                $crate::transport::Datagrams::multicast_kind(&self.$field)
+            }
+            fn max_datagram(&self) -> usize {
+                $crate::transport::Datagrams::max_datagram(&self.$field)
+            }
+            fn multicast(&self, datagram: &[u8]) -> Result<(), $crate::transport::TransportError> {
+                $crate::transport::Datagrams::multicast(&self.$field, datagram)
+            }
+            fn poll_multicast(&self, out: &mut Vec<u8>) -> Option<usize> {
+                $crate::transport::Datagrams::poll_multicast(&self.$field, out)
+            }
+            fn multicast_nonce(&self) -> u64 {
+                $crate::transport::Datagrams::multicast_nonce(&self.$field)
+            }
+        }
+    };
+    (PeerReads for $wrapper:ty => $field:ident) => {
+        impl $crate::transport::PeerReads for $wrapper {
+            #[inline]
+            fn read_peer(&self, peer: usize, offset: usize, out: &mut [u8]) -> Result<(), $crate::transport::TransportError> {
+                $crate::transport::PeerReads::read_peer(&self.$field, peer, offset, out)
+            }
+            #[inline]
+            fn peer_flag(&self, peer: usize, flag_offset: usize) -> Result<u64, $crate::transport::TransportError> {
+                $crate::transport::PeerReads::peer_flag(&self.$field, peer, flag_offset)
+            }
+        }
+    };
+}
+pub(crate) use forward;

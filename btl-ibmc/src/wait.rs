@@ -3,14 +3,16 @@
 //! and the wait for a word in the local window that every collective
 //! uses. The loop itself is [`waiter`]'s, shared by every wait.
 
+mod side_progress;
 pub(crate) mod stalls;
 mod waiter;
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::transport::{Transport, TransportError};
+use crate::transport::{TransportError, Windows};
 
+pub use side_progress::{NoSideProgress, SideProgress, Waits};
 pub use stalls::stalled_waits;
 pub(crate) use waiter::{NoTransport, Waiter};
 
@@ -88,15 +90,16 @@ impl WaitPolicy {
 /// peer, or after the policy's fault timeout. `describe` is only called to
 /// explain a stall.
 #[inline]
-pub fn wait_at_least<T, D>(transport: &T, flag_offset: usize, target: u64, policy: &WaitPolicy, describe: D) -> Result<u64, TransportError>
+pub fn wait_at_least<T, D>(transport: &T, flag_offset: usize, target: u64, waits: Waits<'_>, describe: D) -> Result<u64, TransportError>
 where
-    T: Transport + ?Sized,
+    T: Windows + ?Sized,
     D: Fn() -> String,
 {
-    let mut waiter = Waiter::new(policy);
+    let mut waiter = Waiter::new(waits.policy);
     loop {
         if !waiter.is_spinning() {
             transport.progress();
+            waits.side_progress.progress_others();
         }
         let value = transport.local_flag(flag_offset);
         if value >= target {

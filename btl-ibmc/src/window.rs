@@ -52,7 +52,7 @@ impl<'a> Window<'a> {
         }
     }
 
-    /// The data-then-flag write of `Transport::put`: nothing is written
+    /// The data-then-flag write of `Windows::put`: nothing is written
     /// unless both the data range and the flag word are valid.
     #[inline]
     pub(crate) fn put(&self, peer: usize, offset: usize, data: &[u8], flag_offset: usize, flag: u64) -> Result<(), TransportError> {

@@ -11,7 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use btl_ibmc::fabric::{Fabric, FabricConfig};
-use btl_ibmc::{ShmTransport, Transport, TransportError, WaitPolicy, establish, set_process_wait_policy};
+use btl_ibmc::{ReliableChannel, ShmTransport, TransportError, WaitPolicy, establish, set_process_wait_policy};
 
 /// More messages than a ring holds, so that the sender has to wait.
 const MESSAGES: usize = 40;

@@ -21,7 +21,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use btl_ibmc::transport::{Exchange, MulticastKind, Transport, TransportError};
+use btl_ibmc::transport::{Datagrams, Endpoint, Exchange, MulticastKind, Transport, TransportError, Windows};
 use btl_ibmc::hybrid::{self, HybridTransport};
 use btl_ibmc::verbs::{RELIABLE_MAX, VerbsConfig, VerbsSetupError, VerbsTransport, establish, probe};
 use btl_ibmc::{Fabric, FabricConfig};

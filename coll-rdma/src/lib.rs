@@ -1,5 +1,5 @@
 //! coll rdma: an Open MPI collective component. The collectives are written
-//! against btl-ibmc's `Transport` and know nothing of Open MPI; `glue` is
+//! against btl-ibmc's transport traits and know nothing of Open MPI; `glue` is
 //! the only place that touches Open MPI's structures.
 //!
 //! * `collectives`: one algorithm per MPI collective;
@@ -15,4 +15,4 @@ pub mod side_progress;
 
 mod glue;
 
-pub use side_progress::WithBcastProgress;
+pub use side_progress::BcastProgress;

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
-use btl_ibmc::{TransportError, WaitPolicy};
+use btl_ibmc::{NoSideProgress, TransportError, WaitPolicy};
 use mca_coll_rdma::collectives::allreduce::{Allreduce, AllreduceConfig};
 use mca_coll_rdma::layout::WindowLayout;
 use mca_coll_rdma::patterns::TreeStreamConfig;
@@ -257,12 +257,12 @@ fn play_rank(
         let transport_failure = |e: TransportError| format!("call {index} ({call:?}) on rank {rank}: {e}");
         let checked = match call.kind {
             Kind::Allreduce => {
-                allreduce.allreduce(endpoint, &call.op, send, &mut recv).map_err(transport_failure)?;
+                allreduce.allreduce(endpoint, &NoSideProgress, &call.op, send, &mut recv).map_err(transport_failure)?;
                 true
             }
             Kind::Reduce { root } => {
                 let mine = (rank == root).then_some(&mut recv[..]);
-                reduce.reduce(endpoint, &call.op, root, send, mine).map_err(transport_failure)?;
+                reduce.reduce(endpoint, &NoSideProgress, &call.op, root, send, mine).map_err(transport_failure)?;
                 rank == root
             }
         };
@@ -459,32 +459,32 @@ fn degenerate_calls_neither_panic_nor_hang() {
     let mut reduce = Reduce::new(0, 1, layout.reduce_offset, config.tree);
     let send = Op::WrappingSum.input(&mut XorShift::new(5), 9);
     let mut recv = vec![0; send.len()];
-    allreduce.allreduce(&single, &Op::WrappingSum, &send, &mut recv).unwrap();
+    allreduce.allreduce(&single, &NoSideProgress, &Op::WrappingSum, &send, &mut recv).unwrap();
     assert_eq!(recv, send);
     recv.fill(0);
-    reduce.reduce(&single, &Op::WrappingSum, 0, &send, Some(&mut recv)).unwrap();
+    reduce.reduce(&single, &NoSideProgress, &Op::WrappingSum, 0, &send, Some(&mut recv)).unwrap();
     assert_eq!(recv, send);
-    allreduce.allreduce(&single, &Op::WrappingSum, &[], &mut []).unwrap();
+    allreduce.allreduce(&single, &NoSideProgress, &Op::WrappingSum, &[], &mut []).unwrap();
 
     // Count 0 on several ranks returns at once, without waiting for anyone.
     let layout = WindowLayout::with_reductions(3, 1, &config);
     let endpoints = Fabric::new(3, layout.window_len, FabricConfig::default());
     let mut allreduce = Allreduce::new(1, 3, layout.allreduce_offset, config);
     let mut reduce = Reduce::new(1, 3, layout.reduce_offset, config.tree);
-    allreduce.allreduce(&endpoints[1], &Op::FloatSum, &[], &mut []).unwrap();
-    reduce.reduce(&endpoints[1], &Op::FloatSum, 1, &[], Some(&mut [])).unwrap();
-    reduce.reduce(&endpoints[1], &Op::FloatSum, 0, &[], None).unwrap();
+    allreduce.allreduce(&endpoints[1], &NoSideProgress, &Op::FloatSum, &[], &mut []).unwrap();
+    reduce.reduce(&endpoints[1], &NoSideProgress, &Op::FloatSum, 1, &[], Some(&mut [])).unwrap();
+    reduce.reduce(&endpoints[1], &NoSideProgress, &Op::FloatSum, 0, &[], None).unwrap();
 
     // Misuse is reported before anything is sent.
-    assert!(reduce.reduce(&endpoints[1], &Op::WrappingSum, 3, &send, None).is_err());
-    assert!(reduce.reduce(&endpoints[1], &Op::WrappingSum, 1, &send, None).is_err());
-    assert!(allreduce.allreduce(&endpoints[1], &Op::WrappingSum, &send, &mut recv[..8]).is_err());
-    assert!(allreduce.allreduce(&endpoints[1], &Op::WrappingSum, &send[..12], &mut recv[..12]).is_err());
+    assert!(reduce.reduce(&endpoints[1], &NoSideProgress, &Op::WrappingSum, 3, &send, None).is_err());
+    assert!(reduce.reduce(&endpoints[1], &NoSideProgress, &Op::WrappingSum, 1, &send, None).is_err());
+    assert!(allreduce.allreduce(&endpoints[1], &NoSideProgress, &Op::WrappingSum, &send, &mut recv[..8]).is_err());
+    assert!(allreduce.allreduce(&endpoints[1], &NoSideProgress, &Op::WrappingSum, &send[..12], &mut recv[..12]).is_err());
     let tiny_segments = AllreduceConfig { tree: TreeStreamConfig { segment_bytes: 16, ..config.tree }, exchange_max_bytes: 0 };
     let mut tiny = Allreduce::new(1, 3, layout.allreduce_offset, tiny_segments);
     let matrix = vec![0u8; 64];
     assert!(matches!(
-        tiny.allreduce(&endpoints[1], &Op::MatrixProduct, &matrix, &mut [0; 64]),
+        tiny.allreduce(&endpoints[1], &NoSideProgress, &Op::MatrixProduct, &matrix, &mut [0; 64]),
         Err(TransportError::TooLarge { len: 32, max: 16 })
     ));
     assert_eq!(allreduce.epoch() + reduce.epoch() + tiny.epoch(), 0, "a rejected or empty call used the window");

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use btl_ibmc::fabric::{Fabric, FabricConfig};
-use btl_ibmc::WaitPolicy;
+use btl_ibmc::{NoSideProgress, WaitPolicy};
 use mca_coll_rdma::collectives::allreduce::AllreduceConfig;
 use mca_coll_rdma::collectives::barrier::DisseminationBarrier;
 use mca_coll_rdma::layout::WindowLayout;
@@ -99,7 +99,7 @@ where
 }
 
 fn dissemination(barrier: &mut DisseminationBarrier, endpoint: &btl_ibmc::fabric::FabricEndpoint) {
-    barrier.run(endpoint).expect("fabric put failed");
+    barrier.run(endpoint, &NoSideProgress).expect("fabric put failed");
 }
 
 fn barriers_for(size: usize) -> usize {

@@ -10,7 +10,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint, run_ranks_watched};
-use btl_ibmc::{Transport, WaitPolicy};
+use btl_ibmc::{Endpoint, NoSideProgress, WaitPolicy};
 use mca_coll_rdma::collectives::allreduce::{Allreduce, AllreduceConfig};
 use mca_coll_rdma::collectives::barrier::DisseminationBarrier;
 use mca_coll_rdma::collectives::bcast::{Bcast, BcastConfig};
@@ -53,11 +53,11 @@ fn run_without_one(collective: Collective, absent_dies: bool, wait: WaitPolicy) 
         }
         let started = Instant::now();
         let result = match collective {
-            Collective::Barrier => DisseminationBarrier::new(rank, SIZE, 2, layout.barrier_offset, wait).run(&endpoint),
+            Collective::Barrier => DisseminationBarrier::new(rank, SIZE, 2, layout.barrier_offset, wait).run(&endpoint, &NoSideProgress),
             Collective::Allreduce => {
                 let send = (rank as u64).to_le_bytes().repeat(16);
                 let mut recv = vec![0u8; send.len()];
-                Allreduce::new(rank, SIZE, layout.allreduce_offset, reductions).allreduce(&endpoint, &WordSum, &send, &mut recv)
+                Allreduce::new(rank, SIZE, layout.allreduce_offset, reductions).allreduce(&endpoint, &NoSideProgress, &WordSum, &send, &mut recv)
             }
             Collective::Bcast => {
                 let mut buf = vec![0u8; 1000];
@@ -115,7 +115,7 @@ fn a_healthy_run_is_not_cut_short_by_the_fault_timeout() {
             if rank == ABSENT && round == 5 {
                 std::thread::sleep(Duration::from_millis(300));
             }
-            barrier.run(&endpoint).unwrap_or_else(|e| panic!("rank {rank} barrier {round}: {e}"));
+            barrier.run(&endpoint, &NoSideProgress).unwrap_or_else(|e| panic!("rank {rank} barrier {round}: {e}"));
         }
         assert!(endpoint.health().is_ok());
     });

@@ -5,7 +5,7 @@
 //! (so NACKs and retransmissions run), and one script of barriers,
 //! allreduces, reduces and bcasts with changing roots that every rank
 //! follows back to back. Between bcasts the other collectives serve the
-//! bcast's pending traffic through `WithBcastProgress`, as in the glue.
+//! bcast's pending traffic through `BcastProgress`, as in the glue.
 //!
 //! Every result is checked against a reference computed another way: the
 //! reductions against a serial left-to-right fold of every rank's inputs
@@ -37,7 +37,7 @@ use mca_coll_rdma::collectives::bcast::{Bcast, BcastConfig};
 use mca_coll_rdma::layout::WindowLayout;
 use mca_coll_rdma::collectives::reduce::Reduce;
 use mca_coll_rdma::reduction::Reduction;
-use mca_coll_rdma::WithBcastProgress;
+use mca_coll_rdma::BcastProgress;
 use tuning::{AllreduceModel, BarrierModel, CoRootModel};
 
 /// 1024 threads: a small stack each is plenty for the collectives and keeps
@@ -336,21 +336,21 @@ fn play_call(
     match call {
         Call::Barrier => {
             plan.barrier_entries[index].fetch_add(1, Ordering::SeqCst);
-            barrier.run(&WithBcastProgress::new(endpoint, bcast))?;
+            barrier.run(endpoint, &BcastProgress::new(endpoint, bcast))?;
             let entered = plan.barrier_entries[index].load(Ordering::SeqCst);
             Ok((entered != plan.size).then(|| format!("left the barrier when only {entered} of {} ranks had entered it", plan.size)))
         }
         Call::Allreduce { op, count } => {
             let send = input(plan.seed, index, rank, op, count);
             let mut recv = vec![0xA5; send.len()];
-            allreduce.allreduce(&WithBcastProgress::new(endpoint, bcast), &op, &send, &mut recv)?;
+            allreduce.allreduce(endpoint, &BcastProgress::new(endpoint, bcast), &op, &send, &mut recv)?;
             Ok(difference(&recv, plan.expected[index].as_deref().expect("a reference")))
         }
         Call::Reduce { root, op, count } => {
             let send = input(plan.seed, index, rank, op, count);
             let mut recv = vec![0xA5; send.len()];
             let mine = (rank == root).then_some(&mut recv[..]);
-            reduce.reduce(&WithBcastProgress::new(endpoint, bcast), &op, root, &send, mine)?;
+            reduce.reduce(endpoint, &BcastProgress::new(endpoint, bcast), &op, root, &send, mine)?;
             Ok((rank == root).then(|| difference(&recv, plan.expected[index].as_deref().expect("a reference"))).flatten())
         }
         Call::Bcast { root, len } => {

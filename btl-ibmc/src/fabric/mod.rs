@@ -30,7 +30,7 @@ pub use watchdog::run_ranks_watched;
 pub use stats::FabricStats;
 
 use crate::rng::Rng;
-use crate::transport::{Exchange, MulticastKind, Transport, TransportError};
+use crate::transport::{Datagrams, Endpoint, Exchange, MulticastKind, PeerReads, ReliableChannel, TransportError, Windows};
 use crate::window::Window;
 use crate::words::words_for;
 use datagrams::DatagramQueues;
@@ -112,7 +112,7 @@ impl FabricEndpoint {
         &self.fabric.config
     }
 
-    /// From now on every other rank's [`Transport::health`] reports `rank`
+    /// From now on every other rank's [`Endpoint::health`] reports `rank`
     /// as failed, the way a queue pair to a dead peer ends in error.
     pub fn mark_dead(&self, rank: usize) {
         if let Some(flag) = self.fabric.dead.get(rank) {
@@ -178,7 +178,7 @@ impl FabricEndpoint {
 }
 
 
-impl Transport for FabricEndpoint {
+impl Endpoint for FabricEndpoint {
     fn name(&self) -> &'static str {
         "fabric"
     }
@@ -191,6 +191,18 @@ impl Transport for FabricEndpoint {
         self.fabric.size
     }
 
+    fn progress(&self) {}
+
+    fn health(&self) -> Result<(), TransportError> {
+        let dead_peer = self.fabric.dead.iter().enumerate().find(|&(peer, dead)| peer != self.rank && dead.load(Ordering::Acquire));
+        match dead_peer {
+            Some((peer, _)) => Err(TransportError::Failed(format!("rank {peer} is unreachable (its link is in error)"))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Windows for FabricEndpoint {
     fn window_len(&self) -> usize {
         self.fabric.window_len
     }
@@ -218,7 +230,9 @@ impl Transport for FabricEndpoint {
     fn read_local(&self, offset: usize, out: &mut [u8]) {
         self.own_window().read_own(self.rank, offset, out);
     }
+}
 
+impl Datagrams for FabricEndpoint {
     fn multicast_kind(&self) -> MulticastKind {
         self.fabric.config.multicast_kind
     }
@@ -251,7 +265,9 @@ impl Transport for FabricEndpoint {
     fn multicast_nonce(&self) -> u64 {
         if self.offers_datagrams() { self.fabric.multicast_nonce } else { 0 }
     }
+}
 
+impl ReliableChannel for FabricEndpoint {
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
         let max_delay = self.fabric.config.reliable_delay_max;
         if !max_delay.is_zero() {
@@ -269,17 +285,9 @@ impl Transport for FabricEndpoint {
         out.extend_from_slice(&message);
         Some(sender)
     }
+}
 
-    fn progress(&self) {}
-
-    fn health(&self) -> Result<(), TransportError> {
-        let dead_peer = self.fabric.dead.iter().enumerate().find(|&(peer, dead)| peer != self.rank && dead.load(Ordering::Acquire));
-        match dead_peer {
-            Some((peer, _)) => Err(TransportError::Failed(format!("rank {peer} is unreachable (its link is in error)"))),
-            None => Ok(()),
-        }
-    }
-
+impl PeerReads for FabricEndpoint {
     fn read_peer(&self, peer: usize, offset: usize, out: &mut [u8]) -> Result<(), TransportError> {
         if !self.offers_shared_windows() {
             return Err(TransportError::Unsupported("reading a peer's window on a fabric imitating a network"));

@@ -6,7 +6,7 @@
 //! channel, as in `HybridTransport`, which keeps every pair in order.
 
 use crate::shm::{NodeGroups, ShmSetupError, ShmTransport, establish_in_groups};
-use crate::transport::{MulticastKind, Transport, TransportError};
+use crate::transport::{Endpoint, ReliableChannel, TransportError, forward};
 
 use super::FabricEndpoint;
 
@@ -47,7 +47,7 @@ impl FabricWithNodeRings {
     }
 }
 
-impl Transport for FabricWithNodeRings {
+impl Endpoint for FabricWithNodeRings {
     fn name(&self) -> &'static str {
         "fabric+shm rings"
     }
@@ -60,50 +60,21 @@ impl Transport for FabricWithNodeRings {
         self.fabric.size()
     }
 
-    fn window_len(&self) -> usize {
-        self.fabric.window_len()
+    fn progress(&self) {
+        self.fabric.progress();
     }
 
-    fn put(&self, peer: usize, offset: usize, data: &[u8], flag_offset: usize, flag: u64) -> Result<(), TransportError> {
-        self.fabric.put(peer, offset, data, flag_offset, flag)
+    fn health(&self) -> Result<(), TransportError> {
+        self.fabric.health()?;
+        self.rings.health()
     }
+}
 
-    fn put_flag(&self, peer: usize, flag_offset: usize, value: u64) -> Result<(), TransportError> {
-        self.fabric.put_flag(peer, flag_offset, value)
-    }
+forward!(Windows for FabricWithNodeRings => fabric);
 
-    fn local_flag(&self, flag_offset: usize) -> u64 {
-        self.fabric.local_flag(flag_offset)
-    }
+forward!(Datagrams for FabricWithNodeRings => fabric);
 
-    fn set_local_flag(&self, flag_offset: usize, value: u64) {
-        self.fabric.set_local_flag(flag_offset, value);
-    }
-
-    fn read_local(&self, offset: usize, out: &mut [u8]) {
-        self.fabric.read_local(offset, out);
-    }
-
-    fn multicast_kind(&self) -> MulticastKind {
-        self.fabric.multicast_kind()
-    }
-
-    fn max_datagram(&self) -> usize {
-        self.fabric.max_datagram()
-    }
-
-    fn multicast(&self, datagram: &[u8]) -> Result<(), TransportError> {
-        self.fabric.multicast(datagram)
-    }
-
-    fn poll_multicast(&self, out: &mut Vec<u8>) -> Option<usize> {
-        self.fabric.poll_multicast(out)
-    }
-
-    fn multicast_nonce(&self) -> u64 {
-        self.fabric.multicast_nonce()
-    }
-
+impl ReliableChannel for FabricWithNodeRings {
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
         match self.node_position(peer, message.len())? {
             Some(index) => self.rings.send_reliable(index, message),
@@ -114,16 +85,9 @@ impl Transport for FabricWithNodeRings {
     fn poll_reliable(&self, out: &mut Vec<u8>) -> Option<usize> {
         self.rings.poll_reliable(out).map(|index| self.node_members[index]).or_else(|| self.fabric.poll_reliable(out))
     }
-
-    fn progress(&self) {
-        self.fabric.progress();
-    }
-
-    fn health(&self) -> Result<(), TransportError> {
-        self.fabric.health()?;
-        self.rings.health()
-    }
 }
+
+forward!(PeerReads for FabricWithNodeRings => fabric);
 
 impl std::fmt::Debug for FabricWithNodeRings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

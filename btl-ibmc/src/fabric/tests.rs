@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::{Fabric, FabricConfig, FabricEndpoint, REORDER_SPAN};
 use crate::test_support::{assert_rejects_bad_access, await_flag, pattern, run_ranks, run_with, test_seed};
-use crate::transport::{Exchange, MulticastKind, Transport, TransportError};
+use crate::transport::{Datagrams, Endpoint, Exchange, MulticastKind, PeerReads, ReliableChannel, TransportError, Windows};
 
 #[test]
 fn puts_and_flags_cross_threads_in_order_despite_random_delays() {

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub use establish::{HybridSetupError, establish};
 
 use crate::shm::ShmTransport;
-use crate::transport::{MulticastKind, Transport, TransportError};
+use crate::transport::{Endpoint, PeerReads, ReliableChannel, TransportError, Windows, forward};
 use crate::verbs::VerbsTransport;
 
 pub struct HybridTransport {
@@ -62,7 +62,7 @@ impl HybridTransport {
     }
 }
 
-impl Transport for HybridTransport {
+impl Endpoint for HybridTransport {
     fn name(&self) -> &'static str {
         "shm+verbs"
     }
@@ -75,6 +75,18 @@ impl Transport for HybridTransport {
         self.node_index.len()
     }
 
+    #[inline]
+    fn progress(&self) {
+        self.verbs.progress();
+    }
+
+    fn health(&self) -> Result<(), TransportError> {
+        self.verbs.health()?;
+        self.shm.health()
+    }
+}
+
+impl Windows for HybridTransport {
     fn window_len(&self) -> usize {
         self.shm.window_len()
     }
@@ -109,27 +121,11 @@ impl Transport for HybridTransport {
     fn read_local(&self, offset: usize, out: &mut [u8]) {
         self.shm.read_local(offset, out);
     }
+}
 
-    fn multicast_kind(&self) -> MulticastKind {
-        self.verbs.multicast_kind()
-    }
+forward!(Datagrams for HybridTransport => verbs);
 
-    fn max_datagram(&self) -> usize {
-        self.verbs.max_datagram()
-    }
-
-    fn multicast(&self, datagram: &[u8]) -> Result<(), TransportError> {
-        self.verbs.multicast(datagram)
-    }
-
-    fn poll_multicast(&self, out: &mut Vec<u8>) -> Option<usize> {
-        self.verbs.poll_multicast(out)
-    }
-
-    fn multicast_nonce(&self) -> u64 {
-        self.verbs.multicast_nonce()
-    }
-
+impl ReliableChannel for HybridTransport {
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
         // One limit whichever channel reaches the peer, so that what a
         // caller may send does not depend on where the peer runs.
@@ -155,17 +151,9 @@ impl Transport for HybridTransport {
             poll_verbs(out).or_else(|| poll_shm(out))
         }
     }
-
-    #[inline]
-    fn progress(&self) {
-        self.verbs.progress();
-    }
-
-    fn health(&self) -> Result<(), TransportError> {
-        self.verbs.health()?;
-        self.shm.health()
-    }
 }
+
+impl PeerReads for HybridTransport {}
 
 impl std::fmt::Debug for HybridTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -9,7 +9,7 @@
 //! MPI_Bcast requires); every piece also carries it, so a disagreement is
 //! reported instead of delivering the wrong bytes.
 //!
-//! Two flavours, picked from [`Transport::multicast_kind`]:
+//! Two flavours, picked from [`Datagrams::multicast_kind`]:
 //!
 //! * **Datagram** (`datagram`): the root copies each piece into a slot of
 //!   its sliding window, multicasts it, sends it reliably to the co-roots
@@ -51,7 +51,7 @@ pub use config::RmcastConfig;
 pub use region::region_len;
 pub use stats::RmcastStats;
 
-use crate::transport::{MulticastKind, Transport, TransportError};
+use crate::transport::{Datagrams, MulticastKind, Transport, TransportError};
 use datagram::DatagramFlavour;
 use region::LINE;
 use shared::SharedFlavour;
@@ -95,7 +95,7 @@ impl ReliableMulticast {
     }
 
     /// Whether `transport` can carry reliable multicast at all.
-    pub fn supported_by<T: Transport + ?Sized>(transport: &T) -> bool {
+    pub fn supported_by<T: Datagrams + ?Sized>(transport: &T) -> bool {
         matches!(transport.multicast_kind(), MulticastKind::Datagram | MulticastKind::SharedWindow)
     }
 

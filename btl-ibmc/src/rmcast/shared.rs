@@ -24,9 +24,9 @@ use super::{pieces, pieces_mut};
 use super::region::SharedRegion;
 use super::stats::RmcastStats;
 use crate::padded::put_word_padded;
-use crate::transport::{Transport, TransportError};
+use crate::transport::{PeerReads, TransportError};
 
-fn write_if_changed<T: Transport + ?Sized>(transport: &T, me: usize, word: usize, value: u64) -> Result<(), TransportError> {
+fn write_if_changed<T: PeerReads + ?Sized>(transport: &T, me: usize, word: usize, value: u64) -> Result<(), TransportError> {
     if transport.local_flag(word) != value {
         transport.put_flag(me, word, value)?;
     }
@@ -65,12 +65,12 @@ impl SharedFlavour {
         self.next_seq < self.floor.saturating_add(self.config.window())
     }
 
-    fn read_floor<T: Transport + ?Sized>(&mut self, transport: &T) {
+    fn read_floor<T: PeerReads + ?Sized>(&mut self, transport: &T) {
         let lines = (0..self.size).filter(|&reader| reader != self.me).map(|reader| transport.local_flag(self.region.ack_line(reader)));
         self.floor = lines.min().unwrap_or(u64::MAX);
     }
 
-    pub(crate) fn send<T: Transport + ?Sized>(&mut self, transport: &T, message: &[u8], stats: &mut RmcastStats) -> Result<(), TransportError> {
+    pub(crate) fn send<T: PeerReads + ?Sized>(&mut self, transport: &T, message: &[u8], stats: &mut RmcastStats) -> Result<(), TransportError> {
         let me = self.me;
         for (offset, piece) in pieces(message, self.config.slot_bytes) {
             if !self.has_credit() {
@@ -94,7 +94,7 @@ impl SharedFlavour {
     }
 
     #[cold]
-    fn wait_for_credit<T: Transport + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
+    fn wait_for_credit<T: PeerReads + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
         stats.window_full_stalls += 1;
         tracing::debug!("rank {}: shared-window ring full at piece {}", self.me, self.next_seq);
         let mut waiter = self.config.waiter();
@@ -107,7 +107,7 @@ impl SharedFlavour {
         }
     }
 
-    fn describe_full_ring<T: Transport + ?Sized>(&self, transport: &T) -> String {
+    fn describe_full_ring<T: PeerReads + ?Sized>(&self, transport: &T) -> String {
         let needed = (self.next_seq + 1).saturating_sub(self.config.window());
         let lagging: Vec<(usize, u64)> = (0..self.size)
             .filter(|&reader| reader != self.me)
@@ -122,7 +122,7 @@ impl SharedFlavour {
         self.readers[root].get_or_insert_with(|| Reader { delivered: 0, ack: LazyAck::new(me, config.effective_ack_interval(), config.ack_delay()) })
     }
 
-    pub(crate) fn receive<T: Transport + ?Sized>(
+    pub(crate) fn receive<T: PeerReads + ?Sized>(
         &mut self,
         transport: &T,
         root: usize,
@@ -162,7 +162,7 @@ impl SharedFlavour {
     }
 
     #[cold]
-    fn wait_for_piece<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, seq: u64, stats: &mut RmcastStats) -> Result<u64, TransportError> {
+    fn wait_for_piece<T: PeerReads + ?Sized>(&mut self, transport: &T, root: usize, seq: u64, stats: &mut RmcastStats) -> Result<u64, TransportError> {
         // A tight spin first: the piece usually lands within a cache-line
         // transfer, and progressing between polls would delay noticing it.
         for _ in 0..self.config.wait.spin_polls {
@@ -196,7 +196,7 @@ impl SharedFlavour {
 
     /// Writes the ACKs that waited long enough, and rereads the readers'
     /// lines so a root learns of room without being asked.
-    pub(crate) fn progress<T: Transport + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
+    pub(crate) fn progress<T: PeerReads + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
         transport.progress();
         let now = Instant::now();
         for (root, reader) in self.readers.iter_mut().enumerate() {
@@ -213,7 +213,7 @@ impl SharedFlavour {
         Ok(())
     }
 
-    pub(crate) fn flush_acks<T: Transport + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
+    pub(crate) fn flush_acks<T: PeerReads + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
         for (root, reader) in self.readers.iter_mut().enumerate() {
             let Some(reader) = reader else { continue };
             if let Some(count) = reader.ack.flush(reader.delivered) {

@@ -11,7 +11,7 @@ use super::{ReliableMulticast, RmcastConfig, RmcastStats, region_len};
 use crate::fabric::{Fabric, FabricConfig};
 use crate::shm::establish;
 use crate::test_support::{pattern, run_with, test_seed};
-use crate::transport::{MulticastKind, Transport, TransportError};
+use crate::transport::{Datagrams, MulticastKind, Transport, TransportError};
 use crate::wait::WaitPolicy;
 
 /// Bounded waits, and no spinning: ranks are threads on a small machine.

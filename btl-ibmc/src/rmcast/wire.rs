@@ -9,13 +9,13 @@
 //! nack:  [kind 2 | 0 0 0 | root u32 | nonce u64 | from u64 | to u64]   pieces [from, to) are wanted
 //! ```
 //! All integers little-endian. The nonce is the communicator's, drawn at
-//! random when its transport was set up ([`Transport::multicast_nonce`]):
+//! random when its transport was set up ([`Datagrams::multicast_nonce`]):
 //! a frame without it (another job's or user's traffic on the same group,
 //! a stale frame of an earlier communicator) is refused before anything
 //! in it is believed. The message length and the offset let a receiver
 //! check that a piece belongs where it is about to copy it.
 //!
-//! [`Transport::multicast_nonce`]: crate::transport::Transport::multicast_nonce
+//! [`Datagrams::multicast_nonce`]: crate::transport::Datagrams::multicast_nonce
 
 pub(crate) const PIECE_HEADER_BYTES: usize = 40;
 const NACK_BYTES: usize = 32;

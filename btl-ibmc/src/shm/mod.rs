@@ -29,7 +29,7 @@ pub use groups::NodeGroups;
 pub use ring::SLOT_PAYLOAD as RELIABLE_MAX;
 pub use segment::{OsCall, SegmentError, ShmSegment};
 
-use crate::transport::{MulticastKind, Transport, TransportError};
+use crate::transport::{Datagrams, Endpoint, MulticastKind, PeerReads, ReliableChannel, TransportError, Windows};
 use crate::wait::{NoTransport, Waiter};
 use crate::window::Window;
 use crate::words::words_for;
@@ -162,7 +162,7 @@ impl ShmTransport {
 }
 
 
-impl Transport for ShmTransport {
+impl Endpoint for ShmTransport {
     fn name(&self) -> &'static str {
         "shm"
     }
@@ -175,6 +175,10 @@ impl Transport for ShmTransport {
         self.layout.size
     }
 
+    fn progress(&self) {}
+}
+
+impl Windows for ShmTransport {
     fn window_len(&self) -> usize {
         self.layout.window_len
     }
@@ -205,7 +209,9 @@ impl Transport for ShmTransport {
     fn read_local(&self, offset: usize, out: &mut [u8]) {
         self.own_window().read_own(self.rank, offset, out);
     }
+}
 
+impl Datagrams for ShmTransport {
     fn multicast_kind(&self) -> MulticastKind {
         MulticastKind::SharedWindow
     }
@@ -226,7 +232,9 @@ impl Transport for ShmTransport {
     fn multicast_nonce(&self) -> u64 {
         0
     }
+}
 
+impl ReliableChannel for ShmTransport {
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
         self.send_reliable_while(peer, message, &|| {})
     }
@@ -248,9 +256,9 @@ impl Transport for ShmTransport {
         }
         None
     }
+}
 
-    fn progress(&self) {}
-
+impl PeerReads for ShmTransport {
     #[inline]
     fn read_peer(&self, peer: usize, offset: usize, out: &mut [u8]) -> Result<(), TransportError> {
         let out_of_range = TransportError::OutOfRange { peer, offset, len: out.len() };

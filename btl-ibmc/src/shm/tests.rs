@@ -13,7 +13,7 @@ use super::segment::dev_shm_path;
 use super::{RELIABLE_MAX, ShmTransport, establish};
 use crate::fabric::{Fabric, FabricConfig};
 use crate::test_support::{assert_rejects_bad_access, await_flag, await_reliable, pattern, pattern_byte, run_with};
-use crate::transport::{MulticastKind, Transport, TransportError};
+use crate::transport::{Datagrams, Endpoint, MulticastKind, PeerReads, ReliableChannel, TransportError, Windows};
 
 /// Sets up shared memory for `size` threads and returns each rank's transport.
 pub(super) fn establish_all(size: usize, window_len: usize) -> Vec<ShmTransport> {

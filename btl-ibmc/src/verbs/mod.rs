@@ -49,7 +49,7 @@ pub(crate) use establish::{Placement, establish_placed};
 pub(crate) use memory::BorrowedMemory;
 
 use crate::poison::lock;
-use crate::transport::{MulticastKind, Transport, TransportError};
+use crate::transport::{Datagrams, Endpoint, MulticastKind, PeerReads, ReliableChannel, TransportError, Windows};
 use crate::window::Window;
 use links::{Failure, Links};
 use reliable::ReliableInbox;
@@ -177,7 +177,7 @@ impl VerbsTransport {
     }
 }
 
-impl Transport for VerbsTransport {
+impl Endpoint for VerbsTransport {
     fn name(&self) -> &'static str {
         "verbs"
     }
@@ -190,6 +190,25 @@ impl Transport for VerbsTransport {
         self.size
     }
 
+    fn progress(&self) {
+        // Whoever holds a lock is making the same progress already.
+        if let Ok(mut send_path) = self.send_path.try_lock() {
+            send_path.progress(&self.links, &self.failure);
+        }
+        self.drain_inbox();
+        if let Some(multicast) = &self.multicast {
+            multicast.progress();
+        }
+    }
+
+    /// The first failure a completion reported (a queue pair in error
+    /// after a peer or link died), as the next operation would return it.
+    fn health(&self) -> Result<(), TransportError> {
+        self.failure.check()
+    }
+}
+
+impl Windows for VerbsTransport {
     fn window_len(&self) -> usize {
         self.window_len
     }
@@ -224,7 +243,9 @@ impl Transport for VerbsTransport {
     fn read_local(&self, offset: usize, out: &mut [u8]) {
         self.own_window().read_own(self.rank, offset, out);
     }
+}
 
+impl Datagrams for VerbsTransport {
     fn multicast_kind(&self) -> MulticastKind {
         if self.multicast.is_some() { MulticastKind::Datagram } else { MulticastKind::None }
     }
@@ -253,7 +274,9 @@ impl Transport for VerbsTransport {
     fn multicast_nonce(&self) -> u64 {
         self.multicast.as_ref().map_or(0, UdMulticast::nonce)
     }
+}
 
+impl ReliableChannel for VerbsTransport {
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
         self.send_reliable_while(peer, message, &|| {})
     }
@@ -262,24 +285,9 @@ impl Transport for VerbsTransport {
         out.clear();
         lock(&self.inbox).take(&self.links, &self.failure, out)
     }
-
-    /// The first failure a completion reported (a queue pair in error
-    /// after a peer or link died), as the next operation would return it.
-    fn health(&self) -> Result<(), TransportError> {
-        self.failure.check()
-    }
-
-    fn progress(&self) {
-        // Whoever holds a lock is making the same progress already.
-        if let Ok(mut send_path) = self.send_path.try_lock() {
-            send_path.progress(&self.links, &self.failure);
-        }
-        self.drain_inbox();
-        if let Some(multicast) = &self.multicast {
-            multicast.progress();
-        }
-    }
 }
+
+impl PeerReads for VerbsTransport {}
 
 impl Drop for VerbsTransport {
     fn drop(&mut self) {

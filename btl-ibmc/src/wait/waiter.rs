@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use super::{WaitPolicy, process_policy, stalls};
-use crate::transport::{Transport, TransportError};
+use crate::transport::{Endpoint, TransportError};
 
 /// Yields between two looks at the transport's health, which costs more
 /// than a poll (the first yield looks too). The clock is read at every
@@ -27,13 +27,13 @@ pub(crate) trait WaitContext {
     fn health(&self) -> Result<(), TransportError>;
 }
 
-impl<T: Transport + ?Sized> WaitContext for T {
+impl<T: Endpoint + ?Sized> WaitContext for T {
     fn waiting_rank(&self) -> Option<(usize, usize)> {
         Some((self.rank(), self.size()))
     }
 
     fn health(&self) -> Result<(), TransportError> {
-        Transport::health(self)
+        Endpoint::health(self)
     }
 }
 

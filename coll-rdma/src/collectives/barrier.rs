@@ -10,7 +10,7 @@
 //! one barrier ahead has necessarily passed the current one, which is all
 //! the reader needs to know.
 
-use btl_ibmc::{wait_at_least, Transport, TransportError, WaitPolicy};
+use btl_ibmc::{wait_at_least, SideProgress, TransportError, WaitPolicy, Windows};
 use tuning::round_fanouts;
 
 /// Bytes per notification slot: one cache line, so that writers of
@@ -88,9 +88,9 @@ impl DisseminationBarrier {
     }
 
     /// Runs one barrier: returns once every rank of the communicator has
-    /// entered it.
+    /// entered it. Its waits serve `side_progress` whenever they yield.
     #[inline]
-    pub fn run<T: Transport + ?Sized>(&mut self, transport: &T) -> Result<(), TransportError> {
+    pub fn run<T: Windows + ?Sized>(&mut self, transport: &T, side_progress: &dyn SideProgress) -> Result<(), TransportError> {
         self.epoch += 1;
         let epoch = self.epoch;
         for (round_index, round) in self.rounds.iter().enumerate() {
@@ -98,7 +98,7 @@ impl DisseminationBarrier {
                 transport.put_flag(to.peer, to.slot_offset, epoch)?;
             }
             for from in &round.await_from {
-                wait_at_least(transport, from.slot_offset, epoch, &self.policy, || {
+                wait_at_least(transport, from.slot_offset, epoch, self.policy.serving(side_progress), || {
                     format!("{} barrier {epoch}, round {round_index}: notification from rank {}", self.context, from.peer)
                 })?;
             }

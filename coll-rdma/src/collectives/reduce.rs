@@ -33,7 +33,7 @@
 //! A partial's credit waits for the parent to read an earlier segment of
 //! the stream, which depends on nothing the child does later.
 
-use btl_ibmc::{Transport, TransportError};
+use btl_ibmc::{SideProgress, TransportError, Windows};
 
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::scratch;
@@ -139,10 +139,12 @@ impl Reduce {
 
     /// Reduces `send` of every rank in rank order into `recv` on `root`;
     /// `recv` is only given (and required) there. Other ranks may return
-    /// before the root has the result.
-    pub fn reduce<T: Transport + ?Sized, R: Reduction + ?Sized>(
+    /// before the root has the result. Its waits serve `side_progress`
+    /// whenever they yield.
+    pub fn reduce<T: Windows + ?Sized, R: Reduction + ?Sized>(
         &mut self,
         transport: &T,
+        side_progress: &dyn SideProgress,
         op: &R,
         root: usize,
         send: &[u8],
@@ -174,6 +176,7 @@ impl Reduce {
         let base = self.last_seq;
         let count = segments.count();
         let policy = self.config.policy;
+        let waits = policy.serving(side_progress);
         scratch(&mut self.partial, segments.full_len());
         scratch(&mut self.incoming, segments.full_len());
         for index in 0..count {
@@ -187,13 +190,13 @@ impl Reduce {
                 _ => &mut self.partial[..range.len()],
             };
             partial.copy_from_slice(&send[range.clone()]);
-            self.upward.segment(transport, op, turn, partial, incoming, &policy)?;
+            self.upward.segment(transport, op, turn, partial, incoming, waits)?;
             if self.rank == 0 && root != 0 {
                 let credit = relay_turn.credit_needed();
-                self.relays_out[root].send(transport, relay_turn.seq, partial, credit, &policy)?;
+                self.relays_out[root].send(transport, relay_turn.seq, partial, credit, waits)?;
             }
             if let Some(buffer) = result.as_deref_mut().filter(|_| root != 0) {
-                self.relay_in.receive(transport, relay_turn.seq, &mut buffer[range], &policy)?;
+                self.relay_in.receive(transport, relay_turn.seq, &mut buffer[range], waits)?;
                 if relay_turn.must_acknowledge() {
                     self.relay_in.acknowledge(transport, relay_turn.seq)?;
                 }

@@ -5,7 +5,7 @@
 use std::ffi::c_int;
 use std::rc::Rc;
 
-use btl_ibmc::{SelectedTransport, Transport, TransportError, WaitPolicy};
+use btl_ibmc::{Datagrams, Endpoint, NoSideProgress, SelectedTransport, TransportError, WaitPolicy};
 use ompi_sys as sys;
 use tuning::choose_barrier_radix;
 
@@ -407,7 +407,7 @@ impl Drop for CommState {
             if let Err(why) = transport.quiesce_before_teardown() {
                 tracing::warn!("comm {} rank {}: writes still in flight at teardown: {why}", self.cid, self.rank);
             }
-            if let Err(why) = self.barrier.run(transport) {
+            if let Err(why) = self.barrier.run(transport, &NoSideProgress) {
                 tracing::warn!("comm {} rank {}: closing barrier failed: {why}", self.cid, self.rank);
             }
         }

@@ -5,7 +5,7 @@ use std::ffi::{c_int, c_void};
 
 use ompi_sys as sys;
 
-use crate::side_progress::WithBcastProgress;
+use crate::side_progress::BcastProgress;
 use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
@@ -58,12 +58,8 @@ impl CommState {
             // `dtype`; it does not overlap recv (checked above).
             unsafe { span_bytes(call.send, &span) }
         };
-        let outcome = if self.bcast_needs_side_progress() {
-            let with_bcast = WithBcastProgress::new(transport, &mut self.bcast);
-            self.allreduce.allreduce(&with_bcast, &message.reduction, contribution, recv)
-        } else {
-            self.allreduce.allreduce(transport, &message.reduction, contribution, recv)
-        };
+        let bcast_progress = BcastProgress::if_pending(transport, &mut self.bcast);
+        let outcome = self.allreduce.allreduce(transport, &bcast_progress, &message.reduction, contribution, recv);
         self.finish(Collective::Allreduce, outcome)
     }
 

@@ -5,7 +5,7 @@ use std::ffi::c_int;
 
 use ompi_sys as sys;
 
-use crate::side_progress::WithBcastProgress;
+use crate::side_progress::BcastProgress;
 use super::handover::Handover;
 use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
@@ -26,11 +26,8 @@ impl CommState {
         }
         self.count_call(Collective::Barrier);
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
-        let outcome = if self.bcast_needs_side_progress() {
-            self.barrier.run(&WithBcastProgress::new(transport, &mut self.bcast))
-        } else {
-            self.barrier.run(transport)
-        };
+        let bcast_progress = BcastProgress::if_pending(transport, &mut self.bcast);
+        let outcome = self.barrier.run(transport, &bcast_progress);
         self.finish(Collective::Barrier, outcome)
     }
 }

@@ -5,7 +5,7 @@ use std::ffi::{c_int, c_void};
 
 use ompi_sys as sys;
 
-use crate::side_progress::WithBcastProgress;
+use crate::side_progress::BcastProgress;
 use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
@@ -63,12 +63,8 @@ impl CommState {
             // SAFETY: MPI guarantees send holds `count` elements of `dtype`.
             unsafe { span_bytes(call.send, &span) }
         };
-        let outcome = if self.bcast_needs_side_progress() {
-            let with_bcast = WithBcastProgress::new(transport, &mut self.bcast);
-            self.reduce.reduce(&with_bcast, &message.reduction, root, contribution, recv)
-        } else {
-            self.reduce.reduce(transport, &message.reduction, root, contribution, recv)
-        };
+        let bcast_progress = BcastProgress::if_pending(transport, &mut self.bcast);
+        let outcome = self.reduce.reduce(transport, &bcast_progress, &message.reduction, root, contribution, recv);
         self.finish(Collective::Reduce, outcome)
     }
 

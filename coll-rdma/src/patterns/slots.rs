@@ -11,7 +11,7 @@
 //! reads a segment out of the slot before it uses it, so acknowledging it
 //! right after the read lets the sender overwrite the slot at once.
 
-use btl_ibmc::{put_word_padded, wait_at_least, Transport, TransportError, WaitPolicy};
+use btl_ibmc::{put_word_padded, wait_at_least, TransportError, Waits, Windows};
 
 use super::region::LINE;
 
@@ -136,16 +136,16 @@ impl Stream {
     }
 
     /// Sender side: waits for `credit_needed`, then puts the segment.
-    pub(crate) fn send<T: Transport + ?Sized>(
+    pub(crate) fn send<T: Windows + ?Sized>(
         &self,
         transport: &T,
         seq: u64,
         data: &[u8],
         credit_needed: u64,
-        policy: &WaitPolicy,
+        waits: Waits<'_>,
     ) -> Result<(), TransportError> {
         if credit_needed > 0 {
-            wait_at_least(transport, self.credit, credit_needed, policy, || {
+            wait_at_least(transport, self.credit, credit_needed, waits, || {
                 format!("{}: rank {} to free a slot for segment {seq}", self.what, self.receiver)
             })?;
         }
@@ -156,15 +156,15 @@ impl Stream {
     /// Sender side, instead of `send`: tells the receiver that segment `seq`
     /// will not come. Waits for the same credit as `send`, so that the mark
     /// cannot land on a slot whose previous segment is still unread.
-    pub(crate) fn send_abandoned<T: Transport + ?Sized>(
+    pub(crate) fn send_abandoned<T: Windows + ?Sized>(
         &self,
         transport: &T,
         seq: u64,
         credit_needed: u64,
-        policy: &WaitPolicy,
+        waits: Waits<'_>,
     ) -> Result<(), TransportError> {
         if credit_needed > 0 {
-            wait_at_least(transport, self.credit, credit_needed, policy, || {
+            wait_at_least(transport, self.credit, credit_needed, waits, || {
                 format!("{}: rank {} to free a slot for the abandoned segment {seq}", self.what, self.receiver)
             })?;
         }
@@ -172,14 +172,14 @@ impl Stream {
     }
 
     /// Receiver side: waits for segment `seq` and copies it into `out`.
-    pub(crate) fn receive<T: Transport + ?Sized>(
+    pub(crate) fn receive<T: Windows + ?Sized>(
         &self,
         transport: &T,
         seq: u64,
         out: &mut [u8],
-        policy: &WaitPolicy,
+        waits: Waits<'_>,
     ) -> Result<(), TransportError> {
-        self.await_flag(transport, seq, policy)?;
+        self.await_flag(transport, seq, waits)?;
         transport.read_local(self.slot(seq), out);
         Ok(())
     }
@@ -187,28 +187,28 @@ impl Stream {
     /// Receiver side, for streams whose sender may abandon a segment:
     /// `receive`, unless the segment was marked abandoned (then `out` is
     /// untouched).
-    pub(crate) fn receive_unless_abandoned<T: Transport + ?Sized>(
+    pub(crate) fn receive_unless_abandoned<T: Windows + ?Sized>(
         &self,
         transport: &T,
         seq: u64,
         out: &mut [u8],
-        policy: &WaitPolicy,
+        waits: Waits<'_>,
     ) -> Result<Arrival, TransportError> {
-        if self.await_flag(transport, seq, policy)? == seq | ABANDONED {
+        if self.await_flag(transport, seq, waits)? == seq | ABANDONED {
             return Ok(Arrival::Abandoned);
         }
         transport.read_local(self.slot(seq), out);
         Ok(Arrival::Segment)
     }
 
-    fn await_flag<T: Transport + ?Sized>(&self, transport: &T, seq: u64, policy: &WaitPolicy) -> Result<u64, TransportError> {
-        wait_at_least(transport, self.shape.flag_offset(self.slot(seq)), seq, policy, || {
+    fn await_flag<T: Windows + ?Sized>(&self, transport: &T, seq: u64, waits: Waits<'_>) -> Result<u64, TransportError> {
+        wait_at_least(transport, self.shape.flag_offset(self.slot(seq)), seq, waits, || {
             format!("{}: segment {seq} from rank {}", self.what, self.sender)
         })
     }
 
     /// Receiver side, after `receive`: returns the slot to the sender.
-    pub(crate) fn acknowledge<T: Transport + ?Sized>(&self, transport: &T, seq: u64) -> Result<(), TransportError> {
+    pub(crate) fn acknowledge<T: Windows + ?Sized>(&self, transport: &T, seq: u64) -> Result<(), TransportError> {
         transport.put_flag(self.sender, self.credit, seq)
     }
 }

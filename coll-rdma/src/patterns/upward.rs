@@ -2,7 +2,7 @@
 //! rank folds its children's partials into its own in ascending rank order,
 //! then passes the result to its parent.
 
-use btl_ibmc::{Transport, TransportError, WaitPolicy};
+use btl_ibmc::{TransportError, Waits, Windows};
 
 use super::slots::{SlotShape, Stream, Turn};
 use super::tree::TreeLinks;
@@ -62,17 +62,17 @@ impl Upward {
     /// which holds this rank's own contribution on entry and the partial of
     /// its whole subtree on return, and sends that to the parent.
     /// `incoming` is scratch of the same length.
-    pub(crate) fn segment<T: Transport + ?Sized, R: Reduction + ?Sized>(
+    pub(crate) fn segment<T: Windows + ?Sized, R: Reduction + ?Sized>(
         &self,
         transport: &T,
         op: &R,
         turn: Turn,
         partial: &mut [u8],
         incoming: &mut [u8],
-        policy: &WaitPolicy,
+        waits: Waits<'_>,
     ) -> Result<(), TransportError> {
         for child in &self.from_children {
-            child.receive(transport, turn.seq, incoming, policy)?;
+            child.receive(transport, turn.seq, incoming, waits)?;
             if turn.must_acknowledge() {
                 child.acknowledge(transport, turn.seq)?;
             }
@@ -80,7 +80,7 @@ impl Upward {
             partial.copy_from_slice(incoming);
         }
         if let Some(parent) = &self.to_parent {
-            parent.send(transport, turn.seq, partial, turn.credit_needed(), policy)?;
+            parent.send(transport, turn.seq, partial, turn.credit_needed(), waits)?;
         }
         Ok(())
     }

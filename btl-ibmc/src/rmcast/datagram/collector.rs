@@ -15,7 +15,7 @@ use super::ring::PieceRing;
 use crate::rmcast::config::BACKOFF_LIMIT;
 use crate::rmcast::groups::Member;
 use crate::rmcast::stats::RmcastStats;
-use crate::transport::{Transport, TransportError};
+use crate::transport::{ReliableChannel, TransportError, Windows};
 
 struct Watched {
     member: Member,
@@ -55,7 +55,7 @@ impl Collector {
     }
 
     /// Reads every member's word.
-    pub(crate) fn poll_acks<T: Transport + ?Sized>(&mut self, transport: &T, now: Instant) {
+    pub(crate) fn poll_acks<T: Windows + ReliableChannel + ?Sized>(&mut self, transport: &T, now: Instant) {
         let mut floor = u64::MAX;
         for watched in &mut self.watched {
             let acked = transport.local_flag(watched.word);
@@ -71,7 +71,7 @@ impl Collector {
 
     /// Resends pieces [acked, high) to every leaf member whose timeout has
     /// run out.
-    pub(crate) fn retransmit_due<T: Transport + ?Sized>(
+    pub(crate) fn retransmit_due<T: Windows + ReliableChannel + ?Sized>(
         &mut self,
         transport: &T,
         held: Held<'_>,
@@ -95,7 +95,7 @@ impl Collector {
 
     /// Answers `asker`'s NACK for pieces `wanted` with those held. False
     /// if `asker` is not a leaf member.
-    pub(crate) fn serve_nack<T: Transport + ?Sized>(
+    pub(crate) fn serve_nack<T: Windows + ReliableChannel + ?Sized>(
         &mut self,
         transport: &T,
         held: Held<'_>,
@@ -121,7 +121,7 @@ impl Collector {
     }
 }
 
-fn resend<T: Transport + ?Sized>(
+fn resend<T: Windows + ReliableChannel + ?Sized>(
     transport: &T,
     ring: &PieceRing,
     to: usize,

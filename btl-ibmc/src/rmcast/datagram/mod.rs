@@ -19,7 +19,7 @@ use super::region::DatagramRegion;
 use super::stats::RmcastStats;
 use super::wire::{Frame, PIECE_HEADER_BYTES, decode};
 use super::{pieces, pieces_mut, protocol_error};
-use crate::transport::{Transport, TransportError};
+use crate::transport::{Datagrams, ReliableChannel, TransportError, Windows};
 
 /// How a frame reached this rank, and who the transport says sent it.
 #[derive(Clone, Copy, Debug)]
@@ -85,7 +85,7 @@ impl DatagramFlavour {
         self.receivers[root].get_or_insert_with(|| Receiver::new(me, root, size, nonce, config, region, Instant::now()))
     }
 
-    pub(crate) fn send<T: Transport + ?Sized>(&mut self, transport: &T, message: &[u8], stats: &mut RmcastStats) -> Result<(), TransportError> {
+    pub(crate) fn send<T: Windows + Datagrams + ReliableChannel + ?Sized>(&mut self, transport: &T, message: &[u8], stats: &mut RmcastStats) -> Result<(), TransportError> {
         for (offset, piece) in pieces(message, self.piece_bytes) {
             if !self.sender().has_credit() {
                 self.wait_for_credit(transport, stats)?;
@@ -96,7 +96,7 @@ impl DatagramFlavour {
     }
 
     #[cold]
-    fn wait_for_credit<T: Transport + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
+    fn wait_for_credit<T: Windows + Datagrams + ReliableChannel + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
         self.progress(transport, stats)?;
         if self.sender().has_credit() {
             return Ok(());
@@ -115,7 +115,7 @@ impl DatagramFlavour {
         }
     }
 
-    pub(crate) fn receive<T: Transport + ?Sized>(
+    pub(crate) fn receive<T: Windows + Datagrams + ReliableChannel + ?Sized>(
         &mut self,
         transport: &T,
         root: usize,
@@ -150,7 +150,7 @@ impl DatagramFlavour {
     }
 
     #[cold]
-    fn wait_for_piece<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, stats: &mut RmcastStats) -> Result<(), TransportError> {
+    fn wait_for_piece<T: Windows + Datagrams + ReliableChannel + ?Sized>(&mut self, transport: &T, root: usize, stats: &mut RmcastStats) -> Result<(), TransportError> {
         let mut waiter = self.config.waiter();
         loop {
             self.progress(transport, stats)?;
@@ -165,7 +165,7 @@ impl DatagramFlavour {
 
     /// Takes in everything that arrived and does what is due: ACKs,
     /// forwards, NACK answers and retransmissions, for every stream.
-    pub(crate) fn progress<T: Transport + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
+    pub(crate) fn progress<T: Windows + Datagrams + ReliableChannel + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
         transport.progress();
         let now = Instant::now();
         let mut inbox = std::mem::take(&mut self.inbox);
@@ -181,7 +181,7 @@ impl DatagramFlavour {
         Ok(())
     }
 
-    fn take_arrivals<T: Transport + ?Sized>(&mut self, transport: &T, inbox: &mut Vec<u8>, now: Instant, stats: &mut RmcastStats) -> Result<(), TransportError> {
+    fn take_arrivals<T: Windows + Datagrams + ReliableChannel + ?Sized>(&mut self, transport: &T, inbox: &mut Vec<u8>, now: Instant, stats: &mut RmcastStats) -> Result<(), TransportError> {
         while let Some(sender) = transport.poll_multicast(inbox) {
             self.on_frame(transport, Arrival::Multicast { sender }, inbox, now, stats)?;
         }
@@ -195,7 +195,7 @@ impl DatagramFlavour {
     /// traffic, carried by the rank entitled to carry it, is dropped and
     /// counted: a datagram may come from anywhere on the group, and no
     /// stranger may fail or feed a broadcast. Errors are the transport's.
-    fn on_frame<T: Transport + ?Sized>(
+    fn on_frame<T: Windows + Datagrams + ReliableChannel + ?Sized>(
         &mut self,
         transport: &T,
         arrival: Arrival,
@@ -252,7 +252,7 @@ impl DatagramFlavour {
     }
 
     /// Writes every pending lazy ACK now.
-    pub(crate) fn flush_acks<T: Transport + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
+    pub(crate) fn flush_acks<T: Windows + Datagrams + ReliableChannel + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
         for receiver in self.receivers.iter_mut().flatten() {
             receiver.flush_ack(transport, stats)?;
         }

@@ -26,7 +26,7 @@ use crate::rmcast::groups::{Groups, Role};
 use crate::rmcast::region::DatagramRegion;
 use crate::rmcast::stats::RmcastStats;
 use crate::rmcast::wire::{PieceHeader, encode_nack};
-use crate::transport::{Transport, TransportError};
+use crate::transport::{ReliableChannel, TransportError, Windows};
 
 enum Duty {
     Leaf { ack: LazyAck, nack: bool, nack_horizon: u64 },
@@ -100,7 +100,7 @@ impl Receiver {
 
     /// Takes in one copy of a piece, from multicast, a co-root's forward or
     /// a retransmission alike.
-    pub(crate) fn accept<T: Transport + ?Sized>(
+    pub(crate) fn accept<T: Windows + ReliableChannel + ?Sized>(
         &mut self,
         transport: &T,
         header: PieceHeader,
@@ -157,7 +157,7 @@ impl Receiver {
     }
 
     /// Records that the caller took the next piece.
-    pub(crate) fn delivered_one<T: Transport + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
+    pub(crate) fn delivered_one<T: Windows + ReliableChannel + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
         debug_assert!(self.delivered < self.contiguous);
         self.delivered += 1;
         stats.pieces_delivered += 1;
@@ -174,7 +174,7 @@ impl Receiver {
 
     /// The timed part: a leaf's explicit ACK; a co-root's ACK collection,
     /// its word to the root and its retransmissions.
-    pub(crate) fn tick<T: Transport + ?Sized>(&mut self, transport: &T, now: Instant, stats: &mut RmcastStats) -> Result<(), TransportError> {
+    pub(crate) fn tick<T: Windows + ReliableChannel + ?Sized>(&mut self, transport: &T, now: Instant, stats: &mut RmcastStats) -> Result<(), TransportError> {
         match &mut self.duty {
             Duty::Leaf { ack, .. } => {
                 if let Some(count) = ack.when_due(self.delivered, now) {
@@ -191,7 +191,7 @@ impl Receiver {
         }
     }
 
-    fn publish_base<T: Transport + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
+    fn publish_base<T: Windows + ReliableChannel + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
         let base = self.base();
         if let Duty::CoRoot { published, .. } = &mut self.duty {
             if base > *published {
@@ -204,7 +204,7 @@ impl Receiver {
 
     /// A co-root answers a member's NACK; false if this rank collects for
     /// nobody here or `asker` is not its member.
-    pub(crate) fn serve_nack<T: Transport + ?Sized>(
+    pub(crate) fn serve_nack<T: Windows + ReliableChannel + ?Sized>(
         &mut self,
         transport: &T,
         asker: usize,
@@ -221,7 +221,7 @@ impl Receiver {
     }
 
     /// Writes a pending lazy ACK now.
-    pub(crate) fn flush_ack<T: Transport + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
+    pub(crate) fn flush_ack<T: Windows + ReliableChannel + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
         match &mut self.duty {
             Duty::Leaf { ack, .. } => match ack.flush(self.delivered) {
                 Some(count) => publish(transport, self.ack_to, count, stats),
@@ -241,7 +241,7 @@ impl Receiver {
     }
 }
 
-fn publish<T: Transport + ?Sized>(transport: &T, (rank, word): (usize, usize), count: u64, stats: &mut RmcastStats) -> Result<(), TransportError> {
+fn publish<T: Windows + ReliableChannel + ?Sized>(transport: &T, (rank, word): (usize, usize), count: u64, stats: &mut RmcastStats) -> Result<(), TransportError> {
     stats.acks_published += 1;
     transport.put_flag(rank, word, count)
 }

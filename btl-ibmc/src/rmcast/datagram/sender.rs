@@ -17,7 +17,7 @@ use crate::rmcast::groups::Groups;
 use crate::rmcast::region::DatagramRegion;
 use crate::rmcast::stats::RmcastStats;
 use crate::rmcast::wire::{PieceHeader, encode_piece};
-use crate::transport::{Transport, TransportError};
+use crate::transport::{Datagrams, ReliableChannel, TransportError, Windows};
 
 pub(crate) struct Sender {
     me: usize,
@@ -53,7 +53,7 @@ impl Sender {
     }
 
     /// Sends the next piece; the caller has checked `has_credit`.
-    pub(crate) fn send<T: Transport + ?Sized>(
+    pub(crate) fn send<T: Datagrams + ReliableChannel + ?Sized>(
         &mut self,
         transport: &T,
         message_len: usize,
@@ -76,12 +76,12 @@ impl Sender {
     }
 
     /// Reads the ACK words and resends what has timed out.
-    pub(crate) fn tick<T: Transport + ?Sized>(&mut self, transport: &T, now: Instant, stats: &mut RmcastStats) -> Result<(), TransportError> {
+    pub(crate) fn tick<T: Windows + ReliableChannel + ?Sized>(&mut self, transport: &T, now: Instant, stats: &mut RmcastStats) -> Result<(), TransportError> {
         self.collector.poll_acks(transport, now);
         self.collector.retransmit_due(transport, Held { ring: &self.ring, high: self.next_seq }, now, stats)
     }
 
-    pub(crate) fn serve_nack<T: Transport + ?Sized>(
+    pub(crate) fn serve_nack<T: Windows + ReliableChannel + ?Sized>(
         &mut self,
         transport: &T,
         asker: usize,

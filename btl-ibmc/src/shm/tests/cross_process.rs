@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::super::segment::dev_shm_path;
 use super::super::{RELIABLE_MAX, ShmTransport, establish};
 use crate::test_support::{PATIENCE, await_flag, await_reliable, pattern, pattern_byte};
-use crate::transport::{Exchange, Transport, TransportError};
+use crate::transport::{Exchange, ReliableChannel, TransportError, Windows};
 
 const DATA_FLAG: usize = 0;
 const ACK_FLAG: usize = 8;

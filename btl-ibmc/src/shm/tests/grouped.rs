@@ -10,7 +10,7 @@ use super::super::segment::{OsCall, SegmentError, dev_shm_path};
 use super::super::{NodeGroups, ShmSetupError, establish_in_groups};
 use crate::fabric::{Fabric, FabricConfig, FabricEndpoint};
 use crate::test_support::{await_flag, await_reliable, run_with};
-use crate::transport::{Exchange, Transport, TransportError};
+use crate::transport::{Endpoint, Exchange, ReliableChannel, TransportError, Windows};
 
 /// Ranks 0, 2, 4 on one node and 1, 3 on another.
 fn interleaved_groups() -> NodeGroups {

@@ -13,7 +13,7 @@
 //! they too complete only once every rank has entered them. The flag never
 //! shows a later epoch than the reader expects, by the same argument.
 
-use btl_ibmc::{put_word_padded, wait_at_least, Transport, TransportError, WaitPolicy};
+use btl_ibmc::{put_word_padded, wait_at_least, TransportError, Waits, Windows};
 
 use crate::patterns::slots::SlotShape;
 use crate::reduction::Reduction;
@@ -46,7 +46,7 @@ impl ExchangeSlots {
 
     /// Runs exchange call `epoch`; `incoming` is scratch of `send.len()`.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn allreduce<T: Transport + ?Sized, R: Reduction + ?Sized>(
+    pub(crate) fn allreduce<T: Windows + ?Sized, R: Reduction + ?Sized>(
         &self,
         transport: &T,
         op: &R,
@@ -55,7 +55,7 @@ impl ExchangeSlots {
         send: &[u8],
         recv: &mut [u8],
         incoming: &mut [u8],
-        policy: &WaitPolicy,
+        waits: Waits<'_>,
     ) -> Result<(), TransportError> {
         let mine = self.slot(epoch, rank);
         // Starting after oneself spreads the first writes over all targets.
@@ -69,7 +69,7 @@ impl ExchangeSlots {
                 contribution.copy_from_slice(send);
             } else {
                 let slot = self.slot(epoch, sender);
-                wait_at_least(transport, self.shape.flag_offset(slot), epoch, policy, || {
+                wait_at_least(transport, self.shape.flag_offset(slot), epoch, waits, || {
                     format!("allreduce {epoch} (exchange): contribution of rank {sender}")
                 })?;
                 transport.read_local(slot, contribution);

@@ -57,7 +57,7 @@
 mod config;
 mod exchange;
 
-use btl_ibmc::{Transport, TransportError};
+use btl_ibmc::{SideProgress, TransportError, Waits, Windows};
 
 pub use config::{AllreduceConfig, EXCHANGE_LIMIT_BYTES, RANGE_TOP_BYTES};
 use exchange::ExchangeSlots;
@@ -185,10 +185,12 @@ impl Allreduce {
 
     /// Reduces `send` of every rank in rank order and leaves the result in
     /// `recv` on every rank. `send` and `recv` must not alias and have the
-    /// same length, a multiple of the element size.
-    pub fn allreduce<T: Transport + ?Sized, R: Reduction + ?Sized>(
+    /// same length, a multiple of the element size. Its waits serve
+    /// `side_progress` whenever they yield.
+    pub fn allreduce<T: Windows + ?Sized, R: Reduction + ?Sized>(
         &mut self,
         transport: &T,
+        side_progress: &dyn SideProgress,
         op: &R,
         send: &[u8],
         recv: &mut [u8],
@@ -212,17 +214,19 @@ impl Allreduce {
                 send,
                 recv,
                 incoming,
-                &self.config.tree.policy,
+                self.config.tree.policy.serving(side_progress),
             );
         }
         let segments = Segments::new(send.len(), op.element_size(), self.config.tree.segment_bytes)?;
         self.epoch += 1;
-        self.tree(transport, op, &segments, send, recv)
+        let policy = self.config.tree.policy;
+        self.tree(transport, policy.serving(side_progress), op, &segments, send, recv)
     }
 
-    fn tree<T: Transport + ?Sized, R: Reduction + ?Sized>(
+    fn tree<T: Windows + ?Sized, R: Reduction + ?Sized>(
         &mut self,
         transport: &T,
+        waits: Waits<'_>,
         op: &R,
         segments: &Segments,
         send: &[u8],
@@ -230,7 +234,6 @@ impl Allreduce {
     ) -> Result<(), TransportError> {
         let base = self.last_seq;
         let count = segments.count();
-        let policy = self.config.tree.policy;
         scratch(&mut self.incoming, segments.full_len());
         for step in 0..count + DOWN_LAG {
             if step < count {
@@ -239,11 +242,11 @@ impl Allreduce {
                 let partial = &mut recv[range.clone()];
                 partial.copy_from_slice(&send[range.clone()]);
                 let incoming = &mut self.incoming[..range.len()];
-                self.upward.segment(transport, op, turn, partial, incoming, &policy)?;
+                self.upward.segment(transport, op, turn, partial, incoming, waits)?;
             }
             if let Some(index) = step.checked_sub(DOWN_LAG) {
                 let turn = Turn::new(index, count, base, Reuse::ImpliedByDataFlow);
-                self.pass_result_down(transport, turn, &mut recv[segments.range(index)])?;
+                self.pass_result_down(transport, waits, turn, &mut recv[segments.range(index)])?;
             }
         }
         self.last_seq = base + count as u64;
@@ -252,22 +255,22 @@ impl Allreduce {
 
     /// Receives result segment `turn` from the parent (the root already
     /// holds it) and forwards it to the children.
-    fn pass_result_down<T: Transport + ?Sized>(
+    fn pass_result_down<T: Windows + ?Sized>(
         &self,
         transport: &T,
+        waits: Waits<'_>,
         turn: Turn,
         result: &mut [u8],
     ) -> Result<(), TransportError> {
-        let policy = &self.config.tree.policy;
         if let Some(parent) = &self.result_from_parent {
-            parent.receive(transport, turn.seq, result, policy)?;
+            parent.receive(transport, turn.seq, result, waits)?;
             if turn.must_acknowledge() {
                 parent.acknowledge(transport, turn.seq)?;
             }
         }
         debug_assert!(self.result_from_parent.is_some() != self.upward.is_root());
         for child in &self.results_to_children {
-            child.send(transport, turn.seq, result, turn.credit_needed(), policy)?;
+            child.send(transport, turn.seq, result, turn.credit_needed(), waits)?;
         }
         Ok(())
     }

@@ -22,7 +22,7 @@
 //! of puts cannot beat; the put tree (`put_tree`) serves only transports
 //! without any multicast.
 
-use btl_ibmc::{MulticastKind, ReliableMulticast, RmcastConfig, RmcastStats, Transport, TransportError};
+use btl_ibmc::{Datagrams, MulticastKind, ReliableMulticast, RmcastConfig, RmcastStats, Transport, TransportError};
 use tuning::{choose_co_roots, CoRootModel};
 
 use crate::patterns::region::RegionCursor;
@@ -84,7 +84,7 @@ impl Bcast {
 
     /// Whether `transport` broadcasts through the put tree, having no
     /// multicast of any kind; the same answer on every rank.
-    pub fn uses_put_tree<T: Transport + ?Sized>(transport: &T) -> bool {
+    pub fn uses_put_tree<T: Datagrams + ?Sized>(transport: &T) -> bool {
         transport.multicast_kind() == MulticastKind::None
     }
 
@@ -153,6 +153,20 @@ impl Bcast {
     /// Nothing sent is unacknowledged and no ACK is owed, as of the last call.
     pub fn is_idle(&self) -> bool {
         self.multicast.is_idle()
+    }
+
+    /// Whether a root still has messages its receivers have not
+    /// acknowledged (or a receiver owes an acknowledgement), so that the
+    /// progress engine, and other collectives' waits (see `side_progress`),
+    /// must serve this bcast.
+    ///
+    /// Only datagram transports need it: on a shared window nothing is
+    /// retransmitted, a reader's lazy ACK is only needed by a root whose
+    /// window is full, and that root reads the ACK lines itself while it
+    /// waits. Keeping it idle there keeps the progress callback off the
+    /// loop of every later MPI call.
+    pub fn has_background_work<T: Datagrams + ?Sized>(&self, transport: &T) -> bool {
+        transport.multicast_kind() == MulticastKind::Datagram && !self.is_idle()
     }
 
     /// Waits until this rank is idle; every rank calls it before the

@@ -39,7 +39,7 @@
 //! call. The check costs a receiver one comparison of the flag value its
 //! wait has already read.
 
-use btl_ibmc::{Transport, TransportError, WaitPolicy};
+use btl_ibmc::{TransportError, WaitPolicy, Windows};
 
 use crate::patterns::region::RegionCursor;
 use crate::patterns::segments::Segments;
@@ -141,7 +141,7 @@ impl PutTreeBcast {
     /// MPI_Bcast of `buf` from `root`; every rank passes the same root and
     /// length. Fails on every rank but the root if the root abandons the
     /// call (`abandon_at_root`).
-    pub fn bcast<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, buf: &mut [u8]) -> Result<(), TransportError> {
+    pub fn bcast<T: Windows + ?Sized>(&mut self, transport: &T, root: usize, buf: &mut [u8]) -> Result<(), TransportError> {
         if root >= self.size {
             return Err(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() });
         }
@@ -152,6 +152,7 @@ impl PutTreeBcast {
         let base = self.last_seq;
         let count = segments.count();
         let policy = self.config.policy;
+        let waits = policy.without_side_progress();
         let relay = (root != 0).then(|| self.relay_from(root));
         for index in 0..count {
             let range = segments.range(index);
@@ -160,9 +161,9 @@ impl PutTreeBcast {
             if let Some(relay) = &relay {
                 let relay_turn = Turn::new(index, count, base, Reuse::ImpliedByDataFlow);
                 if self.rank == root {
-                    relay.send(transport, relay_turn.seq, segment, relay_turn.credit_needed(), &policy)?;
+                    relay.send(transport, relay_turn.seq, segment, relay_turn.credit_needed(), waits)?;
                 } else if self.rank == 0 {
-                    if relay.receive_unless_abandoned(transport, relay_turn.seq, segment, &policy)? == Arrival::Abandoned {
+                    if relay.receive_unless_abandoned(transport, relay_turn.seq, segment, waits)? == Arrival::Abandoned {
                         return self.pass_on_abandonment(transport, root, buf.len(), turn, base + count as u64);
                     }
                     if relay_turn.must_acknowledge() {
@@ -171,13 +172,13 @@ impl PutTreeBcast {
                 }
             }
             if let Some(parent) = &self.from_parent {
-                if parent.receive_unless_abandoned(transport, turn.seq, segment, &policy)? == Arrival::Abandoned {
+                if parent.receive_unless_abandoned(transport, turn.seq, segment, waits)? == Arrival::Abandoned {
                     return self.pass_on_abandonment(transport, root, buf.len(), turn, base + count as u64);
                 }
                 parent.acknowledge(transport, turn.seq)?;
             }
             for child in &self.to_children {
-                child.send(transport, turn.seq, segment, turn.credit_needed(), &policy)?;
+                child.send(transport, turn.seq, segment, turn.credit_needed(), waits)?;
             }
         }
         self.last_seq = base + count as u64;
@@ -191,7 +192,7 @@ impl PutTreeBcast {
     /// The root does not wait for its own parent's mark. Afterwards the
     /// streams are out of step (the ranks stop at different points of the
     /// call): the communicator must not broadcast through this tree again.
-    pub fn abandon_at_root<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, len: usize) -> Result<(), TransportError> {
+    pub fn abandon_at_root<T: Windows + ?Sized>(&mut self, transport: &T, root: usize, len: usize) -> Result<(), TransportError> {
         if root != self.rank {
             return Err(TransportError::OutOfRange { peer: root, offset: 0, len });
         }
@@ -203,13 +204,13 @@ impl PutTreeBcast {
         self.last_seq = base + count as u64;
         if root != 0 {
             let relay_turn = Turn::new(0, count, base, Reuse::ImpliedByDataFlow);
-            self.relay_from(root).send_abandoned(transport, relay_turn.seq, relay_turn.credit_needed(), &self.config.policy)?;
+            self.relay_from(root).send_abandoned(transport, relay_turn.seq, relay_turn.credit_needed(), self.config.policy.without_side_progress())?;
         }
         self.mark_children(transport, Turn::new(0, count, base, Reuse::AcknowledgedEachCall))
     }
 
     /// A receiver found segment `turn` marked abandoned by the root.
-    fn pass_on_abandonment<T: Transport + ?Sized>(
+    fn pass_on_abandonment<T: Windows + ?Sized>(
         &mut self,
         transport: &T,
         root: usize,
@@ -224,9 +225,9 @@ impl PutTreeBcast {
         )))
     }
 
-    fn mark_children<T: Transport + ?Sized>(&self, transport: &T, turn: Turn) -> Result<(), TransportError> {
+    fn mark_children<T: Windows + ?Sized>(&self, transport: &T, turn: Turn) -> Result<(), TransportError> {
         for child in &self.to_children {
-            child.send_abandoned(transport, turn.seq, turn.credit_needed(), &self.config.policy)?;
+            child.send_abandoned(transport, turn.seq, turn.credit_needed(), self.config.policy.without_side_progress())?;
         }
         Ok(())
     }
