@@ -147,6 +147,22 @@ impl Bcast {
         self.multicast.progress(transport)
     }
 
+    /// Whether another collective's waits, and the progress engine between
+    /// calls, must serve this bcast; the glue and the tests ask here.
+    ///
+    /// Over datagram multicast always, even when this rank owes nothing:
+    /// a co-root may still be forwarding pieces of a finished bcast into
+    /// this rank's reliable channel, and it cannot go on (to the barrier
+    /// this rank waits in, say) until this rank drains it. Serving only
+    /// ranks that were not idle hung the hybrid scale test (64 ranks, node
+    /// groups of 8: co-roots blocked on full shared-memory rings of ranks
+    /// waiting in a barrier). On a shared window nothing is retransmitted
+    /// or forwarded: a reader's lazy ACK is only needed by a root whose
+    /// window is full, and that root reads the ACK lines itself.
+    pub fn needs_side_progress<T: Transport + ?Sized>(&self, transport: &T) -> bool {
+        transport.multicast_kind() == MulticastKind::Datagram
+    }
+
     /// Nothing sent is unacknowledged and no ACK is owed, as of the last call.
     pub fn is_idle(&self) -> bool {
         self.multicast.is_idle()

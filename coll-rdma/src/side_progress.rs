@@ -77,6 +77,7 @@ impl<T: Transport + ?Sized> Transport for WithBcastProgress<'_, T> {
         self.inner.progress();
         // Not re-entrant: the bcast's own progress drives `inner` directly.
         if let Ok(mut bcast) = self.bcast.try_borrow_mut()
+            && bcast.needs_side_progress(self.inner)
             && let Err(why) = bcast.progress(self.inner)
         {
             tracing::warn!("bcast progress during another collective failed: {why}");

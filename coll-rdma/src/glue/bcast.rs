@@ -9,7 +9,6 @@
 
 use std::ffi::{c_int, c_void};
 
-use btl_ibmc::{MulticastKind, Transport};
 use ompi_sys as sys;
 
 use super::handover::Handover;
@@ -124,23 +123,18 @@ impl CommState {
         self.hand_over(Collective::Bcast, why, fallback)
     }
 
-    /// Whether a root still has messages its receivers have not
-    /// acknowledged (or a receiver owes an acknowledgement).
-    ///
-    /// Only datagram transports need it: on a shared window nothing is
-    /// retransmitted, a reader's lazy ACK is only needed by a root whose
-    /// window is full, and that root reads the ACK lines itself while it
-    /// waits. Keeping the callback idle there keeps it off the progress
-    /// loop of every later MPI call.
+    /// Whether the bcast needs serving outside its own calls (see
+    /// `Bcast::needs_side_progress`): by other collectives' waits, and by
+    /// the progress engine between calls. Keeping the callback idle
+    /// otherwise keeps it off the progress loop of every later MPI call.
     pub(super) fn has_background_work(&self) -> bool {
         match &self.link {
-            Link::Ready(transport) => transport.multicast_kind() == MulticastKind::Datagram && !self.bcast.is_idle(),
+            Link::Ready(transport) => self.bcast.needs_side_progress(transport),
             _ => false,
         }
     }
 
-    /// Whether another collective's waits must also serve the bcast: it
-    /// left work behind on a datagram transport (see `side_progress`).
+    /// Whether another collective's waits must also serve the bcast.
     pub(super) fn bcast_needs_side_progress(&self) -> bool {
         self.has_background_work()
     }
