@@ -145,6 +145,19 @@ new_entries() { comm -13 <(printf '%s\n' "$1" | sed '/^$/d') <(printf '%s\n' "$2
 # Is /dev/shm/$1 mapped by a live process (another job's segment, not a leak)?
 mapped_by_someone() { grep -qsF "/dev/shm/$1" /proc/[0-9]*/maps 2>/dev/null; }
 
+# Was /dev/shm/$1 created by one of the processes listed (one pid a line) in
+# file $2? Segment names are coll_rdma.<origin>.<creator pid>.<start>.<nonce>,
+# in hex (btl-ibmc/src/shm/naming.rs). A segment another job left (a killed
+# or aborted rank of a concurrent test run) is not this test's leak.
+created_by() {
+    local pid_hex
+    pid_hex=$(printf '%s' "$1" | cut -d. -f3)
+    [[ $pid_hex =~ ^[0-9a-f]+$ ]] && [ -f "$2" ] && grep -qx "$((16#$pid_hex))" "$2"
+}
+# Every rank pid of this run, for the final check.
+RUN_PIDS_FILE=$(mktemp /tmp/mpi-tests-pids.XXXXXX)
+trap 'rm -f "$RUN_PIDS_FILE"' EXIT
+
 SHM_BEFORE_ALL=$(shm_list 'coll_rdma\.')
 
 want() {  # want NAME: should this test run?
@@ -179,6 +192,8 @@ skip() {  # skip NAME REASON
 #               wrong; a wait that never ends still fails by the timeout,
 #               and the stall-warning tests check these lines with re:/nore:
 #     gone:NAME /dev/shm/NAME no longer exists after the run
+#     leaks     the run must leave a segment of its own in /dev/shm (a test of
+#               the leak check itself; otherwise any is a failure)
 #     within:N  mpirun ended within N seconds (a job that must not hang)
 #   RUN_WRAPPER (array, set by the caller like CHECKS): a command that each
 #   rank runs with the program as its arguments (e.g. ci/per-rank-mca.sh)
@@ -208,7 +223,8 @@ run_test() {
     [ -n "$HOSTS" ] && placement=(--host "$HOSTS" --map-by node --mca btl self,vader,tcp)
     local cmd=(mpirun -np "$np" "${over[@]}" "${placement[@]}"
         --mca mca_base_component_path "$COMPONENT_PATH"
-        --output-filename "$dir/out:nocopy" "${opts[@]}" "${RUN_WRAPPER[@]}" "$BIN/$prog" "$@")
+        --output-filename "$dir/out:nocopy" "${opts[@]}" "${RUN_WRAPPER[@]}"
+        "$ROOT/ci/record-pid.sh" "$dir/pids" "$BIN/$prog" "$@")
     printf '%s\n' "${cmd[*]}" > "$dir/command"
     local t0 t1 rc=0
     t0=$(date +%s.%N)
@@ -296,17 +312,23 @@ run_test() {
         esac
     done
 
-    # leftovers in /dev/shm
+    # leftovers in /dev/shm: segments this run's ranks created and left
     local leaked=() e
+    [ -f "$dir/pids" ] && cat "$dir/pids" >>"$RUN_PIDS_FILE"
     while IFS= read -r e; do
         [ -n "$e" ] || continue
         mapped_by_someone "$e" && continue
+        created_by "$e" "$dir/pids" || continue
         leaked+=("$e")
     done < <(new_entries "$shm_before" "$(shm_list 'coll_rdma\.')")
-    if [ "${#leaked[@]}" -gt 0 ]; then
+    local must_leak=0
+    for c in "${CHECKS[@]}"; do [ "$c" = leaks ] && must_leak=1; done
+    if [ "$must_leak" = 1 ]; then
+        [ "${#leaked[@]}" -gt 0 ] || why+=("the leak check missed the segment this run left in /dev/shm")
+    elif [ "${#leaked[@]}" -gt 0 ]; then
         why+=("left in /dev/shm: ${leaked[*]}")
-        for e in "${leaked[@]}"; do rm -f "/dev/shm/$e"; done
     fi
+    for e in "${leaked[@]}"; do rm -f "/dev/shm/$e"; done
     while IFS= read -r e; do
         [ -n "$e" ] && ! mapped_by_someone "$e" && rm -f "/dev/shm/$e"
     done < <(new_entries "$crt_before" "$(shm_list 'crtest\.')")
@@ -579,6 +601,18 @@ fi
 #    datatype (the program corrupts its own buffers now and then)
 run_test "selftest-bcast-checker-catches-corruption" 3 fail -x CRTEST_SELFTEST_CORRUPT_BCAST=1 \
     -- bcast -n 300 -B 0 -L 10 -x 10
+
+# 2c. the /dev/shm leak check blames a test only for segments its own ranks
+#    created (the creator's pid is in the name): a segment that a concurrent
+#    job leaves meanwhile is not this test's leak, one of its own is
+DEAD_PID=$(sh -c 'echo $$')
+FOREIGN_SEGMENT=coll_rdma.0.$(printf %x "$DEAD_PID").0.0
+RUN_WRAPPER=(sh -c '[ "$OMPI_COMM_WORLD_RANK" != 0 ] || : >"/dev/shm/$0"; exec "$@"' "$FOREIGN_SEGMENT")
+run_test "selftest-leak-check-ignores-other-jobs-np2" 2 ok -- coll_mix -i 5
+rm -f "/dev/shm/$FOREIGN_SEGMENT"
+CHECKS=(leaks)
+RUN_WRAPPER=(sh -c '[ "$OMPI_COMM_WORLD_RANK" != 0 ] || : >"/dev/shm/coll_rdma.0.$(printf %x $$).0.0"; exec "$@"' leave-own-segment)
+run_test "selftest-leak-check-catches-own-np2" 2 ok -- coll_mix -i 5
 
 # 3. excluded: no trace of coll rdma, results still right
 CHECKS=(quiet); run_test "excluded-coll-^rdma" 3 ok --mca coll '^rdma' --mca coll_rdma_verbose 1 -- coll_mix -i "$CM_I"
@@ -939,7 +973,8 @@ fi
 LEFT=()
 while IFS= read -r e; do
     [ -n "$e" ] || continue
-    mapped_by_someone "$e" || LEFT+=("$e")
+    mapped_by_someone "$e" && continue
+    created_by "$e" "$RUN_PIDS_FILE" && LEFT+=("$e")
 done < <(new_entries "$SHM_BEFORE_ALL" "$(shm_list 'coll_rdma\.')")
 if [ "${#LEFT[@]}" -gt 0 ]; then
     say "FAIL: /dev/shm entries left behind by the test run: ${LEFT[*]}"
