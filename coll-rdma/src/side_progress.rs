@@ -5,7 +5,7 @@
 //! that rank. The progress callback cannot do it (the module is busy with
 //! the allreduce), so the allreduce's own waits must: they are given this
 //! as their side progress. Public so that the fabric tests run the
-//! collectives as the glue does.
+//! collectives as the glue does, with the same rule.
 
 use std::cell::RefCell;
 
@@ -19,16 +19,12 @@ pub struct BcastProgress<'a, T: Transport + ?Sized> {
 }
 
 impl<'a, T: Transport + ?Sized> BcastProgress<'a, T> {
-    /// Serves the bcast at every yielding poll, whether or not it has
-    /// work left (the fabric tests' choice).
-    pub fn new(transport: &'a T, bcast: &'a mut Bcast) -> Self {
-        BcastProgress { transport, bcast: RefCell::new(bcast) }
-    }
-
-    /// What the glue's collectives serve: the bcast, if it left work
-    /// behind ([`Bcast::has_background_work`]); otherwise nothing.
-    pub fn if_pending(transport: &'a T, bcast: &'a mut Bcast) -> Option<Self> {
-        bcast.has_background_work(transport).then(|| Self::new(transport, bcast))
+    /// What another collective's waits serve, in the glue and in the
+    /// tests alike: the bcast, where it needs serving outside its own calls
+    /// ([`Bcast::needs_side_progress`]: on datagram transports, even while
+    /// this rank owes nothing); otherwise nothing.
+    pub fn if_needed(transport: &'a T, bcast: &'a mut Bcast) -> Option<Self> {
+        bcast.needs_side_progress(transport).then(|| BcastProgress { transport, bcast: RefCell::new(bcast) })
     }
 }
 

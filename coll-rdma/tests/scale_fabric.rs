@@ -5,7 +5,7 @@
 //! (so NACKs and retransmissions run), and one script of barriers,
 //! allreduces, reduces and bcasts with changing roots that every rank
 //! follows back to back. Between bcasts the other collectives serve the
-//! bcast's pending traffic through `BcastProgress`, as in the glue.
+//! bcast through `BcastProgress::if_needed`, the glue's rule.
 //!
 //! Every result is checked against a reference computed another way: the
 //! reductions against a serial left-to-right fold of every rank's inputs
@@ -336,21 +336,21 @@ fn play_call(
     match call {
         Call::Barrier => {
             plan.barrier_entries[index].fetch_add(1, Ordering::SeqCst);
-            barrier.run(endpoint, &BcastProgress::new(endpoint, bcast))?;
+            barrier.run(endpoint, &BcastProgress::if_needed(endpoint, bcast))?;
             let entered = plan.barrier_entries[index].load(Ordering::SeqCst);
             Ok((entered != plan.size).then(|| format!("left the barrier when only {entered} of {} ranks had entered it", plan.size)))
         }
         Call::Allreduce { op, count } => {
             let send = input(plan.seed, index, rank, op, count);
             let mut recv = vec![0xA5; send.len()];
-            allreduce.allreduce(endpoint, &BcastProgress::new(endpoint, bcast), &op, &send, &mut recv)?;
+            allreduce.allreduce(endpoint, &BcastProgress::if_needed(endpoint, bcast), &op, &send, &mut recv)?;
             Ok(difference(&recv, plan.expected[index].as_deref().expect("a reference")))
         }
         Call::Reduce { root, op, count } => {
             let send = input(plan.seed, index, rank, op, count);
             let mut recv = vec![0xA5; send.len()];
             let mine = (rank == root).then_some(&mut recv[..]);
-            reduce.reduce(endpoint, &BcastProgress::new(endpoint, bcast), &op, root, &send, mine)?;
+            reduce.reduce(endpoint, &BcastProgress::if_needed(endpoint, bcast), &op, root, &send, mine)?;
             Ok((rank == root).then(|| difference(&recv, plan.expected[index].as_deref().expect("a reference"))).flatten())
         }
         Call::Bcast { root, len } => {

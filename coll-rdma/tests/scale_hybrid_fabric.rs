@@ -152,18 +152,18 @@ fn run_at_scale(scale: Scale) {
             // As the glue does: a root returns before its pieces are
             // acknowledged, so the other collectives' waits serve the bcast.
             match *call {
-                Call::Barrier => barrier.run(&transport, &BcastProgress::new(&transport, &mut bcast)).unwrap_or_else(failed),
+                Call::Barrier => barrier.run(&transport, &BcastProgress::if_needed(&transport, &mut bcast)).unwrap_or_else(failed),
                 Call::Allreduce { words } => {
                     let send = contribution(rank, index, words);
                     let mut recv = vec![0u8; send.len()];
-                    allreduce.allreduce(&transport, &BcastProgress::new(&transport, &mut bcast), &WordSum, &send, &mut recv).unwrap_or_else(failed);
+                    allreduce.allreduce(&transport, &BcastProgress::if_needed(&transport, &mut bcast), &WordSum, &send, &mut recv).unwrap_or_else(failed);
                     assert!(recv == expected_sum(size, index, words), "{what}: rank {rank}, call {index}: wrong allreduce sum");
                 }
                 Call::Reduce { root, words } => {
                     let send = contribution(rank, index, words);
                     let mut recv = vec![0u8; send.len()];
                     let out = (rank == root).then_some(&mut recv[..]);
-                    reduce.reduce(&transport, &BcastProgress::new(&transport, &mut bcast), &WordSum, root, &send, out).unwrap_or_else(failed);
+                    reduce.reduce(&transport, &BcastProgress::if_needed(&transport, &mut bcast), &WordSum, root, &send, out).unwrap_or_else(failed);
                     if rank == root {
                         assert!(recv == expected_sum(size, index, words), "{what}: root {rank}, call {index}: wrong reduce sum");
                     }
@@ -177,7 +177,7 @@ fn run_at_scale(scale: Scale) {
         }
         bcast.drain(&transport).unwrap_or_else(|e| panic!("{what}: rank {rank}, drain: {e}"));
         // Nobody leaves (and drops its rings) while a peer may still send to it.
-        barrier.run(&transport, &BcastProgress::new(&transport, &mut bcast)).unwrap_or_else(|e| panic!("{what}: rank {rank}, closing barrier: {e}"));
+        barrier.run(&transport, &BcastProgress::if_needed(&transport, &mut bcast)).unwrap_or_else(|e| panic!("{what}: rank {rank}, closing barrier: {e}"));
         bcast.stats()
     });
     let total = RmcastStats::sum(&stats);

@@ -58,7 +58,7 @@ impl CommState {
             // `dtype`; it does not overlap recv (checked above).
             unsafe { span_bytes(call.send, &span) }
         };
-        let bcast_progress = BcastProgress::if_pending(transport, &mut self.bcast);
+        let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
         let outcome = self.allreduce.allreduce(transport, &bcast_progress, &message.reduction, contribution, recv);
         self.finish(Collective::Allreduce, outcome)
     }

@@ -26,7 +26,7 @@ impl CommState {
         }
         self.count_call(Collective::Barrier);
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
-        let bcast_progress = BcastProgress::if_pending(transport, &mut self.bcast);
+        let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
         let outcome = self.barrier.run(transport, &bcast_progress);
         self.finish(Collective::Barrier, outcome)
     }

@@ -123,11 +123,14 @@ impl CommState {
         self.hand_over(Collective::Bcast, why, fallback)
     }
 
-    /// Whether the progress callback has bcast work to serve
-    /// ([`crate::collectives::bcast::Bcast::has_background_work`]).
+    /// Whether the bcast needs serving outside its own calls (see
+    /// [`crate::collectives::bcast::Bcast::needs_side_progress`]): by other
+    /// collectives' waits, and by the progress engine between calls.
+    /// Keeping the callback idle otherwise keeps it off the progress loop
+    /// of every later MPI call.
     pub(super) fn has_background_work(&self) -> bool {
         match &self.link {
-            Link::Ready(transport) => self.bcast.has_background_work(transport),
+            Link::Ready(transport) => self.bcast.needs_side_progress(transport),
             _ => false,
         }
     }

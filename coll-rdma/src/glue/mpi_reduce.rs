@@ -63,7 +63,7 @@ impl CommState {
             // SAFETY: MPI guarantees send holds `count` elements of `dtype`.
             unsafe { span_bytes(call.send, &span) }
         };
-        let bcast_progress = BcastProgress::if_pending(transport, &mut self.bcast);
+        let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
         let outcome = self.reduce.reduce(transport, &bcast_progress, &message.reduction, root, contribution, recv);
         self.finish(Collective::Reduce, outcome)
     }

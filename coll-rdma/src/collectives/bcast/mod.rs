@@ -150,23 +150,25 @@ impl Bcast {
         self.multicast.progress(transport)
     }
 
+    /// Whether another collective's waits, and the progress engine between
+    /// calls, must serve this bcast; the glue and the tests ask here.
+    ///
+    /// Over datagram multicast always, even when this rank owes nothing:
+    /// a co-root may still be forwarding pieces of a finished bcast into
+    /// this rank's reliable channel, and it cannot go on (to the barrier
+    /// this rank waits in, say) until this rank drains it. Serving only
+    /// ranks that were not idle hung the hybrid scale test (64 ranks, node
+    /// groups of 8: co-roots blocked on full shared-memory rings of ranks
+    /// waiting in a barrier). On a shared window nothing is retransmitted
+    /// or forwarded: a reader's lazy ACK is only needed by a root whose
+    /// window is full, and that root reads the ACK lines itself.
+    pub fn needs_side_progress<T: Datagrams + ?Sized>(&self, transport: &T) -> bool {
+        transport.multicast_kind() == MulticastKind::Datagram
+    }
+
     /// Nothing sent is unacknowledged and no ACK is owed, as of the last call.
     pub fn is_idle(&self) -> bool {
         self.multicast.is_idle()
-    }
-
-    /// Whether a root still has messages its receivers have not
-    /// acknowledged (or a receiver owes an acknowledgement), so that the
-    /// progress engine, and other collectives' waits (see `side_progress`),
-    /// must serve this bcast.
-    ///
-    /// Only datagram transports need it: on a shared window nothing is
-    /// retransmitted, a reader's lazy ACK is only needed by a root whose
-    /// window is full, and that root reads the ACK lines itself while it
-    /// waits. Keeping it idle there keeps the progress callback off the
-    /// loop of every later MPI call.
-    pub fn has_background_work<T: Datagrams + ?Sized>(&self, transport: &T) -> bool {
-        transport.multicast_kind() == MulticastKind::Datagram && !self.is_idle()
     }
 
     /// Waits until this rank is idle; every rank calls it before the
