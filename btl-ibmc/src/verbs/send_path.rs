@@ -89,7 +89,7 @@ impl SendPath {
         }
     }
 
-    /// `Transport::put` to a remote peer; the caller checked the ranges.
+    /// `Windows::put` to a remote peer; the caller checked the ranges.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn put(
         &mut self,
@@ -137,7 +137,7 @@ impl SendPath {
         Ok(())
     }
 
-    /// `Transport::put_flag` to a remote peer.
+    /// `Windows::put_flag` to a remote peer.
     pub(crate) fn put_flag(
         &mut self,
         links: &Links,
@@ -155,7 +155,7 @@ impl SendPath {
         self.post(links, failure, peer, &[flag_write], on_wait)
     }
 
-    /// `Transport::send_reliable` to a remote peer; the caller checked the size.
+    /// `ReliableChannel::send_reliable` to a remote peer; the caller checked the size.
     pub(crate) fn send(&mut self, links: &Links, failure: &Failure, peer: usize, message: &[u8], on_wait: &dyn Fn()) -> Result<(), TransportError> {
         failure.check()?;
         debug_assert!(message.len() <= RELIABLE_MAX);

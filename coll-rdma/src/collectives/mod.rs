@@ -1,6 +1,7 @@
 //! The collective algorithms, one folder or file each. They are written
-//! against btl-ibmc's `Transport` and know nothing of Open MPI: `glue`
-//! calls them (`glue/mpi_<name>.rs` is the MPI_<Name> entry point).
+//! against btl-ibmc's capability traits (each names the ones it uses) and
+//! know nothing of Open MPI: `glue` calls them (`glue/mpi_<name>.rs` is the
+//! MPI_<Name> entry point).
 
 pub mod allreduce;
 pub mod barrier;
