@@ -10,5 +10,5 @@ per=$1
 shift
 rank=${OMPI_COMM_WORLD_RANK:?not started by Open MPI\'s mpirun}
 node=$((rank / per))
-export CRTEST_SHM="/crtest.${PMIX_NAMESPACE:-job}.node$node"
+export CRTEST_SHM="/crtest.${PMIX_NAMESPACE:-job}.${CRTEST_RUN:-}.node$node"
 exec unshare --uts sh -c 'hostname "$0" && exec "$@"' "crtest-node$node" "$@"

@@ -237,7 +237,8 @@ run_test() {
     [ -n "$HOSTS" ] && placement=(--host "$HOSTS" --map-by node --mca btl self,vader,tcp)
     local cmd=(mpirun -np "$np" "${over[@]}" "${placement[@]}"
         --mca mca_base_component_path "$COMPONENT_PATH"
-        --output-filename "$dir/out:nocopy" "${opts[@]}" "${RUN_WRAPPER[@]}"
+        --output-filename "$dir/out:nocopy" -x "CRTEST_RUN=$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
+        "${opts[@]}" "${RUN_WRAPPER[@]}"
         "$ROOT/ci/record-pid.sh" "$dir/pids" "$BIN/$prog" "$@")
     printf '%s\n' "${cmd[*]}" > "$dir/command"
     local t0 t1 rc=0

@@ -240,10 +240,15 @@ T_API void t_open_table(void)
 {
     const char *env = getenv("CRTEST_SHM");
     const char *ns = getenv("PMIX_NAMESPACE");
+    /* Namespace and parent pid repeat once pids wrap; a table left by a
+     * killed job under the same pair would hand stale counts to this one.
+     * The harness gives every run its own $CRTEST_RUN to rule that out. */
+    const char *run = getenv("CRTEST_RUN");
+    if (!run) run = "";
     if (env && *env)
         snprintf(t_shm_name, sizeof t_shm_name, "%s", env);
     else if (ns && *ns)
-        snprintf(t_shm_name, sizeof t_shm_name, "/crtest.%s.%d", ns, (int)getppid());
+        snprintf(t_shm_name, sizeof t_shm_name, "/crtest.%s.%d.%s", ns, (int)getppid(), run);
     else
         snprintf(t_shm_name, sizeof t_shm_name, "/crtest.single.%d", (int)getpid());
     t_table_bytes = sizeof(t_entry_t) * T_ENTRIES;
