@@ -3,7 +3,9 @@
 //! so ACKs, NACKs and retransmissions are served from inside whatever MPI
 //! call the rank makes next. The callback is registered only once some
 //! communicator has such work, and then costs one atomic load while none
-//! has.
+//! has. A communicator whose bcast runs over datagram multicast counts as
+//! having work until it is freed (a co-root may still forward into this
+//! rank's reliable channel; see `Bcast::needs_side_progress`).
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
