@@ -721,7 +721,10 @@ killed_creator_test() {
 }
 
 COMP_TESTS=(
-    "np1-not-claimed-size1" "default-verbose-is-silent" "explicit-coll-list" "coll-rdma-alone-is-refused"
+    "np1-not-claimed-size1" "default-verbose-is-silent" "plain-coll-rdma-every-collective-np2"
+    "plain-coll-rdma-every-collective-np4" "readme-coll-list-every-collective-np4"
+    "plain-coll-rdma-barrier_order-np3" "plain-coll-rdma-reduce_ops-np3" "plain-coll-rdma-bcast-np3"
+    "exclusion-list-untouched-np2"
     "radix-1-np5" "radix-2-np5" "radix-3-np8" "radix-7-np8" "radix-64-np5"
     "spin-polls-0-np4" "spin-polls-1000-np2" "transport-shm-np3" "transport-verbs-without-device-np3"
     "pretend-nodes-without-device-np4"
@@ -753,17 +756,37 @@ else
     # 5. verbose 0 prints nothing
     CHECKS=(quiet); run_test "default-verbose-is-silent" 2 ok -- coll_mix -i "$CM_I"
 
-    # 6. the selection list the README recommends for "only rdma for barrier"
-    CHECKS=(served); run_test "explicit-coll-list" 4 ok --mca coll rdma,tuned,libnbc,basic,self "${V[@]}" \
-        -- coll_mix -i 50
-
-    # 6b. "--mca coll rdma" alone: coll rdma provides only the barrier, so
-    #     Open MPI must refuse the communicator (cleanly, without a crash).
-    #     Our own line is checked, not Open MPI's help text: mpirun drops that
-    #     text now and then when the job aborts during MPI_Init ("Out of
-    #     resource in file show_help.c").
-    CHECKS=("re:coll:rdma: comm 0: not enabled: no lower-priority barrier.*to fall back on")
-    run_test "coll-rdma-alone-is-refused" 2 refused --mca coll rdma "${V[@]}" -- coll_mix -i 5
+    # 6. "--mca coll rdma" alone, and the component lists README documents:
+    #    coll rdma opens the installed coll components the list leaves out,
+    #    so every collective entry point (blocking, non-blocking,
+    #    neighborhood, intercommunicators, size-1 communicators) is provided
+    #    by Open MPI's own components while coll rdma serves its four.
+    #    Only its own counts are checked: the other components call its
+    #    collectives too (e.g. reduce_scatter_block as reduce + scatterv),
+    #    which the program cannot count.
+    PLAIN=("re:coll:rdma: --mca coll rdma: also opened [a-z, ]*(basic|libnbc)[a-z, ]* underneath coll rdma"
+        "nowarn:coll:rdma:.*(warning|error)" "nore:transport unavailable|not enabled")
+    PLAIN_SERVED=()
+    for kind in barrier bcast allreduce reduce; do
+        PLAIN_SERVED+=("re:coll:rdma: comm 0 rank [0-9]+: served [1-9][0-9]* $kind\(s\) over shm, 0 handed to the fallback")
+    done
+    for np in 2 4; do
+        CHECKS=("${PLAIN[@]}" "${PLAIN_SERVED[@]}")
+        run_test "plain-coll-rdma-every-collective-np$np" "$np" ok --mca coll rdma "${V[@]}" -- every_collective -i 3
+    done
+    CHECKS=("re:coll:rdma: --mca coll rdma,tuned,libnbc,basic,inter,self: also opened [a-z, ]+ underneath coll rdma"
+        "${PLAIN[@]:1}" "${PLAIN_SERVED[@]}")
+    run_test "readme-coll-list-every-collective-np4" 4 ok --mca coll rdma,tuned,libnbc,basic,inter,self "${V[@]}" \
+        -- every_collective -i 3
+    # the core programs, with the exact counts of section 1
+    CHECKS=("${PLAIN[@]}" "${SERVED[@]}")
+    run_test "plain-coll-rdma-barrier_order-np3" 3 ok --mca coll rdma "${V[@]}" -- barrier_order -n "$BO_N" -d 200
+    CHECKS=("${PLAIN[@]}" "${SERVED[@]}")
+    run_test "plain-coll-rdma-reduce_ops-np3" 3 ok --mca coll rdma "${V[@]}" -- reduce_ops "${RO[@]}"
+    CHECKS=("${PLAIN[@]}" "${SERVED[@]}" "$BC_REASON")
+    run_test "plain-coll-rdma-bcast-np3" 3 ok --mca coll rdma "${V[@]}" -- bcast "${BC[@]}" "${BC_E[@]}"
+    CHECKS=("${SERVED[@]}" "nore:also opened")
+    run_test "exclusion-list-untouched-np2" 2 ok --mca coll '^han,adapt' "${V[@]}" -- coll_mix -i 20
 
     # 7. valid parameter values
     for spec in 1:5 2:5 3:8 7:8 64:5; do
@@ -929,15 +952,18 @@ else
     #     module underneath, not wait for the setup it is part of. Barriers
     #     are counted exactly; the other counts include the calls the module
     #     underneath makes through the communicator, so only "served" is checked.
+    #     (An exclusion list leaves coll basic as the highest component
+    #     underneath coll rdma: an inclusion list naming rdma would be
+    #     completed with tuned and the others, see section 6.)
     NESTED=("re:coll:rdma: comm 0 rank [0-9]+: served [1-9][0-9]* barrier\(s\) over shm, 0 handed to the fallback"
         "re:coll:rdma: comm 0 rank [0-9]+: served [1-9][0-9]* bcast\(s\) over shm"
         "nowarn:coll:rdma:.*(warning|error)" "nore:transport unavailable")
     for np in 2 3; do
-        CHECKS=("${NESTED[@]}"); run_test "nested-setup-coll-basic-np$np" "$np" ok --mca coll rdma,libnbc,basic,self \
+        CHECKS=("${NESTED[@]}"); run_test "nested-setup-coll-basic-np$np" "$np" ok --mca coll '^tuned,han,adapt,sm' \
             "${V[@]}" -- coll_mix -i 20
     done
     CHECKS=("${NESTED[0]}" "nowarn:coll:rdma:.*(warning|error)"); run_test "nested-setup-barrier-coll-basic-np3" 3 ok \
-        --mca coll rdma,libnbc,basic,self "${V[@]}" -- barrier_order -n 2000
+        --mca coll '^tuned,han,adapt,sm' "${V[@]}" -- barrier_order -n 2000
     CHECKS=("${NESTED[@]}"); run_test "nested-setup-tuned-allgather-1-np3" 3 ok --mca coll_tuned_use_dynamic_rules 1 \
         --mca coll_tuned_allgather_algorithm 1 "${V[@]}" -- coll_mix -i 20
 

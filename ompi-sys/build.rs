@@ -80,7 +80,7 @@ fn main() {
     }
     let lib_dirs = dirs_from("OMPI_LIB_DIRS", "libdirs");
     let csrc = Path::new("csrc");
-    for f in ["wrapper.h", "shim.h", "shim.c", "compat/ompi/mpi/fortran/base/fint_2_int.h"] {
+    for f in ["wrapper.h", "shim.h", "shim.c", "coll_framework.c", "compat/ompi/mpi/fortran/base/fint_2_int.h"] {
         println!("cargo:rerun-if-changed=csrc/{f}");
     }
 
@@ -95,7 +95,7 @@ fn main() {
     println!("cargo:rustc-env=OMPI_SYS_COLL_TYPE_RELEASE={release}");
 
     let mut shim = cc::Build::new();
-    shim.file(csrc.join("shim.c")).include(csrc).include(csrc.join("compat")).warnings(true);
+    shim.file(csrc.join("shim.c")).file(csrc.join("coll_framework.c")).include(csrc).include(csrc.join("compat")).warnings(true);
     for dir in &include_dirs {
         shim.include(dir);
     }

@@ -44,4 +44,29 @@ struct coll_rdma_shim_dtype_facts {
 int coll_rdma_shim_dtype_facts(struct ompi_datatype_t *dtype, size_t count,
                                struct coll_rdma_shim_dtype_facts *facts);
 
+/* The coll framework's component list (coll_framework.c). Open MPI keeps in
+ * it the components the `coll` MCA parameter let through; these let coll
+ * rdma put the installed ones that parameter left out back underneath it. */
+struct mca_base_component_2_1_0_t;
+
+/* The value of the `coll` MCA parameter, or NULL when unset. */
+const char *coll_rdma_shim_coll_selection(void);
+
+/* Calls visit(context, name) for every coll component Open MPI could load:
+ * the statically linked ones and those in the component path. */
+void coll_rdma_shim_coll_each_installed(void (*visit)(void *context, const char *name), void *context);
+
+/* Calls visit(context, name) for every component in the framework's list. */
+void coll_rdma_shim_coll_each_listed(void (*visit)(void *context, const char *name), void *context);
+
+/* Loads the installed coll component `name` (not yet in the list) and puts
+ * it into the list just before `anchor`, which the framework's open loop is
+ * visiting, so that loop does not reach it. NULL when it cannot be loaded. */
+const struct mca_base_component_2_1_0_t *coll_rdma_shim_coll_load_before(const char *name,
+                                                                   const struct mca_base_component_2_1_0_t *anchor);
+
+/* Takes a component loaded by coll_rdma_shim_coll_load_before out of the
+ * list again and unloads it; calls its close function first if `opened`. */
+void coll_rdma_shim_coll_unload(const struct mca_base_component_2_1_0_t *component, int opened);
+
 #endif

@@ -1,5 +1,6 @@
 //! The component structure Open MPI dlsyms (`mca_coll_rdma_component`) and
-//! its callbacks: parameter registration, the version check, and the
+//! its callbacks: parameter registration, completing the coll stack under
+//! an inclusion list (see `components_underneath`), the version check, and the
 //! per-communicator decision to claim it.
 
 use std::ffi::{c_char, c_int, CStr};
@@ -10,7 +11,7 @@ use ompi_sys as sys;
 use super::comm_state::CommState;
 use super::ffi_guard::guarded;
 use super::module::new_module;
-use super::{params, version};
+use super::{components_underneath, params, version};
 
 const fn name_field<const N: usize>(name: &str) -> [c_char; N] {
     let bytes = name.as_bytes();
@@ -71,6 +72,9 @@ unsafe extern "C" fn register() -> c_int {
 unsafe extern "C" fn open() -> c_int {
     guarded("component open", sys::OMPI_ERROR as c_int, || {
         let settings = params::load();
+        // SAFETY: only the address is taken, to find our entry in the
+        // framework's component list.
+        components_underneath::complete(unsafe { &raw const mca_coll_rdma_component.collm_version });
         btl_ibmc::idle::set_idle_hook(progress_open_mpi);
         #[cfg(feature = "verbs")]
         if settings.transport != params::TransportChoice::Shm {

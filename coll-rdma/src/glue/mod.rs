@@ -8,6 +8,7 @@ mod agreement;
 mod bypass;
 mod comm_state;
 mod component;
+mod components_underneath;
 mod datatype;
 mod ffi_guard;
 mod handover;
