@@ -724,6 +724,7 @@ COMP_TESTS=(
     "np1-not-claimed-size1" "default-verbose-is-silent" "plain-coll-rdma-every-collective-np2"
     "plain-coll-rdma-every-collective-np4" "readme-coll-list-every-collective-np4"
     "plain-coll-rdma-barrier_order-np3" "plain-coll-rdma-reduce_ops-np3" "plain-coll-rdma-bcast-np3"
+    "plain-coll-rdma-broken-component-np2"
     "exclusion-list-untouched-np2"
     "radix-1-np5" "radix-2-np5" "radix-3-np8" "radix-7-np8" "radix-64-np5"
     "spin-polls-0-np4" "spin-polls-1000-np2" "transport-shm-np3" "transport-verbs-without-device-np3"
@@ -785,6 +786,17 @@ else
     run_test "plain-coll-rdma-reduce_ops-np3" 3 ok --mca coll rdma "${V[@]}" -- reduce_ops "${RO[@]}"
     CHECKS=("${PLAIN[@]}" "${SERVED[@]}" "$BC_REASON")
     run_test "plain-coll-rdma-bcast-np3" 3 ok --mca coll rdma "${V[@]}" -- bcast "${BC[@]}" "${BC_E[@]}"
+    # a coll component that cannot be loaded (a file that is no library, in a
+    #    directory of the component path) is named in a warning; the others
+    #    carry on (the path is set in each rank's environment by the wrapper,
+    #    after mpirun's own --mca)
+    broken_dir=$BUILD/tests/broken-component
+    mkdir -p "$broken_dir"
+    printf 'not a shared library\n' >"$broken_dir/mca_coll_broken.so"
+    CHECKS=("${PLAIN[0]}" "${PLAIN_SERVED[@]}"
+        "re:coll:rdma: warning: coll component broken could not be loaded; carrying on without it")
+    RUN_WRAPPER=(env "OMPI_MCA_mca_base_component_path=$COMPONENT_PATH:$broken_dir")
+    run_test "plain-coll-rdma-broken-component-np2" 2 ok --mca coll rdma "${V[@]}" -- every_collective -i 1
     CHECKS=("${SERVED[@]}" "nore:also opened")
     run_test "exclusion-list-untouched-np2" 2 ok --mca coll '^han,adapt' "${V[@]}" -- coll_mix -i 20
 
