@@ -1,5 +1,6 @@
 /* Entry points for Open MPI macros and static inline functions, which
- * bindgen cannot turn into callable symbols. Each is a one-line forward. */
+ * bindgen cannot turn into callable symbols. Those in shim.c are one-line
+ * forwards; the coll framework's list access is in coll_framework.c. */
 #ifndef COLL_RDMA_SHIM_H
 #define COLL_RDMA_SHIM_H
 
