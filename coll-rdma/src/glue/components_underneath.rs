@@ -3,13 +3,15 @@
 //! communicator filled (blocking, non-blocking, persistent, neighborhood,
 //! intercommunicator, size-1 communicators), and coll rdma fills four.
 //!
-//! So when the `coll` parameter is an inclusion list that names rdma, our
-//! open hook loads, registers and opens the installed coll components the
-//! list left out, and puts them into the framework's component list. The
-//! framework's per-communicator selection then sees the default stack with
-//! coll rdma in it: each entry point goes to the highest-priority component
-//! that provides it, as without the parameter. An exclusion list (`^tuned`)
-//! or no list is the user's full choice and stays untouched.
+//! So when the `coll` parameter names rdma and nothing else, our open hook
+//! loads, registers and opens the other installed coll components and puts
+//! them into the framework's component list. The framework's
+//! per-communicator selection then sees the default stack with coll rdma in
+//! it: each entry point goes to the highest-priority component that
+//! provides it, as without the parameter. A list naming other components
+//! too (`rdma,libnbc,basic,self`, a common way to keep tuned out while
+//! debugging), an exclusion list (`^tuned`) or no list is the user's full
+//! choice and stays untouched.
 //!
 //! Why the open hook: the framework filters its list by the `coll`
 //! parameter again just before it opens the components, so anything added
@@ -40,8 +42,9 @@ pub fn plan(selection: Option<&str>, installed: &[String], listed: &[String]) ->
     if selection.starts_with('^') {
         return Plan::Untouched("the coll parameter is an exclusion list: the user chose what is left");
     }
-    if !selection.split(',').any(|name| name.trim() == "rdma") {
-        return Plan::Untouched("the coll parameter does not name rdma");
+    let mut named = selection.split(',').map(str::trim).filter(|name| !name.is_empty());
+    if !named.all(|name| name == "rdma") {
+        return Plan::Untouched("the coll parameter names other components: the user chose what sits underneath");
     }
     let mut missing: Vec<String> =
         installed.iter().filter(|name| *name != "rdma" && !listed.contains(name)).cloned().collect();
@@ -158,11 +161,16 @@ mod tests {
     }
 
     #[test]
-    fn an_inclusion_list_naming_rdma_gets_every_other_installed_component() {
-        let plan = plan(Some("rdma,self"), &strings(INSTALLED), &strings(&["rdma", "self"]));
-        assert_eq!(plan, Plan::Load(strings(&["adapt", "basic", "han", "inter", "libnbc", "sm", "sync", "tuned"])));
+    fn rdma_alone_gets_every_other_installed_component() {
         let alone = plan_for("rdma", &["rdma"]);
-        assert!(matches!(alone, Plan::Load(ref names) if names.len() == INSTALLED.len() - 1));
+        assert_eq!(alone, Plan::Load(strings(&["adapt", "basic", "han", "inter", "libnbc", "self", "sm", "sync", "tuned"])));
+        assert_eq!(plan_for(" rdma ,rdma", &["rdma"]), alone);
+    }
+
+    #[test]
+    fn a_list_naming_other_components_is_the_users_choice() {
+        assert!(matches!(plan_for("rdma,self", &["rdma", "self"]), Plan::Untouched(_)));
+        assert!(matches!(plan_for("rdma,libnbc,basic,self", &["rdma", "libnbc", "basic", "self"]), Plan::Untouched(_)));
     }
 
     #[test]
@@ -174,11 +182,11 @@ mod tests {
     }
 
     #[test]
-    fn a_complete_list_needs_nothing_and_names_are_matched_whole() {
-        assert!(matches!(plan_for("rdma,tuned", INSTALLED), Plan::Untouched(_)));
-        assert!(matches!(plan_for("rdmax,tuned", &["tuned"]), Plan::Untouched(_)));
+    fn names_are_matched_whole_and_installed_twice_loads_once() {
+        assert!(matches!(plan_for("rdmax", &[]), Plan::Untouched(_)));
         let installed_twice = [INSTALLED, &["tuned"]].concat();
-        let plan = plan(Some(" rdma , tuned"), &strings(&installed_twice), &strings(&["rdma"]));
+        let plan = plan(Some("rdma"), &strings(&installed_twice), &strings(&["rdma"]));
         assert!(matches!(plan, Plan::Load(ref names) if names.iter().filter(|n| *n == "tuned").count() == 1));
+        assert!(matches!(plan(Some("rdma"), &strings(&["rdma"]), &strings(&["rdma"])), Plan::Untouched(_)));
     }
 }
