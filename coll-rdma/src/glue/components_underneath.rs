@@ -185,8 +185,8 @@ mod tests {
     fn names_are_matched_whole_and_installed_twice_loads_once() {
         assert!(matches!(plan_for("rdmax", &[]), Plan::Untouched(_)));
         let installed_twice = [INSTALLED, &["tuned"]].concat();
-        let plan = plan(Some("rdma"), &strings(&installed_twice), &strings(&["rdma"]));
-        assert!(matches!(plan, Plan::Load(ref names) if names.iter().filter(|n| *n == "tuned").count() == 1));
+        let twice = plan(Some("rdma"), &strings(&installed_twice), &strings(&["rdma"]));
+        assert!(matches!(twice, Plan::Load(ref names) if names.iter().filter(|n| *n == "tuned").count() == 1));
         assert!(matches!(plan(Some("rdma"), &strings(&["rdma"]), &strings(&["rdma"])), Plan::Untouched(_)));
     }
 }
