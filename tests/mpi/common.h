@@ -88,8 +88,10 @@
  * coll rdma labels its log lines with the index there. */
 #if OMPI_MAJOR_VERSION >= 5
 #define T_OMPI_CID(c) ompi_comm_get_local_cid(c)
+#define T_OMPI_CID_SOURCE "ompi_comm_get_local_cid()"
 #else
 #define T_OMPI_CID(c) ompi_comm_get_cid(c)
+#define T_OMPI_CID_SOURCE "ompi_comm_get_cid()"
 #endif
 #endif
 #endif
@@ -918,7 +920,7 @@ T_API void t_init(int *argc, char ***argv)
     t_read_reduction_limits();
     t_read_bcast_params();
 #ifdef T_HAVE_OMPI_CID
-    if (t_wrank == 0) printf("info: context ids from ompi_comm_get_cid()\n");
+    if (t_wrank == 0) printf("info: context ids from " T_OMPI_CID_SOURCE "\n");
 #else
     if (t_wrank == 0) printf("info: context ids from MPI_Comm_c2f() (no Open MPI internal headers)\n");
 #endif

@@ -11,7 +11,9 @@
  * neighborhood collectives a cartesian line (non-periodic, so that no rank
  * is both neighbors of another) and a distributed-graph ring, on
  * MPI_COMM_WORLD and on MPI_COMM_SELF. Plus MPI_Reduce_local.
- * (Open MPI 4.1 has no persistent collectives, MPI_*_init.)
+ * Where mpi.h has MPI 4's persistent collectives (MPI_*_init; Open MPI 5.0
+ * has them although its mpi.h says MPI_VERSION 3, Open MPI 4.1 has none),
+ * each of them too: initialised, started and completed twice, freed.
  *
  * Options: -i <rounds> (default 3).
  */
@@ -21,13 +23,45 @@
 
 static long t_calls = 0;
 
-/* Runs the blocking call, or the non-blocking one (which must use &rq_)
- * followed by MPI_Wait. */
-#define RUN(nb, blocking, nonblocking)                                      \
+#if MPI_VERSION >= 4 || (defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5)
+#define HAVE_PERSISTENT_COLLECTIVES 1
+#endif
+
+/* How each collective is called. */
+enum call_mode {
+    BLOCKING,    /* MPI_Bcast */
+    NONBLOCKING, /* MPI_Ibcast, MPI_Wait */
+#ifdef HAVE_PERSISTENT_COLLECTIVES
+    PERSISTENT, /* MPI_Bcast_init, (MPI_Start, MPI_Wait) x 2, MPI_Request_free */
+#endif
+    CALL_MODES
+};
+static const char *const mode_prefix[] = {"", "I", ""};
+static const char *const mode_suffix[] = {"", "", "_init"};
+
+#ifdef HAVE_PERSISTENT_COLLECTIVES
+#define PERSISTENT_CALL(call) (call)
+#define IS_PERSISTENT(mode) ((mode) == PERSISTENT)
+#else
+/* never reached: keeps the names this mpi.h does not declare out of the code */
+#define PERSISTENT_CALL(call) MPI_SUCCESS
+#define IS_PERSISTENT(mode) 0
+#endif
+
+/* Runs one collective the way `mode` says; the non-blocking and the
+ * persistent call must use &rq_ as their request. */
+#define RUN(mode, blocking, nonblocking, persistent)                        \
     do {                                                                    \
         t_calls++;                                                          \
-        if (nb) {                                                           \
-            MPI_Request rq_;                                                \
+        MPI_Request rq_ = MPI_REQUEST_NULL;                                 \
+        if (IS_PERSISTENT(mode)) {                                          \
+            T_MPI(persistent);                                              \
+            for (int start_ = 0; start_ < 2; start_++) {                    \
+                T_MPI(MPI_Start(&rq_));                                     \
+                T_MPI(MPI_Wait(&rq_, MPI_STATUS_IGNORE));                   \
+            }                                                               \
+            T_MPI(MPI_Request_free(&rq_));                                  \
+        } else if ((mode) == NONBLOCKING) {                                 \
             T_MPI(nonblocking);                                             \
             T_MPI(MPI_Wait(&rq_, MPI_STATUS_IGNORE));                       \
         } else {                                                            \
@@ -35,13 +69,21 @@ static long t_calls = 0;
         }                                                                   \
     } while (0)
 
-static void expect_ints(const char *where, int nb, const char *what, const int *got,
+/* COLL(mode, Bcast, Ibcast, (buf, count, type, root, comm)): the forms of
+ * one collective from its names and the blocking call's arguments, which
+ * the others take too, followed by the info and/or the request. */
+#define ARGS(...) __VA_ARGS__
+#define COLL(mode, name, iname, args)                                       \
+    RUN(mode, MPI_##name args, MPI_##iname(ARGS args, &rq_),                \
+        PERSISTENT_CALL(MPI_##name##_init(ARGS args, MPI_INFO_NULL, &rq_)))
+
+static void expect_ints(const char *where, int mode, const char *what, const int *got,
                         const int *want, int n)
 {
     for (int k = 0; k < n; k++)
         if (got[k] != want[k]) {
-            T_FAIL("%s: MPI_%s%s: element %d is %d, expected %d", where, nb ? "I" : "", what, k,
-                   got[k], want[k]);
+            T_FAIL("%s: MPI_%s%s%s: element %d is %d, expected %d", where, mode_prefix[mode], what,
+                   mode_suffix[mode], k, got[k], want[k]);
             return;
         }
 }
@@ -71,7 +113,7 @@ static int layout(int n, int (*count)(int), int *counts, int *displs)
 
 /* ---------------------------------------------------------------- intra */
 
-static void intra_suite(tcomm_t *t, const char *where, int nb)
+static void intra_suite(tcomm_t *t, const char *where, int mode)
 {
     MPI_Comm comm = t->comm;
     int n = t->size, me = t->rank, root = n - 1;
@@ -80,47 +122,43 @@ static void intra_suite(tcomm_t *t, const char *where, int nb)
     int *sb, *rb;
 
     /* barrier */
-    if (nb) RUN(1, MPI_SUCCESS, MPI_Ibarrier(comm, &rq_));
-    else t_barrier(t);
+    if (mode == BLOCKING) t_barrier(t);
+    else COLL(mode, Barrier, Ibarrier, (comm));
 
     /* bcast */
     rb = ints(C, -1);
     for (int i = 0; i < C; i++) { want[i] = v(root, i) + 7; if (me == root) rb[i] = want[i]; }
-    RUN(nb, MPI_Bcast(rb, C, MPI_INT, root, comm), MPI_Ibcast(rb, C, MPI_INT, root, comm, &rq_));
-    expect_ints(where, nb, "Bcast", rb, want, C);
+    COLL(mode, Bcast, Ibcast, (rb, C, MPI_INT, root, comm));
+    expect_ints(where, mode, "Bcast", rb, want, C);
     free(rb);
 
     /* gather, gatherv */
     sb = ints(C, 0);
     for (int i = 0; i < C; i++) sb[i] = v(me, i);
     rb = ints(n * C, -1);
-    RUN(nb, MPI_Gather(sb, C, MPI_INT, rb, C, MPI_INT, root, comm),
-        MPI_Igather(sb, C, MPI_INT, rb, C, MPI_INT, root, comm, &rq_));
+    COLL(mode, Gather, Igather, (sb, C, MPI_INT, rb, C, MPI_INT, root, comm));
     for (int j = 0; j < n; j++) for (int i = 0; i < C; i++) want[j * C + i] = v(j, i);
-    if (me == root) expect_ints(where, nb, "Gather", rb, want, n * C);
+    if (me == root) expect_ints(where, mode, "Gather", rb, want, n * C);
     free(rb);
     int total = layout(n, vcount, counts, displs);
     rb = ints(total, -1);
-    RUN(nb, MPI_Gatherv(sb, vcount(me), MPI_INT, rb, counts, displs, MPI_INT, root, comm),
-        MPI_Igatherv(sb, vcount(me), MPI_INT, rb, counts, displs, MPI_INT, root, comm, &rq_));
+    COLL(mode, Gatherv, Igatherv, (sb, vcount(me), MPI_INT, rb, counts, displs, MPI_INT, root, comm));
     for (int k = 0; k < total; k++) want[k] = -1;
     for (int j = 0; j < n; j++) for (int i = 0; i < counts[j]; i++) want[displs[j] + i] = v(j, i);
-    if (me == root) expect_ints(where, nb, "Gatherv", rb, want, total);
+    if (me == root) expect_ints(where, mode, "Gatherv", rb, want, total);
     free(rb);
 
     /* allgather, allgatherv (same layouts) */
     rb = ints(n * C, -1);
-    RUN(nb, MPI_Allgather(sb, C, MPI_INT, rb, C, MPI_INT, comm),
-        MPI_Iallgather(sb, C, MPI_INT, rb, C, MPI_INT, comm, &rq_));
+    COLL(mode, Allgather, Iallgather, (sb, C, MPI_INT, rb, C, MPI_INT, comm));
     for (int j = 0; j < n; j++) for (int i = 0; i < C; i++) want[j * C + i] = v(j, i);
-    expect_ints(where, nb, "Allgather", rb, want, n * C);
+    expect_ints(where, mode, "Allgather", rb, want, n * C);
     free(rb);
     rb = ints(total, -1);
-    RUN(nb, MPI_Allgatherv(sb, vcount(me), MPI_INT, rb, counts, displs, MPI_INT, comm),
-        MPI_Iallgatherv(sb, vcount(me), MPI_INT, rb, counts, displs, MPI_INT, comm, &rq_));
+    COLL(mode, Allgatherv, Iallgatherv, (sb, vcount(me), MPI_INT, rb, counts, displs, MPI_INT, comm));
     for (int k = 0; k < total; k++) want[k] = -1;
     for (int j = 0; j < n; j++) for (int i = 0; i < counts[j]; i++) want[displs[j] + i] = v(j, i);
-    expect_ints(where, nb, "Allgatherv", rb, want, total);
+    expect_ints(where, mode, "Allgatherv", rb, want, total);
     free(rb);
     free(sb);
 
@@ -128,16 +166,14 @@ static void intra_suite(tcomm_t *t, const char *where, int nb)
     sb = ints(total > n * C ? total : n * C, -1);
     for (int j = 0; j < n; j++) for (int i = 0; i < C; i++) sb[j * C + i] = v(j, i) + 5;
     rb = ints(C, -1);
-    RUN(nb, MPI_Scatter(sb, C, MPI_INT, rb, C, MPI_INT, root, comm),
-        MPI_Iscatter(sb, C, MPI_INT, rb, C, MPI_INT, root, comm, &rq_));
+    COLL(mode, Scatter, Iscatter, (sb, C, MPI_INT, rb, C, MPI_INT, root, comm));
     for (int i = 0; i < C; i++) want[i] = v(me, i) + 5;
-    expect_ints(where, nb, "Scatter", rb, want, C);
+    expect_ints(where, mode, "Scatter", rb, want, C);
     for (int j = 0; j < n; j++) for (int i = 0; i < counts[j]; i++) sb[displs[j] + i] = v(j, i) + 9;
     for (int i = 0; i < C; i++) rb[i] = -1;
-    RUN(nb, MPI_Scatterv(sb, counts, displs, MPI_INT, rb, vcount(me), MPI_INT, root, comm),
-        MPI_Iscatterv(sb, counts, displs, MPI_INT, rb, vcount(me), MPI_INT, root, comm, &rq_));
+    COLL(mode, Scatterv, Iscatterv, (sb, counts, displs, MPI_INT, rb, vcount(me), MPI_INT, root, comm));
     for (int i = 0; i < C; i++) want[i] = i < vcount(me) ? v(me, i) + 9 : -1;
-    expect_ints(where, nb, "Scatterv", rb, want, C);
+    expect_ints(where, mode, "Scatterv", rb, want, C);
     free(rb);
     free(sb);
 
@@ -148,9 +184,8 @@ static void intra_suite(tcomm_t *t, const char *where, int nb)
         sb[j * C + i] = me * 1000 + j * 10 + i;
         want[j * C + i] = j * 1000 + me * 10 + i;
     }
-    RUN(nb, MPI_Alltoall(sb, C, MPI_INT, rb, C, MPI_INT, comm),
-        MPI_Ialltoall(sb, C, MPI_INT, rb, C, MPI_INT, comm, &rq_));
-    expect_ints(where, nb, "Alltoall", rb, want, n * C);
+    COLL(mode, Alltoall, Ialltoall, (sb, C, MPI_INT, rb, C, MPI_INT, comm));
+    expect_ints(where, mode, "Alltoall", rb, want, n * C);
     free(rb);
     /* me sends (me + j) % 3 + 1 elements to j, which expects as many from me */
     int sat = 0, rat = 0;
@@ -167,9 +202,8 @@ static void intra_suite(tcomm_t *t, const char *where, int nb)
         sb[displs[j] + i] = me * 1000 + j * 10 + i;
         want[rdispls[j] + i] = j * 1000 + me * 10 + i;
     }
-    RUN(nb, MPI_Alltoallv(sb, counts, displs, MPI_INT, rb, rcounts, rdispls, MPI_INT, comm),
-        MPI_Ialltoallv(sb, counts, displs, MPI_INT, rb, rcounts, rdispls, MPI_INT, comm, &rq_));
-    expect_ints(where, nb, "Alltoallv", rb, want, rat);
+    COLL(mode, Alltoallv, Ialltoallv, (sb, counts, displs, MPI_INT, rb, rcounts, rdispls, MPI_INT, comm));
+    expect_ints(where, mode, "Alltoallv", rb, want, rat);
     MPI_Datatype *types = malloc(sizeof(MPI_Datatype) * (size_t)n);
     int *sbytes = ints(n, 0), *rbytes = ints(n, 0);
     for (int j = 0; j < n; j++) {
@@ -178,39 +212,34 @@ static void intra_suite(tcomm_t *t, const char *where, int nb)
         rbytes[j] = rdispls[j] * (int)sizeof(int);
     }
     for (int k = 0; k < rat; k++) rb[k] = -1;
-    RUN(nb, MPI_Alltoallw(sb, counts, sbytes, types, rb, rcounts, rbytes, types, comm),
-        MPI_Ialltoallw(sb, counts, sbytes, types, rb, rcounts, rbytes, types, comm, &rq_));
-    expect_ints(where, nb, "Alltoallw", rb, want, rat);
+    COLL(mode, Alltoallw, Ialltoallw, (sb, counts, sbytes, types, rb, rcounts, rbytes, types, comm));
+    expect_ints(where, mode, "Alltoallw", rb, want, rat);
     free(types); free(sbytes); free(rbytes); free(sb); free(rb);
 
     /* reduce, allreduce (sum) */
     sb = ints(n * C, 0);
     rb = ints(n * C, -1);
     for (int i = 0; i < C; i++) { sb[i] = v(me, i); want[i] = 100 * n * (n - 1) / 2 + n * (i + 1); }
-    RUN(nb, MPI_Reduce(sb, rb, C, MPI_INT, MPI_SUM, root, comm),
-        MPI_Ireduce(sb, rb, C, MPI_INT, MPI_SUM, root, comm, &rq_));
-    if (me == root) expect_ints(where, nb, "Reduce", rb, want, C);
+    COLL(mode, Reduce, Ireduce, (sb, rb, C, MPI_INT, MPI_SUM, root, comm));
+    if (me == root) expect_ints(where, mode, "Reduce", rb, want, C);
     for (int i = 0; i < C; i++) rb[i] = -1;
-    RUN(nb, MPI_Allreduce(sb, rb, C, MPI_INT, MPI_SUM, comm),
-        MPI_Iallreduce(sb, rb, C, MPI_INT, MPI_SUM, comm, &rq_));
-    expect_ints(where, nb, "Allreduce", rb, want, C);
+    COLL(mode, Allreduce, Iallreduce, (sb, rb, C, MPI_INT, MPI_SUM, comm));
+    expect_ints(where, mode, "Allreduce", rb, want, C);
 
     /* reduce_scatter_block, reduce_scatter: element k of every rank is
      * r * 100 + k + 1; rank me gets its block of the sums */
     for (int k = 0; k < n * C; k++) sb[k] = me * 100 + k + 1;
     for (int i = 0; i < C; i++) { rb[i] = -1; want[i] = 100 * n * (n - 1) / 2 + n * (me * C + i + 1); }
-    RUN(nb, MPI_Reduce_scatter_block(sb, rb, C, MPI_INT, MPI_SUM, comm),
-        MPI_Ireduce_scatter_block(sb, rb, C, MPI_INT, MPI_SUM, comm, &rq_));
-    expect_ints(where, nb, "Reduce_scatter_block", rb, want, C);
+    COLL(mode, Reduce_scatter_block, Ireduce_scatter_block, (sb, rb, C, MPI_INT, MPI_SUM, comm));
+    expect_ints(where, mode, "Reduce_scatter_block", rb, want, C);
     int before = 0;
     for (int j = 0; j < n; j++) { counts[j] = vcount(j); if (j < me) before += counts[j]; }
     for (int i = 0; i < C; i++) {
         rb[i] = -1;
         want[i] = i < vcount(me) ? 100 * n * (n - 1) / 2 + n * (before + i + 1) : -1;
     }
-    RUN(nb, MPI_Reduce_scatter(sb, rb, counts, MPI_INT, MPI_SUM, comm),
-        MPI_Ireduce_scatter(sb, rb, counts, MPI_INT, MPI_SUM, comm, &rq_));
-    expect_ints(where, nb, "Reduce_scatter", rb, want, C);
+    COLL(mode, Reduce_scatter, Ireduce_scatter, (sb, rb, counts, MPI_INT, MPI_SUM, comm));
+    expect_ints(where, mode, "Reduce_scatter", rb, want, C);
 
     /* scan, exscan: prefix sums over ranks 0..me (exclusive: 0..me-1) */
     for (int i = 0; i < C; i++) {
@@ -218,13 +247,11 @@ static void intra_suite(tcomm_t *t, const char *where, int nb)
         rb[i] = -1;
         want[i] = 100 * me * (me + 1) / 2 + (me + 1) * (i + 1);
     }
-    RUN(nb, MPI_Scan(sb, rb, C, MPI_INT, MPI_SUM, comm),
-        MPI_Iscan(sb, rb, C, MPI_INT, MPI_SUM, comm, &rq_));
-    expect_ints(where, nb, "Scan", rb, want, C);
+    COLL(mode, Scan, Iscan, (sb, rb, C, MPI_INT, MPI_SUM, comm));
+    expect_ints(where, mode, "Scan", rb, want, C);
     for (int i = 0; i < C; i++) { rb[i] = -1; want[i] = 100 * (me - 1) * me / 2 + me * (i + 1); }
-    RUN(nb, MPI_Exscan(sb, rb, C, MPI_INT, MPI_SUM, comm),
-        MPI_Iexscan(sb, rb, C, MPI_INT, MPI_SUM, comm, &rq_));
-    if (me > 0) expect_ints(where, nb, "Exscan", rb, want, C);
+    COLL(mode, Exscan, Iexscan, (sb, rb, C, MPI_INT, MPI_SUM, comm));
+    if (me > 0) expect_ints(where, mode, "Exscan", rb, want, C);
     free(sb); free(rb);
     free(counts); free(displs); free(rcounts); free(rdispls); free(want);
 }
@@ -234,7 +261,7 @@ static void intra_suite(tcomm_t *t, const char *where, int nb)
 /* What local rank j of group g contributes, element k. */
 static int w(int g, int j, int k) { return g * 10000 + j * 100 + k + 1; }
 
-static void inter_suite(tcomm_t *t, int group, const char *where, int nb)
+static void inter_suite(tcomm_t *t, int group, const char *where, int mode)
 {
     MPI_Comm comm = t->comm;
     int ln = t->size, rn = t->rsize, me = t->rank, rg = 1 - group;
@@ -243,8 +270,8 @@ static void inter_suite(tcomm_t *t, int group, const char *where, int nb)
     int *counts = ints(rn, 0), *displs = ints(rn, 0), *rcounts = ints(rn, 0), *rdispls = ints(rn, 0);
     int *lcounts = ints(ln, 0);
 
-    if (nb) RUN(1, MPI_SUCCESS, MPI_Ibarrier(comm, &rq_));
-    else t_barrier(t);
+    if (mode == BLOCKING) t_barrier(t);
+    else COLL(mode, Barrier, Ibarrier, (comm));
 
     /* rooted collectives, with the root at local rank 0 of each group in turn */
     for (int rootg = 0; rootg < 2; rootg++) {
@@ -254,34 +281,30 @@ static void inter_suite(tcomm_t *t, int group, const char *where, int nb)
 
         /* bcast */
         for (int i = 0; i < C; i++) { rb[i] = i_am_root ? w(rootg, 0, i) + 3 : -1; want[i] = w(rootg, 0, i) + 3; }
-        RUN(nb, MPI_Bcast(rb, C, MPI_INT, root, comm), MPI_Ibcast(rb, C, MPI_INT, root, comm, &rq_));
-        if (receiver) expect_ints(where, nb, "Bcast", rb, want, C);
+        COLL(mode, Bcast, Ibcast, (rb, C, MPI_INT, root, comm));
+        if (receiver) expect_ints(where, mode, "Bcast", rb, want, C);
 
         /* gather, gatherv: the root receives from every remote process */
         for (int i = 0; i < C; i++) sb[i] = w(group, me, i);
         for (int k = 0; k < rn * C; k++) rb[k] = -1;
-        RUN(nb, MPI_Gather(sb, C, MPI_INT, rb, C, MPI_INT, root, comm),
-            MPI_Igather(sb, C, MPI_INT, rb, C, MPI_INT, root, comm, &rq_));
+        COLL(mode, Gather, Igather, (sb, C, MPI_INT, rb, C, MPI_INT, root, comm));
         for (int j = 0; j < rn; j++) for (int i = 0; i < C; i++) want[j * C + i] = w(rg, j, i);
-        if (i_am_root) expect_ints(where, nb, "Gather", rb, want, rn * C);
+        if (i_am_root) expect_ints(where, mode, "Gather", rb, want, rn * C);
         int total = layout(rn, vcount, counts, displs);
         for (int k = 0; k < total; k++) { rb[k] = -1; want[k] = -1; }
-        RUN(nb, MPI_Gatherv(sb, vcount(me), MPI_INT, rb, counts, displs, MPI_INT, root, comm),
-            MPI_Igatherv(sb, vcount(me), MPI_INT, rb, counts, displs, MPI_INT, root, comm, &rq_));
+        COLL(mode, Gatherv, Igatherv, (sb, vcount(me), MPI_INT, rb, counts, displs, MPI_INT, root, comm));
         for (int j = 0; j < rn; j++) for (int i = 0; i < counts[j]; i++) want[displs[j] + i] = w(rg, j, i);
-        if (i_am_root) expect_ints(where, nb, "Gatherv", rb, want, total);
+        if (i_am_root) expect_ints(where, mode, "Gatherv", rb, want, total);
 
         /* scatter, scatterv: the root sends to every remote process */
         for (int j = 0; j < rn; j++) for (int i = 0; i < C; i++) sb[j * C + i] = 50000 + j * 100 + i;
         for (int i = 0; i < C; i++) { rb[i] = -1; want[i] = 50000 + me * 100 + i; }
-        RUN(nb, MPI_Scatter(sb, C, MPI_INT, rb, C, MPI_INT, root, comm),
-            MPI_Iscatter(sb, C, MPI_INT, rb, C, MPI_INT, root, comm, &rq_));
-        if (receiver) expect_ints(where, nb, "Scatter", rb, want, C);
+        COLL(mode, Scatter, Iscatter, (sb, C, MPI_INT, rb, C, MPI_INT, root, comm));
+        if (receiver) expect_ints(where, mode, "Scatter", rb, want, C);
         for (int j = 0; j < rn; j++) for (int i = 0; i < counts[j]; i++) sb[displs[j] + i] = 60000 + j * 100 + i;
         for (int i = 0; i < C; i++) { rb[i] = -1; want[i] = i < vcount(me) ? 60000 + me * 100 + i : -1; }
-        RUN(nb, MPI_Scatterv(sb, counts, displs, MPI_INT, rb, vcount(me), MPI_INT, root, comm),
-            MPI_Iscatterv(sb, counts, displs, MPI_INT, rb, vcount(me), MPI_INT, root, comm, &rq_));
-        if (receiver) expect_ints(where, nb, "Scatterv", rb, want, C);
+        COLL(mode, Scatterv, Iscatterv, (sb, counts, displs, MPI_INT, rb, vcount(me), MPI_INT, root, comm));
+        if (receiver) expect_ints(where, mode, "Scatterv", rb, want, C);
 
         /* reduce: the root gets the sum over the remote group */
         for (int i = 0; i < C; i++) {
@@ -289,24 +312,21 @@ static void inter_suite(tcomm_t *t, int group, const char *where, int nb)
             rb[i] = -1;
             want[i] = rn * rg * 10000 + 100 * rn * (rn - 1) / 2 + rn * (i + 1);
         }
-        RUN(nb, MPI_Reduce(sb, rb, C, MPI_INT, MPI_SUM, root, comm),
-            MPI_Ireduce(sb, rb, C, MPI_INT, MPI_SUM, root, comm, &rq_));
-        if (i_am_root) expect_ints(where, nb, "Reduce", rb, want, C);
+        COLL(mode, Reduce, Ireduce, (sb, rb, C, MPI_INT, MPI_SUM, root, comm));
+        if (i_am_root) expect_ints(where, mode, "Reduce", rb, want, C);
     }
 
     /* allgather, allgatherv: everybody gets the remote group's blocks */
     for (int i = 0; i < C; i++) sb[i] = w(group, me, i);
     for (int k = 0; k < rn * C; k++) rb[k] = -1;
     for (int j = 0; j < rn; j++) for (int i = 0; i < C; i++) want[j * C + i] = w(rg, j, i);
-    RUN(nb, MPI_Allgather(sb, C, MPI_INT, rb, C, MPI_INT, comm),
-        MPI_Iallgather(sb, C, MPI_INT, rb, C, MPI_INT, comm, &rq_));
-    expect_ints(where, nb, "Allgather", rb, want, rn * C);
+    COLL(mode, Allgather, Iallgather, (sb, C, MPI_INT, rb, C, MPI_INT, comm));
+    expect_ints(where, mode, "Allgather", rb, want, rn * C);
     int total = layout(rn, vcount, counts, displs);
     for (int k = 0; k < total; k++) { rb[k] = -1; want[k] = -1; }
     for (int j = 0; j < rn; j++) for (int i = 0; i < counts[j]; i++) want[displs[j] + i] = w(rg, j, i);
-    RUN(nb, MPI_Allgatherv(sb, vcount(me), MPI_INT, rb, counts, displs, MPI_INT, comm),
-        MPI_Iallgatherv(sb, vcount(me), MPI_INT, rb, counts, displs, MPI_INT, comm, &rq_));
-    expect_ints(where, nb, "Allgatherv", rb, want, total);
+    COLL(mode, Allgatherv, Iallgatherv, (sb, vcount(me), MPI_INT, rb, counts, displs, MPI_INT, comm));
+    expect_ints(where, mode, "Allgatherv", rb, want, total);
 
     /* alltoall, alltoallv, alltoallw: block j goes to remote process j */
     for (int j = 0; j < rn; j++) for (int i = 0; i < C; i++) {
@@ -314,9 +334,8 @@ static void inter_suite(tcomm_t *t, int group, const char *where, int nb)
         rb[j * C + i] = -1;
         want[j * C + i] = rg * 10000 + j * 100 + me * 10 + i;
     }
-    RUN(nb, MPI_Alltoall(sb, C, MPI_INT, rb, C, MPI_INT, comm),
-        MPI_Ialltoall(sb, C, MPI_INT, rb, C, MPI_INT, comm, &rq_));
-    expect_ints(where, nb, "Alltoall", rb, want, rn * C);
+    COLL(mode, Alltoall, Ialltoall, (sb, C, MPI_INT, rb, C, MPI_INT, comm));
+    expect_ints(where, mode, "Alltoall", rb, want, rn * C);
     int sat = 0, rat = 0;
     for (int j = 0; j < rn; j++) {
         counts[j] = rcounts[j] = (me + j) % 3 + 1;
@@ -328,9 +347,8 @@ static void inter_suite(tcomm_t *t, int group, const char *where, int nb)
         sb[displs[j] + i] = group * 10000 + me * 100 + j * 10 + i;
         want[rdispls[j] + i] = rg * 10000 + j * 100 + me * 10 + i;
     }
-    RUN(nb, MPI_Alltoallv(sb, counts, displs, MPI_INT, rb, rcounts, rdispls, MPI_INT, comm),
-        MPI_Ialltoallv(sb, counts, displs, MPI_INT, rb, rcounts, rdispls, MPI_INT, comm, &rq_));
-    expect_ints(where, nb, "Alltoallv", rb, want, rat);
+    COLL(mode, Alltoallv, Ialltoallv, (sb, counts, displs, MPI_INT, rb, rcounts, rdispls, MPI_INT, comm));
+    expect_ints(where, mode, "Alltoallv", rb, want, rat);
     MPI_Datatype *types = malloc(sizeof(MPI_Datatype) * (size_t)rn);
     int *sbytes = ints(rn, 0), *rbytes = ints(rn, 0);
     for (int j = 0; j < rn; j++) {
@@ -339,9 +357,8 @@ static void inter_suite(tcomm_t *t, int group, const char *where, int nb)
         rbytes[j] = rdispls[j] * (int)sizeof(int);
     }
     for (int k = 0; k < rat; k++) rb[k] = -1;
-    RUN(nb, MPI_Alltoallw(sb, counts, sbytes, types, rb, rcounts, rbytes, types, comm),
-        MPI_Ialltoallw(sb, counts, sbytes, types, rb, rcounts, rbytes, types, comm, &rq_));
-    expect_ints(where, nb, "Alltoallw", rb, want, rat);
+    COLL(mode, Alltoallw, Ialltoallw, (sb, counts, sbytes, types, rb, rcounts, rbytes, types, comm));
+    expect_ints(where, mode, "Alltoallw", rb, want, rat);
     free(types); free(sbytes); free(rbytes);
 
     /* allreduce: the sum over the remote group */
@@ -350,9 +367,8 @@ static void inter_suite(tcomm_t *t, int group, const char *where, int nb)
         rb[i] = -1;
         want[i] = rn * rg * 10000 + 100 * rn * (rn - 1) / 2 + rn * (i + 1);
     }
-    RUN(nb, MPI_Allreduce(sb, rb, C, MPI_INT, MPI_SUM, comm),
-        MPI_Iallreduce(sb, rb, C, MPI_INT, MPI_SUM, comm, &rq_));
-    expect_ints(where, nb, "Allreduce", rb, want, C);
+    COLL(mode, Allreduce, Iallreduce, (sb, rb, C, MPI_INT, MPI_SUM, comm));
+    expect_ints(where, mode, "Allreduce", rb, want, C);
 
     /* reduce_scatter_block, reduce_scatter: the remote group's vectors of
      * C * ln * rn elements (the same length in both groups) are summed and
@@ -363,14 +379,12 @@ static void inter_suite(tcomm_t *t, int group, const char *where, int nb)
         rb[i] = -1;
         want[i] = rn * rg * 10000 + 100 * rn * (rn - 1) / 2 + rn * (me * rc + i + 1);
     }
-    RUN(nb, MPI_Reduce_scatter_block(sb, rb, rc, MPI_INT, MPI_SUM, comm),
-        MPI_Ireduce_scatter_block(sb, rb, rc, MPI_INT, MPI_SUM, comm, &rq_));
-    expect_ints(where, nb, "Reduce_scatter_block", rb, want, rc);
+    COLL(mode, Reduce_scatter_block, Ireduce_scatter_block, (sb, rb, rc, MPI_INT, MPI_SUM, comm));
+    expect_ints(where, mode, "Reduce_scatter_block", rb, want, rc);
     for (int j = 0; j < ln; j++) lcounts[j] = rc;
     for (int i = 0; i < rc; i++) rb[i] = -1;
-    RUN(nb, MPI_Reduce_scatter(sb, rb, lcounts, MPI_INT, MPI_SUM, comm),
-        MPI_Ireduce_scatter(sb, rb, lcounts, MPI_INT, MPI_SUM, comm, &rq_));
-    expect_ints(where, nb, "Reduce_scatter", rb, want, rc);
+    COLL(mode, Reduce_scatter, Ireduce_scatter, (sb, rb, lcounts, MPI_INT, MPI_SUM, comm));
+    expect_ints(where, mode, "Reduce_scatter", rb, want, rc);
 
     free(want); free(sb); free(rb); free(counts); free(displs); free(rcounts); free(rdispls);
     free(lcounts);
@@ -390,7 +404,7 @@ typedef struct {
 /* The value a process puts in block b of its send buffer, element i. */
 static int nv(int sender, int b, int i) { return sender * 100 + b * 10 + i + 1; }
 
-static void neighbor_suite(const topo_t *tp, const char *where, int nb)
+static void neighbor_suite(const topo_t *tp, const char *where, int mode)
 {
     MPI_Comm comm = tp->comm;
     int in = tp->indeg, out = tp->outdeg, me = tp->me;
@@ -403,18 +417,16 @@ static void neighbor_suite(const topo_t *tp, const char *where, int nb)
     for (int k = 0; k < 2 * C + 2; k++) rb[k] = want[k] = -1;
     for (int s = 0; s < in; s++)
         for (int i = 0; i < C; i++) want[s * C + i] = tp->src[s] == MPI_PROC_NULL ? -1 : nv(tp->src[s], 0, i);
-    RUN(nb, MPI_Neighbor_allgather(sb, C, MPI_INT, rb, C, MPI_INT, comm),
-        MPI_Ineighbor_allgather(sb, C, MPI_INT, rb, C, MPI_INT, comm, &rq_));
-    expect_ints(where, nb, "Neighbor_allgather", rb, want, 2 * C + 2);
+    COLL(mode, Neighbor_allgather, Ineighbor_allgather, (sb, C, MPI_INT, rb, C, MPI_INT, comm));
+    expect_ints(where, mode, "Neighbor_allgather", rb, want, 2 * C + 2);
     /* allgatherv: the blocks in reverse order, one unused slot between */
     for (int s = 0; s < in; s++) { rcounts[s] = C; rdispls[s] = (in - 1 - s) * (C + 1); }
     for (int k = 0; k < 2 * C + 2; k++) rb[k] = want[k] = -1;
     for (int s = 0; s < in; s++)
         for (int i = 0; i < C; i++)
             want[rdispls[s] + i] = tp->src[s] == MPI_PROC_NULL ? -1 : nv(tp->src[s], 0, i);
-    RUN(nb, MPI_Neighbor_allgatherv(sb, C, MPI_INT, rb, rcounts, rdispls, MPI_INT, comm),
-        MPI_Ineighbor_allgatherv(sb, C, MPI_INT, rb, rcounts, rdispls, MPI_INT, comm, &rq_));
-    expect_ints(where, nb, "Neighbor_allgatherv", rb, want, 2 * C + 2);
+    COLL(mode, Neighbor_allgatherv, Ineighbor_allgatherv, (sb, C, MPI_INT, rb, rcounts, rdispls, MPI_INT, comm));
+    expect_ints(where, mode, "Neighbor_allgatherv", rb, want, 2 * C + 2);
 
     /* alltoall, alltoallv, alltoallw: block d goes to destination d */
     for (int d = 0; d < out; d++) for (int i = 0; i < C; i++) sb[d * C + i] = nv(me, d, i);
@@ -422,9 +434,8 @@ static void neighbor_suite(const topo_t *tp, const char *where, int nb)
     for (int s = 0; s < in; s++)
         for (int i = 0; i < C; i++)
             want[s * C + i] = tp->src[s] == MPI_PROC_NULL ? -1 : nv(tp->src[s], tp->slot_at_src[s], i);
-    RUN(nb, MPI_Neighbor_alltoall(sb, C, MPI_INT, rb, C, MPI_INT, comm),
-        MPI_Ineighbor_alltoall(sb, C, MPI_INT, rb, C, MPI_INT, comm, &rq_));
-    expect_ints(where, nb, "Neighbor_alltoall", rb, want, 2 * C + 2);
+    COLL(mode, Neighbor_alltoall, Ineighbor_alltoall, (sb, C, MPI_INT, rb, C, MPI_INT, comm));
+    expect_ints(where, mode, "Neighbor_alltoall", rb, want, 2 * C + 2);
     for (int d = 0; d < out; d++) { counts[d] = C; displs[d] = d * C; sbytes[d] = displs[d] * (MPI_Aint)sizeof(int); }
     for (int s = 0; s < in; s++) {
         rcounts[s] = C;
@@ -435,13 +446,11 @@ static void neighbor_suite(const topo_t *tp, const char *where, int nb)
     for (int s = 0; s < in; s++)
         for (int i = 0; i < C; i++)
             want[rdispls[s] + i] = tp->src[s] == MPI_PROC_NULL ? -1 : nv(tp->src[s], tp->slot_at_src[s], i);
-    RUN(nb, MPI_Neighbor_alltoallv(sb, counts, displs, MPI_INT, rb, rcounts, rdispls, MPI_INT, comm),
-        MPI_Ineighbor_alltoallv(sb, counts, displs, MPI_INT, rb, rcounts, rdispls, MPI_INT, comm, &rq_));
-    expect_ints(where, nb, "Neighbor_alltoallv", rb, want, 2 * C + 2);
+    COLL(mode, Neighbor_alltoallv, Ineighbor_alltoallv, (sb, counts, displs, MPI_INT, rb, rcounts, rdispls, MPI_INT, comm));
+    expect_ints(where, mode, "Neighbor_alltoallv", rb, want, 2 * C + 2);
     for (int k = 0; k < 2 * C + 2; k++) rb[k] = -1;
-    RUN(nb, MPI_Neighbor_alltoallw(sb, counts, sbytes, types, rb, rcounts, rbytes, types, comm),
-        MPI_Ineighbor_alltoallw(sb, counts, sbytes, types, rb, rcounts, rbytes, types, comm, &rq_));
-    expect_ints(where, nb, "Neighbor_alltoallw", rb, want, 2 * C + 2);
+    COLL(mode, Neighbor_alltoallw, Ineighbor_alltoallw, (sb, counts, sbytes, types, rb, rcounts, rbytes, types, comm));
+    expect_ints(where, mode, "Neighbor_alltoallw", rb, want, 2 * C + 2);
 }
 
 /* A line of the communicator's ranks (non-periodic: the ends have
@@ -523,15 +532,15 @@ int main(int argc, char **argv)
     }
 
     for (long it = 0; it < rounds; it++) {
-        for (int nb = 0; nb < 2; nb++) {
-            intra_suite(&t_world, "MPI_COMM_WORLD", nb);
-            intra_suite(&self, "MPI_COMM_SELF", nb);
-            intra_suite(&half, "half", nb);
-            if (inter.comm != MPI_COMM_NULL) inter_suite(&inter, group, "intercommunicator", nb);
-            neighbor_suite(&line, "cartesian line", nb);
-            neighbor_suite(&ring, "graph ring", nb);
-            neighbor_suite(&self_line, "cartesian line on MPI_COMM_SELF", nb);
-            neighbor_suite(&self_ring, "graph ring on MPI_COMM_SELF", nb);
+        for (int mode = 0; mode < CALL_MODES; mode++) {
+            intra_suite(&t_world, "MPI_COMM_WORLD", mode);
+            intra_suite(&self, "MPI_COMM_SELF", mode);
+            intra_suite(&half, "half", mode);
+            if (inter.comm != MPI_COMM_NULL) inter_suite(&inter, group, "intercommunicator", mode);
+            neighbor_suite(&line, "cartesian line", mode);
+            neighbor_suite(&ring, "graph ring", mode);
+            neighbor_suite(&self_line, "cartesian line on MPI_COMM_SELF", mode);
+            neighbor_suite(&self_ring, "graph ring on MPI_COMM_SELF", mode);
         }
         reduce_local_check();
     }
