@@ -39,13 +39,29 @@
 #   EXPECT_TRANSPORT  transport(s) the served calls may report, separated by
 #                 spaces (default: the --transport name, else shm); e.g.
 #                 "verbs shm" when communicators within one node use shm
+#   MPI_TESTS_BUILD_DIR  where the component (components/) and the test
+#                 programs (tests/) are, and the logs unless MPI_TESTS_LOGDIR
+#                 says otherwise (default build/; the Open MPI 5 chroot uses
+#                 build/ompi5, so that its artefacts never mix with the host's)
+#   OMPI_EXTRA_INCLUDE_DIRS  more include directories (':'-separated) for
+#                 mpicc, as for ompi-sys: the test programs include Open MPI's
+#                 internal headers too (ci/ompi5/chroot.sh run sets it)
+#   MPI_TEST_CFLAGS  more flags for mpicc
+#
+# Open MPI 5 (PRRTE's mpirun) is told apart by the version ompi_info reports:
+# each rank's output is captured by ci/rank-output.sh, since PRRTE's own
+# capture (--output dir=...:nocopy) loses output with PMIx 5.0.7, and the
+# component path is put in each rank's environment
+# (OMPI_MCA_mca_base_component_path), since PRRTE hands it to PMIx too when
+# it is given to mpirun (as --mca or in mpirun's environment), which then
+# complains about it.
 #
 # The last line is "N passed, N failed" (", N skipped" when some were skipped);
 # the exit status is non-zero when any test failed.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=$ROOT/build
+BUILD=${MPI_TESTS_BUILD_DIR:-$ROOT/build}
 COMPDIR=$BUILD/components
 BIN=$BUILD/tests
 LOGROOT=${MPI_TESTS_LOGDIR:-$BUILD/mpi-tests}
@@ -106,6 +122,37 @@ done
 COMPONENT_PATH="SYS_DEFAULT:$COMPDIR"
 SYSDIR=$(ompi_info --path pkglibdir | awk '{print $2}')
 OMPI_VERSION=$(ompi_info --parsable | awk -F: '$1=="ompi" && $2=="version" && $3=="full" {print $4}')
+OMPI_MAJOR=${OMPI_VERSION%%.*}
+[[ $OMPI_MAJOR =~ ^[0-9]+$ ]] || die "cannot read Open MPI's version from ompi_info (got '$OMPI_VERSION')"
+# mpirun's options that differ between the 4.x launcher (ORTE) and 5.x's
+# (PRRTE): capture_output DIR sets CAPTURE_OPTS (mpirun options) and
+# CAPTURE_WRAPPER (a command each rank runs its program with) so that each
+# rank's stdout and stderr go to DIR/<job>/rank.<N>/ and nowhere else;
+# COMPONENT_PATH_OPTS (mpirun options) and COMPONENT_PATH_ENV (in front of
+# each rank's program) give the ranks the component path.
+if [ "$OMPI_MAJOR" -ge 5 ]; then
+    capture_output() { CAPTURE_OPTS=(); CAPTURE_WRAPPER=("$ROOT/ci/rank-output.sh" "$1"); }
+    COMPONENT_PATH_ENV=(env "OMPI_MCA_mca_base_component_path=$COMPONENT_PATH")
+    COMPONENT_PATH_OPTS=()
+else
+    capture_output() { CAPTURE_OPTS=(--output-filename "$1:nocopy"); CAPTURE_WRAPPER=(); }
+    COMPONENT_PATH_ENV=()
+    COMPONENT_PATH_OPTS=(--mca mca_base_component_path "$COMPONENT_PATH")
+fi
+# mpicc: the test programs include ompi_config.h (tests/mpi/common.h), which
+# on Debian's Open MPI 5 needs the PMIx headers and the headers
+# libopenmpi-dev omits (see docs/ompi5-port.md)
+MPICC_FLAGS=()
+if [ -n "${OMPI_EXTRA_INCLUDE_DIRS:-}" ]; then
+    IFS=: read -ra extra_dirs <<<"$OMPI_EXTRA_INCLUDE_DIRS"
+    for d in "${extra_dirs[@]}"; do [ -z "$d" ] || MPICC_FLAGS+=("-I$d"); done
+fi
+if [ "$OMPI_MAJOR" -ge 5 ] && pkg-config --exists pmix 2>/dev/null; then
+    read -ra pmix_flags <<<"$(pkg-config --cflags-only-I pmix)"
+    MPICC_FLAGS+=("${pmix_flags[@]}")
+fi
+read -ra user_cflags <<<"${MPI_TEST_CFLAGS:-}"
+MPICC_FLAGS+=("${user_cflags[@]}")
 
 if [ "$MODE" = component ] && [ "$LIST" = 0 ] && [ "$BUILD_ONLY" = 0 ]; then
     [ -f "$COMPDIR/mca_coll_rdma.so" ] ||
@@ -131,7 +178,7 @@ if [ "$LIST" = 0 ]; then
             [ "$ROOT/tests/mpi/common.h" -nt "$BIN/$prog" ]; then
             [ "${MPI_TESTS_NO_BUILD:-0}" = 1 ] &&
                 die "$BIN/$prog is missing or older than its source and MPI_TESTS_NO_BUILD=1: run 'ci/mpi-tests.sh --build-only' where every host sees the result"
-            mpicc -O2 -Wall -o "$BIN/$prog.tmp" "$src" || die "cannot compile $src"
+            mpicc -O2 -Wall "${MPICC_FLAGS[@]}" -o "$BIN/$prog.tmp" "$src" || die "cannot compile $src"
             mv -f "$BIN/$prog.tmp" "$BIN/$prog"
         fi
     done
@@ -235,10 +282,11 @@ run_test() {
     crt_before=$(shm_list 'crtest\.')
     local placement=(--mca btl self,vader)
     [ -n "$HOSTS" ] && placement=(--host "$HOSTS" --map-by node --mca btl self,vader,tcp)
+    local CAPTURE_OPTS CAPTURE_WRAPPER
+    capture_output "$dir/out"
     local cmd=(mpirun -np "$np" "${over[@]}" "${placement[@]}"
-        --mca mca_base_component_path "$COMPONENT_PATH"
-        --output-filename "$dir/out:nocopy" -x "CRTEST_RUN=$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
-        "${opts[@]}" "${RUN_WRAPPER[@]}"
+        "${COMPONENT_PATH_OPTS[@]}" "${CAPTURE_OPTS[@]}" -x "CRTEST_RUN=$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
+        "${opts[@]}" "${CAPTURE_WRAPPER[@]}" "${COMPONENT_PATH_ENV[@]}" "${RUN_WRAPPER[@]}"
         "$ROOT/ci/record-pid.sh" "$dir/pids" "$BIN/$prog" "$@")
     printf '%s\n' "${cmd[*]}" > "$dir/command"
     local t0 t1 rc=0
@@ -640,12 +688,17 @@ CHECKS=(quiet); run_test "excluded-coll-^rdma" 3 ok --mca coll '^rdma' --mca col
 # the first by itself, the later ones by installing the functions underneath
 # on the communicator, so that they no longer pass through coll rdma (no
 # collective counts more than the one handed-over call)
+# A component built without the verbs transport (the Open MPI 5 chroot's,
+# docs/ompi5-port.md) gives that as the reason instead, with the same fallback.
 without_device_test() {
     local name=$1 np=$2 why=$3 param=$4 value=$5
     if [ -n "$(ls -A /sys/class/infiniband 2>/dev/null)" ]; then
         skip "$name" "this machine has an RDMA device (the Soft-RoCE tests cover verbs)"
         return
     fi
+    # (the component links libibverbs exactly when it has the verbs transport)
+    grep -qa 'libibverbs\.so' "$COMPDIR/mca_coll_rdma.so" 2>/dev/null ||
+        why="this build of coll rdma has no verbs support"
     CHECKS=("re:coll:rdma: comm 0 rank [0-9]+: transport unavailable \($why.*\); collectives fall back to the module underneath"
         "re:comm 0 rank [0-9]+: the module underneath's functions are installed on the communicator for barrier, allreduce, reduce, bcast: later calls go straight to them"
         "re:comm 0 rank [0-9]+: served 0 barrier\(s\) over no transport, [01] handed to the fallback"
@@ -676,8 +729,8 @@ killed_creator_test() {
     rm -rf "$dir"
     mkdir -p "$dir"
     before=$(shm_list 'coll_rdma\.')
-    timeout -k 5 90 mpirun -np 2 --mca btl self,vader --mca mca_base_component_path "$COMPONENT_PATH" \
-        --mca coll_rdma_test_setup_pause_s 60 "$BIN/barrier_order" -n 10 </dev/null >"$dir/killed-job.log" 2>&1 &
+    timeout -k 5 90 mpirun -np 2 --mca btl self,vader "${COMPONENT_PATH_OPTS[@]}" \
+        --mca coll_rdma_test_setup_pause_s 60 "${COMPONENT_PATH_ENV[@]}" "$BIN/barrier_order" -n 10 </dev/null >"$dir/killed-job.log" 2>&1 &
     local job=$!
     # Only a segment mapped by a process of this job counts: another job on
     # the machine (a second make check) may be creating segments too.
@@ -725,6 +778,7 @@ COMP_TESTS=(
     "plain-coll-rdma-every-collective-np4" "readme-coll-list-every-collective-np4"
     "plain-coll-rdma-barrier_order-np3" "plain-coll-rdma-reduce_ops-np3" "plain-coll-rdma-bcast-np3"
     "plain-coll-rdma-broken-component-np2"
+    "han-default-priority-np4" "han-priority-50-np4" "han-priority-50-plain-coll-rdma-np4"
     "exclusion-list-untouched-np2"
     "radix-1-np5" "radix-2-np5" "radix-3-np8" "radix-7-np8" "radix-64-np5"
     "spin-polls-0-np4" "spin-polls-1000-np2" "transport-shm-np3" "transport-verbs-without-device-np3"
@@ -799,6 +853,26 @@ else
     run_test "plain-coll-rdma-broken-component-np2" 2 ok --mca coll rdma "${V[@]}" -- every_collective -i 1
     CHECKS=("${SERVED[@]}" "nore:also opened")
     run_test "exclusion-list-untouched-np2" 2 ok --mca coll '^han,adapt' "${V[@]}" -- coll_mix -i 20
+
+    # 6a. coll han (priority 35 in Open MPI 5.0, above tuned; 0 in 4.1) and
+    #     coll rdma (40): by default coll rdma serves its four collectives
+    #     and han sits underneath; with han above coll rdma
+    #     (coll_han_priority 50) nothing breaks either. On one node han
+    #     steps aside on every communicator (it only splits communicators
+    #     that span nodes): Open MPI 5 says so at coll_base_verbose 10,
+    #     which these tests check, so that a han that starts serving
+    #     single-node communicators is noticed (README, "coll han").
+    HAN=()
+    [ "$OMPI_MAJOR" -ge 5 ] && HAN=("re:coll:han:comm_query \(0/MPI_COMM_WORLD\): comm has only local processes; disqualifying myself")
+    HAN_VERBOSE=(--mca coll_base_verbose 10)
+    [ "$OMPI_MAJOR" -ge 5 ] || HAN_VERBOSE=()
+    CHECKS=("${SERVED[@]}" "${HAN[@]}")
+    run_test "han-default-priority-np4" 4 ok "${HAN_VERBOSE[@]}" "${V[@]}" -- coll_mix -i 20
+    CHECKS=("${SERVED[@]}" "${HAN[@]}")
+    run_test "han-priority-50-np4" 4 ok --mca coll_han_priority 50 "${HAN_VERBOSE[@]}" "${V[@]}" -- coll_mix -i 20
+    CHECKS=("${PLAIN[@]}" "${PLAIN_SERVED[@]}" "${HAN[@]}")
+    run_test "han-priority-50-plain-coll-rdma-np4" 4 ok --mca coll rdma --mca coll_han_priority 50 \
+        "${HAN_VERBOSE[@]}" "${V[@]}" -- every_collective -i 2
 
     # 7. valid parameter values
     for spec in 1:5 2:5 3:8 7:8 64:5; do
