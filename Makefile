@@ -17,7 +17,7 @@ COMPONENT  := $(COMPDIR)/mca_coll_rdma.so
 CARGO_OUT  := target/release
 INSTALLDIR := $(if $(DESTDIR),$(DESTDIR),$(HOME)/.openmpi/components)
 
-.PHONY: all build setup install check test-rust test-mpi test-scale soak check-rxe test-rxe bench clean help
+.PHONY: all build setup install check test-rust test-mpi test-scale soak check-rxe test-rxe check-ompi5 bench clean help
 
 all: build
 
@@ -35,6 +35,10 @@ help:
 	@echo "                   (about 6 minutes on 2 cores, SOAK_ROUNDS=n for more seeds;"
 	@echo "                   not part of make check)"
 	@echo "make check-rxe     build, then only the Soft-RoCE tests (ci/rxe-tests.sh)"
+	@echo "make check-ompi5   the MPI tests against Open MPI 5.0 in a Debian 13 chroot"
+	@echo "                   (ci/ompi5/chroot.sh prepare, then ci/ompi5/check.sh inside;"
+	@echo "                   needs root; logs under $(BUILD)/ompi5/). make check runs it"
+	@echo "                   last; SKIP_OMPI5=1 leaves it out"
 	@echo "make bench         build, then ci/bench.sh (stock Open MPI vs coll rdma)"
 	@echo "make clean         remove $(BUILD)/ and cargo's target/"
 
@@ -74,6 +78,8 @@ check: build
 	@$(CARGO) test --release --workspace
 	@$(MAKE) --no-print-directory test-mpi
 	@$(MAKE) --no-print-directory test-rxe
+	@if [ "$(SKIP_OMPI5)" = 1 ]; then echo "== Open MPI 5 tests skipped (SKIP_OMPI5=1)"; \
+	else $(MAKE) --no-print-directory check-ompi5; fi
 
 test-mpi:
 	@echo "== MPI tests"
@@ -98,6 +104,15 @@ check-rxe: build
 test-rxe:
 	@echo "== Soft-RoCE tests (verbs transport)"
 	@bash ci/rxe-tests.sh
+
+# The same source against Open MPI 5.0 (Debian 13 chroot, docs/ompi5-port.md).
+# Independent of the host's build: cargo's target and everything else go to
+# $(BUILD)/ompi5/.
+check-ompi5:
+	@echo "== Open MPI 5 tests (Debian 13 chroot)"
+	@bash ci/ompi5/chroot.sh prepare
+	@mkdir -p $(BUILD)/ompi5
+	@bash -o pipefail -c 'bash ci/ompi5/chroot.sh run -- bash ci/ompi5/check.sh 2>&1 | tee $(BUILD)/ompi5/check.log'
 
 bench: build
 	@echo "== benchmark"

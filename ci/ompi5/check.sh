@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds coll rdma against the Open MPI 5 of the chroot and runs the MPI tests
+# there: what `make check-ompi5` runs inside it (ci/ompi5/chroot.sh run).
+#
+#   ci/ompi5/check.sh [ci/mpi-tests.sh arguments...]
+#
+# Everything goes under build/ompi5/ (cargo's target, the component, the test
+# programs, the logs), apart from the host's 4.1 build in target/ and build/.
+# Without the verbs transport: rdma-sys cannot generate its bindings with
+# trixie's clang (docs/ompi5-port.md, build error 1).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+OUT=$ROOT/build/ompi5
+TARGET=${CARGO_TARGET_DIR:-$OUT/target}
+cd "$ROOT"
+
+command -v ompi_info >/dev/null || { echo "check.sh: no ompi_info (run me inside ci/ompi5/chroot.sh run)" >&2; exit 2; }
+echo "== Open MPI $(ompi_info --parsable | awk -F: '$1=="ompi" && $2=="version" && $3=="full" {print $4}'), $(cargo --version)"
+echo "== cargo build --release -p coll-rdma --no-default-features (no verbs)"
+CARGO_TARGET_DIR=$TARGET cargo build --release -p coll-rdma --no-default-features
+mkdir -p "$OUT/components"
+install -m 0755 "$TARGET/release/libmca_coll_rdma.so" "$OUT/components/mca_coll_rdma.so.tmp"
+mv -f "$OUT/components/mca_coll_rdma.so.tmp" "$OUT/components/mca_coll_rdma.so"
+OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$OUT/components" ompi_info 2>&1 | grep -E 'MCA coll: rdma' \
+    || { echo "check.sh: ompi_info does not list coll rdma from $OUT/components" >&2; exit 1; }
+echo "== MPI tests (Open MPI 5)"
+MPI_TESTS_BUILD_DIR=$OUT MPI_TESTS_LOGDIR=${MPI_TESTS_LOGDIR:-$OUT/mpi-tests} bash ci/mpi-tests.sh "$@"
