@@ -113,6 +113,28 @@ static int layout(int n, int (*count)(int), int *counts, int *displs)
 
 /* ---------------------------------------------------------------- intra */
 
+/* MPI_Alltoallv, then MPI_Alltoallw with the same layout in bytes, each
+ * checked against `want` (rat elements); `peers` is the number of ranks
+ * sent to (the remote group's size on an intercommunicator). */
+static void alltoallv_and_w(const char *where, int mode, MPI_Comm comm, int peers, int *sb,
+                            int *counts, int *displs, int *rb, int *rcounts, int *rdispls,
+                            const int *want, int rat)
+{
+    COLL(mode, Alltoallv, Ialltoallv, (sb, counts, displs, MPI_INT, rb, rcounts, rdispls, MPI_INT, comm));
+    expect_ints(where, mode, "Alltoallv", rb, want, rat);
+    MPI_Datatype *types = malloc(sizeof(MPI_Datatype) * (size_t)peers);
+    int *sbytes = ints(peers, 0), *rbytes = ints(peers, 0);
+    for (int j = 0; j < peers; j++) {
+        types[j] = MPI_INT;
+        sbytes[j] = displs[j] * (int)sizeof(int);
+        rbytes[j] = rdispls[j] * (int)sizeof(int);
+    }
+    for (int k = 0; k < rat; k++) rb[k] = -1;
+    COLL(mode, Alltoallw, Ialltoallw, (sb, counts, sbytes, types, rb, rcounts, rbytes, types, comm));
+    expect_ints(where, mode, "Alltoallw", rb, want, rat);
+    free(types); free(sbytes); free(rbytes);
+}
+
 static void intra_suite(tcomm_t *t, const char *where, int mode)
 {
     MPI_Comm comm = t->comm;
@@ -202,19 +224,8 @@ static void intra_suite(tcomm_t *t, const char *where, int mode)
         sb[displs[j] + i] = me * 1000 + j * 10 + i;
         want[rdispls[j] + i] = j * 1000 + me * 10 + i;
     }
-    COLL(mode, Alltoallv, Ialltoallv, (sb, counts, displs, MPI_INT, rb, rcounts, rdispls, MPI_INT, comm));
-    expect_ints(where, mode, "Alltoallv", rb, want, rat);
-    MPI_Datatype *types = malloc(sizeof(MPI_Datatype) * (size_t)n);
-    int *sbytes = ints(n, 0), *rbytes = ints(n, 0);
-    for (int j = 0; j < n; j++) {
-        types[j] = MPI_INT;
-        sbytes[j] = displs[j] * (int)sizeof(int);
-        rbytes[j] = rdispls[j] * (int)sizeof(int);
-    }
-    for (int k = 0; k < rat; k++) rb[k] = -1;
-    COLL(mode, Alltoallw, Ialltoallw, (sb, counts, sbytes, types, rb, rcounts, rbytes, types, comm));
-    expect_ints(where, mode, "Alltoallw", rb, want, rat);
-    free(types); free(sbytes); free(rbytes); free(sb); free(rb);
+    alltoallv_and_w(where, mode, comm, n, sb, counts, displs, rb, rcounts, rdispls, want, rat);
+    free(sb); free(rb);
 
     /* reduce, allreduce (sum) */
     sb = ints(n * C, 0);
@@ -347,19 +358,7 @@ static void inter_suite(tcomm_t *t, int group, const char *where, int mode)
         sb[displs[j] + i] = group * 10000 + me * 100 + j * 10 + i;
         want[rdispls[j] + i] = rg * 10000 + j * 100 + me * 10 + i;
     }
-    COLL(mode, Alltoallv, Ialltoallv, (sb, counts, displs, MPI_INT, rb, rcounts, rdispls, MPI_INT, comm));
-    expect_ints(where, mode, "Alltoallv", rb, want, rat);
-    MPI_Datatype *types = malloc(sizeof(MPI_Datatype) * (size_t)rn);
-    int *sbytes = ints(rn, 0), *rbytes = ints(rn, 0);
-    for (int j = 0; j < rn; j++) {
-        types[j] = MPI_INT;
-        sbytes[j] = displs[j] * (int)sizeof(int);
-        rbytes[j] = rdispls[j] * (int)sizeof(int);
-    }
-    for (int k = 0; k < rat; k++) rb[k] = -1;
-    COLL(mode, Alltoallw, Ialltoallw, (sb, counts, sbytes, types, rb, rcounts, rbytes, types, comm));
-    expect_ints(where, mode, "Alltoallw", rb, want, rat);
-    free(types); free(sbytes); free(rbytes);
+    alltoallv_and_w(where, mode, comm, rn, sb, counts, displs, rb, rcounts, rdispls, want, rat);
 
     /* allreduce: the sum over the remote group */
     for (int i = 0; i < C; i++) {
