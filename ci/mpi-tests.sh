@@ -817,8 +817,8 @@ else
     # 5. verbose 0 prints nothing
     CHECKS=(quiet); run_test "default-verbose-is-silent" 2 ok -- coll_mix -i "$CM_I"
 
-    # 6. "--mca coll rdma" alone, and the component lists README documents:
-    #    coll rdma opens the installed coll components the list leaves out,
+    # 6. "--mca coll rdma" alone, and the component list README documents:
+    #    under rdma alone coll rdma opens the other installed coll components,
     #    so every collective entry point (blocking, non-blocking,
     #    neighborhood, intercommunicators, size-1 communicators) is provided
     #    by Open MPI's own components while coll rdma serves its four.
