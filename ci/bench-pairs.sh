@@ -107,6 +107,10 @@ series() {  # NP COLL -> runs every variant's job together; 0 if all went well
         if [ -z "$why" ] && [ "$j" = "$RDMA" ] && ! served "$coll" "$np" "$err"; then
             why="coll rdma did not serve the calls (no 'served' summary on every rank)"
         fi
+        if [ -z "$why" ] && [ "$j" = "$RDMA" ] &&
+            grep -E "coll:rdma: comm 0 rank [0-9]+: $coll handed to the module underneath: " "$err" | grep -vq 'bytes exceed'; then
+            why="coll rdma handed $coll(s) to the module underneath for a reason other than size (see the log)"
+        fi
         if [ -z "$why" ] && [ "$j" != "$RDMA" ] && grep -q 'coll:rdma:' "$err"; then
             why="coll rdma was loaded in a job meant to be without it"
         fi
@@ -122,8 +126,11 @@ series() {  # NP COLL -> runs every variant's job together; 0 if all went well
 # summarize NP COLL BASE -> table rows (rdma against variant BASE) and the
 # plot data file OUT/np$NP-$COLL.dat
 summarize() {
-    local np=$1 coll=$2 base=$3
-    cat "$LOG/np$np-$coll-"*.out | awk -v np="$np" -v coll="$coll" -v base="$base" -v rdma="$RDMA" \
+    local np=$1 coll=$2 base=$3 limit
+    # the size limit above which coll rdma handed calls over, from its verbose log
+    limit=$(sed -n "s/.*: $coll handed to the module underneath: .*coll_rdma_${coll}_max_bytes=\([0-9]*\).*/\1/p" \
+        "$LOG/np$np-$coll-${NAMES[$RDMA]}.err" 2>/dev/null | head -n1)
+    cat "$LOG/np$np-$coll-"*.out | awk -v np="$np" -v coll="$coll" -v base="$base" -v rdma="$RDMA" -v limit="${limit:--1}" \
         -v spread_max="$SPREAD_MAX" -v drift="$FLOOR_DRIFT" -v bname="${NAMES[$base]}" -v out="$OUT" '
     function sortv(a, n,   i, j, x) { for (i = 2; i <= n; i++) { x = a[i]; j = i - 1
         while (j > 0 && a[j] > x) { a[j + 1] = a[j]; j-- } a[j + 1] = x } }
@@ -154,6 +161,7 @@ summarize() {
             fmed = nf ? q(fv, nf, 0.5) : 0; mmed = nm ? q(mv, nm, 0.5) : 0
             floor = fmed > mmed ? fmed : mmed
             note = spread > spread_max ? "NOT SETTLED" : "settled"
+            if (limit >= 0 && size + 0 > limit + 0) note = note " (rdma handed over: above " limit " B)"
             printf "%-4s %-10s %9s %10.3f %10.3f %8.3f %7.2f %5d/%-3d %8.3f %10.3f %8.2f  %s\n", np, coll, size, bmed, rmed, med, spread, use, n, fmed, mmed, (floor > 0 ? rmed / floor : 0), note
             printf "%s %.4f %.4f %.4f %.4f %.4f %.4f %.4f\n", size, bmed, rmed, mmed, fmed, med, q1, q3 > (out "/np" np "-" coll "-vs-" bname ".dat")
             delete u; delete all; delete stable; delete bv; delete rv; delete fv; delete mv
