@@ -29,10 +29,19 @@
 #   COMPONENT_PATH     mca_base_component_path for every job (the caller sets it)
 #   OMPI_MAJOR         4 or 5 (the caller sets it; 5: component path in the
 #                      ranks' environment, as ci/mpi-tests.sh does)
+# ci/bench-pairs.sh --self-test checks the table's arithmetic (medians,
+# quartiles, spread, the floor-drift rule, the settled mark) on made-up
+# samples whose answers are worked out by hand below.
 # Exit status: 0, or 1 when a series failed (timeout, wrong result, a job not
 # served as it should be).
 set -euo pipefail
 
+SELF_TEST=0
+if [ "${1:-}" = --self-test ]; then
+    # the analysis on made-up samples with known answers (no MPI)
+    SELF_TEST=1
+    set -- "$(mktemp -d)" none 'stock=' 'rdma='
+fi
 OUT=$1 BIN=$2
 shift 2
 [ $# -ge 2 ] || { echo "bench-pairs: need two variants or more" >&2; exit 2; }
@@ -46,6 +55,7 @@ SPREAD_MAX=${BENCH_SPREAD_MAX:-0.2}
 FLOOR_DRIFT=${BENCH_FLOOR_DRIFT:-1.5}
 SERIES_TIMEOUT=${BENCH_PAIR_TIMEOUT:-900}
 OMPI_MAJOR=${OMPI_MAJOR:-4}
+[ "$SELF_TEST" = 0 ] || { SPREAD_MAX=0.2; FLOOR_DRIFT=1.5; }
 NAMES=() ARGS=()
 for v in "$@"; do NAMES+=("${v%%=*}"); ARGS+=("${v#*=}"); done
 RDMA=-
@@ -204,6 +214,39 @@ plot "$dat" using (\$1 > 0 ? \$1 : 1/0):6:7:8 with yerrorlines title "rdma / $ba
 EOF_PLOT
     PLOTS+=("$stem-latency.png" "$stem-ratio.png")
 }
+
+if [ "$SELF_TEST" = 1 ]; then
+    # size 64: stock 10 us in every round, rdma 5 6 7 8 100 -> ratios .5 .6 .7
+    # .8 10; floors all 1: every pair used, median .7, Q1 .6, Q3 .8, spread
+    # .2/.7 = .29 > .2: NOT SETTLED; rdma median 7, floor max(1, .5) = 1.
+    # size 256: the same, but the floor jumps to 5 between rounds 3 and 4: pair
+    # 3 left out (4 of 5 remain), ratios .5 .6 .7 10 -> median .65, Q1 .575,
+    # Q3 .7 + .25 * 9.3 = 3.025 (linear interpolation), spread 2.45/.65 =
+    # 3.77; rdma_us, the median of all its samples, 7; floor median 1.
+    # size 1024: ratios 1.0 1.05 0.95 1.0 1.02 -> median 1.0, Q1 1.0, Q3 1.02,
+    # spread .02: settled; memcpy 3 us above the floor: to_floor = 10/3.
+    {
+        for k in 0 1 2 3 4; do
+            r=(5 6 7 8 100)
+            echo "sample 0 allreduce 64 $k 10 1"; echo "sample 1 allreduce 64 $k ${r[$k]} 1"
+            echo "sample 0 allreduce 256 $k 10 1"; echo "sample 1 allreduce 256 $k ${r[$k]} 1"
+            q=(10 10.5 9.5 10 10.2)
+            echo "sample 0 allreduce 1024 $k 10 1"; echo "sample 1 allreduce 1024 $k ${q[$k]} 1"
+        done
+        for k in 0 1 2 3 4 5; do
+            echo "floor 64 $k 1 0.5"
+            echo "floor 256 $k $([ "$k" -ge 4 ] && echo 5 || echo 1) 0.5"
+            echo "floor 1024 $k 1 3"
+        done
+    } >"$LOG/np2-allreduce-stock.out"
+    got=$(summarize 2 allreduce 0 | awk '{ print $3, $6, $7, $8, $11, $12, $13 }')
+    want=$'64 0.700 0.29 5/5 7.00 NOT SETTLED\n256 0.650 3.77 4/5 7.00 NOT SETTLED\n1024 1.000 0.02 5/5 3.33 settled'
+    rm -rf "$OUT"
+    got=$(printf '%s\n' "$got" | awk '{ print $1, $2, $3, $4, $5, $6, ($7 == "" ? "" : $7) }' | sed 's/ *$//')
+    if [ "$got" = "$want" ]; then echo "bench-pairs self-test: passed (3 rows)"; exit 0; fi
+    printf 'bench-pairs self-test: FAILED\nwant:\n%s\ngot:\n%s\n' "$want" "$got" >&2
+    exit 1
+fi
 
 t0=$SECONDS
 declare -A ROWS

@@ -39,6 +39,7 @@ host=$(hostname -s 2>/dev/null || hostname)
 stamp=$(date +%Y%m%d-%H%M%S)
 dir=$RESULTS/$stamp-$host-pairs
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+bash ci/bench-pairs.sh --self-test
 echo "== bench against Open MPI $version: coll rdma vs tuned and vs han, paired samples"
 rc=0
 BENCH_PAIR_NPS=${BENCH_PAIR_NPS:-2} COMPONENT_PATH="SYS_DEFAULT:$OUT/components" OMPI_MAJOR=${version%%.*} \
