@@ -134,7 +134,7 @@ series() {  # NP COLL -> runs every variant's job together; 0 if all went well
 }
 
 # summarize NP COLL BASE -> table rows (rdma against variant BASE) and the
-# plot data file OUT/np$NP-$COLL.dat
+# plot data file OUT/np$NP-$COLL-vs-$BASENAME.dat
 summarize() {
     local np=$1 coll=$2 base=$3 limit
     # the size limit above which coll rdma handed calls over, from its verbose log
