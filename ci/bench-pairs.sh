@@ -202,7 +202,8 @@ set key top left
 set grid
 plot "$dat" using (\$1 > 0 ? \$1 : 1/0):2 with linespoints title "$base", \
      "" using (\$1 > 0 ? \$1 : 1/0):3 with linespoints title "coll rdma", \
-     "" using (\$1 > 0 ? \$1 : 1/0):(\$4 > 0 ? \$4 : 1/0) with lines dashtype 2 title "memcpy of N bytes (one rank)"
+     "" using (\$1 > 0 ? \$1 : 1/0):(\$4 > 0 ? \$4 : 1/0) with lines dashtype 2 title "memcpy of N bytes (one rank)", \
+     "" using (\$1 > 0 ? \$1 : 1/0):(\$5 > 0 ? \$5 : 1/0) with lines dashtype 3 title "cache-line round trip, ranks 0-1 (floor)"
 set output "$stem-ratio.png"
 set title "$coll, np=$np: coll rdma / $base, median of per-pair ratios, bars: quartiles"
 unset logscale y
