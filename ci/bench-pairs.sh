@@ -20,7 +20,8 @@
 #   BENCH_PAIRS        rounds (pairs) per size [21]
 #   BENCH_SAMPLE_MS    length of one sample in ms [20]
 #   BENCH_SPREAD_MAX   a row whose spread (IQR of the per-pair ratios / their
-#                      median) exceeds this is marked NOT SETTLED [0.2]
+#                      median) exceeds this is marked NOT SETTLED [0.2]; so is
+#                      a row with fewer than 5 pairs used
 #   BENCH_FLOOR_DRIFT  a pair whose floor before and after differ by more than
 #                      this factor is left out of the ratio, if at least half
 #                      the pairs remain [1.5]
@@ -171,6 +172,7 @@ summarize() {
             fmed = nf ? q(fv, nf, 0.5) : 0; mmed = nm ? q(mv, nm, 0.5) : 0
             floor = fmed > mmed ? fmed : mmed
             note = spread > spread_max ? "NOT SETTLED" : "settled"
+            if (use < 5) note = "NOT SETTLED (only " use " pairs)"
             if (limit >= 0 && size + 0 > limit + 0) note = note " (rdma handed over: above " limit " B)"
             printf "%-4s %-10s %9s %10.3f %10.3f %8.3f %7.2f %5d/%-3d %8.3f %10.3f %8.2f  %s\n", np, coll, size, bmed, rmed, med, spread, use, n, fmed, mmed, (floor > 0 ? rmed / floor : 0), note
             printf "%s %.4f %.4f %.4f %.4f %.4f %.4f %.4f\n", size, bmed, rmed, mmed, fmed, med, q1, q3 > (out "/np" np "-" coll "-vs-" bname ".dat")
