@@ -129,11 +129,18 @@ bench: build
 	else $(MAKE) --no-print-directory bench-ompi5; fi
 
 # The paired bench against Open MPI 5.0 (ci/ompi5/bench.sh in the chroot).
+# The chroot starts with an empty environment: the BENCH_* knobs go through a
+# file. Then the np=2 ratios of both versions side by side.
 bench-ompi5:
 	@echo "== benchmark against Open MPI 5 (Debian 13 chroot)"
 	@bash ci/ompi5/chroot.sh prepare
 	@mkdir -p $(BUILD)/ompi5
+	@env | grep '^BENCH_' | grep -v '^BENCH_RESULTS_DIR=' > $(BUILD)/ompi5/bench.env || true
 	@bash -o pipefail -c 'bash ci/ompi5/chroot.sh run -- bash ci/ompi5/bench.sh 2>&1 | tee $(BUILD)/ompi5/bench.log'
+	@if [ -f bench/results/latest-pairs.txt ] && [ -f bench/results/ompi5/latest-pairs.txt ]; then \
+	    bash ci/bench-side-by-side.sh --np 2 4.1=bench/results/latest-pairs.txt \
+	        5.0=bench/results/ompi5/latest-pairs.txt | tee bench/results/np2-ompi41-ompi50.txt; \
+	    echo "== np=2 ratios, Open MPI 4.1 and 5.0 side by side: bench/results/np2-ompi41-ompi50.txt"; fi
 
 clean:
 	rm -rf $(BUILD)

@@ -689,6 +689,7 @@ elapsed=$(( $(date +%s) - t_start ))
     echo "raw per-run averages (us):$RAW"
 } > "$RESULTS/$stamp-$host.txt"
 cp "$RESULTS/$stamp-$host.txt" "$RESULTS/latest.txt"
+[ -z "$PAIRS_DIR" ] || [ ! -f "$PAIRS_DIR/pairs.txt" ] || cp "$PAIRS_DIR/pairs.txt" "$RESULTS/latest-pairs.txt"
 
 echo "== results: ${RESULTS#"$ROOT"/}/$stamp-$host.txt (and latest.txt), ${elapsed}s"
 if [ "$problems" -gt 0 ]; then

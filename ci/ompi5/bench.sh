@@ -12,7 +12,9 @@
 # The coll rdma job uses the default selection with the component loaded.
 # Defaults: np=2 only (BENCH_PAIR_NPS), the other knobs as ci/bench-pairs.sh.
 # Results: bench/results/ompi5/<date>-<host>-pairs/ (pairs.txt, data, plots,
-# logs) and bench/results/ompi5/latest.txt.
+# logs), bench/results/ompi5/latest.txt and latest-pairs.txt. The BENCH_*
+# knobs come from build/ompi5/bench.env when it exists (make bench-ompi5
+# writes the caller's there).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -20,6 +22,13 @@ OUT=$ROOT/build/ompi5
 RESULTS=${BENCH_RESULTS_DIR:-$ROOT/bench/results}/ompi5
 cd "$ROOT"
 
+# the BENCH_* knobs of the make invocation (make bench-ompi5 writes them here,
+# since the chroot starts with an empty environment)
+if [ -f "$OUT/bench.env" ]; then
+    while IFS= read -r knob; do
+        case $knob in BENCH_*=*) export "${knob?}" ;; esac
+    done <"$OUT/bench.env"
+fi
 command -v ompi_info >/dev/null || { echo "bench.sh: no ompi_info (run me inside ci/ompi5/chroot.sh run)" >&2; exit 2; }
 version=$(ompi_info --parsable | awk -F: '$1=="ompi" && $2=="version" && $3=="full" {print $4}')
 [ "${version%%.*}" -ge 5 ] || { echo "bench.sh: Open MPI $version here, expected 5.x" >&2; exit 2; }
@@ -56,5 +65,6 @@ BENCH_PAIR_NPS=${BENCH_PAIR_NPS:-2} COMPONENT_PATH="SYS_DEFAULT:$OUT/components"
     echo "load:       $load_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 } >"$RESULTS/$stamp-$host.txt"
 cp "$RESULTS/$stamp-$host.txt" "$RESULTS/latest.txt"
+cp "$dir/pairs.txt" "$RESULTS/latest-pairs.txt"
 echo "== results: ${RESULTS#"$ROOT"/}/$stamp-$host.txt (and latest.txt), plots and data in ${dir#"$ROOT"/}/"
 exit $rc
