@@ -17,7 +17,7 @@ COMPONENT  := $(COMPDIR)/mca_coll_rdma.so
 CARGO_OUT  := target/release
 INSTALLDIR := $(if $(DESTDIR),$(DESTDIR),$(HOME)/.openmpi/components)
 
-.PHONY: all build setup install check test-rust test-mpi test-scale soak check-rxe test-rxe check-ompi5 bench clean help
+.PHONY: all build setup install check test-rust test-mpi test-scale soak check-rxe test-rxe check-ompi5 bench bench-ompi5 clean help
 
 all: build
 
@@ -39,7 +39,15 @@ help:
 	@echo "                   (ci/ompi5/chroot.sh prepare, then ci/ompi5/check.sh inside;"
 	@echo "                   needs root; logs under $(BUILD)/ompi5/). make check runs it"
 	@echo "                   last; SKIP_OMPI5=1 leaves it out"
-	@echo "make bench         build, then ci/bench.sh (stock Open MPI vs coll rdma)"
+	@echo "make bench         build, then ci/bench.sh: stock Open MPI vs coll rdma in paired"
+	@echo "                   samples (barrier, allreduce, reduce, bcast, 4 B-64 MiB, np 2 and 4;"
+	@echo "                   ratio, spread, floor, settled; PNG plots), tables and plots in"
+	@echo "                   bench/results/; then bench-ompi5 unless SKIP_OMPI5=1. Knobs:"
+	@echo "                   BENCH_PAIRS, BENCH_SAMPLE_MS, BENCH_PAIR_SIZES, BENCH_PAIR_NPS,"
+	@echo "                   BENCH_PAIR_COLLS, ... (ci/bench.sh --help, ci/bench-pairs.sh)"
+	@echo "make bench-ompi5   the same paired bench at np=2 against Open MPI 5.0 in the Debian 13"
+	@echo "                   chroot, coll rdma vs stock tuned and vs stock han (needs root;"
+	@echo "                   results in bench/results/ompi5/)"
 	@echo "make clean         remove $(BUILD)/ and cargo's target/"
 
 setup:
@@ -117,6 +125,22 @@ check-ompi5:
 bench: build
 	@echo "== benchmark"
 	@bash ci/bench.sh
+	@if [ "$(SKIP_OMPI5)" = 1 ]; then echo "== Open MPI 5 bench skipped (SKIP_OMPI5=1)"; \
+	else $(MAKE) --no-print-directory bench-ompi5; fi
+
+# The paired bench against Open MPI 5.0 (ci/ompi5/bench.sh in the chroot).
+# The chroot starts with an empty environment: the BENCH_* knobs go through a
+# file. Then the np=2 ratios of both versions side by side.
+bench-ompi5:
+	@echo "== benchmark against Open MPI 5 (Debian 13 chroot)"
+	@bash ci/ompi5/chroot.sh prepare
+	@mkdir -p $(BUILD)/ompi5
+	@env | grep '^BENCH_' | grep -v '^BENCH_RESULTS_DIR=' > $(BUILD)/ompi5/bench.env || true
+	@bash -o pipefail -c 'bash ci/ompi5/chroot.sh run -- bash ci/ompi5/bench.sh 2>&1 | tee $(BUILD)/ompi5/bench.log'
+	@if [ -f bench/results/latest-pairs.txt ] && [ -f bench/results/ompi5/latest-pairs.txt ]; then \
+	    bash ci/bench-side-by-side.sh --np 2 4.1=bench/results/latest-pairs.txt \
+	        5.0=bench/results/ompi5/latest-pairs.txt | tee bench/results/np2-ompi41-ompi50.txt; \
+	    echo "== np=2 ratios, Open MPI 4.1 and 5.0 side by side: bench/results/np2-ompi41-ompi50.txt"; fi
 
 clean:
 	rm -rf $(BUILD)

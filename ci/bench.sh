@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# Latency of stock Open MPI vs coll rdma, measured with bench/coll_latency.c.
+# Latency of stock Open MPI vs coll rdma, measured with bench/coll_pairs.c
+# (paired samples, the main table) and bench/coll_latency.c (the others).
 #
 # usage: ci/bench.sh [--stock-only]
-#   --stock-only   measure stock Open MPI only (no component needed)
+#   --stock-only   measure stock Open MPI only (no component needed; no
+#                  paired table)
 # environment (defaults in brackets):
-#   BENCH_COLLS    collectives, each COLL or COLL:SIZE ["barrier"],
-#                  e.g. "barrier allreduce:8 bcast:8"
+# paired samples (ci/bench-pairs.sh, where their knobs are described:
+#   BENCH_PAIR_COLLS ["barrier allreduce reduce bcast"], BENCH_PAIR_NPS ["2 4"],
+#   BENCH_PAIR_SIZES [4:67108864], BENCH_PAIR_FACTOR [4], BENCH_PAIRS [21],
+#   BENCH_SAMPLE_MS [20], BENCH_SPREAD_MAX [0.2], BENCH_FLOOR_DRIFT [1.5]);
+#   BENCH_PAIR_COLLS="" leaves the paired table out. Tables, plot data and
+#   PNG plots go to bench/results/<date>-<host>-pairs/.
+# whole runs alternating (one mpirun per variant and repetition; these mix the
+# VM's fast and slow phases, so their ratios are less trustworthy):
+#   BENCH_COLLS    collectives, each COLL or COLL:SIZE [""; the paired table
+#                  has barrier], e.g. "barrier allreduce:8 bcast:8"
 #   BENCH_NPS      process counts ["2 4"]; above 2 the run is oversubscribed
 #                  (--bind-to none), at 2 ranks --bind-to core
 #   BENCH_REPS     repetitions of each variant, alternating [5]
@@ -15,7 +25,8 @@
 #   BENCH_RESULTS_DIR  where the results go [bench/results]
 # message-size sweep of the reductions (stock vs coll rdma, one mpirun per
 # variant covers every size; large sizes get fewer iterations):
-#   BENCH_SWEEP_COLLS   collectives swept ["allreduce reduce"]; empty: none
+#   BENCH_SWEEP_COLLS   collectives swept [""; replaced by the paired table],
+#                       e.g. "allreduce reduce"
 #   BENCH_SWEEP_SIZES   MIN:MAX bytes [4:1048576], BENCH_SWEEP_FACTOR step [4]
 #   BENCH_SWEEP_NPS     process counts [$BENCH_NPS]
 #   BENCH_SWEEP_REPS    repetitions of each variant, alternating [5]
@@ -32,7 +43,8 @@
 #   BENCH_DEGREE_REPS   repetitions [5]
 #   BENCH_DEGREE_ITERS_2 / BENCH_DEGREE_ITERS_N  timed iterations [5000 / 1000]
 # bcast (stock vs coll rdma, one mpirun per variant covers every size):
-#   BENCH_BCAST_TABLES  which bcast tables ["latency throughput skew"]; empty: none
+#   BENCH_BCAST_TABLES  which bcast tables ["throughput skew"; "latency" adds
+#                       the OSU-method latency, which the paired table replaces]
 #   BENCH_BCAST_NPS     process counts [$BENCH_NPS]
 #   BENCH_BCAST_REPS    repetitions of each variant, alternating [5]
 #   latency, OSU method (coll_latency -c bcast_ack: the root broadcasts, the
@@ -71,7 +83,7 @@ BIN=$BUILD/bench
 RESULTS=${BENCH_RESULTS_DIR:-$ROOT/bench/results}
 COMPONENT_PATH="SYS_DEFAULT:$COMPDIR"
 
-COLLS=${BENCH_COLLS:-barrier}
+COLLS=${BENCH_COLLS-}
 NPS=${BENCH_NPS:-2 4}
 REPS=${BENCH_REPS:-5}
 ITERS_2=${BENCH_ITERS_2:-1000000}
@@ -79,7 +91,7 @@ WARMUP_2=${BENCH_WARMUP_2:-100000}
 ITERS_N=${BENCH_ITERS_N:-100000}
 WARMUP_N=${BENCH_WARMUP_N:-10000}
 TIMEOUT=${BENCH_TIMEOUT:-90}
-SWEEP_COLLS=${BENCH_SWEEP_COLLS-allreduce reduce}
+SWEEP_COLLS=${BENCH_SWEEP_COLLS-}
 SWEEP_SIZES=${BENCH_SWEEP_SIZES:-4:1048576}
 SWEEP_FACTOR=${BENCH_SWEEP_FACTOR:-4}
 SWEEP_NPS=${BENCH_SWEEP_NPS:-$NPS}
@@ -96,7 +108,7 @@ DEGREE_NPS=${BENCH_DEGREE_NPS:-4 2}
 DEGREE_REPS=${BENCH_DEGREE_REPS:-5}
 DEGREE_ITERS_2=${BENCH_DEGREE_ITERS_2:-5000}
 DEGREE_ITERS_N=${BENCH_DEGREE_ITERS_N:-1000}
-BCAST_TABLES=${BENCH_BCAST_TABLES-latency throughput skew}
+BCAST_TABLES=${BENCH_BCAST_TABLES-throughput skew}
 BCAST_NPS=${BENCH_BCAST_NPS:-$NPS}
 BCAST_REPS=${BENCH_BCAST_REPS:-5}
 BCAST_SIZES=${BENCH_BCAST_SIZES:-1:1048576}
@@ -122,7 +134,7 @@ STOCK_ONLY=0
 case ${1:-} in
     --stock-only) STOCK_ONLY=1 ;;
     "") ;;
-    -h|--help) sed -n '2,65p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench: unknown argument '$1'" >&2; exit 2 ;;
 esac
 
@@ -149,8 +161,16 @@ if [ "$STOCK_ONLY" = 0 ]; then
 fi
 
 mkdir -p "$BIN" "$RESULTS" "$COMPDIR"
-if [ ! -x "$BIN/coll_latency" ] || [ "$ROOT/bench/coll_latency.c" -nt "$BIN/coll_latency" ]; then
-    mpicc -O2 -Wall -o "$BIN/coll_latency" "$ROOT/bench/coll_latency.c"
+for prog in coll_latency coll_pairs; do
+    if [ ! -x "$BIN/$prog" ] || [ "$ROOT/bench/$prog.c" -nt "$BIN/$prog" ]; then
+        mpicc -O2 -Wall -o "$BIN/$prog" "$ROOT/bench/$prog.c"
+    fi
+done
+# the plots (gnuplot-nox, from Debian); without it the tables are still made
+if ! command -v gnuplot >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "== installing gnuplot-nox for the plots"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gnuplot-nox >/dev/null 2>&1 ||
+        echo "   warning: could not install gnuplot-nox: no plots"
 fi
 
 LOG=$BUILD/bench-logs
@@ -212,12 +232,24 @@ median() {  # numbers on stdin (non-numeric lines ignored) -> median, or "-"
              printf "%.3f\n", m }'
 }
 
-echo "== bench: $COLLS at np $NPS, $REPS repetition(s) of each variant"
 t_start=$(date +%s)
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
-TABLE=$(printf '%-4s %-11s %6s %10s %10s %11s\n' np collective size stock_us rdma_us rdma/stock)
 RAW=""
 problems=0
+
+# ------------------------------------------------- paired samples (main table)
+PAIR_COLLS=${BENCH_PAIR_COLLS-barrier allreduce reduce bcast}
+PAIRS_DIR=""
+if [ -n "$PAIR_COLLS" ] && [ "$STOCK_ONLY" = 0 ]; then
+    PAIRS_DIR=$RESULTS/$stamp-$host-pairs
+    bash "$ROOT/ci/bench-pairs.sh" --self-test || die "the paired table's arithmetic is wrong (see above)"
+    COMPONENT_PATH=$COMPONENT_PATH OMPI_MAJOR=${ompi_version%%.*} BENCH_PAIR_COLLS=$PAIR_COLLS \
+        bash "$ROOT/ci/bench-pairs.sh" "$PAIRS_DIR" "$BIN/coll_pairs" 'stock=--mca coll ^rdma' 'rdma=' ||
+        problems=$((problems + 1))
+fi
+
+TABLE=$(printf '%-4s %-11s %6s %10s %10s %11s\n' np collective size stock_us rdma_us rdma/stock)
+[ -z "$COLLS" ] || echo "== bench: $COLLS at np $NPS, $REPS repetition(s) of each variant"
 for np in $NPS; do
     for spec in $COLLS; do
         coll=${spec%%:*}
@@ -571,13 +603,26 @@ elapsed=$(( $(date +%s) - t_start ))
 {
     echo "coll rdma latency benchmark ($stamp)"
     echo
-    echo "$TABLE"
-    echo
-    echo "us per call, median over $REPS run(s) of each variant of the average over ranks"
-    echo "(bench/coll_latency.c). stock: --mca coll ^rdma; rdma: coll rdma at its default priority."
-    echo "np=2: --bind-to core; more ranks: --oversubscribe --bind-to none. --mca btl self,vader."
-    echo "iterations: np=2 $WARMUP_2 warm-up + $ITERS_2 timed; above $WARMUP_N + $ITERS_N."
-    echo
+    if [ -n "$PAIRS_DIR" ] && [ -f "$PAIRS_DIR/pairs.txt" ]; then
+        cat "$PAIRS_DIR/pairs.txt"
+        echo "(bench/coll_pairs.c through ci/bench-pairs.sh; data, plots and logs in ${PAIRS_DIR#"$ROOT"/}/."
+        echo " base_us, rdma_us: medians of the samples, each the slowest rank's mean us per call;"
+        echo " ratio: median over the pairs of rdma/base; spread: (Q3 - Q1) / median of those ratios;"
+        echo " pairs: used/total (a pair whose cache-line round trip before and after differ by more"
+        echo " than BENCH_FLOOR_DRIFT is left out while half remain); floor_us: that round trip between"
+        echo " ranks 0 and 1; memcpy_us: one memcpy of size bytes on one rank; to_floor: rdma_us /"
+        echo " max(floor_us, memcpy_us).)"
+        echo
+    fi
+    if [ -n "$COLLS" ]; then
+        echo "$TABLE"
+        echo
+        echo "us per call, median over $REPS run(s) of each variant of the average over ranks"
+        echo "(bench/coll_latency.c). stock: --mca coll ^rdma; rdma: coll rdma at its default priority."
+        echo "np=2: --bind-to core; more ranks: --oversubscribe --bind-to none. --mca btl self,vader."
+        echo "iterations: np=2 $WARMUP_2 warm-up + $ITERS_2 timed; above $WARMUP_N + $ITERS_N."
+        echo
+    fi
     echo "machine:    $model"
     echo "cores:      $(nproc) online ($(lscpu 2>/dev/null | awk -F: '/^CPU\(s\):/ {gsub(/ /, "", $2); print $2}') CPU(s))"
     echo "kernel:     $(uname -srm)"
@@ -644,6 +689,7 @@ elapsed=$(( $(date +%s) - t_start ))
     echo "raw per-run averages (us):$RAW"
 } > "$RESULTS/$stamp-$host.txt"
 cp "$RESULTS/$stamp-$host.txt" "$RESULTS/latest.txt"
+[ -z "$PAIRS_DIR" ] || [ ! -f "$PAIRS_DIR/pairs.txt" ] || cp "$PAIRS_DIR/pairs.txt" "$RESULTS/latest-pairs.txt"
 
 echo "== results: ${RESULTS#"$ROOT"/}/$stamp-$host.txt (and latest.txt), ${elapsed}s"
 if [ "$problems" -gt 0 ]; then

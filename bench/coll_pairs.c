@@ -1,0 +1,370 @@
+/*
+ * coll_pairs: one collective measured in short samples that take turns with the
+ * same measurement in other, concurrently running jobs (stock Open MPI in one,
+ * coll rdma in another), with the floor of the machine measured between them.
+ *
+ * Why separate jobs taking turns, not one job switching communicators: coll
+ * rdma reads its parameters once per process and claims every
+ * intracommunicator it is offered, so one job cannot have a communicator that
+ * stock Open MPI serves while coll rdma is loaded; and a loaded coll rdma
+ * registers a progress callback that would run inside the stock side's calls.
+ * Two jobs started together, each blocked in the kernel (futex) while the other
+ * measures, give stock and coll rdma samples a few milliseconds apart, on the
+ * same cores, each job with an untouched stack. ci/bench.sh starts them.
+ *
+ *   coll_pairs -J JOB -K NJOBS -C CONTROL_FILE [-c COLL] [-m MIN[:MAX]] [-f FACTOR]
+ *              [-P ROUNDS] [-t SAMPLE_MS] [-i MAX_ITERS] [-p PINGPONG_MAX] [-r ROOT]
+ *              [-T WAIT_S]
+ *     -J/-K   this job's index among NJOBS jobs (2 or more) running together;
+ *             job 0 also measures the floor
+ *     -C      a file every job maps (create it empty, or not at all: the first
+ *             job creates it); its first word says whose turn it is
+ *     -c      barrier, allreduce (default), reduce or bcast
+ *     -m/-f   sizes in bytes MIN..MAX, each FACTOR (default 4) times the last
+ *     -P      rounds per size (default 21): a round is one floor sample then one
+ *             sample of every job, in job order in even rounds and in reverse
+ *             order in odd ones (ABBA...), so neither side always goes first
+ *     -t      target length of one sample in ms (default 20): the number of
+ *             calls in a sample is set per job and size by a warm-up turn
+ *     -i      most calls in one sample (default 100000)
+ *     -p      most cache-line round trips in one floor sample (default 20000;
+ *             a floor sample also stops after 5 ms)
+ *     -r      root of reduce and bcast (default 0)
+ *     -T      give up (MPI_Abort) after waiting this many seconds for a turn
+ *             (default 120): the other job died or never started
+ *
+ * Each sample: a barrier, then calls timed one by one with an (untimed)
+ * barrier after each; the sample's figure is the slowest rank's mean time per
+ * call. Reductions sum floats; after the warm-up turn of each size one call's
+ * result is checked (every element == number of ranks; bcast: a byte pattern
+ * on every rank), a wrong one prints "# WRONG RESULT" and the exit status is 3.
+ * The floor sample (job 0, ranks 0 and 1): a cache-line ping-pong between the
+ * two ranks through the control file (round trip in us), then a plain memcpy
+ * of SIZE bytes on rank 0 (us per copy, repeated for at least 1 ms).
+ *
+ * Output of rank 0 of each job, one line each ('#' lines are comments):
+ *   sample JOB COLL SIZE ROUND US ITERS
+ *   floor  SIZE K PINGPONG_RT_US MEMCPY_US      (job 0; K = 0..ROUNDS: floor K
+ *                                               is measured before round K)
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <mpi.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+enum coll { C_BARRIER, C_ALLREDUCE, C_REDUCE, C_BCAST, C_NCOLLS };
+static const char *names[] = {"barrier", "allreduce", "reduce", "bcast"};
+
+/* The shared control page. Separate 128-byte blocks so that the ping-pong
+ * lines share no cache line (or adjacent-line prefetch pair) with the turn. */
+struct control {
+    _Alignas(128) _Atomic uint32_t turn;
+    _Alignas(128) _Atomic uint32_t aborted;
+    _Alignas(128) _Atomic uint64_t ping;
+    _Alignas(128) _Atomic uint64_t pong;
+};
+
+static int rank, nranks, job, njobs;
+static struct control *ctl;
+static double wait_limit_s = 120.0;
+
+static void fail(const char *msg)
+{
+    fprintf(stderr, "coll_pairs: job %d rank %d: %s\n", job, rank, msg);
+    if (ctl) {
+        atomic_store(&ctl->aborted, 1);
+        syscall(SYS_futex, &ctl->turn, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+    MPI_Abort(MPI_COMM_WORLD, 2);
+    exit(2);
+}
+
+static double now(void) { return MPI_Wtime(); }
+
+/* Sleeps in the kernel until the turn counter reaches t, so that a job which
+ * is not measuring takes no CPU from the one which is. */
+static void wait_turn(uint32_t t)
+{
+    double start = now();
+    for (;;) {
+        uint32_t v = atomic_load_explicit(&ctl->turn, memory_order_acquire);
+        if (v == t) return;
+        if (atomic_load(&ctl->aborted)) fail("another job gave up; stopping too");
+        if (v > t) fail("the turn counter went past this job's turn (jobs run different schedules?)");
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        syscall(SYS_futex, &ctl->turn, FUTEX_WAIT, v, &ts, NULL, 0);
+        if (now() - start > wait_limit_s) fail("waited too long for a turn (did the other job start?)");
+    }
+}
+
+static void pass_turn(uint32_t t)
+{
+    atomic_store_explicit(&ctl->turn, t + 1, memory_order_release);
+    syscall(SYS_futex, &ctl->turn, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void run_once(enum coll c, void *sbuf, void *rbuf, size_t bytes, int root)
+{
+    int count = (int)(bytes / sizeof(float));
+    if (count < 1) count = 1;
+    switch (c) {
+    case C_BARRIER: MPI_Barrier(MPI_COMM_WORLD); break;
+    case C_ALLREDUCE: MPI_Allreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
+    case C_REDUCE: MPI_Reduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD); break;
+    default: MPI_Bcast(sbuf, (int)(bytes ? bytes : 1), MPI_BYTE, root, MPI_COMM_WORLD); break;
+    }
+}
+
+/* Seconds per call on this rank over n calls, each followed by a barrier. */
+static double timed_calls(enum coll c, void *sbuf, void *rbuf, size_t bytes, int root, long n)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    double total = 0.0;
+    for (long i = 0; i < n; i++) {
+        double t0 = now();
+        run_once(c, sbuf, rbuf, bytes, root);
+        total += now() - t0;
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    return total / (double)n;
+}
+
+/* Warm-up: batches of doubling length until one takes a quarter of the
+ * target; returns the number of calls for a sample of the target length
+ * (the same on every rank: it comes from an allreduce). */
+static long calibrate(enum coll c, void *sbuf, void *rbuf, size_t bytes, int root,
+                      double target_s, long max_iters)
+{
+    for (long b = 1;; b *= 2) {
+        double t0 = now();
+        for (long i = 0; i < b; i++) {
+            run_once(c, sbuf, rbuf, bytes, root);
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+        double el = now() - t0, slowest = 0.0;
+        MPI_Allreduce(&el, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (slowest >= target_s / 4 || b >= max_iters) {
+            double per = slowest / (double)b;
+            long n = per > 0 ? (long)(target_s / per) : max_iters;
+            return n < 1 ? 1 : n > max_iters ? max_iters : n;
+        }
+    }
+}
+
+/* One call on known data, its result checked on every rank; 1 if wrong. */
+static int check(enum coll c, unsigned char *sbuf, unsigned char *rbuf, size_t bytes, int root)
+{
+    int bad = 0, any = 0;
+    if (c == C_ALLREDUCE || c == C_REDUCE) {
+        int count = (int)(bytes / sizeof(float));
+        if (count < 1) count = 1;
+        float *sf = (float *)sbuf, *rf = (float *)rbuf;
+        for (int j = 0; j < count; j++) { sf[j] = 1.0f; rf[j] = -1.0f; }
+        run_once(c, sbuf, rbuf, bytes, root);
+        if (c == C_ALLREDUCE || rank == root)
+            for (int j = 0; j < count; j++)
+                if (rf[j] != (float)nranks) { bad = 1; break; }
+    } else if (c == C_BCAST && bytes > 0) {
+        for (size_t j = 0; j < bytes; j++)
+            sbuf[j] = rank == root ? (unsigned char)(j * 7 + bytes + (j >> 9)) : (unsigned char)~j;
+        run_once(c, sbuf, rbuf, bytes, root);
+        for (size_t j = 0; j < bytes; j++)
+            if (sbuf[j] != (unsigned char)(j * 7 + bytes + (j >> 9))) { bad = 1; break; }
+    }
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return any;
+}
+
+#define PING_STOP (1ull << 63)
+
+/* Rank 0's side of the ping-pong: round trip in us. */
+static double ping(long max_rt)
+{
+    static uint64_t seq = 0;
+    long done = 0;
+    double t0 = now(), el = 0.0;
+    while (done < max_rt) {
+        uint64_t v = ++seq;
+        atomic_store_explicit(&ctl->ping, v, memory_order_release);
+        while (atomic_load_explicit(&ctl->pong, memory_order_acquire) != v) {
+        }
+        done++;
+        if ((done & 63) == 0 && (el = now() - t0) > 5e-3) break;
+    }
+    el = now() - t0;
+    atomic_store_explicit(&ctl->ping, PING_STOP | ++seq, memory_order_release);
+    return el / (double)done * 1e6;
+}
+
+/* Rank 1's side: echoes every new value until the stop marker. The last value
+ * seen is kept from one floor sample to the next (the stop marker), so a
+ * value rank 0 writes before rank 1 arrives is still answered. */
+static void pong(void)
+{
+    static uint64_t last = 0;
+    for (;;) {
+        uint64_t v = atomic_load_explicit(&ctl->ping, memory_order_acquire);
+        if (v == last) continue;
+        last = v;
+        if (v & PING_STOP) return;
+        atomic_store_explicit(&ctl->pong, v, memory_order_release);
+    }
+}
+
+/* us per memcpy of bytes, repeated for at least 1 ms. */
+static double memcpy_us(void *dst, const void *src, size_t bytes)
+{
+    if (bytes == 0) return 0.0;
+    memcpy(dst, src, bytes);
+    for (long reps = 1;; reps *= 2) {
+        double t0 = now();
+        for (long i = 0; i < reps; i++) {
+            memcpy(dst, src, bytes);
+            /* keeps the compiler from merging or dropping the copies */
+            __asm__ __volatile__("" : : "r"(dst) : "memory");
+        }
+        double el = now() - t0;
+        if (el >= 1e-3 || reps >= (1l << 24)) return el / (double)reps * 1e6;
+    }
+}
+
+static void usage_exit(const char *msg)
+{
+    if (rank == 0) {
+        if (msg) fprintf(stderr, "coll_pairs: %s\n", msg);
+        fprintf(stderr, "usage: coll_pairs -J JOB -K NJOBS -C CONTROL_FILE [-c barrier|allreduce|"
+                        "reduce|bcast] [-m MIN[:MAX]] [-f FACTOR] [-P ROUNDS] [-t SAMPLE_MS] "
+                        "[-i MAX_ITERS] [-p PINGPONG_MAX] [-r ROOT] [-T WAIT_S]\n");
+    }
+    MPI_Finalize();
+    exit(msg ? 2 : 0);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+
+    enum coll c = C_ALLREDUCE;
+    size_t min_size = 8, max_size = 8, factor = 4;
+    long rounds = 21, max_iters = 100000, pp_max = 20000;
+    double target_ms = 20.0;
+    int root = 0;
+    const char *ctl_path = NULL;
+    job = -1;
+    njobs = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) usage_exit(NULL);
+        if (!v) usage_exit("option without a value");
+        i++;
+        if (strcmp(a, "-c") == 0) {
+            int found = 0;
+            for (int k = 0; k < C_NCOLLS; k++)
+                if (strcmp(v, names[k]) == 0) { c = (enum coll)k; found = 1; }
+            if (!found) usage_exit("unknown collective");
+        } else if (strcmp(a, "-m") == 0) {
+            char *end;
+            min_size = strtoul(v, &end, 0);
+            max_size = *end == ':' ? strtoul(end + 1, NULL, 0) : min_size;
+            if (max_size < min_size) usage_exit("-m MIN:MAX with MAX < MIN");
+        } else if (strcmp(a, "-f") == 0) {
+            factor = strtoul(v, NULL, 0);
+            if (factor < 2) usage_exit("-f FACTOR must be at least 2");
+        } else if (strcmp(a, "-P") == 0) rounds = atol(v);
+        else if (strcmp(a, "-t") == 0) target_ms = atof(v);
+        else if (strcmp(a, "-i") == 0) max_iters = atol(v);
+        else if (strcmp(a, "-p") == 0) pp_max = atol(v);
+        else if (strcmp(a, "-r") == 0) root = atoi(v);
+        else if (strcmp(a, "-T") == 0) wait_limit_s = atof(v);
+        else if (strcmp(a, "-J") == 0) job = atoi(v);
+        else if (strcmp(a, "-K") == 0) njobs = atoi(v);
+        else if (strcmp(a, "-C") == 0) ctl_path = v;
+        else usage_exit("unknown option");
+    }
+    if (!ctl_path || njobs < 2 || job < 0 || job >= njobs) usage_exit("-J, -K (>= 2) and -C are needed");
+    if (nranks < 2) usage_exit("needs 2 ranks or more (the floor is a ping-pong between ranks 0 and 1)");
+    if (rounds < 1 || max_iters < 1 || pp_max < 1 || target_ms <= 0) usage_exit("bad -P, -i, -p or -t");
+    if (root < 0 || root >= nranks) usage_exit("root out of range");
+    if (c == C_BARRIER) min_size = max_size = 0;
+
+    int fd = open(ctl_path, O_RDWR | O_CREAT, 0600);
+    if (fd < 0 || ftruncate(fd, 4096) != 0) fail("cannot open the control file");
+    ctl = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (ctl == MAP_FAILED) { ctl = NULL; fail("cannot map the control file"); }
+    close(fd);
+
+    size_t alloc = max_size < sizeof(float) ? sizeof(float) : max_size;
+    unsigned char *sbuf = NULL, *rbuf = NULL;
+    if (posix_memalign((void **)&sbuf, 4096, alloc) || posix_memalign((void **)&rbuf, 4096, alloc))
+        fail("out of memory");
+    memset(sbuf, 1, alloc);
+    memset(rbuf, 0, alloc);
+
+    if (rank == 0) {
+        printf("# coll_pairs: %s, job %d of %d, %d rank(s), %ld rounds, %.1f ms samples\n",
+               names[c], job, njobs, nranks, rounds, target_ms);
+        fflush(stdout);
+    }
+    int wrong = 0;
+    uint32_t t = 0; /* the schedule is the same in every job: turn t belongs to one job */
+    for (size_t size = min_size;; size = size ? size * factor : 1) {
+        long n = 1;
+        for (int j = 0; j < njobs; j++, t++) {
+            if (j != job) continue;
+            wait_turn(t);
+            n = calibrate(c, sbuf, rbuf, size, root, target_ms * 1e-3, max_iters);
+            if (check(c, sbuf, rbuf, size, root)) {
+                wrong = 1;
+                if (rank == 0) printf("# WRONG RESULT: %s of %zu bytes\n", names[c], size);
+            }
+            memset(sbuf, 1, alloc);
+            MPI_Barrier(MPI_COMM_WORLD);
+            if (rank == 0) pass_turn(t);
+        }
+        for (long k = 0; k <= rounds; k++) {
+            if (job == 0 && rank <= 1) { /* the floor, before round k and after the last */
+                wait_turn(t);
+                if (rank == 1) pong();
+                else {
+                    double rt = ping(pp_max), mc = memcpy_us(rbuf, sbuf, size);
+                    printf("floor %zu %ld %.4f %.3f\n", size, k, rt, mc);
+                    pass_turn(t);
+                }
+            }
+            t++;
+            if (k == rounds) break;
+            for (int q = 0; q < njobs; q++, t++) {
+                int j = k % 2 == 0 ? q : njobs - 1 - q;
+                if (j != job) continue;
+                wait_turn(t);
+                double mine = timed_calls(c, sbuf, rbuf, size, root, n), slowest = 0.0;
+                MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+                MPI_Barrier(MPI_COMM_WORLD);
+                if (rank == 0) {
+                    printf("sample %d %s %zu %ld %.4f %ld\n", job, names[c], size, k, slowest * 1e6, n);
+                    pass_turn(t);
+                }
+            }
+        }
+        if (rank == 0) fflush(stdout);
+        if (size >= max_size || (size ? size * factor : 1) > max_size) break;
+    }
+    free(sbuf);
+    free(rbuf);
+    munmap(ctl, 4096);
+    MPI_Finalize();
+    return wrong ? 3 : 0;
+}

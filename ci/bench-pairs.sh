@@ -1,0 +1,291 @@
+#!/usr/bin/env bash
+# Paired latency of stock Open MPI and coll rdma by message size
+# (bench/coll_pairs.c): for each process count and collective, one job per
+# variant is started at once; the jobs take turns in short samples (a floor
+# sample, then every variant, order reversed every round), so each pair of
+# samples is a few milliseconds apart and sees the same state of the VM.
+# Used by ci/bench.sh (Open MPI 4.1, the host) and ci/ompi5/bench.sh (5.0).
+#
+#   ci/bench-pairs.sh OUTDIR BIN NAME=MPIRUN_ARGS... 
+#     OUTDIR  tables (pairs.txt), data files and plots go there; logs in OUTDIR/logs
+#     BIN     the coll_pairs program
+#     NAME=MPIRUN_ARGS  one job per variant, e.g. 'stock=--mca coll ^rdma' 'rdma='.
+#             The first measures the floor; the one named rdma is compared with
+#             every other one (its runs are checked to be served by coll rdma,
+#             the others to have no trace of it).
+# environment (defaults in brackets):
+#   BENCH_PAIR_COLLS   collectives ["barrier allreduce reduce bcast"] (barrier: size 0)
+#   BENCH_PAIR_NPS     process counts ["2 4"]; above 2 oversubscribed, --bind-to none
+#   BENCH_PAIR_SIZES   MIN:MAX bytes [4:67108864], BENCH_PAIR_FACTOR step [4]
+#   BENCH_PAIRS        rounds (pairs) per size [21]
+#   BENCH_SAMPLE_MS    length of one sample in ms [20]
+#   BENCH_SPREAD_MAX   a row whose spread (IQR of the per-pair ratios / their
+#                      median) exceeds this is marked NOT SETTLED [0.2]; so is
+#                      a row with fewer than 5 pairs used
+#   BENCH_FLOOR_DRIFT  a pair whose floor before and after differ by more than
+#                      this factor is left out of the ratio, if at least half
+#                      the pairs remain [1.5]
+#   BENCH_PAIR_TIMEOUT seconds allowed for one series (all sizes of one
+#                      collective at one np) [900]
+#   COMPONENT_PATH     mca_base_component_path for every job (the caller sets it)
+#   OMPI_MAJOR         4 or 5 (the caller sets it; 5: component path in the
+#                      ranks' environment, as ci/mpi-tests.sh does)
+# ci/bench-pairs.sh --self-test checks the table's arithmetic (medians,
+# quartiles, spread, the floor-drift rule, the settled mark) on made-up
+# samples whose answers are worked out by hand below.
+# Exit status: 0, or 1 when a series failed (timeout, wrong result, a job not
+# served as it should be).
+set -euo pipefail
+
+SELF_TEST=0
+if [ "${1:-}" = --self-test ]; then
+    # the analysis on made-up samples with known answers (no MPI)
+    SELF_TEST=1
+    set -- "$(mktemp -d)" none 'stock=' 'rdma='
+fi
+OUT=$1 BIN=$2
+shift 2
+[ $# -ge 2 ] || { echo "bench-pairs: need two variants or more" >&2; exit 2; }
+COLLS=${BENCH_PAIR_COLLS-barrier allreduce reduce bcast}
+NPS=${BENCH_PAIR_NPS:-2 4}
+SIZES=${BENCH_PAIR_SIZES:-4:67108864}
+FACTOR=${BENCH_PAIR_FACTOR:-4}
+PAIRS=${BENCH_PAIRS:-21}
+SAMPLE_MS=${BENCH_SAMPLE_MS:-20}
+SPREAD_MAX=${BENCH_SPREAD_MAX:-0.2}
+FLOOR_DRIFT=${BENCH_FLOOR_DRIFT:-1.5}
+SERIES_TIMEOUT=${BENCH_PAIR_TIMEOUT:-900}
+OMPI_MAJOR=${OMPI_MAJOR:-4}
+[ "$SELF_TEST" = 0 ] || { SPREAD_MAX=0.2; FLOOR_DRIFT=1.5; }
+NAMES=() ARGS=()
+for v in "$@"; do NAMES+=("${v%%=*}"); ARGS+=("${v#*=}"); done
+RDMA=-
+for i in "${!NAMES[@]}"; do [ "${NAMES[$i]}" = rdma ] && RDMA=$i; done
+[ "$RDMA" != - ] || { echo "bench-pairs: no variant named rdma" >&2; exit 2; }
+K=${#NAMES[@]}
+LOG=$OUT/logs
+mkdir -p "$LOG"
+TABLE=$OUT/pairs.txt
+: >"$TABLE"
+problems=0
+
+# served COLL NP FILE: every rank's summary for MPI_COMM_WORLD says it served
+# COLL(s) itself; calls handed over are allowed only for size limits
+# ("N bytes exceed coll_rdma_COLL_max_bytes=L"), counted in the table's notes.
+served() {
+    local n
+    n=$(grep -Ec "coll:rdma: comm 0 rank [0-9]+: served [1-9][0-9]* $1\(s\) over " "$3" || true)
+    [ "$n" = "$2" ]
+}
+handed_for_size() {
+    grep -Ec "coll:rdma: comm 0 rank [0-9]+: $1 handed to the module underneath: .*bytes exceed" "$2" || true
+}
+
+series() {  # NP COLL -> runs every variant's job together; 0 if all went well
+    local np=$1 coll=$2 ctl pids=() j rc bad=0
+    local place=(--bind-to core) over=()
+    [ "$np" -le 2 ] || { place=(--bind-to none); over=(--oversubscribe); }
+    local sizes=$SIZES
+    [ "$coll" = barrier ] && sizes=0
+    ctl=/dev/shm/coll-pairs-$$-np$np-$coll
+    rm -f "$ctl"
+    for j in "${!NAMES[@]}"; do
+        local env_path=() opt_path=() args=()
+        read -ra args <<<"${ARGS[$j]}"
+        if [ "$OMPI_MAJOR" -ge 5 ]; then
+            env_path=(env "OMPI_MCA_mca_base_component_path=$COMPONENT_PATH")
+        else
+            opt_path=(--mca mca_base_component_path "$COMPONENT_PATH")
+        fi
+        timeout -k 5 "$SERIES_TIMEOUT" mpirun -np "$np" "${over[@]}" "${place[@]}" --mca btl self,vader \
+            "${opt_path[@]}" "${args[@]}" --mca coll_rdma_verbose 1 \
+            "${env_path[@]}" "$BIN" -J "$j" -K "$K" -C "$ctl" -c "$coll" -m "$sizes" -f "$FACTOR" \
+            -P "$PAIRS" -t "$SAMPLE_MS" -T 120 \
+            </dev/null >"$LOG/np$np-$coll-${NAMES[$j]}.out" 2>"$LOG/np$np-$coll-${NAMES[$j]}.err" &
+        pids+=($!)
+    done
+    for j in "${!NAMES[@]}"; do
+        rc=0
+        wait "${pids[$j]}" || rc=$?
+        local why=""
+        case $rc in
+            0) ;;
+            3) why="wrong result" ;;
+            124|137) why="timeout after ${SERIES_TIMEOUT}s" ;;
+            *) why="exit status $rc" ;;
+        esac
+        local err=$LOG/np$np-$coll-${NAMES[$j]}.err
+        if [ -z "$why" ] && [ "$j" = "$RDMA" ] && ! served "$coll" "$np" "$err"; then
+            why="coll rdma did not serve the calls (no 'served' summary on every rank)"
+        fi
+        if [ -z "$why" ] && [ "$j" = "$RDMA" ] &&
+            grep -E "coll:rdma: comm 0 rank [0-9]+: $coll handed to the module underneath: " "$err" | grep -vq 'bytes exceed'; then
+            why="coll rdma handed $coll(s) to the module underneath for a reason other than size (see the log)"
+        fi
+        if [ -z "$why" ] && [ "$j" != "$RDMA" ] && grep -q 'coll:rdma:' "$err"; then
+            why="coll rdma was loaded in a job meant to be without it"
+        fi
+        if [ -n "$why" ]; then
+            echo "   np=$np $coll ${NAMES[$j]}: $why (logs: $LOG/np$np-$coll-${NAMES[$j]}.*)" >&2
+            bad=1
+        fi
+    done
+    rm -f "$ctl"
+    return $bad
+}
+
+# summarize NP COLL BASE -> table rows (rdma against variant BASE) and the
+# plot data file OUT/np$NP-$COLL-vs-$BASENAME.dat
+summarize() {
+    local np=$1 coll=$2 base=$3 limit
+    # the size limit above which coll rdma handed calls over, from its verbose log
+    limit=$(sed -n "s/.*: $coll handed to the module underneath: .*coll_rdma_${coll}_max_bytes=\([0-9]*\).*/\1/p" \
+        "$LOG/np$np-$coll-${NAMES[$RDMA]}.err" 2>/dev/null | head -n1)
+    cat "$LOG/np$np-$coll-"*.out | awk -v np="$np" -v coll="$coll" -v base="$base" -v rdma="$RDMA" -v limit="${limit:--1}" \
+        -v spread_max="$SPREAD_MAX" -v drift="$FLOOR_DRIFT" -v bname="${NAMES[$base]}" -v out="$OUT" '
+    function sortv(a, n,   i, j, x) { for (i = 2; i <= n; i++) { x = a[i]; j = i - 1
+        while (j > 0 && a[j] > x) { a[j + 1] = a[j]; j-- } a[j + 1] = x } }
+    function q(a, n, p,   h, l) { h = (n - 1) * p + 1; l = int(h); return l >= n ? a[n] : a[l] + (h - l) * (a[l + 1] - a[l]) }
+    $1 == "sample" { s[$2, $4, $5] = $6; if (!($4 in seen)) { seen[$4] = 1; sizes[++ns] = $4 } if ($5 + 1 > nr) nr = $5 + 1 }
+    $1 == "floor" { fl[$2, $3] = $4; mc[$2, $3] = $5 }
+    END {
+        for (z = 1; z <= ns; z++) {
+            size = sizes[z]; n = 0; m = 0; nb = 0; nrd = 0; nf = 0; nm = 0
+            for (k = 0; k < nr; k++) {
+                if (((base, size, k) in s) && ((rdma, size, k) in s) && s[base, size, k] > 0) {
+                    r = s[rdma, size, k] / s[base, size, k]
+                    all[++n] = r
+                    f0 = fl[size, k]; f1 = fl[size, k + 1]
+                    if (f0 > 0 && f1 > 0 && f0 / f1 <= drift && f1 / f0 <= drift) stable[++m] = r
+                }
+                if ((base, size, k) in s) bv[++nb] = s[base, size, k]
+                if ((rdma, size, k) in s) rv[++nrd] = s[rdma, size, k]
+            }
+            for (k = 0; k <= nr; k++) { if ((size, k) in fl) { fv[++nf] = fl[size, k]; mv[++nm] = mc[size, k] } }
+            if (n == 0) { printf "%-4s %-10s %9s  no pairs\n", np, coll, size; continue }
+            use = (m * 2 >= n) ? m : n
+            for (i = 1; i <= use; i++) u[i] = (m * 2 >= n) ? stable[i] : all[i]
+            sortv(u, use); sortv(bv, nb); sortv(rv, nrd); sortv(fv, nf); sortv(mv, nm)
+            med = q(u, use, 0.5); q1 = q(u, use, 0.25); q3 = q(u, use, 0.75)
+            spread = med > 0 ? (q3 - q1) / med : 0
+            bmed = q(bv, nb, 0.5); rmed = q(rv, nrd, 0.5)
+            fmed = nf ? q(fv, nf, 0.5) : 0; mmed = nm ? q(mv, nm, 0.5) : 0
+            floor = fmed > mmed ? fmed : mmed
+            note = spread > spread_max ? "NOT SETTLED" : "settled"
+            if (use < 5) note = "NOT SETTLED (only " use " pairs)"
+            if (limit >= 0 && size + 0 > limit + 0) note = note " (rdma handed over: above " limit " B)"
+            printf "%-4s %-10s %9s %10.3f %10.3f %8.3f %7.2f %5d/%-3d %8.3f %10.3f %8.2f  %s\n", np, coll, size, bmed, rmed, med, spread, use, n, fmed, mmed, (floor > 0 ? rmed / floor : 0), note
+            printf "%s %.4f %.4f %.4f %.4f %.4f %.4f %.4f\n", size, bmed, rmed, mmed, fmed, med, q1, q3 > (out "/np" np "-" coll "-vs-" bname ".dat")
+            delete u; delete all; delete stable; delete bv; delete rv; delete fv; delete mv
+        }
+    }'
+}
+
+header() {
+    printf '%-4s %-10s %9s %10s %10s %8s %7s %9s %8s %10s %8s  %s\n' np coll size "${NAMES[$1]}_us" rdma_us ratio spread pairs floor_us memcpy_us to_floor settled
+}
+
+# plot DAT BASE NP COLL: latency (log-log, both implementations and the memcpy
+# line) and ratio (median with the quartiles of the per-pair ratios) against
+# size, as DAT without .dat plus -latency.png / -ratio.png
+PLOTS=()
+plot() {
+    local dat=$1 base=$2 np=$3 coll=$4 stem=${1%.dat}
+    command -v gnuplot >/dev/null || { echo "   no gnuplot (Debian package gnuplot-nox): no plots" >&2; return 0; }
+    awk '$1 > 0' "$dat" | grep -q . || return 0   # barrier (size 0) has no size axis
+    gnuplot <<EOF_PLOT 2>"$stem.gnuplot.log" || { echo "   gnuplot failed, see $stem.gnuplot.log" >&2; return 0; }
+set terminal pngcairo size 900,600 noenhanced
+set output "$stem-latency.png"
+set title "$coll, np=$np: us per call (median of paired samples) against size"
+set logscale xy
+set xlabel "bytes"
+set ylabel "us"
+set key top left
+set grid
+plot "$dat" using (\$1 > 0 ? \$1 : 1/0):2 with linespoints title "$base", \
+     "" using (\$1 > 0 ? \$1 : 1/0):3 with linespoints title "coll rdma", \
+     "" using (\$1 > 0 ? \$1 : 1/0):(\$4 > 0 ? \$4 : 1/0) with lines dashtype 2 title "memcpy of N bytes (one rank)", \
+     "" using (\$1 > 0 ? \$1 : 1/0):(\$5 > 0 ? \$5 : 1/0) with lines dashtype 3 title "cache-line round trip, ranks 0-1 (floor)"
+set output "$stem-ratio.png"
+set title "$coll, np=$np: coll rdma / $base, median of per-pair ratios, bars: quartiles"
+unset logscale y
+set logscale x
+set ylabel "ratio (below 1: coll rdma faster)"
+set yrange [0:*]
+plot "$dat" using (\$1 > 0 ? \$1 : 1/0):6:7:8 with yerrorlines title "rdma / $base", \
+     1 with lines dashtype 2 title "1.0"
+EOF_PLOT
+    PLOTS+=("$stem-latency.png" "$stem-ratio.png")
+}
+
+if [ "$SELF_TEST" = 1 ]; then
+    # size 64: stock 10 us in every round, rdma 5 6 7 8 100 -> ratios .5 .6 .7
+    # .8 10; floors all 1: every pair used, median .7, Q1 .6, Q3 .8, spread
+    # .2/.7 = .29 > .2: NOT SETTLED; rdma median 7, floor max(1, .5) = 1.
+    # size 256: the same, but the floor jumps to 5 between rounds 3 and 4: pair
+    # 3 left out (4 of 5 remain), ratios .5 .6 .7 10 -> median .65, Q1 .575,
+    # Q3 .7 + .25 * 9.3 = 3.025 (linear interpolation), spread 2.45/.65 =
+    # 3.77; rdma_us, the median of all its samples, 7; floor median 1.
+    # size 1024: ratios 1.0 1.05 0.95 1.0 1.02 -> median 1.0, Q1 1.0, Q3 1.02,
+    # spread .02: settled; memcpy 3 us above the floor: to_floor = 10/3.
+    {
+        for k in 0 1 2 3 4; do
+            r=(5 6 7 8 100)
+            echo "sample 0 allreduce 64 $k 10 1"; echo "sample 1 allreduce 64 $k ${r[$k]} 1"
+            echo "sample 0 allreduce 256 $k 10 1"; echo "sample 1 allreduce 256 $k ${r[$k]} 1"
+            q=(10 10.5 9.5 10 10.2)
+            echo "sample 0 allreduce 1024 $k 10 1"; echo "sample 1 allreduce 1024 $k ${q[$k]} 1"
+        done
+        for k in 0 1 2 3 4 5; do
+            echo "floor 64 $k 1 0.5"
+            echo "floor 256 $k $([ "$k" -ge 4 ] && echo 5 || echo 1) 0.5"
+            echo "floor 1024 $k 1 3"
+        done
+    } >"$LOG/np2-allreduce-stock.out"
+    got=$(summarize 2 allreduce 0 | awk '{ print $3, $6, $7, $8, $11, $12, $13 }')
+    want=$'64 0.700 0.29 5/5 7.00 NOT SETTLED\n256 0.650 3.77 4/5 7.00 NOT SETTLED\n1024 1.000 0.02 5/5 3.33 settled'
+    rm -rf "$OUT"
+    got=$(printf '%s\n' "$got" | awk '{ print $1, $2, $3, $4, $5, $6, ($7 == "" ? "" : $7) }' | sed 's/ *$//')
+    if [ "$got" = "$want" ]; then echo "bench-pairs self-test: passed (3 rows)"; exit 0; fi
+    printf 'bench-pairs self-test: FAILED\nwant:\n%s\ngot:\n%s\n' "$want" "$got" >&2
+    exit 1
+fi
+
+t0=$SECONDS
+declare -A ROWS
+for np in $NPS; do
+    for coll in $COLLS; do
+        echo "== pairs: $coll at np=$np, ${NAMES[*]} taking turns, $PAIRS rounds of ${SAMPLE_MS} ms samples per size"
+        if ! series "$np" "$coll"; then problems=$((problems + 1)); fi
+        for b in "${!NAMES[@]}"; do
+            [ "$b" = "$RDMA" ] && continue
+            rows=$(summarize "$np" "$coll" "$b")
+            [ "$K" -gt 2 ] && echo "   rdma against ${NAMES[$b]}:"
+            header "$b" | sed 's/^/   /'
+            printf '%s\n' "$rows" | sed 's/^/   /'
+            ROWS[$b]="${ROWS[$b]:-}$rows"$'\n'
+            [ -f "$OUT/np$np-$coll-vs-${NAMES[$b]}.dat" ] && plot "$OUT/np$np-$coll-vs-${NAMES[$b]}.dat" "${NAMES[$b]}" "$np" "$coll"
+        done
+        handed=$(handed_for_size "$coll" "$LOG/np$np-$coll-rdma.err")
+        [ "$handed" = 0 ] || echo "   note: coll rdma handed $coll(s) above its size limit to the module underneath on $handed rank(s): those rows measure that module behind coll rdma"
+    done
+done
+elapsed=$((SECONDS - t0))
+{
+    for b in "${!NAMES[@]}"; do
+        [ "$b" = "$RDMA" ] && continue
+        echo "coll rdma against ${NAMES[$b]} (${ARGS[$b]:-default selection}), paired samples:"
+        echo
+        header "$b"
+        printf '%s' "${ROWS[$b]:-}" | grep -v '^$' || true
+        echo
+    done
+    echo "Jobs: $(for j in "${!NAMES[@]}"; do printf '%s: mpirun %s; ' "${NAMES[$j]}" "${ARGS[$j]:-(default selection)}"; done)"
+    echo "np=2 --bind-to core, more ranks --oversubscribe --bind-to none; --mca btl self,vader."
+    echo "$PAIRS rounds per size, samples of about $SAMPLE_MS ms, sizes $SIZES (x$FACTOR); took ${elapsed}s."
+    unsettled=$(printf '%s' "${ROWS[@]}" | grep -c 'NOT SETTLED' || true)
+    [ "${#PLOTS[@]}" = 0 ] || { echo "plots:"; printf '  %s\n' "${PLOTS[@]}"; }
+    [ "$unsettled" = 0 ] || echo "WARNING: $unsettled row(s) NOT SETTLED (spread above $SPREAD_MAX): their ratio may move between runs"
+} >"$TABLE"
+[ "${#PLOTS[@]}" = 0 ] || { echo "== plots:"; printf '   %s\n' "${PLOTS[@]}"; }
+[ "$problems" = 0 ]
