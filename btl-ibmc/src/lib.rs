@@ -10,6 +10,7 @@
 
 #[cfg(any(test, feature = "fabric"))]
 pub mod fabric;
+pub mod cross_memory;
 #[cfg(feature = "verbs")]
 pub mod hybrid;
 pub mod idle;
@@ -37,6 +38,7 @@ pub use padded::put_word_padded;
 pub use fabric::{Fabric, FabricConfig, FabricEndpoint};
 pub use selected::SelectedTransport;
 pub use rmcast::{ReliableMulticast, RmcastConfig, RmcastStats};
+pub use cross_memory::{CrossMemory, CrossMemoryRefusal};
 pub use shm::{ShmTransport, establish};
 #[cfg(feature = "verbs")]
 pub use verbs::{VerbsConfig, VerbsSetupError, VerbsTransport};
