@@ -791,7 +791,8 @@ COMP_TESTS=(
     "allreduce-max-bytes-0-np3"
     "bcast-window-1-np4" "bcast-window-2-np3" "bcast-slot-64-np4" "bcast-ack-interval-1-np5"
     "bcast-ack-interval-16-np4" "bcast-nack-0-np3" "bcast-max-bytes--1-np4" "bcast-max-bytes--1-np8"
-    "bcast-max-bytes-0-np3" "reduce_ops-max-bytes--1-np4" "bad-bcast-window-etc-np4"
+    "bcast-max-bytes-0-np3" "bcast-single-copy-np2" "bcast-single-copy-np3" "bcast-single-copy-np4"
+    "bcast-single-copy-refused-np3" "reduce_ops-max-bytes--1-np4" "bad-bcast-window-etc-np4"
     "bad-bcast-slot-size-1-np3" "shm-killed-creator-reaped-np2"
     "nested-setup-coll-basic-np2" "nested-setup-coll-basic-np3" "nested-setup-barrier-coll-basic-np3"
     "nested-setup-tuned-allgather-1-np3"
@@ -1005,6 +1006,22 @@ else
     CHECKS=("${SERVED[@]}" "re:coll:rdma: comm [0-9]+ rank [0-9]+: bcast handed to the module underneath: 1 bytes exceed coll_rdma_bcast_max_bytes=0\$")
     run_test "bcast-max-bytes-0-np3" 3 ok --mca coll_rdma_bcast_max_bytes 0 "${V[@]}" \
         -- bcast "${BC_PARAM[@]}"
+    # single copy: receivers read the root's buffer (process_vm_readv) for
+    # every bcast of 16 KiB or more, the window below; neither path has a
+    # limit, so every call is native: 1 MiB from every root, 64 MiB (-B 2),
+    # odd sizes, non-contiguous datatypes (packed around the single copy)
+    SC=(--mca coll_rdma_bcast_max_bytes -1 --mca coll_rdma_bcast_single_copy_min_bytes 16384)
+    for np in 2 3 4; do
+        CHECKS=("${SERVED[@]}" "nore:bcast handed to the module underneath"
+            "re:comm 0 rank 0: bcast of 16384 bytes or more in one copy")
+        run_test "bcast-single-copy-np$np" "$np" ok "${SC[@]}" "${V[@]}" -- bcast -B 2 "${BC_PARAM[@]}" "${BC_E[@]}"
+    done
+    # every rank pretends process_vm_readv is refused: all fall back to the
+    # window together, with the reason, and results are still right
+    CHECKS=("${SERVED[@]}" "nore:bcast handed to the module underneath" "nore:in one copy"
+        "re:no single-copy bcast: rank 0 pretends it cannot read rank 1's memory")
+    run_test "bcast-single-copy-refused-np3" 3 ok "${SC[@]}" --mca coll_rdma_test_pretend_no_cross_memory 1 \
+        "${V[@]}" -- bcast -B 2 "${BC_PARAM[@]}" "${BC_E[@]}"
     # bad values: the documented warning, then the clamped value or the
     # automatic choice; results still right
     CHECKS=(served

@@ -70,6 +70,8 @@ impl ProtocolSettings {
             ("coll_rdma_bcast_timeout_ms", multicast.timeout.as_millis() as u64),
             ("coll_rdma_bcast_nack", multicast.nack as u64),
             ("coll_rdma_bcast_max_bytes", limit(settings.bcast.max_bytes)),
+            ("coll_rdma_bcast_single_copy_min_bytes", limit(settings.bcast.single_copy_min_bytes)),
+            ("coll_rdma_bcast_single_copy_max_bytes", limit(settings.bcast.single_copy_max_bytes)),
             ("bcast length served natively", inputs.bcast.substrate_max_bytes as u64),
             ("window length", inputs.window_len as u64),
         ];

@@ -5,7 +5,7 @@
 use std::ffi::c_int;
 use std::rc::Rc;
 
-use btl_ibmc::{Datagrams, Endpoint, NoSideProgress, SelectedTransport, TransportError, WaitPolicy};
+use btl_ibmc::{Datagrams, Endpoint, NoSideProgress, PeerReads, SelectedTransport, TransportError, WaitPolicy};
 use ompi_sys as sys;
 use tuning::choose_barrier_radix;
 
@@ -97,6 +97,9 @@ pub struct CommState {
     pub(super) reduce_max_bytes: Option<usize>,
     pub(super) bcast: Bcast,
     pub(super) bcast_max_bytes: Option<usize>,
+    pub(super) bcast_single_copy_max_bytes: Option<usize>,
+    /// `Some(pretend_refused)`: probe cross-memory attach at setup.
+    cross_memory_probe: Option<bool>,
     /// Indexed by `Collective as usize`.
     tallies: [Tally; 4],
     /// (collective, reason category) pairs already reported, so that a loop of
@@ -151,6 +154,7 @@ pub(super) fn bcast_config(chosen: &BcastSettings, size: usize, policy: WaitPoli
     multicast.timeout = chosen.timeout;
     multicast.nack = chosen.nack;
     multicast.wait = policy;
+    config.single_copy_min_bytes = chosen.single_copy_min_bytes.unwrap_or(usize::MAX);
     match chosen.co_roots {
         Some(co_roots) => {
             config.multicast.co_roots = co_roots;
@@ -219,9 +223,29 @@ impl CommState {
             reduce_max_bytes: settings.reduce.max_bytes,
             bcast: Bcast::new(rank, size, layout.bcast_offset, bcast_config),
             bcast_max_bytes: settings.bcast.max_bytes,
+            bcast_single_copy_max_bytes: settings.bcast.single_copy_max_bytes,
+            cross_memory_probe: settings.bcast.single_copy_min_bytes.map(|_| settings.bcast.pretend_no_cross_memory),
             tallies: Default::default(),
             reported_handovers: Vec::new(),
         }
+    }
+
+    /// Says at verbose level 1 which bcast lengths go in one copy.
+    fn report_bcast_single_copy(&self, transport: &SelectedTransport) {
+        let from = self.bcast.config().single_copy_min_bytes;
+        if !transport.reads_peer_memory() || from == usize::MAX {
+            return;
+        }
+        let up_to = match self.bcast_single_copy_max_bytes {
+            Some(limit) => format!("up to {limit} bytes (coll_rdma_bcast_single_copy_max_bytes; longer ones to the module underneath)"),
+            None => "at any length".to_string(),
+        };
+        tracing::info!(
+            "comm {} rank {}: bcast of {from} bytes or more in one copy (receivers read the root's buffer with process_vm_readv), \
+             {up_to}; shorter ones through the window",
+            self.cid,
+            self.rank
+        );
     }
 
     /// Establishes the transport collectively on first use; every rank of
@@ -259,6 +283,7 @@ impl CommState {
             rank: self.rank,
             size: self.size,
             window_len: self.layout.window_len,
+            cross_memory_probe: self.cross_memory_probe,
         };
         self.link = match link::connect(&exchange, &request) {
             Ok(transport) => {
@@ -281,6 +306,7 @@ impl CommState {
                 if let Some(routes) = transport.route_summary() {
                     tracing::info!("comm {} rank {}: {routes}", self.cid, self.rank);
                 }
+                self.report_bcast_single_copy(&transport);
                 if Bcast::uses_put_tree(&transport) {
                     tracing::info!(
                         "comm {} rank {}: the {} transport offers no multicast: bcast goes down a binomial tree of puts",

@@ -112,6 +112,13 @@ pub struct BcastSettings {
     pub nack: bool,
     /// Messages above this go to the module underneath; `None`: never.
     pub max_bytes: Option<usize>,
+    /// Messages of at least this many bytes go in one copy where every
+    /// rank reads every other's memory; `None`: never (and no probe).
+    pub single_copy_min_bytes: Option<usize>,
+    /// `max_bytes` for the messages single copy serves.
+    pub single_copy_max_bytes: Option<usize>,
+    /// Testing: this rank pretends it cannot read its peers' memory.
+    pub pretend_no_cross_memory: bool,
 }
 
 /// How one reduction collective (allreduce or reduce) is configured.
@@ -295,6 +302,9 @@ pub fn validate(raw: RawParams) -> Settings {
             timeout: Duration::from_millis(v.number(Id::BcastTimeoutMs) as u64),
             nack: v.number(Id::BcastNack) == 1,
             max_bytes: v.count(Id::BcastMaxBytes),
+            single_copy_min_bytes: v.count(Id::BcastSingleCopyMinBytes),
+            single_copy_max_bytes: v.count(Id::BcastSingleCopyMaxBytes),
+            pretend_no_cross_memory: v.number(Id::TestPretendNoCrossMemory) == 1,
         },
     }
 }
