@@ -89,14 +89,14 @@ say "test bed ready ($(cat build/rxe/kernel-version 2>/dev/null || echo '?')); l
 step "one-guest-verbs-device-tests" "$LOGS/device.log" -- \
     "$GUESTS" run --timeout 900 -- "$DEVICE_TEST" --test-threads=1 --nocapture
 step "one-guest-mpi-transport-verbs" "$LOGS/mpi-one-guest.log" -- \
-    "$GUESTS" run --timeout 1500 -- env TEST_TIMEOUT=300 KEEP_LOGS=0 MPI_TESTS_NO_BUILD=1 \
+    "$GUESTS" run --timeout 1500 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=0 MPI_TESTS_NO_BUILD=1 \
     ci/mpi-tests.sh --quick --transport verbs --nps "3" --only 'barrier_order|reduce_ops|bcast'
 step "one-guest-mpi-verbs-bcast-put-tree" "$LOGS/mpi-put-tree.log" -- \
-    "$GUESTS" run --timeout 900 -- env TEST_TIMEOUT=300 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 MPI_TESTS_LOGDIR=/run/rxe/mpi-tests \
+    "$GUESTS" run --timeout 900 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 MPI_TESTS_LOGDIR=/run/rxe/mpi-tests \
     sh -c 'ci/mpi-tests.sh --quick --transport verbs --mca coll_rdma_verbs_multicast 0 --nps "3" --only bcast &&
            grep -rq "offers no multicast: bcast goes down a binomial tree of puts" /run/rxe/mpi-tests/'
 step "one-guest-mpi-shm+verbs-two-pretended-nodes" "$LOGS/mpi-pretend-nodes.log" -- \
-    "$GUESTS" run --timeout 1500 -- env TEST_TIMEOUT=300 KEEP_LOGS=0 MPI_TESTS_NO_BUILD=1 EXPECT_TRANSPORT="shm+verbs" \
+    "$GUESTS" run --timeout 1500 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=0 MPI_TESTS_NO_BUILD=1 EXPECT_TRANSPORT="shm+verbs" \
     ci/mpi-tests.sh --quick --transport auto --mca coll_rdma_test_pretend_nodes 2 --nps "4" \
     --only 'barrier_order|reduce_ops|bcast'
 
@@ -125,7 +125,7 @@ two_guest_job() {  # two_guest_job NAME LOG NPS [guests.sh options...]
     local name=$1 log=$2 nps=$3
     shift 3
     step "$name" "$log" -- \
-        "$GUESTS" run --guests 2 --primary --timeout 1500 "$@" -- env TEST_TIMEOUT=400 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 \
+        "$GUESTS" run --guests 2 --primary --timeout 1500 "$@" -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=400 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 \
         MPI_TESTS_LOGDIR=/run/rxe/mpi-tests EXPECT_TRANSPORT="shm+verbs shm" NPS="$nps" \
         sh -c 'ci/mpi-tests.sh --quick --hosts g0:2,g1:2 --transport auto --nps "$NPS" \
                    --only "barrier_order|reduce_ops|bcast"; status=$?;

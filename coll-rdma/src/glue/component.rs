@@ -1,6 +1,6 @@
 //! The component structure Open MPI dlsyms (`mca_coll_rdma_component`) and
 //! its callbacks: parameter registration, completing the coll stack under
-//! an inclusion list (see `components_underneath`), the version check, and the
+//! `--mca coll rdma` alone (see `components_underneath`), the version check, and the
 //! per-communicator decision to claim it.
 
 use std::ffi::{c_char, c_int, CStr};

@@ -75,8 +75,8 @@ fn names(walk: Walk) -> Vec<String> {
     names
 }
 
-/// Loads the installed coll components that an inclusion list naming rdma
-/// left out, from coll rdma's open hook. `ours` is coll rdma's component.
+/// Loads the other installed coll components when the `coll` parameter
+/// names rdma alone, from coll rdma's open hook. `ours` is coll rdma's component.
 pub fn complete(ours: *const sys::mca_base_component_t) {
     // SAFETY: reads the framework's selection string, which Open MPI keeps
     // alive while the framework is open (we are called from its open).
