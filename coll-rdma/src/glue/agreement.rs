@@ -186,6 +186,15 @@ mod tests {
     }
 
     #[test]
+    fn the_modelled_window_limit_shows_as_its_parameter_value() {
+        let modelled = settings(&[("coll_rdma_bcast_max_bytes", window_limit(WindowLimit::Modelled))]);
+        let never = settings(&[("coll_rdma_bcast_max_bytes", window_limit(WindowLimit::Never))]);
+        let fixed = settings(&[("coll_rdma_bcast_max_bytes", window_limit(WindowLimit::Bytes(100)))]);
+        let why = compare(&modelled, &gathered(&[&modelled, &never, &fixed])).unwrap_err();
+        assert!(why.contains("coll_rdma_bcast_max_bytes (-2 at rank 0, -1 at rank 1, 100 at rank 2)"), "{why}");
+    }
+
+    #[test]
     fn records_of_another_build_disagree() {
         let a = settings(&[("coll_rdma_barrier_radix", 2)]);
         let longer = settings(&[("coll_rdma_barrier_radix", 2), ("x", 0)]);

@@ -1,6 +1,7 @@
 //! MPI_Bcast's entry point: reliable multicast through the communicator's
-//! window (the root copies in and returns; receivers copy out), or the
-//! module underneath.
+//! window (the root copies in and returns; receivers copy out), single copy
+//! from the root's buffer for long messages where the transport reads
+//! peers' memory, or the module underneath above a path's limit.
 //!
 //! MPI lets ranks describe the same bytes with different datatypes, so the
 //! only facts every rank shares are the message's length and root. Every
@@ -169,8 +170,8 @@ fn native_route(bytes: usize, limits: BcastLimits, single_copy: bool, window_ser
     if bytes > c_int::MAX as usize {
         return Err(Handover::AbovePackLimit { bytes });
     }
-    // Each path has its own limit: the window's was set where copying in
-    // and out lost to the module underneath, which single copy does not do.
+    // Each path has its own limit: the window's comes from the model for
+    // the transport in use (or the user), single copy's from the user only.
     let (limit, parameter) =
         if single_copy { (limits.single_copy, "bcast_single_copy_max_bytes") } else { (limits.window, "bcast_max_bytes") };
     if let Some(limit) = limit.filter(|&limit| bytes > limit) {
