@@ -501,6 +501,7 @@ $1 == "expect-bcast:" && $2 == "comm" {
         reason = substr(s, j + length(" handed to the module underneath: "))
         if (index(reason, "not contiguous") > 0) cls = "noncontig"
         else if (index(reason, "coll_rdma_" kd "_max_bytes") > 0) cls = "above"
+        else if (kd == "bcast" && index(reason, "coll_rdma_bcast_single_copy_max_bytes") > 0) cls = "above"
         else if (index(reason, "transport unavailable") > 0) cls = "unavailable"
         else cls = "other"
         reasons[cid, kd, cls]++; rsample[cid, kd, cls] = s
@@ -625,14 +626,17 @@ if [ "$MODE" = component ]; then
     # ... a timing expectation that holds on shared memory, not on verbs
     # under the Soft-RoCE emulation (milliseconds per operation)
     [ -n "$TRANSPORT$HOSTS" ] && BC_E=()
-    # the 1 MiB bcasts are above the default coll_rdma_bcast_max_bytes; the
-    # reason is reported once per communicator, for the first such size
-    BC_REASON="re:coll:rdma: comm [0-9]+ rank [0-9]+: bcast handed to the module underneath: [0-9]+ bytes exceed coll_rdma_bcast_max_bytes=[0-9]+\$"
+    # every size is served natively by default (issue 12): single copy from
+    # 64 KiB on shared memory, the window below it and on verbs, with no
+    # limit below 64 MiB; verbose 1 says which path serves which lengths
+    BC_REASON="nore:bcast handed to the module underneath"
+    BC_PATHS="re:comm 0 rank 0: bcast of (65536 bytes or more in one copy .*shorter ones|any length) .*(no limit|automatic)"
 else
     V=()
     SERVED=()
     BC_E=()
     BC_REASON=
+    BC_PATHS=
 fi
 
 # 1. the three programs at every size
@@ -642,7 +646,7 @@ for np in $NPS; do
     CHECKS=("${SERVED[@]}"); run_test "np$np-coll_mix" "$np" ok "${V[@]}" -- coll_mix -i "$CM_I"
     CHECKS=("${SERVED[@]}"); run_test "np$np-reduce_ops" "$np" ok "${V[@]}" -- reduce_ops "${RO[@]}"
     CHECKS=("${SERVED[@]}")
-    [ "$np" -gt 1 ] && [ -n "$BC_REASON" ] && CHECKS+=("$BC_REASON")
+    [ "$np" -gt 1 ] && [ -n "$BC_REASON" ] && CHECKS+=("$BC_REASON" "$BC_PATHS")
     run_test "np$np-bcast" "$np" ok "${V[@]}" -- bcast "${BC[@]}" "${BC_E[@]}"
 done
 
@@ -797,7 +801,8 @@ COMP_TESTS=(
     "allreduce-max-bytes-0-np3"
     "bcast-window-1-np4" "bcast-window-2-np3" "bcast-slot-64-np4" "bcast-ack-interval-1-np5"
     "bcast-ack-interval-16-np4" "bcast-nack-0-np3" "bcast-max-bytes--1-np4" "bcast-max-bytes--1-np8"
-    "bcast-max-bytes-0-np3" "reduce_ops-max-bytes--1-np4" "bad-bcast-window-etc-np4"
+    "bcast-max-bytes-0-np3" "bcast-single-copy-np2" "bcast-single-copy-np3" "bcast-single-copy-np4"
+    "bcast-single-copy-refused-np3" "reduce_ops-max-bytes--1-np4" "bad-bcast-window-etc-np4"
     "bad-bcast-slot-size-1-np3" "shm-killed-creator-reaped-np2"
     "nested-setup-coll-basic-np2" "nested-setup-coll-basic-np3" "nested-setup-barrier-coll-basic-np3"
     "nested-setup-tuned-allgather-1-np3"
@@ -844,7 +849,7 @@ else
     run_test "plain-coll-rdma-barrier_order-np3" 3 ok --mca coll rdma "${V[@]}" -- barrier_order -n "$BO_N" -d 200
     CHECKS=("${PLAIN[@]}" "${SERVED[@]}")
     run_test "plain-coll-rdma-reduce_ops-np3" 3 ok --mca coll rdma "${V[@]}" -- reduce_ops "${RO[@]}"
-    CHECKS=("${PLAIN[@]}" "${SERVED[@]}" "$BC_REASON")
+    CHECKS=("${PLAIN[@]}" "${SERVED[@]}" "$BC_REASON" "$BC_PATHS")
     run_test "plain-coll-rdma-bcast-np3" 3 ok --mca coll rdma "${V[@]}" -- bcast "${BC[@]}" "${BC_E[@]}"
     # a coll component that cannot be loaded (a file that is no library, in a
     #    directory of the component path) is named in a warning; the others
@@ -1005,12 +1010,40 @@ else
     CHECKS=("${SERVED[@]}" "nore:bcast handed to the module underneath")
     run_test "bcast-max-bytes--1-np8" 8 ok --mca coll_rdma_bcast_max_bytes -1 "${V[@]}" \
         -- bcast -n 300 -x 40 -L 50 -B 2 "${BC_E[@]}"
-    # 0: every bcast with data to the module underneath, saying why (only
-    # the empty-datatype ones, 0 bytes, stay with coll rdma); no -E, since
+    # 0: every bcast with data that goes through the window to the module
+    # underneath, saying why (the empty-datatype ones, 0 bytes, stay with coll
+    # rdma, and so do those single copy serves: 64 KiB or more by default,
+    # whose limit is coll_rdma_bcast_single_copy_max_bytes); no -E, since
     # the module underneath may make the root wait
     CHECKS=("${SERVED[@]}" "re:coll:rdma: comm [0-9]+ rank [0-9]+: bcast handed to the module underneath: 1 bytes exceed coll_rdma_bcast_max_bytes=0\$")
     run_test "bcast-max-bytes-0-np3" 3 ok --mca coll_rdma_bcast_max_bytes 0 "${V[@]}" \
         -- bcast "${BC_PARAM[@]}"
+    # single copy: receivers read the root's buffer (process_vm_readv) for
+    # every bcast of 16 KiB or more, the window below; neither path has a
+    # limit, so every call is native: 1 MiB from every root, 64 MiB (-B 2),
+    # odd sizes, non-contiguous datatypes (packed around the single copy)
+    SC=(--mca coll_rdma_bcast_max_bytes -1 --mca coll_rdma_bcast_single_copy_min_bytes 16384)
+    for np in 2 3 4; do
+        CHECKS=("${SERVED[@]}" "nore:bcast handed to the module underneath"
+            "re:comm 0 rank 0: bcast of 16384 bytes or more in one copy")
+        run_test "bcast-single-copy-np$np" "$np" ok "${SC[@]}" "${V[@]}" -- bcast -B 2 "${BC_PARAM[@]}" "${BC_E[@]}"
+    done
+    # every rank pretends process_vm_readv is refused: all fall back to the
+    # window together, with the reason, and results are still right
+    CHECKS=("${SERVED[@]}" "nore:bcast handed to the module underneath" "nore:in one copy"
+        "re:no single-copy bcast: rank 0 pretends it cannot read rank 1's memory")
+    run_test "bcast-single-copy-refused-np3" 3 ok "${SC[@]}" --mca coll_rdma_test_pretend_no_cross_memory 1 \
+        "${V[@]}" -- bcast -B 2 "${BC_PARAM[@]}" "${BC_E[@]}"
+    # the same refusal with every bcast parameter at its default: the window
+    # (copy in, copy out) serves every length, 1 MiB from every root and
+    # 64 MiB included, and says so; every delivery checked by the program
+    for np in 2 4; do
+        CHECKS=("${SERVED[@]}" "nore:bcast handed to the module underneath" "nore:in one copy"
+            "re:no single-copy bcast: rank 0 pretends it cannot read rank 1's memory"
+            "re:comm 0 rank 0: bcast of any length through the window \(copy in, copy out\), automatic for shm: no limit")
+        run_test "bcast-refused-default-limits-np$np" "$np" ok --mca coll_rdma_test_pretend_no_cross_memory 1 \
+            "${V[@]}" -- bcast -B 2 "${BC_PARAM[@]}" "${BC_E[@]}"
+    done
     # bad values: the documented warning, then the clamped value or the
     # automatic choice; results still right
     CHECKS=(served
@@ -1026,7 +1059,8 @@ else
         --mca coll_rdma_bcast_timeout_ms 0 --mca coll_rdma_bcast_nack 7 \
         --mca coll_rdma_bcast_fragment_size 1 "${V[@]}" -- bcast "${BC_PARAM[@]}" "${BC_E[@]}"
     # slot size 1 becomes 64 (bcast reads the raw 1 with MPI_T: -s 64 tells
-    # it the size used); max_bytes -5 is invalid: no limit
+    # it the size used); max_bytes -5 is invalid: the automatic choice, which
+    # has no limit on shared memory
     CHECKS=(served
         "grep:coll:rdma: warning: coll_rdma_bcast_slot_size=1 is outside 64..=1048576; using 64"
         "grep:coll:rdma: warning: coll_rdma_bcast_max_bytes=-5 is invalid"

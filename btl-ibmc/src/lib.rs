@@ -10,6 +10,7 @@
 
 #[cfg(any(test, feature = "fabric"))]
 pub mod fabric;
+pub mod cross_memory;
 #[cfg(feature = "verbs")]
 pub mod hybrid;
 pub mod idle;
@@ -37,6 +38,7 @@ pub use padded::put_word_padded;
 pub use fabric::{Fabric, FabricConfig, FabricEndpoint};
 pub use selected::SelectedTransport;
 pub use rmcast::{ReliableMulticast, RmcastConfig, RmcastStats};
+pub use cross_memory::{CrossMemory, CrossMemoryRefusal};
 pub use shm::{ShmTransport, establish};
 #[cfg(feature = "verbs")]
 pub use verbs::{VerbsConfig, VerbsSetupError, VerbsTransport};
@@ -45,5 +47,5 @@ pub use hybrid::HybridTransport;
 pub use transport::{Datagrams, Endpoint, Exchange, MulticastKind, PeerReads, ReliableChannel, Transport, TransportError, Windows};
 pub use wait::{
     DEFAULT_FAULT_TIMEOUT, NoSideProgress, PROCESS_DEFAULT_SPIN_POLLS, SideProgress, WaitPolicy, Waits, set_process_wait_policy, stalled_waits,
-    wait_at_least,
+    wait_at_least, wait_for_peer_at_least,
 };

@@ -165,4 +165,14 @@ impl PeerReads for SelectedTransport {
     fn peer_flag(&self, peer: usize, flag_offset: usize) -> Result<u64, TransportError> {
         dispatch!(self, t => t.peer_flag(peer, flag_offset))
     }
+
+    #[inline]
+    fn reads_peer_memory(&self) -> bool {
+        dispatch!(self, t => t.reads_peer_memory())
+    }
+
+    #[inline]
+    fn read_peer_memory(&self, peer: usize, address: u64, out: &mut [u8]) -> Result<(), TransportError> {
+        dispatch!(self, t => t.read_peer_memory(peer, address, out))
+    }
 }

@@ -169,6 +169,21 @@ pub trait PeerReads: Windows {
         let _ = (peer, flag_offset);
         Err(TransportError::Unsupported("reading a flag in a peer's window"))
     }
+
+    /// Whether `read_peer_memory` serves every peer; the same answer on
+    /// every rank (agreed at setup, `crate::cross_memory`).
+    fn reads_peer_memory(&self) -> bool {
+        false
+    }
+
+    /// Copies bytes at `address` in `peer`'s address space (not its window:
+    /// any memory the peer announced, such as a user buffer) into `out`,
+    /// with cross-memory attach. The peer must keep those bytes unchanged
+    /// until the reader says it is done.
+    fn read_peer_memory(&self, peer: usize, address: u64, out: &mut [u8]) -> Result<(), TransportError> {
+        let _ = (peer, address, out);
+        Err(TransportError::Unsupported("reading a peer's memory"))
+    }
 }
 
 /// Everything a communicator's transport offers; what a backend implements
@@ -246,6 +261,14 @@ macro_rules! forward {
             #[inline]
             fn peer_flag(&self, peer: usize, flag_offset: usize) -> Result<u64, $crate::transport::TransportError> {
                 $crate::transport::PeerReads::peer_flag(&self.$field, peer, flag_offset)
+            }
+            #[inline]
+            fn reads_peer_memory(&self) -> bool {
+                $crate::transport::PeerReads::reads_peer_memory(&self.$field)
+            }
+            #[inline]
+            fn read_peer_memory(&self, peer: usize, address: u64, out: &mut [u8]) -> Result<(), $crate::transport::TransportError> {
+                $crate::transport::PeerReads::read_peer_memory(&self.$field, peer, address, out)
             }
         }
     };

@@ -10,7 +10,7 @@ mod waiter;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::transport::{TransportError, Windows};
+use crate::transport::{PeerReads, TransportError, Windows};
 
 pub use side_progress::{NoSideProgress, SideProgress, Waits};
 pub use stalls::stalled_waits;
@@ -82,6 +82,35 @@ impl WaitPolicy {
     pub fn for_occupancy(local_ranks: usize, cores: usize, stall_warning: Duration) -> Self {
         let spin_polls = if local_ranks > cores { 0 } else { WaitPolicy::default().spin_polls };
         WaitPolicy { spin_polls, stall_warning, ..WaitPolicy::default() }
+    }
+}
+
+/// [`wait_at_least`] for a word of `peer`'s window, read with acquire
+/// ordering where every window is mapped ([`PeerReads`]): for a reader that
+/// polls what a writer publishes in its own window.
+pub fn wait_for_peer_at_least<T, D>(
+    transport: &T,
+    peer: usize,
+    flag_offset: usize,
+    target: u64,
+    waits: Waits<'_>,
+    describe: D,
+) -> Result<u64, TransportError>
+where
+    T: PeerReads + ?Sized,
+    D: Fn() -> String,
+{
+    let mut waiter = Waiter::new(waits.policy);
+    loop {
+        if !waiter.is_spinning() {
+            transport.progress();
+            waits.side_progress.progress_others();
+        }
+        let value = transport.peer_flag(peer, flag_offset)?;
+        if value >= target {
+            return Ok(value);
+        }
+        waiter.pause(transport, || format!("{} (word at offset {flag_offset} of rank {peer} is {value}, needs {target})", describe()))?;
     }
 }
 

@@ -58,7 +58,9 @@ impl<'a> Window<'a> {
     pub(crate) fn put(&self, peer: usize, offset: usize, data: &[u8], flag_offset: usize, flag: u64) -> Result<(), TransportError> {
         let flag_word = self.flag(peer, flag_offset)?;
         self.check_range(peer, offset, data.len())?;
-        words::store_bytes(self.words, offset, data);
+        words::copy_in(self.words, offset, data);
+        // Release: a reader whose acquire load sees `flag` sees every byte
+        // of the plain copy above (the ordering argument is in `words`).
         flag_word.store(flag, Ordering::Release);
         Ok(())
     }
@@ -88,13 +90,15 @@ impl<'a> Window<'a> {
         }
     }
 
-    /// Copies out of the own window; a bad range panics like `load_own_flag`.
+    /// Copies out of the own window (or, for `PeerReads`, a mapped peer's);
+    /// a bad range panics like `load_own_flag`. A plain copy: the caller has
+    /// acquired the flag that announced these bytes.
     #[inline]
     pub(crate) fn read_own(&self, rank: usize, offset: usize, out: &mut [u8]) {
         if let Err(error) = self.check_range(rank, offset, out.len()) {
             invalid_local_access(error);
         }
-        words::load_bytes(self.words, offset, out);
+        words::copy_out(self.words, offset, out);
     }
 }
 

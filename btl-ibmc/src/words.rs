@@ -1,11 +1,30 @@
-//! Byte copies into and out of memory that other threads or processes touch
-//! concurrently. Every access is an aligned `AtomicU64` operation, so even a
-//! caller that breaks the flag protocol (reading bytes a peer is still
-//! writing) gets stale or torn bytes, never undefined behaviour. Relaxed
-//! ordering suffices: the flag word that follows a copy carries the
-//! release/acquire edge.
+//! Payload copies into and out of memory that other threads or processes
+//! touch concurrently (shared-memory windows and rings, a verbs window, the
+//! test fabric's windows), all of it viewed as `AtomicU64` words.
+//!
+//! Payload moves with plain memory copies (`memcpy`), never word by word:
+//! the flag protocol, not the copy, makes the bytes coherent. Every user
+//! follows one of two shapes, and both order every payload access:
+//!
+//! * writer: [`copy_in`] the payload, then a release store of the flag
+//!   word (or ring tail) that announces it;
+//! * reader: an acquire load that sees that flag, then [`copy_out`].
+//!
+//! The release store is ordered after the copy, and the acquire load before
+//! the reader's copy, so the writer's copy happens before the reader's: the
+//! copies never race. Reuse runs the same argument the other way (the
+//! reader's release of the slot, the writer's acquire of it before it
+//! copies again), which each protocol proves beside its own slots. Flags,
+//! lengths and counters stay `AtomicU64` operations; only payload bytes are
+//! copied plainly, and no word is ever both.
+//!
+//! A peer process that broke its protocol could only make a reader see
+//! stale or torn bytes: the copy lands in a `u8` buffer, where every bit
+//! pattern is valid, and the compiler cannot assume anything about bytes
+//! another process (or an adapter's DMA) writes. Readers that can afford it
+//! check the flag again after copying (the shared-window multicast does).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
 const WORD: usize = std::mem::size_of::<u64>();
 
@@ -16,72 +35,45 @@ pub(crate) const fn words_for(bytes: usize) -> usize {
 
 /// Writes `data` at byte `offset` of `words`. The caller has checked that
 /// `offset + data.len() <= words.len() * 8`; a violation panics.
-pub(crate) fn store_bytes(words: &[AtomicU64], offset: usize, data: &[u8]) {
-    let mut position = offset;
-    let mut rest = data;
-
-    let lead = position % WORD;
-    if lead != 0 && !rest.is_empty() {
-        let count = rest.len().min(WORD - lead);
-        merge_into_word(&words[position / WORD], lead, &rest[..count]);
-        position += count;
-        rest = &rest[count..];
-    }
-
-    let whole = rest.len() / WORD * WORD;
-    let (aligned, tail) = rest.split_at(whole);
-    let targets = &words[position / WORD..position / WORD + whole / WORD];
-    for (word, chunk) in targets.iter().zip(aligned.chunks_exact(WORD)) {
-        let mut bytes = [0u8; WORD];
-        bytes.copy_from_slice(chunk);
-        word.store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
-    }
-    position += whole;
-
-    if !tail.is_empty() {
-        merge_into_word(&words[position / WORD], 0, tail);
-    }
+#[inline]
+pub(crate) fn copy_in(words: &[AtomicU64], offset: usize, data: &[u8]) {
+    let base = byte_range_start(words, offset, data.len());
+    // SAFETY: `byte_range_start` checked that the range lies inside `words`.
+    // `AtomicU64` is an `UnsafeCell`, so writing through a pointer derived
+    // from the shared borrow is permitted. `data` is the caller's own
+    // buffer, never a borrow of window memory (no `&[u8]` is ever made of
+    // it), so the ranges do not overlap. No other access to these bytes runs
+    // concurrently: the module's flag protocol orders them (see above).
+    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), base, data.len()) }
 }
 
 /// Reads `out.len()` bytes starting at byte `offset` of `words`. The caller
 /// has checked the range; a violation panics.
-pub(crate) fn load_bytes(words: &[AtomicU64], offset: usize, out: &mut [u8]) {
-    let mut position = offset;
-    let mut rest = out;
-
-    let lead = position % WORD;
-    if lead != 0 && !rest.is_empty() {
-        let count = rest.len().min(WORD - lead);
-        let bytes = words[position / WORD].load(Ordering::Relaxed).to_ne_bytes();
-        rest[..count].copy_from_slice(&bytes[lead..lead + count]);
-        position += count;
-        rest = &mut rest[count..];
-    }
-
-    let whole = rest.len() / WORD * WORD;
-    let (aligned, tail) = rest.split_at_mut(whole);
-    let sources = &words[position / WORD..position / WORD + whole / WORD];
-    for (word, chunk) in sources.iter().zip(aligned.chunks_exact_mut(WORD)) {
-        chunk.copy_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
-    }
-    position += whole;
-
-    if !tail.is_empty() {
-        let bytes = words[position / WORD].load(Ordering::Relaxed).to_ne_bytes();
-        tail.copy_from_slice(&bytes[..tail.len()]);
-    }
+#[inline]
+pub(crate) fn copy_out(words: &[AtomicU64], offset: usize, out: &mut [u8]) {
+    let base = byte_range_start(words, offset, out.len());
+    // SAFETY: the range lies inside `words` (checked), `out` is an exclusive
+    // borrow of other memory, so they do not overlap, and the flag the
+    // caller acquired orders the writer's copy before this one.
+    unsafe { std::ptr::copy_nonoverlapping(base.cast_const(), out.as_mut_ptr(), out.len()) }
 }
 
-/// Replaces some bytes of one word without disturbing its other bytes, which
-/// a concurrent put to an adjacent range may be writing.
-fn merge_into_word(word: &AtomicU64, first_byte: usize, replacement: &[u8]) {
-    let merge = |old: u64| {
-        let mut bytes = old.to_ne_bytes();
-        bytes[first_byte..first_byte + replacement.len()].copy_from_slice(replacement);
-        Some(u64::from_ne_bytes(bytes))
-    };
-    // The closure never returns None, so the update cannot fail.
-    let _ = word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, merge);
+/// The address of byte `offset` of `words`, after checking that `len` bytes
+/// from there lie inside them.
+#[inline]
+fn byte_range_start(words: &[AtomicU64], offset: usize, len: usize) -> *mut u8 {
+    let fits = offset.checked_add(len).is_some_and(|end| end <= words.len() * WORD);
+    if !fits {
+        out_of_range(offset, len, words.len() * WORD);
+    }
+    // `wrapping_add` keeps this safe; the check above makes it in bounds.
+    words.as_ptr().cast::<u8>().cast_mut().wrapping_add(offset)
+}
+
+#[cold]
+#[track_caller]
+fn out_of_range(offset: usize, len: usize, available: usize) -> ! {
+    panic!("payload copy of {len} bytes at offset {offset} runs past the {available} bytes of its words")
 }
 
 #[cfg(test)]
@@ -97,18 +89,18 @@ mod tests {
         let words = zeroed(8);
         for offset in 0..24 {
             for len in 0..=(64 - offset - 8) {
-                store_bytes(&words, 0, &[0xEE; 64]);
+                copy_in(&words, 0, &[0xEE; 64]);
                 let data: Vec<u8> = (0..len).map(|i| (i * 7 + offset + 1) as u8).collect();
-                store_bytes(&words, offset, &data);
+                copy_in(&words, offset, &data);
 
                 let mut all = [0u8; 64];
-                load_bytes(&words, 0, &mut all);
+                copy_out(&words, 0, &mut all);
                 assert!(all[..offset].iter().all(|&b| b == 0xEE), "bytes before offset {offset} len {len} changed");
                 assert_eq!(&all[offset..offset + len], &data[..], "offset {offset} len {len}");
                 assert!(all[offset + len..].iter().all(|&b| b == 0xEE), "bytes after offset {offset} len {len} changed");
 
                 let mut back = vec![0u8; len];
-                load_bytes(&words, offset, &mut back);
+                copy_out(&words, offset, &mut back);
                 assert_eq!(back, data, "load at offset {offset} len {len}");
             }
         }
@@ -118,6 +110,20 @@ mod tests {
     #[should_panic]
     fn an_unchecked_range_past_the_end_panics_rather_than_writing() {
         let words = zeroed(2);
-        store_bytes(&words, 12, &[1; 8]);
+        copy_in(&words, 12, &[1; 8]);
+    }
+
+    #[test]
+    #[should_panic]
+    fn an_unchecked_read_past_the_end_panics_rather_than_reading() {
+        let words = zeroed(2);
+        copy_out(&words, 9, &mut [0; 8]);
+    }
+
+    #[test]
+    fn an_offset_that_overflows_panics_rather_than_wrapping() {
+        let words = zeroed(2);
+        let outcome = std::panic::catch_unwind(|| copy_out(&words, usize::MAX, &mut [0; 2]));
+        assert!(outcome.is_err());
     }
 }

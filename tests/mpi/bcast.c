@@ -17,7 +17,8 @@
  * the buffer alone.
  *
  * Which calls coll rdma serves itself and which it hands to the module
- * underneath (above coll_rdma_bcast_max_bytes) is counted by common.h
+ * underneath (above the limit of the path that carries it: see
+ * t_count_bcast) is counted by common.h
  * (expect-bcast lines); the script compares it with the component's
  * verbose summary.
  *

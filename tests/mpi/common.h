@@ -59,12 +59,18 @@
  *       MPI_Bcast calls on intracommunicators of size > 1 with this context
  *       id: N in all, S that coll rdma must serve itself (z of them carry 0
  *       bytes although count > 0: an empty datatype), F = b that it must hand
- *       to the module underneath (more than coll_rdma_bcast_max_bytes bytes).
+ *       to the module underneath (more than the limit of the path that
+ *       carries it: coll_rdma_bcast_single_copy_max_bytes for single copy,
+ *       else coll_rdma_bcast_max_bytes; see t_count_bcast).
  *       Counted by the MPI_Bcast wrapper below, plus the broadcasts Open MPI
  *       makes itself on communicators the program created (see
  *       t_count_hidden_bcast).
  *   info: bcast parameters bcast_max_bytes <v> slot_size <v> window <v> (<source>)
- *       read with MPI_T (-1: not registered; max_bytes -1 also = no limit).
+ *       read with MPI_T (-1: not registered; max_bytes -1 also = no limit,
+ *       -2 = the model's choice, which is no limit up to 64 MiB).
+ *   info: bcast single copy <on|off> from <v> up to <v> (<why>)
+ *       whether bcasts of at least coll_rdma_bcast_single_copy_min_bytes
+ *       go in one copy here, and their limit (-1 = none).
  *   FAIL: rank <r>: <file>:<line>: <message>
  *   result: rank <r> failures <n> barriers <total>
  *   info: context ids from <source>
@@ -103,8 +109,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 /* Everything here is static; not every program uses every helper. */
@@ -568,7 +577,11 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
  * Its contract: every decision rests on the message's byte count (count x
  * type size, the same on every rank whatever datatypes the ranks use), so
  * a call on a communicator it claimed is served natively unless it carries
- * more than coll_rdma_bcast_max_bytes bytes (-1 = no limit); non-contiguous
+ * more than the limit of its path: where single copy serves it (see
+ * t_bc_single_copy), coll_rdma_bcast_single_copy_max_bytes, else
+ * coll_rdma_bcast_max_bytes (-1 = no limit; -2, the default, lets a model
+ * choose per transport, never below 64 MiB: these programs broadcast at
+ * most 64 MiB, so for them -2 is no limit); non-contiguous
  * datatypes are packed and served natively too. Calls with count 0 are not
  * counted: Open MPI 4.1's MPI_Bcast returns before any coll component for
  * them (seen with the component's counts). A count > 0 of an empty datatype
@@ -589,10 +602,16 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
  */
 T_API long t_bc_calls[T_MAX_CID], t_bc_native[T_MAX_CID], t_bc_above[T_MAX_CID];
 T_API long t_bc_zero[T_MAX_CID];
-T_API long long t_bc_max_bytes = -1;     /* -1: no limit (or not registered) */
+T_API long long t_bc_max_bytes = -1;     /* -1: no limit (or not registered); -2: modelled */
 T_API long long t_bc_slot_size = -1;     /* -1: not registered */
 T_API long long t_bc_window = -1;        /* -1: not registered */
 T_API const char *t_bc_param_source = "not read";
+/* Single copy: bcasts of at least t_bc_sc_min bytes (-1: never) go in one
+ * copy where t_bc_single_copy says coll rdma's shared memory reads peers'
+ * memory, up to t_bc_sc_max bytes (-1: no limit). */
+T_API long long t_bc_sc_min = -1, t_bc_sc_max = -1;
+T_API int t_bc_single_copy = 0;
+T_API const char *t_bc_single_copy_why = "not read";
 
 /* Classify and count one bcast of `bytes` bytes (count elements) on an
  * intracommunicator with context id cid and `size` members. */
@@ -600,7 +619,9 @@ T_API void t_count_bcast(int cid, int size, int count, long long bytes)
 {
     if (size < 2 || cid < 0 || cid >= T_MAX_CID || count == 0) return;
     t_bc_calls[cid]++;
-    if (t_bc_max_bytes >= 0 && bytes > t_bc_max_bytes) {
+    int single = t_bc_single_copy && t_bc_sc_min >= 0 && bytes >= t_bc_sc_min;
+    long long limit = single ? t_bc_sc_max : t_bc_max_bytes;
+    if (limit >= 0 && bytes > limit) {
         t_bc_above[cid]++;
     } else {
         t_bc_native[cid]++;
@@ -738,9 +759,57 @@ T_API void t_read_reduction_limits(void)
     if (!fr) t_red_max_bytes[T_REDUCE] = -1;
 }
 
+/* A text MPI_T control variable into buf ("" when not registered). */
+T_API void t_read_cvar_text(const char *name, char *buf, int len)
+{
+    int idx, verbosity, bind, scope, count;
+    char vname[256];
+    int vname_len = (int)sizeof vname, desc_len = 0;
+    MPI_Datatype dt;
+    MPI_T_enum en;
+    MPI_T_cvar_handle h;
+    char value[1024] = {0};
+    buf[0] = 0;
+    if (MPI_T_cvar_get_index(name, &idx) != MPI_SUCCESS) return;
+    if (MPI_T_cvar_get_info(idx, vname, &vname_len, &verbosity, &dt, &en, NULL, &desc_len,
+                            &bind, &scope) != MPI_SUCCESS || dt != MPI_CHAR)
+        return;
+    if (MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) != MPI_SUCCESS) return;
+    if (count < (int)sizeof value && MPI_T_cvar_read(h, value) == MPI_SUCCESS)
+        snprintf(buf, (size_t)len, "%s", value);
+    MPI_T_cvar_handle_free(&h);
+}
+
+/* Whether this rank may read the next rank's memory with process_vm_readv
+ * (refused e.g. under a Yama ptrace_scope of 1 or more), decided like coll
+ * rdma's own probe: every rank must be able to, so all ranks learn every
+ * verdict. Uses MPI_Allgather only, which the checks do not count. */
+T_API int t_cross_memory_permitted(void)
+{
+    static volatile uint64_t canary = 0x5ca1ab1e0ddba11ull;
+    uint64_t mine[2] = {(uint64_t)getpid(), (uint64_t)(uintptr_t)&canary};
+    uint64_t *all = malloc(sizeof(uint64_t) * 2 * (size_t)t_wsize);
+    MPI_Allgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, MPI_COMM_WORLD);
+    int next = (t_wrank + 1) % t_wsize, ok = 1;
+    if (next != t_wrank) {
+        uint64_t seen = 0;
+        struct iovec local = {&seen, sizeof seen};
+        struct iovec remote = {(void *)(uintptr_t)all[2 * next + 1], sizeof seen};
+        long got = syscall(SYS_process_vm_readv, (pid_t)all[2 * next], &local, 1UL, &remote, 1UL, 0UL);
+        ok = got == (long)sizeof seen && seen == canary;
+    }
+    int *verdicts = malloc(sizeof(int) * (size_t)t_wsize);
+    MPI_Allgather(&ok, 1, MPI_INT, verdicts, 1, MPI_INT, MPI_COMM_WORLD);
+    for (int r = 0; r < t_wsize; r++) ok = ok && verdicts[r];
+    free(verdicts);
+    free(all);
+    return ok;
+}
+
 T_API void t_read_bcast_params(void)
 {
-    int provided, fm = 0, fs = 0, fw = 0;
+    int provided, fm = 0, fs = 0, fw = 0, fmin = 0, fmax = 0, fpretend = 0, fnodes = 0;
+    char transport[64];
     if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) {
         t_bc_param_source = "MPI_T unavailable";
         return;
@@ -748,11 +817,38 @@ T_API void t_read_bcast_params(void)
     t_bc_max_bytes = t_read_cvar("coll_rdma_bcast_max_bytes", &fm);
     t_bc_slot_size = t_read_cvar("coll_rdma_bcast_slot_size", &fs);
     t_bc_window = t_read_cvar("coll_rdma_bcast_window", &fw);
+    t_bc_sc_min = t_read_cvar("coll_rdma_bcast_single_copy_min_bytes", &fmin);
+    t_bc_sc_max = t_read_cvar("coll_rdma_bcast_single_copy_max_bytes", &fmax);
+    long long pretend_refused = t_read_cvar("coll_rdma_test_pretend_no_cross_memory", &fpretend);
+    long long pretend_nodes = t_read_cvar("coll_rdma_test_pretend_nodes", &fnodes);
+    t_read_cvar_text("coll_rdma_transport", transport, (int)sizeof transport);
     MPI_T_finalize();
     t_bc_param_source = fm ? "from MPI_T" : "coll_rdma_bcast_max_bytes not registered";
     if (!fm) t_bc_max_bytes = -1;
     if (!fs) t_bc_slot_size = -1;
     if (!fw) t_bc_window = -1;
+    if (!fmin) t_bc_sc_min = -1;
+    if (!fmax) t_bc_sc_max = -1;
+    /* Single copy needs the shared-memory transport (all ranks on one node,
+     * transport auto or shm, no pretended nodes) and every rank's consent;
+     * a communicator of one node's ranks inside a job across nodes would
+     * have it too, which the tests' limits make irrelevant. The pretend
+     * setting is per rank: any rank that sets it refuses for all. */
+    int pretends = fpretend && pretend_refused == 1, anyone_pretends = 0;
+    int *all = malloc(sizeof(int) * (size_t)t_wsize);
+    MPI_Allgather(&pretends, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
+    for (int r = 0; r < t_wsize; r++) anyone_pretends |= all[r];
+    free(all);
+    int permitted = t_cross_memory_permitted();
+    if (!fmin || t_bc_sc_min < 0) t_bc_single_copy_why = "coll_rdma_bcast_single_copy_min_bytes is -1 or not registered";
+    else if (t_nodes > 1) t_bc_single_copy_why = "ranks span nodes";
+    else if (fnodes && pretend_nodes > 1) t_bc_single_copy_why = "coll_rdma_test_pretend_nodes";
+    else if (strcasecmp(transport, "verbs") == 0) t_bc_single_copy_why = "coll_rdma_transport verbs";
+    else if (anyone_pretends) t_bc_single_copy_why = "coll_rdma_test_pretend_no_cross_memory";
+    else if (!permitted) t_bc_single_copy_why = "process_vm_readv refused";
+    else t_bc_single_copy_why = "shared memory, process_vm_readv permitted";
+    t_bc_single_copy = fmin && t_bc_sc_min >= 0 && t_nodes == 1 && !(fnodes && pretend_nodes > 1)
+                       && strcasecmp(transport, "verbs") != 0 && !anyone_pretends && permitted;
 }
 
 /* Across nodes: every T_LATE_EVERY-th barrier of an intracommunicator
@@ -946,6 +1042,8 @@ T_API int t_finish(const char *prog)
            t_red_max_bytes[T_ALLREDUCE], t_red_max_bytes[T_REDUCE], t_red_limit_source);
     printf("info: bcast parameters bcast_max_bytes %lld slot_size %lld window %lld (%s)\n",
            t_bc_max_bytes, t_bc_slot_size, t_bc_window, t_bc_param_source);
+    printf("info: bcast single copy %s from %lld up to %lld (%s)\n", t_bc_single_copy ? "on" : "off",
+           t_bc_sc_min, t_bc_sc_max, t_bc_single_copy_why);
     for (int c = 0; c < T_MAX_CID; c++) {
         if (t_bc_calls[c])
             printf("expect-bcast: comm %d rank %d calls %ld native %ld fallback %ld above %ld "

@@ -4,6 +4,7 @@
 
 pub mod allreduce;
 pub mod bcast;
+pub mod bcast_limit;
 pub mod dissemination;
 
 pub use allreduce::{
@@ -11,4 +12,5 @@ pub use allreduce::{
     ExchangeChoice, RangeDegreeChoice, MAX_ALLREDUCE_DEGREE,
 };
 pub use bcast::{choose_co_roots, CoRootChoice, CoRootModel};
+pub use bcast_limit::{choose_bcast_max_bytes, BcastLimitChoice, BcastStreamModel, WindowedBcast, SMALLEST_DEFAULT_LIMIT};
 pub use dissemination::{choose_barrier_radix, round_fanouts, BarrierModel, RadixChoice, MAX_BARRIER_RADIX};

@@ -32,6 +32,7 @@ pub use stats::FabricStats;
 use crate::rng::Rng;
 use crate::transport::{Datagrams, Endpoint, Exchange, MulticastKind, PeerReads, ReliableChannel, TransportError, Windows};
 use crate::window::Window;
+use crate::cross_memory::{CrossMemory, CrossMemoryRefusal};
 use crate::words::words_for;
 use datagrams::DatagramQueues;
 use exchange::AllgatherBarrier;
@@ -84,6 +85,7 @@ impl Fabric {
                 rank,
                 rng: Mutex::new(Rng::new(fabric.config.seed ^ crate::rng::splitmix64(rank as u64))),
                 fabric: Arc::clone(&fabric),
+                cross_memory: None,
             })
             .collect()
     }
@@ -100,6 +102,10 @@ pub struct FabricEndpoint {
     fabric: Arc<Fabric>,
     /// This rank's fault schedule.
     rng: Mutex<Rng>,
+    /// Set by `enable_cross_memory`: the ranks are threads of one process,
+    /// so they read each other's memory with the same system call as
+    /// processes do.
+    cross_memory: Option<CrossMemory>,
 }
 
 impl FabricEndpoint {
@@ -110,6 +116,14 @@ impl FabricEndpoint {
 
     pub fn config(&self) -> &FabricConfig {
         &self.fabric.config
+    }
+
+    /// `ShmTransport::enable_cross_memory` for the fabric's ranks: collective,
+    /// over the fabric's own exchange; one pretended refusal refuses all.
+    pub fn enable_cross_memory(&mut self, pretend_refused: bool) -> Result<(), CrossMemoryRefusal> {
+        let cross_memory = CrossMemory::establish(self, self.rank, self.fabric.size, pretend_refused)?;
+        self.cross_memory = Some(cross_memory);
+        Ok(())
     }
 
     /// From now on every other rank's [`Endpoint::health`] reports `rank`
@@ -310,6 +324,17 @@ impl PeerReads for FabricEndpoint {
         }
         let window = self.fabric.window(peer).ok_or(TransportError::OutOfRange { peer, offset: flag_offset, len: 8 })?;
         Ok(window.flag(peer, flag_offset)?.load(Ordering::Acquire))
+    }
+
+    fn reads_peer_memory(&self) -> bool {
+        self.cross_memory.is_some()
+    }
+
+    fn read_peer_memory(&self, peer: usize, address: u64, out: &mut [u8]) -> Result<(), TransportError> {
+        match &self.cross_memory {
+            Some(cross_memory) => cross_memory.read(peer, address, out),
+            None => Err(TransportError::Unsupported("reading a peer's memory (cross-memory attach was not enabled)")),
+        }
     }
 }
 

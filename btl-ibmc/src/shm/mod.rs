@@ -29,7 +29,8 @@ pub use groups::NodeGroups;
 pub use ring::SLOT_PAYLOAD as RELIABLE_MAX;
 pub use segment::{OsCall, SegmentError, ShmSegment};
 
-use crate::transport::{Datagrams, Endpoint, MulticastKind, PeerReads, ReliableChannel, TransportError, Windows};
+use crate::cross_memory::{CrossMemory, CrossMemoryRefusal};
+use crate::transport::{Datagrams, Endpoint, Exchange, MulticastKind, PeerReads, ReliableChannel, TransportError, Windows};
 use crate::wait::{NoTransport, Waiter};
 use crate::window::Window;
 use crate::words::words_for;
@@ -50,6 +51,8 @@ pub struct ShmTransport {
     producers: Box<[Mutex<()>]>,
     /// This rank's consuming side, serialised.
     consumer: Mutex<Consumer>,
+    /// Set once every rank showed it can read every other's memory.
+    cross_memory: Option<CrossMemory>,
 }
 
 /// Where the round-robin scan of senders resumes, and the messages a
@@ -85,7 +88,28 @@ impl ShmTransport {
         let producers = (0..layout.size).map(|_| Mutex::new(())).collect();
         let own_window_first_word = layout.window_offset(rank) / 8;
         let window_words = words_for(layout.window_len);
-        ShmTransport { segment, layout, rank, own_window_first_word, window_words, producers, consumer: Mutex::new(Consumer::default()) }
+        ShmTransport {
+            segment,
+            layout,
+            rank,
+            own_window_first_word,
+            window_words,
+            producers,
+            consumer: Mutex::new(Consumer::default()),
+            cross_memory: None,
+        }
+    }
+
+    /// Collective over this transport's ranks, whose `exchange` it uses:
+    /// probes whether every rank can read every other's memory
+    /// (`process_vm_readv`) and, if all can, serves
+    /// [`PeerReads::read_peer_memory`] from then on. Every rank gets the
+    /// same verdict. `pretend_refused` (a test setting) makes this rank
+    /// report a refusal without trying.
+    pub fn enable_cross_memory(&mut self, exchange: &dyn Exchange, pretend_refused: bool) -> Result<(), CrossMemoryRefusal> {
+        let cross_memory = CrossMemory::establish(exchange, self.rank, self.layout.size, pretend_refused)?;
+        self.cross_memory = Some(cross_memory);
+        Ok(())
     }
 
     /// Ranks sharing this node: all of them, for shared memory.
@@ -277,6 +301,17 @@ impl PeerReads for ShmTransport {
     fn peer_flag(&self, peer: usize, flag_offset: usize) -> Result<u64, TransportError> {
         let window = self.window(peer).ok_or(TransportError::OutOfRange { peer, offset: flag_offset, len: 8 })?;
         Ok(window.flag(peer, flag_offset)?.load(Ordering::Acquire))
+    }
+
+    fn reads_peer_memory(&self) -> bool {
+        self.cross_memory.is_some()
+    }
+
+    fn read_peer_memory(&self, peer: usize, address: u64, out: &mut [u8]) -> Result<(), TransportError> {
+        match &self.cross_memory {
+            Some(cross_memory) => cross_memory.read(peer, address, out),
+            None => Err(TransportError::Unsupported("reading a peer's memory (cross-memory attach was not enabled)")),
+        }
     }
 }
 

@@ -53,7 +53,9 @@ impl<'a> Ring<'a> {
         }
         let slot = slot_offset(tail);
         self.words[slot / 8].store(message.len() as u64, Ordering::Relaxed);
-        words::store_bytes(self.words, slot + SLOT_HEADER_BYTES, message);
+        words::copy_in(self.words, slot + SLOT_HEADER_BYTES, message);
+        // Release: the consumer's acquire of this tail orders the length
+        // word and the plain payload copy above before its own reads.
         self.words[TAIL_WORD].store(tail.wrapping_add(1), Ordering::Release);
         true
     }
@@ -73,7 +75,9 @@ impl<'a> Ring<'a> {
         let len = usize::try_from(self.words[slot / 8].load(Ordering::Relaxed)).unwrap_or(usize::MAX).min(SLOT_PAYLOAD);
         out.clear();
         out.resize(len, 0);
-        words::load_bytes(self.words, slot + SLOT_HEADER_BYTES, out);
+        words::copy_out(self.words, slot + SLOT_HEADER_BYTES, out);
+        // Release: the producer's acquire of this head orders the plain copy
+        // out above before it rewrites the slot.
         self.words[HEAD_WORD].store(head.wrapping_add(1), Ordering::Release);
         true
     }

@@ -1,6 +1,7 @@
 //! A POSIX shared-memory object mapped into this process. The mapping is
-//! only ever reached as a slice of atomic words, so other processes writing
-//! it concurrently cannot make this process's accesses undefined.
+//! only ever reached as a slice of atomic words: flags and counters are
+//! atomic operations on them, and payload is copied plainly under the flag
+//! protocol (`crate::words` gives the ordering argument).
 
 use std::ffi::CString;
 use std::ptr::NonNull;

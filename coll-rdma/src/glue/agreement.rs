@@ -14,7 +14,7 @@ use crate::collectives::allreduce::AllreduceConfig;
 use crate::collectives::bcast::BcastConfig;
 use crate::patterns::TreeStreamConfig;
 
-use super::params::{Settings, TransportChoice};
+use super::params::{Settings, TransportChoice, WindowLimit};
 
 /// What a communicator's protocols are built from, as its setup computed it.
 pub(super) struct ProtocolInputs<'a> {
@@ -39,6 +39,19 @@ pub(super) struct ProtocolSettings {
 fn limit(max_bytes: Option<usize>) -> u64 {
     max_bytes.map_or(u64::MAX, |bytes| bytes as u64)
 }
+
+/// The automatic choice and "never" as values no byte count reaches; every
+/// rank with the same setting and transport reaches the same modelled limit.
+fn window_limit(setting: WindowLimit) -> u64 {
+    match setting {
+        WindowLimit::Modelled => MODELLED,
+        WindowLimit::Never => u64::MAX,
+        WindowLimit::Bytes(bytes) => bytes as u64,
+    }
+}
+
+/// How `window_limit` records the automatic choice (shown as -2, its value).
+const MODELLED: u64 = u64::MAX - 1;
 
 impl ProtocolSettings {
     pub(super) fn of(inputs: &ProtocolInputs) -> Self {
@@ -69,7 +82,9 @@ impl ProtocolSettings {
             ("coll_rdma_bcast_ack_interval", multicast.ack_interval as u64),
             ("coll_rdma_bcast_timeout_ms", multicast.timeout.as_millis() as u64),
             ("coll_rdma_bcast_nack", multicast.nack as u64),
-            ("coll_rdma_bcast_max_bytes", limit(settings.bcast.max_bytes)),
+            ("coll_rdma_bcast_max_bytes", window_limit(settings.bcast.max_bytes)),
+            ("coll_rdma_bcast_single_copy_min_bytes", limit(settings.bcast.single_copy_min_bytes)),
+            ("coll_rdma_bcast_single_copy_max_bytes", limit(settings.bcast.single_copy_max_bytes)),
             ("bcast length served natively", inputs.bcast.substrate_max_bytes as u64),
             ("window length", inputs.window_len as u64),
         ];
@@ -113,7 +128,11 @@ fn compare(mine: &ProtocolSettings, all: &[u8]) -> Result<(), String> {
         if seen.len() > 1 {
             let mut text = format!("{name} (");
             for (i, (value, rank)) in seen.iter().enumerate() {
-                let shown = if *value == u64::MAX { "-1".to_string() } else { value.to_string() };
+                let shown = match *value {
+                    u64::MAX => "-1".to_string(),
+                    MODELLED => "-2".to_string(),
+                    value => value.to_string(),
+                };
                 let _ = write!(text, "{}{shown} at rank {rank}", if i > 0 { ", " } else { "" });
             }
             text.push(')');
@@ -164,6 +183,15 @@ mod tests {
         assert!(!why.contains("bcast_window"), "{why}");
         // every rank reaches the same verdict, whichever record is its own
         assert_eq!(compare(&b, &gathered(&[&a, &b, &a, &b])).unwrap_err(), why);
+    }
+
+    #[test]
+    fn the_modelled_window_limit_shows_as_its_parameter_value() {
+        let modelled = settings(&[("coll_rdma_bcast_max_bytes", window_limit(WindowLimit::Modelled))]);
+        let never = settings(&[("coll_rdma_bcast_max_bytes", window_limit(WindowLimit::Never))]);
+        let fixed = settings(&[("coll_rdma_bcast_max_bytes", window_limit(WindowLimit::Bytes(100)))]);
+        let why = compare(&modelled, &gathered(&[&modelled, &never, &fixed])).unwrap_err();
+        assert!(why.contains("coll_rdma_bcast_max_bytes (-2 at rank 0, -1 at rank 1, 100 at rank 2)"), "{why}");
     }
 
     #[test]

@@ -5,14 +5,14 @@
 use std::ffi::c_int;
 use std::rc::Rc;
 
-use btl_ibmc::{Datagrams, Endpoint, NoSideProgress, SelectedTransport, TransportError, WaitPolicy};
+use btl_ibmc::{Datagrams, Endpoint, MulticastKind, NoSideProgress, PeerReads, SelectedTransport, TransportError, WaitPolicy};
 use ompi_sys as sys;
-use tuning::choose_barrier_radix;
+use tuning::{choose_barrier_radix, choose_bcast_max_bytes, BcastStreamModel, WindowedBcast};
 
 use super::handover::Handover;
 use super::link::{self, LinkRequest};
 use super::agreement::{agree_on_protocol, ProtocolInputs, ProtocolSettings};
-use super::params::{BcastSettings, ReductionSettings, Settings, TestFaults, TransportChoice, VerbsSettings};
+use super::params::{BcastSettings, ReductionSettings, Settings, TestFaults, TransportChoice, VerbsSettings, WindowLimit};
 use super::saved::SavedCollectives;
 use crate::collectives::allreduce::{Allreduce, AllreduceConfig};
 use crate::collectives::barrier::DisseminationBarrier;
@@ -96,7 +96,13 @@ pub struct CommState {
     pub(super) reduce: Reduce,
     pub(super) reduce_max_bytes: Option<usize>,
     pub(super) bcast: Bcast,
+    /// The window paths' limit as set; `bcast_max_bytes` once the
+    /// transport is known.
+    bcast_window_limit: WindowLimit,
     pub(super) bcast_max_bytes: Option<usize>,
+    pub(super) bcast_single_copy_max_bytes: Option<usize>,
+    /// `Some(pretend_refused)`: probe cross-memory attach at setup.
+    cross_memory_probe: Option<bool>,
     /// Indexed by `Collective as usize`.
     tallies: [Tally; 4],
     /// (collective, reason category) pairs already reported, so that a loop of
@@ -151,6 +157,7 @@ pub(super) fn bcast_config(chosen: &BcastSettings, size: usize, policy: WaitPoli
     multicast.timeout = chosen.timeout;
     multicast.nack = chosen.nack;
     multicast.wait = policy;
+    config.single_copy_min_bytes = chosen.single_copy_min_bytes.unwrap_or(usize::MAX);
     match chosen.co_roots {
         Some(co_roots) => {
             config.multicast.co_roots = co_roots;
@@ -218,10 +225,62 @@ impl CommState {
             reduce: Reduce::new(rank, size, layout.reduce_offset, reduce_config.tree),
             reduce_max_bytes: settings.reduce.max_bytes,
             bcast: Bcast::new(rank, size, layout.bcast_offset, bcast_config),
-            bcast_max_bytes: settings.bcast.max_bytes,
+            bcast_window_limit: settings.bcast.max_bytes,
+            bcast_max_bytes: None,
+            bcast_single_copy_max_bytes: settings.bcast.single_copy_max_bytes,
+            cross_memory_probe: settings.bcast.single_copy_min_bytes.map(|_| settings.bcast.pretend_no_cross_memory),
             tallies: Default::default(),
             reported_handovers: Vec::new(),
         }
+    }
+
+    /// The window paths' limit on `transport`: as set, or from the model
+    /// for the transport in use; with a sentence saying why.
+    fn bcast_window_limit_on(&self, transport: &SelectedTransport) -> (Option<usize>, String) {
+        match self.bcast_window_limit {
+            WindowLimit::Never => (None, "no limit (coll_rdma_bcast_max_bytes=-1)".to_string()),
+            WindowLimit::Bytes(bytes) => (Some(bytes), format!("up to {bytes} bytes (set by coll_rdma_bcast_max_bytes)")),
+            WindowLimit::Modelled => {
+                let multicast = &self.bcast.config().multicast;
+                let (path, model) = match transport.multicast_kind() {
+                    MulticastKind::None => (WindowedBcast::PutTree, BcastStreamModel::VERBS),
+                    MulticastKind::SharedWindow => (
+                        WindowedBcast::Multicast { window_bytes: multicast.window_slots * multicast.slot_bytes },
+                        BcastStreamModel::SHARED_MEMORY,
+                    ),
+                    MulticastKind::Datagram => (
+                        WindowedBcast::Multicast { window_bytes: multicast.window_slots * multicast.fragment_bytes },
+                        BcastStreamModel::VERBS,
+                    ),
+                };
+                let choice = choose_bcast_max_bytes(self.size, path, &model);
+                (choice.max_bytes, format!("automatic for {}: {}", transport.name(), choice.reason))
+            }
+        }
+    }
+
+    /// Says at verbose level 1 which path serves which bcast lengths.
+    fn report_bcast_paths(&self, transport: &SelectedTransport, window_limit: &str) {
+        let window = match transport.multicast_kind() {
+            MulticastKind::None => "down the put tree",
+            MulticastKind::SharedWindow => "through the window (copy in, copy out)",
+            MulticastKind::Datagram => "by multicast through the sliding window",
+        };
+        let from = self.bcast.config().single_copy_min_bytes;
+        if !transport.reads_peer_memory() || from == usize::MAX {
+            tracing::info!("comm {} rank {}: bcast of any length {window}, {window_limit}", self.cid, self.rank);
+            return;
+        }
+        let up_to = match self.bcast_single_copy_max_bytes {
+            Some(limit) => format!("up to {limit} bytes (coll_rdma_bcast_single_copy_max_bytes; longer ones to the module underneath)"),
+            None => "at any length".to_string(),
+        };
+        tracing::info!(
+            "comm {} rank {}: bcast of {from} bytes or more in one copy (receivers read the root's buffer with process_vm_readv), \
+             {up_to}; shorter ones {window}, {window_limit}",
+            self.cid,
+            self.rank
+        );
     }
 
     /// Establishes the transport collectively on first use; every rank of
@@ -259,6 +318,7 @@ impl CommState {
             rank: self.rank,
             size: self.size,
             window_len: self.layout.window_len,
+            cross_memory_probe: self.cross_memory_probe,
         };
         self.link = match link::connect(&exchange, &request) {
             Ok(transport) => {
@@ -281,6 +341,9 @@ impl CommState {
                 if let Some(routes) = transport.route_summary() {
                     tracing::info!("comm {} rank {}: {routes}", self.cid, self.rank);
                 }
+                let (window_limit, why) = self.bcast_window_limit_on(&transport);
+                self.bcast_max_bytes = window_limit;
+                self.report_bcast_paths(&transport, &why);
                 if Bcast::uses_put_tree(&transport) {
                     tracing::info!(
                         "comm {} rank {}: the {} transport offers no multicast: bcast goes down a binomial tree of puts",

@@ -9,7 +9,7 @@
 //! build the hybrid on one machine, so that one machine can exercise both.
 
 use btl_ibmc::shm::{self, ShmSetupError};
-use btl_ibmc::{Exchange, SelectedTransport};
+use btl_ibmc::{CrossMemoryRefusal, Exchange, SelectedTransport};
 
 use super::params::{TransportChoice, VerbsSettings};
 
@@ -17,11 +17,14 @@ use super::params::{TransportChoice, VerbsSettings};
 pub(super) struct LinkRequest<'a> {
     pub choice: TransportChoice,
     pub verbs: &'a VerbsSettings,
-    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
     pub cid: u32,
     pub rank: usize,
     pub size: usize,
     pub window_len: usize,
+    /// `Some(pretend_refused)`: on shared memory, probe whether every rank
+    /// can read every other's memory (single-copy bcast); the test setting
+    /// makes this rank refuse.
+    pub cross_memory_probe: Option<bool>,
 }
 
 /// The transport, or why there is none (said at verbose level by the caller).
@@ -42,7 +45,17 @@ pub(super) fn connect(exchange: &dyn Exchange, request: &LinkRequest) -> Result<
 }
 
 fn connect_shm(exchange: &dyn Exchange, request: &LinkRequest) -> Result<SelectedTransport, ShmSetupError> {
-    shm::establish(exchange, request.rank, request.size, request.window_len).map(SelectedTransport::Shm)
+    let mut transport = shm::establish(exchange, request.rank, request.size, request.window_len)?;
+    if let Some(pretend_refused) = request.cross_memory_probe {
+        // Every rank reaches the same verdict; a refusal only costs the
+        // single-copy bcast, so the transport is kept either way.
+        match transport.enable_cross_memory(exchange, pretend_refused) {
+            Ok(()) => {}
+            Err(CrossMemoryRefusal::Exchange(error)) => return Err(ShmSetupError::Exchange(error)),
+            Err(refusal) => tracing::info!("comm {} rank {}: no single-copy bcast: {refusal}", request.cid, request.rank),
+        }
+    }
+    Ok(SelectedTransport::Shm(transport))
 }
 
 #[cfg(feature = "verbs")]

@@ -1,6 +1,7 @@
 //! MPI_Bcast's entry point: reliable multicast through the communicator's
-//! window (the root copies in and returns; receivers copy out), or the
-//! module underneath.
+//! window (the root copies in and returns; receivers copy out), single copy
+//! from the root's buffer for long messages where the transport reads
+//! peers' memory, or the module underneath above a path's limit.
 //!
 //! MPI lets ranks describe the same bytes with different datatypes, so the
 //! only facts every rank shares are the message's length and root. Every
@@ -59,7 +60,12 @@ impl CommState {
         if bytes == 0 {
             return self.finish(Collective::Bcast, Ok(()));
         }
-        if let Err(why) = native_route(bytes, self.bcast_max_bytes, self.bcast.serves(bytes)) {
+        let single_copy = match &self.link {
+            Link::Ready(transport) => self.bcast.uses_single_copy(transport, bytes),
+            _ => false,
+        };
+        let limits = BcastLimits { window: self.bcast_max_bytes, single_copy: self.bcast_single_copy_max_bytes };
+        if let Err(why) = native_route(bytes, limits, single_copy, self.bcast.serves(bytes)) {
             return self.hand_over_bcast(call, why);
         }
         let root = call.root as usize;
@@ -144,20 +150,34 @@ impl CommState {
     }
 }
 
+/// The hand-over limits of the two native bcast paths.
+#[derive(Clone, Copy)]
+struct BcastLimits {
+    /// `coll_rdma_bcast_max_bytes`: copy in and out of the window.
+    window: Option<usize>,
+    /// `coll_rdma_bcast_single_copy_max_bytes`: receivers read the root's buffer.
+    single_copy: Option<usize>,
+}
+
 /// Whether a `bytes`-byte bcast (with data) takes the native path; every
 /// input is the same on every rank (MPI requires the same signature
-/// everywhere, the limits are agreed at setup), whatever datatype each
-/// rank uses, so every rank decides alike before any of them commits.
-fn native_route(bytes: usize, max_bytes: Option<usize>, window_serves: bool) -> Result<(), Handover> {
+/// everywhere, the limits and whether single copy is possible are agreed
+/// at setup), whatever datatype each rank uses, so every rank decides
+/// alike before any of them commits.
+fn native_route(bytes: usize, limits: BcastLimits, single_copy: bool, window_serves: bool) -> Result<(), Handover> {
     // A rank whose datatype is not contiguous packs and unpacks with MPI,
     // which counts bytes in a C int; any rank may be such a rank.
     if bytes > c_int::MAX as usize {
         return Err(Handover::AbovePackLimit { bytes });
     }
-    if let Some(limit) = max_bytes.filter(|&limit| bytes > limit) {
-        return Err(Handover::AboveLimit { bytes, parameter: "bcast_max_bytes", limit });
+    // Each path has its own limit: the window's comes from the model for
+    // the transport in use (or the user), single copy's from the user only.
+    let (limit, parameter) =
+        if single_copy { (limits.single_copy, "bcast_single_copy_max_bytes") } else { (limits.window, "bcast_max_bytes") };
+    if let Some(limit) = limit.filter(|&limit| bytes > limit) {
+        return Err(Handover::AboveLimit { bytes, parameter, limit });
     }
-    if !window_serves {
+    if !single_copy && !window_serves {
         return Err(Handover::AboveWindow { bytes });
     }
     Ok(())
@@ -189,21 +209,37 @@ fn unpack(call: &BcastCall, packed: &[u8]) -> Result<(), c_int> {
 mod tests {
     use super::*;
 
+    fn window_limit(window: Option<usize>) -> BcastLimits {
+        BcastLimits { window, single_copy: None }
+    }
+
     #[test]
     fn above_a_c_int_of_bytes_every_rank_hands_over() {
         let limit = c_int::MAX as usize;
-        assert!(native_route(limit, None, true).is_ok());
-        let why = native_route(limit + 1, None, true).unwrap_err();
+        assert!(native_route(limit, window_limit(None), false, true).is_ok());
+        let why = native_route(limit + 1, window_limit(None), false, true).unwrap_err();
         assert!(matches!(why, Handover::AbovePackLimit { bytes } if bytes == limit + 1), "{why}");
         assert!(why.to_string().contains("2147483648 bytes"), "{why}");
-        // whatever the other limits say
-        assert!(matches!(native_route(usize::MAX, Some(usize::MAX), true), Err(Handover::AbovePackLimit { .. })));
+        // whatever the other limits say, and on either path
+        assert!(matches!(native_route(usize::MAX, window_limit(Some(usize::MAX)), false, true), Err(Handover::AbovePackLimit { .. })));
+        assert!(matches!(native_route(limit + 1, window_limit(None), true, true), Err(Handover::AbovePackLimit { .. })));
     }
 
     #[test]
     fn the_limits_and_the_window_decide_below_it() {
-        assert!(native_route(100, Some(100), true).is_ok());
-        assert!(matches!(native_route(101, Some(100), true), Err(Handover::AboveLimit { bytes: 101, limit: 100, .. })));
-        assert!(matches!(native_route(100, None, false), Err(Handover::AboveWindow { bytes: 100 })));
+        assert!(native_route(100, window_limit(Some(100)), false, true).is_ok());
+        assert!(matches!(native_route(101, window_limit(Some(100)), false, true), Err(Handover::AboveLimit { bytes: 101, limit: 100, .. })));
+        assert!(matches!(native_route(100, window_limit(None), false, false), Err(Handover::AboveWindow { bytes: 100 })));
+    }
+
+    #[test]
+    fn single_copy_has_its_own_limit_in_place_of_the_windows() {
+        let limits = BcastLimits { window: Some(16384), single_copy: None };
+        assert!(native_route(64 << 20, limits, true, true).is_ok(), "the window's limit must not apply to single copy");
+        assert!(native_route(64 << 20, limits, true, false).is_ok(), "single copy does not need the window");
+        let limits = BcastLimits { window: None, single_copy: Some(1 << 20) };
+        let why = native_route((1 << 20) + 1, limits, true, true).unwrap_err();
+        assert!(matches!(why, Handover::AboveLimit { parameter: "bcast_single_copy_max_bytes", limit: 1048576, .. }), "{why}");
+        assert!(native_route((1 << 20) + 1, limits, false, true).is_ok(), "the window path keeps its own limit");
     }
 }

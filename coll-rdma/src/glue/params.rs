@@ -110,8 +110,36 @@ pub struct BcastSettings {
     pub ack_interval: usize,
     pub timeout: Duration,
     pub nack: bool,
-    /// Messages above this go to the module underneath; `None`: never.
-    pub max_bytes: Option<usize>,
+    /// The limit of the window paths (copy in and out, multicast, put tree).
+    pub max_bytes: WindowLimit,
+    /// Messages of at least this many bytes go in one copy where every
+    /// rank reads every other's memory; `None`: never (and no probe).
+    pub single_copy_min_bytes: Option<usize>,
+    /// `max_bytes` for the messages single copy serves.
+    pub single_copy_max_bytes: Option<usize>,
+    /// Testing: this rank pretends it cannot read its peers' memory.
+    pub pretend_no_cross_memory: bool,
+}
+
+/// `coll_rdma_bcast_max_bytes`: above it, messages that would go through
+/// the window go to the module underneath.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowLimit {
+    /// The model for the transport in use chooses (`tuning::bcast_limit`),
+    /// once the transport is known.
+    Modelled,
+    Never,
+    Bytes(usize),
+}
+
+impl WindowLimit {
+    fn of(choice: Option<i32>) -> Self {
+        match choice {
+            None => WindowLimit::Modelled,
+            Some(bytes) if bytes >= 0 => WindowLimit::Bytes(bytes as usize),
+            Some(_) => WindowLimit::Never,
+        }
+    }
 }
 
 /// How one reduction collective (allreduce or reduce) is configured.
@@ -294,7 +322,10 @@ pub fn validate(raw: RawParams) -> Settings {
             ack_interval: v.number(Id::BcastAckInterval) as usize,
             timeout: Duration::from_millis(v.number(Id::BcastTimeoutMs) as u64),
             nack: v.number(Id::BcastNack) == 1,
-            max_bytes: v.count(Id::BcastMaxBytes),
+            max_bytes: WindowLimit::of(v.choice(Id::BcastMaxBytes)),
+            single_copy_min_bytes: v.count(Id::BcastSingleCopyMinBytes),
+            single_copy_max_bytes: v.count(Id::BcastSingleCopyMaxBytes),
+            pretend_no_cross_memory: v.number(Id::TestPretendNoCrossMemory) == 1,
         },
     }
 }
@@ -357,7 +388,8 @@ mod tests {
         assert_eq!((reduce.degree, reduce.segment_bytes, reduce.exchange_max_bytes, reduce.max_bytes), (None, 8192, Some(0), Some(8192)));
         let bcast = settings.bcast;
         assert_eq!((bcast.window_slots, bcast.slot_bytes, bcast.fragment_bytes, bcast.co_roots), (64, 4096, 4096, None));
-        assert_eq!((bcast.ack_interval, bcast.timeout, bcast.nack, bcast.max_bytes), (8, Duration::from_millis(20), true, Some(16384)));
+        assert_eq!((bcast.ack_interval, bcast.timeout, bcast.nack, bcast.max_bytes), (8, Duration::from_millis(20), true, WindowLimit::Modelled));
+        assert_eq!((bcast.single_copy_min_bytes, bcast.single_copy_max_bytes, bcast.pretend_no_cross_memory), (Some(65536), None, false));
     }
 
     #[test]
@@ -372,7 +404,7 @@ mod tests {
         let settings = validate(raw);
         assert_eq!(settings.stall_warning, Duration::MAX);
         assert_eq!(settings.fault_timeout, None);
-        assert_eq!(settings.bcast.max_bytes, None);
+        assert_eq!(settings.bcast.max_bytes, WindowLimit::Never);
         assert_eq!(settings.bcast.co_roots, Some(3));
         assert_eq!(settings.transport, TransportChoice::Shm);
         assert_eq!(settings.test_faults.panic_at, Some((Collective::Bcast, 3)));
@@ -389,7 +421,9 @@ mod tests {
         raw.set_int(Id::TestSetupPauseS, -2);
         raw.set_text(Id::Transport, "udp".to_string());
         raw.set_text(Id::TestPanicAt, "bcast".to_string());
+        raw.set_int(Id::BcastMaxBytes, -5);
         let settings = validate(raw);
+        assert_eq!(settings.bcast.max_bytes, WindowLimit::Modelled);
         assert_eq!(settings.barrier_radix, None);
         assert_eq!(settings.allreduce.exchange_max_bytes, None);
         assert_eq!(settings.bcast.window_slots, 1);

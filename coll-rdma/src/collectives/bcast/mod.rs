@@ -28,8 +28,10 @@ use tuning::{choose_co_roots, CoRootModel};
 use crate::patterns::region::RegionCursor;
 
 pub mod put_tree;
+pub mod single_copy;
 
 use put_tree::{PutTreeBcast, PutTreeConfig};
+use single_copy::SingleCopyBcast;
 
 #[derive(Clone, Copy, Debug)]
 pub struct BcastConfig {
@@ -37,11 +39,14 @@ pub struct BcastConfig {
     /// Longest message the glue should hand to `bcast`; `Bcast` itself
     /// serves any length.
     pub substrate_max_bytes: usize,
+    /// Shortest message broadcast in one copy (`single_copy`) where the
+    /// transport reads peers' memory; `usize::MAX` never.
+    pub single_copy_min_bytes: usize,
 }
 
 impl Default for BcastConfig {
     fn default() -> Self {
-        BcastConfig { multicast: RmcastConfig::default(), substrate_max_bytes: usize::MAX }
+        BcastConfig { multicast: RmcastConfig::default(), substrate_max_bytes: usize::MAX, single_copy_min_bytes: usize::MAX }
     }
 }
 
@@ -63,6 +68,7 @@ pub struct Bcast {
     config: BcastConfig,
     multicast: ReliableMulticast,
     tree: PutTreeBcast,
+    single_copy: SingleCopyBcast,
     calls: u64,
 }
 
@@ -79,13 +85,21 @@ impl Bcast {
         let regions = Regions::new(region_offset, size, &config);
         let multicast = ReliableMulticast::new(rank, size, regions.multicast, config.multicast);
         let tree = PutTreeBcast::new(rank, size, regions.tree, tree_config(&config));
-        Bcast { rank, size, config, multicast, tree, calls: 0 }
+        let single_copy = SingleCopyBcast::new(rank, size, regions.single_copy, config.multicast.wait);
+        Bcast { rank, size, config, multicast, tree, single_copy, calls: 0 }
     }
 
     /// Whether `transport` broadcasts through the put tree, having no
     /// multicast of any kind; the same answer on every rank.
     pub fn uses_put_tree<T: Datagrams + ?Sized>(transport: &T) -> bool {
         transport.multicast_kind() == MulticastKind::None
+    }
+
+    /// Whether a `len`-byte broadcast goes in one copy from the root's
+    /// buffer; the same answer on every rank (the transport's ability to
+    /// read peers' memory is agreed at setup).
+    pub fn uses_single_copy<T: Transport + ?Sized>(&self, transport: &T, len: usize) -> bool {
+        len >= self.config.single_copy_min_bytes && transport.reads_peer_memory()
     }
 
     /// Whether the glue should hand a `len`-byte broadcast to `bcast`.
@@ -113,7 +127,9 @@ impl Bcast {
             return Err(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() });
         }
         self.calls += 1;
-        if Self::uses_put_tree(transport) {
+        if self.uses_single_copy(transport, buf.len()) {
+            self.single_copy.bcast(transport, root, buf)
+        } else if Self::uses_put_tree(transport) {
             self.tree.bcast(transport, root, buf)
         } else if root == self.rank {
             self.multicast.send(transport, buf)
@@ -133,7 +149,9 @@ impl Bcast {
             return Err(TransportError::OutOfRange { peer: root, offset: 0, len });
         }
         self.calls += 1;
-        if Self::uses_put_tree(transport) {
+        if self.uses_single_copy(transport, len) {
+            self.single_copy.abandon_at_root(transport, root, len)
+        } else if Self::uses_put_tree(transport) {
             self.tree.abandon_at_root(transport, root, len)
         } else {
             let unexpected_length = vec![0u8; if len == 1 { 2 } else { 1 }];
@@ -191,6 +209,7 @@ fn tree_config(config: &BcastConfig) -> PutTreeConfig {
 struct Regions {
     multicast: usize,
     tree: usize,
+    single_copy: usize,
     end: usize,
 }
 
@@ -199,6 +218,7 @@ impl Regions {
         let mut cursor = RegionCursor::starting_at(start);
         let multicast = cursor.take(btl_ibmc::rmcast::region_len(size, &config.multicast));
         let tree = cursor.take(PutTreeBcast::region_len(size, &tree_config(config)));
-        Regions { multicast, tree, end: cursor.end() }
+        let single_copy = cursor.take(SingleCopyBcast::region_len(size));
+        Regions { multicast, tree, single_copy, end: cursor.end() }
     }
 }

@@ -125,6 +125,8 @@ parameters! {
         c"Testing only: N > 0 makes the N-th bcast root on a communicator that packs a non-contiguous datatype fail to pack, to exercise the recovery (every rank's call returns an error, later calls go to the module underneath); 0 injects nothing";
     TestSetupPauseS: c"test_setup_pause_s", int(0, Rule::PositiveOrOff), DEV, Testing,
         c"Testing only: N > 0 makes every rank but 0 pause N seconds between agreeing on the settings and setting up a communicator's transport, so that a test can kill rank 0 while its new shared-memory segment waits for the others; 0 pauses nowhere";
+    TestPretendNoCrossMemory: c"test_pretend_no_cross_memory", int(0, SWITCH), DEV, Testing,
+        c"Testing only: 1 makes this rank report, when a communicator's shared memory is set up, that it cannot read its peers' memory with process_vm_readv, so that every rank's bcast takes the window (copy in, copy out) instead of single copy; 0 pretends nothing";
     AllreduceDegree: c"allreduce_degree", int(0, DEGREE), TUNER, Everyone,
         c"Degree k of the allreduce tree (senders per receiver and step): 0 chooses per communicator from the cost model; 1..=64 fixes it";
     AllreduceSegmentSize: c"allreduce_segment_size", int(8192, SEGMENT), TUNER, Everyone,
@@ -161,8 +163,12 @@ parameters! {
         c"Milliseconds without an ACK before a collector retransmits to a receiver (doubling while it stays silent); >= 1";
     BcastNack: c"bcast_nack", int(1, SWITCH), TUNER, Everyone,
         c"1: a receiver that sees a gap asks its collector at once (a loss costs one round trip, not a timeout); 0: rely on timeouts";
-    BcastMaxBytes: c"bcast_max_bytes", int(16384, Rule::ByteLimit), TUNER, Everyone,
-        c"Bcast messages larger than this many bytes are handed to the module underneath (its pipelined tree); -1 never hands them over";
+    BcastMaxBytes: c"bcast_max_bytes", int(-2, Rule::AutoOr { auto: -2, valid: Span::From(-1) }), TUNER, Everyone,
+        c"Bcast messages larger than this many bytes that go through the window (copy in, copy out; the multicast; the put tree where a transport has no multicast) are handed to the module underneath: -2 (default) chooses per communicator from the model for the transport in use (tuning: what the root spends per byte against the module underneath's pipelined tree), never below 67108864 (64 MiB), and says so at verbose level 1; -1 never hands them over; 0 or more fixes it. Single-copy messages have their own limit (coll_rdma_bcast_single_copy_max_bytes)";
+    BcastSingleCopyMinBytes: c"bcast_single_copy_min_bytes", int(65536, Rule::ByteLimit), TUNER, Everyone,
+        c"On shared memory where every rank can read every other's memory (process_vm_readv; probed once per communicator, refused e.g. by a Yama ptrace_scope of 1 or more), bcast messages of at least this many bytes are copied by each receiver straight from the root's buffer, and the root returns once all have them; shorter ones, and every length where the probe is refused, go through the window (copy in, copy out). Default 65536 (measured: single copy beat the window from 64 KiB up); -1 never, and no probe";
+    BcastSingleCopyMaxBytes: c"bcast_single_copy_max_bytes", int(-1, Rule::ByteLimit), TUNER, Everyone,
+        c"Bcast messages that single copy serves and that are larger than this many bytes are handed to the module underneath; for them it replaces coll_rdma_bcast_max_bytes. -1 (default) never hands them over";
 }
 
 #[cfg(test)]

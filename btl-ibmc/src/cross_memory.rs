@@ -1,0 +1,162 @@
+//! Cross-memory attach: copying straight out of another process's memory
+//! with `process_vm_readv` (Linux; no kernel module, unlike XPMEM). The
+//! kernel allows it where ptrace would be allowed: the same user, and Yama's
+//! `ptrace_scope` permitting (scope 1 refuses siblings such as MPI ranks).
+//! So it is never assumed: [`CrossMemory::establish`] probes every peer
+//! once at setup and all ranks adopt one verdict.
+
+use std::io;
+
+use crate::transport::{Exchange, TransportError};
+
+/// Bytes per `process_vm_readv` call: each call pins the pages it copies,
+/// so a bounded call keeps one copy from holding many pages at once.
+const CHUNK_BYTES: usize = 4 << 20;
+
+/// Copies `out.len()` bytes at `address` in process `pid` into `out`.
+pub fn read_process(pid: libc::pid_t, address: u64, out: &mut [u8]) -> io::Result<()> {
+    let mut done = 0;
+    while done < out.len() {
+        let want = (out.len() - done).min(CHUNK_BYTES);
+        let remote_at = address.checked_add(done as u64).ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))?;
+        let local = libc::iovec { iov_base: out[done..].as_mut_ptr().cast(), iov_len: want };
+        let remote = libc::iovec { iov_base: remote_at as usize as *mut libc::c_void, iov_len: want };
+        // SAFETY: `local` describes `want` writable bytes of `out`, which we
+        // borrow exclusively; the kernel only reads the remote range (in the
+        // other process, checked by the kernel) and writes the local one.
+        let copied = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+        match copied {
+            -1 => return Err(io::Error::last_os_error()),
+            0 => return Err(io::Error::from_raw_os_error(libc::EFAULT)),
+            n => done += n as usize,
+        }
+    }
+    Ok(())
+}
+
+/// Every rank's process id, once every rank has shown it can read every
+/// other rank's memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrossMemory {
+    pids: Box<[libc::pid_t]>,
+}
+
+/// Why ranks do not read each other's memory; the same on every rank.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CrossMemoryRefusal {
+    /// `rank` could not read `peer`'s memory (`errno`; 0 when a test
+    /// pretended it could not).
+    Refused { rank: usize, peer: usize, errno: i32 },
+    /// The setup exchange failed (a local failure).
+    Exchange(TransportError),
+}
+
+impl std::fmt::Display for CrossMemoryRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CrossMemoryRefusal::Refused { rank, peer, errno: 0 } => {
+                write!(f, "rank {rank} pretends it cannot read rank {peer}'s memory (test setting)")
+            }
+            CrossMemoryRefusal::Refused { rank, peer, errno } => write!(
+                f,
+                "rank {rank} cannot read rank {peer}'s memory with process_vm_readv ({}; see /proc/sys/kernel/yama/ptrace_scope)",
+                io::Error::from_raw_os_error(*errno)
+            ),
+            CrossMemoryRefusal::Exchange(error) => write!(f, "the cross-memory setup exchange failed: {error}"),
+        }
+    }
+}
+
+const RECORD_LEN: usize = 16;
+/// What the probe reads: a word every process has at a known address.
+static PROBE_WORD: u64 = 0xC0_11_2D_4A_C3_0A_77_11;
+
+impl CrossMemory {
+    /// Collective over the communicator's `size` ranks: each rank publishes
+    /// its pid and where its probe word lies, reads every peer's probe word
+    /// (unless `pretend_refused`, a test setting), and a second exchange
+    /// makes the first refusal everyone's verdict.
+    pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, pretend_refused: bool) -> Result<Self, CrossMemoryRefusal> {
+        let mut mine = [0u8; RECORD_LEN];
+        mine[..8].copy_from_slice(&u64::from(std::process::id()).to_le_bytes());
+        mine[8..].copy_from_slice(&(std::ptr::addr_of!(PROBE_WORD) as usize as u64).to_le_bytes());
+        let mut records = vec![0u8; size * RECORD_LEN];
+        exchange.allgather(&mine, &mut records).map_err(CrossMemoryRefusal::Exchange)?;
+        let word = |record: &[u8], at: usize| u64::from_le_bytes(record[at..at + 8].try_into().expect("8 bytes"));
+        let peers: Vec<(libc::pid_t, u64)> =
+            records.chunks_exact(RECORD_LEN).map(|record| (word(record, 0) as libc::pid_t, word(record, 8))).collect();
+
+        let my_failure = (0..size).filter(|&peer| peer != rank).find_map(|peer| {
+            if pretend_refused {
+                return Some((peer, 0));
+            }
+            let (pid, address) = peers[peer];
+            let mut seen = [0u8; 8];
+            match read_process(pid, address, &mut seen) {
+                Ok(()) if u64::from_ne_bytes(seen) == PROBE_WORD => None,
+                Ok(()) => Some((peer, libc::EIO)),
+                Err(error) => Some((peer, error.raw_os_error().unwrap_or(libc::EIO))),
+            }
+        });
+        let mut verdict = [0u8; RECORD_LEN];
+        if let Some((peer, errno)) = my_failure {
+            verdict[0] = 1;
+            verdict[1..5].copy_from_slice(&(peer as u32).to_le_bytes());
+            verdict[5..9].copy_from_slice(&errno.to_le_bytes());
+        }
+        let mut verdicts = vec![0u8; size * RECORD_LEN];
+        exchange.allgather(&verdict, &mut verdicts).map_err(CrossMemoryRefusal::Exchange)?;
+        for (failed_rank, verdict) in verdicts.chunks_exact(RECORD_LEN).enumerate() {
+            if verdict[0] != 0 {
+                let peer = u32::from_le_bytes(verdict[1..5].try_into().expect("4 bytes")) as usize;
+                let errno = i32::from_le_bytes(verdict[5..9].try_into().expect("4 bytes"));
+                return Err(CrossMemoryRefusal::Refused { rank: failed_rank, peer, errno });
+            }
+        }
+        Ok(CrossMemory { pids: peers.into_iter().map(|(pid, _)| pid).collect() })
+    }
+
+    /// Copies `out.len()` bytes at `address` in `peer`'s memory into `out`.
+    pub fn read(&self, peer: usize, address: u64, out: &mut [u8]) -> Result<(), TransportError> {
+        let Some(&pid) = self.pids.get(peer) else {
+            return Err(TransportError::OutOfRange { peer, offset: 0, len: out.len() });
+        };
+        read_process(pid, address, out).map_err(|error| {
+            TransportError::Failed(format!("process_vm_readv of {} bytes at {address:#x} in rank {peer} (pid {pid}): {error}", out.len()))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fabric::{Fabric, FabricConfig};
+    use crate::test_support::{pattern, run_with};
+
+    #[test]
+    fn a_process_reads_its_own_memory_across_chunk_boundaries() {
+        let source = pattern(7, 2 * CHUNK_BYTES + 13);
+        let mut copy = vec![0u8; source.len()];
+        read_process(std::process::id() as libc::pid_t, source.as_ptr() as usize as u64, &mut copy).unwrap();
+        assert!(copy == source);
+    }
+
+    #[test]
+    fn a_bad_address_is_an_error_not_a_crash() {
+        let mut copy = [0u8; 8];
+        assert!(read_process(std::process::id() as libc::pid_t, 8, &mut copy).is_err());
+    }
+
+    #[test]
+    fn ranks_agree_and_one_pretended_refusal_refuses_everyone() {
+        let exchanges = Fabric::new(3, 0, FabricConfig::default());
+        let verdicts = run_with(exchanges, |rank, exchange| CrossMemory::establish(&exchange, rank, 3, false));
+        assert!(verdicts.iter().all(Result::is_ok), "{verdicts:?}");
+
+        let exchanges = Fabric::new(3, 0, FabricConfig::default());
+        let verdicts = run_with(exchanges, |rank, exchange| CrossMemory::establish(&exchange, rank, 3, rank == 2));
+        for verdict in verdicts {
+            assert_eq!(verdict, Err(CrossMemoryRefusal::Refused { rank: 2, peer: 0, errno: 0 }));
+        }
+    }
+}
