@@ -199,6 +199,11 @@ impl Allreduce {
         self.parallel_min_bytes = min_bytes;
     }
 
+    /// The parallel threshold; `usize::MAX` never.
+    pub fn parallel_min_bytes(&self) -> usize {
+        self.parallel_min_bytes
+    }
+
     /// Whether a `len`-byte allreduce is reduced in parallel; the same
     /// answer on every rank (reading peers' memory is agreed at setup).
     pub fn uses_parallel<T: PeerReads + ?Sized>(&self, transport: &T, len: usize) -> bool {
