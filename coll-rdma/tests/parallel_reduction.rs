@@ -98,7 +98,7 @@ fn mix(mut x: u64) -> u64 {
 /// Element `index` of `rank`'s input to call `call`: odd multipliers so
 /// that products do not collapse to zero.
 fn input_element(op: Op, call: usize, rank: usize, index: usize) -> Element {
-    let seed = mix((call as u64) << 40 ^ (rank as u64) << 32 ^ index as u64);
+    let seed = mix(((call as u64) << 40) ^ ((rank as u64) << 32) ^ index as u64);
     match op {
         Op::Sum => [seed, 0, 0],
         Op::Affine => [mix(seed) | 1, mix(seed ^ 0x55), 1 << rank],
@@ -194,15 +194,14 @@ fn play<T: Transport>(rank: usize, size: usize, transport: &T, parallel_min_byte
 /// if `refusing` names a rank).
 fn fabric(size: usize, refusing: Option<usize>) -> Vec<FabricEndpoint> {
     let config = FabricConfig { multicast_kind: MulticastKind::SharedWindow, ..FabricConfig::default() };
-    let endpoints = run_ranks_watched(Fabric::new(size, window_len(size), config), PATIENCE, move |rank, mut endpoint: FabricEndpoint| {
+    run_ranks_watched(Fabric::new(size, window_len(size), config), PATIENCE, move |rank, mut endpoint: FabricEndpoint| {
         let verdict = endpoint.enable_cross_memory(refusing == Some(rank));
         assert_eq!(verdict.is_ok(), refusing.is_none(), "{verdict:?}");
         if let Err(refusal) = verdict {
             assert!(matches!(refusal, CrossMemoryRefusal::Refused { .. }), "{refusal:?}");
         }
         endpoint
-    });
-    endpoints
+    })
 }
 
 fn run_fabric(size: usize, refusing: Option<usize>, parallel_min_bytes: usize, script: Vec<Call>) -> Vec<(u64, u64)> {
