@@ -174,10 +174,8 @@ fn play<T: Transport>(rank: usize, size: usize, transport: &T, parallel_min_byte
             Kind::Reduce { root } => (reduce.reduce(transport, &NoSideProgress, &op, root, &send, None), None),
         };
         outcome.unwrap_or_else(|e| panic!("np {size} rank {rank} call {index} {call:?}: {e}"));
-        if let Some(result) = checked {
-            if let Some(at) = first_wrong_element(op, index, size, result) {
-                panic!("np {size} rank {rank} call {index} {call:?}: element {at} of {} differs from the serial fold", call.count);
-            }
+        if let Some(at) = checked.and_then(|result| first_wrong_element(op, index, size, result)) {
+            panic!("np {size} rank {rank} call {index} {call:?}: element {at} of {} differs from the serial fold", call.count);
         }
         let used_in_place = call.in_place && !matches!(call.kind, Kind::Reduce { root } if root != rank);
         if !used_in_place {

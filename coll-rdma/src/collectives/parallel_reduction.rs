@@ -54,6 +54,7 @@ use btl_ibmc::{wait_at_least, wait_for_peer_at_least, PeerReads, TransportError,
 
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::scratch;
+use crate::patterns::segments::check_message;
 use crate::reduction::Reduction;
 
 /// Bytes of a peer's input read and folded at a time: small enough to
@@ -180,31 +181,17 @@ impl ParallelReduction {
         mut buffers: ReductionBuffers<'_>,
     ) -> Result<(), TransportError> {
         let len = buffers.len();
-        if let Gather::Root(root) = gather {
-            if root >= self.size {
-                return Err(TransportError::Failed(format!("reduce root {root} outside a communicator of {}", self.size)));
-            }
-        }
-        if len % op.element_size() != 0 {
-            return Err(TransportError::Failed(format!(
-                "a message of {len} bytes is not a whole number of {}-byte elements",
-                op.element_size()
-            )));
+        if matches!(gather, Gather::Root(root) if root >= self.size) {
+            return Err(TransportError::Failed(format!("reduce root {gather:?} outside a communicator of {}", self.size)));
         }
         let gathers = match gather {
             Gather::All => true,
             Gather::Root(root) => root == self.rank,
         };
-        if gathers {
-            if let ReductionBuffers::Separate { send, recv } = &buffers {
-                if recv.len() != send.len() {
-                    return Err(TransportError::Failed(format!(
-                        "the receive buffer holds {} bytes, the contribution {}",
-                        recv.len(),
-                        send.len()
-                    )));
-                }
-            }
+        match &buffers {
+            ReductionBuffers::Separate { send, recv } if gathers => check_message(op, send, Some(recv.len()))?,
+            ReductionBuffers::Separate { send, .. } => check_message(op, send, None)?,
+            ReductionBuffers::InPlace(buffer) => check_message(op, buffer, None)?,
         }
         self.calls += 1;
         let mine = slice_of(self.rank, self.size, len, op.element_size());
