@@ -802,7 +802,9 @@ COMP_TESTS=(
     "bcast-window-1-np4" "bcast-window-2-np3" "bcast-slot-64-np4" "bcast-ack-interval-1-np5"
     "bcast-ack-interval-16-np4" "bcast-nack-0-np3" "bcast-max-bytes--1-np4" "bcast-max-bytes--1-np8"
     "bcast-max-bytes-0-np3" "bcast-single-copy-np2" "bcast-single-copy-np3" "bcast-single-copy-np4"
-    "bcast-single-copy-refused-np3" "reduce_ops-max-bytes--1-np4" "bad-bcast-window-etc-np4"
+    "bcast-single-copy-refused-np3" "reduce_ops-max-bytes--1-np4"
+    "reduce_ops-parallel-np2" "reduce_ops-parallel-np3" "reduce_ops-parallel-np4" "reduce_ops-parallel-refused-np3"
+    "bad-bcast-window-etc-np4"
     "bad-bcast-slot-size-1-np3" "shm-killed-creator-reaped-np2"
     "nested-setup-coll-basic-np2" "nested-setup-coll-basic-np3" "nested-setup-barrier-coll-basic-np3"
     "nested-setup-tuned-allgather-1-np3"
@@ -980,6 +982,28 @@ else
     CHECKS=("${SERVED[@]}" "nore:handed to the module underneath: .*_max_bytes")
     run_test "reduce_ops-max-bytes--1-np4" 4 ok --mca coll_rdma_allreduce_max_bytes -1 \
         --mca coll_rdma_reduce_max_bytes -1 "${V[@]}" -- reduce_ops "${RO[@]}"
+    # parallel reduction: from the old limits (allreduce 16 KiB, reduce 8 KiB) each rank reduces its slice of every
+    # rank's input (process_vm_readv) whatever the length, so no contiguous
+    # call is handed over for its size, with the default size limits: every
+    # op and datatype, in place, every root, non-commutative user ops, and
+    # one more count of 2000000 (16 MiB of doubles, 32 MiB of matrices);
+    # non-contiguous datatypes still go to the module underneath (counted)
+    PR=(--mca coll_rdma_allreduce_parallel_min_bytes 16384 --mca coll_rdma_reduce_parallel_min_bytes 8192)
+    for np in 2 3 4; do
+        CHECKS=("${SERVED[@]}" "nore:handed to the module underneath: .*_max_bytes"
+            "re:comm 0 rank 0: allreduce of 16384 bytes or more reduced in parallel"
+            "re:comm 0 rank 0: reduce of 8192 bytes or more reduced in parallel")
+        run_test "reduce_ops-parallel-np$np" "$np" ok "${PR[@]}" "${V[@]}" -- reduce_ops -L 2000000 -x 20
+    done
+    # process_vm_readv refused (pretended on every rank): the window up to
+    # the old limits, the larger calls to the module underneath, saying why
+    CHECKS=("${SERVED[@]}" "nore:reduced in parallel \\("
+        "re:no single-copy bcast: rank 0 pretends it cannot read rank 1's memory"
+        "re:comm 0 rank 0: no parallel allreduce \\(shm cannot read its peers' memory\\)"
+        "re:comm 0 rank 0: no parallel reduce \\(shm cannot read its peers' memory\\)"
+        "re:rank [0-9]+: allreduce handed to the module underneath: .*coll_rdma_allreduce_max_bytes")
+    run_test "reduce_ops-parallel-refused-np3" 3 ok "${PR[@]}" --mca coll_rdma_test_pretend_no_cross_memory 1 \
+        "${V[@]}" -- reduce_ops -x 10
 
     # 12. bcast parameters: every byte still right, the counts as the
     #     contract says (bcast reads the slot size, window and limit with

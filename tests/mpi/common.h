@@ -47,13 +47,21 @@
  *       MPI_Allreduce/MPI_Reduce calls on intracommunicators of size > 1
  *       with this context id: N in all, S that coll rdma must serve itself,
  *       F = a + b + c that it must hand to the module underneath (a: datatype
- *       not contiguous, b: message above coll_rdma_<kind>_max_bytes, c: both).
+ *       not contiguous, b: message above coll_rdma_<kind>_max_bytes and not
+ *       reduced in parallel, c: both). A message of at least
+ *       coll_rdma_<kind>_parallel_min_bytes is reduced in parallel, whatever
+ *       its length, unless the ranks cannot read each other's memory
+ *       (coll_rdma_test_pretend_no_cross_memory 1, or Yama's ptrace_scope
+ *       above 0).
  *       Counted at call time by the wrappers below (profiling interface), so
  *       the existing programs' plain MPI_Allreduce/MPI_Reduce calls count
  *       too, and so do the reductions Open MPI makes on an intercommunicator's
  *       hidden local communicator (see t_count_hidden_reduce).
  *   info: reduction limits allreduce_max_bytes <v> reduce_max_bytes <v> (<source>)
  *       the limits the classification used (-1 = none), read with MPI_T.
+ *   info: parallel reduction from allreduce <v> reduce <v> cross-memory <0|1>
+ *       the parallel thresholds (-1 = never) and whether the classification
+ *       took process_vm_readv between ranks to be permitted.
  *   expect-bcast: comm <cid> rank <world rank> calls <N> native <S> fallback <F>
  *           above <b> zero <z>
  *       MPI_Bcast calls on intracommunicators of size > 1 with this context
@@ -466,6 +474,8 @@ T_API long t_red_calls[T_NKINDS][T_MAX_CID], t_red_native[T_NKINDS][T_MAX_CID];
 T_API long t_red_noncontig[T_NKINDS][T_MAX_CID], t_red_above[T_NKINDS][T_MAX_CID];
 T_API long t_red_both[T_NKINDS][T_MAX_CID];
 T_API long long t_red_max_bytes[T_NKINDS] = {-1, -1};
+T_API long long t_red_parallel_min[T_NKINDS] = {-1, -1};
+T_API int t_cross_memory = 0;
 T_API const char *t_red_limit_source = "not read";
 
 /* count elements of dt as one gap-free byte range? */
@@ -488,7 +498,8 @@ T_API int t_count_reduction(int kind, int cid, int size, int count, MPI_Datatype
     MPI_Type_size(dt, &tsize);
     long long bytes = (long long)count * tsize;
     int noncontig = !t_dtype_contiguous(dt);
-    int above = t_red_max_bytes[kind] >= 0 && bytes > t_red_max_bytes[kind];
+    int parallel = t_cross_memory && t_red_parallel_min[kind] >= 0 && bytes >= t_red_parallel_min[kind];
+    int above = t_red_max_bytes[kind] >= 0 && bytes > t_red_max_bytes[kind] && !parallel;
     t_red_calls[kind][cid]++;
     if (noncontig && above) t_red_both[kind][cid]++;
     else if (noncontig) t_red_noncontig[kind][cid]++;
@@ -750,7 +761,26 @@ T_API void t_read_reduction_limits(void)
     }
     t_red_max_bytes[T_ALLREDUCE] = t_read_cvar("coll_rdma_allreduce_max_bytes", &fa);
     t_red_max_bytes[T_REDUCE] = t_read_cvar("coll_rdma_reduce_max_bytes", &fr);
+    int fpa = 0, fpr = 0, fpretend = 0;
+    t_red_parallel_min[T_ALLREDUCE] = t_read_cvar("coll_rdma_allreduce_parallel_min_bytes", &fpa);
+    t_red_parallel_min[T_REDUCE] = t_read_cvar("coll_rdma_reduce_parallel_min_bytes", &fpr);
+    long long pretend = t_read_cvar("coll_rdma_test_pretend_no_cross_memory", &fpretend);
+    int fnodes = 0;
+    long long nodes = t_read_cvar("coll_rdma_test_pretend_nodes", &fnodes);
     MPI_T_finalize();
+    if (!fpa) t_red_parallel_min[T_ALLREDUCE] = -1;
+    if (!fpr) t_red_parallel_min[T_REDUCE] = -1;
+    /* Yama (absent here) refuses process_vm_readv between siblings above 0 */
+    int scope = 0;
+    FILE *yama = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+    if (yama) {
+        if (fscanf(yama, "%d", &scope) != 1) scope = 1;
+        fclose(yama);
+    }
+    /* only shared memory between all ranks reads peers' memory: pretended
+     * nodes make a hybrid transport (the tests name no verbs transport with
+     * reductions to classify) */
+    t_cross_memory = !(fpretend && pretend == 1) && scope == 0 && !(fnodes && nodes > 1);
     if (fa && fr) t_red_limit_source = "from MPI_T";
     else if (!fa && !fr) t_red_limit_source = "coll_rdma_*_max_bytes not registered";
     else t_red_limit_source = fa ? "coll_rdma_reduce_max_bytes not registered"
@@ -1040,6 +1070,8 @@ T_API int t_finish(const char *prog)
     MPI_Allreduce(&mine, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     printf("info: reduction limits allreduce_max_bytes %lld reduce_max_bytes %lld (%s)\n",
            t_red_max_bytes[T_ALLREDUCE], t_red_max_bytes[T_REDUCE], t_red_limit_source);
+    printf("info: parallel reduction from allreduce %lld reduce %lld cross-memory %d\n",
+           t_red_parallel_min[T_ALLREDUCE], t_red_parallel_min[T_REDUCE], t_cross_memory);
     printf("info: bcast parameters bcast_max_bytes %lld slot_size %lld window %lld (%s)\n",
            t_bc_max_bytes, t_bc_slot_size, t_bc_window, t_bc_param_source);
     printf("info: bcast single copy %s from %lld up to %lld (%s)\n", t_bc_single_copy ? "on" : "off",

@@ -51,7 +51,10 @@
  * underneath is counted by common.h (expect-reduction lines).
  *
  * Options: -m <max count> (default 100000; 1000 skips the large messages),
- *          -x <interleaved iterations> (default 150).
+ *          -x <interleaved iterations> (default 150),
+ *          -L <count> (default 0: none): one more count, for the cases that
+ *          run the largest count, whatever -m (e.g. 2000000: 16 MiB of
+ *          doubles, 32 MiB of 2x2 matrices).
  */
 #include "common.h"
 #include <complex.h>
@@ -686,6 +689,7 @@ static void build_cases(void)
 
 /* ---------------------------------------------------------------- running */
 static long max_count = 100000;
+static long large_count = 0;
 static long total_calls;
 static const unsigned char SEND_FILL = 0x5a, RECV_FILL = 0xa5;
 
@@ -909,12 +913,13 @@ static long seq_no;
 
 static void all_cases(tcomm_t *t)
 {
-    static const long counts[] = {0, 1, 7, 1000, 100000};
+    const long counts[] = {0, 1, 7, 1000, 100000, large_count};
+    const size_t last = sizeof counts / sizeof counts[0] - 1;
     for (int i = 0; i < ncases; i++)
-        for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+        for (size_t k = 0; k <= last; k++) {
             long count = counts[k];
-            if (count > max_count) continue;
-            if (count == 100000 && !cases[i].big) continue;
+            if (k == last ? count <= 0 : count > max_count) continue;
+            if (count >= 100000 && !cases[i].big) continue;
             run_case(&cases[i], t, count, seq_no++);
         }
 }
@@ -963,6 +968,7 @@ int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
     max_count = t_opt(argc, argv, "-m", 100000);
+    large_count = t_opt(argc, argv, "-L", 0);
     long iters = t_opt(argc, argv, "-x", 150);
     build_cases();
     op_self_check();

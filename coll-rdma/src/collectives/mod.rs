@@ -6,4 +6,5 @@
 pub mod allreduce;
 pub mod barrier;
 pub mod bcast;
+pub mod parallel_reduction;
 pub mod reduce;

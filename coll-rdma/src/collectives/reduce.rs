@@ -2,6 +2,11 @@
 //! rank 0, folding in canonical rank order, then, when the root is another
 //! rank, rank 0 relays the result to it segment by segment.
 //!
+//! From `parallel_min_bytes`, where every rank reads every other's memory,
+//! the parallel reduction serves the call instead (see
+//! `parallel_reduction`): each rank reduces its own slice of every rank's
+//! input, and the root reads the slices.
+//!
 //! The tree stays rooted at rank 0 even for commutative operations: rooting
 //! it at the caller's root would give each slot a different writer from one
 //! call to the next, and the credits below rely on every slot ring having a
@@ -33,8 +38,9 @@
 //! A partial's credit waits for the parent to read an earlier segment of
 //! the stream, which depends on nothing the child does later.
 
-use btl_ibmc::{SideProgress, TransportError, Windows};
+use btl_ibmc::{PeerReads, SideProgress, TransportError};
 
+use crate::collectives::parallel_reduction::{Gather, ParallelReduction, ReductionBuffers};
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::scratch;
 use crate::patterns::segments::{check_message, Segments};
@@ -50,6 +56,7 @@ struct ReduceRegion {
     relay_ring: usize,
     /// One word per possible root, used in rank 0's window only.
     relay_credits: usize,
+    parallel: usize,
     end: usize,
 }
 
@@ -61,10 +68,12 @@ impl ReduceRegion {
         let relay_ring = cursor.take(shape.ring_bytes());
         let parent_credit = cursor.take(CREDIT_BYTES);
         let relay_credits = cursor.take(size * CREDIT_BYTES);
+        let parallel = cursor.take(ParallelReduction::region_len(size));
         ReduceRegion {
             upward: UpwardRegion { child_rings, parent_credit, shape },
             relay_ring,
             relay_credits,
+            parallel,
             end: cursor.end(),
         }
     }
@@ -83,7 +92,7 @@ impl ReduceRegion {
 
 /// One rank's reduce schedule and state for one communicator. Independent
 /// of `Allreduce`: the two may interleave on one communicator.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Reduce {
     rank: usize,
     size: usize,
@@ -92,6 +101,10 @@ pub struct Reduce {
     /// Indexed by root; used on rank 0 only.
     relays_out: Vec<Stream>,
     relay_in: Stream,
+    parallel: ParallelReduction,
+    /// Shortest message reduced in parallel where the transport reads
+    /// peers' memory; `usize::MAX` never.
+    parallel_min_bytes: usize,
     last_seq: u64,
     epoch: u64,
     partial: Vec<u8>,
@@ -121,6 +134,8 @@ impl Reduce {
             upward: Upward::new("reduce partial", rank, &links, region.upward),
             relays_out,
             relay_in: region.relay(rank),
+            parallel: ParallelReduction::new(rank, size, region.parallel),
+            parallel_min_bytes: usize::MAX,
             last_seq: 0,
             epoch: 0,
             partial: Vec::new(),
@@ -132,6 +147,53 @@ impl Reduce {
         &self.config
     }
 
+    /// Messages of at least `min_bytes` are reduced in parallel where the
+    /// transport reads peers' memory; `usize::MAX` (the default) never.
+    /// The same value on every rank.
+    pub fn set_parallel_min_bytes(&mut self, min_bytes: usize) {
+        self.parallel_min_bytes = min_bytes;
+    }
+
+    /// The parallel threshold; `usize::MAX` never.
+    pub fn parallel_min_bytes(&self) -> usize {
+        self.parallel_min_bytes
+    }
+
+    /// Whether a `len`-byte reduce is reduced in parallel; the same answer
+    /// on every rank (reading peers' memory is agreed at setup).
+    pub fn uses_parallel<T: PeerReads + ?Sized>(&self, transport: &T, len: usize) -> bool {
+        len >= self.parallel_min_bytes && len > 0 && self.size > 1 && transport.reads_peer_memory()
+    }
+
+    /// Reduce calls reduced in parallel so far.
+    pub fn parallel_calls(&self) -> u64 {
+        self.parallel.calls()
+    }
+
+    /// MPI_Reduce with MPI_IN_PLACE, at the root only (the other ranks call
+    /// `reduce`): `buffer` holds the root's contribution and receives the
+    /// result. The parallel reduction works in the buffer itself; the tree
+    /// on a copy of the contribution.
+    pub fn reduce_in_place_at_root<T: PeerReads + ?Sized, R: Reduction + ?Sized>(
+        &mut self,
+        transport: &T,
+        side_progress: &dyn SideProgress,
+        op: &R,
+        root: usize,
+        buffer: &mut [u8],
+    ) -> Result<(), TransportError> {
+        if root != self.rank {
+            return Err(TransportError::Failed(format!("rank {} is not the root {root} of an in-place reduce", self.rank)));
+        }
+        check_message(op, buffer, None)?;
+        if self.uses_parallel(transport, buffer.len()) {
+            let waits = self.config.policy.serving(side_progress);
+            return self.parallel.reduce(transport, waits, op, Gather::Root(root), ReductionBuffers::InPlace(buffer));
+        }
+        let contribution = buffer.to_vec();
+        self.reduce(transport, side_progress, op, root, &contribution, Some(buffer))
+    }
+
     /// Reduce calls that used the window so far.
     pub fn epoch(&self) -> u64 {
         self.epoch
@@ -141,7 +203,7 @@ impl Reduce {
     /// `recv` is only given (and required) there. Other ranks may return
     /// before the root has the result. Its waits serve `side_progress`
     /// whenever they yield.
-    pub fn reduce<T: Windows + ?Sized, R: Reduction + ?Sized>(
+    pub fn reduce<T: PeerReads + ?Sized, R: Reduction + ?Sized>(
         &mut self,
         transport: &T,
         side_progress: &dyn SideProgress,
@@ -170,6 +232,11 @@ impl Reduce {
                 buffer.copy_from_slice(send);
             }
             return Ok(());
+        }
+        if self.uses_parallel(transport, send.len()) {
+            let waits = self.config.policy.serving(side_progress);
+            let recv = result.unwrap_or_default();
+            return self.parallel.reduce(transport, waits, op, Gather::Root(root), ReductionBuffers::Separate { send, recv });
         }
         let segments = Segments::new(send.len(), op.element_size(), self.config.segment_bytes)?;
         self.epoch += 1;

@@ -167,6 +167,14 @@ pub(super) fn bcast_config(chosen: &BcastSettings, size: usize, policy: WaitPoli
     }
 }
 
+/// Whether any collective reads peers' memory, so that the shared-memory
+/// setup probes whether it may.
+fn uses_cross_memory(settings: &Settings) -> bool {
+    settings.bcast.single_copy_min_bytes.is_some()
+        || settings.allreduce.parallel_min_bytes.is_some()
+        || settings.reduce.parallel_min_bytes.is_some()
+}
+
 impl CommState {
     /// The radix to use and a sentence saying why.
     pub fn barrier_radix(settings: &Settings, size: usize) -> (usize, String) {
@@ -204,6 +212,10 @@ impl CommState {
             bcast: &bcast_config,
             window_len: layout.window_len,
         });
+        let mut allreduce = Allreduce::new(rank, size, layout.allreduce_offset, allreduce_config);
+        allreduce.set_parallel_min_bytes(settings.allreduce.parallel_min_bytes.unwrap_or(usize::MAX));
+        let mut reduce = Reduce::new(rank, size, layout.reduce_offset, reduce_config.tree);
+        reduce.set_parallel_min_bytes(settings.reduce.parallel_min_bytes.unwrap_or(usize::MAX));
         CommState {
             cid,
             rank,
@@ -220,15 +232,15 @@ impl CommState {
             link: Link::NotYet,
             bypass_requested: false,
             barrier: DisseminationBarrier::new(rank, size, radix, layout.barrier_offset, policy).with_context(context),
-            allreduce: Allreduce::new(rank, size, layout.allreduce_offset, allreduce_config),
+            allreduce,
             allreduce_max_bytes: settings.allreduce.max_bytes,
-            reduce: Reduce::new(rank, size, layout.reduce_offset, reduce_config.tree),
+            reduce,
             reduce_max_bytes: settings.reduce.max_bytes,
             bcast: Bcast::new(rank, size, layout.bcast_offset, bcast_config),
             bcast_window_limit: settings.bcast.max_bytes,
             bcast_max_bytes: None,
             bcast_single_copy_max_bytes: settings.bcast.single_copy_max_bytes,
-            cross_memory_probe: settings.bcast.single_copy_min_bytes.map(|_| settings.bcast.pretend_no_cross_memory),
+            cross_memory_probe: uses_cross_memory(settings).then_some(settings.bcast.pretend_no_cross_memory),
             tallies: Default::default(),
             reported_handovers: Vec::new(),
         }
@@ -255,6 +267,30 @@ impl CommState {
                 };
                 let choice = choose_bcast_max_bytes(self.size, path, &model);
                 (choice.max_bytes, format!("automatic for {}: {}", transport.name(), choice.reason))
+            }
+        }
+    }
+
+    /// Says at verbose level 1 which allreduce and reduce lengths are
+    /// reduced in parallel, or why none are.
+    fn report_parallel_reduction(&self, transport: &SelectedTransport) {
+        let from = [("allreduce", self.allreduce.parallel_min_bytes()), ("reduce", self.reduce.parallel_min_bytes())];
+        for (name, from) in from.into_iter().filter(|&(_, from)| from != usize::MAX) {
+            if transport.reads_peer_memory() {
+                tracing::info!(
+                    "comm {} rank {}: {name} of {from} bytes or more reduced in parallel (each rank reduces its slice of every \
+                     rank's input, read with process_vm_readv) at any length; shorter ones through the window",
+                    self.cid,
+                    self.rank
+                );
+            } else {
+                tracing::info!(
+                    "comm {} rank {}: no parallel {name} ({} cannot read its peers' memory): {name} keeps the window, up to \
+                     coll_rdma_{name}_max_bytes",
+                    self.cid,
+                    self.rank,
+                    transport.name()
+                );
             }
         }
     }
@@ -344,6 +380,7 @@ impl CommState {
                 let (window_limit, why) = self.bcast_window_limit_on(&transport);
                 self.bcast_max_bytes = window_limit;
                 self.report_bcast_paths(&transport, &why);
+                self.report_parallel_reduction(&transport);
                 if Bcast::uses_put_tree(&transport) {
                     tracing::info!(
                         "comm {} rank {}: the {} transport offers no multicast: bcast goes down a binomial tree of puts",

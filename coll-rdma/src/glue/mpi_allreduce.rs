@@ -40,7 +40,11 @@ impl CommState {
         if call.count == 0 {
             return self.finish(Collective::Allreduce, Ok(()));
         }
-        let message = match native_message(call, self.allreduce_max_bytes, "allreduce_max_bytes", self.allreduce.config().tree.segment_bytes) {
+        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
+        let allreduce = &self.allreduce;
+        let segment_bytes = allreduce.config().tree.segment_bytes;
+        let in_parallel = |bytes| allreduce.uses_parallel(transport, bytes);
+        let message = match native_message(call, self.allreduce_max_bytes, "allreduce_max_bytes", segment_bytes, in_parallel) {
             Ok(message) => message,
             Err(unserved) => return self.hand_over_allreduce(call, unserved),
         };
@@ -49,17 +53,15 @@ impl CommState {
         // SAFETY: MPI guarantees recv holds `count` elements of `dtype`,
         // which `span` describes; nothing else touches it during the call.
         let recv = unsafe { span_bytes_mut(call.recv, &span) };
-        let copied_contribution;
-        let contribution: &[u8] = if contribution_is_in_receive_buffer(call, &span) {
-            copied_contribution = recv.to_vec();
-            &copied_contribution
+        let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
+        let outcome = if contribution_is_in_receive_buffer(call, &span) {
+            self.allreduce.allreduce_in_place(transport, &bcast_progress, &message.reduction, recv)
         } else {
             // SAFETY: MPI guarantees send holds `count` elements of
             // `dtype`; it does not overlap recv (checked above).
-            unsafe { span_bytes(call.send, &span) }
+            let contribution = unsafe { span_bytes(call.send, &span) };
+            self.allreduce.allreduce(transport, &bcast_progress, &message.reduction, contribution, recv)
         };
-        let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
-        let outcome = self.allreduce.allreduce(transport, &bcast_progress, &message.reduction, contribution, recv);
         self.finish(Collective::Allreduce, outcome)
     }
 

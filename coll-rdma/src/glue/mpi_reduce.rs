@@ -41,7 +41,10 @@ impl CommState {
         if call.count == 0 {
             return self.finish(Collective::Reduce, Ok(()));
         }
-        let message = match native_message(call, self.reduce_max_bytes, "reduce_max_bytes", self.reduce.config().segment_bytes) {
+        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
+        let reduce = &self.reduce;
+        let in_parallel = |bytes| reduce.uses_parallel(transport, bytes);
+        let message = match native_message(call, self.reduce_max_bytes, "reduce_max_bytes", reduce.config().segment_bytes, in_parallel) {
             Ok(message) => message,
             Err(unserved) => return self.hand_over_reduce(call, root, unserved),
         };
@@ -55,16 +58,17 @@ impl CommState {
         // SAFETY: at the root MPI guarantees recv holds `count` elements of
         // `dtype`; elsewhere it is not touched.
         let recv = at_root.then(|| unsafe { span_bytes_mut(call.recv, &span) });
-        let copied_contribution;
-        let contribution: &[u8] = if in_place {
-            copied_contribution = recv.as_deref().map(<[u8]>::to_vec).unwrap_or_default();
-            &copied_contribution
-        } else {
-            // SAFETY: MPI guarantees send holds `count` elements of `dtype`.
-            unsafe { span_bytes(call.send, &span) }
-        };
         let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
-        let outcome = self.reduce.reduce(transport, &bcast_progress, &message.reduction, root, contribution, recv);
+        let outcome = match recv {
+            Some(buffer) if in_place => self.reduce.reduce_in_place_at_root(transport, &bcast_progress, &message.reduction, root, buffer),
+            recv => {
+                // SAFETY: MPI guarantees send holds `count` elements of
+                // `dtype` (it is not MPI_IN_PLACE: that is only allowed at
+                // the root, handled above).
+                let contribution = unsafe { span_bytes(call.send, &span) };
+                self.reduce.reduce(transport, &bcast_progress, &message.reduction, root, contribution, recv)
+            }
+        };
         self.finish(Collective::Reduce, outcome)
     }
 

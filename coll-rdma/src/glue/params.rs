@@ -150,8 +150,12 @@ pub struct ReductionSettings {
     pub segment_bytes: usize,
     /// `None`: the model chooses (allreduce only).
     pub exchange_max_bytes: Option<usize>,
-    /// Messages above this go to the module underneath; `None`: never.
+    /// Messages above this go to the module underneath, unless they are
+    /// reduced in parallel; `None`: never.
     pub max_bytes: Option<usize>,
+    /// Messages of at least this many bytes are reduced in parallel where
+    /// every rank reads every other's memory; `None`: never.
+    pub parallel_min_bytes: Option<usize>,
 }
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
@@ -298,12 +302,14 @@ pub fn validate(raw: RawParams) -> Settings {
             segment_bytes: v.number(Id::AllreduceSegmentSize) as usize,
             exchange_max_bytes: v.count(Id::AllreduceExchangeMax),
             max_bytes: v.count(Id::AllreduceMaxBytes),
+            parallel_min_bytes: v.count(Id::AllreduceParallelMinBytes),
         },
         reduce: ReductionSettings {
             degree: v.count(Id::ReduceDegree),
             segment_bytes: v.number(Id::ReduceSegmentSize) as usize,
             exchange_max_bytes: Some(0),
             max_bytes: v.count(Id::ReduceMaxBytes),
+            parallel_min_bytes: v.count(Id::ReduceParallelMinBytes),
         },
         reduction_model: AllreduceModel {
             message_latency_ns: f64::from(v.number(Id::ReductionModelLatencyNs)),
@@ -383,9 +389,10 @@ mod tests {
         assert!(faults.panic_at.is_none() && faults.pack_failure_at.is_none() && faults.setup_pause.is_none());
         let allreduce = settings.allreduce;
         assert_eq!((allreduce.degree, allreduce.segment_bytes, allreduce.exchange_max_bytes), (None, 8192, None));
-        assert_eq!(allreduce.max_bytes, Some(16384));
+        assert_eq!((allreduce.max_bytes, allreduce.parallel_min_bytes), (Some(16384), Some(16384)));
         let reduce = settings.reduce;
         assert_eq!((reduce.degree, reduce.segment_bytes, reduce.exchange_max_bytes, reduce.max_bytes), (None, 8192, Some(0), Some(8192)));
+        assert_eq!(reduce.parallel_min_bytes, None);
         let bcast = settings.bcast;
         assert_eq!((bcast.window_slots, bcast.slot_bytes, bcast.fragment_bytes, bcast.co_roots), (64, 4096, 4096, None));
         assert_eq!((bcast.ack_interval, bcast.timeout, bcast.nack, bcast.max_bytes), (8, Duration::from_millis(20), true, WindowLimit::Modelled));

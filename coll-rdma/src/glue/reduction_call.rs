@@ -21,19 +21,24 @@ pub(super) struct NativeMessage {
 
 /// Checks everything that decides between the native path and the module
 /// underneath. Every input is one MPI requires to be identical on all
-/// ranks (count, datatype, op), so every rank decides alike.
+/// ranks (count, datatype, op), or agreed at setup (the limits, and
+/// whether `reduced_in_parallel` says yes for a length), so every rank
+/// decides alike. `max_bytes` does not apply to messages reduced in
+/// parallel: it was set where the window's tree lost to the module
+/// underneath.
 pub(super) fn native_message(
     call: &ReductionCall,
     max_bytes: Option<usize>,
     limit_name: &'static str,
     segment_bytes: usize,
+    reduced_in_parallel: impl Fn(usize) -> bool,
 ) -> Result<NativeMessage, Handover> {
     let count = usize::try_from(call.count).map_err(|_| Handover::NegativeCount(call.count))?;
     let span = contiguous_span(call.dtype, count).map_err(Handover::Datatype)?;
     if span.element_bytes > segment_bytes {
         return Err(Handover::ElementTooLarge { element_bytes: span.element_bytes, segment_bytes });
     }
-    if let Some(limit) = max_bytes.filter(|&limit| span.bytes > limit) {
+    if let Some(limit) = max_bytes.filter(|&limit| span.bytes > limit && !reduced_in_parallel(span.bytes)) {
         return Err(Handover::AboveLimit { bytes: span.bytes, parameter: limit_name, limit });
     }
     Ok(NativeMessage { span, reduction: OmpiReduction::new(call.op, call.dtype, span.element_bytes) })

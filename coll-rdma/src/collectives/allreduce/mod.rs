@@ -12,6 +12,10 @@
 //!   back down the same tree by puts. Every rank ends with the bytes the root
 //!   computed, so all ranks agree bit for bit even for floating point.
 //!
+//! * from `parallel_min_bytes`, where every rank reads every other's
+//!   memory, the parallel reduction (see `parallel_reduction`): each rank
+//!   reduces its own slice of every rank's input, then reads the others'.
+//!
 //! Messages are cut into segments of at most `segment_bytes` that stream
 //! through two-slot rings (see `patterns::slots`), so window space is
 //! bounded by the configuration whatever the message length. A rank works on the
@@ -57,11 +61,12 @@
 mod config;
 mod exchange;
 
-use btl_ibmc::{SideProgress, TransportError, Waits, Windows};
+use btl_ibmc::{PeerReads, SideProgress, TransportError, Waits, Windows};
 
 pub use config::{AllreduceConfig, EXCHANGE_LIMIT_BYTES, RANGE_TOP_BYTES};
 use exchange::ExchangeSlots;
 
+use crate::collectives::parallel_reduction::{Gather, ParallelReduction, ReductionBuffers};
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::scratch;
 use crate::patterns::segments::{check_message, Segments};
@@ -80,6 +85,7 @@ struct AllreduceRegion {
     result_ring: usize,
     result_credits: usize,
     exchange: usize,
+    parallel: usize,
     end: usize,
 }
 
@@ -93,11 +99,13 @@ impl AllreduceRegion {
         let parent_credit = cursor.take(CREDIT_BYTES);
         let result_credits = cursor.take(positions * CREDIT_BYTES);
         let exchange = cursor.take(ExchangeSlots::region_len(size, config.exchange_max_bytes));
+        let parallel = cursor.take(ParallelReduction::region_len(size));
         AllreduceRegion {
             upward: UpwardRegion { child_rings, parent_credit, shape },
             result_ring,
             result_credits,
             exchange,
+            parallel,
             end: cursor.end(),
         }
     }
@@ -108,7 +116,7 @@ impl AllreduceRegion {
 }
 
 /// One rank's allreduce schedule and state for one communicator.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Allreduce {
     rank: usize,
     size: usize,
@@ -118,6 +126,10 @@ pub struct Allreduce {
     /// Descending rank order: the child with the largest subtree first.
     results_to_children: Vec<Stream>,
     exchange: ExchangeSlots,
+    parallel: ParallelReduction,
+    /// Shortest message reduced in parallel where the transport reads
+    /// peers' memory; `usize::MAX` never.
+    parallel_min_bytes: usize,
     epoch: u64,
     last_seq: u64,
     incoming: Vec<u8>,
@@ -168,6 +180,8 @@ impl Allreduce {
             result_from_parent,
             results_to_children,
             exchange: ExchangeSlots::new(region.exchange, size, config.exchange_max_bytes),
+            parallel: ParallelReduction::new(rank, size, region.parallel),
+            parallel_min_bytes: usize::MAX,
             epoch: 0,
             last_seq: 0,
             incoming: Vec::new(),
@@ -176,6 +190,49 @@ impl Allreduce {
 
     pub fn config(&self) -> &AllreduceConfig {
         &self.config
+    }
+
+    /// Messages of at least `min_bytes` are reduced in parallel where the
+    /// transport reads peers' memory; `usize::MAX` (the default) never.
+    /// The same value on every rank.
+    pub fn set_parallel_min_bytes(&mut self, min_bytes: usize) {
+        self.parallel_min_bytes = min_bytes;
+    }
+
+    /// The parallel threshold; `usize::MAX` never.
+    pub fn parallel_min_bytes(&self) -> usize {
+        self.parallel_min_bytes
+    }
+
+    /// Whether a `len`-byte allreduce is reduced in parallel; the same
+    /// answer on every rank (reading peers' memory is agreed at setup).
+    pub fn uses_parallel<T: PeerReads + ?Sized>(&self, transport: &T, len: usize) -> bool {
+        len >= self.parallel_min_bytes && len > 0 && self.size > 1 && transport.reads_peer_memory()
+    }
+
+    /// Allreduce calls reduced in parallel so far.
+    pub fn parallel_calls(&self) -> u64 {
+        self.parallel.calls()
+    }
+
+    /// MPI_Allreduce with MPI_IN_PLACE: `buffer` holds this rank's
+    /// contribution and receives the result. The parallel reduction works
+    /// in the buffer itself; the other variants on a copy of the
+    /// contribution.
+    pub fn allreduce_in_place<T: PeerReads + ?Sized, R: Reduction + ?Sized>(
+        &mut self,
+        transport: &T,
+        side_progress: &dyn SideProgress,
+        op: &R,
+        buffer: &mut [u8],
+    ) -> Result<(), TransportError> {
+        check_message(op, buffer, None)?;
+        if self.uses_parallel(transport, buffer.len()) {
+            let waits = self.config.tree.policy.serving(side_progress);
+            return self.parallel.reduce(transport, waits, op, Gather::All, ReductionBuffers::InPlace(buffer));
+        }
+        let contribution = buffer.to_vec();
+        self.allreduce(transport, side_progress, op, &contribution, buffer)
     }
 
     /// Allreduce calls that used the window so far.
@@ -187,7 +244,7 @@ impl Allreduce {
     /// `recv` on every rank. `send` and `recv` must not alias and have the
     /// same length, a multiple of the element size. Its waits serve
     /// `side_progress` whenever they yield.
-    pub fn allreduce<T: Windows + ?Sized, R: Reduction + ?Sized>(
+    pub fn allreduce<T: PeerReads + ?Sized, R: Reduction + ?Sized>(
         &mut self,
         transport: &T,
         side_progress: &dyn SideProgress,
@@ -202,6 +259,10 @@ impl Allreduce {
         if self.size == 1 {
             recv.copy_from_slice(send);
             return Ok(());
+        }
+        if self.uses_parallel(transport, send.len()) {
+            let waits = self.config.tree.policy.serving(side_progress);
+            return self.parallel.reduce(transport, waits, op, Gather::All, ReductionBuffers::Separate { send, recv });
         }
         if send.len() <= self.config.exchange_max_bytes {
             self.epoch += 1;

@@ -126,7 +126,7 @@ parameters! {
     TestSetupPauseS: c"test_setup_pause_s", int(0, Rule::PositiveOrOff), DEV, Testing,
         c"Testing only: N > 0 makes every rank but 0 pause N seconds between agreeing on the settings and setting up a communicator's transport, so that a test can kill rank 0 while its new shared-memory segment waits for the others; 0 pauses nowhere";
     TestPretendNoCrossMemory: c"test_pretend_no_cross_memory", int(0, SWITCH), DEV, Testing,
-        c"Testing only: 1 makes this rank report, when a communicator's shared memory is set up, that it cannot read its peers' memory with process_vm_readv, so that every rank's bcast takes the window (copy in, copy out) instead of single copy; 0 pretends nothing";
+        c"Testing only: 1 makes this rank report, when a communicator's shared memory is set up, that it cannot read its peers' memory with process_vm_readv, so that every rank's bcast takes the window (copy in, copy out) instead of single copy, and allreduce and reduce the window up to their old limits instead of the parallel reduction; 0 pretends nothing";
     AllreduceDegree: c"allreduce_degree", int(0, DEGREE), TUNER, Everyone,
         c"Degree k of the allreduce tree (senders per receiver and step): 0 chooses per communicator from the cost model; 1..=64 fixes it";
     AllreduceSegmentSize: c"allreduce_segment_size", int(8192, SEGMENT), TUNER, Everyone,
@@ -134,13 +134,17 @@ parameters! {
     AllreduceExchangeMax: c"allreduce_exchange_max", int(-1, Rule::AutoOr { auto: -1, valid: Span::Between(0, EXCHANGE_LIMIT_BYTES as i32) }), TUNER, Everyone,
         c"Messages of at most this many bytes use the exchange variant (every rank writes its contribution to every other and reduces locally: one transfer instead of reduce + broadcast): -1 chooses from the cost model, 0 never uses it, at most 4096";
     AllreduceMaxBytes: c"allreduce_max_bytes", int(16384, Rule::ByteLimit), TUNER, Everyone,
-        c"Allreduce messages larger than this many bytes are handed to the module underneath; -1 never hands them over";
+        c"Allreduce messages larger than this many bytes are handed to the module underneath, unless they are reduced in parallel (coll_rdma_allreduce_parallel_min_bytes); -1 never hands them over";
+    AllreduceParallelMinBytes: c"allreduce_parallel_min_bytes", int(16384, Rule::ByteLimit), TUNER, Everyone,
+        c"On shared memory where every rank can read every other's memory (process_vm_readv; probed once per communicator), allreduce messages of at least this many bytes are reduced in parallel: each rank reduces its own slice of every rank's input, read straight from the peers' buffers, then reads the other slices; coll_rdma_allreduce_max_bytes does not apply to them, so with the defaults every length is served natively. Where the ranks cannot read each other's memory, coll_rdma_allreduce_max_bytes applies as before (said at verbose 1). -1 never (no probe for it)";
     ReduceDegree: c"reduce_degree", int(0, DEGREE), TUNER, Everyone,
         c"Degree k of the reduce tree: 0 chooses per communicator from the cost model; 1..=64 fixes it";
     ReduceSegmentSize: c"reduce_segment_size", int(8192, SEGMENT), TUNER, Everyone,
         c"Bytes per reduce slot: longer messages are pipelined in segments of this size (64..=1048576)";
     ReduceMaxBytes: c"reduce_max_bytes", int(8192, Rule::ByteLimit), TUNER, Everyone,
-        c"Reduce messages larger than this many bytes are handed to the module underneath; -1 never hands them over";
+        c"Reduce messages larger than this many bytes are handed to the module underneath, unless they are reduced in parallel (coll_rdma_reduce_parallel_min_bytes); -1 never hands them over";
+    ReduceParallelMinBytes: c"reduce_parallel_min_bytes", int(-1, Rule::ByteLimit), TUNER, Everyone,
+        c"As coll_rdma_allreduce_parallel_min_bytes for reduce: each rank reduces its own slice of every rank's input, then the root reads the slices; coll_rdma_reduce_max_bytes does not apply to them. -1 (default, for now: slower than the tree and than the module underneath in a quick measurement on a loaded machine) never, and no probe for it";
     ReductionModelLatencyNs: c"reduction_model_latency_ns", int(AllreduceModel::SHARED_MEMORY.message_latency_ns as i32, Rule::AtLeast { min: 1, requirement: "must be >= 1" }), TUNER, Everyone,
         c"Allreduce/reduce degree model: nanoseconds from issuing a small put to its target seeing it (> 0)";
     ReductionModelTransferPsPerByte: c"reduction_model_transfer_ps_per_byte", int((AllreduceModel::SHARED_MEMORY.transfer_ns_per_byte * 1000.0) as i32, AT_LEAST_ZERO), TUNER, Everyone,

@@ -1,0 +1,395 @@
+//! Large MPI_Allreduce / MPI_Reduce where every rank can read every other's
+//! memory (shared memory with cross-memory attach,
+//! `PeerReads::read_peer_memory`): a reduce-scatter in which each rank
+//! reduces its own slice of the vector, reading that slice of every rank's
+//! input straight from the peers' user buffers, then a gather in which
+//! every rank (allreduce) or the root (reduce) reads the other slices from
+//! their owners. Each byte of input is read once, by the rank that owns
+//! its slice, and all ranks work at once.
+//!
+//! Slices are whole elements: of `count` elements, rank r owns
+//! `count / P` elements, plus one when `r < count % P`, in rank order
+//! (a rank may own none). The owner folds its slice chunk by chunk
+//! (`STAGING_BYTES` of a peer's input at a time) from the highest rank
+//! down, `acc = input(k) ∘ acc` (the `Reduction::combine` direction), so
+//! the result is `r0 ∘ (r1 ∘ (... ∘ r(P-1)))`: the canonical order, right
+//! for non-commutative operations.
+//!
+//! # The protocol (call n: the n-th parallel reduction of this instance,
+//! the same count on every rank)
+//!
+//! 1. Every rank stores in its announcement line where its input lies,
+//!    where its result slice lies and the length, then the line's flag n
+//!    (release).
+//! 2. It waits for every peer's announcement n (acquire), reduces its
+//!    slice into its result slice, then stores n in its `reduced` line
+//!    (release, after its last read of any input).
+//! 3. Gathering ranks wait for each owner's `reduced` n and read its result
+//!    slice into their receive buffer.
+//! 4. Once a rank has read all it will read from peer q (after 2 for a
+//!    rank that does not gather, after 3 for one that does), it writes n
+//!    into its done line in q's window; it returns once every peer's done
+//!    line in its own window reads n or more.
+//!
+//! # Why nothing is overwritten under its reader
+//!
+//! * User buffers: peers read this rank's input and result slice only
+//!   during call n, and it returns (the program may reuse them) only after
+//!   every peer said it is done reading.
+//! * In place (input and result are one buffer): this rank writes its own
+//!   slice, which only it reads, after copying each chunk of its input
+//!   aside; it writes owner q's slice only after q's `reduced` n, i.e.
+//!   after q read that slice of this rank's input for the last time.
+//! * Lines: an announcement is rewritten in call n+1 only after every peer
+//!   said it is done with call n, after it read the announcement; the
+//!   `reduced` and done words only grow, and waits compare with `>=`.
+//!
+//! Deadlock: every wait in a call is for a step every rank takes earlier in
+//! the same call (announce before reducing, reducing before gathering,
+//! gathering before done), and no step waits for anything later.
+
+use std::ops::Range;
+
+use btl_ibmc::{wait_at_least, wait_for_peer_at_least, PeerReads, TransportError, Waits};
+
+use crate::patterns::region::{RegionCursor, LINE};
+use crate::patterns::scratch;
+use crate::patterns::segments::check_message;
+use crate::reduction::Reduction;
+
+/// Bytes of a peer's input read and folded at a time: small enough to
+/// stay in cache between the read and the fold.
+const STAGING_BYTES: usize = 128 * 1024;
+
+const INPUT_ADDRESS_WORD: usize = 0;
+const RESULT_ADDRESS_WORD: usize = 8;
+const LENGTH_WORD: usize = 16;
+const FLAG_WORD: usize = 24;
+
+/// The region, identical on every rank.
+#[derive(Debug)]
+struct ParallelRegion {
+    announcement: usize,
+    reduced: usize,
+    done_lines: usize,
+    end: usize,
+}
+
+impl ParallelRegion {
+    fn new(start: usize, size: usize) -> Self {
+        let mut cursor = RegionCursor::starting_at(start);
+        let announcement = cursor.take(LINE);
+        let reduced = cursor.take(LINE);
+        let done_lines = cursor.take(size * LINE);
+        ParallelRegion { announcement, reduced, done_lines, end: cursor.end() }
+    }
+
+    fn done_line(&self, reader: usize) -> usize {
+        self.done_lines + reader * LINE
+    }
+}
+
+/// This rank's contribution and where its result goes.
+pub enum ReductionBuffers<'a> {
+    /// Input and result are distinct buffers.
+    Separate { send: &'a [u8], recv: &'a mut [u8] },
+    /// MPI_IN_PLACE: the buffer holds the input and receives the result.
+    InPlace(&'a mut [u8]),
+}
+
+impl ReductionBuffers<'_> {
+    fn len(&self) -> usize {
+        match self {
+            ReductionBuffers::Separate { send, .. } => send.len(),
+            ReductionBuffers::InPlace(buffer) => buffer.len(),
+        }
+    }
+}
+
+/// Who ends with the whole result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gather {
+    /// Allreduce: every rank.
+    All,
+    /// Reduce: this root only.
+    Root(usize),
+}
+
+/// Rank `rank`'s slice of `len` bytes of `element_size`-byte elements
+/// among `size` ranks.
+pub fn slice_of(rank: usize, size: usize, len: usize, element_size: usize) -> Range<usize> {
+    let count = len / element_size;
+    let (base, extra) = (count / size, count % size);
+    let first = rank * base + rank.min(extra);
+    let elements = base + usize::from(rank < extra);
+    first * element_size..(first + elements) * element_size
+}
+
+/// One rank's parallel-reduction state for one communicator.
+#[derive(Debug)]
+pub struct ParallelReduction {
+    rank: usize,
+    size: usize,
+    region: ParallelRegion,
+    /// Parallel reductions so far, on every rank alike.
+    calls: u64,
+    /// A peer's input chunk on its way into the fold.
+    staging: Vec<u8>,
+    /// In place: this rank's own input chunk, copied aside before the
+    /// result overwrites it.
+    own_input: Vec<u8>,
+    /// Reduce on a rank that is not the root: its result slice, read by
+    /// the root.
+    slice_result: Vec<u8>,
+}
+
+impl ParallelReduction {
+    /// Bytes of window the state needs on every rank.
+    pub fn region_len(size: usize) -> usize {
+        ParallelRegion::new(0, size).end
+    }
+
+    pub fn new(rank: usize, size: usize, region_offset: usize) -> Self {
+        ParallelReduction {
+            rank,
+            size,
+            region: ParallelRegion::new(region_offset, size),
+            calls: 0,
+            staging: Vec::new(),
+            own_input: Vec::new(),
+            slice_result: Vec::new(),
+        }
+    }
+
+    /// Parallel reductions served so far.
+    pub fn calls(&self) -> u64 {
+        self.calls
+    }
+
+    /// Reduces every rank's contribution in rank order; with `Gather::All`
+    /// every rank's `buffers` receive the result, with `Gather::Root(r)`
+    /// only rank r's (the other ranks pass `recv` for their contribution
+    /// only, and may pass an empty one). Every rank passes the same length
+    /// (a multiple of the element size), operation and `gather`, and the
+    /// transport reads peer memory on every rank (agreed at setup).
+    pub fn reduce<T: PeerReads + ?Sized, R: Reduction + ?Sized>(
+        &mut self,
+        transport: &T,
+        waits: Waits<'_>,
+        op: &R,
+        gather: Gather,
+        mut buffers: ReductionBuffers<'_>,
+    ) -> Result<(), TransportError> {
+        let len = buffers.len();
+        if matches!(gather, Gather::Root(root) if root >= self.size) {
+            return Err(TransportError::Failed(format!("reduce root {gather:?} outside a communicator of {}", self.size)));
+        }
+        let gathers = match gather {
+            Gather::All => true,
+            Gather::Root(root) => root == self.rank,
+        };
+        match &buffers {
+            ReductionBuffers::Separate { send, recv } if gathers => check_message(op, send, Some(recv.len()))?,
+            ReductionBuffers::Separate { send, .. } => check_message(op, send, None)?,
+            ReductionBuffers::InPlace(buffer) => check_message(op, buffer, None)?,
+        }
+        self.calls += 1;
+        let mine = slice_of(self.rank, self.size, len, op.element_size());
+        let (input_address, result_address) = match &buffers {
+            ReductionBuffers::Separate { send, recv } if gathers => (address(send), address(recv) + mine.start as u64),
+            ReductionBuffers::Separate { send, .. } => {
+                scratch(&mut self.slice_result, mine.len());
+                (address(send), address(&self.slice_result))
+            }
+            ReductionBuffers::InPlace(buffer) => (address(buffer), address(buffer) + mine.start as u64),
+        };
+        self.announce(transport, input_address, result_address, len as u64);
+        let peers = self.await_announcements(transport, waits, len as u64)?;
+        self.reduce_own_slice(transport, op, &peers, &mine, gathers, &mut buffers)?;
+        // Release, after the last read of any peer's input.
+        transport.set_local_flag(self.region.reduced, self.calls);
+        if gathers {
+            let result = match &mut buffers {
+                ReductionBuffers::Separate { recv, .. } => &mut **recv,
+                ReductionBuffers::InPlace(buffer) => &mut **buffer,
+            };
+            self.gather_slices(transport, waits, op, &peers, result)?;
+        }
+        self.say_done(transport)?;
+        self.await_readers(transport, waits)
+    }
+
+    fn announce<T: PeerReads + ?Sized>(&self, transport: &T, input: u64, result: u64, len: u64) {
+        let line = self.region.announcement;
+        transport.set_local_flag(line + INPUT_ADDRESS_WORD, input);
+        transport.set_local_flag(line + RESULT_ADDRESS_WORD, result);
+        transport.set_local_flag(line + LENGTH_WORD, len);
+        // Release (every local flag store is): a peer that sees the call
+        // number sees the words above, and the buffers as the program
+        // wrote them before the call.
+        transport.set_local_flag(line + FLAG_WORD, self.calls);
+    }
+
+    /// Every rank's (input address, result slice address); this rank's
+    /// entry is unused.
+    fn await_announcements<T: PeerReads + ?Sized>(&self, transport: &T, waits: Waits<'_>, len: u64) -> Result<Vec<(u64, u64)>, TransportError> {
+        let line = self.region.announcement;
+        let call = self.calls;
+        let mut peers = vec![(0, 0); self.size];
+        for peer in (0..self.size).filter(|&peer| peer != self.rank) {
+            let flag = wait_for_peer_at_least(transport, peer, line + FLAG_WORD, call, waits, || {
+                format!("rank {peer} to announce parallel reduction {call} to rank {}", self.rank)
+            })?;
+            if flag != call {
+                return Err(TransportError::Failed(format!(
+                    "rank {}: rank {peer} announced parallel reduction {flag} while this rank is in {call}; the ranks are out of step",
+                    self.rank
+                )));
+            }
+            let theirs = transport.peer_flag(peer, line + LENGTH_WORD)?;
+            if theirs != len {
+                return Err(TransportError::Failed(format!(
+                    "rank {}: rank {peer} reduces {theirs} bytes, this rank {len} bytes",
+                    self.rank
+                )));
+            }
+            peers[peer] = (transport.peer_flag(peer, line + INPUT_ADDRESS_WORD)?, transport.peer_flag(peer, line + RESULT_ADDRESS_WORD)?);
+        }
+        Ok(peers)
+    }
+
+    /// Folds this rank's slice of every rank's input, highest rank first,
+    /// into its result slice.
+    fn reduce_own_slice<T: PeerReads + ?Sized, R: Reduction + ?Sized>(
+        &mut self,
+        transport: &T,
+        op: &R,
+        peers: &[(u64, u64)],
+        mine: &Range<usize>,
+        gathers: bool,
+        buffers: &mut ReductionBuffers<'_>,
+    ) -> Result<(), TransportError> {
+        let element_size = op.element_size();
+        let chunk_len = (STAGING_BYTES / element_size).max(1) * element_size;
+        scratch(&mut self.staging, chunk_len.min(mine.len()));
+        let in_place = matches!(buffers, ReductionBuffers::InPlace(_));
+        if in_place {
+            scratch(&mut self.own_input, chunk_len.min(mine.len()));
+        }
+        let last = self.size - 1;
+        let mut start = mine.start;
+        while start < mine.end {
+            let chunk = start..(start + chunk_len).min(mine.end);
+            let n = chunk.len();
+            let (own, acc): (&[u8], &mut [u8]) = match buffers {
+                ReductionBuffers::Separate { send, recv } if gathers => (&send[chunk.clone()], &mut recv[chunk.clone()]),
+                ReductionBuffers::Separate { send, .. } => {
+                    let at = chunk.start - mine.start..chunk.end - mine.start;
+                    (&send[chunk.clone()], &mut self.slice_result[at])
+                }
+                ReductionBuffers::InPlace(buffer) => {
+                    self.own_input[..n].copy_from_slice(&buffer[chunk.clone()]);
+                    (&self.own_input[..n], &mut buffer[chunk.clone()])
+                }
+            };
+            if last == self.rank {
+                acc.copy_from_slice(own);
+            } else {
+                transport.read_peer_memory(last, peers[last].0 + chunk.start as u64, acc)?;
+            }
+            for rank in (0..last).rev() {
+                if rank == self.rank {
+                    op.combine(own, acc);
+                } else {
+                    let staged = &mut self.staging[..n];
+                    transport.read_peer_memory(rank, peers[rank].0 + chunk.start as u64, staged)?;
+                    op.combine(staged, acc);
+                }
+            }
+            start = chunk.end;
+        }
+        Ok(())
+    }
+
+    /// Reads every other owner's result slice into `result`.
+    fn gather_slices<T: PeerReads + ?Sized, R: Reduction + ?Sized>(
+        &self,
+        transport: &T,
+        waits: Waits<'_>,
+        op: &R,
+        peers: &[(u64, u64)],
+        result: &mut [u8],
+    ) -> Result<(), TransportError> {
+        let call = self.calls;
+        for owner in (0..self.size).filter(|&owner| owner != self.rank) {
+            let slice = slice_of(owner, self.size, result.len(), op.element_size());
+            if slice.is_empty() {
+                continue;
+            }
+            // Acquire: the owner's slice is complete, and (in place) the
+            // owner has read this slice of this rank's input for the last
+            // time, so overwriting it is safe.
+            wait_for_peer_at_least(transport, owner, self.region.reduced, call, waits, || {
+                format!("rank {owner} to reduce its slice of parallel reduction {call} for rank {}", self.rank)
+            })?;
+            transport.read_peer_memory(owner, peers[owner].1, &mut result[slice])?;
+        }
+        Ok(())
+    }
+
+    /// Tells every peer this rank will read nothing more of its memory in
+    /// this call: after the reduction for a rank that does not gather,
+    /// after the gather for one that does.
+    fn say_done<T: PeerReads + ?Sized>(&self, transport: &T) -> Result<(), TransportError> {
+        for peer in (0..self.size).filter(|&peer| peer != self.rank) {
+            transport.put_flag(peer, self.region.done_line(self.rank), self.calls)?;
+        }
+        Ok(())
+    }
+
+    fn await_readers<T: PeerReads + ?Sized>(&self, transport: &T, waits: Waits<'_>) -> Result<(), TransportError> {
+        let call = self.calls;
+        for reader in (0..self.size).filter(|&reader| reader != self.rank) {
+            wait_at_least(transport, self.region.done_line(reader), call, waits, || {
+                format!("rank {reader} to finish reading rank {}'s buffers in parallel reduction {call}", self.rank)
+            })?;
+        }
+        Ok(())
+    }
+}
+
+fn address(bytes: &[u8]) -> u64 {
+    bytes.as_ptr() as usize as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_cover_the_vector_in_rank_order_in_whole_elements() {
+        for size in 1..=9 {
+            for count in [0, 1, 2, 7, 8, 9, 100, 101] {
+                for element_size in [1, 4, 8, 12] {
+                    let len = count * element_size;
+                    let mut next = 0;
+                    for rank in 0..size {
+                        let slice = slice_of(rank, size, len, element_size);
+                        assert_eq!(slice.start, next, "size {size} count {count} rank {rank}");
+                        assert_eq!(slice.len() % element_size, 0);
+                        let elements = slice.len() / element_size;
+                        assert!(elements == count / size || elements == count / size + 1);
+                        next = slice.end;
+                    }
+                    assert_eq!(next, len);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_region_gives_every_line_its_own_cache_line() {
+        let region = ParallelRegion::new(0, 3);
+        assert_eq!((region.announcement, region.reduced, region.done_line(2), region.end), (0, 64, 256, 320));
+    }
+}
