@@ -44,9 +44,10 @@ dpkg-source --no-check -x "$dsc" "$tree" >/dev/null
 say "unpacked $tree"
 
 bash "$ROOT/ompi-patches/apply.sh" "$tree"
-(cd "$tree" && ./autogen.pl --no-oshmem) > "$WORK/autogen.log" 2>&1 || { tail -n 30 "$WORK/autogen.log" >&2; fail "autogen.pl (log: $WORK/autogen.log)"; }
-grep -q 'coll:rdma\|coll/rdma\|coll rdma' "$WORK/autogen.log" || fail "autogen.pl did not pick up ompi/mca/coll/rdma (log: $WORK/autogen.log)"
-say "autogen.pl done; it found: $(grep -m1 -E 'rdma' "$WORK/autogen.log" | sed 's/^ *//')"
+(cd "$tree" && ./autogen.pl --force --no-oshmem) > "$WORK/autogen.log" 2>&1 || { tail -n 30 "$WORK/autogen.log" >&2; fail "autogen.pl (log: $WORK/autogen.log)"; }
+grep -A1 -- '--- Found ompi / coll / rdma component' "$WORK/autogen.log" | grep -q 'Found configure.m4 file' ||
+    fail "autogen.pl did not pick up ompi/mca/coll/rdma/configure.m4 (log: $WORK/autogen.log)"
+say "autogen.pl found ompi / coll / rdma and its configure.m4"
 
 prefix=$WORK/install
 (cd "$tree" && ./configure --prefix="$prefix" --with-devel-headers --disable-dependency-tracking \
@@ -57,6 +58,13 @@ grep -E 'MCA component coll:rdma' "$WORK/configure.log" | sed 's/^/   /'
 grep -qE 'checking if MCA component coll:rdma can compile\.\.\. yes' "$WORK/configure.log" ||
     fail "configure does not build coll rdma (log: $WORK/configure.log)"
 say "configure picked up coll rdma"
+
+# Start cargo from a copy of the host build's target directory, if any: only
+# ompi-sys (other headers) and what depends on it are rebuilt.
+if [ -d "$ROOT/target/release" ]; then
+    mkdir -p "$tree/ompi/mca/coll/rdma/target"
+    cp -a --reflink=auto "$ROOT/target/release" "$tree/ompi/mca/coll/rdma/target/"
+fi
 
 if [ "$STEPS" = component ]; then
     # libmpi of this tree is not built: link the system's, the same version.
