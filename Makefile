@@ -76,7 +76,7 @@ build: setup
 	mkdir -p $(COMPDIR); \
 	install -m 0755 "$$so" $(COMPONENT).tmp && mv -f $(COMPONENT).tmp $(COMPONENT); \
 	echo "== built $(COMPONENT) from $$so"
-	@OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$(CURDIR)/$(COMPDIR)" ompi_info 2>&1 \
+	@OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$(abspath $(COMPDIR))" ompi_info 2>&1 \
 	    | grep -E 'MCA coll: rdma' \
 	    || echo "warning: ompi_info does not list coll rdma from $(COMPDIR)" >&2
 

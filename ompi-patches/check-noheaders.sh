@@ -97,6 +97,7 @@ fi
 grep -E '^inside the namespace|OMPI_INCLUDE_DIRS|MCA coll: rdma' "$build_log" | sed 's/^/   /'
 so=$OUT/components/mca_coll_rdma.so
 [ -f "$so" ] || fail "$so was not built"
+grep -q 'MCA coll: rdma' "$build_log" || fail "ompi_info does not list the component built in $OUT (log: $build_log)"
 say "built $so ($((SECONDS - start)) s)"
 
 # The newest ompi-sys build script output of a target directory.
