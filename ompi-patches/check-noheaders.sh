@@ -110,6 +110,7 @@ build_script_dir() { # TARGET_DIR HEADER_PREFIX
 }
 ours=$(build_script_dir "$CARGO_TARGET_DIR" "$tree/") ||
     fail "ompi-sys's build script in $CARGO_TARGET_DIR did not read its headers from $tree"
+! grep -q "$hide/" "$ours/output" || fail "ompi-sys's build script still names $hide ($ours/output)"
 say "ompi-sys read $(sed -n 's/^cargo:rerun-if-changed=\(.*version\.h\)$/\1/p' "$ours/output")"
 
 # The same bindings as from the system's headers: same layouts, same constants.
