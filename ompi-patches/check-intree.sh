@@ -57,7 +57,10 @@ prefix=$WORK/install
 grep -E 'MCA component coll:rdma' "$WORK/configure.log" | sed 's/^/   /'
 grep -qE 'checking if MCA component coll:rdma can compile\.\.\. yes' "$WORK/configure.log" ||
     fail "configure does not build coll rdma (log: $WORK/configure.log)"
-say "configure picked up coll rdma"
+# Built as a DSO, not linked into libmpi (which the cdylib cannot be).
+grep -q "^MCA_ompi_coll_DSO_SUBDIRS='.*mca/coll/rdma" "$tree/config.log" ||
+    fail "configure does not build coll rdma as a DSO (MCA_ompi_coll_DSO_SUBDIRS in $tree/config.log)"
+say "configure picked up coll rdma, as a DSO"
 
 # Start cargo from a copy of the host build's target directory, if any: only
 # ompi-sys (other headers) and what depends on it are rebuilt.

@@ -7,6 +7,10 @@
 AC_DEFUN([MCA_ompi_coll_rdma_COMPILE_MODE], [
     AC_MSG_CHECKING([for MCA component $2:$3 compile mode])
     $4="dso"
+    # Open MPI 5.0 (config/opal_mca.m4, seen in 5.0.7) copies the result
+    # from the variable *named* by it (AS_VAR_COPY with $4's value), so
+    # without this an override always ends up static there. 4.1 reads $4.
+    dso="dso"
     AC_MSG_RESULT([$$4 (cargo cdylib)])
 ])
 
