@@ -70,7 +70,8 @@ dirs=("$TREE" "$TREE/opal/include" "$TREE/ompi/include")
 # 5.0 includes <pmix.h>: the bundled OpenPMIx when configure chose it, else
 # the system's (pkg-config), as ompi-sys does for an installed 5.0.
 if [ "$(field major)" -ge 5 ]; then
-    if [ -f "$TREE/3rd-party/openpmix/include/pmix.h" ]; then
+    # pmix_common.h is generated: present only when the bundled one is used.
+    if [ -f "$TREE/3rd-party/openpmix/include/pmix_common.h" ]; then
         dirs+=("$TREE/3rd-party/openpmix/include")
     else
         for flag in $(pkg-config --cflags-only-I pmix 2>/dev/null); do dirs+=("${flag#-I}"); done
