@@ -9,8 +9,9 @@
 #   INTREE_DIR    work directory (default /var/cache/coll-rdma/intree)
 #   INTREE_STEPS  "full" (default) or "component": stop after configure and
 #                 build only ompi/mca/coll/rdma, linking the system's libmpi
-#                 of the same version instead of the tree's (not yet built)
-#   INTREE_TESTS  ci/mpi-tests.sh --only regex (full only)
+#                 of the same version instead of the tree's (not yet built),
+#                 and run the MPI tests with that .so and the system's Open MPI
+#   INTREE_TESTS  ci/mpi-tests.sh --only regex
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -78,6 +79,10 @@ if [ "$STEPS" = component ]; then
     OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$tree/ompi/mca/coll/rdma" ompi_info | grep -q 'MCA coll: rdma' ||
         fail "ompi_info does not list $so"
     say "built $so in the tree (linked to the system's libmpi); ompi_info lists it"
+    out=$ROOT/build/intree/component
+    mkdir -p "$out/components"; cp -f "$so" "$out/components/"
+    MPI_TESTS_BUILD_DIR=$out bash "$ROOT/ci/mpi-tests.sh" --only "$TESTS"
+    say "passed"
     exit 0
 fi
 
