@@ -14,20 +14,26 @@ endif
 BUILD      := build
 COMPDIR    := $(BUILD)/components
 COMPONENT  := $(COMPDIR)/mca_coll_rdma.so
-CARGO_OUT  := target/release
+# cargo's output follows CARGO_TARGET_DIR (make check-noheaders builds apart)
+CARGO_OUT  := $(or $(CARGO_TARGET_DIR),target)/release
 INSTALLDIR := $(if $(DESTDIR),$(DESTDIR),$(HOME)/.openmpi/components)
 
-.PHONY: all build setup install check test-rust test-mpi test-scale soak check-rxe test-rxe check-ompi5 bench bench-ompi5 clean help
+.PHONY: all build setup install check test-rust test-mpi test-scale soak check-rxe test-rxe check-ompi5 check-noheaders check-intree bench bench-ompi5 clean help
 
 all: build
 
 help:
 	@echo "make / make build  set up (ci/setup.sh), cargo build --release -p coll-rdma,"
 	@echo "                   copy the component to $(COMPONENT)"
+	@echo "make build OMPI_SOURCE=/path/to/openmpi-X.Y.Z"
+	@echo "                   build against a configured Open MPI source tree of the"
+	@echo "                   installed version, for an Open MPI installed without its"
+	@echo "                   internal headers (ompi-patches/README.md)"
 	@echo "make install       copy it to \$$DESTDIR if set, else ~/.openmpi/components/"
 	@echo "                   (searched by Open MPI by default; no environment variable needed)"
 	@echo "make check         build, cargo test --release --workspace, ci/mpi-tests.sh,"
-	@echo "                   ci/rxe-tests.sh (verbs on Soft-RoCE in qemu guests)"
+	@echo "                   ci/rxe-tests.sh (verbs on Soft-RoCE in qemu guests),"
+	@echo "                   check-noheaders, check-ompi5"
 	@echo "make test-mpi      only the MPI tests (ci/mpi-tests.sh)"
 	@echo "make test-scale    only the scale tests: every collective at 64, 256 and 1024"
 	@echo "                   ranks on the in-process fabric (part of make check, about 1 min)"
@@ -39,6 +45,13 @@ help:
 	@echo "                   (ci/ompi5/chroot.sh prepare, then ci/ompi5/check.sh inside;"
 	@echo "                   needs root; logs under $(BUILD)/ompi5/). make check runs it"
 	@echo "                   last; SKIP_OMPI5=1 leaves it out"
+	@echo "make check-noheaders  build against Debian's configured Open MPI source tree"
+	@echo "                   (cached in /var/cache/coll-rdma) with the system's internal"
+	@echo "                   headers hidden, then a few MPI tests with that build;"
+	@echo "                   make check runs it; SKIP_NOHEADERS=1 leaves it out"
+	@echo "make check-intree  coll rdma as an in-tree component of Debian's Open MPI"
+	@echo "                   source: autogen, configure, build, MPI tests (long;"
+	@echo "                   not part of make check)"
 	@echo "make bench         build, then ci/bench.sh: stock Open MPI vs coll rdma in paired"
 	@echo "                   samples (barrier, allreduce, reduce, bcast, 4 B-64 MiB, np 2 and 4;"
 	@echo "                   ratio, spread, floor, settled; PNG plots), tables and plots in"
@@ -56,8 +69,12 @@ setup:
 
 # Cargo decides what to rebuild, so this always asks it.
 build: setup
-	@echo "== cargo build --release -p coll-rdma"
-	@$(CARGO) build --release -p coll-rdma
+	@echo "== cargo build --release -p coll-rdma$(if $(OMPI_SOURCE), (headers from $(OMPI_SOURCE)))"
+	@if [ -n "$(OMPI_SOURCE)" ]; then \
+	    dirs=$$(bash ompi-patches/source-tree-include-dirs.sh "$(OMPI_SOURCE)") || exit 1; \
+	    echo "   OMPI_INCLUDE_DIRS=$$dirs"; export OMPI_INCLUDE_DIRS="$$dirs"; \
+	fi; \
+	$(CARGO) build --release -p coll-rdma
 	@so=$(CARGO_OUT)/libmca_coll_rdma.so; \
 	if [ ! -f "$$so" ] && [ -f $(CARGO_OUT)/libcoll_rdma.so ]; then \
 	    so=$(CARGO_OUT)/libcoll_rdma.so; \
@@ -67,7 +84,7 @@ build: setup
 	mkdir -p $(COMPDIR); \
 	install -m 0755 "$$so" $(COMPONENT).tmp && mv -f $(COMPONENT).tmp $(COMPONENT); \
 	echo "== built $(COMPONENT) from $$so"
-	@OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$(CURDIR)/$(COMPDIR)" ompi_info 2>&1 \
+	@OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$(abspath $(COMPDIR))" ompi_info 2>&1 \
 	    | grep -E 'MCA coll: rdma' \
 	    || echo "warning: ompi_info does not list coll rdma from $(COMPDIR)" >&2
 
@@ -86,6 +103,8 @@ check: build
 	@$(CARGO) test --release --workspace
 	@$(MAKE) --no-print-directory test-mpi
 	@$(MAKE) --no-print-directory test-rxe
+	@if [ "$(SKIP_NOHEADERS)" = 1 ]; then echo "== no-headers build test skipped (SKIP_NOHEADERS=1)"; \
+	else $(MAKE) --no-print-directory check-noheaders; fi
 	@if [ "$(SKIP_OMPI5)" = 1 ]; then echo "== Open MPI 5 tests skipped (SKIP_OMPI5=1)"; \
 	else $(MAKE) --no-print-directory check-ompi5; fi
 
@@ -121,6 +140,18 @@ check-ompi5:
 	@bash ci/ompi5/chroot.sh prepare
 	@mkdir -p $(BUILD)/ompi5
 	@bash -o pipefail -c 'bash ci/ompi5/chroot.sh run -- bash ci/ompi5/check.sh 2>&1 | tee $(BUILD)/ompi5/check.log'
+
+# Open MPI without its internal headers: build against Debian's configured
+# source tree with the system's hidden (ompi-patches/README.md).
+check-noheaders:
+	@echo "== no-headers build (Open MPI source tree, system internal headers hidden)"
+	@bash ompi-patches/check-noheaders.sh
+
+# coll rdma as an in-tree component of Debian's Open MPI source: a whole
+# Open MPI build, so not part of make check (ompi-patches/README.md).
+check-intree:
+	@echo "== in-tree component (apply.sh, autogen.pl, configure, make, MPI tests)"
+	@bash ompi-patches/check-intree.sh
 
 bench: build
 	@echo "== benchmark"

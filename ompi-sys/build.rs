@@ -1,6 +1,8 @@
 //! Generates bindings from the installed Open MPI's internal headers and
 //! compiles the C shim. Directories come from `mpicc --showme`, or from
-//! OMPI_INCLUDE_DIRS / OMPI_LIB_DIRS (colon-separated) when set.
+//! OMPI_INCLUDE_DIRS / OMPI_LIB_DIRS (colon-separated) when set
+//! (`make build OMPI_SOURCE=...` sets OMPI_INCLUDE_DIRS to a configured
+//! Open MPI source tree's directories: ompi-patches/README.md).
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -27,7 +29,11 @@ fn header_version(include_dirs: &[PathBuf]) -> String {
         .iter()
         .map(|d| d.join("ompi/version.h"))
         .find(|p| p.exists())
-        .expect("ompi/version.h not found: Open MPI's devel headers (libopenmpi-dev) are missing");
+        .expect(
+            "ompi/version.h not found: Open MPI's internal headers are missing (Debian: libopenmpi-dev); \
+             for an Open MPI installed without them, build against its configured source tree: \
+             make build OMPI_SOURCE=/path/to/openmpi-X.Y.Z (ompi-patches/README.md)",
+        );
     println!("cargo:rerun-if-changed={}", header.display());
     let text = std::fs::read_to_string(&header).expect("read ompi/version.h");
     let number = |name: &str| -> String {

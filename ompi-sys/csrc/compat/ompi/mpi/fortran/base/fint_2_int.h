@@ -7,7 +7,9 @@
 
 #include "ompi_config.h"
 
-_Static_assert(OMPI_SIZEOF_FORTRAN_INTEGER == SIZEOF_INT,
+/* 0: configured without Fortran (a source tree, ompi-patches/), where
+ * MPI_Fint is a C int. */
+_Static_assert(OMPI_SIZEOF_FORTRAN_INTEGER == SIZEOF_INT || OMPI_SIZEOF_FORTRAN_INTEGER == 0,
                "this stand-in assumes a Fortran INTEGER is a C int");
 
 #define OMPI_INT_2_FINT(a) ((MPI_Fint) (a))
