@@ -802,7 +802,7 @@ COMP_TESTS=(
     "bcast-window-1-np4" "bcast-window-2-np3" "bcast-slot-64-np4" "bcast-ack-interval-1-np5"
     "bcast-ack-interval-16-np4" "bcast-nack-0-np3" "bcast-max-bytes--1-np4" "bcast-max-bytes--1-np8"
     "bcast-max-bytes-0-np3" "bcast-single-copy-np2" "bcast-single-copy-np3" "bcast-single-copy-np4"
-    "bcast-single-copy-refused-np3" "reduce_ops-max-bytes--1-np4"
+    "bcast-single-copy-refused-np3" "bcast-refused-default-limits-np2" "bcast-refused-default-limits-np4" "reduce_ops-max-bytes--1-np4"
     "reduce_ops-parallel-np2" "reduce_ops-parallel-np3" "reduce_ops-parallel-np4" "reduce_ops-parallel-refused-np3"
     "bad-bcast-window-etc-np4"
     "bad-bcast-slot-size-1-np3" "shm-killed-creator-reaped-np2"
@@ -998,7 +998,7 @@ else
     # process_vm_readv refused (pretended on every rank): the window up to
     # the old limits, the larger calls to the module underneath, saying why
     CHECKS=("${SERVED[@]}" "nore:reduced in parallel \\("
-        "re:no single-copy bcast: rank 0 pretends it cannot read rank 1's memory"
+        "re:no cross-memory reads, so no single-copy bcast or parallel reduction: rank 0 pretends it cannot read rank 1's memory"
         "re:comm 0 rank 0: no parallel allreduce \\(shm cannot read its peers' memory\\)"
         "re:comm 0 rank 0: no parallel reduce \\(shm cannot read its peers' memory\\)"
         "re:rank [0-9]+: allreduce handed to the module underneath: .*coll_rdma_allreduce_max_bytes")
@@ -1055,7 +1055,7 @@ else
     # every rank pretends process_vm_readv is refused: all fall back to the
     # window together, with the reason, and results are still right
     CHECKS=("${SERVED[@]}" "nore:bcast handed to the module underneath" "nore:in one copy"
-        "re:no single-copy bcast: rank 0 pretends it cannot read rank 1's memory")
+        "re:no cross-memory reads, so no single-copy bcast or parallel reduction: rank 0 pretends it cannot read rank 1's memory")
     run_test "bcast-single-copy-refused-np3" 3 ok "${SC[@]}" --mca coll_rdma_test_pretend_no_cross_memory 1 \
         "${V[@]}" -- bcast -B 2 "${BC_PARAM[@]}" "${BC_E[@]}"
     # the same refusal with every bcast parameter at its default: the window
@@ -1063,7 +1063,7 @@ else
     # 64 MiB included, and says so; every delivery checked by the program
     for np in 2 4; do
         CHECKS=("${SERVED[@]}" "nore:bcast handed to the module underneath" "nore:in one copy"
-            "re:no single-copy bcast: rank 0 pretends it cannot read rank 1's memory"
+            "re:no cross-memory reads, so no single-copy bcast or parallel reduction: rank 0 pretends it cannot read rank 1's memory"
             "re:comm 0 rank 0: bcast of any length through the window \(copy in, copy out\), automatic for shm: no limit")
         run_test "bcast-refused-default-limits-np$np" "$np" ok --mca coll_rdma_test_pretend_no_cross_memory 1 \
             "${V[@]}" -- bcast -B 2 "${BC_PARAM[@]}" "${BC_E[@]}"

@@ -27,12 +27,13 @@ skip() { echo "check-intree: SKIPPED: $*"; exit 0; }
 [ "$(id -u)" = 0 ] || skip "needs root (apt-get for the autotools, the cache under /var/cache)"
 # autogen.pl needs the autotools; Debian packages only.
 missing=()
-for pkg in autoconf automake libtool m4 flex; do
+for pkg in autoconf automake libtool m4 flex dpkg-dev; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then
     say "apt-get install ${missing[*]}"
-    apt-get install -y -qq "${missing[@]}" >/dev/null
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 # A pristine copy of Debian's source (the no-headers cache holds the .dsc).
@@ -76,7 +77,7 @@ if [ "$STEPS" = component ]; then
         { tail -n 30 "$WORK/make-component.log" >&2; fail "make in ompi/mca/coll/rdma (log: $WORK/make-component.log)"; }
     so=$tree/ompi/mca/coll/rdma/mca_coll_rdma.so
     [ -f "$so" ] || fail "$so was not built"
-    OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$tree/ompi/mca/coll/rdma" ompi_info | grep -q 'MCA coll: rdma' ||
+    OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$tree/ompi/mca/coll/rdma" ompi_info | grep -c 'MCA coll: rdma' >/dev/null ||
         fail "ompi_info does not list $so"
     say "built $so in the tree (linked to the system's libmpi); ompi_info lists it"
     out=$ROOT/build/intree/component
@@ -90,7 +91,7 @@ fi
     { tail -n 30 "$WORK/make.log" >&2; fail "make (log: $WORK/make.log)"; }
 installed_so=$(ls "$prefix"/lib/openmpi/mca_coll_rdma.so 2>/dev/null) || fail "make install did not install mca_coll_rdma.so"
 say "built and installed Open MPI with $installed_so"
-"$prefix/bin/ompi_info" | grep -q 'MCA coll: rdma' || fail "the new ompi_info does not list coll rdma"
+"$prefix/bin/ompi_info" | grep -c 'MCA coll: rdma' >/dev/null || fail "the new ompi_info does not list coll rdma"
 
 # ci/mpi-tests.sh takes the component from BUILD/components: that is the
 # installed component directory itself.

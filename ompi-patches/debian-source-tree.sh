@@ -82,6 +82,8 @@ prepare() {
     done
     if [ ${#missing[@]} -gt 0 ] && [ -z "${OMPI_SOURCE_CONFIGURE_OPTS:-}" ]; then
         log "apt-get install ${missing[*]}"
+        # A fresh image may have empty package lists (setup.sh updates them only when it installs).
+        apt-get update -qq >/dev/null
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
     fi
     log "configure $OPTS (log: $DIR/configure.log)"

@@ -67,36 +67,59 @@ impl std::fmt::Display for CrossMemoryRefusal {
     }
 }
 
-const RECORD_LEN: usize = 16;
-/// What the probe reads: a word every process has at a known address.
-static PROBE_WORD: u64 = 0xC0_11_2D_4A_C3_0A_77_11;
+const RECORD_LEN: usize = 24;
+
+/// A value no other process holds: what a rank's probe word contains and
+/// what its peers must read there. A shared constant would also be found in
+/// the wrong process (ranks in different pid namespaces that share
+/// /dev/shm, where a peer's pid names another process of the same binary),
+/// and later copies would then read that process silently.
+fn probe_token(rank: usize) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    // RandomState is seeded from the operating system's randomness per process.
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    hasher.write_usize(rank);
+    hasher.finish() | 1
+}
+
+/// Whether process `pid` holds `token` at `address`: `Err(errno)` if not.
+fn probe_peer(pid: libc::pid_t, address: u64, token: u64) -> Result<(), i32> {
+    let mut seen = [0u8; 8];
+    match read_process(pid, address, &mut seen) {
+        Ok(()) if u64::from_ne_bytes(seen) == token => Ok(()),
+        Ok(()) => Err(libc::EIO),
+        Err(error) => Err(error.raw_os_error().unwrap_or(libc::EIO)),
+    }
+}
 
 impl CrossMemory {
     /// Collective over the communicator's `size` ranks: each rank publishes
-    /// its pid and where its probe word lies, reads every peer's probe word
-    /// (unless `pretend_refused`, a test setting), and a second exchange
-    /// makes the first refusal everyone's verdict.
+    /// its pid, a token of its own and where it keeps it, reads every peer's
+    /// token (unless `pretend_refused`, a test setting), and a second
+    /// exchange makes the first refusal everyone's verdict.
     pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, pretend_refused: bool) -> Result<Self, CrossMemoryRefusal> {
+        // Boxed so that its address is stable, and kept until the verdict
+        // exchange below, after which no peer reads it.
+        let probe_word = Box::new(probe_token(rank));
         let mut mine = [0u8; RECORD_LEN];
         mine[..8].copy_from_slice(&u64::from(std::process::id()).to_le_bytes());
-        mine[8..].copy_from_slice(&(std::ptr::addr_of!(PROBE_WORD) as usize as u64).to_le_bytes());
+        mine[8..16].copy_from_slice(&(std::ptr::addr_of!(*probe_word) as usize as u64).to_le_bytes());
+        mine[16..].copy_from_slice(&probe_word.to_le_bytes());
         let mut records = vec![0u8; size * RECORD_LEN];
         exchange.allgather(&mine, &mut records).map_err(CrossMemoryRefusal::Exchange)?;
         let word = |record: &[u8], at: usize| u64::from_le_bytes(record[at..at + 8].try_into().expect("8 bytes"));
-        let peers: Vec<(libc::pid_t, u64)> =
-            records.chunks_exact(RECORD_LEN).map(|record| (word(record, 0) as libc::pid_t, word(record, 8))).collect();
+        let peers: Vec<(libc::pid_t, u64, u64)> = records
+            .chunks_exact(RECORD_LEN)
+            .map(|record| (word(record, 0) as libc::pid_t, word(record, 8), word(record, 16)))
+            .collect();
 
         let my_failure = (0..size).filter(|&peer| peer != rank).find_map(|peer| {
             if pretend_refused {
                 return Some((peer, 0));
             }
-            let (pid, address) = peers[peer];
-            let mut seen = [0u8; 8];
-            match read_process(pid, address, &mut seen) {
-                Ok(()) if u64::from_ne_bytes(seen) == PROBE_WORD => None,
-                Ok(()) => Some((peer, libc::EIO)),
-                Err(error) => Some((peer, error.raw_os_error().unwrap_or(libc::EIO))),
-            }
+            let (pid, address, token) = peers[peer];
+            probe_peer(pid, address, token).err().map(|errno| (peer, errno))
         });
         let mut verdict = [0u8; RECORD_LEN];
         if let Some((peer, errno)) = my_failure {
@@ -106,6 +129,7 @@ impl CrossMemory {
         }
         let mut verdicts = vec![0u8; size * RECORD_LEN];
         exchange.allgather(&verdict, &mut verdicts).map_err(CrossMemoryRefusal::Exchange)?;
+        drop(probe_word);
         for (failed_rank, verdict) in verdicts.chunks_exact(RECORD_LEN).enumerate() {
             if verdict[0] != 0 {
                 let peer = u32::from_le_bytes(verdict[1..5].try_into().expect("4 bytes")) as usize;
@@ -113,7 +137,7 @@ impl CrossMemory {
                 return Err(CrossMemoryRefusal::Refused { rank: failed_rank, peer, errno });
             }
         }
-        Ok(CrossMemory { pids: peers.into_iter().map(|(pid, _)| pid).collect() })
+        Ok(CrossMemory { pids: peers.into_iter().map(|(pid, _, _)| pid).collect() })
     }
 
     /// Copies `out.len()` bytes at `address` in `peer`'s memory into `out`.
@@ -145,6 +169,18 @@ mod tests {
     fn a_bad_address_is_an_error_not_a_crash() {
         let mut copy = [0u8; 8];
         assert!(read_process(std::process::id() as libc::pid_t, 8, &mut copy).is_err());
+    }
+
+    #[test]
+    fn a_probe_finds_only_the_token_its_peer_published() {
+        let published = Box::new(probe_token(1));
+        let pid = std::process::id() as libc::pid_t;
+        let address = std::ptr::addr_of!(*published) as usize as u64;
+        assert_eq!(probe_peer(pid, address, *published), Ok(()));
+        // Another process of the same binary holds another token (a
+        // shared constant would have matched here).
+        assert_eq!(probe_peer(pid, address, probe_token(1)), Err(libc::EIO));
+        assert_ne!(probe_token(1), probe_token(1));
     }
 
     #[test]

@@ -51,8 +51,9 @@
  *       reduced in parallel, c: both). A message of at least
  *       coll_rdma_<kind>_parallel_min_bytes is reduced in parallel, whatever
  *       its length, unless the ranks cannot read each other's memory
- *       (coll_rdma_test_pretend_no_cross_memory 1, or Yama's ptrace_scope
- *       above 0).
+ *       (the same probe as single-copy bcast decides: any rank pretending
+ *       with coll_rdma_test_pretend_no_cross_memory 1, process_vm_readv
+ *       refused, ranks on several nodes or pretended nodes).
  *       Counted at call time by the wrappers below (profiling interface), so
  *       the existing programs' plain MPI_Allreduce/MPI_Reduce calls count
  *       too, and so do the reductions Open MPI makes on an intercommunicator's
@@ -761,26 +762,14 @@ T_API void t_read_reduction_limits(void)
     }
     t_red_max_bytes[T_ALLREDUCE] = t_read_cvar("coll_rdma_allreduce_max_bytes", &fa);
     t_red_max_bytes[T_REDUCE] = t_read_cvar("coll_rdma_reduce_max_bytes", &fr);
-    int fpa = 0, fpr = 0, fpretend = 0;
+    int fpa = 0, fpr = 0;
     t_red_parallel_min[T_ALLREDUCE] = t_read_cvar("coll_rdma_allreduce_parallel_min_bytes", &fpa);
     t_red_parallel_min[T_REDUCE] = t_read_cvar("coll_rdma_reduce_parallel_min_bytes", &fpr);
-    long long pretend = t_read_cvar("coll_rdma_test_pretend_no_cross_memory", &fpretend);
-    int fnodes = 0;
-    long long nodes = t_read_cvar("coll_rdma_test_pretend_nodes", &fnodes);
     MPI_T_finalize();
     if (!fpa) t_red_parallel_min[T_ALLREDUCE] = -1;
     if (!fpr) t_red_parallel_min[T_REDUCE] = -1;
-    /* Yama (absent here) refuses process_vm_readv between siblings above 0 */
-    int scope = 0;
-    FILE *yama = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
-    if (yama) {
-        if (fscanf(yama, "%d", &scope) != 1) scope = 1;
-        fclose(yama);
-    }
-    /* only shared memory between all ranks reads peers' memory: pretended
-     * nodes make a hybrid transport (the tests name no verbs transport with
-     * reductions to classify) */
-    t_cross_memory = !(fpretend && pretend == 1) && scope == 0 && !(fnodes && nodes > 1);
+    /* t_cross_memory, which the parallel reductions need too, is decided
+     * with the bcast parameters (t_read_bcast_params), by the same probe */
     if (fa && fr) t_red_limit_source = "from MPI_T";
     else if (!fa && !fr) t_red_limit_source = "coll_rdma_*_max_bytes not registered";
     else t_red_limit_source = fa ? "coll_rdma_reduce_max_bytes not registered"
@@ -877,8 +866,9 @@ T_API void t_read_bcast_params(void)
     else if (anyone_pretends) t_bc_single_copy_why = "coll_rdma_test_pretend_no_cross_memory";
     else if (!permitted) t_bc_single_copy_why = "process_vm_readv refused";
     else t_bc_single_copy_why = "shared memory, process_vm_readv permitted";
-    t_bc_single_copy = fmin && t_bc_sc_min >= 0 && t_nodes == 1 && !(fnodes && pretend_nodes > 1)
-                       && strcasecmp(transport, "verbs") != 0 && !anyone_pretends && permitted;
+    t_cross_memory = t_nodes == 1 && !(fnodes && pretend_nodes > 1) && strcasecmp(transport, "verbs") != 0
+                     && !anyone_pretends && permitted;
+    t_bc_single_copy = fmin && t_bc_sc_min >= 0 && t_cross_memory;
 }
 
 /* Across nodes: every T_LATE_EVERY-th barrier of an intracommunicator

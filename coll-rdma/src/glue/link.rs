@@ -48,11 +48,12 @@ fn connect_shm(exchange: &dyn Exchange, request: &LinkRequest) -> Result<Selecte
     let mut transport = shm::establish(exchange, request.rank, request.size, request.window_len)?;
     if let Some(pretend_refused) = request.cross_memory_probe {
         // Every rank reaches the same verdict; a refusal only costs the
-        // single-copy bcast, so the transport is kept either way.
+        // paths that read peers' memory (single-copy bcast, parallel
+        // allreduce and reduce), so the transport is kept either way.
         match transport.enable_cross_memory(exchange, pretend_refused) {
             Ok(()) => {}
             Err(CrossMemoryRefusal::Exchange(error)) => return Err(ShmSetupError::Exchange(error)),
-            Err(refusal) => tracing::info!("comm {} rank {}: no single-copy bcast: {refusal}", request.cid, request.rank),
+            Err(refusal) => tracing::info!("comm {} rank {}: no cross-memory reads, so no single-copy bcast or parallel reduction: {refusal}", request.cid, request.rank),
         }
     }
     Ok(SelectedTransport::Shm(transport))

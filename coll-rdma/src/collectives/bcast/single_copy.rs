@@ -161,10 +161,13 @@ impl SingleCopyBcast {
                 buf.len()
             )));
         }
-        transport.read_peer_memory(root, address, buf)?;
+        let copied = transport.read_peer_memory(root, address, buf);
         // Release, after the copy returned: the root may reuse its buffer
-        // once it sees this.
-        transport.put_flag(root, region.done_line(self.rank), call)
+        // once it sees this. Said even when the copy failed: only this rank
+        // lacks the data and it returns the error, so the root and the other
+        // receivers need not wait for the fault timeout.
+        transport.put_flag(root, region.done_line(self.rank), call)?;
+        copied
     }
 }
 
