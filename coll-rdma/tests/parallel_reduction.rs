@@ -156,8 +156,8 @@ fn window_len(size: usize) -> usize {
 fn play<T: Transport>(rank: usize, size: usize, transport: &T, parallel_min_bytes: usize, script: &[Call]) -> (u64, u64) {
     let mut allreduce = Allreduce::new(rank, size, 0, tree_config());
     let mut reduce = Reduce::new(rank, size, reduce_offset(size), tree_config().tree);
-    allreduce.set_parallel_min_bytes(parallel_min_bytes);
-    reduce.set_parallel_min_bytes(parallel_min_bytes);
+    allreduce.parallel_mut().set_min_bytes(parallel_min_bytes);
+    reduce.parallel_mut().set_min_bytes(parallel_min_bytes);
     for (index, call) in script.iter().enumerate() {
         let op = call.op;
         let len = call.count * op.element_size();
@@ -185,7 +185,7 @@ fn play<T: Transport>(rank: usize, size: usize, transport: &T, parallel_min_byte
             assert!(send == original, "np {size} rank {rank} call {index} {call:?}: the send buffer changed");
         }
     }
-    (allreduce.parallel_calls(), reduce.parallel_calls())
+    (allreduce.parallel().calls(), reduce.parallel().calls())
 }
 
 /// Fabric endpoints with shared windows and cross-memory attach (refused

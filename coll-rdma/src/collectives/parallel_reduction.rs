@@ -133,6 +133,10 @@ pub struct ParallelReduction {
     region: ParallelRegion,
     /// Parallel reductions so far, on every rank alike.
     calls: u64,
+    /// Messages of at least this many bytes are reduced in parallel where
+    /// the transport reads peers' memory; `usize::MAX` never. The same on
+    /// every rank.
+    min_bytes: usize,
     /// A peer's input chunk on its way into the fold.
     staging: Vec<u8>,
     /// In place: this rank's own input chunk, copied aside before the
@@ -155,6 +159,7 @@ impl ParallelReduction {
             size,
             region: ParallelRegion::new(region_offset, size),
             calls: 0,
+            min_bytes: usize::MAX,
             staging: Vec::new(),
             own_input: Vec::new(),
             slice_result: Vec::new(),
@@ -164,6 +169,21 @@ impl ParallelReduction {
     /// Parallel reductions served so far.
     pub fn calls(&self) -> u64 {
         self.calls
+    }
+
+    pub fn set_min_bytes(&mut self, min_bytes: usize) {
+        self.min_bytes = min_bytes;
+    }
+
+    /// The threshold; `usize::MAX` never.
+    pub fn min_bytes(&self) -> usize {
+        self.min_bytes
+    }
+
+    /// Whether a `len`-byte reduction is done in parallel; the same answer
+    /// on every rank (reading peers' memory is agreed at setup).
+    pub fn applies<T: PeerReads + ?Sized>(&self, transport: &T, len: usize) -> bool {
+        len >= self.min_bytes && len > 0 && self.size > 1 && transport.reads_peer_memory()
     }
 
     /// Reduces every rank's contribution in rank order; with `Gather::All`

@@ -2,7 +2,7 @@
 //! rank 0, folding in canonical rank order, then, when the root is another
 //! rank, rank 0 relays the result to it segment by segment.
 //!
-//! From `parallel_min_bytes`, where every rank reads every other's memory,
+//! From the parallel threshold (`ParallelReduction::set_min_bytes`), where every rank reads every other's memory,
 //! the parallel reduction serves the call instead (see
 //! `parallel_reduction`): each rank reduces its own slice of every rank's
 //! input, and the root reads the slices.
@@ -102,9 +102,6 @@ pub struct Reduce {
     relays_out: Vec<Stream>,
     relay_in: Stream,
     parallel: ParallelReduction,
-    /// Shortest message reduced in parallel where the transport reads
-    /// peers' memory; `usize::MAX` never.
-    parallel_min_bytes: usize,
     last_seq: u64,
     epoch: u64,
     partial: Vec<u8>,
@@ -135,7 +132,6 @@ impl Reduce {
             relays_out,
             relay_in: region.relay(rank),
             parallel: ParallelReduction::new(rank, size, region.parallel),
-            parallel_min_bytes: usize::MAX,
             last_seq: 0,
             epoch: 0,
             partial: Vec::new(),
@@ -147,28 +143,15 @@ impl Reduce {
         &self.config
     }
 
-    /// Messages of at least `min_bytes` are reduced in parallel where the
-    /// transport reads peers' memory; `usize::MAX` (the default) never.
-    /// The same value on every rank.
-    pub fn set_parallel_min_bytes(&mut self, min_bytes: usize) {
-        self.parallel_min_bytes = min_bytes;
+    /// The parallel path and its threshold.
+    pub fn parallel(&self) -> &ParallelReduction {
+        &self.parallel
     }
 
-    /// The parallel threshold; `usize::MAX` never.
-    pub fn parallel_min_bytes(&self) -> usize {
-        self.parallel_min_bytes
+    pub fn parallel_mut(&mut self) -> &mut ParallelReduction {
+        &mut self.parallel
     }
 
-    /// Whether a `len`-byte reduce is reduced in parallel; the same answer
-    /// on every rank (reading peers' memory is agreed at setup).
-    pub fn uses_parallel<T: PeerReads + ?Sized>(&self, transport: &T, len: usize) -> bool {
-        len >= self.parallel_min_bytes && len > 0 && self.size > 1 && transport.reads_peer_memory()
-    }
-
-    /// Reduce calls reduced in parallel so far.
-    pub fn parallel_calls(&self) -> u64 {
-        self.parallel.calls()
-    }
 
     /// MPI_Reduce with MPI_IN_PLACE, at the root only (the other ranks call
     /// `reduce`): `buffer` holds the root's contribution and receives the
@@ -186,7 +169,7 @@ impl Reduce {
             return Err(TransportError::Failed(format!("rank {} is not the root {root} of an in-place reduce", self.rank)));
         }
         check_message(op, buffer, None)?;
-        if self.uses_parallel(transport, buffer.len()) {
+        if self.parallel.applies(transport, buffer.len()) {
             let waits = self.config.policy.serving(side_progress);
             return self.parallel.reduce(transport, waits, op, Gather::Root(root), ReductionBuffers::InPlace(buffer));
         }
@@ -233,7 +216,7 @@ impl Reduce {
             }
             return Ok(());
         }
-        if self.uses_parallel(transport, send.len()) {
+        if self.parallel.applies(transport, send.len()) {
             let waits = self.config.policy.serving(side_progress);
             let recv = result.unwrap_or_default();
             return self.parallel.reduce(transport, waits, op, Gather::Root(root), ReductionBuffers::Separate { send, recv });

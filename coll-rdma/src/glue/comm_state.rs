@@ -213,9 +213,9 @@ impl CommState {
             window_len: layout.window_len,
         });
         let mut allreduce = Allreduce::new(rank, size, layout.allreduce_offset, allreduce_config);
-        allreduce.set_parallel_min_bytes(settings.allreduce.parallel_min_bytes.unwrap_or(usize::MAX));
+        allreduce.parallel_mut().set_min_bytes(settings.allreduce.parallel_min_bytes.unwrap_or(usize::MAX));
         let mut reduce = Reduce::new(rank, size, layout.reduce_offset, reduce_config.tree);
-        reduce.set_parallel_min_bytes(settings.reduce.parallel_min_bytes.unwrap_or(usize::MAX));
+        reduce.parallel_mut().set_min_bytes(settings.reduce.parallel_min_bytes.unwrap_or(usize::MAX));
         CommState {
             cid,
             rank,
@@ -274,7 +274,7 @@ impl CommState {
     /// Says at verbose level 1 which allreduce and reduce lengths are
     /// reduced in parallel, or why none are.
     fn report_parallel_reduction(&self, transport: &SelectedTransport) {
-        let from = [("allreduce", self.allreduce.parallel_min_bytes()), ("reduce", self.reduce.parallel_min_bytes())];
+        let from = [("allreduce", self.allreduce.parallel().min_bytes()), ("reduce", self.reduce.parallel().min_bytes())];
         for (name, from) in from.into_iter().filter(|&(_, from)| from != usize::MAX) {
             if transport.reads_peer_memory() {
                 tracing::info!(

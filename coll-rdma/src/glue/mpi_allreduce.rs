@@ -43,7 +43,7 @@ impl CommState {
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let allreduce = &self.allreduce;
         let segment_bytes = allreduce.config().tree.segment_bytes;
-        let in_parallel = |bytes| allreduce.uses_parallel(transport, bytes);
+        let in_parallel = |bytes| allreduce.parallel().applies(transport, bytes);
         let message = match native_message(call, self.allreduce_max_bytes, "allreduce_max_bytes", segment_bytes, in_parallel) {
             Ok(message) => message,
             Err(unserved) => return self.hand_over_allreduce(call, unserved),

@@ -43,7 +43,7 @@ impl CommState {
         }
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let reduce = &self.reduce;
-        let in_parallel = |bytes| reduce.uses_parallel(transport, bytes);
+        let in_parallel = |bytes| reduce.parallel().applies(transport, bytes);
         let message = match native_message(call, self.reduce_max_bytes, "reduce_max_bytes", reduce.config().segment_bytes, in_parallel) {
             Ok(message) => message,
             Err(unserved) => return self.hand_over_reduce(call, root, unserved),

@@ -12,7 +12,7 @@
 //!   back down the same tree by puts. Every rank ends with the bytes the root
 //!   computed, so all ranks agree bit for bit even for floating point.
 //!
-//! * from `parallel_min_bytes`, where every rank reads every other's
+//! * from the parallel threshold (`ParallelReduction::set_min_bytes`), where every rank reads every other's
 //!   memory, the parallel reduction (see `parallel_reduction`): each rank
 //!   reduces its own slice of every rank's input, then reads the others'.
 //!
@@ -127,9 +127,6 @@ pub struct Allreduce {
     results_to_children: Vec<Stream>,
     exchange: ExchangeSlots,
     parallel: ParallelReduction,
-    /// Shortest message reduced in parallel where the transport reads
-    /// peers' memory; `usize::MAX` never.
-    parallel_min_bytes: usize,
     epoch: u64,
     last_seq: u64,
     incoming: Vec<u8>,
@@ -181,7 +178,6 @@ impl Allreduce {
             results_to_children,
             exchange: ExchangeSlots::new(region.exchange, size, config.exchange_max_bytes),
             parallel: ParallelReduction::new(rank, size, region.parallel),
-            parallel_min_bytes: usize::MAX,
             epoch: 0,
             last_seq: 0,
             incoming: Vec::new(),
@@ -192,28 +188,15 @@ impl Allreduce {
         &self.config
     }
 
-    /// Messages of at least `min_bytes` are reduced in parallel where the
-    /// transport reads peers' memory; `usize::MAX` (the default) never.
-    /// The same value on every rank.
-    pub fn set_parallel_min_bytes(&mut self, min_bytes: usize) {
-        self.parallel_min_bytes = min_bytes;
+    /// The parallel path and its threshold.
+    pub fn parallel(&self) -> &ParallelReduction {
+        &self.parallel
     }
 
-    /// The parallel threshold; `usize::MAX` never.
-    pub fn parallel_min_bytes(&self) -> usize {
-        self.parallel_min_bytes
+    pub fn parallel_mut(&mut self) -> &mut ParallelReduction {
+        &mut self.parallel
     }
 
-    /// Whether a `len`-byte allreduce is reduced in parallel; the same
-    /// answer on every rank (reading peers' memory is agreed at setup).
-    pub fn uses_parallel<T: PeerReads + ?Sized>(&self, transport: &T, len: usize) -> bool {
-        len >= self.parallel_min_bytes && len > 0 && self.size > 1 && transport.reads_peer_memory()
-    }
-
-    /// Allreduce calls reduced in parallel so far.
-    pub fn parallel_calls(&self) -> u64 {
-        self.parallel.calls()
-    }
 
     /// MPI_Allreduce with MPI_IN_PLACE: `buffer` holds this rank's
     /// contribution and receives the result. The parallel reduction works
@@ -227,7 +210,7 @@ impl Allreduce {
         buffer: &mut [u8],
     ) -> Result<(), TransportError> {
         check_message(op, buffer, None)?;
-        if self.uses_parallel(transport, buffer.len()) {
+        if self.parallel.applies(transport, buffer.len()) {
             let waits = self.config.tree.policy.serving(side_progress);
             return self.parallel.reduce(transport, waits, op, Gather::All, ReductionBuffers::InPlace(buffer));
         }
@@ -260,7 +243,7 @@ impl Allreduce {
             recv.copy_from_slice(send);
             return Ok(());
         }
-        if self.uses_parallel(transport, send.len()) {
+        if self.parallel.applies(transport, send.len()) {
             let waits = self.config.tree.policy.serving(side_progress);
             return self.parallel.reduce(transport, waits, op, Gather::All, ReductionBuffers::Separate { send, recv });
         }
