@@ -45,15 +45,9 @@ DIR=$CACHE/ompi-source/openmpi-$PKG_VERSION-$KEY
 TREE=$DIR/openmpi-$UPSTREAM
 STAMP=$DIR/.coll-rdma-configured
 
+# The Debian archive this machine's apt uses (ci/debian-mirror.sh).
 host_mirror() {
-    local uri
-    uri=$( { cat /etc/apt/sources.list.d/*.sources 2>/dev/null \
-                | awk 'tolower($1)=="uris:" {for (i=2;i<=NF;i++) print $i}';
-             cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
-                | awk '$1=="deb" {for (i=2;i<=NF;i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}';
-           } | grep -E '/debian/?$' | head -n1 )
-    [ -n "$uri" ] || die "no Debian archive URI found in /etc/apt"
-    echo "${uri%/}"
+    bash "$(dirname "${BASH_SOURCE[0]}")/../ci/debian-mirror.sh" || die "no Debian archive URI found in /etc/apt"
 }
 
 fetch() {

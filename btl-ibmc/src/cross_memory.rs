@@ -151,6 +151,15 @@ impl CrossMemory {
     }
 }
 
+/// `read_peer_memory` for a transport that may have cross-memory attach:
+/// the copy where it was enabled at setup, an error otherwise.
+pub fn read_if_enabled(cross_memory: Option<&CrossMemory>, peer: usize, address: u64, out: &mut [u8]) -> Result<(), TransportError> {
+    match cross_memory {
+        Some(cross_memory) => cross_memory.read(peer, address, out),
+        None => Err(TransportError::Unsupported("reading a peer's memory (cross-memory attach was not enabled)")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

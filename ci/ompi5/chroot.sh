@@ -42,19 +42,8 @@ log() { echo "== chroot.sh: $*" >&2; }
 
 [ "$(id -u)" = 0 ] || die "must run as root (debootstrap, chroot and mounts need it)"
 
-# The host's Debian mirror: the first archive URI (not -security) configured in
-# /etc/apt, in deb822 (.sources) or one-line (.list) format.
-host_mirror() {
-    local uri
-    uri=$( { cat /etc/apt/sources.list.d/*.sources 2>/dev/null \
-                | awk 'tolower($1)=="uris:" {for (i=2;i<=NF;i++) print $i}';
-             cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
-                | awk '$1=="deb" {for (i=2;i<=NF;i++) if ($i ~ /^[a-z]+:\/\//) {print $i; break}}';
-           } | grep -E '/debian/?$' | head -n1 )
-    [ -n "$uri" ] || die "no Debian archive URI found in /etc/apt; set OMPI5_MIRROR"
-    echo "${uri%/}"
-}
-MIRROR=${OMPI5_MIRROR:-$(host_mirror)}
+# The host's Debian mirror (ci/debian-mirror.sh says how it is found).
+MIRROR=${OMPI5_MIRROR:-$(bash "$REPO/ci/debian-mirror.sh")} || die "no Debian archive URI found in /etc/apt; set OMPI5_MIRROR"
 # Security updates from the same host, as the host itself is configured.
 SECURITY_MIRROR="${MIRROR%/debian}/debian-security"
 

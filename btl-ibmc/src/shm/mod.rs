@@ -308,10 +308,7 @@ impl PeerReads for ShmTransport {
     }
 
     fn read_peer_memory(&self, peer: usize, address: u64, out: &mut [u8]) -> Result<(), TransportError> {
-        match &self.cross_memory {
-            Some(cross_memory) => cross_memory.read(peer, address, out),
-            None => Err(TransportError::Unsupported("reading a peer's memory (cross-memory attach was not enabled)")),
-        }
+        crate::cross_memory::read_if_enabled(self.cross_memory.as_ref(), peer, address, out)
     }
 }
 
