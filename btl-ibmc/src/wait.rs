@@ -100,18 +100,10 @@ where
     T: PeerReads + ?Sized,
     D: Fn() -> String,
 {
-    let mut waiter = Waiter::new(waits.policy);
-    loop {
-        if !waiter.is_spinning() {
-            transport.progress();
-            waits.side_progress.progress_others();
-        }
-        let value = transport.peer_flag(peer, flag_offset)?;
-        if value >= target {
-            return Ok(value);
-        }
-        waiter.pause(transport, || format!("{} (word at offset {flag_offset} of rank {peer} is {value}, needs {target})", describe()))?;
-    }
+    let read = || transport.peer_flag(peer, flag_offset);
+    wait_for_word(transport, read, target, waits, |value| {
+        format!("{} (word at offset {flag_offset} of rank {peer} is {value}, needs {target})", describe())
+    })
 }
 
 /// Waits until the word at `flag_offset` of the local window is at least
@@ -124,16 +116,30 @@ where
     T: Windows + ?Sized,
     D: Fn() -> String,
 {
+    let read = || Ok(transport.local_flag(flag_offset));
+    wait_for_word(transport, read, target, waits, |value| format!("{} (word at offset {flag_offset} is {value}, needs {target})", describe()))
+}
+
+/// The loop of both waits above: polls `read` (progressing the transport
+/// and the side progress between polls once past spinning) until it gives
+/// at least `target`.
+#[inline]
+fn wait_for_word<T, R, D>(transport: &T, read: R, target: u64, waits: Waits<'_>, describe: D) -> Result<u64, TransportError>
+where
+    T: Windows + ?Sized,
+    R: Fn() -> Result<u64, TransportError>,
+    D: Fn(u64) -> String,
+{
     let mut waiter = Waiter::new(waits.policy);
     loop {
         if !waiter.is_spinning() {
             transport.progress();
             waits.side_progress.progress_others();
         }
-        let value = transport.local_flag(flag_offset);
+        let value = read()?;
         if value >= target {
             return Ok(value);
         }
-        waiter.pause(transport, || format!("{} (word at offset {flag_offset} is {value}, needs {target})", describe()))?;
+        waiter.pause(transport, || describe(value))?;
     }
 }
