@@ -787,15 +787,18 @@ T_API void t_read_cvar_text(const char *name, char *buf, int len)
     MPI_Datatype dt;
     MPI_T_enum en;
     MPI_T_cvar_handle h;
-    char value[1024] = {0};
     buf[0] = 0;
     if (MPI_T_cvar_get_index(name, &idx) != MPI_SUCCESS) return;
     if (MPI_T_cvar_get_info(idx, vname, &vname_len, &verbosity, &dt, &en, NULL, &desc_len,
                             &bind, &scope) != MPI_SUCCESS || dt != MPI_CHAR)
         return;
     if (MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) != MPI_SUCCESS) return;
-    if (count < (int)sizeof value && MPI_T_cvar_read(h, value) == MPI_SUCCESS)
+    /* count is the variable's buffer size (2048 in Open MPI 4.1), not the
+     * value's length */
+    char *value = calloc((size_t)count + 1, 1);
+    if (value && MPI_T_cvar_read(h, value) == MPI_SUCCESS)
         snprintf(buf, (size_t)len, "%s", value);
+    free(value);
     MPI_T_cvar_handle_free(&h);
 }
 
