@@ -50,8 +50,9 @@
 
 use std::ops::Range;
 
-use btl_ibmc::{wait_at_least, wait_for_peer_at_least, PeerReads, TransportError, Waits};
+use btl_ibmc::{wait_for_peer_at_least, PeerReads, TransportError, Waits};
 
+use crate::patterns::done_lines::DoneLines;
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::scratch;
 use crate::patterns::segments::check_message;
@@ -71,7 +72,7 @@ const FLAG_WORD: usize = 24;
 struct ParallelRegion {
     announcement: usize,
     reduced: usize,
-    done_lines: usize,
+    done: DoneLines,
     end: usize,
 }
 
@@ -80,12 +81,8 @@ impl ParallelRegion {
         let mut cursor = RegionCursor::starting_at(start);
         let announcement = cursor.take(LINE);
         let reduced = cursor.take(LINE);
-        let done_lines = cursor.take(size * LINE);
-        ParallelRegion { announcement, reduced, done_lines, end: cursor.end() }
-    }
-
-    fn done_line(&self, reader: usize) -> usize {
-        self.done_lines + reader * LINE
+        let done = DoneLines::take(&mut cursor, size);
+        ParallelRegion { announcement, reduced, done, end: cursor.end() }
     }
 }
 
@@ -362,19 +359,13 @@ impl ParallelReduction {
     /// after the gather for one that does.
     fn say_done<T: PeerReads + ?Sized>(&self, transport: &T) -> Result<(), TransportError> {
         for peer in (0..self.size).filter(|&peer| peer != self.rank) {
-            transport.put_flag(peer, self.region.done_line(self.rank), self.calls)?;
+            self.region.done.say_done(transport, peer, self.rank, self.calls)?;
         }
         Ok(())
     }
 
     fn await_readers<T: PeerReads + ?Sized>(&self, transport: &T, waits: Waits<'_>) -> Result<(), TransportError> {
-        let call = self.calls;
-        for reader in (0..self.size).filter(|&reader| reader != self.rank) {
-            wait_at_least(transport, self.region.done_line(reader), call, waits, || {
-                format!("rank {reader} to finish reading rank {}'s buffers in parallel reduction {call}", self.rank)
-            })?;
-        }
-        Ok(())
+        self.region.done.await_readers(transport, self.rank, self.size, self.calls, waits, "parallel reduction")
     }
 }
 
@@ -410,6 +401,6 @@ mod tests {
     #[test]
     fn the_region_gives_every_line_its_own_cache_line() {
         let region = ParallelRegion::new(0, 3);
-        assert_eq!((region.announcement, region.reduced, region.done_line(2), region.end), (0, 64, 256, 320));
+        assert_eq!((region.announcement, region.reduced, region.done.line(2), region.end), (0, 64, 256, 320));
     }
 }

@@ -1,9 +1,10 @@
-//! The put-stream machinery the collectives share: carving a region of the
+//! The machinery the collectives share: carving a region of the
 //! window, cutting a message into segments, streaming segments through slot
 //! rings with credits, the degree-k tree, and the upward (reduction) half
 //! of a tree collective. Allreduce and reduce build on all of it; the put
 //! tree bcast on everything but the upward half.
 
+pub(crate) mod done_lines;
 pub(crate) mod region;
 pub(crate) mod segments;
 pub(crate) mod slots;

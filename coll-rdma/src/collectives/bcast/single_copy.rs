@@ -33,8 +33,9 @@
 //! ([`ABANDONED`]); every receiver fails its call, and the root does not
 //! wait. The ranks are then out of step: the caller stops using the state.
 
-use btl_ibmc::{wait_at_least, wait_for_peer_at_least, PeerReads, TransportError, WaitPolicy};
+use btl_ibmc::{wait_for_peer_at_least, PeerReads, TransportError, WaitPolicy};
 
+use crate::patterns::done_lines::DoneLines;
 use crate::patterns::region::{RegionCursor, LINE};
 
 /// The announced length of a call whose root has no message.
@@ -50,7 +51,7 @@ const FLAG_WORD: usize = 16;
 #[derive(Debug)]
 struct SingleCopyRegion {
     announcement: usize,
-    done_lines: usize,
+    done: DoneLines,
     end: usize,
 }
 
@@ -58,12 +59,8 @@ impl SingleCopyRegion {
     fn new(start: usize, size: usize) -> Self {
         let mut cursor = RegionCursor::starting_at(start);
         let announcement = cursor.take(LINE);
-        let done_lines = cursor.take(size * LINE);
-        SingleCopyRegion { announcement, done_lines, end: cursor.end() }
-    }
-
-    fn done_line(&self, receiver: usize) -> usize {
-        self.done_lines + receiver * LINE
+        let done = DoneLines::take(&mut cursor, size);
+        SingleCopyRegion { announcement, done, end: cursor.end() }
     }
 }
 
@@ -129,14 +126,8 @@ impl SingleCopyBcast {
     }
 
     fn await_receivers<T: PeerReads + ?Sized>(&self, transport: &T) -> Result<(), TransportError> {
-        let region = &self.region;
-        let call = self.calls;
-        for receiver in (0..self.size).filter(|&receiver| receiver != self.rank) {
-            wait_at_least(transport, region.done_line(receiver), call, self.policy.without_side_progress(), || {
-                format!("rank {receiver} to finish copying single-copy bcast {call} from this rank {}", self.rank)
-            })?;
-        }
-        Ok(())
+        let waits = self.policy.without_side_progress();
+        self.region.done.await_readers(transport, self.rank, self.size, self.calls, waits, "single-copy bcast")
     }
 
     fn receive<T: PeerReads + ?Sized>(&self, transport: &T, root: usize, buf: &mut [u8]) -> Result<(), TransportError> {
@@ -166,7 +157,7 @@ impl SingleCopyBcast {
         // once it sees this. Said even when the copy failed: only this rank
         // lacks the data and it returns the error, so the root and the other
         // receivers need not wait for the fault timeout.
-        transport.put_flag(root, region.done_line(self.rank), call)?;
+        region.done.say_done(transport, root, self.rank, call)?;
         copied
     }
 }
@@ -179,8 +170,8 @@ mod tests {
     fn the_region_gives_every_line_its_own_cache_line() {
         let region = SingleCopyRegion::new(100, 3);
         assert_eq!(region.announcement, 128);
-        assert_eq!(region.done_line(0), 192);
-        assert_eq!(region.done_line(2), 320);
+        assert_eq!(region.done.line(0), 192);
+        assert_eq!(region.done.line(2), 320);
         assert_eq!(region.end, 384);
         assert_eq!(SingleCopyBcast::region_len(3), 256);
     }
