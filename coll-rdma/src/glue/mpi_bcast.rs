@@ -60,10 +60,8 @@ impl CommState {
         if bytes == 0 {
             return self.finish(Collective::Bcast, Ok(()));
         }
-        let single_copy = match &self.link {
-            Link::Ready(transport) => self.bcast.uses_single_copy(transport, bytes),
-            _ => false,
-        };
+        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
+        let single_copy = self.bcast.uses_single_copy(transport, bytes);
         let limits = BcastLimits { window: self.bcast_max_bytes, single_copy: self.bcast_single_copy_max_bytes };
         if let Err(why) = native_route(bytes, limits, single_copy, self.bcast.serves(bytes)) {
             return self.hand_over_bcast(call, why);
