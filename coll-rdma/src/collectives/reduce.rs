@@ -2,10 +2,10 @@
 //! rank 0, folding in canonical rank order, then, when the root is another
 //! rank, rank 0 relays the result to it segment by segment.
 //!
-//! From the parallel threshold (`ParallelReduction::set_min_bytes`), where every rank reads every other's memory,
-//! the parallel reduction serves the call instead (see
-//! `parallel_reduction`): each rank reduces its own slice of every rank's
-//! input, and the root reads the slices.
+//! From the parallel threshold (`ParallelReduction::set_min_bytes`), where
+//! every rank reads every other's memory, the parallel reduction serves the
+//! call instead (see `parallel_reduction`): each rank reduces its own slice
+//! of every rank's input, and the root reads the slices.
 //!
 //! The tree stays rooted at rank 0 even for commutative operations: rooting
 //! it at the caller's root would give each slot a different writer from one
@@ -151,7 +151,6 @@ impl Reduce {
     pub fn parallel_mut(&mut self) -> &mut ParallelReduction {
         &mut self.parallel
     }
-
 
     /// MPI_Reduce with MPI_IN_PLACE, at the root only (the other ranks call
     /// `reduce`): `buffer` holds the root's contribution and receives the

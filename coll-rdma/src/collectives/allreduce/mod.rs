@@ -12,9 +12,10 @@
 //!   back down the same tree by puts. Every rank ends with the bytes the root
 //!   computed, so all ranks agree bit for bit even for floating point.
 //!
-//! * from the parallel threshold (`ParallelReduction::set_min_bytes`), where every rank reads every other's
-//!   memory, the parallel reduction (see `parallel_reduction`): each rank
-//!   reduces its own slice of every rank's input, then reads the others'.
+//! * from the parallel threshold (`ParallelReduction::set_min_bytes`),
+//!   where every rank reads every other's memory, the parallel reduction
+//!   (see `parallel_reduction`): each rank reduces its own slice of every
+//!   rank's input, then reads the others'.
 //!
 //! Messages are cut into segments of at most `segment_bytes` that stream
 //! through two-slot rings (see `patterns::slots`), so window space is
@@ -196,7 +197,6 @@ impl Allreduce {
     pub fn parallel_mut(&mut self) -> &mut ParallelReduction {
         &mut self.parallel
     }
-
 
     /// MPI_Allreduce with MPI_IN_PLACE: `buffer` holds this rank's
     /// contribution and receives the result. The parallel reduction works
