@@ -716,21 +716,29 @@ int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
 }
 #endif
 
+/* A handle on the MPI_T control variable `name`, its datatype and its
+ * count; 0 if it does not exist. */
+T_API int t_cvar_open(const char *name, MPI_T_cvar_handle *h, MPI_Datatype *dt, int *count)
+{
+    int idx, verbosity, bind, scope;
+    char vname[256];
+    int vname_len = (int)sizeof vname, desc_len = 0;
+    MPI_T_enum en;
+    if (MPI_T_cvar_get_index(name, &idx) != MPI_SUCCESS) return 0;
+    if (MPI_T_cvar_get_info(idx, vname, &vname_len, &verbosity, dt, &en, NULL, &desc_len,
+                            &bind, &scope) != MPI_SUCCESS)
+        return 0;
+    return MPI_T_cvar_handle_alloc(idx, NULL, h, count) == MPI_SUCCESS;
+}
+
 /* Value of an integer MPI_T control variable; *found = 0 if it does not exist. */
 T_API long long t_read_cvar(const char *name, int *found)
 {
     *found = 0;
-    int idx, verbosity, bind, scope, count;
-    char vname[256];
-    int vname_len = (int)sizeof vname, desc_len = 0;
+    int count;
     MPI_Datatype dt;
-    MPI_T_enum en;
     MPI_T_cvar_handle h;
-    if (MPI_T_cvar_get_index(name, &idx) != MPI_SUCCESS) return -1;
-    if (MPI_T_cvar_get_info(idx, vname, &vname_len, &verbosity, &dt, &en, NULL, &desc_len,
-                            &bind, &scope) != MPI_SUCCESS)
-        return -1;
-    if (MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) != MPI_SUCCESS) return -1;
+    if (!t_cvar_open(name, &h, &dt, &count)) return -1;
     union { int i; unsigned u; long l; unsigned long ul; long long ll;
             unsigned long long ull; char pad[64]; } v;
     memset(&v, 0, sizeof v);
@@ -781,18 +789,15 @@ T_API void t_read_reduction_limits(void)
 /* A text MPI_T control variable into buf ("" when not registered). */
 T_API void t_read_cvar_text(const char *name, char *buf, int len)
 {
-    int idx, verbosity, bind, scope, count;
-    char vname[256];
-    int vname_len = (int)sizeof vname, desc_len = 0;
+    int count;
     MPI_Datatype dt;
-    MPI_T_enum en;
     MPI_T_cvar_handle h;
     buf[0] = 0;
-    if (MPI_T_cvar_get_index(name, &idx) != MPI_SUCCESS) return;
-    if (MPI_T_cvar_get_info(idx, vname, &vname_len, &verbosity, &dt, &en, NULL, &desc_len,
-                            &bind, &scope) != MPI_SUCCESS || dt != MPI_CHAR)
+    if (!t_cvar_open(name, &h, &dt, &count)) return;
+    if (dt != MPI_CHAR) {
+        MPI_T_cvar_handle_free(&h);
         return;
-    if (MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) != MPI_SUCCESS) return;
+    }
     /* count is the variable's buffer size (2048 in Open MPI 4.1), not the
      * value's length */
     char *value = calloc((size_t)count + 1, 1);
