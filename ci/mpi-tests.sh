@@ -241,12 +241,57 @@ load_scaled_timeout() {
         END { if (f < 1) f = 1; if (f > most) f = most; printf "%d\n", base * f + 0.5 }' /proc/loadavg "$host"
 }
 
+# What a job that outlived its time limit was doing, into DIR/hung.txt:
+# each of its processes (the launcher, found by the run id RUN on its
+# command line, its daemons and the ranks listed in DIR/pids) with its
+# state and kernel wait channel, its threads' states, its kernel stack and,
+# where gdb is installed, every thread's user stack. Taken before the job
+# is ended: a hang that shows only at the end (all ranks printed their
+# results, the launcher does not exit) leaves nothing to read afterwards.
+record_hung_job() {
+    local dir=$1 run=$2 out=$1/hung.txt
+    local -A seen=()
+    local queue=() p
+    read -ra queue <<<"$(pgrep -f -- "CRTEST_RUN=$run" | tr '\n' ' ')"
+    [ -f "$dir/pids" ] && read -ra p <<<"$(tr '\n' ' ' <"$dir/pids")" && queue+=("${p[@]}")
+    local family
+    family=$(ps -e -o pid=,ppid=)
+    while [ "${#queue[@]}" -gt 0 ]; do
+        p=${queue[0]}; queue=("${queue[@]:1}")
+        [ -n "$p" ] && [ -z "${seen[$p]:-}" ] && [ -d "/proc/$p" ] || continue
+        seen[$p]=1
+        read -ra children <<<"$(awk -v parent="$p" '$2 == parent { printf "%s ", $1 }' <<<"$family")"
+        queue+=("${children[@]}")
+    done
+    {
+        echo "== $(date -u +%FT%TZ): the job outlived its limit; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+        for p in $(printf '%s\n' "${!seen[@]}" | sort -n); do
+            echo "== pid $p"
+            ps -o pid=,ppid=,stat=,wchan:32=,etime=,time=,args= -p "$p" 2>/dev/null
+            local t
+            for t in /proc/"$p"/task/*; do
+                [ -r "$t/stat" ] && echo "   thread ${t##*/}: state $(awk '{print $3}' "$t/stat" 2>/dev/null), waits in $(cat "$t/wchan" 2>/dev/null)"
+            done
+            echo "-- kernel stack"
+            cat "/proc/$p/stack" 2>/dev/null || echo "(not readable)"
+            if command -v gdb >/dev/null; then
+                echo "-- user stacks (gdb)"
+                timeout 30 gdb -q -batch -p "$p" -ex 'thread apply all bt' 2>&1 | grep -vE '^\[(New LWP|Thread debugging|Inferior)' | head -150
+            fi
+        done
+    } >"$out" 2>&1
+}
+
 # run_test NAME NP EXPECT [mpirun options...] -- PROGRAM [ARGS...]
 #   EXPECT: "ok" (program must pass), "fail" (checker self-test: the program
 #           must report failures) or "refused" (Open MPI must refuse the job:
 #           non-zero exit, no crash)
 #   Further checks are listed in the array CHECKS (set by the caller):
 #     served    served/claimed lines match the program's expect lines, F = 0
+#     served-where-connected  the same, but a communicator on which coll
+#               rdma reported "transport unavailable" (ranks acting as
+#               nodes without an RDMA device between them) is left out;
+#               at least one other must have been served
 #     quiet     no coll:rdma output at all but stall warnings (see nowarn)
 #     noserve   no served and no claimed lines (component not used)
 #     grep:STR  the fixed string STR appears in the output
@@ -290,8 +335,10 @@ run_test() {
     [ -n "$HOSTS" ] && placement=(--host "$HOSTS" --map-by node --mca btl self,vader,tcp)
     local CAPTURE_OPTS CAPTURE_WRAPPER
     capture_output "$dir/out"
+    local run_id
+    run_id=$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
     local cmd=(mpirun -np "$np" "${over[@]}" "${placement[@]}"
-        "${COMPONENT_PATH_OPTS[@]}" "${CAPTURE_OPTS[@]}" -x "CRTEST_RUN=$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
+        "${COMPONENT_PATH_OPTS[@]}" "${CAPTURE_OPTS[@]}" -x "CRTEST_RUN=$run_id"
         "${opts[@]}" "${CAPTURE_WRAPPER[@]}" "${COMPONENT_PATH_ENV[@]}" "${RUN_WRAPPER[@]}"
         "$ROOT/ci/record-pid.sh" "$dir/pids" "$BIN/$prog" "$@")
     printf '%s\n' "${cmd[*]}" > "$dir/command"
@@ -299,7 +346,17 @@ run_test() {
     t0=$(date +%s.%N)
     local run_limit
     run_limit=$(load_scaled_timeout)
-    timeout -k 10 "$run_limit" "${cmd[@]}" </dev/null >"$dir/mpirun.log" 2>&1 || rc=$?
+    # At the limit the watcher records what the job is doing, then ends it
+    # (timeout's own limit, later, is the backstop)
+    timeout -k 10 "$((run_limit + 120))" "${cmd[@]}" </dev/null >"$dir/mpirun.log" 2>&1 &
+    local job=$!
+    (set +e; sleep "$run_limit"; record_hung_job "$dir" "$run_id"; : >"$dir/timed-out"; kill -TERM "$job") </dev/null >/dev/null 2>&1 &
+    local watcher=$!
+    wait "$job" || rc=$?
+    pkill -P "$watcher" 2>/dev/null || true
+    kill "$watcher" 2>/dev/null || true
+    wait "$watcher" 2>/dev/null || true
+    [ -e "$dir/timed-out" ] && rc=124
     t1=$(date +%s.%N)
     local secs
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
@@ -312,7 +369,7 @@ run_test() {
     cat "$dir/mpirun.log" "$dir"/out/*/rank.*/std* 2>/dev/null > "$dir/all.log" || true
 
     if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-        why+=("timed out after ${run_limit}s (load average $(cut -d' ' -f1-3 /proc/loadavg) at the end)")
+        why+=("timed out after ${run_limit}s (load average $(cut -d' ' -f1-3 /proc/loadavg) at the end; what its processes were doing: ${dir#"$ROOT"/}/hung.txt)")
     fi
     if [ "$expect" = ok ]; then
         [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ "$rc" = 137 ] || why+=("mpirun exited with status $rc")
@@ -340,11 +397,13 @@ run_test() {
     local c stalls=0
     for c in "${CHECKS[@]}"; do
         case $c in
-            served)
-                local r out
+            served|served-where-connected)
+                local r out unavailable_ok=0
+                [ "$c" = served-where-connected ] && unavailable_ok=1
                 for r in "${ranks[@]}"; do
                     out=$(cat "$r/stdout" "$r/stderr" 2>/dev/null |
-                        awk -v rank="${r##*rank.}" -v want_transport="${EXPECT_TRANSPORT:-${TRANSPORT:-shm}}" "$SERVED_AWK")
+                        awk -v rank="${r##*rank.}" -v want_transport="${EXPECT_TRANSPORT:-${TRANSPORT:-shm}}" \
+                            -v unavailable_ok="$unavailable_ok" "$SERVED_AWK")
                     [ -z "$out" ] || why+=("$out")
                 done ;;
             quiet)
@@ -502,7 +561,7 @@ $1 == "expect-bcast:" && $2 == "comm" {
         if (index(reason, "not contiguous") > 0) cls = "noncontig"
         else if (index(reason, "coll_rdma_" kd "_max_bytes") > 0) cls = "above"
         else if (kd == "bcast" && index(reason, "coll_rdma_bcast_single_copy_max_bytes") > 0) cls = "above"
-        else if (index(reason, "transport unavailable") > 0) cls = "unavailable"
+        else if (index(reason, "transport unavailable") > 0) { cls = "unavailable"; unavail[cid] = 1 }
         else cls = "other"
         reasons[cid, kd, cls]++; rsample[cid, kd, cls] = s
         next
@@ -535,11 +594,21 @@ $1 == "expect-bcast:" && $2 == "comm" {
     } else if (index(s, ": not claimed") > 0) {
         notclaimed[cid]++
     } else if (index(s, ": transport unavailable") > 0) {
-        unavailable++
-        if (unavailable == 1) problem("transport unavailable: " s)
+        unavailable++; unavail[cid] = 1
+        if (unavailable == 1 && !unavailable_ok) problem("transport unavailable: " s)
     }
 }
 END {
+    world_expected = ("0" in ecomms) || ("0" in ucomms)
+    if (unavailable_ok) {
+        # leave out what the unconnected communicators made and said
+        for (c in unavail) { delete ecomms[c]; delete claimed[c]; delete scount[c] }
+        for (key in rkey) { split(key, kk, SUBSEP); if (kk[1] in unavail) delete rkey[key] }
+        for (key in rlines) { split(key, kk, SUBSEP); if (kk[1] in unavail) delete rlines[key] }
+        for (key in reasons) { split(key, kk, SUBSEP); if (kk[1] in unavail) delete reasons[key] }
+        for (key in rlines) if (rserved[key] > 0) connected_served++
+        if (!connected_served) problem("no communicator was served natively: nothing was checked")
+    }
     for (c in ecomms) {
         if (sused[c] + 0 != eused[c])
             problem("comm " c ": " eused[c] " communicator(s) with barriers had this id, found " (sused[c] + 0) " served line(s) with barriers")
@@ -557,7 +626,7 @@ END {
     for (c in ucomms)
         if (notclaimed[c] + 0 == 0)
             problem("comm " c " (" ukind[c] "): no \"not claimed\" line")
-    if (!("0" in ecomms) && !("0" in ucomms)) problem("no expect line for MPI_COMM_WORLD (program did not finish?)")
+    if (!world_expected) problem("no expect line for MPI_COMM_WORLD (program did not finish?)")
 
     # reductions
     for (key in rkey) {
@@ -667,9 +736,25 @@ if unshare --uts true 2>/dev/null; then
     CHECKS=("${FAKE_NODES[@]}" "re:rank [0-9]+ left [0-9]+ us before rank [0-9]+ entered"); RUN_WRAPPER=("$ROOT/ci/fake-node.sh" 2)
     run_test "selftest-node-check-catches-skips" 4 fail -x CRTEST_SELFTEST_SKIP_BARRIER=1 \
         -- barrier_order -n 300
+    # ... and placed round robin (as `--map-by node` on real nodes), the
+    #    programs' even/odd halves are each within one node: coll rdma
+    #    serves them over shared memory, reading peers' memory (parallel
+    #    allreduce, single-copy bcast) although the job spans nodes, and the
+    #    checker's per-communicator classification must agree
+    if [ "$MODE" = component ]; then
+        ROUND_ROBIN=("$ROOT/ci/fake-node.sh" --round-robin 2)
+        CHECKS=("${FAKE_NODES[@]}" served-where-connected "nowarn:coll:rdma:.*warning"); RUN_WRAPPER=("${ROUND_ROBIN[@]}")
+        run_test "fake-nodes-round-robin-reduce_ops-np4" 4 ok "${V[@]}" -- reduce_ops "${RO_PARAM[@]}"
+        CHECKS=("${FAKE_NODES[@]}" served-where-connected "nowarn:coll:rdma:.*warning"); RUN_WRAPPER=("${ROUND_ROBIN[@]}")
+        run_test "fake-nodes-round-robin-bcast-np4" 4 ok "${V[@]}" -- bcast "${BC_PARAM[@]}"
+    fi
 else
     skip "fake-nodes-barrier-check-np4" "unshare --uts is not permitted here (needs root)"
     skip "selftest-node-check-catches-skips" "unshare --uts is not permitted here (needs root)"
+    if [ "$MODE" = component ]; then
+        skip "fake-nodes-round-robin-reduce_ops-np4" "unshare --uts is not permitted here (needs root)"
+        skip "fake-nodes-round-robin-bcast-np4" "unshare --uts is not permitted here (needs root)"
+    fi
 fi
 
 # 2b. the bcast checks must catch a wrong byte and a write outside the

@@ -11,6 +11,7 @@ PACKAGES=(
     build-essential pkg-config   # C compiler for the shim, the tests and the benchmark
     libibverbs-dev librdmacm-dev # the verbs transport (rdma-sys bindings)
     ibverbs-providers            # user-space drivers (rxe, mlx5...) loaded at run time
+    gdb                          # user stacks of a test job that outlived its limit (ci/mpi-tests.sh)
     # (the scripts also use timeout, awk, lscpu: coreutils, mawk and util-linux
     #  are part of every Debian system)
 )

@@ -14,7 +14,7 @@ use crate::transport::{PeerReads, TransportError, Windows};
 
 pub use side_progress::{NoSideProgress, SideProgress, Waits};
 pub use stalls::stalled_waits;
-pub(crate) use waiter::{NoTransport, Waiter};
+pub(crate) use waiter::{OwnChannel, Waiter};
 
 /// A wait's silence after which the job is reported hung, unless the
 /// user sets another (`coll_rdma_fault_timeout_s`): long enough for any

@@ -50,10 +50,9 @@
  *       not contiguous, b: message above coll_rdma_<kind>_max_bytes and not
  *       reduced in parallel, c: both). A message of at least
  *       coll_rdma_<kind>_parallel_min_bytes is reduced in parallel, whatever
- *       its length, unless the ranks cannot read each other's memory
- *       (the same probe as single-copy bcast decides: any rank pretending
- *       with coll_rdma_test_pretend_no_cross_memory 1, process_vm_readv
- *       refused, ranks on several nodes or pretended nodes).
+ *       its length, unless the communicator's ranks cannot read each
+ *       other's memory (decided per communicator, like single-copy bcast:
+ *       see t_group_reads_peers).
  *       Counted at call time by the wrappers below (profiling interface), so
  *       the existing programs' plain MPI_Allreduce/MPI_Reduce calls count
  *       too, and so do the reductions Open MPI makes on an intercommunicator's
@@ -62,7 +61,8 @@
  *       the limits the classification used (-1 = none), read with MPI_T.
  *   info: parallel reduction from allreduce <v> reduce <v> cross-memory <0|1>
  *       the parallel thresholds (-1 = never) and whether the classification
- *       took process_vm_readv between ranks to be permitted.
+ *       took process_vm_readv between a node's ranks to be permitted (for
+ *       communicators within one node).
  *   expect-bcast: comm <cid> rank <world rank> calls <N> native <S> fallback <F>
  *           above <b> zero <z>
  *       MPI_Bcast calls on intracommunicators of size > 1 with this context
@@ -476,7 +476,11 @@ T_API long t_red_noncontig[T_NKINDS][T_MAX_CID], t_red_above[T_NKINDS][T_MAX_CID
 T_API long t_red_both[T_NKINDS][T_MAX_CID];
 T_API long long t_red_max_bytes[T_NKINDS] = {-1, -1};
 T_API long long t_red_parallel_min[T_NKINDS] = {-1, -1};
+/* Whether a communicator within one node whose members do not pretend
+ * otherwise reads peers' memory (see t_group_reads_peers). */
 T_API int t_cross_memory = 0;
+/* Per world rank: sets coll_rdma_test_pretend_no_cross_memory 1. */
+T_API int *t_pretends_no_cross_memory = NULL;
 T_API const char *t_red_limit_source = "not read";
 
 /* count elements of dt as one gap-free byte range? */
@@ -490,16 +494,50 @@ T_API int t_dtype_contiguous(MPI_Datatype dt)
     return (MPI_Aint)size == extent && (MPI_Aint)size == textent;
 }
 
+/* Whether coll rdma reads peers' memory on a communicator of the members
+ * of g (its local group for an intercommunicator's hidden local one):
+ * like the component, which probes per communicator, that takes shared
+ * memory (all members on one node, even in a job across nodes) and the
+ * consent of every member. */
+T_API int t_group_reads_peers(MPI_Group g)
+{
+    if (!t_cross_memory || !t_node_of || !t_pretends_no_cross_memory) return 0;
+    MPI_Group world;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    int n;
+    MPI_Group_size(g, &n);
+    int *a = malloc(sizeof(int) * (size_t)n), *b = malloc(sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++) a[i] = i;
+    MPI_Group_translate_ranks(g, n, a, world, b);
+    int reads = 1;
+    for (int i = 0; i < n && reads; i++)
+        reads = b[i] != MPI_UNDEFINED && t_node_of[b[i]] == t_node_of[b[0]]
+                && !t_pretends_no_cross_memory[b[i]];
+    free(a);
+    free(b);
+    MPI_Group_free(&world);
+    return reads;
+}
+
+T_API int t_comm_reads_peers(MPI_Comm comm)
+{
+    MPI_Group g;
+    MPI_Comm_group(comm, &g);
+    int reads = t_group_reads_peers(g);
+    MPI_Group_free(&g);
+    return reads;
+}
+
 /* Classify and count one reduction on an intracommunicator (id cid, size
  * members). Size-1 communicators are not claimed by coll rdma: not counted. */
-T_API int t_count_reduction(int kind, int cid, int size, int count, MPI_Datatype dt)
+T_API int t_count_reduction(int kind, int cid, int size, int count, MPI_Datatype dt, int reads_peers)
 {
     if (size < 2 || cid < 0 || cid >= T_MAX_CID || count == 0) return 0;
     int tsize = 0;
     MPI_Type_size(dt, &tsize);
     long long bytes = (long long)count * tsize;
     int noncontig = !t_dtype_contiguous(dt);
-    int parallel = t_cross_memory && t_red_parallel_min[kind] >= 0 && bytes >= t_red_parallel_min[kind];
+    int parallel = reads_peers && t_red_parallel_min[kind] >= 0 && bytes >= t_red_parallel_min[kind];
     int above = t_red_max_bytes[kind] >= 0 && bytes > t_red_max_bytes[kind] && !parallel;
     t_red_calls[kind][cid]++;
     if (noncontig && above) t_red_both[kind][cid]++;
@@ -515,15 +553,15 @@ T_API int t_count_reduction(int kind, int cid, int size, int count, MPI_Datatype
  * MPI_Reduce of the same count and datatype per MPI_Allreduce, and per
  * MPI_Barrier (coll basic's intercommunicator barrier is an allreduce of
  * one MPI_INT). Seen with gdb on 4.1.4 (coll_inter_allreduce_inter). */
-T_API void t_count_hidden_bcast(int local_cid, int local_size, int count, MPI_Datatype dt);
-T_API void t_count_hidden_reduce(int local_cid, int local_size, int count, MPI_Datatype dt)
+T_API void t_count_hidden_bcast(int local_cid, int local_size, int count, MPI_Datatype dt, int reads_peers);
+T_API void t_count_hidden_reduce(int local_cid, int local_size, int count, MPI_Datatype dt, int reads_peers)
 {
-    if (local_cid >= 0) t_count_reduction(T_REDUCE, local_cid, local_size, count, dt);
+    if (local_cid >= 0) t_count_reduction(T_REDUCE, local_cid, local_size, count, dt, reads_peers);
     /* ... then the result goes back to the group: a bcast from local rank 0
      * of the same count and datatype on the same hidden communicator (the
      * component's counts show it: one bcast per intercommunicator barrier
      * and allreduce). */
-    t_count_hidden_bcast(local_cid, local_size, count, dt);
+    t_count_hidden_bcast(local_cid, local_size, count, dt, reads_peers);
 }
 
 /* The module underneath can come back to coll rdma: for an MPI_Allreduce
@@ -535,16 +573,16 @@ T_API void t_count_hidden_reduce(int local_cid, int local_size, int count, MPI_D
  * the component's counts at 8 ranks). They are counted here like the
  * program's own calls. (For fewer ranks or commutative ops tuned's choices
  * use point-to-point messages only.) */
-T_API void t_count_bcast(int cid, int size, int count, long long bytes);
-T_API void t_count_nested(int cid, int size, int count, MPI_Datatype dt, MPI_Op op)
+T_API void t_count_bcast(int cid, int size, int count, long long bytes, int reads_peers);
+T_API void t_count_nested(int cid, int size, int count, MPI_Datatype dt, MPI_Op op, int reads_peers)
 {
     int commute = 1, tsize = 0;
     MPI_Op_commutative(op, &commute);
     MPI_Type_size(dt, &tsize);
     long long bytes = (long long)count * tsize;
     if (commute || size < 8 || size >= 16 || bytes < 1048576) return;
-    t_count_reduction(T_REDUCE, cid, size, count, dt);
-    t_count_bcast(cid, size, count, bytes);
+    t_count_reduction(T_REDUCE, cid, size, count, dt, reads_peers);
+    t_count_bcast(cid, size, count, bytes, reads_peers);
 }
 
 T_API void t_note_reduction(int kind, MPI_Comm comm, int count, MPI_Datatype dt, MPI_Op op)
@@ -558,13 +596,14 @@ T_API void t_note_reduction(int kind, MPI_Comm comm, int count, MPI_Datatype dt,
         /* MPI_Reduce on an intercommunicator is not used by the tests. */
         ompi_communicator_t *oc = (ompi_communicator_t *)comm;
         if (kind == T_ALLREDUCE && oc->c_local_comm)
-            t_count_hidden_reduce((int)T_OMPI_CID(oc->c_local_comm), size, count, dt);
+            t_count_hidden_reduce((int)T_OMPI_CID(oc->c_local_comm), size, count, dt,
+                                  t_comm_reads_peers(comm));
 #endif
         return;
     }
-    int cid = t_cid(comm);
-    if (t_count_reduction(kind, cid, size, count, dt) == 2 && kind == T_ALLREDUCE)
-        t_count_nested(cid, size, count, dt, op);
+    int cid = t_cid(comm), reads_peers = t_comm_reads_peers(comm);
+    if (t_count_reduction(kind, cid, size, count, dt, reads_peers) == 2 && kind == T_ALLREDUCE)
+        t_count_nested(cid, size, count, dt, op, reads_peers);
 }
 
 #ifndef T_NO_REDUCTION_WRAPPERS
@@ -622,16 +661,16 @@ T_API const char *t_bc_param_source = "not read";
  * copy where t_bc_single_copy says coll rdma's shared memory reads peers'
  * memory, up to t_bc_sc_max bytes (-1: no limit). */
 T_API long long t_bc_sc_min = -1, t_bc_sc_max = -1;
-T_API int t_bc_single_copy = 0;
+T_API int t_bc_single_copy = 0;   /* on communicators that read peers' memory */
 T_API const char *t_bc_single_copy_why = "not read";
 
 /* Classify and count one bcast of `bytes` bytes (count elements) on an
  * intracommunicator with context id cid and `size` members. */
-T_API void t_count_bcast(int cid, int size, int count, long long bytes)
+T_API void t_count_bcast(int cid, int size, int count, long long bytes, int reads_peers)
 {
     if (size < 2 || cid < 0 || cid >= T_MAX_CID || count == 0) return;
     t_bc_calls[cid]++;
-    int single = t_bc_single_copy && t_bc_sc_min >= 0 && bytes >= t_bc_sc_min;
+    int single = t_bc_single_copy && reads_peers && t_bc_sc_min >= 0 && bytes >= t_bc_sc_min;
     long long limit = single ? t_bc_sc_max : t_bc_max_bytes;
     if (limit >= 0 && bytes > limit) {
         t_bc_above[cid]++;
@@ -644,12 +683,12 @@ T_API void t_count_bcast(int cid, int size, int count, long long bytes)
 /* A bcast Open MPI makes itself on an intracommunicator it holds (the
  * hidden local communicator of an intercommunicator, local_cid < 0 if
  * unknown). */
-T_API void t_count_hidden_bcast(int local_cid, int local_size, int count, MPI_Datatype dt)
+T_API void t_count_hidden_bcast(int local_cid, int local_size, int count, MPI_Datatype dt, int reads_peers)
 {
     if (local_cid < 0) return;
     int tsize = 0;
     MPI_Type_size(dt, &tsize);
-    t_count_bcast(local_cid, local_size, count, (long long)count * tsize);
+    t_count_bcast(local_cid, local_size, count, (long long)count * tsize, reads_peers);
 }
 
 T_API void t_note_bcast(MPI_Comm comm, int count, MPI_Datatype dt, int root)
@@ -666,13 +705,14 @@ T_API void t_note_bcast(MPI_Comm comm, int count, MPI_Datatype dt, int root)
 #ifdef T_HAVE_OMPI_CID
         ompi_communicator_t *oc = (ompi_communicator_t *)comm;
         if (root >= 0 && count > 0 && oc->c_local_comm)
-            t_count_hidden_bcast((int)T_OMPI_CID(oc->c_local_comm), size, count, dt);
+            t_count_hidden_bcast((int)T_OMPI_CID(oc->c_local_comm), size, count, dt,
+                                 t_comm_reads_peers(comm));
 #else
         (void)root;
 #endif
         return;
     }
-    t_count_bcast(t_cid(comm), size, count, (long long)count * tsize);
+    t_count_bcast(t_cid(comm), size, count, (long long)count * tsize, t_comm_reads_peers(comm));
 }
 
 #ifndef T_NO_BCAST_WRAPPERS
@@ -691,27 +731,30 @@ int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_co
         int lsize = 0, rsize = 0;
         MPI_Comm_size(local_comm, &lsize);
         MPI_Comm_remote_size(*newintercomm, &rsize);
-        int cid = t_cid(local_comm);
+        int cid = t_cid(local_comm), reads_peers = t_comm_reads_peers(local_comm);
         /* remote size, length of the name list, the name list */
-        t_count_bcast(cid, lsize, 1, (long long)sizeof(int));
-        t_count_bcast(cid, lsize, 1, (long long)sizeof(int));
-        t_count_bcast(cid, lsize, 1, 49LL * rsize);
+        t_count_bcast(cid, lsize, 1, (long long)sizeof(int), reads_peers);
+        t_count_bcast(cid, lsize, 1, (long long)sizeof(int), reads_peers);
+        t_count_bcast(cid, lsize, 1, 49LL * rsize, reads_peers);
     }
     return rc;
 }
 
 int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
 {
-    int local_cid = -1, lsize = 0;
+    int local_cid = -1, lsize = 0, reads_peers = 0;
 #ifdef T_HAVE_OMPI_CID
     ompi_communicator_t *oc = (ompi_communicator_t *)intercomm;
     if (intercomm != MPI_COMM_NULL && oc->c_local_comm)
         local_cid = (int)T_OMPI_CID(oc->c_local_comm);
 #endif
-    if (intercomm != MPI_COMM_NULL) MPI_Comm_size(intercomm, &lsize);
+    if (intercomm != MPI_COMM_NULL) {
+        MPI_Comm_size(intercomm, &lsize);
+        reads_peers = t_comm_reads_peers(intercomm);
+    }
     int rc = PMPI_Intercomm_merge(intercomm, high, newintracomm);
     /* which group goes first: one int from local rank 0 */
-    if (rc == MPI_SUCCESS) t_count_hidden_bcast(local_cid, lsize, 1, MPI_INT);
+    if (rc == MPI_SUCCESS) t_count_hidden_bcast(local_cid, lsize, 1, MPI_INT, reads_peers);
     return rc;
 }
 #endif
@@ -807,8 +850,9 @@ T_API void t_read_cvar_text(const char *name, char *buf, int len)
     MPI_T_cvar_handle_free(&h);
 }
 
-/* Whether this rank may read the next rank's memory with process_vm_readv
- * (refused e.g. under a Yama ptrace_scope of 1 or more), decided like coll
+/* Whether this rank may read the memory of the next rank on its node with
+ * process_vm_readv (refused e.g. under a Yama ptrace_scope of 1 or more;
+ * a rank on another node has a pid of no meaning here), decided like coll
  * rdma's own probe: every rank must be able to, so all ranks learn every
  * verdict. Uses MPI_Allgather only, which the checks do not count. */
 T_API int t_cross_memory_permitted(void)
@@ -818,6 +862,7 @@ T_API int t_cross_memory_permitted(void)
     uint64_t *all = malloc(sizeof(uint64_t) * 2 * (size_t)t_wsize);
     MPI_Allgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, MPI_COMM_WORLD);
     int next = (t_wrank + 1) % t_wsize, ok = 1;
+    while (next != t_wrank && t_node_of[next] != t_node_of[t_wrank]) next = (next + 1) % t_wsize;
     if (next != t_wrank) {
         uint64_t seen = 0;
         struct iovec local = {&seen, sizeof seen};
@@ -862,20 +907,19 @@ T_API void t_read_bcast_params(void)
      * have it too, which the tests' limits make irrelevant. The pretend
      * setting is per rank: any rank that sets it refuses for all. */
     int pretends = fpretend && pretend_refused == 1, anyone_pretends = 0;
-    int *all = malloc(sizeof(int) * (size_t)t_wsize);
-    MPI_Allgather(&pretends, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
-    for (int r = 0; r < t_wsize; r++) anyone_pretends |= all[r];
-    free(all);
+    t_pretends_no_cross_memory = malloc(sizeof(int) * (size_t)t_wsize);
+    MPI_Allgather(&pretends, 1, MPI_INT, t_pretends_no_cross_memory, 1, MPI_INT, MPI_COMM_WORLD);
+    for (int r = 0; r < t_wsize; r++) anyone_pretends |= t_pretends_no_cross_memory[r];
     int permitted = t_cross_memory_permitted();
     if (!fmin || t_bc_sc_min < 0) t_bc_single_copy_why = "coll_rdma_bcast_single_copy_min_bytes is -1 or not registered";
-    else if (t_nodes > 1) t_bc_single_copy_why = "ranks span nodes";
     else if (fnodes && pretend_nodes > 1) t_bc_single_copy_why = "coll_rdma_test_pretend_nodes";
     else if (strcasecmp(transport, "verbs") == 0) t_bc_single_copy_why = "coll_rdma_transport verbs";
-    else if (anyone_pretends) t_bc_single_copy_why = "coll_rdma_test_pretend_no_cross_memory";
     else if (!permitted) t_bc_single_copy_why = "process_vm_readv refused";
+    else if (anyone_pretends) t_bc_single_copy_why = "shared memory, process_vm_readv permitted, "
+                                                     "but not with a rank that sets coll_rdma_test_pretend_no_cross_memory";
+    else if (t_nodes > 1) t_bc_single_copy_why = "on communicators within one node";
     else t_bc_single_copy_why = "shared memory, process_vm_readv permitted";
-    t_cross_memory = t_nodes == 1 && !(fnodes && pretend_nodes > 1) && strcasecmp(transport, "verbs") != 0
-                     && !anyone_pretends && permitted;
+    t_cross_memory = !(fnodes && pretend_nodes > 1) && strcasecmp(transport, "verbs") != 0 && permitted;
     t_bc_single_copy = fmin && t_bc_sc_min >= 0 && t_cross_memory;
 }
 
@@ -971,7 +1015,7 @@ T_API void t_barrier_delay(tcomm_t *t, unsigned delay_us)
     t_total_barriers++;
     if (rc != MPI_SUCCESS) T_FAIL("MPI_Barrier returned %d (comm %d)", rc, t->cid);
     if (t->is_inter && rc == MPI_SUCCESS && !(t_selftest_skip && k % 50 == 49))
-        t_count_hidden_reduce(t->local_cid, t->size, 1, MPI_INT);
+        t_count_hidden_reduce(t->local_cid, t->size, 1, MPI_INT, t_comm_reads_peers(t->comm));
     if (t->is_inter) {
         uint64_t *theirs = e->cnt[1 - t->grp];
         uint64_t seen = __atomic_load_n(&theirs[k % T_RING], __ATOMIC_SEQ_CST);

@@ -31,7 +31,7 @@ pub use segment::{OsCall, SegmentError, ShmSegment};
 
 use crate::cross_memory::{CrossMemory, CrossMemoryRefusal};
 use crate::transport::{Datagrams, Endpoint, Exchange, MulticastKind, PeerReads, ReliableChannel, TransportError, Windows};
-use crate::wait::{NoTransport, Waiter};
+use crate::wait::{OwnChannel, Waiter};
 use crate::window::Window;
 use crate::words::words_for;
 use layout::SegmentLayout;
@@ -165,7 +165,7 @@ impl ShmTransport {
         while !ring.try_push(message) {
             self.park_arrivals();
             meanwhile();
-            waiter.pause(&NoTransport, || format!("room in the shared-memory ring from rank {} to rank {peer}", self.rank))?;
+            waiter.pause(&OwnChannel { rank: self.rank, size: self.layout.size }, || format!("room in the shared-memory ring from rank {} to rank {peer}", self.rank))?;
         }
         Ok(())
     }

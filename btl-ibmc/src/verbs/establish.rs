@@ -92,7 +92,7 @@ pub(crate) unsafe fn establish_placed(
     let config = &VerbsConfig { multicast_id: communicator_multicast_id(config.multicast_id, &endpoints[0]), ..config.clone() };
     let connected = connect_all(&mut links, &endpoints, rank, psn);
     let multicast = match (&connected, config.multicast) {
-        (Ok(()), true) => join_multicast(&links, config, rank),
+        (Ok(()), true) => join_multicast(&links, config, rank, size),
         (Ok(()), false) => Err(VerbsError::MulticastDisabled),
         (Err(_), _) => Err(VerbsError::NotConnected),
     };
@@ -135,7 +135,7 @@ pub(crate) unsafe fn establish_placed(
         }
     };
 
-    let send_path = SendPath::new(size, links.staging.len(), config.signal_interval, config.send_queue_depth.min(links.device.max_qp_wr.max(2)));
+    let send_path = SendPath::new(rank, size, links.staging.len(), config.signal_interval, config.send_queue_depth.min(links.device.max_qp_wr.max(2)));
     Ok(VerbsTransport {
         rank,
         size,
@@ -294,7 +294,7 @@ fn connect_all(links: &mut Links, endpoints: &[Endpoint], rank: usize, psn: u32)
     Ok(())
 }
 
-fn join_multicast(links: &Links, config: &VerbsConfig, rank: usize) -> Result<UdMulticast, VerbsError> {
+fn join_multicast(links: &Links, config: &VerbsConfig, rank: usize, size: usize) -> Result<UdMulticast, VerbsError> {
     let summary = &links.device.summary;
     let local_address = config
         .local_address
@@ -308,6 +308,7 @@ fn join_multicast(links: &Links, config: &VerbsConfig, rank: usize) -> Result<Ud
         group: config.multicast_group(),
         communicator: config.multicast_id,
         rank: u32::try_from(rank).unwrap_or(u32::MAX),
+        size,
         mtu: summary.active_mtu,
         receive_slots: config.multicast_receive_slots,
         timeout: config.join_timeout,

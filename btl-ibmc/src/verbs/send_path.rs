@@ -13,7 +13,7 @@ use super::reliable_frame;
 use super::staging::{Reservation, SendAccount, StagingRing};
 use super::work_request::{Gather, RemoteTarget, Segment, SendChain, SendRequest};
 use crate::transport::TransportError;
-use crate::wait::{NoTransport, Waiter};
+use crate::wait::{OwnChannel, Waiter};
 
 /// Work-request ids carry the peer above this bit and the sequence below.
 const PEER_SHIFT: u32 = 40;
@@ -71,6 +71,8 @@ impl<'d> Request<'d> {
 }
 
 pub(crate) struct SendPath {
+    /// This rank, named by its waits' warnings.
+    waiting: OwnChannel,
     staging: StagingRing,
     /// Indexed by peer; this rank's entry stays unused.
     accounts: Vec<SendAccount>,
@@ -80,8 +82,9 @@ pub(crate) struct SendPath {
 }
 
 impl SendPath {
-    pub(crate) fn new(size: usize, staging_bytes: usize, signal_interval: u32, send_queue_depth: u32) -> Self {
+    pub(crate) fn new(rank: usize, size: usize, staging_bytes: usize, signal_interval: u32, send_queue_depth: u32) -> Self {
         SendPath {
+            waiting: OwnChannel { rank, size },
             staging: StagingRing::new(staging_bytes),
             accounts: (0..size).map(|_| SendAccount::new(signal_interval, send_queue_depth)).collect(),
             completions: Vec::new(),
@@ -175,7 +178,7 @@ impl SendPath {
             self.cover_unsignalled_tails(links, failure);
             self.poll(links, failure)?;
             on_wait();
-            waiter.pause(&NoTransport, || "the completion of every write in flight".into())?;
+            waiter.pause(&self.waiting, || "the completion of every write in flight".into())?;
         }
         failure.check()
     }
@@ -252,7 +255,7 @@ impl SendPath {
             self.poll(links, failure)?;
             on_wait();
             let in_use = self.staging.in_use();
-            waiter.pause(&NoTransport, || format!("{len} bytes of verbs staging ({in_use} of {} in flight)", self.staging.capacity()))?;
+            waiter.pause(&self.waiting, || format!("{len} bytes of verbs staging ({in_use} of {} in flight)", self.staging.capacity()))?;
         }
     }
 
@@ -265,7 +268,7 @@ impl SendPath {
             }
             self.poll(links, failure)?;
             on_wait();
-            waiter.pause(&NoTransport, || format!("room in the send queue to rank {peer}"))?;
+            waiter.pause(&self.waiting, || format!("room in the send queue to rank {peer}"))?;
         }
         Ok(())
     }

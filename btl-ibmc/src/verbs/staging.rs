@@ -11,7 +11,7 @@
 
 use std::collections::VecDeque;
 use crate::transport::TransportError;
-use crate::wait::{NoTransport, Waiter};
+use crate::wait::{OwnChannel, Waiter};
 
 /// Smallest staging ring accepted.
 pub(crate) const MIN_STAGING_BYTES: usize = 64 * 1024;
@@ -112,6 +112,7 @@ pub(crate) fn widen_sequence(low: u64, bits: u32, posted: u64) -> u64 {
 /// it had to wait at all.
 pub(crate) fn wait_for_send_room(
     account: &mut SendAccount,
+    waiting: OwnChannel,
     mut poll: impl FnMut(&mut SendAccount) -> Result<(), TransportError>,
 ) -> Result<bool, TransportError> {
     if account.has_room_for(1) {
@@ -124,7 +125,7 @@ pub(crate) fn wait_for_send_room(
             return Ok(true);
         }
         let outstanding = account.outstanding();
-        waiter.pause(&NoTransport, || format!("a multicast send buffer to come back ({outstanding} datagrams in flight)"))?;
+        waiter.pause(&waiting, || format!("a multicast send buffer to come back ({outstanding} datagrams in flight)"))?;
     }
 }
 
@@ -275,13 +276,13 @@ mod tests {
             }
             Ok(())
         };
-        assert_eq!(wait_for_send_room(&mut account, late_adapter), Ok(true));
+        assert_eq!(wait_for_send_room(&mut account, OwnChannel { rank: 1, size: 2 }, late_adapter), Ok(true));
         assert!(account.has_room_for(2) && !account.has_room_for(3));
 
         let failing_adapter = |_: &mut SendAccount| Err(TransportError::Failed("a multicast send failed: flushed".into()));
         let mut full = SendAccount::new(1, 1);
         full.next(false);
-        assert!(matches!(wait_for_send_room(&mut full, failing_adapter), Err(TransportError::Failed(why)) if why.contains("flushed")));
+        assert!(matches!(wait_for_send_room(&mut full, OwnChannel { rank: 1, size: 2 }, failing_adapter), Err(TransportError::Failed(why)) if why.contains("flushed")));
     }
 
     #[test]

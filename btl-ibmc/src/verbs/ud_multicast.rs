@@ -24,6 +24,7 @@ use super::ud_source::{GRH_BYTES, UdSource, vouch};
 use super::work_request::{RecvRequest, Segment, SendRequest, UdDestination};
 use crate::poison::lock;
 use crate::transport::TransportError;
+use crate::wait::OwnChannel;
 
 /// Communicator id and sender rank, little-endian u32 each.
 pub(crate) const DATAGRAM_HEADER: usize = 8;
@@ -37,6 +38,8 @@ pub(crate) struct JoinRequest {
     pub(crate) group: Ipv4Addr,
     pub(crate) communicator: u32,
     pub(crate) rank: u32,
+    /// Ranks in the communicator, named with the rank by a send's warnings.
+    pub(crate) size: usize,
     /// Largest UD payload (the port's active MTU).
     pub(crate) mtu: usize,
     pub(crate) receive_slots: u32,
@@ -64,6 +67,7 @@ pub(crate) struct UdMulticast {
     local_address: Ipv4Addr,
     communicator: u32,
     rank: u32,
+    size: usize,
     mtu: usize,
     send: Mutex<SendSide>,
     receive: Mutex<ReceiveSide>,
@@ -112,6 +116,7 @@ impl UdMulticast {
             local_address: request.local_address,
             communicator: request.communicator,
             rank: request.rank,
+            size: request.size,
             mtu: request.mtu,
             send: Mutex::new(SendSide { account: SendAccount::new(SEND_SIGNAL_INTERVAL, SEND_SLOTS), completions: Vec::new() }),
             receive: Mutex::new(ReceiveSide { pending: VecDeque::new(), completions: Vec::new() }),
@@ -186,7 +191,7 @@ impl UdMulticast {
         let SendSide { account, completions } = &mut *side;
         // Only this rank's own adapter returns the buffers (a UD send needs
         // nothing from the receivers), so waiting cannot depend on a peer.
-        if wait_for_send_room(account, |account| self.poll_sends(account, completions))? {
+        if wait_for_send_room(account, OwnChannel { rank: self.rank as usize, size: self.size }, |account| self.poll_sends(account, completions))? {
             self.send_waits.fetch_add(1, Ordering::Relaxed);
         }
         let (seq, signalled) = side.account.next(false);

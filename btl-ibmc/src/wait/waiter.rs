@@ -38,13 +38,19 @@ impl<T: Endpoint + ?Sized> WaitContext for T {
 }
 
 /// The context of a wait inside a transport's own channel (room in a
-/// ring, a send queue, staging): no rank at hand to name, and the health
-/// to ask would be the transport's own, which its caller checks.
-pub(crate) struct NoTransport;
+/// ring, a send queue, staging): the rank that waits, so that its warning
+/// names it like every other wait's (the job's checks and users' log
+/// filters look for "rank R of N has waited"); the health to ask would be
+/// the transport's own, which its caller checks.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OwnChannel {
+    pub(crate) rank: usize,
+    pub(crate) size: usize,
+}
 
-impl WaitContext for NoTransport {
+impl WaitContext for OwnChannel {
     fn waiting_rank(&self) -> Option<(usize, usize)> {
-        None
+        Some((self.rank, self.size))
     }
 
     fn health(&self) -> Result<(), TransportError> {
@@ -197,7 +203,7 @@ mod tests {
     fn pause_until_refused(waiter: &mut Waiter, patience: Duration) -> Option<TransportError> {
         let started = Instant::now();
         while started.elapsed() < patience {
-            if let Err(failure) = waiter.pause(&NoTransport, || "room in a ring nobody drains".into()) {
+            if let Err(failure) = waiter.pause(&OwnChannel { rank: 0, size: 1 }, || "room in a ring nobody drains".into()) {
                 return Some(failure);
             }
         }
@@ -226,11 +232,11 @@ mod tests {
         let mut waiter = Waiter::new(&policy(3, Duration::MAX, None));
         for _ in 0..3 {
             assert!(waiter.is_spinning());
-            waiter.pause(&NoTransport, String::new).unwrap();
+            waiter.pause(&OwnChannel { rank: 0, size: 1 }, String::new).unwrap();
         }
         assert!(!waiter.is_spinning());
         assert!(waiter.watch.is_none(), "the clock started while spinning");
-        waiter.pause(&NoTransport, String::new).unwrap();
+        waiter.pause(&OwnChannel { rank: 0, size: 1 }, String::new).unwrap();
         assert!(waiter.watch.is_some(), "the fourth pause did not yield");
     }
 
