@@ -291,18 +291,36 @@ T_API void t_open_table(void)
     t_table = (t_entry_t *)p;
 }
 
+/* The ranks, in group `in`, of the *n members of group g (MPI_UNDEFINED
+ * for one not in `in`); the caller frees the array. */
+T_API int *t_ranks_in(MPI_Group g, MPI_Group in, int *n)
+{
+    MPI_Group_size(g, n);
+    int *a = malloc(sizeof(int) * (size_t)*n), *b = malloc(sizeof(int) * (size_t)*n);
+    for (int i = 0; i < *n; i++) a[i] = i;
+    MPI_Group_translate_ranks(g, *n, a, in, b);
+    free(a);
+    return b;
+}
+
+/* The world ranks of the *n members of group g; the caller frees them. */
+T_API int *t_world_ranks(MPI_Group g, int *n)
+{
+    MPI_Group world;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    int *b = t_ranks_in(g, world, n);
+    MPI_Group_free(&world);
+    return b;
+}
+
 /* Lowest rank, in group `in`, of the members of group g. */
 T_API int t_lowest_in(MPI_Group g, MPI_Group in)
 {
     int n;
-    MPI_Group_size(g, &n);
-    int *a = malloc(sizeof(int) * (size_t)n), *b = malloc(sizeof(int) * (size_t)n);
-    for (int i = 0; i < n; i++) a[i] = i;
-    MPI_Group_translate_ranks(g, n, a, in, b);
+    int *b = t_ranks_in(g, in, &n);
     int low = -1;
     for (int i = 0; i < n; i++)
         if (b[i] != MPI_UNDEFINED && (low < 0 || b[i] < low)) low = b[i];
-    free(a);
     free(b);
     return low;
 }
@@ -311,13 +329,8 @@ T_API int t_lowest_in(MPI_Group g, MPI_Group in)
  * them (-1 if none); *spans is set when some member runs elsewhere. */
 T_API int t_members_here(MPI_Group g, int *lowest, int *spans)
 {
-    MPI_Group world;
-    MPI_Comm_group(MPI_COMM_WORLD, &world);
     int n;
-    MPI_Group_size(g, &n);
-    int *a = malloc(sizeof(int) * (size_t)n), *b = malloc(sizeof(int) * (size_t)n);
-    for (int i = 0; i < n; i++) a[i] = i;
-    MPI_Group_translate_ranks(g, n, a, world, b);
+    int *b = t_world_ranks(g, &n);
     int here = 0;
     *lowest = -1;
     for (int i = 0; i < n; i++) {
@@ -326,9 +339,7 @@ T_API int t_members_here(MPI_Group g, int *lowest, int *spans)
         here++;
         if (*lowest < 0 || b[i] < *lowest) *lowest = b[i];
     }
-    free(a);
     free(b);
-    MPI_Group_free(&world);
     return here;
 }
 
@@ -502,20 +513,13 @@ T_API int t_dtype_contiguous(MPI_Datatype dt)
 T_API int t_group_reads_peers(MPI_Group g)
 {
     if (!t_cross_memory || !t_node_of || !t_pretends_no_cross_memory) return 0;
-    MPI_Group world;
-    MPI_Comm_group(MPI_COMM_WORLD, &world);
     int n;
-    MPI_Group_size(g, &n);
-    int *a = malloc(sizeof(int) * (size_t)n), *b = malloc(sizeof(int) * (size_t)n);
-    for (int i = 0; i < n; i++) a[i] = i;
-    MPI_Group_translate_ranks(g, n, a, world, b);
+    int *b = t_world_ranks(g, &n);
     int reads = 1;
     for (int i = 0; i < n && reads; i++)
         reads = b[i] != MPI_UNDEFINED && t_node_of[b[i]] == t_node_of[b[0]]
                 && !t_pretends_no_cross_memory[b[i]];
-    free(a);
     free(b);
-    MPI_Group_free(&world);
     return reads;
 }
 
