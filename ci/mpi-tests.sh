@@ -243,29 +243,40 @@ load_scaled_timeout() {
 
 # What a job that outlived its time limit was doing, into DIR/hung.txt:
 # each of its processes (the launcher, found by the run id RUN on its
-# command line, its daemons and the ranks listed in DIR/pids) with its
-# state and kernel wait channel, its threads' states, its kernel stack and,
-# where gdb is installed, every thread's user stack. Taken before the job
-# is ended: a hang that shows only at the end (all ranks printed their
-# results, the launcher does not exit) leaves nothing to read afterwards.
+# command line, its daemons, and the ranks listed in DIR/pids that run here
+# with that run id) with its state and kernel wait channel, its threads'
+# states and its kernel stack; then, where gdb is installed, every thread's
+# user stack, ranks first (they are what a hang report is about, and the
+# job is ended after this). Taken before the job is ended: a hang that
+# shows only at the end (all ranks printed their results, the launcher does
+# not exit) leaves nothing to read afterwards.
 record_hung_job() {
     local dir=$1 run=$2 out=$1/hung.txt
     local -A seen=()
-    local queue=() p
-    read -ra queue <<<"$(pgrep -f -- "CRTEST_RUN=$run" | tr '\n' ' ')"
-    [ -f "$dir/pids" ] && read -ra p <<<"$(tr '\n' ' ' <"$dir/pids")" && queue+=("${p[@]}")
+    local launchers=() ranks=() queue=() order=() p
+    read -ra launchers <<<"$(pgrep -f -- "CRTEST_RUN=$run" | tr '\n' ' ')"
+    if [ -f "$dir/pids" ]; then
+        # with --hosts the file lists the other machines' ranks too
+        for p in $(cat "$dir/pids"); do
+            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "CRTEST_RUN=$run" && ranks+=("$p")
+        done
+    fi
     local family
     family=$(ps -e -o pid=,ppid=)
+    queue=("${ranks[@]}" "${launchers[@]}")
     while [ "${#queue[@]}" -gt 0 ]; do
         p=${queue[0]}; queue=("${queue[@]:1}")
         [ -n "$p" ] && [ -z "${seen[$p]:-}" ] && [ -d "/proc/$p" ] || continue
+        # the job's own `timeout` says nothing about the job
+        [ "$(cat "/proc/$p/comm" 2>/dev/null)" = timeout ] && { seen[$p]=skip; continue; }
         seen[$p]=1
+        order+=("$p")
         read -ra children <<<"$(awk -v parent="$p" '$2 == parent { printf "%s ", $1 }' <<<"$family")"
         queue+=("${children[@]}")
     done
     {
         echo "== $(date -u +%FT%TZ): the job outlived its limit; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-        for p in $(printf '%s\n' "${!seen[@]}" | sort -n); do
+        for p in "${order[@]}"; do
             echo "== pid $p"
             ps -o pid=,ppid=,stat=,wchan:32=,etime=,time=,args= -p "$p" 2>/dev/null
             local t
@@ -274,11 +285,14 @@ record_hung_job() {
             done
             echo "-- kernel stack"
             cat "/proc/$p/stack" 2>/dev/null || echo "(not readable)"
-            if command -v gdb >/dev/null; then
-                echo "-- user stacks (gdb)"
-                timeout 30 gdb -q -batch -p "$p" -ex 'thread apply all bt' 2>&1 | grep -vE '^\[(New LWP|Thread debugging|Inferior)' | head -150
-            fi
         done
+        if command -v gdb >/dev/null; then
+            for p in "${order[@]}"; do
+                echo "== pid $p: user stacks (gdb), main thread first"
+                timeout -k 5 20 gdb -q -batch -p "$p" -ex 'thread apply all -ascending bt' 2>&1 |
+                    grep -vE '^\[(New LWP|Thread debugging|Inferior)' | head -150
+            done
+        fi
     } >"$out" 2>&1
 }
 
@@ -346,11 +360,12 @@ run_test() {
     t0=$(date +%s.%N)
     local run_limit
     run_limit=$(load_scaled_timeout)
-    # At the limit the watcher records what the job is doing, then ends it
-    # (timeout's own limit, later, is the backstop)
-    timeout -k 10 "$((run_limit + 120))" "${cmd[@]}" </dev/null >"$dir/mpirun.log" 2>&1 &
+    # At the limit the watcher marks the run as timed out, records what the
+    # job is doing and ends it (timeout's own limit, later, is the backstop).
+    # A watcher whose sleep was cut short (the job ended) does nothing.
+    timeout -k 10 "$((run_limit + 600))" "${cmd[@]}" </dev/null >"$dir/mpirun.log" 2>&1 &
     local job=$!
-    (set +e; sleep "$run_limit"; record_hung_job "$dir" "$run_id"; : >"$dir/timed-out"; kill -TERM "$job") </dev/null >/dev/null 2>&1 &
+    (set +e; sleep "$run_limit" || exit 0; : >"$dir/timed-out"; record_hung_job "$dir" "$run_id"; kill -TERM "$job") </dev/null >/dev/null 2>&1 &
     local watcher=$!
     wait "$job" || rc=$?
     pkill -P "$watcher" 2>/dev/null || true
@@ -584,7 +599,7 @@ $1 == "expect-bcast:" && $2 == "comm" {
         if (what != "barrier(s)") next
         scount[cid]++; sbar[cid] += b
         if (b + 0 > 0) sused[cid]++
-        if (fb + 0 != 0) problem("comm " cid ": " fb " barrier(s) handed to the fallback: " s)
+        if (fb + 0 != 0) { sfb[cid] += fb; sfbline[cid] = s }
         if (b + 0 > 0 && !expected_transport(tr)) problem("comm " cid ": served over \"" tr "\", expected " want_transport ": " s)
     } else if (index(s, ": claimed at priority ") > 0) {
         j = index(s, "\" size ")
@@ -606,9 +621,12 @@ END {
         for (key in rkey) { split(key, kk, SUBSEP); if (kk[1] in unavail) delete rkey[key] }
         for (key in rlines) { split(key, kk, SUBSEP); if (kk[1] in unavail) delete rlines[key] }
         for (key in reasons) { split(key, kk, SUBSEP); if (kk[1] in unavail) delete reasons[key] }
+        for (c in unavail) delete sfb[c]
         for (key in rlines) if (rserved[key] > 0) connected_served++
         if (!connected_served) problem("no communicator was served natively: nothing was checked")
     }
+    for (c in sfb)
+        problem("comm " c ": " sfb[c] " barrier(s) handed to the fallback: " sfbline[c])
     for (c in ecomms) {
         if (sused[c] + 0 != eused[c])
             problem("comm " c ": " eused[c] " communicator(s) with barriers had this id, found " (sused[c] + 0) " served line(s) with barriers")
@@ -743,10 +761,13 @@ if unshare --uts true 2>/dev/null; then
     #    checker's per-communicator classification must agree
     if [ "$MODE" = component ]; then
         ROUND_ROBIN=("$ROOT/ci/fake-node.sh" --round-robin 2)
+        # (on a machine with an RDMA device the communicators across the
+        # pretended nodes are served over shm+verbs)
+        ACROSS_TOO="${EXPECT_TRANSPORT:-${TRANSPORT:-shm}} shm+verbs"
         CHECKS=("${FAKE_NODES[@]}" served-where-connected "nowarn:coll:rdma:.*warning"); RUN_WRAPPER=("${ROUND_ROBIN[@]}")
-        run_test "fake-nodes-round-robin-reduce_ops-np4" 4 ok "${V[@]}" -- reduce_ops "${RO_PARAM[@]}"
+        EXPECT_TRANSPORT=$ACROSS_TOO run_test "fake-nodes-round-robin-reduce_ops-np4" 4 ok "${V[@]}" -- reduce_ops "${RO_PARAM[@]}"
         CHECKS=("${FAKE_NODES[@]}" served-where-connected "nowarn:coll:rdma:.*warning"); RUN_WRAPPER=("${ROUND_ROBIN[@]}")
-        run_test "fake-nodes-round-robin-bcast-np4" 4 ok "${V[@]}" -- bcast "${BC_PARAM[@]}"
+        EXPECT_TRANSPORT=$ACROSS_TOO run_test "fake-nodes-round-robin-bcast-np4" 4 ok "${V[@]}" -- bcast "${BC_PARAM[@]}"
     fi
 else
     skip "fake-nodes-barrier-check-np4" "unshare --uts is not permitted here (needs root)"

@@ -905,11 +905,12 @@ T_API void t_read_bcast_params(void)
     if (!fw) t_bc_window = -1;
     if (!fmin) t_bc_sc_min = -1;
     if (!fmax) t_bc_sc_max = -1;
-    /* Single copy needs the shared-memory transport (all ranks on one node,
-     * transport auto or shm, no pretended nodes) and every rank's consent;
-     * a communicator of one node's ranks inside a job across nodes would
-     * have it too, which the tests' limits make irrelevant. The pretend
-     * setting is per rank: any rank that sets it refuses for all. */
+    /* Single copy, and parallel reduction, need the shared-memory transport
+     * (transport auto or shm, no pretended nodes), process_vm_readv
+     * permitted, and per communicator: all members on one node (so a node's
+     * communicators have it inside a job across nodes too) and the consent
+     * of every member (the pretend setting is per rank: a member that sets
+     * it refuses for its communicators); see t_group_reads_peers. */
     int pretends = fpretend && pretend_refused == 1, anyone_pretends = 0;
     t_pretends_no_cross_memory = malloc(sizeof(int) * (size_t)t_wsize);
     MPI_Allgather(&pretends, 1, MPI_INT, t_pretends_no_cross_memory, 1, MPI_INT, MPI_COMM_WORLD);
