@@ -67,7 +67,8 @@ pub(crate) struct UdMulticast {
     local_address: Ipv4Addr,
     communicator: u32,
     rank: u32,
-    size: usize,
+    /// This rank, named by its send waits' warnings.
+    waiting: OwnChannel,
     mtu: usize,
     send: Mutex<SendSide>,
     receive: Mutex<ReceiveSide>,
@@ -116,7 +117,7 @@ impl UdMulticast {
             local_address: request.local_address,
             communicator: request.communicator,
             rank: request.rank,
-            size: request.size,
+            waiting: OwnChannel { rank: request.rank as usize, size: request.size },
             mtu: request.mtu,
             send: Mutex::new(SendSide { account: SendAccount::new(SEND_SIGNAL_INTERVAL, SEND_SLOTS), completions: Vec::new() }),
             receive: Mutex::new(ReceiveSide { pending: VecDeque::new(), completions: Vec::new() }),
@@ -191,7 +192,7 @@ impl UdMulticast {
         let SendSide { account, completions } = &mut *side;
         // Only this rank's own adapter returns the buffers (a UD send needs
         // nothing from the receivers), so waiting cannot depend on a peer.
-        if wait_for_send_room(account, OwnChannel { rank: self.rank as usize, size: self.size }, |account| self.poll_sends(account, completions))? {
+        if wait_for_send_room(account, self.waiting, |account| self.poll_sends(account, completions))? {
             self.send_waits.fetch_add(1, Ordering::Relaxed);
         }
         let (seq, signalled) = side.account.next(false);

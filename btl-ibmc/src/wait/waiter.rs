@@ -195,6 +195,9 @@ fn reason(failure: &TransportError) -> String {
 mod tests {
     use super::*;
 
+    /// A rank of its own: nobody else can answer its waits.
+    const ALONE: OwnChannel = OwnChannel { rank: 0, size: 1 };
+
     fn policy(spin_polls: u32, stall_warning: Duration, fault_timeout: Option<Duration>) -> WaitPolicy {
         WaitPolicy { spin_polls, stall_warning, fault_timeout }
     }
@@ -203,7 +206,7 @@ mod tests {
     fn pause_until_refused(waiter: &mut Waiter, patience: Duration) -> Option<TransportError> {
         let started = Instant::now();
         while started.elapsed() < patience {
-            if let Err(failure) = waiter.pause(&OwnChannel { rank: 0, size: 1 }, || "room in a ring nobody drains".into()) {
+            if let Err(failure) = waiter.pause(&ALONE, || "room in a ring nobody drains".into()) {
                 return Some(failure);
             }
         }
@@ -232,11 +235,11 @@ mod tests {
         let mut waiter = Waiter::new(&policy(3, Duration::MAX, None));
         for _ in 0..3 {
             assert!(waiter.is_spinning());
-            waiter.pause(&OwnChannel { rank: 0, size: 1 }, String::new).unwrap();
+            waiter.pause(&ALONE, String::new).unwrap();
         }
         assert!(!waiter.is_spinning());
         assert!(waiter.watch.is_none(), "the clock started while spinning");
-        waiter.pause(&OwnChannel { rank: 0, size: 1 }, String::new).unwrap();
+        waiter.pause(&ALONE, String::new).unwrap();
         assert!(waiter.watch.is_some(), "the fourth pause did not yield");
     }
 
