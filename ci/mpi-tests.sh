@@ -241,7 +241,8 @@ load_scaled_timeout() {
         END { if (f < 1) f = 1; if (f > most) f = most; printf "%d\n", base * f + 0.5 }' /proc/loadavg "$host"
 }
 
-# What a job that outlived its time limit was doing, into DIR/hung.txt:
+# What a job that outlived its time limit (or, with WHY, a launcher that
+# outlived its ranks) was doing, into DIR/hung.txt:
 # each of its processes (the launcher, found by the run id RUN on its
 # command line, its daemons, and the ranks listed in DIR/pids that run here
 # with that run id) with its state and kernel wait channel, its threads'
@@ -250,8 +251,8 @@ load_scaled_timeout() {
 # job is ended after this). Taken before the job is ended: a hang that
 # shows only at the end (all ranks printed their results, the launcher does
 # not exit) leaves nothing to read afterwards.
-record_hung_job() {
-    local dir=$1 run=$2 out=$1/hung.txt
+record_hung_job() {  # record_hung_job DIR RUN [WHY]
+    local dir=$1 run=$2 why=${3:-the job outlived its limit} out=$1/hung.txt
     local -A seen=()
     local launchers=() ranks=() queue=() order=() p
     read -ra launchers <<<"$(pgrep -f -- "CRTEST_RUN=$run" | tr '\n' ' ')"
@@ -275,7 +276,7 @@ record_hung_job() {
         queue+=("${children[@]}")
     done
     {
-        echo "== $(date -u +%FT%TZ): the job outlived its limit; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+        echo "== $(date -u +%FT%TZ): $why; load average $(cut -d' ' -f1-3 /proc/loadavg)"
         for p in "${order[@]}"; do
             echo "== pid $p"
             ps -o pid=,ppid=,stat=,wchan:32=,etime=,time=,args= -p "$p" 2>/dev/null
@@ -294,6 +295,62 @@ record_hung_job() {
             done
         fi
     } >"$out" 2>&1
+}
+
+# Exit statuses of a job's ranks once none is running any more: one line
+# "PID STATUS" per rank still waiting to be reaped (STATUS as a shell reports
+# it: the exit code, or 128 + the signal), "PID reaped" for one already
+# reaped; nothing and status 1 while a rank runs or NP pids are not yet in
+# PIDS_FILE. Only for ranks on this machine (no --hosts).
+exited_ranks() {  # exited_ranks PIDS_FILE NP
+    local pids=() p stat state
+    [ -f "$1" ] && read -ra pids <<<"$(tr '\n' ' ' <"$1")"
+    [ "${#pids[@]}" -ge "$2" ] || return 1
+    local lines=()
+    for p in "${pids[@]}"; do
+        if ! stat=$(cat "/proc/$p/stat" 2>/dev/null); then lines+=("$p reaped"); continue; fi
+        # fields after the command name, which may hold spaces: state is
+        # the 3rd field of the line, exit_code (waitpid's form) the 52nd
+        stat=${stat##*) }
+        read -ra fields <<<"$stat"
+        state=${fields[0]}
+        [ "$state" = Z ] || [ "$state" = X ] || return 1
+        local code=${fields[49]:-0}
+        if [ $((code & 127)) = 0 ]; then lines+=("$p $((code >> 8))"); else lines+=("$p $((128 + (code & 127)))"); fi
+    done
+    printf '%s\n' "${lines[@]}"
+}
+
+# Watches a running test job (JOB: the pid of its `timeout`): at LIMIT
+# seconds it marks the run as timed out, records what the job is doing and
+# ends it. Open MPI 5's launcher sometimes never exits after ranks ended
+# with a non-zero status (prterun stuck on a lock of its own, the ranks
+# left as its zombies; seen in the checker self-tests, whose ranks fail on
+# purpose): when every rank has exited and the launcher is still there
+# LAUNCHER_GRACE seconds later, the watcher records the ranks' statuses in
+# DIR/launcher-outlived-ranks, records the job as for a time-out and ends
+# the launcher, and the run is judged on what its ranks did.
+LAUNCHER_GRACE=${TEST_LAUNCHER_GRACE:-20}
+watch_job() {  # watch_job DIR RUN_ID JOB LIMIT NP
+    local dir=$1 run=$2 job=$3 limit=$4 np=$5 statuses
+    local start=$SECONDS exited_since=
+    while [ $((SECONDS - start)) -lt "$limit" ]; do
+        sleep 2 || return 0
+        if [ -z "$HOSTS" ] && statuses=$(exited_ranks "$dir/pids" "$np"); then
+            exited_since=${exited_since:-$SECONDS}
+            if [ $((SECONDS - exited_since)) -ge "$LAUNCHER_GRACE" ]; then
+                printf '%s\n' "$statuses" >"$dir/launcher-outlived-ranks"
+                record_hung_job "$dir" "$run" "mpirun is still there $((SECONDS - exited_since))s after every rank exited"
+                kill -TERM "$job"
+                return 0
+            fi
+        else
+            exited_since=
+        fi
+    done
+    : >"$dir/timed-out"
+    record_hung_job "$dir" "$run"
+    kill -TERM "$job"
 }
 
 # run_test NAME NP EXPECT [mpirun options...] -- PROGRAM [ARGS...]
@@ -321,12 +378,17 @@ record_hung_job() {
 #     leaks     the run must leave a segment of its own in /dev/shm (a test of
 #               the leak check itself; otherwise any is a failure)
 #     within:N  mpirun ended within N seconds (a job that must not hang)
+#     launcher-ended  mpirun outlived the ranks and was ended for it (a test
+#               of watch_job itself)
 #   RUN_WRAPPER (array, set by the caller like CHECKS): a command that each
 #   rank runs with the program as its arguments (e.g. ci/per-rank-mca.sh)
+#   LAUNCH_WRAPPER (array, likewise): the same, but run first, with the
+#   streams that mpirun reads (before the output is sent to files)
 # A wait's report that it is slow (btl-ibmc's wait loops), not an error.
 STALL_WARNING_RE='coll:rdma: warning: rank [0-9]+ of [0-9]+ has waited [0-9]+\.[0-9] s for '
 CHECKS=()
 RUN_WRAPPER=()
+LAUNCH_WRAPPER=()
 run_test() {
     local name=$1 np=$2 expect=$3
     shift 3
@@ -335,7 +397,7 @@ run_test() {
     shift
     local prog=$1
     shift
-    want "$name" || { CHECKS=(); RUN_WRAPPER=(); return 0; }  # (the next test must not inherit them)
+    want "$name" || { CHECKS=(); RUN_WRAPPER=(); LAUNCH_WRAPPER=(); return 0; }  # (the next test must not inherit them)
 
     local dir=$LOGROOT/$name
     rm -rf "$dir"
@@ -353,25 +415,32 @@ run_test() {
     run_id=$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
     local cmd=(mpirun -np "$np" "${over[@]}" "${placement[@]}"
         "${COMPONENT_PATH_OPTS[@]}" "${CAPTURE_OPTS[@]}" -x "CRTEST_RUN=$run_id"
-        "${opts[@]}" "${CAPTURE_WRAPPER[@]}" "${COMPONENT_PATH_ENV[@]}" "${RUN_WRAPPER[@]}"
+        "${opts[@]}" "${LAUNCH_WRAPPER[@]}" "${CAPTURE_WRAPPER[@]}" "${COMPONENT_PATH_ENV[@]}" "${RUN_WRAPPER[@]}"
         "$ROOT/ci/record-pid.sh" "$dir/pids" "$BIN/$prog" "$@")
     printf '%s\n' "${cmd[*]}" > "$dir/command"
     local t0 t1 rc=0
     t0=$(date +%s.%N)
     local run_limit
     run_limit=$(load_scaled_timeout)
-    # At the limit the watcher marks the run as timed out, records what the
-    # job is doing and ends it (timeout's own limit, later, is the backstop).
-    # A watcher whose sleep was cut short (the job ended) does nothing.
+    # timeout's own limit, later than the watcher's, is the backstop; a
+    # watcher whose sleep was cut short (the job ended) does nothing
     timeout -k 10 "$((run_limit + 600))" "${cmd[@]}" </dev/null >"$dir/mpirun.log" 2>&1 &
     local job=$!
-    (set +e; sleep "$run_limit" || exit 0; : >"$dir/timed-out"; record_hung_job "$dir" "$run_id"; kill -TERM "$job") </dev/null >/dev/null 2>&1 &
+    (set +e; watch_job "$dir" "$run_id" "$job" "$run_limit" "$np") </dev/null >/dev/null 2>&1 &
     local watcher=$!
     wait "$job" || rc=$?
     pkill -P "$watcher" 2>/dev/null || true
     kill "$watcher" 2>/dev/null || true
     wait "$watcher" 2>/dev/null || true
     [ -e "$dir/timed-out" ] && rc=124
+    # the launcher was ended after its ranks: their own statuses stand for
+    # its (the first non-zero one; a rank it had reaped already counts as 0)
+    local launcher_note=
+    if [ -e "$dir/launcher-outlived-ranks" ]; then
+        rc=$(awk '$2 != "reaped" && $2 != 0 { print $2; exit }' "$dir/launcher-outlived-ranks")
+        rc=${rc:-0}
+        launcher_note="mpirun was still there ${LAUNCHER_GRACE}s after every rank had exited (rank statuses: $(awk '{ printf "%s%s", sep, $2; sep = " " }' "$dir/launcher-outlived-ranks")); ended, the run judged on its ranks (what it was doing: ${dir#"$ROOT"/}/hung.txt)"
+    fi
     t1=$(date +%s.%N)
     local secs
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
@@ -435,6 +504,8 @@ run_test() {
             re:*)
                 local re=${c#re:}
                 grep -qE -- "$re" "$dir/all.log" || why+=("no line matches: $re") ;;
+            launcher-ended)
+                [ -n "$launcher_note" ] || why+=("mpirun outlived its ranks, but the run was not ended as such") ;;
             gone:*)
                 local g=${c#gone:}
                 if [ -e "/dev/shm/$g" ]; then
@@ -485,17 +556,20 @@ run_test() {
         else
             printf '%-44s PASS  %6ss\n' "$name" "$secs"
         fi
-        [ "$KEEP_LOGS" = 1 ] || rm -rf "$dir"
+        [ -z "$launcher_note" ] || printf '      note: %s\n' "$launcher_note"
+        [ "$KEEP_LOGS" = 1 ] || [ -n "$launcher_note" ] || rm -rf "$dir"
     else
         FAILED=$((FAILED + 1))
         FAILED_NAMES+=("$name")
         printf '%-44s FAIL  %6ss  (logs: %s)\n' "$name" "$secs" "${dir#"$ROOT"/}"
+        [ -z "$launcher_note" ] || why+=("note: $launcher_note")
         local w
         for w in "${why[@]}"; do printf '%s\n' "$w" | sed 's/^/      /'; done
         printf '      command: %s\n' "$(cat "$dir/command")"
     fi
     CHECKS=()
     RUN_WRAPPER=()
+    LAUNCH_WRAPPER=()
 }
 
 # Compares, for one rank (one process), what the program says it did with what
@@ -777,6 +851,16 @@ else
         skip "fake-nodes-round-robin-bcast-np4" "unshare --uts is not permitted here (needs root)"
     fi
 fi
+
+# 2a'. a launcher that outlives its ranks (Open MPI 5's prterun, now and
+#    then, after ranks exit with a non-zero status) is ended once they have
+#    all exited, and the run judged on them: here each rank leaves a child
+#    holding mpirun's end of its output open, so mpirun waits for it
+HOLDERS=$LOGROOT/holders.$$
+LAUNCH_WRAPPER=(sh -c 'sleep 600 & echo $! >>"$0"; exec "$@"' "$HOLDERS")
+CHECKS=(launcher-ended)
+run_test "selftest-launcher-outliving-ranks-ended-np2" 2 ok -- coll_mix -i 5
+[ -f "$HOLDERS" ] && { xargs -r kill <"$HOLDERS" 2>/dev/null || true; rm -f "$HOLDERS"; }
 
 # 2b. the bcast checks must catch a wrong byte and a write outside the
 #    datatype (the program corrupts its own buffers now and then)
