@@ -1,8 +1,8 @@
 //! btl-ibmc, coll rdma's transport crate. The name is the design's: a byte
 //! transfer layer ("btl", Open MPI's term) for InfiniBand with multicast;
 //! it is a library linked into the component, not an Open MPI btl
-//! component. It holds the transports (shared memory, verbs, and the hybrid
-//! of both), the reliable multicast substrate (`rmcast`) and waiting.
+//! component. It holds the transports (shared memory, verbs, the hybrid
+//! of both, and udp for plain Ethernet), the reliable multicast substrate (`rmcast`) and waiting.
 //! Collectives see only the capability traits of [`transport`]
 //! ([`Windows`], [`Datagrams`], [`ReliableChannel`]...). The in-process
 //! test `fabric` is built only for tests (`cfg(test)`, or the cargo
@@ -14,11 +14,13 @@ pub mod cross_memory;
 #[cfg(feature = "verbs")]
 pub mod hybrid;
 pub mod idle;
+pub mod multicast_group;
 pub mod padded;
 pub mod rmcast;
 pub mod selected;
 pub mod shm;
 pub mod transport;
+pub mod udp;
 #[cfg(feature = "verbs")]
 pub mod verbs;
 #[cfg(feature = "verbs")]
@@ -40,6 +42,7 @@ pub use selected::SelectedTransport;
 pub use rmcast::{ReliableMulticast, RmcastConfig, RmcastStats};
 pub use cross_memory::{CrossMemory, CrossMemoryRefusal};
 pub use shm::{ShmTransport, establish};
+pub use udp::{UdpConfig, UdpFaults, UdpSetupError, UdpStats, UdpTransport};
 #[cfg(feature = "verbs")]
 pub use verbs::{VerbsConfig, VerbsSetupError, VerbsTransport};
 #[cfg(feature = "verbs")]

@@ -4,14 +4,13 @@
 //! randomness.
 
 /// xorshift64* seeded through splitmix64 so that nearby seeds diverge.
-/// Only verbs (initial PSNs) and the test fabric draw from it.
-#[cfg(any(test, feature = "fabric", feature = "verbs"))]
+/// Verbs (initial PSNs), the udp fault injection and the test fabric
+/// draw from it.
 #[derive(Clone, Debug)]
 pub(crate) struct Rng {
     state: u64,
 }
 
-#[cfg(any(test, feature = "fabric", feature = "verbs"))]
 impl Rng {
     pub(crate) fn new(seed: u64) -> Self {
         let mixed = splitmix64(seed);
@@ -29,20 +28,17 @@ impl Rng {
     }
 
     /// Uniform in `[0, 1)`.
-    #[cfg(any(test, feature = "fabric"))]
     pub(crate) fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// True with probability `p` (0 never draws, so a fault-free config
     /// leaves the sequence untouched for the faults that are enabled).
-    #[cfg(any(test, feature = "fabric"))]
     pub(crate) fn chance(&mut self, p: f64) -> bool {
         p > 0.0 && self.unit() < p
     }
 
     /// Uniform in `[0, bound)`; `bound` must be non-zero.
-    #[cfg(any(test, feature = "fabric"))]
     pub(crate) fn below(&mut self, bound: u64) -> u64 {
         ((self.next_u64() as u128 * bound as u128) >> 64) as u64
     }

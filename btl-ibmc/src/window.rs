@@ -29,7 +29,7 @@ impl<'a> Window<'a> {
     /// The flag word at `offset`, if it is aligned and inside the window.
     #[inline]
     fn flag_word(&self, offset: usize) -> Option<&'a AtomicU64> {
-        if offset % FLAG_BYTES != 0 || offset >= self.len || self.len - offset < FLAG_BYTES {
+        if !flag_fits(self.len, offset) {
             return None;
         }
         self.words.get(offset / FLAG_BYTES)
@@ -99,6 +99,25 @@ impl<'a> Window<'a> {
             invalid_local_access(error);
         }
         words::copy_out(self.words, offset, out);
+    }
+}
+
+/// Whether a flag word at `offset` is aligned and inside a window of `len` bytes.
+#[inline]
+fn flag_fits(len: usize, offset: usize) -> bool {
+    offset % FLAG_BYTES == 0 && offset < len && len - offset >= FLAG_BYTES
+}
+
+/// The checks [`Window::put`] makes, for a backend that carries the write
+/// to the target's memory itself (udp): the same accesses are refused with
+/// the same errors before anything is sent.
+pub(crate) fn check_put(window_len: usize, peer: usize, offset: usize, data_len: usize, flag_offset: usize) -> Result<(), TransportError> {
+    if !flag_fits(window_len, flag_offset) {
+        return Err(bad_flag(peer, flag_offset));
+    }
+    match offset.checked_add(data_len) {
+        Some(end) if end <= window_len => Ok(()),
+        _ => Err(TransportError::OutOfRange { peer, offset, len: data_len }),
     }
 }
 

@@ -4,6 +4,8 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
+pub use crate::multicast_group::multicast_id_of;
+
 /// Settings for [`establish`](super::establish) and [`probe`](super::probe).
 /// Every rank of a communicator must pass the same values except `device`,
 /// `port`, `gid_index` and `local_address`, which are per host.
@@ -70,23 +72,10 @@ impl Default for VerbsConfig {
     }
 }
 
-/// A 32-bit multicast id from the bytes that single a communicator out
-/// (FNV-1a, folded): the glue hashes the job and context id, the setup
-/// mixes in where rank 0's window is registered.
-pub fn multicast_id_of<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> u32 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in parts.into_iter().flatten() {
-        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
-    }
-    (hash ^ (hash >> 32)) as u32
-}
-
 impl VerbsConfig {
     /// The IPv4 multicast group of this communicator.
     pub fn multicast_group(&self) -> Ipv4Addr {
-        let prefix = u32::from(self.multicast_prefix_len.min(32));
-        let host_mask = if prefix == 0 { u32::MAX } else { u32::MAX.checked_shr(prefix).unwrap_or(0) };
-        Ipv4Addr::from((u32::from(self.multicast_base) & !host_mask) | (self.multicast_id & host_mask))
+        crate::multicast_group::group_in_range(self.multicast_base, self.multicast_prefix_len, self.multicast_id)
     }
 
     /// Why these settings cannot work, if they cannot.

@@ -96,7 +96,7 @@ pub(crate) unsafe fn establish_placed(
         (Ok(()), false) => Err(VerbsError::MulticastDisabled),
         (Err(_), _) => Err(VerbsError::NotConnected),
     };
-    let multicast_nonce = if rank == 0 { random_nonce() } else { 0 };
+    let multicast_nonce = if rank == 0 { crate::multicast_group::random_nonce() } else { 0 };
     let ready = Ready {
         connected: connected.clone().map_err(|error| error.to_string()),
         multicast_joined: multicast.is_ok(),
@@ -347,22 +347,6 @@ fn judge_readies(readies: &[u8]) -> Result<(Vec<usize>, Vec<Ready>), VerbsSetupE
         all.push(ready);
     }
     Ok((missing, all))
-}
-
-/// The communicator's multicast nonce: 64 bits from the kernel's random
-/// source, so no one outside the communicator can guess it. Rank 0 must
-/// still take part in the exchange if that fails, so it then falls back to
-/// a value that at least differs between communicators and runs.
-fn random_nonce() -> u64 {
-    let mut bytes = [0u8; 8];
-    // SAFETY: `bytes` is writable for its full length.
-    let filled = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
-    if usize::try_from(filled) == Ok(bytes.len()) {
-        return u64::from_ne_bytes(bytes);
-    }
-    tracing::warn!("verbs: getrandom failed ({}); the multicast nonce is guessable", std::io::Error::last_os_error());
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_nanos() as u64);
-    crate::rng::splitmix64(nanos ^ (u64::from(std::process::id()) << 32))
 }
 
 /// A 24-bit first packet sequence number that differs between runs, so a

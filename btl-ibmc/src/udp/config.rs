@@ -1,0 +1,176 @@
+//! What a communicator asks of the udp backend: where its group lives, on
+//! which interface, how big its datagrams and socket buffers are, how the
+//! reliable channel retransmits, and (tests, `make check-udp`) which
+//! faults to inject.
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+/// Settings for [`establish`](super::establish). Every rank of a
+/// communicator must pass the same values except `interface`, which is
+/// per host; setup refuses a mismatch in what decides the wire format
+/// (datagram size, multicast id, address range).
+#[derive(Clone, Debug, PartialEq)]
+pub struct UdpConfig {
+    /// Identifies the communicator among all users of the network (the
+    /// glue hashes the job and context id); mixed with rank 0's socket
+    /// address, it picks the group and port and is checked on every frame.
+    pub multicast_id: u32,
+    /// First address of the IPv4 multicast range groups are taken from.
+    pub multicast_base: Ipv4Addr,
+    /// The range is `multicast_base/multicast_prefix_len`.
+    pub multicast_prefix_len: u8,
+    /// First UDP port of the range a communicator's group port is taken from.
+    pub port_base: u16,
+    /// Ports in that range.
+    pub port_count: u16,
+    /// IPv4 address of the interface to send, receive and join on; None
+    /// takes the address the kernel routes the group through.
+    pub interface: Option<Ipv4Addr>,
+    /// Multicast TTL: 1 keeps datagrams on the local link.
+    pub ttl: u32,
+    /// UDP payload of the largest frame, header included. The default
+    /// fills a 1500-byte Ethernet MTU (minus IPv4 and UDP headers), so
+    /// nothing is fragmented by IP.
+    pub datagram_bytes: usize,
+    /// Receive buffer asked of each socket (SO_RCVBUFFORCE where the
+    /// process may, else SO_RCVBUF up to net.core.rmem_max). Bursts of
+    /// a thousand full datagrams lost half of them with Linux's default
+    /// 208 KiB and none with 16 MiB.
+    pub receive_buffer_bytes: usize,
+    /// Reliable-channel fragments one rank may have unacknowledged
+    /// towards one peer.
+    pub reliable_window: usize,
+    /// An unacknowledged reliable fragment is sent again after this long,
+    /// doubling while the peer stays silent (up to 64 times).
+    pub retransmit_after: Duration,
+    /// Faults injected on receipt, before anything is checked; off by default.
+    pub faults: UdpFaults,
+}
+
+/// Receive-side fault injection: each arriving datagram (multicast or
+/// unicast, data or ACK) is lost, duplicated or held back behind up to
+/// [`REORDER_SPAN`](super::REORDER_SPAN) later ones with these
+/// probabilities, drawn from a generator seeded by `seed` and the rank.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct UdpFaults {
+    pub drop: f64,
+    pub duplicate: f64,
+    pub reorder: f64,
+    pub seed: u64,
+}
+
+impl UdpFaults {
+    pub(crate) fn any(&self) -> bool {
+        self.drop > 0.0 || self.duplicate > 0.0 || self.reorder > 0.0
+    }
+}
+
+/// IPv4 (20) and UDP (8) headers inside a 1500-byte Ethernet MTU.
+pub const ETHERNET_DATAGRAM_BYTES: usize = 1500 - 28;
+
+impl Default for UdpConfig {
+    fn default() -> Self {
+        UdpConfig {
+            multicast_id: 0,
+            multicast_base: Ipv4Addr::new(239, 78, 0, 0),
+            multicast_prefix_len: 16,
+            port_base: 24_000,
+            port_count: 1000,
+            interface: None,
+            ttl: 1,
+            datagram_bytes: ETHERNET_DATAGRAM_BYTES,
+            receive_buffer_bytes: 16 << 20,
+            reliable_window: 256,
+            retransmit_after: Duration::from_millis(20),
+            faults: UdpFaults::default(),
+        }
+    }
+}
+
+impl UdpConfig {
+    /// Why these settings cannot work, if they cannot.
+    pub fn problem(&self) -> Option<String> {
+        if !self.multicast_base.is_multicast() {
+            return Some(format!("the multicast base {} is not an IPv4 multicast address", self.multicast_base));
+        }
+        if self.multicast_prefix_len < 4 || self.multicast_prefix_len > 32 {
+            return Some(format!("the multicast prefix length {} is outside 4..=32 (224.0.0.0/4 is all of IPv4 multicast)", self.multicast_prefix_len));
+        }
+        if self.port_base == 0 || self.port_count == 0 || u32::from(self.port_base) + u32::from(self.port_count) > 65_536 {
+            return Some(format!("the port range {}+{} is not inside 1..=65535", self.port_base, self.port_count));
+        }
+        let header = super::frame::DATA_HEADER_BYTES;
+        if self.datagram_bytes <= header + 1 || self.datagram_bytes > super::frame::MAX_UDP_PAYLOAD {
+            return Some(format!(
+                "datagram_bytes {} must lie in {}..={}",
+                self.datagram_bytes,
+                header + 2,
+                super::frame::MAX_UDP_PAYLOAD
+            ));
+        }
+        if self.ttl == 0 || self.ttl > 255 {
+            return Some(format!("the multicast TTL {} is outside 1..=255", self.ttl));
+        }
+        if self.reliable_window == 0 {
+            return Some("the reliable window must hold at least one fragment".into());
+        }
+        if self.retransmit_after.is_zero() {
+            return Some("the retransmission timeout must be positive".into());
+        }
+        for (name, p) in [("drop", self.faults.drop), ("duplicate", self.faults.duplicate), ("reorder", self.faults.reorder)] {
+            if !(0.0..=1.0).contains(&p) {
+                return Some(format!("the injected {name} probability {p} is not in [0, 1]"));
+            }
+        }
+        if self.faults.drop >= 1.0 {
+            return Some("an injected drop probability of 1 loses everything".into());
+        }
+        None
+    }
+
+    /// The group of the communicator whose multicast id is `id`.
+    pub(crate) fn group_address(&self, id: u32) -> Ipv4Addr {
+        crate::multicast_group::group_in_range(self.multicast_base, self.multicast_prefix_len, id)
+    }
+
+    /// The group port of the communicator whose multicast id is `id`:
+    /// from other bits of the id than the address takes, so that two
+    /// communicators whose addresses collide still likely differ here.
+    pub(crate) fn group_port(&self, id: u32) -> u16 {
+        let spread = crate::rng::splitmix64(u64::from(id)) % u64::from(self.port_count.max(1));
+        self.port_base + spread as u16
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_groups_and_ports_stay_in_their_ranges() {
+        let config = UdpConfig::default();
+        assert_eq!(config.problem(), None);
+        let mut ports = std::collections::BTreeSet::new();
+        for id in (0..2000u32).map(|i| i.wrapping_mul(0x9E37_79B9)) {
+            let group = config.group_address(id);
+            assert_eq!(group.octets()[..2], [239, 78], "{group} for id {id:#x}");
+            let port = config.group_port(id);
+            assert!((24_000..25_000).contains(&port), "port {port} for id {id:#x}");
+            ports.insert(port);
+        }
+        assert!(ports.len() > 500, "2000 ids used only {} ports", ports.len());
+    }
+
+    #[test]
+    fn bad_values_are_explained() {
+        let problem = |config: UdpConfig| config.problem().unwrap_or_default();
+        assert!(problem(UdpConfig { multicast_base: Ipv4Addr::new(10, 0, 0, 0), ..UdpConfig::default() }).contains("not an IPv4 multicast"));
+        assert!(problem(UdpConfig { port_base: 65_000, port_count: 1000, ..UdpConfig::default() }).contains("port range"));
+        assert!(problem(UdpConfig { datagram_bytes: 10, ..UdpConfig::default() }).contains("datagram_bytes"));
+        assert!(problem(UdpConfig { datagram_bytes: 70_000, ..UdpConfig::default() }).contains("datagram_bytes"));
+        assert!(problem(UdpConfig { ttl: 0, ..UdpConfig::default() }).contains("TTL"));
+        let faults = UdpFaults { drop: 1.5, ..UdpFaults::default() };
+        assert!(problem(UdpConfig { faults, ..UdpConfig::default() }).contains("drop"));
+    }
+}

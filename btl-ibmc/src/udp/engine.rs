@@ -1,0 +1,263 @@
+//! Everything a udp endpoint does when it takes in traffic: drains both
+//! sockets (through the fault injection, when on), refuses what is not
+//! this communicator's, queues multicast datagrams and reliable messages,
+//! applies peers' puts to the window, and then sends the ACKs and
+//! retransmissions that are due. It runs under the endpoint's lock, from
+//! every poll, every wait for room, and `progress`.
+
+use std::collections::VecDeque;
+use std::net::{SocketAddrV4, UdpSocket};
+use std::time::Instant;
+
+use super::faults::{Arrival, FaultInjector};
+use super::frame::{self, Body, Refusal, Stamp};
+use super::reliable::{Incoming, Outgoing, Receipt};
+use super::source::{Origin, origin};
+use super::stats::Counters;
+use super::UdpConfig;
+use crate::transport::TransportError;
+use crate::window::{Window, check_put};
+
+/// Datagrams taken from one socket per pass, so that a flood cannot keep
+/// a pass from ending.
+const MOST_PER_PASS: usize = 4096;
+/// Multicast datagrams kept for a caller that does not poll, beyond which
+/// new ones are dropped (and counted) as the network would.
+const MOST_QUEUED_MULTICASTS: usize = 1 << 16;
+/// A receive buffer that holds any UDP payload, and tells a longer one apart.
+const RECEIVE_BUFFER_BYTES: usize = frame::MAX_UDP_PAYLOAD + 1;
+
+/// The kinds of record the reliable channel carries.
+pub(crate) const MESSAGE_RECORD: u8 = 0;
+/// `[kind | offset u64 | flag offset u64 | flag u64 | data]`: a put into
+/// the receiver's window, applied (data, then flag) in channel order.
+pub(crate) const PUT_RECORD: u8 = 1;
+pub(crate) const PUT_HEADER_BYTES: usize = 1 + 3 * 8;
+
+/// What the engine works with besides its own state; none of it changes
+/// after setup, so it lives outside the lock.
+pub(crate) struct Wire {
+    pub(crate) own: UdpSocket,
+    pub(crate) group_socket: UdpSocket,
+    pub(crate) group: SocketAddrV4,
+    /// Indexed by rank: the address every rank's own socket is bound to.
+    pub(crate) addresses: Vec<SocketAddrV4>,
+    pub(crate) stamp: Stamp,
+}
+
+pub(crate) struct Context<'a> {
+    pub(crate) rank: usize,
+    pub(crate) config: &'a UdpConfig,
+    pub(crate) wire: &'a Wire,
+    pub(crate) window: Window<'a>,
+    pub(crate) counters: &'a Counters,
+}
+
+pub(crate) struct Engine {
+    pub(crate) outgoing: Vec<Outgoing>,
+    incoming: Vec<Incoming>,
+    pub(crate) multicast_inbox: VecDeque<(usize, Vec<u8>)>,
+    pub(crate) reliable_inbox: VecDeque<(usize, Vec<u8>)>,
+    faults: Option<FaultInjector>,
+    buffer: Vec<u8>,
+    /// Scratch for encoding ACKs.
+    frame: Vec<u8>,
+    arrivals: Vec<Arrival>,
+    /// A socket error that ends this endpoint's usefulness.
+    pub(crate) failure: Option<String>,
+    bad_put_reported: bool,
+}
+
+impl Engine {
+    pub(crate) fn new(rank: usize, size: usize, config: &UdpConfig) -> Self {
+        Engine {
+            outgoing: (0..size).map(|_| Outgoing::new()).collect(),
+            incoming: (0..size).map(|_| Incoming::new()).collect(),
+            multicast_inbox: VecDeque::new(),
+            reliable_inbox: VecDeque::new(),
+            faults: config.faults.any().then(|| FaultInjector::new(config.faults, rank)),
+            buffer: vec![0; RECEIVE_BUFFER_BYTES],
+            frame: Vec::new(),
+            arrivals: Vec::new(),
+            failure: None,
+            bad_put_reported: false,
+        }
+    }
+
+    /// Takes in whatever arrived, then sends what is due.
+    pub(crate) fn pump(&mut self, cx: &Context) {
+        let mut received = 0;
+        for to_group in [false, true] {
+            let socket = if to_group { &cx.wire.group_socket } else { &cx.wire.own };
+            received += self.drain_socket(cx, socket, to_group);
+        }
+        if received == 0
+            && let Some(injector) = &mut self.faults
+        {
+            // The burst is over: nothing held may wait for later traffic.
+            let mut arrivals = std::mem::take(&mut self.arrivals);
+            injector.release(true, &mut arrivals);
+            for arrival in arrivals.drain(..) {
+                self.handle(cx, &arrival.bytes, arrival.from, arrival.to_group);
+            }
+            self.arrivals = arrivals;
+        }
+        self.send_acks(cx);
+        self.resend_due(cx);
+    }
+
+    fn drain_socket(&mut self, cx: &Context, socket: &UdpSocket, to_group: bool) -> usize {
+        let mut buffer = std::mem::take(&mut self.buffer);
+        let mut taken = 0;
+        while taken < MOST_PER_PASS {
+            let (len, from) = match super::socket::receive(socket, &mut buffer) {
+                Ok(Some(arrival)) => arrival,
+                Ok(None) => break,
+                Err(error) => {
+                    self.failure.get_or_insert_with(|| format!("receiving on {}: {error}", if to_group { "the group socket" } else { "the rank's socket" }));
+                    break;
+                }
+            };
+            taken += 1;
+            if len > buffer.len() {
+                Counters::bump(&cx.counters.malformed_dropped);
+                continue;
+            }
+            match &mut self.faults {
+                None => self.handle(cx, &buffer[..len], from, to_group),
+                Some(injector) => {
+                    let mut arrivals = std::mem::take(&mut self.arrivals);
+                    injector.admit(Arrival { bytes: buffer[..len].to_vec(), from, to_group }, cx.counters, &mut arrivals);
+                    for arrival in arrivals.drain(..) {
+                        self.handle(cx, &arrival.bytes, arrival.from, arrival.to_group);
+                    }
+                    self.arrivals = arrivals;
+                }
+            }
+        }
+        self.buffer = buffer;
+        taken
+    }
+
+    /// Takes in one datagram; anything that is not this communicator's
+    /// own traffic, sent by the rank it names, is dropped and counted.
+    fn handle(&mut self, cx: &Context, bytes: &[u8], from: SocketAddrV4, to_group: bool) {
+        let counters = cx.counters;
+        let Some(claimed) = frame::claimed_sender(bytes) else {
+            return Counters::bump(&counters.malformed_dropped);
+        };
+        let rank = match origin(claimed, from, cx.rank, &cx.wire.addresses) {
+            Origin::Rank(rank) => rank,
+            Origin::OwnCopy if to_group => return,
+            Origin::OwnCopy | Origin::Stranger => return Counters::bump(&counters.strangers_dropped),
+        };
+        let body = match frame::decode(bytes, cx.wire.stamp) {
+            Ok(body) => body,
+            Err(Refusal::WrongJob) => return Counters::bump(&counters.wrong_job_dropped),
+            Err(Refusal::Malformed) => return Counters::bump(&counters.malformed_dropped),
+        };
+        match (body, to_group) {
+            (Body::Multicast(payload), true) => {
+                if self.multicast_inbox.len() >= MOST_QUEUED_MULTICASTS {
+                    return Counters::bump(&counters.multicast_overflows);
+                }
+                self.multicast_inbox.push_back((rank, payload.to_vec()));
+                Counters::bump(&counters.multicast_received);
+            }
+            (Body::Data { seq, last, fragment }, false) => {
+                let mut records = Vec::new();
+                let receipt = self.incoming[rank].accept(seq, last, fragment, cx.config.reliable_window, |record| records.push(record));
+                match receipt {
+                    Receipt::Accepted => {}
+                    Receipt::Duplicate => Counters::bump(&counters.duplicates_dropped),
+                    Receipt::OutOfWindow => Counters::bump(&counters.malformed_dropped),
+                }
+                for record in records {
+                    self.take_record(cx, rank, record);
+                }
+            }
+            (Body::Ack { next }, false) => {
+                if !self.outgoing[rank].acknowledged(next) {
+                    Counters::bump(&counters.malformed_dropped);
+                }
+            }
+            // Multicast sent to a rank's port, or unicast to the group.
+            _ => Counters::bump(&counters.malformed_dropped),
+        }
+    }
+
+    /// A record `rank` sent reliably, complete and in order.
+    fn take_record(&mut self, cx: &Context, rank: usize, mut record: Vec<u8>) {
+        match record.first() {
+            Some(&MESSAGE_RECORD) => {
+                record.remove(0);
+                self.reliable_inbox.push_back((rank, record));
+            }
+            Some(&PUT_RECORD) if record.len() >= PUT_HEADER_BYTES => {
+                let word = |at: usize| u64::from_le_bytes(record[at..at + 8].try_into().unwrap_or([0; 8]));
+                let (offset, flag_offset, flag) = (word(1), word(9), word(17));
+                let data = &record[PUT_HEADER_BYTES..];
+                let applied = match (usize::try_from(offset), usize::try_from(flag_offset)) {
+                    (Ok(offset), Ok(flag_offset)) => cx.window.put(cx.rank, offset, data, flag_offset, flag),
+                    _ => Err(TransportError::OutOfRange { peer: cx.rank, offset: usize::MAX, len: data.len() }),
+                };
+                if let Err(why) = applied {
+                    Counters::bump(&cx.counters.bad_puts_dropped);
+                    if !std::mem::replace(&mut self.bad_put_reported, true) {
+                        tracing::warn!("udp: rank {} dropped a put from rank {rank} outside its window: {why}", cx.rank);
+                    }
+                }
+            }
+            _ => Counters::bump(&cx.counters.malformed_dropped),
+        }
+    }
+
+    fn send_acks(&mut self, cx: &Context) {
+        for (peer, incoming) in self.incoming.iter_mut().enumerate() {
+            if incoming.take_ack_due() {
+                frame::encode_ack(cx.wire.stamp, incoming.next_expected(), &mut self.frame);
+                if let Err(why) = send_frame(&cx.wire.own, &self.frame, cx.wire.addresses[peer]) {
+                    self.failure.get_or_insert(why);
+                }
+                Counters::bump(&cx.counters.acks_sent);
+            }
+        }
+    }
+
+    fn resend_due(&mut self, cx: &Context) {
+        let now = Instant::now();
+        for (peer, outgoing) in self.outgoing.iter_mut().enumerate() {
+            let to = cx.wire.addresses[peer];
+            match outgoing.resend_due(now, cx.config.retransmit_after, |frame| send_frame(&cx.wire.own, frame, to)) {
+                Ok(resent) => {
+                    cx.counters.retransmissions.fetch_add(resent as u64, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(why) => {
+                    self.failure.get_or_insert(why);
+                }
+            }
+        }
+    }
+}
+
+/// Sends one datagram. A full socket buffer or interface queue loses it,
+/// as the network may (whoever needs it sends it again); anything else
+/// is a failure of this endpoint.
+pub(crate) fn send_frame(socket: &UdpSocket, frame: &[u8], to: SocketAddrV4) -> Result<(), String> {
+    match socket.send_to(frame, to) {
+        Ok(_) => Ok(()),
+        Err(error) if matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => Ok(()),
+        Err(error) if error.raw_os_error() == Some(libc::ENOBUFS) => Ok(()),
+        // An ICMP error an earlier datagram earned, reported on this call.
+        Err(error) if error.kind() == std::io::ErrorKind::ConnectionRefused => Ok(()),
+        Err(error) => Err(format!("sending {} bytes to {to}: {error}", frame.len())),
+    }
+}
+
+/// Checks a put before it is sent, as the target's window would.
+pub(crate) fn check_outgoing_put(window_len: usize, size: usize, peer: usize, offset: usize, len: usize, flag_offset: usize) -> Result<(), TransportError> {
+    if peer >= size {
+        return Err(TransportError::OutOfRange { peer, offset, len });
+    }
+    check_put(window_len, peer, offset, len, flag_offset)
+}

@@ -1,0 +1,304 @@
+//! The collective setup every rank of a communicator runs together. Each
+//! rank opens its own socket; one allgather of fixed-size records tells
+//! every rank every other's socket address (the only source it will
+//! believe for that rank) and rank 0's nonce, and checks that all ranks
+//! asked for the same wire format; each then derives the group and port
+//! from the communicator's id, rank 0's address and the nonce, joins, and
+//! a second allgather confirms every rank joined. Every verdict follows
+//! from exchanged data, so all ranks get a transport or all an error.
+//!
+//! ```text
+//! record: [version u32 | opened u8 | 0 0 0 | size u32 | multicast id u32 | window_len u64 | nonce u64 |
+//!          ipv4 [4] | port u16 | datagram_bytes u16 | multicast base [4] | prefix u8 | 0 |
+//!          port base u16 | port count u16 | reliable window u32 | 0 u16]          56 bytes
+//! joined: [joined u64]
+//! ```
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+
+use super::config::UdpConfig;
+use super::engine::{Engine, Wire};
+use super::frame::Stamp;
+use super::socket::{open_group, open_own, route_source};
+use super::stats::Counters;
+use super::UdpTransport;
+use crate::multicast_group::{multicast_id_of, random_nonce};
+use crate::transport::{Exchange, TransportError};
+use crate::words::words_for;
+
+const RECORD_VERSION: u32 = 0x5544_5001;
+const RECORD_LEN: usize = 56;
+
+/// Why a communicator got no udp transport; the same kind of answer on
+/// every rank.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UdpSetupError {
+    InvalidArguments(String),
+    /// This rank could not open or set up a socket.
+    Socket(String),
+    /// Another rank could not (its own error says why).
+    PeerFailed { rank: usize, what: &'static str },
+    /// The ranks do not agree on the settings.
+    Inconsistent { rank: usize, detail: String },
+    Exchange(TransportError),
+}
+
+impl std::fmt::Display for UdpSetupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UdpSetupError::InvalidArguments(why) => write!(f, "invalid udp settings: {why}"),
+            UdpSetupError::Socket(why) => write!(f, "udp socket setup failed: {why}"),
+            UdpSetupError::PeerFailed { rank, what } => write!(f, "rank {rank} could not {what} (its own log says why)"),
+            UdpSetupError::Inconsistent { rank, detail } => write!(f, "rank {rank} {detail}"),
+            UdpSetupError::Exchange(why) => write!(f, "the udp setup exchange failed: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for UdpSetupError {}
+
+/// What one rank tells the others.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Record {
+    opened: bool,
+    size: u32,
+    multicast_id: u32,
+    window_len: u64,
+    nonce: u64,
+    address: SocketAddrV4,
+    datagram_bytes: u16,
+    multicast_base: Ipv4Addr,
+    prefix_len: u8,
+    port_base: u16,
+    port_count: u16,
+    reliable_window: u32,
+}
+
+impl Record {
+    fn encode(&self) -> [u8; RECORD_LEN] {
+        let mut bytes = [0u8; RECORD_LEN];
+        bytes[0..4].copy_from_slice(&RECORD_VERSION.to_le_bytes());
+        bytes[4] = u8::from(self.opened);
+        bytes[8..12].copy_from_slice(&self.size.to_le_bytes());
+        bytes[12..16].copy_from_slice(&self.multicast_id.to_le_bytes());
+        bytes[16..24].copy_from_slice(&self.window_len.to_le_bytes());
+        bytes[24..32].copy_from_slice(&self.nonce.to_le_bytes());
+        bytes[32..36].copy_from_slice(&self.address.ip().octets());
+        bytes[36..38].copy_from_slice(&self.address.port().to_le_bytes());
+        bytes[38..40].copy_from_slice(&self.datagram_bytes.to_le_bytes());
+        bytes[40..44].copy_from_slice(&self.multicast_base.octets());
+        bytes[44] = self.prefix_len;
+        bytes[46..48].copy_from_slice(&self.port_base.to_le_bytes());
+        bytes[48..50].copy_from_slice(&self.port_count.to_le_bytes());
+        bytes[50..54].copy_from_slice(&self.reliable_window.to_le_bytes());
+        bytes
+    }
+
+    fn decode(bytes: &[u8]) -> Option<Record> {
+        let u16_at = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]);
+        let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or([0; 4]));
+        let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or([0; 8]));
+        let ipv4_at = |at: usize| Ipv4Addr::new(bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]);
+        if bytes.len() != RECORD_LEN || u32_at(0) != RECORD_VERSION || bytes[4] > 1 {
+            return None;
+        }
+        Some(Record {
+            opened: bytes[4] == 1,
+            size: u32_at(8),
+            multicast_id: u32_at(12),
+            window_len: u64_at(16),
+            nonce: u64_at(24),
+            address: SocketAddrV4::new(ipv4_at(32), u16_at(36)),
+            datagram_bytes: u16_at(38),
+            multicast_base: ipv4_at(40),
+            prefix_len: bytes[44],
+            port_base: u16_at(46),
+            port_count: u16_at(48),
+            reliable_window: u32_at(50),
+        })
+    }
+
+    /// What every rank must agree on, with rank 0's values.
+    fn disagreement(&self, leader: &Record) -> Option<String> {
+        let settings = |record: &Record| {
+            (
+                record.size,
+                record.multicast_id,
+                record.window_len,
+                record.datagram_bytes,
+                record.multicast_base,
+                record.prefix_len,
+                record.port_base,
+                record.port_count,
+                record.reliable_window,
+            )
+        };
+        (settings(self) != settings(leader)).then(|| {
+            format!(
+                "asked for (size, multicast id, window, datagram bytes, group base, prefix, port base, port count, reliable window) = {:?}, rank 0 for {:?} (mixed settings or builds?)",
+                settings(self),
+                settings(leader)
+            )
+        })
+    }
+}
+
+/// Sets up udp for one communicator; every rank calls it with the same
+/// `size`, `window_len` and (except `interface`) `config`.
+pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: usize, config: &UdpConfig) -> Result<UdpTransport, UdpSetupError> {
+    if size == 0 || rank >= size || u32::try_from(size).is_err() {
+        return Err(UdpSetupError::InvalidArguments(format!("rank {rank} of {size}")));
+    }
+    if let Some(problem) = config.problem() {
+        return Err(UdpSetupError::InvalidArguments(problem));
+    }
+    let own = open_own_socket(config);
+    let mine = Record {
+        opened: own.is_ok(),
+        size: size as u32,
+        multicast_id: config.multicast_id,
+        window_len: window_len as u64,
+        nonce: if rank == 0 { random_nonce() } else { 0 },
+        address: own.as_ref().map_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), |(_, address, _)| *address),
+        datagram_bytes: config.datagram_bytes as u16,
+        multicast_base: config.multicast_base,
+        prefix_len: config.multicast_prefix_len,
+        port_base: config.port_base,
+        port_count: config.port_count,
+        reliable_window: u32::try_from(config.reliable_window).unwrap_or(u32::MAX),
+    };
+    let mut gathered = vec![0u8; size * RECORD_LEN];
+    exchange.allgather(&mine.encode(), &mut gathered).map_err(UdpSetupError::Exchange)?;
+    let records = judge_records(&gathered);
+    let (own_socket, _, own_buffer) = own?;
+    let records = records?;
+
+    let leader = &records[0];
+    let communicator = multicast_id_of([
+        &config.multicast_id.to_le_bytes()[..],
+        &leader.address.ip().octets(),
+        &leader.address.port().to_le_bytes(),
+        &leader.nonce.to_le_bytes(),
+    ]);
+    let group = SocketAddrV4::new(config.group_address(communicator), config.group_port(communicator));
+    let interface = *records[rank].address.ip();
+    let joined = open_group(group, interface, config.receive_buffer_bytes)
+        .map_err(|error| format!("joining {group} on {interface}: {error}"));
+    let mut confirmations = vec![0u8; size * 8];
+    exchange.allgather(&u64::from(joined.is_ok()).to_le_bytes(), &mut confirmations).map_err(UdpSetupError::Exchange)?;
+    let (group_socket, group_buffer) = joined.map_err(UdpSetupError::Socket)?;
+    if let Some(rank) = confirmations.chunks_exact(8).position(|joined| joined != 1u64.to_le_bytes()) {
+        return Err(UdpSetupError::PeerFailed { rank, what: "join the multicast group" });
+    }
+
+    let receive_buffer = own_buffer.min(group_buffer);
+    if receive_buffer < config.receive_buffer_bytes {
+        tracing::info!(
+            "udp: rank {rank} got {receive_buffer} bytes of socket receive buffer of the {} asked (raise net.core.rmem_max, or run with CAP_NET_ADMIN); bursts may be lost",
+            config.receive_buffer_bytes
+        );
+    }
+    tracing::debug!("udp: rank {rank} of {size} on {} joined {group}", records[rank].address);
+    let wire = Wire {
+        own: own_socket,
+        group_socket,
+        group,
+        addresses: records.iter().map(|record| record.address).collect(),
+        stamp: Stamp { communicator, nonce: leader.nonce, sender: rank as u32 },
+    };
+    Ok(UdpTransport {
+        rank,
+        size,
+        window_len,
+        config: config.clone(),
+        wire,
+        window: (0..words_for(window_len)).map(|_| AtomicU64::new(0)).collect(),
+        engine: Mutex::new(Engine::new(rank, size, config)),
+        counters: Counters::default(),
+        receive_buffer,
+    })
+}
+
+/// This rank's own socket, its address, and the receive buffer granted.
+fn open_own_socket(config: &UdpConfig) -> Result<(std::net::UdpSocket, SocketAddrV4, usize), UdpSetupError> {
+    let probe_group = SocketAddrV4::new(config.multicast_base, config.port_base);
+    let interface = match config.interface {
+        Some(interface) => interface,
+        None => route_source(probe_group).map_err(|error| UdpSetupError::Socket(format!("finding the interface towards {probe_group}: {error}")))?,
+    };
+    let (socket, granted) =
+        open_own(interface, config.ttl, config.receive_buffer_bytes).map_err(|error| UdpSetupError::Socket(format!("opening a socket on {interface}: {error}")))?;
+    let address = match socket.local_addr() {
+        Ok(std::net::SocketAddr::V4(address)) => address,
+        Ok(other) => return Err(UdpSetupError::Socket(format!("the socket on {interface} is bound to {other}"))),
+        Err(error) => return Err(UdpSetupError::Socket(format!("reading the socket's address: {error}"))),
+    };
+    Ok((socket, address, granted))
+}
+
+/// The verdict on the first exchange, the same on every rank: every
+/// rank's record, or the first reason not to go on.
+fn judge_records(gathered: &[u8]) -> Result<Vec<Record>, UdpSetupError> {
+    let mut records = Vec::with_capacity(gathered.len() / RECORD_LEN);
+    for (rank, bytes) in gathered.chunks_exact(RECORD_LEN).enumerate() {
+        let record = Record::decode(bytes).ok_or_else(|| UdpSetupError::Inconsistent {
+            rank,
+            detail: "sent a udp setup record this build does not understand (mixed builds of coll rdma?)".into(),
+        })?;
+        if !record.opened {
+            return Err(UdpSetupError::PeerFailed { rank, what: "open its udp socket" });
+        }
+        if let Some(detail) = records.first().and_then(|leader| record.disagreement(leader)) {
+            return Err(UdpSetupError::Inconsistent { rank, detail });
+        }
+        records.push(record);
+    }
+    Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> Record {
+        Record {
+            opened: true,
+            size: 4,
+            multicast_id: 0xABCD_0123,
+            window_len: 1 << 20,
+            nonce: u64::MAX - 9,
+            address: SocketAddrV4::new(Ipv4Addr::new(10, 1, 2, 3), 40_001),
+            datagram_bytes: 1472,
+            multicast_base: Ipv4Addr::new(239, 78, 0, 0),
+            prefix_len: 16,
+            port_base: 24_000,
+            port_count: 1000,
+            reliable_window: 256,
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_foreign_bytes_are_refused() {
+        let original = record();
+        assert_eq!(Record::decode(&original.encode()), Some(original.clone()));
+        let failed = Record { opened: false, ..record() };
+        assert_eq!(Record::decode(&failed.encode()), Some(failed));
+        let mut bytes = original.encode();
+        bytes[0] ^= 1;
+        assert_eq!(Record::decode(&bytes), None);
+        assert_eq!(Record::decode(&original.encode()[..RECORD_LEN - 1]), None);
+    }
+
+    #[test]
+    fn every_rank_reaches_the_same_verdict_on_the_records() {
+        let all = |records: &[Record]| records.iter().flat_map(Record::encode).collect::<Vec<u8>>();
+        let agreeing = [record(), Record { address: SocketAddrV4::new(Ipv4Addr::new(10, 1, 2, 4), 5), nonce: 0, ..record() }];
+        assert_eq!(judge_records(&all(&agreeing)).map(|records| records.len()), Ok(2));
+        let failed = [record(), Record { opened: false, ..record() }];
+        assert_eq!(judge_records(&all(&failed)), Err(UdpSetupError::PeerFailed { rank: 1, what: "open its udp socket" }));
+        let mixed = [record(), Record { datagram_bytes: 9000, ..record() }];
+        assert!(matches!(judge_records(&all(&mixed)), Err(UdpSetupError::Inconsistent { rank: 1, detail }) if detail.contains("9000")));
+    }
+}

@@ -1,0 +1,334 @@
+//! The udp backend: a communicator's transport over plain Ethernet. Each
+//! rank has its own UDP socket (bound to the chosen interface) and a
+//! socket on the communicator's IPv4 multicast group; datagram multicast
+//! is one `sendto` to the group, the reliable per-pair channel is UDP
+//! unicast with sequence numbers, ACKs and retransmission (`reliable`,
+//! which says why not TCP), and one-sided puts travel as records on that
+//! channel, applied to the target's window when it next takes in traffic.
+//!
+//! Every frame carries the communicator's multicast id, the nonce rank 0
+//! drew at setup and the sender's rank (`frame`); a frame is believed only
+//! if it came from the socket address that rank announced at setup
+//! (`source`). Everything else is dropped and counted ([`UdpStats`]),
+//! never delivered and never an error.
+//!
+//! Puts are emulated: the target sees them only when it takes in traffic
+//! (its polls, waits and `progress`), which every wait of this crate does
+//! while it yields. Peers' windows cannot be read ([`PeerReads`] answers
+//! `Unsupported`).
+
+mod config;
+mod engine;
+mod establish;
+mod faults;
+mod frame;
+mod reliable;
+mod socket;
+mod source;
+mod stats;
+
+#[cfg(test)]
+mod tests;
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
+
+pub use config::{ETHERNET_DATAGRAM_BYTES, UdpConfig, UdpFaults};
+pub use establish::{UdpSetupError, establish};
+pub use faults::REORDER_SPAN;
+pub use stats::UdpStats;
+
+use crate::poison::lock;
+use crate::transport::{Datagrams, Endpoint, MulticastKind, PeerReads, ReliableChannel, TransportError, Windows};
+use crate::wait::{OwnChannel, Waiter};
+use crate::window::Window;
+use engine::{Context, Engine, MESSAGE_RECORD, PUT_HEADER_BYTES, PUT_RECORD, Wire, check_outgoing_put, send_frame};
+use stats::Counters;
+
+/// One rank's udp transport for one communicator.
+pub struct UdpTransport {
+    rank: usize,
+    size: usize,
+    window_len: usize,
+    config: UdpConfig,
+    wire: Wire,
+    window: Box<[AtomicU64]>,
+    engine: Mutex<Engine>,
+    counters: Counters,
+    /// The smaller of the two sockets' granted receive buffers.
+    receive_buffer: usize,
+}
+
+impl UdpTransport {
+    /// The communicator's multicast group and port.
+    pub fn group(&self) -> SocketAddrV4 {
+        self.wire.group
+    }
+
+    /// The address this rank's own socket is bound to.
+    pub fn local_address(&self) -> SocketAddrV4 {
+        self.wire.addresses[self.rank]
+    }
+
+    pub fn interface(&self) -> Ipv4Addr {
+        *self.local_address().ip()
+    }
+
+    /// Bytes of receive buffer the kernel granted each socket (the
+    /// smaller of the two), for a warning when it falls short of the asked.
+    pub fn receive_buffer_bytes(&self) -> usize {
+        self.receive_buffer
+    }
+
+    pub fn stats(&self) -> UdpStats {
+        self.counters.snapshot()
+    }
+
+    /// Waits, taking in traffic, until every reliable fragment this rank
+    /// sent has been acknowledged: before a rank stops taking part (its
+    /// peers may still need a retransmission of what it sent last).
+    pub fn flush(&self) -> Result<(), TransportError> {
+        let mut waiter = Waiter::for_process();
+        let waiting = OwnChannel { rank: self.rank, size: self.size };
+        loop {
+            let unacknowledged: usize = {
+                let mut engine = lock(&self.engine);
+                engine.pump(&self.context());
+                if let Some(failure) = &engine.failure {
+                    return Err(TransportError::Failed(format!("udp: rank {}: {failure}", self.rank)));
+                }
+                engine.outgoing.iter().map(|outgoing| outgoing.unacknowledged()).sum()
+            };
+            if unacknowledged == 0 {
+                return Ok(());
+            }
+            waiter.pause(&waiting, || format!("acknowledgement of {unacknowledged} udp reliable fragments"))?;
+        }
+    }
+
+    /// Test hook: sends raw bytes from this rank's own socket.
+    #[cfg(test)]
+    pub(crate) fn send_raw(&self, to: SocketAddrV4, bytes: &[u8]) {
+        self.wire.own.send_to(bytes, to).expect("a raw test datagram could not be sent");
+    }
+
+    #[cfg(test)]
+    pub(crate) fn stamp(&self) -> frame::Stamp {
+        self.wire.stamp
+    }
+
+    fn context(&self) -> Context<'_> {
+        Context { rank: self.rank, config: &self.config, wire: &self.wire, window: self.own_window(), counters: &self.counters }
+    }
+
+    #[inline]
+    fn own_window(&self) -> Window<'_> {
+        Window::new(&self.window, self.window_len)
+    }
+
+    /// Payload of one reliable fragment.
+    fn fragment_bytes(&self) -> usize {
+        self.config.datagram_bytes - frame::DATA_HEADER_BYTES
+    }
+
+    /// Sends a record to `peer` reliably, fragment by fragment, each
+    /// waiting (taking in traffic meanwhile) for room in the pair's window.
+    fn send_record(&self, peer: usize, record: &[u8]) -> Result<(), TransportError> {
+        let fragments = record.len().div_ceil(self.fragment_bytes()).max(1);
+        for (index, fragment) in record.chunks(self.fragment_bytes()).enumerate() {
+            let last = index + 1 == fragments;
+            self.send_fragment(peer, fragment, last)?;
+        }
+        Ok(())
+    }
+
+    fn send_fragment(&self, peer: usize, fragment: &[u8], last: bool) -> Result<(), TransportError> {
+        let mut waiter: Option<Waiter> = None;
+        loop {
+            let mut engine = lock(&self.engine);
+            engine.pump(&self.context());
+            if let Some(failure) = &engine.failure {
+                return Err(TransportError::Failed(format!("udp: rank {}: {failure}", self.rank)));
+            }
+            let outgoing = &mut engine.outgoing[peer];
+            if outgoing.has_room(self.config.reliable_window) {
+                let mut frame = Vec::with_capacity(frame::DATA_HEADER_BYTES + fragment.len());
+                frame::encode_data(self.wire.stamp, outgoing.next_seq(), last, fragment, &mut frame);
+                send_frame(&self.wire.own, &frame, self.wire.addresses[peer]).map_err(TransportError::Failed)?;
+                outgoing.sent(frame, Instant::now());
+                Counters::bump(&self.counters.fragments_sent);
+                return Ok(());
+            }
+            let unacknowledged = outgoing.unacknowledged();
+            drop(engine);
+            // Room comes back only with the peer's ACKs, which this rank
+            // takes in at the top of the loop.
+            let waiter = waiter.get_or_insert_with(Waiter::for_process);
+            let waiting = OwnChannel { rank: self.rank, size: self.size };
+            waiter.pause(&waiting, || {
+                format!("room in the udp reliable channel to rank {peer} ({unacknowledged} fragments unacknowledged)")
+            })?;
+        }
+    }
+}
+
+impl Endpoint for UdpTransport {
+    fn name(&self) -> &'static str {
+        "udp"
+    }
+
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn progress(&self) {
+        lock(&self.engine).pump(&self.context());
+    }
+
+    fn health(&self) -> Result<(), TransportError> {
+        match &lock(&self.engine).failure {
+            Some(failure) => Err(TransportError::Failed(format!("udp: rank {}: {failure}", self.rank))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Datagrams for UdpTransport {
+    fn multicast_kind(&self) -> MulticastKind {
+        MulticastKind::Datagram
+    }
+
+    fn max_datagram(&self) -> usize {
+        self.config.datagram_bytes - frame::HEADER_BYTES
+    }
+
+    fn multicast(&self, datagram: &[u8]) -> Result<(), TransportError> {
+        let max = self.max_datagram();
+        if datagram.len() > max {
+            return Err(TransportError::TooLarge { len: datagram.len(), max });
+        }
+        let mut frame = Vec::with_capacity(frame::HEADER_BYTES + datagram.len());
+        frame::encode_multicast(self.wire.stamp, datagram, &mut frame);
+        send_frame(&self.wire.own, &frame, self.wire.group).map_err(TransportError::Failed)?;
+        Counters::bump(&self.counters.multicast_sent);
+        Ok(())
+    }
+
+    fn poll_multicast(&self, out: &mut Vec<u8>) -> Option<usize> {
+        out.clear();
+        let mut engine = lock(&self.engine);
+        if engine.multicast_inbox.is_empty() {
+            engine.pump(&self.context());
+        }
+        let (sender, datagram) = engine.multicast_inbox.pop_front()?;
+        out.extend_from_slice(&datagram);
+        Some(sender)
+    }
+
+    fn multicast_nonce(&self) -> u64 {
+        self.wire.stamp.nonce
+    }
+}
+
+impl ReliableChannel for UdpTransport {
+    fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
+        if peer >= self.size {
+            return Err(TransportError::OutOfRange { peer, offset: 0, len: message.len() });
+        }
+        if peer == self.rank {
+            lock(&self.engine).reliable_inbox.push_back((peer, message.to_vec()));
+            return Ok(());
+        }
+        let mut record = Vec::with_capacity(1 + message.len());
+        record.push(MESSAGE_RECORD);
+        record.extend_from_slice(message);
+        self.send_record(peer, &record)
+    }
+
+    fn poll_reliable(&self, out: &mut Vec<u8>) -> Option<usize> {
+        out.clear();
+        let mut engine = lock(&self.engine);
+        if engine.reliable_inbox.is_empty() {
+            engine.pump(&self.context());
+        }
+        let (sender, message) = engine.reliable_inbox.pop_front()?;
+        out.extend_from_slice(&message);
+        Some(sender)
+    }
+}
+
+impl Windows for UdpTransport {
+    fn window_len(&self) -> usize {
+        self.window_len
+    }
+
+    fn put(&self, peer: usize, offset: usize, data: &[u8], flag_offset: usize, flag: u64) -> Result<(), TransportError> {
+        check_outgoing_put(self.window_len, self.size, peer, offset, data.len(), flag_offset)?;
+        if peer == self.rank {
+            return self.own_window().put(peer, offset, data, flag_offset, flag);
+        }
+        let mut record = Vec::with_capacity(PUT_HEADER_BYTES + data.len());
+        record.push(PUT_RECORD);
+        for word in [offset as u64, flag_offset as u64, flag] {
+            record.extend_from_slice(&word.to_le_bytes());
+        }
+        record.extend_from_slice(data);
+        self.send_record(peer, &record)
+    }
+
+    fn put_flag(&self, peer: usize, flag_offset: usize, value: u64) -> Result<(), TransportError> {
+        if peer >= self.size {
+            return Err(TransportError::OutOfRange { peer, offset: flag_offset, len: 8 });
+        }
+        self.put(peer, 0, &[], flag_offset, value)
+    }
+
+    fn local_flag(&self, flag_offset: usize) -> u64 {
+        self.own_window().load_own_flag(self.rank, flag_offset)
+    }
+
+    fn set_local_flag(&self, flag_offset: usize, value: u64) {
+        self.own_window().store_own_flag(self.rank, flag_offset, value);
+    }
+
+    fn read_local(&self, offset: usize, out: &mut [u8]) {
+        self.own_window().read_own(self.rank, offset, out);
+    }
+}
+
+/// Peers' windows live in other processes, reached only by puts.
+impl PeerReads for UdpTransport {}
+
+impl Drop for UdpTransport {
+    fn drop(&mut self) {
+        let stats = self.stats();
+        if stats.refused() > 0 {
+            tracing::info!(
+                "udp: rank {} dropped {} frame(s) on {} that were not this communicator's ({} from strangers, {} of another job, {} malformed)",
+                self.rank,
+                stats.refused(),
+                self.wire.group,
+                stats.strangers_dropped,
+                stats.wrong_job_dropped,
+                stats.malformed_dropped
+            );
+        }
+    }
+}
+
+impl std::fmt::Debug for UdpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UdpTransport")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("local", &self.local_address())
+            .field("group", &self.wire.group)
+            .finish()
+    }
+}

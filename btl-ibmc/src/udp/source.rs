@@ -1,0 +1,46 @@
+//! Which rank a datagram came from, judged by its source address rather
+//! than by what it says. Anyone who can reach the group or a rank's port
+//! can send bytes there; only this communicator's ranks send from the
+//! socket addresses exchanged at setup.
+
+use std::net::SocketAddrV4;
+
+/// What to make of a datagram that claims to come from rank `claimed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// That rank, from its own socket.
+    Rank(usize),
+    /// This rank's own multicast, looped back.
+    OwnCopy,
+    /// Not from the rank it names (or from no rank at all).
+    Stranger,
+}
+
+pub(crate) fn origin(claimed: u32, from: SocketAddrV4, me: usize, addresses: &[SocketAddrV4]) -> Origin {
+    let Ok(rank) = usize::try_from(claimed) else { return Origin::Stranger };
+    match addresses.get(rank) {
+        Some(&address) if address == from && rank == me => Origin::OwnCopy,
+        Some(&address) if address == from => Origin::Rank(rank),
+        _ => Origin::Stranger,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn only_a_ranks_own_address_and_port_vouch_for_it() {
+        let at = |host: u8, port: u16| SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, host), port);
+        let addresses = [at(1, 5000), at(1, 5001), at(2, 5000)];
+        assert_eq!(origin(1, at(1, 5001), 0, &addresses), Origin::Rank(1));
+        assert_eq!(origin(2, at(2, 5000), 0, &addresses), Origin::Rank(2));
+        assert_eq!(origin(0, at(1, 5000), 0, &addresses), Origin::OwnCopy);
+        assert_eq!(origin(1, at(1, 5000), 0, &addresses), Origin::Stranger, "rank 0 claiming to be rank 1");
+        assert_eq!(origin(1, at(1, 5002), 0, &addresses), Origin::Stranger, "another port of the same host");
+        assert_eq!(origin(2, at(3, 5000), 0, &addresses), Origin::Stranger, "another host, same port");
+        assert_eq!(origin(3, at(2, 5000), 0, &addresses), Origin::Stranger, "no such rank");
+        assert_eq!(origin(u32::MAX, at(2, 5000), 0, &addresses), Origin::Stranger);
+    }
+}

@@ -1,0 +1,82 @@
+//! What one rank's udp endpoint has done and refused, as counters.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A snapshot of one endpoint's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UdpStats {
+    pub multicast_sent: u64,
+    /// Multicast datagrams handed to `poll_multicast`'s callers' queue.
+    pub multicast_received: u64,
+    /// Reliable fragments sent for the first time.
+    pub fragments_sent: u64,
+    pub retransmissions: u64,
+    pub acks_sent: u64,
+    /// Reliable fragments that had arrived already, dropped.
+    pub duplicates_dropped: u64,
+    /// Frames whose source address and port are not those of the rank
+    /// they name (from outside the job, or a rank posing as another).
+    pub strangers_dropped: u64,
+    /// Frames from a rank's address stamped with another communicator or nonce.
+    pub wrong_job_dropped: u64,
+    /// Datagrams that are no frame of this backend.
+    pub malformed_dropped: u64,
+    /// Puts a peer aimed outside this rank's window (a peer's bug), dropped.
+    pub bad_puts_dropped: u64,
+    /// Multicast datagrams dropped because nobody polled the queue.
+    pub multicast_overflows: u64,
+    pub injected_drops: u64,
+    pub injected_duplicates: u64,
+    pub injected_reorders: u64,
+}
+
+impl UdpStats {
+    /// Every frame refused because of where it came from or what it held.
+    pub fn refused(&self) -> u64 {
+        self.strangers_dropped + self.wrong_job_dropped + self.malformed_dropped + self.bad_puts_dropped
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) multicast_sent: AtomicU64,
+    pub(crate) multicast_received: AtomicU64,
+    pub(crate) fragments_sent: AtomicU64,
+    pub(crate) retransmissions: AtomicU64,
+    pub(crate) acks_sent: AtomicU64,
+    pub(crate) duplicates_dropped: AtomicU64,
+    pub(crate) strangers_dropped: AtomicU64,
+    pub(crate) wrong_job_dropped: AtomicU64,
+    pub(crate) malformed_dropped: AtomicU64,
+    pub(crate) bad_puts_dropped: AtomicU64,
+    pub(crate) multicast_overflows: AtomicU64,
+    pub(crate) injected_drops: AtomicU64,
+    pub(crate) injected_duplicates: AtomicU64,
+    pub(crate) injected_reorders: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> UdpStats {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        UdpStats {
+            multicast_sent: get(&self.multicast_sent),
+            multicast_received: get(&self.multicast_received),
+            fragments_sent: get(&self.fragments_sent),
+            retransmissions: get(&self.retransmissions),
+            acks_sent: get(&self.acks_sent),
+            duplicates_dropped: get(&self.duplicates_dropped),
+            strangers_dropped: get(&self.strangers_dropped),
+            wrong_job_dropped: get(&self.wrong_job_dropped),
+            malformed_dropped: get(&self.malformed_dropped),
+            bad_puts_dropped: get(&self.bad_puts_dropped),
+            multicast_overflows: get(&self.multicast_overflows),
+            injected_drops: get(&self.injected_drops),
+            injected_duplicates: get(&self.injected_duplicates),
+            injected_reorders: get(&self.injected_reorders),
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! The udp backend between threads of one process on 127.0.0.1, with
+//! multicast looped back on `lo`. Where the kernel refuses multicast on
+//! the loopback interface the tests say SKIPPED and why, rather than pass.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use super::frame::{Stamp, encode_ack, encode_data, encode_multicast};
+use super::socket::{open_group, open_own, receive};
+use super::{UdpConfig, UdpFaults, UdpStats, UdpTransport, establish};
+use crate::fabric::{Fabric, FabricConfig, FabricEndpoint};
+use crate::rmcast::{ReliableMulticast, RmcastConfig, region_len};
+use crate::test_support::{PATIENCE, assert_rejects_bad_access, pattern, run_with, test_seed};
+use crate::transport::{Datagrams, Endpoint, ReliableChannel, Windows};
+use crate::wait::{WaitPolicy, wait_at_least};
+
+/// Why multicast on `lo` does not work here, if it does not: a group
+/// socket and a sender of our own, one datagram, two seconds.
+fn loopback_multicast_refusal() -> Option<String> {
+    let group = SocketAddrV4::new(Ipv4Addr::new(239, 78, 255, 254), 24_999);
+    let (receiver, _) = match open_group(group, Ipv4Addr::LOCALHOST, 1 << 16) {
+        Ok(socket) => socket,
+        Err(error) => return Some(format!("joining {group} on lo: {error}")),
+    };
+    let (sender, _) = match open_own(Ipv4Addr::LOCALHOST, 1, 1 << 16) {
+        Ok(socket) => socket,
+        Err(error) => return Some(format!("a socket on 127.0.0.1: {error}")),
+    };
+    let started = Instant::now();
+    let mut buffer = [0u8; 64];
+    while started.elapsed() < Duration::from_secs(2) {
+        if let Err(error) = sender.send_to(b"probe", group) {
+            return Some(format!("sending to {group} through lo: {error}"));
+        }
+        match receive(&receiver, &mut buffer) {
+            Ok(Some((5, _))) if &buffer[..5] == b"probe" => return None,
+            Ok(_) => std::thread::sleep(Duration::from_millis(20)),
+            Err(error) => return Some(format!("receiving on {group}: {error}")),
+        }
+    }
+    Some(format!("nothing sent to {group} through lo came back within 2 s"))
+}
+
+/// Ends the test early, saying so, where loopback multicast is refused.
+macro_rules! skip_without_loopback_multicast {
+    ($test:literal) => {
+        if let Some(why) = loopback_multicast_refusal() {
+            println!("SKIPPED {}: the kernel refuses multicast on lo here ({why})", $test);
+            return;
+        }
+    };
+}
+
+fn loopback_config(seed: u64, faults: UdpFaults) -> UdpConfig {
+    UdpConfig {
+        interface: Some(Ipv4Addr::LOCALHOST),
+        multicast_id: seed as u32,
+        retransmit_after: Duration::from_millis(5),
+        faults: UdpFaults { seed, ..faults },
+        ..UdpConfig::default()
+    }
+}
+
+/// `size` udp transports set up together over the fabric's exchange,
+/// each with its fabric endpoint (a barrier for the test's phases).
+fn establish_all(size: usize, window_len: usize, config: &UdpConfig) -> Vec<(FabricEndpoint, UdpTransport)> {
+    run_with(Fabric::new(size, 8, FabricConfig::default()), |rank, exchange| {
+        let transport = establish(&exchange, rank, size, window_len, config).unwrap_or_else(|e| panic!("rank {rank}: udp setup failed: {e}"));
+        (exchange, transport)
+    })
+}
+
+/// What a rank does before it leaves: waits until everything it sent
+/// reliably was acknowledged, then keeps answering until every rank is
+/// there too (a peer may still need an ACK this rank sent and lost).
+fn finish(transport: &UdpTransport, done: &AtomicUsize) {
+    transport.flush().unwrap_or_else(|e| panic!("rank {}: flush: {e}", transport.rank()));
+    done.fetch_add(1, Ordering::AcqRel);
+    let started = Instant::now();
+    while done.load(Ordering::Acquire) < transport.size() {
+        assert!(started.elapsed() < PATIENCE, "rank {}: the others never finished", transport.rank());
+        transport.progress();
+        std::thread::yield_now();
+    }
+}
+
+fn tag(from: usize, to: usize, index: usize) -> u64 {
+    ((from as u64) << 40) | ((to as u64) << 20) | index as u64
+}
+
+#[test]
+fn multicast_reaches_every_other_rank() {
+    skip_without_loopback_multicast!("multicast_reaches_every_other_rank");
+    const SIZE: usize = 4;
+    const PER_RANK: usize = 30;
+    let seed = test_seed();
+    let config = loopback_config(seed, UdpFaults::default());
+    let stats = run_with(establish_all(SIZE, 64, &config), |rank, (_, transport)| {
+        let max = transport.max_datagram();
+        assert_eq!(max, 1472 - 24, "the default datagram does not fill a 1500-byte MTU");
+        // Every datagram distinct (a few bytes at least), up to the largest.
+        let len = |index: usize| [8, 100, max][index % 3];
+        for index in 0..PER_RANK {
+            transport.multicast(&pattern(tag(rank, 0, index), len(index))).expect("multicast");
+        }
+        let mut got = vec![vec![false; PER_RANK]; SIZE];
+        let (mut datagram, mut missing) = (Vec::new(), (SIZE - 1) * PER_RANK);
+        let started = Instant::now();
+        while missing > 0 {
+            assert!(started.elapsed() < PATIENCE, "seed {seed}: rank {rank} still misses {missing} datagrams");
+            let Some(sender) = transport.poll_multicast(&mut datagram) else {
+                std::thread::yield_now();
+                continue;
+            };
+            assert_ne!(sender, rank, "a rank got its own datagram");
+            let index = (0..PER_RANK).find(|&index| datagram == pattern(tag(sender, 0, index), len(index)));
+            let index = index.unwrap_or_else(|| panic!("rank {rank} got a datagram from rank {sender} that rank never sent"));
+            assert!(!got[sender][index], "rank {rank} got datagram {index} of rank {sender} twice");
+            got[sender][index] = true;
+            missing -= 1;
+        }
+        transport.stats()
+    });
+    for (rank, stats) in stats.iter().enumerate() {
+        assert_eq!((stats.multicast_sent, stats.refused()), (PER_RANK as u64, 0), "rank {rank}: {stats:?}");
+    }
+}
+
+#[test]
+fn the_reliable_channel_and_puts_deliver_in_order_under_injected_faults() {
+    const SIZE: usize = 3;
+    const MESSAGES: usize = 40;
+    const SLOT: usize = 3000;
+    const FLAGS: usize = SIZE * SLOT;
+    let seed = test_seed();
+    let faults = UdpFaults { drop: 0.2, duplicate: 0.1, reorder: 0.2, ..UdpFaults::default() };
+    let config = loopback_config(seed, faults);
+    let fragment = config.datagram_bytes - super::frame::DATA_HEADER_BYTES;
+    let lengths = [0, 1, 100, fragment - 2, fragment - 1, fragment, 3 * fragment + 5];
+    let len = |index: usize| lengths[index % lengths.len()];
+    let done = AtomicUsize::new(0);
+    let policy = WaitPolicy { spin_polls: 0, stall_warning: Duration::from_secs(5), fault_timeout: Some(PATIENCE) };
+    let stats: Vec<UdpStats> = run_with(establish_all(SIZE, FLAGS + SIZE * 8, &config), |rank, (_, transport)| {
+        let what = |peer: usize| format!("seed {seed}: rank {rank} from rank {peer}");
+        for index in 0..MESSAGES {
+            for peer in (0..SIZE).filter(|&peer| peer != rank) {
+                transport.send_reliable(peer, &pattern(tag(rank, peer, index), len(index))).expect("send_reliable");
+            }
+        }
+        for peer in (0..SIZE).filter(|&peer| peer != rank) {
+            let data = pattern(tag(rank, peer, 999), SLOT);
+            transport.put(peer, rank * SLOT, &data, FLAGS + rank * 8, 7).expect("put");
+        }
+        let mut next = [0usize; SIZE];
+        let mut message = Vec::new();
+        let started = Instant::now();
+        while (0..SIZE).any(|peer| peer != rank && next[peer] < MESSAGES) {
+            assert!(started.elapsed() < PATIENCE, "seed {seed}: rank {rank} still waits for messages: {next:?}");
+            let Some(peer) = transport.poll_reliable(&mut message) else {
+                std::thread::yield_now();
+                continue;
+            };
+            assert!(peer != rank && next[peer] < MESSAGES, "{}: an extra message", what(peer));
+            let index = next[peer];
+            assert!(message == pattern(tag(peer, rank, index), len(index)), "{}: message {index} wrong or out of order", what(peer));
+            next[peer] += 1;
+        }
+        for peer in (0..SIZE).filter(|&peer| peer != rank) {
+            let flag = wait_at_least(&transport, FLAGS + peer * 8, 7, policy.without_side_progress(), || what(peer));
+            assert_eq!(flag, Ok(7), "{}", what(peer));
+            let mut data = vec![0u8; SLOT];
+            transport.read_local(peer * SLOT, &mut data);
+            assert!(data == pattern(tag(peer, rank, 999), SLOT), "{}: put data wrong", what(peer));
+        }
+        finish(&transport, &done);
+        let mut extra = Vec::new();
+        assert_eq!(transport.poll_reliable(&mut extra), None, "seed {seed}: rank {rank} got a message nobody sent");
+        transport.stats()
+    });
+    let total = stats.iter().fold(UdpStats::default(), |sum, stats| UdpStats {
+        injected_drops: sum.injected_drops + stats.injected_drops,
+        injected_duplicates: sum.injected_duplicates + stats.injected_duplicates,
+        injected_reorders: sum.injected_reorders + stats.injected_reorders,
+        retransmissions: sum.retransmissions + stats.retransmissions,
+        duplicates_dropped: sum.duplicates_dropped + stats.duplicates_dropped,
+        ..sum
+    });
+    assert!(total.injected_drops > 0 && total.injected_duplicates > 0 && total.injected_reorders > 0, "seed {seed}: {total:?}");
+    assert!(total.retransmissions > 0 && total.duplicates_dropped > 0, "seed {seed}: losses never repaired? {total:?}");
+    for (rank, stats) in stats.iter().enumerate() {
+        assert_eq!(stats.refused(), 0, "seed {seed}: rank {rank} refused genuine traffic: {stats:?}");
+    }
+}
+
+#[test]
+fn bad_window_accesses_are_refused_before_anything_is_sent() {
+    let config = loopback_config(test_seed(), UdpFaults::default());
+    let done = AtomicUsize::new(0);
+    run_with(establish_all(2, 128, &config), |_, (_, transport)| {
+        assert_rejects_bad_access(&transport);
+        assert_eq!(transport.stats().fragments_sent, 0);
+        finish(&transport, &done);
+    });
+}
+
+/// Takes in traffic on `transport` until `counted` reaches `expected`,
+/// then a little longer, and returns its counters.
+fn pump_until(transport: &UdpTransport, expected: u64, counted: impl Fn(&UdpStats) -> u64) -> UdpStats {
+    let started = Instant::now();
+    while counted(&transport.stats()) < expected {
+        assert!(started.elapsed() < PATIENCE, "rank {}: only {:?} after {PATIENCE:?}", transport.rank(), transport.stats());
+        transport.progress();
+        std::thread::yield_now();
+    }
+    for _ in 0..50 {
+        transport.progress();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    transport.stats()
+}
+
+#[test]
+fn stray_datagrams_are_dropped_and_counted_and_change_nothing() {
+    skip_without_loopback_multicast!("stray_datagrams_are_dropped_and_counted_and_change_nothing");
+    let config = loopback_config(test_seed(), UdpFaults::default());
+    let mut ranks = establish_all(2, 64, &config).into_iter().map(|(_, transport)| transport);
+    let (zero, one) = (ranks.next().unwrap(), ranks.next().unwrap());
+    let (group, port_of_zero) = (zero.group(), zero.local_address());
+    let genuine = one.stamp();
+    assert_eq!(genuine.sender, 1);
+    let (outsider, _) = open_own(Ipv4Addr::LOCALHOST, 1, 1 << 16).expect("a socket outside the job");
+    let from_outside = |to: SocketAddrV4, bytes: &[u8]| {
+        outsider.send_to(bytes, to).expect("sending from outside the job");
+    };
+    let mut frame = Vec::new();
+    // From outside the job, with everything else right: strangers.
+    encode_multicast(genuine, b"forged", &mut frame);
+    from_outside(group, &frame);
+    encode_data(genuine, 0, true, &[0, 1, 2], &mut frame);
+    from_outside(port_of_zero, &frame);
+    // From outside, not even frames: malformed.
+    from_outside(group, b"junk!");
+    from_outside(port_of_zero, &frame[..20]);
+    // From rank 1's own socket: another job's or communicator's frames,
+    encode_multicast(Stamp { nonce: genuine.nonce ^ 1, ..genuine }, b"stale", &mut frame);
+    one.send_raw(group, &frame);
+    encode_multicast(Stamp { communicator: genuine.communicator ^ 1, ..genuine }, b"other", &mut frame);
+    one.send_raw(group, &frame);
+    // rank 1 posing as rank 0 (a stranger to rank 0, whose address it is not),
+    encode_data(Stamp { sender: 0, ..genuine }, 0, true, &[0, 1], &mut frame);
+    one.send_raw(port_of_zero, &frame);
+    // and frames this backend never sends: an ACK of fragments never sent,
+    // multicast to a rank's own port, a data frame without a fragment.
+    encode_ack(genuine, 1000, &mut frame);
+    one.send_raw(port_of_zero, &frame);
+    encode_multicast(genuine, b"misrouted", &mut frame);
+    one.send_raw(port_of_zero, &frame);
+    encode_data(genuine, 0, true, &[], &mut frame);
+    one.send_raw(port_of_zero, &frame);
+
+    let stats = pump_until(&zero, 10, UdpStats::refused);
+    assert_eq!((stats.strangers_dropped, stats.wrong_job_dropped, stats.malformed_dropped), (3, 2, 5), "{stats:?}");
+    let mut out = Vec::new();
+    assert_eq!(zero.poll_multicast(&mut out), None, "a stray multicast was delivered");
+    assert_eq!(zero.poll_reliable(&mut out), None, "a stray message was delivered");
+    assert!(zero.health().is_ok() && one.health().is_ok());
+    // Rank 1 saw the outsider's two on the group; its own frames are its own copies.
+    let seen_by_one = pump_until(&one, 2, UdpStats::refused);
+    assert_eq!((seen_by_one.strangers_dropped, seen_by_one.malformed_dropped, seen_by_one.wrong_job_dropped), (1, 1, 0), "{seen_by_one:?}");
+
+    // Genuine traffic still flows, in full, and nothing more is refused.
+    one.multicast(b"hello").expect("multicast");
+    one.send_reliable(0, b"world").expect("send_reliable");
+    let started = Instant::now();
+    let (mut multicast, mut reliable) = (None, None);
+    while multicast.is_none() || reliable.is_none() {
+        assert!(started.elapsed() < PATIENCE, "genuine traffic did not arrive after the strays: {:?}", zero.stats());
+        if let Some(sender) = zero.poll_multicast(&mut out) {
+            multicast = Some((sender, out.clone()));
+        }
+        if let Some(sender) = zero.poll_reliable(&mut out) {
+            reliable = Some((sender, out.clone()));
+        }
+        one.progress();
+    }
+    assert_eq!(multicast, Some((1, b"hello".to_vec())));
+    assert_eq!(reliable, Some((1, b"world".to_vec())));
+    assert_eq!(zero.stats().refused(), 10);
+}
+
+#[test]
+fn reliable_multicast_bcasts_over_udp_with_injected_loss() {
+    skip_without_loopback_multicast!("reliable_multicast_bcasts_over_udp_with_injected_loss");
+    const SIZE: usize = 4;
+    let seed = test_seed();
+    let faults = UdpFaults { drop: 0.05, duplicate: 0.02, reorder: 0.05, ..UdpFaults::default() };
+    let config = loopback_config(seed, faults);
+    let rmcast = RmcastConfig {
+        co_roots: 1,
+        timeout: Duration::from_millis(10),
+        wait: WaitPolicy { spin_polls: 0, stall_warning: Duration::from_secs(5), fault_timeout: None },
+        give_up_after: Some(PATIENCE),
+        ..RmcastConfig::default()
+    };
+    let piece = config.datagram_bytes - super::frame::HEADER_BYTES - 40;
+    let lengths = [1, piece - 1, piece, piece + 1, 5 * piece + 7, 64 * 1024];
+    let script: Vec<(usize, usize)> = (0..24).map(|index| ((index / 2 + index) % SIZE, lengths[index % lengths.len()])).collect();
+    let done = AtomicUsize::new(0);
+    let stats = run_with(establish_all(SIZE, region_len(SIZE, &rmcast), &config), |rank, (_, transport)| {
+        let mut multicast = ReliableMulticast::new(rank, SIZE, 0, rmcast);
+        assert_eq!(multicast.piece_bytes(&transport), Ok(piece));
+        for (index, &(root, len)) in script.iter().enumerate() {
+            let payload = pattern(tag(root, 0, index), len);
+            if rank == root {
+                multicast.send(&transport, &payload).unwrap_or_else(|e| panic!("seed {seed}: rank {rank} bcast {index}: {e}"));
+            } else {
+                let mut got = vec![0xEE; len];
+                multicast.receive(&transport, root, &mut got).unwrap_or_else(|e| panic!("seed {seed}: rank {rank} bcast {index}: {e}"));
+                assert!(got == payload, "seed {seed}: rank {rank} got bcast {index} from root {root} wrong");
+            }
+        }
+        multicast.drain(&transport).unwrap_or_else(|e| panic!("seed {seed}: rank {rank} drain: {e}"));
+        finish(&transport, &done);
+        (multicast.stats(), transport.stats())
+    });
+    let drops: u64 = stats.iter().map(|(_, udp)| udp.injected_drops).sum();
+    let repairs: u64 = stats.iter().map(|(rmcast, udp)| rmcast.retransmissions + rmcast.nacks_sent + udp.retransmissions).sum();
+    assert!(drops > 0 && repairs > 0, "seed {seed}: {drops} injected drops, {repairs} repairs");
+    for (rank, (rmcast, udp)) in stats.iter().enumerate() {
+        assert_eq!((rmcast.frames_rejected, udp.refused()), (0, 0), "seed {seed}: rank {rank}: {rmcast:?} {udp:?}");
+    }
+}
