@@ -105,7 +105,7 @@ impl<'a> Window<'a> {
 /// Whether a flag word at `offset` is aligned and inside a window of `len` bytes.
 #[inline]
 fn flag_fits(len: usize, offset: usize) -> bool {
-    offset % FLAG_BYTES == 0 && offset < len && len - offset >= FLAG_BYTES
+    offset.is_multiple_of(FLAG_BYTES) && offset < len && len - offset >= FLAG_BYTES
 }
 
 /// The checks [`Window::put`] makes, for a backend that carries the write
@@ -123,7 +123,7 @@ pub(crate) fn check_put(window_len: usize, peer: usize, offset: usize, data_len:
 
 #[cold]
 fn bad_flag(peer: usize, offset: usize) -> TransportError {
-    if offset % FLAG_BYTES != 0 {
+    if !offset.is_multiple_of(FLAG_BYTES) {
         TransportError::Failed(format!("flag offset {offset} in the window of rank {peer} is not 8-byte aligned"))
     } else {
         TransportError::OutOfRange { peer, offset, len: FLAG_BYTES }

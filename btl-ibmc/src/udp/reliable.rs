@@ -192,10 +192,16 @@ mod tests {
         }
         assert!(!outgoing.has_room(3) && outgoing.has_room(4));
         let mut resent = Vec::new();
-        let count = outgoing.resend_due(start + timeout / 2, timeout, |frame| Ok::<_, ()>(resent.push(frame[0])));
+        let count = outgoing.resend_due(start + timeout / 2, timeout, |frame| {
+            resent.push(frame[0]);
+            Ok::<_, ()>(())
+        });
         assert_eq!((count, resent.len()), (Ok(0), 0));
         assert!(outgoing.acknowledged(1));
-        let count = outgoing.resend_due(start + timeout, timeout, |frame| Ok::<_, ()>(resent.push(frame[0])));
+        let count = outgoing.resend_due(start + timeout, timeout, |frame| {
+            resent.push(frame[0]);
+            Ok::<_, ()>(())
+        });
         assert_eq!((count, &resent[..]), (Ok(2), &[1, 2][..]));
         // Backed off: the doubled timeout has not passed since the resend.
         let later = start + timeout + timeout * 3 / 2;

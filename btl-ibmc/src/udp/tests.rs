@@ -327,6 +327,14 @@ fn reliable_multicast_bcasts_over_udp_with_injected_loss() {
     let drops: u64 = stats.iter().map(|(_, udp)| udp.injected_drops).sum();
     let repairs: u64 = stats.iter().map(|(rmcast, udp)| rmcast.retransmissions + rmcast.nacks_sent + udp.retransmissions).sum();
     assert!(drops > 0 && repairs > 0, "seed {seed}: {drops} injected drops, {repairs} repairs");
+    let sum = |field: fn(&crate::rmcast::RmcastStats) -> u64| stats.iter().map(|(rmcast, _)| field(rmcast)).sum::<u64>();
+    println!(
+        "seed {seed}: {drops} injected drops; rmcast: {} retransmissions, {} NACKs, {} forwarded; udp: {} reliable retransmissions",
+        sum(|s| s.retransmissions),
+        sum(|s| s.nacks_sent),
+        sum(|s| s.forwarded),
+        stats.iter().map(|(_, udp)| udp.retransmissions).sum::<u64>()
+    );
     for (rank, (rmcast, udp)) in stats.iter().enumerate() {
         assert_eq!((rmcast.frames_rejected, udp.refused()), (0, 0), "seed {seed}: rank {rank}: {rmcast:?} {udp:?}");
     }
