@@ -3,6 +3,7 @@
 //! hot path free of indirect calls (each method is one predictable branch).
 
 use crate::shm::ShmTransport;
+use crate::udp::UdpTransport;
 use crate::transport::{Datagrams, Endpoint, MulticastKind, PeerReads, ReliableChannel, TransportError, Windows};
 #[cfg(feature = "verbs")]
 use crate::hybrid::HybridTransport;
@@ -16,6 +17,8 @@ pub enum SelectedTransport {
     /// Shared memory within each node, verbs between nodes.
     #[cfg(feature = "verbs")]
     Hybrid(HybridTransport),
+    /// UDP/IPv4 multicast and unicast, for Ethernet without RDMA.
+    Udp(UdpTransport),
 }
 
 impl SelectedTransport {
@@ -30,6 +33,8 @@ impl SelectedTransport {
             SelectedTransport::Verbs(verbs) => verbs.quiesce(),
             #[cfg(feature = "verbs")]
             SelectedTransport::Hybrid(hybrid) => hybrid.quiesce(),
+            // Puts travel on the reliable channel: landed once acknowledged.
+            SelectedTransport::Udp(udp) => udp.flush(),
         }
     }
 
@@ -46,6 +51,7 @@ impl SelectedTransport {
                 hybrid.size() - hybrid.node_ranks(),
                 hybrid.verbs().device()
             )),
+            SelectedTransport::Udp(udp) => Some(format!("every peer over udp from {}, multicast group {}", udp.local_address(), udp.group())),
         }
     }
 
@@ -65,6 +71,7 @@ macro_rules! dispatch {
             SelectedTransport::Verbs($backend) => $call,
             #[cfg(feature = "verbs")]
             SelectedTransport::Hybrid($backend) => $call,
+            SelectedTransport::Udp($backend) => $call,
         }
     };
 }

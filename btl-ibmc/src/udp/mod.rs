@@ -33,7 +33,7 @@ mod tests;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub use config::{ETHERNET_DATAGRAM_BYTES, UdpConfig, UdpFaults};
 pub use establish::{UdpSetupError, establish};
@@ -90,7 +90,12 @@ impl UdpTransport {
     /// sent has been acknowledged: before a rank stops taking part (its
     /// peers may still need a retransmission of what it sent last).
     pub fn flush(&self) -> Result<(), TransportError> {
-        let mut waiter = Waiter::for_process();
+        self.flush_within(None)
+    }
+
+    /// `flush`, giving up after `limit` if that comes before the fault timeout.
+    fn flush_within(&self, limit: Option<Duration>) -> Result<(), TransportError> {
+        let mut waiter = Waiter::for_process().giving_up_by(limit);
         let waiting = OwnChannel { rank: self.rank, size: self.size };
         loop {
             let unacknowledged: usize = {
@@ -305,8 +310,19 @@ impl Windows for UdpTransport {
 /// Peers' windows live in other processes, reached only by puts.
 impl PeerReads for UdpTransport {}
 
+/// How long a closing endpoint keeps retransmitting what its peers have
+/// not acknowledged: the last put of a closing barrier may have been lost
+/// on its way to a peer that is still waiting for it. Long enough for the
+/// backed-off retransmissions of a fragment lost several times over (20,
+/// 40, ... 1280 ms after the first send), short enough that a peer that
+/// left first (its last ACK lost) does not hold up the rest for long.
+const LINGER: Duration = Duration::from_secs(3);
+
 impl Drop for UdpTransport {
     fn drop(&mut self) {
+        if let Err(why) = self.flush_within(Some(LINGER)) {
+            tracing::info!("udp: rank {} closed with reliable fragments unacknowledged: {why}", self.rank);
+        }
         let stats = self.stats();
         if stats.refused() > 0 {
             tracing::info!(

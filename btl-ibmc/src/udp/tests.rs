@@ -11,6 +11,7 @@ use super::socket::{open_group, open_own, receive};
 use super::{UdpConfig, UdpFaults, UdpStats, UdpTransport, establish};
 use crate::fabric::{Fabric, FabricConfig, FabricEndpoint};
 use crate::rmcast::{ReliableMulticast, RmcastConfig, region_len};
+use crate::selected::SelectedTransport;
 use crate::test_support::{PATIENCE, assert_rejects_bad_access, pattern, run_with, test_seed};
 use crate::transport::{Datagrams, Endpoint, ReliableChannel, Windows};
 use crate::wait::{WaitPolicy, wait_at_least};
@@ -307,7 +308,10 @@ fn reliable_multicast_bcasts_over_udp_with_injected_loss() {
     let lengths = [1, piece - 1, piece, piece + 1, 5 * piece + 7, 64 * 1024];
     let script: Vec<(usize, usize)> = (0..24).map(|index| ((index / 2 + index) % SIZE, lengths[index % lengths.len()])).collect();
     let done = AtomicUsize::new(0);
-    let stats = run_with(establish_all(SIZE, region_len(SIZE, &rmcast), &config), |rank, (_, transport)| {
+    let stats = run_with(establish_all(SIZE, region_len(SIZE, &rmcast), &config), |rank, (_, udp)| {
+        // As the component holds it.
+        let transport = SelectedTransport::Udp(udp);
+        assert!(transport.route_summary().is_some_and(|summary| summary.contains("udp")));
         let mut multicast = ReliableMulticast::new(rank, SIZE, 0, rmcast);
         assert_eq!(multicast.piece_bytes(&transport), Ok(piece));
         for (index, &(root, len)) in script.iter().enumerate() {
@@ -321,8 +325,10 @@ fn reliable_multicast_bcasts_over_udp_with_injected_loss() {
             }
         }
         multicast.drain(&transport).unwrap_or_else(|e| panic!("seed {seed}: rank {rank} drain: {e}"));
-        finish(&transport, &done);
-        (multicast.stats(), transport.stats())
+        transport.quiesce_before_teardown().unwrap_or_else(|e| panic!("seed {seed}: rank {rank} quiesce: {e}"));
+        let SelectedTransport::Udp(udp) = transport else { unreachable!() };
+        finish(&udp, &done);
+        (multicast.stats(), udp.stats())
     });
     let drops: u64 = stats.iter().map(|(_, udp)| udp.injected_drops).sum();
     let repairs: u64 = stats.iter().map(|(rmcast, udp)| rmcast.retransmissions + rmcast.nacks_sent + udp.retransmissions).sum();
@@ -372,4 +378,38 @@ fn a_burst_of_a_thousand_full_datagrams_fits_the_raised_receive_buffer() {
         return;
     }
     assert_eq!(received, BURST, "{granted} bytes of receive buffer kept only {received} of a {BURST}-datagram burst");
+}
+
+#[test]
+fn a_closing_rank_lingers_until_its_last_messages_are_acknowledged() {
+    const MESSAGES: usize = 20;
+    let seed = test_seed();
+    let config = loopback_config(seed, UdpFaults { drop: 0.3, ..UdpFaults::default() });
+    let closed = AtomicUsize::new(0);
+    run_with(establish_all(2, 64, &config), |rank, (_, transport)| {
+        if rank == 0 {
+            for index in 0..MESSAGES {
+                transport.send_reliable(1, &pattern(tag(0, 1, index), 100)).expect("send_reliable");
+            }
+            // Closing at once: whatever was lost must still be repaired.
+            drop(transport);
+            closed.store(1, Ordering::Release);
+            return;
+        }
+        let (mut message, started) = (Vec::new(), Instant::now());
+        for index in 0..MESSAGES {
+            while transport.poll_reliable(&mut message).is_none() {
+                assert!(started.elapsed() < PATIENCE, "seed {seed}: message {index} never came after rank 0 closed");
+                std::thread::yield_now();
+            }
+            assert!(message == pattern(tag(0, 1, index), 100), "seed {seed}: message {index} wrong");
+        }
+        // Answering rank 0's retransmissions until it is gone, so that a
+        // lost last ACK costs it no linger.
+        while closed.load(Ordering::Acquire) == 0 {
+            assert!(started.elapsed() < PATIENCE, "seed {seed}: rank 0 never finished closing");
+            transport.progress();
+            std::thread::yield_now();
+        }
+    });
 }
