@@ -56,6 +56,10 @@ pub(crate) struct Context<'a> {
 pub(crate) struct Engine {
     pub(crate) outgoing: Vec<Outgoing>,
     incoming: Vec<Incoming>,
+    /// Peers owed an ACK, and peers that owe this rank ACKs, so that a
+    /// pass touches only those, however large the communicator.
+    acks_due: Vec<usize>,
+    awaiting_acks: Vec<usize>,
     pub(crate) multicast_inbox: VecDeque<(usize, Vec<u8>)>,
     pub(crate) reliable_inbox: VecDeque<(usize, Vec<u8>)>,
     faults: Option<FaultInjector>,
@@ -73,6 +77,8 @@ impl Engine {
         Engine {
             outgoing: (0..size).map(|_| Outgoing::new()).collect(),
             incoming: (0..size).map(|_| Incoming::new()).collect(),
+            acks_due: Vec::new(),
+            awaiting_acks: Vec::new(),
             multicast_inbox: VecDeque::new(),
             reliable_inbox: VecDeque::new(),
             faults: config.faults.any().then(|| FaultInjector::new(config.faults, rank)),
@@ -166,11 +172,15 @@ impl Engine {
             }
             (Body::Data { seq, last, fragment }, false) => {
                 let mut records = Vec::new();
-                let receipt = self.incoming[rank].accept(seq, last, fragment, cx.config.reliable_window, |record| records.push(record));
+                let incoming = &mut self.incoming[rank];
+                let receipt = incoming.accept(seq, last, fragment, cx.config.reliable_window, |record| records.push(record));
                 match receipt {
                     Receipt::Accepted => {}
                     Receipt::Duplicate => Counters::bump(&counters.duplicates_dropped),
-                    Receipt::OutOfWindow => Counters::bump(&counters.malformed_dropped),
+                    Receipt::OutOfWindow => return Counters::bump(&counters.malformed_dropped),
+                }
+                if incoming.mark_ack_due() {
+                    self.acks_due.push(rank);
                 }
                 for record in records {
                     self.take_record(cx, rank, record);
@@ -212,8 +222,17 @@ impl Engine {
         }
     }
 
+    /// Lists `peer` among those that owe this rank ACKs, after a send.
+    pub(crate) fn awaiting_ack_from(&mut self, peer: usize) {
+        let outgoing = &mut self.outgoing[peer];
+        if !std::mem::replace(&mut outgoing.listed, true) {
+            self.awaiting_acks.push(peer);
+        }
+    }
+
     fn send_acks(&mut self, cx: &Context) {
-        for (peer, incoming) in self.incoming.iter_mut().enumerate() {
+        for peer in self.acks_due.drain(..) {
+            let incoming = &mut self.incoming[peer];
             if incoming.take_ack_due() {
                 frame::encode_ack(cx.wire.stamp, incoming.next_expected(), &mut self.frame);
                 if let Err(why) = send_frame(&cx.wire.own, &self.frame, cx.wire.addresses[peer]) {
@@ -225,18 +244,25 @@ impl Engine {
     }
 
     fn resend_due(&mut self, cx: &Context) {
+        if self.awaiting_acks.is_empty() {
+            return;
+        }
         let now = Instant::now();
-        for (peer, outgoing) in self.outgoing.iter_mut().enumerate() {
+        let (outgoing, failure) = (&mut self.outgoing, &mut self.failure);
+        self.awaiting_acks.retain(|&peer| {
+            let outgoing = &mut outgoing[peer];
             let to = cx.wire.addresses[peer];
             match outgoing.resend_due(now, cx.config.retransmit_after, |frame| send_frame(&cx.wire.own, frame, to)) {
                 Ok(resent) => {
                     cx.counters.retransmissions.fetch_add(resent as u64, std::sync::atomic::Ordering::Relaxed);
                 }
                 Err(why) => {
-                    self.failure.get_or_insert(why);
+                    failure.get_or_insert(why);
                 }
             }
-        }
+            outgoing.listed = outgoing.unacknowledged() > 0;
+            outgoing.listed
+        });
     }
 }
 

@@ -163,6 +163,7 @@ impl UdpTransport {
                 frame::encode_data(self.wire.stamp, outgoing.next_seq(), last, fragment, &mut frame);
                 send_frame(&self.wire.own, &frame, self.wire.addresses[peer]).map_err(TransportError::Failed)?;
                 outgoing.sent(frame, Instant::now());
+                engine.awaiting_ack_from(peer);
                 Counters::bump(&self.counters.fragments_sent);
                 return Ok(());
             }

@@ -44,11 +44,13 @@ pub(crate) struct Outgoing {
     next_seq: u64,
     unacked: VecDeque<Unacked>,
     backoff: u32,
+    /// Whether the engine's list of peers owing ACKs holds this peer.
+    pub(crate) listed: bool,
 }
 
 impl Outgoing {
     pub(crate) fn new() -> Self {
-        Outgoing { next_seq: 0, unacked: VecDeque::new(), backoff: 0 }
+        Outgoing { next_seq: 0, unacked: VecDeque::new(), backoff: 0, listed: false }
     }
 
     pub(crate) fn has_room(&self, window: usize) -> bool {
@@ -125,22 +127,27 @@ impl Incoming {
         self.expected
     }
 
+    /// Marks an ACK as due; true if it was not already (the engine then
+    /// lists this peer among those owed one).
+    pub(crate) fn mark_ack_due(&mut self) -> bool {
+        !std::mem::replace(&mut self.ack_due, true)
+    }
+
     /// Whether an ACK should go out, clearing the mark.
     pub(crate) fn take_ack_due(&mut self) -> bool {
         std::mem::take(&mut self.ack_due)
     }
 
     /// Takes in fragment `seq` and hands every record it completes, in
-    /// order, to `deliver`.
+    /// order, to `deliver`. Accepted fragments and duplicates (whose
+    /// sender missed an ACK) both call for an ACK: the caller marks it.
     pub(crate) fn accept(&mut self, seq: u64, last: bool, fragment: &[u8], window: usize, mut deliver: impl FnMut(Vec<u8>)) -> Receipt {
         if seq < self.expected || self.early.contains_key(&seq) {
-            self.ack_due = true;
             return Receipt::Duplicate;
         }
         if seq - self.expected >= window as u64 {
             return Receipt::OutOfWindow;
         }
-        self.ack_due = true;
         if seq > self.expected {
             self.early.insert(seq, (last, fragment.to_vec()));
             return Receipt::Accepted;
@@ -178,6 +185,7 @@ mod tests {
         assert_eq!(receipts, [Accepted, Accepted, Accepted, Duplicate, Accepted, Accepted, Duplicate]);
         assert_eq!(records, [b"ab".to_vec(), b"c".to_vec(), b"de".to_vec()]);
         assert_eq!(incoming.next_expected(), 5);
+        assert!(incoming.mark_ack_due() && !incoming.mark_ack_due());
         assert!(incoming.take_ack_due() && !incoming.take_ack_due());
         assert_eq!(incoming.accept(5 + 8, true, b"z", 8, |_| unreachable!()), Receipt::OutOfWindow);
     }
