@@ -24,8 +24,9 @@ pub struct UdpConfig {
     pub port_base: u16,
     /// Ports in that range.
     pub port_count: u16,
-    /// IPv4 address of the interface to send, receive and join on; None
-    /// takes the address the kernel routes the group through.
+    /// IPv4 address of the interface to send, receive and join on
+    /// ([`interface_address`](super::interface_address) resolves a name);
+    /// None takes the address the kernel routes the group range through.
     pub interface: Option<Ipv4Addr>,
     /// Multicast TTL: 1 keeps datagrams on the local link.
     pub ttl: u32,

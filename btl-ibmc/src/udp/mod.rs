@@ -22,6 +22,7 @@ mod engine;
 mod establish;
 mod faults;
 mod frame;
+mod interface;
 mod reliable;
 mod socket;
 mod source;
@@ -38,6 +39,7 @@ use std::time::{Duration, Instant};
 pub use config::{ETHERNET_DATAGRAM_BYTES, UdpConfig, UdpFaults};
 pub use establish::{UdpSetupError, establish};
 pub use faults::REORDER_SPAN;
+pub use interface::interface_address;
 pub use stats::UdpStats;
 
 use crate::poison::lock;

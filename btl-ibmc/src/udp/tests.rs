@@ -413,3 +413,54 @@ fn a_closing_rank_lingers_until_its_last_messages_are_acknowledged() {
         }
     });
 }
+
+#[test]
+fn two_communicators_forced_onto_one_group_and_port_see_only_their_own_datagrams() {
+    skip_without_loopback_multicast!("two_communicators_forced_onto_one_group_and_port_see_only_their_own_datagrams");
+    const PER_RANK: usize = 10;
+    let seed = test_seed();
+    // A one-address range and a one-port range: every communicator lands
+    // on the same group and port, as colliding ids would put them.
+    let config = UdpConfig { multicast_prefix_len: 32, port_base: 24_998, port_count: 1, ..loopback_config(seed, UdpFaults::default()) };
+    let first = establish_all(2, 64, &config);
+    let second = establish_all(2, 64, &config);
+    assert_eq!(first[0].1.group(), second[0].1.group());
+    let pairs: Vec<_> = first.into_iter().zip(second).map(|((_, a), (_, b))| (a, b)).collect();
+    let done = AtomicUsize::new(0);
+    let stats = run_with(pairs, |rank, (a, b)| {
+        for index in 0..PER_RANK {
+            a.multicast(&pattern(tag(rank, 1, index), 64)).expect("multicast");
+            b.multicast(&pattern(tag(rank, 2, index), 64)).expect("multicast");
+        }
+        let peer = 1 - rank;
+        for (which, transport) in [(1, &a), (2, &b)] {
+            let (mut datagram, started) = (Vec::new(), Instant::now());
+            for index in 0..PER_RANK {
+                let sender = loop {
+                    assert!(started.elapsed() < PATIENCE, "seed {seed}: communicator {which} rank {rank} misses datagram {index}");
+                    if let Some(sender) = transport.poll_multicast(&mut datagram) {
+                        break sender;
+                    }
+                    std::thread::yield_now();
+                };
+                assert_eq!(sender, peer);
+                assert!(datagram == pattern(tag(peer, which, index), 64), "seed {seed}: communicator {which} rank {rank} got another's datagram");
+            }
+        }
+        // Both ranks' traffic has passed both group sockets by now.
+        done.fetch_add(1, Ordering::AcqRel);
+        while done.load(Ordering::Acquire) < 2 {
+            a.progress();
+            b.progress();
+            std::thread::yield_now();
+        }
+        let mut datagram = Vec::new();
+        assert_eq!(a.poll_multicast(&mut datagram), None);
+        assert_eq!(b.poll_multicast(&mut datagram), None);
+        (a.stats(), b.stats())
+    });
+    for (rank, (a, b)) in stats.iter().enumerate() {
+        // Each group socket also heard the other communicator's two ranks.
+        assert_eq!((a.strangers_dropped, b.strangers_dropped), (2 * PER_RANK as u64, 2 * PER_RANK as u64), "seed {seed}: rank {rank}: {a:?} {b:?}");
+    }
+}
