@@ -186,9 +186,18 @@ impl Engine {
                     self.take_record(cx, rank, record);
                 }
             }
-            (Body::Ack { next }, false) => {
-                if !self.outgoing[rank].acknowledged(next) {
-                    Counters::bump(&counters.malformed_dropped);
+            (Body::Ack { next, reported }, false) => {
+                let (outgoing, now) = (&mut self.outgoing[rank], Instant::now());
+                if !outgoing.acknowledged(next, reported, now) {
+                    return Counters::bump(&counters.malformed_dropped);
+                }
+                match outgoing.fast_resend(|frame| send_frame(&cx.wire.own, frame, from)) {
+                    Ok(resent) => {
+                        counters.retransmissions.fetch_add(resent as u64, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Err(why) => {
+                        self.failure.get_or_insert(why);
+                    }
                 }
             }
             // Multicast sent to a rank's port, or unicast to the group.
@@ -234,7 +243,7 @@ impl Engine {
         for peer in self.acks_due.drain(..) {
             let incoming = &mut self.incoming[peer];
             if incoming.take_ack_due() {
-                frame::encode_ack(cx.wire.stamp, incoming.next_expected(), &mut self.frame);
+                frame::encode_ack(cx.wire.stamp, incoming.next_expected(), incoming.reported_early(), &mut self.frame);
                 if let Err(why) = send_frame(&cx.wire.own, &self.frame, cx.wire.addresses[peer]) {
                     self.failure.get_or_insert(why);
                 }

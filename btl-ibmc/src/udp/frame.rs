@@ -7,14 +7,14 @@
 //! header:    [magic C5 0D | version 1 | kind | communicator u32 | nonce u64 | sender rank u32 | flags | 0 0 0]
 //! multicast: header, payload                          (kind 1)
 //! data:      header, seq u64, fragment               (kind 2; flags bit 0: last fragment of a record)
-//! ack:       header, next expected seq u64           (kind 3; nothing follows)
+//! ack:       header, next expected seq u64, reported u64   (kind 3; bit i of reported: fragment next + 1 + i arrived)
 //! ```
 //! All integers little-endian. The communicator is the multicast id the
 //! setup derived, the nonce the one rank 0 drew (see `establish`).
 
 pub(crate) const HEADER_BYTES: usize = 24;
 pub(crate) const DATA_HEADER_BYTES: usize = HEADER_BYTES + 8;
-const ACK_BYTES: usize = DATA_HEADER_BYTES;
+const ACK_BYTES: usize = DATA_HEADER_BYTES + 8;
 /// The largest UDP payload over IPv4.
 pub(crate) const MAX_UDP_PAYLOAD: usize = 65_507;
 
@@ -38,7 +38,7 @@ pub(crate) struct Stamp {
 pub(crate) enum Body<'a> {
     Multicast(&'a [u8]),
     Data { seq: u64, last: bool, fragment: &'a [u8] },
-    Ack { next: u64 },
+    Ack { next: u64, reported: u64 },
 }
 
 /// Why a frame was refused.
@@ -75,7 +75,7 @@ pub(crate) fn decode(bytes: &[u8], expected: Stamp) -> Result<Body<'_>, Refusal>
         DATA if bytes.len() > DATA_HEADER_BYTES && flags & !LAST_FRAGMENT == 0 => {
             Ok(Body::Data { seq: u64_at(bytes, HEADER_BYTES), last: flags & LAST_FRAGMENT != 0, fragment: &bytes[DATA_HEADER_BYTES..] })
         }
-        ACK if bytes.len() == ACK_BYTES && flags == 0 => Ok(Body::Ack { next: u64_at(bytes, HEADER_BYTES) }),
+        ACK if bytes.len() == ACK_BYTES && flags == 0 => Ok(Body::Ack { next: u64_at(bytes, HEADER_BYTES), reported: u64_at(bytes, DATA_HEADER_BYTES) }),
         _ => Err(Refusal::Malformed),
     }
 }
@@ -93,10 +93,12 @@ pub(crate) fn encode_data(stamp: Stamp, seq: u64, last: bool, fragment: &[u8], o
     out.extend_from_slice(fragment);
 }
 
-/// Replaces `out` with an ACK of every fragment below `next`.
-pub(crate) fn encode_ack(stamp: Stamp, next: u64, out: &mut Vec<u8>) {
+/// Replaces `out` with an ACK of every fragment below `next` and of
+/// those after it that `reported` marks.
+pub(crate) fn encode_ack(stamp: Stamp, next: u64, reported: u64, out: &mut Vec<u8>) {
     header(stamp, ACK, 0, out);
     out.extend_from_slice(&next.to_le_bytes());
+    out.extend_from_slice(&reported.to_le_bytes());
 }
 
 fn header(stamp: Stamp, kind: u8, flags: u8, out: &mut Vec<u8>) {
@@ -138,8 +140,8 @@ mod tests {
         assert_eq!(decode(&bytes, STAMP), Ok(Body::Data { seq: u64::MAX - 1, last: true, fragment: b"frag" }));
         encode_data(STAMP, 7, false, b"x", &mut bytes);
         assert_eq!(decode(&bytes, STAMP), Ok(Body::Data { seq: 7, last: false, fragment: b"x" }));
-        encode_ack(STAMP, 42, &mut bytes);
-        assert_eq!(decode(&bytes, STAMP), Ok(Body::Ack { next: 42 }));
+        encode_ack(STAMP, 42, 0b101, &mut bytes);
+        assert_eq!(decode(&bytes, STAMP), Ok(Body::Ack { next: 42, reported: 0b101 }));
     }
 
     #[test]
@@ -165,7 +167,7 @@ mod tests {
         assert!(refused(&other), "flags on a multicast frame");
         encode_data(STAMP, 1, true, b"", &mut bytes);
         assert!(refused(&bytes), "a data frame without a fragment");
-        encode_ack(STAMP, 1, &mut bytes);
+        encode_ack(STAMP, 1, 0, &mut bytes);
         bytes.push(0);
         assert!(refused(&bytes), "an ACK with a tail");
         assert!(refused(&bytes[..ACK_BYTES - 1]), "a truncated ACK");

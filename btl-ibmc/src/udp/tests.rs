@@ -76,7 +76,7 @@ fn establish_all(size: usize, window_len: usize, config: &UdpConfig) -> Vec<(Fab
 /// reliably was acknowledged, then keeps answering until every rank is
 /// there too (a peer may still need an ACK this rank sent and lost).
 fn finish(transport: &UdpTransport, done: &AtomicUsize) {
-    transport.flush().unwrap_or_else(|e| panic!("rank {}: flush: {e}", transport.rank()));
+    transport.flush_within(Some(PATIENCE)).unwrap_or_else(|e| panic!("rank {}: flush: {e}", transport.rank()));
     done.fetch_add(1, Ordering::AcqRel);
     let started = Instant::now();
     while done.load(Ordering::Acquire) < transport.size() {
@@ -253,7 +253,7 @@ fn stray_datagrams_are_dropped_and_counted_and_change_nothing() {
     one.send_raw(port_of_zero, &frame);
     // and frames this backend never sends: an ACK of fragments never sent,
     // multicast to a rank's own port, a data frame without a fragment.
-    encode_ack(genuine, 1000, &mut frame);
+    encode_ack(genuine, 1000, 0, &mut frame);
     one.send_raw(port_of_zero, &frame);
     encode_multicast(genuine, b"misrouted", &mut frame);
     one.send_raw(port_of_zero, &frame);
