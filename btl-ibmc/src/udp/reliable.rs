@@ -107,9 +107,9 @@ impl Outgoing {
         self.timer.get_or_insert(now);
     }
 
-    /// The peer has every fragment below `next`, and the one at `next + 1
-    /// + i` for every bit i of `reported`. False for an ACK of fragments
-    /// never sent, which changes nothing (the caller counts it).
+    /// The peer has every fragment below `next`, and fragment
+    /// `next + 1 + i` for every bit i of `reported`. False for an ACK of
+    /// fragments never sent, which changes nothing (the caller counts it).
     pub(crate) fn acknowledged(&mut self, next: u64, reported: u64, now: Instant) -> bool {
         if next > self.next_seq {
             return false;
