@@ -42,8 +42,9 @@ pub struct UdpConfig {
     /// Reliable-channel fragments one rank may have unacknowledged
     /// towards one peer.
     pub reliable_window: usize,
-    /// An unacknowledged reliable fragment is sent again after this long,
-    /// doubling while the peer stays silent (up to 64 times).
+    /// When no ACK from a peer has advanced for this long, the oldest
+    /// fragments it has not acknowledged go again; the wait doubles while
+    /// the peer stays silent (up to 64 times, at most 2 s).
     pub retransmit_after: Duration,
     /// Faults injected on receipt, before anything is checked; off by default.
     pub faults: UdpFaults,
