@@ -163,7 +163,11 @@ impl UdpTransport {
             if outgoing.has_room(self.config.reliable_window) {
                 let mut frame = Vec::with_capacity(frame::DATA_HEADER_BYTES + fragment.len());
                 frame::encode_data(self.wire.stamp, outgoing.next_seq(), last, fragment, &mut frame);
-                send_frame(&self.wire.own, &frame, self.wire.addresses[peer]).map_err(TransportError::Failed)?;
+                if let Err(why) = send_frame(&self.wire.own, &frame, self.wire.addresses[peer]) {
+                    // The record is cut short: this endpoint cannot go on.
+                    engine.failure.get_or_insert(why.clone());
+                    return Err(TransportError::Failed(format!("udp: rank {}: {why}", self.rank)));
+                }
                 outgoing.sent(frame, Instant::now());
                 engine.awaiting_ack_from(peer);
                 Counters::bump(&self.counters.fragments_sent);
