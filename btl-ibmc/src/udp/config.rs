@@ -60,6 +60,9 @@ pub struct UdpFaults {
     pub duplicate: f64,
     pub reorder: f64,
     pub seed: u64,
+    /// Every datagram the group socket receives is lost, setup's probes
+    /// included: a network that drops multicast, which setup must refuse.
+    pub multicast_lost: bool,
 }
 
 impl UdpFaults {

@@ -125,6 +125,10 @@ impl Engine {
                 }
             };
             taken += 1;
+            if to_group && cx.config.faults.multicast_lost {
+                Counters::bump(&cx.counters.injected_drops);
+                continue;
+            }
             if len > buffer.len() {
                 Counters::bump(&cx.counters.malformed_dropped);
                 continue;
@@ -200,6 +204,8 @@ impl Engine {
                     }
                 }
             }
+            // A probe of setup's, late: it proved its point already.
+            (Body::Probe, true) => {}
             // Multicast sent to a rank's port, or unicast to the group.
             _ => Counters::bump(&counters.malformed_dropped),
         }
@@ -252,6 +258,25 @@ impl Engine {
         }
     }
 
+    /// A closing rank's farewell: every peer that sent it anything gets
+    /// its cumulative ACK `copies` times, unasked. A peer whose last ACK
+    /// was lost would otherwise retransmit to a closed port, unanswered,
+    /// until its own linger ran out.
+    pub(crate) fn send_farewell_acks(&mut self, cx: &Context, copies: usize) {
+        for (peer, incoming) in self.incoming.iter().enumerate() {
+            if peer == cx.rank || (incoming.next_expected() == 0 && incoming.reported_early() == 0) {
+                continue;
+            }
+            frame::encode_ack(cx.wire.stamp, incoming.next_expected(), incoming.reported_early(), &mut self.frame);
+            for _ in 0..copies {
+                // Best effort: a closing rank has no one left to tell.
+                if send_frame(&cx.wire.own, &self.frame, cx.wire.addresses[peer]).is_ok() {
+                    Counters::bump(&cx.counters.acks_sent);
+                }
+            }
+        }
+    }
+
     fn resend_due(&mut self, cx: &Context) {
         if self.awaiting_acks.is_empty() {
             return;
@@ -283,7 +308,9 @@ pub(crate) fn send_frame(socket: &UdpSocket, frame: &[u8], to: SocketAddrV4) -> 
         Ok(_) => Ok(()),
         Err(error) if matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => Ok(()),
         Err(error) if error.raw_os_error() == Some(libc::ENOBUFS) => Ok(()),
-        // An ICMP error an earlier datagram earned, reported on this call.
+        // Linux reports ICMP port-unreachable on an unconnected UDP socket
+        // only with IP_RECVERR, which is not set, so this does not happen
+        // here; elsewhere it would be an earlier datagram's error, not this one's.
         Err(error) if error.kind() == std::io::ErrorKind::ConnectionRefused => Ok(()),
         Err(error) => Err(format!("sending {} bytes to {to}: {error}", frame.len())),
     }

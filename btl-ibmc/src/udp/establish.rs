@@ -4,14 +4,18 @@
 //! believe for that rank) and rank 0's nonce, and checks that all ranks
 //! asked for the same wire format; each then derives the group and port
 //! from the communicator's id, rank 0's address and the nonce, joins, and
-//! a second allgather confirms every rank joined. Every verdict follows
-//! from exchanged data, so all ranks get a transport or all an error.
+//! a second allgather confirms every rank joined. Joining proves nothing
+//! about delivery, so every rank then multicasts probes and listens for
+//! the others' (`probe`), and a third allgather confirms every rank heard
+//! every other. Every verdict follows from exchanged data, so all ranks
+//! get a transport or all an error.
 //!
 //! ```text
 //! record: [version u32 | opened u8 | 0 0 0 | size u32 | multicast id u32 | window_len u64 | nonce u64 |
 //!          ipv4 [4] | port u16 | datagram_bytes u16 | multicast base [4] | prefix u8 | 0 |
 //!          port base u16 | port count u16 | reliable window u32 | 0 u16]          56 bytes
 //! joined: [joined u64]
+//! heard:  [ranks unheard u32 | lowest unheard rank u32]
 //! ```
 
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -21,6 +25,7 @@ use std::sync::atomic::AtomicU64;
 use super::config::UdpConfig;
 use super::engine::{Engine, Wire};
 use super::frame::Stamp;
+use super::probe::{Heard, probe_group};
 use super::socket::{open_group, open_own, route_source};
 use super::stats::Counters;
 use super::UdpTransport;
@@ -42,6 +47,9 @@ pub enum UdpSetupError {
     PeerFailed { rank: usize, what: &'static str },
     /// The ranks do not agree on the settings.
     Inconsistent { rank: usize, detail: String },
+    /// Every rank joined, but the group did not carry `unheard`'s probes
+    /// to `rank` (or could not be read there).
+    MulticastNotDelivered { rank: usize, unheard: usize, missing: usize, group: SocketAddrV4 },
     Exchange(TransportError),
 }
 
@@ -52,6 +60,12 @@ impl std::fmt::Display for UdpSetupError {
             UdpSetupError::Socket(why) => write!(f, "udp socket setup failed: {why}"),
             UdpSetupError::PeerFailed { rank, what } => write!(f, "rank {rank} could not {what} (its own log says why)"),
             UdpSetupError::Inconsistent { rank, detail } => write!(f, "rank {rank} {detail}"),
+            UdpSetupError::MulticastNotDelivered { rank, unheard, missing, group } => write!(
+                f,
+                "rank {rank} joined {group} but heard no probe from rank {unheard} ({missing} rank(s) unheard) within {:?}: \
+                 this network does not deliver the multicast (it drops multicast, snoops IGMP without a querier, or the interface is wrong)",
+                super::probe::PROBE_PATIENCE
+            ),
             UdpSetupError::Exchange(why) => write!(f, "the udp setup exchange failed: {why}"),
         }
     }
@@ -193,6 +207,27 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         return Err(UdpSetupError::PeerFailed { rank, what: "join the multicast group" });
     }
 
+    let wire = Wire {
+        own: own_socket,
+        group_socket,
+        group,
+        addresses: records.iter().map(|record| record.address).collect(),
+        stamp: Stamp { communicator, nonce: leader.nonce, sender: rank as u32 },
+    };
+    let counters = Counters::default();
+    let heard = probe_group(&wire, rank, config.faults.multicast_lost, &counters);
+    let told = match &heard {
+        Ok(heard) => *heard,
+        // Unreadable counts as hearing nobody, so every rank refuses.
+        Err(_) => Heard { missing: size as u32, first_missing: 0 },
+    };
+    let mut reports = vec![0u8; size * Heard::BYTES];
+    exchange.allgather(&told.encode(), &mut reports).map_err(UdpSetupError::Exchange)?;
+    if let Err(why) = &heard {
+        tracing::warn!("udp: rank {rank}: the multicast probe failed: {why}");
+    }
+    judge_probes(&reports, group)?;
+
     let receive_buffer = own_buffer.min(group_buffer);
     if receive_buffer < config.receive_buffer_bytes {
         tracing::info!(
@@ -201,13 +236,6 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         );
     }
     tracing::debug!("udp: rank {rank} of {size} on {} joined {group}", records[rank].address);
-    let wire = Wire {
-        own: own_socket,
-        group_socket,
-        group,
-        addresses: records.iter().map(|record| record.address).collect(),
-        stamp: Stamp { communicator, nonce: leader.nonce, sender: rank as u32 },
-    };
     Ok(UdpTransport {
         rank,
         size,
@@ -216,9 +244,26 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         wire,
         window: (0..words_for(window_len)).map(|_| AtomicU64::new(0)).collect(),
         engine: Mutex::new(Engine::new(rank, size, config)),
-        counters: Counters::default(),
+        counters,
         receive_buffer,
     })
+}
+
+/// The verdict on the probe round, the same on every rank: the first
+/// rank that missed another's probes fails them all.
+fn judge_probes(reports: &[u8], group: SocketAddrV4) -> Result<(), UdpSetupError> {
+    for (rank, bytes) in reports.chunks_exact(Heard::BYTES).enumerate() {
+        let heard = Heard::decode(bytes);
+        if heard.missing > 0 {
+            return Err(UdpSetupError::MulticastNotDelivered {
+                rank,
+                unheard: heard.first_missing as usize,
+                missing: heard.missing as usize,
+                group,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// This rank's own socket, its address, and the receive buffer granted.
@@ -255,7 +300,25 @@ fn judge_records(gathered: &[u8]) -> Result<Vec<Record>, UdpSetupError> {
         }
         records.push(record);
     }
+    if let Some(rank) = loopback_mismatch(&records) {
+        let detail = format!(
+            "is on {} and rank 0 on {}: a loopback address reaches only its own host, so it serves only ranks that all share it",
+            records[rank].address.ip(),
+            records[0].address.ip()
+        );
+        return Err(UdpSetupError::Inconsistent { rank, detail });
+    }
     Ok(records)
+}
+
+/// The first rank whose interface differs from rank 0's when any rank is
+/// on a loopback address (peers elsewhere could never reach it).
+fn loopback_mismatch(records: &[Record]) -> Option<usize> {
+    let leader = *records.first()?.address.ip();
+    if !records.iter().any(|record| record.address.ip().is_loopback()) {
+        return None;
+    }
+    records.iter().position(|record| *record.address.ip() != leader)
 }
 
 #[cfg(test)]
@@ -298,7 +361,27 @@ mod tests {
         assert_eq!(judge_records(&all(&agreeing)).map(|records| records.len()), Ok(2));
         let failed = [record(), Record { opened: false, ..record() }];
         assert_eq!(judge_records(&all(&failed)), Err(UdpSetupError::PeerFailed { rank: 1, what: "open its udp socket" }));
+        let loopback = |host: u8| SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, host), 40_000 + u16::from(host));
+        let all_on_lo = [Record { address: loopback(1), ..record() }, Record { address: loopback(1), nonce: 0, ..record() }];
+        assert_eq!(judge_records(&all(&all_on_lo)).map(|records| records.len()), Ok(2));
+        let one_on_lo = [record(), Record { address: loopback(1), ..record() }, record()];
+        assert!(matches!(judge_records(&all(&one_on_lo)), Err(UdpSetupError::Inconsistent { rank: 1, detail }) if detail.contains("loopback")));
+        let lo_leader = [Record { address: loopback(1), ..record() }, record()];
+        assert!(matches!(judge_records(&all(&lo_leader)), Err(UdpSetupError::Inconsistent { rank: 1, .. })));
         let mixed = [record(), Record { datagram_bytes: 9000, ..record() }];
         assert!(matches!(judge_records(&all(&mixed)), Err(UdpSetupError::Inconsistent { rank: 1, detail }) if detail.contains("9000")));
+    }
+
+    #[test]
+    fn every_rank_reaches_the_same_verdict_on_the_probes() {
+        let group = SocketAddrV4::new(Ipv4Addr::new(239, 78, 1, 2), 24_001);
+        let all = |heard: &[Heard]| heard.iter().flat_map(|heard| heard.encode()).collect::<Vec<u8>>();
+        let fine = Heard { missing: 0, first_missing: 0 };
+        assert_eq!(judge_probes(&all(&[fine, fine, fine]), group), Ok(()));
+        let deaf = Heard { missing: 2, first_missing: 0 };
+        assert_eq!(
+            judge_probes(&all(&[fine, deaf, Heard { missing: 1, first_missing: 1 }]), group),
+            Err(UdpSetupError::MulticastNotDelivered { rank: 1, unheard: 0, missing: 2, group })
+        );
     }
 }

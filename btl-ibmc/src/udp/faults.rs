@@ -86,7 +86,7 @@ mod tests {
 
     #[test]
     fn injected_faults_lose_duplicate_and_reorder_but_never_invent() {
-        let faults = UdpFaults { drop: 0.2, duplicate: 0.2, reorder: 0.3, seed: 7 };
+        let faults = UdpFaults { drop: 0.2, duplicate: 0.2, reorder: 0.3, seed: 7, ..UdpFaults::default() };
         let counters = Counters::default();
         let mut injector = FaultInjector::new(faults, 1);
         let mut out = Vec::new();

@@ -8,6 +8,7 @@
 //! multicast: header, payload                          (kind 1)
 //! data:      header, seq u64, fragment               (kind 2; flags bit 0: last fragment of a record)
 //! ack:       header, next expected seq u64, reported u64   (kind 3; bit i of reported: fragment next + 1 + i arrived)
+//! probe:     header                                  (kind 4; multicast by setup to prove the group delivers)
 //! ```
 //! All integers little-endian. The communicator is the multicast id the
 //! setup derived, the nonce the one rank 0 drew (see `establish`).
@@ -23,6 +24,7 @@ const VERSION: u8 = 1;
 const MULTICAST: u8 = 1;
 const DATA: u8 = 2;
 const ACK: u8 = 3;
+const PROBE: u8 = 4;
 const LAST_FRAGMENT: u8 = 1;
 
 /// Who this communicator is on the wire: stamped on every frame sent,
@@ -39,6 +41,8 @@ pub(crate) enum Body<'a> {
     Multicast(&'a [u8]),
     Data { seq: u64, last: bool, fragment: &'a [u8] },
     Ack { next: u64, reported: u64 },
+    /// Setup's proof that the group delivers; late copies are ignored.
+    Probe,
 }
 
 /// Why a frame was refused.
@@ -76,6 +80,7 @@ pub(crate) fn decode(bytes: &[u8], expected: Stamp) -> Result<Body<'_>, Refusal>
             Ok(Body::Data { seq: u64_at(bytes, HEADER_BYTES), last: flags & LAST_FRAGMENT != 0, fragment: &bytes[DATA_HEADER_BYTES..] })
         }
         ACK if bytes.len() == ACK_BYTES && flags == 0 => Ok(Body::Ack { next: u64_at(bytes, HEADER_BYTES), reported: u64_at(bytes, DATA_HEADER_BYTES) }),
+        PROBE if bytes.len() == HEADER_BYTES && flags == 0 => Ok(Body::Probe),
         _ => Err(Refusal::Malformed),
     }
 }
@@ -99,6 +104,11 @@ pub(crate) fn encode_ack(stamp: Stamp, next: u64, reported: u64, out: &mut Vec<u
     header(stamp, ACK, 0, out);
     out.extend_from_slice(&next.to_le_bytes());
     out.extend_from_slice(&reported.to_le_bytes());
+}
+
+/// Replaces `out` with a probe frame.
+pub(crate) fn encode_probe(stamp: Stamp, out: &mut Vec<u8>) {
+    header(stamp, PROBE, 0, out);
 }
 
 fn header(stamp: Stamp, kind: u8, flags: u8, out: &mut Vec<u8>) {
@@ -142,6 +152,10 @@ mod tests {
         assert_eq!(decode(&bytes, STAMP), Ok(Body::Data { seq: 7, last: false, fragment: b"x" }));
         encode_ack(STAMP, 42, 0b101, &mut bytes);
         assert_eq!(decode(&bytes, STAMP), Ok(Body::Ack { next: 42, reported: 0b101 }));
+        encode_probe(STAMP, &mut bytes);
+        assert_eq!(decode(&bytes, STAMP), Ok(Body::Probe));
+        bytes.push(0);
+        assert_eq!(decode(&bytes, STAMP), Err(Refusal::Malformed), "a probe with a body");
     }
 
     #[test]

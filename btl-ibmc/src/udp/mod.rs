@@ -23,6 +23,7 @@ mod establish;
 mod faults;
 mod frame;
 mod interface;
+mod probe;
 mod reliable;
 mod socket;
 mod source;
@@ -119,6 +120,18 @@ impl UdpTransport {
     #[cfg(test)]
     pub(crate) fn send_raw(&self, to: SocketAddrV4, bytes: &[u8]) {
         self.wire.own.send_to(bytes, to).expect("a raw test datagram could not be sent");
+    }
+
+    /// Test hook: throws away whatever waits on this rank's own socket,
+    /// as if it had been lost on the way.
+    #[cfg(test)]
+    pub(crate) fn lose_waiting_unicast(&self) -> usize {
+        let mut buffer = vec![0u8; frame::MAX_UDP_PAYLOAD + 1];
+        let mut lost = 0;
+        while let Ok(Some(_)) = socket::receive(&self.wire.own, &mut buffer) {
+            lost += 1;
+        }
+        lost
     }
 
     #[cfg(test)]
@@ -321,15 +334,22 @@ impl PeerReads for UdpTransport {}
 /// not acknowledged: the last put of a closing barrier may have been lost
 /// on its way to a peer that is still waiting for it. Long enough for the
 /// backed-off retransmissions of a fragment lost several times over (20,
-/// 40, ... 1280 ms after the first send), short enough that a peer that
-/// left first (its last ACK lost) does not hold up the rest for long.
+/// 40, ... 1280 ms after the first send). A peer that left first with its
+/// last ACK lost does not hold it up: its farewell ACKs end the wait.
+/// Only data the peer never received (it left without it) costs the
+/// whole linger, as nobody is left to acknowledge it.
 const LINGER: Duration = Duration::from_secs(3);
+
+/// Copies of its cumulative ACK a closing rank sends each peer that sent
+/// it anything: all of them lost is as unlikely as a fragment lost thrice.
+const FAREWELL_ACKS: usize = 3;
 
 impl Drop for UdpTransport {
     fn drop(&mut self) {
         if let Err(why) = self.flush_within(Some(LINGER)) {
             tracing::info!("udp: rank {} closed with reliable fragments unacknowledged: {why}", self.rank);
         }
+        lock(&self.engine).send_farewell_acks(&self.context(), FAREWELL_ACKS);
         let stats = self.stats();
         if stats.refused() > 0 {
             tracing::info!(

@@ -71,8 +71,9 @@ pub(crate) fn receive(socket: &UdpSocket, buffer: &mut [u8]) -> io::Result<Optio
         let error = io::Error::last_os_error();
         return match error.kind() {
             io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
-            // An ICMP error a previous send earned (port unreachable):
-            // reported on the next call, it says nothing about this one.
+            // An ICMP error of an earlier send. Linux reports these on an
+            // unconnected UDP socket only with IP_RECVERR (not set), so a
+            // peer's closed port is never noticed this way here.
             io::ErrorKind::ConnectionRefused => Ok(None),
             _ => Err(error),
         };

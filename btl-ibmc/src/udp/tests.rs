@@ -10,16 +10,27 @@ use super::frame::{Stamp, encode_ack, encode_data, encode_multicast};
 use super::socket::{open_group, open_own, receive};
 use super::{UdpConfig, UdpFaults, UdpStats, UdpTransport, establish};
 use crate::fabric::{Fabric, FabricConfig, FabricEndpoint};
+use crate::poison::lock;
 use crate::rmcast::{ReliableMulticast, RmcastConfig, region_len};
 use crate::selected::SelectedTransport;
 use crate::test_support::{PATIENCE, assert_rejects_bad_access, pattern, run_with, test_seed};
 use crate::transport::{Datagrams, Endpoint, ReliableChannel, Windows};
 use crate::wait::{WaitPolicy, wait_at_least};
 
+/// A group and port of the tests' range picked from `seed`, so that two
+/// test runs side by side on one machine (two `make check`) do not share
+/// one, and no test depends on a fixed address.
+fn group_from_seed(seed: u64) -> SocketAddrV4 {
+    let mixed = crate::rng::splitmix64(seed);
+    SocketAddrV4::new(Ipv4Addr::new(239, 78, (mixed >> 8) as u8, mixed as u8), 24_000 + ((mixed >> 16) % 1000) as u16)
+}
+
 /// Why multicast on `lo` does not work here, if it does not: a group
-/// socket and a sender of our own, one datagram, two seconds.
+/// socket and a sender of our own, one datagram carrying a random token
+/// (nothing another run sends can pass for it), two seconds.
 fn loopback_multicast_refusal() -> Option<String> {
-    let group = SocketAddrV4::new(Ipv4Addr::new(239, 78, 255, 254), 24_999);
+    let token = crate::multicast_group::random_nonce();
+    let group = group_from_seed(token);
     let (receiver, _) = match open_group(group, Ipv4Addr::LOCALHOST, 1 << 16) {
         Ok(socket) => socket,
         Err(error) => return Some(format!("joining {group} on lo: {error}")),
@@ -31,11 +42,11 @@ fn loopback_multicast_refusal() -> Option<String> {
     let started = Instant::now();
     let mut buffer = [0u8; 64];
     while started.elapsed() < Duration::from_secs(2) {
-        if let Err(error) = sender.send_to(b"probe", group) {
+        if let Err(error) = sender.send_to(&token.to_le_bytes(), group) {
             return Some(format!("sending to {group} through lo: {error}"));
         }
         match receive(&receiver, &mut buffer) {
-            Ok(Some((5, _))) if &buffer[..5] == b"probe" => return None,
+            Ok(Some((8, _))) if buffer[..8] == token.to_le_bytes() => return None,
             Ok(_) => std::thread::sleep(Duration::from_millis(20)),
             Err(error) => return Some(format!("receiving on {group}: {error}")),
         }
@@ -130,6 +141,7 @@ fn multicast_reaches_every_other_rank() {
 
 #[test]
 fn the_reliable_channel_and_puts_deliver_in_order_under_injected_faults() {
+    skip_without_loopback_multicast!("the_reliable_channel_and_puts_deliver_in_order_under_injected_faults");
     const SIZE: usize = 3;
     const MESSAGES: usize = 40;
     const SLOT: usize = 3000;
@@ -196,6 +208,7 @@ fn the_reliable_channel_and_puts_deliver_in_order_under_injected_faults() {
 
 #[test]
 fn bad_window_accesses_are_refused_before_anything_is_sent() {
+    skip_without_loopback_multicast!("bad_window_accesses_are_refused_before_anything_is_sent");
     let config = loopback_config(test_seed(), UdpFaults::default());
     let done = AtomicUsize::new(0);
     run_with(establish_all(2, 128, &config), |_, (_, transport)| {
@@ -382,6 +395,7 @@ fn a_burst_of_a_thousand_full_datagrams_fits_the_raised_receive_buffer() {
 
 #[test]
 fn a_closing_rank_lingers_until_its_last_messages_are_acknowledged() {
+    skip_without_loopback_multicast!("a_closing_rank_lingers_until_its_last_messages_are_acknowledged");
     const MESSAGES: usize = 20;
     let seed = test_seed();
     let config = loopback_config(seed, UdpFaults { drop: 0.3, ..UdpFaults::default() });
@@ -420,11 +434,22 @@ fn two_communicators_forced_onto_one_group_and_port_see_only_their_own_datagrams
     const PER_RANK: usize = 10;
     let seed = test_seed();
     // A one-address range and a one-port range: every communicator lands
-    // on the same group and port, as colliding ids would put them.
-    let config = UdpConfig { multicast_prefix_len: 32, port_base: 24_998, port_count: 1, ..loopback_config(seed, UdpFaults::default()) };
+    // on the same group and port, as colliding ids would put them. Which
+    // one comes from the seed: another run's traffic cannot reach it.
+    let forced = group_from_seed(seed ^ 0x5EED);
+    let config = UdpConfig {
+        multicast_base: *forced.ip(),
+        multicast_prefix_len: 32,
+        port_base: forced.port(),
+        port_count: 1,
+        ..loopback_config(seed, UdpFaults::default())
+    };
     let first = establish_all(2, 64, &config);
     let second = establish_all(2, 64, &config);
-    assert_eq!(first[0].1.group(), second[0].1.group());
+    assert_eq!((first[0].1.group(), second[0].1.group()), (forced, forced));
+    // The second's setup probes reached the first's group sockets: they
+    // are strangers to it, counted before the test's own traffic.
+    let before: Vec<u64> = first.iter().map(|(_, a)| pump_until(a, 0, UdpStats::refused).strangers_dropped).collect();
     let pairs: Vec<_> = first.into_iter().zip(second).map(|((_, a), (_, b))| (a, b)).collect();
     let done = AtomicUsize::new(0);
     let stats = run_with(pairs, |rank, (a, b)| {
@@ -461,6 +486,83 @@ fn two_communicators_forced_onto_one_group_and_port_see_only_their_own_datagrams
     });
     for (rank, (a, b)) in stats.iter().enumerate() {
         // Each group socket also heard the other communicator's two ranks.
-        assert_eq!((a.strangers_dropped, b.strangers_dropped), (2 * PER_RANK as u64, 2 * PER_RANK as u64), "seed {seed}: rank {rank}: {a:?} {b:?}");
+        let strangers = (a.strangers_dropped - before[rank], b.strangers_dropped);
+        assert_eq!(strangers, (2 * PER_RANK as u64, 2 * PER_RANK as u64), "seed {seed}: rank {rank}: {a:?} {b:?}");
     }
+}
+
+#[test]
+fn setup_refuses_on_every_rank_a_group_that_does_not_deliver() {
+    skip_without_loopback_multicast!("setup_refuses_on_every_rank_a_group_that_does_not_deliver");
+    const SIZE: usize = 3;
+    const DEAF: usize = 2;
+    let config = loopback_config(test_seed(), UdpFaults::default());
+    // Rank 2 joins as every rank does, but nothing on the group reaches
+    // it: a network that drops multicast, or IGMP snooping without a querier.
+    let verdicts = run_with(Fabric::new(SIZE, 8, FabricConfig::default()), |rank, exchange| {
+        let faults = UdpFaults { multicast_lost: rank == DEAF, ..config.faults };
+        let started = Instant::now();
+        let verdict = establish(&exchange, rank, SIZE, 64, &UdpConfig { faults, ..config.clone() }).map(|_| ());
+        (verdict, started.elapsed())
+    });
+    for (rank, (verdict, took)) in verdicts.iter().enumerate() {
+        let group = match verdict {
+            Err(super::UdpSetupError::MulticastNotDelivered { rank: DEAF, unheard: 0, missing: 2, group }) => *group,
+            other => panic!("rank {rank}: setup over a group that delivers nothing to rank {DEAF} gave {other:?}"),
+        };
+        assert!(group.ip().is_multicast(), "rank {rank}: {group}");
+        assert!(verdict.as_ref().unwrap_err().to_string().contains("does not deliver"), "rank {rank}: {verdict:?}");
+        assert!(*took < PATIENCE, "rank {rank}: the verdict took {took:?}");
+    }
+}
+
+#[test]
+fn a_clean_close_whose_last_ack_was_lost_does_not_linger() {
+    skip_without_loopback_multicast!("a_clean_close_whose_last_ack_was_lost_does_not_linger");
+    const MESSAGES: usize = 5;
+    let seed = test_seed();
+    let config = loopback_config(seed, UdpFaults::default());
+    // 0: rank 1 has every message; 1: rank 0 lost rank 1's ACKs; 2: rank 1 closed.
+    let phase = AtomicUsize::new(0);
+    let wait_for = |wanted: usize| {
+        let started = Instant::now();
+        while phase.load(Ordering::Acquire) < wanted {
+            assert!(started.elapsed() < PATIENCE, "seed {seed}: phase {wanted} never came");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    let closing = run_with(establish_all(2, 64, &config), |rank, (_, transport)| {
+        if rank == 1 {
+            let (mut message, started) = (Vec::new(), Instant::now());
+            for index in 0..MESSAGES {
+                while transport.poll_reliable(&mut message).is_none() {
+                    assert!(started.elapsed() < PATIENCE, "seed {seed}: message {index} never came");
+                    std::thread::yield_now();
+                }
+                assert!(message == pattern(tag(0, 1, index), 100), "seed {seed}: message {index} wrong");
+            }
+            transport.progress();
+            phase.store(1, Ordering::Release);
+            wait_for(2);
+            drop(transport);
+            phase.store(3, Ordering::Release);
+            return Duration::ZERO;
+        }
+        for index in 0..MESSAGES {
+            transport.send_reliable(1, &pattern(tag(0, 1, index), 100)).expect("send_reliable");
+        }
+        wait_for(1);
+        // Every ACK rank 1 sent is in rank 0's socket (loopback delivers
+        // within the send): losing them all leaves rank 0 unanswered.
+        assert!(transport.lose_waiting_unicast() > 0, "seed {seed}: rank 1 sent no ACK");
+        assert!(transport.stats().acks_sent == 0 && lock(&transport.engine).outgoing[1].unacknowledged() > 0);
+        phase.store(2, Ordering::Release);
+        wait_for(3);
+        let started = Instant::now();
+        drop(transport);
+        started.elapsed()
+    });
+    // Without rank 1's farewell ACKs rank 0 retransmits to a closed port
+    // for the whole LINGER (3 s).
+    assert!(closing[0] < Duration::from_secs(1), "seed {seed}: rank 0 took {:?} to close", closing[0]);
 }

@@ -1,0 +1,125 @@
+//! Setup's last step: proof that the group actually delivers. A
+//! successful join only says that this host sent its IGMP report; a
+//! network that drops multicast (many clouds), a switch snooping IGMP
+//! without a querier, or the wrong interface would let setup succeed and
+//! the first bcast wait until the fault timeout, or forever. So every
+//! rank multicasts probe frames and listens on the group until it has
+//! heard every other rank; the ranks then compare notes (`establish`) and
+//! all refuse the transport if any rank missed any other.
+//!
+//! Every rank joined before the allgather that precedes this step, so a
+//! probe sent now reaches every group socket, even one whose rank is
+//! still on its way here. No other traffic can reach the group yet: a
+//! rank leaves setup only after the verdict allgather that follows.
+
+use std::time::{Duration, Instant};
+
+use super::engine::{Wire, send_frame};
+use super::frame::{self, Body, Refusal};
+use super::socket::receive;
+use super::source::{Origin, origin};
+use super::stats::Counters;
+
+/// Time between a rank's probes.
+const PROBE_INTERVAL: Duration = Duration::from_millis(10);
+/// Probes every rank sends however soon it hears the others: a peer
+/// that has not heard this rank yet still has a few chances.
+const LEAST_PROBES: usize = 5;
+/// How long a rank listens for the others' probes before it gives up. A
+/// healthy group answers within milliseconds; the margin is for ranks
+/// that leave the previous allgather late on a loaded node.
+pub(crate) const PROBE_PATIENCE: Duration = Duration::from_secs(2);
+
+/// What a rank heard of the others' probes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Heard {
+    /// Ranks whose probe never arrived.
+    pub(crate) missing: u32,
+    /// The lowest of them (meaningless when none).
+    pub(crate) first_missing: u32,
+}
+
+impl Heard {
+    pub(crate) const BYTES: usize = 8;
+
+    pub(crate) fn encode(self) -> [u8; Self::BYTES] {
+        let mut bytes = [0u8; Self::BYTES];
+        bytes[..4].copy_from_slice(&self.missing.to_le_bytes());
+        bytes[4..].copy_from_slice(&self.first_missing.to_le_bytes());
+        bytes
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Heard {
+        let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or([0; 4]));
+        Heard { missing: word(0), first_missing: word(4) }
+    }
+}
+
+/// Multicasts this rank's probes and listens on the group until every
+/// other rank was heard (and at least `LEAST_PROBES` went out) or
+/// `PROBE_PATIENCE` ran out. `deaf` (a test hook: a network that drops
+/// multicast) throws away everything the group socket receives. Strays
+/// are counted as the engine counts them.
+pub(crate) fn probe_group(wire: &Wire, rank: usize, deaf: bool, counters: &Counters) -> Result<Heard, String> {
+    let size = wire.addresses.len();
+    let mut heard = vec![false; size];
+    heard[rank] = true;
+    let mut probe = Vec::new();
+    frame::encode_probe(wire.stamp, &mut probe);
+    let mut buffer = vec![0u8; frame::MAX_UDP_PAYLOAD + 1];
+    let started = Instant::now();
+    let (mut sent, mut next_send) = (0, started);
+    loop {
+        let now = Instant::now();
+        let all_heard = heard.iter().all(|&heard| heard);
+        if (all_heard && sent >= LEAST_PROBES) || now.duration_since(started) >= PROBE_PATIENCE {
+            break;
+        }
+        if now >= next_send {
+            send_frame(&wire.own, &probe, wire.group)?;
+            sent += 1;
+            next_send = now + PROBE_INTERVAL;
+        }
+        let mut took_any = false;
+        while let Some((len, from)) = receive(&wire.group_socket, &mut buffer).map_err(|error| format!("receiving on the group socket: {error}"))? {
+            took_any = true;
+            if !deaf {
+                judge_probe(wire, rank, &buffer[..len.min(buffer.len())], len <= buffer.len(), from, counters, &mut heard);
+            }
+        }
+        if !took_any {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let missing: Vec<usize> = (0..size).filter(|&peer| !heard[peer]).collect();
+    Ok(Heard { missing: missing.len() as u32, first_missing: missing.first().map_or(0, |&peer| peer as u32) })
+}
+
+fn judge_probe(wire: &Wire, rank: usize, bytes: &[u8], whole: bool, from: std::net::SocketAddrV4, counters: &Counters, heard: &mut [bool]) {
+    let Some(claimed) = frame::claimed_sender(bytes).filter(|_| whole) else {
+        return Counters::bump(&counters.malformed_dropped);
+    };
+    let sender = match origin(claimed, from, rank, &wire.addresses) {
+        Origin::Rank(sender) => sender,
+        Origin::OwnCopy => return,
+        Origin::Stranger => return Counters::bump(&counters.strangers_dropped),
+    };
+    match frame::decode(bytes, wire.stamp) {
+        Ok(Body::Probe) => heard[sender] = true,
+        Err(Refusal::WrongJob) => Counters::bump(&counters.wrong_job_dropped),
+        // Nothing else of this communicator can be on the group yet.
+        Ok(_) | Err(Refusal::Malformed) => Counters::bump(&counters.malformed_dropped),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_rank_heard_round_trips() {
+        for heard in [Heard { missing: 0, first_missing: 0 }, Heard { missing: 3, first_missing: u32::MAX - 1 }] {
+            assert_eq!(Heard::decode(&heard.encode()), heard);
+        }
+    }
+}
