@@ -25,7 +25,9 @@ pub fn group_in_range(base: Ipv4Addr, prefix_len: u8, id: u32) -> Ipv4Addr {
 }
 
 /// A communicator's multicast nonce: 64 bits from the kernel's random
-/// source, so no one outside the communicator can guess it. Rank 0 must
+/// source, so a sender that never saw the communicator's traffic cannot
+/// guess it. It is no secret: frames carry it in clear, so anyone who can
+/// read the link can copy it (docs/udp-transport.md says what that means). Rank 0 must
 /// still take part in the setup exchange if that fails, so it then falls
 /// back to a value that at least differs between communicators and runs.
 pub(crate) fn random_nonce() -> u64 {

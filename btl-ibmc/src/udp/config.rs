@@ -1,7 +1,7 @@
 //! What a communicator asks of the udp backend: where its group lives, on
 //! which interface, how big its datagrams and socket buffers are, how the
-//! reliable channel retransmits, and (tests, `make check-udp`) which
-//! faults to inject.
+//! reliable channel retransmits, and (tests; the planned `make check-udp`)
+//! which faults to inject.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
@@ -43,8 +43,9 @@ pub struct UdpConfig {
     /// towards one peer.
     pub reliable_window: usize,
     /// When no ACK from a peer has advanced for this long, the oldest
-    /// fragments it has not acknowledged go again; the wait doubles while
-    /// the peer stays silent (up to 64 times, at most 2 s).
+    /// fragments it has not acknowledged go again; the wait doubles at
+    /// each expiry while the peer stays silent, at most six times (×64,
+    /// 1.28 s from the default 20 ms), and never exceeds 2 s.
     pub retransmit_after: Duration,
     /// Faults injected on receipt, before anything is checked; off by default.
     pub faults: UdpFaults,

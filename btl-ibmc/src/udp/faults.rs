@@ -1,4 +1,4 @@
-//! The receive-side fault injection of tests and `make check-udp`: each
+//! The receive-side fault injection of tests (and the planned `make check-udp`): each
 //! arriving datagram is lost, duplicated or held back behind later ones,
 //! on a seeded schedule, before the endpoint looks at it. Held datagrams
 //! come out once enough later ones have passed, or at the end of a burst

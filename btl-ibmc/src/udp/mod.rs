@@ -10,7 +10,9 @@
 //! drew at setup and the sender's rank (`frame`); a frame is believed only
 //! if it came from the socket address that rank announced at setup
 //! (`source`). Everything else is dropped and counted ([`UdpStats`]),
-//! never delivered and never an error.
+//! never delivered and never an error. These checks stop accidents and
+//! blind senders, not a host on the same link: the nonce is in clear and
+//! a source address can be forged there (docs/udp-transport.md).
 //!
 //! Puts are emulated: the target sees them only when it takes in traffic
 //! (its polls, waits and `progress`), which every wait of this crate does
