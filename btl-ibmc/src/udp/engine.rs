@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::faults::{Arrival, FaultInjector};
 use super::frame::{self, Body, Refusal, Stamp};
 use super::reliable::{Incoming, Outgoing, Receipt};
-use super::source::{Origin, origin};
+use super::source::{Origin, origin, unreadable_counter};
 use super::stats::Counters;
 use super::UdpConfig;
 use crate::transport::TransportError;
@@ -130,7 +130,7 @@ impl Engine {
                 continue;
             }
             if len > buffer.len() {
-                Counters::bump(&cx.counters.malformed_dropped);
+                Counters::bump(unreadable_counter(cx.counters, from, &cx.wire.addresses));
                 continue;
             }
             match &mut self.faults {
@@ -154,7 +154,7 @@ impl Engine {
     fn handle(&mut self, cx: &Context, bytes: &[u8], from: SocketAddrV4, to_group: bool) {
         let counters = cx.counters;
         let Some(claimed) = frame::claimed_sender(bytes) else {
-            return Counters::bump(&counters.malformed_dropped);
+            return Counters::bump(unreadable_counter(counters, from, &cx.wire.addresses));
         };
         let rank = match origin(claimed, from, cx.rank, &cx.wire.addresses) {
             Origin::Rank(rank) => rank,

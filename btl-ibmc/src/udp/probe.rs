@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use super::engine::{Wire, send_frame};
 use super::frame::{self, Body, Refusal};
 use super::socket::receive;
-use super::source::{Origin, origin};
+use super::source::{Origin, origin, unreadable_counter};
 use super::stats::Counters;
 
 /// Time between a rank's probes.
@@ -97,7 +97,7 @@ pub(crate) fn probe_group(wire: &Wire, rank: usize, deaf: bool, counters: &Count
 
 fn judge_probe(wire: &Wire, rank: usize, bytes: &[u8], whole: bool, from: std::net::SocketAddrV4, counters: &Counters, heard: &mut [bool]) {
     let Some(claimed) = frame::claimed_sender(bytes).filter(|_| whole) else {
-        return Counters::bump(&counters.malformed_dropped);
+        return Counters::bump(unreadable_counter(counters, from, &wire.addresses));
     };
     let sender = match origin(claimed, from, rank, &wire.addresses) {
         Origin::Rank(sender) => sender,

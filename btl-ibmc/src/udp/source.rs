@@ -4,6 +4,9 @@
 //! socket addresses exchanged at setup.
 
 use std::net::SocketAddrV4;
+use std::sync::atomic::AtomicU64;
+
+use super::stats::Counters;
 
 /// What to make of a datagram that claims to come from rank `claimed`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +28,14 @@ pub(crate) fn origin(claimed: u32, from: SocketAddrV4, me: usize, addresses: &[S
     }
 }
 
+/// The counter for a datagram too broken to name its sender (no header,
+/// or longer than any frame): malformed only when it came from one of
+/// this communicator's sockets (a bug of ours), a stranger's otherwise.
+/// So what other jobs or runs send never counts as this job's malformed.
+pub(crate) fn unreadable_counter<'a>(counters: &'a Counters, from: SocketAddrV4, addresses: &[SocketAddrV4]) -> &'a AtomicU64 {
+    if addresses.contains(&from) { &counters.malformed_dropped } else { &counters.strangers_dropped }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +53,15 @@ mod tests {
         assert_eq!(origin(2, at(3, 5000), 0, &addresses), Origin::Stranger, "another host, same port");
         assert_eq!(origin(3, at(2, 5000), 0, &addresses), Origin::Stranger, "no such rank");
         assert_eq!(origin(u32::MAX, at(2, 5000), 0, &addresses), Origin::Stranger);
+    }
+
+    #[test]
+    fn unreadable_datagrams_are_malformed_only_from_a_ranks_socket() {
+        let at = |host: u8, port: u16| SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, host), port);
+        let addresses = [at(1, 5000), at(2, 5000)];
+        let counters = Counters::default();
+        assert!(std::ptr::eq(unreadable_counter(&counters, at(2, 5000), &addresses), &counters.malformed_dropped));
+        assert!(std::ptr::eq(unreadable_counter(&counters, at(2, 5001), &addresses), &counters.strangers_dropped));
+        assert!(std::ptr::eq(unreadable_counter(&counters, at(3, 5000), &addresses), &counters.strangers_dropped));
     }
 }

@@ -14,12 +14,15 @@ pub struct UdpStats {
     pub acks_sent: u64,
     /// Reliable fragments that had arrived already, dropped.
     pub duplicates_dropped: u64,
-    /// Frames whose source address and port are not those of the rank
-    /// they name (from outside the job, or a rank posing as another).
+    /// Datagrams whose source address and port are not those of the rank
+    /// they name (from outside the job, or a rank posing as another), and
+    /// datagrams too broken to name one from anywhere but a rank's socket:
+    /// all that other jobs, runs or hosts can make this rank count.
     pub strangers_dropped: u64,
     /// Frames from a rank's address stamped with another communicator or nonce.
     pub wrong_job_dropped: u64,
-    /// Datagrams that are no frame of this backend.
+    /// Datagrams from a rank's address that are no frame of this backend
+    /// or that it would never send (a fragment beyond the window included).
     pub malformed_dropped: u64,
     /// Puts a peer aimed outside this rank's window (a peer's bug), dropped.
     pub bad_puts_dropped: u64,
@@ -33,7 +36,13 @@ pub struct UdpStats {
 impl UdpStats {
     /// Every frame refused because of where it came from or what it held.
     pub fn refused(&self) -> u64 {
-        self.strangers_dropped + self.wrong_job_dropped + self.malformed_dropped + self.bad_puts_dropped
+        self.strangers_dropped + self.refused_from_ranks()
+    }
+
+    /// Refusals of what came from this communicator's own sockets: a bug
+    /// or a stale communicator, never another job's or run's traffic.
+    pub fn refused_from_ranks(&self) -> u64 {
+        self.wrong_job_dropped + self.malformed_dropped + self.bad_puts_dropped
     }
 }
 

@@ -135,7 +135,8 @@ fn multicast_reaches_every_other_rank() {
         transport.stats()
     });
     for (rank, stats) in stats.iter().enumerate() {
-        assert_eq!((stats.multicast_sent, stats.refused()), (PER_RANK as u64, 0), "rank {rank}: {stats:?}");
+        // Strangers are not asserted: they are what another run can send.
+        assert_eq!((stats.multicast_sent, stats.refused_from_ranks()), (PER_RANK as u64, 0), "rank {rank}: {stats:?}");
     }
 }
 
@@ -202,7 +203,7 @@ fn the_reliable_channel_and_puts_deliver_in_order_under_injected_faults() {
     assert!(total.injected_drops > 0 && total.injected_duplicates > 0 && total.injected_reorders > 0, "seed {seed}: {total:?}");
     assert!(total.retransmissions > 0 && total.duplicates_dropped > 0, "seed {seed}: losses never repaired? {total:?}");
     for (rank, stats) in stats.iter().enumerate() {
-        assert_eq!(stats.refused(), 0, "seed {seed}: rank {rank} refused genuine traffic: {stats:?}");
+        assert_eq!(stats.refused_from_ranks(), 0, "seed {seed}: rank {rank} refused genuine traffic: {stats:?}");
     }
 }
 
@@ -253,7 +254,8 @@ fn stray_datagrams_are_dropped_and_counted_and_change_nothing() {
     from_outside(group, &frame);
     encode_data(genuine, 0, true, &[0, 1, 2], &mut frame);
     from_outside(port_of_zero, &frame);
-    // From outside, not even frames: malformed.
+    // From outside, not even frames: strangers too (only a rank's own
+    // socket can earn this rank a malformed count).
     from_outside(group, b"junk!");
     from_outside(port_of_zero, &frame[..20]);
     // From rank 1's own socket: another job's or communicator's frames,
@@ -273,15 +275,21 @@ fn stray_datagrams_are_dropped_and_counted_and_change_nothing() {
     encode_data(genuine, 0, true, &[], &mut frame);
     one.send_raw(port_of_zero, &frame);
 
+    // Exact where only this test's sockets can send (wrong job and
+    // malformed come from rank 1's); strangers at least the five above
+    // (the outsider's four, rank 1 posing as rank 0), as another run's
+    // strays would count there too.
     let stats = pump_until(&zero, 10, UdpStats::refused);
-    assert_eq!((stats.strangers_dropped, stats.wrong_job_dropped, stats.malformed_dropped), (3, 2, 5), "{stats:?}");
+    assert_eq!((stats.wrong_job_dropped, stats.malformed_dropped), (2, 3), "{stats:?}");
+    assert!(stats.strangers_dropped >= 5, "{stats:?}");
     let mut out = Vec::new();
     assert_eq!(zero.poll_multicast(&mut out), None, "a stray multicast was delivered");
     assert_eq!(zero.poll_reliable(&mut out), None, "a stray message was delivered");
     assert!(zero.health().is_ok() && one.health().is_ok());
     // Rank 1 saw the outsider's two on the group; its own frames are its own copies.
     let seen_by_one = pump_until(&one, 2, UdpStats::refused);
-    assert_eq!((seen_by_one.strangers_dropped, seen_by_one.malformed_dropped, seen_by_one.wrong_job_dropped), (1, 1, 0), "{seen_by_one:?}");
+    assert_eq!(seen_by_one.refused_from_ranks(), 0, "{seen_by_one:?}");
+    assert!(seen_by_one.strangers_dropped >= 2, "{seen_by_one:?}");
 
     // Genuine traffic still flows, in full, and nothing more is refused.
     one.multicast(b"hello").expect("multicast");
@@ -300,7 +308,7 @@ fn stray_datagrams_are_dropped_and_counted_and_change_nothing() {
     }
     assert_eq!(multicast, Some((1, b"hello".to_vec())));
     assert_eq!(reliable, Some((1, b"world".to_vec())));
-    assert_eq!(zero.stats().refused(), 10);
+    assert_eq!(zero.stats().refused_from_ranks(), 5);
 }
 
 #[test]
@@ -355,7 +363,7 @@ fn reliable_multicast_bcasts_over_udp_with_injected_loss() {
         stats.iter().map(|(_, udp)| udp.retransmissions).sum::<u64>()
     );
     for (rank, (rmcast, udp)) in stats.iter().enumerate() {
-        assert_eq!((rmcast.frames_rejected, udp.refused()), (0, 0), "seed {seed}: rank {rank}: {rmcast:?} {udp:?}");
+        assert_eq!((rmcast.frames_rejected, udp.refused_from_ranks()), (0, 0), "seed {seed}: rank {rank}: {rmcast:?} {udp:?}");
     }
 }
 
