@@ -103,6 +103,12 @@ impl UdpConfig {
         if self.multicast_prefix_len < 4 || self.multicast_prefix_len > 32 {
             return Some(format!("the multicast prefix length {} is outside 4..=32 (224.0.0.0/4 is all of IPv4 multicast)", self.multicast_prefix_len));
         }
+        if let Some(reserved) = self.reserved_overlap() {
+            return Some(format!(
+                "the multicast range {}/{} overlaps {reserved}, which is not for application data (use a range inside 239.0.0.0/8)",
+                self.multicast_base, self.multicast_prefix_len
+            ));
+        }
         if self.port_base == 0 || self.port_count == 0 || u32::from(self.port_base) + u32::from(self.port_count) > 65_536 {
             return Some(format!("the port range {}+{} is not inside 1..=65535", self.port_base, self.port_count));
         }
@@ -133,6 +139,26 @@ impl UdpConfig {
             return Some("an injected drop probability of 1 loses everything".into());
         }
         None
+    }
+
+    /// The reserved block the group range overlaps, if any: the link-local
+    /// control block (224.0.0.1 is every host, 224.0.0.251 mDNS, ...),
+    /// which a bcast would flood, and source-specific multicast, which an
+    /// any-source join does not get.
+    fn reserved_overlap(&self) -> Option<&'static str> {
+        const RESERVED: [(Ipv4Addr, u8, &str); 2] = [
+            (Ipv4Addr::new(224, 0, 0, 0), 24, "224.0.0.0/24 (link-local control)"),
+            (Ipv4Addr::new(232, 0, 0, 0), 8, "232.0.0.0/8 (source-specific multicast)"),
+        ];
+        let span = |base: Ipv4Addr, prefix: u8| {
+            let host = u32::MAX.checked_shr(u32::from(prefix)).unwrap_or(0);
+            (u32::from(base) & !host, u32::from(base) | host)
+        };
+        let (first, last) = span(self.multicast_base, self.multicast_prefix_len);
+        RESERVED.iter().find_map(|&(base, prefix, name)| {
+            let (reserved_first, reserved_last) = span(base, prefix);
+            (first <= reserved_last && reserved_first <= last).then_some(name)
+        })
     }
 
     /// The group of the communicator whose multicast id is `id`.
@@ -173,6 +199,16 @@ mod tests {
         let problem = |config: UdpConfig| config.problem().unwrap_or_default();
         assert!(problem(UdpConfig { multicast_base: Ipv4Addr::new(10, 0, 0, 0), ..UdpConfig::default() }).contains("not an IPv4 multicast"));
         assert!(problem(UdpConfig { port_base: 65_000, port_count: 1000, ..UdpConfig::default() }).contains("port range"));
+        let range = |octets: [u8; 4], prefix: u8| UdpConfig { multicast_base: Ipv4Addr::from(octets), multicast_prefix_len: prefix, ..UdpConfig::default() };
+        // 224.0.0.0/16 would derive 224.0.0.1 (all hosts) and 224.0.0.251 (mDNS).
+        assert!(problem(range([224, 0, 0, 0], 16)).contains("link-local"));
+        assert!(problem(range([224, 0, 0, 251], 32)).contains("link-local"));
+        assert!(problem(range([224, 0, 0, 0], 4)).contains("224.0.0.0/24"));
+        assert!(problem(range([232, 1, 0, 0], 16)).contains("source-specific"));
+        assert!(problem(range([232, 0, 0, 0], 5)).contains("source-specific"), "232/5 spans 232..239");
+        for fine in [range([224, 0, 1, 0], 24), range([239, 0, 0, 0], 8), range([233, 0, 0, 0], 8), range([231, 255, 255, 255], 32)] {
+            assert_eq!(fine.problem(), None, "{}/{}", fine.multicast_base, fine.multicast_prefix_len);
+        }
         assert!(problem(UdpConfig { datagram_bytes: 10, ..UdpConfig::default() }).contains("datagram_bytes"));
         assert!(problem(UdpConfig { datagram_bytes: 70_000, ..UdpConfig::default() }).contains("datagram_bytes"));
         assert!(problem(UdpConfig { ttl: 0, ..UdpConfig::default() }).contains("TTL"));
