@@ -61,6 +61,9 @@ pub struct UdpTransport {
     wire: Wire,
     window: Box<[AtomicU64]>,
     engine: Mutex<Engine>,
+    /// Held for a whole record: fragments of two threads' records to one
+    /// peer must not interleave, as the receiver joins them in order.
+    sending_record: Mutex<()>,
     counters: Counters,
     /// The smaller of the two sockets' granted receive buffers.
     receive_buffer: usize,
@@ -158,6 +161,7 @@ impl UdpTransport {
     /// Sends a record to `peer` reliably, fragment by fragment, each
     /// waiting (taking in traffic meanwhile) for room in the pair's window.
     fn send_record(&self, peer: usize, record: &[u8]) -> Result<(), TransportError> {
+        let _whole_record = lock(&self.sending_record);
         let fragments = record.len().div_ceil(self.fragment_bytes()).max(1);
         for (index, fragment) in record.chunks(self.fragment_bytes()).enumerate() {
             let last = index + 1 == fragments;

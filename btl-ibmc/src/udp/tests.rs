@@ -574,3 +574,48 @@ fn a_clean_close_whose_last_ack_was_lost_does_not_linger() {
     // for the whole LINGER (3 s).
     assert!(closing[0] < Duration::from_secs(1), "seed {seed}: rank 0 took {:?} to close", closing[0]);
 }
+
+#[test]
+fn records_two_threads_send_to_one_peer_arrive_whole() {
+    skip_without_loopback_multicast!("records_two_threads_send_to_one_peer_arrive_whole");
+    const PER_THREAD: usize = 40;
+    let seed = test_seed();
+    // A window of 2 fragments: both threads keep waiting for room, and
+    // either may get it next.
+    let config = UdpConfig { reliable_window: 2, ..loopback_config(seed, UdpFaults::default()) };
+    // Several fragments each, so that fragments of two records could interleave.
+    let len = 6 * (config.datagram_bytes - super::frame::DATA_HEADER_BYTES) + 11;
+    run_with(establish_all(2, 64, &config), |rank, (_, transport)| {
+        if rank == 0 {
+            std::thread::scope(|scope| {
+                for thread in 0..2 {
+                    let transport = &transport;
+                    scope.spawn(move || {
+                        for index in 0..PER_THREAD {
+                            transport.send_reliable(1, &pattern(tag(thread, 1, index), len)).expect("send_reliable");
+                        }
+                    });
+                }
+            });
+            transport.flush_within(Some(PATIENCE)).expect("flush");
+            return;
+        }
+        let (mut next, mut message, started) = ([0usize; 2], Vec::new(), Instant::now());
+        while next.iter().sum::<usize>() < 2 * PER_THREAD {
+            assert!(started.elapsed() < PATIENCE, "seed {seed}: still waiting after {next:?}");
+            if transport.poll_reliable(&mut message).is_none() {
+                std::thread::yield_now();
+                continue;
+            }
+            let thread = (0..2).find(|&thread| next[thread] < PER_THREAD && message == pattern(tag(thread, 1, next[thread]), len));
+            let thread = thread.unwrap_or_else(|| panic!("seed {seed}: a record of {} bytes that no thread sent whole (after {next:?})", message.len()));
+            next[thread] += 1;
+        }
+        // Keeps answering until rank 0's flush is done.
+        let quiet = Instant::now();
+        while quiet.elapsed() < Duration::from_millis(200) {
+            transport.progress();
+            std::thread::yield_now();
+        }
+    });
+}
