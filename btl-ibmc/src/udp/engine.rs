@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use super::faults::{Arrival, FaultInjector};
 use super::frame::{self, Body, Refusal, Stamp};
+use super::inbox::{MOST_QUEUED_MULTICAST_BYTES, MulticastInbox};
 use super::reliable::{Incoming, Outgoing, Receipt};
 use super::source::{Origin, origin, unreadable_counter};
 use super::stats::Counters;
@@ -21,9 +22,6 @@ use crate::window::{Window, check_put};
 /// Datagrams taken from one socket per pass, so that a flood cannot keep
 /// a pass from ending.
 const MOST_PER_PASS: usize = 4096;
-/// Multicast datagrams kept for a caller that does not poll, beyond which
-/// new ones are dropped (and counted) as the network would.
-const MOST_QUEUED_MULTICASTS: usize = 1 << 16;
 /// A receive buffer that holds any UDP payload, and tells a longer one apart.
 const RECEIVE_BUFFER_BYTES: usize = frame::MAX_UDP_PAYLOAD + 1;
 
@@ -60,7 +58,7 @@ pub(crate) struct Engine {
     /// pass touches only those, however large the communicator.
     acks_due: Vec<usize>,
     awaiting_acks: Vec<usize>,
-    pub(crate) multicast_inbox: VecDeque<(usize, Vec<u8>)>,
+    pub(crate) multicast_inbox: MulticastInbox,
     pub(crate) reliable_inbox: VecDeque<(usize, Vec<u8>)>,
     faults: Option<FaultInjector>,
     buffer: Vec<u8>,
@@ -79,7 +77,7 @@ impl Engine {
             incoming: (0..size).map(|_| Incoming::new()).collect(),
             acks_due: Vec::new(),
             awaiting_acks: Vec::new(),
-            multicast_inbox: VecDeque::new(),
+            multicast_inbox: MulticastInbox::new(MOST_QUEUED_MULTICAST_BYTES),
             reliable_inbox: VecDeque::new(),
             faults: config.faults.any().then(|| FaultInjector::new(config.faults, rank)),
             buffer: vec![0; RECEIVE_BUFFER_BYTES],
@@ -168,10 +166,9 @@ impl Engine {
         };
         match (body, to_group) {
             (Body::Multicast(payload), true) => {
-                if self.multicast_inbox.len() >= MOST_QUEUED_MULTICASTS {
+                if !self.multicast_inbox.push(rank, payload) {
                     return Counters::bump(&counters.multicast_overflows);
                 }
-                self.multicast_inbox.push_back((rank, payload.to_vec()));
                 Counters::bump(&counters.multicast_received);
             }
             (Body::Data { seq, last, fragment }, false) => {

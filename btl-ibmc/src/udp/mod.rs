@@ -24,6 +24,7 @@ mod engine;
 mod establish;
 mod faults;
 mod frame;
+mod inbox;
 mod interface;
 mod probe;
 mod reliable;
@@ -257,7 +258,7 @@ impl Datagrams for UdpTransport {
         if engine.multicast_inbox.is_empty() {
             engine.pump(&self.context());
         }
-        let (sender, datagram) = engine.multicast_inbox.pop_front()?;
+        let (sender, datagram) = engine.multicast_inbox.pop()?;
         out.extend_from_slice(&datagram);
         Some(sender)
     }
