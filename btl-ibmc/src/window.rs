@@ -46,10 +46,7 @@ impl<'a> Window<'a> {
 
     #[inline]
     pub(crate) fn check_range(&self, peer: usize, offset: usize, len: usize) -> Result<(), TransportError> {
-        match offset.checked_add(len) {
-            Some(end) if end <= self.len => Ok(()),
-            _ => Err(TransportError::OutOfRange { peer, offset, len }),
-        }
+        check_range_in(self.len, peer, offset, len)
     }
 
     /// The data-then-flag write of `Windows::put`: nothing is written
@@ -115,9 +112,16 @@ pub(crate) fn check_put(window_len: usize, peer: usize, offset: usize, data_len:
     if !flag_fits(window_len, flag_offset) {
         return Err(bad_flag(peer, flag_offset));
     }
-    match offset.checked_add(data_len) {
+    check_range_in(window_len, peer, offset, data_len)
+}
+
+/// `offset..offset + len` inside a window of `window_len` bytes, or the
+/// error every backend reports for it.
+#[inline]
+fn check_range_in(window_len: usize, peer: usize, offset: usize, len: usize) -> Result<(), TransportError> {
+    match offset.checked_add(len) {
         Some(end) if end <= window_len => Ok(()),
-        _ => Err(TransportError::OutOfRange { peer, offset, len: data_len }),
+        _ => Err(TransportError::OutOfRange { peer, offset, len }),
     }
 }
 

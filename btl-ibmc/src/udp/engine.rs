@@ -21,7 +21,7 @@ use crate::window::{Window, check_put};
 
 /// Datagrams taken from one socket per pass, so that a flood cannot keep
 /// a pass from ending.
-const MOST_PER_PASS: usize = 4096;
+const DATAGRAMS_PER_SOCKET_PER_PASS: usize = 4096;
 /// A receive buffer that holds any UDP payload, and tells a longer one apart.
 const RECEIVE_BUFFER_BYTES: usize = frame::MAX_UDP_PAYLOAD + 1;
 
@@ -35,7 +35,7 @@ pub(crate) const PUT_HEADER_BYTES: usize = 1 + 3 * 8;
 /// What the engine works with besides its own state; none of it changes
 /// after setup, so it lives outside the lock.
 pub(crate) struct Wire {
-    pub(crate) own: UdpSocket,
+    pub(crate) own_socket: UdpSocket,
     pub(crate) group_socket: UdpSocket,
     pub(crate) group: SocketAddrV4,
     /// Indexed by rank: the address every rank's own socket is bound to.
@@ -59,6 +59,8 @@ pub(crate) struct Engine {
     acks_due: Vec<usize>,
     awaiting_acks: Vec<usize>,
     pub(crate) multicast_inbox: MulticastInbox,
+    /// Message records, their kind byte still in front (skipped when
+    /// polled, rather than moving every message down by one byte).
     pub(crate) reliable_inbox: VecDeque<(usize, Vec<u8>)>,
     faults: Option<FaultInjector>,
     buffer: Vec<u8>,
@@ -92,7 +94,7 @@ impl Engine {
     pub(crate) fn pump(&mut self, cx: &Context) {
         let mut received = 0;
         for to_group in [false, true] {
-            let socket = if to_group { &cx.wire.group_socket } else { &cx.wire.own };
+            let socket = if to_group { &cx.wire.group_socket } else { &cx.wire.own_socket };
             received += self.drain_socket(cx, socket, to_group);
         }
         if received == 0
@@ -113,7 +115,7 @@ impl Engine {
     fn drain_socket(&mut self, cx: &Context, socket: &UdpSocket, to_group: bool) -> usize {
         let mut buffer = std::mem::take(&mut self.buffer);
         let mut taken = 0;
-        while taken < MOST_PER_PASS {
+        while taken < DATAGRAMS_PER_SOCKET_PER_PASS {
             let (len, from) = match super::socket::receive(socket, &mut buffer) {
                 Ok(Some(arrival)) => arrival,
                 Ok(None) => break,
@@ -178,6 +180,7 @@ impl Engine {
                 match receipt {
                     Receipt::Accepted => {}
                     Receipt::Duplicate => Counters::bump(&counters.duplicates_dropped),
+                    // Counted as malformed: no sender of this backend goes past the window.
                     Receipt::OutOfWindow => return Counters::bump(&counters.malformed_dropped),
                 }
                 if incoming.mark_ack_due() {
@@ -192,7 +195,7 @@ impl Engine {
                 if !outgoing.acknowledged(next, reported, now) {
                     return Counters::bump(&counters.malformed_dropped);
                 }
-                match outgoing.fast_resend(|frame| send_frame(&cx.wire.own, frame, from)) {
+                match outgoing.fast_resend(|frame| send_frame(&cx.wire.own_socket, frame, from)) {
                     Ok(resent) => {
                         counters.retransmissions.fetch_add(resent as u64, std::sync::atomic::Ordering::Relaxed);
                     }
@@ -209,12 +212,9 @@ impl Engine {
     }
 
     /// A record `rank` sent reliably, complete and in order.
-    fn take_record(&mut self, cx: &Context, rank: usize, mut record: Vec<u8>) {
+    fn take_record(&mut self, cx: &Context, rank: usize, record: Vec<u8>) {
         match record.first() {
-            Some(&MESSAGE_RECORD) => {
-                record.remove(0);
-                self.reliable_inbox.push_back((rank, record));
-            }
+            Some(&MESSAGE_RECORD) => self.reliable_inbox.push_back((rank, record)),
             Some(&PUT_RECORD) if record.len() >= PUT_HEADER_BYTES => {
                 let word = |at: usize| u64::from_le_bytes(record[at..at + 8].try_into().unwrap_or([0; 8]));
                 let (offset, flag_offset, flag) = (word(1), word(9), word(17));
@@ -247,7 +247,7 @@ impl Engine {
             let incoming = &mut self.incoming[peer];
             if incoming.take_ack_due() {
                 frame::encode_ack(cx.wire.stamp, incoming.next_expected(), incoming.reported_early(), &mut self.frame);
-                if let Err(why) = send_frame(&cx.wire.own, &self.frame, cx.wire.addresses[peer]) {
+                if let Err(why) = send_frame(&cx.wire.own_socket, &self.frame, cx.wire.addresses[peer]) {
                     self.failure.get_or_insert(why);
                 }
                 Counters::bump(&cx.counters.acks_sent);
@@ -267,7 +267,7 @@ impl Engine {
             frame::encode_ack(cx.wire.stamp, incoming.next_expected(), incoming.reported_early(), &mut self.frame);
             for _ in 0..copies {
                 // Best effort: a closing rank has no one left to tell.
-                if send_frame(&cx.wire.own, &self.frame, cx.wire.addresses[peer]).is_ok() {
+                if send_frame(&cx.wire.own_socket, &self.frame, cx.wire.addresses[peer]).is_ok() {
                     Counters::bump(&cx.counters.acks_sent);
                 }
             }
@@ -283,7 +283,7 @@ impl Engine {
         self.awaiting_acks.retain(|&peer| {
             let outgoing = &mut outgoing[peer];
             let to = cx.wire.addresses[peer];
-            match outgoing.resend_due(now, cx.config.retransmit_after, |frame| send_frame(&cx.wire.own, frame, to)) {
+            match outgoing.resend_due(now, cx.config.retransmit_after, |frame| send_frame(&cx.wire.own_socket, frame, to)) {
                 Ok(resent) => {
                     cx.counters.retransmissions.fetch_add(resent as u64, std::sync::atomic::Ordering::Relaxed);
                 }

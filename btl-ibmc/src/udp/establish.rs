@@ -208,7 +208,7 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
     }
 
     let wire = Wire {
-        own: own_socket,
+        own_socket,
         group_socket,
         group,
         addresses: records.iter().map(|record| record.address).collect(),

@@ -105,13 +105,13 @@ impl UdpTransport {
     /// `flush`, giving up after `limit` if that comes before the fault timeout.
     fn flush_within(&self, limit: Option<Duration>) -> Result<(), TransportError> {
         let mut waiter = Waiter::for_process().giving_up_by(limit);
-        let waiting = OwnChannel { rank: self.rank, size: self.size };
+        let waiting = self.own_channel();
         loop {
             let unacknowledged: usize = {
                 let mut engine = lock(&self.engine);
                 engine.pump(&self.context());
                 if let Some(failure) = &engine.failure {
-                    return Err(TransportError::Failed(format!("udp: rank {}: {failure}", self.rank)));
+                    return Err(self.failed(failure));
                 }
                 engine.outgoing.iter().map(|outgoing| outgoing.unacknowledged()).sum()
             };
@@ -125,7 +125,7 @@ impl UdpTransport {
     /// Test hook: sends raw bytes from this rank's own socket.
     #[cfg(test)]
     pub(crate) fn send_raw(&self, to: SocketAddrV4, bytes: &[u8]) {
-        self.wire.own.send_to(bytes, to).expect("a raw test datagram could not be sent");
+        self.wire.own_socket.send_to(bytes, to).expect("a raw test datagram could not be sent");
     }
 
     /// Test hook: throws away whatever waits on this rank's own socket,
@@ -134,7 +134,7 @@ impl UdpTransport {
     pub(crate) fn lose_waiting_unicast(&self) -> usize {
         let mut buffer = vec![0u8; frame::MAX_UDP_PAYLOAD + 1];
         let mut lost = 0;
-        while let Ok(Some(_)) = socket::receive(&self.wire.own, &mut buffer) {
+        while let Ok(Some(_)) = socket::receive(&self.wire.own_socket, &mut buffer) {
             lost += 1;
         }
         lost
@@ -143,6 +143,16 @@ impl UdpTransport {
     #[cfg(test)]
     pub(crate) fn stamp(&self) -> frame::Stamp {
         self.wire.stamp
+    }
+
+    /// The endpoint's failure, as every operation reports it.
+    fn failed(&self, why: &str) -> TransportError {
+        TransportError::Failed(format!("udp: rank {}: {why}", self.rank))
+    }
+
+    /// What this rank's waits wait on, for their stall messages.
+    fn own_channel(&self) -> OwnChannel {
+        OwnChannel { rank: self.rank, size: self.size }
     }
 
     fn context(&self) -> Context<'_> {
@@ -177,16 +187,16 @@ impl UdpTransport {
             let mut engine = lock(&self.engine);
             engine.pump(&self.context());
             if let Some(failure) = &engine.failure {
-                return Err(TransportError::Failed(format!("udp: rank {}: {failure}", self.rank)));
+                return Err(self.failed(failure));
             }
             let outgoing = &mut engine.outgoing[peer];
             if outgoing.has_room(self.config.reliable_window) {
                 let mut frame = Vec::with_capacity(frame::DATA_HEADER_BYTES + fragment.len());
                 frame::encode_data(self.wire.stamp, outgoing.next_seq(), last, fragment, &mut frame);
-                if let Err(why) = send_frame(&self.wire.own, &frame, self.wire.addresses[peer]) {
+                if let Err(why) = send_frame(&self.wire.own_socket, &frame, self.wire.addresses[peer]) {
                     // The record is cut short: this endpoint cannot go on.
                     engine.failure.get_or_insert(why.clone());
-                    return Err(TransportError::Failed(format!("udp: rank {}: {why}", self.rank)));
+                    return Err(self.failed(&why));
                 }
                 outgoing.sent(frame, Instant::now());
                 engine.awaiting_ack_from(peer);
@@ -198,7 +208,7 @@ impl UdpTransport {
             // Room comes back only with the peer's ACKs, which this rank
             // takes in at the top of the loop.
             let waiter = waiter.get_or_insert_with(Waiter::for_process);
-            let waiting = OwnChannel { rank: self.rank, size: self.size };
+            let waiting = self.own_channel();
             waiter.pause(&waiting, || {
                 format!("room in the udp reliable channel to rank {peer} ({unacknowledged} fragments unacknowledged)")
             })?;
@@ -225,7 +235,7 @@ impl Endpoint for UdpTransport {
 
     fn health(&self) -> Result<(), TransportError> {
         match &lock(&self.engine).failure {
-            Some(failure) => Err(TransportError::Failed(format!("udp: rank {}: {failure}", self.rank))),
+            Some(failure) => Err(self.failed(failure)),
             None => Ok(()),
         }
     }
@@ -247,7 +257,7 @@ impl Datagrams for UdpTransport {
         }
         let mut frame = Vec::with_capacity(frame::HEADER_BYTES + datagram.len());
         frame::encode_multicast(self.wire.stamp, datagram, &mut frame);
-        send_frame(&self.wire.own, &frame, self.wire.group).map_err(TransportError::Failed)?;
+        send_frame(&self.wire.own_socket, &frame, self.wire.group).map_err(TransportError::Failed)?;
         Counters::bump(&self.counters.multicast_sent);
         Ok(())
     }
@@ -273,13 +283,13 @@ impl ReliableChannel for UdpTransport {
         if peer >= self.size {
             return Err(TransportError::OutOfRange { peer, offset: 0, len: message.len() });
         }
-        if peer == self.rank {
-            lock(&self.engine).reliable_inbox.push_back((peer, message.to_vec()));
-            return Ok(());
-        }
         let mut record = Vec::with_capacity(1 + message.len());
         record.push(MESSAGE_RECORD);
         record.extend_from_slice(message);
+        if peer == self.rank {
+            lock(&self.engine).reliable_inbox.push_back((peer, record));
+            return Ok(());
+        }
         self.send_record(peer, &record)
     }
 
@@ -289,8 +299,8 @@ impl ReliableChannel for UdpTransport {
         if engine.reliable_inbox.is_empty() {
             engine.pump(&self.context());
         }
-        let (sender, message) = engine.reliable_inbox.pop_front()?;
-        out.extend_from_slice(&message);
+        let (sender, record) = engine.reliable_inbox.pop_front()?;
+        out.extend_from_slice(&record[1..]);
         Some(sender)
     }
 }

@@ -76,7 +76,7 @@ pub(crate) fn probe_group(wire: &Wire, rank: usize, deaf: bool, counters: &Count
             break;
         }
         if now >= next_send {
-            send_frame(&wire.own, &probe, wire.group)?;
+            send_frame(&wire.own_socket, &probe, wire.group)?;
             sent += 1;
             next_send = now + PROBE_INTERVAL;
         }
