@@ -1,0 +1,517 @@
+//! The protocol, the same on every rank. For each item the root broadcasts
+//! a status record (a fixed-size MPI_Bcast), each rank checks what it holds
+//! and prepares a temporary, and an MPI_Allreduce(MAX) of [error, data
+//! needed] makes the decision common: every rank returns the same code, and
+//! no rank can wait for a broadcast the others skipped. A file's data then
+//! go in chunks (MPI_Bcast of at most `chunk_bytes`), hashed on the way;
+//! a second agreement precedes the renames, a third follows them.
+
+use crate::dest::{self, CreatedDirs};
+use crate::error::{ErrorCode, Failure};
+use crate::mpi::Comm;
+use crate::policy::{self, Action, Policy};
+use crate::record::{FLAG_FSYNC, HASH_BYTES, Kind, MAX_CHUNK_BYTES, MIN_CHUNK_BYTES, RECORD_BYTES, StatusRecord};
+use crate::source::{self, Plan};
+use crate::staging::Staged;
+use std::ffi::OsStr;
+use std::fs::{File, FileTimes, Permissions};
+use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+pub const DEFAULT_CHUNK_BYTES: usize = 4 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// The root's applies on every rank.
+    pub policy: Policy,
+    /// Bytes per MPI_Bcast, MIN_CHUNK_BYTES..=INT_MAX; the root's applies.
+    pub chunk_bytes: usize,
+    /// fsync each file before renaming it into place.
+    pub fsync: bool,
+    /// Send a directory source as a tree (else it is an error).
+    pub recursive: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { policy: Policy::IfDifferent, chunk_bytes: DEFAULT_CHUNK_BYTES, fsync: false, recursive: false }
+    }
+}
+
+impl Options {
+    fn check(&self) -> Result<(), Failure> {
+        if !(MIN_CHUNK_BYTES..=MAX_CHUNK_BYTES).contains(&self.chunk_bytes) {
+            return Err(Failure::new(
+                ErrorCode::Arg,
+                format!("chunk size {} outside {MIN_CHUNK_BYTES}..={MAX_CHUNK_BYTES} bytes", self.chunk_bytes),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Where the root stands, after each chunk it sent.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress<'a> {
+    /// The file being sent (relative to the tree for a directory).
+    pub path: &'a Path,
+    pub file_done: u64,
+    pub file_bytes: u64,
+    pub done: u64,
+    pub total: u64,
+}
+
+/// What this rank did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LocalReport {
+    pub files_written: u64,
+    pub files_identical: u64,
+    pub bytes_written: u64,
+    pub dirs_created: u64,
+    /// Root: files and bytes sent, entries of a tree that were not sent
+    /// (symbolic links, devices, sockets...).
+    pub files_sent: u64,
+    pub bytes_sent: u64,
+    pub not_regular_skipped: u64,
+    /// Another (lower) rank writes the same destination file on this machine.
+    pub shares_with: Option<i32>,
+    /// This rank's own failure, if it had one (the root's is also what
+    /// every rank saw in the status record).
+    pub failure: Option<Failure>,
+}
+
+/// The outcome: `result` is the same on every rank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub result: Result<(), ErrorCode>,
+    pub local: LocalReport,
+}
+
+/// Sends `src` (read on `root` only) to `dst` on every other rank. `dst` is
+/// not used on the root, `src` not on the others; `options` must be the
+/// same on every rank (the root's policy and chunk size apply). Collective
+/// over `comm`.
+pub fn bcast_path(
+    comm: &Comm,
+    root: i32,
+    src: Option<&Path>,
+    dst: Option<&Path>,
+    options: &Options,
+    progress: Option<&mut dyn FnMut(&Progress)>,
+) -> Report {
+    bcast_path_after(comm, root, src, dst, options, None, progress)
+}
+
+/// `bcast_path` on a rank that already failed (`early`, e.g. bad flags in
+/// the C API): it still takes part, and its failure is agreed on.
+pub(crate) fn bcast_path_after(
+    comm: &Comm,
+    root: i32,
+    src: Option<&Path>,
+    dst: Option<&Path>,
+    options: &Options,
+    early: Option<Failure>,
+    progress: Option<&mut dyn FnMut(&Progress)>,
+) -> Report {
+    let mut local = LocalReport::default();
+    let (rank, size) = match (comm.rank(), comm.size()) {
+        (Ok(r), Ok(s)) => (r, s),
+        _ => return Report { result: Err(ErrorCode::Mpi), local },
+    };
+    // Only a root out of range stops a rank before any communication: MPI
+    // requires the same root everywhere, so then every rank stops here.
+    if root < 0 || root >= size {
+        local.failure = Some(Failure::new(ErrorCode::Arg, format!("root {root} outside 0..{size}")));
+        return Report { result: Err(ErrorCode::Arg), local };
+    }
+    let mut session = Session {
+        comm,
+        root,
+        is_root: rank == root,
+        buf: Vec::new(),
+        local,
+        progress,
+        done: 0,
+        total: 0,
+        dirs: CreatedDirs::default(),
+        in_tree: false,
+    };
+    let result = session.run(rank as usize, src, dst, options, early);
+    Report { result, local: session.local }
+}
+
+struct Session<'a, 'p> {
+    comm: &'a Comm,
+    root: i32,
+    is_root: bool,
+    buf: Vec<u8>,
+    local: LocalReport,
+    progress: Option<&'p mut dyn FnMut(&Progress)>,
+    done: u64,
+    total: u64,
+    dirs: CreatedDirs,
+    in_tree: bool,
+}
+
+/// A rank's contribution to an agreement.
+#[derive(Clone, Copy, Default)]
+struct Vote {
+    error: i32,
+    needs_data: bool,
+}
+
+enum Flow {
+    Next,
+    Finished,
+}
+
+/// What a receiving rank does with the file announced.
+enum Receiving {
+    Nothing,
+    Identical,
+    Write(Staged, PathBuf),
+}
+
+impl Session<'_, '_> {
+    fn run(
+        &mut self,
+        rank: usize,
+        src: Option<&Path>,
+        dst: Option<&Path>,
+        options: &Options,
+        early: Option<Failure>,
+    ) -> Result<(), ErrorCode> {
+        let mut first_error = Vote::default();
+        let mut note = |local: &mut LocalReport, failure: Failure| {
+            if first_error.error == 0 {
+                first_error.error = failure.code as i32;
+            }
+            local.failure.get_or_insert(failure);
+        };
+        if let Some(f) = early {
+            note(&mut self.local, f);
+        }
+        if let Err(f) = options.check() {
+            note(&mut self.local, f);
+        }
+        let dst = if self.is_root {
+            None
+        } else if let Some(d) = dst {
+            Some(d)
+        } else {
+            note(&mut self.local, Failure::new(ErrorCode::Arg, "no destination path given"));
+            None
+        };
+        let key = dst.map(dest::dest_key).unwrap_or([0; HASH_BYTES]);
+        let keys: Vec<[u8; HASH_BYTES]> = self
+            .comm
+            .allgather_bytes(&key)
+            .map_err(|_| ErrorCode::Mpi)?
+            .chunks_exact(HASH_BYTES)
+            .map(|k| k.try_into().unwrap())
+            .collect();
+        let leader = dest::leader_of(&keys, rank);
+        self.local.shares_with = leader.map(|r| r as i32);
+        let writes_here = if leader.is_none() { dst } else { None };
+
+        if self.is_root {
+            self.run_root(src, options, first_error)
+        } else {
+            self.run_receiver(writes_here, first_error)
+        }
+    }
+
+    fn run_root(&mut self, src: Option<&Path>, options: &Options, first_error: Vote) -> Result<(), ErrorCode> {
+        let mut template = StatusRecord::new(Kind::File, options.policy);
+        template.chunk_bytes = options.chunk_bytes as u32;
+        template.flags = if options.fsync { FLAG_FSYNC } else { 0 };
+        let plan = if let Some(f) = self.local.failure.clone() {
+            Err(f)
+        } else if let Some(src) = src {
+            source::plan(src, options.recursive)
+        } else {
+            Err(Failure::new(ErrorCode::Arg, "no source path given on the root"))
+        };
+        let plan = match plan {
+            Ok(plan) => plan,
+            Err(f) => {
+                let record = StatusRecord::failed(options.policy, f.code, &f.reason);
+                self.local.failure.get_or_insert(f);
+                self.send_record(&record)?;
+                return self.step(Ok(record), None, None, first_error).map(|_| ());
+            }
+        };
+        let Plan { items, total_bytes, not_regular } = plan;
+        self.total = total_bytes;
+        self.local.not_regular_skipped = not_regular;
+        for item in &items {
+            let (record, file) = match source::record_for(item, &template) {
+                Ok(r) => r,
+                Err(f) => {
+                    let record = StatusRecord::failed(options.policy, f.code, &f.reason);
+                    self.local.failure.get_or_insert(f);
+                    (record, None)
+                }
+            };
+            self.send_record(&record)?;
+            match self.step(Ok(record), file, None, Vote::default())? {
+                Flow::Next => {}
+                Flow::Finished => return Ok(()),
+            }
+        }
+        Err(self.protocol_failure("the root's plan ended without a final record"))
+    }
+
+    fn run_receiver(&mut self, dst: Option<&Path>, first_error: Vote) -> Result<(), ErrorCode> {
+        let mut vote = first_error;
+        loop {
+            let mut bytes = vec![0u8; RECORD_BYTES];
+            self.comm.bcast_bytes(&mut bytes, self.root).map_err(|_| ErrorCode::Mpi)?;
+            let record = StatusRecord::decode(&bytes)
+                .map_err(|e| Failure::new(ErrorCode::Protocol, format!("status record from the root rejected: {e}")));
+            match self.step(record, None, dst, vote)? {
+                Flow::Next => vote = Vote::default(),
+                Flow::Finished => return Ok(()),
+            }
+        }
+    }
+
+    fn send_record(&mut self, record: &StatusRecord) -> Result<(), ErrorCode> {
+        let mut bytes = record.encode().map_err(|e| self.protocol_failure(&format!("cannot encode a status record: {e}")))?;
+        self.comm.bcast_bytes(&mut bytes, self.root).map_err(|_| ErrorCode::Mpi)
+    }
+
+    fn protocol_failure(&mut self, reason: &str) -> ErrorCode {
+        self.local.failure.get_or_insert(Failure::new(ErrorCode::Protocol, reason));
+        ErrorCode::Protocol
+    }
+
+    /// Records a local failure; returns its code for the vote.
+    fn fail(&mut self, failure: Failure) -> i32 {
+        let code = failure.code as i32;
+        self.local.failure.get_or_insert(failure);
+        code
+    }
+
+    fn agree(&self, vote: Vote) -> Result<Vote, ErrorCode> {
+        let mut values = [vote.error, vote.needs_data as i32];
+        self.comm.allreduce_max(&mut values).map_err(|_| ErrorCode::Mpi)?;
+        Ok(Vote { error: values[0], needs_data: values[1] != 0 })
+    }
+
+    fn agreed_ok(&self, vote: Vote) -> Result<Vote, ErrorCode> {
+        let agreed = self.agree(vote)?;
+        match ErrorCode::from_i32(agreed.error) {
+            None => Ok(agreed),
+            Some(code) => Err(code),
+        }
+    }
+
+    /// One record on any rank: `dst` is this rank's destination when it
+    /// writes (None on the root and on ranks sharing another's file).
+    fn step(
+        &mut self,
+        record: Result<StatusRecord, Failure>,
+        source: Option<File>,
+        dst: Option<&Path>,
+        mut vote: Vote,
+    ) -> Result<Flow, ErrorCode> {
+        let record = match record {
+            Ok(r) => r,
+            Err(f) => {
+                vote.error = vote.error.max(self.fail(f));
+                self.agreed_ok(vote)?;
+                return Err(ErrorCode::Protocol);
+            }
+        };
+        if let Err(f) = self.in_sequence(record.kind) {
+            vote.error = vote.error.max(self.fail(f));
+        }
+        let mut receiving = Receiving::Nothing;
+        if vote.error == 0 {
+            match self.prepare(&record, dst) {
+                Ok(r) => receiving = r,
+                Err(f) => vote.error = self.fail(f),
+            }
+        }
+        if record.kind == Kind::Failed {
+            vote.error = vote.error.max(record.error);
+        }
+        vote.needs_data = matches!(receiving, Receiving::Write(..));
+        let agreed = self.agreed_ok(vote)?;
+        if record.kind.carries_data() {
+            if let Receiving::Identical = receiving {
+                self.local.files_identical += 1;
+            }
+            if agreed.needs_data {
+                self.send_or_receive(&record, source, receiving)?;
+            }
+            if self.is_root {
+                self.local.files_sent += agreed.needs_data as u64;
+            }
+        }
+        Ok(match record.kind {
+            Kind::File | Kind::TreeEnd => Flow::Finished,
+            _ => Flow::Next,
+        })
+    }
+
+    /// Records arrive in the order File, or TreeBegin (TreeDir|TreeFile)* TreeEnd.
+    fn in_sequence(&mut self, kind: Kind) -> Result<(), Failure> {
+        let fits = match kind {
+            Kind::File | Kind::TreeBegin => !self.in_tree,
+            Kind::TreeDir | Kind::TreeFile | Kind::TreeEnd => self.in_tree,
+            Kind::Failed => true,
+        };
+        if !fits {
+            return Err(Failure::new(ErrorCode::Protocol, format!("status record {kind:?} out of sequence")));
+        }
+        self.in_tree = matches!(kind, Kind::TreeBegin | Kind::TreeDir | Kind::TreeFile);
+        Ok(())
+    }
+
+    fn prepare(&mut self, record: &StatusRecord, dst: Option<&Path>) -> Result<Receiving, Failure> {
+        let Some(dst) = dst else { return Ok(Receiving::Nothing) };
+        let target = match record.kind {
+            Kind::File | Kind::TreeBegin => dst.to_path_buf(),
+            Kind::TreeDir | Kind::TreeFile => dst.join(OsStr::from_bytes(&record.path)),
+            Kind::TreeEnd => {
+                self.dirs.apply_modes()?;
+                return Ok(Receiving::Nothing);
+            }
+            Kind::Failed => return Ok(Receiving::Nothing),
+        };
+        if !record.kind.carries_data() {
+            self.local.dirs_created += self.dirs.ensure(&target, record.mode)? as u64;
+            return Ok(Receiving::Nothing);
+        }
+        match policy::decide(record.policy, dest::existing(&target, record)) {
+            Action::KeepIdentical => Ok(Receiving::Identical),
+            Action::Refuse(ErrorCode::Exists) => Err(Failure::new(
+                ErrorCode::Exists,
+                format!("{} exists with other contents (policy never)", target.display()),
+            )),
+            Action::Refuse(code) => Err(Failure::new(code, format!("{} exists and is not a regular file", target.display()))),
+            Action::Write => {
+                let dir_of = |p: &Path| p.parent().map(|d| d.display().to_string()).unwrap_or_else(|| ".".into());
+                let mut staged = Staged::create(&target).map_err(|e| {
+                    Failure::new(ErrorCode::Dest, format!("cannot create a temporary file in {}: {e}", dir_of(&target)))
+                })?;
+                staged.preallocate(record.size).map_err(|e| {
+                    Failure::new(
+                        ErrorCode::of_write(&e),
+                        format!("cannot reserve {} bytes in {}: {e}", record.size, dir_of(&target)),
+                    )
+                })?;
+                Ok(Receiving::Write(staged, target))
+            }
+        }
+    }
+
+    /// The data of one file, then the agreements before and after the rename.
+    fn send_or_receive(&mut self, record: &StatusRecord, mut source: Option<File>, receiving: Receiving) -> Result<(), ErrorCode> {
+        let (mut staged, target) = match receiving {
+            Receiving::Write(staged, target) => (Some(staged), Some(target)),
+            _ => (None, None),
+        };
+        let shown = PathBuf::from(OsStr::from_bytes(&record.path));
+        let chunk = record.chunk_bytes as usize;
+        let first = usize::try_from(record.size).unwrap_or(usize::MAX).min(chunk);
+        if self.buf.len() < first {
+            self.buf.resize(first, 0);
+        }
+        let mut hasher = (self.is_root || staged.is_some()).then(blake3::Hasher::new);
+        let mut local: Option<Failure> = None;
+        let mut offset = 0u64;
+        while offset < record.size {
+            let len = (record.size - offset).min(chunk as u64) as usize;
+            let buf = &mut self.buf[..len];
+            if let Some(file) = source.as_mut()
+                && local.is_none()
+                && let Err(e) = file.read_exact(buf)
+            {
+                local = Some(Failure::new(ErrorCode::Source, format!("read error in {}: {e}", shown.display())));
+                buf.fill(0);
+            }
+            self.comm.bcast_bytes(buf, self.root).map_err(|_| ErrorCode::Mpi)?;
+            if local.is_none() {
+                if let Some(h) = hasher.as_mut() {
+                    h.update(buf);
+                }
+                if let Some(s) = staged.as_mut()
+                    && let Err(e) = s.file().write_all(buf)
+                {
+                    let temp = s.temp_path().display().to_string();
+                    local = Some(Failure::new(ErrorCode::of_write(&e), format!("cannot write {temp}: {e}")));
+                }
+            }
+            offset += len as u64;
+            if self.is_root {
+                self.done += len as u64;
+                if let Some(report) = self.progress.as_mut() {
+                    report(&Progress { path: &shown, file_done: offset, file_bytes: record.size, done: self.done, total: self.total });
+                }
+            }
+        }
+        if local.is_none()
+            && let Some(h) = hasher
+            && *h.finalize().as_bytes() != record.hash
+        {
+            local = Some(if self.is_root {
+                Failure::new(ErrorCode::Source, format!("{} changed while it was sent", shown.display()))
+            } else {
+                Failure::new(ErrorCode::Corrupt, format!("{}: the data received do not match the content hash", shown.display()))
+            });
+        }
+        if local.is_none()
+            && let Some(s) = staged.as_mut()
+            && let Err(e) = finish_file(s.file(), record)
+        {
+            local = Some(Failure::new(ErrorCode::of_write(&e), format!("cannot complete {}: {e}", s.temp_path().display())));
+        }
+        let vote = Vote { error: local.map(|f| self.fail(f)).unwrap_or(0), needs_data: false };
+        self.agreed_ok(vote)?;
+        let mut vote = Vote::default();
+        if let (Some(s), Some(target)) = (staged, target) {
+            match s.commit(record.policy == Policy::Never) {
+                Ok(()) => {
+                    self.local.files_written += 1;
+                    self.local.bytes_written += record.size;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    vote.error = self.fail(Failure::new(
+                        ErrorCode::Exists,
+                        format!("{} appeared during the transfer (policy never)", target.display()),
+                    ));
+                }
+                Err(e) => {
+                    vote.error =
+                        self.fail(Failure::new(ErrorCode::Dest, format!("cannot rename into {}: {e}", target.display())));
+                }
+            }
+        }
+        if self.is_root {
+            self.local.bytes_sent += record.size;
+        }
+        self.agreed_ok(vote).map(|_| ())
+    }
+}
+
+/// The announced mode and mtime, and fsync if asked, before the rename.
+fn finish_file(file: &mut File, record: &StatusRecord) -> std::io::Result<()> {
+    file.flush()?;
+    file.set_permissions(Permissions::from_mode(record.mode & 0o7777))?;
+    let mtime = if record.mtime_sec >= 0 {
+        SystemTime::UNIX_EPOCH + Duration::new(record.mtime_sec as u64, record.mtime_nsec)
+    } else {
+        SystemTime::UNIX_EPOCH - Duration::from_secs(record.mtime_sec.unsigned_abs()) + Duration::from_nanos(record.mtime_nsec as u64)
+    };
+    file.set_times(FileTimes::new().set_modified(mtime))?;
+    if record.flags & FLAG_FSYNC != 0 {
+        file.sync_all()?;
+    }
+    Ok(())
+}
