@@ -1,24 +1,22 @@
-//! Bindings to the public MPI API only (mpi.h), from the directories
-//! `mpicc --showme` names (or OMPI_INCLUDE_DIRS / OMPI_LIB_DIRS, as for
-//! ompi-sys), plus a C file that hands over the predefined handles. Not
-//! ompi-sys: that crate needs Open MPI's internal headers and links
-//! open-pal, which a library for applications must not require.
+//! Bindings to the public MPI API only (mpi.h, from the directories
+//! `mpicc --showme` names), plus a C file that hands over the predefined
+//! handles. Not ompi-sys: that crate needs Open MPI's internal headers and
+//! links open-pal, which a library for applications must not require.
 
 use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
-fn dirs_from(var: &str, showme: &str) -> Vec<PathBuf> {
-    println!("cargo:rerun-if-env-changed={var}");
-    if let Ok(list) = env::var(var) {
-        return env::split_paths(&list).collect();
-    }
+/// The directories `mpicc --showme:<what>` names. Deliberately not
+/// OMPI_INCLUDE_DIRS (ompi-sys's override for internal headers taken from a
+/// source tree): mpi.h is always installed with Open MPI.
+fn mpicc_dirs(what: &str) -> Vec<PathBuf> {
     let mpicc = env::var("MPICC").unwrap_or_else(|_| "mpicc".to_string());
     let output = Command::new(&mpicc)
-        .arg(format!("--showme:{showme}"))
+        .arg(format!("--showme:{what}"))
         .output()
-        .unwrap_or_else(|e| panic!("cannot run `{mpicc} --showme:{showme}` ({e}); install libopenmpi-dev or set {var}"));
-    assert!(output.status.success(), "`{mpicc} --showme:{showme}` failed; set {var}");
+        .unwrap_or_else(|e| panic!("cannot run `{mpicc} --showme:{what}` ({e}); install libopenmpi-dev or set MPICC"));
+    assert!(output.status.success(), "`{mpicc} --showme:{what}` failed; set MPICC");
     String::from_utf8_lossy(&output.stdout).split_whitespace().map(PathBuf::from).collect()
 }
 
@@ -27,8 +25,8 @@ fn main() {
     for f in ["csrc/mpi_handles.c", "csrc/wrapper.h"] {
         println!("cargo:rerun-if-changed={f}");
     }
-    let include_dirs = dirs_from("OMPI_INCLUDE_DIRS", "incdirs");
-    let lib_dirs = dirs_from("OMPI_LIB_DIRS", "libdirs");
+    let include_dirs = mpicc_dirs("incdirs");
+    let lib_dirs = mpicc_dirs("libdirs");
 
     let mut handles = cc::Build::new();
     handles.file("csrc/mpi_handles.c").warnings(true);

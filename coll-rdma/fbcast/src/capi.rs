@@ -135,4 +135,25 @@ mod tests {
         let unknown = unsafe { CStr::from_ptr(coll_rdma_bcast_file_strerror(99)) };
         assert!(unknown.to_str().unwrap().starts_with("unknown"));
     }
+
+    #[test]
+    fn header_matches_the_library() {
+        let header = include_str!("../include/coll_rdma_fbcast.h");
+        let value = |name: &str| -> c_int {
+            let prefix = format!("#define {name} ");
+            let line = header.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("{name} missing"));
+            line[prefix.len()..].split_whitespace().next().unwrap().parse().unwrap()
+        };
+        assert_eq!(value("COLL_RDMA_BCAST_FILE_OK"), 0);
+        let suffixes = ["ARG", "SOURCE", "EXISTS", "DEST", "NOSPACE", "IO", "CORRUPT", "PROTOCOL", "MPI"];
+        for (code, suffix) in ErrorCode::ALL.into_iter().zip(suffixes) {
+            assert_eq!(value(&format!("COLL_RDMA_BCAST_FILE_ERR_{suffix}")), code as c_int, "{code:?}");
+        }
+        assert_eq!(value("COLL_RDMA_BCAST_FILE_IF_DIFFERENT"), Policy::IfDifferent as c_int);
+        assert_eq!(value("COLL_RDMA_BCAST_FILE_NEVER"), Policy::Never as c_int);
+        assert_eq!(value("COLL_RDMA_BCAST_FILE_ALWAYS"), Policy::Always as c_int);
+        assert_eq!(value("COLL_RDMA_BCAST_FILE_POLICY_MASK"), FLAG_POLICY_MASK);
+        assert_eq!(value("COLL_RDMA_BCAST_FILE_RECURSIVE"), FLAG_RECURSIVE);
+        assert_eq!(value("COLL_RDMA_BCAST_FILE_FSYNC"), FLAG_FSYNC);
+    }
 }
