@@ -58,6 +58,11 @@ impl Comm {
         Ok(size)
     }
 
+    pub fn barrier(&self) -> Result<(), MpiError> {
+        // SAFETY: valid communicator (constructor contract).
+        check(unsafe { ffi::MPI_Barrier(self.raw) })
+    }
+
     /// MPI_Bcast of `buf` as bytes; every rank passes the same length.
     pub fn bcast_bytes(&self, buf: &mut [u8], root: i32) -> Result<(), MpiError> {
         let count = c_int::try_from(buf.len()).expect("bcast chunk above INT_MAX bytes");

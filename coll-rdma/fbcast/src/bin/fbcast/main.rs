@@ -87,6 +87,11 @@ fn run_rank(args: &args::Args) -> ExitCode {
     if is_root {
         print_summary(args, &report, elapsed.as_secs_f64(), gathered.as_deref());
     }
+    // mpirun ends the job when the first rank exits with a non-zero
+    // status: the others wait until the root has printed its summary.
+    if report.result != Err(ErrorCode::Mpi) {
+        let _ = comm.barrier();
+    }
     let _ = mpi::finalize();
     match report.result {
         Ok(()) => ExitCode::SUCCESS,
