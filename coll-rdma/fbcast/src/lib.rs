@@ -16,6 +16,7 @@ pub mod error;
 pub mod host;
 pub mod mpi;
 pub mod policy;
+mod read_ahead;
 pub mod record;
 mod source;
 pub mod staging;

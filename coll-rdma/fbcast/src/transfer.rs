@@ -10,12 +10,13 @@ use crate::dest::{self, CreatedDirs};
 use crate::error::{ErrorCode, Failure};
 use crate::mpi::Comm;
 use crate::policy::{self, Action, Policy};
+use crate::read_ahead::ReadAhead;
 use crate::record::{FLAG_FSYNC, HASH_BYTES, Kind, MAX_CHUNK_BYTES, MIN_CHUNK_BYTES, RECORD_BYTES, StatusRecord};
 use crate::source::{self, Plan};
 use crate::staging::Staged;
 use std::ffi::OsStr;
 use std::fs::{File, FileTimes, Permissions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -412,7 +413,7 @@ impl Session<'_, '_> {
     }
 
     /// The data of one file, then the agreements before and after the rename.
-    fn send_or_receive(&mut self, record: &StatusRecord, mut source: Option<File>, receiving: Receiving) -> Result<(), ErrorCode> {
+    fn send_or_receive(&mut self, record: &StatusRecord, source: Option<File>, receiving: Receiving) -> Result<(), ErrorCode> {
         let (mut staged, target) = match receiving {
             Receiving::Write(staged, target) => (Some(staged), Some(target)),
             _ => (None, None),
@@ -423,19 +424,39 @@ impl Session<'_, '_> {
         if self.buf.len() < first {
             self.buf.resize(first, 0);
         }
-        let mut hasher = (self.is_root || staged.is_some()).then(blake3::Hasher::new);
         let mut local: Option<Failure> = None;
+        let unreadable = |e: std::io::Error| Failure::new(ErrorCode::Source, format!("read error in {}: {e}", shown.display()));
+        let reader = match source.map(|file| ReadAhead::start(file, record.size, chunk)).transpose() {
+            Ok(reader) => reader,
+            Err(e) => {
+                local = Some(unreadable(e));
+                None
+            }
+        };
+        // receivers that write hash what arrives; the root's reader hashes what it reads
+        let mut hasher = staged.is_some().then(blake3::Hasher::new);
         let mut offset = 0u64;
         while offset < record.size {
             let len = (record.size - offset).min(chunk as u64) as usize;
-            let buf = &mut self.buf[..len];
-            if let Some(file) = source.as_mut()
+            let mut from_reader = None;
+            if let Some(r) = reader.as_ref()
                 && local.is_none()
-                && let Err(e) = file.read_exact(buf)
             {
-                local = Some(Failure::new(ErrorCode::Source, format!("read error in {}: {e}", shown.display())));
-                buf.fill(0);
+                match r.next_chunk() {
+                    Ok(b) => from_reader = Some(b),
+                    Err(e) => local = Some(unreadable(e)),
+                }
             }
+            let buf: &mut [u8] = match from_reader.as_mut() {
+                Some(b) => &mut b[..len],
+                None => {
+                    let b = &mut self.buf[..len];
+                    if self.is_root {
+                        b.fill(0); // after a read error: the chunk must still go out
+                    }
+                    b
+                }
+            };
             self.comm.bcast_bytes(buf, self.root).map_err(|_| ErrorCode::Mpi)?;
             if local.is_none() {
                 if let Some(h) = hasher.as_mut() {
@@ -448,6 +469,9 @@ impl Session<'_, '_> {
                     local = Some(Failure::new(ErrorCode::of_write(&e), format!("cannot write {temp}: {e}")));
                 }
             }
+            if let (Some(r), Some(b)) = (reader.as_ref(), from_reader) {
+                r.recycle(b);
+            }
             offset += len as u64;
             if self.is_root {
                 self.done += len as u64;
@@ -456,15 +480,18 @@ impl Session<'_, '_> {
                 }
             }
         }
+        let read_hash = reader.and_then(ReadAhead::finish);
+        if local.is_none() && self.is_root && read_hash != Some(record.hash) {
+            local = Some(Failure::new(ErrorCode::Source, format!("{} changed while it was sent", shown.display())));
+        }
         if local.is_none()
             && let Some(h) = hasher
             && *h.finalize().as_bytes() != record.hash
         {
-            local = Some(if self.is_root {
-                Failure::new(ErrorCode::Source, format!("{} changed while it was sent", shown.display()))
-            } else {
-                Failure::new(ErrorCode::Corrupt, format!("{}: the data received do not match the content hash", shown.display()))
-            });
+            local = Some(Failure::new(
+                ErrorCode::Corrupt,
+                format!("{}: the data received do not match the content hash", shown.display()),
+            ));
         }
         if local.is_none()
             && let Some(s) = staged.as_mut()
