@@ -23,7 +23,9 @@ usage: fbcast [options] SRC [DST]
                          4K..2G-1)
   --fsync                fsync each file before renaming it into place
   --progress             show the progress line even when stderr is not a
-                         terminal
+                         terminal (under mpirun it is a pipe: --hosts and
+                         --hostfile add --progress when fbcast's own stderr
+                         is a terminal)
   --no-progress          never show it
   -q, --quiet            print nothing but errors
   -h, --help             this text

@@ -2,6 +2,7 @@
 //! this same program with the other arguments.
 
 use crate::args::Launch;
+use std::io::IsTerminal;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
@@ -37,6 +38,19 @@ pub fn without_launch_options(argv: &[String]) -> Vec<String> {
     kept
 }
 
+/// The ranks' arguments: `argv` without the launch options, with
+/// `--progress` first when `terminal` (the ranks' stderr is a pipe to
+/// mpirun, so they cannot see that the user's is a terminal) and neither
+/// progress option was given.
+pub fn rank_arguments(argv: &[String], terminal: bool) -> Vec<String> {
+    let mut kept = without_launch_options(argv);
+    let chosen = kept.iter().any(|a| a == "--progress" || a == "--no-progress" || a == "-q" || a == "--quiet");
+    if terminal && !chosen {
+        kept.insert(0, "--progress".into());
+    }
+    kept
+}
+
 /// Replaces this process with mpirun (FBCAST_MPIRUN, default `mpirun`);
 /// returns only when that fails.
 pub fn exec_mpirun(launch: &Launch, mpirun_args: &[String], argv: &[String]) -> String {
@@ -61,7 +75,7 @@ pub fn exec_mpirun(launch: &Launch, mpirun_args: &[String], argv: &[String]) -> 
         .args(["-np", &ranks.to_string(), "--map-by", "node"])
         .args(mpirun_args)
         .arg(&exe)
-        .args(without_launch_options(argv))
+        .args(rank_arguments(argv, std::io::stderr().is_terminal()))
         .exec();
     format!("cannot run {mpirun}: {err}")
 }
@@ -82,5 +96,9 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         assert_eq!(without_launch_options(&argv), ["--quiet", "s", "d"]);
+        assert_eq!(rank_arguments(&argv, true), ["--quiet", "s", "d"], "quiet wins");
+        let plain: Vec<String> = ["--hosts", "a,b", "s"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(rank_arguments(&plain, true), ["--progress", "s"]);
+        assert_eq!(rank_arguments(&plain, false), ["s"]);
     }
 }
