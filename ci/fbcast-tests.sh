@@ -200,9 +200,10 @@ for MODE in $MODES; do
     TEST=big-file-np4-$MODE
     if want "$TEST"; then
         TDIR=$WORK/$TEST; mkdir -p "$TDIR"; hosts_dirs 4
-        run 4 "$FBCAST" "$BIG" "$TDIR/hosts/r%r/data.bin"
+        run 4 "$FBCAST" --progress "$BIG" "$TDIR/hosts/r%r/data.bin"
         WHYS=()
         [ "$RC" = 0 ] || WHYS+=("mpirun exited with $RC after ${SECS}s")
+        grep -qE '100\.0% 64\.0 MiB / 64\.0 MiB [0-9.]+ [KMG]?i?B/s' "$LOG" || WHYS+=("no final progress line '100.0% 64.0 MiB / 64.0 MiB <rate>/s'")
         all_codes 4 0 || WHYS+=("$WHY")
         [ ! -e "$TDIR/hosts/r0/data.bin" ] || WHYS+=("the root wrote a copy")
         for r in 1 2 3; do

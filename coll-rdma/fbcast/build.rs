@@ -42,7 +42,7 @@ fn main() {
 
     let mut builder = bindgen::Builder::default()
         .header("csrc/wrapper.h")
-        .allowlist_function("MPI_(Barrier|Bcast|Allreduce|Allgather|Gather|Comm_rank|Comm_size|Init|Finalize|Initialized|Finalized|Abort)")
+        .allowlist_function("MPI_(Comm_set_errhandler|Barrier|Bcast|Allreduce|Allgather|Gather|Comm_rank|Comm_size|Init|Finalize|Initialized|Finalized|Abort)")
         .allowlist_function("coll_rdma_fbcast_.*")
         .allowlist_var("MPI_SUCCESS")
         .default_enum_style(bindgen::EnumVariation::Consts)

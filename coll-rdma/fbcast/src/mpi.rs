@@ -58,6 +58,13 @@ impl Comm {
         Ok(size)
     }
 
+    /// MPI errors on this communicator come back as return codes instead
+    /// of ending the job (so that temporaries are removed on the way out).
+    pub fn set_errors_return(&self) -> Result<(), MpiError> {
+        // SAFETY: valid communicator; MPI_ERRORS_RETURN is a predefined handler.
+        check(unsafe { ffi::MPI_Comm_set_errhandler(self.raw, ffi::coll_rdma_fbcast_errors_return()) })
+    }
+
     pub fn barrier(&self) -> Result<(), MpiError> {
         // SAFETY: valid communicator (constructor contract).
         check(unsafe { ffi::MPI_Barrier(self.raw) })

@@ -93,7 +93,8 @@ impl Staged {
 
 impl Drop for Staged {
     fn drop(&mut self) {
-        if self.temp.take().is_some() {
+        if let Some(temp) = self.temp.take() {
+            drop(temp); // removes the file; only then may a handler forget it
             cleanup::forget();
         }
     }

@@ -349,6 +349,13 @@ impl Session<'_, '_> {
             }
             if agreed.needs_data {
                 self.send_or_receive(&record, source, receiving)?;
+            } else if self.is_root {
+                // every copy was identical: the progress counts it as done
+                self.done += record.size;
+                let shown = PathBuf::from(OsStr::from_bytes(&record.path));
+                if let Some(report) = self.progress.as_mut() {
+                    report(&Progress { path: &shown, file_done: record.size, file_bytes: record.size, done: self.done, total: self.total });
+                }
             }
             if self.is_root {
                 self.local.files_sent += agreed.needs_data as u64;

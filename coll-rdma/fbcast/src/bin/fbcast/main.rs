@@ -49,7 +49,18 @@ fn run_rank(args: &args::Args) -> ExitCode {
     }
     cleanup::install_signal_handlers();
     let comm = Comm::world();
+    // A failed collective (a peer died) then returns ErrorCode::Mpi, and the
+    // temporary is removed on the way out instead of staying behind.
+    let _ = comm.set_errors_return();
     let rank = comm.rank().unwrap_or(-1);
+    let size = comm.size().unwrap_or(0);
+    if args.root < 0 || args.root >= size {
+        if rank == 0 {
+            eprintln!("fbcast: --root {} is not a rank of this job (0..{})", args.root, size - 1);
+        }
+        let _ = mpi::finalize();
+        return ExitCode::from(EXIT_USAGE);
+    }
     let hostname = host::name();
     let is_root = rank == args.root;
     // A bad DST pattern makes this rank fail inside the transfer (no DST),
