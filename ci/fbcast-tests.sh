@@ -321,7 +321,13 @@ for MODE in $MODES; do
         limit=$(scaled_timeout)
         LOG=$TDIR/mpirun.log
         t0=$SECONDS
-        timeout -k 10 "$limit" mpirun -np 4 --oversubscribe "${MPI_OPTS[@]}" "${RANK_ENV[@]}" \
+        # ORTE sends the survivors SIGTERM, then SIGKILL odls_base_sigkill_timeout
+        # seconds later (default 1): on a loaded machine (these tests run at
+        # nice 19 beside other jobs) a rank may not run at all in that second
+        # and could not remove its temporary
+        grace=()
+        [ "$OMPI_MAJOR" -ge 5 ] || grace=(--mca odls_base_sigkill_timeout 10)
+        timeout -k 10 "$limit" mpirun -np 4 --oversubscribe "${MPI_OPTS[@]}" "${grace[@]}" "${RANK_ENV[@]}" \
             bash -c 'echo $$ > "'"$TDIR"'/pids/${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-x}}"; exec "$@"' fbcast-rank \
             "$FBCAST" --chunk 4K "$HUGE" "$TDIR/hosts/r%r/data.bin" </dev/null >"$LOG" 2>&1 &
         job=$!
