@@ -390,6 +390,18 @@ for MODE in $MODES; do
         if [ ${#WHYS[@]} = 0 ]; then pass "types, modes and sha256 of every entry equal; second run skipped all 5 files"; else fail "${WHYS[*]}"; fi
     fi
 
+    # ---- a file sent to existing directories goes inside them, as with cp
+    TEST=file-into-directory-np3-$MODE
+    if want "$TEST"; then
+        TDIR=$WORK/$TEST; mkdir -p "$TDIR"; hosts_dirs 3
+        run 3 "$FBCAST" "$BIG" "$TDIR/hosts/r%r"
+        WHYS=()
+        [ "$RC" = 0 ] || WHYS+=("mpirun exited with $RC")
+        all_codes 3 0 || WHYS+=("$WHY")
+        for r in 1 2; do cmp -s "$BIG" "$TDIR/hosts/r$r/big.bin" || WHYS+=("rank $r: no identical $TDIR/hosts/r$r/big.bin"); done
+        if [ ${#WHYS[@]} = 0 ]; then pass "DST/big.bin on ranks 1 and 2"; else fail "${WHYS[*]}"; fi
+    fi
+
     # ---- ranks naming one file on one machine: the lowest writes it
     TEST=shared-destination-np4-$MODE
     if want "$TEST"; then

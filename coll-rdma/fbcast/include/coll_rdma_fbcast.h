@@ -61,7 +61,10 @@ extern "C" {
 /*
  * Collective over the intracommunicator comm: the root reads src and every
  * other rank writes dst (its own path; dst is not used on the root, src
- * only there; either may be NULL where it is not used).
+ * only there; either may be NULL where it is not used). A file sent to an
+ * existing directory goes inside it under the source's name (as with cp);
+ * a directory (COLL_RDMA_BCAST_FILE_RECURSIVE) becomes dst itself, merged
+ * into dst when that directory exists.
  *
  * - A destination that already holds the same contents (same size and
  *   hash) is not written (policies IF_DIFFERENT and NEVER) but its rank

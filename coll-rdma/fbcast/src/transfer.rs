@@ -241,7 +241,7 @@ impl Session<'_, '_> {
             Err(f) => {
                 let record = StatusRecord::failed(options.policy, f.code, &f.reason);
                 self.local.failure.get_or_insert(f);
-                self.send_record(&record)?;
+                let record = self.send_record(record)?;
                 return self.step(Ok(record), None, None, first_error).map(|_| ());
             }
         };
@@ -257,7 +257,7 @@ impl Session<'_, '_> {
                     (record, None)
                 }
             };
-            self.send_record(&record)?;
+            let record = self.send_record(record)?;
             match self.step(Ok(record), file, None, Vote::default())? {
                 Flow::Next => {}
                 Flow::Finished => return Ok(()),
@@ -280,9 +280,21 @@ impl Session<'_, '_> {
         }
     }
 
-    fn send_record(&mut self, record: &StatusRecord) -> Result<(), ErrorCode> {
-        let mut bytes = record.encode().map_err(|e| self.protocol_failure(&format!("cannot encode a status record: {e}")))?;
-        self.comm.bcast_bytes(&mut bytes, self.root).map_err(|_| ErrorCode::Mpi)
+    /// Broadcasts `record`, or a failure record when it cannot be encoded
+    /// (the receivers wait for one either way); returns what was sent.
+    fn send_record(&mut self, record: StatusRecord) -> Result<StatusRecord, ErrorCode> {
+        let (record, mut bytes) = match record.encode() {
+            Ok(bytes) => (record, bytes),
+            Err(e) => {
+                let reason = format!("cannot encode the status record of {}: {e}", String::from_utf8_lossy(&record.path));
+                let failed = StatusRecord::failed(record.policy, ErrorCode::Protocol, &reason);
+                self.protocol_failure(&reason);
+                let bytes = failed.encode().map_err(|_| ErrorCode::Protocol)?;
+                (failed, bytes)
+            }
+        };
+        self.comm.bcast_bytes(&mut bytes, self.root).map_err(|_| ErrorCode::Mpi)?;
+        Ok(record)
     }
 
     fn protocol_failure(&mut self, reason: &str) -> ErrorCode {
@@ -384,6 +396,11 @@ impl Session<'_, '_> {
     fn prepare(&mut self, record: &StatusRecord, dst: Option<&Path>) -> Result<Receiving, Failure> {
         let Some(dst) = dst else { return Ok(Receiving::Nothing) };
         let target = match record.kind {
+            // like cp: a file sent to an existing directory goes inside it
+            Kind::File if dst.is_dir() => match Path::new(OsStr::from_bytes(&record.path)).file_name() {
+                Some(name) => dst.join(name),
+                None => dst.to_path_buf(),
+            },
             Kind::File | Kind::TreeBegin => dst.to_path_buf(),
             Kind::TreeDir | Kind::TreeFile => dst.join(OsStr::from_bytes(&record.path)),
             Kind::TreeEnd => {
