@@ -326,7 +326,7 @@ for MODE in $MODES; do
         # nice 19 beside other jobs) a rank may not run at all in that second
         # and could not remove its temporary
         grace=()
-        [ "$OMPI_MAJOR" -ge 5 ] || grace=(--mca odls_base_sigkill_timeout 10)
+        [ "$OMPI_MAJOR" -ge 5 ] || grace=(--mca odls_base_sigkill_timeout 5)
         timeout -k 10 "$limit" mpirun -np 4 --oversubscribe "${MPI_OPTS[@]}" "${grace[@]}" "${RANK_ENV[@]}" \
             bash -c 'echo $$ > "'"$TDIR"'/pids/${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-x}}"; exec "$@"' fbcast-rank \
             "$FBCAST" --chunk 4K "$HUGE" "$TDIR/hosts/r%r/data.bin" </dev/null >"$LOG" 2>&1 &
