@@ -56,6 +56,9 @@ pub enum Existing {
     Different,
     /// Something that is not a regular file (a directory, a device...).
     NotAFile,
+    /// A symbolic link, which is never followed: the file replaces the
+    /// link itself (its target stays untouched), or policy never refuses.
+    Symlink,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +72,8 @@ pub fn decide(policy: Policy, existing: Existing) -> Action {
     match (existing, policy) {
         (Existing::Absent, _) => Action::Write,
         (Existing::NotAFile, _) => Action::Refuse(ErrorCode::Dest),
+        (Existing::Symlink, Policy::Never) => Action::Refuse(ErrorCode::Exists),
+        (Existing::Symlink, _) => Action::Write,
         (Existing::SameContent, Policy::Always) => Action::Write,
         (Existing::SameContent, _) => Action::KeepIdentical,
         (Existing::Different, Policy::Never) => Action::Refuse(ErrorCode::Exists),
@@ -97,6 +102,9 @@ mod tests {
             (Policy::Always, SameContent, Write),
             (Policy::Always, Different, Write),
             (Policy::Always, NotAFile, Refuse(ErrorCode::Dest)),
+            (Policy::IfDifferent, Symlink, Write),
+            (Policy::Never, Symlink, Refuse(ErrorCode::Exists)),
+            (Policy::Always, Symlink, Write),
         ];
         for (policy, existing, want) in table {
             assert_eq!(decide(policy, existing), want, "{policy:?} {existing:?}");

@@ -162,6 +162,11 @@ struct Session<'a, 'p> {
 struct Vote {
     error: i32,
     needs_data: bool,
+    /// Set by the root when it could not send the file as announced (a
+    /// read error, or the source changed while it was sent): the copies
+    /// then cannot match the hash, and every rank reports SOURCE, not the
+    /// receivers' CORRUPT.
+    root_source_failed: bool,
 }
 
 enum Flow {
@@ -310,13 +315,20 @@ impl Session<'_, '_> {
     }
 
     fn agree(&self, vote: Vote) -> Result<Vote, ErrorCode> {
-        let mut values = [vote.error, vote.needs_data as i32];
+        let mut values = [vote.error, vote.needs_data as i32, vote.root_source_failed as i32];
         self.comm.allreduce_max(&mut values).map_err(|_| ErrorCode::Mpi)?;
-        Ok(Vote { error: values[0], needs_data: values[1] != 0 })
+        Ok(Vote { error: values[0], needs_data: values[1] != 0, root_source_failed: values[2] != 0 })
     }
 
     fn agreed_ok(&self, vote: Vote) -> Result<Vote, ErrorCode> {
-        let agreed = self.agree(vote)?;
+        self.agreed_ok_after(self.agree(vote)?)
+    }
+
+    /// The agreed vote, or the code every rank returns.
+    fn agreed_ok_after(&self, agreed: Vote) -> Result<Vote, ErrorCode> {
+        if agreed.root_source_failed {
+            return Err(ErrorCode::Source);
+        }
         match ErrorCode::from_i32(agreed.error) {
             None => Ok(agreed),
             Some(code) => Err(code),
@@ -410,11 +422,16 @@ impl Session<'_, '_> {
             Kind::Failed => return Ok(Receiving::Nothing),
         };
         if !record.kind.carries_data() {
-            self.local.dirs_created += self.dirs.ensure(&target, record.mode)? as u64;
+            self.local.dirs_created += self.dirs.ensure(&target, record.mode, record.kind == Kind::TreeBegin)? as u64;
             return Ok(Receiving::Nothing);
         }
-        match policy::decide(record.policy, dest::existing(&target, record)) {
+        let existing = dest::existing(&target, record);
+        match policy::decide(record.policy, existing) {
             Action::KeepIdentical => Ok(Receiving::Identical),
+            Action::Refuse(ErrorCode::Exists) if existing == policy::Existing::Symlink => Err(Failure::new(
+                ErrorCode::Exists,
+                format!("{} is a symbolic link (policy never: not replaced, not followed)", target.display()),
+            )),
             Action::Refuse(ErrorCode::Exists) => Err(Failure::new(
                 ErrorCode::Exists,
                 format!("{} exists with other contents (policy never)", target.display()),
@@ -523,25 +540,25 @@ impl Session<'_, '_> {
         {
             local = Some(Failure::new(ErrorCode::of_write(&e), format!("cannot complete {}: {e}", s.temp_path().display())));
         }
-        let vote = Vote { error: local.map(|f| self.fail(f)).unwrap_or(0), needs_data: false };
-        self.agreed_ok(vote)?;
+        let root_source_failed = self.is_root && matches!(&local, Some(f) if f.code == ErrorCode::Source);
+        let vote = Vote { error: local.as_ref().map_or(0, |f| f.code as i32), needs_data: false, root_source_failed };
+        let agreed = self.agree(vote);
+        // a receiver's hash mismatch is the root's changed source, not its own failure
+        if let Some(f) = local
+            && !(matches!(agreed, Ok(a) if a.root_source_failed) && f.code == ErrorCode::Corrupt)
+        {
+            self.fail(f);
+        }
+        self.agreed_ok_after(agreed?)?;
         let mut vote = Vote::default();
         if let (Some(s), Some(target)) = (staged, target) {
-            match s.commit(record.policy == Policy::Never) {
-                Ok(()) => {
+            match commit(s, &target, record) {
+                Ok(Committed::Written) => {
                     self.local.files_written += 1;
                     self.local.bytes_written += record.size;
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    vote.error = self.fail(Failure::new(
-                        ErrorCode::Exists,
-                        format!("{} appeared during the transfer (policy never)", target.display()),
-                    ));
-                }
-                Err(e) => {
-                    vote.error =
-                        self.fail(Failure::new(ErrorCode::Dest, format!("cannot rename into {}: {e}", target.display())));
-                }
+                Ok(Committed::Identical) => self.local.files_identical += 1,
+                Err(f) => vote.error = self.fail(f),
             }
         }
         if self.is_root {
@@ -551,18 +568,142 @@ impl Session<'_, '_> {
     }
 }
 
-/// The announced mode and mtime, and fsync if asked, before the rename.
+/// How a verified temporary ended up under its final name.
+#[derive(Debug, PartialEq, Eq)]
+enum Committed {
+    Written,
+    /// Policy never: the file appeared meanwhile with the same contents,
+    /// e.g. written by another host to the same path of a shared file
+    /// system (the first rename wins; the others find its identical copy).
+    Identical,
+}
+
+/// Renames the temporary over `target` (a symbolic link there is replaced,
+/// never followed); under policy never, only if nothing appeared meanwhile.
+fn commit(staged: Staged, target: &Path, record: &StatusRecord) -> Result<Committed, Failure> {
+    match staged.commit(record.policy == Policy::Never) {
+        Ok(()) => Ok(Committed::Written),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match dest::existing(target, record) {
+            policy::Existing::SameContent => Ok(Committed::Identical),
+            _ => Err(Failure::new(
+                ErrorCode::Exists,
+                format!("{} appeared during the transfer with other contents (policy never)", target.display()),
+            )),
+        },
+        Err(e) => Err(Failure::new(ErrorCode::Dest, format!("cannot rename into {}: {e}", target.display()))),
+    }
+}
+
+/// The permission bits a received file gets: setuid and setgid are dropped
+/// (as cp does without -p), and sticky means nothing on a file.
+pub(crate) const FILE_MODE_KEPT: u32 = 0o777;
+
+/// The announced mode (without setuid/setgid/sticky) and mtime, and fsync
+/// if asked, before the rename.
 fn finish_file(file: &mut File, record: &StatusRecord) -> std::io::Result<()> {
     file.flush()?;
-    file.set_permissions(Permissions::from_mode(record.mode & 0o7777))?;
-    let mtime = if record.mtime_sec >= 0 {
-        SystemTime::UNIX_EPOCH + Duration::new(record.mtime_sec as u64, record.mtime_nsec)
+    file.set_permissions(Permissions::from_mode(record.mode & FILE_MODE_KEPT))?;
+    let out_of_range = || std::io::Error::new(std::io::ErrorKind::InvalidData, "mtime out of range");
+    let since_epoch = Duration::from_secs(record.mtime_sec.unsigned_abs());
+    let seconds = if record.mtime_sec >= 0 {
+        SystemTime::UNIX_EPOCH.checked_add(since_epoch)
     } else {
-        SystemTime::UNIX_EPOCH - Duration::from_secs(record.mtime_sec.unsigned_abs()) + Duration::from_nanos(record.mtime_nsec as u64)
+        SystemTime::UNIX_EPOCH.checked_sub(since_epoch)
     };
+    let mtime = seconds.and_then(|t| t.checked_add(Duration::from_nanos(record.mtime_nsec as u64))).ok_or_else(out_of_range)?;
     file.set_times(FileTimes::new().set_modified(mtime))?;
     if record.flags & FLAG_FSYNC != 0 {
         file.sync_all()?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    fn record_of(data: &[u8], policy: Policy) -> StatusRecord {
+        let mut r = StatusRecord::new(Kind::File, policy);
+        r.size = data.len() as u64;
+        r.hash = *blake3::hash(data).as_bytes();
+        r
+    }
+
+    fn staged_with(dst: &Path, data: &[u8]) -> Staged {
+        let mut staged = Staged::create(dst).unwrap();
+        staged.file().write_all(data).unwrap();
+        staged
+    }
+
+    #[test]
+    fn policy_never_loses_a_rename_race_to_an_identical_copy_without_failing() {
+        let _slot = crate::cleanup::TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = tempfile::tempdir().unwrap();
+        let dst = dir.path().join("f");
+        let record = record_of(b"payload", Policy::Never);
+        // another host of a shared file system renamed its copy first
+        let staged = staged_with(&dst, b"payload");
+        std::fs::write(&dst, b"payload").unwrap();
+        let winner_inode = std::fs::metadata(&dst).unwrap().ino();
+        assert_eq!(commit(staged, &dst, &record), Ok(Committed::Identical));
+        assert_eq!(std::fs::metadata(&dst).unwrap().ino(), winner_inode, "the first rename's file stays");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "our temporary is removed");
+        // a different file that appeared meanwhile is still refused
+        let staged = staged_with(&dst, b"payload");
+        std::fs::write(&dst, b"PAYLOAD").unwrap();
+        let refused = commit(staged, &dst, &record).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::Exists);
+        assert_eq!(std::fs::read(&dst).unwrap(), b"PAYLOAD");
+        // nothing there: written
+        std::fs::remove_file(&dst).unwrap();
+        assert_eq!(commit(staged_with(&dst, b"payload"), &dst, &record), Ok(Committed::Written));
+        assert_eq!(std::fs::read(&dst).unwrap(), b"payload");
+    }
+
+    #[test]
+    fn commit_replaces_a_link_and_leaves_its_target_alone() {
+        let _slot = crate::cleanup::TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, b"not ours").unwrap();
+        let dst = dir.path().join("f");
+        std::os::unix::fs::symlink(&target, &dst).unwrap();
+        let record = record_of(b"payload", Policy::IfDifferent);
+        assert_eq!(commit(staged_with(&dst, b"payload"), &dst, &record), Ok(Committed::Written));
+        assert!(std::fs::symlink_metadata(&dst).unwrap().is_file(), "the link itself was replaced");
+        assert_eq!(std::fs::read(&dst).unwrap(), b"payload");
+        assert_eq!(std::fs::read(&target).unwrap(), b"not ours");
+    }
+
+    #[test]
+    fn received_files_lose_setuid_setgid_and_sticky() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let mut file = File::create(&path).unwrap();
+        let mut record = record_of(b"", Policy::IfDifferent);
+        record.mode = 0o6755;
+        record.mtime_sec = 1_700_000_000;
+        finish_file(&mut file, &record).unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.mode() & 0o7777, 0o755);
+        assert_eq!(meta.mtime(), 1_700_000_000);
+    }
+
+    #[test]
+    fn extreme_mtimes_do_not_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut file = File::create(dir.path().join("f")).unwrap();
+        for sec in [i64::MIN, i64::MAX] {
+            let mut record = record_of(b"", Policy::IfDifferent);
+            record.mtime_sec = sec;
+            record.mtime_nsec = 999_999_999;
+            // whether the file system takes it or not, no overflow panics
+            let _ = finish_file(&mut file, &record);
+        }
+        let mut record = record_of(b"", Policy::IfDifferent);
+        record.mtime_sec = -86_400;
+        finish_file(&mut file, &record).unwrap();
+        assert_eq!(file.metadata().unwrap().mtime(), -86_400);
+    }
 }
