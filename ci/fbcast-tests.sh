@@ -477,6 +477,23 @@ for MODE in $MODES; do
         if [ ${#WHYS[@]} = 0 ]; then pass "types, modes and sha256 of every entry equal; second run skipped all 5 files"; else fail "${WHYS[*]}"; fi
     fi
 
+    # ---- a link inside an existing tree DST is not followed
+    TEST=tree-link-in-dest-np3-$MODE
+    if want "$TEST"; then
+        TDIR=$WORK/$TEST; mkdir -p "$TDIR/outside"; hosts_dirs 3
+        mkdir -p "$TDIR/hosts/r1/copy" "$TDIR/hosts/r2/copy"
+        ln -s "$TDIR/outside" "$TDIR/hosts/r2/copy/sub"
+        run 3 "$FBCAST" "$TREE" "$TDIR/hosts/r%r/copy"
+        WHYS=()
+        [ "$RC" != 124 ] || WHYS+=("timed out")
+        all_codes 3 4 || WHYS+=("$WHY")
+        [ -z "$(ls -A "$TDIR/outside")" ] || WHYS+=("files written through the link: $(ls -A "$TDIR/outside" | tr '\n' ' ')")
+        [ -L "$TDIR/hosts/r2/copy/sub" ] || WHYS+=("the link was replaced")
+        grep -q 'rank 2: FAILED: .*sub is a symbolic link where a directory is expected' "$LOG" || WHYS+=("the summary does not name rank 2's link")
+        [ -z "$(temps "$TDIR/hosts")" ] || WHYS+=("temporaries left")
+        if [ ${#WHYS[@]} = 0 ]; then pass "code 4 on all ranks, nothing written through the link"; else fail "${WHYS[*]}"; fi
+    fi
+
     # ---- a file sent to existing directories goes inside them, as with cp
     TEST=file-into-directory-np3-$MODE
     if want "$TEST"; then
