@@ -362,7 +362,7 @@ for MODE in $MODES; do
         killed= written=
         while kill -0 "$job" 2>/dev/null; do # (bounded by timeout)
             written=$(temp_offset "$TDIR/pids/1")
-            if [ "${written:-0}" -gt $((1 << 20)) ] && [ -f "$TDIR/pids/$victim" ]; then
+            if [ "${written:-0}" -gt $((64 << 10)) ] && [ -f "$TDIR/pids/$victim" ]; then
                 kill -9 "$(cat "$TDIR/pids/$victim")" && killed=yes
                 break
             fi
@@ -376,9 +376,9 @@ for MODE in $MODES; do
             complete=yes
             for r in 1 2 3; do cmp -s "$HUGE" "$TDIR/hosts/r$r/data.bin" || complete=; done
             if [ "$RC" = 0 ] && [ -n "$complete" ]; then
-                skip "the transfer completed (in ${SECS}s) before rank 1 had written 1 MiB of its temporary: nothing to kill"
+                skip "the transfer completed (in ${SECS}s) before rank 1 had written 64 KiB of its temporary: nothing to kill"
             else
-                fail "rank 1 never wrote 1 MiB of its temporary; mpirun ended with status $RC after ${SECS}s"
+                fail "rank 1 never wrote 64 KiB of its temporary; mpirun ended with status $RC after ${SECS}s"
             fi
             continue
         fi
@@ -410,13 +410,13 @@ for MODE in $MODES; do
             bash -c 'r=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-x}}; "$@" & echo $! > "'"$TDIR"'/pids/$r"; wait $!; rc=$?; echo $rc > "'"$CODES"'/code.$r"; exit $rc' \
             fbcast-rank "$FBCAST" --chunk 4K "$src" "$TDIR/hosts/r%r/data.bin" </dev/null >"$LOG" 2>&1 &
         job=$!
-        # once rank 1 has 1 MiB, stop the root, change the source's last 4
+        # once rank 1 has 64 KiB, stop the root, change the source's last 4
         # KiB (beyond what the root has read: the offset of its open source),
         # let it go on
         changed= written= read_at=
         while kill -0 "$job" 2>/dev/null; do # (bounded by timeout)
             written=$(temp_offset "$TDIR/pids/1")
-            if [ "${written:-0}" -gt $((1 << 20)) ] && [ -f "$TDIR/pids/0" ]; then
+            if [ "${written:-0}" -gt $((64 << 10)) ] && [ -f "$TDIR/pids/0" ]; then
                 root=$(cat "$TDIR/pids/0")
                 kill -STOP "$root" || break
                 for fd in /proc/"$root"/fd/*; do
@@ -436,7 +436,7 @@ for MODE in $MODES; do
             complete=yes
             for r in 1 2 3; do cmp -s "$HUGE" "$TDIR/hosts/r$r/data.bin" || complete=; done
             if [ "$RC" = 0 ] && [ -n "$complete" ]; then
-                skip "the root had read the whole source (offset ${read_at:-?}) when rank 1 had 1 MiB: nothing left to change"
+                skip "the root had read the whole source (offset ${read_at:-?}) when rank 1 had 64 KiB: nothing left to change"
             else
                 fail "the source was not changed (rank 1 wrote ${written:-nothing}, the root had read ${read_at:-?} bytes); mpirun ended with status $RC after ${SECS}s"
             fi
@@ -559,7 +559,8 @@ for MODE in $MODES; do
         fi
     fi
 
-    # ---- fbcast starting mpirun itself (--hosts localhost,localhost)
+    # ---- fbcast starting mpirun itself (--hosts localhost,localhost), also
+    # from an environment that looks like a rank's (a script under Slurm)
     TEST=launcher-hosts-localhost-$MODE
     if want "$TEST"; then
         TDIR=$WORK/$TEST; mkdir -p "$TDIR"
@@ -567,7 +568,7 @@ for MODE in $MODES; do
         for a in --oversubscribe "${MPI_OPTS[@]}"; do margs+=("--mpirun-arg=$a"); done
         LOG=$TDIR/run.log
         t0=$SECONDS
-        env -u OMPI_COMM_WORLD_SIZE "${RANK_ENV[@]}" timeout -k 10 "$(scaled_timeout)" "$FBCAST" --hosts localhost,localhost "${margs[@]}" \
+        env PMI_RANK=5 "${RANK_ENV[@]}" timeout -k 10 "$(scaled_timeout)" "$FBCAST" --hosts localhost,localhost "${margs[@]}" \
             "$SMALL" "$TDIR/r%r.bin" </dev/null >"$LOG" 2>&1
         RC=$?
         WHYS=()

@@ -103,6 +103,9 @@ mod tests {
         std::fs::write(&path, vec![2u8; 1 << 20]).unwrap();
         let reader = ReadAhead::start(File::open(&path).unwrap(), 1 << 20, 4096).unwrap();
         reader.next_chunk().unwrap();
-        reader.finish();
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || done.send(reader.finish()).unwrap());
+        let hash = finished.recv_timeout(std::time::Duration::from_secs(30)).expect("finish() did not return within 30 s");
+        assert!(hash.is_some(), "the reading thread ended normally");
     }
 }

@@ -85,9 +85,15 @@ impl Staged {
     pub fn commit(mut self, no_clobber: bool) -> io::Result<()> {
         let temp = self.temp.take().expect("staged file committed twice");
         let result = if no_clobber { temp.persist_noclobber(&self.dst) } else { temp.persist(&self.dst) };
+        let result = match result {
+            Ok(_) => Ok(()),
+            Err(tempfile::PersistError { error, file }) => {
+                drop(file); // removes the temporary; only then may a handler forget it
+                Err(error)
+            }
+        };
         cleanup::forget();
-        // on error the returned NamedTempFile is dropped here, which removes it
-        result.map(|_| ()).map_err(|e| e.error)
+        result
     }
 }
 
@@ -170,7 +176,7 @@ mod tests {
     }
 
     #[test]
-    fn unwritable_directory_fails_to_create() {
+    fn missing_directory_fails_to_create() {
         let dir = tempfile::tempdir().unwrap();
         assert!(Staged::create(&dir.path().join("missing-dir/f")).is_err());
     }

@@ -30,13 +30,15 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    if !launch::started_by_mpirun() {
-        if args.launch == Launch::Rank {
-            eprintln!("fbcast: not started by mpirun: run it under mpirun (one rank per host) or give --hosts or --hostfile");
-            return ExitCode::from(EXIT_USAGE);
-        }
+    // --hosts/--hostfile always launch (the ranks' arguments never carry
+    // them), even from a script that runs under mpirun or Slurm itself
+    if args.launch != Launch::Rank {
         let why = launch::exec_mpirun(&args.launch, &args.mpirun_args, &argv);
         eprintln!("fbcast: {why}");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    if !launch::started_by_mpirun() {
+        eprintln!("fbcast: not started by mpirun: run it under mpirun (one rank per host) or give --hosts or --hostfile");
         return ExitCode::from(EXIT_USAGE);
     }
     run_rank(&args)
