@@ -87,26 +87,14 @@ pub unsafe extern "C" fn coll_rdma_bcast_file_chunked(
     }
 }
 
-static DESCRIPTIONS: [&CStr; 10] = [
-    c"success",
-    c"invalid argument",
-    c"source missing, unreadable or changed",
-    c"destination exists with other contents (policy never)",
-    c"destination cannot be written",
-    c"no space left on a destination",
-    c"I/O error during the transfer",
-    c"received data do not match the content hash",
-    c"malformed status record",
-    c"MPI call failed",
-];
-
 /// A static description of a return code.
 #[unsafe(no_mangle)]
 pub extern "C" fn coll_rdma_bcast_file_strerror(code: c_int) -> *const c_char {
-    usize::try_from(code)
-        .ok()
-        .and_then(|i| DESCRIPTIONS.get(i))
-        .map_or(c"unknown coll_rdma_bcast_file code".as_ptr(), |d| d.as_ptr())
+    let description = match code {
+        0 => c"success",
+        _ => ErrorCode::from_i32(code).map_or(c"unknown coll_rdma_bcast_file code", ErrorCode::describe_c),
+    };
+    description.as_ptr()
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Return codes (the same numbers as in include/coll_rdma_fbcast.h) and a
 //! rank's own reason for one.
 
+use std::ffi::CStr;
 use std::fmt;
 use std::io;
 
@@ -51,18 +52,23 @@ impl ErrorCode {
         ErrorCode::ALL.into_iter().find(|c| *c as i32 == code)
     }
 
-    /// A short description, also returned by coll_rdma_bcast_file_strerror.
+    /// A short description.
     pub fn describe(self) -> &'static str {
+        self.describe_c().to_str().expect("descriptions are ASCII")
+    }
+
+    /// The same, NUL-terminated, for coll_rdma_bcast_file_strerror.
+    pub fn describe_c(self) -> &'static CStr {
         match self {
-            ErrorCode::Arg => "invalid argument",
-            ErrorCode::Source => "source missing, unreadable or changed",
-            ErrorCode::Exists => "destination exists with other contents (policy never)",
-            ErrorCode::Dest => "destination cannot be written",
-            ErrorCode::NoSpace => "no space left on a destination",
-            ErrorCode::Io => "I/O error during the transfer",
-            ErrorCode::Corrupt => "received data do not match the content hash",
-            ErrorCode::Protocol => "malformed status record",
-            ErrorCode::Mpi => "MPI call failed",
+            ErrorCode::Arg => c"invalid argument",
+            ErrorCode::Source => c"source missing, unreadable or changed",
+            ErrorCode::Exists => c"destination exists with other contents (policy never)",
+            ErrorCode::Dest => c"destination cannot be written",
+            ErrorCode::NoSpace => c"no space left on a destination",
+            ErrorCode::Io => c"I/O error during the transfer",
+            ErrorCode::Corrupt => c"received data do not match the content hash",
+            ErrorCode::Protocol => c"malformed status record",
+            ErrorCode::Mpi => c"MPI call failed",
         }
     }
 

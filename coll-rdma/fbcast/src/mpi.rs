@@ -2,8 +2,6 @@
 //! the caller owns. Every call returns `Err(MpiError)` when MPI reports an
 //! error (only possible under MPI_ERRORS_RETURN; the default handler aborts).
 
-#![allow(non_camel_case_types, non_snake_case, non_upper_case_globals, dead_code, unsafe_op_in_unsafe_fn)]
-
 mod ffi {
     #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals, dead_code, clippy::all)]
     include!(concat!(env!("OUT_DIR"), "/mpi_bindings.rs"));

@@ -190,27 +190,22 @@ impl Session<'_, '_> {
         options: &Options,
         early: Option<Failure>,
     ) -> Result<(), ErrorCode> {
-        let mut first_error = Vote::default();
-        let mut note = |local: &mut LocalReport, failure: Failure| {
-            if first_error.error == 0 {
-                first_error.error = failure.code as i32;
+        // failures before the first record: voted on with it
+        let mut early_vote = Vote::default();
+        let mut failures = Vec::new();
+        failures.extend(early);
+        failures.extend(options.check().err());
+        let dst = match dst {
+            _ if self.is_root => None,
+            Some(d) => Some(d),
+            None => {
+                failures.push(Failure::new(ErrorCode::Arg, "no destination path given"));
+                None
             }
-            local.failure.get_or_insert(failure);
         };
-        if let Some(f) = early {
-            note(&mut self.local, f);
+        if let Some(first) = failures.into_iter().next() {
+            early_vote.error = self.fail(first);
         }
-        if let Err(f) = options.check() {
-            note(&mut self.local, f);
-        }
-        let dst = if self.is_root {
-            None
-        } else if let Some(d) = dst {
-            Some(d)
-        } else {
-            note(&mut self.local, Failure::new(ErrorCode::Arg, "no destination path given"));
-            None
-        };
         let key = dst.map(dest::dest_key).unwrap_or([0; HASH_BYTES]);
         let keys: Vec<[u8; HASH_BYTES]> = self
             .comm
@@ -224,13 +219,13 @@ impl Session<'_, '_> {
         let writes_here = if leader.is_none() { dst } else { None };
 
         if self.is_root {
-            self.run_root(src, options, first_error)
+            self.run_root(src, options, early_vote)
         } else {
-            self.run_receiver(writes_here, first_error)
+            self.run_receiver(writes_here, early_vote)
         }
     }
 
-    fn run_root(&mut self, src: Option<&Path>, options: &Options, first_error: Vote) -> Result<(), ErrorCode> {
+    fn run_root(&mut self, src: Option<&Path>, options: &Options, early_vote: Vote) -> Result<(), ErrorCode> {
         let mut template = StatusRecord::new(Kind::File, options.policy);
         template.chunk_bytes = options.chunk_bytes as u32;
         template.flags = if options.fsync { FLAG_FSYNC } else { 0 };
@@ -247,7 +242,7 @@ impl Session<'_, '_> {
                 let record = StatusRecord::failed(options.policy, f.code, &f.reason);
                 self.local.failure.get_or_insert(f);
                 let record = self.send_record(record)?;
-                return self.step(Ok(record), None, None, first_error).map(|_| ());
+                return self.announce_and_transfer(Ok(record), None, None, early_vote).map(|_| ());
             }
         };
         let Plan { items, total_bytes, not_regular } = plan;
@@ -263,22 +258,23 @@ impl Session<'_, '_> {
                 }
             };
             let record = self.send_record(record)?;
-            match self.step(Ok(record), file, None, Vote::default())? {
+            match self.announce_and_transfer(Ok(record), file, None, Vote::default())? {
                 Flow::Next => {}
                 Flow::Finished => return Ok(()),
             }
         }
-        Err(self.protocol_failure("the root's plan ended without a final record"))
+        self.fail(Failure::new(ErrorCode::Protocol, "the root's plan ended without a final record"));
+        Err(ErrorCode::Protocol)
     }
 
-    fn run_receiver(&mut self, dst: Option<&Path>, first_error: Vote) -> Result<(), ErrorCode> {
-        let mut vote = first_error;
+    fn run_receiver(&mut self, dst: Option<&Path>, early_vote: Vote) -> Result<(), ErrorCode> {
+        let mut vote = early_vote;
         loop {
             let mut bytes = vec![0u8; RECORD_BYTES];
             self.comm.bcast_bytes(&mut bytes, self.root).map_err(|_| ErrorCode::Mpi)?;
             let record = StatusRecord::decode(&bytes)
                 .map_err(|e| Failure::new(ErrorCode::Protocol, format!("status record from the root rejected: {e}")));
-            match self.step(record, None, dst, vote)? {
+            match self.announce_and_transfer(record, None, dst, vote)? {
                 Flow::Next => vote = Vote::default(),
                 Flow::Finished => return Ok(()),
             }
@@ -293,18 +289,13 @@ impl Session<'_, '_> {
             Err(e) => {
                 let reason = format!("cannot encode the status record of {}: {e}", String::from_utf8_lossy(&record.path));
                 let failed = StatusRecord::failed(record.policy, ErrorCode::Protocol, &reason);
-                self.protocol_failure(&reason);
+                self.fail(Failure::new(ErrorCode::Protocol, reason.clone()));
                 let bytes = failed.encode().map_err(|_| ErrorCode::Protocol)?;
                 (failed, bytes)
             }
         };
         self.comm.bcast_bytes(&mut bytes, self.root).map_err(|_| ErrorCode::Mpi)?;
         Ok(record)
-    }
-
-    fn protocol_failure(&mut self, reason: &str) -> ErrorCode {
-        self.local.failure.get_or_insert(Failure::new(ErrorCode::Protocol, reason));
-        ErrorCode::Protocol
     }
 
     /// Records a local failure; returns its code for the vote.
@@ -337,7 +328,7 @@ impl Session<'_, '_> {
 
     /// One record on any rank: `dst` is this rank's destination when it
     /// writes (None on the root and on ranks sharing another's file).
-    fn step(
+    fn announce_and_transfer(
         &mut self,
         record: Result<StatusRecord, Failure>,
         source: Option<File>,
