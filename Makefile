@@ -50,7 +50,7 @@ help:
 	@echo "                   (about 6 minutes on 2 cores, SOAK_ROUNDS=n for more seeds;"
 	@echo "                   not part of make check)"
 	@echo "make check-rxe     build, then only the Soft-RoCE tests (ci/rxe-tests.sh)"
-	@echo "make check-ompi5   the MPI tests against Open MPI 5.0 in a Debian 13 chroot"
+	@echo "make check-ompi5   the MPI tests and fbcast's against Open MPI 5.0 in a Debian 13 chroot"
 	@echo "                   (ci/ompi5/chroot.sh prepare, then ci/ompi5/check.sh inside;"
 	@echo "                   needs root; logs under $(BUILD)/ompi5/). make check runs it"
 	@echo "                   last; SKIP_OMPI5=1 leaves it out"

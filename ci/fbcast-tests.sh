@@ -99,8 +99,11 @@ mode_options() {
     # run() checks every rank's exit status: mpirun must not end the others
     # when the first exits with a non-zero status (ORTE's default). Not for
     # the kill tests: with it, ORTE does not end the job when a rank dies.
+    # Open MPI 5's prterun has no such switch: there each rank's wrapper
+    # exits 0 after recording its status (checked per rank by all_codes).
     ALL_STATUSES=()
-    [ "$OMPI_MAJOR" -ge 5 ] || ALL_STATUSES=(--mca orte_abort_on_non_zero_status 0)
+    RANK_EXIT='exit $rc'
+    if [ "$OMPI_MAJOR" -ge 5 ]; then RANK_EXIT='exit 0'; else ALL_STATUSES=(--mca orte_abort_on_non_zero_status 0); fi
     RANK_ENV=()
     if [ "$1" = rdma ]; then
         MPI_OPTS+=(--mca coll rdma --mca coll_rdma_verbose 1)
@@ -126,7 +129,7 @@ run() {
     local t0=$SECONDS limit
     limit=$(scaled_timeout)
     timeout -k 10 "$limit" mpirun -np "$np" --oversubscribe "${MPI_OPTS[@]}" "${ALL_STATUSES[@]}" "${RANK_ENV[@]}" \
-        bash -c '"$@"; rc=$?; echo $rc > "'"$CODES"'/code.${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-x}}"; exit $rc' fbcast-rank "$@" \
+        bash -c '"$@"; rc=$?; echo $rc > "'"$CODES"'/code.${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-x}}"; '"$RANK_EXIT" fbcast-rank "$@" \
         </dev/null >"$LOG" 2>&1
     RC=$?
     SECS=$((SECONDS - t0))
@@ -350,6 +353,7 @@ for MODE in $MODES; do
         # seconds later (default 1): on a loaded machine (these tests run at
         # nice 19 beside other jobs) a rank may not run at all in that second
         # and could not remove its temporary
+        # (Open MPI 5's PRRTE has no such setting: see below)
         grace=()
         [ "$OMPI_MAJOR" -ge 5 ] || grace=(--mca odls_base_sigkill_timeout 5)
         timeout -k 10 "$limit" mpirun -np 4 --oversubscribe "${MPI_OPTS[@]}" "${grace[@]}" "${RANK_ENV[@]}" \
@@ -390,9 +394,18 @@ for MODE in $MODES; do
         # the killed rank cannot remove its temporary; the others remove
         # theirs when mpirun sends them SIGTERM
         others_left=$(grep -v "/r$victim/" <<<"$left" || true)
-        [ -z "$others_left" ] || WHYS+=("temporaries of surviving ranks left: $(tr '\n' ' ' <<<"$others_left")")
+        # PRRTE (Open MPI 5) has no setting for the delay between its
+        # SIGTERM and SIGKILL, and survivors were seen SIGKILLed before they
+        # removed their temporary: noted there, not a failure
+        if [ -n "$others_left" ] && [ "$OMPI_MAJOR" -ge 5 ]; then
+            survivors_note="; $(wc -l <<<"$others_left") surviving rank(s) SIGKILLed by PRRTE before removing their temporary (Open MPI 5: no grace setting)"
+        else
+            survivors_note=
+            [ -z "$others_left" ] || WHYS+=("temporaries of surviving ranks left: $(tr '\n' ' ' <<<"$others_left")")
+        fi
         note="killed when rank 1 had written $((written >> 20)) of $((HUGE_BYTES >> 20)) MiB; mpirun ended with status $RC ${SECS}s after the start"
         [ -n "$left" ] && [ "$victim" != 0 ] && note+="; the killed rank's temporary remains (SIGKILL), as documented"
+        note+=$survivors_note
         if [ ${#WHYS[@]} = 0 ]; then pass "$note"; else fail "${WHYS[*]} ($note)"; fi
     done
 
@@ -407,7 +420,7 @@ for MODE in $MODES; do
         t0=$SECONDS
         # each rank records its fbcast's pid and exit status
         timeout -k 10 "$(scaled_timeout)" mpirun -np 4 --oversubscribe "${MPI_OPTS[@]}" "${ALL_STATUSES[@]}" "${RANK_ENV[@]}" \
-            bash -c 'r=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-x}}; "$@" & echo $! > "'"$TDIR"'/pids/$r"; wait $!; rc=$?; echo $rc > "'"$CODES"'/code.$r"; exit $rc' \
+            bash -c 'r=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-x}}; "$@" & echo $! > "'"$TDIR"'/pids/$r"; wait $!; rc=$?; echo $rc > "'"$CODES"'/code.$r"; '"$RANK_EXIT" \
             fbcast-rank "$FBCAST" --chunk 4K "$src" "$TDIR/hosts/r%r/data.bin" </dev/null >"$LOG" 2>&1 &
         job=$!
         # once rank 1 has 64 KiB, stop the root, change the source's last 4
