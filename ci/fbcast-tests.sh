@@ -17,7 +17,7 @@
 #   FBCAST_TESTS_WORKDIR where the work directory is made (default the build
 #   directory; a fresh mktemp name each run, so that two runs can share it).
 # Disk: at most about 300 MiB at a time (checked up front: SKIPPED below
-#   MIN_FREE_MIB).
+#   400 MiB).
 # Prints PASS/FAIL/SKIPPED lines with reasons; the last line is
 # "N passed, N failed, N skipped"; non-zero exit status when any failed.
 set -uo pipefail
@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
         --modes) MODES=$2; shift 2 ;;
         --only) ONLY=$2; shift 2 ;;
         --keep) KEEP=1; shift ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
