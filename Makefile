@@ -17,31 +17,40 @@ COMPONENT  := $(COMPDIR)/mca_coll_rdma.so
 # cargo's output follows CARGO_TARGET_DIR (make check-noheaders builds apart)
 CARGO_OUT  := $(or $(CARGO_TARGET_DIR),target)/release
 INSTALLDIR := $(if $(DESTDIR),$(DESTDIR),$(HOME)/.openmpi/components)
+# fbcast (coll-rdma/fbcast): the command, its library and header
+FBCAST_SRC := coll-rdma/fbcast
+PREFIX     ?= $(HOME)/.local
 
-.PHONY: all build setup install check test-rust test-mpi test-scale soak check-rxe test-rxe check-ompi5 check-noheaders check-intree bench bench-ompi5 clean help
+.PHONY: all build build-fbcast setup install check test-fbcast test-rust test-mpi test-scale soak check-rxe test-rxe check-ompi5 check-noheaders check-intree bench bench-ompi5 clean help
 
 all: build
 
 help:
 	@echo "make / make build  set up (ci/setup.sh), cargo build --release -p coll-rdma,"
-	@echo "                   copy the component to $(COMPONENT)"
+	@echo "                   copy the component to $(COMPONENT); then build-fbcast"
+	@echo "make build-fbcast  cargo build --release -p coll-rdma-fbcast: fbcast to $(BUILD)/bin/,"
+	@echo "                   its library to $(BUILD)/lib/, its header to $(BUILD)/include/"
+	@echo "                   (a failure here is a warning: the component stays built)"
 	@echo "make build OMPI_SOURCE=/path/to/openmpi-X.Y.Z"
 	@echo "                   build against a configured Open MPI source tree of the"
 	@echo "                   installed version, for an Open MPI installed without its"
 	@echo "                   internal headers (ompi-patches/README.md)"
 	@echo "make install       copy it to \$$DESTDIR if set, else ~/.openmpi/components/"
-	@echo "                   (searched by Open MPI by default; no environment variable needed)"
+	@echo "                   (searched by Open MPI by default; no environment variable needed),"
+	@echo "                   and fbcast, libcoll_rdma_fbcast.so, coll_rdma_fbcast.h to"
+	@echo "                   \$$PREFIX/bin, lib, include (PREFIX default ~/.local)"
 	@echo "make check         build, cargo test --release --workspace, ci/mpi-tests.sh,"
-	@echo "                   ci/rxe-tests.sh (verbs on Soft-RoCE in qemu guests),"
+	@echo "                   ci/fbcast-tests.sh, ci/rxe-tests.sh (verbs on Soft-RoCE in qemu guests),"
 	@echo "                   check-noheaders, check-ompi5"
 	@echo "make test-mpi      only the MPI tests (ci/mpi-tests.sh)"
+	@echo "make test-fbcast   only fbcast's MPI tests (ci/fbcast-tests.sh; part of make check)"
 	@echo "make test-scale    only the scale tests: every collective at 64, 256 and 1024"
 	@echo "                   ranks on the in-process fabric (part of make check, about 1 min)"
 	@echo "make soak          the scale tests' long runs: more calls, 30 % multicast loss"
 	@echo "                   (about 6 minutes on 2 cores, SOAK_ROUNDS=n for more seeds;"
 	@echo "                   not part of make check)"
 	@echo "make check-rxe     build, then only the Soft-RoCE tests (ci/rxe-tests.sh)"
-	@echo "make check-ompi5   the MPI tests against Open MPI 5.0 in a Debian 13 chroot"
+	@echo "make check-ompi5   the MPI tests and fbcast's against Open MPI 5.0 in a Debian 13 chroot"
 	@echo "                   (ci/ompi5/chroot.sh prepare, then ci/ompi5/check.sh inside;"
 	@echo "                   needs root; logs under $(BUILD)/ompi5/). make check runs it"
 	@echo "                   last; SKIP_OMPI5=1 leaves it out"
@@ -87,6 +96,24 @@ build: setup
 	@OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$(abspath $(COMPDIR))" ompi_info 2>&1 \
 	    | grep -E 'MCA coll: rdma' \
 	    || echo "warning: ompi_info does not list coll rdma from $(COMPDIR)" >&2
+	@$(MAKE) --no-print-directory build-fbcast
+
+# fbcast apart from the component, after it: a failure here (e.g. blake3's C
+# code, mpicc) leaves the component built and installable; the stale fbcast
+# files are removed, so that make test-fbcast (and make check) fail on it.
+build-fbcast:
+	@echo "== cargo build --release -p coll-rdma-fbcast"
+	@mkdir -p $(BUILD)/bin $(BUILD)/lib $(BUILD)/include
+	@if $(CARGO) build --release -p coll-rdma-fbcast \
+	    && install -m 0755 $(CARGO_OUT)/fbcast $(BUILD)/bin/fbcast.tmp && mv -f $(BUILD)/bin/fbcast.tmp $(BUILD)/bin/fbcast \
+	    && install -m 0755 $(CARGO_OUT)/libcoll_rdma_fbcast.so $(BUILD)/lib/libcoll_rdma_fbcast.so.tmp \
+	    && mv -f $(BUILD)/lib/libcoll_rdma_fbcast.so.tmp $(BUILD)/lib/libcoll_rdma_fbcast.so \
+	    && install -m 0644 $(FBCAST_SRC)/include/coll_rdma_fbcast.h $(BUILD)/include/coll_rdma_fbcast.h; then \
+	    echo "== built $(BUILD)/bin/fbcast, $(BUILD)/lib/libcoll_rdma_fbcast.so, $(BUILD)/include/coll_rdma_fbcast.h"; \
+	else \
+	    rm -f $(BUILD)/bin/fbcast $(BUILD)/lib/libcoll_rdma_fbcast.so $(BUILD)/include/coll_rdma_fbcast.h; \
+	    echo "warning: fbcast (coll-rdma/fbcast) failed to build; the component $(COMPONENT) is built" >&2; \
+	fi
 
 install: build
 	@mkdir -p "$(INSTALLDIR)"
@@ -97,11 +124,24 @@ install: build
 	    "$(HOME)/.openmpi/components") echo "   Open MPI searches this directory by default: mpirun now uses coll rdma";; \
 	    *) echo "   not a default directory: run with --mca mca_base_component_path SYS_DEFAULT:$(INSTALLDIR)";; \
 	esac
+	@if [ ! -x $(BUILD)/bin/fbcast ]; then \
+	    echo "warning: $(BUILD)/bin/fbcast was not built (see make build): fbcast not installed" >&2; exit 0; \
+	fi; \
+	mkdir -p "$(PREFIX)/bin" "$(PREFIX)/lib" "$(PREFIX)/include" \
+	&& install -m 0755 $(BUILD)/bin/fbcast "$(PREFIX)/bin/fbcast.tmp" && mv -f "$(PREFIX)/bin/fbcast.tmp" "$(PREFIX)/bin/fbcast" \
+	&& install -m 0755 $(BUILD)/lib/libcoll_rdma_fbcast.so "$(PREFIX)/lib/libcoll_rdma_fbcast.so.tmp" \
+	&& mv -f "$(PREFIX)/lib/libcoll_rdma_fbcast.so.tmp" "$(PREFIX)/lib/libcoll_rdma_fbcast.so" \
+	&& install -m 0644 $(BUILD)/include/coll_rdma_fbcast.h "$(PREFIX)/include/coll_rdma_fbcast.h" \
+	&& echo "== installed $(PREFIX)/bin/fbcast, $(PREFIX)/lib/libcoll_rdma_fbcast.so, $(PREFIX)/include/coll_rdma_fbcast.h" \
+	&& case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; \
+	    *) echo "   $(PREFIX)/bin is not on PATH: add it (e.g. export PATH=\"$(PREFIX)/bin:\$$PATH\")";; esac \
+	&& echo "   C programs: mpicc -I$(PREFIX)/include prog.c -L$(PREFIX)/lib -Wl,-rpath,$(PREFIX)/lib -lcoll_rdma_fbcast"
 
 check: build
 	@echo "== cargo test --release --workspace"
 	@$(CARGO) test --release --workspace
 	@$(MAKE) --no-print-directory test-mpi
+	@$(MAKE) --no-print-directory test-fbcast
 	@$(MAKE) --no-print-directory test-rxe
 	@if [ "$(SKIP_NOHEADERS)" = 1 ]; then echo "== no-headers build test skipped (SKIP_NOHEADERS=1)"; \
 	else $(MAKE) --no-print-directory check-noheaders; fi
@@ -111,6 +151,11 @@ check: build
 test-mpi:
 	@echo "== MPI tests"
 	@bash ci/mpi-tests.sh
+
+# fbcast under mpirun, with coll rdma and stock Open MPI (needs make build).
+test-fbcast:
+	@echo "== fbcast tests"
+	@bash ci/fbcast-tests.sh
 
 # cargo test --workspace (make check) runs these too; these targets run them alone.
 test-scale:

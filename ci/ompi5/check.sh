@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds coll rdma against the Open MPI 5 of the chroot and runs the MPI tests
-# there: what `make check-ompi5` runs inside it (ci/ompi5/chroot.sh run).
+# there, then fbcast and its tests with coll rdma: what `make check-ompi5`
+# runs inside it (ci/ompi5/chroot.sh run).
 #
 #   ci/ompi5/check.sh [ci/mpi-tests.sh arguments...]
 #
@@ -26,3 +27,12 @@ OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$OUT/components" ompi_info 2>&1 | 
     || { echo "check.sh: ompi_info does not list coll rdma from $OUT/components" >&2; exit 1; }
 echo "== MPI tests (Open MPI 5)"
 MPI_TESTS_BUILD_DIR=$OUT MPI_TESTS_LOGDIR=${MPI_TESTS_LOGDIR:-$OUT/mpi-tests} bash ci/mpi-tests.sh "$@"
+# fbcast uses the public MPI API only: built against Open MPI 5's mpicc and
+# tested with coll rdma (the stock mode runs on the host's Open MPI 4.1)
+echo "== cargo build --release -p coll-rdma-fbcast, fbcast tests (Open MPI 5, coll rdma)"
+CARGO_TARGET_DIR=$TARGET cargo build --release -p coll-rdma-fbcast
+mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/include"
+install -m 0755 "$TARGET/release/fbcast" "$OUT/bin/fbcast"
+install -m 0755 "$TARGET/release/libcoll_rdma_fbcast.so" "$OUT/lib/libcoll_rdma_fbcast.so"
+install -m 0644 coll-rdma/fbcast/include/coll_rdma_fbcast.h "$OUT/include/coll_rdma_fbcast.h"
+FBCAST_TESTS_BUILD_DIR=$OUT bash ci/fbcast-tests.sh --modes rdma
