@@ -149,6 +149,20 @@ all_codes() {
 # temps DIR...: our temporaries left anywhere below the directories
 temps() { find "$@" -name '.*.fbcast-*' 2>/dev/null; }
 
+# undisturbed_transfer SKIP_WHY FAIL_WHY: the job of a test that disturbs a
+# 4-rank transfer of $HUGE ended before the disturbance. A transfer that
+# completed (status 0, ranks 1-3 hold the source) was only too fast: no test.
+# One that never started or failed is a failure.
+undisturbed_transfer() {
+    local r
+    if [ "$RC" = 0 ]; then
+        for r in 1 2 3; do cmp -s "$HUGE" "$TDIR/hosts/r$r/data.bin" || { fail "$2"; return; }; done
+        skip "$1"
+    else
+        fail "$2"
+    fi
+}
+
 # rdma mode: every rank reports bcasts served over shm and none handed over
 served_check() {
     local np=$1 min=$2 r n
@@ -375,15 +389,8 @@ for MODE in $MODES; do
         wait "$job"; RC=$?; SECS=$((SECONDS - t0))
         WHYS=()
         if [ -z "$killed" ]; then
-            # only a transfer that completed too fast is no test; one that
-            # never started or failed is a failure
-            complete=yes
-            for r in 1 2 3; do cmp -s "$HUGE" "$TDIR/hosts/r$r/data.bin" || complete=; done
-            if [ "$RC" = 0 ] && [ -n "$complete" ]; then
-                skip "the transfer completed (in ${SECS}s) before rank 1 had written 64 KiB of its temporary: nothing to kill"
-            else
-                fail "rank 1 never wrote 64 KiB of its temporary; mpirun ended with status $RC after ${SECS}s"
-            fi
+            undisturbed_transfer "the transfer completed (in ${SECS}s) before rank 1 had written 64 KiB of its temporary: nothing to kill" \
+                "rank 1 never wrote 64 KiB of its temporary; mpirun ended with status $RC after ${SECS}s"
             continue
         fi
         # (137 is also mpirun passing on the killed rank's status)
@@ -446,13 +453,8 @@ for MODE in $MODES; do
         wait "$job"; RC=$?; SECS=$((SECONDS - t0))
         WHYS=()
         if [ -z "$changed" ]; then
-            complete=yes
-            for r in 1 2 3; do cmp -s "$HUGE" "$TDIR/hosts/r$r/data.bin" || complete=; done
-            if [ "$RC" = 0 ] && [ -n "$complete" ]; then
-                skip "the root had read the whole source (offset ${read_at:-?}) when rank 1 had 64 KiB: nothing left to change"
-            else
-                fail "the source was not changed (rank 1 wrote ${written:-nothing}, the root had read ${read_at:-?} bytes); mpirun ended with status $RC after ${SECS}s"
-            fi
+            undisturbed_transfer "the root had read the whole source (offset ${read_at:-?}) when rank 1 had 64 KiB: nothing left to change" \
+                "the source was not changed (rank 1 wrote ${written:-nothing}, the root had read ${read_at:-?} bytes); mpirun ended with status $RC after ${SECS}s"
         else
             [ "$RC" != 124 ] || WHYS+=("timed out")
             all_codes 4 2 || WHYS+=("$WHY")
