@@ -46,7 +46,8 @@ pub(crate) struct Collector {
     timeout: Duration,
     /// Where a silent member's doubling timeout stops.
     backoff_ceiling: Duration,
-    control: Option<Control>,
+    /// Boxed: most collectors run without it, and the sender lives inline.
+    control: Option<Box<Control>>,
 }
 
 impl Collector {
@@ -59,7 +60,7 @@ impl Collector {
             .map(|member| Watched { word: word_of(member.position), member, acked: 0, changed_at: now, timeout })
             .collect::<Vec<_>>();
         let floor = if watched.is_empty() { u64::MAX } else { 0 };
-        let control = (congestion && !watched.is_empty()).then(|| Control::new(config, watched.len()));
+        let control = (congestion && !watched.is_empty()).then(|| Box::new(Control::new(config, watched.len())));
         let backoff_ceiling = if control.is_some() { config.congestion.rto_ceiling.max(timeout) } else { timeout * BACKOFF_LIMIT };
         Collector { watched, floor, timeout, backoff_ceiling, control }
     }
@@ -70,7 +71,7 @@ impl Collector {
 
     /// The highest piece count congestion control lets the root have sent.
     pub(crate) fn send_limit(&self) -> u64 {
-        self.control.as_ref().map_or(u64::MAX, Control::send_limit)
+        self.control.as_ref().map_or(u64::MAX, |control| control.send_limit())
     }
 
     /// The congestion window and the RTO, when congestion control runs.

@@ -86,11 +86,11 @@ impl NackTimer {
         let Some(suppression) = &mut self.suppression else {
             return revealed.map_or(NackStep::Nothing, NackStep::Send);
         };
-        if let Some((first, sent_at)) = suppression.outstanding {
-            if contiguous > first {
-                suppression.rtt.sample(now.saturating_duration_since(sent_at));
-                suppression.outstanding = None;
-            }
+        if let Some((first, sent_at)) = suppression.outstanding
+            && contiguous > first
+        {
+            suppression.rtt.sample(now.saturating_duration_since(sent_at));
+            suppression.outstanding = None;
         }
         if let Some(gap) = revealed {
             match &mut suppression.waiting {

@@ -106,11 +106,11 @@ impl Sender {
         }
         if self.multicast_repairs {
             for seq in repairs {
-                if self.ring.first_multicast_again(seq) {
-                    if let Some(frame) = self.ring.frame(seq) {
-                        transport.multicast(frame)?;
-                        stats.repairs_multicast += 1;
-                    }
+                if self.ring.first_multicast_again(seq)
+                    && let Some(frame) = self.ring.frame(seq)
+                {
+                    transport.multicast(frame)?;
+                    stats.repairs_multicast += 1;
                 }
             }
         }
