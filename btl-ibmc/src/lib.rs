@@ -39,7 +39,7 @@ pub use padded::put_word_padded;
 #[cfg(any(test, feature = "fabric"))]
 pub use fabric::{Fabric, FabricConfig, FabricEndpoint};
 pub use selected::SelectedTransport;
-pub use rmcast::{ReliableMulticast, RmcastConfig, RmcastStats};
+pub use rmcast::{CongestionConfig, CongestionMode, ReliableMulticast, RmcastConfig, RmcastStats};
 pub use cross_memory::{CrossMemory, CrossMemoryRefusal};
 pub use shm::{ShmTransport, establish};
 pub use udp::{UdpConfig, UdpFaults, UdpSetupError, UdpStats, UdpTransport};

@@ -37,6 +37,84 @@ pub struct RmcastConfig {
     /// on. `None` waits for ever, warning at the policy's intervals (MPI
     /// has no way to abandon a collective); tests bound their runs with it.
     pub give_up_after: Option<Duration>,
+    /// Congestion control of the datagram flavour (see `congestion`).
+    pub congestion: CongestionConfig,
+}
+
+/// Whether a datagram transport gets congestion control.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CongestionMode {
+    /// On over a shared Ethernet (the `udp` transport), off elsewhere:
+    /// verbs UD multicast runs on fabrics with link-level flow control
+    /// (InfiniBand credits, RoCE with PFC) where a drop is rare and a
+    /// window would only pace a path that does not need it.
+    Auto,
+    On,
+    Off,
+}
+
+/// The congestion window, the RTT estimate and NACK suppression of the
+/// datagram flavour. Windows are counted in pieces (fragments).
+#[derive(Clone, Copy, Debug)]
+pub struct CongestionConfig {
+    pub mode: CongestionMode,
+    /// The window a collector starts with; raised to the lazy-ACK interval
+    /// M and lowered to `window_slots` where used.
+    pub cwnd_initial: usize,
+    /// Slow start ends here until the first loss sets it; clamped like
+    /// `cwnd_initial`.
+    pub ssthresh_initial: usize,
+    /// The retransmission timeout computed from RTT samples is kept
+    /// between these; `RmcastConfig::timeout` is its value before the
+    /// first sample.
+    pub rto_floor: Duration,
+    pub rto_ceiling: Duration,
+}
+
+impl Default for CongestionConfig {
+    /// One lazy-ACK interval to start with, slow start up to the whole
+    /// default window, and a timeout between 2 ms (well above a LAN's round
+    /// trip, below a loaded node's scheduling delay) and 1 s.
+    fn default() -> Self {
+        CongestionConfig {
+            mode: CongestionMode::Auto,
+            cwnd_initial: 8,
+            ssthresh_initial: 64,
+            rto_floor: Duration::from_millis(2),
+            rto_ceiling: Duration::from_secs(1),
+        }
+    }
+}
+
+impl CongestionConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.cwnd_initial == 0 {
+            return Err("the initial congestion window must be at least 1 fragment".to_string());
+        }
+        if self.ssthresh_initial == 0 {
+            return Err("the initial slow-start threshold must be at least 1 fragment".to_string());
+        }
+        if self.rto_floor.is_zero() {
+            return Err("the retransmission-timeout floor must be positive".to_string());
+        }
+        if self.rto_ceiling < self.rto_floor {
+            return Err(format!(
+                "the retransmission-timeout ceiling ({:?}) is below its floor ({:?})",
+                self.rto_ceiling, self.rto_floor
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether congestion control runs over the transport named
+    /// `transport_name` ([`crate::transport::Endpoint::name`]).
+    pub fn enabled_for(&self, transport_name: &str) -> bool {
+        match self.mode {
+            CongestionMode::On => true,
+            CongestionMode::Off => false,
+            CongestionMode::Auto => transport_name == "udp",
+        }
+    }
 }
 
 /// Retransmission timeouts double while a receiver stays silent, up to this
@@ -59,6 +137,7 @@ impl Default for RmcastConfig {
             nack: true,
             wait: WaitPolicy::default(),
             give_up_after: None,
+            congestion: CongestionConfig::default(),
         }
     }
 }
@@ -80,7 +159,7 @@ impl RmcastConfig {
         if self.timeout.is_zero() {
             return Err("the retransmission timeout must be positive".to_string());
         }
-        Ok(())
+        self.congestion.validate()
     }
 
     /// The M actually used.
@@ -128,5 +207,19 @@ mod tests {
         assert_eq!(RmcastConfig::default().effective_ack_interval(), 8);
         let many = RmcastConfig { co_roots: 10, ..RmcastConfig::default() };
         assert_eq!((many.co_roots_for(4), many.co_roots_for(40), many.co_roots_for(1)), (3, 10, 0));
+    }
+
+    #[test]
+    fn congestion_settings_are_checked_and_auto_means_udp_only() {
+        let with = |congestion: CongestionConfig| RmcastConfig { congestion, ..RmcastConfig::default() }.validate();
+        let base = CongestionConfig::default();
+        assert!(with(CongestionConfig { cwnd_initial: 0, ..base }).unwrap_err().contains("congestion window"));
+        assert!(with(CongestionConfig { ssthresh_initial: 0, ..base }).unwrap_err().contains("slow-start"));
+        assert!(with(CongestionConfig { rto_floor: Duration::ZERO, ..base }).unwrap_err().contains("floor"));
+        let inverted = CongestionConfig { rto_floor: Duration::from_millis(5), rto_ceiling: Duration::from_millis(4), ..base };
+        assert!(with(inverted).unwrap_err().contains("ceiling"));
+        assert!(base.enabled_for("udp") && !base.enabled_for("verbs") && !base.enabled_for("fabric"));
+        assert!(CongestionConfig { mode: CongestionMode::On, ..base }.enabled_for("verbs"));
+        assert!(!CongestionConfig { mode: CongestionMode::Off, ..base }.enabled_for("udp"));
     }
 }

@@ -19,6 +19,11 @@
 //!   and each co-root resend over the reliable channel to exactly the
 //!   members that have not acknowledged (`collector`). A receiver that sees
 //!   a gap may NACK it at once.
+//! * With **congestion control** (`congestion`; on by default over udp),
+//!   the datagram flavour also paces each root with a congestion window
+//!   clocked by an acker, sets its timeouts from an RTT estimate, and
+//!   delays NACKs at random so that a repair another member asked for can
+//!   cancel them.
 //! * **Shared window** (`shared`): the root writes each piece once into a
 //!   slot of its own window; readers copy it out directly and publish their
 //!   progress into the root's ACK lines.
@@ -37,6 +42,7 @@
 
 mod ack;
 mod config;
+mod congestion;
 mod datagram;
 mod groups;
 mod region;
@@ -46,8 +52,10 @@ mod wire;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod congestion_tests;
 
-pub use config::RmcastConfig;
+pub use config::{CongestionConfig, CongestionMode, RmcastConfig};
 pub use region::region_len;
 pub use stats::RmcastStats;
 
@@ -228,7 +236,8 @@ impl ReliableMulticast {
             *flavour = match transport.multicast_kind() {
                 MulticastKind::Datagram => {
                     let nonce = transport.multicast_nonce();
-                    Flavour::Datagram(DatagramFlavour::new(rank, size, region_offset, *config, transport.max_datagram(), nonce)?)
+                    let congestion = config.congestion.enabled_for(transport.name());
+                    Flavour::Datagram(DatagramFlavour::new(rank, size, region_offset, *config, transport.max_datagram(), nonce, congestion)?)
                 },
                 MulticastKind::SharedWindow => Flavour::Shared(SharedFlavour::new(rank, size, region_offset, *config)),
                 MulticastKind::None => return Err(TransportError::Unsupported("reliable multicast without datagrams or shared windows")),

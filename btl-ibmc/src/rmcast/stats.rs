@@ -32,6 +32,21 @@ pub struct RmcastStats {
     /// ACK words written, of which explicit ones after a quiet spell.
     pub acks_published: u64,
     pub explicit_acks: u64,
+    /// Congestion control (zero without it). The root's congestion window
+    /// in pieces and its retransmission timeout, as of the last progress:
+    /// gauges, which `sum` takes the largest of.
+    pub cwnd: u64,
+    pub rto_micros: u64,
+    /// Loss reports that halved a collector's window, and timeouts that
+    /// collapsed it.
+    pub loss_events: u64,
+    pub timeout_collapses: u64,
+    /// Times a collector's acker changed after its first choice.
+    pub acker_switches: u64,
+    /// NACKs a leaf did not send because the gap filled while it waited.
+    pub nacks_suppressed: u64,
+    /// NACKed pieces the root multicast once more.
+    pub repairs_multicast: u64,
 }
 
 impl RmcastStats {
@@ -52,6 +67,13 @@ impl RmcastStats {
             frames_rejected: total.frames_rejected + one.frames_rejected,
             acks_published: total.acks_published + one.acks_published,
             explicit_acks: total.explicit_acks + one.explicit_acks,
+            cwnd: total.cwnd.max(one.cwnd),
+            rto_micros: total.rto_micros.max(one.rto_micros),
+            loss_events: total.loss_events + one.loss_events,
+            timeout_collapses: total.timeout_collapses + one.timeout_collapses,
+            acker_switches: total.acker_switches + one.acker_switches,
+            nacks_suppressed: total.nacks_suppressed + one.nacks_suppressed,
+            repairs_multicast: total.repairs_multicast + one.repairs_multicast,
         })
     }
 }

@@ -15,7 +15,7 @@ use crate::transport::{Datagrams, MulticastKind, Transport, TransportError};
 use crate::wait::WaitPolicy;
 
 /// Bounded waits, and no spinning: ranks are threads on a small machine.
-fn test_config() -> RmcastConfig {
+pub(super) fn test_config() -> RmcastConfig {
     RmcastConfig {
         timeout: Duration::from_millis(4),
         wait: WaitPolicy { spin_polls: 0, stall_warning: Duration::from_secs(5), fault_timeout: None },
@@ -25,22 +25,22 @@ fn test_config() -> RmcastConfig {
 }
 
 /// (root, length) of each message, in the order every rank calls them.
-type Script = Vec<(usize, usize)>;
+pub(super) type Script = Vec<(usize, usize)>;
 
 /// Lengths around the piece size, and roots that keep changing, with runs
 /// from the same root so windows fill.
-fn script(size: usize, piece: usize, messages: usize) -> Script {
+pub(super) fn script(size: usize, piece: usize, messages: usize) -> Script {
     let lengths = [1, piece - 1, piece, piece + 1, 0, 3 * piece + 7, 2];
     (0..messages).map(|index| ((index / 3 + index * index) % size, lengths[index % lengths.len()])).collect()
 }
 
-fn tag(index: usize) -> u64 {
+pub(super) fn tag(index: usize) -> u64 {
     0x5EED_0000 + index as u64
 }
 
 /// Runs `script` on every rank of `transports` and returns each rank's
 /// counters; panics naming `what` if any delivery is wrong.
-fn run_script<T: Transport + Send>(transports: Vec<T>, config: RmcastConfig, script: &Script, what: &str) -> Vec<RmcastStats> {
+pub(super) fn run_script<T: Transport + Send>(transports: Vec<T>, config: RmcastConfig, script: &Script, what: &str) -> Vec<RmcastStats> {
     let size = transports.len();
     run_with(transports, |rank, transport| play_script(rank, size, &transport, config, script, what))
 }
@@ -63,7 +63,7 @@ fn play_script<T: Transport>(rank: usize, size: usize, transport: &T, config: Rm
     multicast.stats()
 }
 
-fn expected_deliveries(script: &Script, size: usize, piece: usize) -> u64 {
+pub(super) fn expected_deliveries(script: &Script, size: usize, piece: usize) -> u64 {
     script.iter().map(|&(_, len)| len.div_ceil(piece) as u64 * (size as u64 - 1)).sum()
 }
 

@@ -5,6 +5,7 @@
 //! full and a receiver waiting for a piece both keep others moving.
 
 mod collector;
+mod nack;
 mod receiver;
 mod ring;
 mod sender;
@@ -36,6 +37,8 @@ pub(crate) struct DatagramFlavour {
     /// Whether a rejected frame has been reported (once is enough).
     rejection_reported: bool,
     config: RmcastConfig,
+    /// Whether congestion control runs over this transport.
+    congestion: bool,
     region: DatagramRegion,
     piece_bytes: usize,
     sender: Option<Sender>,
@@ -52,6 +55,7 @@ impl DatagramFlavour {
         config: RmcastConfig,
         max_datagram: usize,
         nonce: u64,
+        congestion: bool,
     ) -> Result<Self, TransportError> {
         let room = max_datagram.checked_sub(PIECE_HEADER_BYTES).filter(|&room| room > 0).ok_or(TransportError::TooLarge {
             len: PIECE_HEADER_BYTES + 1,
@@ -65,6 +69,7 @@ impl DatagramFlavour {
             region: DatagramRegion::new(region_offset, size, &config),
             piece_bytes: config.fragment_bytes.min(room),
             config,
+            congestion,
             sender: None,
             receivers: (0..size).map(|_| None).collect(),
             inbox: Vec::new(),
@@ -76,13 +81,13 @@ impl DatagramFlavour {
     }
 
     fn sender(&mut self) -> &mut Sender {
-        let (me, size, nonce, config, region) = (self.me, self.size, self.nonce, &self.config, &self.region);
-        self.sender.get_or_insert_with(|| Sender::new(me, size, nonce, config, region, Instant::now()))
+        let (me, size, nonce, config, congestion, region) = (self.me, self.size, self.nonce, &self.config, self.congestion, &self.region);
+        self.sender.get_or_insert_with(|| Sender::new(me, size, nonce, config, congestion, region, Instant::now()))
     }
 
     fn receiver(&mut self, root: usize) -> &mut Receiver {
-        let (me, size, nonce, config, region) = (self.me, self.size, self.nonce, &self.config, &self.region);
-        self.receivers[root].get_or_insert_with(|| Receiver::new(me, root, size, nonce, config, region, Instant::now()))
+        let (me, size, nonce, config, congestion, region) = (self.me, self.size, self.nonce, &self.config, self.congestion, &self.region);
+        self.receivers[root].get_or_insert_with(|| Receiver::new(me, root, size, nonce, config, congestion, region, Instant::now()))
     }
 
     pub(crate) fn send<T: Windows + Datagrams + ReliableChannel + ?Sized>(&mut self, transport: &T, message: &[u8], stats: &mut RmcastStats) -> Result<(), TransportError> {
@@ -174,6 +179,10 @@ impl DatagramFlavour {
         taken?;
         if let Some(sender) = &mut self.sender {
             sender.tick(transport, now, stats)?;
+            if let Some((cwnd, rto)) = sender.congestion_gauges() {
+                stats.cwnd = cwnd;
+                stats.rto_micros = rto.as_micros() as u64;
+            }
         }
         for receiver in self.receivers.iter_mut().flatten() {
             receiver.tick(transport, now, stats)?;

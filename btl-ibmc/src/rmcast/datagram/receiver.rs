@@ -19,6 +19,7 @@
 use std::time::Instant;
 
 use super::collector::{Collector, Held};
+use super::nack::{NackStep, NackTimer};
 use super::ring::PieceRing;
 use crate::rmcast::ack::LazyAck;
 use crate::rmcast::config::RmcastConfig;
@@ -29,7 +30,8 @@ use crate::rmcast::wire::{PieceHeader, encode_nack};
 use crate::transport::{ReliableChannel, TransportError, Windows};
 
 enum Duty {
-    Leaf { ack: LazyAck, nack: bool, nack_horizon: u64 },
+    /// `nack` is None when NACKs are off.
+    Leaf { ack: LazyAck, nack: Option<NackTimer> },
     CoRoot { collector: Collector, forward_to: Vec<usize>, published: u64 },
 }
 
@@ -50,15 +52,29 @@ pub(crate) struct Receiver {
 }
 
 impl Receiver {
-    pub(crate) fn new(me: usize, root: usize, size: usize, nonce: u64, config: &RmcastConfig, region: &DatagramRegion, now: Instant) -> Self {
+    /// `congestion`: whether congestion control (and so NACK suppression)
+    /// runs.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        me: usize,
+        root: usize,
+        size: usize,
+        nonce: u64,
+        config: &RmcastConfig,
+        congestion: bool,
+        region: &DatagramRegion,
+        now: Instant,
+    ) -> Self {
         let groups = Groups::new(root, size, config.co_roots_for(size));
         let (ack_to, carrier, duty) = match groups.role(me) {
             Role::Leaf { collector, position } => {
                 let ack = LazyAck::new(position, config.effective_ack_interval(), config.ack_delay());
-                ((collector, region.ack_word(root, position)), collector, Duty::Leaf { ack, nack: config.nack, nack_horizon: 0 })
+                let seed = nonce ^ ((me as u64) << 32) ^ root as u64;
+                let nack = config.nack.then(|| NackTimer::new(congestion, config.ack_delay(), seed));
+                ((collector, region.ack_word(root, position)), collector, Duty::Leaf { ack, nack })
             }
             Role::CoRoot { position } => {
-                let collector = Collector::new(groups.members(me), |p| region.ack_word(root, p), config.timeout, now);
+                let collector = Collector::new(groups.members(me), |p| region.ack_word(root, p), config, congestion, now);
                 let parent = groups.forwarded_by(me).unwrap_or(root);
                 ((root, region.ack_word(root, position)), parent, Duty::CoRoot { collector, forward_to: groups.forward_to(me), published: 0 })
             }
@@ -139,14 +155,21 @@ impl Receiver {
         while self.ring.holds(self.contiguous) {
             self.contiguous += 1;
         }
-        if let Duty::Leaf { nack: true, nack_horizon, .. } = &mut self.duty {
-            // A piece beyond a hole: ask for the hole once, right away.
-            if seq > self.contiguous && seq > *nack_horizon {
-                let from = self.contiguous.max(*nack_horizon);
-                transport.send_reliable(self.ack_to.0, &encode_nack(self.root, self.nonce, from, seq))?;
-                *nack_horizon = seq;
+        if let Duty::Leaf { nack: Some(nack), .. } = &mut self.duty {
+            let step = nack.on_arrival(seq, self.contiguous, now);
+            self.take_nack_step(transport, step, stats)?;
+        }
+        Ok(())
+    }
+
+    fn take_nack_step<T: Windows + ReliableChannel + ?Sized>(&self, transport: &T, step: NackStep, stats: &mut RmcastStats) -> Result<(), TransportError> {
+        match step {
+            NackStep::Nothing => {}
+            NackStep::Send(range) => {
+                transport.send_reliable(self.ack_to.0, &encode_nack(self.root, self.nonce, range.start, range.end))?;
                 stats.nacks_sent += 1;
             }
+            NackStep::Suppressed => stats.nacks_suppressed += 1,
         }
         Ok(())
     }
@@ -176,15 +199,18 @@ impl Receiver {
     /// its word to the root and its retransmissions.
     pub(crate) fn tick<T: Windows + ReliableChannel + ?Sized>(&mut self, transport: &T, now: Instant, stats: &mut RmcastStats) -> Result<(), TransportError> {
         match &mut self.duty {
-            Duty::Leaf { ack, .. } => {
+            Duty::Leaf { ack, nack } => {
                 if let Some(count) = ack.when_due(self.delivered, now) {
                     stats.explicit_acks += 1;
                     publish(transport, self.ack_to, count, stats)?;
                 }
+                if let Some(step) = nack.as_mut().map(|nack| nack.when_due(self.contiguous, now)) {
+                    self.take_nack_step(transport, step, stats)?;
+                }
                 Ok(())
             }
             Duty::CoRoot { collector, .. } => {
-                collector.poll_acks(transport, now);
+                collector.poll_acks(transport, &self.ring, now);
                 collector.retransmit_due(transport, Held { ring: &self.ring, high: self.contiguous }, now, stats)?;
                 self.publish_base(transport, stats)
             }

@@ -5,6 +5,7 @@
 //! for a piece whose slot was reused misses instead of answering with the
 //! wrong bytes. Buffers grow to the largest frame once and are reused.
 
+use std::cell::Cell;
 use std::time::Instant;
 
 struct Slot {
@@ -12,6 +13,11 @@ struct Slot {
     frame: Vec<u8>,
     /// When the piece was sent (root) or first arrived (receiver).
     stamp: Instant,
+    /// Whether a collector resent it: its ACK then times no round trip
+    /// (Karn's rule). A cell, because resending only reads the frame.
+    resent: Cell<bool>,
+    /// Whether the root multicast it again to answer a NACK.
+    multicast_again: Cell<bool>,
 }
 
 pub(crate) struct PieceRing {
@@ -20,7 +26,7 @@ pub(crate) struct PieceRing {
 
 impl PieceRing {
     pub(crate) fn new(window: u64, now: Instant) -> Self {
-        PieceRing { slots: (0..window).map(|_| Slot { seq: None, frame: Vec::new(), stamp: now }).collect() }
+        PieceRing { slots: (0..window).map(|_| Slot { seq: None, frame: Vec::new(), stamp: now, resent: Cell::new(false), multicast_again: Cell::new(false) }).collect() }
     }
 
     fn index(&self, seq: u64) -> usize {
@@ -41,6 +47,26 @@ impl PieceRing {
         (slot.seq == Some(seq)).then_some(slot.stamp)
     }
 
+    /// Whether piece `seq` is held and was resent.
+    pub(crate) fn resent(&self, seq: u64) -> bool {
+        let slot = &self.slots[self.index(seq)];
+        slot.seq == Some(seq) && slot.resent.get()
+    }
+
+    pub(crate) fn mark_resent(&self, seq: u64) {
+        let slot = &self.slots[self.index(seq)];
+        if slot.seq == Some(seq) {
+            slot.resent.set(true);
+        }
+    }
+
+    /// True the first time it is asked for a held piece `seq`: the root
+    /// multicasts a NACKed piece again only once.
+    pub(crate) fn first_multicast_again(&self, seq: u64) -> bool {
+        let slot = &self.slots[self.index(seq)];
+        slot.seq == Some(seq) && !slot.multicast_again.replace(true)
+    }
+
     /// Puts piece `seq` in its slot, replacing whatever was there; `fill`
     /// writes the frame into the (cleared) buffer. The caller has checked
     /// that the previous occupant is no longer needed.
@@ -51,6 +77,8 @@ impl PieceRing {
         fill(&mut slot.frame);
         slot.seq = Some(seq);
         slot.stamp = stamp;
+        slot.resent.set(false);
+        slot.multicast_again.set(false);
         &slot.frame
     }
 }
@@ -70,5 +98,12 @@ mod tests {
         ring.store(4, now, |frame| frame.extend_from_slice(b"four"));
         assert!(!ring.holds(1), "piece 1 was replaced by piece 4");
         assert_eq!((ring.frame(4), ring.stamp(4)), (Some(&b"four"[..]), Some(now)));
+
+        ring.mark_resent(4);
+        ring.mark_resent(7);
+        assert!(ring.resent(4) && !ring.resent(7) && !ring.resent(1));
+        assert!(ring.first_multicast_again(4) && !ring.first_multicast_again(4) && !ring.first_multicast_again(7));
+        ring.store(7, now, |frame| frame.extend_from_slice(b"seven"));
+        assert!(!ring.resent(7) && ring.first_multicast_again(7), "a reused slot starts afresh");
     }
 }

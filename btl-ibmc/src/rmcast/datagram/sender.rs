@@ -6,7 +6,9 @@
 //! is the least word among the root's members (its leaves' delivered
 //! counts and its co-roots' subgroup counts, see `receiver`). Each word
 //! bounds its writer's slots from below, so every receiver still has a
-//! free slot for s: nothing sent can overrun a receiver.
+//! free slot for s: nothing sent can overrun a receiver. Congestion
+//! control may hold s back further (s < the acker's count + cwnd), never
+//! let it go earlier.
 
 use std::time::Instant;
 
@@ -27,12 +29,15 @@ pub(crate) struct Sender {
     ring: PieceRing,
     collector: Collector,
     forward_to: Vec<usize>,
+    /// Whether NACKed pieces are multicast once more (congestion control:
+    /// members that lost them too then need not NACK).
+    multicast_repairs: bool,
 }
 
 impl Sender {
-    pub(crate) fn new(me: usize, size: usize, nonce: u64, config: &RmcastConfig, region: &DatagramRegion, now: Instant) -> Self {
+    pub(crate) fn new(me: usize, size: usize, nonce: u64, config: &RmcastConfig, congestion: bool, region: &DatagramRegion, now: Instant) -> Self {
         let groups = Groups::new(me, size, config.co_roots_for(size));
-        let collector = Collector::new(groups.members(me), |position| region.ack_word(me, position), config.timeout, now);
+        let collector = Collector::new(groups.members(me), |position| region.ack_word(me, position), config, congestion, now);
         Sender {
             me,
             nonce,
@@ -41,6 +46,7 @@ impl Sender {
             ring: PieceRing::new(config.window(), now),
             collector,
             forward_to: groups.forward_to(me),
+            multicast_repairs: congestion,
         }
     }
 
@@ -49,7 +55,12 @@ impl Sender {
     }
 
     pub(crate) fn has_credit(&self) -> bool {
-        self.next_seq < self.collector.floor().saturating_add(self.window)
+        self.next_seq < self.collector.floor().saturating_add(self.window) && self.next_seq < self.collector.send_limit()
+    }
+
+    /// The congestion window and RTO, when congestion control runs.
+    pub(crate) fn congestion_gauges(&self) -> Option<(u64, std::time::Duration)> {
+        self.collector.congestion_gauges()
     }
 
     /// Sends the next piece; the caller has checked `has_credit`.
@@ -77,11 +88,11 @@ impl Sender {
 
     /// Reads the ACK words and resends what has timed out.
     pub(crate) fn tick<T: Windows + ReliableChannel + ?Sized>(&mut self, transport: &T, now: Instant, stats: &mut RmcastStats) -> Result<(), TransportError> {
-        self.collector.poll_acks(transport, now);
+        self.collector.poll_acks(transport, &self.ring, now);
         self.collector.retransmit_due(transport, Held { ring: &self.ring, high: self.next_seq }, now, stats)
     }
 
-    pub(crate) fn serve_nack<T: Windows + ReliableChannel + ?Sized>(
+    pub(crate) fn serve_nack<T: Windows + Datagrams + ReliableChannel + ?Sized>(
         &mut self,
         transport: &T,
         asker: usize,
@@ -89,7 +100,21 @@ impl Sender {
         now: Instant,
         stats: &mut RmcastStats,
     ) -> Result<bool, TransportError> {
-        self.collector.serve_nack(transport, Held { ring: &self.ring, high: self.next_seq }, asker, wanted, now, stats)
+        let repairs = wanted.start..wanted.end.min(self.next_seq);
+        if !self.collector.serve_nack(transport, Held { ring: &self.ring, high: self.next_seq }, asker, wanted, now, stats)? {
+            return Ok(false);
+        }
+        if self.multicast_repairs {
+            for seq in repairs {
+                if self.ring.first_multicast_again(seq)
+                    && let Some(frame) = self.ring.frame(seq)
+                {
+                    transport.multicast(frame)?;
+                    stats.repairs_multicast += 1;
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// Every member has acknowledged every piece sent.
