@@ -21,7 +21,7 @@ INSTALLDIR := $(if $(DESTDIR),$(DESTDIR),$(HOME)/.openmpi/components)
 FBCAST_SRC := coll-rdma/fbcast
 PREFIX     ?= $(HOME)/.local
 
-.PHONY: all build build-fbcast setup install check test-fbcast test-rust test-mpi test-scale soak check-rxe test-rxe check-ompi5 check-noheaders check-intree bench bench-ompi5 clean help
+.PHONY: all build build-fbcast setup install check check-udp test-udp test-fbcast test-rust test-mpi test-scale soak check-rxe test-rxe check-ompi5 check-noheaders check-intree bench bench-ompi5 clean help
 
 all: build
 
@@ -40,10 +40,16 @@ help:
 	@echo "                   and fbcast, libcoll_rdma_fbcast.so, coll_rdma_fbcast.h to"
 	@echo "                   \$$PREFIX/bin, lib, include (PREFIX default ~/.local)"
 	@echo "make check         build, cargo test --release --workspace, ci/mpi-tests.sh,"
-	@echo "                   ci/fbcast-tests.sh, ci/rxe-tests.sh (verbs on Soft-RoCE in qemu guests),"
+	@echo "                   ci/fbcast-tests.sh, ci/udp-tests.sh (SKIP_UDP=1 leaves it out),"
+	@echo "                   ci/rxe-tests.sh (verbs on Soft-RoCE in qemu guests),"
 	@echo "                   check-noheaders, check-ompi5"
 	@echo "make test-mpi      only the MPI tests (ci/mpi-tests.sh)"
 	@echo "make test-fbcast   only fbcast's MPI tests (ci/fbcast-tests.sh; part of make check)"
+	@echo "make check-udp     build, then the udp tests (ci/udp-tests.sh): 4 network-namespace hosts"
+	@echo "                   on a bridge, the MPI tests over udp across them with and without"
+	@echo "                   5 % injected loss, fbcast of 64 MiB to every host and its failure"
+	@echo "                   cases; needs root, removes the namespaces afterwards (about 5 min);"
+	@echo "                   make check runs it (test-udp); SKIP_UDP=1 leaves it out"
 	@echo "make test-scale    only the scale tests: every collective at 64, 256 and 1024"
 	@echo "                   ranks on the in-process fabric (part of make check, about 1 min)"
 	@echo "make soak          the scale tests' long runs: more calls, 30 % multicast loss"
@@ -142,6 +148,8 @@ check: build
 	@$(CARGO) test --release --workspace
 	@$(MAKE) --no-print-directory test-mpi
 	@$(MAKE) --no-print-directory test-fbcast
+	@if [ "$(SKIP_UDP)" = 1 ]; then echo "== udp tests skipped (SKIP_UDP=1)"; \
+	else $(MAKE) --no-print-directory test-udp; fi
 	@$(MAKE) --no-print-directory test-rxe
 	@if [ "$(SKIP_NOHEADERS)" = 1 ]; then echo "== no-headers build test skipped (SKIP_NOHEADERS=1)"; \
 	else $(MAKE) --no-print-directory check-noheaders; fi
@@ -156,6 +164,15 @@ test-mpi:
 test-fbcast:
 	@echo "== fbcast tests"
 	@bash ci/fbcast-tests.sh
+
+# coll rdma over udp across network namespaces on this machine (needs root;
+# ci/netns/ makes and removes them).
+check-udp: build
+	@$(MAKE) --no-print-directory test-udp
+
+test-udp:
+	@echo "== udp tests (network-namespace hosts)"
+	@bash ci/udp-tests.sh
 
 # cargo test --workspace (make check) runs these too; these targets run them alone.
 test-scale:

@@ -40,16 +40,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-say() { printf '%s\n' "$*"; }
+. "$ROOT/ci/fbcast-lib.sh"
 die() { say "fbcast-tests: $*" >&2; exit 1; }
-PASSED=0 FAILED=0 SKIPPED=0
-# a passing test's files go at once (unless --keep or HOLD_TDIR=1: the next test uses them)
-pass() {
-    say "PASS $TEST${1:+ ($1)}"; PASSED=$((PASSED + 1))
-    [ "$KEEP" = 1 ] || [ "${HOLD_TDIR:-0}" = 1 ] || [ -z "${TDIR:-}" ] || rm -rf "$TDIR"
-}
-fail() { say "FAIL $TEST: $*"; FAILED=$((FAILED + 1)); [ -f "${LOG:-}" ] && sed 's/^/    | /' "$LOG" | grep -v 'coll:rdma: comm\|also opened' | tail -15; }
-skip() { say "SKIPPED $TEST: $*"; SKIPPED=$((SKIPPED + 1)); }
 
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 for v in $(env | sed -n 's/^\(OMPI_MCA_[A-Za-z0-9_]*\)=.*/\1/p'); do
@@ -82,14 +74,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# each mpirun gets BASE_TIMEOUT times the load per core (1..6)
-scaled_timeout() {
-    local cores load
-    cores=$(nproc)
-    load=$(cut -d' ' -f1 /proc/loadavg)
-    awk -v b="$BASE_TIMEOUT" -v l="$load" -v c="$cores" 'BEGIN { f = l / c; if (f < 1) f = 1; if (f > 6) f = 6; printf "%d", b * f }'
-}
-
 want() { [ -z "$ONLY" ] || grep -qE -- "$ONLY" <<<"$1"; }
 
 # mpirun options for MODE (rdma or stock); for Open MPI 5 the component path
@@ -117,38 +101,6 @@ mode_options() {
     fi
 }
 
-# run NP PROGRAM ARGS...: mpirun under a timeout; each rank's exit status
-# goes to $CODES/code.<rank>; sets RC (mpirun's status, 124 = timed out),
-# SECS, LOG
-CODES=
-run() {
-    local np=$1; shift
-    CODES=$TDIR/codes
-    mkdir -p "$CODES"
-    LOG=$TDIR/mpirun.log
-    local t0=$SECONDS limit
-    limit=$(scaled_timeout)
-    timeout -k 10 "$limit" mpirun -np "$np" --oversubscribe "${MPI_OPTS[@]}" "${ALL_STATUSES[@]}" "${RANK_ENV[@]}" \
-        bash -c '"$@"; rc=$?; echo $rc > "'"$CODES"'/code.${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-x}}"; '"$RANK_EXIT" fbcast-rank "$@" \
-        </dev/null >"$LOG" 2>&1
-    RC=$?
-    SECS=$((SECONDS - t0))
-}
-
-# all_codes NP WANT: every rank exited with WANT (else WHY says which)
-all_codes() {
-    local np=$1 want=$2 r got
-    WHY=
-    for ((r = 0; r < np; r++)); do
-        got=$(cat "$CODES/code.$r" 2>/dev/null || echo missing)
-        [ "$got" = "$want" ] || WHY+="rank $r exited with $got, expected $want; "
-    done
-    [ -z "$WHY" ]
-}
-
-# temps DIR...: our temporaries left anywhere below the directories
-temps() { find "$@" -name '.*.fbcast-*' 2>/dev/null; }
-
 # undisturbed_transfer SKIP_WHY FAIL_WHY: the job of a test that disturbs a
 # 4-rank transfer of $HUGE ended before the disturbance. A transfer that
 # completed (status 0, ranks 1-3 hold the source) was only too fast: no test.
@@ -162,45 +114,11 @@ undisturbed_transfer() {
         fail "$2"
     fi
 }
-
-# rdma mode: every rank reports bcasts served over shm and none handed over
-served_check() {
-    local np=$1 min=$2 r n
-    [ "$MODE" = rdma ] || return 0
-    WHY=
-    for ((r = 0; r < np; r++)); do
-        n=$(sed -n "s/.*coll:rdma: comm 0 rank $r: served \([0-9]*\) bcast(s) over shm, 0 handed to the fallback.*/\1/p" "$LOG" | head -1)
-        if [ -z "$n" ]; then WHY+="rank $r: no 'served N bcast(s) over shm, 0 handed to the fallback' line; "
-        elif [ "$n" -lt "$min" ]; then WHY+="rank $r: coll rdma served $n bcasts, expected at least $min; "; fi
-    done
-    [ -z "$WHY" ]
-}
-
 hosts_dirs() { # hosts_dirs NP: fresh per-rank "host" directories under $TDIR/hosts
     local r
     rm -rf "$TDIR/hosts"
     for ((r = 0; r < $1; r++)); do mkdir -p "$TDIR/hosts/r$r"; done
 }
-
-# temp_offset PIDFILE: the file offset of that process's open temporary
-temp_offset() {
-    local pid fd
-    pid=$(cat "$1" 2>/dev/null) || return 0
-    for fd in /proc/"$pid"/fd/*; do
-        case $(readlink "$fd" 2>/dev/null) in
-            *.fbcast-*) awk '/^pos:/ {print $2}' "/proc/$pid/fdinfo/${fd##*/}" 2>/dev/null; return 0 ;;
-        esac
-    done
-}
-
-# a read-only directory even for root: a read-only tmpfs, else chattr +i
-make_read_only() {
-    if mount -t tmpfs -o ro,size=1m fbcast-test-ro "$1" 2>/dev/null; then MOUNTS+=("$1"); return 0; fi
-    if [ "$(id -u)" != 0 ]; then chmod 555 "$1"; MOUNTS+=("$1"); return 0; fi
-    chattr +i "$1" 2>/dev/null && { MOUNTS+=("$1"); return 0; }
-    return 1
-}
-undo_mount() { umount "$1" 2>/dev/null || chattr -i "$1" 2>/dev/null || chmod 755 "$1"; }
 
 say "== fbcast tests: $FBCAST, Open MPI $OMPI_MAJOR.x, modes: $MODES, work directory $WORK"
 
