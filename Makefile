@@ -204,6 +204,12 @@ bench: build
 	@if [ "$(SKIP_OMPI5)" = 1 ]; then echo "== Open MPI 5 bench skipped (SKIP_OMPI5=1)"; \
 	else $(MAKE) --no-print-directory bench-ompi5; fi
 
+# coll rdma over udp across network-namespace hosts against stock Open MPI
+# over TCP and a parallel scp (issue 13); needs root, not part of make bench.
+bench-udp: build
+	@echo "== benchmark over udp across network-namespace hosts"
+	@bash ci/bench-udp.sh $(BENCH_UDP_ARGS)
+
 # The paired bench against Open MPI 5.0 (ci/ompi5/bench.sh in the chroot).
 # The chroot starts with an empty environment: the BENCH_* knobs go through a
 # file. Then the np=2 ratios of both versions side by side.
