@@ -21,7 +21,7 @@ INSTALLDIR := $(if $(DESTDIR),$(DESTDIR),$(HOME)/.openmpi/components)
 FBCAST_SRC := coll-rdma/fbcast
 PREFIX     ?= $(HOME)/.local
 
-.PHONY: all build build-fbcast setup install check test-fbcast test-rust test-mpi test-scale soak check-rxe test-rxe check-ompi5 check-noheaders check-intree bench bench-ompi5 clean help
+.PHONY: all build build-fbcast setup install check test-fbcast test-rust test-mpi test-scale soak check-rxe test-rxe check-ompi5 check-noheaders check-intree bench bench-udp bench-ompi5 clean help
 
 all: build
 
@@ -67,6 +67,9 @@ help:
 	@echo "                   bench/results/; then bench-ompi5 unless SKIP_OMPI5=1. Knobs:"
 	@echo "                   BENCH_PAIRS, BENCH_SAMPLE_MS, BENCH_PAIR_SIZES, BENCH_PAIR_NPS,"
 	@echo "                   BENCH_PAIR_COLLS, ... (ci/bench.sh --help, ci/bench-pairs.sh)"
+	@echo "make bench-udp     coll rdma over udp vs stock Open MPI over TCP across 2, 4 and 8"
+	@echo "                   network-namespace hosts: MPI_Bcast, and files of 1 MiB, 64 MiB,"
+	@echo "                   1 GiB by fbcast and by parallel scp (ci/bench-udp.sh; root)"
 	@echo "make bench-ompi5   the same paired bench at np=2 against Open MPI 5.0 in the Debian 13"
 	@echo "                   chroot, coll rdma vs stock tuned and vs stock han (needs root;"
 	@echo "                   results in bench/results/ompi5/)"
