@@ -21,7 +21,7 @@ INSTALLDIR := $(if $(DESTDIR),$(DESTDIR),$(HOME)/.openmpi/components)
 FBCAST_SRC := coll-rdma/fbcast
 PREFIX     ?= $(HOME)/.local
 
-.PHONY: all build build-fbcast setup install check check-udp test-udp test-fbcast test-rust test-mpi test-scale soak check-rxe test-rxe check-ompi5 check-noheaders check-intree bench bench-ompi5 clean help
+.PHONY: all build build-fbcast setup install check check-udp test-udp test-fbcast test-rust test-mpi test-scale soak check-rxe test-rxe check-ompi5 check-noheaders check-intree bench bench-udp bench-ompi5 clean help
 
 all: build
 
@@ -73,6 +73,9 @@ help:
 	@echo "                   bench/results/; then bench-ompi5 unless SKIP_OMPI5=1. Knobs:"
 	@echo "                   BENCH_PAIRS, BENCH_SAMPLE_MS, BENCH_PAIR_SIZES, BENCH_PAIR_NPS,"
 	@echo "                   BENCH_PAIR_COLLS, ... (ci/bench.sh --help, ci/bench-pairs.sh)"
+	@echo "make bench-udp     coll rdma over udp vs stock Open MPI over TCP across 2, 4 and 8"
+	@echo "                   network-namespace hosts: MPI_Bcast, and files of 1 MiB, 64 MiB,"
+	@echo "                   1 GiB by fbcast and by parallel scp (ci/bench-udp.sh; root)"
 	@echo "make bench-ompi5   the same paired bench at np=2 against Open MPI 5.0 in the Debian 13"
 	@echo "                   chroot, coll rdma vs stock tuned and vs stock han (needs root;"
 	@echo "                   results in bench/results/ompi5/)"
@@ -220,6 +223,12 @@ bench: build
 	@bash ci/bench.sh
 	@if [ "$(SKIP_OMPI5)" = 1 ]; then echo "== Open MPI 5 bench skipped (SKIP_OMPI5=1)"; \
 	else $(MAKE) --no-print-directory bench-ompi5; fi
+
+# coll rdma over udp across network-namespace hosts against stock Open MPI
+# over TCP and a parallel scp (issue 13); needs root, not part of make bench.
+bench-udp: build
+	@echo "== benchmark over udp across network-namespace hosts"
+	@bash ci/bench-udp.sh $(BENCH_UDP_ARGS)
 
 # The paired bench against Open MPI 5.0 (ci/ompi5/bench.sh in the chroot).
 # The chroot starts with an empty environment: the BENCH_* knobs go through a

@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# make bench-udp: coll rdma over udp across network-namespace hosts on this
+# machine (ci/netns/), against stock Open MPI over TCP and, for files, a
+# cpush-like parallel scp (the baseline of the seed
+# shared/seeds/brim-sommers-*: one scp per destination, all at once).
+#
+# usage: ci/bench-udp.sh [--hosts "2 4 8"] [--files "1M 64M 1G"] [--reps N]
+#   --hosts  host counts (one rank per host) [2 4 8]
+#   --files  file sizes for the distribution table (suffix K, M, G) [1M 64M 1G]
+#   --reps   repetitions of each method, taking turns, median reported [3];
+#            files of 1 GiB and more get one repetition
+# environment:
+#   BENCH_UDP_BCAST_SIZES  MIN:MAX bytes of the MPI_Bcast table [8:67108864]
+#   BENCH_UDP_BCAST_FACTOR step [8]
+#   BENCH_UDP_TIMEOUT      seconds allowed per run [600]
+#   BENCH_RESULTS_DIR      where the results go [bench/results]
+# Output: bench/results/<date>-udp/{bcast.txt,fbcast.txt,fbcast.png} and
+# bench/results/latest-udp.txt. Every distribution is checked (each host's
+# copy compared with the source) before its time is counted; a failed or
+# wrong one is reported as FAILED in the table, never as a time.
+#
+# These hosts share one kernel and two cores: the "network" is a bridge of
+# veths, whose bandwidth is the CPU's memory copies, and every host's
+# receiving and writing competes for the same cores. A method whose cost
+# grows with the host count (the root sending each byte once per host)
+# still shows it here; absolute throughputs say nothing about a real
+# Ethernet.
+set -u
+cd "$(dirname "$0")/.."
+REPO=$(pwd)
+HOST_COUNTS="2 4 8" FILES="1M 64M 1G" REPS=3
+while [ $# -gt 0 ]; do
+    case $1 in
+        --hosts) HOST_COUNTS=$2; shift 2 ;;
+        --files) FILES=$2; shift 2 ;;
+        --reps) REPS=$2; shift 2 ;;
+        -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) echo "bench-udp: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+BCAST_SIZES=${BENCH_UDP_BCAST_SIZES:-8:67108864}
+BCAST_FACTOR=${BENCH_UDP_BCAST_FACTOR:-8}
+LIMIT=${BENCH_UDP_TIMEOUT:-600}
+COMPDIR=$REPO/build/components
+FBCAST=$REPO/build/bin/fbcast
+LATENCY=$REPO/build/bench/coll_latency
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+say() { printf '%s\n' "$*"; }
+die() { say "bench-udp: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
+for f in "$COMPDIR/mca_coll_rdma.so" "$FBCAST" "$LATENCY"; do [ -e "$f" ] || die "$f missing: run make build first"; done
+for tool in dropbear dropbearkey dbclient scp; do
+    command -v "$tool" >/dev/null && continue
+    [ "$tool" = scp ] && pkg=openssh-client || pkg=dropbear-bin
+    say "== installing $pkg (the scp baseline)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$pkg" >/dev/null || die "cannot install $pkg"
+done
+
+bytes_of() { numfmt --from=iec "$1"; }
+max_hosts=0
+for h in $HOST_COUNTS; do [ "$h" -gt "$max_hosts" ] && max_hosts=$h; done
+[ "$max_hosts" -ge 2 ] || die "--hosts needs counts of 2 or more"
+
+# the hosts' private directories hold up to a copy of the largest file each
+# (plus the sources): keep them on the disk, not in a tmpfs /tmp
+export NETNS_STATE_ROOT=${NETNS_STATE_ROOT:-$REPO/build/netns}
+. ci/netns/lib.sh
+STAMP=$(date +%Y%m%d-%H%M%S)
+OUT=${BENCH_RESULTS_DIR:-bench/results}/$STAMP-udp
+mkdir -p "$OUT"
+WORK=$NETNS_STATE_ROOT/bench-udp.$$
+NETNS_ON_EXIT='rm -rf "$WORK"'
+netns_up "$max_hosts" || die "cannot make $max_hosts namespace hosts"
+mkdir -p "$WORK"
+IFS=, read -r -a HOSTS <<<"$NETNS_HOSTS"
+ROOT_HOST=${HOSTS[0]}
+as_root_host() { "$NETNS_ENTER" "$ROOT_HOST" "$@"; }
+hosts_list() { (IFS=,; echo "${HOSTS[*]:0:$1}"); }
+
+# ---- Open MPI settings of the two MPI methods: TCP between the hosts,
+# coll rdma over udp or not loaded at all
+MPI_COMMON=(OMPI_MCA_plm_rsh_agent="$NETNS_RSH" OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include=eth0
+    OMPI_MCA_oob_tcp_if_include=eth0 OMPI_MCA_rmaps_base_oversubscribe=1)
+method_env() { # method_env METHOD: the environment of an MPI run
+    case $1 in
+        udp) echo "${MPI_COMMON[@]}" OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$COMPDIR" OMPI_MCA_coll_rdma_transport=udp \
+                OMPI_MCA_coll_rdma_udp_interface=eth0 OMPI_MCA_coll_rdma_priority=90 ;;
+        tcp) echo "${MPI_COMMON[@]}" OMPI_MCA_coll=^rdma ;;
+    esac
+}
+
+# ---- the scp baseline: dropbear in every host but the root, with a key of
+# this run only. Dropbear reads root's keys from ~/.ssh and has no option
+# for another place, so a home of this run is bind-mounted over /root inside
+# each host's mount namespace: the machine's own /root is never touched.
+# Both ends get dropbear's largest receive window (10 MB; the default 24 KiB
+# would make the baseline slow for reasons a site's sshd does not have).
+KEYS=$WORK/ssh
+mkdir -p "$KEYS/home/.ssh" && chmod 700 "$KEYS" "$KEYS/home" "$KEYS/home/.ssh"
+dropbearkey -t ed25519 -f "$KEYS/client" >/dev/null 2>&1 || die "dropbearkey failed"
+dropbearkey -t ed25519 -f "$KEYS/host" >/dev/null 2>&1 || die "dropbearkey failed"
+dropbearkey -y -f "$KEYS/client" | grep '^ssh-' >"$KEYS/home/.ssh/authorized_keys" && chmod 600 "$KEYS/home/.ssh/authorized_keys"
+for host in "${HOSTS[@]:1}"; do
+    "$NETNS_ENTER" "$host" /bin/sh -c 'mount --bind "$1/home" /root && exec dropbear -F -E -s -p 22 -W 10485760 -r "$1/host" -P "$1/$2.pid" 2>"$1/$2.log"' \
+        dropbear-host "$KEYS" "$host" &
+done
+# scp's -S program: dbclient with this run's key, without openssh's -o options
+cat >"$KEYS/ssh-agent" <<EOF
+#!/bin/sh
+while [ \$# -gt 0 ]; do
+    case \$1 in -o?*|-x|-a|-T|-q) shift ;; -o|-l|-p) shift 2 ;; --) shift; break ;; *) break ;; esac
+done
+exec dbclient -yy -W 10485760 -i "$KEYS/client" "\$@"
+EOF
+chmod +x "$KEYS/ssh-agent"
+for host in "${HOSTS[@]:1}"; do # wait until each dropbear answers
+    for try in $(seq 50); do
+        as_root_host "$KEYS/ssh-agent" "$host" true </dev/null >/dev/null 2>&1 && break
+        [ "$try" = 50 ] && die "dropbear on $host does not answer"
+        sleep 0.2
+    done
+done
+
+now() { date +%s.%N; }
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# ---- MPI_Bcast: latency per call and back-to-back throughput
+say "== MPI_Bcast across namespace hosts, coll rdma over udp vs stock Open MPI over TCP (one rank per host)"
+say "   (coll_latency; median of $REPS runs per method, methods taking turns)"
+{
+    say "# MPI_Bcast, one rank per namespace host; latency: average us per call (coll_latency -c bcast); throughput: MB/s (-c bcast_tput)"
+    printf '%-6s %-6s %12s %14s %14s %8s\n' hosts test size_bytes udp tcp udp/tcp
+} >"$OUT/bcast.txt"
+for n in $HOST_COUNTS; do
+    for test in bcast bcast_tput; do
+        case $test in
+            bcast) args=(-c bcast -m "$BCAST_SIZES" -f "$BCAST_FACTOR" -w 20 -n 200 -s 65536 -l 10) ;;
+            bcast_tput) args=(-c bcast_tput -m 65536:"${BCAST_SIZES#*:}" -f "$BCAST_FACTOR" -w 5 -n 50 -s 1048576 -l 5) ;;
+        esac
+        for rep in $(seq "$REPS"); do
+            for method in udp tcp; do
+                log=$WORK/bcast-$n-$test-$method-$rep.log
+                # shellcheck disable=SC2046
+                if ! timeout -k 10 "$LIMIT" env $(method_env $method) "$NETNS_ENTER" "$ROOT_HOST" \
+                    mpirun --host "$(hosts_list "$n")" -np "$n" --map-by node "$LATENCY" -q "${args[@]}" >"$log" 2>&1; then
+                    say "   $method at $n hosts ($test) failed: $(tail -3 "$log" | tr '\n' ' ')"
+                    : >"$log.failed"
+                fi
+            done
+        done
+        # columns of coll_latency: collective size avg_us ... (bcast_tput: MB/s in the avg column)
+        for size in $(awk '$1 ~ /^bcast/ { print $2 }' "$WORK/bcast-$n-$test-udp-1.log" 2>/dev/null); do
+            for method in udp tcp; do
+                v=$(cat "$WORK"/bcast-$n-$test-$method-*.log 2>/dev/null | awk -v s="$size" '$1 ~ /^bcast/ && $2 == s { print $3 }' | median)
+                eval "v_$method=\${v:-FAILED}"
+            done
+            ratio=$(awk -v a="$v_udp" -v b="$v_tcp" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", a / b; else print "-" }')
+            printf '%-6s %-6s %12s %14s %14s %8s\n' "$n" "${test/bcast_tput/tput}" "$size" "$v_udp" "$v_tcp" "$ratio" >>"$OUT/bcast.txt"
+        done
+    done
+done
+sed 's/^/   /' "$OUT/bcast.txt"
+
+# ---- file distribution: fbcast (coll rdma over udp), fbcast (stock MPI_Bcast
+# over TCP), parallel scp
+say "== file distribution to every namespace host: seconds from start to every copy in place (median of the runs; 1 GiB and more: one run)"
+DST=$NETNS_HOME/received.bin
+dst_of() { echo "$NETNS_STATE/homes/$1/received.bin"; }
+clear_copies() { local h; for h in "${HOSTS[@]}"; do rm -f "$(dst_of "$h")"; done; }
+check_copies() { # check_copies SRC N: every host but the root holds SRC
+    local h
+    for h in "${HOSTS[@]:1:$(($2 - 1))}"; do cmp -s "$1" "$(dst_of "$h")" || { say "      $h: copy missing or different"; return 1; }; done
+}
+run_method() { # run_method METHOD SRC N LOG: runs one distribution
+    local method=$1 src=$2 n=$3 log=$4 h pids=() rc=0
+    case $method in
+        fbcast-udp|fbcast-tcp)
+            # shellcheck disable=SC2046
+            timeout -k 10 "$LIMIT" env $(method_env "${method#fbcast-}") "$NETNS_ENTER" "$ROOT_HOST" \
+                "$FBCAST" -q --no-progress --overwrite always --hosts "$(hosts_list "$n")" "$src" "$DST" >"$log" 2>&1 ;;
+        scp)
+            for h in "${HOSTS[@]:1:$((n - 1))}"; do
+                timeout -k 10 "$LIMIT" "$NETNS_ENTER" "$ROOT_HOST" scp -O -q -S "$KEYS/ssh-agent" "$src" "$h:$DST" >>"$log" 2>&1 &
+                pids+=($!)
+            done
+            for h in "${pids[@]}"; do wait "$h" || rc=1; done
+            return $rc ;;
+    esac
+}
+METHODS="fbcast-udp fbcast-tcp scp"
+{
+    say "# file distribution to N namespace hosts (the root holds the source): seconds, median of the runs"
+    printf '%-6s %-10s %12s %12s %12s %10s\n' hosts file $METHODS runs
+} >"$OUT/fbcast.txt"
+for file in $FILES; do
+    bytes=$(bytes_of "$file") || die "not a size: $file"
+    src=$WORK/source-$file.bin
+    head -c "$bytes" /dev/urandom >"$src"
+    reps=$REPS
+    [ "$bytes" -ge $((1 << 30)) ] && reps=1
+    for n in $HOST_COUNTS; do
+        for rep in $(seq "$reps"); do
+            for method in $METHODS; do
+                clear_copies
+                sync
+                log=$WORK/fbcast-$file-$n-$method-$rep.log
+                t0=$(now)
+                if run_method "$method" "$src" "$n" "$log" && check_copies "$src" "$n"; then
+                    awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.3f\n", b - a }' >>"$WORK/t-$file-$n-$method"
+                else
+                    say "   $method, $file to $n hosts, run $rep FAILED: $(tail -3 "$log" | tr '\n' ' ')"
+                fi
+            done
+        done
+        row=()
+        for method in $METHODS; do
+            v=$(median <"$WORK/t-$file-$n-$method" 2>/dev/null)
+            row+=("${v:-FAILED}")
+        done
+        printf '%-6s %-10s %12s %12s %12s %10s\n' "$n" "$file" "${row[@]}" "$reps" >>"$OUT/fbcast.txt"
+    done
+    rm -f "$src"
+done
+clear_copies
+sed 's/^/   /' "$OUT/fbcast.txt"
+cat "$OUT/bcast.txt" "$OUT/fbcast.txt" >"${BENCH_RESULTS_DIR:-bench/results}/latest-udp.txt"
+
+# ---- plot: time against host count per method, one panel per file size
+if command -v gnuplot >/dev/null; then
+    panels=$(echo $FILES | wc -w)
+    {
+        echo "set terminal pngcairo size $((460 * panels + 40)),460 noenhanced"
+        echo "set output '$OUT/fbcast.png'"
+        echo "set multiplot layout 1,$panels title 'file distribution: N namespace hosts, one machine'"
+        echo "set xlabel 'hosts'; set ylabel 'seconds'; set key below vertical; set grid; set yrange [0:*]; set xtics ($(echo $HOST_COUNTS | tr ' ' ','))"
+        for file in $FILES; do
+            echo "set title '$file'"
+            echo "plot '$OUT/fbcast.txt' using (strcol(2) eq '$file' ? \$1 : 1/0):(\$3) with linespoints title 'fbcast, coll rdma udp', \
+'' using (strcol(2) eq '$file' ? \$1 : 1/0):(\$4) with linespoints title 'fbcast, stock MPI over TCP', \
+'' using (strcol(2) eq '$file' ? \$1 : 1/0):(\$5) with linespoints title 'parallel scp (cpush)'"
+        done
+        echo "unset multiplot"
+    } >"$OUT/fbcast.gnuplot"
+    if gnuplot "$OUT/fbcast.gnuplot" 2>"$OUT/fbcast.gnuplot.log"; then say "== plot: $OUT/fbcast.png"; else say "   gnuplot failed: $OUT/fbcast.gnuplot.log"; fi
+else
+    say "   no gnuplot (Debian package gnuplot-nox): no plot"
+fi
+say "== tables: $OUT/bcast.txt $OUT/fbcast.txt"
