@@ -907,18 +907,19 @@ without_device_test() {
     run_test "$name" "$np" ok --mca "$param" "$value" "${V[@]}" -- coll_mix -i 20
 }
 
-# udp_fallback_test NAME NP WHY [mpirun options...]: with coll_rdma_transport
-# udp and a udp setup that cannot work, every rank reports "transport
-# unavailable (udp: WHY...)" (WHY an extended regular expression), rank 0
-# as a warning (printed at any verbosity: the user asked for udp), and
-# hands every call over: nothing is served over any transport, and the
-# program's results are checked as always
+# udp_fallback_test NAME NP CIDS WHY [mpirun options...]: with
+# coll_rdma_transport udp and a udp setup that cannot work on
+# MPI_COMM_WORLD, every rank reports "transport unavailable (udp: WHY...)"
+# (WHY an extended regular expression) for it, rank 0 as a warning
+# (printed at any verbosity: the user asked for udp), and hands every call
+# over: nothing is served on the communicators whose context ids match the
+# regular expression CIDS, and the program's results are checked as always
 udp_fallback_test() {
-    local name=$1 np=$2 why=$3 r
-    shift 3
+    local name=$1 np=$2 cids=$3 why=$4 r
+    shift 4
     CHECKS=("re:coll:rdma: warning: comm 0 rank 0: transport unavailable \(udp: $why.*\); collectives fall back to the module underneath"
         "re:comm 0 rank [0-9]+: served 0 barrier\(s\) over no transport, [01] handed to the fallback"
-        "nore:served [1-9][0-9]* [a-z]+\(s\) over")
+        "nore:comm ($cids) rank [0-9]+: served [1-9][0-9]* [a-z]+\(s\) over")
     for ((r = 1; r < np; r++)); do
         CHECKS+=("re:coll:rdma: comm 0 rank $r: transport unavailable \(udp: ")
     done
@@ -1019,7 +1020,7 @@ COMP_TESTS=(
     "nested-setup-coll-basic-np2" "nested-setup-coll-basic-np3" "nested-setup-barrier-coll-basic-np3"
     "nested-setup-tuned-allgather-1-np3"
     "mismatch-barrier-radix-np4" "mismatch-bcast-window-np4" "mismatch-allreduce-max-bytes-np4"
-    "mismatch-transport-np3" "mismatch-pretend-nodes-np4"
+    "mismatch-transport-np3" "mismatch-udp-port-range-np3" "mismatch-pretend-nodes-np4"
     "panic-allreduce-3-np3" "panic-barrier-1-np2" "panic-bcast-2-np3" "pack-failure-np3"
     "module-size-mismatch-np3" "thread-multiple-refused-np3"
 )
@@ -1153,13 +1154,15 @@ else
     #     views (rank 0 on loopback, rank 1 on the outside interface: setup
     #     refuses a loopback address unless every rank has it). Every rank
     #     falls back alike, rank 0 warns why at verbosity 0, results right
-    udp_fallback_test "transport-udp-missing-interface-np3" 3 \
+    udp_fallback_test "transport-udp-missing-interface-np3" 3 "[0-9]+" \
         'coll_rdma_udp_interface=no-such-if0: no interface named "no-such-if0" with an IPv4 address' \
         --mca coll_rdma_udp_interface no-such-if0
+    # (communicators of the even or of the odd ranks alone share one
+    # address, so udp serves them)
     OUTSIDE_ADDRESS=$(ip -4 route get 239.78.0.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -1)
     if [ -n "$OUTSIDE_ADDRESS" ] && [ "$OUTSIDE_ADDRESS" != 127.0.0.1 ]; then
         RUN_WRAPPER=("$ROOT/ci/per-rank-mca.sh" coll_rdma_udp_interface 127.0.0.1 "$OUTSIDE_ADDRESS")
-        udp_fallback_test "transport-udp-loopback-mismatch-np4" 4 \
+        udp_fallback_test "transport-udp-loopback-mismatch-np4" 4 0 \
             "rank 1 is on ${OUTSIDE_ADDRESS//./\\.} and rank 0 on 127\\.0\\.0\\.1: a loopback address reaches only its own host"
     else
         skip "transport-udp-loopback-mismatch-np4" "no route towards 239.78.0.0/16 beyond loopback here"
@@ -1361,7 +1364,12 @@ else
     mismatch_test "mismatch-allreduce-max-bytes-np4" 4 coll_rdma_allreduce_max_bytes 16384 1024 \
         "coll_rdma_allreduce_max_bytes \(16384 at rank 0, 1024 at rank 1\)" reduce_ops "${RO_PARAM[@]}"
     mismatch_test "mismatch-transport-np3" 3 coll_rdma_transport shm auto \
-        "coll_rdma_transport \(0 auto, 1 shm, 2 verbs\) \(1 at rank 0, 0 at rank 1\)" coll_mix -i 20
+        "coll_rdma_transport \(0 auto, 1 shm, 2 verbs, 3 udp\) \(1 at rank 0, 0 at rank 1\)" coll_mix -i 20
+    # (a udp parameter differs: every rank falls back before any udp
+    # setup, which would otherwise derive different ports)
+    mismatch_test "mismatch-udp-port-range-np3" 3 coll_rdma_udp_port_range 24000-24999 30000-30099 \
+        "coll_rdma_udp_port_range \(first\) \(24000 at rank 0, 30000 at rank 1\); coll_rdma_udp_port_range \(ports\) \(1000 at rank 0, 100 at rank 1\)" \
+        coll_mix -i 20
     mismatch_test "mismatch-pretend-nodes-np4" 4 coll_rdma_test_pretend_nodes 0 2 \
         "coll_rdma_test_pretend_nodes \(1 at rank 0, 2 at rank 1\)" coll_mix -i 20
 

@@ -11,6 +11,8 @@
 //! transport between all ranks, and `test_pretend_nodes` makes `auto`
 //! build the hybrid on one machine, so that one machine can exercise both.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use btl_ibmc::shm::{self, ShmSetupError};
 use btl_ibmc::{CrossMemoryRefusal, Exchange, SelectedTransport, UdpSetupError};
 
@@ -98,11 +100,14 @@ fn connect_udp(exchange: &dyn Exchange, request: &LinkRequest) -> Result<Selecte
 }
 
 /// A failure of this rank's own part of the udp setup: where the user
-/// forced udp, said at verbose level 0 by this rank (rank 0 says every
-/// communicator's verdict; the others name this rank and refer here).
+/// forced udp, said at verbose level 0 by this rank, once per process (the
+/// cause, an interface or a socket of this host, is the same for every
+/// communicator); rank 0 says every communicator's verdict, and the other
+/// ranks' verdicts name this rank and refer here.
 fn own_udp_failure(request: &LinkRequest, why: String) -> String {
-    if request.choice == TransportChoice::Udp && request.rank != 0 {
-        tracing::warn!("comm {} rank {}: {why}", request.cid, request.rank);
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if request.choice == TransportChoice::Udp && request.rank != 0 && !WARNED.swap(true, Ordering::Relaxed) {
+        tracing::warn!("comm {} rank {}: {why} (said once; later communicators say it at verbose level 1)", request.cid, request.rank);
     }
     why
 }
