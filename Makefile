@@ -43,7 +43,8 @@ help:
 	@echo "                   ci/fbcast-tests.sh, ci/udp-tests.sh (SKIP_UDP=1 leaves it out),"
 	@echo "                   ci/rxe-tests.sh (verbs on Soft-RoCE in qemu guests),"
 	@echo "                   check-noheaders, check-ompi5"
-	@echo "make test-mpi      only the MPI tests (ci/mpi-tests.sh)"
+	@echo "make test-mpi      only the MPI tests (ci/mpi-tests.sh), then section 1 of them"
+	@echo "                   (--quick, 2 and 4 ranks) over udp on lo with 5 % injected loss"
 	@echo "make test-fbcast   only fbcast's MPI tests (ci/fbcast-tests.sh; part of make check)"
 	@echo "make check-udp     build, then the udp tests (ci/udp-tests.sh): 4 network-namespace hosts"
 	@echo "                   on a bridge, the MPI tests over udp across them with and without"
@@ -162,6 +163,9 @@ check: build
 test-mpi:
 	@echo "== MPI tests"
 	@bash ci/mpi-tests.sh
+	@echo "== MPI tests over udp on the loopback interface, 5 % of the datagrams lost on receipt"
+	@bash ci/mpi-tests.sh --quick --transport udp --nps "2 4" --mca coll_rdma_udp_interface 127.0.0.1 \
+	    --mca coll_rdma_test_udp_loss_percent 5
 
 # fbcast under mpirun, with coll rdma and stock Open MPI (needs make build).
 test-fbcast:
