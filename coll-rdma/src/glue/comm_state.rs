@@ -148,9 +148,13 @@ pub(super) fn reduction_config(settings: &Settings, chosen: &ReductionSettings, 
 
 /// The bcast configuration from the parameters, co-roots from the model
 /// unless fixed, with a sentence saying why.
-pub(super) fn bcast_config(chosen: &BcastSettings, size: usize, policy: WaitPolicy) -> (BcastConfig, String) {
+pub(super) fn bcast_config(chosen: &BcastSettings, udp: &UdpSettings, size: usize, policy: WaitPolicy) -> (BcastConfig, String) {
     let mut config = BcastConfig::default();
     let multicast = &mut config.multicast;
+    // Congestion control is on only where the transport is udp (its
+    // `Auto` mode), so these are inert on the other transports.
+    multicast.congestion.cwnd_initial = udp.cwnd_initial;
+    multicast.congestion.ssthresh_initial = udp.ssthresh_initial;
     multicast.window_slots = chosen.window_slots;
     multicast.slot_bytes = chosen.slot_bytes;
     multicast.fragment_bytes = chosen.fragment_bytes;
@@ -193,7 +197,7 @@ impl CommState {
         let policy = wait_policy(settings, size);
         let (allreduce_config, allreduce_why) = reduction_config(settings, &settings.allreduce, size, policy);
         let (reduce_config, reduce_why) = reduction_config(settings, &settings.reduce, size, policy);
-        let (bcast_config, bcast_why) = bcast_config(&settings.bcast, size, policy);
+        let (bcast_config, bcast_why) = bcast_config(&settings.bcast, &settings.udp, size, policy);
         tracing::info!(
             "comm {cid} rank {rank}: allreduce degree {}, exchange up to {} bytes ({allreduce_why}); reduce degree {} ({reduce_why}); \
              bcast co-roots {} ({bcast_why})",
@@ -539,6 +543,21 @@ impl Drop for CommState {
                 multicast.frames_rejected,
                 multicast.overruns
             );
+            if multicast.cwnd > 0 {
+                tracing::info!(
+                    "comm {} rank {}: bcast congestion control: window {} fragment(s) now, retransmission timeout {} us, \
+                     {} loss event(s), {} timeout collapse(s), {} acker switch(es), {} NACK(s) suppressed, {} repair(s) multicast",
+                    self.cid,
+                    self.rank,
+                    multicast.cwnd,
+                    multicast.rto_micros,
+                    multicast.loss_events,
+                    multicast.timeout_collapses,
+                    multicast.acker_switches,
+                    multicast.nacks_suppressed,
+                    multicast.repairs_multicast
+                );
+            }
         }
         for collective in Collective::ALL {
             let tally = &self.tallies[collective as usize];

@@ -475,6 +475,16 @@ mod tests {
     }
 
     #[test]
+    fn the_udp_window_parameters_reach_the_bcast_congestion_control() {
+        let mut raw = RawParams::defaults();
+        raw.set_int(Id::UdpCwndInitial, 3);
+        raw.set_int(Id::UdpSsthreshInitial, 40);
+        let settings = validate(raw);
+        let (config, _) = super::super::comm_state::bcast_config(&settings.bcast, &settings.udp, 4, btl_ibmc::WaitPolicy::default());
+        assert_eq!((config.multicast.congestion.cwnd_initial, config.multicast.congestion.ssthresh_initial), (3, 40));
+    }
+
+    #[test]
     fn invalid_udp_parameters_take_their_defaults() {
         let mut raw = RawParams::defaults();
         raw.set_text(Id::UdpGroupBase, "10.0.0.0/8".to_string());
