@@ -97,6 +97,9 @@ impl CongestionConfig {
         if self.rto_floor.is_zero() {
             return Err("the retransmission-timeout floor must be positive".to_string());
         }
+        if self.rto_ceiling > MAX_RTO_CEILING {
+            return Err(format!("the retransmission-timeout ceiling ({:?}) is above {MAX_RTO_CEILING:?}", self.rto_ceiling));
+        }
         if self.rto_ceiling < self.rto_floor {
             return Err(format!(
                 "the retransmission-timeout ceiling ({:?}) is below its floor ({:?})",
@@ -116,6 +119,10 @@ impl CongestionConfig {
         }
     }
 }
+
+/// The largest RTO ceiling accepted: a silent member is retried at least
+/// this often, and timer arithmetic stays far from overflow.
+pub(crate) const MAX_RTO_CEILING: Duration = Duration::from_secs(60);
 
 /// Retransmission timeouts double while a receiver stays silent, up to this
 /// many times the configured timeout.
@@ -176,6 +183,20 @@ impl RmcastConfig {
         self.timeout / 4
     }
 
+    /// The least RTO congestion control uses: the configured floor, but at
+    /// least twice the explicit-ACK delay, since a leaf acknowledges a
+    /// message's tail only after that delay and anything shorter would time
+    /// out at every tail.
+    pub(crate) fn effective_rto_floor(&self) -> Duration {
+        self.congestion.rto_floor.max(self.ack_delay() * 2)
+    }
+
+    /// The largest RTO: the configured ceiling, raised to the effective
+    /// floor if a long `timeout` put that above it.
+    pub(crate) fn effective_rto_ceiling(&self) -> Duration {
+        self.congestion.rto_ceiling.max(self.effective_rto_floor())
+    }
+
     /// Co-roots actually used among `size` ranks.
     pub(crate) fn co_roots_for(&self, size: usize) -> usize {
         self.co_roots.min(size.saturating_sub(1))
@@ -218,6 +239,10 @@ mod tests {
         assert!(with(CongestionConfig { rto_floor: Duration::ZERO, ..base }).unwrap_err().contains("floor"));
         let inverted = CongestionConfig { rto_floor: Duration::from_millis(5), rto_ceiling: Duration::from_millis(4), ..base };
         assert!(with(inverted).unwrap_err().contains("ceiling"));
+        // Anything longer is no timeout, and a huge one overflowed timer arithmetic.
+        assert!(with(CongestionConfig { rto_ceiling: MAX_RTO_CEILING, ..base }).is_ok());
+        let huge = CongestionConfig { rto_ceiling: Duration::from_secs(u64::MAX / 4), ..base };
+        assert!(with(huge).unwrap_err().contains("above"));
         assert!(base.enabled_for("udp") && !base.enabled_for("verbs") && !base.enabled_for("fabric"));
         assert!(CongestionConfig { mode: CongestionMode::On, ..base }.enabled_for("verbs"));
         assert!(!CongestionConfig { mode: CongestionMode::Off, ..base }.enabled_for("udp"));

@@ -43,6 +43,9 @@ pub struct RmcastStats {
     pub timeout_collapses: u64,
     /// Times a collector's acker changed after its first choice.
     pub acker_switches: u64,
+    /// Round-trip samples a collector took (Karn's rule and stalls skip
+    /// some).
+    pub rtt_samples: u64,
     /// NACKs a leaf did not send because the gap filled while it waited.
     pub nacks_suppressed: u64,
     /// NACKed pieces the root multicast once more.
@@ -72,6 +75,7 @@ impl RmcastStats {
             loss_events: total.loss_events + one.loss_events,
             timeout_collapses: total.timeout_collapses + one.timeout_collapses,
             acker_switches: total.acker_switches + one.acker_switches,
+            rtt_samples: total.rtt_samples + one.rtt_samples,
             nacks_suppressed: total.nacks_suppressed + one.nacks_suppressed,
             repairs_multicast: total.repairs_multicast + one.repairs_multicast,
         })

@@ -40,10 +40,12 @@ impl History {
         if count == 0 {
             return None;
         }
-        let sum: u64 = self.intervals[..count as usize].iter().sum();
+        // Saturating: a corrupt ACK word from a peer may claim any count.
+        let sum = self.intervals[..count as usize].iter().fold(0u64, |sum, &interval| sum.saturating_add(interval));
         // The open interval counts once it lengthens the mean.
-        let with_open = (sum + self.open, count + 1);
-        Some(if with_open.0 * count > sum * with_open.1 { with_open } else { (sum, count) })
+        let with_open = (sum.saturating_add(self.open), count + 1);
+        let lengthens = u128::from(with_open.0) * u128::from(count) > u128::from(sum) * u128::from(with_open.1);
+        Some(if lengthens { with_open } else { (sum, count) })
     }
 }
 
@@ -71,14 +73,15 @@ impl AckerChoice {
     }
 
     pub(crate) fn on_acknowledged(&mut self, member: usize, pieces: u64) {
-        self.histories[member].open += pieces;
+        let open = &mut self.histories[member].open;
+        *open = open.saturating_add(pieces);
     }
 
     /// `member` reported a loss; `rtt` is the collector's round-trip
     /// estimate. True if `member` became the acker in place of another.
     pub(crate) fn on_loss(&mut self, member: usize, rtt: Duration, now: Instant) -> bool {
         let history = &mut self.histories[member];
-        history.intervals[history.recorded % INTERVALS] = history.open + 1;
+        history.intervals[history.recorded % INTERVALS] = history.open.saturating_add(1);
         history.recorded += 1;
         history.open = 0;
         let Some(acker) = self.acker else {
@@ -86,7 +89,9 @@ impl AckerChoice {
             self.chosen_at = Some(now);
             return false;
         };
-        if acker == member || self.chosen_at.is_some_and(|at| now < at + rtt * HOLD_RTTS) || !self.loses_more(member, acker) {
+        // A hold end beyond the clock holds for good.
+        let held = self.chosen_at.is_some_and(|at| at.checked_add(rtt.saturating_mul(HOLD_RTTS)).is_none_or(|end| now < end));
+        if acker == member || held || !self.loses_more(member, acker) {
             return false;
         }
         self.acker = Some(member);
@@ -169,5 +174,24 @@ mod tests {
         choice.on_acknowledged(0, 1000);
         choice.on_acknowledged(1, 60);
         assert!(choice.on_loss(1, RTT, start + RTT * 20), "member 0's open interval of 1000 now counts");
+    }
+
+    /// A corrupt ACK word from a peer may claim nearly 2^64 pieces: the
+    /// count saturates, where it wrapped to a short loss interval that made
+    /// the peer look like the worst member.
+    #[test]
+    fn a_corrupt_ack_count_saturates_instead_of_wrapping() {
+        let mut choice = AckerChoice::new(2);
+        let start = Instant::now();
+        choice.on_acknowledged(0, 99);
+        choice.on_loss(0, RTT, start);
+        choice.on_acknowledged(1, u64::MAX);
+        choice.on_acknowledged(1, 4);
+        assert!(!choice.on_loss(1, RTT, start + RTT * 100), "member 1 took over with a wrapped interval");
+        for _ in 0..INTERVALS {
+            choice.on_acknowledged(1, u64::MAX);
+            choice.on_loss(1, RTT, start + RTT * 200);
+        }
+        assert_eq!(choice.acker(), Some(0));
     }
 }

@@ -23,9 +23,11 @@
 //! * **RTT** (`rtt`): sampled when a member's word passes a piece that was
 //!   never resent (Karn), from the time the collector sent it (root) or
 //!   first received it (co-root); its RTO replaces the fixed timeout of
-//!   every member's retransmission timer. Lazy ACKs make samples up to
-//!   the explicit-ACK delay (`timeout` / 4) long, which errs towards
-//!   fewer spurious retransmissions.
+//!   every member's retransmission timer. The RTO never goes below twice
+//!   the explicit-ACK delay (`timeout` / 4): a leaf acknowledges a
+//!   message's tail only after that delay, and a lower RTO timed out at
+//!   nearly every tail (the resend then also hid, by Karn's rule, the one
+//!   sample that would have raised it).
 //!
 //! A leaf's NACKs are suppressed separately (`datagram::nack`); the root
 //! multicasts each NACKed piece once more, so that members sharing the
@@ -61,7 +63,7 @@ impl Control {
         let (least, most) = (config.effective_ack_interval(), config.window());
         Control {
             window: CongestionWindow::new(congestion.cwnd_initial as u64, congestion.ssthresh_initial as u64, least, most),
-            rtt: RttEstimator::new(config.timeout, congestion.rto_floor, congestion.rto_ceiling),
+            rtt: RttEstimator::new(config.timeout, config.effective_rto_floor(), config.effective_rto_ceiling()),
             acker: AckerChoice::new(members),
             pacer: None,
             paced: 0,

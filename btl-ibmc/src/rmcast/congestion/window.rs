@@ -66,7 +66,7 @@ impl CongestionWindow {
             self.avoidance_credit = 0;
             return;
         }
-        self.avoidance_credit += pieces;
+        self.avoidance_credit = self.avoidance_credit.saturating_add(pieces);
         while self.avoidance_credit >= self.cwnd && self.cwnd < self.most {
             self.avoidance_credit -= self.cwnd;
             self.cwnd += 1;

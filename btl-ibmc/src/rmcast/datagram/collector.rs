@@ -61,7 +61,7 @@ impl Collector {
             .collect::<Vec<_>>();
         let floor = if watched.is_empty() { u64::MAX } else { 0 };
         let control = (congestion && !watched.is_empty()).then(|| Box::new(Control::new(config, watched.len())));
-        let backoff_ceiling = if control.is_some() { config.congestion.rto_ceiling.max(timeout) } else { timeout * BACKOFF_LIMIT };
+        let backoff_ceiling = if control.is_some() { config.effective_rto_ceiling().max(timeout) } else { timeout.saturating_mul(BACKOFF_LIMIT) };
         Collector { watched, floor, timeout, backoff_ceiling, control }
     }
 
@@ -86,17 +86,16 @@ impl Collector {
 
     /// Reads every member's word; `ring` holds what this collector sent
     /// (root) or received (co-root), stamped, for RTT samples.
-    pub(crate) fn poll_acks<T: Windows + ReliableChannel + ?Sized>(&mut self, transport: &T, ring: &PieceRing, now: Instant) {
+    pub(crate) fn poll_acks<T: Windows + ReliableChannel + ?Sized>(&mut self, transport: &T, ring: &PieceRing, now: Instant, stats: &mut RmcastStats) {
         let mut floor = u64::MAX;
         let mut fresh_timeout = self.fresh_timeout();
         for (index, watched) in self.watched.iter_mut().enumerate() {
             let acked = transport.local_flag(watched.word);
             if acked > watched.acked {
                 if let Some(control) = &mut self.control {
-                    // Karn: only a piece sent once times a round trip.
-                    let newest = acked - 1;
-                    if let (Some(stamp), false) = (ring.stamp(newest), ring.resent(newest)) {
-                        control.rtt.sample(now.saturating_duration_since(stamp));
+                    if let Some(rtt) = round_trip_sample(watched, acked, ring, now) {
+                        control.rtt.sample(rtt);
+                        stats.rtt_samples += 1;
                         fresh_timeout = control.rtt.rto();
                     }
                     control.acker.on_acknowledged(index, acked - watched.acked);
@@ -129,8 +128,7 @@ impl Collector {
             if watched.acked >= held.high || (watched.member.is_co_root && self.control.is_none()) {
                 continue;
             }
-            let first_missing_since = held.ring.stamp(watched.acked).unwrap_or(watched.changed_at);
-            if now < watched.changed_at.max(first_missing_since) + watched.timeout {
+            if !overdue(watched, held.ring, now) {
                 continue;
             }
             let burst_end = match &mut self.control {
@@ -144,7 +142,7 @@ impl Collector {
                 resend(transport, held.ring, watched.member.rank, watched.acked..burst_end, stats)?;
             }
             watched.changed_at = now;
-            watched.timeout = (watched.timeout * 2).min(self.backoff_ceiling);
+            watched.timeout = watched.timeout.saturating_mul(2).min(self.backoff_ceiling);
         }
         Ok(())
     }
@@ -180,6 +178,29 @@ impl Collector {
     }
 }
 
+/// Whether `watched`'s timer has run out: its word stood still for its
+/// timeout, counted from the later of its last advance and the sending of
+/// the first piece it lacks. Never, if that moment is beyond the clock.
+fn overdue(watched: &Watched, ring: &PieceRing, now: Instant) -> bool {
+    let first_missing_since = ring.stamp(watched.acked).unwrap_or(watched.changed_at);
+    watched.changed_at.max(first_missing_since).checked_add(watched.timeout).is_some_and(|due| now >= due)
+}
+
+/// The round trip `watched`'s word, advancing to `acked`, times: from the
+/// stamp of the newest piece it covers. None when that would mislead:
+/// * Karn's rule: a piece the advance covers was resent (a repair of
+///   piece 5 lets the word jump past 6..12, and their sample would include
+///   the recovery);
+/// * the word was overdue: it stood still past its timeout, so the sample
+///   spans a stall (a member or this collector away from progress).
+fn round_trip_sample(watched: &Watched, acked: u64, ring: &PieceRing, now: Instant) -> Option<Duration> {
+    let stamp = ring.stamp(acked - 1)?;
+    if ring.any_resent(watched.acked..acked) || overdue(watched, ring, now) {
+        return None;
+    }
+    Some(now.saturating_duration_since(stamp))
+}
+
 fn resend<T: Windows + ReliableChannel + ?Sized>(
     transport: &T,
     ring: &PieceRing,
@@ -196,4 +217,79 @@ fn resend<T: Windows + ReliableChannel + ?Sized>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fabric::{Fabric, FabricConfig};
+    use crate::rmcast::config::{CongestionConfig, CongestionMode};
+    use crate::rmcast::groups::Groups;
+    use crate::rmcast::region::DatagramRegion;
+    use crate::rmcast::region_len;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// Pieces 0..12 sent at once; the member's word reaches 5 after 1 ms
+    /// (SRTT 1 ms, RTTVAR 0.5 ms: RTO 3 ms). Piece 5 is lost, NACKed 20 ms
+    /// later and resent, and the word jumps to 12 at 21 ms. Piece 11 was
+    /// never resent, but a sample from it (21 ms) would time the recovery:
+    /// it must be skipped, leaving the RTO at 3 ms.
+    #[test]
+    fn a_word_jumping_past_a_repaired_piece_times_no_round_trip() {
+        let config = RmcastConfig {
+            // ack_delay 1 ms: the RTO's floor is 2 ms.
+            timeout: 4 * MS,
+            congestion: CongestionConfig { mode: CongestionMode::On, rto_floor: Duration::from_micros(1), ..CongestionConfig::default() },
+            ..RmcastConfig::default()
+        };
+        let endpoints = Fabric::new(2, region_len(2, &config), FabricConfig::default());
+        let (root, member) = (&endpoints[0], &endpoints[1]);
+        let region = DatagramRegion::new(0, 2, &config);
+        let start = Instant::now();
+        let mut collector = Collector::new(Groups::new(0, 2, 0).members(0), |position| region.ack_word(0, position), &config, true, start);
+        let mut ring = PieceRing::new(config.window(), start);
+        for seq in 0..12 {
+            ring.store(seq, start, |frame| frame.extend_from_slice(&seq.to_le_bytes()));
+        }
+        let mut stats = RmcastStats::default();
+        let word = region.ack_word(0, 0);
+        root.set_local_flag(word, 5);
+        collector.poll_acks(root, &ring, start + MS, &mut stats);
+        assert_eq!((stats.rtt_samples, collector.congestion_gauges().map(|(_, rto)| rto)), (1, Some(3 * MS)));
+
+        let held = Held { ring: &ring, high: 12 };
+        assert!(collector.serve_nack(root, held, 1, 5..6, start + 20 * MS, &mut stats).expect("resend"));
+        assert_eq!(stats.retransmissions, 1);
+        let mut resent = Vec::new();
+        assert_eq!(member.poll_reliable(&mut resent), Some(0));
+        assert_eq!(resent, 5u64.to_le_bytes());
+
+        root.set_local_flag(word, 12);
+        collector.poll_acks(root, &ring, start + 21 * MS, &mut stats);
+        assert_eq!(collector.floor(), 12);
+        assert_eq!((stats.rtt_samples, collector.congestion_gauges().map(|(_, rto)| rto)), (1, Some(3 * MS)), "the recovery was timed");
+    }
+
+    /// A timeout near Duration's limit (validate bounds only the RTO
+    /// ceiling) once overflowed the backoff (timeout x 64, or x 2) and the
+    /// deadline (changed_at + timeout), which panic in std; now a member
+    /// is simply never due.
+    #[test]
+    fn a_huge_timeout_never_comes_due_and_does_not_overflow() {
+        let huge = Duration::from_secs(u64::MAX / 4);
+        for congestion in [false, true] {
+            let config = RmcastConfig { timeout: huge, ..RmcastConfig::default() };
+            let endpoints = Fabric::new(2, region_len(2, &config), FabricConfig::default());
+            let region = DatagramRegion::new(0, 2, &config);
+            let start = Instant::now();
+            let mut collector = Collector::new(Groups::new(0, 2, 0).members(0), |position| region.ack_word(0, position), &config, congestion, start);
+            let mut ring = PieceRing::new(config.window(), start);
+            ring.store(0, start, |frame| frame.push(0));
+            let mut stats = RmcastStats::default();
+            collector.poll_acks(&endpoints[0], &ring, start + MS, &mut stats);
+            collector.retransmit_due(&endpoints[0], Held { ring: &ring, high: 1 }, start + Duration::from_secs(3600), &mut stats).expect("no resend");
+            assert_eq!(stats.retransmissions, 0, "congestion {congestion}");
+        }
+    }
 }

@@ -70,7 +70,7 @@ impl Receiver {
             Role::Leaf { collector, position } => {
                 let ack = LazyAck::new(position, config.effective_ack_interval(), config.ack_delay());
                 let seed = nonce ^ ((me as u64) << 32) ^ root as u64;
-                let nack = config.nack.then(|| NackTimer::new(congestion, config.ack_delay(), seed));
+                let nack = config.nack.then(|| NackTimer::new(congestion, config.ack_delay(), config.effective_rto_ceiling(), seed));
                 ((collector, region.ack_word(root, position)), collector, Duty::Leaf { ack, nack })
             }
             Role::CoRoot { position } => {
@@ -210,7 +210,7 @@ impl Receiver {
                 Ok(())
             }
             Duty::CoRoot { collector, .. } => {
-                collector.poll_acks(transport, &self.ring, now);
+                collector.poll_acks(transport, &self.ring, now, stats);
                 collector.retransmit_due(transport, Held { ring: &self.ring, high: self.contiguous }, now, stats)?;
                 self.publish_base(transport, stats)
             }

@@ -53,6 +53,13 @@ impl PieceRing {
         slot.seq == Some(seq) && slot.resent.get()
     }
 
+    /// Whether any held piece of `pieces` was resent. Only the last W can
+    /// be held, so a range stretched by a corrupt ACK word costs no more.
+    pub(crate) fn any_resent(&self, pieces: std::ops::Range<u64>) -> bool {
+        let from = pieces.start.max(pieces.end.saturating_sub(self.slots.len() as u64));
+        (from..pieces.end).any(|seq| self.resent(seq))
+    }
+
     pub(crate) fn mark_resent(&self, seq: u64) {
         let slot = &self.slots[self.index(seq)];
         if slot.seq == Some(seq) {

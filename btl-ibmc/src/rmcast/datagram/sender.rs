@@ -88,7 +88,7 @@ impl Sender {
 
     /// Reads the ACK words and resends what has timed out.
     pub(crate) fn tick<T: Windows + ReliableChannel + ?Sized>(&mut self, transport: &T, now: Instant, stats: &mut RmcastStats) -> Result<(), TransportError> {
-        self.collector.poll_acks(transport, &self.ring, now);
+        self.collector.poll_acks(transport, &self.ring, now, stats);
         self.collector.retransmit_due(transport, Held { ring: &self.ring, high: self.next_seq }, now, stats)
     }
 
