@@ -835,9 +835,10 @@ if unshare --uts true 2>/dev/null; then
     #    checker's per-communicator classification must agree
     if [ "$MODE" = component ]; then
         ROUND_ROBIN=("$ROOT/ci/fake-node.sh" --round-robin 2)
-        # (on a machine with an RDMA device the communicators across the
-        # pretended nodes are served over shm+verbs)
-        ACROSS_TOO="${EXPECT_TRANSPORT:-${TRANSPORT:-shm}} shm+verbs"
+        # (the communicators across the pretended nodes are served over
+        # shm+verbs on a machine with an RDMA device, else over udp where
+        # multicast works on the default interface)
+        ACROSS_TOO="${EXPECT_TRANSPORT:-${TRANSPORT:-shm}} shm+verbs udp"
         CHECKS=("${FAKE_NODES[@]}" served-where-connected "nowarn:coll:rdma:.*warning"); RUN_WRAPPER=("${ROUND_ROBIN[@]}")
         EXPECT_TRANSPORT=$ACROSS_TOO run_test "fake-nodes-round-robin-reduce_ops-np4" 4 ok "${V[@]}" -- reduce_ops "${RO_PARAM[@]}"
         CHECKS=("${FAKE_NODES[@]}" served-where-connected "nowarn:coll:rdma:.*warning"); RUN_WRAPPER=("${ROUND_ROBIN[@]}")
@@ -904,6 +905,24 @@ without_device_test() {
         "re:comm 0 rank [0-9]+: served 0 barrier\(s\) over no transport, [01] handed to the fallback"
         "nore:comm [0-9]+ rank [0-9]+: served 0 [a-z]+\(s\) over no transport, ([2-9]|[1-9][0-9]+) handed to the fallback")
     run_test "$name" "$np" ok --mca "$param" "$value" "${V[@]}" -- coll_mix -i 20
+}
+
+# udp_fallback_test NAME NP WHY [mpirun options...]: with coll_rdma_transport
+# udp and a udp setup that cannot work, every rank reports "transport
+# unavailable (udp: WHY...)" (WHY an extended regular expression), rank 0
+# as a warning (printed at any verbosity: the user asked for udp), and
+# hands every call over: nothing is served over any transport, and the
+# program's results are checked as always
+udp_fallback_test() {
+    local name=$1 np=$2 why=$3 r
+    shift 3
+    CHECKS=("re:coll:rdma: warning: comm 0 rank 0: transport unavailable \(udp: $why.*\); collectives fall back to the module underneath"
+        "re:comm 0 rank [0-9]+: served 0 barrier\(s\) over no transport, [01] handed to the fallback"
+        "nore:served [1-9][0-9]* [a-z]+\(s\) over")
+    for ((r = 1; r < np; r++)); do
+        CHECKS+=("re:coll:rdma: comm 0 rank $r: transport unavailable \(udp: ")
+    done
+    run_test "$name" "$np" ok "$@" "${V[@]}" --mca coll_rdma_transport udp -- coll_mix -i 20
 }
 
 # Rank 0 killed (SIGKILL) inside the transport setup, after creating its
@@ -982,6 +1001,7 @@ COMP_TESTS=(
     "exclusion-list-untouched-np2"
     "radix-1-np5" "radix-2-np5" "radix-3-np8" "radix-7-np8" "radix-64-np5"
     "spin-polls-0-np4" "spin-polls-1000-np2" "transport-shm-np3" "transport-verbs-without-device-np3"
+    "transport-udp-missing-interface-np3" "transport-udp-loopback-mismatch-np4"
     "pretend-nodes-without-device-np4"
     "stall-warning-after-1s" "stall-warning-at-verbose-0-is-quiet-enough" "stall-warning-0-never"
     "bad-radix--3" "bad-radix-999" "bad-transport-bogus" "version-mismatch-9.9.9"
@@ -1119,7 +1139,7 @@ else
     run_test "bad-radix--3" 4 ok --mca coll_rdma_barrier_radix -3 "${V[@]}" -- coll_mix -i 50
     CHECKS=(served "grep:coll:rdma: warning: coll_rdma_barrier_radix=999 is invalid (0 = automatic, or 1..=64); using the automatic choice")
     run_test "bad-radix-999" 4 ok --mca coll_rdma_barrier_radix 999 "${V[@]}" -- coll_mix -i 50
-    CHECKS=(served "grep:coll:rdma: warning: coll_rdma_transport=\"bogus\" is unknown (auto, shm, verbs); using auto")
+    CHECKS=(served "grep:coll:rdma: warning: coll_rdma_transport=\"bogus\" is unknown (auto, shm, verbs, udp); using auto")
     run_test "bad-transport-bogus" 4 ok --mca coll_rdma_transport bogus "${V[@]}" -- coll_mix -i 50
     # 9b. verbs forced on a machine without an RDMA device, and two
     #     pretended nodes (shared memory within them would work, verbs
@@ -1128,6 +1148,22 @@ else
     without_device_test "transport-verbs-without-device-np3" 3 "no RDMA device found" coll_rdma_transport verbs
     without_device_test "pretend-nodes-without-device-np4" 4 "verbs between the nodes failed: no RDMA device found" \
         coll_rdma_test_pretend_nodes 2
+    # 9c. udp forced where its setup cannot work: an interface that does
+    #     not exist (this rank's own failure), and ranks on different hosts'
+    #     views (rank 0 on loopback, rank 1 on the outside interface: setup
+    #     refuses a loopback address unless every rank has it). Every rank
+    #     falls back alike, rank 0 warns why at verbosity 0, results right
+    udp_fallback_test "transport-udp-missing-interface-np3" 3 \
+        'coll_rdma_udp_interface=no-such-if0: no interface named "no-such-if0" with an IPv4 address' \
+        --mca coll_rdma_udp_interface no-such-if0
+    OUTSIDE_ADDRESS=$(ip -4 route get 239.78.0.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -1)
+    if [ -n "$OUTSIDE_ADDRESS" ] && [ "$OUTSIDE_ADDRESS" != 127.0.0.1 ]; then
+        RUN_WRAPPER=("$ROOT/ci/per-rank-mca.sh" coll_rdma_udp_interface 127.0.0.1 "$OUTSIDE_ADDRESS")
+        udp_fallback_test "transport-udp-loopback-mismatch-np4" 4 \
+            "rank 1 is on ${OUTSIDE_ADDRESS//./\\.} and rank 0 on 127\\.0\\.0\\.1: a loopback address reaches only its own host"
+    else
+        skip "transport-udp-loopback-mismatch-np4" "no route towards 239.78.0.0/16 beyond loopback here"
+    fi
     # 10. version mismatch: coll rdma steps aside, the job still runs correctly
     #    (the contract says "coll:rdma: built against ..."; the component
     #    prints it as a warning, "coll:rdma: warning: built against ...": both pass)

@@ -919,12 +919,15 @@ T_API void t_read_bcast_params(void)
     if (!fmin || t_bc_sc_min < 0) t_bc_single_copy_why = "coll_rdma_bcast_single_copy_min_bytes is -1 or not registered";
     else if (fnodes && pretend_nodes > 1) t_bc_single_copy_why = "coll_rdma_test_pretend_nodes";
     else if (strcasecmp(transport, "verbs") == 0) t_bc_single_copy_why = "coll_rdma_transport verbs";
+    else if (strcasecmp(transport, "udp") == 0) t_bc_single_copy_why = "coll_rdma_transport udp";
     else if (!permitted) t_bc_single_copy_why = "process_vm_readv refused";
     else if (anyone_pretends) t_bc_single_copy_why = "shared memory, process_vm_readv permitted, "
                                                      "but not with a rank that sets coll_rdma_test_pretend_no_cross_memory";
     else if (t_nodes > 1) t_bc_single_copy_why = "on communicators within one node";
     else t_bc_single_copy_why = "shared memory, process_vm_readv permitted";
-    t_cross_memory = !(fnodes && pretend_nodes > 1) && strcasecmp(transport, "verbs") != 0 && permitted;
+    /* (verbs and udp serve node-local ranks too, and read no peer's memory) */
+    t_cross_memory = !(fnodes && pretend_nodes > 1) && strcasecmp(transport, "verbs") != 0
+                     && strcasecmp(transport, "udp") != 0 && permitted;
     t_bc_single_copy = fmin && t_bc_sc_min >= 0 && t_cross_memory;
 }
 

@@ -44,6 +44,7 @@ pub use config::{ETHERNET_DATAGRAM_BYTES, UdpConfig, UdpFaults};
 pub use establish::{UdpSetupError, establish};
 pub use faults::REORDER_SPAN;
 pub use interface::interface_address;
+pub use socket::route_source;
 pub use stats::UdpStats;
 
 use crate::poison::lock;

@@ -39,8 +39,9 @@ pub(crate) fn open_group(group: SocketAddrV4, interface: Ipv4Addr, receive_buffe
 }
 
 /// The address this host would send to `group` from: the default for the
-/// interface when none is configured.
-pub(crate) fn route_source(group: SocketAddrV4) -> io::Result<Ipv4Addr> {
+/// interface when none is configured (the glue also asks it for the route
+/// towards the launcher's address).
+pub fn route_source(group: SocketAddrV4) -> io::Result<Ipv4Addr> {
     let probe = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
     probe.connect(group)?;
     match probe.local_addr()? {

@@ -61,12 +61,30 @@ impl ProtocolSettings {
             TransportChoice::Auto => 0,
             TransportChoice::Shm => 1,
             TransportChoice::Verbs => 2,
+            TransportChoice::Udp => 3,
         };
+        let udp = &settings.udp;
         let values = vec![
             ("communicator size", inputs.size as u64),
-            ("coll_rdma_transport (0 auto, 1 shm, 2 verbs)", transport),
+            ("coll_rdma_transport (0 auto, 1 shm, 2 verbs, 3 udp)", transport),
+            // A build without verbs skips the verbs setup that `auto` runs
+            // across nodes: ranks of both kinds would meet in different
+            // exchanges.
+            ("verbs support built in (1 yes)", u64::from(cfg!(feature = "verbs"))),
             ("coll_rdma_verbs_multicast", settings.verbs.multicast as u64),
             ("coll_rdma_test_pretend_nodes", settings.verbs.pretend_nodes.max(1) as u64),
+            // Not coll_rdma_udp_interface: it names this host's interface.
+            ("coll_rdma_udp_group_base (address)", u64::from(u32::from(udp.group_base))),
+            ("coll_rdma_udp_group_base (prefix length)", u64::from(udp.group_prefix_len)),
+            ("coll_rdma_udp_port_range (first)", u64::from(udp.port_base)),
+            ("coll_rdma_udp_port_range (ports)", u64::from(udp.port_count)),
+            ("coll_rdma_udp_ttl", u64::from(udp.ttl)),
+            ("coll_rdma_udp_fragment_bytes", udp.datagram_bytes as u64),
+            ("coll_rdma_udp_cwnd_initial", udp.cwnd_initial as u64),
+            ("coll_rdma_udp_ssthresh_initial", udp.ssthresh_initial as u64),
+            ("coll_rdma_test_udp_loss_percent", u64::from(udp.loss_percent)),
+            ("coll_rdma_test_udp_duplicate_percent", u64::from(udp.duplicate_percent)),
+            ("coll_rdma_test_udp_reorder_percent", u64::from(udp.reorder_percent)),
             ("coll_rdma_barrier_radix", inputs.barrier_radix as u64),
             ("coll_rdma_allreduce_degree", inputs.allreduce.tree.degree as u64),
             ("coll_rdma_allreduce_segment_size", inputs.allreduce.tree.segment_bytes as u64),

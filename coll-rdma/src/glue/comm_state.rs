@@ -12,7 +12,7 @@ use tuning::{choose_barrier_radix, choose_bcast_max_bytes, BcastStreamModel, Win
 use super::handover::Handover;
 use super::link::{self, LinkRequest};
 use super::agreement::{agree_on_protocol, ProtocolInputs, ProtocolSettings};
-use super::params::{BcastSettings, ReductionSettings, Settings, TestFaults, TransportChoice, VerbsSettings, WindowLimit};
+use super::params::{BcastSettings, ReductionSettings, Settings, TestFaults, TransportChoice, UdpSettings, VerbsSettings, WindowLimit};
 use super::saved::SavedCollectives;
 use crate::collectives::allreduce::{Allreduce, AllreduceConfig};
 use crate::collectives::barrier::DisseminationBarrier;
@@ -85,6 +85,7 @@ pub struct CommState {
     handed_over_after_failure: u64,
     transport_choice: TransportChoice,
     verbs_settings: VerbsSettings,
+    udp_settings: UdpSettings,
     layout: WindowLayout,
     pub(super) link: Link,
     /// Every rank has just agreed that there is no transport: the module
@@ -228,6 +229,7 @@ impl CommState {
             handed_over_after_failure: 0,
             transport_choice: settings.transport,
             verbs_settings: settings.verbs.clone(),
+            udp_settings: settings.udp.clone(),
             layout,
             link: Link::NotYet,
             bypass_requested: false,
@@ -350,6 +352,7 @@ impl CommState {
         let request = LinkRequest {
             choice: self.transport_choice,
             verbs: &self.verbs_settings,
+            udp: &self.udp_settings,
             cid: self.cid,
             rank: self.rank,
             size: self.size,
@@ -392,11 +395,15 @@ impl CommState {
                 Link::Ready(transport)
             }
             Err(why) => {
-                tracing::info!(
-                    "comm {} rank {}: transport unavailable ({why}); collectives fall back to the module underneath",
-                    self.cid,
-                    self.rank
-                );
+                let message = format!("comm {} rank {}: transport unavailable ({why}); collectives fall back to the module underneath", self.cid, self.rank);
+                // A forced udp that cannot work is worth a warning: the
+                // user asked for it. Once per communicator, from rank 0
+                // (a rank whose own part failed also warns, saying why).
+                if self.transport_choice == TransportChoice::Udp && self.rank == 0 {
+                    tracing::warn!("{message}");
+                } else {
+                    tracing::info!("{message}");
+                }
                 Link::Unavailable
             }
         };

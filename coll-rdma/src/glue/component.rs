@@ -77,7 +77,7 @@ unsafe extern "C" fn open() -> c_int {
         components_underneath::complete(unsafe { &raw const mca_coll_rdma_component.collm_version });
         btl_ibmc::idle::set_idle_hook(progress_open_mpi);
         #[cfg(feature = "verbs")]
-        if settings.transport != params::TransportChoice::Shm {
+        if !matches!(settings.transport, params::TransportChoice::Shm | params::TransportChoice::Udp) {
             // Before MPI_Init opens and closes the components that load
             // provider libraries (see btl_ibmc::verbs_providers).
             let pinned = btl_ibmc::verbs_providers::pin_provider_libraries();

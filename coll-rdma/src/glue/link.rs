@@ -4,19 +4,24 @@
 //!
 //! `auto` takes shared memory when every rank is on one node; otherwise
 //! shared memory within each node and verbs between the nodes (the
-//! hybrid), so node-local pairs never go through the adapter. `verbs`
-//! forces verbs between all ranks, and `test_pretend_nodes` makes `auto`
+//! hybrid), so node-local pairs never go through the adapter; where that
+//! fails (a rank without an active device, a build without verbs), udp
+//! between all ranks. Each step's verdict is the same on every rank, so
+//! all ranks take the next step together. `verbs` and `udp` force their
+//! transport between all ranks, and `test_pretend_nodes` makes `auto`
 //! build the hybrid on one machine, so that one machine can exercise both.
 
 use btl_ibmc::shm::{self, ShmSetupError};
-use btl_ibmc::{CrossMemoryRefusal, Exchange, SelectedTransport};
+use btl_ibmc::{CrossMemoryRefusal, Exchange, SelectedTransport, UdpSetupError};
 
-use super::params::{TransportChoice, VerbsSettings};
+use super::params::{TransportChoice, UdpSettings, VerbsSettings};
+use super::udp_interface;
 
 /// What a communicator needs from its transport.
 pub(super) struct LinkRequest<'a> {
     pub choice: TransportChoice,
     pub verbs: &'a VerbsSettings,
+    pub udp: &'a UdpSettings,
     pub cid: u32,
     pub rank: usize,
     pub size: usize,
@@ -32,16 +37,85 @@ pub(super) fn connect(exchange: &dyn Exchange, request: &LinkRequest) -> Result<
     match request.choice {
         TransportChoice::Shm => connect_shm(exchange, request).map_err(|why| why.to_string()),
         TransportChoice::Verbs => connect_verbs(exchange, request),
+        TransportChoice::Udp => connect_udp(exchange, request),
         TransportChoice::Auto if request.verbs.pretend_nodes > 1 => connect_hybrid(exchange, request),
         TransportChoice::Auto => match connect_shm(exchange, request) {
             Ok(transport) => Ok(transport),
             // Every rank sees the same records, so all of them go on.
-            Err(ShmSetupError::NotNodeLocal { .. }) => {
-                connect_hybrid(exchange, request).map_err(|why| format!("ranks span several nodes and {why}"))
-            }
+            Err(ShmSetupError::NotNodeLocal { .. }) => connect_across_nodes(exchange, request),
             Err(why) => Err(why.to_string()),
         },
     }
+}
+
+/// `auto` across nodes: verbs between the nodes, else udp. The hybrid's
+/// verdict is the same on every rank whatever failed where (a node
+/// without a device fails them all alike), and only that verdict, never
+/// its kind, decides whether udp is tried.
+fn connect_across_nodes(exchange: &dyn Exchange, request: &LinkRequest) -> Result<SelectedTransport, String> {
+    let verbs_failure = match connect_hybrid(exchange, request) {
+        Ok(transport) => return Ok(transport),
+        Err(why) => why,
+    };
+    tracing::info!("comm {} rank {}: ranks span several nodes and {verbs_failure}; trying udp", request.cid, request.rank);
+    connect_udp(exchange, request).map_err(|udp_failure| format!("ranks span several nodes, {verbs_failure}, and {udp_failure}"))
+}
+
+/// udp between all ranks. Each rank first finds its interface; one
+/// exchange tells every rank whether all did, so that all go on to the
+/// backend's collective setup or none does.
+fn connect_udp(exchange: &dyn Exchange, request: &LinkRequest) -> Result<SelectedTransport, String> {
+    let chosen = udp_interface::choose(request.udp);
+    let mut found = vec![0u8; 8 * request.size];
+    exchange
+        .allgather(&u64::from(chosen.is_ok()).to_le_bytes(), &mut found)
+        .map_err(|why| format!("udp: the setup exchange failed: {why}"))?;
+    let chosen = chosen.map_err(|why| own_udp_failure(request, format!("udp: {why}")))?;
+    if let Some(rank) = found.chunks_exact(8).position(|found| found != 1u64.to_le_bytes()) {
+        return Err(format!("udp: rank {rank} found no interface (its own message says why)"));
+    }
+    let multicast_id = multicast_id(request.cid);
+    let config = request.udp.config(multicast_id, chosen.address, u64::from(multicast_id));
+    match btl_ibmc::udp::establish(exchange, request.rank, request.size, request.window_len, &config) {
+        Ok(udp) => {
+            tracing::info!(
+                "comm {} rank {}: udp chosen: interface {} ({}), group {}, datagrams of up to {} bytes ({} for a bcast piece with its headers), TTL {}{}",
+                request.cid,
+                request.rank,
+                chosen.address,
+                chosen.how,
+                udp.group(),
+                config.datagram_bytes,
+                btl_ibmc::Datagrams::max_datagram(&udp),
+                config.ttl,
+                injected_faults(request.udp)
+            );
+            Ok(SelectedTransport::Udp(udp))
+        }
+        Err(why @ UdpSetupError::Socket(_)) => Err(own_udp_failure(request, format!("udp: {why}"))),
+        Err(why) => Err(format!("udp: {why}")),
+    }
+}
+
+/// A failure of this rank's own part of the udp setup: where the user
+/// forced udp, said at verbose level 0 by this rank (rank 0 says every
+/// communicator's verdict; the others name this rank and refer here).
+fn own_udp_failure(request: &LinkRequest, why: String) -> String {
+    if request.choice == TransportChoice::Udp && request.rank != 0 {
+        tracing::warn!("comm {} rank {}: {why}", request.cid, request.rank);
+    }
+    why
+}
+
+/// The testing-only fault injection, as the verbose line shows it.
+fn injected_faults(udp: &UdpSettings) -> String {
+    if udp.loss_percent + udp.duplicate_percent + udp.reorder_percent == 0 {
+        return String::new();
+    }
+    format!(
+        ", injecting {} % loss, {} % duplication, {} % reordering on receipt (testing)",
+        udp.loss_percent, udp.duplicate_percent, udp.reorder_percent
+    )
 }
 
 fn connect_shm(exchange: &dyn Exchange, request: &LinkRequest) -> Result<SelectedTransport, ShmSetupError> {
@@ -98,11 +172,11 @@ fn connect_hybrid(exchange: &dyn Exchange, request: &LinkRequest) -> Result<Sele
 
 /// The communicator's multicast group id: the job's name mixed with the
 /// context id, so that concurrent jobs on one fabric pick different groups.
-/// The verbs setup mixes in where rank 0's window is registered, which
-/// separates communicators that share a context id; the transport checks
-/// the id on every datagram.
-#[cfg(feature = "verbs")]
+/// The setups mix in something only rank 0 has (where its window is
+/// registered, its socket's address and nonce), which separates
+/// communicators that share a context id; the transports check the id on
+/// every datagram.
 fn multicast_id(cid: u32) -> u32 {
     let job = ["PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"].iter().find_map(|name| std::env::var(name).ok()).unwrap_or_default();
-    btl_ibmc::verbs::multicast_id_of([job.as_bytes(), &cid.to_le_bytes()])
+    btl_ibmc::multicast_group::multicast_id_of([job.as_bytes(), &cid.to_le_bytes()])
 }

@@ -23,5 +23,6 @@ mod params;
 mod progress;
 mod reduction_call;
 mod saved;
+mod udp_interface;
 mod version;
 

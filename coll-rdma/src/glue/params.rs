@@ -6,6 +6,7 @@
 mod rule;
 mod storage;
 mod table;
+mod udp;
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -14,18 +15,22 @@ use tuning::{AllreduceModel, BarrierModel};
 
 use super::comm_state::Collective;
 pub use storage::register;
+pub use udp::UdpSettings;
 use storage::read_raw;
 use table::{Id, Kind, COUNT, TABLE};
 
 /// Which transport the user asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TransportChoice {
-    /// Shared memory when every rank is on one node, else verbs.
+    /// Shared memory when every rank is on one node, else verbs, else udp.
     Auto,
     Shm,
     /// Verbs between every pair of ranks, node-local ones included (tests
     /// the verbs path on one machine).
     Verbs,
+    /// UDP multicast and unicast between every pair of ranks, node-local
+    /// ones included.
+    Udp,
 }
 
 /// Which RDMA device and port the verbs transport uses.
@@ -51,6 +56,7 @@ pub struct Settings {
     pub priority: i32,
     pub transport: TransportChoice,
     pub verbs: VerbsSettings,
+    pub udp: UdpSettings,
     /// `None`: choose per communicator from the model.
     pub barrier_radix: Option<usize>,
     /// `None`: spin only when the node is not oversubscribed.
@@ -274,6 +280,7 @@ pub fn validate(raw: RawParams) -> Settings {
             multicast: v.number(Id::VerbsMulticast) == 1,
             pretend_nodes: v.number(Id::TestPretendNodes) as usize,
         },
+        udp: udp_settings(v),
         barrier_radix: v.count(Id::BarrierRadix),
         spin_polls: v.choice(Id::SpinPolls).map(|n| n as u32),
         // Zero disables the warning: an interval no wait reaches.
@@ -341,10 +348,40 @@ fn transport_choice(text: &str) -> TransportChoice {
         "auto" | "" => TransportChoice::Auto,
         "shm" => TransportChoice::Shm,
         "verbs" => TransportChoice::Verbs,
+        "udp" => TransportChoice::Udp,
         _ => {
-            tracing::warn!("coll_rdma_transport=\"{text}\" is unknown (auto, shm, verbs); using auto");
+            tracing::warn!("coll_rdma_transport=\"{text}\" is unknown (auto, shm, verbs, udp); using auto");
             TransportChoice::Auto
         }
+    }
+}
+
+/// The udp parameters; a text that does not parse warns and takes the
+/// default (as the integer rules do).
+fn udp_settings(v: &Checked) -> UdpSettings {
+    fn or_default<T>(parsed: Result<T, String>, default: T) -> T {
+        parsed.unwrap_or_else(|why| {
+            tracing::warn!("{why}; using the default");
+            default
+        })
+    }
+    let defaults = UdpSettings::default();
+    let (group_base, group_prefix_len) =
+        or_default(udp::parse_group_base(v.text(Id::UdpGroupBase)), (defaults.group_base, defaults.group_prefix_len));
+    let (port_base, port_count) = or_default(udp::parse_port_range(v.text(Id::UdpPortRange)), (defaults.port_base, defaults.port_count));
+    UdpSettings {
+        interface: Some(v.text(Id::UdpInterface).to_string()).filter(|name| !name.is_empty()),
+        group_base,
+        group_prefix_len,
+        port_base,
+        port_count,
+        ttl: v.number(Id::UdpTtl) as u32,
+        datagram_bytes: v.number(Id::UdpFragmentBytes) as usize,
+        cwnd_initial: v.number(Id::UdpCwndInitial) as usize,
+        ssthresh_initial: v.number(Id::UdpSsthreshInitial) as usize,
+        loss_percent: v.number(Id::TestUdpLossPercent) as u32,
+        duplicate_percent: v.number(Id::TestUdpDuplicatePercent) as u32,
+        reorder_percent: v.number(Id::TestUdpReorderPercent) as u32,
     }
 }
 
@@ -397,6 +434,88 @@ mod tests {
         assert_eq!((bcast.window_slots, bcast.slot_bytes, bcast.fragment_bytes, bcast.co_roots), (64, 4096, 4096, None));
         assert_eq!((bcast.ack_interval, bcast.timeout, bcast.nack, bcast.max_bytes), (8, Duration::from_millis(20), true, WindowLimit::Modelled));
         assert_eq!((bcast.single_copy_min_bytes, bcast.single_copy_max_bytes, bcast.pretend_no_cross_memory), (Some(65536), None, false));
+        assert_eq!(settings.udp, UdpSettings::default());
+        let udp = settings.udp;
+        assert_eq!((udp.group_base, udp.group_prefix_len, udp.port_base, udp.port_count), ("239.78.0.0".parse().unwrap(), 16, 24_000, 1000));
+        assert_eq!((udp.interface, udp.ttl, udp.datagram_bytes, udp.cwnd_initial, udp.ssthresh_initial), (None, 1, 1472, 8, 64));
+        assert_eq!((udp.loss_percent, udp.duplicate_percent, udp.reorder_percent), (0, 0, 0));
+    }
+
+    #[test]
+    fn udp_parameters_are_read_into_the_udp_settings() {
+        let mut raw = RawParams::defaults();
+        raw.set_text(Id::Transport, "UDP".to_string());
+        raw.set_text(Id::UdpInterface, "eth1".to_string());
+        raw.set_text(Id::UdpGroupBase, "239.1.0.0/24".to_string());
+        raw.set_text(Id::UdpPortRange, "30000-30009".to_string());
+        raw.set_int(Id::UdpTtl, 4);
+        raw.set_int(Id::UdpFragmentBytes, 8972);
+        raw.set_int(Id::UdpCwndInitial, 2);
+        raw.set_int(Id::UdpSsthreshInitial, 16);
+        raw.set_int(Id::TestUdpLossPercent, 5);
+        raw.set_int(Id::TestUdpDuplicatePercent, 100);
+        raw.set_int(Id::TestUdpReorderPercent, 3);
+        let settings = validate(raw);
+        assert_eq!(settings.transport, TransportChoice::Udp);
+        let expected = UdpSettings {
+            interface: Some("eth1".to_string()),
+            group_base: "239.1.0.0".parse().unwrap(),
+            group_prefix_len: 24,
+            port_base: 30_000,
+            port_count: 10,
+            ttl: 4,
+            datagram_bytes: 8972,
+            cwnd_initial: 2,
+            ssthresh_initial: 16,
+            loss_percent: 5,
+            duplicate_percent: 100,
+            reorder_percent: 3,
+        };
+        assert_eq!(settings.udp, expected);
+    }
+
+    #[test]
+    fn invalid_udp_parameters_take_their_defaults() {
+        let mut raw = RawParams::defaults();
+        raw.set_text(Id::UdpGroupBase, "10.0.0.0/8".to_string());
+        raw.set_text(Id::UdpPortRange, "9-3".to_string());
+        raw.set_int(Id::UdpTtl, 0);
+        raw.set_int(Id::UdpFragmentBytes, 65_508);
+        raw.set_int(Id::UdpCwndInitial, 0);
+        raw.set_int(Id::UdpSsthreshInitial, -4);
+        raw.set_int(Id::TestUdpLossPercent, 100);
+        raw.set_int(Id::TestUdpDuplicatePercent, -1);
+        raw.set_int(Id::TestUdpReorderPercent, 101);
+        assert_eq!(validate(raw).udp, UdpSettings::default());
+    }
+
+    #[test]
+    fn each_invalid_udp_integer_is_named_in_its_warning() {
+        let warning = |id: Id, value: i32| {
+            let param = &TABLE[id as usize];
+            let Kind::Int { default, rule } = param.kind else { unreachable!() };
+            rule.check(param.short_name(), value, default).1.unwrap_or_default()
+        };
+        assert_eq!(warning(Id::UdpTtl, 256), "coll_rdma_udp_ttl=256 is outside 1..=255; using 1");
+        assert_eq!(warning(Id::UdpFragmentBytes, 255), "coll_rdma_udp_fragment_bytes=255 is outside 256..=65507; using 1472");
+        assert_eq!(warning(Id::UdpCwndInitial, 0), "coll_rdma_udp_cwnd_initial=0 is invalid (fragments >= 1); using 8");
+        assert_eq!(warning(Id::UdpSsthreshInitial, 0), "coll_rdma_udp_ssthresh_initial=0 is invalid (fragments >= 1); using 64");
+        assert_eq!(warning(Id::TestUdpLossPercent, 100), "coll_rdma_test_udp_loss_percent=100 is outside 0..=99; using 0");
+        assert_eq!(warning(Id::TestUdpDuplicatePercent, 101), "coll_rdma_test_udp_duplicate_percent=101 is outside 0..=100; using 0");
+        assert_eq!(warning(Id::TestUdpReorderPercent, -1), "coll_rdma_test_udp_reorder_percent=-1 is outside 0..=100; using 0");
+        for (id, fine) in [(Id::UdpTtl, 255), (Id::UdpFragmentBytes, 256), (Id::UdpFragmentBytes, 65_507), (Id::TestUdpLossPercent, 99)] {
+            assert_eq!(warning(id, fine), "", "{id:?} {fine}");
+        }
+    }
+
+    #[test]
+    fn the_fragment_bounds_are_ones_the_backend_accepts() {
+        use btl_ibmc::UdpConfig;
+        for bytes in [table::UDP_MIN_DATAGRAM_BYTES, table::UDP_DATAGRAM_BYTES, table::UDP_MAX_DATAGRAM_BYTES] {
+            assert_eq!(UdpConfig { datagram_bytes: bytes as usize, ..UdpConfig::default() }.problem(), None, "{bytes}");
+        }
+        let beyond = UdpConfig { datagram_bytes: table::UDP_MAX_DATAGRAM_BYTES as usize + 1, ..UdpConfig::default() };
+        assert!(beyond.problem().is_some(), "the backend takes more than the parameter allows");
     }
 
     #[test]
@@ -426,7 +545,7 @@ mod tests {
         raw.set_int(Id::FaultTimeoutS, -1);
         raw.set_int(Id::ReductionModelTransferPsPerByte, -1);
         raw.set_int(Id::TestSetupPauseS, -2);
-        raw.set_text(Id::Transport, "udp".to_string());
+        raw.set_text(Id::Transport, "ethernet".to_string());
         raw.set_text(Id::TestPanicAt, "bcast".to_string());
         raw.set_int(Id::BcastMaxBytes, -5);
         let settings = validate(raw);

@@ -19,6 +19,9 @@ pub(crate) enum Rule {
     /// A value below `min` warns and becomes the default; `requirement`
     /// says what is accepted, as the warning shows it.
     AtLeast { min: i32, requirement: &'static str },
+    /// A value outside `min..=max` warns and becomes the default (where
+    /// the nearest end would be as arbitrary as any other value).
+    Within { min: i32, max: i32 },
     /// Testing switches: 0 or less is off, without a warning.
     PositiveOrOff,
 }
@@ -79,6 +82,10 @@ impl Rule {
             Rule::AtLeast { min, .. } if value >= min => (Some(value), None),
             Rule::AtLeast { requirement, .. } => {
                 (Some(default), Some(format!("coll_rdma_{name}={value} is invalid ({requirement}); using {default}")))
+            }
+            Rule::Within { min, max } if (min..=max).contains(&value) => (Some(value), None),
+            Rule::Within { min, max } => {
+                (Some(default), Some(format!("coll_rdma_{name}={value} is outside {min}..={max}; using {default}")))
             }
             Rule::PositiveOrOff => (Some(value).filter(|&n| n > 0), None),
         }
@@ -143,6 +150,14 @@ mod tests {
             stall.check("stall_warning", -1, 10),
             (Some(10), Some("coll_rdma_stall_warning=-1 is invalid (seconds >= 0); using 10".to_string()))
         );
+    }
+
+    #[test]
+    fn within_falls_back_to_the_default_outside_its_range() {
+        let ttl = Rule::Within { min: 1, max: 255 };
+        assert_eq!(ttl.check("udp_ttl", 255, 1), (Some(255), None));
+        assert_eq!(ttl.check("udp_ttl", 0, 1), (Some(1), Some("coll_rdma_udp_ttl=0 is outside 1..=255; using 1".to_string())));
+        assert_eq!(ttl.check("udp_ttl", 256, 1), (Some(1), Some("coll_rdma_udp_ttl=256 is outside 1..=255; using 1".to_string())));
     }
 
     #[test]

@@ -67,6 +67,13 @@ const DEGREE: Rule = Rule::AutoOr { auto: 0, valid: Span::Between(1, 64) };
 const SEGMENT: Rule = Rule::Clamped { min: 64, max: 1 << 20 };
 const SWITCH: Rule = Rule::Clamped { min: 0, max: 1 };
 const AT_LEAST_ZERO: Rule = Rule::AtLeast { min: 0, requirement: "must be >= 0" };
+/// The udp transport's datagram: the default fills a 1500-byte Ethernet
+/// MTU; the least leaves a bcast piece room for data after the frame's and
+/// rmcast's headers; the most is what one IPv4 UDP datagram carries
+/// (`UdpConfig::problem` agrees: a test holds the two together).
+pub(crate) const UDP_DATAGRAM_BYTES: i32 = btl_ibmc::udp::ETHERNET_DATAGRAM_BYTES as i32;
+pub(crate) const UDP_MIN_DATAGRAM_BYTES: i32 = 256;
+pub(crate) const UDP_MAX_DATAGRAM_BYTES: i32 = 65_507;
 
 macro_rules! parameters {
     ($($id:ident: $name:literal, $kind:expr, $level:ident, $audience:ident, $help:literal;)*) => {
@@ -92,7 +99,7 @@ parameters! {
     Verbose: c"verbose", int(0, Rule::AtLeast { min: 0, requirement: "must be >= 0" }), USER, Everyone,
         c"Verbosity: 0 silent except warnings; 1 says per communicator what was selected and why, and what was served when it is freed; 2 and above trace";
     Transport: c"transport", text(c"auto"), USER, Everyone,
-        c"Transport for one-sided writes: auto (shared memory when all ranks share a node; across nodes shared memory within each node and verbs RDMA writes and UD multicast between nodes, if a device is active), shm, or verbs (verbs between all ranks, node-local ones included: for testing the verbs path on one machine). Unknown values warn and use auto";
+        c"Transport for one-sided writes: auto (shared memory when all ranks share a node; across nodes shared memory within each node and verbs RDMA writes and UD multicast between nodes if every rank has an active device, else udp if every rank joins the multicast group and the probe passes, else the module underneath), shm, verbs (verbs between all ranks, node-local ones included: for testing the verbs path on one machine), or udp (UDP/IPv4 multicast and unicast between all ranks, node-local ones included, for Ethernet without RDMA; if its setup fails every rank falls back to the module underneath and rank 0 warns why). Unknown values warn and use auto";
     VerbsDevice: c"verbs_device", text(c""), USER, Everyone,
         c"RDMA device for the verbs transport (e.g. mlx5_0, rxe0); empty picks the first device with an active port";
     VerbsPort: c"verbs_port", int(1, Rule::Clamped { min: 1, max: 255 }), USER, Everyone,
@@ -103,6 +110,20 @@ parameters! {
         c"1 (default): bcast over UD multicast made reliable (co-roots, ACKs, retransmission); 0: no multicast group is joined and bcast goes down a binomial tree of RDMA writes (for fabrics that block multicast)";
     TestPretendNodes: c"test_pretend_nodes", int(0, Rule::Clamped { min: 0, max: 64 }), TUNER, Testing,
         c"Testing only: with transport auto, treat each host's ranks as this many nodes (blocks of consecutive ranks), so that one machine exercises shared memory within the blocks and verbs between them (0 or 1 = the real placement, up to 64)";
+    UdpInterface: c"udp_interface", text(c""), USER, Everyone,
+        c"Interface of the udp transport: a name (eth0) or an IPv4 address of this host. Empty (default): the interface of the address Open MPI's own out-of-band TCP connection uses (the local address of the connection between this rank's launcher daemon and mpirun), else the one the kernel routes the group range through, else the one it routes the launcher's address (from the rank's environment) through. A name that does not exist makes every rank fall back to the module underneath, saying why";
+    UdpGroupBase: c"udp_group_base", text(c"239.78.0.0/16"), USER, Everyone,
+        c"IPv4 multicast range the udp transport takes each communicator's group from, as ADDRESS/PREFIX (an address alone is one group); it must not overlap 224.0.0.0/24 or 232.0.0.0/8. Invalid values warn and use 239.78.0.0/16";
+    UdpPortRange: c"udp_port_range", text(c"24000-24999"), USER, Everyone,
+        c"UDP ports the udp transport takes each communicator's group port from, as FIRST-LAST (a port alone is a range of one), inside 1..=65535. Invalid values warn and use 24000-24999";
+    UdpTtl: c"udp_ttl", int(1, Rule::Within { min: 1, max: 255 }), USER, Everyone,
+        c"Multicast TTL of the udp transport: 1 (default) keeps datagrams on the local link; more crosses multicast routers (1..=255, else warns and uses 1)";
+    UdpFragmentBytes: c"udp_fragment_bytes", int(UDP_DATAGRAM_BYTES, Rule::Within { min: UDP_MIN_DATAGRAM_BYTES, max: UDP_MAX_DATAGRAM_BYTES }), TUNER, Everyone,
+        c"UDP payload bytes of the udp transport's largest datagram, its 24- to 32-byte header included: default 1472, which fills a 1500-byte Ethernet MTU after the IPv4 and UDP headers, so IP never fragments; raise it for jumbo frames (e.g. 8972 for a 9000-byte MTU). 256..=65507, else warns and uses 1472";
+    UdpCwndInitial: c"udp_cwnd_initial", int(8, Rule::AtLeast { min: 1, requirement: "fragments >= 1" }), TUNER, Everyone,
+        c"Congestion window, in fragments, that a bcast over the udp transport starts with (>= 1, else warns and uses 8)";
+    UdpSsthreshInitial: c"udp_ssthresh_initial", int(64, Rule::AtLeast { min: 1, requirement: "fragments >= 1" }), TUNER, Everyone,
+        c"Slow-start threshold, in fragments, that a bcast over the udp transport starts with: below it the congestion window grows by one per acknowledged fragment, above it by one per window (>= 1, else warns and uses 64)";
     BarrierRadix: c"barrier_radix", int(0, Rule::AutoOr { auto: 0, valid: Span::Between(1, MAX_BARRIER_RADIX as i32) }), TUNER, Everyone,
         c"n of the n-way dissemination barrier (peers notified per round): 0 chooses per communicator from the cost model; 1..=64 fixes it. Invalid values warn and use the automatic choice";
     SpinPolls: c"spin_polls", int(-1, AUTO_OR_ANY), TUNER, Everyone,
@@ -127,6 +148,12 @@ parameters! {
         c"Testing only: N > 0 makes every rank but 0 pause N seconds between agreeing on the settings and setting up a communicator's transport, so that a test can kill rank 0 while its new shared-memory segment waits for the others; 0 pauses nowhere";
     TestPretendNoCrossMemory: c"test_pretend_no_cross_memory", int(0, SWITCH), DEV, Testing,
         c"Testing only: 1 makes this rank report, when a communicator's shared memory is set up, that it cannot read its peers' memory with process_vm_readv, so that every rank's bcast takes the window (copy in, copy out) instead of single copy, and allreduce and reduce the window up to their old limits instead of the parallel reduction; 0 pretends nothing";
+    TestUdpLossPercent: c"test_udp_loss_percent", int(0, Rule::Within { min: 0, max: 99 }), DEV, Testing,
+        c"Testing only: percent of the datagrams the udp transport receives (multicast and unicast, data and ACKs) that it loses on purpose, from a generator seeded per communicator and rank, to exercise retransmission; setup's probes are spared (0..=99; 100 would lose everything)";
+    TestUdpDuplicatePercent: c"test_udp_duplicate_percent", int(0, Rule::Within { min: 0, max: 100 }), DEV, Testing,
+        c"Testing only: percent of the datagrams the udp transport receives that it takes in twice (0..=100)";
+    TestUdpReorderPercent: c"test_udp_reorder_percent", int(0, Rule::Within { min: 0, max: 100 }), DEV, Testing,
+        c"Testing only: percent of the datagrams the udp transport receives that it holds back behind up to 8 later ones (0..=100)";
     AllreduceDegree: c"allreduce_degree", int(0, DEGREE), TUNER, Everyone,
         c"Degree k of the allreduce tree (senders per receiver and step): 0 chooses per communicator from the cost model; 1..=64 fixes it";
     AllreduceSegmentSize: c"allreduce_segment_size", int(8192, SEGMENT), TUNER, Everyone,
