@@ -43,15 +43,14 @@ help:
 	@echo "                   ci/fbcast-tests.sh, ci/udp-tests.sh (SKIP_UDP=1 leaves it out),"
 	@echo "                   ci/rxe-tests.sh (verbs on Soft-RoCE in qemu guests),"
 	@echo "                   check-noheaders, check-ompi5"
-	@echo "make test-mpi      only the MPI tests (ci/mpi-tests.sh), then section 1 of them"
-	@echo "                   (--quick, 2 and 4 ranks) over udp on lo with 5 % injected loss"
+	@echo "make test-mpi      only the MPI tests (ci/mpi-tests.sh)"
 	@echo "make test-fbcast   only fbcast's MPI tests (ci/fbcast-tests.sh; part of make check)"
 	@echo "make check-udp     build, then the udp tests (ci/udp-tests.sh): 4 network-namespace hosts"
 	@echo "                   on a bridge, the MPI tests over udp across them with and without"
 	@echo "                   5 % injected loss, fbcast of 64 MiB to every host and its failure"
-	@echo "                   cases; needs root, removes the namespaces afterwards (14 min on"
-	@echo "                   2 cores shared with other jobs, see README); make check runs it"
-	@echo "                   (test-udp); SKIP_UDP=1 leaves it out"
+	@echo "                   cases; needs root, removes the namespaces afterwards (about 5 min"
+	@echo "                   on 2 cores, see README); make check runs it (test-udp);"
+	@echo "                   SKIP_UDP=1 leaves it out"
 	@echo "make test-scale    only the scale tests: every collective at 64, 256 and 1024"
 	@echo "                   ranks on the in-process fabric (part of make check, about 1 min)"
 	@echo "make soak          the scale tests' long runs: more calls, 30 % multicast loss"
@@ -164,9 +163,6 @@ check: build
 test-mpi:
 	@echo "== MPI tests"
 	@bash ci/mpi-tests.sh
-	@echo "== MPI tests over udp on the loopback interface, 5 % of the datagrams lost on receipt"
-	@bash ci/mpi-tests.sh --quick --transport udp --nps "2 4" --mca coll_rdma_udp_interface 127.0.0.1 \
-	    --mca coll_rdma_test_udp_loss_percent 5
 
 # fbcast under mpirun, with coll rdma and stock Open MPI (needs make build).
 test-fbcast:

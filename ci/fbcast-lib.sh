@@ -89,6 +89,23 @@ temp_offset() {
     done
 }
 
+# kill_mid_transfer JOB VICTIM: while the mpirun JOB runs, waits until rank
+# 1 has written more than 64 KiB of its temporary, then SIGKILLs rank VICTIM
+# (each rank's pid in $TDIR/pids/<rank>); sets killed (yes, or empty when
+# the job ended first) and written (rank 1's offset then)
+kill_mid_transfer() {
+    local job=$1 victim=$2
+    killed= written=
+    while kill -0 "$job" 2>/dev/null; do # (bounded by the job's timeout)
+        written=$(temp_offset "$TDIR/pids/1")
+        if [ "${written:-0}" -gt $((64 << 10)) ] && [ -f "$TDIR/pids/$victim" ]; then
+            kill -9 "$(cat "$TDIR/pids/$victim")" && killed=yes
+            break
+        fi
+        sleep 0.05
+    done
+}
+
 # a read-only directory even for root: a read-only tmpfs, else chattr +i
 make_read_only() {
     if mount -t tmpfs -o ro,size=1m fbcast-test-ro "$1" 2>/dev/null; then MOUNTS+=("$1"); return 0; fi

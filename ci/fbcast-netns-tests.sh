@@ -187,15 +187,7 @@ for victim in 0 2; do
         bash -c 'echo $$ > "'"$TDIR"'/pids/$OMPI_COMM_WORLD_RANK"; exec "$@"' fbcast-rank \
         "$FBCAST" --chunk 4K "$HUGE" "$NETNS_HOME/data.bin" </dev/null >"$LOG" 2>&1 &
     job=$!
-    killed= written=
-    while kill -0 "$job" 2>/dev/null; do # (bounded by timeout)
-        written=$(temp_offset "$TDIR/pids/1")
-        if [ "${written:-0}" -gt $((64 << 10)) ] && [ -f "$TDIR/pids/$victim" ]; then
-            kill -9 "$(cat "$TDIR/pids/$victim")" && killed=yes
-            break
-        fi
-        sleep 0.05
-    done
+    kill_mid_transfer "$job" "$victim"
     wait "$job"; RC=$?; SECS=$((SECONDS - t0))
     if [ -z "$killed" ]; then
         if [ "$RC" = 0 ]; then skip "the transfer completed (in ${SECS}s) before rank 1 had written 64 KiB: nothing to kill"

@@ -295,15 +295,7 @@ for MODE in $MODES; do
         # wait until rank 1 has written part of its temporary (its file
         # offset, from /proc/PID/fdinfo; the temporaries are preallocated,
         # so their size says nothing)
-        killed= written=
-        while kill -0 "$job" 2>/dev/null; do # (bounded by timeout)
-            written=$(temp_offset "$TDIR/pids/1")
-            if [ "${written:-0}" -gt $((64 << 10)) ] && [ -f "$TDIR/pids/$victim" ]; then
-                kill -9 "$(cat "$TDIR/pids/$victim")" && killed=yes
-                break
-            fi
-            sleep 0.05
-        done
+        kill_mid_transfer "$job" "$victim"
         wait "$job"; RC=$?; SECS=$((SECONDS - t0))
         WHYS=()
         if [ -z "$killed" ]; then
