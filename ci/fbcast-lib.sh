@@ -89,6 +89,21 @@ temp_offset() {
     done
 }
 
+# make_inputs: the source files in $WORK: BIG (64 MiB, its sha256 in
+# BIG_SUM), SMALL (4 MiB, where the size is not the point) and, for the tests
+# that act during a transfer, HUGE: HUGE_BYTES = 64 MiB (8 MiB of data, the
+# rest a hole) sent in 4 KiB chunks, 16384 broadcasts, long enough to interrupt
+make_inputs() {
+    BIG=$WORK/big.bin
+    head -c $((64 << 20)) /dev/urandom >"$BIG" || die "cannot write $BIG"
+    BIG_SUM=$(sha256sum <"$BIG" | cut -d' ' -f1)
+    SMALL=$WORK/small.bin
+    head -c $((4 << 20)) /dev/urandom >"$SMALL" || die "cannot write $SMALL"
+    HUGE=$WORK/huge.bin
+    HUGE_BYTES=$((64 << 20))
+    head -c $((8 << 20)) /dev/urandom >"$HUGE" && truncate -s "$HUGE_BYTES" "$HUGE" || die "cannot write $HUGE"
+}
+
 # kill_mid_transfer JOB VICTIM: while the mpirun JOB runs, waits until rank
 # 1 has written more than 64 KiB of its temporary, then SIGKILLs rank VICTIM
 # (each rank's pid in $TDIR/pids/<rank>); sets killed (yes, or empty when

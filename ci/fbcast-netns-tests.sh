@@ -102,15 +102,7 @@ fbcast_hosts() {
 
 say "== fbcast across $NP network-namespace hosts ($NETNS_HOSTS), transport ${TRANSPORT:-automatic}"
 
-BIG=$WORK/big.bin
-head -c $((64 << 20)) /dev/urandom >"$BIG" || die "cannot write $BIG"
-BIG_SUM=$(sha256sum <"$BIG" | cut -d' ' -f1)
-SMALL=$WORK/small.bin
-head -c $((4 << 20)) /dev/urandom >"$SMALL" || die "cannot write $SMALL"
-# 64 MiB (8 MiB of data, the rest a hole) in 4 KiB chunks: long enough to interrupt
-HUGE=$WORK/huge.bin
-HUGE_BYTES=$((64 << 20))
-head -c $((8 << 20)) /dev/urandom >"$HUGE" && truncate -s "$HUGE_BYTES" "$HUGE"
+make_inputs
 
 # ---- 64 MiB to every host, fbcast starting mpirun itself (--hosts)
 TEST=big-file-$NP-hosts

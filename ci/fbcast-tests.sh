@@ -123,17 +123,7 @@ hosts_dirs() { # hosts_dirs NP: fresh per-rank "host" directories under $TDIR/ho
 say "== fbcast tests: $FBCAST, Open MPI $OMPI_MAJOR.x, modes: $MODES, work directory $WORK"
 
 # ------------------------------------------------------------------ inputs
-BIG=$WORK/big.bin
-head -c $((64 << 20)) /dev/urandom > "$BIG" || die "cannot write $BIG"
-BIG_SUM=$(sha256sum < "$BIG" | cut -d' ' -f1)
-# where the size is not the point
-SMALL=$WORK/small.bin
-head -c $((4 << 20)) /dev/urandom > "$SMALL" || die "cannot write $SMALL"
-# for the tests that act during a transfer: 64 MiB (8 MiB of data, the rest
-# a hole) sent in 4 KiB chunks, 16384 broadcasts, long enough to interrupt
-HUGE=$WORK/huge.bin
-HUGE_BYTES=$((64 << 20))
-head -c $((8 << 20)) /dev/urandom > "$HUGE" && truncate -s "$HUGE_BYTES" "$HUGE"
+make_inputs
 TREE=$WORK/tree
 mkdir -p "$TREE/sub/deeper" "$TREE/empty-dir" "$TREE/private"
 head -c $((5 << 20)) /dev/urandom > "$TREE/sub/deeper/five-mib.bin"
