@@ -129,7 +129,8 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 
 say "== MPI_Bcast across namespace hosts, coll rdma over udp vs stock Open MPI over TCP (one rank per host)"
 say "   (coll_latency; median of $REPS runs per method, methods taking turns)"
 {
-    say "# MPI_Bcast, one rank per namespace host; latency: average us per call (coll_latency -c bcast); throughput: MB/s (-c bcast_tput)"
+    say "# MPI_Bcast, one rank per namespace host; test bcast: average us per call (coll_latency -c bcast);"
+    say "# test tput: MB/s of back-to-back bcasts (-c bcast_tput); udp/tcp is the ratio of the two columns"
     printf '%-6s %-6s %12s %14s %14s %8s\n' hosts test size_bytes udp tcp udp/tcp
 } >"$OUT/bcast.txt"
 for n in $HOST_COUNTS; do
@@ -149,10 +150,12 @@ for n in $HOST_COUNTS; do
                 fi
             done
         done
-        # columns of coll_latency: collective size avg_us ... (bcast_tput: MB/s in the avg column)
+        # coll_latency's columns: collective size avg_us min_us max_us iterations
+        # ranks, then for bcast_tput MB/s
+        [ "$test" = bcast ] && column=3 || column=8
         for size in $(awk '$1 ~ /^bcast/ { print $2 }' "$WORK/bcast-$n-$test-udp-1.log" 2>/dev/null); do
             for method in udp tcp; do
-                v=$(cat "$WORK"/bcast-$n-$test-$method-*.log 2>/dev/null | awk -v s="$size" '$1 ~ /^bcast/ && $2 == s { print $3 }' | median)
+                v=$(cat "$WORK"/bcast-$n-$test-$method-*.log 2>/dev/null | awk -v s="$size" -v c="$column" '$1 ~ /^bcast/ && $2 == s { print $c }' | median)
                 eval "v_$method=\${v:-FAILED}"
             done
             ratio=$(awk -v a="$v_udp" -v b="$v_tcp" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", a / b; else print "-" }')
