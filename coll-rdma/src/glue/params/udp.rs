@@ -6,7 +6,7 @@
 
 use std::net::Ipv4Addr;
 
-use btl_ibmc::{UdpConfig, UdpFaults};
+use btl_ibmc::{CongestionConfig, UdpConfig, UdpFaults};
 
 /// Validated settings of the udp transport.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,7 +20,8 @@ pub struct UdpSettings {
     pub ttl: u32,
     /// UDP payload of the largest datagram, frame header included.
     pub datagram_bytes: usize,
-    /// Carried for rmcast's congestion control (fragments).
+    /// The initial window and threshold of rmcast's congestion control
+    /// (fragments).
     pub cwnd_initial: usize,
     pub ssthresh_initial: usize,
     /// Testing: receive-side fault injection, in percent.
@@ -32,6 +33,7 @@ pub struct UdpSettings {
 impl Default for UdpSettings {
     fn default() -> Self {
         let config = UdpConfig::default();
+        let congestion = CongestionConfig::default();
         UdpSettings {
             interface: None,
             group_base: config.multicast_base,
@@ -40,8 +42,8 @@ impl Default for UdpSettings {
             port_count: config.port_count,
             ttl: config.ttl,
             datagram_bytes: config.datagram_bytes,
-            cwnd_initial: 8,
-            ssthresh_initial: 64,
+            cwnd_initial: congestion.cwnd_initial,
+            ssthresh_initial: congestion.ssthresh_initial,
             loss_percent: 0,
             duplicate_percent: 0,
             reorder_percent: 0,
