@@ -25,6 +25,12 @@
 #   BENCH_FLOOR_DRIFT  a pair whose floor before and after differ by more than
 #                      this factor is left out of the ratio, if at least half
 #                      the pairs remain [1.5]
+#   BENCH_PHASE_SPLIT  floor (us) that separates the VM's fast placement from
+#                      its slow one [0.25]: the pairs whose floor stayed below
+#                      it and those whose floor stayed above it get a median
+#                      ratio each (columns fast and slow, "ratio/pairs"),
+#                      because the two placements change the ratio itself,
+#                      not only the times (shared/notes/benchmarking-on-this-vm.md)
 #   BENCH_PAIR_TIMEOUT seconds allowed for one series (all sizes of one
 #                      collective at one np) [900]
 #   COMPONENT_PATH     mca_base_component_path for every job (the caller sets it)
@@ -54,9 +60,10 @@ PAIRS=${BENCH_PAIRS:-21}
 SAMPLE_MS=${BENCH_SAMPLE_MS:-20}
 SPREAD_MAX=${BENCH_SPREAD_MAX:-0.2}
 FLOOR_DRIFT=${BENCH_FLOOR_DRIFT:-1.5}
+PHASE_SPLIT=${BENCH_PHASE_SPLIT:-0.25}
 SERIES_TIMEOUT=${BENCH_PAIR_TIMEOUT:-900}
 OMPI_MAJOR=${OMPI_MAJOR:-4}
-[ "$SELF_TEST" = 0 ] || { SPREAD_MAX=0.2; FLOOR_DRIFT=1.5; }
+[ "$SELF_TEST" = 0 ] || { SPREAD_MAX=0.2; FLOOR_DRIFT=1.5; PHASE_SPLIT=0.25; }
 NAMES=() ARGS=()
 for v in "$@"; do NAMES+=("${v%%=*}"); ARGS+=("${v#*=}"); done
 RDMA=-
@@ -142,21 +149,26 @@ summarize() {
     limit=$(sed -n "s/.*: $coll handed to the module underneath: .*coll_rdma_${coll}_max_bytes=\([0-9]*\).*/\1/p" \
         "$LOG/np$np-$coll-${NAMES[$RDMA]}.err" 2>/dev/null | head -n1)
     cat "$LOG/np$np-$coll-"*.out | awk -v np="$np" -v coll="$coll" -v base="$base" -v rdma="$RDMA" -v limit="${limit:--1}" \
-        -v spread_max="$SPREAD_MAX" -v drift="$FLOOR_DRIFT" -v bname="${NAMES[$base]}" -v out="$OUT" '
+        -v spread_max="$SPREAD_MAX" -v drift="$FLOOR_DRIFT" -v phase_split="$PHASE_SPLIT" -v bname="${NAMES[$base]}" -v out="$OUT" '
     function sortv(a, n,   i, j, x) { for (i = 2; i <= n; i++) { x = a[i]; j = i - 1
         while (j > 0 && a[j] > x) { a[j + 1] = a[j]; j-- } a[j + 1] = x } }
     function q(a, n, p,   h, l) { h = (n - 1) * p + 1; l = int(h); return l >= n ? a[n] : a[l] + (h - l) * (a[l + 1] - a[l]) }
+    function phase(a, n) { if (n == 0) return "-"; sortv(a, n); return sprintf("%.3f/%d", q(a, n, 0.5), n) }
     $1 == "sample" { s[$2, $4, $5] = $6; if (!($4 in seen)) { seen[$4] = 1; sizes[++ns] = $4 } if ($5 + 1 > nr) nr = $5 + 1 }
     $1 == "floor" { fl[$2, $3] = $4; mc[$2, $3] = $5 }
     END {
         for (z = 1; z <= ns; z++) {
-            size = sizes[z]; n = 0; m = 0; nb = 0; nrd = 0; nf = 0; nm = 0
+            size = sizes[z]; n = 0; m = 0; nb = 0; nrd = 0; nf = 0; nm = 0; nfast = 0; nslow = 0
             for (k = 0; k < nr; k++) {
                 if (((base, size, k) in s) && ((rdma, size, k) in s) && s[base, size, k] > 0) {
                     r = s[rdma, size, k] / s[base, size, k]
                     all[++n] = r
                     f0 = fl[size, k]; f1 = fl[size, k + 1]
-                    if (f0 > 0 && f1 > 0 && f0 / f1 <= drift && f1 / f0 <= drift) stable[++m] = r
+                    if (f0 > 0 && f1 > 0 && f0 / f1 <= drift && f1 / f0 <= drift) {
+                        stable[++m] = r
+                        if (f0 < phase_split && f1 < phase_split) fast[++nfast] = r
+                        if (f0 >= phase_split && f1 >= phase_split) slow[++nslow] = r
+                    }
                 }
                 if ((base, size, k) in s) bv[++nb] = s[base, size, k]
                 if ((rdma, size, k) in s) rv[++nrd] = s[rdma, size, k]
@@ -174,15 +186,15 @@ summarize() {
             note = spread > spread_max ? "NOT SETTLED" : "settled"
             if (use < 5) note = "NOT SETTLED (only " use " pairs)"
             if (limit >= 0 && size + 0 > limit + 0) note = note " (rdma handed over: above " limit " B)"
-            printf "%-4s %-10s %9s %10.3f %10.3f %8.3f %7.2f %5d/%-3d %8.3f %10.3f %8.2f  %s\n", np, coll, size, bmed, rmed, med, spread, use, n, fmed, mmed, (floor > 0 ? rmed / floor : 0), note
+            printf "%-4s %-10s %9s %10.3f %10.3f %8.3f %7.2f %5d/%-3d %8.3f %10.3f %8.2f %9s %9s  %s\n", np, coll, size, bmed, rmed, med, spread, use, n, fmed, mmed, (floor > 0 ? rmed / floor : 0), phase(fast, nfast), phase(slow, nslow), note
             printf "%s %.4f %.4f %.4f %.4f %.4f %.4f %.4f\n", size, bmed, rmed, mmed, fmed, med, q1, q3 > (out "/np" np "-" coll "-vs-" bname ".dat")
-            delete u; delete all; delete stable; delete bv; delete rv; delete fv; delete mv
+            delete u; delete all; delete stable; delete bv; delete rv; delete fv; delete mv; delete fast; delete slow
         }
     }'
 }
 
 header() {
-    printf '%-4s %-10s %9s %10s %10s %8s %7s %9s %8s %10s %8s  %s\n' np coll size "${NAMES[$1]}_us" rdma_us ratio spread pairs floor_us memcpy_us to_floor settled
+    printf '%-4s %-10s %9s %10s %10s %8s %7s %9s %8s %10s %8s %9s %9s  %s\n' np coll size "${NAMES[$1]}_us" rdma_us ratio spread pairs floor_us memcpy_us to_floor fast slow settled
 }
 
 # plot DAT BASE NP COLL: latency (log-log, both implementations and the memcpy
@@ -228,6 +240,9 @@ if [ "$SELF_TEST" = 1 ]; then
     # 3.77; rdma_us, the median of all its samples, 7; floor median 1.
     # size 1024: ratios 1.0 1.05 0.95 1.0 1.02 -> median 1.0, Q1 1.0, Q3 1.02,
     # spread .02: settled; memcpy 3 us above the floor: to_floor = 10/3.
+    # Phases (split 0.25 us): sizes 64 and 256 have floors of 1 and 5, all
+    # slow: slow = the median of their used pairs (.7 of 5, .65 of 4), fast
+    # none; size 1024's floor is 0.1, all fast: fast 1.0 of 5, slow none.
     {
         for k in 0 1 2 3 4; do
             r=(5 6 7 8 100)
@@ -239,13 +254,13 @@ if [ "$SELF_TEST" = 1 ]; then
         for k in 0 1 2 3 4 5; do
             echo "floor 64 $k 1 0.5"
             echo "floor 256 $k $([ "$k" -ge 4 ] && echo 5 || echo 1) 0.5"
-            echo "floor 1024 $k 1 3"
+            echo "floor 1024 $k 0.1 3"
         done
     } >"$LOG/np2-allreduce-stock.out"
-    got=$(summarize 2 allreduce 0 | awk '{ print $3, $6, $7, $8, $11, $12, $13 }')
-    want=$'64 0.700 0.29 5/5 7.00 NOT SETTLED\n256 0.650 3.77 4/5 7.00 NOT SETTLED\n1024 1.000 0.02 5/5 3.33 settled'
+    got=$(summarize 2 allreduce 0 | awk '{ print $3, $6, $7, $8, $11, $12, $13, $14, $15 }')
+    want=$'64 0.700 0.29 5/5 7.00 - 0.700/5 NOT SETTLED\n256 0.650 3.77 4/5 7.00 - 0.650/4 NOT SETTLED\n1024 1.000 0.02 5/5 3.33 1.000/5 - settled'
     rm -rf "$OUT"
-    got=$(printf '%s\n' "$got" | awk '{ print $1, $2, $3, $4, $5, $6, ($7 == "" ? "" : $7) }' | sed 's/ *$//')
+    got=$(printf '%s\n' "$got" | awk '{ print $1, $2, $3, $4, $5, $6, $7, $8, ($9 == "" ? "" : $9) }' | sed 's/ *$//')
     if [ "$got" = "$want" ]; then echo "bench-pairs self-test: passed (3 rows)"; exit 0; fi
     printf 'bench-pairs self-test: FAILED\nwant:\n%s\ngot:\n%s\n' "$want" "$got" >&2
     exit 1
