@@ -1218,19 +1218,21 @@ else
     CHECKS=("${SERVED[@]}" "nore:handed to the module underneath: .*_max_bytes")
     run_test "reduce_ops-max-bytes--1-np4" 4 ok --mca coll_rdma_allreduce_max_bytes -1 \
         --mca coll_rdma_reduce_max_bytes -1 "${V[@]}" -- reduce_ops "${RO[@]}"
-    # parallel reduction: from the old limits (allreduce 16 KiB, reduce 8 KiB) each rank reduces its slice of every
-    # rank's input (process_vm_readv) whatever the length, so no contiguous
-    # call is handed over for its size, with the default size limits: every
-    # op and datatype, in place, every root, non-commutative user ops, and
-    # one more count of 2000000 (16 MiB of doubles, 32 MiB of matrices);
+    # parallel reduction, with the default parameters (issue 12: every size
+    # served natively): from 16 KiB (allreduce) and 128 KiB (reduce) each
+    # rank reduces its slice of every rank's input (process_vm_readv) and
+    # writes it into the gathering ranks' buffers (process_vm_writev), below
+    # that the tree, so no contiguous call is handed over for its size:
+    # every op and datatype, in place, every root, non-commutative user ops,
+    # and one more count of 2000000 (16 MiB of doubles, 32 MiB of matrices);
     # non-contiguous datatypes still go to the module underneath (counted)
-    PR=(--mca coll_rdma_allreduce_parallel_min_bytes 16384 --mca coll_rdma_reduce_parallel_min_bytes 8192)
     for np in 2 3 4; do
         CHECKS=("${SERVED[@]}" "nore:handed to the module underneath: .*_max_bytes"
             "re:comm 0 rank 0: allreduce of 16384 bytes or more reduced in parallel"
-            "re:comm 0 rank 0: reduce of 8192 bytes or more reduced in parallel")
-        run_test "reduce_ops-parallel-np$np" "$np" ok "${PR[@]}" "${V[@]}" -- reduce_ops -L 2000000 -x 20
+            "re:comm 0 rank 0: reduce of 131072 bytes or more reduced in parallel")
+        run_test "reduce_ops-parallel-np$np" "$np" ok "${V[@]}" -- reduce_ops -L 2000000 -x 20
     done
+    PR=(--mca coll_rdma_allreduce_parallel_min_bytes 16384 --mca coll_rdma_reduce_parallel_min_bytes 8192)
     # process_vm_readv refused (pretended on every rank): the window up to
     # the old limits, the larger calls to the module underneath, saying why
     CHECKS=("${SERVED[@]}" "nore:reduced in parallel \\("

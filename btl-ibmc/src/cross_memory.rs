@@ -1,5 +1,6 @@
-//! Cross-memory attach: copying straight out of another process's memory
-//! with `process_vm_readv` (Linux; no kernel module, unlike XPMEM). The
+//! Cross-memory attach: copying straight out of (`process_vm_readv`) and
+//! into (`process_vm_writev`) another process's memory (Linux; no kernel
+//! module, unlike XPMEM). The
 //! kernel allows it where ptrace would be allowed: the same user, and Yama's
 //! `ptrace_scope` permitting (scope 1 refuses siblings such as MPI ranks).
 //! So it is never assumed: [`CrossMemory::establish`] probes every peer
@@ -9,7 +10,7 @@ use std::io;
 
 use crate::transport::{Exchange, TransportError};
 
-/// Bytes per `process_vm_readv` call: each call pins the pages it copies,
+/// Bytes per `process_vm_readv`/`writev` call: each call pins the pages it copies,
 /// so a bounded call keeps one copy from holding many pages at once.
 const CHUNK_BYTES: usize = 4 << 20;
 
@@ -25,6 +26,28 @@ pub fn read_process(pid: libc::pid_t, address: u64, out: &mut [u8]) -> io::Resul
         // borrow exclusively; the kernel only reads the remote range (in the
         // other process, checked by the kernel) and writes the local one.
         let copied = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+        match copied {
+            -1 => return Err(io::Error::last_os_error()),
+            0 => return Err(io::Error::from_raw_os_error(libc::EFAULT)),
+            n => done += n as usize,
+        }
+    }
+    Ok(())
+}
+
+/// Copies `data` to `address` in process `pid`.
+pub fn write_process(pid: libc::pid_t, address: u64, data: &[u8]) -> io::Result<()> {
+    let mut done = 0;
+    while done < data.len() {
+        let want = (data.len() - done).min(CHUNK_BYTES);
+        let remote_at = address.checked_add(done as u64).ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))?;
+        let local = libc::iovec { iov_base: data[done..].as_ptr().cast_mut().cast(), iov_len: want };
+        let remote = libc::iovec { iov_base: remote_at as usize as *mut libc::c_void, iov_len: want };
+        // SAFETY: `local` describes `want` readable bytes of `data`, which
+        // the kernel only reads (the iovec type is shared with readv, hence
+        // the mutable pointer); the remote range is in the other process,
+        // checked by the kernel.
+        let copied = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
         match copied {
             -1 => return Err(io::Error::last_os_error()),
             0 => return Err(io::Error::from_raw_os_error(libc::EFAULT)),
@@ -83,14 +106,17 @@ fn probe_token(rank: usize) -> u64 {
     hasher.finish() | 1
 }
 
-/// Whether process `pid` holds `token` at `address`: `Err(errno)` if not.
+/// Whether process `pid` holds `token` at `address` and lets this process
+/// write there (the token itself, so the word does not change): `Err(errno)`
+/// if not.
 fn probe_peer(pid: libc::pid_t, address: u64, token: u64) -> Result<(), i32> {
     let mut seen = [0u8; 8];
-    match read_process(pid, address, &mut seen) {
-        Ok(()) if u64::from_ne_bytes(seen) == token => Ok(()),
-        Ok(()) => Err(libc::EIO),
-        Err(error) => Err(error.raw_os_error().unwrap_or(libc::EIO)),
+    let errno = |error: io::Error| error.raw_os_error().unwrap_or(libc::EIO);
+    read_process(pid, address, &mut seen).map_err(errno)?;
+    if u64::from_ne_bytes(seen) != token {
+        return Err(libc::EIO);
     }
+    write_process(pid, address, &seen).map_err(errno)
 }
 
 impl CrossMemory {
@@ -142,12 +168,31 @@ impl CrossMemory {
 
     /// Copies `out.len()` bytes at `address` in `peer`'s memory into `out`.
     pub fn read(&self, peer: usize, address: u64, out: &mut [u8]) -> Result<(), TransportError> {
-        let Some(&pid) = self.pids.get(peer) else {
-            return Err(TransportError::OutOfRange { peer, offset: 0, len: out.len() });
-        };
+        let pid = self.pid(peer, out.len())?;
         read_process(pid, address, out).map_err(|error| {
             TransportError::Failed(format!("process_vm_readv of {} bytes at {address:#x} in rank {peer} (pid {pid}): {error}", out.len()))
         })
+    }
+
+    /// Copies `data` to `address` in `peer`'s memory.
+    pub fn write(&self, peer: usize, address: u64, data: &[u8]) -> Result<(), TransportError> {
+        let pid = self.pid(peer, data.len())?;
+        write_process(pid, address, data).map_err(|error| {
+            TransportError::Failed(format!("process_vm_writev of {} bytes at {address:#x} in rank {peer} (pid {pid}): {error}", data.len()))
+        })
+    }
+
+    fn pid(&self, peer: usize, len: usize) -> Result<libc::pid_t, TransportError> {
+        self.pids.get(peer).copied().ok_or(TransportError::OutOfRange { peer, offset: 0, len })
+    }
+}
+
+/// `write_peer_memory` for a transport that may have cross-memory attach:
+/// the copy where it was enabled at setup, an error otherwise.
+pub fn write_if_enabled(cross_memory: Option<&CrossMemory>, peer: usize, address: u64, data: &[u8]) -> Result<(), TransportError> {
+    match cross_memory {
+        Some(cross_memory) => cross_memory.write(peer, address, data),
+        None => Err(TransportError::Unsupported("writing a peer's memory (cross-memory attach was not enabled)")),
     }
 }
 
@@ -172,6 +217,15 @@ mod tests {
         let mut copy = vec![0u8; source.len()];
         read_process(std::process::id() as libc::pid_t, source.as_ptr() as usize as u64, &mut copy).unwrap();
         assert!(copy == source);
+    }
+
+    #[test]
+    fn a_process_writes_its_own_memory_across_chunk_boundaries() {
+        let source = pattern(9, 2 * CHUNK_BYTES + 13);
+        let mut target = vec![0u8; source.len()];
+        write_process(std::process::id() as libc::pid_t, target.as_mut_ptr() as usize as u64, &source).unwrap();
+        assert!(std::hint::black_box(&target) == &source);
+        assert!(write_process(std::process::id() as libc::pid_t, 8, &source[..8]).is_err());
     }
 
     #[test]

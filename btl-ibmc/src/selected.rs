@@ -182,4 +182,9 @@ impl PeerReads for SelectedTransport {
     fn read_peer_memory(&self, peer: usize, address: u64, out: &mut [u8]) -> Result<(), TransportError> {
         dispatch!(self, t => t.read_peer_memory(peer, address, out))
     }
+
+    #[inline]
+    fn write_peer_memory(&self, peer: usize, address: u64, data: &[u8]) -> Result<(), TransportError> {
+        dispatch!(self, t => t.write_peer_memory(peer, address, data))
+    }
 }

@@ -184,6 +184,14 @@ pub trait PeerReads: Windows {
         let _ = (peer, address, out);
         Err(TransportError::Unsupported("reading a peer's memory"))
     }
+
+    /// Copies `data` to `address` in `peer`'s address space, served where
+    /// `read_peer_memory` is (the setup probe checks both directions). The
+    /// peer must not touch those bytes until the writer says it is done.
+    fn write_peer_memory(&self, peer: usize, address: u64, data: &[u8]) -> Result<(), TransportError> {
+        let _ = (peer, address, data);
+        Err(TransportError::Unsupported("writing a peer's memory"))
+    }
 }
 
 /// Everything a communicator's transport offers; what a backend implements
@@ -269,6 +277,10 @@ macro_rules! forward {
             #[inline]
             fn read_peer_memory(&self, peer: usize, address: u64, out: &mut [u8]) -> Result<(), $crate::transport::TransportError> {
                 $crate::transport::PeerReads::read_peer_memory(&self.$field, peer, address, out)
+            }
+            #[inline]
+            fn write_peer_memory(&self, peer: usize, address: u64, data: &[u8]) -> Result<(), $crate::transport::TransportError> {
+                $crate::transport::PeerReads::write_peer_memory(&self.$field, peer, address, data)
             }
         }
     };

@@ -333,6 +333,10 @@ impl PeerReads for FabricEndpoint {
     fn read_peer_memory(&self, peer: usize, address: u64, out: &mut [u8]) -> Result<(), TransportError> {
         crate::cross_memory::read_if_enabled(self.cross_memory.as_ref(), peer, address, out)
     }
+
+    fn write_peer_memory(&self, peer: usize, address: u64, data: &[u8]) -> Result<(), TransportError> {
+        crate::cross_memory::write_if_enabled(self.cross_memory.as_ref(), peer, address, data)
+    }
 }
 
 impl Exchange for FabricEndpoint {

@@ -285,7 +285,7 @@ impl CommState {
             if transport.reads_peer_memory() {
                 tracing::info!(
                     "comm {} rank {}: {name} of {from} bytes or more reduced in parallel (each rank reduces its slice of every \
-                     rank's input, read with process_vm_readv) at any length; shorter ones through the window",
+                     rank's input, read with process_vm_readv, and writes it into the gathering ranks' buffers with process_vm_writev) at any length; shorter ones through the window",
                     self.cid,
                     self.rank
                 );
