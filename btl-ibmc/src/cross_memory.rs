@@ -16,39 +16,42 @@ const CHUNK_BYTES: usize = 4 << 20;
 
 /// Copies `out.len()` bytes at `address` in process `pid` into `out`.
 pub fn read_process(pid: libc::pid_t, address: u64, out: &mut [u8]) -> io::Result<()> {
-    let mut done = 0;
-    while done < out.len() {
-        let want = (out.len() - done).min(CHUNK_BYTES);
-        let remote_at = address.checked_add(done as u64).ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))?;
-        let local = libc::iovec { iov_base: out[done..].as_mut_ptr().cast(), iov_len: want };
+    let base = out.as_mut_ptr();
+    in_chunks(out.len(), address, |done, want, remote_at| {
+        // SAFETY: `done..done + want` lies within `out`, which we borrow
+        // exclusively; the kernel only reads the remote range (in the other
+        // process, checked by the kernel) and writes the local one.
+        let local = libc::iovec { iov_base: unsafe { base.add(done) }.cast(), iov_len: want };
         let remote = libc::iovec { iov_base: remote_at as usize as *mut libc::c_void, iov_len: want };
-        // SAFETY: `local` describes `want` writable bytes of `out`, which we
-        // borrow exclusively; the kernel only reads the remote range (in the
-        // other process, checked by the kernel) and writes the local one.
-        let copied = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
-        match copied {
-            -1 => return Err(io::Error::last_os_error()),
-            0 => return Err(io::Error::from_raw_os_error(libc::EFAULT)),
-            n => done += n as usize,
-        }
-    }
-    Ok(())
+        // SAFETY: both iovecs describe `want` bytes as said above.
+        unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) }
+    })
 }
 
 /// Copies `data` to `address` in process `pid`.
 pub fn write_process(pid: libc::pid_t, address: u64, data: &[u8]) -> io::Result<()> {
-    let mut done = 0;
-    while done < data.len() {
-        let want = (data.len() - done).min(CHUNK_BYTES);
-        let remote_at = address.checked_add(done as u64).ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))?;
-        let local = libc::iovec { iov_base: data[done..].as_ptr().cast_mut().cast(), iov_len: want };
-        let remote = libc::iovec { iov_base: remote_at as usize as *mut libc::c_void, iov_len: want };
-        // SAFETY: `local` describes `want` readable bytes of `data`, which
-        // the kernel only reads (the iovec type is shared with readv, hence
-        // the mutable pointer); the remote range is in the other process,
+    let base = data.as_ptr();
+    in_chunks(data.len(), address, |done, want, remote_at| {
+        // SAFETY: `done..done + want` lies within `data`, which the kernel
+        // only reads (the iovec type is shared with readv, hence the
+        // mutable pointer); the remote range is in the other process,
         // checked by the kernel.
-        let copied = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
-        match copied {
+        let local = libc::iovec { iov_base: unsafe { base.add(done) }.cast_mut().cast(), iov_len: want };
+        let remote = libc::iovec { iov_base: remote_at as usize as *mut libc::c_void, iov_len: want };
+        // SAFETY: both iovecs describe `want` bytes as said above.
+        unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) }
+    })
+}
+
+/// Runs `copy(done, want, remote address)` (a process_vm_readv/writev of
+/// `want` bytes, returning what the call returned) until `len` bytes at
+/// `address` are copied, `CHUNK_BYTES` at most per call.
+fn in_chunks(len: usize, address: u64, mut copy: impl FnMut(usize, usize, u64) -> isize) -> io::Result<()> {
+    let mut done = 0;
+    while done < len {
+        let want = (len - done).min(CHUNK_BYTES);
+        let remote_at = address.checked_add(done as u64).ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))?;
+        match copy(done, want, remote_at) {
             -1 => return Err(io::Error::last_os_error()),
             0 => return Err(io::Error::from_raw_os_error(libc::EFAULT)),
             n => done += n as usize,
