@@ -21,7 +21,7 @@ INSTALLDIR := $(if $(DESTDIR),$(DESTDIR),$(HOME)/.openmpi/components)
 FBCAST_SRC := coll-rdma/fbcast
 PREFIX     ?= $(HOME)/.local
 
-.PHONY: all build build-fbcast setup install check check-udp test-udp test-fbcast test-rust test-mpi test-scale soak check-rxe test-rxe check-ompi5 check-noheaders check-intree bench bench-udp bench-ompi5 clean help
+.PHONY: all build build-fbcast setup install check check-udp test-udp test-fbcast test-rust test-mpi test-scale soak sim check-rxe test-rxe check-ompi5 check-noheaders check-intree bench bench-udp bench-ompi5 clean help
 
 all: build
 
@@ -56,6 +56,11 @@ help:
 	@echo "make soak          the scale tests' long runs: more calls, 30 % multicast loss"
 	@echo "                   (about 6 minutes on 2 cores, SOAK_ROUNDS=n for more seeds;"
 	@echo "                   not part of make check)"
+	@echo "make sim           coll-rdma-sim (sim/): coll rdma's barrier, allreduce and bcast"
+	@echo "                   schedules at 2-16384 nodes of 1-128 ranks over a calibrated"
+	@echo "                   LogGP network, flat vs two-level vs Open MPI's; validation"
+	@echo "                   against the seeds; tables and PNG plots into docs/scale/"
+	@echo "                   (installs gnuplot-nox if missing)"
 	@echo "make check-rxe     build, then only the Soft-RoCE tests (ci/rxe-tests.sh)"
 	@echo "make check-ompi5   the MPI tests and fbcast's against Open MPI 5.0 in a Debian 13 chroot"
 	@echo "                   (ci/ompi5/chroot.sh prepare, then ci/ompi5/check.sh inside;"
@@ -189,6 +194,11 @@ soak:
 	@echo "== soak (fabric, 64/256/1024 ranks, long runs)"
 	@$(CARGO) test --release -p coll-rdma --test scale_fabric -- --ignored --nocapture --test-threads 1
 	@COLL_RDMA_SOAK=1 $(CARGO) test --release -p coll-rdma --test scale_hybrid_fabric -- --nocapture --test-threads 1
+
+# The simulator (sim/): coll rdma's schedules at 2-16384 nodes, validated
+# against the seeds; tables and plots into docs/scale/. No Open MPI needed.
+sim:
+	@bash ci/sim.sh
 
 # The verbs transport on Soft-RoCE in qemu guests (docs/testbed.md).
 check-rxe: build

@@ -129,6 +129,34 @@ impl AllreduceModel {
     }
 }
 
+/// Longest message [`choose_allreduce_plan`] weighs when it picks the
+/// degree; beyond it the pipelined tree's time grows in proportion and the
+/// ranking of degrees no longer changes.
+pub const RANGE_TOP_BYTES: usize = 1 << 20;
+
+/// Largest exchange threshold [`choose_allreduce_plan`] will pick: every
+/// rank reserves two slots of this size per rank of the communicator.
+pub const EXCHANGE_LIMIT_BYTES: usize = 4096;
+
+/// What an allreduce communicator is built with when nothing is fixed by
+/// the user: the exchange threshold and the one tree degree.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AllreducePlan {
+    pub exchange: ExchangeChoice,
+    pub degree: RangeDegreeChoice,
+}
+
+/// The plan the model predicts fastest for `size` ranks cut into segments
+/// of `segment_bytes`. The window holds one tree, so its degree is the one
+/// least slower than the best over every length the tree carries: from just
+/// above the exchange threshold to [`RANGE_TOP_BYTES`]. coll rdma's
+/// allreduce and reduce and the simulator both take their choice from here.
+pub fn choose_allreduce_plan(size: usize, model: &AllreduceModel, segment_bytes: usize) -> AllreducePlan {
+    let exchange = choose_exchange_max_bytes(size, model, EXCHANGE_LIMIT_BYTES.min(segment_bytes));
+    let degree = choose_degree_for_range(size, exchange.max_bytes + 1, RANGE_TOP_BYTES, model);
+    AllreducePlan { exchange, degree }
+}
+
 /// The degree the model picked, what it predicted and why.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DegreeChoice {
@@ -442,6 +470,19 @@ mod tests {
                 model.predict_tree_ns(size, degree, bytes) / choose_allreduce_degree(size, bytes, model).predicted_ns
             })
             .fold(1.0, f64::max)
+    }
+
+    #[test]
+    fn the_plan_takes_the_degree_over_the_lengths_above_the_exchange() {
+        let model = AllreduceModel::SHARED_MEMORY;
+        for size in [2, 4, 16, 64, 1000] {
+            let plan = choose_allreduce_plan(size, &model, 8192);
+            let exchange = choose_exchange_max_bytes(size, &model, EXCHANGE_LIMIT_BYTES);
+            assert_eq!(plan.exchange, exchange, "size {size}");
+            assert_eq!(plan.degree, choose_degree_for_range(size, exchange.max_bytes + 1, RANGE_TOP_BYTES, &model));
+        }
+        // A segment shorter than the exchange limit caps the threshold.
+        assert!(choose_allreduce_plan(2, &model, 64).exchange.max_bytes <= 64);
     }
 
     #[test]

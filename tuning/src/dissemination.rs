@@ -26,6 +26,22 @@ pub fn round_fanouts(size: usize, radix: usize) -> Vec<usize> {
     fanouts
 }
 
+/// The distances each round notifies: i·(n+1)^r for i = 1..=fanout of
+/// round r. Rank p notifies p + d and awaits p - d (mod `size`) for every
+/// distance d of a round; the barrier and the simulator both build their
+/// rounds from this table.
+pub fn round_distances(size: usize, radix: usize) -> Vec<Vec<usize>> {
+    let mut stride = 1usize;
+    round_fanouts(size, radix)
+        .into_iter()
+        .map(|fanout| {
+            let distances = (1..=fanout).map(|i| i * stride).collect();
+            stride = stride.saturating_mul(radix + 1);
+            distances
+        })
+        .collect()
+}
+
 /// Parameters of the cost model, in nanoseconds.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BarrierModel {
@@ -141,6 +157,19 @@ mod tests {
                     assert!(distances.iter().all(|&d| d % size != 0), "self-send size {size} radix {radix}");
                     stride *= radix + 1;
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn distances_follow_the_fanouts_in_powers_of_n_plus_one() {
+        assert_eq!(round_distances(9, 2), vec![vec![1, 2], vec![3, 6]]);
+        assert_eq!(round_distances(10, 2), vec![vec![1, 2], vec![3, 6], vec![9]]);
+        assert!(round_distances(1, 4).is_empty());
+        for size in 1..=70 {
+            for radix in 1..=9 {
+                let lengths: Vec<usize> = round_distances(size, radix).iter().map(Vec::len).collect();
+                assert_eq!(lengths, round_fanouts(size, radix), "size {size} radix {radix}");
             }
         }
     }

@@ -6,11 +6,13 @@ pub mod allreduce;
 pub mod bcast;
 pub mod bcast_limit;
 pub mod dissemination;
+pub mod tree;
 
 pub use allreduce::{
-    choose_allreduce_degree, choose_degree_for_range, choose_exchange_max_bytes, AllreduceModel, DegreeChoice,
-    ExchangeChoice, RangeDegreeChoice, MAX_ALLREDUCE_DEGREE,
+    choose_allreduce_degree, choose_allreduce_plan, choose_degree_for_range, choose_exchange_max_bytes, AllreduceModel,
+    AllreducePlan, DegreeChoice, ExchangeChoice, RangeDegreeChoice, EXCHANGE_LIMIT_BYTES, MAX_ALLREDUCE_DEGREE, RANGE_TOP_BYTES,
 };
 pub use bcast::{choose_co_roots, CoRootChoice, CoRootModel};
 pub use bcast_limit::{choose_bcast_max_bytes, BcastLimitChoice, BcastStreamModel, WindowedBcast, SMALLEST_DEFAULT_LIMIT};
-pub use dissemination::{choose_barrier_radix, round_fanouts, BarrierModel, RadixChoice, MAX_BARRIER_RADIX};
+pub use dissemination::{choose_barrier_radix, round_distances, round_fanouts, BarrierModel, RadixChoice, MAX_BARRIER_RADIX};
+pub use tree::{Link, TreeLinks};

@@ -179,7 +179,7 @@ impl RmcastConfig {
     }
 
     /// How long a delivery may wait for its ACK before one is sent anyway.
-    pub(crate) fn ack_delay(&self) -> Duration {
+    pub fn ack_delay(&self) -> Duration {
         self.timeout / 4
     }
 

@@ -16,20 +16,22 @@
 //!
 //! The root reaches the co-roots reliably along a binomial tree over
 //! relative ranks 0..=C: node j forwards to j + 2^k for every 2^k > j.
+//!
+//! Public so that the simulator (`coll-rdma-sim`) runs the same groups.
 
 /// One member of a collector's subgroup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Member {
-    pub(crate) rank: usize,
-    pub(crate) position: usize,
+pub struct Member {
+    pub rank: usize,
+    pub position: usize,
     /// Co-roots receive every piece reliably, so they are never sent
     /// retransmissions; their word only carries flow control.
-    pub(crate) is_co_root: bool,
+    pub is_co_root: bool,
 }
 
 /// What one rank does for one root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Role {
+pub enum Role {
     Root,
     /// Acknowledges to the root at `position`, and collects for its own
     /// subgroup.
@@ -38,7 +40,7 @@ pub(crate) enum Role {
 }
 
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Groups {
+pub struct Groups {
     root: usize,
     size: usize,
     co_roots: usize,
@@ -46,7 +48,7 @@ pub(crate) struct Groups {
 
 impl Groups {
     /// `co_roots` is at most `size - 1`.
-    pub(crate) fn new(root: usize, size: usize, co_roots: usize) -> Self {
+    pub fn new(root: usize, size: usize, co_roots: usize) -> Self {
         assert!(root < size && co_roots < size.max(1), "root {root} or {co_roots} co-roots outside {size} ranks");
         Groups { root, size, co_roots }
     }
@@ -54,7 +56,7 @@ impl Groups {
     /// Words of ACK array one collector needs per root, for any root: the
     /// root's array is the longest (its co-roots plus the largest share of
     /// leaves).
-    pub(crate) fn ack_slots_per_root(size: usize, co_roots: usize) -> usize {
+    pub fn ack_slots_per_root(size: usize, co_roots: usize) -> usize {
         let leaves = size.saturating_sub(1 + co_roots);
         co_roots + leaves.div_ceil(co_roots + 1)
     }
@@ -71,7 +73,7 @@ impl Groups {
         self.co_roots + 1
     }
 
-    pub(crate) fn role(&self, rank: usize) -> Role {
+    pub fn role(&self, rank: usize) -> Role {
         let v = self.relative(rank);
         if v == 0 {
             Role::Root
@@ -87,7 +89,7 @@ impl Groups {
     }
 
     /// The subgroup `collector` watches, by position (empty for a leaf).
-    pub(crate) fn members(&self, collector: usize) -> Vec<Member> {
+    pub fn members(&self, collector: usize) -> Vec<Member> {
         let c = self.relative(collector);
         if c > self.co_roots {
             return Vec::new();
@@ -105,7 +107,7 @@ impl Groups {
 
     /// The rank that passes each piece on to co-root `rank` (the inverse of
     /// `forward_to`); None for the root and the leaves.
-    pub(crate) fn forwarded_by(&self, rank: usize) -> Option<usize> {
+    pub fn forwarded_by(&self, rank: usize) -> Option<usize> {
         let j = self.relative(rank);
         if j == 0 || j > self.co_roots {
             return None;
@@ -115,7 +117,7 @@ impl Groups {
     }
 
     /// The co-roots `rank` passes each piece to over the reliable channel.
-    pub(crate) fn forward_to(&self, rank: usize) -> Vec<usize> {
+    pub fn forward_to(&self, rank: usize) -> Vec<usize> {
         let j = self.relative(rank);
         if j > self.co_roots {
             return Vec::new();

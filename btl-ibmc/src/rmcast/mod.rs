@@ -56,6 +56,7 @@ mod tests;
 mod congestion_tests;
 
 pub use config::{CongestionConfig, CongestionMode, RmcastConfig};
+pub use groups::{Groups, Member, Role};
 pub use region::region_len;
 pub use stats::RmcastStats;
 

@@ -11,7 +11,7 @@
 //! the reader needs to know.
 
 use btl_ibmc::{wait_at_least, SideProgress, TransportError, WaitPolicy, Windows};
-use tuning::round_fanouts;
+use tuning::{round_distances, round_fanouts};
 
 /// Bytes per notification slot: one cache line, so that writers of
 /// different slots never contend for the same line.
@@ -51,19 +51,16 @@ impl DisseminationBarrier {
     pub fn new(rank: usize, size: usize, radix: usize, region_offset: usize, policy: WaitPolicy) -> Self {
         assert!(rank < size, "rank {rank} outside a communicator of {size}");
         let mut rounds = Vec::new();
-        let mut stride = 1usize;
         let mut first_slot = region_offset;
-        for fanout in round_fanouts(size, radix) {
+        for distances in round_distances(size, radix) {
             let mut round = Round::default();
-            for i in 1..=fanout {
-                let distance = i * stride;
-                let slot_offset = first_slot + (i - 1) * SLOT_BYTES;
+            for (i, &distance) in distances.iter().enumerate() {
+                let slot_offset = first_slot + i * SLOT_BYTES;
                 round.notify.push(Notification { peer: (rank + distance) % size, slot_offset });
                 round.await_from.push(Notification { peer: (rank + size - distance % size) % size, slot_offset });
             }
             rounds.push(round);
-            first_slot += fanout * SLOT_BYTES;
-            stride = stride.saturating_mul(radix + 1);
+            first_slot += distances.len() * SLOT_BYTES;
         }
         DisseminationBarrier { radix, rounds, epoch: 0, policy, context: String::new() }
     }

@@ -3,18 +3,11 @@
 //! communicator must use the same values.
 
 use btl_ibmc::WaitPolicy;
-use tuning::{choose_degree_for_range, choose_exchange_max_bytes, AllreduceModel};
+use tuning::{choose_allreduce_plan, AllreduceModel};
 
 use crate::patterns::TreeStreamConfig;
 
-/// Longest message `from_model` weighs when it picks the degree; beyond
-/// it the pipelined tree's time grows in proportion and the ranking of
-/// degrees no longer changes.
-pub const RANGE_TOP_BYTES: usize = 1 << 20;
-
-/// Largest exchange threshold `from_model` will pick: every rank reserves
-/// two slots of this size per rank of the communicator.
-pub const EXCHANGE_LIMIT_BYTES: usize = 4096;
+pub use tuning::{EXCHANGE_LIMIT_BYTES, RANGE_TOP_BYTES};
 
 #[derive(Clone, Copy, Debug)]
 pub struct AllreduceConfig {
@@ -38,11 +31,10 @@ impl AllreduceConfig {
     /// The configuration the model predicts fastest for `size` ranks, with
     /// a sentence for each choice. The window holds one tree, so its degree
     /// is the one least slower than the best over every length the tree
-    /// carries: from just above the exchange threshold to `RANGE_TOP_BYTES`.
+    /// carries (`tuning::choose_allreduce_plan`).
     pub fn from_model(size: usize, model: &AllreduceModel, policy: WaitPolicy) -> (AllreduceConfig, String) {
         let segment_bytes = model.segment_bytes.unwrap_or(TreeStreamConfig::default().segment_bytes);
-        let exchange = choose_exchange_max_bytes(size, model, EXCHANGE_LIMIT_BYTES.min(segment_bytes));
-        let degree = choose_degree_for_range(size, exchange.max_bytes + 1, RANGE_TOP_BYTES, model);
+        let tuning::AllreducePlan { exchange, degree } = choose_allreduce_plan(size, model, segment_bytes);
         let tree = TreeStreamConfig { degree: degree.degree, segment_bytes, policy };
         let config = AllreduceConfig { tree, exchange_max_bytes: exchange.max_bytes };
         (config, format!("Tree: {} Exchange: {}", degree.reason, exchange.reason))
