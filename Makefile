@@ -56,7 +56,7 @@ help:
 	@echo "make soak          the scale tests' long runs: more calls, 30 % multicast loss"
 	@echo "                   (about 6 minutes on 2 cores, SOAK_ROUNDS=n for more seeds;"
 	@echo "                   not part of make check)"
-	@echo "make sim           coll-rdma-sim (sim/): coll rdma's barrier, allreduce and bcast"
+	@echo "make sim           coll-rdma-sim (tuning/sim/): coll rdma's barrier, allreduce and bcast"
 	@echo "                   schedules at 2-16384 nodes of 1-128 ranks over a calibrated"
 	@echo "                   LogGP network, flat vs two-level vs Open MPI's; validation"
 	@echo "                   against the seeds; tables and PNG plots into docs/scale/"
@@ -195,7 +195,7 @@ soak:
 	@$(CARGO) test --release -p coll-rdma --test scale_fabric -- --ignored --nocapture --test-threads 1
 	@COLL_RDMA_SOAK=1 $(CARGO) test --release -p coll-rdma --test scale_hybrid_fabric -- --nocapture --test-threads 1
 
-# The simulator (sim/): coll rdma's schedules at 2-16384 nodes, validated
+# The simulator (tuning/sim/): coll rdma's schedules at 2-16384 nodes, validated
 # against the seeds; tables and plots into docs/scale/. No Open MPI needed.
 sim:
 	@bash ci/sim.sh

@@ -16,7 +16,7 @@ mkdir -p "$OUT"
 rm -f "$OUT"/*.dat "$OUT"/*.png "$OUT"/*.md "$OUT"/plots.gp
 echo "== running the simulator into $OUT"
 start=$(date +%s)
-"$BIN" --calibrations sim/calibrations --out "$OUT" "$@"
+"$BIN" --calibrations tuning/sim/calibrations --out "$OUT" "$@"
 echo "== simulated in $(( $(date +%s) - start )) s"
 
 if ! command -v gnuplot >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
