@@ -78,8 +78,8 @@ pub fn render(header: &Header, params: &[ParamReport], not_swept: &[NotSwept]) -
         out,
         "# rule: a value is set only when its overall ratio (geometric mean over sizes) is at most {:.2}, it is\n\
          #   {:.0} % faster with three quarters of the pairs faster at one size at least, and at no size is its\n\
-         #   median ratio above {:.2}, three quarters of its pairs slower, or the ratios spread (IQR/median)\n\
-         #   more than {:.2}; otherwise the default stays.\n\
+         #   median ratio above {:.2}, three quarters of its pairs slower, or the quartiles of its ratios\n\
+         #   further apart than {:.2} (too noisy to tell); otherwise the default stays.\n\
          #   The values set for one collective are then measured together against the defaults, over all\n\
          #   their sizes, and left out together if that is slower anywhere",
         1.0 - t.margin,

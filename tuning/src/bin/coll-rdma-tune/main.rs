@@ -56,8 +56,8 @@ const USAGE: &str = "usage: coll-rdma-tune [--np 2[,4...]] [--mpirun \"mpirun OP
   --only           sweep only these parameters (names with or without coll_rdma_)
   --margin         a value must be this much faster overall (default 0.10)
   --tolerance      and at no size more than this much slower (default 0.03)
-  --max-spread     a size whose per-pair ratios spread more than this (IQR / median)
-                   is too noisy to tell: no value is set (default 0.3)
+  --max-spread     a size where the per-pair ratios' quartiles are further apart than
+                   this is too noisy to tell: no value is set (default 0.3)
   --log-dir        the jobs' output (default: beside the output file, tune-logs/)
   --timeout        seconds one sweep may take (default 600)
   --accept-best    TESTING ONLY: set the best candidate even where the rule keeps the
