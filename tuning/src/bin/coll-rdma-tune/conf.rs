@@ -66,7 +66,8 @@ pub fn render(header: &Header, params: &[ParamReport], not_swept: &[NotSwept]) -
     let nps: Vec<String> = header.nps.iter().map(|n| n.to_string()).collect();
     let t = &header.thresholds;
     let _ = writeln!(out, "# coll rdma parameters for {}, written by coll-rdma-tune on {}", header.host, header.date);
-    let _ = writeln!(out, "# measured at np={} over {}, {} mode: {}", nps.join(","), header.transport, header.mode, header.launch);
+    let _ = writeln!(out, "# measured at np={}, {} mode: {}", nps.join(","), header.mode, header.launch);
+    let _ = writeln!(out, "# transport: {}", header.transport);
     let _ = writeln!(
         out,
         "# method: bench/coll_pairs.c, one job per value taking turns in samples of about {} ms, {} rounds per size;",

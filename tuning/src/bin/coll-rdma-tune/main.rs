@@ -174,15 +174,17 @@ fn parse_options(argv: &[String]) -> Result<Options, String> {
     })
 }
 
-/// The transport coll rdma picks at `np`: one short barrier sweep of two
-/// default jobs, read from their verbose lines.
-fn probe_transport(launch: &Launch, np: usize) -> Result<Transport, String> {
+/// The transport coll rdma picks at `np`, and the choices its defaults make
+/// there: one short barrier sweep of two default jobs, read from their
+/// verbose lines.
+fn probe_transport(launch: &Launch, np: usize) -> Result<(Transport, String), String> {
     let probe = Sweep { param: "probe", collective: Collective::Barrier, sizes: Sizes::NONE, candidates: vec![] };
     let quick = Launch { rounds: 1, sample_ms: 1.0, ..launch.clone() };
     let jobs = [Job { name: "a".into(), mca: vec![] }, Job { name: "b".into(), mca: vec![] }];
     let run = run_sweep(&quick, np, &probe, &jobs)?;
-    let name = run.served.first().and_then(|s| s.transport.clone()).ok_or("no 'transport ... ready' line")?;
-    Ok(Transport::from_name(&name))
+    let served = run.served.first().ok_or("no job ran")?;
+    let name = served.transport.clone().ok_or("no 'transport ... ready' line")?;
+    Ok((Transport::from_name(&name), served.choices.clone().unwrap_or_default()))
 }
 
 /// Everything measured for one parameter, over every process count.
@@ -220,9 +222,10 @@ fn run(options: &Options) -> Result<usize, String> {
     let mut not_swept: Vec<NotSwept> = Vec::new();
     let mut transports = Vec::new();
     for &np in &options.nps {
-        let transport = probe_transport(launch, np).map_err(|e| format!("np={np}: probing the transport: {e}"))?;
-        println!("== np={np}: coll rdma runs over {transport}");
-        transports.push(format!("{transport} (np={np})"));
+        let (transport, choices) =
+            probe_transport(launch, np).map_err(|e| format!("np={np}: probing the transport: {e}"))?;
+        println!("== np={np}: coll rdma runs over {transport} ({choices})");
+        transports.push(format!("{transport} (np={np}; with the defaults: {choices})"));
         let plan = plan::plan(&transport, np, options.mode);
         for n in plan.not_swept {
             if !not_swept.iter().any(|m| m.param == n.param) && wanted(options, n.param) {

@@ -115,6 +115,9 @@ pub struct Job {
 pub struct Served {
     /// `transport NAME ready` of comm 0
     pub transport: Option<String>,
+    /// what follows it in parentheses on rank 0: the choices in force
+    /// (barrier radix, degrees, bcast window...)
+    pub choices: Option<String>,
     /// per rank of comm 0: calls of the swept collective served, handed over
     pub tallies: BTreeMap<usize, (u64, u64)>,
 }
@@ -130,6 +133,11 @@ pub fn parse_served(text: &str, collective: &str) -> Served {
             && let Some((name, _)) = tail.split_once(" ready")
         {
             served.transport.get_or_insert_with(|| name.to_string());
+            if rank == 0
+                && let Some(inside) = tail.split_once(" ready (").map(|(_, rest)| rest.trim_end().trim_end_matches(')'))
+            {
+                served.choices = Some(inside.to_string());
+            }
         }
         // "served N COLL(s) over T, M handed to the fallback"
         let words: Vec<&str> = what.split_whitespace().collect();
@@ -275,6 +283,7 @@ mod tests {
                     coll:rdma: comm 3 rank 0: served 5 bcast(s) over shm, 0 handed to the fallback\n";
         let s = parse_served(text, "bcast");
         assert_eq!(s.transport.as_deref(), Some("shm"));
+        assert_eq!(s.choices.as_deref(), Some("2 ranks, ..."));
         assert_eq!(s.tallies, BTreeMap::from([(0, (1200, 0)), (1, (1100, 100))]));
         assert_eq!(parse_served(text, "reduce").tallies.len(), 0);
     }
@@ -284,7 +293,7 @@ mod tests {
         let err = Path::new("/tmp/x.err");
         let none = Served::default();
         assert!(job_failure("default", Some(0), &none, 2, err).unwrap().contains("0 of 2 ranks"));
-        let both = Served { transport: None, tallies: BTreeMap::from([(0, (1, 0)), (1, (1, 0))]) };
+        let both = Served { tallies: BTreeMap::from([(0, (1, 0)), (1, (1, 0))]), ..Served::default() };
         assert_eq!(job_failure("default", Some(0), &both, 2, err), None);
         assert!(job_failure("v=4", Some(3), &both, 2, err).unwrap().contains("wrong result"));
     }
