@@ -49,6 +49,8 @@ pub struct ParamReport {
     pub forced: bool,
     /// how the values chosen for the same collective did together
     pub together: Option<String>,
+    /// the default's second job against its first (should be about 1)
+    pub control: Vec<Point>,
 }
 
 impl ParamReport {
@@ -111,7 +113,7 @@ fn render_param(out: &mut String, p: &ParamReport) {
     // columns: every (np, size) any candidate was measured at; the default
     // is the same job for every candidate of a sweep
     let mut columns: Vec<&Point> = Vec::new();
-    for point in p.candidates.iter().flat_map(|c| &c.points) {
+    for point in p.candidates.iter().flat_map(|c| &c.points).chain(&p.control) {
         if !columns.iter().any(|q| (q.np, q.size) == (point.np, point.size)) {
             columns.push(point);
         }
@@ -127,15 +129,22 @@ fn render_param(out: &mut String, p: &ParamReport) {
         let _ = write!(out, " {:>width$}", format!("{:.3}", q.comparison.baseline_us));
     }
     out.push('\n');
-    for c in &p.candidates {
-        let _ = write!(out, "#   {:<14}", c.value);
+    let row = |out: &mut String, label: &str, points: &[Point]| {
+        let _ = write!(out, "#   {label:<14}");
         for q in &columns {
-            let cell = match c.points.iter().find(|x| (x.np, x.size) == (q.np, q.size)) {
+            let cell = match points.iter().find(|x| (x.np, x.size) == (q.np, q.size)) {
                 Some(x) => format!("{:.3}[{:.2},{:.2}]", x.comparison.ratio.median, x.comparison.ratio.q1, x.comparison.ratio.q3),
                 None => "-".to_string(),
             };
             let _ = write!(out, " {cell:>width$}");
         }
+    };
+    if !p.control.is_empty() {
+        row(out, "default again", &p.control);
+        out.push_str("  (the default as the last job against the first: should be 1)\n");
+    }
+    for c in &p.candidates {
+        row(out, &c.value.to_string(), &c.points);
         let overall = c.judgement.overall.map_or("-".to_string(), |o| format!("{o:.3}"));
         let _ = writeln!(out, "  overall {overall}: {}", c.judgement.verdict.as_ref().err().map_or("clearly better", |e| e.as_str()));
     }
@@ -230,6 +239,7 @@ mod tests {
                 failure: None,
                 forced: false,
                 together: None,
+                control: vec![point(16384, 1.01), point(32768, 0.99), point(65536, 1.0)],
             },
             ParamReport {
                 name: "coll_rdma_allreduce_exchange_max".into(),
@@ -241,6 +251,7 @@ mod tests {
                 failure: None,
                 forced: false,
                 together: None,
+                control: vec![],
             },
         ]
     }
@@ -271,7 +282,7 @@ mod tests {
         let at = lines.iter().position(|l| l.starts_with("coll_rdma_bcast_single_copy_min_bytes =")).unwrap();
         let block: Vec<&str> = lines[..at].iter().rev().take_while(|l| l.starts_with('#')).copied().collect();
         let block = block.join("\n");
-        for needle in ["default (us)", "np=2 32768 B", "0.600[0.58,0.62]", "131072", "slower at np=2 65536 B", "floor", "set: 32768"] {
+        for needle in ["default (us)", "default again", "np=2 32768 B", "0.600[0.58,0.62]", "131072", "slower at np=2 65536 B", "floor", "set: 32768"] {
             assert!(block.contains(needle), "missing {needle:?} in\n{block}");
         }
         for needle in ["node7", "2026-11-24 01:02 UTC", "np=2", "mca-params.conf"] {

@@ -32,7 +32,7 @@ use std::process::{Command, ExitCode};
 
 use conf::{CandidateReport, Header, ParamReport};
 use plan::{Collective, Mode, NotSwept, Sizes, Sweep, Transport};
-use rule::{choose, judge, nowhere_slower, Decision, Point, Thresholds};
+use rule::{baseline_reproduces, choose, judge, nowhere_slower, Decision, Point, Thresholds};
 use runner::{current_values, run_sweep, CurrentValue, Job, Launch};
 
 const USAGE: &str = "usage: coll-rdma-tune [--np 2[,4...]] [--mpirun \"mpirun OPTIONS\"] [--hosts H1,H2...]
@@ -193,7 +193,19 @@ struct Gathered {
     current: CurrentValue,
     /// candidate value -> its points (every np it was measured at)
     points: BTreeMap<i64, Vec<Point>>,
+    /// the default's second job (the last) against its first
+    control: Vec<Point>,
     failure: Option<String>,
+}
+
+/// Points of job `job` against job 0 at every size of `sweep`.
+fn points_of(result: &runner::SweepRun, sweep: &Sweep, np: usize, job: usize) -> Vec<Point> {
+    sweep
+        .sizes
+        .list()
+        .into_iter()
+        .filter_map(|size| Some(Point { np, size, comparison: result.samples.compare(0, job, size, FLOOR_DRIFT)? }))
+        .collect()
 }
 
 fn command_line(program: &str, args: &[&str]) -> Option<String> {
@@ -245,6 +257,8 @@ fn run(options: &Options) -> Result<usize, String> {
             }
             let mut jobs = vec![Job { name: "default".into(), mca: vec![] }];
             jobs.extend(candidates.iter().map(|c| Job { name: c.to_string(), mca: vec![(name.clone(), c.to_string())] }));
+            // the default again, last: the control against position effects
+            jobs.push(Job { name: "default-again".into(), mca: vec![] });
             println!(
                 "== np={np} {name}: default {} vs {:?}, {} at {:?} B, {} rounds of {} ms samples",
                 now.value,
@@ -256,7 +270,13 @@ fn run(options: &Options) -> Result<usize, String> {
             );
             let entry = gathered.entry(sweep.param).or_insert_with(|| {
                 order.push(sweep.param);
-                Gathered { sweep: sweep.clone(), current: now.clone(), points: BTreeMap::new(), failure: None }
+                Gathered {
+                    sweep: sweep.clone(),
+                    current: now.clone(),
+                    points: BTreeMap::new(),
+                    control: Vec::new(),
+                    failure: None,
+                }
             });
             match run_sweep(launch, np, &sweep, &jobs) {
                 Err(why) => {
@@ -264,21 +284,19 @@ fn run(options: &Options) -> Result<usize, String> {
                     entry.failure.get_or_insert(format!("np={np}: {why}"));
                 }
                 Ok(result) => {
+                    let control = points_of(&result, &sweep, np, candidates.len() + 1);
+                    println!("   {:>8}: {}", "default", brief(&control));
+                    if let Err(why) = baseline_reproduces(&control, &options.thresholds) {
+                        println!("   UNSTEADY: {why}");
+                        // a test run still wants values to check in the file
+                        if !options.accept_best {
+                            entry.failure.get_or_insert(format!("np={np}: {why}"));
+                        }
+                    }
+                    entry.control.extend(control);
                     for (index, value) in candidates.iter().enumerate() {
-                        let points: Vec<Point> = sweep
-                            .sizes
-                            .list()
-                            .into_iter()
-                            .filter_map(|size| {
-                                let comparison = result.samples.compare(0, index + 1, size, FLOOR_DRIFT)?;
-                                Some(Point { np, size, comparison })
-                            })
-                            .collect();
-                        let line: Vec<String> = points
-                            .iter()
-                            .map(|p| format!("{}B {:.3}[{:.2},{:.2}]", p.size, p.comparison.ratio.median, p.comparison.ratio.q1, p.comparison.ratio.q3))
-                            .collect();
-                        println!("   {value:>8}: {}", line.join("  "));
+                        let points = points_of(&result, &sweep, np, index + 1);
+                        println!("   {value:>8}: {}", brief(&points));
                         if points.len() != sweep.sizes.list().len() {
                             entry.failure.get_or_insert(format!("np={np}: candidate {value} has no pairs at some size"));
                         }
@@ -324,6 +342,7 @@ fn run(options: &Options) -> Result<usize, String> {
             failure: g.failure.clone(),
             forced,
             together: None,
+            control: g.control.clone(),
         });
     }
     if options.accept_best {
@@ -374,7 +393,13 @@ fn check_together(options: &Options, gathered: &BTreeMap<&'static str, Gathered>
         let mut outcome = Ok(());
         for &np in &options.nps {
             match together::measure(&options.launch, np, &combination) {
-                Ok(p) => points.extend(p),
+                Ok((p, control)) => {
+                    println!("   {:>8}: {}", "default", brief(&control));
+                    if let Err(why) = baseline_reproduces(&control, &options.thresholds) {
+                        outcome = Err(why);
+                    }
+                    points.extend(p)
+                }
                 Err(why) => outcome = Err(format!("could not be measured: {why}")),
             }
         }
@@ -403,6 +428,15 @@ fn check_together(options: &Options, gathered: &BTreeMap<&'static str, Gathered>
 /// Pairs whose floor before and after differ more than this are left out
 /// (as ci/bench-pairs.sh's BENCH_FLOOR_DRIFT default).
 pub const FLOOR_DRIFT: f64 = 1.5;
+
+/// `SIZE B median[q1,q3]` per point, for the progress lines.
+fn brief(points: &[Point]) -> String {
+    let parts: Vec<String> = points
+        .iter()
+        .map(|p| format!("{}B {:.3}[{:.2},{:.2}]", p.size, p.comparison.ratio.median, p.comparison.ratio.q1, p.comparison.ratio.q3))
+        .collect();
+    parts.join("  ")
+}
 
 fn wanted(options: &Options, param: &str) -> bool {
     options.only.is_empty() || options.only.iter().any(|o| o == param)

@@ -118,6 +118,34 @@ pub fn nowhere_slower(points: &[Point], t: &Thresholds) -> Result<(), String> {
     Ok(())
 }
 
+/// The default measured twice in one sweep, as the first job and as the
+/// last: their ratio must be about 1 at every size, or the sweep favours
+/// one position over another (seen here under load: the first jobs' samples
+/// 2-40x slower than the last ones' with identical settings) and decides
+/// nothing. Allowed: a median within 1 +- margin / 2 and quartiles at most
+/// `max_spread` apart.
+pub fn baseline_reproduces(control: &[Point], t: &Thresholds) -> Result<(), String> {
+    if control.is_empty() {
+        return Err("the default's second job has no pairs".into());
+    }
+    for p in control {
+        let r = p.comparison.ratio;
+        if (r.median - 1.0).abs() > t.margin / 2.0 || r.q3 - r.q1 > t.max_spread {
+            return Err(format!(
+                "the default measured by the first and the last job differs at {}: ratio {:.3} [{:.3}, {:.3}] \
+                 (allowed: within {:.2} of 1, quartiles at most {:.2} apart); the machine is too unsteady to decide",
+                p.label(),
+                r.median,
+                r.q1,
+                r.q3,
+                t.margin / 2.0,
+                t.max_spread
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// What goes into the file for one parameter.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Decision {
@@ -215,6 +243,18 @@ mod tests {
         let points = [point(16384, 0.058, 0.06, 0.062, 21), point(65536, 0.24, 0.84, 1.95, 21)];
         let j = judge(&points, &Thresholds::default());
         assert!(j.verdict.unwrap_err().starts_with("too noisy to tell at np=2 65536 B"));
+    }
+
+    #[test]
+    fn the_default_against_itself_must_come_out_even() {
+        let t = Thresholds::default();
+        assert_eq!(baseline_reproduces(&[point(64, 0.97, 1.01, 1.04, 15), point(256, 0.95, 0.98, 1.0, 15)], &t), Ok(()));
+        // the first job's samples slower: the second copy looks 40 % faster
+        assert!(baseline_reproduces(&[point(64, 0.97, 1.01, 1.04, 15), point(256, 0.5, 0.6, 0.7, 15)], &t)
+            .unwrap_err()
+            .contains("at np=2 256 B"));
+        assert!(baseline_reproduces(&[point(64, 0.6, 1.0, 1.5, 15)], &t).is_err(), "even, but too noisy");
+        assert!(baseline_reproduces(&[], &t).is_err());
     }
 
     #[test]

@@ -50,8 +50,9 @@ pub fn combinations(chosen: &[(&Sweep, i64)]) -> Vec<Combination> {
     groups
 }
 
-/// Measures `combination` against the defaults at `np`.
-pub fn measure(launch: &Launch, np: usize, combination: &Combination) -> Result<Vec<Point>, String> {
+/// Measures `combination` against the defaults at `np`: its points, and
+/// the default's second job (the last) against its first, the control.
+pub fn measure(launch: &Launch, np: usize, combination: &Combination) -> Result<(Vec<Point>, Vec<Point>), String> {
     let sweep = Sweep {
         param: "together",
         collective: combination.collective,
@@ -65,14 +66,18 @@ pub fn measure(launch: &Launch, np: usize, combination: &Combination) -> Result<
             name: tag,
             mca: combination.settings.iter().map(|(n, v)| (n.clone(), v.to_string())).collect(),
         },
+        Job { name: "default-again".into(), mca: vec![] },
     ];
     let run = run_sweep(launch, np, &sweep, &jobs)?;
-    Ok(combination
-        .sizes
-        .list()
-        .into_iter()
-        .filter_map(|size| Some(Point { np, size, comparison: run.samples.compare(0, 1, size, crate::FLOOR_DRIFT)? }))
-        .collect())
+    let points = |job| {
+        combination
+            .sizes
+            .list()
+            .into_iter()
+            .filter_map(|size| Some(Point { np, size, comparison: run.samples.compare(0, job, size, crate::FLOOR_DRIFT)? }))
+            .collect::<Vec<Point>>()
+    };
+    Ok((points(1), points(2)))
 }
 
 #[cfg(test)]
