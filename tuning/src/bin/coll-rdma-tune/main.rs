@@ -195,6 +195,8 @@ struct Gathered {
     points: BTreeMap<i64, Vec<Point>>,
     /// the default's second job (the last) against its first
     control: Vec<Point>,
+    /// the control did not hold: no decision (not a failure of the tool)
+    unsteady: Option<String>,
     failure: Option<String>,
 }
 
@@ -275,6 +277,7 @@ fn run(options: &Options) -> Result<usize, String> {
                     current: now.clone(),
                     points: BTreeMap::new(),
                     control: Vec::new(),
+                    unsteady: None,
                     failure: None,
                 }
             });
@@ -290,7 +293,7 @@ fn run(options: &Options) -> Result<usize, String> {
                         println!("   UNSTEADY: {why}");
                         // a test run still wants values to check in the file
                         if !options.accept_best {
-                            entry.failure.get_or_insert(format!("np={np}: {why}"));
+                            entry.unsteady.get_or_insert(format!("np={np}: {why}"));
                         }
                     }
                     entry.control.extend(control);
@@ -319,7 +322,10 @@ fn run(options: &Options) -> Result<usize, String> {
             })
             .collect();
         let judgements: Vec<_> = candidates.iter().map(|c| c.judgement.clone()).collect();
-        let mut decision = choose(&judgements);
+        let mut decision = match &g.unsteady {
+            Some(why) => Decision::Keep { why: why.clone() },
+            None => choose(&judgements),
+        };
         let mut forced = false;
         if options.accept_best && matches!(decision, Decision::Keep { .. }) {
             if let Some((index, _)) = judgements
@@ -372,7 +378,10 @@ fn run(options: &Options) -> Result<usize, String> {
         match (r.chosen(), &r.failure) {
             (Some(v), _) => println!("   {} = {v}{}", r.name, if r.forced { "  (TEST: --accept-best)" } else { "" }),
             (None, Some(f)) => println!("   {}: not set, measuring failed: {f}", r.name),
-            (None, None) => println!("   {}: not set (default {} stays)", r.name, r.default),
+            (None, None) => match &r.decision {
+                Decision::Keep { why } => println!("   {}: not set (default {} stays): {why}", r.name, r.default),
+                Decision::Set { .. } => println!("   {}: not set (default {} stays)", r.name, r.default),
+            },
         }
     }
     Ok(reports.iter().filter(|r| r.failure.is_some()).count())
