@@ -11,7 +11,7 @@
 //!                [--component-path PATH] [--bench PATH] [--output FILE]
 //!                [--smoke | --quick | --full] [--rounds N] [--sample-ms MS]
 //!                [--only PARAM,...] [--margin F] [--tolerance F] [--max-spread F]
-//!                [--log-dir DIR] [--timeout S] [--accept-best]
+//!                [--log-dir DIR] [--timeout S] [--retries N] [--accept-best]
 //! ```
 //!
 //! Measurement: `bench/coll_pairs.c`, one job per value (the default first)
@@ -39,7 +39,7 @@ const USAGE: &str = "usage: coll-rdma-tune [--np 2[,4...]] [--mpirun \"mpirun OP
                       [--component-path PATH] [--bench PATH] [--output FILE]
                       [--smoke | --quick | --full] [--rounds N] [--sample-ms MS]
                       [--only PARAM,...] [--margin F] [--tolerance F] [--max-spread F]
-                      [--log-dir DIR] [--timeout S] [--accept-best]
+                      [--log-dir DIR] [--timeout S] [--retries N] [--accept-best]
   --np             process counts to measure at (default 2); a value must pass the rule
                    at every one
   --mpirun         the mpirun command with its options (default \"mpirun\"), split at blanks
@@ -60,6 +60,8 @@ const USAGE: &str = "usage: coll-rdma-tune [--np 2[,4...]] [--mpirun \"mpirun OP
                    this is too noisy to tell: no value is set (default 0.3)
   --log-dir        the jobs' output (default: beside the output file, tune-logs/)
   --timeout        seconds one sweep may take (default 600)
+  --retries        run a sweep again, up to N times, while the default measured as the
+                   first and the last job disagree (default 0; --full: 2)
   --accept-best    TESTING ONLY: set the best candidate even where the rule keeps the
                    default (marked so in the file)";
 
@@ -72,6 +74,8 @@ struct Options {
     thresholds: Thresholds,
     accept_best: bool,
     hosts: Option<String>,
+    /// a sweep whose control does not hold is run again up to this many times
+    retries: usize,
 }
 
 fn value<'a>(option: &str, args: &mut impl Iterator<Item = &'a String>) -> Result<&'a String, String> {
@@ -96,6 +100,7 @@ fn parse_options(argv: &[String]) -> Result<Options, String> {
     let mut log_dir = None;
     let mut timeout_s = 600;
     let mut accept_best = false;
+    let mut retries = None;
     let mut args = argv.iter();
     while let Some(arg) = args.next() {
         let option = arg.as_str();
@@ -128,6 +133,7 @@ fn parse_options(argv: &[String]) -> Result<Options, String> {
             "--log-dir" => log_dir = Some(PathBuf::from(value(option, &mut args)?)),
             "--timeout" => timeout_s = parsed(option, value(option, &mut args)?)?,
             "--accept-best" => accept_best = true,
+            "--retries" => retries = Some(parsed::<usize>(option, value(option, &mut args)?)?),
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown option '{other}'")),
         }
@@ -171,6 +177,7 @@ fn parse_options(argv: &[String]) -> Result<Options, String> {
         thresholds,
         accept_best,
         hosts,
+        retries: retries.unwrap_or(if mode == Mode::Full { 2 } else { 0 }),
     })
 }
 
@@ -281,7 +288,20 @@ fn run(options: &Options) -> Result<usize, String> {
                     failure: None,
                 }
             });
-            match run_sweep(launch, np, &sweep, &jobs) {
+            let mut attempt = 0;
+            let outcome = loop {
+                let run = run_sweep(launch, np, &sweep, &jobs);
+                if let Ok(result) = &run
+                    && attempt < options.retries
+                    && let Err(why) = baseline_reproduces(&points_of(result, &sweep, np, candidates.len() + 1), &options.thresholds)
+                {
+                    attempt += 1;
+                    println!("   UNSTEADY ({why}): measuring again, attempt {} of {}", attempt + 1, options.retries + 1);
+                    continue;
+                }
+                break run;
+            };
+            match outcome {
                 Err(why) => {
                     println!("   FAILED: {why}");
                     entry.failure.get_or_insert(format!("np={np}: {why}"));
@@ -504,6 +524,9 @@ mod tests {
         assert_eq!(o.launch.placement(4), &[] as &[&str]);
         assert_eq!(o.only, vec!["bcast_window", "barrier_radix"]);
         assert_eq!(o.launch.rounds, 6);
+        assert_eq!(o.retries, 0);
+        assert_eq!(parse_options(&args("--full")).unwrap().retries, 2);
+        assert_eq!(parse_options(&args("--full --retries 0")).unwrap().retries, 0);
         assert_eq!(o.launch.log_dir, PathBuf::from("tune-logs"));
     }
 
