@@ -83,11 +83,15 @@ pub fn render(header: &Header, params: &[ParamReport], not_swept: &[NotSwept]) -
          #   {:.0} % faster with three quarters of the pairs faster at one size at least, and at no size is its\n\
          #   median ratio above {:.2}, three quarters of its pairs slower, or the quartiles of its ratios\n\
          #   further apart than {:.2} (too noisy to tell); otherwise the default stays.\n\
+         #   Control: each sweep runs the default twice, as its first and its last job; where those differ\n\
+         #   (median ratio beyond 1 +- {:.2}, quartiles further apart than {:.2}) the sweep decides nothing.\n\
          #   The values set for one collective are then measured together against the defaults, over all\n\
          #   their sizes, and left out together if that is slower anywhere",
         1.0 - t.margin,
         t.margin * 100.0,
         1.0 + t.tolerance,
+        t.max_spread,
+        t.margin / 2.0,
         t.max_spread
     );
     out.push_str("# install: $HOME/.openmpi/mca-params.conf (one user) or <prefix>/etc/openmpi-mca-params.conf (every user)\n");
@@ -285,7 +289,7 @@ mod tests {
         for needle in ["default (us)", "default again", "np=2 32768 B", "0.600[0.58,0.62]", "131072", "slower at np=2 65536 B", "floor", "set: 32768"] {
             assert!(block.contains(needle), "missing {needle:?} in\n{block}");
         }
-        for needle in ["node7", "2026-11-24 01:02 UTC", "np=2", "mca-params.conf"] {
+        for needle in ["node7", "2026-11-24 01:02 UTC", "np=2", "mca-params.conf", "Control: each sweep runs the default twice"] {
             assert!(text.contains(needle), "header misses {needle:?}");
         }
     }
