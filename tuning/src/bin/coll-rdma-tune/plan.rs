@@ -196,8 +196,10 @@ pub fn plan(transport: &Transport, np: usize, mode: Mode) -> Plan {
             sweep("bcast_window", Bcast, Sizes::span(16384, 32768, 2), vec![2, 4, 16]);
         } else {
             sweep("allreduce_parallel_min_bytes", Allreduce, Sizes::span(4096, 65536, 2), vec![4096, 8192, 32768]);
-            sweep("reduce_parallel_min_bytes", Reduce, Sizes::span(16384, 262144, 4), vec![16384, 65536]);
-            sweep("reduce_max_bytes", Reduce, Sizes::span(8192, 65536, 2), vec![16384, 65536]);
+            // candidates on both sides of the defaults (before issue 12's
+            // change: parallel off, limit 8 KiB; after: both 128 KiB)
+            sweep("reduce_parallel_min_bytes", Reduce, Sizes::span(16384, 262144, 2), vec![16384, 65536, 262144]);
+            sweep("reduce_max_bytes", Reduce, Sizes::span(8192, 131072, 2), vec![16384, 65536, 131072]);
             sweep("bcast_single_copy_min_bytes", Bcast, Sizes::span(16384, 131072, 2), vec![16384, 32768, 131072]);
             // every factor 2: a slot of 16 KiB looked 2-6x faster at 8 and 32 KiB
             // here, and was 1.3x slower at 16 KiB, which sizes 4x apart skipped
