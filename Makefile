@@ -21,7 +21,7 @@ INSTALLDIR := $(if $(DESTDIR),$(DESTDIR),$(HOME)/.openmpi/components)
 FBCAST_SRC := coll-rdma/fbcast
 PREFIX     ?= $(HOME)/.local
 
-.PHONY: all build build-fbcast setup install check check-udp test-udp test-fbcast test-rust test-mpi test-scale soak sim check-rxe test-rxe check-ompi5 check-noheaders check-intree bench bench-udp bench-ompi5 clean help
+.PHONY: all build build-fbcast setup install check check-udp test-udp test-fbcast test-rust test-mpi tune test-tune test-scale soak sim check-rxe test-rxe check-ompi5 check-noheaders check-intree bench bench-udp bench-ompi5 clean help
 
 all: build
 
@@ -39,12 +39,17 @@ help:
 	@echo "                   (searched by Open MPI by default; no environment variable needed),"
 	@echo "                   and fbcast, libcoll_rdma_fbcast.so, coll_rdma_fbcast.h to"
 	@echo "                   \$$PREFIX/bin, lib, include (PREFIX default ~/.local)"
-	@echo "make check         build, cargo test --release --workspace, ci/mpi-tests.sh,"
+	@echo "make check         build, cargo test --release --workspace, ci/mpi-tests.sh, ci/tune-tests.sh,"
 	@echo "                   ci/fbcast-tests.sh, ci/udp-tests.sh (SKIP_UDP=1 leaves it out),"
 	@echo "                   ci/rxe-tests.sh (verbs on Soft-RoCE in qemu guests),"
 	@echo "                   check-noheaders, check-ompi5"
 	@echo "make test-mpi      only the MPI tests (ci/mpi-tests.sh)"
 	@echo "make test-fbcast   only fbcast's MPI tests (ci/fbcast-tests.sh; part of make check)"
+	@echo "make tune          build, then coll-rdma-tune at np=2, quick mode (ci/tune.sh): short paired"
+	@echo "                   sweeps of the parameters that matter here; writes $(BUILD)/mca-params.conf"
+	@echo "                   (README: tuning a site). TUNE_ARGS=... more options (--full, --np 2,4)"
+	@echo "make test-tune     the tuner's test (ci/tune-tests.sh; part of make check): smoke run,"
+	@echo "                   ompi_info reads its file, MPI tests pass with it"
 	@echo "make check-udp     build, then the udp tests (ci/udp-tests.sh): 4 network-namespace hosts"
 	@echo "                   on a bridge, the MPI tests over udp across them with and without"
 	@echo "                   5 % injected loss, fbcast of 64 MiB to every host and its failure"
@@ -156,6 +161,7 @@ check: build
 	@echo "== cargo test --release --workspace"
 	@$(CARGO) test --release --workspace
 	@$(MAKE) --no-print-directory test-mpi
+	@$(MAKE) --no-print-directory test-tune
 	@$(MAKE) --no-print-directory test-fbcast
 	@if [ "$(SKIP_UDP)" = 1 ]; then echo "== udp tests skipped (SKIP_UDP=1)"; \
 	else $(MAKE) --no-print-directory test-udp; fi
@@ -168,6 +174,17 @@ check: build
 test-mpi:
 	@echo "== MPI tests"
 	@bash ci/mpi-tests.sh
+
+# coll-rdma-tune on this machine (tuning/src/bin/coll-rdma-tune): the site's
+# parameter file, build/mca-params.conf.
+tune: build
+	@echo "== tune (coll-rdma-tune at np=2, quick mode)"
+	@bash ci/tune.sh $(TUNE_ARGS)
+
+# The tuner's smoke run, its file read by ompi_info, MPI tests with the file.
+test-tune:
+	@echo "== tuner test"
+	@bash ci/tune-tests.sh
 
 # fbcast under mpirun, with coll rdma and stock Open MPI (needs make build).
 test-fbcast:

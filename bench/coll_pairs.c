@@ -13,8 +13,8 @@
  * same cores, each job with an untouched stack. ci/bench.sh starts them.
  *
  *   coll_pairs -J JOB -K NJOBS -C CONTROL_FILE [-c COLL] [-m MIN[:MAX]] [-f FACTOR]
- *              [-P ROUNDS] [-t SAMPLE_MS] [-i MAX_ITERS] [-p PINGPONG_MAX] [-r ROOT]
- *              [-T WAIT_S]
+ *              [-P ROUNDS] [-t SAMPLE_MS] [-i MAX_ITERS] [-n MIN_ITERS] [-p PINGPONG_MAX]
+ *              [-r ROOT] [-T WAIT_S]
  *     -J/-K   this job's index among NJOBS jobs (2 or more) running together;
  *             job 0 also measures the floor
  *     -C      a file every job maps (create it empty, or not at all: the first
@@ -27,6 +27,9 @@
  *     -t      target length of one sample in ms (default 20): the number of
  *             calls in a sample is set per job and size by a warm-up turn
  *     -i      most calls in one sample (default 100000)
+ *     -n      fewest calls in one sample (default 1): a warm-up whose first call
+ *             was slow (page faults, a descheduled rank) would otherwise leave
+ *             samples of one cold call each (coll-rdma-tune passes 20)
  *     -p      most cache-line round trips in one floor sample (default 20000;
  *             a floor sample also stops after 5 ms)
  *     -r      root of reduce and bcast (default 0)
@@ -144,7 +147,7 @@ static double timed_calls(enum coll c, void *sbuf, void *rbuf, size_t bytes, int
  * target; returns the number of calls for a sample of the target length
  * (the same on every rank: it comes from an allreduce). */
 static long calibrate(enum coll c, void *sbuf, void *rbuf, size_t bytes, int root,
-                      double target_s, long max_iters)
+                      double target_s, long min_iters, long max_iters)
 {
     for (long b = 1;; b *= 2) {
         double t0 = now();
@@ -157,7 +160,7 @@ static long calibrate(enum coll c, void *sbuf, void *rbuf, size_t bytes, int roo
         if (slowest >= target_s / 4 || b >= max_iters) {
             double per = slowest / (double)b;
             long n = per > 0 ? (long)(target_s / per) : max_iters;
-            return n < 1 ? 1 : n > max_iters ? max_iters : n;
+            return n < min_iters ? min_iters : n > max_iters ? max_iters : n;
         }
     }
 }
@@ -245,7 +248,7 @@ static void usage_exit(const char *msg)
         if (msg) fprintf(stderr, "coll_pairs: %s\n", msg);
         fprintf(stderr, "usage: coll_pairs -J JOB -K NJOBS -C CONTROL_FILE [-c barrier|allreduce|"
                         "reduce|bcast] [-m MIN[:MAX]] [-f FACTOR] [-P ROUNDS] [-t SAMPLE_MS] "
-                        "[-i MAX_ITERS] [-p PINGPONG_MAX] [-r ROOT] [-T WAIT_S]\n");
+                        "[-i MAX_ITERS] [-n MIN_ITERS] [-p PINGPONG_MAX] [-r ROOT] [-T WAIT_S]\n");
     }
     MPI_Finalize();
     exit(msg ? 2 : 0);
@@ -259,7 +262,7 @@ int main(int argc, char **argv)
 
     enum coll c = C_ALLREDUCE;
     size_t min_size = 8, max_size = 8, factor = 4;
-    long rounds = 21, max_iters = 100000, pp_max = 20000;
+    long rounds = 21, min_iters = 1, max_iters = 100000, pp_max = 20000;
     double target_ms = 20.0;
     int root = 0;
     const char *ctl_path = NULL;
@@ -286,6 +289,7 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "-P") == 0) rounds = atol(v);
         else if (strcmp(a, "-t") == 0) target_ms = atof(v);
         else if (strcmp(a, "-i") == 0) max_iters = atol(v);
+        else if (strcmp(a, "-n") == 0) min_iters = atol(v);
         else if (strcmp(a, "-p") == 0) pp_max = atol(v);
         else if (strcmp(a, "-r") == 0) root = atoi(v);
         else if (strcmp(a, "-T") == 0) wait_limit_s = atof(v);
@@ -297,6 +301,7 @@ int main(int argc, char **argv)
     if (!ctl_path || njobs < 2 || job < 0 || job >= njobs) usage_exit("-J, -K (>= 2) and -C are needed");
     if (nranks < 2) usage_exit("needs 2 ranks or more (the floor is a ping-pong between ranks 0 and 1)");
     if (rounds < 1 || max_iters < 1 || pp_max < 1 || target_ms <= 0) usage_exit("bad -P, -i, -p or -t");
+    if (min_iters < 1 || min_iters > max_iters) usage_exit("bad -n (1 up to -i)");
     if (root < 0 || root >= nranks) usage_exit("root out of range");
     if (c == C_BARRIER) min_size = max_size = 0;
 
@@ -325,7 +330,7 @@ int main(int argc, char **argv)
         for (int j = 0; j < njobs; j++, t++) {
             if (j != job) continue;
             wait_turn(t);
-            n = calibrate(c, sbuf, rbuf, size, root, target_ms * 1e-3, max_iters);
+            n = calibrate(c, sbuf, rbuf, size, root, target_ms * 1e-3, min_iters, max_iters);
             if (check(c, sbuf, rbuf, size, root)) {
                 wrong = 1;
                 if (rank == 0) printf("# WRONG RESULT: %s of %zu bytes\n", names[c], size);
