@@ -378,6 +378,10 @@ watch_job() {  # watch_job DIR RUN_ID JOB LIMIT NP
 #     leaks     the run must leave a segment of its own in /dev/shm (a test of
 #               the leak check itself; otherwise any is a failure)
 #     within:N  mpirun ended within N seconds (a job that must not hang)
+#     autotune  coll_rdma_autotune's report: per process and context id no
+#               more tables or choice lines than communicators claimed;
+#               comm 0 has exactly one table (or nothing-to-measure line),
+#               and if a table, every rank chose its marked radix
 #     launcher-ended  mpirun outlived the ranks and was ended for it (a test
 #               of watch_job itself)
 #   RUN_WRAPPER (array, set by the caller like CHECKS): a command that each
@@ -490,6 +494,24 @@ run_test() {
                             -v unavailable_ok="$unavailable_ok" "$SERVED_AWK")
                     [ -z "$out" ] || why+=("$out")
                 done ;;
+            autotune)
+                local r out
+                for r in "${ranks[@]}"; do
+                    out=$(cat "$r/stdout" "$r/stderr" 2>/dev/null | awk "$AUTOTUNE_AWK")
+                    [ -z "$out" ] || why+=("rank ${r##*rank.}: $out")
+                done
+                local tables choices chosen_row
+                tables=$(grep -cE 'coll:rdma: comm 0 rank 0: barrier autotune( table|: nothing to measure)' "$dir/all.log" || true)
+                [ "$tables" = 1 ] || why+=("comm 0: $tables autotune table(s) or nothing-to-measure line(s), expected 1")
+                if grep -q 'coll:rdma: comm 0 rank 0: barrier autotune table' "$dir/all.log"; then
+                    choices=$(grep -oE 'coll:rdma: comm 0 rank [0-9]+: barrier autotune chose radix [0-9]+' "$dir/all.log" |
+                        awk '{ print $NF }' | sort | uniq -c | awk '{ print $1 " x radix " $2 }')
+                    [ "$choices" = "$np x radix ${choices##* }" ] ||
+                        why+=("comm 0: the ranks' choices are not one radix on all $np ranks: $(printf '%s' "$choices" | paste -sd ';')")
+                    chosen_row=$(grep -E 'coll:rdma: comm 0 rank 0: barrier autotune +radix +[0-9]+,.*<- chosen' "$dir/all.log" |
+                        sed -E 's/.*autotune +radix +([0-9]+),.*/\1/')
+                    [ "$chosen_row" = "${choices##* }" ] || why+=("comm 0: the table marks radix '$chosen_row' chosen, the ranks say ${choices##* }")
+                fi ;;
             quiet)
                 local printed
                 printed=$(grep 'coll:rdma:' "$dir/all.log" | grep -Ev -- "$STALL_WARNING_RE" || true)
@@ -755,6 +777,20 @@ END {
         else if (cls == "above" && eab[c, kd] + ebo[c, kd] == 0)
             problem("comm " c ": no " kd " above the limit was made there, yet: " rsample[key])
     }
+}'
+
+# The autotune check, for one rank (one process): per context id, no more
+# autotune tables (printed by a communicator's rank 0) and no more choice
+# lines (printed by every rank) than this process had communicators claimed
+# with that id: once per communicator. Prints one line per problem.
+AUTOTUNE_AWK='
+function cid_of(line) { sub(/.*coll:rdma: comm /, "", line); sub(/ .*/, "", line); return line }
+/coll:rdma: comm [0-9]+ ".*" size [0-9]+: claimed at priority/ { claimed[cid_of($0)]++ }
+/coll:rdma: comm [0-9]+ rank 0: barrier autotune( table|: nothing to measure)/ { tables[cid_of($0)]++ }
+/coll:rdma: comm [0-9]+ rank [0-9]+: barrier autotune chose radix/ { chosen[cid_of($0)]++ }
+END {
+    for (c in tables) if (tables[c] > claimed[c] + 0) print "comm " c ": " tables[c] " autotune table(s) for " (claimed[c] + 0) " communicator(s)"
+    for (c in chosen) if (chosen[c] > claimed[c] + 0) print "comm " c ": " chosen[c] " autotune choice(s) for " (claimed[c] + 0) " communicator(s)"
 }'
 
 # ------------------------------------------------------------------- tests
@@ -1105,6 +1141,16 @@ else
         run_test "radix-$radix-np$np" "$np" ok --mca coll_rdma_barrier_radix "$radix" "${V[@]}" \
             -- barrier_order -n 3000 -d 100
     done
+    # 7a. coll_rdma_autotune (issue 14, part 4): the barriers (and the
+    #     allreduces around them: the trial agrees through the same
+    #     allreduce) stay right, the measured table appears once per
+    #     communicator, and every rank keeps the same radix
+    for np in 2 4; do
+        CHECKS=("${SERVED[@]}" autotune)
+        run_test "autotune-np$np" "$np" ok --mca coll_rdma_autotune 1 "${V[@]}" -- barrier_order -n 3000 -d 100
+    done
+    CHECKS=("${SERVED[@]}" autotune)
+    run_test "autotune-coll_mix-np4" 4 ok --mca coll_rdma_autotune 1 --mca coll_rdma_autotune_calls 2 "${V[@]}" -- coll_mix -i 100
     CHECKS=(served); run_test "spin-polls-0-np4" 4 ok --mca coll_rdma_spin_polls 0 "${V[@]}" -- barrier_order -n 2000
     CHECKS=(served); run_test "spin-polls-1000-np2" 2 ok --mca coll_rdma_spin_polls 1000 "${V[@]}" -- barrier_order -n 2000
     CHECKS=(served); run_test "transport-shm-np3" 3 ok --mca coll_rdma_transport shm "${V[@]}" -- comm_lifecycle -l 200

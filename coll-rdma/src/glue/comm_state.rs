@@ -346,7 +346,7 @@ impl CommState {
                 (2 * self.barrier.candidates().len() + 1) * 8
             ),
             None => tracing::info!(
-                "comm {} rank 0: barrier autotune: nothing to measure, radix {} is the only one that differs for {} ranks",
+                "comm {} rank 0: barrier autotune: nothing to measure, radix {} is the only useful one for {} ranks",
                 self.cid,
                 self.barrier.radix(),
                 self.size
