@@ -1037,6 +1037,7 @@ COMP_TESTS=(
     "han-default-priority-np4" "han-priority-50-np4" "han-priority-50-plain-coll-rdma-np4"
     "exclusion-list-untouched-np2"
     "radix-1-np5" "radix-2-np5" "radix-3-np8" "radix-7-np8" "radix-64-np5"
+    "autotune-np2" "autotune-np4" "autotune-coll_mix-np4" "autotune-comm_lifecycle-np4"
     "spin-polls-0-np4" "spin-polls-1000-np2" "transport-shm-np3" "transport-verbs-without-device-np3"
     "transport-udp-missing-interface-np3" "transport-udp-loopback-mismatch-np4"
     "pretend-nodes-without-device-np4"
@@ -1056,7 +1057,7 @@ COMP_TESTS=(
     "nested-setup-coll-basic-np2" "nested-setup-coll-basic-np3" "nested-setup-barrier-coll-basic-np3"
     "nested-setup-tuned-allgather-1-np3"
     "mismatch-barrier-radix-np4" "mismatch-bcast-window-np4" "mismatch-allreduce-max-bytes-np4"
-    "mismatch-transport-np3" "mismatch-udp-port-range-np3" "mismatch-pretend-nodes-np4"
+    "mismatch-transport-np3" "mismatch-udp-port-range-np3" "mismatch-pretend-nodes-np4" "mismatch-autotune-np4"
     "panic-allreduce-3-np3" "panic-barrier-1-np2" "panic-bcast-2-np3" "pack-failure-np3"
     "module-size-mismatch-np3" "thread-multiple-refused-np3"
 )
@@ -1151,6 +1152,11 @@ else
     done
     CHECKS=("${SERVED[@]}" autotune)
     run_test "autotune-coll_mix-np4" 4 ok --mca coll_rdma_autotune 1 --mca coll_rdma_autotune_calls 2 "${V[@]}" -- coll_mix -i 100
+    # (most of its communicators are freed during their trial: the closing
+    # barrier runs the candidate whose turn it is)
+    CHECKS=("${SERVED[@]}" autotune)
+    run_test "autotune-comm_lifecycle-np4" 4 ok --mca coll_rdma_autotune 1 --mca coll_rdma_autotune_calls 1 "${V[@]}" \
+        -- comm_lifecycle -l "$CL_L"
     CHECKS=(served); run_test "spin-polls-0-np4" 4 ok --mca coll_rdma_spin_polls 0 "${V[@]}" -- barrier_order -n 2000
     CHECKS=(served); run_test "spin-polls-1000-np2" 2 ok --mca coll_rdma_spin_polls 1000 "${V[@]}" -- barrier_order -n 2000
     CHECKS=(served); run_test "transport-shm-np3" 3 ok --mca coll_rdma_transport shm "${V[@]}" -- comm_lifecycle -l 200
@@ -1425,6 +1431,9 @@ else
         coll_mix -i 20
     mismatch_test "mismatch-pretend-nodes-np4" 4 coll_rdma_test_pretend_nodes 0 2 \
         "coll_rdma_test_pretend_nodes \(1 at rank 0, 2 at rank 1\)" coll_mix -i 20
+    # (autotune on at even ranks only: their windows hold more barriers)
+    mismatch_test "mismatch-autotune-np4" 4 coll_rdma_autotune 1 0 \
+        "coll_rdma_autotune_calls \(0: coll_rdma_autotune off\) \(8 at rank 0, 0 at rank 1\)" barrier_order -n 2000
 
     # 16. a panic inside coll rdma (injected, testing only) and a bcast root
     #     that cannot pack: the call returns an error on every rank
