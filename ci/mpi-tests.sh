@@ -378,6 +378,10 @@ watch_job() {  # watch_job DIR RUN_ID JOB LIMIT NP
 #     leaks     the run must leave a segment of its own in /dev/shm (a test of
 #               the leak check itself; otherwise any is a failure)
 #     within:N  mpirun ended within N seconds (a job that must not hang)
+#     autotune  coll_rdma_autotune's report: per process and context id no
+#               more tables or choice lines than communicators claimed;
+#               comm 0 has exactly one table (or nothing-to-measure line),
+#               and if a table, every rank chose its marked radix
 #     launcher-ended  mpirun outlived the ranks and was ended for it (a test
 #               of watch_job itself)
 #   RUN_WRAPPER (array, set by the caller like CHECKS): a command that each
@@ -490,6 +494,24 @@ run_test() {
                             -v unavailable_ok="$unavailable_ok" "$SERVED_AWK")
                     [ -z "$out" ] || why+=("$out")
                 done ;;
+            autotune)
+                local r out
+                for r in "${ranks[@]}"; do
+                    out=$(cat "$r/stdout" "$r/stderr" 2>/dev/null | awk "$AUTOTUNE_AWK")
+                    [ -z "$out" ] || why+=("rank ${r##*rank.}: $out")
+                done
+                local tables choices chosen_row
+                tables=$(grep -cE 'coll:rdma: comm 0 rank 0: barrier autotune( table|: nothing to measure)' "$dir/all.log" || true)
+                [ "$tables" = 1 ] || why+=("comm 0: $tables autotune table(s) or nothing-to-measure line(s), expected 1")
+                if grep -q 'coll:rdma: comm 0 rank 0: barrier autotune table' "$dir/all.log"; then
+                    choices=$(grep -oE 'coll:rdma: comm 0 rank [0-9]+: barrier autotune chose radix [0-9]+' "$dir/all.log" |
+                        awk '{ print $NF }' | sort | uniq -c | awk '{ print $1 " x radix " $2 }')
+                    [ "$choices" = "$np x radix ${choices##* }" ] ||
+                        why+=("comm 0: the ranks' choices are not one radix on all $np ranks: $(printf '%s' "$choices" | paste -sd ';')")
+                    chosen_row=$(grep -E 'coll:rdma: comm 0 rank 0: barrier autotune +radix +[0-9]+,.*<- chosen' "$dir/all.log" |
+                        sed -E 's/.*autotune +radix +([0-9]+),.*/\1/')
+                    [ "$chosen_row" = "${choices##* }" ] || why+=("comm 0: the table marks radix '$chosen_row' chosen, the ranks say ${choices##* }")
+                fi ;;
             quiet)
                 local printed
                 printed=$(grep 'coll:rdma:' "$dir/all.log" | grep -Ev -- "$STALL_WARNING_RE" || true)
@@ -757,6 +779,20 @@ END {
     }
 }'
 
+# The autotune check, for one rank (one process): per context id, no more
+# autotune tables (printed by a communicator's rank 0) and no more choice
+# lines (printed by every rank) than this process had communicators claimed
+# with that id: once per communicator. Prints one line per problem.
+AUTOTUNE_AWK='
+function cid_of(line) { sub(/.*coll:rdma: comm /, "", line); sub(/ .*/, "", line); return line }
+/coll:rdma: comm [0-9]+ ".*" size [0-9]+: claimed at priority/ { claimed[cid_of($0)]++ }
+/coll:rdma: comm [0-9]+ rank 0: barrier autotune( table|: nothing to measure)/ { tables[cid_of($0)]++ }
+/coll:rdma: comm [0-9]+ rank [0-9]+: barrier autotune chose radix/ { chosen[cid_of($0)]++ }
+END {
+    for (c in tables) if (tables[c] > claimed[c] + 0) print "comm " c ": " tables[c] " autotune table(s) for " (claimed[c] + 0) " communicator(s)"
+    for (c in chosen) if (chosen[c] > claimed[c] + 0) print "comm " c ": " chosen[c] " autotune choice(s) for " (claimed[c] + 0) " communicator(s)"
+}'
+
 # ------------------------------------------------------------------- tests
 rm -rf "$LOGROOT"
 mkdir -p "$LOGROOT"
@@ -1001,6 +1037,7 @@ COMP_TESTS=(
     "han-default-priority-np4" "han-priority-50-np4" "han-priority-50-plain-coll-rdma-np4"
     "exclusion-list-untouched-np2"
     "radix-1-np5" "radix-2-np5" "radix-3-np8" "radix-7-np8" "radix-64-np5"
+    "autotune-np2" "autotune-np4" "autotune-coll_mix-np4" "autotune-comm_lifecycle-np4"
     "spin-polls-0-np4" "spin-polls-1000-np2" "transport-shm-np3" "transport-verbs-without-device-np3"
     "transport-udp-missing-interface-np3" "transport-udp-loopback-mismatch-np4"
     "pretend-nodes-without-device-np4"
@@ -1020,7 +1057,7 @@ COMP_TESTS=(
     "nested-setup-coll-basic-np2" "nested-setup-coll-basic-np3" "nested-setup-barrier-coll-basic-np3"
     "nested-setup-tuned-allgather-1-np3"
     "mismatch-barrier-radix-np4" "mismatch-bcast-window-np4" "mismatch-allreduce-max-bytes-np4"
-    "mismatch-transport-np3" "mismatch-udp-port-range-np3" "mismatch-pretend-nodes-np4"
+    "mismatch-transport-np3" "mismatch-udp-port-range-np3" "mismatch-pretend-nodes-np4" "mismatch-autotune-np4"
     "panic-allreduce-3-np3" "panic-barrier-1-np2" "panic-bcast-2-np3" "pack-failure-np3"
     "module-size-mismatch-np3" "thread-multiple-refused-np3"
 )
@@ -1105,6 +1142,21 @@ else
         run_test "radix-$radix-np$np" "$np" ok --mca coll_rdma_barrier_radix "$radix" "${V[@]}" \
             -- barrier_order -n 3000 -d 100
     done
+    # 7a. coll_rdma_autotune (issue 14, part 4): the barriers (and the
+    #     allreduces around them: the trial agrees through the same
+    #     allreduce) stay right, the measured table appears once per
+    #     communicator, and every rank keeps the same radix
+    for np in 2 4; do
+        CHECKS=("${SERVED[@]}" autotune)
+        run_test "autotune-np$np" "$np" ok --mca coll_rdma_autotune 1 "${V[@]}" -- barrier_order -n 3000 -d 100
+    done
+    CHECKS=("${SERVED[@]}" autotune)
+    run_test "autotune-coll_mix-np4" 4 ok --mca coll_rdma_autotune 1 --mca coll_rdma_autotune_calls 2 "${V[@]}" -- coll_mix -i 100
+    # (most of its communicators are freed during their trial: the closing
+    # barrier runs the candidate whose turn it is)
+    CHECKS=("${SERVED[@]}" autotune)
+    run_test "autotune-comm_lifecycle-np4" 4 ok --mca coll_rdma_autotune 1 --mca coll_rdma_autotune_calls 1 "${V[@]}" \
+        -- comm_lifecycle -l "$CL_L"
     CHECKS=(served); run_test "spin-polls-0-np4" 4 ok --mca coll_rdma_spin_polls 0 "${V[@]}" -- barrier_order -n 2000
     CHECKS=(served); run_test "spin-polls-1000-np2" 2 ok --mca coll_rdma_spin_polls 1000 "${V[@]}" -- barrier_order -n 2000
     CHECKS=(served); run_test "transport-shm-np3" 3 ok --mca coll_rdma_transport shm "${V[@]}" -- comm_lifecycle -l 200
@@ -1381,6 +1433,9 @@ else
         coll_mix -i 20
     mismatch_test "mismatch-pretend-nodes-np4" 4 coll_rdma_test_pretend_nodes 0 2 \
         "coll_rdma_test_pretend_nodes \(1 at rank 0, 2 at rank 1\)" coll_mix -i 20
+    # (autotune on at even ranks only: their windows hold more barriers)
+    mismatch_test "mismatch-autotune-np4" 4 coll_rdma_autotune 1 0 \
+        "coll_rdma_autotune_calls \(0: coll_rdma_autotune off\) \(8 at rank 0, 0 at rank 1\)" barrier_order -n 2000
 
     # 16. a panic inside coll rdma (injected, testing only) and a bcast root
     #     that cannot pack: the call returns an error on every rank

@@ -3,7 +3,7 @@
 //! need to be exchanged.
 
 use crate::collectives::allreduce::{Allreduce, AllreduceConfig};
-use crate::collectives::barrier::DisseminationBarrier;
+use crate::collectives::barrier_autotune::TunedBarrier;
 use crate::collectives::bcast::{Bcast, BcastConfig};
 use crate::collectives::reduce::Reduce;
 use crate::patterns::TreeStreamConfig;
@@ -25,8 +25,20 @@ impl WindowLayout {
     /// The layout for a communicator whose collectives run with these
     /// configurations (only the sizes they imply matter).
     pub fn new(size: usize, barrier_radix: usize, allreduce: &AllreduceConfig, reduce: &TreeStreamConfig, bcast: &BcastConfig) -> Self {
+        Self::with_barrier_radices(size, &[barrier_radix], allreduce, reduce, bcast)
+    }
+
+    /// The layout when the barrier region holds one barrier per radix in
+    /// `barrier_radices`, one after another (the autotune's candidates).
+    pub fn with_barrier_radices(
+        size: usize,
+        barrier_radices: &[usize],
+        allreduce: &AllreduceConfig,
+        reduce: &TreeStreamConfig,
+        bcast: &BcastConfig,
+    ) -> Self {
         let barrier_offset = 0;
-        let allreduce_offset = page_align(barrier_offset + DisseminationBarrier::region_len(size, barrier_radix));
+        let allreduce_offset = page_align(barrier_offset + TunedBarrier::region_len(size, barrier_radices));
         let reduce_offset = page_align(allreduce_offset + Allreduce::region_len(size, allreduce));
         let bcast_offset = page_align(reduce_offset + Reduce::region_len(size, reduce));
         let end = bcast_offset + Bcast::region_len(size, bcast);
@@ -47,6 +59,7 @@ fn page_align(offset: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collectives::barrier::DisseminationBarrier;
 
     #[test]
     fn regions_are_page_aligned_ordered_and_inside_the_window() {
@@ -63,6 +76,17 @@ mod tests {
                 assert!(layout.reduce_offset + Reduce::region_len(size, &config.tree) <= layout.bcast_offset);
                 assert!(layout.bcast_offset + Bcast::region_len(size, &BcastConfig::default()) <= layout.window_len);
             }
+        }
+    }
+
+    #[test]
+    fn every_barrier_candidate_fits_before_the_allreduce() {
+        let config = AllreduceConfig::default();
+        for size in [2, 4, 9, 64, 1000] {
+            let radices = [1, 2, 3, 4];
+            let layout = WindowLayout::with_barrier_radices(size, &radices, &config, &config.tree, &BcastConfig::default());
+            let needed: usize = radices.iter().map(|&radix| DisseminationBarrier::region_len(size, radix)).sum();
+            assert!(layout.barrier_offset + needed <= layout.allreduce_offset, "size {size}");
         }
     }
 }

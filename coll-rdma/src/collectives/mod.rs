@@ -5,6 +5,7 @@
 
 pub mod allreduce;
 pub mod barrier;
+pub mod barrier_autotune;
 pub mod bcast;
 pub mod parallel_reduction;
 pub mod reduce;

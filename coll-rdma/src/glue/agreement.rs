@@ -21,6 +21,8 @@ pub(super) struct ProtocolInputs<'a> {
     pub settings: &'a Settings,
     pub size: usize,
     pub barrier_radix: usize,
+    /// The radices the barrier region holds (several when autotuning).
+    pub barrier_candidates: &'a [usize],
     pub allreduce: &'a AllreduceConfig,
     pub reduce: &'a TreeStreamConfig,
     pub bcast: &'a BcastConfig,
@@ -48,6 +50,11 @@ fn window_limit(setting: WindowLimit) -> u64 {
         WindowLimit::Never => u64::MAX,
         WindowLimit::Bytes(bytes) => bytes as u64,
     }
+}
+
+/// Radices 1..=64 (MAX_BARRIER_RADIX) as one word.
+fn radix_mask(radices: &[usize]) -> u64 {
+    radices.iter().fold(0, |mask, &radix| mask | 1u64.checked_shl((radix as u32).saturating_sub(1)).unwrap_or(0))
 }
 
 /// How `window_limit` records the automatic choice (shown as -2, its value).
@@ -86,6 +93,8 @@ impl ProtocolSettings {
             ("coll_rdma_test_udp_duplicate_percent", u64::from(udp.duplicate_percent)),
             ("coll_rdma_test_udp_reorder_percent", u64::from(udp.reorder_percent)),
             ("coll_rdma_barrier_radix", inputs.barrier_radix as u64),
+            ("coll_rdma_autotune_calls (0: coll_rdma_autotune off)", settings.autotune_calls.unwrap_or(0) as u64),
+            ("barrier radices in the window (bit r-1 for radix r)", radix_mask(inputs.barrier_candidates)),
             ("coll_rdma_allreduce_degree", inputs.allreduce.tree.degree as u64),
             ("coll_rdma_allreduce_segment_size", inputs.allreduce.tree.segment_bytes as u64),
             ("coll_rdma_allreduce_exchange_max", inputs.allreduce.exchange_max_bytes as u64),

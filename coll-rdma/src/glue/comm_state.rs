@@ -15,7 +15,7 @@ use super::agreement::{agree_on_protocol, ProtocolInputs, ProtocolSettings};
 use super::params::{BcastSettings, ReductionSettings, Settings, TestFaults, TransportChoice, UdpSettings, VerbsSettings, WindowLimit};
 use super::saved::SavedCollectives;
 use crate::collectives::allreduce::{Allreduce, AllreduceConfig};
-use crate::collectives::barrier::DisseminationBarrier;
+use crate::collectives::barrier_autotune::{barrier_candidates, TrialOutcome, TunedBarrier};
 use crate::collectives::bcast::{Bcast, BcastConfig};
 use crate::collectives::reduce::Reduce;
 use crate::layout::WindowLayout;
@@ -84,6 +84,9 @@ pub struct CommState {
     /// Calls the module handed over without this state once it had failed.
     handed_over_after_failure: u64,
     transport_choice: TransportChoice,
+    /// coll_rdma_autotune is on (whether or not this communicator has
+    /// radices to choose from).
+    autotune: bool,
     verbs_settings: VerbsSettings,
     udp_settings: UdpSettings,
     layout: WindowLayout,
@@ -91,7 +94,7 @@ pub struct CommState {
     /// Every rank has just agreed that there is no transport: the module
     /// may put the functions underneath back into the communicator's table.
     bypass_requested: bool,
-    pub(super) barrier: DisseminationBarrier,
+    pub(super) barrier: TunedBarrier,
     pub(super) allreduce: Allreduce,
     pub(super) allreduce_max_bytes: Option<usize>,
     pub(super) reduce: Reduce,
@@ -183,17 +186,38 @@ fn uses_cross_memory(settings: &Settings) -> bool {
 impl CommState {
     /// The radix to use and a sentence saying why.
     pub fn barrier_radix(settings: &Settings, size: usize) -> (usize, String) {
-        match settings.barrier_radix {
-            Some(radix) => (radix, "set by coll_rdma_barrier_radix".to_string()),
-            None => {
+        match (settings.barrier_radix, settings.autotune_calls) {
+            (Some(radix), None) => (radix, "set by coll_rdma_barrier_radix".to_string()),
+            (Some(radix), Some(_)) => (radix, "set by coll_rdma_barrier_radix, which coll_rdma_autotune leaves alone".to_string()),
+            (None, autotune) => {
                 let choice = choose_barrier_radix(size, &settings.model);
-                (choice.radix, format!("automatic: {}", choice.reason))
+                let mut why = format!("automatic: {}", choice.reason);
+                if let Some(calls) = autotune {
+                    let candidates = barrier_candidates(size, choice.radix);
+                    if candidates.len() > 1 {
+                        why += &format!(
+                            "; coll_rdma_autotune times radices {candidates:?} over the first {} barriers and keeps the fastest",
+                            candidates.len() * calls
+                        );
+                    }
+                }
+                (choice.radix, why)
             }
+        }
+    }
+
+    /// The radices the barrier region holds: the autotune's candidates
+    /// around the model's pick, or the one radix.
+    fn barrier_radices(settings: &Settings, size: usize, radix: usize) -> Vec<usize> {
+        match (settings.barrier_radix, settings.autotune_calls) {
+            (None, Some(_)) => barrier_candidates(size, radix),
+            _ => vec![radix],
         }
     }
 
     pub fn new(cid: u32, rank: usize, size: usize, saved: Rc<SavedCollectives>, settings: &Settings) -> Self {
         let (radix, _) = Self::barrier_radix(settings, size);
+        let barrier_radices = Self::barrier_radices(settings, size, radix);
         let policy = wait_policy(settings, size);
         let (allreduce_config, allreduce_why) = reduction_config(settings, &settings.allreduce, size, policy);
         let (reduce_config, reduce_why) = reduction_config(settings, &settings.reduce, size, policy);
@@ -206,12 +230,13 @@ impl CommState {
             reduce_config.tree.degree,
             bcast_config.multicast.co_roots
         );
-        let layout = WindowLayout::new(size, radix, &allreduce_config, &reduce_config.tree, &bcast_config);
+        let layout = WindowLayout::with_barrier_radices(size, &barrier_radices, &allreduce_config, &reduce_config.tree, &bcast_config);
         let context = format!("comm {cid}");
         let protocol = ProtocolSettings::of(&ProtocolInputs {
             settings,
             size,
             barrier_radix: radix,
+            barrier_candidates: &barrier_radices,
             allreduce: &allreduce_config,
             reduce: &reduce_config.tree,
             bcast: &bcast_config,
@@ -232,12 +257,14 @@ impl CommState {
             failed: false,
             handed_over_after_failure: 0,
             transport_choice: settings.transport,
+            autotune: settings.autotune_calls.is_some() && settings.barrier_radix.is_none(),
             verbs_settings: settings.verbs.clone(),
             udp_settings: settings.udp.clone(),
             layout,
             link: Link::NotYet,
             bypass_requested: false,
-            barrier: DisseminationBarrier::new(rank, size, radix, layout.barrier_offset, policy).with_context(context),
+            barrier: TunedBarrier::new(rank, size, &barrier_radices, radix, settings.autotune_calls.unwrap_or(1), layout.barrier_offset, policy)
+                .with_context(context),
             allreduce,
             allreduce_max_bytes: settings.allreduce.max_bytes,
             reduce,
@@ -299,6 +326,68 @@ impl CommState {
                 );
             }
         }
+    }
+
+    /// Says at verbose level 1, once per communicator (from its rank 0),
+    /// what the barrier autotune will measure, or that there is nothing to
+    /// choose from.
+    fn report_barrier_trial_plan(&self) {
+        if self.rank != 0 || !self.autotune {
+            return;
+        }
+        match self.barrier.trial() {
+            Some(trial) => tracing::info!(
+                "comm {} rank 0: barrier autotune: radices {:?} in turn over the next {} barrier(s) ({} each), then one allreduce \
+                 of {} bytes to agree",
+                self.cid,
+                self.barrier.candidates(),
+                trial.total_calls(),
+                trial.total_calls() / self.barrier.candidates().len(),
+                (2 * self.barrier.candidates().len() + 1) * 8
+            ),
+            None => tracing::info!(
+                "comm {} rank 0: barrier autotune: nothing to measure, radix {} is the only useful one for {} ranks",
+                self.cid,
+                self.barrier.radix(),
+                self.size
+            ),
+        }
+    }
+
+    /// Says at verbose level 1 what the barrier autotune measured and
+    /// chose: the table once per communicator (from its rank 0; every rank
+    /// holds the same agreed figures), the choice from every rank.
+    pub(super) fn report_barrier_trial(&self, outcome: &TrialOutcome, agreement_ns: u64) {
+        let cid = self.cid;
+        if self.rank == 0 {
+            tracing::info!(
+                "comm {cid} rank 0: barrier autotune table ({} ranks, {} call(s) per radix; slowest rank's median and longest call):",
+                self.size,
+                outcome.calls_per_candidate
+            );
+            for (index, row) in outcome.rows.iter().enumerate() {
+                tracing::info!(
+                    "comm {cid} rank 0: barrier autotune   radix {:>2}, {} round(s): median {:>9.2} us, max {:>9.2} us{}",
+                    row.radix,
+                    row.rounds,
+                    row.median_ns as f64 / 1000.0,
+                    row.max_ns as f64 / 1000.0,
+                    if index == outcome.winner { "  <- chosen" } else { "" }
+                );
+            }
+        }
+        tracing::info!(
+            "comm {cid} rank {}: barrier autotune chose radix {} ({} round(s)); cost: {} trial barrier(s) taking {:.1} us on the slowest \
+             rank, about {:.1} us more than radix {} throughout, and one allreduce ({:.1} us here)",
+            self.rank,
+            outcome.radix(),
+            outcome.rows[outcome.winner].rounds,
+            outcome.rows.len() * outcome.calls_per_candidate,
+            outcome.trial_ns as f64 / 1000.0,
+            outcome.excess_ns() as f64 / 1000.0,
+            outcome.radix(),
+            agreement_ns as f64 / 1000.0
+        );
     }
 
     /// Says at verbose level 1 which path serves which bcast lengths.
@@ -381,6 +470,7 @@ impl CommState {
                     self.bcast.config().multicast.window_slots,
                     self.bcast.config().multicast.slot_bytes
                 );
+                self.report_barrier_trial_plan();
                 if let Some(routes) = transport.route_summary() {
                     tracing::info!("comm {} rank {}: {routes}", self.cid, self.rank);
                 }
@@ -518,7 +608,7 @@ impl Drop for CommState {
             if let Err(why) = transport.quiesce_before_teardown() {
                 tracing::warn!("comm {} rank {}: writes still in flight at teardown: {why}", self.cid, self.rank);
             }
-            if let Err(why) = self.barrier.run(transport, &NoSideProgress) {
+            if let Err(why) = self.barrier.run_untimed(transport, &NoSideProgress) {
                 tracing::warn!("comm {} rank {}: closing barrier failed: {why}", self.cid, self.rank);
             }
         }

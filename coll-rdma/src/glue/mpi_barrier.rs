@@ -2,9 +2,12 @@
 //! communicator's transport, or the module underneath without one.
 
 use std::ffi::c_int;
+use std::time::Instant;
 
+use btl_ibmc::TransportError;
 use ompi_sys as sys;
 
+use crate::collectives::barrier_autotune::{bytes_to_words, words_to_bytes, U64Max};
 use crate::side_progress::BcastProgress;
 use super::handover::Handover;
 use super::comm_state::{Collective, CommState, Link, Step};
@@ -27,7 +30,24 @@ impl CommState {
         self.count_call(Collective::Barrier);
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
-        let outcome = self.barrier.run(transport, &bcast_progress);
-        self.finish(Collective::Barrier, outcome)
+        let allreduce = &mut self.allreduce;
+        let mut agreement_ns = 0;
+        // Only the call that ends the autotune's trial agrees, through the
+        // communicator's own allreduce, which every rank runs in that same
+        // barrier call.
+        let agree = |summary: &mut [u64]| -> Result<(), TransportError> {
+            let started = Instant::now();
+            let mut bytes = words_to_bytes(summary);
+            allreduce.allreduce_in_place(transport, &bcast_progress, &U64Max, &mut bytes)?;
+            summary.copy_from_slice(&bytes_to_words(&bytes));
+            agreement_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            Ok(())
+        };
+        let outcome = self.barrier.run(transport, &bcast_progress, agree);
+        drop(bcast_progress);
+        if let Ok(Some(trial)) = &outcome {
+            self.report_barrier_trial(trial, agreement_ns);
+        }
+        self.finish(Collective::Barrier, outcome.map(|_| ()))
     }
 }

@@ -65,6 +65,10 @@ pub struct Settings {
     /// `None`: a wait never gives up.
     pub fault_timeout: Option<Duration>,
     pub model: BarrierModel,
+    /// `Some(calls per candidate)`: measure the barrier radices around the
+    /// model's pick on each communicator's first barriers and keep the
+    /// fastest (only where the radix is not fixed).
+    pub autotune_calls: Option<usize>,
     pub pretend_running_version: Option<String>,
     /// Testing: pretend the running Open MPI's module class has this size.
     pub pretend_module_class_size: Option<usize>,
@@ -296,6 +300,7 @@ pub fn validate(raw: RawParams) -> Settings {
             latency_ns: f64::from(v.number(Id::ModelLatencyNs)),
             put_gap_ns: f64::from(v.number(Id::ModelPutGapNs)),
         },
+        autotune_calls: (v.number(Id::Autotune) == 1).then(|| v.number(Id::AutotuneCalls) as usize),
         pretend_running_version: Some(v.text(Id::TestRunningVersion).to_string()).filter(|version| !version.is_empty()),
         pretend_module_class_size: v.count(Id::TestModuleClassSize),
         test_faults: TestFaults {
@@ -419,6 +424,7 @@ mod tests {
         assert_eq!(settings.stall_warning, Duration::from_secs(10));
         assert_eq!(settings.fault_timeout, Some(btl_ibmc::DEFAULT_FAULT_TIMEOUT));
         assert_eq!(settings.model, BarrierModel::SHARED_MEMORY);
+        assert_eq!(settings.autotune_calls, None);
         assert_eq!(settings.reduction_model, AllreduceModel::SHARED_MEMORY);
         assert_eq!(settings.pretend_running_version, None);
         assert_eq!(settings.pretend_module_class_size, None);
@@ -568,6 +574,20 @@ mod tests {
         assert_eq!(settings.test_faults.setup_pause, None);
         assert_eq!(settings.transport, TransportChoice::Auto);
         assert_eq!(settings.test_faults.panic_at, None);
+    }
+
+    #[test]
+    fn autotune_takes_its_calls_per_candidate_only_when_on() {
+        let mut raw = RawParams::defaults();
+        raw.set_int(Id::AutotuneCalls, 3);
+        assert_eq!(validate(raw).autotune_calls, None);
+        let mut raw = RawParams::defaults();
+        raw.set_int(Id::Autotune, 1);
+        assert_eq!(validate(raw).autotune_calls, Some(8));
+        let mut raw = RawParams::defaults();
+        raw.set_int(Id::Autotune, 1);
+        raw.set_int(Id::AutotuneCalls, 0);
+        assert_eq!(validate(raw).autotune_calls, Some(8), "an invalid count takes the default");
     }
 
     #[test]

@@ -136,6 +136,10 @@ parameters! {
         c"Barrier radix model: nanoseconds for one flag write to become visible at its target (must be > 0)";
     ModelPutGapNs: c"model_put_gap_ns", int(BarrierModel::SHARED_MEMORY.put_gap_ns as i32, AT_LEAST_ZERO), TUNER, Everyone,
         c"Barrier radix model: extra nanoseconds per additional flag write issued in the same round (must be >= 0)";
+    Autotune: c"autotune", int(0, SWITCH), TUNER, Everyone,
+        c"1: on each communicator whose radix is not fixed (coll_rdma_barrier_radix 0), the first barriers try radix 1, the model's pick and its neighbours in turn (at most 4 radices, coll_rdma_autotune_calls calls each), one allreduce of their slowest-rank median times picks the fastest, and every rank keeps it from the same call on; verbose 1 prints the measured table. 0 (default): the model's pick. Off by default because the trial's calls run the slower radices too and its allreduce adds a call, on every communicator, while on one node the radices differ by less than a loaded machine's noise (docs/design.md, self-tuning)";
+    AutotuneCalls: c"autotune_calls", int(8, Rule::Within { min: 1, max: 1000 }), TUNER, Everyone,
+        c"Barrier calls per candidate radix in coll_rdma_autotune's trial (the trial takes candidates x this many calls; 1..=1000, else warns and uses 8)";
     TestRunningVersion: c"test_running_version", text(c""), DEV, Testing,
         c"Testing only: pretend the running Open MPI reports this version, to exercise the check that disqualifies coll rdma inside an Open MPI other than the one it was built against; empty uses the real version";
     TestModuleClassSize: c"test_module_class_size", int(0, Rule::PositiveOrOff), DEV, Testing,
