@@ -19,7 +19,9 @@
 #      shm within each guest and verbs between them: RC RDMA writes and UD
 #      multicast), first clean, then with 5 %
 #      loss on the multicast path; the results are checked by the programs
-#      and the retransmissions counted from coll rdma's verbose report;
+#      and the retransmissions counted from coll rdma's verbose report; then
+#      the same job over the udp transport with netem dropping 5 % of every
+#      packet (the real kernel's loss, beside the netns bed's injected one);
 #   4. two guests, a barrier loop across them over verbs, and guest 1's link
 #      taken down in the middle: the job must end with an error, coll rdma
 #      saying why within its fault timeout (ci/rxe/link-down.sh).
@@ -121,31 +123,40 @@ fi
 
 # 3. two guests, one job across them; logs on the run's shared directory,
 #    which both guests see (each rank's output is written on its own guest)
-two_guest_job() {  # two_guest_job NAME LOG NPS [guests.sh options...]
-    local name=$1 log=$2 nps=$3
-    shift 3
+two_guest_job() {  # two_guest_job NAME LOG NPS TRANSPORT WORLD_OVER [guests.sh options...]
+    # WORLD_OVER: the transport MPI_COMM_WORLD (across the guests) must report
+    local name=$1 log=$2 nps=$3 transport=$4 world_over=$5 expect
+    shift 5
+    expect="$world_over shm"
+    [ "$transport" = auto ] || expect=$world_over
     step "$name" "$log" -- \
         "$GUESTS" run --guests 2 --primary --timeout 1500 "$@" -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=400 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 \
-        MPI_TESTS_LOGDIR=/run/rxe/mpi-tests EXPECT_TRANSPORT="shm+verbs shm" NPS="$nps" \
-        sh -c 'ci/mpi-tests.sh --quick --hosts g0:2,g1:2 --transport auto --nps "$NPS" \
+        MPI_TESTS_LOGDIR=/run/rxe/mpi-tests EXPECT_TRANSPORT="$expect" NPS="$nps" TRANSPORT="$transport" WORLD_OVER="$world_over" \
+        sh -c 'ci/mpi-tests.sh --quick --hosts g0:2,g1:2 --transport "$TRANSPORT" --nps "$NPS" \
                    --only "barrier_order|reduce_ops|bcast"; status=$?;
                grep -h "bcast multicast:" /run/rxe/mpi-tests/*/out/*/rank.*/std* 2>/dev/null |
                    sed "s/^.*coll:rdma: /multicast report: /";
-               if ! grep -hq "comm 0 rank [0-9]*: served [1-9][0-9]* barrier(s) over shm+verbs" \
+               if ! grep -hq "comm 0 rank [0-9]*: served [1-9][0-9]* barrier(s) over $WORLD_OVER" \
                        /run/rxe/mpi-tests/*/out/*/rank.*/std*; then
-                   echo "FAIL: MPI_COMM_WORLD (across the guests) was not served over shm+verbs"; status=1;
+                   echo "FAIL: MPI_COMM_WORLD (across the guests) was not served over $WORLD_OVER"; status=1;
                fi;
                exit $status'
 }
-two_guest_job "two-guests-mpi-clean" "$LOGS/mpi-two-guests.log" "2 4"
-two_guest_job "two-guests-mpi-multicast-loss-$LOSS_PCT%" "$LOGS/mpi-two-guests-loss.log" "4" --loss "$LOSS_PCT"
+two_guest_job "two-guests-mpi-clean" "$LOGS/mpi-two-guests.log" "2 4" auto shm+verbs
+two_guest_job "two-guests-mpi-multicast-loss-$LOSS_PCT%" "$LOGS/mpi-two-guests-loss.log" "4" auto shm+verbs --loss "$LOSS_PCT"
+# the udp transport (issue 13) with the real kernel's loss: netem drops
+# $LOSS_PCT % of every packet leaving each guest (multicast, the reliable
+# channel's unicast and mpirun's own TCP alike), where the netns bed can only
+# inject loss inside the udp backend
+two_guest_job "two-guests-mpi-udp-netem-loss-$LOSS_PCT%" "$LOGS/mpi-two-guests-udp-loss.log" "4" udp udp \
+    --loss "$LOSS_PCT" --loss-scope all
 
 # 4. a link goes down during a barrier loop (issue 9, item 6): no hang
 step "two-guests-link-down-during-barriers" "$LOGS/link-down.log" -- \
     "$GUESTS" run --guests 2 --primary --timeout 900 -- env FAULT_TIMEOUT_S=20 LINK_DOWN_S=60 sh ci/rxe/link-down.sh
 { grep -E "^\[g0\] (PASS|FAIL|info: guest)" "$LOGS/link-down.log" || true; } | sed "s/^/      /"
 
-for log in "$LOGS/mpi-two-guests.log" "$LOGS/mpi-two-guests-loss.log"; do
+for log in "$LOGS/mpi-two-guests.log" "$LOGS/mpi-two-guests-loss.log" "$LOGS/mpi-two-guests-udp-loss.log"; do
     [ -f "$log" ] || continue
     awk -v logfile="$log" '
         /multicast report:/ {
