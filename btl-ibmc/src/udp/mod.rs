@@ -310,9 +310,11 @@ impl UdpTransport {
             // As for single datagrams: a full buffer loses them, as the network may.
             Err(error) if matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => {}
             Err(error) if error.raw_os_error() == Some(libc::ENOBUFS) => {}
-            // No UDP_SEGMENT (before Linux 4.18), or an interface without
-            // checksum offload (EIO): one datagram per send from now on.
-            Err(error) if matches!(error.raw_os_error(), Some(libc::EINVAL | libc::EIO | libc::ENOPROTOOPT | libc::EOPNOTSUPP)) => {
+            // No UDP_SEGMENT (before Linux 4.18), an interface without
+            // checksum offload (EIO), or datagrams longer than the
+            // interface's MTU (EMSGSIZE: segments cannot be IP-fragmented,
+            // single datagrams can): one datagram per send from now on.
+            Err(error) if matches!(error.raw_os_error(), Some(libc::EINVAL | libc::EIO | libc::EMSGSIZE | libc::ENOPROTOOPT | libc::EOPNOTSUPP)) => {
                 if self.segmenting.swap(false, Ordering::Relaxed) {
                     tracing::info!("udp: rank {}: segmented sends refused ({error}); sending one datagram per system call", self.rank);
                 }
