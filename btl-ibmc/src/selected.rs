@@ -143,6 +143,10 @@ impl Datagrams for SelectedTransport {
         dispatch!(self, t => t.multicast(datagram))
     }
 
+    fn multicast_batch(&self, datagrams: &[&[u8]]) -> Result<(), TransportError> {
+        dispatch!(self, t => t.multicast_batch(datagrams))
+    }
+
     fn poll_multicast(&self, out: &mut Vec<u8>) -> Option<usize> {
         dispatch!(self, t => t.poll_multicast(out))
     }

@@ -123,6 +123,13 @@ pub trait Datagrams: Endpoint {
     /// reordered.
     fn multicast(&self, datagram: &[u8]) -> Result<(), TransportError>;
 
+    /// Sends `datagrams` in order, each as `multicast` would; a backend
+    /// may hand several to the network at once (udp: one segmented send,
+    /// one pass through the network stack for up to 64 KiB).
+    fn multicast_batch(&self, datagrams: &[&[u8]]) -> Result<(), TransportError> {
+        datagrams.iter().try_for_each(|datagram| self.multicast(datagram))
+    }
+
     /// Takes one received datagram into `out` (cleared first), if any,
     /// and returns the rank that sent it, as far as the backend can vouch
     /// for it (verbs: the source queue pair and GID of the completion match
@@ -251,6 +258,9 @@ macro_rules! forward {
             }
             fn multicast(&self, datagram: &[u8]) -> Result<(), $crate::transport::TransportError> {
                 $crate::transport::Datagrams::multicast(&self.$field, datagram)
+            }
+            fn multicast_batch(&self, datagrams: &[&[u8]]) -> Result<(), $crate::transport::TransportError> {
+                $crate::transport::Datagrams::multicast_batch(&self.$field, datagrams)
             }
             fn poll_multicast(&self, out: &mut Vec<u8>) -> Option<usize> {
                 $crate::transport::Datagrams::poll_multicast(&self.$field, out)

@@ -69,6 +69,15 @@ pub struct CongestionConfig {
     /// first sample.
     pub rto_floor: Duration,
     pub rto_ceiling: Duration,
+    /// Where congestion control runs, the flow-control window W and the
+    /// lazy-ACK interval M in place of `RmcastConfig::window_slots` and
+    /// `ack_interval` (None keeps those). A shared Ethernet wants a wider
+    /// window than a verbs fabric: receivers acknowledge only from inside
+    /// MPI, so W must cover a receiver's scheduling delays, not just the
+    /// wire's round trip, and every ACK is a datagram the root must take
+    /// in, so M sets the ACK load the root carries per piece.
+    pub window_slots: Option<usize>,
+    pub ack_interval: Option<usize>,
 }
 
 impl Default for CongestionConfig {
@@ -82,6 +91,8 @@ impl Default for CongestionConfig {
             ssthresh_initial: 64,
             rto_floor: Duration::from_millis(2),
             rto_ceiling: Duration::from_secs(1),
+            window_slots: None,
+            ack_interval: None,
         }
     }
 }
@@ -96,6 +107,12 @@ impl CongestionConfig {
         }
         if self.rto_floor.is_zero() {
             return Err("the retransmission-timeout floor must be positive".to_string());
+        }
+        if self.window_slots == Some(0) {
+            return Err("the window under congestion control must be at least 1 fragment".to_string());
+        }
+        if self.ack_interval == Some(0) {
+            return Err("the ACK interval under congestion control must be at least 1 fragment".to_string());
         }
         if self.rto_ceiling > MAX_RTO_CEILING {
             return Err(format!("the retransmission-timeout ceiling ({:?}) is above {MAX_RTO_CEILING:?}", self.rto_ceiling));
@@ -169,6 +186,20 @@ impl RmcastConfig {
         self.congestion.validate()
     }
 
+    /// The configuration the datagram flavour runs with: the window and
+    /// ACK interval of `congestion` replace the general ones where
+    /// congestion control runs.
+    pub(crate) fn for_datagrams(&self, congestion: bool) -> RmcastConfig {
+        if !congestion {
+            return *self;
+        }
+        RmcastConfig {
+            window_slots: self.congestion.window_slots.unwrap_or(self.window_slots),
+            ack_interval: self.congestion.ack_interval.unwrap_or(self.ack_interval),
+            ..*self
+        }
+    }
+
     /// The M actually used.
     pub fn effective_ack_interval(&self) -> u64 {
         self.ack_interval.min(self.window_slots) as u64
@@ -228,6 +259,22 @@ mod tests {
         assert_eq!(RmcastConfig::default().effective_ack_interval(), 8);
         let many = RmcastConfig { co_roots: 10, ..RmcastConfig::default() };
         assert_eq!((many.co_roots_for(4), many.co_roots_for(40), many.co_roots_for(1)), (3, 10, 0));
+    }
+
+    #[test]
+    fn the_window_under_congestion_control_replaces_the_general_one_only_there() {
+        let config = RmcastConfig {
+            congestion: CongestionConfig { window_slots: Some(1024), ack_interval: Some(32), ..CongestionConfig::default() },
+            ..RmcastConfig::default()
+        };
+        let udp = config.for_datagrams(true);
+        assert_eq!((udp.window_slots, udp.effective_ack_interval()), (1024, 32));
+        let verbs = config.for_datagrams(false);
+        assert_eq!((verbs.window_slots, verbs.effective_ack_interval()), (64, 8));
+        let unset = RmcastConfig::default().for_datagrams(true);
+        assert_eq!((unset.window_slots, unset.effective_ack_interval()), (64, 8), "None keeps the general values");
+        let zero = CongestionConfig { window_slots: Some(0), ..CongestionConfig::default() };
+        assert!(RmcastConfig { congestion: zero, ..RmcastConfig::default() }.validate().unwrap_err().contains("window"));
     }
 
     #[test]

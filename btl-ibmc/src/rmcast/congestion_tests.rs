@@ -406,3 +406,42 @@ fn four_mib_bcasts_over_udp_with_and_without_congestion_control_under_load() {
         results[1] as f64 / per_message
     );
 }
+
+/// A receiver that leaves MPI between messages (fbcast hashes and writes
+/// each 4 MiB chunk) stops acknowledging while the root goes on sending
+/// the next message: its silence outlasts the RTO without anything having
+/// been lost. On a loss-free fabric, 2 ranks, the receiver away 30 ms
+/// after each of 12 messages of 300 pieces: the window must not be
+/// collapsed for it, or every message after the first runs in a window
+/// of M pieces per round trip.
+#[test]
+fn a_receiver_away_between_messages_does_not_collapse_the_window() {
+    const PIECE: usize = 256;
+    const MESSAGES: usize = 12;
+    const AWAY: Duration = Duration::from_millis(30);
+    let config = RmcastConfig { fragment_bytes: PIECE, timeout: Duration::from_millis(20), ..test_config() };
+    let config = with_congestion(config, CongestionMode::On);
+    let len = 300 * PIECE;
+    let transports = Fabric::new(2, region_len(2, &config), FabricConfig::default());
+    let stats = run_with(transports, |rank, transport| {
+        let mut multicast = ReliableMulticast::new(rank, 2, 0, config);
+        for index in 0..MESSAGES {
+            if rank == 0 {
+                multicast.send(&transport, &pattern(tag(index), len)).unwrap_or_else(|e| panic!("send {index}: {e}"));
+            } else {
+                let mut got = vec![0xEE; len];
+                multicast.receive(&transport, 0, &mut got).unwrap_or_else(|e| panic!("receive {index}: {e}"));
+                assert!(got == pattern(tag(index), len), "message {index} wrong");
+                std::thread::sleep(AWAY);
+            }
+        }
+        multicast.drain(&transport).unwrap_or_else(|e| panic!("rank {rank} drain: {e}"));
+        multicast.stats()
+    });
+    let root = stats[0];
+    println!(
+        "receiver away {AWAY:?} after each of {MESSAGES} messages: {} collapses, {} halvings, {} retransmissions, window {} at the end",
+        root.timeout_collapses, root.loss_events, root.retransmissions, root.cwnd
+    );
+    assert_eq!((root.timeout_collapses, root.loss_events), (0, 0), "a receiver outside MPI was taken for congestion: {root:?}");
+}

@@ -47,6 +47,11 @@ pub struct UdpConfig {
     /// each expiry while the peer stays silent, at most six times (×64,
     /// 1.28 s from the default 20 ms), and never exceeds 2 s.
     pub retransmit_after: Duration,
+    /// Whether runs of multicast datagrams go out in one segmented send
+    /// (UDP GSO) and arrive in one receive (UDP GRO) where the kernel
+    /// offers it. On by default; either side works with the other's
+    /// choice, since the datagrams on the wire are the same.
+    pub segmentation_offload: bool,
     /// Faults injected on receipt, before anything is checked; off by default.
     pub faults: UdpFaults,
 }
@@ -89,6 +94,7 @@ impl Default for UdpConfig {
             receive_buffer_bytes: 16 << 20,
             reliable_window: 256,
             retransmit_after: Duration::from_millis(20),
+            segmentation_offload: true,
             faults: UdpFaults::default(),
         }
     }

@@ -116,8 +116,8 @@ impl Engine {
         let mut buffer = std::mem::take(&mut self.buffer);
         let mut taken = 0;
         while taken < DATAGRAMS_PER_SOCKET_PER_PASS {
-            let (len, from) = match super::socket::receive(socket, &mut buffer) {
-                Ok(Some(arrival)) => arrival,
+            let received = match super::socket::receive(socket, &mut buffer) {
+                Ok(Some(received)) => received,
                 Ok(None) => break,
                 Err(error) => {
                     self.failure.get_or_insert_with(|| format!("receiving on {}: {error}", if to_group { "the group socket" } else { "the rank's socket" }));
@@ -125,28 +125,45 @@ impl Engine {
                 }
             };
             taken += 1;
+            let from = received.from;
             if to_group && cx.config.faults.multicast_lost {
                 Counters::bump(&cx.counters.injected_drops);
                 continue;
             }
-            if len > buffer.len() {
+            if received.len > buffer.len() {
                 Counters::bump(unreadable_counter(cx.counters, from, &cx.wire.addresses));
                 continue;
             }
-            match &mut self.faults {
-                None => self.handle(cx, &buffer[..len], from, to_group),
-                Some(injector) => {
-                    let mut arrivals = std::mem::take(&mut self.arrivals);
-                    injector.admit(Arrival { bytes: buffer[..len].to_vec(), from, to_group }, cx.counters, &mut arrivals);
-                    for arrival in arrivals.drain(..) {
-                        self.handle(cx, &arrival.bytes, arrival.from, arrival.to_group);
+            let bytes = &buffer[..received.len];
+            match received.segment {
+                // Several datagrams of one segmented send, each taken in
+                // (and exposed to injected faults) as if it came alone.
+                Some(segment) if segment < bytes.len() => {
+                    Counters::bump(&cx.counters.coalesced_receives);
+                    for datagram in bytes.chunks(segment) {
+                        self.admit(cx, datagram, from, to_group);
                     }
-                    self.arrivals = arrivals;
                 }
+                _ => self.admit(cx, bytes, from, to_group),
             }
         }
         self.buffer = buffer;
         taken
+    }
+
+    /// One datagram received: through the fault injection, when on.
+    fn admit(&mut self, cx: &Context, bytes: &[u8], from: SocketAddrV4, to_group: bool) {
+        match &mut self.faults {
+            None => self.handle(cx, bytes, from, to_group),
+            Some(injector) => {
+                let mut arrivals = std::mem::take(&mut self.arrivals);
+                injector.admit(Arrival { bytes: bytes.to_vec(), from, to_group }, cx.counters, &mut arrivals);
+                for arrival in arrivals.drain(..) {
+                    self.handle(cx, &arrival.bytes, arrival.from, arrival.to_group);
+                }
+                self.arrivals = arrivals;
+            }
+        }
     }
 
     /// Takes in one datagram; anything that is not this communicator's

@@ -20,13 +20,13 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Mutex;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use super::config::UdpConfig;
 use super::engine::{Engine, Wire};
 use super::frame::Stamp;
 use super::probe::{Heard, probe_group};
-use super::socket::{open_group, open_own, route_source};
+use super::socket::{accept_coalesced, open_group, open_own, route_source};
 use super::stats::Counters;
 use super::UdpTransport;
 use crate::multicast_group::{multicast_id_of, random_nonce};
@@ -227,6 +227,9 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         tracing::warn!("udp: rank {rank}: the multicast probe failed: {why}");
     }
     judge_probes(&reports, group)?;
+    // After the probe round, which reads the group socket one datagram
+    // at a time.
+    let segmenting = config.segmentation_offload && accept_coalesced(&wire.group_socket);
 
     let receive_buffer = own_buffer.min(group_buffer);
     if receive_buffer < config.receive_buffer_bytes {
@@ -247,6 +250,7 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         sending_record: Mutex::new(()),
         counters,
         receive_buffer,
+        segmenting: AtomicBool::new(segmenting),
     })
 }
 

@@ -87,7 +87,14 @@ pub(crate) fn decode(bytes: &[u8], expected: Stamp) -> Result<Body<'_>, Refusal>
 
 /// Replaces `out` with a multicast frame carrying `payload`.
 pub(crate) fn encode_multicast(stamp: Stamp, payload: &[u8], out: &mut Vec<u8>) {
-    header(stamp, MULTICAST, 0, out);
+    out.clear();
+    append_multicast(stamp, payload, out);
+}
+
+/// Appends a multicast frame carrying `payload` to `out`: frames laid
+/// end to end for one segmented send.
+pub(crate) fn append_multicast(stamp: Stamp, payload: &[u8], out: &mut Vec<u8>) {
+    append_header(stamp, MULTICAST, 0, out);
     out.extend_from_slice(payload);
 }
 
@@ -113,6 +120,10 @@ pub(crate) fn encode_probe(stamp: Stamp, out: &mut Vec<u8>) {
 
 fn header(stamp: Stamp, kind: u8, flags: u8, out: &mut Vec<u8>) {
     out.clear();
+    append_header(stamp, kind, flags, out);
+}
+
+fn append_header(stamp: Stamp, kind: u8, flags: u8, out: &mut Vec<u8>) {
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&[VERSION, kind]);
     out.extend_from_slice(&stamp.communicator.to_le_bytes());

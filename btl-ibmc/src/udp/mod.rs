@@ -37,7 +37,7 @@ mod tests;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Mutex;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub use config::{ETHERNET_DATAGRAM_BYTES, UdpConfig, UdpFaults};
@@ -69,6 +69,9 @@ pub struct UdpTransport {
     counters: Counters,
     /// The smaller of the two sockets' granted receive buffers.
     receive_buffer: usize,
+    /// Whether multicast batches still go out as segmented sends: cleared
+    /// for good the first time the kernel refuses one.
+    segmenting: AtomicBool,
 }
 
 impl UdpTransport {
@@ -263,6 +266,19 @@ impl Datagrams for UdpTransport {
         Ok(())
     }
 
+    fn multicast_batch(&self, datagrams: &[&[u8]]) -> Result<(), TransportError> {
+        let mut rest = datagrams;
+        while !rest.is_empty() {
+            let run = if self.segmenting.load(Ordering::Relaxed) { segmentable_run(rest, self.max_datagram()) } else { 1 };
+            let (now, later) = rest.split_at(run);
+            if run == 1 || !self.multicast_segmented(now)? {
+                now.iter().try_for_each(|datagram| self.multicast(datagram))?;
+            }
+            rest = later;
+        }
+        Ok(())
+    }
+
     fn poll_multicast(&self, out: &mut Vec<u8>) -> Option<usize> {
         out.clear();
         let mut engine = lock(&self.engine);
@@ -277,6 +293,62 @@ impl Datagrams for UdpTransport {
     fn multicast_nonce(&self) -> u64 {
         self.wire.stamp.nonce
     }
+}
+
+impl UdpTransport {
+    /// Sends `run` (from [`segmentable_run`]) in one segmented send; false,
+    /// having sent nothing, where the kernel refuses segmentation (which
+    /// then stays off for this endpoint).
+    fn multicast_segmented(&self, run: &[&[u8]]) -> Result<bool, TransportError> {
+        let mut frames = Vec::with_capacity(run.iter().map(|datagram| frame::HEADER_BYTES + datagram.len()).sum());
+        for datagram in run {
+            frame::append_multicast(self.wire.stamp, datagram, &mut frames);
+        }
+        let segment = (frame::HEADER_BYTES + run[0].len()) as u16;
+        match socket::send_segmented(&self.wire.own_socket, &frames, segment, self.wire.group) {
+            Ok(()) => {}
+            // As for single datagrams: a full buffer loses them, as the network may.
+            Err(error) if matches!(error.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => {}
+            Err(error) if error.raw_os_error() == Some(libc::ENOBUFS) => {}
+            // No UDP_SEGMENT (before Linux 4.18), an interface without
+            // checksum offload (EIO), or datagrams longer than the
+            // interface's MTU (EMSGSIZE: segments cannot be IP-fragmented,
+            // single datagrams can): one datagram per send from now on.
+            Err(error) if matches!(error.raw_os_error(), Some(libc::EINVAL | libc::EIO | libc::EMSGSIZE | libc::ENOPROTOOPT | libc::EOPNOTSUPP)) => {
+                if self.segmenting.swap(false, Ordering::Relaxed) {
+                    tracing::info!("udp: rank {}: segmented sends refused ({error}); sending one datagram per system call", self.rank);
+                }
+                return Ok(false);
+            }
+            Err(error) => return Err(TransportError::Failed(format!("sending {} bytes to {}: {error}", frames.len(), self.wire.group))),
+        }
+        Counters::bump(&self.counters.segmented_sends);
+        self.counters.multicast_sent.fetch_add(run.len() as u64, Ordering::Relaxed);
+        Ok(true)
+    }
+}
+
+/// How many of `datagrams`, from the first, one segmented send can carry:
+/// all as long as the first but the last, which may be shorter, within
+/// the kernel's limits on segments and on the size of one UDP datagram.
+fn segmentable_run(datagrams: &[&[u8]], max_datagram: usize) -> usize {
+    let first = datagrams[0].len();
+    if first == 0 || first > max_datagram {
+        return 1;
+    }
+    let most = socket::MOST_SEGMENTS.min(frame::MAX_UDP_PAYLOAD / (frame::HEADER_BYTES + first));
+    let mut run = 1;
+    while run < datagrams.len().min(most) {
+        let len = datagrams[run].len();
+        if len > first || len == 0 {
+            break;
+        }
+        run += 1;
+        if len < first {
+            break;
+        }
+    }
+    run
 }
 
 impl ReliableChannel for UdpTransport {
@@ -369,6 +441,19 @@ impl Drop for UdpTransport {
         }
         lock(&self.engine).send_farewell_acks(&self.context(), FAREWELL_ACKS);
         let stats = self.stats();
+        if stats.multicast_sent + stats.multicast_received > 0 {
+            tracing::info!(
+                "udp: rank {} sent {} multicast datagram(s), {} segmented send(s) among them; received {}, {} coalesced receive(s); \
+                 {} reliable fragment(s) sent, {} retransmitted",
+                self.rank,
+                stats.multicast_sent,
+                stats.segmented_sends,
+                stats.multicast_received,
+                stats.coalesced_receives,
+                stats.fragments_sent,
+                stats.retransmissions
+            );
+        }
         if stats.refused() > 0 {
             tracing::info!(
                 "udp: rank {} dropped {} frame(s) on {} that were not this communicator's ({} from strangers, {} of another job, {} malformed)",

@@ -81,7 +81,10 @@ pub(crate) fn probe_group(wire: &Wire, rank: usize, deaf: bool, counters: &Count
             next_send = now + PROBE_INTERVAL;
         }
         let mut took_any = false;
-        while let Some((len, from)) = receive(&wire.group_socket, &mut buffer).map_err(|error| format!("receiving on the group socket: {error}"))? {
+        while let Some(received) = receive(&wire.group_socket, &mut buffer).map_err(|error| format!("receiving on the group socket: {error}"))? {
+            // Probes are sent one by one, never coalesced (segmented
+            // sends start only once setup is over).
+            let (len, from) = (received.len, received.from);
             took_any = true;
             if !deaf {
                 judge_probe(wire, rank, &buffer[..len.min(buffer.len())], len <= buffer.len(), from, counters, &mut heard);

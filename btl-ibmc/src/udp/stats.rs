@@ -6,6 +6,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UdpStats {
     pub multicast_sent: u64,
+    /// System calls that sent several multicast datagrams at once (UDP
+    /// GSO), and receives that took several in at once (UDP GRO).
+    pub segmented_sends: u64,
+    pub coalesced_receives: u64,
     /// Multicast datagrams handed to `poll_multicast`'s callers' queue.
     pub multicast_received: u64,
     /// Reliable fragments sent for the first time.
@@ -49,6 +53,8 @@ impl UdpStats {
 #[derive(Default)]
 pub(crate) struct Counters {
     pub(crate) multicast_sent: AtomicU64,
+    pub(crate) segmented_sends: AtomicU64,
+    pub(crate) coalesced_receives: AtomicU64,
     pub(crate) multicast_received: AtomicU64,
     pub(crate) fragments_sent: AtomicU64,
     pub(crate) retransmissions: AtomicU64,
@@ -73,6 +79,8 @@ impl Counters {
         let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         UdpStats {
             multicast_sent: get(&self.multicast_sent),
+            segmented_sends: get(&self.segmented_sends),
+            coalesced_receives: get(&self.coalesced_receives),
             multicast_received: get(&self.multicast_received),
             fragments_sent: get(&self.fragments_sent),
             retransmissions: get(&self.retransmissions),

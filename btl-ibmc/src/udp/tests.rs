@@ -46,7 +46,7 @@ fn loopback_multicast_refusal() -> Option<String> {
             return Some(format!("sending to {group} through lo: {error}"));
         }
         match receive(&receiver, &mut buffer) {
-            Ok(Some((8, _))) if buffer[..8] == token.to_le_bytes() => return None,
+            Ok(Some(received)) if received.len == 8 && buffer[..8] == token.to_le_bytes() => return None,
             Ok(_) => std::thread::sleep(Duration::from_millis(20)),
             Err(error) => return Some(format!("receiving on {group}: {error}")),
         }
@@ -138,6 +138,72 @@ fn multicast_reaches_every_other_rank() {
         // Strangers are not asserted: they are what another run can send.
         assert_eq!((stats.multicast_sent, stats.refused_from_ranks()), (PER_RANK as u64, 0), "rank {rank}: {stats:?}");
     }
+}
+
+/// Batches of full datagrams with a shorter one between them (which must
+/// end a segmented send) reach every other rank once, in order, byte for
+/// byte, whether or not the kernel segments them; with segmentation
+/// offload, fewer sends than datagrams went out.
+#[test]
+fn multicast_batches_arrive_whole_and_in_order_with_and_without_segmentation() {
+    skip_without_loopback_multicast!("multicast_batches_arrive_whole_and_in_order_with_and_without_segmentation");
+    const SIZE: usize = 3;
+    const DATAGRAMS: usize = 150;
+    let seed = test_seed();
+    for offload in [true, false] {
+        let config = UdpConfig { segmentation_offload: offload, ..loopback_config(seed, UdpFaults::default()) };
+        let stats = run_with(establish_all(SIZE, 64, &config), |rank, (_, transport)| {
+            let max = transport.max_datagram();
+            // Runs of 70 full ones, a short one, then full ones again.
+            let len = |index: usize| if index % 71 == 70 { 100 + index } else { max };
+            let sent: Vec<Vec<u8>> = (0..DATAGRAMS).map(|index| pattern(tag(rank, 0, index), len(index))).collect();
+            let batch: Vec<&[u8]> = sent.iter().map(Vec::as_slice).collect();
+            for chunk in batch.chunks(50) {
+                transport.multicast_batch(chunk).expect("multicast_batch");
+            }
+            let mut next = [0usize; SIZE];
+            next[rank] = DATAGRAMS;
+            let (mut datagram, started) = (Vec::new(), Instant::now());
+            while next.iter().any(|&n| n < DATAGRAMS) {
+                assert!(started.elapsed() < PATIENCE, "seed {seed}, offload {offload}: rank {rank} got only {next:?}");
+                let Some(sender) = transport.poll_multicast(&mut datagram) else {
+                    std::thread::yield_now();
+                    continue;
+                };
+                let index = next[sender];
+                assert!(index < DATAGRAMS, "rank {rank}: an extra datagram from rank {sender}");
+                assert!(datagram == pattern(tag(sender, 0, index), len(index)), "offload {offload}: rank {rank}: datagram {index} of rank {sender} wrong or out of order");
+                next[sender] += 1;
+            }
+            transport.stats()
+        });
+        for (rank, stats) in stats.iter().enumerate() {
+            assert_eq!((stats.multicast_sent, stats.refused_from_ranks()), (DATAGRAMS as u64, 0), "offload {offload}, rank {rank}: {stats:?}");
+            if offload {
+                println!("rank {rank}: {} segmented sends, {} coalesced receives", stats.segmented_sends, stats.coalesced_receives);
+                assert!(stats.segmented_sends > 0, "rank {rank}: the kernel took no segmented send: {stats:?}");
+            } else {
+                assert_eq!((stats.segmented_sends, stats.coalesced_receives), (0, 0), "rank {rank}: {stats:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn segmented_runs_hold_equal_datagrams_and_at_most_one_shorter_last() {
+    let run = |lens: &[usize]| {
+        let data: Vec<Vec<u8>> = lens.iter().map(|&len| vec![0u8; len]).collect();
+        let refs: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
+        super::segmentable_run(&refs, 1448)
+    };
+    assert_eq!(run(&[1448, 1448, 1448]), 3);
+    assert_eq!(run(&[1448, 1448, 10, 1448]), 3, "a shorter one ends the run");
+    assert_eq!(run(&[1448, 1449, 1448]), 1, "a longer one cannot follow");
+    assert_eq!(run(&[10, 1448]), 1);
+    assert_eq!(run(&[0, 0, 0]), 1, "empty datagrams go alone");
+    assert_eq!(run(&[1448, 0]), 1, "an empty one cannot end a run");
+    assert_eq!(run(&[1448; 100]), 44, "64 KiB of 1472-byte frames");
+    assert_eq!(run(&[100; 100]), 64, "the kernel's segment limit");
 }
 
 #[test]

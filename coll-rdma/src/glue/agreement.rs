@@ -89,6 +89,8 @@ impl ProtocolSettings {
             ("coll_rdma_udp_fragment_bytes", udp.datagram_bytes as u64),
             ("coll_rdma_udp_cwnd_initial", udp.cwnd_initial as u64),
             ("coll_rdma_udp_ssthresh_initial", udp.ssthresh_initial as u64),
+            ("coll_rdma_udp_window", udp.window_slots as u64),
+            ("coll_rdma_udp_ack_interval", udp.ack_interval as u64),
             ("coll_rdma_test_udp_loss_percent", u64::from(udp.loss_percent)),
             ("coll_rdma_test_udp_duplicate_percent", u64::from(udp.duplicate_percent)),
             ("coll_rdma_test_udp_reorder_percent", u64::from(udp.reorder_percent)),

@@ -158,6 +158,8 @@ pub(super) fn bcast_config(chosen: &BcastSettings, udp: &UdpSettings, size: usiz
     // `Auto` mode), so these are inert on the other transports.
     multicast.congestion.cwnd_initial = udp.cwnd_initial;
     multicast.congestion.ssthresh_initial = udp.ssthresh_initial;
+    multicast.congestion.window_slots = Some(udp.window_slots);
+    multicast.congestion.ack_interval = Some(udp.ack_interval.min(udp.window_slots));
     multicast.window_slots = chosen.window_slots;
     multicast.slot_bytes = chosen.slot_bytes;
     multicast.fragment_bytes = chosen.fragment_bytes;

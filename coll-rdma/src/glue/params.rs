@@ -384,6 +384,9 @@ fn udp_settings(v: &Checked) -> UdpSettings {
         datagram_bytes: v.number(Id::UdpFragmentBytes) as usize,
         cwnd_initial: v.number(Id::UdpCwndInitial) as usize,
         ssthresh_initial: v.number(Id::UdpSsthreshInitial) as usize,
+        window_slots: v.number(Id::UdpWindow) as usize,
+        ack_interval: v.number(Id::UdpAckInterval) as usize,
+        segmentation_offload: v.number(Id::UdpSegmentationOffload) != 0,
         loss_percent: v.number(Id::TestUdpLossPercent) as u32,
         duplicate_percent: v.number(Id::TestUdpDuplicatePercent) as u32,
         reorder_percent: v.number(Id::TestUdpReorderPercent) as u32,
@@ -443,7 +446,8 @@ mod tests {
         assert_eq!(settings.udp, UdpSettings::default());
         let udp = settings.udp;
         assert_eq!((udp.group_base, udp.group_prefix_len, udp.port_base, udp.port_count), ("239.78.0.0".parse().unwrap(), 16, 24_000, 1000));
-        assert_eq!((udp.interface, udp.ttl, udp.datagram_bytes, udp.cwnd_initial, udp.ssthresh_initial), (None, 1, 1472, 8, 64));
+        assert_eq!((udp.interface, udp.ttl, udp.datagram_bytes, udp.cwnd_initial, udp.ssthresh_initial), (None, 1, 1472, 8, 1024));
+        assert_eq!((udp.window_slots, udp.ack_interval, udp.segmentation_offload), (1024, 32, true));
         assert_eq!((udp.loss_percent, udp.duplicate_percent, udp.reorder_percent), (0, 0, 0));
     }
 
@@ -458,6 +462,9 @@ mod tests {
         raw.set_int(Id::UdpFragmentBytes, 8972);
         raw.set_int(Id::UdpCwndInitial, 2);
         raw.set_int(Id::UdpSsthreshInitial, 16);
+        raw.set_int(Id::UdpWindow, 300);
+        raw.set_int(Id::UdpAckInterval, 12);
+        raw.set_int(Id::UdpSegmentationOffload, 0);
         raw.set_int(Id::TestUdpLossPercent, 5);
         raw.set_int(Id::TestUdpDuplicatePercent, 100);
         raw.set_int(Id::TestUdpReorderPercent, 3);
@@ -473,6 +480,9 @@ mod tests {
             datagram_bytes: 8972,
             cwnd_initial: 2,
             ssthresh_initial: 16,
+            window_slots: 300,
+            ack_interval: 12,
+            segmentation_offload: false,
             loss_percent: 5,
             duplicate_percent: 100,
             reorder_percent: 3,
@@ -485,9 +495,15 @@ mod tests {
         let mut raw = RawParams::defaults();
         raw.set_int(Id::UdpCwndInitial, 3);
         raw.set_int(Id::UdpSsthreshInitial, 40);
+        raw.set_int(Id::UdpWindow, 100);
+        raw.set_int(Id::UdpAckInterval, 200);
         let settings = validate(raw);
         let (config, _) = super::super::comm_state::bcast_config(&settings.bcast, &settings.udp, 4, btl_ibmc::WaitPolicy::default());
-        assert_eq!((config.multicast.congestion.cwnd_initial, config.multicast.congestion.ssthresh_initial), (3, 40));
+        let congestion = config.multicast.congestion;
+        assert_eq!((congestion.cwnd_initial, congestion.ssthresh_initial), (3, 40));
+        assert_eq!((congestion.window_slots, congestion.ack_interval), (Some(100), Some(100)), "M is lowered to the window");
+        // The general window stays what coll_rdma_bcast_window says: shared memory uses it.
+        assert_eq!((config.multicast.window_slots, config.multicast.ack_interval), (64, 8));
     }
 
     #[test]
@@ -515,7 +531,7 @@ mod tests {
         assert_eq!(warning(Id::UdpTtl, 256), "coll_rdma_udp_ttl=256 is outside 1..=255; using 1");
         assert_eq!(warning(Id::UdpFragmentBytes, 255), "coll_rdma_udp_fragment_bytes=255 is outside 256..=65507; using 1472");
         assert_eq!(warning(Id::UdpCwndInitial, 0), "coll_rdma_udp_cwnd_initial=0 is invalid (fragments >= 1); using 8");
-        assert_eq!(warning(Id::UdpSsthreshInitial, 0), "coll_rdma_udp_ssthresh_initial=0 is invalid (fragments >= 1); using 64");
+        assert_eq!(warning(Id::UdpSsthreshInitial, 0), "coll_rdma_udp_ssthresh_initial=0 is invalid (fragments >= 1); using 1024");
         assert_eq!(warning(Id::TestUdpLossPercent, 100), "coll_rdma_test_udp_loss_percent=100 is outside 0..=99; using 0");
         assert_eq!(warning(Id::TestUdpDuplicatePercent, 101), "coll_rdma_test_udp_duplicate_percent=101 is outside 0..=100; using 0");
         assert_eq!(warning(Id::TestUdpReorderPercent, -1), "coll_rdma_test_udp_reorder_percent=-1 is outside 0..=100; using 0");

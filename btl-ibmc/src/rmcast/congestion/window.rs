@@ -47,6 +47,11 @@ impl CongestionWindow {
         }
     }
 
+    /// The least window, M: also what a timeout resends.
+    pub(crate) fn least(&self) -> u64 {
+        self.least
+    }
+
     pub(crate) fn cwnd(&self) -> u64 {
         self.cwnd
     }

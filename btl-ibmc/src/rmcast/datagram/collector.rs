@@ -11,7 +11,9 @@
 //!
 //! With congestion control (`congestion`) the collector also runs a
 //! window, an RTT estimate whose RTO replaces the fixed timeout, and the
-//! acker choice over the same words; without it, the timeout is the
+//! acker choice over the same words; a leaf's timeout resends only M
+//! pieces and shrinks the window only once the member's next words show
+//! the silence was a loss (`Suspect`). Without it, the timeout is the
 //! configured one and bursts are uncapped, as before.
 
 use std::time::{Duration, Instant};
@@ -29,6 +31,22 @@ struct Watched {
     acked: u64,
     changed_at: Instant,
     timeout: Duration,
+    /// Congestion control, leaf members: a timeout whose verdict is open.
+    suspect: Option<Suspect>,
+}
+
+/// A leaf member's timer ran out and pieces up to `resent_to` went to it
+/// again. Over udp a receiver acknowledges only from inside MPI, so its
+/// silence is as likely a rank busy outside MPI (fbcast hashing and
+/// writing a chunk) as a loss, and only what follows tells them apart: a
+/// word that moves past `resent_to` had the originals (the silence was
+/// spurious, the window stays); one that came back (`heard_since`) but
+/// still stands within `resent_to` at the next expiry got only the
+/// repairs: a loss, and the window collapses then, as TCP's does.
+#[derive(Clone, Copy, Debug)]
+struct Suspect {
+    resent_to: u64,
+    heard_since: bool,
 }
 
 /// The pieces a collector can resend: those in `ring` below `high`.
@@ -57,7 +75,7 @@ impl Collector {
         let timeout = config.timeout;
         let watched = members
             .into_iter()
-            .map(|member| Watched { word: word_of(member.position), member, acked: 0, changed_at: now, timeout })
+            .map(|member| Watched { word: word_of(member.position), member, acked: 0, changed_at: now, timeout, suspect: None })
             .collect::<Vec<_>>();
         let floor = if watched.is_empty() { u64::MAX } else { 0 };
         let control = (congestion && !watched.is_empty()).then(|| Box::new(Control::new(config, watched.len())));
@@ -100,6 +118,13 @@ impl Collector {
                     }
                     control.acker.on_acknowledged(index, acked - watched.acked);
                 }
+                if let Some(suspect) = &mut watched.suspect {
+                    if acked > suspect.resent_to {
+                        watched.suspect = None;
+                    } else {
+                        suspect.heard_since = true;
+                    }
+                }
                 watched.acked = acked;
                 watched.changed_at = now;
                 watched.timeout = fresh_timeout;
@@ -125,7 +150,12 @@ impl Collector {
         stats: &mut RmcastStats,
     ) -> Result<(), TransportError> {
         for (index, watched) in self.watched.iter_mut().enumerate() {
-            if watched.acked >= held.high || (watched.member.is_co_root && self.control.is_none()) {
+            if watched.acked >= held.high {
+                // Caught up with everything sent: whatever the silence was, it is over.
+                watched.suspect = None;
+                continue;
+            }
+            if watched.member.is_co_root && self.control.is_none() {
                 continue;
             }
             if !overdue(watched, held.ring, now) {
@@ -133,9 +163,19 @@ impl Collector {
             }
             let burst_end = match &mut self.control {
                 None => held.high,
+                // A co-root's silence: its subgroup is being repaired.
+                Some(control) if watched.member.is_co_root => {
+                    control.on_loss(index, watched.acked, held.high, false, now, stats);
+                    held.high
+                }
                 Some(control) => {
-                    control.on_loss(index, watched.acked, held.high, !watched.member.is_co_root, now, stats);
-                    held.high.min(watched.acked.saturating_add(control.window.cwnd()))
+                    if watched.suspect.is_some_and(|suspect| suspect.heard_since && watched.acked <= suspect.resent_to) {
+                        control.on_loss(index, watched.acked, held.high, true, now, stats);
+                    }
+                    // A probe of M pieces, not the window: the member may only be away.
+                    let burst_end = held.high.min(watched.acked.saturating_add(control.window.least()));
+                    watched.suspect = Some(Suspect { resent_to: burst_end, heard_since: false });
+                    burst_end
                 }
             };
             if !watched.member.is_co_root {

@@ -22,6 +22,11 @@ use super::wire::{Frame, PIECE_HEADER_BYTES, decode};
 use super::{pieces, pieces_mut, protocol_error};
 use crate::transport::{Datagrams, ReliableChannel, TransportError, Windows};
 
+/// Pieces a root queues before it sends them as one batch: as many as
+/// one segmented udp send carries (64 KiB of 1500-byte datagrams), few
+/// enough that receivers start on a batch while the next is prepared.
+const MOST_QUEUED_PIECES: u64 = 32;
+
 /// How a frame reached this rank, and who the transport says sent it.
 #[derive(Clone, Copy, Debug)]
 enum Arrival {
@@ -57,6 +62,7 @@ impl DatagramFlavour {
         nonce: u64,
         congestion: bool,
     ) -> Result<Self, TransportError> {
+        let config = config.for_datagrams(congestion);
         let room = max_datagram.checked_sub(PIECE_HEADER_BYTES).filter(|&room| room > 0).ok_or(TransportError::TooLarge {
             len: PIECE_HEADER_BYTES + 1,
             max: max_datagram,
@@ -93,11 +99,16 @@ impl DatagramFlavour {
     pub(crate) fn send<T: Windows + Datagrams + ReliableChannel + ?Sized>(&mut self, transport: &T, message: &[u8], stats: &mut RmcastStats) -> Result<(), TransportError> {
         for (offset, piece) in pieces(message, self.piece_bytes) {
             if !self.sender().has_credit() {
+                self.sender().flush(transport, stats)?;
                 self.wait_for_credit(transport, stats)?;
             }
-            self.sender().send(transport, message.len(), offset, piece, Instant::now(), stats)?;
+            let sender = self.sender();
+            sender.queue(message.len(), offset, piece, Instant::now());
+            if sender.queued() >= MOST_QUEUED_PIECES {
+                sender.flush(transport, stats)?;
+            }
         }
-        Ok(())
+        self.sender().flush(transport, stats)
     }
 
     #[cold]

@@ -26,6 +26,9 @@ pub(crate) struct Sender {
     nonce: u64,
     window: u64,
     next_seq: u64,
+    /// Pieces below this have been sent; those from it to `next_seq` are
+    /// queued in the ring, waiting for `flush`.
+    sent_below: u64,
     ring: PieceRing,
     collector: Collector,
     forward_to: Vec<usize>,
@@ -43,6 +46,7 @@ impl Sender {
             nonce,
             window: config.window(),
             next_seq: 0,
+            sent_below: 0,
             ring: PieceRing::new(config.window(), now),
             collector,
             forward_to: groups.forward_to(me),
@@ -63,26 +67,40 @@ impl Sender {
         self.collector.congestion_gauges()
     }
 
-    /// Sends the next piece; the caller has checked `has_credit`.
-    pub(crate) fn send<T: Datagrams + ReliableChannel + ?Sized>(
-        &mut self,
-        transport: &T,
-        message_len: usize,
-        offset: usize,
-        payload: &[u8],
-        now: Instant,
-        stats: &mut RmcastStats,
-    ) -> Result<(), TransportError> {
+    /// Puts the next piece in the window; it goes out with the next
+    /// `flush`, which must come before anything else (a wait, a progress)
+    /// touches this stream. The caller has checked `has_credit`.
+    pub(crate) fn queue(&mut self, message_len: usize, offset: usize, payload: &[u8], now: Instant) {
         debug_assert!(self.has_credit(), "piece {} sent without credit", self.next_seq);
         let header = PieceHeader { root: self.me, nonce: self.nonce, seq: self.next_seq, message_len: message_len as u64, offset: offset as u64 };
-        let frame = self.ring.store(self.next_seq, now, |out| encode_piece(header, payload, out));
-        transport.multicast(frame)?;
-        for &co_root in &self.forward_to {
-            transport.send_reliable(co_root, frame)?;
-            stats.forwarded += 1;
-        }
+        self.ring.store(self.next_seq, now, |out| encode_piece(header, payload, out));
         self.next_seq += 1;
-        stats.pieces_sent += 1;
+    }
+
+    /// Pieces queued and not yet sent.
+    pub(crate) fn queued(&self) -> u64 {
+        self.next_seq - self.sent_below
+    }
+
+    /// Multicasts every queued piece, as one batch (which a transport may
+    /// hand to the network at once), and hands each to the first co-roots
+    /// of the binomial tree.
+    pub(crate) fn flush<T: Datagrams + ReliableChannel + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
+        let queued = self.sent_below..self.next_seq;
+        if queued.is_empty() {
+            return Ok(());
+        }
+        let frames: Vec<&[u8]> = queued.clone().filter_map(|seq| self.ring.frame(seq)).collect();
+        debug_assert_eq!(frames.len() as u64, queued.end - queued.start, "a queued piece left the window");
+        transport.multicast_batch(&frames)?;
+        for frame in &frames {
+            for &co_root in &self.forward_to {
+                transport.send_reliable(co_root, frame)?;
+                stats.forwarded += 1;
+            }
+        }
+        stats.pieces_sent += frames.len() as u64;
+        self.sent_below = queued.end;
         Ok(())
     }
 

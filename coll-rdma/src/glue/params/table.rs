@@ -74,6 +74,9 @@ const AT_LEAST_ZERO: Rule = Rule::AtLeast { min: 0, requirement: "must be >= 0" 
 pub(crate) const UDP_DATAGRAM_BYTES: i32 = btl_ibmc::udp::ETHERNET_DATAGRAM_BYTES as i32;
 pub(crate) const UDP_MIN_DATAGRAM_BYTES: i32 = 256;
 pub(crate) const UDP_MAX_DATAGRAM_BYTES: i32 = 65_507;
+/// The bcast window and ACK interval over udp (see their rows).
+pub(crate) const UDP_WINDOW: i32 = 1024;
+pub(crate) const UDP_ACK_INTERVAL: i32 = 32;
 
 macro_rules! parameters {
     ($($id:ident: $name:literal, $kind:expr, $level:ident, $audience:ident, $help:literal;)*) => {
@@ -122,8 +125,14 @@ parameters! {
         c"UDP payload bytes of the udp transport's largest datagram, its 24- to 32-byte header included: default 1472, which fills a 1500-byte Ethernet MTU after the IPv4 and UDP headers, so IP never fragments; raise it for jumbo frames (e.g. 8972 for a 9000-byte MTU). 256..=65507, else warns and uses 1472";
     UdpCwndInitial: c"udp_cwnd_initial", int(8, Rule::AtLeast { min: 1, requirement: "fragments >= 1" }), TUNER, Everyone,
         c"Congestion window, in fragments, that a bcast over the udp transport starts with (>= 1, else warns and uses 8)";
-    UdpSsthreshInitial: c"udp_ssthresh_initial", int(64, Rule::AtLeast { min: 1, requirement: "fragments >= 1" }), TUNER, Everyone,
-        c"Slow-start threshold, in fragments, that a bcast over the udp transport starts with: below it the congestion window grows by one per acknowledged fragment, above it by one per window (>= 1, else warns and uses 64)";
+    UdpSsthreshInitial: c"udp_ssthresh_initial", int(UDP_WINDOW, Rule::AtLeast { min: 1, requirement: "fragments >= 1" }), TUNER, Everyone,
+        c"Slow-start threshold, in fragments, that a bcast over the udp transport starts with: below it the congestion window grows by one per acknowledged fragment, above it by one per window; the first loss sets it to half the window (>= 1, lowered to coll_rdma_udp_window; default 1024, the whole default window; else warns and uses 1024)";
+    UdpWindow: c"udp_window", int(UDP_WINDOW, Rule::Clamped { min: 1, max: 65_536 }), TUNER, Everyone,
+        c"Bcast sliding window over the udp transport, in fragments: pieces a root may have in flight before every receiver has taken them, in place of coll_rdma_bcast_window there (1..=65536, default 1024, about 1.4 MiB of 1472-byte datagrams: receivers acknowledge only from inside MPI, so the window must cover a receiver's scheduling delays, not just the wire's round trip)";
+    UdpAckInterval: c"udp_ack_interval", int(UDP_ACK_INTERVAL, Rule::Clamped { min: 1, max: 4096 }), TUNER, Everyone,
+        c"M of the lazy, skewed ACKs over the udp transport, in place of coll_rdma_bcast_ack_interval there: each receiver acknowledges every M fragments (every ACK is a datagram the root takes in; 1..=4096, lowered to the window; default 32)";
+    UdpSegmentationOffload: c"udp_segmentation_offload", int(1, SWITCH), TUNER, Everyone,
+        c"1 (default): a bcast root over udp hands runs of up to 64 KiB of datagrams to the kernel in one segmented send (UDP GSO, Linux 4.18), and receivers take them in with one receive (UDP GRO, Linux 5.0), where the kernel offers it (else one datagram per system call, said at verbose 1); the datagrams on the wire are the same. 0: one datagram per system call";
     BarrierRadix: c"barrier_radix", int(0, Rule::AutoOr { auto: 0, valid: Span::Between(1, MAX_BARRIER_RADIX as i32) }), TUNER, Everyone,
         c"n of the n-way dissemination barrier (peers notified per round): 0 chooses per communicator from the cost model; 1..=64 fixes it. Invalid values warn and use the automatic choice";
     SpinPolls: c"spin_polls", int(-1, AUTO_OR_ANY), TUNER, Everyone,

@@ -24,6 +24,12 @@ pub struct UdpSettings {
     /// (fragments).
     pub cwnd_initial: usize,
     pub ssthresh_initial: usize,
+    /// The bcast window and lazy-ACK interval over udp (fragments), in
+    /// place of the general ones.
+    pub window_slots: usize,
+    pub ack_interval: usize,
+    /// UDP GSO and GRO where the kernel offers them.
+    pub segmentation_offload: bool,
     /// Testing: receive-side fault injection, in percent.
     pub loss_percent: u32,
     pub duplicate_percent: u32,
@@ -43,7 +49,11 @@ impl Default for UdpSettings {
             ttl: config.ttl,
             datagram_bytes: config.datagram_bytes,
             cwnd_initial: congestion.cwnd_initial,
-            ssthresh_initial: congestion.ssthresh_initial,
+            // Slow start up to the whole window until a loss says otherwise.
+            ssthresh_initial: super::table::UDP_WINDOW as usize,
+            window_slots: super::table::UDP_WINDOW as usize,
+            ack_interval: super::table::UDP_ACK_INTERVAL as usize,
+            segmentation_offload: config.segmentation_offload,
             loss_percent: 0,
             duplicate_percent: 0,
             reorder_percent: 0,
@@ -67,6 +77,7 @@ impl UdpSettings {
             interface: Some(interface),
             ttl: self.ttl,
             datagram_bytes: self.datagram_bytes,
+            segmentation_offload: self.segmentation_offload,
             faults: UdpFaults {
                 drop: percent(self.loss_percent),
                 duplicate: percent(self.duplicate_percent),
