@@ -49,7 +49,12 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 say() { printf '%s\n' "$*"; }
 die() { say "bench-udp: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
-for f in "$COMPDIR/mca_coll_rdma.so" "$FBCAST" "$LATENCY"; do [ -e "$f" ] || die "$f missing: run make build first"; done
+for f in "$COMPDIR/mca_coll_rdma.so" "$FBCAST"; do [ -e "$f" ] || die "$f missing: run make build first"; done
+# the latency program, as ci/bench.sh builds it (a fresh clone has none)
+if [ ! -x "$LATENCY" ] || [ "$REPO/bench/coll_latency.c" -nt "$LATENCY" ]; then
+    mkdir -p "$(dirname "$LATENCY")"
+    mpicc -O2 -Wall -o "$LATENCY" "$REPO/bench/coll_latency.c" || die "cannot build $LATENCY"
+fi
 for tool in dropbear dropbearkey dbclient scp; do
     command -v "$tool" >/dev/null && continue
     [ "$tool" = scp ] && pkg=openssh-client || pkg=dropbear-bin
