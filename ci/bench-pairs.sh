@@ -148,7 +148,11 @@ summarize() {
     # the size limit above which coll rdma handed calls over, from its verbose log
     limit=$(sed -n "s/.*: $coll handed to the module underneath: .*coll_rdma_${coll}_max_bytes=\([0-9]*\).*/\1/p" \
         "$LOG/np$np-$coll-${NAMES[$RDMA]}.err" 2>/dev/null | head -n1)
-    cat "$LOG/np$np-$coll-"*.out | awk -v np="$np" -v coll="$coll" -v base="$base" -v rdma="$RDMA" -v limit="${limit:--1}" \
+    # ... and from which length the parallel reduction serves it anyway
+    local parallel_from
+    parallel_from=$(sed -n "s/.*: $coll of \([0-9]*\) bytes or more reduced in parallel.*/\1/p" \
+        "$LOG/np$np-$coll-${NAMES[$RDMA]}.err" 2>/dev/null | head -n1)
+    cat "$LOG/np$np-$coll-"*.out | awk -v np="$np" -v coll="$coll" -v base="$base" -v rdma="$RDMA" -v limit="${limit:--1}" -v parallel_from="${parallel_from:--1}" \
         -v spread_max="$SPREAD_MAX" -v drift="$FLOOR_DRIFT" -v phase_split="$PHASE_SPLIT" -v bname="${NAMES[$base]}" -v out="$OUT" '
     function sortv(a, n,   i, j, x) { for (i = 2; i <= n; i++) { x = a[i]; j = i - 1
         while (j > 0 && a[j] > x) { a[j + 1] = a[j]; j-- } a[j + 1] = x } }
@@ -185,7 +189,7 @@ summarize() {
             floor = fmed > mmed ? fmed : mmed
             note = spread > spread_max ? "NOT SETTLED" : "settled"
             if (use < 5) note = "NOT SETTLED (only " use " pairs)"
-            if (limit >= 0 && size + 0 > limit + 0) note = note " (rdma handed over: above " limit " B)"
+            if (limit >= 0 && size + 0 > limit + 0 && (parallel_from < 0 || size + 0 < parallel_from + 0)) note = note " (rdma handed over: above " limit " B)"
             printf "%-4s %-10s %9s %10.3f %10.3f %8.3f %7.2f %5d/%-3d %8.3f %10.3f %8.2f %9s %9s  %s\n", np, coll, size, bmed, rmed, med, spread, use, n, fmed, mmed, (floor > 0 ? rmed / floor : 0), phase(fast, nfast), phase(slow, nslow), note
             printf "%s %.4f %.4f %.4f %.4f %.4f %.4f %.4f\n", size, bmed, rmed, mmed, fmed, med, q1, q3 > (out "/np" np "-" coll "-vs-" bname ".dat")
             delete u; delete all; delete stable; delete bv; delete rv; delete fv; delete mv; delete fast; delete slow

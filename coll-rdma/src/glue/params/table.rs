@@ -181,10 +181,10 @@ parameters! {
         c"Degree k of the reduce tree: 0 chooses per communicator from the cost model; 1..=64 fixes it";
     ReduceSegmentSize: c"reduce_segment_size", int(8192, SEGMENT), TUNER, Everyone,
         c"Bytes per reduce slot: longer messages are pipelined in segments of this size (64..=1048576)";
-    ReduceMaxBytes: c"reduce_max_bytes", int(131072, Rule::ByteLimit), TUNER, Everyone,
+    ReduceMaxBytes: c"reduce_max_bytes", int(8192, Rule::ByteLimit), TUNER, Everyone,
         c"Reduce messages larger than this many bytes are handed to the module underneath, unless they are reduced in parallel (coll_rdma_reduce_parallel_min_bytes); -1 never hands them over";
     ReduceParallelMinBytes: c"reduce_parallel_min_bytes", int(131072, Rule::ByteLimit), TUNER, Everyone,
-        c"As coll_rdma_allreduce_parallel_min_bytes for reduce: each rank reduces its own slice of every rank's input (the root a larger one, since it delivers nothing) and writes it into the root's result buffer; coll_rdma_reduce_max_bytes does not apply to them, so with the defaults every length is served natively where the ranks can read each other's memory. The default is where the parallel reduction overtook the tree at np=2 (measured 2026-11-24: both 0.85-0.9x of the module underneath at 128 KiB). -1 never, and no probe for it";
+        c"As coll_rdma_allreduce_parallel_min_bytes for reduce: each rank reduces its own slice of every rank's input (the root a larger one, since it delivers nothing) and writes it into the root's result buffer; coll_rdma_reduce_max_bytes does not apply to them, so with the defaults only lengths from coll_rdma_reduce_max_bytes to this one go to the module underneath: the tree there was 0.57-0.89x of it in the VM's fast core placement but 1.8-3.2x in its slow one, and the parallel reduction 1.0-1.3x (np=2, measured 2026-11-24). -1 never, and no probe for it";
     ReductionModelLatencyNs: c"reduction_model_latency_ns", int(AllreduceModel::SHARED_MEMORY.message_latency_ns as i32, Rule::AtLeast { min: 1, requirement: "must be >= 1" }), TUNER, Everyone,
         c"Allreduce/reduce degree model: nanoseconds from issuing a small put to its target seeing it (> 0)";
     ReductionModelTransferPsPerByte: c"reduction_model_transfer_ps_per_byte", int((AllreduceModel::SHARED_MEMORY.transfer_ns_per_byte * 1000.0) as i32, AT_LEAST_ZERO), TUNER, Everyone,
