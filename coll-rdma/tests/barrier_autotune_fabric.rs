@@ -100,11 +100,7 @@ fn run_tuned(setup: Setup, rig_summary: fn(usize, &mut [u64])) -> Vec<Result<Ran
         // waiting for it, and the run would end as a hang, not as this).
         let mut first_violation = None;
         for k in 0..barriers {
-            match rng.next() % 16 {
-                0 => std::thread::sleep(Duration::from_micros(rng.next() % 200)),
-                1..=3 => std::thread::yield_now(),
-                _ => {}
-            }
+            rng.skew_arrival();
             ledger.enter(k);
             let agreements = &mut report.agreements;
             let allreduce = &mut allreduce;

@@ -69,12 +69,7 @@ where
                 let mut barrier = DisseminationBarrier::new(rank, size, radix, layout.barrier_offset, yielding_policy());
                 let mut rng = XorShift::new(seed ^ (rank as u64 + 1));
                 for k in 0..barriers {
-                    // Skew: some ranks arrive late, by varying amounts.
-                    match rng.next() % 16 {
-                        0 => std::thread::sleep(Duration::from_micros(rng.next() % 200)),
-                        1..=3 => std::thread::yield_now(),
-                        _ => {}
-                    }
+                    rng.skew_arrival();
                     ledger.enter(k);
                     run_barrier(&mut barrier, &endpoint);
                     ledger.check_leave(k, size)?;

@@ -27,6 +27,17 @@ impl XorShift {
     pub fn below(&mut self, bound: usize) -> usize {
         (self.next() % bound as u64) as usize
     }
+
+    /// Makes this rank arrive late now and then, by varying amounts: a
+    /// sleep of up to 200 us one time in 16, a yield three times in 16.
+    #[allow(dead_code)] // not every test binary that shares this module skews
+    pub fn skew_arrival(&mut self) {
+        match self.next() % 16 {
+            0 => std::thread::sleep(std::time::Duration::from_micros(self.next() % 200)),
+            1..=3 => std::thread::yield_now(),
+            _ => {}
+        }
+    }
 }
 
 /// Ranks are threads, usually more than cores: spin briefly, then yield.
