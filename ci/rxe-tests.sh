@@ -78,7 +78,7 @@ step() {  # step NAME LOGFILE -- COMMAND...
         FAILED=$((FAILED + 1))
         FAILED_STEPS+=("$name")
         printf '%-46s FAIL  %5ss  (log: %s)\n' "$name" "$((SECONDS - t0))" "$log"
-        grep -E 'FAIL|failed|error|panicked|TIMEOUT|could not start' "$log" | head -15 | sed 's/^/      /'
+        grep -E 'FAIL|failed|error|panicked|TIMEOUT|could not start|did not finish booting|did not boot' "$log" | head -15 | sed 's/^/      /'
     fi
 }
 

@@ -7,6 +7,7 @@
 #   ci/rxe/guests.sh run [--guests N] [--loss PCT] [--loss-scope mcast|all]
 #                        [--netem "SPEC"] [--timeout SECONDS] [--primary]
 #                        -- COMMAND [ARGS...]
+#   (environment: RXE_BOOT_TIMEOUT, RXE_MTU, RXE_MEM, RXE_SMP, RXE_VERBOSE)
 #
 # See docs/testbed.md. Exit status of 'run': 0 when COMMAND exited 0 in every
 # guest (with --primary: in guest 0), 1 otherwise, 77 ("SKIPPED: ...") when the
@@ -308,9 +309,20 @@ run() {
         [ -S "$hub_sock" ] || die "hub did not start"
     fi
 
-    say "booting $n guest(s) (kernel $kver, run dir ${RUN_DIR#$REPO/})"
+    # A guest that never reaches the start barrier (its ready.I file) has
+    # run nothing of the product yet: that is the test bed failing (once in
+    # CI a TCG guest printed nothing at all for 1100 s while the other
+    # waited at the barrier), so all guests are booted again, once, after
+    # RXE_BOOT_TIMEOUT seconds (spent at the load rate, as the timeout is).
+    local boot_timeout=${RXE_BOOT_TIMEOUT:-240} attempt=1 boot_stuck
+    [[ $boot_timeout =~ ^[0-9]+$ ]] || die "RXE_BOOT_TIMEOUT must be a number of seconds"
     local start=$SECONDS i net mac
     local qpids=()
+    local spent_ms last_ms now_ms timed_out running g0_end ready
+    local -a crashed
+  while :; do
+    say "booting $n guest(s) (kernel $kver, run dir ${RUN_DIR#$REPO/}$([ $attempt = 1 ] || echo ", attempt $attempt"))"
+    qpids=()
     for ((i = 0; i < n; i++)); do
         mac=$(printf '52:54:00:77:00:%02x' $((i + 1)))
         if [ "$n" -eq 1 ]; then
@@ -347,9 +359,9 @@ run() {
     # share (host-loadavg: ci/mpi-tests.sh in a guest scales its per-test
     # timeouts by it), and the timeout is spent at the rate of the host's
     # load per core, from 1 up to 6 times slower, as those timeouts are.
-    local spent_ms=0 last_ms now_ms timed_out=0 running g0_end=
+    spent_ms=0 timed_out=0 g0_end= boot_stuck=0
     last_ms=$(date +%s%3N)
-    local -a crashed=()
+    crashed=()
     while :; do
         running=0
         for ((i = 0; i < n; i++)); do
@@ -387,8 +399,16 @@ run() {
         spent_ms=$(awk -v s="$spent_ms" -v d=$((now_ms - last_ms)) -v cores="$(nproc)" '
             { f = $1 / cores; if (f < 1) f = 1; if (f > 6) f = 6; printf "%d\n", s + d / f }' /proc/loadavg)
         last_ms=$now_ms
-        if [ "$spent_ms" -ge $((timeout * 1000)) ]; then
-            timed_out=1
+        ready=0
+        for ((i = 0; i < n; i++)); do
+            [ -e "$RUN_DIR/ready.$i" ] || [ -e "$RUN_DIR/rc.$i" ] || break
+            ready=$((ready + 1))
+        done
+        if [ $ready -lt $n ] && [ "$spent_ms" -ge $((boot_timeout * 1000)) ]; then
+            boot_stuck=1
+        fi
+        if [ "$spent_ms" -ge $((timeout * 1000)) ] || [ $boot_stuck = 1 ]; then
+            [ $boot_stuck = 1 ] || timed_out=1
             for ((i = 0; i < n; i++)); do kill "${qpids[$i]}" 2>/dev/null || true; done
             sleep 1
             for ((i = 0; i < n; i++)); do kill -9 "${qpids[$i]}" 2>/dev/null || true; done
@@ -398,6 +418,20 @@ run() {
     done
     wait "${qpids[@]}" 2>/dev/null || true
     sleep 0.2   # let the output filters drain
+    [ $boot_stuck = 1 ] || break
+    for ((i = 0; i < n; i++)); do
+        [ -e "$RUN_DIR/ready.$i" ] && continue
+        echo "[g$i] *** did not finish booting within ${boot_timeout}s (spent at the rate of the host's load per core); last output:"
+        tr -d '\r' <"$RUN_DIR/g$i.log" | { grep -avE "$NOISE" || true; } | tail -n 15 | sed "s/^/[g$i] | /"
+    done
+    [ $attempt -lt 2 ] || break
+    say "the test bed failed before any guest ran the command: booting every guest again"
+    for ((i = 0; i < n; i++)); do
+        mv -f "$RUN_DIR/g$i.log" "$RUN_DIR/g$i.attempt$attempt.log" 2>/dev/null || true
+    done
+    rm -f "$RUN_DIR"/ready.* "$RUN_DIR"/rc.*
+    attempt=$((attempt + 1))
+  done
 
     local status=0 rc last=$((primary == 1 ? 1 : n))
     for ((i = 0; i < last; i++)); do
@@ -413,6 +447,9 @@ run() {
                 echo "[g$i] *** guest crashed; last output:"
             elif [ -n "${crashed[*]}" ]; then
                 echo "[g$i] *** stopped because another guest crashed; last output:"
+            elif [ $boot_stuck = 1 ]; then
+                echo "[g$i] *** the test bed did not boot every guest, in $attempt attempts"
+                continue
             elif [ $timed_out = 1 ]; then
                 echo "[g$i] *** TIMEOUT: killed after ${timeout}s (spent at the rate of the host's load per core); last output:"
             else
