@@ -15,8 +15,9 @@
  *   coll_pairs -J JOB -K NJOBS -C CONTROL_FILE [-c COLL] [-m MIN[:MAX]] [-f FACTOR]
  *              [-P ROUNDS] [-t SAMPLE_MS] [-i MAX_ITERS] [-n MIN_ITERS] [-p PINGPONG_MAX]
  *              [-r ROOT] [-T WAIT_S]
- *     -J/-K   this job's index among NJOBS jobs (2 or more) running together;
- *             job 0 also measures the floor
+ *     -J/-K   this job's index among NJOBS jobs (2 or more) running together
+ *             (each waits until all have started);
+ *             the jobs take turns measuring the floor (two rounds each)
  *     -C      a file every job maps (create it empty, or not at all: the first
  *             job creates it); its first word says whose turn it is
  *     -c      barrier, allreduce (default), reduce or bcast
@@ -41,14 +42,15 @@
  * call. Reductions sum floats; after the warm-up turn of each size one call's
  * result is checked (every element == number of ranks; bcast: a byte pattern
  * on every rank), a wrong one prints "# WRONG RESULT" and the exit status is 3.
- * The floor sample (job 0, ranks 0 and 1): a cache-line ping-pong between the
+ * The floor sample (ranks 0 and 1 of one job, a different one every two
+ * rounds): a cache-line ping-pong between the
  * two ranks through the control file (round trip in us), then a plain memcpy
  * of SIZE bytes on rank 0 (us per copy, repeated for at least 1 ms).
  *
  * Output of rank 0 of each job, one line each ('#' lines are comments):
  *   sample JOB COLL SIZE ROUND US ITERS
- *   floor  SIZE K PINGPONG_RT_US MEMCPY_US      (job 0; K = 0..ROUNDS: floor K
- *                                               is measured before round K)
+ *   floor  SIZE K PINGPONG_RT_US MEMCPY_US      (K = 0..ROUNDS: floor K is
+ *                                               measured before round K)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -74,6 +76,7 @@ static const char *names[] = {"barrier", "allreduce", "reduce", "bcast"};
 struct control {
     _Alignas(128) _Atomic uint32_t turn;
     _Alignas(128) _Atomic uint32_t aborted;
+    _Alignas(128) _Atomic uint32_t arrived; /* jobs past their setup */
     _Alignas(128) _Atomic uint64_t ping;
     _Alignas(128) _Atomic uint64_t pong;
 };
@@ -109,6 +112,29 @@ static void wait_turn(uint32_t t)
         syscall(SYS_futex, &ctl->turn, FUTEX_WAIT, v, &ts, NULL, 0);
         if (now() - start > wait_limit_s) fail("waited too long for a turn (did the other job start?)");
     }
+}
+
+/* Holds every job until all NJOBS have started: a job measuring while
+ * another is still in MPI_Init competes with that start-up for the cores
+ * (with stock against itself, job 0's first size came out 8x slower than
+ * job 1's and only that size), and its warm-up then picks too few calls. */
+static void wait_for_every_job(void)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        atomic_fetch_add_explicit(&ctl->arrived, 1, memory_order_acq_rel);
+        syscall(SYS_futex, &ctl->arrived, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        double start = now();
+        for (;;) {
+            uint32_t v = atomic_load_explicit(&ctl->arrived, memory_order_acquire);
+            if (v >= (uint32_t)njobs) break;
+            if (atomic_load(&ctl->aborted)) fail("another job gave up; stopping too");
+            struct timespec ts = {0, 200 * 1000 * 1000};
+            syscall(SYS_futex, &ctl->arrived, FUTEX_WAIT, v, &ts, NULL, 0);
+            if (now() - start > wait_limit_s) fail("waited too long for the other jobs to start");
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
 }
 
 static void pass_turn(uint32_t t)
@@ -191,14 +217,18 @@ static int check(enum coll c, unsigned char *sbuf, unsigned char *rbuf, size_t b
 
 #define PING_STOP (1ull << 63)
 
+/* Ping values carry the floor's turn in their upper half: the jobs take turns
+ * at the floor through the same two words, so a value left there by another
+ * job's sample (or an earlier one) can never pass for an answer or a stop. */
+static uint64_t ping_value(uint32_t turn, uint64_t i) { return ((uint64_t)turn << 32) | (i & 0xffffffffu); }
+
 /* Rank 0's side of the ping-pong: round trip in us. */
-static double ping(long max_rt)
+static double ping(long max_rt, uint32_t turn)
 {
-    static uint64_t seq = 0;
     long done = 0;
     double t0 = now(), el = 0.0;
     while (done < max_rt) {
-        uint64_t v = ++seq;
+        uint64_t v = ping_value(turn, (uint64_t)done + 1);
         atomic_store_explicit(&ctl->ping, v, memory_order_release);
         while (atomic_load_explicit(&ctl->pong, memory_order_acquire) != v) {
         }
@@ -206,19 +236,19 @@ static double ping(long max_rt)
         if ((done & 63) == 0 && (el = now() - t0) > 5e-3) break;
     }
     el = now() - t0;
-    atomic_store_explicit(&ctl->ping, PING_STOP | ++seq, memory_order_release);
+    atomic_store_explicit(&ctl->ping, PING_STOP | ping_value(turn, 0), memory_order_release);
     return el / (double)done * 1e6;
 }
 
-/* Rank 1's side: echoes every new value until the stop marker. The last value
- * seen is kept from one floor sample to the next (the stop marker), so a
- * value rank 0 writes before rank 1 arrives is still answered. */
-static void pong(void)
+/* Rank 1's side: echoes every value of this turn until the turn's stop
+ * marker; values of other turns are not answered, so a value rank 0 writes
+ * before rank 1 arrives is still answered and a stale one is not. */
+static void pong(uint32_t turn)
 {
-    static uint64_t last = 0;
+    uint64_t last = 0;
     for (;;) {
         uint64_t v = atomic_load_explicit(&ctl->ping, memory_order_acquire);
-        if (v == last) continue;
+        if (v == last || (uint32_t)((v & ~PING_STOP) >> 32) != turn) continue;
         last = v;
         if (v & PING_STOP) return;
         atomic_store_explicit(&ctl->pong, v, memory_order_release);
@@ -323,6 +353,7 @@ int main(int argc, char **argv)
                names[c], job, njobs, nranks, rounds, target_ms);
         fflush(stdout);
     }
+    wait_for_every_job();
     int wrong = 0;
     uint32_t t = 0; /* the schedule is the same in every job: turn t belongs to one job */
     for (size_t size = min_size;; size = size ? size * factor : 1) {
@@ -330,6 +361,9 @@ int main(int argc, char **argv)
         for (int j = 0; j < njobs; j++, t++) {
             if (j != job) continue;
             wait_turn(t);
+            /* The first calls of a job also set up its communicator's
+             * resources (windows, connections): a warm-up of its own. */
+            if (size == min_size) calibrate(c, sbuf, rbuf, size, root, target_ms * 1e-3, min_iters, max_iters);
             n = calibrate(c, sbuf, rbuf, size, root, target_ms * 1e-3, min_iters, max_iters);
             if (check(c, sbuf, rbuf, size, root)) {
                 wrong = 1;
@@ -340,11 +374,17 @@ int main(int argc, char **argv)
             if (rank == 0) pass_turn(t);
         }
         for (long k = 0; k <= rounds; k++) {
-            if (job == 0 && rank <= 1) { /* the floor, before round k and after the last */
+            /* The floor's two ranks come out of it awake and hot: when one job
+             * measured every floor, an identical second job (coll rdma against
+             * itself, quiet machine) came out 1.03-1.15x slower at every size.
+             * So the floor passes from job to job every two rounds, once
+             * before each order of the jobs. */
+            int floor_job = (int)((k / 2) % njobs);
+            if (job == floor_job && rank <= 1) { /* the floor, before round k and after the last */
                 wait_turn(t);
-                if (rank == 1) pong();
+                if (rank == 1) pong(t);
                 else {
-                    double rt = ping(pp_max), mc = memcpy_us(rbuf, sbuf, size);
+                    double rt = ping(pp_max, t), mc = memcpy_us(rbuf, sbuf, size);
                     printf("floor %zu %ld %.4f %.3f\n", size, k, rt, mc);
                     pass_turn(t);
                 }

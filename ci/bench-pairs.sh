@@ -10,7 +10,7 @@
 #     OUTDIR  tables (pairs.txt), data files and plots go there; logs in OUTDIR/logs
 #     BIN     the coll_pairs program
 #     NAME=MPIRUN_ARGS  one job per variant, e.g. 'stock=--mca coll ^rdma' 'rdma='.
-#             The first measures the floor; the one named rdma is compared with
+#             The jobs take turns measuring the floor; the one named rdma is compared with
 #             every other one (its runs are checked to be served by coll rdma,
 #             the others to have no trace of it).
 # environment (defaults in brackets):
