@@ -323,7 +323,7 @@ impl CommState {
             } else {
                 tracing::info!(
                     "comm {} rank {}: no parallel {name} ({} cannot read its peers' memory): {name} keeps the window, up to \
-                     coll_rdma_{name}_max_bytes",
+                     coll_rdma_{name}_max_bytes for commutative ops (at any length for the others)",
                     self.cid,
                     self.rank,
                     transport.name()
