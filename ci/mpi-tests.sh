@@ -1052,6 +1052,8 @@ COMP_TESTS=(
     "bcast-max-bytes-0-np3" "bcast-single-copy-np2" "bcast-single-copy-np3" "bcast-single-copy-np4"
     "bcast-single-copy-refused-np3" "bcast-refused-default-limits-np2" "bcast-refused-default-limits-np4" "reduce_ops-max-bytes--1-np4"
     "reduce_ops-parallel-np2" "reduce_ops-parallel-np3" "reduce_ops-parallel-np4" "reduce_ops-parallel-refused-np3"
+    "noncommutative-tuned-ring-chain-np2" "noncommutative-tuned-ring-chain-np3" "noncommutative-tuned-ring-chain-np4"
+    "noncommutative-tuned-ring-chain-parallel-refused-np3" "noncommutative-np2" "noncommutative-np3" "noncommutative-np4"
     "bad-bcast-window-etc-np4"
     "bad-bcast-slot-size-1-np3" "shm-killed-creator-reaped-np2"
     "nested-setup-coll-basic-np2" "nested-setup-coll-basic-np3" "nested-setup-barrier-coll-basic-np3"
@@ -1296,6 +1298,34 @@ else
         "re:rank [0-9]+: allreduce handed to the module underneath: .*coll_rdma_allreduce_max_bytes")
     run_test "reduce_ops-parallel-refused-np3" 3 ok "${PR[@]}" --mca coll_rdma_test_pretend_no_cross_memory 1 \
         "${V[@]}" -- reduce_ops -x 10
+
+    # non-commutative user ops over lengths crossing every limit (1 element
+    # to ~300 KiB), every root, in place, world and reversed order. tuned
+    # told to use its ring allreduce and chain reduce does not keep the
+    # canonical order for them, so coll rdma must serve every contiguous one
+    # itself (none handed over for its size); the program checks each
+    # result against a local fold in rank order.
+    TUNED_UNORDERED=(--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4
+        --mca coll_tuned_reduce_algorithm 2)
+    for np in 2 3 4; do
+        CHECKS=("${SERVED[@]}" "nore:handed to the module underneath")
+        run_test "noncommutative-tuned-ring-chain-np$np" "$np" ok "${TUNED_UNORDERED[@]}" "${V[@]}" -- noncommutative
+    done
+    # ... also where the parallel reduction is refused: the window's tree
+    # serves every length (the size limits are for commutative ops only)
+    CHECKS=("${SERVED[@]}" "nore:handed to the module underneath" "nore:reduced in parallel \\("
+        "re:comm 0 rank 0: no parallel allreduce")
+    run_test "noncommutative-tuned-ring-chain-parallel-refused-np3" 3 ok "${TUNED_UNORDERED[@]}" \
+        --mca coll_rdma_test_pretend_no_cross_memory 1 "${V[@]}" -- noncommutative
+    # with tuned's own decisions (which keep the order for non-commutative
+    # ops), plus a non-contiguous datatype: coll rdma cannot serve that one,
+    # hands it over and says once per kind that the op is not commutative
+    for np in 2 3 4; do
+        CHECKS=("${SERVED[@]}"
+            "re:comm 0 rank 0: allreduce handed to the module underneath: the datatype is not contiguous; the op is not commutative"
+            "re:comm 0 rank 0: reduce handed to the module underneath: the datatype is not contiguous; the op is not commutative")
+        run_test "noncommutative-np$np" "$np" ok "${V[@]}" -- noncommutative -n
+    done
 
     # 12. bcast parameters: every byte still right, the counts as the
     #     contract says (bcast reads the slot size, window and limit with

@@ -48,7 +48,7 @@
  *       with this context id: N in all, S that coll rdma must serve itself,
  *       F = a + b + c that it must hand to the module underneath (a: datatype
  *       not contiguous, b: message above coll_rdma_<kind>_max_bytes and not
- *       reduced in parallel, c: both). A message of at least
+ *       reduced in parallel, with a commutative op, c: both). A message of at least
  *       coll_rdma_<kind>_parallel_min_bytes is reduced in parallel, whatever
  *       its length, unless the communicator's ranks cannot read each
  *       other's memory (decided per communicator, like single-copy bcast:
@@ -466,8 +466,9 @@ T_API void t_track_tagged(MPI_Comm comm, int tag, tcomm_t *out)
  * size > 1) is served natively unless it has count > 0 and either the
  * datatype is not contiguous (count elements are not one gap-free byte
  * range: type size != extent, or holes inside) or count * type size exceeds
- * coll_rdma_<kind>_max_bytes (-1 = no limit); those go to the module
- * underneath. Calls with count 0 are not counted: Open MPI 4.1's MPI_Allreduce
+ * coll_rdma_<kind>_max_bytes (-1 = no limit) and the op is commutative;
+ * those go to the module underneath. A non-commutative op is served at every
+ * length (the module underneath may not keep the rank order). Calls with count 0 are not counted: Open MPI 4.1's MPI_Allreduce
  * and MPI_Reduce return MPI_SUCCESS for them before any coll component is
  * called (seen with the component's counts), so coll rdma never sees them,
  * whatever it would do with them. The limits are read with MPI_T, so
@@ -534,7 +535,8 @@ T_API int t_comm_reads_peers(MPI_Comm comm)
 
 /* Classify and count one reduction on an intracommunicator (id cid, size
  * members). Size-1 communicators are not claimed by coll rdma: not counted. */
-T_API int t_count_reduction(int kind, int cid, int size, int count, MPI_Datatype dt, int reads_peers)
+T_API int t_count_reduction(int kind, int cid, int size, int count, MPI_Datatype dt, int commute,
+                            int reads_peers)
 {
     if (size < 2 || cid < 0 || cid >= T_MAX_CID || count == 0) return 0;
     int tsize = 0;
@@ -542,7 +544,7 @@ T_API int t_count_reduction(int kind, int cid, int size, int count, MPI_Datatype
     long long bytes = (long long)count * tsize;
     int noncontig = !t_dtype_contiguous(dt);
     int parallel = reads_peers && t_red_parallel_min[kind] >= 0 && bytes >= t_red_parallel_min[kind];
-    int above = t_red_max_bytes[kind] >= 0 && bytes > t_red_max_bytes[kind] && !parallel;
+    int above = commute && t_red_max_bytes[kind] >= 0 && bytes > t_red_max_bytes[kind] && !parallel;
     t_red_calls[kind][cid]++;
     if (noncontig && above) t_red_both[kind][cid]++;
     else if (noncontig) t_red_noncontig[kind][cid]++;
@@ -558,9 +560,10 @@ T_API int t_count_reduction(int kind, int cid, int size, int count, MPI_Datatype
  * MPI_Barrier (coll basic's intercommunicator barrier is an allreduce of
  * one MPI_INT). Seen with gdb on 4.1.4 (coll_inter_allreduce_inter). */
 T_API void t_count_hidden_bcast(int local_cid, int local_size, int count, MPI_Datatype dt, int reads_peers);
-T_API void t_count_hidden_reduce(int local_cid, int local_size, int count, MPI_Datatype dt, int reads_peers)
+T_API void t_count_hidden_reduce(int local_cid, int local_size, int count, MPI_Datatype dt, int commute,
+                                 int reads_peers)
 {
-    if (local_cid >= 0) t_count_reduction(T_REDUCE, local_cid, local_size, count, dt, reads_peers);
+    if (local_cid >= 0) t_count_reduction(T_REDUCE, local_cid, local_size, count, dt, commute, reads_peers);
     /* ... then the result goes back to the group: a bcast from local rank 0
      * of the same count and datatype on the same hidden communicator (the
      * component's counts show it: one bcast per intercommunicator barrier
@@ -570,7 +573,9 @@ T_API void t_count_hidden_reduce(int local_cid, int local_size, int count, MPI_D
 
 /* The module underneath can come back to coll rdma: for an MPI_Allreduce
  * that coll rdma hands over, tuned (Open MPI 4.1.4, fixed decision rules)
- * picks its "nonoverlapping" algorithm when the op is not commutative, the
+ * picks its "nonoverlapping" algorithm when the op is not commutative (so
+ * only with a non-contiguous datatype: coll rdma serves the other
+ * non-commutative calls at every length), the
  * communicator has 8 to 15 ranks and the message at least 1 MiB, and that
  * algorithm is an MPI_Reduce to rank 0 and an MPI_Bcast from rank 0 made
  * through the communicator's own collectives, i.e. coll rdma's (seen with
@@ -585,14 +590,15 @@ T_API void t_count_nested(int cid, int size, int count, MPI_Datatype dt, MPI_Op 
     MPI_Type_size(dt, &tsize);
     long long bytes = (long long)count * tsize;
     if (commute || size < 8 || size >= 16 || bytes < 1048576) return;
-    t_count_reduction(T_REDUCE, cid, size, count, dt, reads_peers);
+    t_count_reduction(T_REDUCE, cid, size, count, dt, commute, reads_peers);
     t_count_bcast(cid, size, count, bytes, reads_peers);
 }
 
 T_API void t_note_reduction(int kind, MPI_Comm comm, int count, MPI_Datatype dt, MPI_Op op)
 {
     if (comm == MPI_COMM_NULL) return;
-    int inter = 0, size = 0;
+    int inter = 0, size = 0, commute = 1;
+    MPI_Op_commutative(op, &commute);
     MPI_Comm_test_inter(comm, &inter);
     MPI_Comm_size(comm, &size);
     if (inter) {
@@ -600,13 +606,13 @@ T_API void t_note_reduction(int kind, MPI_Comm comm, int count, MPI_Datatype dt,
         /* MPI_Reduce on an intercommunicator is not used by the tests. */
         ompi_communicator_t *oc = (ompi_communicator_t *)comm;
         if (kind == T_ALLREDUCE && oc->c_local_comm)
-            t_count_hidden_reduce((int)T_OMPI_CID(oc->c_local_comm), size, count, dt,
+            t_count_hidden_reduce((int)T_OMPI_CID(oc->c_local_comm), size, count, dt, commute,
                                   t_comm_reads_peers(comm));
 #endif
         return;
     }
     int cid = t_cid(comm), reads_peers = t_comm_reads_peers(comm);
-    if (t_count_reduction(kind, cid, size, count, dt, reads_peers) == 2 && kind == T_ALLREDUCE)
+    if (t_count_reduction(kind, cid, size, count, dt, commute, reads_peers) == 2 && kind == T_ALLREDUCE)
         t_count_nested(cid, size, count, dt, op, reads_peers);
 }
 
@@ -1023,7 +1029,7 @@ T_API void t_barrier_delay(tcomm_t *t, unsigned delay_us)
     t_total_barriers++;
     if (rc != MPI_SUCCESS) T_FAIL("MPI_Barrier returned %d (comm %d)", rc, t->cid);
     if (t->is_inter && rc == MPI_SUCCESS && !(t_selftest_skip && k % 50 == 49))
-        t_count_hidden_reduce(t->local_cid, t->size, 1, MPI_INT, t_comm_reads_peers(t->comm));
+        t_count_hidden_reduce(t->local_cid, t->size, 1, MPI_INT, 1, t_comm_reads_peers(t->comm));
     if (t->is_inter) {
         uint64_t *theirs = e->cnt[1 - t->grp];
         uint64_t seen = __atomic_load_n(&theirs[k % T_RING], __ATOMIC_SEQ_CST);

@@ -10,6 +10,7 @@ use ompi_sys as sys;
 use tuning::{choose_barrier_radix, choose_bcast_max_bytes, BcastStreamModel, WindowedBcast};
 
 use super::handover::Handover;
+use super::reduction_call::FoldOrder;
 use super::link::{self, LinkRequest};
 use super::agreement::{agree_on_protocol, ProtocolInputs, ProtocolSettings};
 use super::params::{BcastSettings, ReductionSettings, Settings, TestFaults, TransportChoice, UdpSettings, VerbsSettings, WindowLimit};
@@ -109,9 +110,10 @@ pub struct CommState {
     cross_memory_probe: Option<bool>,
     /// Indexed by `Collective as usize`.
     tallies: [Tally; 4],
-    /// (collective, reason category) pairs already reported, so that a loop of
-    /// handed-over calls says why once, not every time (a handful at most).
-    reported_handovers: Vec<(Collective, &'static str)>,
+    /// (collective, reason category, fold order) already reported, so that a
+    /// loop of handed-over calls says why once, not every time (a handful at
+    /// most).
+    reported_handovers: Vec<(Collective, &'static str, FoldOrder)>,
 }
 
 /// How a rank waits: spin only while every rank of the node has a core.
@@ -321,7 +323,7 @@ impl CommState {
             } else {
                 tracing::info!(
                     "comm {} rank {}: no parallel {name} ({} cannot read its peers' memory): {name} keeps the window, up to \
-                     coll_rdma_{name}_max_bytes",
+                     coll_rdma_{name}_max_bytes for commutative ops (at any length for the others)",
                     self.cid,
                     self.rank,
                     transport.name()
@@ -568,13 +570,35 @@ impl CommState {
     /// Hands a call to the module underneath, saying why once per
     /// communicator and kind of reason (and every time at debug level).
     pub(super) fn hand_over(&mut self, collective: Collective, why: Handover, fallback: impl FnOnce() -> c_int + 'static) -> Step {
+        self.hand_over_reduction(collective, why, FoldOrder::Any, fallback)
+    }
+
+    /// As `hand_over`, for a reduction whose op asks for `order`. With a
+    /// non-commutative op the result is right only if the module underneath
+    /// keeps the rank order, which coll rdma cannot check, so the report
+    /// says so, once per communicator under its own category (also after
+    /// the same reason was given for commutative ops).
+    pub(super) fn hand_over_reduction(
+        &mut self,
+        collective: Collective,
+        why: Handover,
+        order: FoldOrder,
+        fallback: impl FnOnce() -> c_int + 'static,
+    ) -> Step {
         let name = collective.name();
-        let key = (collective, why.category());
+        let caveat = match order {
+            FoldOrder::Any => "",
+            FoldOrder::Canonical => {
+                "; the op is not commutative, and the module underneath may not fold it in rank order \
+                 (then the result is not the one MPI defines)"
+            }
+        };
+        let key = (collective, why.category(), order);
         if !self.reported_handovers.contains(&key) {
             self.reported_handovers.push(key);
-            tracing::info!("comm {} rank {}: {name} handed to the module underneath: {why}", self.cid, self.rank);
+            tracing::info!("comm {} rank {}: {name} handed to the module underneath: {why}{caveat}", self.cid, self.rank);
         } else {
-            tracing::debug!("comm {} rank {}: {name} handed to the module underneath: {why}", self.cid, self.rank);
+            tracing::debug!("comm {} rank {}: {name} handed to the module underneath: {why}{caveat}", self.cid, self.rank);
         }
         self.tallies[collective as usize].handed_over += 1;
         Step::HandOver(Box::new(fallback))

@@ -77,10 +77,15 @@ pub struct OmpiReduction {
 
 impl OmpiReduction {
     pub fn new(op: *mut sys::ompi_op_t, dtype: *mut sys::ompi_datatype_t, element_bytes: usize) -> Self {
-        // SAFETY: a valid op handle from the MPI call.
-        let commutative = unsafe { sys::coll_rdma_shim_op_is_commute(op) } != 0;
-        OmpiReduction { op, dtype, element_bytes, commutative }
+        OmpiReduction { op, dtype, element_bytes, commutative: op_is_commutative(op) }
     }
+}
+
+/// Whether `op` is commutative: every predefined op is; a user op is what
+/// MPI_Op_create's `commute` said.
+pub fn op_is_commutative(op: *mut sys::ompi_op_t) -> bool {
+    // SAFETY: a valid op handle from the MPI call; the shim only reads its flags.
+    unsafe { sys::coll_rdma_shim_op_is_commute(op) != 0 }
 }
 
 impl Reduction for OmpiReduction {

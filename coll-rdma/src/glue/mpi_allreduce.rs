@@ -10,7 +10,7 @@ use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::handover::Handover;
-use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut};
+use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, FoldOrder};
 use super::saved::ReductionCall;
 
 pub(super) unsafe extern "C" fn allreduce(
@@ -31,10 +31,11 @@ pub(super) unsafe extern "C" fn allreduce(
 
 impl CommState {
     fn allreduce(&mut self, call: &ReductionCall) -> Step {
+        let order = FoldOrder::of(call.op);
         // First, before any decision between paths: the setup is where the
         // ranks agree on the limits those decisions use.
         if !self.ensure_link(call.comm) {
-            return self.hand_over_allreduce(call, Handover::TransportUnavailable);
+            return self.hand_over_allreduce(call, Handover::TransportUnavailable, order);
         }
         self.count_call(Collective::Allreduce);
         if call.count == 0 {
@@ -44,9 +45,9 @@ impl CommState {
         let allreduce = &self.allreduce;
         let segment_bytes = allreduce.config().tree.segment_bytes;
         let in_parallel = |bytes| allreduce.parallel().applies(transport, bytes);
-        let message = match native_message(call, self.allreduce_max_bytes, "allreduce_max_bytes", segment_bytes, in_parallel) {
+        let message = match native_message(call, order, self.allreduce_max_bytes, "allreduce_max_bytes", segment_bytes, in_parallel) {
             Ok(message) => message,
-            Err(unserved) => return self.hand_over_allreduce(call, unserved),
+            Err(unserved) => return self.hand_over_allreduce(call, unserved, order),
         };
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let span = message.span;
@@ -65,8 +66,8 @@ impl CommState {
         self.finish(Collective::Allreduce, outcome)
     }
 
-    fn hand_over_allreduce(&mut self, call: &ReductionCall, why: Handover) -> Step {
+    fn hand_over_allreduce(&mut self, call: &ReductionCall, why: Handover, order: FoldOrder) -> Step {
         let fallback = self.saved.allreduce(*call);
-        self.hand_over(Collective::Allreduce, why, fallback)
+        self.hand_over_reduction(Collective::Allreduce, why, order, fallback)
     }
 }

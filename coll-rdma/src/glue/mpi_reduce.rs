@@ -10,7 +10,7 @@ use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::handover::Handover;
-use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut};
+use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, FoldOrder};
 use super::saved::ReductionCall;
 
 #[allow(clippy::too_many_arguments)] // Open MPI's reduce signature
@@ -33,9 +33,10 @@ pub(super) unsafe extern "C" fn reduce(
 
 impl CommState {
     fn reduce(&mut self, call: &ReductionCall, root: c_int) -> Step {
+        let order = FoldOrder::of(call.op);
         // First, before any decision between paths (see allreduce).
         if !self.ensure_link(call.comm) {
-            return self.hand_over_reduce(call, root, Handover::TransportUnavailable);
+            return self.hand_over_reduce(call, root, Handover::TransportUnavailable, order);
         }
         self.count_call(Collective::Reduce);
         if call.count == 0 {
@@ -44,9 +45,9 @@ impl CommState {
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let reduce = &self.reduce;
         let in_parallel = |bytes| reduce.parallel().applies(transport, bytes);
-        let message = match native_message(call, self.reduce_max_bytes, "reduce_max_bytes", reduce.config().segment_bytes, in_parallel) {
+        let message = match native_message(call, order, self.reduce_max_bytes, "reduce_max_bytes", reduce.config().segment_bytes, in_parallel) {
             Ok(message) => message,
-            Err(unserved) => return self.hand_over_reduce(call, root, unserved),
+            Err(unserved) => return self.hand_over_reduce(call, root, unserved, order),
         };
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let span = message.span;
@@ -72,8 +73,8 @@ impl CommState {
         self.finish(Collective::Reduce, outcome)
     }
 
-    fn hand_over_reduce(&mut self, call: &ReductionCall, root: c_int, why: Handover) -> Step {
+    fn hand_over_reduce(&mut self, call: &ReductionCall, root: c_int, why: Handover, order: FoldOrder) -> Step {
         let fallback = self.saved.reduce(*call, root);
-        self.hand_over(Collective::Reduce, why, fallback)
+        self.hand_over_reduction(Collective::Reduce, why, order, fallback)
     }
 }

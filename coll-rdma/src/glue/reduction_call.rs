@@ -7,8 +7,24 @@ use std::ffi::c_void;
 use ompi_sys as sys;
 
 use super::handover::Handover;
-use super::datatype::{contiguous_span, ContiguousSpan, OmpiReduction};
+use super::datatype::{contiguous_span, op_is_commutative, ContiguousSpan, OmpiReduction};
 use super::saved::ReductionCall;
+
+/// What a reduction's op asks of whoever folds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum FoldOrder {
+    /// A commutative op: the result MPI defines comes out of any order.
+    Any,
+    /// A non-commutative op: only the canonical rank order
+    /// `r0 op (r1 op (... op r(n-1)))` gives it.
+    Canonical,
+}
+
+impl FoldOrder {
+    pub(super) fn of(op: *mut sys::ompi_op_t) -> Self {
+        if op_is_commutative(op) { FoldOrder::Any } else { FoldOrder::Canonical }
+    }
+}
 
 /// The message of one reduction call as the algorithms see it.
 pub(super) struct NativeMessage {
@@ -16,18 +32,14 @@ pub(super) struct NativeMessage {
     pub reduction: OmpiReduction,
 }
 
-/// Why a call goes to the module underneath: a category (reported once per
-/// communicator) and the particulars of this call.
-
 /// Checks everything that decides between the native path and the module
 /// underneath. Every input is one MPI requires to be identical on all
 /// ranks (count, datatype, op), or agreed at setup (the limits, and
 /// whether `reduced_in_parallel` says yes for a length), so every rank
-/// decides alike. `max_bytes` does not apply to messages reduced in
-/// parallel: it was set where the window's tree lost to the module
-/// underneath.
+/// decides alike. `max_bytes` applies as `size_limit_exceeded` says.
 pub(super) fn native_message(
     call: &ReductionCall,
+    order: FoldOrder,
     max_bytes: Option<usize>,
     limit_name: &'static str,
     segment_bytes: usize,
@@ -38,10 +50,27 @@ pub(super) fn native_message(
     if span.element_bytes > segment_bytes {
         return Err(Handover::ElementTooLarge { element_bytes: span.element_bytes, segment_bytes });
     }
-    if let Some(limit) = max_bytes.filter(|&limit| span.bytes > limit && !reduced_in_parallel(span.bytes)) {
+    if let Some(limit) = size_limit_exceeded(order, span.bytes, max_bytes, reduced_in_parallel) {
         return Err(Handover::AboveLimit { bytes: span.bytes, parameter: limit_name, limit });
     }
     Ok(NativeMessage { span, reduction: OmpiReduction::new(call.op, call.dtype, span.element_bytes) })
+}
+
+/// The size limit `max_bytes` that sends a `bytes`-byte message to the
+/// module underneath, if it does. It does not apply to messages reduced in
+/// parallel: it was set where the window's tree lost to the module
+/// underneath. Nor to a non-commutative op: the tree and the parallel
+/// reduction fold in rank order at every length, while the module
+/// underneath may not (tuned's ring allreduce and chain reduce, which a
+/// user may force, fold in another order and get another result), and a
+/// right result beats a faster one.
+fn size_limit_exceeded(
+    order: FoldOrder,
+    bytes: usize,
+    max_bytes: Option<usize>,
+    reduced_in_parallel: impl Fn(usize) -> bool,
+) -> Option<usize> {
+    max_bytes.filter(|&limit| order == FoldOrder::Any && bytes > limit && !reduced_in_parallel(bytes))
 }
 
 /// `count` elements at `buffer`, offset by the span's start.
@@ -71,4 +100,27 @@ pub(super) fn contribution_is_in_receive_buffer(call: &ReductionCall, span: &Con
     let send = call.send as usize;
     let recv = call.recv as usize;
     send < recv + span.bytes && recv < send + span.bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NEVER_PARALLEL: fn(usize) -> bool = |_| false;
+
+    #[test]
+    fn a_commutative_op_above_the_limit_goes_to_the_module_underneath_unless_reduced_in_parallel() {
+        assert_eq!(size_limit_exceeded(FoldOrder::Any, 8192, Some(8192), NEVER_PARALLEL), None);
+        assert_eq!(size_limit_exceeded(FoldOrder::Any, 8193, Some(8192), NEVER_PARALLEL), Some(8192));
+        assert_eq!(size_limit_exceeded(FoldOrder::Any, 8193, None, NEVER_PARALLEL), None);
+        assert_eq!(size_limit_exceeded(FoldOrder::Any, 1 << 17, Some(8192), |bytes| bytes >= 1 << 17), None);
+    }
+
+    #[test]
+    fn a_non_commutative_op_is_served_at_every_length() {
+        for bytes in [1, 8192, 8193, 65536, (1 << 17) - 1, 1 << 30] {
+            assert_eq!(size_limit_exceeded(FoldOrder::Canonical, bytes, Some(8192), NEVER_PARALLEL), None, "{bytes} bytes");
+            assert_eq!(size_limit_exceeded(FoldOrder::Canonical, bytes, Some(0), NEVER_PARALLEL), None, "{bytes} bytes");
+        }
+    }
 }
