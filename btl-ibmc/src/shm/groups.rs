@@ -21,6 +21,14 @@ impl NodeGroups {
         NodeGroups { leader_of: vec![0; size], local_index: (0..size).collect(), local_count: vec![size; size] }
     }
 
+    /// `size` ranks split into `nodes` blocks of consecutive ranks, rank r
+    /// in block r·nodes/size: what `coll_rdma_test_pretend_nodes` makes of
+    /// one host's ranks (the hybrid's node keys use the same blocks).
+    pub fn blocks(size: usize, nodes: usize) -> Self {
+        let nodes = nodes.max(1);
+        Self::from_keys(&(0..size).map(|rank| rank * nodes / size).collect::<Vec<_>>())
+    }
+
     /// Ranks whose keys are equal share a node. One pass, so that setting
     /// up a large communicator stays linear in its size.
     pub fn from_keys<K: Hash + Eq>(keys: &[K]) -> Self {
@@ -104,6 +112,9 @@ mod tests {
         assert!(!groups.nodes_are_contiguous());
         assert!(NodeGroups::from_keys(&["x", "x", "y", "z", "z", "z"]).nodes_are_contiguous());
         assert!(!NodeGroups::from_keys(&["x", "y", "y", "x"]).nodes_are_contiguous());
+        let pretended = NodeGroups::blocks(5, 2);
+        assert_eq!((pretended.count(), pretended.members(0).collect::<Vec<_>>()), (2, vec![0, 1, 2]));
+        assert_eq!(NodeGroups::blocks(3, 8).count(), 3);
         let single = NodeGroups::single(4);
         assert!(single.nodes_are_contiguous());
         assert_eq!((single.count(), single.local_index(3), single.local_count(0)), (1, 3, 4));

@@ -10,12 +10,14 @@ use ompi_sys as sys;
 use tuning::{choose_barrier_radix, choose_bcast_max_bytes, BcastStreamModel, WindowedBcast};
 
 use super::handover::Handover;
+use super::hierarchy::{HierarchyPlan, Schedule};
 use super::link::{self, LinkRequest};
 use super::agreement::{agree_on_protocol, ProtocolInputs, ProtocolSettings};
 use super::params::{BcastSettings, ReductionSettings, Settings, TestFaults, TransportChoice, UdpSettings, VerbsSettings, WindowLimit};
 use super::saved::SavedCollectives;
 use crate::collectives::allreduce::{Allreduce, AllreduceConfig};
 use crate::collectives::barrier_autotune::{barrier_candidates, TrialOutcome, TunedBarrier};
+use crate::collectives::barrier_two_level::TwoLevelBarrier;
 use crate::collectives::bcast::{Bcast, BcastConfig};
 use crate::collectives::reduce::Reduce;
 use crate::layout::WindowLayout;
@@ -95,6 +97,11 @@ pub struct CommState {
     /// may put the functions underneath back into the communicator's table.
     bypass_requested: bool,
     pub(super) barrier: TunedBarrier,
+    /// Set when the transport is known, if the communicator spans nodes
+    /// and `coll_rdma_hierarchy` allows: it then serves every barrier in
+    /// place of `barrier` (they share the window's barrier region).
+    pub(super) two_level_barrier: Option<TwoLevelBarrier>,
+    hierarchy: HierarchyPlan,
     pub(super) allreduce: Allreduce,
     pub(super) allreduce_max_bytes: Option<usize>,
     pub(super) reduce: Reduce,
@@ -232,7 +239,11 @@ impl CommState {
             reduce_config.tree.degree,
             bcast_config.multicast.co_roots
         );
-        let layout = WindowLayout::with_barrier_radices(size, &barrier_radices, &allreduce_config, &reduce_config.tree, &bcast_config);
+        let mut barrier_len = TunedBarrier::region_len(size, &barrier_radices);
+        if HierarchyPlan::may_use_two_levels(settings.hierarchy) {
+            barrier_len = barrier_len.max(TwoLevelBarrier::region_len(size));
+        }
+        let layout = WindowLayout::with_barrier_region(size, barrier_len, &allreduce_config, &reduce_config.tree, &bcast_config);
         let context = format!("comm {cid}");
         let protocol = ProtocolSettings::of(&ProtocolInputs {
             settings,
@@ -267,6 +278,8 @@ impl CommState {
             bypass_requested: false,
             barrier: TunedBarrier::new(rank, size, &barrier_radices, radix, settings.autotune_calls.unwrap_or(1), layout.barrier_offset, policy)
                 .with_context(context),
+            two_level_barrier: None,
+            hierarchy: HierarchyPlan::new(settings, policy, layout.barrier_offset),
             allreduce,
             allreduce_max_bytes: settings.allreduce.max_bytes,
             reduce,
@@ -330,11 +343,46 @@ impl CommState {
         }
     }
 
+    /// Builds the two-level schedules where the communicator spans nodes
+    /// (and `coll_rdma_hierarchy` allows), and says at verbose level 1
+    /// which barrier serves it.
+    fn choose_schedule(&mut self, transport: &SelectedTransport) {
+        match self.hierarchy.schedule(transport) {
+            Schedule::TwoLevel(nodes) => {
+                let (barrier, why) = self.hierarchy.two_level_barrier(self.rank, &nodes);
+                let leader = nodes.leader_of(self.rank);
+                let role = if leader == self.rank { "this rank leads its node".to_string() } else { format!("this rank's node leader is rank {leader}") };
+                tracing::info!(
+                    "comm {} rank {}: barrier two-level across {} nodes of {} to {} ranks: node-local arrival at each node's leader, \
+                     dissemination with {why}, node-local release; {role} (its node holds {} rank(s))",
+                    self.cid,
+                    self.rank,
+                    nodes.count(),
+                    (0..self.size).map(|rank| nodes.local_count(rank)).min().unwrap_or(0),
+                    (0..self.size).map(|rank| nodes.local_count(rank)).max().unwrap_or(0),
+                    nodes.local_count(self.rank)
+                );
+                self.two_level_barrier = Some(barrier.with_context(format!("comm {}", self.cid)));
+            }
+            Schedule::Flat(why) => tracing::info!(
+                "comm {} rank {}: barrier flat over all {} ranks ({why}): dissemination radix {}",
+                self.cid,
+                self.rank,
+                self.size,
+                self.barrier.radix()
+            ),
+        }
+    }
+
     /// Says at verbose level 1, once per communicator (from its rank 0),
     /// what the barrier autotune will measure, or that there is nothing to
     /// choose from.
     fn report_barrier_trial_plan(&self) {
         if self.rank != 0 || !self.autotune {
+            return;
+        }
+        if self.two_level_barrier.is_some() {
+            tracing::info!("comm {} rank 0: barrier autotune: not run, the two-level barrier serves this communicator", self.cid);
             return;
         }
         match self.barrier.trial() {
@@ -472,6 +520,7 @@ impl CommState {
                     self.bcast.config().multicast.window_slots,
                     self.bcast.config().multicast.slot_bytes
                 );
+                self.choose_schedule(&transport);
                 self.report_barrier_trial_plan();
                 if let Some(routes) = transport.route_summary() {
                     tracing::info!("comm {} rank {}: {routes}", self.cid, self.rank);
@@ -610,7 +659,11 @@ impl Drop for CommState {
             if let Err(why) = transport.quiesce_before_teardown() {
                 tracing::warn!("comm {} rank {}: writes still in flight at teardown: {why}", self.cid, self.rank);
             }
-            if let Err(why) = self.barrier.run_untimed(transport, &NoSideProgress) {
+            let closed = match self.two_level_barrier.as_mut() {
+                Some(two_level) => two_level.run(transport, &NoSideProgress),
+                None => self.barrier.run_untimed(transport, &NoSideProgress),
+            };
+            if let Err(why) = closed {
                 tracing::warn!("comm {} rank {}: closing barrier failed: {why}", self.cid, self.rank);
             }
         }
