@@ -64,7 +64,7 @@ impl ReduceRegion {
     fn new(start: usize, size: usize, config: &TreeStreamConfig) -> Self {
         let shape = SlotShape::holding(config.segment_bytes);
         let mut cursor = RegionCursor::starting_at(start);
-        let child_rings = cursor.take(TreeLinks::positions(size, config.degree) * shape.ring_bytes());
+        let child_rings = cursor.take(config.ring_positions(size) * shape.ring_bytes());
         let relay_ring = cursor.take(shape.ring_bytes());
         let parent_credit = cursor.take(CREDIT_BYTES);
         let relay_credits = cursor.take(size * CREDIT_BYTES);
@@ -97,6 +97,7 @@ pub struct Reduce {
     rank: usize,
     size: usize,
     config: TreeStreamConfig,
+    region_offset: usize,
     upward: Upward,
     /// Indexed by root; used on rank 0 only.
     relays_out: Vec<Stream>,
@@ -128,6 +129,7 @@ impl Reduce {
             rank,
             size,
             config,
+            region_offset,
             upward: Upward::new("reduce partial", rank, &links, region.upward),
             relays_out,
             relay_in: region.relay(rank),
@@ -137,6 +139,21 @@ impl Reduce {
             partial: Vec::new(),
             incoming: Vec::new(),
         }
+    }
+
+    /// Switches to the two-level tree across nodes (`TreeLinks::two_level`)
+    /// before the first call; the configuration must have room for it.
+    /// The tree stays rooted at rank 0, a leader, which relays the result
+    /// to the root as before. Every rank must switch, and only where nodes
+    /// hold consecutive ranks if non-commutative operations are to keep
+    /// the rank order.
+    pub fn use_two_level_tree(&mut self, links: &TreeLinks) {
+        assert!(self.config.room_for_two_levels, "the reduce region has no room for the two-level tree");
+        assert_eq!((self.epoch, self.last_seq), (0, 0), "the tree changes only before the first call");
+        let region = ReduceRegion::new(self.region_offset, self.size, &self.config);
+        let positions = self.config.ring_positions(self.size);
+        assert!(links.children.iter().chain(links.parent.iter()).all(|link| link.position < positions), "a link beyond the reserved rings");
+        self.upward = Upward::new("reduce partial", self.rank, links, region.upward);
     }
 
     pub fn config(&self) -> &TreeStreamConfig {
