@@ -1208,7 +1208,7 @@ else
     #     barrier order, the other collectives and many communicators
     #     (split ones of 1-3 ranks, each its own node when there are more
     #     pretended nodes than ranks) right, and verbose 1 says which
-    #     barrier serves; coll_rdma_hierarchy flat puts the flat one back
+    #     barrier serves; coll_rdma_hierarchy flat puts the flat ones back
     CHECKS=("${SERVED[@]}" "re:comm 0 rank 0: barrier two-level across 2 nodes of 2 to 3 ranks: .*this rank leads its node \(its node holds 3 rank"
         "re:comm 0 rank 4: barrier two-level across 2 nodes .*this rank's node leader is rank 3 \(its node holds 2 rank")
     run_test "two-level-barrier_order-pretend-nodes-np5" 5 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 "${V[@]}" \
@@ -1220,7 +1220,18 @@ else
     CHECKS=("${SERVED[@]}" "re:comm [0-9]+ rank 0: barrier two-level across")
     run_test "two-level-comm_lifecycle-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 "${V[@]}" \
         -- comm_lifecycle -l "$CL_L"
-    CHECKS=("${SERVED[@]}" "grep:comm 0 rank 0: barrier flat over all 4 ranks (coll_rdma_hierarchy=flat)" "nore:barrier two-level")
+    #     allreduce and reduce on the two-level tree (every op and datatype,
+    #     non-commutative user ops in rank order), with the default 8 KiB
+    #     segments and with 64-byte ones (many segments through every level)
+    CHECKS=("${SERVED[@]}" "re:comm 0 rank 0: allreduce and reduce two-level: a tree within each node into its leader and among the 2 leaders")
+    run_test "two-level-reduce_ops-pretend-nodes-np5" 5 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 "${V[@]}" \
+        -- reduce_ops "${RO_PARAM[@]}"
+    CHECKS=("${SERVED[@]}" "re:comm 0 rank 3: allreduce and reduce two-level: .*among the 3 leaders \(allreduce degree 1,")
+    run_test "two-level-reduce_ops-segments-64-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 3 \
+        --mca coll_rdma_allreduce_degree 1 --mca coll_rdma_allreduce_segment_size 64 --mca coll_rdma_reduce_segment_size 64 "${V[@]}" \
+        -- reduce_ops "${RO_PARAM[@]}"
+    CHECKS=("${SERVED[@]}" "grep:comm 0 rank 0: barrier flat over all 4 ranks (coll_rdma_hierarchy=flat)" "nore:barrier two-level"
+        "grep:comm 0 rank 0: allreduce and reduce flat over all 4 ranks (coll_rdma_hierarchy=flat)")
     run_test "hierarchy-flat-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 \
         --mca coll_rdma_hierarchy flat "${V[@]}" -- barrier_order -n 2000
     CHECKS=(served "grep:coll:rdma: warning: coll_rdma_hierarchy=\"bogus\" is unknown (auto, flat); using auto")

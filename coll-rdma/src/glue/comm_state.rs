@@ -11,6 +11,8 @@ use tuning::{choose_barrier_radix, choose_bcast_max_bytes, BcastStreamModel, Win
 
 use super::handover::Handover;
 use super::hierarchy::{HierarchyPlan, Schedule};
+use btl_ibmc::shm::NodeGroups;
+use crate::patterns::two_level_links;
 use super::link::{self, LinkRequest};
 use super::agreement::{agree_on_protocol, ProtocolInputs, ProtocolSettings};
 use super::params::{BcastSettings, ReductionSettings, Settings, TestFaults, TransportChoice, UdpSettings, VerbsSettings, WindowLimit};
@@ -228,8 +230,11 @@ impl CommState {
         let (radix, _) = Self::barrier_radix(settings, size);
         let barrier_radices = Self::barrier_radices(settings, size, radix);
         let policy = wait_policy(settings, size);
-        let (allreduce_config, allreduce_why) = reduction_config(settings, &settings.allreduce, size, policy);
-        let (reduce_config, reduce_why) = reduction_config(settings, &settings.reduce, size, policy);
+        let (mut allreduce_config, allreduce_why) = reduction_config(settings, &settings.allreduce, size, policy);
+        let (mut reduce_config, reduce_why) = reduction_config(settings, &settings.reduce, size, policy);
+        let two_levels_possible = HierarchyPlan::may_use_two_levels(settings.hierarchy);
+        allreduce_config.tree.room_for_two_levels = two_levels_possible;
+        reduce_config.tree.room_for_two_levels = two_levels_possible;
         let (bcast_config, bcast_why) = bcast_config(&settings.bcast, &settings.udp, size, policy);
         tracing::info!(
             "comm {cid} rank {rank}: allreduce degree {}, exchange up to {} bytes ({allreduce_why}); reduce degree {} ({reduce_why}); \
@@ -240,7 +245,7 @@ impl CommState {
             bcast_config.multicast.co_roots
         );
         let mut barrier_len = TunedBarrier::region_len(size, &barrier_radices);
-        if HierarchyPlan::may_use_two_levels(settings.hierarchy) {
+        if two_levels_possible {
             barrier_len = barrier_len.max(TwoLevelBarrier::region_len(size));
         }
         let layout = WindowLayout::with_barrier_region(size, barrier_len, &allreduce_config, &reduce_config.tree, &bcast_config);
@@ -363,14 +368,40 @@ impl CommState {
                     nodes.local_count(self.rank)
                 );
                 self.two_level_barrier = Some(barrier.with_context(format!("comm {}", self.cid)));
+                self.choose_reduction_trees(&nodes);
             }
-            Schedule::Flat(why) => tracing::info!(
-                "comm {} rank {}: barrier flat over all {} ranks ({why}): dissemination radix {}",
-                self.cid,
-                self.rank,
-                self.size,
-                self.barrier.radix()
-            ),
+            Schedule::Flat(why) => {
+                tracing::info!(
+                    "comm {} rank {}: barrier flat over all {} ranks ({why}): dissemination radix {}",
+                    self.cid,
+                    self.rank,
+                    self.size,
+                    self.barrier.radix()
+                );
+                tracing::info!("comm {} rank {}: allreduce and reduce flat over all {} ranks ({why})", self.cid, self.rank, self.size);
+            }
+        }
+    }
+
+    /// Puts allreduce and reduce on the two-level tree where the nodes keep
+    /// the rank order, and says at verbose level 1 which tree serves them.
+    fn choose_reduction_trees(&mut self, nodes: &NodeGroups) {
+        match HierarchyPlan::reductions_fit(nodes) {
+            Ok(()) => {
+                let allreduce_degree = self.allreduce.config().tree.degree;
+                let reduce_degree = self.reduce.config().degree;
+                self.allreduce.use_two_level_tree(&two_level_links(self.rank, nodes, allreduce_degree));
+                self.reduce.use_two_level_tree(&two_level_links(self.rank, nodes, reduce_degree));
+                tracing::info!(
+                    "comm {} rank {}: allreduce and reduce two-level: a tree within each node into its leader and among the {} leaders \
+                     (allreduce degree {allreduce_degree}, every length on the tree, no exchange; reduce degree {reduce_degree}, rank 0 \
+                     relays the result to the root), the result back down the same tree",
+                    self.cid,
+                    self.rank,
+                    nodes.count()
+                );
+            }
+            Err(why) => tracing::info!("comm {} rank {}: allreduce and reduce flat over all {} ranks ({why})", self.cid, self.rank, self.size),
         }
     }
 

@@ -66,6 +66,22 @@ impl HierarchyPlan {
         }
     }
 
+    /// Whether allreduce and reduce can take the two-level tree on `nodes`;
+    /// if not, why they stay flat.
+    pub(super) fn reductions_fit(nodes: &NodeGroups) -> Result<(), String> {
+        if nodes.nodes_are_contiguous() {
+            Ok(())
+        } else {
+            // Serving commutative operations on the two-level tree and the
+            // others flat would need a second tree's rings in the window
+            // (switching one set of rings between trees breaks the rule
+            // that each has one writer); all stay flat instead.
+            Err("the nodes do not hold consecutive ranks (a round-robin placement), so folding node by node would not \
+                 combine the ranks in rank order, which non-commutative operations need"
+                .to_string())
+        }
+    }
+
     /// The two-level barrier of `rank` on `nodes`, with a sentence saying
     /// how the leaders disseminate and why.
     pub(super) fn two_level_barrier(&self, rank: usize, nodes: &NodeGroups) -> (TwoLevelBarrier, String) {
@@ -79,5 +95,19 @@ impl HierarchyPlan {
         };
         let barrier = TwoLevelBarrier::new(rank, nodes, radix, self.barrier_offset, self.policy);
         (barrier, format!("radix {radix} among the {leaders} leaders ({why})"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reductions_go_two_level_only_on_consecutive_nodes() {
+        assert_eq!(HierarchyPlan::reductions_fit(&NodeGroups::blocks(10, 3)), Ok(()));
+        assert_eq!(HierarchyPlan::reductions_fit(&NodeGroups::from_keys(&[0, 0, 1, 2, 2, 2, 2])), Ok(()));
+        let round_robin = NodeGroups::from_keys(&(0..10).map(|rank| rank % 3).collect::<Vec<_>>());
+        let why = HierarchyPlan::reductions_fit(&round_robin).unwrap_err();
+        assert!(why.contains("round-robin") && why.contains("rank order, which non-commutative"), "{why}");
     }
 }
