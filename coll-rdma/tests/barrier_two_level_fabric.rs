@@ -151,18 +151,28 @@ fn uneven_nodes_keep_the_barrier_property_and_only_leaders_cross() {
 }
 
 #[test]
-fn the_flat_barrier_on_the_same_nodes_has_members_crossing() {
+fn the_flat_barrier_on_the_same_nodes_has_members_crossing_and_crosses_more() {
+    const BARRIERS: usize = 50;
     let nodes = blocks(&[1, 2, 7]);
     let size = nodes.size();
-    let outcome = run_barriers(&nodes, 50, 0xF1A7, |rank| {
+    let flat = run_barriers(&nodes, BARRIERS, 0xF1A7, |rank| {
         DisseminationBarrier::new(rank, size, 2, REGION_OFFSET, common::yielding_policy(50))
     });
-    assert!(outcome.violation.is_none(), "{}", outcome.violation.unwrap());
+    assert!(flat.violation.is_none(), "{}", flat.violation.unwrap());
     let leaders = nodes.leaders();
     assert!(
-        outcome.inter_node_pairs.iter().any(|(writer, target)| !leaders.contains(writer) || !leaders.contains(target)),
+        flat.inter_node_pairs.iter().any(|(writer, target)| !leaders.contains(writer) || !leaders.contains(target)),
         "the flat barrier crossed only between leaders: the check above could not fail"
     );
+    // Puts per barrier are fixed by the schedule: radix 2 over 10 ranks
+    // is 5 notifications a rank, most of them across nodes; over the 3
+    // leaders it is one round of 2 each.
+    let two_level = run_barriers(&nodes, BARRIERS, 0xF1A7, two_level(&nodes, 2));
+    assert!(two_level.violation.is_none(), "{}", two_level.violation.unwrap());
+    let per_barrier = |outcome: &Outcome| outcome.inter_node_puts / BARRIERS as u64;
+    println!("puts across nodes per barrier on nodes of 1, 2 and 7: flat {}, two-level {}", per_barrier(&flat), per_barrier(&two_level));
+    assert_eq!(per_barrier(&two_level), 6);
+    assert!(per_barrier(&flat) > 3 * per_barrier(&two_level), "flat {} vs two-level {}", per_barrier(&flat), per_barrier(&two_level));
 }
 
 #[test]
