@@ -1223,15 +1223,16 @@ else
     #     allreduce and reduce on the two-level tree (every op and datatype,
     #     non-commutative user ops in rank order), with the default 8 KiB
     #     segments and with 64-byte ones (many segments through every level)
-    CHECKS=("${SERVED[@]}" "re:comm 0 rank 0: allreduce and reduce two-level: a tree within each node into its leader and among the 2 leaders")
+    CHECKS=("${SERVED[@]}" "re:comm 0 rank 0: allreduce two-level: a degree-[0-9]+ tree within each node into its leader and among the 2 leaders"
+        "re:comm 0 rank 4: reduce two-level: a degree-[0-9]+ tree within each node")
     run_test "two-level-reduce_ops-pretend-nodes-np5" 5 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 "${V[@]}" \
         -- reduce_ops "${RO_PARAM[@]}"
-    CHECKS=("${SERVED[@]}" "re:comm 0 rank 3: allreduce and reduce two-level: .*among the 3 leaders \(allreduce degree 1,")
+    CHECKS=("${SERVED[@]}" "re:comm 0 rank 3: allreduce two-level: a degree-1 tree .*among the 3 leaders")
     run_test "two-level-reduce_ops-segments-64-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 3 \
         --mca coll_rdma_allreduce_degree 1 --mca coll_rdma_allreduce_segment_size 64 --mca coll_rdma_reduce_segment_size 64 "${V[@]}" \
         -- reduce_ops "${RO_PARAM[@]}"
     CHECKS=("${SERVED[@]}" "grep:comm 0 rank 0: barrier flat over all 4 ranks (coll_rdma_hierarchy=flat)" "nore:barrier two-level"
-        "grep:comm 0 rank 0: allreduce and reduce flat over all 4 ranks (coll_rdma_hierarchy=flat)")
+        "grep:comm 0 rank 0: allreduce and reduce flat over all 4 ranks (coll_rdma_hierarchy=flat)" "nore:(allreduce|reduce) two-level")
     run_test "hierarchy-flat-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 \
         --mca coll_rdma_hierarchy flat "${V[@]}" -- barrier_order -n 2000
     CHECKS=(served "grep:coll:rdma: warning: coll_rdma_hierarchy=\"bogus\" is unknown (auto, flat); using auto")

@@ -267,9 +267,9 @@ fn play_rank(
     let mut allreduce = Allreduce::new(rank, size, layout.allreduce_offset, scenario.config);
     let mut reduce = Reduce::new(rank, size, layout.reduce_offset, scenario.config.tree);
     if let Some(nodes) = nodes {
-        let links = two_level_links(rank, nodes, scenario.config.tree.degree);
-        allreduce.use_two_level_tree(&links);
-        reduce.use_two_level_tree(&links);
+        let tree = two_level_links(rank, nodes, scenario.config.tree.degree);
+        allreduce.use_two_level_tree(&tree).map_err(|why| format!("rank {rank}: allreduce: {why}"))?;
+        reduce.use_two_level_tree(&tree).map_err(|why| format!("rank {rank}: reduce: {why}"))?;
     }
     let mut rng = XorShift::new(scenario.seed ^ (rank as u64 + 1) << 32);
     let mut first_error = None;
@@ -543,12 +543,14 @@ fn blocks(sizes: &[usize]) -> NodeGroups {
 /// the root's credits for it).
 #[test]
 fn the_two_level_tree_on_uneven_nodes_matches_the_serial_reduction() {
-    let placements = [&[1, 2, 7][..], &[7, 2, 1], &[2, 7, 1], &[2, 1, 7, 1, 2], &[1, 1, 1, 1], &[6]];
-    for (index, sizes) in placements.into_iter().enumerate() {
+    // (nodes of 2, 1, 7, 1 and 2 need more rings at degree 1 than the
+    // window holds: the test below)
+    let placements = [(&[1, 2, 7][..], 1), (&[7, 2, 1], 1), (&[2, 7, 1], 1), (&[2, 1, 7, 1, 2], 2), (&[1, 1, 1, 1], 1), (&[6], 1)];
+    for (index, (sizes, least_degree)) in placements.into_iter().enumerate() {
         let nodes = blocks(sizes);
         let size = nodes.size();
         let leaders = nodes.leaders();
-        for degree in [1, 2, 3] {
+        for degree in least_degree..=3 {
             let seed = 0x2_1EAF_0000 + (index * 16 + degree) as u64;
             let calls = mixed_calls(size, &[1, 2, 7, 30, 61], 40, seed);
             let roots: Vec<usize> = calls.iter().filter_map(|call| match call.kind {
@@ -577,4 +579,27 @@ fn the_two_level_checker_catches_a_fold_in_the_wrong_order() {
         let scenario = Scenario { size: 6, config: config(2, 64, 4096), seed: 12, put_delay: Duration::ZERO, calls };
         assert!(run_placed(scenario, Some(blocks(&[2, 3, 1]))).is_err(), "{kind:?} with a swapped fold went unnoticed");
     }
+}
+
+/// A placement whose two-level tree needs more slot rings than the window
+/// holds is refused before anything is sent, and the flat tree it keeps
+/// still serves.
+#[test]
+fn a_two_level_tree_beyond_the_reserved_rings_is_refused() {
+    let nodes = blocks(&[2, 1, 7, 1, 2]);
+    let size = nodes.size();
+    let mut scenario_config = config(1, 40, 0);
+    scenario_config.tree.room_for_two_levels = true;
+    let layout = WindowLayout::with_reductions(size, 1, &scenario_config);
+    for rank in 0..size {
+        let tree = two_level_links(rank, &nodes, 1);
+        let mut allreduce = Allreduce::new(rank, size, layout.allreduce_offset, scenario_config);
+        let why = allreduce.use_two_level_tree(&tree).unwrap_err();
+        assert_eq!(why, "the two-level tree needs 6 slot ring(s) a rank, the window holds 5");
+        let mut reduce = Reduce::new(rank, size, layout.reduce_offset, scenario_config.tree);
+        assert!(reduce.use_two_level_tree(&tree).is_err());
+        assert!(!allreduce.is_two_level());
+    }
+    let calls = mixed_calls(size, &[1, 7, 30], 10, 0x2EF);
+    run(Scenario { size, config: config(1, 40, 0), seed: 0x2EF, put_delay: Duration::ZERO, calls }).unwrap();
 }

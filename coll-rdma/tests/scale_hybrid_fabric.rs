@@ -172,9 +172,9 @@ fn run_at_scale(scale: Scale) {
         let mut allreduce = Allreduce::new(rank, size, layout.allreduce_offset, reductions);
         let mut reduce = Reduce::new(rank, size, layout.reduce_offset, reductions.tree);
         if two_level {
-            let links = two_level_links(rank, &nodes, reductions.tree.degree);
-            allreduce.use_two_level_tree(&links);
-            reduce.use_two_level_tree(&links);
+            let tree = two_level_links(rank, &nodes, reductions.tree.degree);
+            allreduce.use_two_level_tree(&tree).unwrap_or_else(|why| panic!("rank {rank}: allreduce: {why}"));
+            reduce.use_two_level_tree(&tree).unwrap_or_else(|why| panic!("rank {rank}: reduce: {why}"));
         }
         let mut bcast = Bcast::new(rank, size, layout.bcast_offset, bcast_config);
         for (index, call) in calls.iter().enumerate() {

@@ -114,12 +114,21 @@ impl TreeLinks {
         links
     }
 
-    /// Slot rings every rank reserves so that the two-level tree fits on
-    /// any placement of `size` ranks: the largest node's children plus a
-    /// leader's children among the other leaders, at most
-    /// positions(m) + positions(size + 1 - m) for a node of m ranks.
-    pub fn two_level_positions_bound(size: usize, degree: usize) -> usize {
-        (1..=size.max(1)).map(|largest| Self::positions(largest, degree) + Self::positions(size + 1 - largest, degree)).max().unwrap_or(0)
+    /// Slot rings the two-level tree needs on every rank: the largest
+    /// node's children, then a leader's children among `leaders` leaders.
+    pub fn two_level_positions(largest_node: usize, leaders: usize, degree: usize) -> usize {
+        Self::positions(largest_node, degree) + Self::positions(leaders, degree)
+    }
+
+    /// Slot rings to reserve so that the two-level tree fits where it most
+    /// likely will: the flat tree's plus one more step of `degree`. Nodes
+    /// of equal size always fit (m·N ranks need positions(m) +
+    /// positions(N), at most one step more than positions(m·N)); very
+    /// uneven ones may need more (nodes of 2, 1, 7, 1 and 2 ranks at
+    /// degree 1: 6 rings, 5 reserved), and then the caller keeps the flat
+    /// tree. Reserving for every placement would almost double the rings.
+    pub fn two_level_reserve(size: usize, degree: usize) -> usize {
+        Self::positions(size, degree) + degree
     }
 }
 
@@ -190,7 +199,9 @@ mod tests {
             for degree in 1..=4 {
                 let trees = two_level_trees(node_of, degree);
                 assert_eq!(covered(&trees, 0), (0..size).collect::<Vec<_>>(), "{node_of:?} k {degree}");
-                let bound = TreeLinks::two_level_positions_bound(size, degree);
+                let largest = (0..size).map(|rank| node_of.iter().filter(|&&node| node == node_of[rank]).count()).max().unwrap_or(1);
+                let leaders = (0..size).filter(|&rank| node_of.iter().position(|&node| node == node_of[rank]) == Some(rank)).count();
+                let bound = TreeLinks::two_level_positions(largest, leaders, degree);
                 for (rank, tree) in trees.iter().enumerate() {
                     let mut seen = std::collections::HashSet::new();
                     for child in &tree.children {
@@ -219,16 +230,19 @@ mod tests {
     }
 
     #[test]
-    fn the_positions_bound_covers_every_split_and_the_flat_tree() {
-        for size in 1..=60 {
-            for degree in 1..=5 {
-                let bound = TreeLinks::two_level_positions_bound(size, degree);
-                assert!(bound >= TreeLinks::positions(size, degree), "size {size} k {degree}");
+    fn equal_nodes_fit_the_reserve_and_uneven_ones_may_not() {
+        for ranks_per_node in 1..=40 {
+            for nodes in 1..=40 {
+                for degree in 1..=6 {
+                    let needed = TreeLinks::two_level_positions(ranks_per_node, nodes, degree);
+                    let reserve = TreeLinks::two_level_reserve(ranks_per_node * nodes, degree);
+                    assert!(needed <= reserve, "{nodes} nodes of {ranks_per_node}, k {degree}: {needed} > {reserve}");
+                }
             }
         }
-        // 8 ranks at k = 1: the flat tree needs 3 rings; a node of 5 and
-        // three of 1 need 3 for the node and 2 among the 4 leaders.
-        assert_eq!((TreeLinks::positions(8, 1), TreeLinks::two_level_positions_bound(8, 1)), (3, 5));
+        // Nodes of 2, 1, 7, 1 and 2 ranks at degree 1: 3 rings for the
+        // node of 7, 3 among the 5 leaders; 4 + 1 reserved.
+        assert_eq!((TreeLinks::two_level_positions(7, 5, 1), TreeLinks::two_level_reserve(13, 1)), (6, 5));
     }
 
     #[test]

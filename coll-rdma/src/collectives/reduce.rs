@@ -45,7 +45,7 @@ use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::scratch;
 use crate::patterns::segments::{check_message, Segments};
 use crate::patterns::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
-use crate::patterns::tree::TreeLinks;
+use crate::patterns::tree::{TreeLinks, TwoLevelTree};
 use crate::patterns::upward::{Upward, UpwardRegion};
 use crate::patterns::TreeStreamConfig;
 use crate::reduction::Reduction;
@@ -141,19 +141,25 @@ impl Reduce {
         }
     }
 
-    /// Switches to the two-level tree across nodes (`TreeLinks::two_level`)
-    /// before the first call; the configuration must have room for it.
+    /// Switches to the two-level tree across nodes (`two_level_links`: the
+    /// links and the slot rings they need) before the first call, or says
+    /// why not: the window holds fewer rings (`TreeStreamConfig::
+    /// room_for_two_levels` adds some; very uneven nodes may need more).
     /// The tree stays rooted at rank 0, a leader, which relays the result
     /// to the root as before. Every rank must switch, and only where nodes
     /// hold consecutive ranks if non-commutative operations are to keep
     /// the rank order.
-    pub fn use_two_level_tree(&mut self, links: &TreeLinks) {
-        assert!(self.config.room_for_two_levels, "the reduce region has no room for the two-level tree");
+    pub fn use_two_level_tree(&mut self, tree: &TwoLevelTree) -> Result<(), String> {
+        let (links, needed) = (&tree.links, tree.rings);
         assert_eq!((self.epoch, self.last_seq), (0, 0), "the tree changes only before the first call");
+        let reserved = self.config.ring_positions(self.size);
+        if needed > reserved {
+            return Err(format!("the two-level tree needs {needed} slot ring(s) a rank, the window holds {reserved}"));
+        }
         let region = ReduceRegion::new(self.region_offset, self.size, &self.config);
-        let positions = self.config.ring_positions(self.size);
-        assert!(links.children.iter().chain(links.parent.iter()).all(|link| link.position < positions), "a link beyond the reserved rings");
+        assert!(links.children.iter().chain(links.parent.iter()).all(|link| link.position < needed), "a link beyond the rings it needs");
         self.upward = Upward::new("reduce partial", self.rank, links, region.upward);
+        Ok(())
     }
 
     pub fn config(&self) -> &TreeStreamConfig {

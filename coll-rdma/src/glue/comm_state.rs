@@ -384,24 +384,31 @@ impl CommState {
     }
 
     /// Puts allreduce and reduce on the two-level tree where the nodes keep
-    /// the rank order, and says at verbose level 1 which tree serves them.
+    /// the rank order and the window holds the tree's rings, and says at
+    /// verbose level 1 which tree serves each.
     fn choose_reduction_trees(&mut self, nodes: &NodeGroups) {
-        match HierarchyPlan::reductions_fit(nodes) {
-            Ok(()) => {
-                let allreduce_degree = self.allreduce.config().tree.degree;
-                let reduce_degree = self.reduce.config().degree;
-                self.allreduce.use_two_level_tree(&two_level_links(self.rank, nodes, allreduce_degree));
-                self.reduce.use_two_level_tree(&two_level_links(self.rank, nodes, reduce_degree));
-                tracing::info!(
-                    "comm {} rank {}: allreduce and reduce two-level: a tree within each node into its leader and among the {} leaders \
-                     (allreduce degree {allreduce_degree}, every length on the tree, no exchange; reduce degree {reduce_degree}, rank 0 \
-                     relays the result to the root), the result back down the same tree",
-                    self.cid,
-                    self.rank,
-                    nodes.count()
-                );
-            }
-            Err(why) => tracing::info!("comm {} rank {}: allreduce and reduce flat over all {} ranks ({why})", self.cid, self.rank, self.size),
+        let (cid, rank, size) = (self.cid, self.rank, self.size);
+        if let Err(why) = HierarchyPlan::reductions_fit(nodes) {
+            tracing::info!("comm {cid} rank {rank}: allreduce and reduce flat over all {size} ranks ({why})");
+            return;
+        }
+        let allreduce_degree = self.allreduce.config().tree.degree;
+        match self.allreduce.use_two_level_tree(&two_level_links(rank, nodes, allreduce_degree)) {
+            Ok(()) => tracing::info!(
+                "comm {cid} rank {rank}: allreduce two-level: a degree-{allreduce_degree} tree within each node into its leader and among \
+                 the {} leaders, the result back down the same tree (every length on the tree, no exchange)",
+                nodes.count()
+            ),
+            Err(why) => tracing::info!("comm {cid} rank {rank}: allreduce flat over all {size} ranks ({why})"),
+        }
+        let reduce_degree = self.reduce.config().degree;
+        match self.reduce.use_two_level_tree(&two_level_links(rank, nodes, reduce_degree)) {
+            Ok(()) => tracing::info!(
+                "comm {cid} rank {rank}: reduce two-level: a degree-{reduce_degree} tree within each node into its leader and among the {} \
+                 leaders, rank 0 relays the result to the root",
+                nodes.count()
+            ),
+            Err(why) => tracing::info!("comm {cid} rank {rank}: reduce flat over all {size} ranks ({why})"),
         }
     }
 

@@ -7,12 +7,24 @@ use btl_ibmc::shm::NodeGroups;
 pub(crate) use tuning::tree::TreeLinks;
 use tuning::tree::TwoLevelShape;
 
+/// One rank's links in the two-level tree, and the slot rings the tree
+/// needs on every rank.
+#[derive(Clone, Debug)]
+pub struct TwoLevelTree {
+    pub(crate) links: TreeLinks,
+    pub(crate) rings: usize,
+}
+
 /// `rank`'s links in the two-level tree of degree `degree` on `nodes`,
 /// the same table on every rank that sees the same nodes.
-pub fn two_level_links(rank: usize, nodes: &NodeGroups, degree: usize) -> TreeLinks {
+pub fn two_level_links(rank: usize, nodes: &NodeGroups, degree: usize) -> TwoLevelTree {
     let members: Vec<usize> = nodes.members(rank).collect();
     let leaders = nodes.leaders();
-    let largest = (0..nodes.size()).map(|member| nodes.local_count(member)).max().unwrap_or(1);
+    let largest = largest_node(nodes);
     let shape = TwoLevelShape { members: &members, leaders: &leaders, node_positions: TreeLinks::positions(largest, degree) };
-    TreeLinks::two_level(rank, &shape, degree)
+    TwoLevelTree { links: TreeLinks::two_level(rank, &shape, degree), rings: TreeLinks::two_level_positions(largest, leaders.len(), degree) }
+}
+
+fn largest_node(nodes: &NodeGroups) -> usize {
+    (0..nodes.size()).map(|member| nodes.local_count(member)).max().unwrap_or(1)
 }

@@ -16,9 +16,10 @@ pub struct TreeStreamConfig {
     /// elements.
     pub segment_bytes: usize,
     pub policy: WaitPolicy,
-    /// Reserve the slot rings of the two-level tree on any placement
-    /// (`TreeLinks::two_level_positions_bound`), so that the tree can be
-    /// switched to it once the transport tells which ranks share a node.
+    /// Reserve slot rings for the two-level tree (`TreeLinks::
+    /// two_level_reserve`: one more step than the flat tree's), so that
+    /// the tree can be switched to it once the transport tells which ranks
+    /// share a node, where it fits.
     pub room_for_two_levels: bool,
 }
 
@@ -33,7 +34,7 @@ impl TreeStreamConfig {
     /// Incoming slot rings every rank reserves among `size` ranks.
     pub(crate) fn ring_positions(&self, size: usize) -> usize {
         let flat = TreeLinks::positions(size, self.degree);
-        if self.room_for_two_levels { flat.max(TreeLinks::two_level_positions_bound(size, self.degree)) } else { flat }
+        if self.room_for_two_levels { flat.max(TreeLinks::two_level_reserve(size, self.degree)) } else { flat }
     }
 
     /// Says what is wrong with values read from the user, before any

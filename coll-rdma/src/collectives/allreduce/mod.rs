@@ -72,7 +72,7 @@ use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::scratch;
 use crate::patterns::segments::{check_message, Segments};
 use crate::patterns::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
-use crate::patterns::tree::TreeLinks;
+use crate::patterns::tree::{TreeLinks, TwoLevelTree};
 use crate::patterns::upward::{Upward, UpwardRegion};
 use crate::reduction::Reduction;
 
@@ -195,20 +195,26 @@ impl Allreduce {
         (Upward::new("allreduce partial", rank, links, region.upward), result_from_parent, results_to_children)
     }
 
-    /// Switches to the two-level tree across nodes (`TreeLinks::two_level`)
-    /// before the first call; the configuration must have room for it.
+    /// Switches to the two-level tree across nodes (`two_level_links`: the
+    /// links and the slot rings they need) before the first call, or says
+    /// why not: the window holds fewer rings (`TreeStreamConfig::
+    /// room_for_two_levels` adds some; very uneven nodes may need more).
     /// Every message then goes up and down that tree: the exchange, where
     /// every rank writes to every other, would cross nodes from every rank.
     /// Every rank must switch, and only where nodes hold consecutive ranks
     /// if non-commutative operations are to keep the rank order.
-    pub fn use_two_level_tree(&mut self, links: &TreeLinks) {
-        assert!(self.config.tree.room_for_two_levels, "the allreduce region has no room for the two-level tree");
+    pub fn use_two_level_tree(&mut self, tree: &TwoLevelTree) -> Result<(), String> {
+        let (links, needed) = (&tree.links, tree.rings);
         assert_eq!((self.epoch, self.last_seq), (0, 0), "the tree changes only before the first call");
+        let reserved = self.config.tree.ring_positions(self.size);
+        if needed > reserved {
+            return Err(format!("the two-level tree needs {needed} slot ring(s) a rank, the window holds {reserved}"));
+        }
         let region = AllreduceRegion::new(self.region_offset, self.size, &self.config);
-        let positions = self.config.tree.ring_positions(self.size);
-        assert!(links.children.iter().chain(links.parent.iter()).all(|link| link.position < positions), "a link beyond the reserved rings");
+        assert!(links.children.iter().chain(links.parent.iter()).all(|link| link.position < needed), "a link beyond the rings it needs");
         (self.upward, self.result_from_parent, self.results_to_children) = Self::streams(self.rank, links, &region);
         self.two_level = true;
+        Ok(())
     }
 
     /// Whether the two-level tree serves this communicator.
