@@ -121,14 +121,21 @@ impl TreeLinks {
     }
 
     /// Slot rings to reserve so that the two-level tree fits where it most
-    /// likely will: the flat tree's plus one more step of `degree`. Nodes
-    /// of equal size always fit (m·N ranks need positions(m) +
-    /// positions(N), at most one step more than positions(m·N)); very
-    /// uneven ones may need more (nodes of 2, 1, 7, 1 and 2 ranks at
-    /// degree 1: 6 rings, 5 reserved), and then the caller keeps the flat
-    /// tree. Reserving for every placement would almost double the rings.
+    /// likely will: the flat tree's plus one more step of `degree`, or,
+    /// where less, what the worst placement of `size` ranks needs (a node
+    /// of m ranks and one of a single rank for every other: positions(m) +
+    /// positions(size + 1 - m)). Nodes of equal size always fit (m·N ranks
+    /// need positions(m) + positions(N), at most one step more than
+    /// positions(m·N)); very uneven ones may need more (nodes of 2, 1, 7,
+    /// 1 and 2 ranks at degree 1: 6 rings, 5 reserved), and then the
+    /// caller keeps the flat tree. Reserving for every placement would
+    /// almost double the rings of large communicators.
     pub fn two_level_reserve(size: usize, degree: usize) -> usize {
-        Self::positions(size, degree) + degree
+        let every_placement = (1..=size.max(1))
+            .map(|largest| Self::two_level_positions(largest, size + 1 - largest, degree))
+            .max()
+            .unwrap_or(0);
+        (Self::positions(size, degree) + degree).min(every_placement)
     }
 }
 
@@ -243,6 +250,19 @@ mod tests {
         // Nodes of 2, 1, 7, 1 and 2 ranks at degree 1: 3 rings for the
         // node of 7, 3 among the 5 leaders; 4 + 1 reserved.
         assert_eq!((TreeLinks::two_level_positions(7, 5, 1), TreeLinks::two_level_reserve(13, 1)), (6, 5));
+        // Small communicators fit every placement in the flat tree's rings
+        // (4 ranks at degree 2: 3), large ones get one step more (64: 8 + 2).
+        assert_eq!((TreeLinks::positions(4, 2), TreeLinks::two_level_reserve(4, 2)), (3, 3));
+        assert_eq!((TreeLinks::positions(64, 2), TreeLinks::two_level_reserve(64, 2)), (8, 10));
+        for size in 1..=80 {
+            for degree in 1..=5 {
+                for largest in 1..=size {
+                    let every = TreeLinks::two_level_reserve(size, degree) >= TreeLinks::positions(size, degree) + degree;
+                    let fits = TreeLinks::two_level_positions(largest, size + 1 - largest, degree) <= TreeLinks::two_level_reserve(size, degree);
+                    assert!(every || fits, "size {size} k {degree}: the reserve is below the flat tree's plus a step yet a placement does not fit");
+                }
+            }
+        }
     }
 
     #[test]
