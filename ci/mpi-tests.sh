@@ -1231,6 +1231,12 @@ else
     run_test "two-level-reduce_ops-segments-64-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 3 \
         --mca coll_rdma_allreduce_degree 1 --mca coll_rdma_allreduce_segment_size 64 --mca coll_rdma_reduce_segment_size 64 "${V[@]}" \
         -- reduce_ops "${RO_PARAM[@]}"
+    #     (coll_rdma_autotune times flat radices only: on a two-level
+    #     communicator it says it does not run)
+    CHECKS=("${SERVED[@]}" "grep:comm 0 rank 0: barrier autotune: not run, the two-level barrier serves this communicator"
+        "nore:barrier autotune (table|chose)")
+    run_test "two-level-autotune-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 \
+        --mca coll_rdma_autotune 1 "${V[@]}" -- barrier_order -n 2000
     CHECKS=("${SERVED[@]}" "grep:comm 0 rank 0: barrier flat over all 4 ranks (coll_rdma_hierarchy=flat)" "nore:barrier two-level"
         "grep:comm 0 rank 0: allreduce and reduce flat over all 4 ranks (coll_rdma_hierarchy=flat)" "nore:(allreduce|reduce) two-level")
     run_test "hierarchy-flat-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 \
