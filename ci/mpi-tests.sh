@@ -1203,6 +1203,48 @@ else
     without_device_test "transport-verbs-without-device-np3" 3 "no RDMA device found" coll_rdma_transport verbs
     without_device_test "pretend-nodes-without-device-np4" 4 "verbs between the nodes failed: no RDMA device found" \
         coll_rdma_test_pretend_nodes 2
+    # 9b'. the two-level schedules (coll_rdma_hierarchy auto) over pretended
+    #     nodes on shared memory (coll_rdma_transport shm: the hybrid's
+    #     pretended nodes need an RDMA device, the Soft-RoCE step covers
+    #     them): np 5 as nodes of 3 and 2, np 4 as nodes of 2, 1 and 1;
+    #     barrier order, the other collectives and many communicators
+    #     (split ones of 1-3 ranks, each its own node when there are more
+    #     pretended nodes than ranks) right, and verbose 1 says which
+    #     barrier serves; coll_rdma_hierarchy flat puts the flat ones back
+    CHECKS=("${SERVED[@]}" "re:comm 0 rank 0: barrier two-level across 2 nodes of 2 to 3 ranks: .*this rank leads its node \(its node holds 3 rank"
+        "re:comm 0 rank 4: barrier two-level across 2 nodes .*this rank's node leader is rank 3 \(its node holds 2 rank")
+    run_test "two-level-barrier_order-pretend-nodes-np5" 5 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 "${V[@]}" \
+        -- barrier_order -n "$BO_N"
+    CHECKS=("${SERVED[@]}" "re:comm 0 rank 0: barrier two-level across 3 nodes of 1 to 2 ranks"
+        "nore:comm 0 rank [0-9]+: barrier flat")
+    run_test "two-level-coll_mix-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 3 "${V[@]}" \
+        -- coll_mix -i "$CM_I"
+    CHECKS=("${SERVED[@]}" "re:comm [0-9]+ rank 0: barrier two-level across")
+    run_test "two-level-comm_lifecycle-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 "${V[@]}" \
+        -- comm_lifecycle -l "$CL_L"
+    #     allreduce and reduce on the two-level tree (every op and datatype,
+    #     non-commutative user ops in rank order), with the default 8 KiB
+    #     segments and with 64-byte ones (many segments through every level)
+    CHECKS=("${SERVED[@]}" "re:comm 0 rank 0: allreduce two-level: a degree-[0-9]+ tree within each node into its leader and among the 2 leaders"
+        "re:comm 0 rank 4: reduce two-level: a degree-[0-9]+ tree within each node")
+    run_test "two-level-reduce_ops-pretend-nodes-np5" 5 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 "${V[@]}" \
+        -- reduce_ops "${RO_PARAM[@]}"
+    CHECKS=("${SERVED[@]}" "re:comm 0 rank 3: allreduce two-level: a degree-1 tree .*among the 3 leaders")
+    run_test "two-level-reduce_ops-segments-64-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 3 \
+        --mca coll_rdma_allreduce_degree 1 --mca coll_rdma_allreduce_segment_size 64 --mca coll_rdma_reduce_segment_size 64 "${V[@]}" \
+        -- reduce_ops "${RO_PARAM[@]}"
+    #     (coll_rdma_autotune times flat radices only: on a two-level
+    #     communicator it says it does not run)
+    CHECKS=("${SERVED[@]}" "grep:comm 0 rank 0: barrier autotune: not run, the two-level barrier serves this communicator"
+        "nore:barrier autotune (table|chose)")
+    run_test "two-level-autotune-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 \
+        --mca coll_rdma_autotune 1 "${V[@]}" -- barrier_order -n 2000
+    CHECKS=("${SERVED[@]}" "grep:comm 0 rank 0: barrier flat over all 4 ranks (coll_rdma_hierarchy=flat)" "nore:barrier two-level"
+        "grep:comm 0 rank 0: allreduce and reduce flat over all 4 ranks (coll_rdma_hierarchy=flat)" "nore:(allreduce|reduce) two-level")
+    run_test "hierarchy-flat-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 \
+        --mca coll_rdma_hierarchy flat "${V[@]}" -- barrier_order -n 2000
+    CHECKS=(served "grep:coll:rdma: warning: coll_rdma_hierarchy=\"bogus\" is unknown (auto, flat); using auto")
+    run_test "bad-hierarchy-bogus" 3 ok --mca coll_rdma_hierarchy bogus "${V[@]}" -- coll_mix -i 20
     # 9c. udp forced where its setup cannot work: an interface that does
     #     not exist (this rank's own failure), and ranks on different hosts'
     #     views (rank 0 on loopback, rank 1 on the outside interface: setup
@@ -1465,6 +1507,8 @@ else
         coll_mix -i 20
     mismatch_test "mismatch-pretend-nodes-np4" 4 coll_rdma_test_pretend_nodes 0 2 \
         "coll_rdma_test_pretend_nodes \(1 at rank 0, 2 at rank 1\)" coll_mix -i 20
+    mismatch_test "mismatch-hierarchy-np4" 4 coll_rdma_hierarchy auto flat \
+        "coll_rdma_hierarchy \(0 auto, 1 flat\) \(0 at rank 0, 1 at rank 1\)" coll_mix -i 20
     # (autotune on at even ranks only: their windows hold more barriers)
     mismatch_test "mismatch-autotune-np4" 4 coll_rdma_autotune 1 0 \
         "coll_rdma_autotune_calls \(0: coll_rdma_autotune off\) \(8 at rank 0, 0 at rank 1\)" barrier_order -n 2000

@@ -2,7 +2,7 @@
 //! the transport traits; an enum rather than a trait object keeps the shared-memory
 //! hot path free of indirect calls (each method is one predictable branch).
 
-use crate::shm::ShmTransport;
+use crate::shm::{NodeGroups, ShmTransport};
 use crate::udp::UdpTransport;
 use crate::transport::{Datagrams, Endpoint, MulticastKind, PeerReads, ReliableChannel, TransportError, Windows};
 #[cfg(feature = "verbs")]
@@ -35,6 +35,17 @@ impl SelectedTransport {
             SelectedTransport::Hybrid(hybrid) => hybrid.quiesce(),
             // Puts travel on the reliable channel: landed once acknowledged.
             SelectedTransport::Udp(udp) => udp.flush(),
+        }
+    }
+
+    /// Which ranks share a node, where the transport spans several nodes
+    /// and treats node-local peers differently (the hybrid); None where
+    /// every peer is reached alike.
+    pub fn node_groups(&self) -> Option<&NodeGroups> {
+        match self {
+            #[cfg(feature = "verbs")]
+            SelectedTransport::Hybrid(hybrid) => Some(hybrid.node_groups()),
+            _ => None,
         }
     }
 

@@ -37,8 +37,22 @@ impl WindowLayout {
         reduce: &TreeStreamConfig,
         bcast: &BcastConfig,
     ) -> Self {
+        Self::with_barrier_region(size, TunedBarrier::region_len(size, barrier_radices), allreduce, reduce, bcast)
+    }
+
+    /// The layout when the barrier region takes `barrier_len` bytes (the
+    /// larger of the flat and the two-level barrier's regions where either
+    /// may serve: a communicator uses one of them all its life, so they
+    /// share the region).
+    pub fn with_barrier_region(
+        size: usize,
+        barrier_len: usize,
+        allreduce: &AllreduceConfig,
+        reduce: &TreeStreamConfig,
+        bcast: &BcastConfig,
+    ) -> Self {
         let barrier_offset = 0;
-        let allreduce_offset = page_align(barrier_offset + TunedBarrier::region_len(size, barrier_radices));
+        let allreduce_offset = page_align(barrier_offset + barrier_len);
         let reduce_offset = page_align(allreduce_offset + Allreduce::region_len(size, allreduce));
         let bcast_offset = page_align(reduce_offset + Reduce::region_len(size, reduce));
         let end = bcast_offset + Bcast::region_len(size, bcast);

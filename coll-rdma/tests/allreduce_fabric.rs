@@ -12,6 +12,11 @@
 //!   exchange and the fold of consecutive groups of k+1 (ranks, then group
 //!   results, ...) for the tree; matching it on every rank also proves that
 //!   all ranks got identical bits.
+//!
+//! The same calls also run on the two-level tree across nodes (ranks
+//! grouped into consecutive nodes of uneven sizes, puts between nodes
+//! slower), where only node leaders may write across nodes (rank 0 also
+//! relays a reduce's result to a root on another node).
 
 mod common;
 
@@ -22,10 +27,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
+use btl_ibmc::shm::NodeGroups;
 use btl_ibmc::{NoSideProgress, TransportError, WaitPolicy};
 use mca_coll_rdma::collectives::allreduce::{Allreduce, AllreduceConfig};
 use mca_coll_rdma::layout::WindowLayout;
-use mca_coll_rdma::patterns::TreeStreamConfig;
+use mca_coll_rdma::patterns::{two_level_links, TreeStreamConfig};
 use mca_coll_rdma::collectives::reduce::Reduce;
 use mca_coll_rdma::reduction::Reduction;
 
@@ -186,12 +192,23 @@ struct Scenario {
     calls: Vec<Call>,
 }
 
-/// What a call must produce, and which rank-order association it follows.
-fn expected_result(scenario: &Scenario, call: &Call, inputs: &[Vec<u8>]) -> Vec<u8> {
+/// What a call must produce, and which rank-order association it follows:
+/// on the two-level tree (consecutive nodes), each node's grouped fold,
+/// then the grouped fold of the nodes' results.
+fn expected_result(scenario: &Scenario, nodes: Option<&NodeGroups>, call: &Call, inputs: &[Vec<u8>]) -> Vec<u8> {
     let bytes = call.count * call.op.element_size();
-    let uses_exchange = call.kind == Kind::Allreduce && bytes <= scenario.config.exchange_max_bytes;
-    match call.op {
-        Op::FloatSum if !uses_exchange => grouped_fold(call.op, inputs, scenario.config.tree.degree),
+    let uses_exchange = call.kind == Kind::Allreduce && bytes <= scenario.config.exchange_max_bytes && nodes.is_none();
+    let degree = scenario.config.tree.degree;
+    match (call.op, nodes) {
+        (Op::FloatSum, Some(nodes)) => {
+            let per_node: Vec<Vec<u8>> = nodes
+                .leaders()
+                .into_iter()
+                .map(|leader| grouped_fold(call.op, &nodes.members(leader).map(|rank| inputs[rank].clone()).collect::<Vec<_>>(), degree))
+                .collect();
+            grouped_fold(call.op, &per_node, degree)
+        }
+        (Op::FloatSum, None) if !uses_exchange => grouped_fold(call.op, inputs, degree),
         _ => left_fold(call.op, inputs),
     }
 }
@@ -216,13 +233,13 @@ struct Prepared {
     expected: Vec<Vec<u8>>,
 }
 
-fn prepare(scenario: &Scenario) -> Prepared {
+fn prepare(scenario: &Scenario, nodes: Option<&NodeGroups>) -> Prepared {
     let mut rng = XorShift::new(scenario.seed);
     let mut inputs = Vec::new();
     let mut expected = Vec::new();
     for call in &scenario.calls {
         let per_rank: Vec<Vec<u8>> = (0..scenario.size).map(|_| call.op.input(&mut rng, call.count)).collect();
-        expected.push(expected_result(scenario, call, &per_rank));
+        expected.push(expected_result(scenario, nodes, call, &per_rank));
         inputs.push(per_rank);
     }
     Prepared { inputs, expected }
@@ -244,10 +261,16 @@ fn play_rank(
     scenario: &Scenario,
     layout: WindowLayout,
     prepared: &Prepared,
+    nodes: Option<&NodeGroups>,
 ) -> Result<(), String> {
     let size = scenario.size;
     let mut allreduce = Allreduce::new(rank, size, layout.allreduce_offset, scenario.config);
     let mut reduce = Reduce::new(rank, size, layout.reduce_offset, scenario.config.tree);
+    if let Some(nodes) = nodes {
+        let tree = two_level_links(rank, nodes, scenario.config.tree.degree);
+        allreduce.use_two_level_tree(&tree).map_err(|why| format!("rank {rank}: allreduce: {why}"))?;
+        reduce.use_two_level_tree(&tree).map_err(|why| format!("rank {rank}: reduce: {why}"))?;
+    }
     let mut rng = XorShift::new(scenario.seed ^ (rank as u64 + 1) << 32);
     let mut first_error = None;
     for (index, call) in scenario.calls.iter().enumerate() {
@@ -275,31 +298,49 @@ fn play_rank(
 }
 
 fn run(scenario: Scenario) -> Result<(), String> {
+    run_placed(scenario, None).map(|_| ())
+}
+
+/// Runs the scenario, on the two-level tree over `nodes` if given, and
+/// returns the (writer, target) pairs whose puts crossed nodes.
+fn run_placed(mut scenario: Scenario, nodes: Option<NodeGroups>) -> Result<Vec<(usize, usize)>, String> {
+    scenario.config.tree.room_for_two_levels = nodes.is_some();
     let scenario = Arc::new(scenario);
-    let prepared = Arc::new(prepare(&scenario));
+    let nodes = Arc::new(nodes);
+    let prepared = Arc::new(prepare(&scenario, nodes.as_ref().as_ref()));
     let layout = WindowLayout::with_reductions(scenario.size, 1, &scenario.config);
-    let fabric = FabricConfig { put_delay_max: scenario.put_delay, seed: scenario.seed, ..FabricConfig::default() };
+    let fabric = FabricConfig {
+        put_delay_max: scenario.put_delay,
+        seed: scenario.seed,
+        nodes: nodes.as_ref().clone(),
+        inter_node_put_delay: if nodes.is_some() { Duration::from_micros(10) } else { Duration::ZERO },
+        ..FabricConfig::default()
+    };
     let endpoints = Fabric::new(scenario.size, layout.window_len, fabric);
     let (done, outcomes) = mpsc::channel();
     for (rank, endpoint) in endpoints.into_iter().enumerate() {
         let scenario = Arc::clone(&scenario);
         let prepared = Arc::clone(&prepared);
+        let nodes = Arc::clone(&nodes);
         let done = done.clone();
         std::thread::spawn(move || {
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                play_rank(rank, &endpoint, &scenario, layout, &prepared)
+                play_rank(rank, &endpoint, &scenario, layout, &prepared, nodes.as_ref().as_ref())
             }))
             .unwrap_or_else(|_| Err(format!("rank {rank} panicked")));
-            let _ = done.send(outcome);
+            // The fabric's record is shared: the last rank to finish
+            // has seen every put.
+            let _ = done.send(outcome.map(|()| endpoint.inter_node_pairs()));
         });
     }
     drop(done);
     let deadline = Instant::now() + SCENARIO_DEADLINE;
     let mut first_error = None;
+    let mut crossings = std::collections::BTreeSet::new();
     for finished in 0..scenario.size {
         let left = deadline.saturating_duration_since(Instant::now());
         match outcomes.recv_timeout(left) {
-            Ok(Ok(())) => {}
+            Ok(Ok(pairs)) => crossings.extend(pairs),
             Ok(Err(e)) => {
                 first_error.get_or_insert(e);
             }
@@ -310,7 +351,7 @@ fn run(scenario: Scenario) -> Result<(), String> {
         }
     }
     match first_error {
-        None => Ok(()),
+        None => Ok(crossings.into_iter().collect()),
         Some(e) => Err(format!("size {} k {} seed {:#x}: {e}", scenario.size, scenario.config.tree.degree, scenario.seed)),
     }
 }
@@ -335,7 +376,7 @@ fn mixed_calls(size: usize, counts: &[usize], calls: usize, seed: u64) -> Vec<Ca
 }
 
 fn config(degree: usize, segment_bytes: usize, exchange_max_bytes: usize) -> AllreduceConfig {
-    AllreduceConfig { tree: TreeStreamConfig { degree, segment_bytes, policy: yielding_policy() }, exchange_max_bytes }
+    AllreduceConfig { tree: TreeStreamConfig { degree, segment_bytes, policy: yielding_policy(), room_for_two_levels: false }, exchange_max_bytes }
 }
 
 #[test]
@@ -488,4 +529,77 @@ fn degenerate_calls_neither_panic_nor_hang() {
         Err(TransportError::TooLarge { len: 32, max: 16 })
     ));
     assert_eq!(allreduce.epoch() + reduce.epoch() + tiny.epoch(), 0, "a rejected or empty call used the window");
+}
+
+fn blocks(sizes: &[usize]) -> NodeGroups {
+    let keys: Vec<usize> = sizes.iter().enumerate().flat_map(|(node, &count)| std::iter::repeat_n(node, count)).collect();
+    NodeGroups::from_keys(&keys)
+}
+
+/// Mixed calls, every operation (the matrix product is not commutative),
+/// on consecutive nodes of 1, 2 and 7 ranks in several orders: results
+/// in rank order on the two-level tree, and only leaders write across
+/// nodes, apart from rank 0 relaying a reduce's result to its root (and
+/// the root's credits for it).
+#[test]
+fn the_two_level_tree_on_uneven_nodes_matches_the_serial_reduction() {
+    // (nodes of 2, 1, 7, 1 and 2 need more rings at degree 1 than the
+    // window holds: the test below)
+    let placements = [(&[1, 2, 7][..], 1), (&[7, 2, 1], 1), (&[2, 7, 1], 1), (&[2, 1, 7, 1, 2], 2), (&[1, 1, 1, 1], 1), (&[6], 1)];
+    for (index, (sizes, least_degree)) in placements.into_iter().enumerate() {
+        let nodes = blocks(sizes);
+        let size = nodes.size();
+        let leaders = nodes.leaders();
+        for degree in least_degree..=3 {
+            let seed = 0x2_1EAF_0000 + (index * 16 + degree) as u64;
+            let calls = mixed_calls(size, &[1, 2, 7, 30, 61], 40, seed);
+            let roots: Vec<usize> = calls.iter().filter_map(|call| match call.kind {
+                Kind::Reduce { root } => Some(root),
+                Kind::Allreduce => None,
+            }).collect();
+            let put_delay = Duration::from_micros(2 * (degree as u64 % 2));
+            let scenario = Scenario { size, config: config(degree, 40, 64), seed, put_delay, calls };
+            let crossings = run_placed(scenario, Some(nodes.clone())).unwrap_or_else(|e| panic!("nodes {sizes:?}: {e}"));
+            for (writer, target) in crossings {
+                let between_leaders = leaders.contains(&writer) && leaders.contains(&target);
+                // The relay's segments, and the root's credits back.
+                let relay = (writer == 0 && roots.contains(&target)) || (target == 0 && roots.contains(&writer));
+                assert!(between_leaders || relay, "nodes {sizes:?} k {degree}: rank {writer} wrote to rank {target} on another node");
+            }
+        }
+    }
+}
+
+/// The checks above can fail: a fold in the wrong order is caught on the
+/// two-level tree too.
+#[test]
+fn the_two_level_checker_catches_a_fold_in_the_wrong_order() {
+    for kind in [Kind::Allreduce, Kind::Reduce { root: 4 }] {
+        let calls = vec![Call { kind, op: Op::MatrixProductSwapped, count: 3 }];
+        let scenario = Scenario { size: 6, config: config(2, 64, 4096), seed: 12, put_delay: Duration::ZERO, calls };
+        assert!(run_placed(scenario, Some(blocks(&[2, 3, 1]))).is_err(), "{kind:?} with a swapped fold went unnoticed");
+    }
+}
+
+/// A placement whose two-level tree needs more slot rings than the window
+/// holds is refused before anything is sent, and the flat tree it keeps
+/// still serves.
+#[test]
+fn a_two_level_tree_beyond_the_reserved_rings_is_refused() {
+    let nodes = blocks(&[2, 1, 7, 1, 2]);
+    let size = nodes.size();
+    let mut scenario_config = config(1, 40, 0);
+    scenario_config.tree.room_for_two_levels = true;
+    let layout = WindowLayout::with_reductions(size, 1, &scenario_config);
+    for rank in 0..size {
+        let tree = two_level_links(rank, &nodes, 1);
+        let mut allreduce = Allreduce::new(rank, size, layout.allreduce_offset, scenario_config);
+        let why = allreduce.use_two_level_tree(&tree).unwrap_err();
+        assert_eq!(why, "the two-level tree needs 6 slot ring(s) a rank, the window holds 5");
+        let mut reduce = Reduce::new(rank, size, layout.reduce_offset, scenario_config.tree);
+        assert!(reduce.use_two_level_tree(&tree).is_err());
+        assert!(!allreduce.is_two_level());
+    }
+    let calls = mixed_calls(size, &[1, 7, 30], 10, 0x2EF);
+    run(Scenario { size, config: config(1, 40, 0), seed: 0x2EF, put_delay: Duration::ZERO, calls }).unwrap();
 }

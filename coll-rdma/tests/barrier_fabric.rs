@@ -5,9 +5,8 @@
 
 mod common;
 
-use common::XorShift;
+use common::{EntryLedger, XorShift};
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,33 +18,6 @@ use mca_coll_rdma::layout::WindowLayout;
 
 fn yielding_policy() -> WaitPolicy {
     common::yielding_policy(50)
-}
-
-/// Counts, per barrier, how many ranks have entered it; a rank that leaves
-/// barrier k early sees fewer than `size` entries.
-struct EntryLedger {
-    entered: Vec<AtomicUsize>,
-    violation: AtomicBool,
-}
-
-impl EntryLedger {
-    fn new(barriers: usize) -> Self {
-        EntryLedger { entered: (0..barriers).map(|_| AtomicUsize::new(0)).collect(), violation: AtomicBool::new(false) }
-    }
-
-    fn enter(&self, k: usize) {
-        self.entered[k].fetch_add(1, Ordering::SeqCst);
-    }
-
-    fn check_leave(&self, k: usize, size: usize) -> Result<(), String> {
-        let seen = self.entered[k].load(Ordering::SeqCst);
-        if seen == size {
-            Ok(())
-        } else {
-            self.violation.store(true, Ordering::SeqCst);
-            Err(format!("left barrier {k} when only {seen} of {size} ranks had entered it"))
-        }
-    }
 }
 
 /// Runs `barriers` consecutive barriers on `size` threads and returns the
@@ -73,7 +45,7 @@ where
                     ledger.enter(k);
                     run_barrier(&mut barrier, &endpoint);
                     ledger.check_leave(k, size)?;
-                    if ledger.violation.load(Ordering::Relaxed) {
+                    if ledger.violated() {
                         return Ok(()); // another rank already reported it
                     }
                 }

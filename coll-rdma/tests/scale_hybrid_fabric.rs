@@ -22,9 +22,10 @@ use btl_ibmc::{RmcastConfig, RmcastStats, WaitPolicy};
 use common::XorShift;
 use mca_coll_rdma::collectives::allreduce::{Allreduce, AllreduceConfig};
 use mca_coll_rdma::collectives::barrier::DisseminationBarrier;
+use mca_coll_rdma::collectives::barrier_two_level::TwoLevelBarrier;
 use mca_coll_rdma::collectives::bcast::{Bcast, BcastConfig};
 use mca_coll_rdma::layout::WindowLayout;
-use mca_coll_rdma::patterns::TreeStreamConfig;
+use mca_coll_rdma::patterns::{two_level_links, TreeStreamConfig};
 use mca_coll_rdma::collectives::reduce::Reduce;
 use common::{WordSum, word};
 use mca_coll_rdma::side_progress::BcastProgress;
@@ -68,6 +69,9 @@ struct Scale {
     group: usize,
     calls: usize,
     seed: u64,
+    /// Barrier, allreduce and reduce in two levels over the node groups
+    /// (coll_rdma_hierarchy auto on shm+verbs); bcast is flat either way.
+    two_level: bool,
 }
 
 const FRAGMENT: usize = 512;
@@ -109,8 +113,22 @@ fn wait_policy(fault_timeout: Duration) -> WaitPolicy {
     WaitPolicy { spin_polls: 0, stall_warning: Duration::from_secs(60), fault_timeout: Some(fault_timeout) }
 }
 
+enum Barrier {
+    Flat(DisseminationBarrier),
+    TwoLevel(TwoLevelBarrier),
+}
+
+impl Barrier {
+    fn run<T: btl_ibmc::Windows + ?Sized>(&mut self, transport: &T, side_progress: &dyn btl_ibmc::SideProgress) -> Result<(), btl_ibmc::TransportError> {
+        match self {
+            Barrier::Flat(barrier) => barrier.run(transport, side_progress),
+            Barrier::TwoLevel(barrier) => barrier.run(transport, side_progress),
+        }
+    }
+}
+
 fn run_at_scale(scale: Scale) {
-    let Scale { size, group, seed, .. } = scale;
+    let Scale { size, group, seed, two_level, .. } = scale;
     assert_eq!(size % group, 0);
     let started = Instant::now();
     // Generous: ranks are threads, a thousand of them on a couple of busy
@@ -119,10 +137,11 @@ fn run_at_scale(scale: Scale) {
     let fault_timeout = watchdog + Duration::from_secs(60);
     let (bcast_config, why) = multicast_config(size, fault_timeout);
     let co_roots = bcast_config.multicast.co_roots;
-    let tree = TreeStreamConfig { policy: wait_policy(fault_timeout), ..TreeStreamConfig::default() };
+    let tree = TreeStreamConfig { policy: wait_policy(fault_timeout), room_for_two_levels: two_level, ..TreeStreamConfig::default() };
     let reductions = AllreduceConfig { tree, ..AllreduceConfig::default() };
     let radix = 2;
-    let layout = WindowLayout::new(size, radix, &reductions, &reductions.tree, &bcast_config);
+    let barrier_len = DisseminationBarrier::region_len(size, radix).max(if two_level { TwoLevelBarrier::region_len(size) } else { 0 });
+    let layout = WindowLayout::with_barrier_region(size, barrier_len, &reductions, &reductions.tree, &bcast_config);
     let fabric = FabricConfig {
         multicast_drop: 0.05,
         multicast_duplicate: 0.02,
@@ -132,20 +151,31 @@ fn run_at_scale(scale: Scale) {
     };
     let keys: Vec<usize> = (0..size).map(|rank| rank / group).collect();
     let groups = NodeGroups::from_keys(&keys);
+    let nodes = groups.clone();
     let endpoints = Fabric::new(size, layout.window_len, fabric);
     let transports = run_ranks_watched(endpoints, watchdog, move |rank, endpoint| {
         FabricWithNodeRings::establish(endpoint, &groups).unwrap_or_else(|e| panic!("rank {rank}: node rings: {e}"))
     });
     let setup = started.elapsed();
     let calls = script(&scale);
-    let what = format!("{size} ranks in node groups of {group}, {co_roots} co-roots, seed {seed:#x}");
+    let levels = if two_level { ", two-level barrier and reductions" } else { "" };
+    let what = format!("{size} ranks in node groups of {group}{levels}, {co_roots} co-roots, seed {seed:#x}");
     let what_in_ranks = what.clone();
     let stats = run_ranks_watched(transports, watchdog, move |rank, transport| {
         let what = &what_in_ranks;
         let policy = wait_policy(fault_timeout);
-        let mut barrier = DisseminationBarrier::new(rank, size, radix, layout.barrier_offset, policy);
+        let mut barrier = if two_level {
+            Barrier::TwoLevel(TwoLevelBarrier::new(rank, &nodes, radix, layout.barrier_offset, policy))
+        } else {
+            Barrier::Flat(DisseminationBarrier::new(rank, size, radix, layout.barrier_offset, policy))
+        };
         let mut allreduce = Allreduce::new(rank, size, layout.allreduce_offset, reductions);
         let mut reduce = Reduce::new(rank, size, layout.reduce_offset, reductions.tree);
+        if two_level {
+            let tree = two_level_links(rank, &nodes, reductions.tree.degree);
+            allreduce.use_two_level_tree(&tree).unwrap_or_else(|why| panic!("rank {rank}: allreduce: {why}"));
+            reduce.use_two_level_tree(&tree).unwrap_or_else(|why| panic!("rank {rank}: reduce: {why}"));
+        }
         let mut bcast = Bcast::new(rank, size, layout.bcast_offset, bcast_config);
         for (index, call) in calls.iter().enumerate() {
             let failed = |e: btl_ibmc::TransportError| panic!("{what}: rank {rank}, call {index} ({call:?}): {e}");
@@ -199,21 +229,28 @@ fn run_at_scale(scale: Scale) {
 #[test]
 fn every_collective_at_64_ranks_in_node_groups_of_8_and_64() {
     let calls = if soak() { 300 } else { 36 };
-    run_at_scale(Scale { size: 64, group: 8, calls, seed: 0x64_0008 });
-    run_at_scale(Scale { size: 64, group: 64, calls, seed: 0x64_0064 });
+    run_at_scale(Scale { size: 64, group: 8, calls, seed: 0x64_0008, two_level: false });
+    run_at_scale(Scale { size: 64, group: 64, calls, seed: 0x64_0064, two_level: false });
 }
 
 #[test]
 fn every_collective_at_256_ranks_in_node_groups_of_32() {
     let calls = if soak() { 120 } else { 18 };
-    run_at_scale(Scale { size: 256, group: 32, calls, seed: 0x256_0032 });
+    run_at_scale(Scale { size: 256, group: 32, calls, seed: 0x256_0032, two_level: false });
 }
 
 #[test]
 fn every_collective_at_1024_ranks_in_node_groups_of_8() {
     let calls = if soak() { 60 } else { 9 };
-    run_at_scale(Scale { size: 1024, group: 8, calls, seed: 0x1024_0008 });
+    run_at_scale(Scale { size: 1024, group: 8, calls, seed: 0x1024_0008, two_level: false });
     if soak() {
-        run_at_scale(Scale { size: 1024, group: 16, calls, seed: 0x1024_0016 });
+        run_at_scale(Scale { size: 1024, group: 16, calls, seed: 0x1024_0016, two_level: false });
     }
+}
+
+#[test]
+fn two_level_collectives_at_64_and_256_ranks() {
+    let calls = if soak() { 300 } else { 36 };
+    run_at_scale(Scale { size: 64, group: 8, calls, seed: 0x64_2008, two_level: true });
+    run_at_scale(Scale { size: 256, group: 32, calls: calls / 2, seed: 0x256_2032, two_level: true });
 }

@@ -912,7 +912,7 @@ T_API void t_read_bcast_params(void)
     if (!fmin) t_bc_sc_min = -1;
     if (!fmax) t_bc_sc_max = -1;
     /* Single copy, and parallel reduction, need the shared-memory transport
-     * (transport auto or shm, no pretended nodes), process_vm_readv
+     * (transport shm, or auto without pretended nodes), process_vm_readv
      * permitted, and per communicator: all members on one node (so a node's
      * communicators have it inside a job across nodes too) and the consent
      * of every member (the pretend setting is per rank: a member that sets
@@ -922,8 +922,11 @@ T_API void t_read_bcast_params(void)
     MPI_Allgather(&pretends, 1, MPI_INT, t_pretends_no_cross_memory, 1, MPI_INT, MPI_COMM_WORLD);
     for (int r = 0; r < t_wsize; r++) anyone_pretends |= t_pretends_no_cross_memory[r];
     int permitted = t_cross_memory_permitted();
+    /* pretended nodes make auto build the hybrid (no peer reads); with shm
+     * they only shape coll rdma's two-level schedules, over shared memory */
+    int hybrid_pretended = fnodes && pretend_nodes > 1 && strcasecmp(transport, "shm") != 0;
     if (!fmin || t_bc_sc_min < 0) t_bc_single_copy_why = "coll_rdma_bcast_single_copy_min_bytes is -1 or not registered";
-    else if (fnodes && pretend_nodes > 1) t_bc_single_copy_why = "coll_rdma_test_pretend_nodes";
+    else if (hybrid_pretended) t_bc_single_copy_why = "coll_rdma_test_pretend_nodes";
     else if (strcasecmp(transport, "verbs") == 0) t_bc_single_copy_why = "coll_rdma_transport verbs";
     else if (strcasecmp(transport, "udp") == 0) t_bc_single_copy_why = "coll_rdma_transport udp";
     else if (!permitted) t_bc_single_copy_why = "process_vm_readv refused";
@@ -932,7 +935,7 @@ T_API void t_read_bcast_params(void)
     else if (t_nodes > 1) t_bc_single_copy_why = "on communicators within one node";
     else t_bc_single_copy_why = "shared memory, process_vm_readv permitted";
     /* (verbs and udp serve node-local ranks too, and read no peer's memory) */
-    t_cross_memory = !(fnodes && pretend_nodes > 1) && strcasecmp(transport, "verbs") != 0
+    t_cross_memory = !hybrid_pretended && strcasecmp(transport, "verbs") != 0
                      && strcasecmp(transport, "udp") != 0 && permitted;
     t_bc_single_copy = fmin && t_bc_sc_min >= 0 && t_cross_memory;
 }

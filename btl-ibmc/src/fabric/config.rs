@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::shm::NodeGroups;
 use crate::transport::MulticastKind;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -33,6 +34,16 @@ pub struct FabricConfig {
     /// Offering only what the imitated backend offers keeps a collective
     /// from passing here by leaning on a primitive the real one lacks.
     pub multicast_kind: MulticastKind,
+    /// Which ranks share a node, for collectives that treat node-local and
+    /// remote peers differently; `None`: one node (or no notion of nodes).
+    /// The fabric counts every put between nodes and records which pairs
+    /// made them (`FabricEndpoint::inter_node_pairs`), so that a test can
+    /// check which ranks crossed.
+    pub nodes: Option<NodeGroups>,
+    /// What a put between two nodes costs on top of `put_delay_max`: a
+    /// fixed wait, so that crossing nodes is expensive and staying within
+    /// one is cheap, as between an adapter and shared memory.
+    pub inter_node_put_delay: Duration,
     pub seed: u64,
 }
 
@@ -47,6 +58,8 @@ impl Default for FabricConfig {
             multicast_reorder: 0.0,
             max_datagram: 4096,
             multicast_kind: MulticastKind::Datagram,
+            nodes: None,
+            inter_node_put_delay: Duration::ZERO,
             seed: 0,
         }
     }

@@ -16,7 +16,7 @@ mod watchdog;
 #[cfg(test)]
 mod tests;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -59,6 +59,8 @@ pub struct Fabric {
     dead: Box<[AtomicBool]>,
     /// What a real backend draws at setup; here it follows from the seed.
     multicast_nonce: u64,
+    /// (writer, target) of every put that crossed nodes.
+    inter_node_pairs: Mutex<BTreeSet<(usize, usize)>>,
 }
 
 impl Fabric {
@@ -68,6 +70,9 @@ impl Fabric {
     #[allow(clippy::new_ret_no_self)]
     pub fn new(size: usize, window_len: usize, config: FabricConfig) -> Vec<FabricEndpoint> {
         config.validate();
+        if let Some(nodes) = &config.nodes {
+            assert_eq!(nodes.size(), size, "FabricConfig::nodes places {} ranks on a fabric of {size}", nodes.size());
+        }
         let fabric = Arc::new(Fabric {
             size,
             window_len,
@@ -78,6 +83,7 @@ impl Fabric {
             counters: Counters::default(),
             dead: (0..size).map(|_| AtomicBool::new(false)).collect(),
             multicast_nonce: crate::rng::splitmix64(config.seed ^ 0x6E6F_6E63_6521),
+            inter_node_pairs: Mutex::new(BTreeSet::new()),
             config,
         });
         (0..size)
@@ -134,6 +140,12 @@ impl FabricEndpoint {
         }
     }
 
+    /// Every (writer, target) pair of ranks on different nodes between
+    /// which a put was made so far, in order.
+    pub fn inter_node_pairs(&self) -> Vec<(usize, usize)> {
+        lock(&self.fabric.inter_node_pairs).iter().copied().collect()
+    }
+
     /// Test hook: hands `to` a datagram that `poll_multicast` will
     /// attribute to `sender`, behind whatever is already queued, free of
     /// faults. With a sender of this communicator it stands for what a
@@ -168,11 +180,32 @@ impl FabricEndpoint {
         self.fabric.config.multicast_kind == MulticastKind::SharedWindow
     }
 
+    /// Delays a put to `peer` as configured and counts it as crossing
+    /// nodes or not.
     #[inline]
-    fn delay_put(&self) {
+    fn delay_put(&self, peer: usize) {
         let max = self.fabric.config.put_delay_max;
         if !max.is_zero() {
             self.random_delay(max);
+        }
+        let crosses = match &self.fabric.config.nodes {
+            Some(nodes) => peer < nodes.size() && self.rank < nodes.size() && !nodes.same_node(self.rank, peer),
+            None => false,
+        };
+        if crosses {
+            self.cross_nodes(peer);
+        } else {
+            Counters::bump(&self.fabric.counters.intra_node_puts);
+        }
+    }
+
+    #[cold]
+    fn cross_nodes(&self, peer: usize) {
+        Counters::bump(&self.fabric.counters.inter_node_puts);
+        lock(&self.fabric.inter_node_pairs).insert((self.rank, peer));
+        let delay = self.fabric.config.inter_node_put_delay;
+        if !delay.is_zero() {
+            sleep_or_spin(delay);
         }
     }
 
@@ -180,14 +213,18 @@ impl FabricEndpoint {
     fn random_delay(&self, max: Duration) {
         let max_nanos = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX - 1);
         let delay = Duration::from_nanos(lock(&self.rng).below(max_nanos + 1));
-        if delay <= LONGEST_SPUN_DELAY {
-            let deadline = Instant::now() + delay;
-            while Instant::now() < deadline {
-                std::hint::spin_loop();
-            }
-        } else {
-            std::thread::sleep(delay);
+        sleep_or_spin(delay);
+    }
+}
+
+fn sleep_or_spin(delay: Duration) {
+    if delay <= LONGEST_SPUN_DELAY {
+        let deadline = Instant::now() + delay;
+        while Instant::now() < deadline {
+            std::hint::spin_loop();
         }
+    } else {
+        std::thread::sleep(delay);
     }
 }
 
@@ -222,13 +259,13 @@ impl Windows for FabricEndpoint {
     }
 
     fn put(&self, peer: usize, offset: usize, data: &[u8], flag_offset: usize, flag: u64) -> Result<(), TransportError> {
-        self.delay_put();
+        self.delay_put(peer);
         let window = self.fabric.window(peer).ok_or(TransportError::OutOfRange { peer, offset, len: data.len() })?;
         window.put(peer, offset, data, flag_offset, flag)
     }
 
     fn put_flag(&self, peer: usize, flag_offset: usize, value: u64) -> Result<(), TransportError> {
-        self.delay_put();
+        self.delay_put(peer);
         let window = self.fabric.window(peer).ok_or(TransportError::OutOfRange { peer, offset: flag_offset, len: 8 })?;
         window.store_flag(peer, flag_offset, value)
     }

@@ -20,6 +20,11 @@ pub struct FabricStats {
     pub datagrams_received: u64,
     /// Messages handed to `send_reliable`.
     pub reliable_sent: u64,
+    /// Puts (data or flag) between ranks of different nodes
+    /// (`FabricConfig::nodes`).
+    pub inter_node_puts: u64,
+    /// Puts between ranks of one node, or every put without nodes.
+    pub intra_node_puts: u64,
 }
 
 #[derive(Default)]
@@ -31,6 +36,8 @@ pub(crate) struct Counters {
     pub(crate) reordered: AtomicU64,
     pub(crate) datagrams_received: AtomicU64,
     pub(crate) reliable_sent: AtomicU64,
+    pub(crate) inter_node_puts: AtomicU64,
+    pub(crate) intra_node_puts: AtomicU64,
 }
 
 impl Counters {
@@ -48,6 +55,8 @@ impl Counters {
             reordered: read(&self.reordered),
             datagrams_received: read(&self.datagrams_received),
             reliable_sent: read(&self.reliable_sent),
+            inter_node_puts: read(&self.inter_node_puts),
+            intra_node_puts: read(&self.intra_node_puts),
         }
     }
 }

@@ -345,3 +345,27 @@ impl FabricEndpoint {
         self.allgather(&[], &mut []).expect("barrier");
     }
 }
+
+#[test]
+fn puts_between_nodes_are_counted_recorded_and_slower() {
+    use crate::shm::NodeGroups;
+    use std::time::Instant;
+    const SIZE: usize = 4;
+    // Round robin over two nodes: ranks 0 and 2 on one, 1 and 3 on the other.
+    let nodes = NodeGroups::from_keys(&["a", "b", "a", "b"]);
+    let delay = Duration::from_millis(2);
+    let config = FabricConfig { nodes: Some(nodes), inter_node_put_delay: delay, ..FabricConfig::default() };
+    let endpoints = Fabric::new(SIZE, 64, config);
+    let started = Instant::now();
+    endpoints[0].put_flag(2, 0, 1).unwrap();
+    let within = started.elapsed();
+    let started = Instant::now();
+    endpoints[0].put(1, 0, &[7; 8], 8, 1).unwrap();
+    endpoints[3].put_flag(2, 0, 1).unwrap();
+    let across = started.elapsed();
+    assert!(across >= 2 * delay, "two puts between nodes took {across:?}");
+    assert!(within < delay, "a put within a node took {within:?}");
+    let stats = endpoints[0].stats();
+    assert_eq!((stats.inter_node_puts, stats.intra_node_puts), (2, 1));
+    assert_eq!(endpoints[1].inter_node_pairs(), [(0, 1), (3, 2)]);
+}

@@ -70,6 +70,7 @@ pub fn establish(
         rank,
         node_index,
         node_members: groups.members(rank).collect(),
+        groups,
         shm_first: AtomicBool::new(true),
     })
 }

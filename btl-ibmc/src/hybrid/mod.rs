@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use establish::{HybridSetupError, establish};
 
-use crate::shm::ShmTransport;
+use crate::shm::{NodeGroups, ShmTransport};
 use crate::transport::{Endpoint, PeerReads, ReliableChannel, TransportError, Windows, forward};
 use crate::verbs::VerbsTransport;
 
@@ -34,6 +34,9 @@ pub struct HybridTransport {
     node_index: Box<[Option<usize>]>,
     /// Indexed by position in this node's segment: the peer's rank.
     node_members: Box<[usize]>,
+    /// Every rank's node, the same on every rank: what two-level
+    /// collectives build their schedules from.
+    groups: NodeGroups,
     /// Which channel `poll_reliable` looks at first, alternated so that a
     /// busy one cannot starve the other.
     shm_first: AtomicBool,
@@ -43,6 +46,11 @@ impl HybridTransport {
     /// Ranks on this rank's node (itself included).
     pub fn node_ranks(&self) -> usize {
         self.node_members.len()
+    }
+
+    /// Which ranks share a node, as every rank of the communicator sees it.
+    pub fn node_groups(&self) -> &NodeGroups {
+        &self.groups
     }
 
     /// The verbs side, for its device and multicast details.

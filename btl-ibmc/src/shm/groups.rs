@@ -21,6 +21,14 @@ impl NodeGroups {
         NodeGroups { leader_of: vec![0; size], local_index: (0..size).collect(), local_count: vec![size; size] }
     }
 
+    /// `size` ranks split into `nodes` blocks of consecutive ranks, rank r
+    /// in block r·nodes/size: what `coll_rdma_test_pretend_nodes` makes of
+    /// one host's ranks (the hybrid's node keys use the same blocks).
+    pub fn blocks(size: usize, nodes: usize) -> Self {
+        let nodes = nodes.max(1);
+        Self::from_keys(&(0..size).map(|rank| rank * nodes / size).collect::<Vec<_>>())
+    }
+
     /// Ranks whose keys are equal share a node. One pass, so that setting
     /// up a large communicator stays linear in its size.
     pub fn from_keys<K: Hash + Eq>(keys: &[K]) -> Self {
@@ -71,6 +79,20 @@ impl NodeGroups {
     pub fn local_count(&self, rank: usize) -> usize {
         self.local_count[rank]
     }
+
+    /// Each node's leader (its lowest rank), in rank order.
+    pub fn leaders(&self) -> Vec<usize> {
+        self.leader_of.iter().enumerate().filter(|&(rank, &leader)| rank == leader).map(|(rank, _)| rank).collect()
+    }
+
+    /// Whether every node holds an unbroken run of consecutive ranks (the
+    /// default by-slot mapping), so that folding each node first and the
+    /// nodes in leader order still combines the ranks in rank order.
+    pub fn nodes_are_contiguous(&self) -> bool {
+        // Runs are unbroken exactly when a rank's node differs from the
+        // previous rank's only where a new node starts.
+        (1..self.size()).all(|rank| self.leader_of[rank] == self.leader_of[rank - 1] || self.leader_of[rank] == rank)
+    }
 }
 
 #[cfg(test)]
@@ -86,7 +108,15 @@ mod tests {
         assert_eq!((groups.leader_of(5), groups.local_index(5), groups.local_count(5)), (0, 2, 3));
         assert_eq!((groups.leader_of(3), groups.local_index(3), groups.local_count(3)), (3, 0, 1));
         assert!(groups.same_node(1, 4) && !groups.same_node(0, 1));
+        assert_eq!(groups.leaders(), [0, 1, 3]);
+        assert!(!groups.nodes_are_contiguous());
+        assert!(NodeGroups::from_keys(&["x", "x", "y", "z", "z", "z"]).nodes_are_contiguous());
+        assert!(!NodeGroups::from_keys(&["x", "y", "y", "x"]).nodes_are_contiguous());
+        let pretended = NodeGroups::blocks(5, 2);
+        assert_eq!((pretended.count(), pretended.members(0).collect::<Vec<_>>()), (2, vec![0, 1, 2]));
+        assert_eq!(NodeGroups::blocks(3, 8).count(), 3);
         let single = NodeGroups::single(4);
+        assert!(single.nodes_are_contiguous());
         assert_eq!((single.count(), single.local_index(3), single.local_count(0)), (1, 3, 4));
     }
 }

@@ -50,14 +50,34 @@ impl DisseminationBarrier {
     /// `region_offset` of every rank's window.
     pub fn new(rank: usize, size: usize, radix: usize, region_offset: usize, policy: WaitPolicy) -> Self {
         assert!(rank < size, "rank {rank} outside a communicator of {size}");
+        Self::build(rank, size, radix, region_offset, policy, |position| position)
+    }
+
+    /// The schedule among a sub-group of the communicator (a two-level
+    /// barrier's node leaders): `members` in ascending rank order, of which
+    /// this rank is `members[position]`; peers are named by their ranks.
+    /// Only the members' windows hold its slots.
+    pub fn among(position: usize, members: &[usize], radix: usize, region_offset: usize, policy: WaitPolicy) -> Self {
+        assert!(position < members.len(), "position {position} outside a group of {}", members.len());
+        Self::build(position, members.len(), radix, region_offset, policy, |index| members[index])
+    }
+
+    fn build(
+        position: usize,
+        count: usize,
+        radix: usize,
+        region_offset: usize,
+        policy: WaitPolicy,
+        rank_of: impl Fn(usize) -> usize,
+    ) -> Self {
         let mut rounds = Vec::new();
         let mut first_slot = region_offset;
-        for distances in round_distances(size, radix) {
+        for distances in round_distances(count, radix) {
             let mut round = Round::default();
             for (i, &distance) in distances.iter().enumerate() {
                 let slot_offset = first_slot + i * SLOT_BYTES;
-                round.notify.push(Notification { peer: (rank + distance) % size, slot_offset });
-                round.await_from.push(Notification { peer: (rank + size - distance % size) % size, slot_offset });
+                round.notify.push(Notification { peer: rank_of((position + distance) % count), slot_offset });
+                round.await_from.push(Notification { peer: rank_of((position + count - distance % count) % count), slot_offset });
             }
             rounds.push(round);
             first_slot += distances.len() * SLOT_BYTES;

@@ -6,6 +6,7 @@
 pub mod allreduce;
 pub mod barrier;
 pub mod barrier_autotune;
+pub mod barrier_two_level;
 pub mod bcast;
 pub mod parallel_reduction;
 pub mod reduce;

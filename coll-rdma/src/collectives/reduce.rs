@@ -45,7 +45,7 @@ use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::scratch;
 use crate::patterns::segments::{check_message, Segments};
 use crate::patterns::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
-use crate::patterns::tree::TreeLinks;
+use crate::patterns::tree::{TreeLinks, TwoLevelTree};
 use crate::patterns::upward::{Upward, UpwardRegion};
 use crate::patterns::TreeStreamConfig;
 use crate::reduction::Reduction;
@@ -64,7 +64,7 @@ impl ReduceRegion {
     fn new(start: usize, size: usize, config: &TreeStreamConfig) -> Self {
         let shape = SlotShape::holding(config.segment_bytes);
         let mut cursor = RegionCursor::starting_at(start);
-        let child_rings = cursor.take(TreeLinks::positions(size, config.degree) * shape.ring_bytes());
+        let child_rings = cursor.take(config.ring_positions(size) * shape.ring_bytes());
         let relay_ring = cursor.take(shape.ring_bytes());
         let parent_credit = cursor.take(CREDIT_BYTES);
         let relay_credits = cursor.take(size * CREDIT_BYTES);
@@ -97,6 +97,7 @@ pub struct Reduce {
     rank: usize,
     size: usize,
     config: TreeStreamConfig,
+    region_offset: usize,
     upward: Upward,
     /// Indexed by root; used on rank 0 only.
     relays_out: Vec<Stream>,
@@ -128,6 +129,7 @@ impl Reduce {
             rank,
             size,
             config,
+            region_offset,
             upward: Upward::new("reduce partial", rank, &links, region.upward),
             relays_out,
             relay_in: region.relay(rank),
@@ -137,6 +139,27 @@ impl Reduce {
             partial: Vec::new(),
             incoming: Vec::new(),
         }
+    }
+
+    /// Switches to the two-level tree across nodes (`two_level_links`: the
+    /// links and the slot rings they need) before the first call, or says
+    /// why not: the window holds fewer rings (`TreeStreamConfig::
+    /// room_for_two_levels` adds some; very uneven nodes may need more).
+    /// The tree stays rooted at rank 0, a leader, which relays the result
+    /// to the root as before. Every rank must switch, and only where nodes
+    /// hold consecutive ranks if non-commutative operations are to keep
+    /// the rank order.
+    pub fn use_two_level_tree(&mut self, tree: &TwoLevelTree) -> Result<(), String> {
+        let (links, needed) = (&tree.links, tree.rings);
+        assert_eq!((self.epoch, self.last_seq), (0, 0), "the tree changes only before the first call");
+        let reserved = self.config.ring_positions(self.size);
+        if needed > reserved {
+            return Err(format!("the two-level tree needs {needed} slot ring(s) a rank, the window holds {reserved}"));
+        }
+        let region = ReduceRegion::new(self.region_offset, self.size, &self.config);
+        assert!(links.children.iter().chain(links.parent.iter()).all(|link| link.position < needed), "a link beyond the rings it needs");
+        self.upward = Upward::new("reduce partial", self.rank, links, region.upward);
+        Ok(())
     }
 
     pub fn config(&self) -> &TreeStreamConfig {

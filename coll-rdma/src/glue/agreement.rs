@@ -14,7 +14,7 @@ use crate::collectives::allreduce::AllreduceConfig;
 use crate::collectives::bcast::BcastConfig;
 use crate::patterns::TreeStreamConfig;
 
-use super::params::{Settings, TransportChoice, WindowLimit};
+use super::params::{Hierarchy, Settings, TransportChoice, WindowLimit};
 
 /// What a communicator's protocols are built from, as its setup computed it.
 pub(super) struct ProtocolInputs<'a> {
@@ -79,6 +79,10 @@ impl ProtocolSettings {
             // exchanges.
             ("verbs support built in (1 yes)", u64::from(cfg!(feature = "verbs"))),
             ("coll_rdma_verbs_multicast", settings.verbs.multicast as u64),
+            ("coll_rdma_hierarchy (0 auto, 1 flat)", match settings.hierarchy {
+                Hierarchy::Auto => 0,
+                Hierarchy::Flat => 1,
+            }),
             ("coll_rdma_test_pretend_nodes", settings.verbs.pretend_nodes.max(1) as u64),
             // Not coll_rdma_udp_interface: it names this host's interface.
             ("coll_rdma_udp_group_base (address)", u64::from(u32::from(udp.group_base))),

@@ -11,12 +11,16 @@ use tuning::{choose_barrier_radix, choose_bcast_max_bytes, BcastStreamModel, Win
 
 use super::handover::Handover;
 use super::reduction_call::FoldOrder;
+use super::hierarchy::{HierarchyPlan, Schedule};
+use btl_ibmc::shm::NodeGroups;
+use crate::patterns::two_level_links;
 use super::link::{self, LinkRequest};
 use super::agreement::{agree_on_protocol, ProtocolInputs, ProtocolSettings};
 use super::params::{BcastSettings, ReductionSettings, Settings, TestFaults, TransportChoice, UdpSettings, VerbsSettings, WindowLimit};
 use super::saved::SavedCollectives;
 use crate::collectives::allreduce::{Allreduce, AllreduceConfig};
 use crate::collectives::barrier_autotune::{barrier_candidates, TrialOutcome, TunedBarrier};
+use crate::collectives::barrier_two_level::TwoLevelBarrier;
 use crate::collectives::bcast::{Bcast, BcastConfig};
 use crate::collectives::reduce::Reduce;
 use crate::layout::WindowLayout;
@@ -96,6 +100,11 @@ pub struct CommState {
     /// may put the functions underneath back into the communicator's table.
     bypass_requested: bool,
     pub(super) barrier: TunedBarrier,
+    /// Set when the transport is known, if the communicator spans nodes
+    /// and `coll_rdma_hierarchy` allows: it then serves every barrier in
+    /// place of `barrier` (they share the window's barrier region).
+    pub(super) two_level_barrier: Option<TwoLevelBarrier>,
+    hierarchy: HierarchyPlan,
     pub(super) allreduce: Allreduce,
     pub(super) allreduce_max_bytes: Option<usize>,
     pub(super) reduce: Reduce,
@@ -223,8 +232,11 @@ impl CommState {
         let (radix, _) = Self::barrier_radix(settings, size);
         let barrier_radices = Self::barrier_radices(settings, size, radix);
         let policy = wait_policy(settings, size);
-        let (allreduce_config, allreduce_why) = reduction_config(settings, &settings.allreduce, size, policy);
-        let (reduce_config, reduce_why) = reduction_config(settings, &settings.reduce, size, policy);
+        let (mut allreduce_config, allreduce_why) = reduction_config(settings, &settings.allreduce, size, policy);
+        let (mut reduce_config, reduce_why) = reduction_config(settings, &settings.reduce, size, policy);
+        let two_levels_possible = HierarchyPlan::may_use_two_levels(settings.hierarchy);
+        allreduce_config.tree.room_for_two_levels = two_levels_possible;
+        reduce_config.tree.room_for_two_levels = two_levels_possible;
         let (bcast_config, bcast_why) = bcast_config(&settings.bcast, &settings.udp, size, policy);
         tracing::info!(
             "comm {cid} rank {rank}: allreduce degree {}, exchange up to {} bytes ({allreduce_why}); reduce degree {} ({reduce_why}); \
@@ -234,7 +246,11 @@ impl CommState {
             reduce_config.tree.degree,
             bcast_config.multicast.co_roots
         );
-        let layout = WindowLayout::with_barrier_radices(size, &barrier_radices, &allreduce_config, &reduce_config.tree, &bcast_config);
+        let mut barrier_len = TunedBarrier::region_len(size, &barrier_radices);
+        if two_levels_possible {
+            barrier_len = barrier_len.max(TwoLevelBarrier::region_len(size));
+        }
+        let layout = WindowLayout::with_barrier_region(size, barrier_len, &allreduce_config, &reduce_config.tree, &bcast_config);
         let context = format!("comm {cid}");
         let protocol = ProtocolSettings::of(&ProtocolInputs {
             settings,
@@ -269,6 +285,8 @@ impl CommState {
             bypass_requested: false,
             barrier: TunedBarrier::new(rank, size, &barrier_radices, radix, settings.autotune_calls.unwrap_or(1), layout.barrier_offset, policy)
                 .with_context(context),
+            two_level_barrier: None,
+            hierarchy: HierarchyPlan::new(settings, policy, layout.barrier_offset),
             allreduce,
             allreduce_max_bytes: settings.allreduce.max_bytes,
             reduce,
@@ -332,11 +350,79 @@ impl CommState {
         }
     }
 
+    /// Builds the two-level schedules where the communicator spans nodes
+    /// (and `coll_rdma_hierarchy` allows), and says at verbose level 1
+    /// which barrier serves it.
+    fn choose_schedule(&mut self, transport: &SelectedTransport) {
+        match self.hierarchy.schedule(transport) {
+            Schedule::TwoLevel(nodes) => {
+                let (barrier, why) = self.hierarchy.two_level_barrier(self.rank, &nodes);
+                let leader = nodes.leader_of(self.rank);
+                let role = if leader == self.rank { "this rank leads its node".to_string() } else { format!("this rank's node leader is rank {leader}") };
+                tracing::info!(
+                    "comm {} rank {}: barrier two-level across {} nodes of {} to {} ranks: node-local arrival at each node's leader, \
+                     dissemination with {why}, node-local release; {role} (its node holds {} rank(s))",
+                    self.cid,
+                    self.rank,
+                    nodes.count(),
+                    (0..self.size).map(|rank| nodes.local_count(rank)).min().unwrap_or(0),
+                    (0..self.size).map(|rank| nodes.local_count(rank)).max().unwrap_or(0),
+                    nodes.local_count(self.rank)
+                );
+                self.two_level_barrier = Some(barrier.with_context(format!("comm {}", self.cid)));
+                self.choose_reduction_trees(&nodes);
+            }
+            Schedule::Flat(why) => {
+                tracing::info!(
+                    "comm {} rank {}: barrier flat over all {} ranks ({why}): dissemination radix {}",
+                    self.cid,
+                    self.rank,
+                    self.size,
+                    self.barrier.radix()
+                );
+                tracing::info!("comm {} rank {}: allreduce and reduce flat over all {} ranks ({why})", self.cid, self.rank, self.size);
+            }
+        }
+    }
+
+    /// Puts allreduce and reduce on the two-level tree where the nodes keep
+    /// the rank order and the window holds the tree's rings, and says at
+    /// verbose level 1 which tree serves each.
+    fn choose_reduction_trees(&mut self, nodes: &NodeGroups) {
+        let (cid, rank, size) = (self.cid, self.rank, self.size);
+        if let Err(why) = HierarchyPlan::reductions_fit(nodes) {
+            tracing::info!("comm {cid} rank {rank}: allreduce and reduce flat over all {size} ranks ({why})");
+            return;
+        }
+        let allreduce_degree = self.allreduce.config().tree.degree;
+        match self.allreduce.use_two_level_tree(&two_level_links(rank, nodes, allreduce_degree)) {
+            Ok(()) => tracing::info!(
+                "comm {cid} rank {rank}: allreduce two-level: a degree-{allreduce_degree} tree within each node into its leader and among \
+                 the {} leaders, the result back down the same tree (every length on the tree, no exchange)",
+                nodes.count()
+            ),
+            Err(why) => tracing::info!("comm {cid} rank {rank}: allreduce flat over all {size} ranks ({why})"),
+        }
+        let reduce_degree = self.reduce.config().degree;
+        match self.reduce.use_two_level_tree(&two_level_links(rank, nodes, reduce_degree)) {
+            Ok(()) => tracing::info!(
+                "comm {cid} rank {rank}: reduce two-level: a degree-{reduce_degree} tree within each node into its leader and among the {} \
+                 leaders, rank 0 relays the result to the root",
+                nodes.count()
+            ),
+            Err(why) => tracing::info!("comm {cid} rank {rank}: reduce flat over all {size} ranks ({why})"),
+        }
+    }
+
     /// Says at verbose level 1, once per communicator (from its rank 0),
     /// what the barrier autotune will measure, or that there is nothing to
     /// choose from.
     fn report_barrier_trial_plan(&self) {
         if self.rank != 0 || !self.autotune {
+            return;
+        }
+        if self.two_level_barrier.is_some() {
+            tracing::info!("comm {} rank 0: barrier autotune: not run, the two-level barrier serves this communicator", self.cid);
             return;
         }
         match self.barrier.trial() {
@@ -474,6 +560,7 @@ impl CommState {
                     self.bcast.config().multicast.window_slots,
                     self.bcast.config().multicast.slot_bytes
                 );
+                self.choose_schedule(&transport);
                 self.report_barrier_trial_plan();
                 if let Some(routes) = transport.route_summary() {
                     tracing::info!("comm {} rank {}: {routes}", self.cid, self.rank);
@@ -634,7 +721,11 @@ impl Drop for CommState {
             if let Err(why) = transport.quiesce_before_teardown() {
                 tracing::warn!("comm {} rank {}: writes still in flight at teardown: {why}", self.cid, self.rank);
             }
-            if let Err(why) = self.barrier.run_untimed(transport, &NoSideProgress) {
+            let closed = match self.two_level_barrier.as_mut() {
+                Some(two_level) => two_level.run(transport, &NoSideProgress),
+                None => self.barrier.run_untimed(transport, &NoSideProgress),
+            };
+            if let Err(why) = closed {
                 tracing::warn!("comm {} rank {}: closing barrier failed: {why}", self.cid, self.rank);
             }
         }

@@ -12,6 +12,7 @@ mod components_underneath;
 mod datatype;
 mod ffi_guard;
 mod handover;
+mod hierarchy;
 mod link;
 mod module;
 mod mpi_allreduce;

@@ -1,5 +1,6 @@
 //! MPI_Barrier's entry point: the dissemination barrier over the
-//! communicator's transport, or the module underneath without one.
+//! communicator's transport (two-level where it spans nodes), or the
+//! module underneath without one.
 
 use std::ffi::c_int;
 use std::time::Instant;
@@ -30,6 +31,11 @@ impl CommState {
         self.count_call(Collective::Barrier);
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
+        if let Some(two_level) = self.two_level_barrier.as_mut() {
+            let outcome = two_level.run(transport, &bcast_progress);
+            drop(bcast_progress);
+            return self.finish(Collective::Barrier, outcome);
+        }
         let allreduce = &mut self.allreduce;
         let mut agreement_ns = 0;
         // Only the call that ends the autotune's trial agrees, through the

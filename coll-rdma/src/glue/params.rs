@@ -33,6 +33,16 @@ pub enum TransportChoice {
     Udp,
 }
 
+/// How collectives are scheduled across nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hierarchy {
+    /// Two levels where the transport tells node-local peers from remote
+    /// ones (the hybrid) and the communicator spans nodes; flat otherwise.
+    Auto,
+    /// One schedule over all ranks everywhere.
+    Flat,
+}
+
 /// Which RDMA device and port the verbs transport uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VerbsSettings {
@@ -55,6 +65,7 @@ pub struct VerbsSettings {
 pub struct Settings {
     pub priority: i32,
     pub transport: TransportChoice,
+    pub hierarchy: Hierarchy,
     pub verbs: VerbsSettings,
     pub udp: UdpSettings,
     /// `None`: choose per communicator from the model.
@@ -277,6 +288,7 @@ pub fn validate(raw: RawParams) -> Settings {
     Settings {
         priority: v.number(Id::Priority).min(100),
         transport: transport_choice(v.text(Id::Transport)),
+        hierarchy: hierarchy(v.text(Id::Hierarchy)),
         verbs: VerbsSettings {
             device: Some(v.text(Id::VerbsDevice).to_string()).filter(|name| !name.is_empty()),
             port: v.number(Id::VerbsPort) as u8,
@@ -361,6 +373,17 @@ fn transport_choice(text: &str) -> TransportChoice {
     }
 }
 
+fn hierarchy(text: &str) -> Hierarchy {
+    match text.to_ascii_lowercase().as_str() {
+        "auto" | "" => Hierarchy::Auto,
+        "flat" => Hierarchy::Flat,
+        _ => {
+            tracing::warn!("coll_rdma_hierarchy=\"{text}\" is unknown (auto, flat); using auto");
+            Hierarchy::Auto
+        }
+    }
+}
+
 /// The udp parameters; a text that does not parse warns and takes the
 /// default (as the integer rules do).
 fn udp_settings(v: &Checked) -> UdpSettings {
@@ -419,6 +442,7 @@ mod tests {
         let settings = validate(RawParams::defaults());
         assert_eq!(settings.priority, 40);
         assert_eq!(settings.transport, TransportChoice::Auto);
+        assert_eq!(settings.hierarchy, Hierarchy::Auto);
         assert_eq!(
             settings.verbs,
             VerbsSettings { device: None, port: 1, gid_index: None, multicast: true, pretend_nodes: 0 }
@@ -558,8 +582,11 @@ mod tests {
         raw.set_int(Id::BcastMaxBytes, -1);
         raw.set_int(Id::BcastCoRoots, 3);
         raw.set_text(Id::Transport, "SHM".to_string());
+        raw.set_text(Id::Hierarchy, "Flat".to_string());
         raw.set_text(Id::TestPanicAt, "bcast:3".to_string());
         let settings = validate(raw);
+        assert_eq!(settings.hierarchy, Hierarchy::Flat);
+        assert_eq!(hierarchy("two-level"), Hierarchy::Auto);
         assert_eq!(settings.stall_warning, Duration::MAX);
         assert_eq!(settings.fault_timeout, None);
         assert_eq!(settings.bcast.max_bytes, WindowLimit::Never);

@@ -12,6 +12,7 @@ pub(crate) mod tree;
 mod tree_stream;
 pub(crate) mod upward;
 
+pub use tree::{two_level_links, TwoLevelTree};
 pub use tree_stream::TreeStreamConfig;
 
 /// `buffer` grown to at least `len` bytes, as a slice of exactly `len`.

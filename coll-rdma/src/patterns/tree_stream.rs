@@ -5,6 +5,8 @@
 
 use btl_ibmc::WaitPolicy;
 
+use super::tree::TreeLinks;
+
 #[derive(Clone, Copy, Debug)]
 pub struct TreeStreamConfig {
     /// Most senders a rank receives from in one tree step (k >= 1).
@@ -14,16 +16,27 @@ pub struct TreeStreamConfig {
     /// elements.
     pub segment_bytes: usize,
     pub policy: WaitPolicy,
+    /// Reserve slot rings for the two-level tree (`TreeLinks::
+    /// two_level_reserve`: one more step than the flat tree's), so that
+    /// the tree can be switched to it once the transport tells which ranks
+    /// share a node, where it fits.
+    pub room_for_two_levels: bool,
 }
 
 impl Default for TreeStreamConfig {
     /// A moderate tree and 8 KiB segments.
     fn default() -> Self {
-        TreeStreamConfig { degree: 2, segment_bytes: 8192, policy: WaitPolicy::default() }
+        TreeStreamConfig { degree: 2, segment_bytes: 8192, policy: WaitPolicy::default(), room_for_two_levels: false }
     }
 }
 
 impl TreeStreamConfig {
+    /// Incoming slot rings every rank reserves among `size` ranks.
+    pub(crate) fn ring_positions(&self, size: usize) -> usize {
+        let flat = TreeLinks::positions(size, self.degree);
+        if self.room_for_two_levels { flat.max(TreeLinks::two_level_reserve(size, self.degree)) } else { flat }
+    }
+
     /// Says what is wrong with values read from the user, before any
     /// instance is built from them.
     pub fn validate(&self) -> Result<(), String> {

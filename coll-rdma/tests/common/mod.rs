@@ -44,6 +44,39 @@ impl XorShift {
 pub fn yielding_policy(spin_polls: u32) -> WaitPolicy {
     WaitPolicy { spin_polls, stall_warning: Duration::from_secs(30), fault_timeout: None }
 }
+/// Counts, per barrier, how many ranks have entered it; a rank that leaves
+/// barrier k early sees fewer than `size` entries.
+pub struct EntryLedger {
+    entered: Vec<std::sync::atomic::AtomicUsize>,
+    violation: std::sync::atomic::AtomicBool,
+}
+
+impl EntryLedger {
+    pub fn new(barriers: usize) -> Self {
+        use std::sync::atomic::{AtomicBool, AtomicUsize};
+        EntryLedger { entered: (0..barriers).map(|_| AtomicUsize::new(0)).collect(), violation: AtomicBool::new(false) }
+    }
+
+    pub fn enter(&self, k: usize) {
+        self.entered[k].fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn check_leave(&self, k: usize, size: usize) -> Result<(), String> {
+        let seen = self.entered[k].load(std::sync::atomic::Ordering::SeqCst);
+        if seen == size {
+            Ok(())
+        } else {
+            self.violation.store(true, std::sync::atomic::Ordering::SeqCst);
+            Err(format!("left barrier {k} when only {seen} of {size} ranks had entered it"))
+        }
+    }
+
+    /// Whether some rank already left a barrier early.
+    pub fn violated(&self) -> bool {
+        self.violation.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// A little-endian u64 from 8 bytes.
 pub fn word(bytes: &[u8]) -> u64 {
     u64::from_le_bytes(bytes.try_into().expect("8 bytes"))

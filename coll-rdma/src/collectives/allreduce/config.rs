@@ -35,7 +35,7 @@ impl AllreduceConfig {
     pub fn from_model(size: usize, model: &AllreduceModel, policy: WaitPolicy) -> (AllreduceConfig, String) {
         let segment_bytes = model.segment_bytes.unwrap_or(TreeStreamConfig::default().segment_bytes);
         let tuning::AllreducePlan { exchange, degree } = choose_allreduce_plan(size, model, segment_bytes);
-        let tree = TreeStreamConfig { degree: degree.degree, segment_bytes, policy };
+        let tree = TreeStreamConfig { degree: degree.degree, segment_bytes, policy, room_for_two_levels: false };
         let config = AllreduceConfig { tree, exchange_max_bytes: exchange.max_bytes };
         (config, format!("Tree: {} Exchange: {}", degree.reason, exchange.reason))
     }

@@ -72,7 +72,7 @@ use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::scratch;
 use crate::patterns::segments::{check_message, Segments};
 use crate::patterns::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
-use crate::patterns::tree::TreeLinks;
+use crate::patterns::tree::{TreeLinks, TwoLevelTree};
 use crate::patterns::upward::{Upward, UpwardRegion};
 use crate::reduction::Reduction;
 
@@ -93,7 +93,7 @@ struct AllreduceRegion {
 impl AllreduceRegion {
     fn new(start: usize, size: usize, config: &AllreduceConfig) -> Self {
         let shape = SlotShape::holding(config.tree.segment_bytes);
-        let positions = TreeLinks::positions(size, config.tree.degree);
+        let positions = config.tree.ring_positions(size);
         let mut cursor = RegionCursor::starting_at(start);
         let child_rings = cursor.take(positions * shape.ring_bytes());
         let result_ring = cursor.take(shape.ring_bytes());
@@ -122,11 +122,14 @@ pub struct Allreduce {
     rank: usize,
     size: usize,
     config: AllreduceConfig,
+    region_offset: usize,
     upward: Upward,
     result_from_parent: Option<Stream>,
     /// Descending rank order: the child with the largest subtree first.
     results_to_children: Vec<Stream>,
     exchange: ExchangeSlots,
+    /// The two-level tree serves every message (no exchange).
+    two_level: bool,
     parallel: ParallelReduction,
     epoch: u64,
     last_seq: u64,
@@ -148,6 +151,25 @@ impl Allreduce {
         assert_eq!(region_offset % LINE, 0, "the allreduce region must start on a cache line");
         let region = AllreduceRegion::new(region_offset, size, &config);
         let links = TreeLinks::new(rank, size, config.tree.degree);
+        let (upward, result_from_parent, results_to_children) = Self::streams(rank, &links, &region);
+        Allreduce {
+            rank,
+            size,
+            config,
+            region_offset,
+            upward,
+            result_from_parent,
+            results_to_children,
+            exchange: ExchangeSlots::new(region.exchange, size, config.exchange_max_bytes),
+            two_level: false,
+            parallel: ParallelReduction::new(rank, size, region.parallel),
+            epoch: 0,
+            last_seq: 0,
+            incoming: Vec::new(),
+        }
+    }
+
+    fn streams(rank: usize, links: &TreeLinks, region: &AllreduceRegion) -> (Upward, Option<Stream>, Vec<Stream>) {
         let shape = region.upward.shape;
         let result_from_parent = links.parent.map(|parent| Stream {
             what: "allreduce result",
@@ -170,19 +192,34 @@ impl Allreduce {
                 shape,
             })
             .collect();
-        Allreduce {
-            rank,
-            size,
-            config,
-            upward: Upward::new("allreduce partial", rank, &links, region.upward),
-            result_from_parent,
-            results_to_children,
-            exchange: ExchangeSlots::new(region.exchange, size, config.exchange_max_bytes),
-            parallel: ParallelReduction::new(rank, size, region.parallel),
-            epoch: 0,
-            last_seq: 0,
-            incoming: Vec::new(),
+        (Upward::new("allreduce partial", rank, links, region.upward), result_from_parent, results_to_children)
+    }
+
+    /// Switches to the two-level tree across nodes (`two_level_links`: the
+    /// links and the slot rings they need) before the first call, or says
+    /// why not: the window holds fewer rings (`TreeStreamConfig::
+    /// room_for_two_levels` adds some; very uneven nodes may need more).
+    /// Every message then goes up and down that tree: the exchange, where
+    /// every rank writes to every other, would cross nodes from every rank.
+    /// Every rank must switch, and only where nodes hold consecutive ranks
+    /// if non-commutative operations are to keep the rank order.
+    pub fn use_two_level_tree(&mut self, tree: &TwoLevelTree) -> Result<(), String> {
+        let (links, needed) = (&tree.links, tree.rings);
+        assert_eq!((self.epoch, self.last_seq), (0, 0), "the tree changes only before the first call");
+        let reserved = self.config.tree.ring_positions(self.size);
+        if needed > reserved {
+            return Err(format!("the two-level tree needs {needed} slot ring(s) a rank, the window holds {reserved}"));
         }
+        let region = AllreduceRegion::new(self.region_offset, self.size, &self.config);
+        assert!(links.children.iter().chain(links.parent.iter()).all(|link| link.position < needed), "a link beyond the rings it needs");
+        (self.upward, self.result_from_parent, self.results_to_children) = Self::streams(self.rank, links, &region);
+        self.two_level = true;
+        Ok(())
+    }
+
+    /// Whether the two-level tree serves this communicator.
+    pub fn is_two_level(&self) -> bool {
+        self.two_level
     }
 
     pub fn config(&self) -> &AllreduceConfig {
@@ -247,7 +284,7 @@ impl Allreduce {
             let waits = self.config.tree.policy.serving(side_progress);
             return self.parallel.reduce(transport, waits, op, Gather::All, ReductionBuffers::Separate { send, recv });
         }
-        if send.len() <= self.config.exchange_max_bytes {
+        if send.len() <= self.config.exchange_max_bytes && !self.two_level {
             self.epoch += 1;
             let incoming = scratch(&mut self.incoming, send.len());
             return self.exchange.allreduce(

@@ -1,0 +1,113 @@
+//! Whether a communicator's collectives run in two levels (within each
+//! node, then among the nodes' leaders) or flat over all ranks, decided
+//! once its transport is set up: every rank sees the same node groups and
+//! the same agreed `coll_rdma_hierarchy`, so every rank decides alike.
+//!
+//! With `coll_rdma_transport=shm`, `coll_rdma_test_pretend_nodes` splits
+//! the ranks into pretended nodes for these schedules alone (the hybrid
+//! needs an RDMA device for that), so that the two-level paths run under
+//! mpirun on a machine without one.
+
+use btl_ibmc::shm::NodeGroups;
+use btl_ibmc::{Endpoint, SelectedTransport, WaitPolicy};
+use tuning::{choose_barrier_radix, BarrierModel};
+
+use super::params::{Hierarchy, Settings};
+use crate::collectives::barrier_two_level::TwoLevelBarrier;
+
+/// What the two-level schedules are built from, kept from the settings
+/// until the transport is known.
+#[derive(Clone, Debug)]
+pub(super) struct HierarchyPlan {
+    choice: Hierarchy,
+    fixed_radix: Option<usize>,
+    model: BarrierModel,
+    policy: WaitPolicy,
+    barrier_offset: usize,
+    pretend_nodes: usize,
+}
+
+/// The communicator's schedule across nodes: flat with a sentence saying
+/// why, or two levels over these nodes.
+pub(super) enum Schedule {
+    Flat(String),
+    TwoLevel(NodeGroups),
+}
+
+impl HierarchyPlan {
+    pub(super) fn new(settings: &Settings, policy: WaitPolicy, barrier_offset: usize) -> Self {
+        HierarchyPlan {
+            choice: settings.hierarchy,
+            fixed_radix: settings.barrier_radix,
+            model: settings.model,
+            policy,
+            barrier_offset,
+            pretend_nodes: settings.verbs.pretend_nodes,
+        }
+    }
+
+    /// Whether the window must hold the two-level schedules' regions.
+    pub(super) fn may_use_two_levels(choice: Hierarchy) -> bool {
+        choice == Hierarchy::Auto
+    }
+
+    pub(super) fn schedule(&self, transport: &SelectedTransport) -> Schedule {
+        if self.choice == Hierarchy::Flat {
+            return Schedule::Flat("coll_rdma_hierarchy=flat".to_string());
+        }
+        let pretended = match transport {
+            SelectedTransport::Shm(_) if self.pretend_nodes > 1 => Some(NodeGroups::blocks(transport.size(), self.pretend_nodes)),
+            _ => None,
+        };
+        match pretended.as_ref().or(transport.node_groups()) {
+            Some(nodes) if nodes.count() > 1 => Schedule::TwoLevel(nodes.clone()),
+            Some(_) => Schedule::Flat("every rank is on one node".to_string()),
+            None => Schedule::Flat(format!("the {} transport reaches every peer alike", transport.name())),
+        }
+    }
+
+    /// Whether allreduce and reduce can take the two-level tree on `nodes`;
+    /// if not, why they stay flat.
+    pub(super) fn reductions_fit(nodes: &NodeGroups) -> Result<(), String> {
+        if nodes.nodes_are_contiguous() {
+            Ok(())
+        } else {
+            // Serving commutative operations on the two-level tree and the
+            // others flat would need a second tree's rings in the window
+            // (switching one set of rings between trees breaks the rule
+            // that each has one writer); all stay flat instead.
+            Err("the nodes do not hold consecutive ranks (a round-robin placement), so folding node by node would not \
+                 combine the ranks in rank order, which non-commutative operations need"
+                .to_string())
+        }
+    }
+
+    /// The two-level barrier of `rank` on `nodes`, with a sentence saying
+    /// how the leaders disseminate and why.
+    pub(super) fn two_level_barrier(&self, rank: usize, nodes: &NodeGroups) -> (TwoLevelBarrier, String) {
+        let leaders = nodes.count();
+        let (radix, why) = match self.fixed_radix {
+            Some(radix) => (radix, "set by coll_rdma_barrier_radix".to_string()),
+            None => {
+                let choice = choose_barrier_radix(leaders, &self.model);
+                (choice.radix, format!("automatic: {}", choice.reason))
+            }
+        };
+        let barrier = TwoLevelBarrier::new(rank, nodes, radix, self.barrier_offset, self.policy);
+        (barrier, format!("radix {radix} among the {leaders} leaders ({why})"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reductions_go_two_level_only_on_consecutive_nodes() {
+        assert_eq!(HierarchyPlan::reductions_fit(&NodeGroups::blocks(10, 3)), Ok(()));
+        assert_eq!(HierarchyPlan::reductions_fit(&NodeGroups::from_keys(&[0, 0, 1, 2, 2, 2, 2])), Ok(()));
+        let round_robin = NodeGroups::from_keys(&(0..10).map(|rank| rank % 3).collect::<Vec<_>>());
+        let why = HierarchyPlan::reductions_fit(&round_robin).unwrap_err();
+        assert!(why.contains("round-robin") && why.contains("rank order, which non-commutative"), "{why}");
+    }
+}
