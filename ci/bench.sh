@@ -11,7 +11,10 @@
 #   BENCH_PAIR_SIZES [4:67108864], BENCH_PAIR_FACTOR [4], BENCH_PAIRS [21],
 #   BENCH_SAMPLE_MS [20], BENCH_SPREAD_MAX [0.2], BENCH_FLOOR_DRIFT [1.5]);
 #   BENCH_PAIR_COLLS="" leaves the paired table out. Tables, plot data and
-#   PNG plots go to bench/results/<date>-<host>-pairs/.
+#   PNG plots go to bench/results/<date>-<host>-pairs/, with this-vm-shm.conf:
+#   the simulator's shared-memory calibration measured from the run's floor
+#   samples (ci/bench-calibration.sh), also kept as
+#   bench/results/latest-calibration.conf, which make sim then uses.
 # whole runs alternating (one mpirun per variant and repetition; these mix the
 # VM's fast and slow phases, so their ratios are less trustworthy):
 #   BENCH_COLLS    collectives, each COLL or COLL:SIZE [""; the paired table
@@ -246,6 +249,10 @@ if [ -n "$PAIR_COLLS" ] && [ "$STOCK_ONLY" = 0 ]; then
     COMPONENT_PATH=$COMPONENT_PATH OMPI_MAJOR=${ompi_version%%.*} BENCH_PAIR_COLLS=$PAIR_COLLS \
         bash "$ROOT/ci/bench-pairs.sh" "$PAIRS_DIR" "$BIN/coll_pairs" 'stock=--mca coll ^rdma' 'rdma=' ||
         problems=$((problems + 1))
+    # the simulator's shared-memory level, from the floor samples just taken
+    echo "== coll-rdma-sim calibration from the paired runs' floor samples (ci/bench-calibration.sh)"
+    bash "$ROOT/ci/bench-calibration.sh" "$PAIRS_DIR" "$LOG/cargo-sim.log" ||
+        echo "   warning: no simulator calibration from this run (make sim keeps the previous one or the committed file)"
 fi
 
 TABLE=$(printf '%-4s %-11s %6s %10s %10s %11s\n' np collective size stock_us rdma_us rdma/stock)
@@ -690,6 +697,8 @@ elapsed=$(( $(date +%s) - t_start ))
 } > "$RESULTS/$stamp-$host.txt"
 cp "$RESULTS/$stamp-$host.txt" "$RESULTS/latest.txt"
 [ -z "$PAIRS_DIR" ] || [ ! -f "$PAIRS_DIR/pairs.txt" ] || cp "$PAIRS_DIR/pairs.txt" "$RESULTS/latest-pairs.txt"
+# make sim uses it in place of the committed this-vm-shm.conf
+[ -z "$PAIRS_DIR" ] || [ ! -f "$PAIRS_DIR/this-vm-shm.conf" ] || cp "$PAIRS_DIR/this-vm-shm.conf" "$RESULTS/latest-calibration.conf"
 
 echo "== results: ${RESULTS#"$ROOT"/}/$stamp-$host.txt (and latest.txt), ${elapsed}s"
 if [ "$problems" -gt 0 ]; then

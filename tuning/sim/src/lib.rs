@@ -9,8 +9,11 @@ pub mod allreduce;
 pub mod barrier;
 pub mod bcast;
 pub mod calibration;
+pub mod measured_calibration;
+pub mod measured_pairs;
 pub mod ranks;
 pub mod scale;
+pub mod sources;
 pub mod validation;
 
 pub use calibration::Calibration;

@@ -4,12 +4,24 @@
 //!
 //! ```text
 //! coll-rdma-sim --calibrations tuning/sim/calibrations --out docs/scale
+//!               [--bench-results DIR] [--shm-calibration FILE] [--measured-pairs PAIRS_TXT|none]
 //!               [--largest 16384] [--per-node 1,32,128]
+//! coll-rdma-sim --calibrate-from PAIRS_DIR [--base FILE]
 //! ```
 //!
 //! The calibration directory holds `infiniband-2004.conf` (the network,
 //! also alone for the seeds' checks), `this-vm-shm.conf` (layered on top
-//! for the scale study) and `giganet-2002.conf` (seed 001's cluster).
+//! for the scale study, unless `--shm-calibration` names another file or
+//! `--bench-results` holds the one `make bench` measured,
+//! `latest-calibration.conf`) and `giganet-2002.conf` (seed 001's cluster).
+//! `--measured-pairs` (default: `latest-pairs.txt` of `--bench-results`) is
+//! `make bench`'s paired table, which the validation compares the model
+//! with at np=2 and np=4.
+//!
+//! `--calibrate-from` prints a shared-memory calibration measured by a
+//! paired run of ci/bench-pairs.sh (its directory, logs under `logs/`);
+//! the keys it does not measure come from `--base` (default: the
+//! committed `tuning/sim/calibrations/this-vm-shm.conf`).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -17,25 +29,50 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use coll_rdma_sim::scale::{self, Series};
-use coll_rdma_sim::{validation, Calibration, Ranks};
+use coll_rdma_sim::{measured_calibration, measured_pairs, sources, validation, Calibration, Ranks};
 
-const USAGE: &str = "usage: coll-rdma-sim --calibrations DIR --out DIR [--largest NODES] [--per-node 1,32,128]";
+const USAGE: &str = "usage: coll-rdma-sim --calibrations DIR --out DIR [--bench-results DIR] [--shm-calibration FILE] \
+                     [--measured-pairs PAIRS_TXT|none] \
+                     [--largest NODES] [--per-node 1,32,128]\n       coll-rdma-sim --calibrate-from PAIRS_DIR [--base FILE]";
+
+/// The committed shared-memory calibration, under `--calibrations`.
+const COMMITTED_SHM: &str = "this-vm-shm.conf";
 
 struct Args {
     calibrations: PathBuf,
     out: PathBuf,
+    bench_results: Option<PathBuf>,
+    shm_calibration: Option<PathBuf>,
+    measured_pairs: Option<PathBuf>,
+    calibrate_from: Option<PathBuf>,
+    base: PathBuf,
     largest: usize,
     per_node: Vec<usize>,
 }
 
 fn parse(argv: &[String]) -> Result<Args, String> {
-    let mut args = Args { calibrations: PathBuf::new(), out: PathBuf::new(), largest: 16384, per_node: vec![1, 32, 128] };
+    let mut args = Args {
+        calibrations: PathBuf::new(),
+        out: PathBuf::new(),
+        bench_results: None,
+        shm_calibration: None,
+        measured_pairs: None,
+        calibrate_from: None,
+        base: PathBuf::from("tuning/sim/calibrations").join(COMMITTED_SHM),
+        largest: 16384,
+        per_node: vec![1, 32, 128],
+    };
     let mut i = 0;
     while i < argv.len() {
         let value = argv.get(i + 1).ok_or_else(|| format!("{} needs a value", argv[i]))?;
         match argv[i].as_str() {
             "--calibrations" => args.calibrations = PathBuf::from(value),
             "--out" => args.out = PathBuf::from(value),
+            "--bench-results" => args.bench_results = Some(PathBuf::from(value)),
+            "--shm-calibration" => args.shm_calibration = Some(PathBuf::from(value)),
+            "--measured-pairs" => args.measured_pairs = Some(PathBuf::from(value)),
+            "--calibrate-from" => args.calibrate_from = Some(PathBuf::from(value)),
+            "--base" => args.base = PathBuf::from(value),
             "--largest" => args.largest = value.parse().map_err(|_| format!("--largest: `{value}` is not a node count"))?,
             "--per-node" => {
                 args.per_node = value
@@ -48,10 +85,22 @@ fn parse(argv: &[String]) -> Result<Args, String> {
         }
         i += 2;
     }
-    if args.calibrations.as_os_str().is_empty() || args.out.as_os_str().is_empty() {
-        return Err("--calibrations and --out are required".into());
+    if args.calibrate_from.is_none() && (args.calibrations.as_os_str().is_empty() || args.out.as_os_str().is_empty()) {
+        return Err("--calibrations and --out are required (or --calibrate-from)".into());
     }
     Ok(args)
+}
+
+/// `--calibrate-from`: the measured shared-memory calibration, on stdout.
+fn calibrate(pairs_dir: &Path, base: &Path) -> Result<(), String> {
+    let samples = measured_calibration::read_pairs_logs(pairs_dir)?;
+    let measured = measured_calibration::measure(&samples).map_err(|why| format!("{}: {why}", pairs_dir.display()))?;
+    let base_text = std::fs::read_to_string(base).map_err(|e| format!("{}: {e}", base.display()))?;
+    let text = measured_calibration::calibration_text(&measured, &base_text, &base.display().to_string(), &pairs_dir.display().to_string());
+    // What we print must load as a calibration on its own.
+    Calibration::default().apply(&text, "the written calibration")?;
+    print!("{text}");
+    Ok(())
 }
 
 fn load(dir: &Path, names: &[&str]) -> Result<Calibration, String> {
@@ -147,7 +196,25 @@ fn write(out: &Path, name: &str, text: &str) -> Result<(), String> {
 fn run(args: &Args) -> Result<(), String> {
     std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
     let network = load(&args.calibrations, &["infiniband-2004.conf"])?;
-    let machine = load(&args.calibrations, &["infiniband-2004.conf", "this-vm-shm.conf"])?;
+    let (shm_path, why) =
+        sources::shm_calibration(args.shm_calibration.as_deref(), args.bench_results.as_deref(), &args.calibrations.join(COMMITTED_SHM));
+    let shm_name = shm_path.display().to_string();
+    let machine = Calibration::from_files(&[args.calibrations.join("infiniband-2004.conf").display().to_string(), shm_name.clone()])?;
+    eprintln!("coll-rdma-sim: shared-memory calibration: {shm_name} ({why})");
+    let measured_path = sources::measured_pairs(args.measured_pairs.as_deref(), args.bench_results.as_deref());
+    let measured_name = measured_path.as_ref().map_or("none here".to_string(), |path| format!("`{}`", path.display()));
+    let measured = match measured_path {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let rows = measured_pairs::parse(&text);
+            eprintln!("coll-rdma-sim: measured figures: {} ({} rows)", path.display(), rows.len());
+            Some(rows)
+        }
+        None => {
+            eprintln!("coll-rdma-sim: measured figures: none (no make bench results here, or --measured-pairs none)");
+            None
+        }
+    };
     let giganet = load(&args.calibrations, &["giganet-2002.conf"])?;
     let started = Instant::now();
 
@@ -156,6 +223,7 @@ fn run(args: &Args) -> Result<(), String> {
     rows.extend(validation::seed002(&network));
     rows.extend(validation::seed001(&giganet));
     rows.extend(validation::this_machine(&machine));
+    rows.extend(validation::this_machine_measured(&machine, measured.as_deref()));
     let table = validation::markdown(&rows);
     println!("## Validation: model vs published\n\n{table}");
     let mut barrier_by_n = String::from("| nodes | n=1 | n=2 | n=3 | n=4 | n=5 | n=6 | n=7 | n=8 |\n|---|---|---|---|---|---|---|---|---|\n");
@@ -177,12 +245,15 @@ fn run(args: &Args) -> Result<(), String> {
         &args.out,
         "validation.md",
         &format!(
-            "# Validation of coll-rdma-sim\n\nGenerated by `make sim` (coll-rdma-sim, calibrations in `tuning/sim/calibrations/`).\n\
+            "# Validation of coll-rdma-sim\n\nGenerated by `make sim` (coll-rdma-sim, calibrations in `tuning/sim/calibrations/`; \
+             shared memory: `{shm_name}`).\n\
              Relative error = (model - published) / published. The seeds' figures are images we do not have; only what \
-             their text states is compared.\n\n{table}\n\
+             their text states is compared. The \"make bench\" rows compare the model's ratio coll rdma / stock on one \
+             node with the median paired ratio of `make bench`'s `latest-pairs.txt` ({measured_name}; tolerance {tolerance:.0} %).\n\n{table}\n\
              ## Seed 002: barrier latency (µs) against n, InfiniBand 2004 calibration, one rank per node\n\n{barrier_by_n}\n\
              ## Seed 000: binomial vs multicast bcast of 8 bytes, one rank per node\n\n\
-             | nodes | binomial (µs) | multicast (µs) | ratio |\n|---|---|---|---|\n{seed000_sweep}"
+             | nodes | binomial (µs) | multicast (µs) | ratio |\n|---|---|---|---|\n{seed000_sweep}",
+            tolerance = validation::MEASURED_RATIO_TOLERANCE * 100.0,
         ),
     )?;
     eprintln!("coll-rdma-sim: validation done after {:.1} s", started.elapsed().as_secs_f64());
@@ -286,7 +357,12 @@ fn run(args: &Args) -> Result<(), String> {
              The network is LogGP (latency, overhead, gap per message at the node's adapter, gap per byte) with a \
              fat tree adding switch hops, a shared-memory level inside each node, and a datagram multicast that loses \
              each datagram at each receiver with a given probability. Calibration: `tuning/sim/calibrations/infiniband-2004.conf` \
-             (the seeds' InfiniBand) under `tuning/sim/calibrations/this-vm-shm.conf` (this machine's shared memory).\n\n\
+             (the seeds' InfiniBand) under `{shm_name}` (this machine's shared memory).\n\n\
+             The committed pages use the committed `tuning/sim/calibrations/this-vm-shm.conf` (CI machines differ). \
+             After `make bench`, which writes `bench/results/latest-calibration.conf` measured here, `make sim` uses \
+             that file and compares with `bench/results/latest-pairs.txt`; `SIM_SHM_CALIBRATION=FILE make sim` picks \
+             another (`SIM_SHM_CALIBRATION=tuning/sim/calibrations/this-vm-shm.conf SIM_MEASURED_PAIRS= make sim` \
+             regenerates the committed pages).\n\n\
              \"coll rdma flat\" is what the component does across nodes today (every rank in one barrier, tree or \
              multicast; choices from its default models); \"two-level\" is issue 14's design (leader per node, \
              simulated, not built); the Open MPI columns are its binomial bcast, recursive-doubling allreduce and \
@@ -391,7 +467,10 @@ fn main() -> ExitCode {
         println!("{USAGE}");
         return ExitCode::SUCCESS;
     }
-    let result = parse(&argv).and_then(|args| run(&args));
+    let result = parse(&argv).and_then(|args| match &args.calibrate_from {
+        Some(dir) => calibrate(dir, &args.base),
+        None => run(&args),
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
