@@ -1059,7 +1059,7 @@ COMP_TESTS=(
     "nested-setup-coll-basic-np2" "nested-setup-coll-basic-np3" "nested-setup-barrier-coll-basic-np3"
     "nested-setup-tuned-allgather-1-np3"
     "mismatch-barrier-radix-np4" "mismatch-bcast-window-np4" "mismatch-allreduce-max-bytes-np4"
-    "mismatch-transport-np3" "mismatch-udp-port-range-np3" "mismatch-pretend-nodes-np4" "mismatch-autotune-np4"
+    "mismatch-transport-np3" "mismatch-udp-port-range-np3" "mismatch-pretend-nodes-np4" "mismatch-autotune-np4" "mismatch-barrier-radix-as-set-np4"
     "panic-allreduce-3-np3" "panic-barrier-1-np2" "panic-bcast-2-np3" "pack-failure-np3"
     "module-size-mismatch-np3" "thread-multiple-refused-np3"
 )
@@ -1509,6 +1509,10 @@ else
         "coll_rdma_test_pretend_nodes \(1 at rank 0, 2 at rank 1\)" coll_mix -i 20
     mismatch_test "mismatch-hierarchy-np4" 4 coll_rdma_hierarchy auto flat \
         "coll_rdma_hierarchy \(0 auto, 1 flat\) \(0 at rank 0, 1 at rank 1\)" coll_mix -i 20
+    # (radix 3 is also the model's pick for 4 ranks: the flat radices agree,
+    #  but a two-level barrier's leaders would choose theirs differently)
+    mismatch_test "mismatch-barrier-radix-as-set-np4" 4 coll_rdma_barrier_radix 3 0 \
+        "coll_rdma_barrier_radix as set \(0 automatic\), with coll_rdma_hierarchy auto \(3 at rank 0, 0 at rank 1\)" coll_mix -i 20
     # (autotune on at even ranks only: their windows hold more barriers)
     mismatch_test "mismatch-autotune-np4" 4 coll_rdma_autotune 1 0 \
         "coll_rdma_autotune_calls \(0: coll_rdma_autotune off\) \(8 at rank 0, 0 at rank 1\)" barrier_order -n 2000

@@ -262,14 +262,23 @@ fn play_rank(
     layout: WindowLayout,
     prepared: &Prepared,
     nodes: Option<&NodeGroups>,
+    refused: bool,
 ) -> Result<(), String> {
     let size = scenario.size;
     let mut allreduce = Allreduce::new(rank, size, layout.allreduce_offset, scenario.config);
     let mut reduce = Reduce::new(rank, size, layout.reduce_offset, scenario.config.tree);
     if let Some(nodes) = nodes {
         let tree = two_level_links(rank, nodes, scenario.config.tree.degree);
-        allreduce.use_two_level_tree(&tree).map_err(|why| format!("rank {rank}: allreduce: {why}"))?;
-        reduce.use_two_level_tree(&tree).map_err(|why| format!("rank {rank}: reduce: {why}"))?;
+        let (allreduce_choice, reduce_choice) = (allreduce.use_two_level_tree(&tree), reduce.use_two_level_tree(&tree));
+        if refused {
+            // the flat tree must then serve in the window laid out for two levels
+            if allreduce_choice.is_ok() || reduce_choice.is_ok() {
+                return Err(format!("rank {rank}: the two-level tree was accepted where it does not fit"));
+            }
+        } else {
+            allreduce_choice.map_err(|why| format!("rank {rank}: allreduce: {why}"))?;
+            reduce_choice.map_err(|why| format!("rank {rank}: reduce: {why}"))?;
+        }
     }
     let mut rng = XorShift::new(scenario.seed ^ (rank as u64 + 1) << 32);
     let mut first_error = None;
@@ -298,16 +307,17 @@ fn play_rank(
 }
 
 fn run(scenario: Scenario) -> Result<(), String> {
-    run_placed(scenario, None).map(|_| ())
+    run_placed(scenario, None, false).map(|_| ())
 }
 
-/// Runs the scenario, on the two-level tree over `nodes` if given, and
+/// Runs the scenario, on the two-level tree over `nodes` if given (or, if
+/// `refused`, on the flat tree after the two-level one was refused), and
 /// returns the (writer, target) pairs whose puts crossed nodes.
-fn run_placed(mut scenario: Scenario, nodes: Option<NodeGroups>) -> Result<Vec<(usize, usize)>, String> {
+fn run_placed(mut scenario: Scenario, nodes: Option<NodeGroups>, refused: bool) -> Result<Vec<(usize, usize)>, String> {
     scenario.config.tree.room_for_two_levels = nodes.is_some();
     let scenario = Arc::new(scenario);
     let nodes = Arc::new(nodes);
-    let prepared = Arc::new(prepare(&scenario, nodes.as_ref().as_ref()));
+    let prepared = Arc::new(prepare(&scenario, if refused { None } else { nodes.as_ref().as_ref() }));
     let layout = WindowLayout::with_reductions(scenario.size, 1, &scenario.config);
     let fabric = FabricConfig {
         put_delay_max: scenario.put_delay,
@@ -325,7 +335,7 @@ fn run_placed(mut scenario: Scenario, nodes: Option<NodeGroups>) -> Result<Vec<(
         let done = done.clone();
         std::thread::spawn(move || {
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                play_rank(rank, &endpoint, &scenario, layout, &prepared, nodes.as_ref().as_ref())
+                play_rank(rank, &endpoint, &scenario, layout, &prepared, nodes.as_ref().as_ref(), refused)
             }))
             .unwrap_or_else(|_| Err(format!("rank {rank} panicked")));
             // The fabric's record is shared: the last rank to finish
@@ -559,7 +569,7 @@ fn the_two_level_tree_on_uneven_nodes_matches_the_serial_reduction() {
             }).collect();
             let put_delay = Duration::from_micros(2 * (degree as u64 % 2));
             let scenario = Scenario { size, config: config(degree, 40, 64), seed, put_delay, calls };
-            let crossings = run_placed(scenario, Some(nodes.clone())).unwrap_or_else(|e| panic!("nodes {sizes:?}: {e}"));
+            let crossings = run_placed(scenario, Some(nodes.clone()), false).unwrap_or_else(|e| panic!("nodes {sizes:?}: {e}"));
             for (writer, target) in crossings {
                 let between_leaders = leaders.contains(&writer) && leaders.contains(&target);
                 // The relay's segments, and the root's credits back.
@@ -577,7 +587,7 @@ fn the_two_level_checker_catches_a_fold_in_the_wrong_order() {
     for kind in [Kind::Allreduce, Kind::Reduce { root: 4 }] {
         let calls = vec![Call { kind, op: Op::MatrixProductSwapped, count: 3 }];
         let scenario = Scenario { size: 6, config: config(2, 64, 4096), seed: 12, put_delay: Duration::ZERO, calls };
-        assert!(run_placed(scenario, Some(blocks(&[2, 3, 1]))).is_err(), "{kind:?} with a swapped fold went unnoticed");
+        assert!(run_placed(scenario, Some(blocks(&[2, 3, 1])), false).is_err(), "{kind:?} with a swapped fold went unnoticed");
     }
 }
 
@@ -600,6 +610,7 @@ fn a_two_level_tree_beyond_the_reserved_rings_is_refused() {
         assert!(reduce.use_two_level_tree(&tree).is_err());
         assert!(!allreduce.is_two_level());
     }
+    // ... and the flat tree serves in that same window, rank order kept
     let calls = mixed_calls(size, &[1, 7, 30], 10, 0x2EF);
-    run(Scenario { size, config: config(1, 40, 0), seed: 0x2EF, put_delay: Duration::ZERO, calls }).unwrap();
+    run_placed(Scenario { size, config: config(1, 40, 0), seed: 0x2EF, put_delay: Duration::ZERO, calls }, Some(nodes), true).unwrap();
 }

@@ -71,6 +71,7 @@ impl ProtocolSettings {
             TransportChoice::Udp => 3,
         };
         let udp = &settings.udp;
+        let two_level_input = |value: u64| if settings.hierarchy == Hierarchy::Auto { value } else { 0 };
         let values = vec![
             ("communicator size", inputs.size as u64),
             ("coll_rdma_transport (0 auto, 1 shm, 2 verbs, 3 udp)", transport),
@@ -99,6 +100,14 @@ impl ProtocolSettings {
             ("coll_rdma_test_udp_duplicate_percent", u64::from(udp.duplicate_percent)),
             ("coll_rdma_test_udp_reorder_percent", u64::from(udp.reorder_percent)),
             ("coll_rdma_barrier_radix", inputs.barrier_radix as u64),
+            // A two-level barrier's leaders choose their radix later, for
+            // their own count, from the setting and the model: two ranks
+            // whose flat radices agree could still pick different leader
+            // schedules (and wait for ever), so with hierarchy auto the
+            // inputs themselves must agree too.
+            ("coll_rdma_barrier_radix as set (0 automatic), with coll_rdma_hierarchy auto", two_level_input(settings.barrier_radix.unwrap_or(0) as u64)),
+            ("coll_rdma_model_latency_ns, with coll_rdma_hierarchy auto", two_level_input(settings.model.latency_ns.round() as u64)),
+            ("coll_rdma_model_put_gap_ns, with coll_rdma_hierarchy auto", two_level_input(settings.model.put_gap_ns.round() as u64)),
             ("coll_rdma_autotune_calls (0: coll_rdma_autotune off)", settings.autotune_calls.unwrap_or(0) as u64),
             ("barrier radices in the window (bit r-1 for radix r)", radix_mask(inputs.barrier_candidates)),
             ("coll_rdma_allreduce_degree", inputs.allreduce.tree.degree as u64),

@@ -398,7 +398,8 @@ impl CommState {
         match self.allreduce.use_two_level_tree(&two_level_links(rank, nodes, allreduce_degree)) {
             Ok(()) => tracing::info!(
                 "comm {cid} rank {rank}: allreduce two-level: a degree-{allreduce_degree} tree within each node into its leader and among \
-                 the {} leaders, the result back down the same tree (every length on the tree, no exchange)",
+                 the {} leaders, the result back down the same tree (no exchange; the parallel reduction still serves the lengths it \
+                 serves where ranks can read each other's memory)",
                 nodes.count()
             ),
             Err(why) => tracing::info!("comm {cid} rank {rank}: allreduce flat over all {size} ranks ({why})"),
