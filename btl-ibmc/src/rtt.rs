@@ -3,6 +3,8 @@
 //! arithmetic can be checked by hand. The clock granularity G of the RFC
 //! is left to the floor, which is far above it. Karn's rule (no samples
 //! from retransmitted pieces) is the caller's: it knows what it resent.
+//! Used by rmcast's collectors (congestion control) and by the udp
+//! reliable channel, one estimator per peer there.
 
 use std::time::Duration;
 
