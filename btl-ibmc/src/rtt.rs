@@ -42,6 +42,47 @@ impl RttEstimator {
     }
 }
 
+/// A retransmission timer's timeout: the estimate's RTO, doubled at each
+/// expiry (RFC 6298, 5.5) up to `longest`, until a fresh sample ends the
+/// backoff. Karn's rule makes that sample one from a piece sent once, so
+/// a peer answering only repairs keeps the backed-off timeout.
+#[derive(Clone, Debug)]
+pub(crate) struct BackedOffTimeout {
+    estimate: RttEstimator,
+    doublings: u32,
+    most_doublings: u32,
+    longest: Duration,
+}
+
+impl BackedOffTimeout {
+    /// `longest` bounds the backed-off value only: an RTO above it (a
+    /// ceiling set higher) is still used as is.
+    pub(crate) fn new(estimate: RttEstimator, most_doublings: u32, longest: Duration) -> Self {
+        BackedOffTimeout { estimate, doublings: 0, most_doublings, longest }
+    }
+
+    pub(crate) fn current(&self) -> Duration {
+        let rto = self.estimate.rto();
+        rto.saturating_mul(1 << self.doublings.min(31)).min(self.longest.max(rto))
+    }
+
+    /// The timer ran out: the next timeout is twice as long.
+    pub(crate) fn expired(&mut self) {
+        self.doublings = (self.doublings + 1).min(self.most_doublings);
+    }
+
+    /// A round trip measured on a piece sent once.
+    pub(crate) fn sample(&mut self, rtt: Duration) {
+        self.estimate.sample(rtt);
+        self.doublings = 0;
+    }
+
+    #[cfg(test)]
+    pub(crate) fn estimate(&self) -> &RttEstimator {
+        &self.estimate
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,5 +120,50 @@ mod tests {
         assert_eq!(rtt.rto(), us(2000), "100 + 200 us is below the floor");
         rtt.sample(Duration::from_secs(3));
         assert_eq!(rtt.rto(), us(50_000));
+    }
+
+    #[test]
+    fn timeouts_double_at_each_expiry_up_to_the_longest_and_a_fresh_sample_ends_the_backoff() {
+        let ms = Duration::from_millis;
+        let mut timeout = BackedOffTimeout::new(RttEstimator::new(ms(20), ms(2), ms(20)), 6, ms(1000));
+        assert_eq!(timeout.current(), ms(20), "the initial timeout until a sample");
+        let mut seen = Vec::new();
+        for _ in 0..8 {
+            timeout.expired();
+            seen.push(timeout.current().as_millis());
+        }
+        // 20 ms doubled: 40, 80, 160, 320, 640, then 1280 is cut to 1000,
+        // and six doublings is the most.
+        assert_eq!(seen, [40, 80, 160, 320, 640, 1000, 1000, 1000]);
+        // First sample 4 ms: SRTT 4, RTTVAR 2, RTO 4 + 8 = 12; no backoff.
+        timeout.sample(ms(4));
+        assert_eq!(timeout.current(), ms(12));
+        timeout.expired();
+        assert_eq!(timeout.current(), ms(24));
+        // 1 ms: RTTVAR = 3/4 * 2 + 1/4 * 3 = 2.25, SRTT = 3.5 + 0.125 =
+        // 3.625, RTO = 3.625 + 9 = 12.625 ms, the backoff ended.
+        timeout.sample(ms(1));
+        assert_eq!(timeout.current(), Duration::from_micros(12_625));
+        assert_eq!(timeout.estimate().srtt(), Some(Duration::from_micros(3625)));
+        // Samples far above the ceiling or below the floor are clamped,
+        // and the backoff starts from the clamped value.
+        timeout.sample(ms(500));
+        assert_eq!(timeout.current(), ms(20));
+        timeout.expired();
+        assert_eq!(timeout.current(), ms(40));
+        let mut fast = BackedOffTimeout::new(RttEstimator::new(ms(20), ms(2), ms(20)), 6, ms(1000));
+        for _ in 0..40 {
+            fast.sample(Duration::from_micros(100));
+        }
+        assert_eq!(fast.current(), ms(2), "100 us round trips sit at the floor");
+    }
+
+    #[test]
+    fn a_ceiling_above_the_longest_backoff_is_still_the_timeout() {
+        let ms = Duration::from_millis;
+        let mut timeout = BackedOffTimeout::new(RttEstimator::new(ms(3000), ms(2), ms(3000)), 6, ms(2000));
+        assert_eq!(timeout.current(), ms(3000));
+        timeout.expired();
+        assert_eq!(timeout.current(), ms(3000));
     }
 }
