@@ -197,8 +197,7 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
     let records = judge_records(&gathered);
     let (own_socket, _, own_buffer) = own?;
     let records = records?;
-    let config = &UdpConfig { datagram_bytes: agreed_datagram_bytes(&records), ..config.clone() };
-    let datagram_choice = DatagramChoice { bytes: config.datagram_bytes, proposed, own_mtu, fitted: config.fit_interface_mtu };
+    let datagram_choice = DatagramChoice { bytes: agreed_datagram_bytes(&records), most: config.datagram_bytes, proposed, own_mtu, fitted: config.fit_interface_mtu };
 
     let leader = &records[0];
     let communicator = multicast_id_of([
@@ -250,6 +249,7 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         );
     }
     tracing::debug!("udp: rank {rank} of {size} on {} joined {group}", records[rank].address);
+    let config = &UdpConfig { datagram_bytes: datagram_choice.bytes, ..config.clone() };
     Ok(UdpTransport {
         rank,
         size,
@@ -277,6 +277,8 @@ fn agreed_datagram_bytes(records: &[Record]) -> usize {
 pub struct DatagramChoice {
     /// What every rank uses.
     pub bytes: usize,
+    /// The most a rank would propose (`UdpConfig::datagram_bytes`).
+    pub most: usize,
     /// What this rank proposed.
     pub proposed: usize,
     /// This rank's interface and its MTU, where fitted and known.
@@ -290,10 +292,10 @@ impl std::fmt::Display for DatagramChoice {
         if !self.fitted {
             return write!(f, "{} bytes, as set", self.bytes);
         }
-        write!(f, "{} bytes, the least every rank's interface MTU carries (this rank ", self.bytes)?;
+        write!(f, "{} bytes, the least the ranks proposed, each what its interface's MTU carries up to {} (this rank: ", self.bytes, self.most)?;
         match &self.own_mtu {
-            Some((name, mtu)) => write!(f, "{name}, MTU {mtu}: {} bytes)", self.proposed),
-            None => write!(f, "could not read its MTU: {} bytes)", self.proposed),
+            Some((name, mtu)) => write!(f, "{name}, MTU {mtu}, proposed {})", self.proposed),
+            None => write!(f, "MTU unreadable, proposed {})", self.proposed),
         }
     }
 }
@@ -422,6 +424,19 @@ mod tests {
         // Ranks whose interfaces carry different datagrams all take the least.
         let mtus = [record(), Record { datagram_bytes: 8972, ..record() }, Record { datagram_bytes: 1372, ..record() }];
         assert_eq!(judge_records(&all(&mtus)).map(|records| agreed_datagram_bytes(&records)), Ok(1372));
+    }
+
+    #[test]
+    fn the_datagram_choice_says_how_it_came_about() {
+        let fitted = DatagramChoice { bytes: 1372, most: 8972, proposed: 1472, own_mtu: Some(("eth1".into(), 1500)), fitted: true };
+        assert_eq!(
+            fitted.to_string(),
+            "1372 bytes, the least the ranks proposed, each what its interface's MTU carries up to 8972 (this rank: eth1, MTU 1500, proposed 1472)"
+        );
+        let unread = DatagramChoice { own_mtu: None, ..fitted.clone() };
+        assert!(unread.to_string().ends_with("(this rank: MTU unreadable, proposed 1472)"), "{unread}");
+        let set = DatagramChoice { bytes: 4000, most: 4000, proposed: 4000, own_mtu: None, fitted: false };
+        assert_eq!(set.to_string(), "4000 bytes, as set");
     }
 
     #[test]
