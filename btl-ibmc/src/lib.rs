@@ -29,6 +29,7 @@ pub mod wait;
 
 mod poison;
 mod rng;
+mod rtt;
 mod window;
 mod words;
 

@@ -34,6 +34,12 @@ pub struct UdpConfig {
     /// fills a 1500-byte Ethernet MTU (minus IPv4 and UDP headers), so
     /// nothing is fragmented by IP.
     pub datagram_bytes: usize,
+    /// Lower `datagram_bytes`, on each rank, to what its interface's MTU
+    /// carries without IP fragmentation (the MTU less the IPv4 and UDP
+    /// headers); setup then takes the least over all ranks, so ranks on
+    /// interfaces with different MTUs still agree. Off: `datagram_bytes`
+    /// as given, which every rank must give alike.
+    pub fit_interface_mtu: bool,
     /// Receive buffer asked of each socket (SO_RCVBUFFORCE where the
     /// process may, else SO_RCVBUF up to net.core.rmem_max). Bursts of
     /// a thousand full datagrams lost half of them with Linux's default
@@ -42,11 +48,21 @@ pub struct UdpConfig {
     /// Reliable-channel fragments one rank may have unacknowledged
     /// towards one peer.
     pub reliable_window: usize,
-    /// When no ACK from a peer has advanced for this long, the oldest
-    /// fragments it has not acknowledged go again; the wait doubles at
-    /// each expiry while the peer stays silent, at most six times (×64,
-    /// 1.28 s from the default 20 ms), and never exceeds 2 s.
+    /// The reliable channel's retransmission timeout towards a peer until
+    /// a round trip to it is measured; then SRTT + 4 RTTVAR of its round
+    /// trips (RFC 6298), kept within `retransmit_floor..=retransmit_ceiling`.
+    /// When no ACK from the peer has advanced for that long, the oldest
+    /// fragments it has not acknowledged go again, and the timeout doubles
+    /// at each expiry until a fresh sample, at most six times, never
+    /// beyond 2 s (or the ceiling, if that is higher).
     pub retransmit_after: Duration,
+    /// Well above a LAN's round trip, so that a peer merely slow to poll
+    /// is not sent fragments again and again.
+    pub retransmit_floor: Duration,
+    /// The default is the default `retransmit_after`: an estimate that
+    /// followed a loaded node's scheduling delays made repairs late
+    /// (`reliable`'s module comment says by how much).
+    pub retransmit_ceiling: Duration,
     /// Whether runs of multicast datagrams go out in one segmented send
     /// (UDP GSO) and arrive in one receive (UDP GRO) where the kernel
     /// offers it. On by default; either side works with the other's
@@ -77,8 +93,13 @@ impl UdpFaults {
     }
 }
 
-/// IPv4 (20) and UDP (8) headers inside a 1500-byte Ethernet MTU.
-pub const ETHERNET_DATAGRAM_BYTES: usize = 1500 - 28;
+/// IPv4 (20) and UDP (8) headers: what an MTU carries of UDP payload is
+/// the MTU less this.
+pub const IPV4_UDP_HEADER_BYTES: usize = 28;
+/// The UDP payload of a 1500-byte Ethernet MTU.
+pub const ETHERNET_DATAGRAM_BYTES: usize = 1500 - IPV4_UDP_HEADER_BYTES;
+/// The UDP payload of a 9000-byte MTU, the usual jumbo frame.
+pub const JUMBO_DATAGRAM_BYTES: usize = 9000 - IPV4_UDP_HEADER_BYTES;
 
 impl Default for UdpConfig {
     fn default() -> Self {
@@ -91,9 +112,12 @@ impl Default for UdpConfig {
             interface: None,
             ttl: 1,
             datagram_bytes: ETHERNET_DATAGRAM_BYTES,
+            fit_interface_mtu: true,
             receive_buffer_bytes: 16 << 20,
             reliable_window: 256,
             retransmit_after: Duration::from_millis(20),
+            retransmit_floor: Duration::from_millis(2),
+            retransmit_ceiling: Duration::from_millis(20),
             segmentation_offload: true,
             faults: UdpFaults::default(),
         }
@@ -133,8 +157,14 @@ impl UdpConfig {
         if self.reliable_window == 0 {
             return Some("the reliable window must hold at least one fragment".into());
         }
-        if self.retransmit_after.is_zero() {
-            return Some("the retransmission timeout must be positive".into());
+        if self.retransmit_after.is_zero() || self.retransmit_floor.is_zero() {
+            return Some("the retransmission timeout and its floor must be positive".into());
+        }
+        if self.retransmit_ceiling < self.retransmit_floor {
+            return Some(format!(
+                "the retransmission timeout's ceiling {:?} is below its floor {:?}",
+                self.retransmit_ceiling, self.retransmit_floor
+            ));
         }
         for (name, p) in [("drop", self.faults.drop), ("duplicate", self.faults.duplicate), ("reorder", self.faults.reorder)] {
             if !(0.0..=1.0).contains(&p) {
@@ -165,6 +195,20 @@ impl UdpConfig {
             let (reserved_first, reserved_last) = span(base, prefix);
             (first <= reserved_last && reserved_first <= last).then_some(name)
         })
+    }
+
+    /// How the reliable channel times its retransmissions.
+    pub(crate) fn retransmit_timing(&self) -> super::reliable::RetransmitTiming {
+        super::reliable::RetransmitTiming { initial: self.retransmit_after, floor: self.retransmit_floor, ceiling: self.retransmit_ceiling }
+    }
+
+    /// The datagram size this rank proposes at setup, on an interface
+    /// whose MTU is `mtu` (None: unknown, `datagram_bytes` stands).
+    pub(crate) fn datagram_bytes_for_mtu(&self, mtu: Option<usize>) -> usize {
+        match mtu {
+            Some(mtu) if self.fit_interface_mtu => self.datagram_bytes.min(mtu.saturating_sub(IPV4_UDP_HEADER_BYTES)),
+            _ => self.datagram_bytes,
+        }
     }
 
     /// The group of the communicator whose multicast id is `id`.
@@ -218,7 +262,23 @@ mod tests {
         assert!(problem(UdpConfig { datagram_bytes: 10, ..UdpConfig::default() }).contains("datagram_bytes"));
         assert!(problem(UdpConfig { datagram_bytes: 70_000, ..UdpConfig::default() }).contains("datagram_bytes"));
         assert!(problem(UdpConfig { ttl: 0, ..UdpConfig::default() }).contains("TTL"));
+        let ms = Duration::from_millis;
+        assert!(problem(UdpConfig { retransmit_floor: ms(0), ..UdpConfig::default() }).contains("floor must be positive"));
+        assert!(problem(UdpConfig { retransmit_floor: ms(30), ..UdpConfig::default() }).contains("ceiling 20ms is below its floor 30ms"));
         let faults = UdpFaults { drop: 1.5, ..UdpFaults::default() };
         assert!(problem(UdpConfig { faults, ..UdpConfig::default() }).contains("drop"));
+    }
+
+    #[test]
+    fn the_datagram_fits_the_interface_mtu_unless_told_not_to() {
+        let fitting = UdpConfig::default();
+        assert_eq!(fitting.datagram_bytes_for_mtu(Some(1500)), 1472);
+        assert_eq!(fitting.datagram_bytes_for_mtu(Some(1400)), 1372, "this VM's eth0");
+        assert_eq!(fitting.datagram_bytes_for_mtu(Some(65_536)), 1472, "never above datagram_bytes (lo)");
+        assert_eq!(fitting.datagram_bytes_for_mtu(None), 1472, "an unknown MTU leaves datagram_bytes");
+        let jumbo = UdpConfig { datagram_bytes: JUMBO_DATAGRAM_BYTES, ..UdpConfig::default() };
+        assert_eq!((jumbo.datagram_bytes_for_mtu(Some(9000)), jumbo.datagram_bytes_for_mtu(Some(65_536))), (8972, 8972));
+        let fixed = UdpConfig { datagram_bytes: 4000, fit_interface_mtu: false, ..UdpConfig::default() };
+        assert_eq!(fixed.datagram_bytes_for_mtu(Some(1500)), 4000);
     }
 }

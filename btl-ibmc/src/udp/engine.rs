@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::faults::{Arrival, FaultInjector};
 use super::frame::{self, Body, Refusal, Stamp};
 use super::inbox::{MOST_QUEUED_MULTICAST_BYTES, MulticastInbox};
-use super::reliable::{Incoming, Outgoing, Receipt};
+use super::reliable::{AckTaken, Incoming, Outgoing, Receipt};
 use super::source::{Origin, origin, unreadable_counter};
 use super::stats::Counters;
 use super::UdpConfig;
@@ -75,7 +75,7 @@ pub(crate) struct Engine {
 impl Engine {
     pub(crate) fn new(rank: usize, size: usize, config: &UdpConfig) -> Self {
         Engine {
-            outgoing: (0..size).map(|_| Outgoing::new()).collect(),
+            outgoing: (0..size).map(|_| Outgoing::new(config.retransmit_timing())).collect(),
             incoming: (0..size).map(|_| Incoming::new()).collect(),
             acks_due: Vec::new(),
             awaiting_acks: Vec::new(),
@@ -209,8 +209,10 @@ impl Engine {
             }
             (Body::Ack { next, reported }, false) => {
                 let (outgoing, now) = (&mut self.outgoing[rank], Instant::now());
-                if !outgoing.acknowledged(next, reported, now) {
-                    return Counters::bump(&counters.malformed_dropped);
+                match outgoing.acknowledged(next, reported, now) {
+                    AckTaken::Refused => return Counters::bump(&counters.malformed_dropped),
+                    AckTaken::Taken { sampled: true } => Counters::bump(&counters.rtt_samples),
+                    AckTaken::Taken { sampled: false } => {}
                 }
                 match outgoing.fast_resend(|frame| send_frame(&cx.wire.own_socket, frame, from)) {
                     Ok(resent) => {
@@ -300,7 +302,7 @@ impl Engine {
         self.awaiting_acks.retain(|&peer| {
             let outgoing = &mut outgoing[peer];
             let to = cx.wire.addresses[peer];
-            match outgoing.resend_due(now, cx.config.retransmit_after, |frame| send_frame(&cx.wire.own_socket, frame, to)) {
+            match outgoing.resend_due(now, |frame| send_frame(&cx.wire.own_socket, frame, to)) {
                 Ok(resent) => {
                     cx.counters.retransmissions.fetch_add(resent as u64, std::sync::atomic::Ordering::Relaxed);
                 }

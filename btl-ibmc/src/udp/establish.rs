@@ -1,8 +1,9 @@
 //! The collective setup every rank of a communicator runs together. Each
 //! rank opens its own socket; one allgather of fixed-size records tells
 //! every rank every other's socket address (the only source it will
-//! believe for that rank) and rank 0's nonce, and checks that all ranks
-//! asked for the same wire format; each then derives the group and port
+//! believe for that rank) and rank 0's nonce, checks that all ranks
+//! asked for the same wire format, and sets the datagram size to the
+//! least any rank proposed (each fits its own interface's MTU); each then derives the group and port
 //! from the communicator's id, rank 0's address and the nonce, joins, and
 //! a second allgather confirms every rank joined. Joining proves nothing
 //! about delivery, so every rank then multicasts probes and listens for
@@ -25,6 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use super::config::UdpConfig;
 use super::engine::{Engine, Wire};
 use super::frame::Stamp;
+use super::interface::interface_mtu;
 use super::probe::{Heard, probe_group};
 use super::socket::{accept_coalesced, open_group, open_own, route_source};
 use super::stats::Counters;
@@ -134,14 +136,15 @@ impl Record {
         })
     }
 
-    /// What every rank must agree on, with rank 0's values.
+    /// What every rank must agree on, with rank 0's values. Not the
+    /// datagram size: each rank proposes what its interface carries, and
+    /// all take the least.
     fn disagreement(&self, leader: &Record) -> Option<String> {
         let settings = |record: &Record| {
             (
                 record.size,
                 record.multicast_id,
                 record.window_len,
-                record.datagram_bytes,
                 record.multicast_base,
                 record.prefix_len,
                 record.port_base,
@@ -151,7 +154,7 @@ impl Record {
         };
         (settings(self) != settings(leader)).then(|| {
             format!(
-                "asked for (size, multicast id, window, datagram bytes, group base, prefix, port base, port count, reliable window) = {:?}, rank 0 for {:?} (mixed settings or builds?)",
+                "asked for (size, multicast id, window, group base, prefix, port base, port count, reliable window) = {:?}, rank 0 for {:?} (mixed settings or builds?)",
                 settings(self),
                 settings(leader)
             )
@@ -169,6 +172,12 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         return Err(UdpSetupError::InvalidArguments(problem));
     }
     let own = open_own_socket(config);
+    let own_mtu = own.as_ref().ok().filter(|_| config.fit_interface_mtu).map(|(socket, address, _)| interface_mtu(*address.ip(), socket));
+    if let Some(Err(why)) = &own_mtu {
+        tracing::info!("udp: rank {rank}: no MTU for the interface ({why}); proposing datagrams of {} bytes", config.datagram_bytes);
+    }
+    let own_mtu = own_mtu.and_then(Result::ok);
+    let proposed = config.datagram_bytes_for_mtu(own_mtu.as_ref().map(|(_, mtu)| *mtu));
     let mine = Record {
         opened: own.is_ok(),
         size: size as u32,
@@ -176,7 +185,7 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         window_len: window_len as u64,
         nonce: if rank == 0 { random_nonce() } else { 0 },
         address: own.as_ref().map_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), |(_, address, _)| *address),
-        datagram_bytes: config.datagram_bytes as u16,
+        datagram_bytes: proposed as u16,
         multicast_base: config.multicast_base,
         prefix_len: config.multicast_prefix_len,
         port_base: config.port_base,
@@ -188,6 +197,7 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
     let records = judge_records(&gathered);
     let (own_socket, _, own_buffer) = own?;
     let records = records?;
+    let datagram_choice = DatagramChoice { bytes: agreed_datagram_bytes(&records), most: config.datagram_bytes, proposed, own_mtu, fitted: config.fit_interface_mtu };
 
     let leader = &records[0];
     let communicator = multicast_id_of([
@@ -239,6 +249,7 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         );
     }
     tracing::debug!("udp: rank {rank} of {size} on {} joined {group}", records[rank].address);
+    let config = &UdpConfig { datagram_bytes: datagram_choice.bytes, ..config.clone() };
     Ok(UdpTransport {
         rank,
         size,
@@ -251,7 +262,42 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         counters,
         receive_buffer,
         segmenting: AtomicBool::new(segmenting),
+        datagram_choice,
     })
+}
+
+/// The datagram size every rank uses: the least proposed. A proposal too
+/// small for a frame cannot come from a rank that passed `problem()`.
+fn agreed_datagram_bytes(records: &[Record]) -> usize {
+    records.iter().map(|record| usize::from(record.datagram_bytes)).min().unwrap_or(0)
+}
+
+/// How the datagram size came about, for the component's verbose line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DatagramChoice {
+    /// What every rank uses.
+    pub bytes: usize,
+    /// The most a rank would propose (`UdpConfig::datagram_bytes`).
+    pub most: usize,
+    /// What this rank proposed.
+    pub proposed: usize,
+    /// This rank's interface and its MTU, where fitted and known.
+    pub own_mtu: Option<(String, usize)>,
+    /// Whether the size was fitted to the interfaces' MTUs.
+    pub fitted: bool,
+}
+
+impl std::fmt::Display for DatagramChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.fitted {
+            return write!(f, "{} bytes, as set", self.bytes);
+        }
+        write!(f, "{} bytes, the least the ranks proposed, each what its interface's MTU carries up to {} (this rank: ", self.bytes, self.most)?;
+        match &self.own_mtu {
+            Some((name, mtu)) => write!(f, "{name}, MTU {mtu}, proposed {})", self.proposed),
+            None => write!(f, "MTU unreadable, proposed {})", self.proposed),
+        }
+    }
 }
 
 /// The verdict on the probe round, the same on every rank: the first
@@ -373,8 +419,24 @@ mod tests {
         assert!(matches!(judge_records(&all(&one_on_lo)), Err(UdpSetupError::Inconsistent { rank: 1, detail }) if detail.contains("loopback")));
         let lo_leader = [Record { address: loopback(1), ..record() }, record()];
         assert!(matches!(judge_records(&all(&lo_leader)), Err(UdpSetupError::Inconsistent { rank: 1, .. })));
-        let mixed = [record(), Record { datagram_bytes: 9000, ..record() }];
+        let mixed = [record(), Record { reliable_window: 9000, ..record() }];
         assert!(matches!(judge_records(&all(&mixed)), Err(UdpSetupError::Inconsistent { rank: 1, detail }) if detail.contains("9000")));
+        // Ranks whose interfaces carry different datagrams all take the least.
+        let mtus = [record(), Record { datagram_bytes: 8972, ..record() }, Record { datagram_bytes: 1372, ..record() }];
+        assert_eq!(judge_records(&all(&mtus)).map(|records| agreed_datagram_bytes(&records)), Ok(1372));
+    }
+
+    #[test]
+    fn the_datagram_choice_says_how_it_came_about() {
+        let fitted = DatagramChoice { bytes: 1372, most: 8972, proposed: 1472, own_mtu: Some(("eth1".into(), 1500)), fitted: true };
+        assert_eq!(
+            fitted.to_string(),
+            "1372 bytes, the least the ranks proposed, each what its interface's MTU carries up to 8972 (this rank: eth1, MTU 1500, proposed 1472)"
+        );
+        let unread = DatagramChoice { own_mtu: None, ..fitted.clone() };
+        assert!(unread.to_string().ends_with("(this rank: MTU unreadable, proposed 1472)"), "{unread}");
+        let set = DatagramChoice { bytes: 4000, most: 4000, proposed: 4000, own_mtu: None, fitted: false };
+        assert_eq!(set.to_string(), "4000 bytes, as set");
     }
 
     #[test]

@@ -40,8 +40,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-pub use config::{ETHERNET_DATAGRAM_BYTES, UdpConfig, UdpFaults};
-pub use establish::{UdpSetupError, establish};
+pub use config::{ETHERNET_DATAGRAM_BYTES, IPV4_UDP_HEADER_BYTES, JUMBO_DATAGRAM_BYTES, UdpConfig, UdpFaults};
+pub use establish::{DatagramChoice, UdpSetupError, establish};
 pub use faults::REORDER_SPAN;
 pub use interface::interface_address;
 pub use socket::route_source;
@@ -72,6 +72,7 @@ pub struct UdpTransport {
     /// Whether multicast batches still go out as segmented sends: cleared
     /// for good the first time the kernel refuses one.
     segmenting: AtomicBool,
+    datagram_choice: DatagramChoice,
 }
 
 impl UdpTransport {
@@ -97,6 +98,11 @@ impl UdpTransport {
 
     pub fn stats(&self) -> UdpStats {
         self.counters.snapshot()
+    }
+
+    /// The datagram size all ranks agreed on, and how.
+    pub fn datagram_choice(&self) -> &DatagramChoice {
+        &self.datagram_choice
     }
 
     /// Waits, taking in traffic, until every reliable fragment this rank

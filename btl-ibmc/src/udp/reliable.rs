@@ -12,12 +12,21 @@
 //! than `window` fragments unacknowledged, so the receiver need not keep
 //! more than that many early ones.
 //!
-//! The timeout is the configured one, backed off, not one estimated from
-//! measured round trips: on a loaded node a round trip includes the time
-//! the peer's rank waits to be scheduled, and a timeout that grew with it
-//! made a 4 MiB bcast under 5 % loss ten times slower in a quick run here
-//! (81 s against 8 s; a busy 2-core machine, so only the ratio means
-//! anything): a late repair costs more than a needless one.
+//! The timeout follows each peer's round trips (RFC 6298: SRTT + 4
+//! RTTVAR, `crate::rtt`), kept between a floor and a ceiling, doubled at
+//! each expiry and reset by the next fresh sample. A sample is the time
+//! from a fragment's first sending to the first ACK that reports it, taken
+//! only from the newest fragment an ACK reports (the arrival that made
+//! the peer send it), only if that fragment went once (Karn's rule) and
+//! after the timer last ran out (a sample across an expiry spans a stall
+//! of the peer or of this rank, not a round trip). The ceiling defaults
+//! to the timeout the channel had before it was estimated (20 ms): on a
+//! loaded node a round trip includes the time the peer's rank waits to
+//! be scheduled, and an estimate allowed to follow that made a 4 MiB
+//! bcast under 5 % loss ten times slower (81 s against 8 s in a quick run
+//! here): a late repair costs more than a needless one. The estimate
+//! earns its keep below the ceiling, where a quiet network's round trips
+//! let a lost fragment go again after a few milliseconds.
 //!
 //! Why over UDP rather than TCP: the same socket, source check and fault
 //! injection as the datagrams, no connection per pair to set up in order
@@ -27,9 +36,11 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use crate::rtt::{BackedOffTimeout, RttEstimator};
+
 /// Retransmission timeouts double up to this many times.
 const BACKOFF_LIMIT: u32 = 6;
-/// No retransmission timeout, backed off or not, exceeds this (or the floor).
+/// No backed-off retransmission timeout exceeds this (or the ceiling).
 const LONGEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// Fragments resent when the timer expires: the oldest the peer has not
 /// reported, a few at a time, so that a peer that was only slow (a
@@ -61,30 +72,70 @@ struct Unacked {
     reported: bool,
     /// Sent again as a hole since the timer last resent it.
     fast_resent: bool,
+    /// When it first went, and whether it went again since (then its
+    /// ACK cannot tell which copy arrived: Karn's rule).
+    first_sent: Instant,
+    resent: bool,
+}
+
+/// How a peer's retransmission timeout is set: `initial` until the first
+/// round trip is measured, then the estimate within `floor..=ceiling`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RetransmitTiming {
+    pub(crate) initial: Duration,
+    pub(crate) floor: Duration,
+    pub(crate) ceiling: Duration,
+}
+
+/// What an ACK did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AckTaken {
+    /// It acknowledged fragments never sent: nothing changed.
+    Refused,
+    /// Taken in; `sampled`: it gave a round-trip sample.
+    Taken { sampled: bool },
 }
 
 /// This rank's sending side towards one peer. One timer per peer, as in
 /// TCP: started when a fragment goes out with none outstanding, restarted
 /// whenever an ACK advances, and on expiry a burst of the oldest
-/// unreported fragments goes again and the timeout doubles.
+/// unreported fragments goes again and the timeout doubles until a fresh
+/// round-trip sample.
 pub(crate) struct Outgoing {
     next_seq: u64,
     unacked: VecDeque<Unacked>,
-    backoff: u32,
+    timeout: BackedOffTimeout,
     timer: Option<Instant>,
+    /// When the timer last ran out: fragments first sent before it give
+    /// no samples.
+    last_expiry: Option<Instant>,
     /// Whether the engine's list of peers owing ACKs holds this peer.
     pub(crate) listed: bool,
 }
 
 impl Outgoing {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(timing: RetransmitTiming) -> Self {
+        let estimate = RttEstimator::new(timing.initial, timing.floor, timing.ceiling);
         Outgoing {
             next_seq: 0,
             unacked: VecDeque::new(),
-            backoff: 0,
+            timeout: BackedOffTimeout::new(estimate, BACKOFF_LIMIT, LONGEST_TIMEOUT),
             timer: None,
+            last_expiry: None,
             listed: false,
         }
+    }
+
+    /// The timeout the timer runs now (backed off if it ran out).
+    #[cfg(test)]
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout.current()
+    }
+
+    /// The smoothed round trip, once one was measured.
+    #[cfg(test)]
+    pub(crate) fn srtt(&self) -> Option<Duration> {
+        self.timeout.estimate().srtt()
     }
 
     pub(crate) fn has_room(&self, window: usize) -> bool {
@@ -102,26 +153,34 @@ impl Outgoing {
 
     /// Keeps `frame`, numbered `next_seq`, until it is acknowledged.
     pub(crate) fn sent(&mut self, frame: Vec<u8>, now: Instant) {
-        self.unacked.push_back(Unacked { seq: self.next_seq, frame, reported: false, fast_resent: false });
+        self.unacked.push_back(Unacked { seq: self.next_seq, frame, reported: false, fast_resent: false, first_sent: now, resent: false });
         self.next_seq += 1;
         self.timer.get_or_insert(now);
     }
 
     /// The peer has every fragment below `next`, and fragment
-    /// `next + 1 + i` for every bit i of `reported`. False for an ACK of
-    /// fragments never sent, which changes nothing (the caller counts it).
-    pub(crate) fn acknowledged(&mut self, next: u64, reported: u64, now: Instant) -> bool {
+    /// `next + 1 + i` for every bit i of `reported`. An ACK of fragments
+    /// never sent changes nothing (the caller counts it).
+    pub(crate) fn acknowledged(&mut self, next: u64, reported: u64, now: Instant) -> AckTaken {
         if next > self.next_seq {
-            return false;
+            return AckTaken::Refused;
         }
+        // The newest fragment the ACK reports: the peer sent it after
+        // that fragment arrived, so it alone can time a round trip.
+        let newest = if reported == 0 { next.checked_sub(1) } else { Some(next + SACK_SPAN - u64::from(reported.leading_zeros())) };
+        let mut sample_from = None;
+        let last_expiry = self.last_expiry;
+        let mut note_if_newest = |fragment: &Unacked| {
+            let fresh = !fragment.resent && last_expiry.is_none_or(|expiry| fragment.first_sent > expiry);
+            if Some(fragment.seq) == newest && !fragment.reported && fresh {
+                sample_from = Some(fragment.first_sent);
+            }
+        };
         let mut advanced = false;
-        while self.unacked.front().is_some_and(|fragment| fragment.seq < next) {
+        while let Some(fragment) = self.unacked.front().filter(|fragment| fragment.seq < next) {
+            note_if_newest(fragment);
             self.unacked.pop_front();
             advanced = true;
-        }
-        if advanced {
-            self.backoff = 0;
-            self.timer = (!self.unacked.is_empty()).then_some(now);
         }
         // A late ACK may be older than one that advanced further: its
         // bits are placed by sequence number, never by position.
@@ -129,11 +188,18 @@ impl Outgoing {
             for bit in (0..SACK_SPAN).filter(|bit| reported >> bit & 1 == 1) {
                 let seq = next + 1 + bit;
                 if let Some(fragment) = seq.checked_sub(front).and_then(|index| self.unacked.get_mut(index as usize)) {
+                    note_if_newest(fragment);
                     fragment.reported = true;
                 }
             }
         }
-        true
+        if let Some(first_sent) = sample_from {
+            self.timeout.sample(now.saturating_duration_since(first_sent));
+        }
+        if advanced {
+            self.timer = (!self.unacked.is_empty()).then_some(now);
+        }
+        AckTaken::Taken { sampled: sample_from.is_some() }
     }
 
     /// Sends again at once, oldest first, every fragment the peer has
@@ -155,6 +221,7 @@ impl Outgoing {
             let fragment = &mut self.unacked[index];
             resend(&fragment.frame)?;
             fragment.fast_resent = true;
+            fragment.resent = true;
         }
         Ok(holes.len())
     }
@@ -162,19 +229,20 @@ impl Outgoing {
     /// When the timer has run the current timeout: calls `resend` with
     /// the oldest unreported fragments (a burst), backs the timeout off
     /// and restarts the timer. Returns how many went again.
-    pub(crate) fn resend_due<E>(&mut self, now: Instant, floor: Duration, mut resend: impl FnMut(&[u8]) -> Result<(), E>) -> Result<usize, E> {
+    pub(crate) fn resend_due<E>(&mut self, now: Instant, mut resend: impl FnMut(&[u8]) -> Result<(), E>) -> Result<usize, E> {
         let Some(started) = self.timer else { return Ok(0) };
-        let timeout = floor.saturating_mul(1 << self.backoff).min(LONGEST_TIMEOUT.max(floor));
-        if now.saturating_duration_since(started) < timeout {
+        if now.saturating_duration_since(started) < self.timeout.current() {
             return Ok(0);
         }
         let mut resent = 0;
         for fragment in self.unacked.iter_mut().filter(|fragment| !fragment.reported).take(RESEND_BURST) {
             resend(&fragment.frame)?;
             fragment.fast_resent = false;
+            fragment.resent = true;
             resent += 1;
         }
-        self.backoff = (self.backoff + 1).min(BACKOFF_LIMIT);
+        self.timeout.expired();
+        self.last_expiry = Some(now);
         self.timer = (!self.unacked.is_empty()).then_some(now);
         Ok(resent)
     }
@@ -270,9 +338,9 @@ mod tests {
     }
 
     /// Runs `resend_due` at `at`, returning the first bytes of what it resent.
-    fn resend_at(outgoing: &mut Outgoing, at: Instant, floor: Duration) -> Vec<u8> {
+    fn resend_at(outgoing: &mut Outgoing, at: Instant) -> Vec<u8> {
         let mut resent = Vec::new();
-        let count = outgoing.resend_due(at, floor, |frame| {
+        let count = outgoing.resend_due(at, |frame| {
             resent.push(frame[0]);
             Ok::<_, ()>(())
         });
@@ -280,35 +348,109 @@ mod tests {
         resent
     }
 
+    const MS: Duration = Duration::from_millis(1);
+
+    fn timing(initial: u32, floor: u32, ceiling: u32) -> RetransmitTiming {
+        RetransmitTiming { initial: initial * MS, floor: floor * MS, ceiling: ceiling * MS }
+    }
+
+    fn taken(sampled: bool) -> AckTaken {
+        AckTaken::Taken { sampled }
+    }
+
     #[test]
     fn the_timer_resends_a_burst_of_the_oldest_and_backs_off_and_acks_restart_it() {
-        let (start, floor, ms) = (Instant::now(), Duration::from_millis(10), Duration::from_millis(1));
-        let mut outgoing = Outgoing::new();
+        let start = Instant::now();
+        // Ceiling 10 ms: the one sample below (4 ms, RTO 12 ms) leaves it there.
+        let mut outgoing = Outgoing::new(timing(10, 1, 10));
         for seq in 0..20u8 {
             outgoing.sent(vec![seq], start);
         }
         assert!(!outgoing.has_room(20) && outgoing.has_room(21));
-        assert!(resend_at(&mut outgoing, start + 5 * ms, floor).is_empty());
+        assert!(resend_at(&mut outgoing, start + 5 * MS).is_empty());
         // Fragments 0 and 1 acknowledged after 4 ms: the timer starts again.
-        assert!(outgoing.acknowledged(2, 0, start + 4 * ms));
-        assert!(resend_at(&mut outgoing, start + 13 * ms, floor).is_empty());
-        assert_eq!(resend_at(&mut outgoing, start + 14 * ms, floor), (2..10).collect::<Vec<u8>>(), "a burst of the oldest 8");
+        assert_eq!(outgoing.acknowledged(2, 0, start + 4 * MS), taken(true));
+        assert_eq!(outgoing.timeout(), 10 * MS);
+        assert!(resend_at(&mut outgoing, start + 13 * MS).is_empty());
+        assert_eq!(resend_at(&mut outgoing, start + 14 * MS), (2..10).collect::<Vec<u8>>(), "a burst of the oldest 8");
         // Backed off to 20 ms from the resend.
-        assert!(resend_at(&mut outgoing, start + 33 * ms, floor).is_empty());
-        assert_eq!(resend_at(&mut outgoing, start + 34 * ms, floor).len(), 8);
-        assert!(!outgoing.acknowledged(99, 0, start + 35 * ms), "an ACK of fragments never sent");
+        assert!(resend_at(&mut outgoing, start + 33 * MS).is_empty());
+        assert_eq!(resend_at(&mut outgoing, start + 34 * MS).len(), 8);
+        assert_eq!(outgoing.timeout(), 40 * MS);
+        assert_eq!(outgoing.acknowledged(99, 0, start + 35 * MS), AckTaken::Refused, "an ACK of fragments never sent");
         assert_eq!(outgoing.unacknowledged(), 18);
-        // An ACK that advances ends the backoff: 10 ms again.
-        assert!(outgoing.acknowledged(10, 0, start + 40 * ms));
-        assert_eq!(resend_at(&mut outgoing, start + 50 * ms, floor), (10..18).collect::<Vec<u8>>());
-        assert!(outgoing.acknowledged(20, 0, start + 51 * ms));
-        assert_eq!(outgoing.unacknowledged(), 0);
-        assert!(resend_at(&mut outgoing, start + 10_000 * ms, floor).is_empty(), "the timer runs with nothing outstanding");
+        // An ACK of resent fragments restarts the timer but, by Karn's
+        // rule, gives no sample, so the backoff stays: 40 ms.
+        assert_eq!(outgoing.acknowledged(10, 0, start + 40 * MS), taken(false));
+        assert!(resend_at(&mut outgoing, start + 79 * MS).is_empty());
+        assert_eq!(resend_at(&mut outgoing, start + 80 * MS), (10..18).collect::<Vec<u8>>());
+        // 18 and 19 went once, but before the timer last ran out: no sample.
+        assert_eq!(outgoing.acknowledged(20, 0, start + 81 * MS), taken(false));
+        assert_eq!((outgoing.unacknowledged(), outgoing.timeout()), (0, 80 * MS));
+        assert!(resend_at(&mut outgoing, start + 10_000 * MS).is_empty(), "the timer runs with nothing outstanding");
+        // A fragment sent after the expiry and acknowledged 3 ms later is
+        // a fresh sample: the backoff ends.
+        outgoing.sent(vec![20], start + 100 * MS);
+        assert_eq!(outgoing.acknowledged(21, 0, start + 103 * MS), taken(true));
+        assert!(outgoing.timeout() <= 10 * MS, "{:?}", outgoing.timeout());
+    }
+
+    /// The same samples as `rtt`'s hand-computed test, through ACKs: the
+    /// timeout the timer runs is the RFC 6298 RTO of this peer's round trips.
+    #[test]
+    fn round_trips_set_the_timeout_and_only_fragments_sent_once_are_timed() {
+        let start = Instant::now();
+        let mut outgoing = Outgoing::new(timing(20, 1, 100));
+        assert_eq!((outgoing.timeout(), outgoing.srtt()), (20 * MS, None));
+        // 8 ms: SRTT 8, RTTVAR 4, RTO 24.
+        outgoing.sent(vec![0], start);
+        assert_eq!(outgoing.acknowledged(1, 0, start + 8 * MS), taken(true));
+        assert_eq!((outgoing.timeout(), outgoing.srtt()), (24 * MS, Some(8 * MS)));
+        // 16 ms: SRTT 9, RTTVAR 5, RTO 29.
+        outgoing.sent(vec![1], start + 10 * MS);
+        assert_eq!(outgoing.acknowledged(2, 0, start + 26 * MS), taken(true));
+        assert_eq!(outgoing.timeout(), 29 * MS);
+        // Fragment 2 is lost and goes again after 29 ms; the ACK of the
+        // repair gives no sample (which copy arrived?), so the timeout
+        // stays backed off at 58 ms.
+        outgoing.sent(vec![2], start + 30 * MS);
+        assert!(resend_at(&mut outgoing, start + 58 * MS).is_empty());
+        assert_eq!(resend_at(&mut outgoing, start + 59 * MS), [2]);
+        assert_eq!(outgoing.acknowledged(3, 0, start + 60 * MS), taken(false));
+        assert_eq!(outgoing.timeout(), 58 * MS);
+        // 1 ms on a fragment sent once: SRTT 8, RTTVAR 5.75, RTO 31; the
+        // backoff ends.
+        outgoing.sent(vec![3], start + 61 * MS);
+        assert_eq!(outgoing.acknowledged(4, 0, start + 62 * MS), taken(true));
+        assert_eq!((outgoing.timeout(), outgoing.srtt()), (31 * MS, Some(8 * MS)));
+    }
+
+    #[test]
+    fn the_newest_fragment_an_ack_reports_is_timed_once_and_only_if_it_is_new() {
+        let start = Instant::now();
+        let mut outgoing = Outgoing::new(timing(20, 1, 100));
+        for seq in 0..4u8 {
+            outgoing.sent(vec![seq], start + u32::from(seq) * MS);
+        }
+        // Fragment 0 lost: the ACK reports 2 (sent at 2 ms) as the newest,
+        // 6 ms later. SRTT 6.
+        assert_eq!(outgoing.acknowledged(0, 0b10, start + 8 * MS), taken(true));
+        assert_eq!(outgoing.srtt(), Some(6 * MS));
+        // The same report again (a duplicate's ACK): nothing new to time.
+        assert_eq!(outgoing.acknowledged(0, 0b10, start + 30 * MS), taken(false));
+        // The ACK that advances past 2 (0 and 1 came late) reports 2 as
+        // its newest, and 2 was reported already: no sample.
+        assert_eq!(outgoing.acknowledged(3, 0, start + 31 * MS), taken(false));
+        assert_eq!(outgoing.srtt(), Some(6 * MS));
+        // 3, sent at 3 ms, first reported at 40 ms by an ACK whose newest
+        // it is: a 37 ms sample (SRTT 6 * 7/8 + 37/8 = 9.875).
+        assert_eq!(outgoing.acknowledged(4, 0, start + 40 * MS), taken(true));
+        assert_eq!(outgoing.srtt(), Some(Duration::from_micros(9875)));
     }
 
     #[test]
     fn reported_fragments_are_never_resent_and_holes_before_three_reports_are_resent_at_once() {
-        let (start, floor) = (Instant::now(), Duration::from_millis(10));
+        let start = Instant::now();
         let mut incoming = Incoming::new();
         for seq in [2, 3, 5] {
             assert_eq!(incoming.accept(seq, true, b"x", 64, |_| unreachable!()), Receipt::Accepted);
@@ -316,11 +458,11 @@ mod tests {
         let reported = incoming.reported_early();
         assert_eq!((incoming.next_expected(), reported), (0, 0b10110), "fragments 2, 3 and 5 are bits 1, 2 and 4 after 0");
 
-        let mut outgoing = Outgoing::new();
+        let mut outgoing = Outgoing::new(timing(10, 10, 10));
         for seq in 0..10u8 {
             outgoing.sent(vec![seq], start);
         }
-        assert!(outgoing.acknowledged(0, 0b0010, start));
+        assert_eq!(outgoing.acknowledged(0, 0b0010, start), taken(true));
         let resend = |outgoing: &mut Outgoing| {
             let mut resent = Vec::new();
             let count = outgoing.fast_resend(|frame| {
@@ -331,13 +473,13 @@ mod tests {
             resent
         };
         assert_eq!(resend(&mut outgoing), [], "one report past the oldest is reordering, not loss");
-        assert!(outgoing.acknowledged(0, reported, start));
+        assert_eq!(outgoing.acknowledged(0, reported, start), taken(true));
         assert_eq!(resend(&mut outgoing), [0, 1], "the holes before three reported fragments");
         assert_eq!(resend(&mut outgoing), [], "fast retransmit sends a hole again only once");
         // An ACK that advanced past 2, then a late one from before it: the
         // late one's bits still name fragments 2 and 6, not 4 and 8.
-        assert!(outgoing.acknowledged(2, 0, start));
-        assert!(outgoing.acknowledged(0, 0b10_0010, start));
-        assert_eq!(resend_at(&mut outgoing, start + floor, floor), [4, 7, 8, 9], "reported fragments went again");
+        assert_eq!(outgoing.acknowledged(2, 0, start), taken(false));
+        assert_eq!(outgoing.acknowledged(0, 0b10_0010, start), taken(true), "6 is new, and the newest");
+        assert_eq!(resend_at(&mut outgoing, start + 10 * MS), [4, 7, 8, 9], "reported fragments went again");
     }
 }

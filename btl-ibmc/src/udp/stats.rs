@@ -15,6 +15,9 @@ pub struct UdpStats {
     /// Reliable fragments sent for the first time.
     pub fragments_sent: u64,
     pub retransmissions: u64,
+    /// Round trips the reliable channel timed (ACKs whose newest fragment
+    /// went once), which set its retransmission timeouts.
+    pub rtt_samples: u64,
     pub acks_sent: u64,
     /// Reliable fragments that had arrived already, dropped.
     pub duplicates_dropped: u64,
@@ -58,6 +61,7 @@ pub(crate) struct Counters {
     pub(crate) multicast_received: AtomicU64,
     pub(crate) fragments_sent: AtomicU64,
     pub(crate) retransmissions: AtomicU64,
+    pub(crate) rtt_samples: AtomicU64,
     pub(crate) acks_sent: AtomicU64,
     pub(crate) duplicates_dropped: AtomicU64,
     pub(crate) strangers_dropped: AtomicU64,
@@ -84,6 +88,7 @@ impl Counters {
             multicast_received: get(&self.multicast_received),
             fragments_sent: get(&self.fragments_sent),
             retransmissions: get(&self.retransmissions),
+            rtt_samples: get(&self.rtt_samples),
             acks_sent: get(&self.acks_sent),
             duplicates_dropped: get(&self.duplicates_dropped),
             strangers_dropped: get(&self.strangers_dropped),

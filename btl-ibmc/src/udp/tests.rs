@@ -263,11 +263,13 @@ fn the_reliable_channel_and_puts_deliver_in_order_under_injected_faults() {
         injected_duplicates: sum.injected_duplicates + stats.injected_duplicates,
         injected_reorders: sum.injected_reorders + stats.injected_reorders,
         retransmissions: sum.retransmissions + stats.retransmissions,
+        rtt_samples: sum.rtt_samples + stats.rtt_samples,
         duplicates_dropped: sum.duplicates_dropped + stats.duplicates_dropped,
         ..sum
     });
     assert!(total.injected_drops > 0 && total.injected_duplicates > 0 && total.injected_reorders > 0, "seed {seed}: {total:?}");
     assert!(total.retransmissions > 0 && total.duplicates_dropped > 0, "seed {seed}: losses never repaired? {total:?}");
+    assert!(total.rtt_samples > 0, "seed {seed}: no round trip was timed under loss (Karn's rule too strict?): {total:?}");
     for (rank, stats) in stats.iter().enumerate() {
         assert_eq!(stats.refused_from_ranks(), 0, "seed {seed}: rank {rank} refused genuine traffic: {stats:?}");
     }

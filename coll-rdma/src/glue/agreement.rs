@@ -91,7 +91,8 @@ impl ProtocolSettings {
             ("coll_rdma_udp_port_range (first)", u64::from(udp.port_base)),
             ("coll_rdma_udp_port_range (ports)", u64::from(udp.port_count)),
             ("coll_rdma_udp_ttl", u64::from(udp.ttl)),
-            ("coll_rdma_udp_fragment_bytes", udp.datagram_bytes as u64),
+            // 0: fitted to each rank's MTU, agreed at setup (the least).
+            ("coll_rdma_udp_fragment_bytes", udp.datagram_bytes.unwrap_or(0) as u64),
             ("coll_rdma_udp_cwnd_initial", udp.cwnd_initial as u64),
             ("coll_rdma_udp_ssthresh_initial", udp.ssthresh_initial as u64),
             ("coll_rdma_udp_window", udp.window_slots as u64),

@@ -81,13 +81,14 @@ fn connect_udp(exchange: &dyn Exchange, request: &LinkRequest) -> Result<Selecte
     match btl_ibmc::udp::establish(exchange, request.rank, request.size, request.window_len, &config) {
         Ok(udp) => {
             tracing::info!(
-                "comm {} rank {}: udp chosen: interface {} ({}), group {}, datagrams of up to {} bytes ({} for a bcast piece with its headers), TTL {}{}",
+                "comm {} rank {}: udp chosen: interface {} ({}), group {}, datagrams of up to {}{} ({} for a bcast piece with its headers), TTL {}{}",
                 request.cid,
                 request.rank,
                 chosen.address,
                 chosen.how,
                 udp.group(),
-                config.datagram_bytes,
+                udp.datagram_choice(),
+                if request.udp.datagram_bytes.is_some() { " by coll_rdma_udp_fragment_bytes" } else { "" },
                 btl_ibmc::Datagrams::max_datagram(&udp),
                 config.ttl,
                 injected_faults(request.udp)

@@ -404,7 +404,7 @@ fn udp_settings(v: &Checked) -> UdpSettings {
         port_base,
         port_count,
         ttl: v.number(Id::UdpTtl) as u32,
-        datagram_bytes: v.number(Id::UdpFragmentBytes) as usize,
+        datagram_bytes: v.count(Id::UdpFragmentBytes),
         cwnd_initial: v.number(Id::UdpCwndInitial) as usize,
         ssthresh_initial: v.number(Id::UdpSsthreshInitial) as usize,
         window_slots: v.number(Id::UdpWindow) as usize,
@@ -470,7 +470,7 @@ mod tests {
         assert_eq!(settings.udp, UdpSettings::default());
         let udp = settings.udp;
         assert_eq!((udp.group_base, udp.group_prefix_len, udp.port_base, udp.port_count), ("239.78.0.0".parse().unwrap(), 16, 24_000, 1000));
-        assert_eq!((udp.interface, udp.ttl, udp.datagram_bytes, udp.cwnd_initial, udp.ssthresh_initial), (None, 1, 1472, 8, 1024));
+        assert_eq!((udp.interface, udp.ttl, udp.datagram_bytes, udp.cwnd_initial, udp.ssthresh_initial), (None, 1, None, 8, 1024));
         assert_eq!((udp.window_slots, udp.ack_interval, udp.segmentation_offload), (1024, 32, true));
         assert_eq!((udp.loss_percent, udp.duplicate_percent, udp.reorder_percent), (0, 0, 0));
     }
@@ -501,7 +501,7 @@ mod tests {
             port_base: 30_000,
             port_count: 10,
             ttl: 4,
-            datagram_bytes: 8972,
+            datagram_bytes: Some(8972),
             cwnd_initial: 2,
             ssthresh_initial: 16,
             window_slots: 300,
@@ -553,13 +553,16 @@ mod tests {
             rule.check(param.short_name(), value, default).1.unwrap_or_default()
         };
         assert_eq!(warning(Id::UdpTtl, 256), "coll_rdma_udp_ttl=256 is outside 1..=255; using 1");
-        assert_eq!(warning(Id::UdpFragmentBytes, 255), "coll_rdma_udp_fragment_bytes=255 is outside 256..=65507; using 1472");
+        assert_eq!(
+            warning(Id::UdpFragmentBytes, 255),
+            "coll_rdma_udp_fragment_bytes=255 is invalid (0 = automatic, or 256..=65507); using the automatic choice"
+        );
         assert_eq!(warning(Id::UdpCwndInitial, 0), "coll_rdma_udp_cwnd_initial=0 is invalid (fragments >= 1); using 8");
         assert_eq!(warning(Id::UdpSsthreshInitial, 0), "coll_rdma_udp_ssthresh_initial=0 is invalid (fragments >= 1); using 1024");
         assert_eq!(warning(Id::TestUdpLossPercent, 100), "coll_rdma_test_udp_loss_percent=100 is outside 0..=99; using 0");
         assert_eq!(warning(Id::TestUdpDuplicatePercent, 101), "coll_rdma_test_udp_duplicate_percent=101 is outside 0..=100; using 0");
         assert_eq!(warning(Id::TestUdpReorderPercent, -1), "coll_rdma_test_udp_reorder_percent=-1 is outside 0..=100; using 0");
-        for (id, fine) in [(Id::UdpTtl, 255), (Id::UdpFragmentBytes, 256), (Id::UdpFragmentBytes, 65_507), (Id::TestUdpLossPercent, 99)] {
+        for (id, fine) in [(Id::UdpTtl, 255), (Id::UdpFragmentBytes, 0), (Id::UdpFragmentBytes, 256), (Id::UdpFragmentBytes, 65_507), (Id::TestUdpLossPercent, 99)] {
             assert_eq!(warning(id, fine), "", "{id:?} {fine}");
         }
     }
@@ -567,8 +570,8 @@ mod tests {
     #[test]
     fn the_fragment_bounds_are_ones_the_backend_accepts() {
         use btl_ibmc::UdpConfig;
-        for bytes in [table::UDP_MIN_DATAGRAM_BYTES, table::UDP_DATAGRAM_BYTES, table::UDP_MAX_DATAGRAM_BYTES] {
-            assert_eq!(UdpConfig { datagram_bytes: bytes as usize, ..UdpConfig::default() }.problem(), None, "{bytes}");
+        for bytes in [table::UDP_MIN_DATAGRAM_BYTES as usize, table::UDP_LARGEST_FITTED_DATAGRAM_BYTES, table::UDP_MAX_DATAGRAM_BYTES as usize] {
+            assert_eq!(UdpConfig { datagram_bytes: bytes, ..UdpConfig::default() }.problem(), None, "{bytes}");
         }
         let beyond = UdpConfig { datagram_bytes: table::UDP_MAX_DATAGRAM_BYTES as usize + 1, ..UdpConfig::default() };
         assert!(beyond.problem().is_some(), "the backend takes more than the parameter allows");

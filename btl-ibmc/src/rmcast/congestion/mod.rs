@@ -20,9 +20,10 @@
 //! * **Acker** (`acker`): among the collector's members, the one that
 //!   reported loss most recently, damped; the window grows with the
 //!   acker's word. Until the first loss, the least word paces it.
-//! * **RTT** (`rtt`): sampled when a member's word passes a piece that was
-//!   never resent (Karn), from the time the collector sent it (root) or
-//!   first received it (co-root); its RTO replaces the fixed timeout of
+//! * **RTT** (`crate::rtt`, shared with the udp reliable channel): sampled
+//!   when a member's word passes a piece that was never resent (Karn),
+//!   from the time the collector sent it (root) or first received it
+//!   (co-root); its RTO replaces the fixed timeout of
 //!   every member's retransmission timer. The RTO never goes below twice
 //!   the explicit-ACK delay (`timeout` / 4): a leaf acknowledges a
 //!   message's tail only after that delay, and a lower RTO timed out at
@@ -34,13 +35,12 @@
 //! loss see the repair before their own NACK is due.
 
 mod acker;
-mod rtt;
 mod window;
 
 use std::time::{Duration, Instant};
 
 pub(crate) use acker::AckerChoice;
-pub(crate) use rtt::RttEstimator;
+pub(crate) use crate::rtt::RttEstimator;
 pub(crate) use window::{CongestionWindow, Reaction};
 
 use super::config::RmcastConfig;

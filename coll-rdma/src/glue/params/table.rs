@@ -67,11 +67,13 @@ const DEGREE: Rule = Rule::AutoOr { auto: 0, valid: Span::Between(1, 64) };
 const SEGMENT: Rule = Rule::Clamped { min: 64, max: 1 << 20 };
 const SWITCH: Rule = Rule::Clamped { min: 0, max: 1 };
 const AT_LEAST_ZERO: Rule = Rule::AtLeast { min: 0, requirement: "must be >= 0" };
-/// The udp transport's datagram: the default fills a 1500-byte Ethernet
-/// MTU; the least leaves a bcast piece room for data after the frame's and
-/// rmcast's headers; the most is what one IPv4 UDP datagram carries
-/// (`UdpConfig::problem` agrees: a test holds the two together).
-pub(crate) const UDP_DATAGRAM_BYTES: i32 = btl_ibmc::udp::ETHERNET_DATAGRAM_BYTES as i32;
+/// The udp transport's datagram: by default (0) what the interface's MTU
+/// carries, at most a 9000-byte jumbo frame's; the least leaves a bcast
+/// piece room for data after the frame's and rmcast's headers; the most
+/// is what one IPv4 UDP datagram carries (`UdpConfig::problem` agrees: a
+/// test holds the two together).
+pub(crate) const UDP_DATAGRAM_BYTES_FROM_MTU: i32 = 0;
+pub(crate) const UDP_LARGEST_FITTED_DATAGRAM_BYTES: usize = btl_ibmc::udp::JUMBO_DATAGRAM_BYTES;
 pub(crate) const UDP_MIN_DATAGRAM_BYTES: i32 = 256;
 pub(crate) const UDP_MAX_DATAGRAM_BYTES: i32 = 65_507;
 /// The bcast window and ACK interval over udp (see their rows).
@@ -123,8 +125,8 @@ parameters! {
         c"UDP ports the udp transport takes each communicator's group port from, as FIRST-LAST (a port alone is a range of one), inside 1..=65535. Invalid values warn and use 24000-24999";
     UdpTtl: c"udp_ttl", int(1, Rule::Within { min: 1, max: 255 }), USER, Everyone,
         c"Multicast TTL of the udp transport: 1 (default) keeps datagrams on the local link; more crosses multicast routers (1..=255, else warns and uses 1)";
-    UdpFragmentBytes: c"udp_fragment_bytes", int(UDP_DATAGRAM_BYTES, Rule::Within { min: UDP_MIN_DATAGRAM_BYTES, max: UDP_MAX_DATAGRAM_BYTES }), TUNER, Everyone,
-        c"UDP payload bytes of the udp transport's largest datagram, its 24- to 32-byte header included: default 1472, which fills a 1500-byte Ethernet MTU after the IPv4 and UDP headers, so IP never fragments; raise it for jumbo frames (e.g. 8972 for a 9000-byte MTU). 256..=65507, else warns and uses 1472";
+    UdpFragmentBytes: c"udp_fragment_bytes", int(UDP_DATAGRAM_BYTES_FROM_MTU, Rule::AutoOr { auto: UDP_DATAGRAM_BYTES_FROM_MTU, valid: Span::Between(UDP_MIN_DATAGRAM_BYTES, UDP_MAX_DATAGRAM_BYTES) }), TUNER, Everyone,
+        c"UDP payload bytes of the udp transport's largest datagram, its 24- to 32-byte header included. 0 (default): what the MTU of each rank's interface carries without IP fragmentation (the MTU less 28 bytes of IPv4 and UDP headers: 1472 on a 1500-byte Ethernet, 8972 with 9000-byte jumbo frames, never more), the least over all ranks; verbose 1 says the choice. 256..=65507 sets it on every rank whatever the MTU (a size the MTU cannot carry is fragmented by IP); else warns and uses 0";
     UdpCwndInitial: c"udp_cwnd_initial", int(8, Rule::AtLeast { min: 1, requirement: "fragments >= 1" }), TUNER, Everyone,
         c"Congestion window, in fragments, that a bcast over the udp transport starts with (>= 1, else warns and uses 8)";
     UdpSsthreshInitial: c"udp_ssthresh_initial", int(UDP_WINDOW, Rule::AtLeast { min: 1, requirement: "fragments >= 1" }), TUNER, Everyone,

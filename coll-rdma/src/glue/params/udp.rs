@@ -18,8 +18,9 @@ pub struct UdpSettings {
     pub port_base: u16,
     pub port_count: u16,
     pub ttl: u32,
-    /// UDP payload of the largest datagram, frame header included.
-    pub datagram_bytes: usize,
+    /// UDP payload of the largest datagram, frame header included; None:
+    /// what every rank's interface MTU carries, the least over ranks.
+    pub datagram_bytes: Option<usize>,
     /// The initial window and threshold of rmcast's congestion control
     /// (fragments).
     pub cwnd_initial: usize,
@@ -47,7 +48,7 @@ impl Default for UdpSettings {
             port_base: config.port_base,
             port_count: config.port_count,
             ttl: config.ttl,
-            datagram_bytes: config.datagram_bytes,
+            datagram_bytes: None,
             cwnd_initial: congestion.cwnd_initial,
             // Slow start up to the whole window until a loss says otherwise.
             ssthresh_initial: super::table::UDP_WINDOW as usize,
@@ -76,7 +77,8 @@ impl UdpSettings {
             port_count: self.port_count,
             interface: Some(interface),
             ttl: self.ttl,
-            datagram_bytes: self.datagram_bytes,
+            datagram_bytes: self.datagram_bytes.unwrap_or(super::table::UDP_LARGEST_FITTED_DATAGRAM_BYTES),
+            fit_interface_mtu: self.datagram_bytes.is_none(),
             segmentation_offload: self.segmentation_offload,
             faults: UdpFaults {
                 drop: percent(self.loss_percent),
@@ -188,8 +190,16 @@ mod tests {
     fn defaults_are_the_backends_and_its_config_carries_the_settings() {
         let settings = UdpSettings::default();
         let config = settings.config(7, Ipv4Addr::new(10, 0, 0, 1), 99);
-        let expected = UdpConfig { multicast_id: 7, interface: Some(Ipv4Addr::new(10, 0, 0, 1)), ..UdpConfig::default() };
+        let expected = UdpConfig {
+            multicast_id: 7,
+            interface: Some(Ipv4Addr::new(10, 0, 0, 1)),
+            datagram_bytes: btl_ibmc::udp::JUMBO_DATAGRAM_BYTES,
+            ..UdpConfig::default()
+        };
         assert_eq!(config, UdpConfig { faults: UdpFaults { seed: 99, ..UdpFaults::default() }, ..expected });
+        assert!(config.fit_interface_mtu, "fitted to the MTU, up to a jumbo frame");
+        let fixed = UdpSettings { datagram_bytes: Some(4000), ..UdpSettings::default() }.config(7, Ipv4Addr::LOCALHOST, 1);
+        assert_eq!((fixed.datagram_bytes, fixed.fit_interface_mtu), (4000, false));
         let faulty = UdpSettings { loss_percent: 5, duplicate_percent: 100, reorder_percent: 20, ..settings }.config(7, Ipv4Addr::LOCALHOST, 1);
         assert_eq!((faulty.faults.drop, faulty.faults.duplicate, faulty.faults.reorder), (0.05, 1.0, 0.2));
         assert_eq!(faulty.problem(), None);
