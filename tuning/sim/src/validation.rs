@@ -229,26 +229,20 @@ pub fn this_machine_measured(shm: &Calibration, measured: Option<&[PairsRow]>) -
             let size = if coll == "barrier" { String::new() } else { format!(" {bytes} B") };
             let model = format!("{:.2}x", ours / stock);
             let what = |times: String| format!("{coll}{size} np={np}, coll rdma / stock (model {:.0} / {:.0} ns{times})", ours, stock);
+            let not_compared = |why: &str| Row {
+                source,
+                what: what(String::new()),
+                model: model.clone(),
+                published: "-".into(),
+                relative_error: None,
+                verdict: format!("not compared: {why}"),
+            };
             let Some(rows_measured) = measured else {
-                rows.push(Row {
-                    source,
-                    what: what(String::new()),
-                    model,
-                    published: "-".into(),
-                    relative_error: None,
-                    verdict: "not compared: no make bench results here".into(),
-                });
+                rows.push(not_compared("no make bench results here"));
                 continue;
             };
             let Some(row) = find(rows_measured, np, coll, bytes) else {
-                rows.push(Row {
-                    source,
-                    what: what(String::new()),
-                    model,
-                    published: "-".into(),
-                    relative_error: None,
-                    verdict: "not compared: no such row in the bench results".into(),
-                });
+                rows.push(not_compared("no such row in the bench results"));
                 continue;
             };
             let mut compared = numeric(
