@@ -197,7 +197,11 @@ impl ReliableMulticast {
                 return Ok(());
             }
             let sent = self.sent();
-            waiter.pause(transport, || format!("every receiver to acknowledge (this rank sent {sent} pieces as a root)"))?;
+            let pending = match &self.flavour {
+                Flavour::Datagram(flavour) => flavour.describe_pending(),
+                _ => String::new(),
+            };
+            waiter.pause(transport, || format!("every receiver to acknowledge (this rank sent {sent} pieces as a root; pending: {pending})"))?;
         }
     }
 

@@ -238,7 +238,13 @@ impl DatagramFlavour {
             (Frame::Piece(header, _), Arrival::Reliable { from }) if !self.receiver(header.root).carried_by(from) => {
                 self.reject(arrival, format_args!("piece {} of root {} passed on by rank {from}, who does not carry it here", header.seq, header.root), stats);
             }
-            (Frame::Piece(header, _), _) => self.receiver(header.root).accept(transport, header, bytes, now, stats)?,
+            (Frame::Piece(header, _), arrival) => {
+                let receiver = self.receiver(header.root);
+                if let Arrival::Reliable { .. } = arrival {
+                    receiver.took_carried_piece();
+                }
+                receiver.accept(transport, header, bytes, now, stats)?
+            }
             (Frame::Nack { root, .. }, Arrival::Multicast { .. }) => {
                 self.reject(arrival, format_args!("NACK for root {root} not over the reliable channel"), stats);
             }
@@ -281,6 +287,14 @@ impl DatagramFlavour {
 
     pub(crate) fn idle(&self) -> bool {
         self.sender.as_ref().is_none_or(Sender::idle) && self.receivers.iter().flatten().all(Receiver::idle)
+    }
+
+    /// What keeps this rank from being idle: its own stream's silent
+    /// members and every other root's stream it still owes something.
+    pub(crate) fn describe_pending(&self) -> String {
+        let own = self.sender.as_ref().filter(|sender| !sender.idle()).map(Sender::describe_unacknowledged);
+        let others = self.receivers.iter().flatten().filter(|receiver| !receiver.idle()).map(Receiver::describe_pending);
+        own.into_iter().chain(others).collect::<Vec<_>>().join("; ")
     }
 
     /// Pieces this rank has sent as a root.

@@ -32,7 +32,9 @@ use crate::transport::{ReliableChannel, TransportError, Windows};
 enum Duty {
     /// `nack` is None when NACKs are off.
     Leaf { ack: LazyAck, nack: Option<NackTimer> },
-    CoRoot { collector: Collector, forward_to: Vec<usize>, published: u64 },
+    /// `forwards_taken`: pieces this co-root took in from its parent over
+    /// the reliable channel; the parent sends every piece that way once.
+    CoRoot { collector: Collector, forward_to: Vec<usize>, published: u64, forwards_taken: u64 },
 }
 
 pub(crate) struct Receiver {
@@ -76,7 +78,7 @@ impl Receiver {
             Role::CoRoot { position } => {
                 let collector = Collector::new(groups.members(me), |p| region.ack_word(root, p), config, congestion, now);
                 let parent = groups.forwarded_by(me).unwrap_or(root);
-                ((root, region.ack_word(root, position)), parent, Duty::CoRoot { collector, forward_to: groups.forward_to(me), published: 0 })
+                ((root, region.ack_word(root, position)), parent, Duty::CoRoot { collector, forward_to: groups.forward_to(me), published: 0, forwards_taken: 0 })
             }
             Role::Root => unreachable!("rank {me} receiving its own pieces"),
         };
@@ -112,6 +114,14 @@ impl Receiver {
 
     pub(crate) fn contiguous(&self) -> u64 {
         self.contiguous
+    }
+
+    /// Counts a piece that came from this rank's carrier over the reliable
+    /// channel (at a co-root: its parent's forward).
+    pub(crate) fn took_carried_piece(&mut self) {
+        if let Duty::CoRoot { forwards_taken, .. } = &mut self.duty {
+            *forwards_taken += 1;
+        }
     }
 
     /// Takes in one copy of a piece, from multicast, a co-root's forward or
@@ -257,12 +267,32 @@ impl Receiver {
         }
     }
 
+    /// What this rank still owes for this root, for a drain that stalls.
+    pub(crate) fn describe_pending(&self) -> String {
+        let (delivered, contiguous) = (self.delivered, self.contiguous);
+        match &self.duty {
+            Duty::Leaf { ack, .. } => format!("root {}: leaf, delivered {delivered}, ACK published {}", self.root, ack.published()),
+            Duty::CoRoot { collector, published, forwards_taken, .. } => format!(
+                "root {}: co-root, delivered {delivered}, arrived {contiguous}, ACK published {published}, forwards taken in {forwards_taken} \
+                 from rank {}, members below {contiguous}: {:?} (rank, count)",
+                self.root,
+                self.carrier,
+                collector.lagging(contiguous)
+            ),
+        }
+    }
+
     /// Nobody waits on this rank for this root: its word is current and,
-    /// at a co-root, every member has what the co-root has.
+    /// at a co-root, every member has what the co-root has and the parent's
+    /// forward of every delivered piece has been taken in. (A co-root that
+    /// had every piece by multicast and stopped reading would otherwise
+    /// leave its parent blocked for good on a full ring, still forwarding.)
     pub(crate) fn idle(&self) -> bool {
         match &self.duty {
             Duty::Leaf { ack, .. } => ack.published() == self.delivered,
-            Duty::CoRoot { collector, published, .. } => collector.floor() >= self.contiguous && *published == self.base(),
+            Duty::CoRoot { collector, published, forwards_taken, .. } => {
+                collector.floor() >= self.contiguous && *published == self.base() && *forwards_taken >= self.delivered
+            }
         }
     }
 }

@@ -140,6 +140,11 @@ impl Sender {
         self.collector.floor() >= self.next_seq
     }
 
+    /// Who has not acknowledged every piece sent, for a drain that stalls.
+    pub(crate) fn describe_unacknowledged(&self) -> String {
+        format!("root {}: {} piece(s) sent, members below: {:?} (rank, count)", self.me, self.next_seq, self.collector.lagging(self.next_seq))
+    }
+
     pub(crate) fn describe_full_window(&self) -> String {
         let needed = (self.next_seq + 1).saturating_sub(self.window);
         format!(
