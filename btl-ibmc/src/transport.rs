@@ -219,6 +219,8 @@ pub trait Exchange {
 /// Implements one capability for a wrapper by handing every call to the
 /// field that carries it unchanged, so that a wrapper spells out only the
 /// capabilities it changes: `forward!(Datagrams for HybridTransport => verbs)`.
+/// Its users (the hybrid, the test fabric) are optional features.
+#[cfg(any(feature = "verbs", feature = "fabric", test))]
 macro_rules! forward {
     (Windows for $wrapper:ty => $field:ident) => {
         impl $crate::transport::Windows for $wrapper {
@@ -295,4 +297,5 @@ macro_rules! forward {
         }
     };
 }
+#[cfg(any(feature = "verbs", feature = "fabric", test))]
 pub(crate) use forward;

@@ -3,6 +3,7 @@
 //! checked in a unit test.
 
 pub mod allreduce;
+pub mod bench_log;
 pub mod bcast;
 pub mod bcast_limit;
 pub mod dissemination;

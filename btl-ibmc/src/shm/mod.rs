@@ -127,6 +127,7 @@ impl ShmTransport {
     /// (whole pages) it spans: what a verbs transport registers so that
     /// remote writers land in the same window node-local writers use.
     /// Valid while `self` lives.
+    #[cfg(feature = "verbs")]
     pub(crate) fn own_window_span(&self) -> (*mut u8, usize) {
         let first = &self.segment.words()[self.own_window_first_word];
         (std::ptr::from_ref(first).cast_mut().cast::<u8>(), self.layout.window_stride())

@@ -26,18 +26,25 @@ enum Role {
     /// Reports to `leader` at `arrival_slot` of its window, then waits for
     /// the release.
     Member { leader: usize, arrival_slot: usize },
-    /// Collects its node, joins the leaders' dissemination, releases.
-    Leader { members: Vec<usize>, leaders: DisseminationBarrier },
+    /// Collects its node (each member at its arrival slot), joins the
+    /// leaders' dissemination, releases.
+    Leader { members: Vec<Arrival>, leaders: DisseminationBarrier },
+}
+
+/// A member of a leader's node and where in the leader's window it reports.
+#[derive(Clone, Copy, Debug)]
+struct Arrival {
+    member: usize,
+    slot: usize,
 }
 
 /// One rank's two-level barrier for one communicator.
 #[derive(Clone, Debug)]
 pub struct TwoLevelBarrier {
     role: Role,
-    /// Slots of the region, from its start: the release slot, then one
-    /// arrival slot per possible member, then the leaders' dissemination.
+    /// This rank's release slot (the region's first; one arrival slot per
+    /// possible member and the leaders' dissemination follow it).
     release_slot: usize,
-    arrivals: usize,
     epoch: u64,
     policy: WaitPolicy,
     context: String,
@@ -87,13 +94,17 @@ impl TwoLevelBarrier {
             let leader_ranks = nodes.leaders();
             let position = leader_ranks.binary_search(&rank).expect("a leader is among the leaders");
             Role::Leader {
-                members: nodes.members(rank).filter(|&member| member != rank).collect(),
+                members: nodes
+                    .members(rank)
+                    .filter(|&member| member != rank)
+                    .map(|member| Arrival { member, slot: region.arrival_slot(nodes.local_index(member)) })
+                    .collect(),
                 leaders: DisseminationBarrier::among(position, &leader_ranks, leader_radix, region.leaders, policy),
             }
         } else {
             Role::Member { leader, arrival_slot: region.arrival_slot(nodes.local_index(rank)) }
         };
-        TwoLevelBarrier { role, release_slot: region.release_slot, arrivals: region.arrivals, epoch: 0, policy, context: String::new() }
+        TwoLevelBarrier { role, release_slot: region.release_slot, epoch: 0, policy, context: String::new() }
     }
 
     /// Sets how stall warnings name the communicator (e.g. "comm 3").
@@ -139,15 +150,14 @@ impl TwoLevelBarrier {
                 Ok(())
             }
             Role::Leader { members, leaders } => {
-                for (index, member) in members.iter().enumerate() {
-                    let slot = self.arrivals + index * SLOT_BYTES;
+                for &Arrival { member, slot } in members.iter() {
                     wait_at_least(transport, slot, epoch, waits, || {
                         format!("{} barrier {epoch}: arrival of rank {member} on this node", self.context)
                     })?;
                 }
                 leaders.run(transport, side_progress)?;
                 debug_assert_eq!(leaders.epoch(), epoch);
-                for &member in members.iter() {
+                for &Arrival { member, .. } in members.iter() {
                     transport.put_flag(member, self.release_slot, epoch)?;
                 }
                 Ok(())

@@ -11,6 +11,8 @@
 
 use std::path::Path;
 
+use tuning::bench_log::{quantile, PairsLine};
+
 /// One floor sample, from a log of a run at `np` ranks.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FloorSample {
@@ -26,12 +28,11 @@ pub const PHASE_SPLIT_US: f64 = 0.25;
 /// The floor lines of one log; other lines (samples, comments) are skipped.
 pub fn floor_samples(np: usize, text: &str) -> Vec<FloorSample> {
     text.lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            if fields.len() != 5 || fields[0] != "floor" {
-                return None;
+        .filter_map(|line| match PairsLine::parse(line)? {
+            PairsLine::Floor { size, round_trip_us, memcpy_us, .. } => {
+                Some(FloorSample { np, size: usize::try_from(size).ok()?, round_trip_us, memcpy_us })
             }
-            Some(FloorSample { np, size: fields[1].parse().ok()?, round_trip_us: fields[3].parse().ok()?, memcpy_us: fields[4].parse().ok()? })
+            PairsLine::Sample { .. } => None,
         })
         .collect()
 }
@@ -70,18 +71,17 @@ pub struct Summary {
     pub max: f64,
 }
 
-/// Quantiles interpolated as ci/bench-pairs.sh does (position (n-1)p);
-/// None for no values.
+/// Quantiles as ci/bench-pairs.sh interpolates them; None for no values.
 pub fn summarize(values: &[f64]) -> Option<Summary> {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    let quantile = |p: f64| {
-        let at = (n - 1) as f64 * p;
-        let low = at.floor() as usize;
-        if low + 1 >= n { sorted[n - 1] } else { sorted[low] + (at - low as f64) * (sorted[low + 1] - sorted[low]) }
-    };
-    (n > 0).then(|| Summary { count: n, median: quantile(0.5), q1: quantile(0.25), q3: quantile(0.75), min: sorted[0], max: sorted[n - 1] })
+    let at = |p| quantile(values, p);
+    Some(Summary {
+        count: values.len(),
+        median: at(0.5)?,
+        q1: at(0.25)?,
+        q3: at(0.75)?,
+        min: at(0.0)?,
+        max: at(1.0)?,
+    })
 }
 
 /// What the floor samples say about shared memory.

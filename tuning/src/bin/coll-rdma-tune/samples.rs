@@ -11,6 +11,8 @@
 
 use std::collections::BTreeMap;
 
+use tuning::bench_log::PairsLine;
+
 use crate::stats::{median, Spread};
 
 /// `sample JOB COLL SIZE ROUND US ITERS` and `floor SIZE K RT_US MEMCPY_US`
@@ -35,21 +37,14 @@ impl Samples {
     /// anything else (Open MPI's own messages) are skipped.
     pub fn add(&mut self, text: &str) {
         for line in text.lines() {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            match fields.as_slice() {
-                ["sample", job, _coll, size, round, us, _iters] => {
-                    if let (Ok(job), Ok(size), Ok(round), Ok(us)) =
-                        (job.parse(), size.parse(), round.parse(), us.parse::<f64>())
-                    {
-                        self.calls.insert((job, size, round), us);
-                    }
+            match PairsLine::parse(line) {
+                Some(PairsLine::Sample { job, size, round, us }) => {
+                    self.calls.insert((job, size, round), us);
                 }
-                ["floor", size, k, round_trip, _memcpy] => {
-                    if let (Ok(size), Ok(k), Ok(rt)) = (size.parse(), k.parse(), round_trip.parse::<f64>()) {
-                        self.floors.insert((size, k), rt);
-                    }
+                Some(PairsLine::Floor { size, k, round_trip_us, .. }) => {
+                    self.floors.insert((size, k), round_trip_us);
                 }
-                _ => {}
+                None => {}
             }
         }
     }

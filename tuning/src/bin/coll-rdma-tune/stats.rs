@@ -3,23 +3,7 @@
 //! between the sorted values), so that the tuner's figures and the bench's
 //! can be read side by side.
 
-/// The `p` quantile (0..=1) of `values`, linear interpolation between the
-/// two nearest sorted values; `None` for no values.
-pub fn quantile(values: &[f64], p: f64) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let position = (sorted.len() - 1) as f64 * p.clamp(0.0, 1.0);
-    let below = position.floor() as usize;
-    let above = (below + 1).min(sorted.len() - 1);
-    Some(sorted[below] + (position - below as f64) * (sorted[above] - sorted[below]))
-}
-
-pub fn median(values: &[f64]) -> Option<f64> {
-    quantile(values, 0.5)
-}
+pub use tuning::bench_log::{median, quantile};
 
 /// The median with its quartiles.
 #[derive(Clone, Copy, Debug, PartialEq)]
