@@ -11,7 +11,9 @@
 #            files of 1 GiB and more get one repetition
 # environment:
 #   BENCH_UDP_BCAST_SIZES  MIN:MAX bytes of the MPI_Bcast table [8:67108864]
-#   BENCH_UDP_BCAST_FACTOR step [8]
+#   BENCH_UDP_BCAST_FACTOR step [8]; the throughput rows cover 64 KiB (or MAX
+#                          when smaller) to MAX
+#   BENCH_UDP_PRINT_ARGS   1: print the coll_latency arguments and stop
 #   BENCH_UDP_TIMEOUT      seconds allowed per run [600]
 #   BENCH_RESULTS_DIR      where the results go [bench/results]
 # Output: bench/results/<date>-udp/{bcast.txt,fbcast.txt,fbcast.png} and
@@ -40,6 +42,24 @@ while [ $# -gt 0 ]; do
 done
 BCAST_SIZES=${BENCH_UDP_BCAST_SIZES:-8:67108864}
 BCAST_FACTOR=${BENCH_UDP_BCAST_FACTOR:-8}
+[[ $BCAST_SIZES =~ ^[0-9]+:[0-9]+$ ]] && [ "${BCAST_SIZES%:*}" -le "${BCAST_SIZES#*:}" ] ||
+    { echo "bench-udp: BENCH_UDP_BCAST_SIZES must be MIN:MAX bytes with MIN <= MAX, not '$BCAST_SIZES'" >&2; exit 2; }
+# The throughput rows start at 64 KiB (smaller messages measure the call
+# overhead, which the latency rows already show), but never above MAX:
+# coll_latency rejects a range MIN:MAX with MAX < MIN, so a short MAX (e.g.
+# 8:8 for a quick run) used to fail every throughput run with its exit code 2.
+TPUT_MAX=${BCAST_SIZES#*:}
+TPUT_MIN=$((TPUT_MAX < 65536 ? TPUT_MAX : 65536))
+coll_latency_args() { # coll_latency_args TEST: the arguments of one MPI_Bcast test
+    case $1 in
+        bcast) echo -c bcast -m "$BCAST_SIZES" -f "$BCAST_FACTOR" -w 20 -n 200 -s 65536 -l 10 ;;
+        bcast_tput) echo -c bcast_tput -m "$TPUT_MIN:$TPUT_MAX" -f "$BCAST_FACTOR" -w 5 -n 50 -s 1048576 -l 5 ;;
+    esac
+}
+if [ "${BENCH_UDP_PRINT_ARGS:-0}" = 1 ]; then # for ci/bench-udp-args-test.sh: no bed, no run
+    for test in bcast bcast_tput; do echo "$test: $(coll_latency_args $test)"; done
+    exit 0
+fi
 LIMIT=${BENCH_UDP_TIMEOUT:-600}
 COMPDIR=$REPO/build/components
 FBCAST=$REPO/build/bin/fbcast
@@ -140,10 +160,7 @@ say "   (coll_latency; median of $REPS runs per method, methods taking turns)"
 } >"$OUT/bcast.txt"
 for n in $HOST_COUNTS; do
     for test in bcast bcast_tput; do
-        case $test in
-            bcast) args=(-c bcast -m "$BCAST_SIZES" -f "$BCAST_FACTOR" -w 20 -n 200 -s 65536 -l 10) ;;
-            bcast_tput) args=(-c bcast_tput -m 65536:"${BCAST_SIZES#*:}" -f "$BCAST_FACTOR" -w 5 -n 50 -s 1048576 -l 5) ;;
-        esac
+        read -r -a args <<<"$(coll_latency_args $test)"
         for rep in $(seq "$REPS"); do
             for method in udp tcp; do
                 log=$WORK/bcast-$n-$test-$method-$rep.log

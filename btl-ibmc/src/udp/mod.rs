@@ -291,8 +291,10 @@ impl Datagrams for UdpTransport {
         if engine.multicast_inbox.is_empty() {
             engine.pump(&self.context());
         }
-        let (sender, datagram) = engine.multicast_inbox.pop()?;
-        out.extend_from_slice(&datagram);
+        // the queued datagram becomes `out`: no copy of its bytes (the
+        // buffer `out` held is freed in place of the queued one)
+        let (sender, mut datagram) = engine.multicast_inbox.pop()?;
+        std::mem::swap(out, &mut datagram);
         Some(sender)
     }
 

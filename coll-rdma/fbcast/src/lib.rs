@@ -21,6 +21,7 @@ pub mod record;
 mod source;
 pub mod staging;
 pub mod transfer;
+mod write_behind;
 
 pub use error::{ErrorCode, Failure};
 pub use mpi::Comm;

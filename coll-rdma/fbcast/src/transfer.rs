@@ -14,6 +14,7 @@ use crate::read_ahead::ReadAhead;
 use crate::record::{FLAG_FSYNC, HASH_BYTES, Kind, MAX_CHUNK_BYTES, MIN_CHUNK_BYTES, RECORD_BYTES, StatusRecord};
 use crate::source::{self, Plan};
 use crate::staging::Staged;
+use crate::write_behind::WriteBehind;
 use std::ffi::OsStr;
 use std::fs::{File, FileTimes, Permissions};
 use std::io::Write;
@@ -465,8 +466,19 @@ impl Session<'_, '_> {
                 None
             }
         };
-        // receivers that write hash what arrives; the root's reader hashes what it reads
-        let mut hasher = staged.is_some().then(blake3::Hasher::new);
+        // receivers that write hash and write what arrives on a thread of
+        // their own while the next chunk comes in; the root's reader hashes
+        // what it reads
+        let cannot_write = |s: &Staged, e: &std::io::Error| {
+            Failure::new(ErrorCode::of_write(e), format!("cannot write {}: {e}", s.temp_path().display()))
+        };
+        let mut writer = None;
+        if let Some(s) = staged.as_mut() {
+            match s.file().try_clone().and_then(|file| WriteBehind::start(file, first)) {
+                Ok(w) => writer = Some(w),
+                Err(e) => local = Some(cannot_write(s, &e)),
+            }
+        }
         let mut offset = 0u64;
         while offset < record.size {
             let len = (record.size - offset).min(chunk as u64) as usize;
@@ -479,27 +491,21 @@ impl Session<'_, '_> {
                     Err(e) => local = Some(unreadable(e)),
                 }
             }
-            let buf: &mut [u8] = match from_reader.as_mut() {
-                Some(b) => &mut b[..len],
-                None => {
-                    let b = &mut self.buf[..len];
-                    if self.is_root {
-                        b.fill(0); // after a read error: the chunk must still go out
-                    }
-                    b
+            let mut to_write = writer.as_ref().map(|w| w.buffer(len));
+            let buf: &mut [u8] = if let Some(b) = from_reader.as_mut() {
+                &mut b[..len]
+            } else if let Some(b) = to_write.as_mut() {
+                &mut b[..]
+            } else {
+                let b = &mut self.buf[..len];
+                if self.is_root {
+                    b.fill(0); // after a read error: the chunk must still go out
                 }
+                b
             };
             self.comm.bcast_bytes(buf, self.root).map_err(|_| ErrorCode::Mpi)?;
-            if local.is_none() {
-                if let Some(h) = hasher.as_mut() {
-                    h.update(buf);
-                }
-                if let Some(s) = staged.as_mut()
-                    && let Err(e) = s.file().write_all(buf)
-                {
-                    let temp = s.temp_path().display().to_string();
-                    local = Some(Failure::new(ErrorCode::of_write(&e), format!("cannot write {temp}: {e}")));
-                }
+            if let (Some(w), Some(b)) = (writer.as_ref(), to_write) {
+                w.submit(b);
             }
             if let (Some(r), Some(b)) = (reader.as_ref(), from_reader) {
                 r.recycle(b);
@@ -516,9 +522,15 @@ impl Session<'_, '_> {
         if local.is_none() && self.is_root && read_hash != Some(record.hash) {
             local = Some(Failure::new(ErrorCode::Source, format!("{} changed while it was sent", shown.display())));
         }
+        let written = writer.map(WriteBehind::finish);
         if local.is_none()
-            && let Some(h) = hasher
-            && *h.finalize().as_bytes() != record.hash
+            && let (Some(s), Some((_, Err(e)))) = (staged.as_ref(), written.as_ref())
+        {
+            local = Some(cannot_write(s, e));
+        }
+        if local.is_none()
+            && let Some((hash, _)) = written
+            && hash != record.hash
         {
             local = Some(Failure::new(
                 ErrorCode::Corrupt,

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The MPI_Bcast arguments ci/bench-udp.sh gives coll_latency are accepted by
+# coll_latency for every size range a user may set (BENCH_UDP_BCAST_SIZES),
+# including ranges that end below the throughput rows' 64 KiB start: a quick
+# run with 8:8 once failed every throughput run (coll_latency's exit status 2,
+# "-m MIN:MAX with MAX < MIN"). Runs coll_latency with one rank, stock
+# Open MPI, for each range; needs no namespaces. An invalid range must be
+# refused by bench-udp.sh itself, before it makes a bed.
+# usage: ci/bench-udp-args-test.sh   (last line: "bench-udp args: N passed, N failed")
+set -u
+cd "$(dirname "$0")/.."
+LATENCY=${COLL_LATENCY:-build/bench/coll_latency}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if [ ! -x "$LATENCY" ] || [ bench/coll_latency.c -nt "$LATENCY" ]; then
+    mkdir -p "$(dirname "$LATENCY")"
+    mpicc -O2 -Wall -o "$LATENCY" bench/coll_latency.c || { echo "bench-udp args: cannot build $LATENCY"; exit 1; }
+fi
+passed=0 failed=0
+pass() { passed=$((passed + 1)); echo "ok: $*"; }
+fail() { failed=$((failed + 1)); echo "FAILED: $*"; }
+for sizes in 8:8 8:4096 8:65536 4096:262144 8:1048576; do
+    out=$(BENCH_UDP_BCAST_SIZES=$sizes BENCH_UDP_PRINT_ARGS=1 bash ci/bench-udp.sh) || { fail "$sizes: bench-udp.sh refused it"; continue; }
+    for test in bcast bcast_tput; do
+        args=$(sed -n "s/^$test: //p" <<<"$out")
+        [ -n "$args" ] || { fail "$sizes $test: no arguments printed"; continue; }
+        # -n/-w small: this checks the arguments, not the speed
+        # shellcheck disable=SC2086
+        if log=$(timeout 120 mpirun -np 1 --mca coll ^rdma "$LATENCY" -q $args -n 2 -w 1 2>&1); then
+            rows=$(grep -c "^$test " <<<"$log")
+            max=${sizes#*:}
+            last=$(awk -v t="$test" '$1 == t { s = $2 } END { print s }' <<<"$log")
+            if [ "$rows" -ge 1 ] && [ "$last" -le "$max" ]; then pass "$sizes $test: $rows row(s), largest $last bytes"
+            else fail "$sizes $test: $rows row(s), largest '$last' (MAX $max)"; fi
+        else
+            fail "$sizes $test: coll_latency $args failed: $(tail -2 <<<"$log" | tr '\n' ' ')"
+        fi
+    done
+done
+for bad in 65536:8 8 x:y; do
+    if BENCH_UDP_BCAST_SIZES=$bad BENCH_UDP_PRINT_ARGS=1 bash ci/bench-udp.sh >/dev/null 2>&1; then fail "$bad: accepted"
+    else pass "$bad: refused"; fi
+done
+echo "bench-udp args: $passed passed, $failed failed"
+[ "$failed" = 0 ]
