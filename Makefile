@@ -199,6 +199,8 @@ check-udp: build
 	@$(MAKE) --no-print-directory test-udp
 
 test-udp:
+	@echo "== bench-udp's arguments (coll_latency, one rank)"
+	@bash ci/bench-udp-args-test.sh
 	@echo "== udp tests (network-namespace hosts)"
 	@bash ci/udp-tests.sh
 
