@@ -382,6 +382,8 @@ watch_job() {  # watch_job DIR RUN_ID JOB LIMIT NP
 #               more tables or choice lines than communicators claimed;
 #               comm 0 has exactly one table (or nothing-to-measure line),
 #               and if a table, every rank chose its marked radix
+#     memory    every rank's memory line at setup on comm 0 (shm) states
+#               the segment size the layout formula gives for np ranks
 #     autotune-allreduce  the same per-process counts; comm 0 has at most one
 #               allreduce degree table (its trial only runs once a call
 #               reaches the tree), and if one, every rank chose its marked
@@ -516,6 +518,24 @@ run_test() {
                         sed -E 's/.*autotune +radix +([0-9]+),.*/\1/')
                     [ "$chosen_row" = "${choices##* }" ] || why+=("comm 0: the table marks radix '$chosen_row' chosen, the ranks say ${choices##* }")
                 fi ;;
+            memory)
+                # the per-rank memory line at setup (issue 14) against the
+                # shm segment's layout: a 4096-byte header, every rank's
+                # window rounded up to pages, one ring of 66816 bytes
+                # (btl-ibmc shm/ring.rs RING_BYTES) per ordered pair, the
+                # whole rounded up to pages; the window from the ready line
+                local rank window total want
+                for rank in $(seq 0 $((np - 1))); do
+                    window=$(grep -oE "coll:rdma: comm 0 rank $rank: transport shm ready .*window [0-9]+ bytes" "$dir/all.log" |
+                        sed -E 's/.*window ([0-9]+) bytes/\1/' | head -1)
+                    total=$(grep -oE "coll:rdma: comm 0 rank $rank: memory for this communicator: [0-9]+ bytes in all; shared segment [0-9]+ bytes mapped" "$dir/all.log" |
+                        sed -E 's/.*: ([0-9]+) bytes in all.*/\1/' | head -1)
+                    if [ -z "$window" ] || [ -z "$total" ]; then
+                        why+=("rank $rank: no shm ready line or no memory line on comm 0"); continue
+                    fi
+                    want=$(( (4096 + np * ((window + 4095) / 4096 * 4096) + np * np * 66816 + 4095) / 4096 * 4096 ))
+                    [ "$total" = "$want" ] || why+=("rank $rank: memory total $total bytes, the segment's layout gives $want (window $window)")
+                done ;;
             autotune-allreduce)
                 local r out tables choices chosen_row
                 for r in "${ranks[@]}"; do
@@ -1064,6 +1084,7 @@ COMP_TESTS=(
     "exclusion-list-untouched-np2"
     "radix-1-np5" "radix-2-np5" "radix-3-np8" "radix-7-np8" "radix-64-np5"
     "autotune-np2" "autotune-np4" "autotune-coll_mix-np4" "autotune-comm_lifecycle-np4"
+    "verbose-memory-np2" "verbose-memory-np4"
     "autotune-reduce_ops-np2" "autotune-reduce_ops-np3" "autotune-reduce_ops-np4"
     "autotune-noncommutative-np2" "autotune-noncommutative-np3" "autotune-noncommutative-np4"
     "spin-polls-0-np4" "spin-polls-1000-np2" "transport-shm-np3" "transport-verbs-without-device-np3"
@@ -1187,6 +1208,12 @@ else
     CHECKS=("${SERVED[@]}" autotune)
     run_test "autotune-comm_lifecycle-np4" 4 ok --mca coll_rdma_autotune 1 --mca coll_rdma_autotune_calls 1 "${V[@]}" \
         -- comm_lifecycle -l "$CL_L"
+    # 7a'. per-rank memory at setup (issue 14, part 1): the line appears
+    #     and its total is the shm segment's size by the layout's formula
+    for np in 2 4; do
+        CHECKS=(served memory "re:comm 0 rank $((np - 1)): memory for this communicator: [0-9]+ bytes in all; shared segment .*$((np * np)) ring\(s\)")
+        run_test "verbose-memory-np$np" "$np" ok "${V[@]}" -- barrier_order -n 100
+    done
     # 7b. the allreduce degree autotune: results right (reduce_ops and
     #     the non-commutative ops against their serial references) with
     #     the trial run before the first tree-served call; at np 2 there is

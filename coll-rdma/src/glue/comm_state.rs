@@ -654,6 +654,9 @@ impl CommState {
                     self.bcast.config().multicast.window_slots,
                     self.bcast.config().multicast.slot_bytes
                 );
+                // What the transport actually set up, per rank (issue 14):
+                // nodes differ, so every rank says its own.
+                tracing::info!("comm {} rank {}: memory for this communicator: {}", self.cid, self.rank, transport.memory_footprint());
                 self.choose_schedule(&transport);
                 self.report_barrier_trial_plan();
                 self.report_allreduce_trial_plan();
