@@ -382,6 +382,12 @@ watch_job() {  # watch_job DIR RUN_ID JOB LIMIT NP
 #               more tables or choice lines than communicators claimed;
 #               comm 0 has exactly one table (or nothing-to-measure line),
 #               and if a table, every rank chose its marked radix
+#     memory    every rank's memory line at setup on comm 0 (shm) states
+#               the segment size the layout formula gives for np ranks
+#     autotune-allreduce  the same per-process counts; comm 0 has at most one
+#               allreduce degree table (its trial only runs once a call
+#               reaches the tree), and if one, every rank chose its marked
+#               degree
 #     launcher-ended  mpirun outlived the ranks and was ended for it (a test
 #               of watch_job itself)
 #   RUN_WRAPPER (array, set by the caller like CHECKS): a command that each
@@ -511,6 +517,41 @@ run_test() {
                     chosen_row=$(grep -E 'coll:rdma: comm 0 rank 0: barrier autotune +radix +[0-9]+,.*<- chosen' "$dir/all.log" |
                         sed -E 's/.*autotune +radix +([0-9]+),.*/\1/')
                     [ "$chosen_row" = "${choices##* }" ] || why+=("comm 0: the table marks radix '$chosen_row' chosen, the ranks say ${choices##* }")
+                fi ;;
+            memory)
+                # the per-rank memory line at setup (issue 14) against the
+                # shm segment's layout: a 4096-byte header, every rank's
+                # window rounded up to pages, one ring of 66816 bytes
+                # (btl-ibmc shm/ring.rs RING_BYTES) per ordered pair, the
+                # whole rounded up to pages; the window from the ready line
+                local rank window total want
+                for rank in $(seq 0 $((np - 1))); do
+                    window=$(grep -oE "coll:rdma: comm 0 rank $rank: transport shm ready .*window [0-9]+ bytes" "$dir/all.log" |
+                        sed -E 's/.*window ([0-9]+) bytes/\1/' | head -1)
+                    total=$(grep -oE "coll:rdma: comm 0 rank $rank: memory for this communicator: [0-9]+ bytes in all; shared segment [0-9]+ bytes mapped" "$dir/all.log" |
+                        sed -E 's/.*: ([0-9]+) bytes in all.*/\1/' | head -1)
+                    if [ -z "$window" ] || [ -z "$total" ]; then
+                        why+=("rank $rank: no shm ready line or no memory line on comm 0"); continue
+                    fi
+                    want=$(( (4096 + np * ((window + 4095) / 4096 * 4096) + np * np * 66816 + 4095) / 4096 * 4096 ))
+                    [ "$total" = "$want" ] || why+=("rank $rank: memory total $total bytes, the segment's layout gives $want (window $window)")
+                done ;;
+            autotune-allreduce)
+                local r out tables choices chosen_row
+                for r in "${ranks[@]}"; do
+                    out=$(cat "$r/stdout" "$r/stderr" 2>/dev/null | awk "$AUTOTUNE_AWK")
+                    [ -z "$out" ] || why+=("rank ${r##*rank.}: $out")
+                done
+                tables=$(grep -cE 'coll:rdma: comm 0 rank 0: allreduce autotune table' "$dir/all.log" || true)
+                [ "$tables" -le 1 ] || why+=("comm 0: $tables allreduce autotune tables, expected at most 1")
+                if [ "$tables" = 1 ]; then
+                    choices=$(grep -oE 'coll:rdma: comm 0 rank [0-9]+: allreduce autotune chose degree [0-9]+' "$dir/all.log" |
+                        awk '{ print $NF }' | sort | uniq -c | awk '{ print $1 " x degree " $2 }')
+                    [ "$choices" = "$np x degree ${choices##* }" ] ||
+                        why+=("comm 0: the ranks' degrees are not one degree on all $np ranks: $(printf '%s' "$choices" | paste -sd ';')")
+                    chosen_row=$(grep -E 'coll:rdma: comm 0 rank 0: allreduce autotune +degree +[0-9]+,.*<- chosen' "$dir/all.log" |
+                        sed -E 's/.*autotune +degree +([0-9]+),.*/\1/')
+                    [ "$chosen_row" = "${choices##* }" ] || why+=("comm 0: the table marks degree '$chosen_row' chosen, the ranks say ${choices##* }")
                 fi ;;
             quiet)
                 local printed
@@ -788,9 +829,14 @@ function cid_of(line) { sub(/.*coll:rdma: comm /, "", line); sub(/ .*/, "", line
 /coll:rdma: comm [0-9]+ ".*" size [0-9]+: claimed at priority/ { claimed[cid_of($0)]++ }
 /coll:rdma: comm [0-9]+ rank 0: barrier autotune( table|: nothing to measure)/ { tables[cid_of($0)]++ }
 /coll:rdma: comm [0-9]+ rank [0-9]+: barrier autotune chose radix/ { chosen[cid_of($0)]++ }
+/coll:rdma: comm [0-9]+ rank 0: allreduce autotune( table|: nothing to measure|: not run)/ { atables[cid_of($0)]++ }
+/coll:rdma: comm [0-9]+ rank [0-9]+: allreduce autotune chose degree/ { achosen[cid_of($0)]++ }
 END {
     for (c in tables) if (tables[c] > claimed[c] + 0) print "comm " c ": " tables[c] " autotune table(s) for " (claimed[c] + 0) " communicator(s)"
     for (c in chosen) if (chosen[c] > claimed[c] + 0) print "comm " c ": " chosen[c] " autotune choice(s) for " (claimed[c] + 0) " communicator(s)"
+    # a plan line at setup and a table after the trial: two per communicator at most
+    for (c in atables) if (atables[c] > 2 * (claimed[c] + 0)) print "comm " c ": " atables[c] " allreduce autotune line(s) for " (claimed[c] + 0) " communicator(s)"
+    for (c in achosen) if (achosen[c] > claimed[c] + 0) print "comm " c ": " achosen[c] " allreduce autotune choice(s) for " (claimed[c] + 0) " communicator(s)"
 }'
 
 # ------------------------------------------------------------------- tests
@@ -1038,6 +1084,9 @@ COMP_TESTS=(
     "exclusion-list-untouched-np2"
     "radix-1-np5" "radix-2-np5" "radix-3-np8" "radix-7-np8" "radix-64-np5"
     "autotune-np2" "autotune-np4" "autotune-coll_mix-np4" "autotune-comm_lifecycle-np4"
+    "verbose-memory-np2" "verbose-memory-np4"
+    "autotune-reduce_ops-np2" "autotune-reduce_ops-np3" "autotune-reduce_ops-np4"
+    "autotune-noncommutative-np2" "autotune-noncommutative-np3" "autotune-noncommutative-np4"
     "spin-polls-0-np4" "spin-polls-1000-np2" "transport-shm-np3" "transport-verbs-without-device-np3"
     "transport-udp-missing-interface-np3" "transport-udp-loopback-mismatch-np4"
     "pretend-nodes-without-device-np4"
@@ -1159,6 +1208,30 @@ else
     CHECKS=("${SERVED[@]}" autotune)
     run_test "autotune-comm_lifecycle-np4" 4 ok --mca coll_rdma_autotune 1 --mca coll_rdma_autotune_calls 1 "${V[@]}" \
         -- comm_lifecycle -l "$CL_L"
+    # 7a'. per-rank memory at setup (issue 14, part 1): the line appears
+    #     and its total is the shm segment's size by the layout's formula
+    for np in 2 4; do
+        CHECKS=(served memory "re:comm 0 rank $((np - 1)): memory for this communicator: [0-9]+ bytes in all; shared segment .*$((np * np)) ring\(s\)")
+        run_test "verbose-memory-np$np" "$np" ok "${V[@]}" -- barrier_order -n 100
+    done
+    # 7b. the allreduce degree autotune: results right (reduce_ops and
+    #     the non-commutative ops against their serial references) with
+    #     the trial run before the first tree-served call; at np 2 there is
+    #     one tree, so nothing is measured; at 3 and 4 the table appears
+    #     and every rank keeps the one degree it marks
+    for np in 2 3 4; do
+        if [ "$np" = 2 ]; then
+            AT=("re:comm 0 rank 0: allreduce autotune: nothing to measure" "nore:allreduce autotune (table|chose)")
+        else
+            AT=("re:comm 0 rank 0: allreduce autotune: degrees \[1, [0-9, ]+\]" "re:comm 0 rank 0: allreduce autotune table"
+                "re:comm 0 rank [0-9]+: allreduce autotune chose degree [0-9]+ .*cost: [0-9]+ trial allreduce")
+        fi
+        CHECKS=("${SERVED[@]}" autotune autotune-allreduce "${AT[@]}")
+        run_test "autotune-reduce_ops-np$np" "$np" ok --mca coll_rdma_autotune 1 --mca coll_rdma_autotune_calls 3 "${V[@]}" \
+            -- reduce_ops "${RO_PARAM[@]}"
+        CHECKS=("${SERVED[@]}" autotune-allreduce "${AT[@]}")
+        run_test "autotune-noncommutative-np$np" "$np" ok --mca coll_rdma_autotune 1 "${V[@]}" -- noncommutative
+    done
     CHECKS=(served); run_test "spin-polls-0-np4" 4 ok --mca coll_rdma_spin_polls 0 "${V[@]}" -- barrier_order -n 2000
     CHECKS=(served); run_test "spin-polls-1000-np2" 2 ok --mca coll_rdma_spin_polls 1000 "${V[@]}" -- barrier_order -n 2000
     CHECKS=(served); run_test "transport-shm-np3" 3 ok --mca coll_rdma_transport shm "${V[@]}" -- comm_lifecycle -l 200

@@ -11,6 +11,7 @@
 #[cfg(any(test, feature = "fabric"))]
 pub mod fabric;
 pub mod cross_memory;
+pub mod footprint;
 #[cfg(feature = "verbs")]
 pub mod hybrid;
 pub mod idle;
@@ -40,6 +41,7 @@ pub use padded::put_word_padded;
 #[cfg(any(test, feature = "fabric"))]
 pub use fabric::{Fabric, FabricConfig, FabricEndpoint};
 pub use selected::SelectedTransport;
+pub use footprint::MemoryFootprint;
 pub use rmcast::{CongestionConfig, CongestionMode, ReliableMulticast, RmcastConfig, RmcastStats};
 pub use cross_memory::{CrossMemory, CrossMemoryRefusal};
 pub use shm::{ShmTransport, establish};

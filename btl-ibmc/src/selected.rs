@@ -2,6 +2,7 @@
 //! the transport traits; an enum rather than a trait object keeps the shared-memory
 //! hot path free of indirect calls (each method is one predictable branch).
 
+use crate::footprint::MemoryFootprint;
 use crate::shm::{NodeGroups, ShmTransport};
 use crate::udp::UdpTransport;
 use crate::transport::{Datagrams, Endpoint, MulticastKind, PeerReads, ReliableChannel, TransportError, Windows};
@@ -35,6 +36,18 @@ impl SelectedTransport {
             SelectedTransport::Hybrid(hybrid) => hybrid.quiesce(),
             // Puts travel on the reliable channel: landed once acknowledged.
             SelectedTransport::Udp(udp) => udp.flush(),
+        }
+    }
+
+    /// What this rank mapped, registered and holds for the communicator.
+    pub fn memory_footprint(&self) -> MemoryFootprint {
+        match self {
+            SelectedTransport::Shm(shm) => shm.memory_footprint(),
+            #[cfg(feature = "verbs")]
+            SelectedTransport::Verbs(verbs) => verbs.memory_footprint(),
+            #[cfg(feature = "verbs")]
+            SelectedTransport::Hybrid(hybrid) => hybrid.memory_footprint(),
+            SelectedTransport::Udp(udp) => udp.memory_footprint(),
         }
     }
 

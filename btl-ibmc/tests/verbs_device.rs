@@ -707,3 +707,33 @@ fn two_hosts_over_tcp() {
     drop(transport);
     assert!(tally.received > 0, "no datagram arrived at all");
 }
+
+// ------------------------------------------------------ memory report ---
+
+/// The memory report (issue 14) against what the test set up: one queue
+/// pair per peer off this rank's node, the window registered at its
+/// page-rounded length (its own mapping on verbs, the segment's on the
+/// hybrid), the segment's parts adding up to it.
+#[test]
+fn the_memory_report_counts_queue_pairs_and_registrations() {
+    if !device_present() {
+        return;
+    }
+    let window_len: usize = 5000;
+    let paged = window_len.next_multiple_of(4096);
+    for footprint in run_local(LOCAL_RANKS, window_len, &config(131), |transport| transport.memory_footprint()) {
+        assert_eq!(footprint.verbs_queue_pairs, LOCAL_RANKS - 1, "{footprint:?}");
+        assert_eq!((footprint.verbs_window_bytes, footprint.verbs_window_in_segment), (paged, false), "{footprint:?}");
+        assert!(footprint.verbs_staging_bytes > 0 && footprint.verbs_receive_buffer_bytes > 0, "{footprint:?}");
+        assert_eq!(footprint.shm_segment_bytes, 0, "{footprint:?}");
+        assert_eq!(footprint.mapped_bytes(), footprint.registered_bytes(), "{footprint:?}");
+    }
+    let nodes = 2;
+    let reports = run_hybrid(LOCAL_RANKS, nodes, window_len, &config(132), |transport| (transport.node_ranks(), transport.memory_footprint()));
+    for (node_ranks, footprint) in reports {
+        assert_eq!(footprint.verbs_queue_pairs, LOCAL_RANKS - node_ranks, "{footprint:?}");
+        assert_eq!(footprint.shm_ranks, node_ranks, "{footprint:?}");
+        assert!(footprint.verbs_window_in_segment && footprint.segment_parts_fit(), "{footprint:?}");
+        assert_eq!(footprint.mapped_bytes(), footprint.shm_segment_bytes + footprint.registered_bytes() - footprint.verbs_window_bytes, "{footprint:?}");
+    }
+}

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use establish::{HybridSetupError, establish};
 
+use crate::footprint::MemoryFootprint;
 use crate::shm::{NodeGroups, ShmTransport};
 use crate::transport::{Endpoint, PeerReads, ReliableChannel, TransportError, Windows, forward};
 use crate::verbs::VerbsTransport;
@@ -51,6 +52,13 @@ impl HybridTransport {
     /// Which ranks share a node, as every rank of the communicator sees it.
     pub fn node_groups(&self) -> &NodeGroups {
         &self.groups
+    }
+
+    /// The node's segment and the verbs side's queue pairs and
+    /// registrations (the window's lies in the segment).
+    pub fn memory_footprint(&self) -> MemoryFootprint {
+        let shm = self.shm.memory_footprint();
+        MemoryFootprint { verbs_window_in_segment: true, ..self.verbs.memory_footprint() }.with_segment_of(&shm)
     }
 
     /// The verbs side, for its device and multicast details.

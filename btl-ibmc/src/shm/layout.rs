@@ -42,6 +42,11 @@ impl SegmentLayout {
         Some(SegmentLayout { size, window_len, window_stride, rings_offset, total_len })
     }
 
+    /// Bytes before the first window.
+    pub(crate) fn header_len(&self) -> usize {
+        HEADER_BYTES
+    }
+
     /// Bytes from one window to the next: the window rounded up to pages.
     #[cfg(feature = "verbs")]
     pub(crate) fn window_stride(&self) -> usize {

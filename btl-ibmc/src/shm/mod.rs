@@ -30,6 +30,7 @@ pub use ring::SLOT_PAYLOAD as RELIABLE_MAX;
 pub use segment::{OsCall, SegmentError, ShmSegment};
 
 use crate::cross_memory::{CrossMemory, CrossMemoryRefusal};
+use crate::footprint::MemoryFootprint;
 use crate::transport::{Datagrams, Endpoint, Exchange, MulticastKind, PeerReads, ReliableChannel, TransportError, Windows};
 use crate::wait::{OwnChannel, Waiter};
 use crate::window::Window;
@@ -115,6 +116,19 @@ impl ShmTransport {
     /// Ranks sharing this node: all of them, for shared memory.
     pub fn local_ranks(&self) -> usize {
         self.layout.size
+    }
+
+    /// What this rank maps for the communicator: the whole segment, by part.
+    pub fn memory_footprint(&self) -> MemoryFootprint {
+        let layout = &self.layout;
+        MemoryFootprint {
+            shm_segment_bytes: self.segment.len(),
+            shm_header_bytes: layout.header_len(),
+            shm_windows_bytes: layout.size * layout.window_stride(),
+            shm_ranks: layout.size,
+            shm_rings_bytes: layout.size * layout.size * RING_BYTES,
+            ..MemoryFootprint::default()
+        }
     }
 
     /// The name the segment had while it was being set up (already removed

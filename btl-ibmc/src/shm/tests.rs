@@ -3,6 +3,7 @@
 //! its parent.
 
 mod cross_process;
+mod footprint;
 mod grouped;
 mod killed_creator;
 mod setup_failures;

@@ -53,6 +53,7 @@ use crate::wait::{OwnChannel, Waiter};
 use crate::window::Window;
 use engine::{Context, Engine, MESSAGE_RECORD, PUT_HEADER_BYTES, PUT_RECORD, Wire, check_outgoing_put, send_frame};
 use stats::Counters;
+use crate::footprint::MemoryFootprint;
 
 /// One rank's udp transport for one communicator.
 pub struct UdpTransport {
@@ -88,6 +89,11 @@ impl UdpTransport {
 
     pub fn interface(&self) -> Ipv4Addr {
         *self.local_address().ip()
+    }
+
+    /// The window and the sockets' receive buffers the kernel granted.
+    pub fn memory_footprint(&self) -> MemoryFootprint {
+        MemoryFootprint { udp_window_bytes: self.window.len() * 8, udp_socket_receive_buffer_bytes: self.receive_buffer, ..MemoryFootprint::default() }
     }
 
     /// Bytes of receive buffer the kernel granted each socket (the

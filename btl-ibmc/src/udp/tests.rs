@@ -687,3 +687,26 @@ fn records_two_threads_send_to_one_peer_arrive_whole() {
         }
     });
 }
+
+/// The memory report's udp figures (issue 14): the window in whole words,
+/// and the socket receive buffer the kernel granted, checked against the
+/// kernel's own rule: what was asked (SO_RCVBUFFORCE, with CAP_NET_ADMIN),
+/// else at most net.core.rmem_max (usable bytes: half what getsockopt
+/// reports, the rest being the kernel's bookkeeping).
+#[test]
+fn the_memory_report_states_the_window_and_the_granted_socket_buffers() {
+    skip_without_loopback_multicast!("the_memory_report_states_the_window_and_the_granted_socket_buffers");
+    let config = loopback_config(test_seed(), UdpFaults::default());
+    let asked = config.receive_buffer_bytes;
+    let rmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/rmem_max").ok().and_then(|text| text.trim().parse().ok()).unwrap_or(asked);
+    let done = AtomicUsize::new(0);
+    run_with(establish_all(2, 1001, &config), |_, (_, transport)| {
+        let footprint = transport.memory_footprint();
+        assert_eq!(footprint.udp_window_bytes, 1008, "{footprint:?}");
+        let granted = footprint.udp_socket_receive_buffer_bytes;
+        assert!(granted == asked || granted == asked.min(rmem_max), "{footprint:?}: asked {asked}, rmem_max {rmem_max}");
+        assert_eq!(footprint.total_bytes(), 1008 + 2 * granted, "{footprint:?}");
+        assert_eq!(footprint.registered_bytes() + footprint.shm_segment_bytes, 0, "{footprint:?}");
+        finish(&transport, &done);
+    });
+}

@@ -133,6 +133,12 @@ impl RegisteredBuffer {
         self.mapped
     }
 
+    /// Whether the memory belongs to another mapping (a node's segment)
+    /// rather than to this registration.
+    pub(crate) fn is_borrowed(&self) -> bool {
+        matches!(self.mapping, Mapping::Borrowed { .. })
+    }
+
     pub(crate) fn address(&self) -> u64 {
         self.base as u64
     }

@@ -48,6 +48,7 @@ pub use establish::establish;
 pub(crate) use establish::{Placement, establish_placed};
 pub(crate) use memory::BorrowedMemory;
 
+use crate::footprint::MemoryFootprint;
 use crate::poison::lock;
 use crate::transport::{Datagrams, Endpoint, MulticastKind, PeerReads, ReliableChannel, TransportError, Windows};
 use crate::window::Window;
@@ -90,6 +91,22 @@ impl VerbsTransport {
     /// The device, port and GID this transport runs on.
     pub fn device(&self) -> &DeviceSummary {
         &self.links.device.summary
+    }
+
+    /// The queue pairs and registered buffers this rank holds for the
+    /// communicator, by purpose.
+    pub fn memory_footprint(&self) -> MemoryFootprint {
+        let links = &self.links;
+        MemoryFootprint {
+            verbs_queue_pairs: links.queue_pairs.iter().flatten().count(),
+            verbs_window_bytes: links.window.len(),
+            verbs_window_in_segment: links.window.is_borrowed(),
+            verbs_staging_bytes: links.staging.len(),
+            verbs_receive_buffer_bytes: links.reliable_buffers.len(),
+            verbs_multicast_bytes: self.multicast.as_ref().map_or(0, UdMulticast::registered_bytes),
+            verbs_sink_bytes: links.sink.len(),
+            ..MemoryFootprint::default()
+        }
     }
 
     /// Largest message `send_reliable` accepts.

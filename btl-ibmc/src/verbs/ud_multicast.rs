@@ -89,6 +89,11 @@ pub(crate) struct UdMulticast {
 }
 
 impl UdMulticast {
+    /// Bytes registered for the group's sends and receives.
+    pub(crate) fn registered_bytes(&self) -> usize {
+        self.send_buffers.len() + self.receive_buffers.len()
+    }
+
     /// Binds, creates the UD queue pair and its buffers, posts receives and
     /// joins the group. Every failure is a reason to go without multicast.
     pub(crate) fn join(request: &JoinRequest) -> Result<UdMulticast, VerbsError> {

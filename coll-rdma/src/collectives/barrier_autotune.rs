@@ -190,7 +190,7 @@ impl RadixTrial {
 }
 
 /// The lower median: a sample that was measured, not an average of two.
-fn median(samples: &[u64]) -> u64 {
+pub(crate) fn median(samples: &[u64]) -> u64 {
     let mut sorted = samples.to_vec();
     sorted.sort_unstable();
     sorted.get(sorted.len().saturating_sub(1) / 2).copied().unwrap_or(0)

@@ -4,6 +4,7 @@
 //! MPI_<Name> entry point).
 
 pub mod allreduce;
+pub mod allreduce_autotune;
 pub mod barrier;
 pub mod barrier_autotune;
 pub mod barrier_two_level;

@@ -19,6 +19,7 @@ use super::agreement::{agree_on_protocol, ProtocolInputs, ProtocolSettings};
 use super::params::{BcastSettings, ReductionSettings, Settings, TestFaults, TransportChoice, UdpSettings, VerbsSettings, WindowLimit};
 use super::saved::SavedCollectives;
 use crate::collectives::allreduce::{Allreduce, AllreduceConfig};
+use crate::collectives::allreduce_autotune::{degree_candidates, trial_bytes, DegreeOutcome, DegreeTrial};
 use crate::collectives::barrier_autotune::{barrier_candidates, TrialOutcome, TunedBarrier};
 use crate::collectives::barrier_two_level::TwoLevelBarrier;
 use crate::collectives::bcast::{Bcast, BcastConfig};
@@ -106,6 +107,11 @@ pub struct CommState {
     pub(super) two_level_barrier: Option<TwoLevelBarrier>,
     hierarchy: HierarchyPlan,
     pub(super) allreduce: Allreduce,
+    /// The autotune's degree trial, until the first allreduce the tree
+    /// serves runs it (or the two-level tree makes it moot).
+    pub(super) allreduce_trial: Option<DegreeTrial>,
+    /// coll_rdma_autotune is on and the degree is not fixed.
+    allreduce_autotune: bool,
     pub(super) allreduce_max_bytes: Option<usize>,
     pub(super) reduce: Reduce,
     pub(super) reduce_max_bytes: Option<usize>,
@@ -228,6 +234,15 @@ impl CommState {
         }
     }
 
+    /// The autotune's degree trial: the candidates the allreduce region
+    /// holds around the model's pick, when there are several and the
+    /// degree is not fixed. Every rank computes it from agreed values.
+    fn allreduce_degree_trial(settings: &Settings, size: usize, config: &AllreduceConfig) -> Option<DegreeTrial> {
+        let calls = settings.autotune_calls.filter(|_| settings.allreduce.degree.is_none())?;
+        let candidates = degree_candidates(size, config.tree.degree, config.tree.ring_positions(size));
+        (candidates.len() > 1).then(|| DegreeTrial::new(size, &candidates, calls))
+    }
+
     pub fn new(cid: u32, rank: usize, size: usize, saved: Rc<SavedCollectives>, settings: &Settings) -> Self {
         let (radix, _) = Self::barrier_radix(settings, size);
         let barrier_radices = Self::barrier_radices(settings, size, radix);
@@ -262,6 +277,8 @@ impl CommState {
             bcast: &bcast_config,
             window_len: layout.window_len,
         });
+        let allreduce_autotune = settings.autotune_calls.is_some() && settings.allreduce.degree.is_none();
+        let allreduce_trial = Self::allreduce_degree_trial(settings, size, &allreduce_config);
         let mut allreduce = Allreduce::new(rank, size, layout.allreduce_offset, allreduce_config);
         allreduce.parallel_mut().set_min_bytes(settings.allreduce.parallel_min_bytes.unwrap_or(usize::MAX));
         let mut reduce = Reduce::new(rank, size, layout.reduce_offset, reduce_config.tree);
@@ -288,6 +305,8 @@ impl CommState {
             two_level_barrier: None,
             hierarchy: HierarchyPlan::new(settings, policy, layout.barrier_offset),
             allreduce,
+            allreduce_trial,
+            allreduce_autotune,
             allreduce_max_bytes: settings.allreduce.max_bytes,
             reduce,
             reduce_max_bytes: settings.reduce.max_bytes,
@@ -445,6 +464,80 @@ impl CommState {
         }
     }
 
+    /// Says at verbose level 1, once per communicator (from its rank 0),
+    /// what the allreduce degree autotune will measure, or why nothing;
+    /// drops the trial where the two-level tree serves (every rank alike:
+    /// the schedule is agreed).
+    fn report_allreduce_trial_plan(&mut self) {
+        if self.allreduce.is_two_level() {
+            self.allreduce_trial = None;
+        }
+        if self.rank != 0 || !self.allreduce_autotune {
+            return;
+        }
+        let cid = self.cid;
+        if self.allreduce.is_two_level() {
+            tracing::info!("comm {cid} rank 0: allreduce autotune: not run, the two-level tree serves this communicator");
+            return;
+        }
+        let config = self.allreduce.config();
+        match &self.allreduce_trial {
+            Some(trial) => tracing::info!(
+                "comm {cid} rank 0: allreduce autotune: degrees {:?} (those whose tree fits the window's {} slot ring(s)) in turn over \
+                 {} trial allreduce(s) ({} each, a barrier before each) of the first tree-served call's length (above {} bytes, at most \
+                 {} bytes), run before that call, then one allreduce of {} bytes to agree",
+                trial.degrees(),
+                self.allreduce.reserved_rings(),
+                trial.total_calls(),
+                trial.total_calls() / trial.degrees().len(),
+                config.exchange_max_bytes,
+                trial_bytes(usize::MAX, config.exchange_max_bytes, config.tree.segment_bytes),
+                trial.summary_words() * 8
+            ),
+            None => tracing::info!(
+                "comm {cid} rank 0: allreduce autotune: nothing to measure, degree {} is the only tree the window holds for {} ranks",
+                config.tree.degree,
+                self.size
+            ),
+        }
+    }
+
+    /// Says at verbose level 1 what the allreduce autotune measured and
+    /// chose: the table from rank 0, the choice from every rank.
+    pub(super) fn report_allreduce_trial(&self, outcome: &DegreeOutcome, agreement_ns: u64) {
+        let cid = self.cid;
+        if self.rank == 0 {
+            tracing::info!(
+                "comm {cid} rank 0: allreduce autotune table ({} ranks, {} call(s) of {} bytes per degree; slowest rank's median and longest call):",
+                self.size,
+                outcome.calls_per_candidate,
+                outcome.message_bytes
+            );
+            for (index, row) in outcome.rows.iter().enumerate() {
+                tracing::info!(
+                    "comm {cid} rank 0: allreduce autotune   degree {:>2}, {} step(s): median {:>9.2} us, max {:>9.2} us{}",
+                    row.degree,
+                    row.steps,
+                    row.median_ns as f64 / 1000.0,
+                    row.max_ns as f64 / 1000.0,
+                    if index == outcome.winner { "  <- chosen" } else { "" }
+                );
+            }
+        }
+        tracing::info!(
+            "comm {cid} rank {}: allreduce autotune chose degree {} ({} step(s)); cost: {} trial allreduce(s) of {} bytes taking {:.1} us \
+             on the slowest rank, {} barrier(s) between degrees, and one allreduce ({:.1} us here)",
+            self.rank,
+            outcome.degree(),
+            outcome.rows[outcome.winner].steps,
+            outcome.trial_calls(),
+            outcome.message_bytes,
+            outcome.trial_ns as f64 / 1000.0,
+            outcome.barriers,
+            agreement_ns as f64 / 1000.0
+        );
+    }
+
     /// Says at verbose level 1 what the barrier autotune measured and
     /// chose: the table once per communicator (from its rank 0; every rank
     /// holds the same agreed figures), the choice from every rank.
@@ -561,8 +654,12 @@ impl CommState {
                     self.bcast.config().multicast.window_slots,
                     self.bcast.config().multicast.slot_bytes
                 );
+                // What the transport actually set up, per rank (issue 14):
+                // nodes differ, so every rank says its own.
+                tracing::info!("comm {} rank {}: memory for this communicator: {}", self.cid, self.rank, transport.memory_footprint());
                 self.choose_schedule(&transport);
                 self.report_barrier_trial_plan();
+                self.report_allreduce_trial_plan();
                 if let Some(routes) = transport.route_summary() {
                     tracing::info!("comm {} rank {}: {routes}", self.cid, self.rank);
                 }

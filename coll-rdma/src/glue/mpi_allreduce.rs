@@ -3,7 +3,10 @@
 
 use std::ffi::{c_int, c_void};
 
+use btl_ibmc::TransportError;
 use ompi_sys as sys;
+
+use crate::collectives::allreduce_autotune::trial_bytes;
 
 use crate::side_progress::BcastProgress;
 use super::comm_state::{Collective, CommState, Link, Step};
@@ -49,6 +52,9 @@ impl CommState {
             Ok(message) => message,
             Err(unserved) => return self.hand_over_allreduce(call, unserved, order),
         };
+        if let Err(why) = self.tune_degree_before(message.span.bytes) {
+            return self.finish(Collective::Allreduce, Err(why));
+        }
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let span = message.span;
         // SAFETY: MPI guarantees recv holds `count` elements of `dtype`,
@@ -64,6 +70,36 @@ impl CommState {
             self.allreduce.allreduce(transport, &bcast_progress, &message.reduction, contribution, recv)
         };
         self.finish(Collective::Allreduce, outcome)
+    }
+
+    /// Runs the autotune's degree trial before the first call of
+    /// `call_bytes` that the tree serves (every rank takes the same
+    /// decision: the length and the paths' limits are the same on all).
+    fn tune_degree_before(&mut self, call_bytes: usize) -> Result<(), TransportError> {
+        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
+        let config = self.allreduce.config();
+        let bytes = trial_bytes(call_bytes, config.exchange_max_bytes, config.tree.segment_bytes);
+        let tree_serves = |bytes: usize| bytes > config.exchange_max_bytes && !self.allreduce.parallel().applies(transport, bytes);
+        if self.allreduce_trial.is_none() || !tree_serves(call_bytes) || !tree_serves(bytes) {
+            return Ok(());
+        }
+        let Some(trial) = self.allreduce_trial.take() else { return Ok(()) };
+        let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
+        let (barrier, two_level_barrier) = (&mut self.barrier, &mut self.two_level_barrier);
+        // No write of one degree's tree may land after the next one's
+        // first (Allreduce::set_degree).
+        let mut sync = || -> Result<(), TransportError> {
+            transport.quiesce_before_teardown()?;
+            match two_level_barrier.as_mut() {
+                Some(two_level) => two_level.run(transport, &bcast_progress),
+                None => barrier.run_untimed(transport, &bcast_progress),
+            }
+        };
+        let keep_measured = &mut |_: usize, nanos: u64| nanos;
+        let (outcome, agreement_ns) = trial.run(&mut self.allreduce, transport, &bcast_progress, bytes, &mut sync, keep_measured)?;
+        drop(bcast_progress);
+        self.report_allreduce_trial(&outcome, agreement_ns);
+        Ok(())
     }
 
     fn hand_over_allreduce(&mut self, call: &ReductionCall, why: Handover, order: FoldOrder) -> Step {

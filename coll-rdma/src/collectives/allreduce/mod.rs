@@ -122,6 +122,9 @@ pub struct Allreduce {
     rank: usize,
     size: usize,
     config: AllreduceConfig,
+    /// The configuration the region was laid out for: the degree may change
+    /// later (`set_degree`), the region never does.
+    layout_config: AllreduceConfig,
     region_offset: usize,
     upward: Upward,
     result_from_parent: Option<Stream>,
@@ -156,6 +159,7 @@ impl Allreduce {
             rank,
             size,
             config,
+            layout_config: config,
             region_offset,
             upward,
             result_from_parent,
@@ -206,14 +210,50 @@ impl Allreduce {
     pub fn use_two_level_tree(&mut self, tree: &TwoLevelTree) -> Result<(), String> {
         let (links, needed) = (&tree.links, tree.rings);
         assert_eq!((self.epoch, self.last_seq), (0, 0), "the tree changes only before the first call");
-        let reserved = self.config.tree.ring_positions(self.size);
+        let reserved = self.reserved_rings();
         if needed > reserved {
             return Err(format!("the two-level tree needs {needed} slot ring(s) a rank, the window holds {reserved}"));
         }
-        let region = AllreduceRegion::new(self.region_offset, self.size, &self.config);
+        let region = AllreduceRegion::new(self.region_offset, self.size, &self.layout_config);
         assert!(links.children.iter().chain(links.parent.iter()).all(|link| link.position < needed), "a link beyond the rings it needs");
         (self.upward, self.result_from_parent, self.results_to_children) = Self::streams(self.rank, links, &region);
         self.two_level = true;
+        Ok(())
+    }
+
+    /// Incoming slot rings the region holds per rank: a flat tree of any
+    /// degree whose `TreeLinks::positions` fit may serve.
+    pub fn reserved_rings(&self) -> usize {
+        self.layout_config.tree.ring_positions(self.size)
+    }
+
+    /// Switches the flat tree to `degree` between calls, or says why not
+    /// (the two-level tree serves, or the region holds too few rings).
+    ///
+    /// The caller must make sure that no write of an earlier call is still
+    /// on its way to any rank's window: every rank quiesces its writes and
+    /// then all pass a barrier before any switches. Then every slot, flag
+    /// and credit holds a sequence number of an earlier call, below every
+    /// one the new tree waits for (sequence numbers keep growing across the
+    /// switch, identically on every rank), so the new tree's first call
+    /// finds the window as after any call of its own. Every rank must switch
+    /// to the same degree before the same call.
+    pub fn set_degree(&mut self, degree: usize) -> Result<(), String> {
+        if self.two_level {
+            return Err("the two-level tree serves this communicator".to_string());
+        }
+        if degree == 0 {
+            return Err("the allreduce degree must be at least 1".to_string());
+        }
+        let needed = TreeLinks::positions(self.size, degree);
+        let reserved = self.reserved_rings();
+        if needed > reserved {
+            return Err(format!("degree {degree} needs {needed} slot ring(s) a rank, the window holds {reserved}"));
+        }
+        let region = AllreduceRegion::new(self.region_offset, self.size, &self.layout_config);
+        let links = TreeLinks::new(self.rank, self.size, degree);
+        (self.upward, self.result_from_parent, self.results_to_children) = Self::streams(self.rank, &links, &region);
+        self.config.tree.degree = degree;
         Ok(())
     }
 
