@@ -1315,9 +1315,9 @@ else
     run_test "reduce_ops-max-bytes--1-np4" 4 ok --mca coll_rdma_allreduce_max_bytes -1 \
         --mca coll_rdma_reduce_max_bytes -1 "${V[@]}" -- reduce_ops "${RO[@]}"
     # parallel reduction, with the default parameters: from 16 KiB
-    # (allreduce) and 64 KiB (reduce) each rank reduces its slice of every
+    # (allreduce) and 128 KiB (reduce) each rank reduces its slice of every
     # rank's input (process_vm_readv) and writes it into the gathering
-    # ranks' buffers (process_vm_writev); reduce from 8 KiB to 64 KiB the
+    # ranks' buffers (process_vm_writev); reduce from 8 KiB to 128 KiB the
     # root reads and folds every input alone; below that the tree, so no
     # contiguous allreduce or reduce is handed over for its size (the test
     # library counts which calls must be): every op and datatype, in place,
@@ -1328,7 +1328,7 @@ else
         CHECKS=("${SERVED[@]}" "nore:(allreduce|reduce) handed to the module underneath: .*_max_bytes"
             "re:comm 0 rank 0: allreduce of 16384 bytes or more reduced in parallel"
             "re:comm 0 rank 0: reduce of 8192 bytes or more reduced in parallel"
-            "re:comm 0 rank 0: of those, reduce of 65536 bytes or more split into slices")
+            "re:comm 0 rank 0: of those, reduce of 131072 bytes or more split into slices")
         run_test "reduce_ops-parallel-np$np" "$np" ok "${V[@]}" -- reduce_ops -L 2000000 -x 20
     done
     PR=(--mca coll_rdma_allreduce_parallel_min_bytes 16384 --mca coll_rdma_reduce_parallel_min_bytes 8192)

@@ -468,7 +468,7 @@ mod tests {
         assert_eq!((allreduce.max_bytes, allreduce.parallel_min_bytes), (Some(16384), Some(16384)));
         let reduce = settings.reduce;
         assert_eq!((reduce.degree, reduce.segment_bytes, reduce.exchange_max_bytes, reduce.max_bytes), (None, 8192, Some(0), Some(8192)));
-        assert_eq!((reduce.parallel_min_bytes, reduce.parallel_slices_min_bytes), (Some(8192), Some(65536)));
+        assert_eq!((reduce.parallel_min_bytes, reduce.parallel_slices_min_bytes), (Some(8192), Some(131072)));
         let bcast = settings.bcast;
         assert_eq!((bcast.window_slots, bcast.slot_bytes, bcast.fragment_bytes, bcast.co_roots), (64, 4096, 4096, None));
         assert_eq!((bcast.ack_interval, bcast.timeout, bcast.nack, bcast.max_bytes), (8, Duration::from_millis(20), true, WindowLimit::Modelled));
