@@ -1390,17 +1390,18 @@ else
     # parallel reduction, with the default parameters: from 16 KiB
     # (allreduce) and 128 KiB (reduce) each rank reduces its slice of every
     # rank's input (process_vm_readv) and writes it into the gathering
-    # ranks' buffers (process_vm_writev), below that the tree, so no
-    # contiguous allreduce is handed over for its size, and reduce only
-    # between its tree's limit (8 KiB) and 128 KiB (the test library counts
-    # which calls must be): every op and datatype, in place, every root,
-    # non-commutative user ops, and one more count of 2000000 (16 MiB of
-    # doubles, 32 MiB of matrices); non-contiguous datatypes still go to the
-    # module underneath (counted)
+    # ranks' buffers (process_vm_writev); reduce from 8 KiB to 128 KiB the
+    # root reads and folds every input alone; below that the tree, so no
+    # contiguous allreduce or reduce is handed over for its size (the test
+    # library counts which calls must be): every op and datatype, in place,
+    # every root, non-commutative user ops, and one more count of 2000000
+    # (16 MiB of doubles, 32 MiB of matrices); non-contiguous datatypes
+    # still go to the module underneath (counted)
     for np in 2 3 4; do
-        CHECKS=("${SERVED[@]}" "nore:allreduce handed to the module underneath: .*_max_bytes"
+        CHECKS=("${SERVED[@]}" "nore:(allreduce|reduce) handed to the module underneath: .*_max_bytes"
             "re:comm 0 rank 0: allreduce of 16384 bytes or more reduced in parallel"
-            "re:comm 0 rank 0: reduce of 131072 bytes or more reduced in parallel")
+            "re:comm 0 rank 0: reduce of 8192 bytes or more reduced in parallel"
+            "re:comm 0 rank 0: of those, reduce of 131072 bytes or more split into slices")
         run_test "reduce_ops-parallel-np$np" "$np" ok "${V[@]}" -- reduce_ops -L 2000000 -x 20
     done
     PR=(--mca coll_rdma_allreduce_parallel_min_bytes 16384 --mca coll_rdma_reduce_parallel_min_bytes 8192)

@@ -151,13 +151,36 @@ fn window_len(size: usize) -> usize {
     reduce_offset(size) + Reduce::region_len(size, &tree_config().tree)
 }
 
-/// Plays `script` on one rank with the given parallel threshold; returns
-/// how many calls each collective reduced in parallel.
-fn play<T: Transport>(rank: usize, size: usize, transport: &T, parallel_min_bytes: usize, script: &[Call]) -> (u64, u64) {
+/// Where the parallel reduction starts, and where reduce splits it into
+/// slices (shorter: the root reduces alone).
+#[derive(Clone, Copy, Debug)]
+struct Thresholds {
+    parallel_min_bytes: usize,
+    slices_min_bytes: usize,
+}
+
+/// Every length in parallel, every reduce in slices.
+const ALWAYS_SLICES: Thresholds = Thresholds { parallel_min_bytes: 1, slices_min_bytes: 0 };
+/// Every length in parallel, every reduce by the root alone.
+const ALWAYS_ROOT_ALONE: Thresholds = Thresholds { parallel_min_bytes: 1, slices_min_bytes: usize::MAX };
+
+/// How many calls of a rank's script went which way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Served {
+    parallel_allreduces: u64,
+    parallel_reduces: u64,
+    /// Of `parallel_reduces`, those the root reduced alone.
+    root_alone_reduces: u64,
+}
+
+/// Plays `script` on one rank with the given thresholds; returns how many
+/// calls went which way.
+fn play<T: Transport>(rank: usize, size: usize, transport: &T, thresholds: Thresholds, script: &[Call]) -> Served {
     let mut allreduce = Allreduce::new(rank, size, 0, tree_config());
     let mut reduce = Reduce::new(rank, size, reduce_offset(size), tree_config().tree);
-    allreduce.parallel_mut().set_min_bytes(parallel_min_bytes);
-    reduce.parallel_mut().set_min_bytes(parallel_min_bytes);
+    allreduce.parallel_mut().set_min_bytes(thresholds.parallel_min_bytes);
+    reduce.parallel_mut().set_min_bytes(thresholds.parallel_min_bytes);
+    reduce.parallel_mut().set_slices_min_bytes(thresholds.slices_min_bytes);
     for (index, call) in script.iter().enumerate() {
         let op = call.op;
         let len = call.count * op.element_size();
@@ -185,7 +208,11 @@ fn play<T: Transport>(rank: usize, size: usize, transport: &T, parallel_min_byte
             assert!(send == original, "np {size} rank {rank} call {index} {call:?}: the send buffer changed");
         }
     }
-    (allreduce.parallel().calls(), reduce.parallel().calls())
+    Served {
+        parallel_allreduces: allreduce.parallel().calls(),
+        parallel_reduces: reduce.parallel().calls(),
+        root_alone_reduces: reduce.parallel().root_alone_calls(),
+    }
 }
 
 /// Fabric endpoints with shared windows and cross-memory attach (refused
@@ -202,10 +229,20 @@ fn fabric(size: usize, refusing: Option<usize>) -> Vec<FabricEndpoint> {
     })
 }
 
-fn run_fabric(size: usize, refusing: Option<usize>, parallel_min_bytes: usize, script: Vec<Call>) -> Vec<(u64, u64)> {
+fn run_fabric(size: usize, refusing: Option<usize>, thresholds: Thresholds, script: Vec<Call>) -> Vec<Served> {
     run_ranks_watched(fabric(size, refusing), PATIENCE, move |rank, endpoint: FabricEndpoint| {
-        play(rank, size, &endpoint, parallel_min_bytes, &script)
+        play(rank, size, &endpoint, thresholds, &script)
     })
+}
+
+fn served(parallel_allreduces: u64, parallel_reduces: u64, root_alone_reduces: u64) -> Served {
+    Served { parallel_allreduces, parallel_reduces, root_alone_reduces }
+}
+
+/// (allreduces, reduces) in `script`.
+fn kinds(script: &[Call]) -> (u64, u64) {
+    let allreduces = script.iter().filter(|call| matches!(call.kind, Kind::Allreduce)).count() as u64;
+    (allreduces, script.len() as u64 - allreduces)
 }
 
 /// Counts around the slice boundaries for `size` ranks and around the
@@ -236,11 +273,54 @@ fn boundary_script(size: usize) -> Vec<Call> {
 fn every_boundary_length_root_and_in_place_matches_the_canonical_fold_np2_to_8() {
     for size in 2..=8 {
         let script = boundary_script(size);
-        let allreduces = script.iter().filter(|call| matches!(call.kind, Kind::Allreduce)).count() as u64;
-        let reduces = script.len() as u64 - allreduces;
-        let counts = run_fabric(size, None, 1, script);
-        for (rank, &(parallel_allreduces, parallel_reduces)) in counts.iter().enumerate() {
-            assert_eq!((parallel_allreduces, parallel_reduces), (allreduces, reduces), "np {size} rank {rank}");
+        let (allreduces, reduces) = kinds(&script);
+        let counts = run_fabric(size, None, ALWAYS_SLICES, script);
+        for (rank, &counts) in counts.iter().enumerate() {
+            assert_eq!(counts, served(allreduces, reduces, 0), "np {size} rank {rank}");
+        }
+    }
+}
+
+#[test]
+fn the_root_reducing_alone_matches_the_canonical_fold_at_every_boundary_length_root_and_in_place_np2_to_8() {
+    for size in 2..=8 {
+        let script = boundary_script(size);
+        let (allreduces, reduces) = kinds(&script);
+        let counts = run_fabric(size, None, ALWAYS_ROOT_ALONE, script);
+        for (rank, &counts) in counts.iter().enumerate() {
+            assert_eq!(counts, served(allreduces, reduces, reduces), "np {size} rank {rank}");
+        }
+    }
+}
+
+#[test]
+fn reduces_around_the_slices_threshold_take_the_right_schedule_and_interleave_with_the_tree() {
+    let (tree_below, slices_from) = (4096, 65536);
+    let thresholds = Thresholds { parallel_min_bytes: tree_below, slices_min_bytes: slices_from };
+    for size in [2, 3, 4] {
+        let mut script = Vec::new();
+        // (bytes of u64 sums, affine elements): under, at and over each threshold.
+        let lengths = [tree_below - 8, tree_below, tree_below + 8, slices_from - 8, slices_from, slices_from + 8, 8, 3 * slices_from + 16];
+        for (step, bytes) in lengths.into_iter().enumerate() {
+            let root = step % size;
+            script.push(Call { kind: Kind::Reduce { root }, op: Op::Sum, count: bytes / 8, in_place: step % 2 == 0 });
+            script.push(Call { kind: Kind::Reduce { root: size - 1 - root }, op: Op::Affine, count: bytes / 24 + 1, in_place: step % 2 == 1 });
+            script.push(Call { kind: Kind::Allreduce, op: Op::Sum, count: bytes / 8, in_place: step % 2 == 1 });
+        }
+        let bytes = |call: &Call| call.count * call.op.element_size();
+        let is_reduce = |call: &Call| matches!(call.kind, Kind::Reduce { .. });
+        let count = |wanted: &dyn Fn(&Call) -> bool| script.iter().filter(|call| wanted(call)).count() as u64;
+        let parallel_reduces = count(&|call| is_reduce(call) && bytes(call) >= tree_below);
+        let root_alone_reduces = count(&|call| is_reduce(call) && bytes(call) >= tree_below && bytes(call) < slices_from);
+        let parallel_allreduces = count(&|call| !is_reduce(call) && bytes(call) >= tree_below);
+        // Sums: 4096, 4104, 65528, 65536, 65544, 196624 bytes in parallel,
+        // of which the first three by the root alone; affine (whole
+        // elements, rounded up): 4104, 4104, 4128 by the root alone,
+        // 65544, 65544, 65568, 196632 in slices, 24 through the tree.
+        assert_eq!((parallel_reduces, root_alone_reduces), (13, 6), "the script changed");
+        let counts = run_fabric(size, None, thresholds, script);
+        for (rank, &counts) in counts.iter().enumerate() {
+            assert_eq!(counts, served(parallel_allreduces, parallel_reduces, root_alone_reduces), "np {size} rank {rank}");
         }
     }
 }
@@ -258,8 +338,8 @@ fn large_messages_up_to_64_mib_from_every_root_and_in_place() {
             script.push(Call { kind: Kind::Reduce { root }, op: Op::Sum, count: words(64 * MIB) - root, in_place: root % 2 == 1 });
         }
         script.push(Call { kind: Kind::Reduce { root: size - 1 }, op: Op::Affine, count: 4 * MIB / 24 + 7, in_place: false });
-        let counts = run_fabric(size, None, 1, script);
-        assert!(counts.iter().all(|&counts| counts == (3, size as u64 + 1)), "np {size}: {counts:?}");
+        let counts = run_fabric(size, None, ALWAYS_SLICES, script);
+        assert!(counts.iter().all(|&counts| counts == served(3, size as u64 + 1, 0)), "np {size}: {counts:?}");
     }
 }
 
@@ -272,10 +352,10 @@ fn below_the_threshold_the_tree_serves_and_the_two_interleave() {
         script.push(Call { kind: Kind::Allreduce, op: Op::Sum, count: bytes / 8, in_place: step % 2 == 0 });
         script.push(Call { kind: Kind::Reduce { root: step % size }, op: Op::Affine, count: bytes / 24 + 1, in_place: step % 2 == 1 });
     }
-    let counts = run_fabric(size, None, threshold, script);
+    let counts = run_fabric(size, None, Thresholds { parallel_min_bytes: threshold, slices_min_bytes: 0 }, script);
     // At or above the threshold: 3 allreduces (65536, 196616, 65560
     // bytes) and 4 reduces (65544, 65544, 196632, 65568 bytes).
-    assert!(counts.iter().all(|&counts| counts == (3, 4)), "{counts:?}");
+    assert!(counts.iter().all(|&counts| counts == served(3, 4, 0)), "{counts:?}");
 }
 
 #[test]
@@ -283,8 +363,8 @@ fn one_rank_refusing_cross_memory_sends_every_rank_down_the_tree() {
     for refusing in [0, 2] {
         let size = 3;
         let script = boundary_script(size);
-        let counts = run_fabric(size, Some(refusing), 1, script);
-        assert!(counts.iter().all(|&counts| counts == (0, 0)), "rank {refusing} refused, yet: {counts:?}");
+        let counts = run_fabric(size, Some(refusing), ALWAYS_SLICES, script);
+        assert!(counts.iter().all(|&counts| counts == served(0, 0, 0)), "rank {refusing} refused, yet: {counts:?}");
     }
 }
 
@@ -301,11 +381,15 @@ fn real_shared_memory_reduces_in_parallel() {
         let mut script = boundary_script(size);
         script.push(Call { kind: Kind::Allreduce, op: Op::Sum, count: 8 * MIB / 8 + 3, in_place: true });
         script.push(Call { kind: Kind::Reduce { root: 1 }, op: Op::Affine, count: 8 * MIB / 24, in_place: false });
-        let expected = (
-            script.iter().filter(|call| matches!(call.kind, Kind::Allreduce)).count() as u64,
-            script.iter().filter(|call| matches!(call.kind, Kind::Reduce { .. })).count() as u64,
-        );
-        let counts = run_ranks_watched(transports, PATIENCE, move |rank, shm| play(rank, size, &shm, 1, &script));
-        assert!(counts.iter().all(|&counts| counts == expected), "np {size}: {counts:?}");
+        // Reduces below 64 KiB by the root alone, the others in slices.
+        let thresholds = Thresholds { parallel_min_bytes: 1, slices_min_bytes: 65536 };
+        let (allreduces, reduces) = kinds(&script);
+        let root_alone = script
+            .iter()
+            .filter(|call| matches!(call.kind, Kind::Reduce { .. }) && call.count * call.op.element_size() < thresholds.slices_min_bytes)
+            .count() as u64;
+        assert!(root_alone > 0 && root_alone < reduces, "the script takes both schedules");
+        let counts = run_ranks_watched(transports, PATIENCE, move |rank, shm| play(rank, size, &shm, thresholds, &script));
+        assert!(counts.iter().all(|&counts| counts == served(allreduces, reduces, root_alone)), "np {size}: {counts:?}");
     }
 }

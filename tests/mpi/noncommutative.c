@@ -240,9 +240,10 @@ static void one_count(MPI_Comm comm, const char *comm_name, int which, size_t co
 
 /* Counts whose byte lengths sit just below, at and just above every limit
  * that decides between paths: the exchange (up to 4 KiB), segments (8 KiB),
- * coll_rdma_reduce_max_bytes (8 KiB), coll_rdma_allreduce_max_bytes and
- * _parallel_min_bytes (16 KiB), the parallel reduction's 128 KiB staging
- * and coll_rdma_reduce_parallel_min_bytes (128 KiB), and 256 KiB. */
+ * coll_rdma_reduce_max_bytes and _parallel_min_bytes (8 KiB),
+ * coll_rdma_allreduce_max_bytes and _parallel_min_bytes (16 KiB),
+ * 64 KiB, coll_rdma_reduce_parallel_slices_min_bytes and the parallel
+ * reduction's staging (128 KiB), and 256 KiB. */
 static size_t sweep(size_t data_bytes, size_t max_bytes, size_t *counts)
 {
     static const size_t marks[] = {64, 4096, 8192, 16384, 65536, 131072, 262144};

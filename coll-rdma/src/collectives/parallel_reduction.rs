@@ -8,7 +8,15 @@
 //! allreduce, the root for reduce). Each byte of input is read once, by
 //! the rank that owns its slice, and all ranks work at once.
 //!
-//! Slices are whole elements in rank order (`slice_bounds`). For allreduce
+//! Short reduces (below `slices_min_bytes`) are not split: the root owns
+//! the whole vector and reads every peer's input itself, straight into its
+//! result buffer where the fold order allows, while the others only
+//! announce and wait (`Shares::RootAlone`). That is one read per peer and
+//! one synchronisation round, against a read, a write and two rounds per
+//! rank for slices: below some length the saved system calls and cache-line
+//! round trips outweigh reducing on one core instead of all.
+//!
+//! Slices are whole elements in rank order (`slice_of`). For allreduce
 //! they are equal (within an element); for reduce the root, which delivers
 //! nothing, owns a larger slice, so that it does not wait idle while the
 //! others both reduce and deliver theirs (`ROOT_WEIGHT`). The owner folds
@@ -118,28 +126,60 @@ pub enum Gather {
     Root(usize),
 }
 
-/// Every rank's slice of `len` bytes of `element_size`-byte elements among
-/// `size` ranks, in rank order: equal shares for `Gather::All`, the root's
-/// share `ROOT_WEIGHT / OTHER_WEIGHT` times another's for `Gather::Root`.
-pub fn slice_bounds(size: usize, len: usize, element_size: usize, gather: Gather) -> Vec<Range<usize>> {
-    let weight = |rank: usize| match gather {
-        Gather::Root(root) if root == rank => ROOT_WEIGHT,
-        Gather::Root(_) => OTHER_WEIGHT,
-        Gather::All => 1,
-    };
-    let total: u128 = (0..size).map(|rank| u128::from(weight(rank))).sum();
+/// How the vector is split among the ranks' slices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shares {
+    /// Allreduce: equal slices.
+    Equal,
+    /// Reduce: the root's slice `ROOT_WEIGHT / OTHER_WEIGHT` times
+    /// another's, since the others also deliver theirs.
+    RootWeighted(usize),
+    /// Reduce of a short vector: the root reduces all of it.
+    RootAlone(usize),
+}
+
+impl Shares {
+    fn weight(self, rank: usize) -> u64 {
+        match self {
+            Shares::Equal => 1,
+            Shares::RootWeighted(root) if root == rank => ROOT_WEIGHT,
+            Shares::RootWeighted(_) => OTHER_WEIGHT,
+            Shares::RootAlone(root) => u64::from(root == rank),
+        }
+    }
+}
+
+/// `rank`'s slice of `len` bytes of `element_size`-byte elements among
+/// `size` ranks: the slices are in rank order, in whole elements, and in
+/// proportion to `shares`. Computed alone, without the other slices, so
+/// that a call allocates nothing.
+pub fn slice_of(rank: usize, size: usize, len: usize, element_size: usize, shares: Shares) -> Range<usize> {
+    let total: u128 = (0..size).map(|other| u128::from(shares.weight(other))).sum();
+    let before: u128 = (0..rank).map(|other| u128::from(shares.weight(other))).sum();
     let count = (len / element_size) as u128;
-    let mut before: u128 = 0;
-    let mut first = 0usize;
-    (0..size)
-        .map(|rank| {
-            before += u128::from(weight(rank));
-            let end = (count * before / total) as usize;
-            let slice = first * element_size..end * element_size;
-            first = end;
-            slice
-        })
-        .collect()
+    let boundary = |weight_before: u128| (count * weight_before / total) as usize * element_size;
+    boundary(before)..boundary(before + u128::from(shares.weight(rank)))
+}
+
+/// Where a peer's input lies and where its result goes (0: it does not
+/// gather), as it announced them.
+#[derive(Clone, Copy, Debug, Default)]
+struct PeerBuffers {
+    input: u64,
+    result: u64,
+}
+
+/// Buffers reused from call to call, each at most `STAGING_BYTES` long.
+#[derive(Debug, Default)]
+struct ChunkBuffers {
+    /// A peer's input chunk on its way into the fold.
+    staging: Vec<u8>,
+    /// In place: this rank's own input chunk, copied aside before the
+    /// result overwrites it.
+    own_input: Vec<u8>,
+    /// A rank that does not gather (reduce, not the root): the accumulator
+    /// of the chunk it folds, then writes into the root's result buffer.
+    outgoing: Vec<u8>,
 }
 
 /// One rank's parallel-reduction state for one communicator.
@@ -154,14 +194,15 @@ pub struct ParallelReduction {
     /// the transport reads peers' memory; `usize::MAX` never. The same on
     /// every rank.
     min_bytes: usize,
-    /// A peer's input chunk on its way into the fold.
-    staging: Vec<u8>,
-    /// In place: this rank's own input chunk, copied aside before the
-    /// result overwrites it.
-    own_input: Vec<u8>,
-    /// A rank that does not gather (reduce, not the root): the chunk it
-    /// folds, then delivers.
-    slice_result: Vec<u8>,
+    /// Reduces (`Gather::Root`) of at least this many bytes are split into
+    /// slices among the ranks; shorter ones the root reduces alone
+    /// (`Shares::RootAlone`). The same on every rank; allreduce ignores it.
+    slices_min_bytes: usize,
+    /// Calls the root reduced alone so far.
+    root_alone_calls: u64,
+    /// Indexed by rank; this rank's entry is unused.
+    peers: Vec<PeerBuffers>,
+    chunks: ChunkBuffers,
 }
 
 impl ParallelReduction {
@@ -177,9 +218,10 @@ impl ParallelReduction {
             region: ParallelRegion::new(region_offset, size),
             calls: 0,
             min_bytes: usize::MAX,
-            staging: Vec::new(),
-            own_input: Vec::new(),
-            slice_result: Vec::new(),
+            slices_min_bytes: 0,
+            root_alone_calls: 0,
+            peers: vec![PeerBuffers::default(); size],
+            chunks: ChunkBuffers::default(),
         }
     }
 
@@ -195,6 +237,21 @@ impl ParallelReduction {
     /// The threshold; `usize::MAX` never.
     pub fn min_bytes(&self) -> usize {
         self.min_bytes
+    }
+
+    /// Reduces shorter than `slices_min_bytes` are reduced by the root
+    /// alone; 0 splits every one, `usize::MAX` none.
+    pub fn set_slices_min_bytes(&mut self, slices_min_bytes: usize) {
+        self.slices_min_bytes = slices_min_bytes;
+    }
+
+    pub fn slices_min_bytes(&self) -> usize {
+        self.slices_min_bytes
+    }
+
+    /// Reduces of `calls` that the root reduced alone.
+    pub fn root_alone_calls(&self) -> u64 {
+        self.root_alone_calls
     }
 
     /// Whether a `len`-byte reduction is done in parallel; the same answer
@@ -231,14 +288,28 @@ impl ParallelReduction {
             ReductionBuffers::InPlace(buffer) => check_message(op, buffer, None)?,
         }
         self.calls += 1;
-        let mine = slice_bounds(self.size, len, op.element_size(), gather).swap_remove(self.rank);
+        let shares = match gather {
+            Gather::All => Shares::Equal,
+            Gather::Root(root) if len < self.slices_min_bytes => Shares::RootAlone(root),
+            Gather::Root(root) => Shares::RootWeighted(root),
+        };
+        if matches!(shares, Shares::RootAlone(_)) {
+            self.root_alone_calls += 1;
+        }
+        let mine = slice_of(self.rank, self.size, len, op.element_size(), shares);
         let (input_address, result_address) = match &buffers {
             ReductionBuffers::Separate { send, recv } => (address(send), if gathers { address(recv) } else { 0 }),
             ReductionBuffers::InPlace(buffer) => (address(buffer), if gathers { address(buffer) } else { 0 }),
         };
         self.announce(transport, input_address, result_address, len as u64);
-        let peers = self.await_announcements(transport, waits, len as u64)?;
-        self.reduce_and_deliver(transport, op, &peers, &mine, gathers, &mut buffers)?;
+        // A rank with nothing to reduce touches no peer's memory, so it
+        // needs no peer's addresses: it only waits until its own input has
+        // been read (the root checks that the ranks are in step).
+        if !mine.is_empty() {
+            self.await_announcements(transport, waits, len as u64)?;
+            let plan = FoldPlan::new(self.rank, self.size, op.is_commutative(), gathers && matches!(buffers, ReductionBuffers::InPlace(_)));
+            self.chunks.reduce_and_deliver(transport, op, &self.peers, self.rank, &plan, &mine, gathers, &mut buffers)?;
+        }
         self.say_done(transport)?;
         self.await_readers(transport, waits)
     }
@@ -254,12 +325,10 @@ impl ParallelReduction {
         transport.set_local_flag(line + FLAG_WORD, self.calls);
     }
 
-    /// Every rank's (input address, result buffer address or 0); this
-    /// rank's entry is unused.
-    fn await_announcements<T: PeerReads + ?Sized>(&self, transport: &T, waits: Waits<'_>, len: u64) -> Result<Vec<(u64, u64)>, TransportError> {
+    /// Fills `peers` with every peer's announced buffers.
+    fn await_announcements<T: PeerReads + ?Sized>(&mut self, transport: &T, waits: Waits<'_>, len: u64) -> Result<(), TransportError> {
         let line = self.region.announcement;
         let call = self.calls;
-        let mut peers = vec![(0, 0); self.size];
         for peer in (0..self.size).filter(|&peer| peer != self.rank) {
             let flag = wait_for_peer_at_least(transport, peer, line + FLAG_WORD, call, waits, || {
                 format!("rank {peer} to announce parallel reduction {call} to rank {}", self.rank)
@@ -277,74 +346,10 @@ impl ParallelReduction {
                     self.rank
                 )));
             }
-            peers[peer] = (transport.peer_flag(peer, line + INPUT_ADDRESS_WORD)?, transport.peer_flag(peer, line + RESULT_ADDRESS_WORD)?);
-        }
-        Ok(peers)
-    }
-
-    /// Folds this rank's slice of every rank's input, chunk by chunk, in
-    /// the order `FoldPlan` gives, and writes each folded chunk into every
-    /// gathering rank's result buffer.
-    fn reduce_and_deliver<T: PeerReads + ?Sized, R: Reduction + ?Sized>(
-        &mut self,
-        transport: &T,
-        op: &R,
-        peers: &[(u64, u64)],
-        mine: &Range<usize>,
-        gathers: bool,
-        buffers: &mut ReductionBuffers<'_>,
-    ) -> Result<(), TransportError> {
-        let element_size = op.element_size();
-        let chunk_len = (STAGING_BYTES / element_size).max(1) * element_size;
-        let staged_len = chunk_len.min(mine.len());
-        scratch(&mut self.staging, staged_len);
-        // Where this rank's result goes: its own buffer when it gathers
-        // (in place: the buffer that also holds its input).
-        let folds_in_place = gathers && matches!(buffers, ReductionBuffers::InPlace(_));
-        let plan = FoldPlan::new(self.rank, self.size, op.is_commutative(), folds_in_place);
-        if plan.own_set_aside {
-            scratch(&mut self.own_input, staged_len);
-        }
-        if !gathers {
-            scratch(&mut self.slice_result, staged_len);
-        }
-        let receivers: Vec<(usize, u64)> =
-            (0..self.size).filter(|&peer| peer != self.rank && peers[peer].1 != 0).map(|peer| (peer, peers[peer].1)).collect();
-        let mut start = mine.start;
-        while start < mine.end {
-            let chunk = start..(start + chunk_len).min(mine.end);
-            let n = chunk.len();
-            let (own, acc): (&[u8], &mut [u8]) = match buffers {
-                ReductionBuffers::Separate { send, recv } if gathers => (&send[chunk.clone()], &mut recv[chunk.clone()]),
-                ReductionBuffers::Separate { send, .. } => (&send[chunk.clone()], &mut self.slice_result[..n]),
-                ReductionBuffers::InPlace(buffer) if !gathers => (&buffer[chunk.clone()], &mut self.slice_result[..n]),
-                ReductionBuffers::InPlace(buffer) => {
-                    if plan.own_set_aside {
-                        self.own_input[..n].copy_from_slice(&buffer[chunk.clone()]);
-                    }
-                    // Without setting aside, `own` is never read: the
-                    // accumulator starts as this rank's input (`Seed::Own`).
-                    (&self.own_input[..if plan.own_set_aside { n } else { 0 }], &mut buffer[chunk.clone()])
-                }
+            self.peers[peer] = PeerBuffers {
+                input: transport.peer_flag(peer, line + INPUT_ADDRESS_WORD)?,
+                result: transport.peer_flag(peer, line + RESULT_ADDRESS_WORD)?,
             };
-            match plan.seed {
-                Seed::Own if folds_in_place => {}
-                Seed::Own => acc.copy_from_slice(own),
-                Seed::Peer(rank) => transport.read_peer_memory(rank, peers[rank].0 + chunk.start as u64, acc)?,
-            }
-            for &rank in &plan.folds {
-                if rank == self.rank {
-                    op.combine(own, acc);
-                } else {
-                    let staged = &mut self.staging[..n];
-                    transport.read_peer_memory(rank, peers[rank].0 + chunk.start as u64, staged)?;
-                    op.combine(staged, acc);
-                }
-            }
-            for &(peer, result) in &receivers {
-                transport.write_peer_memory(peer, result + chunk.start as u64, acc)?;
-            }
-            start = chunk.end;
         }
         Ok(())
     }
@@ -363,6 +368,76 @@ impl ParallelReduction {
     }
 }
 
+impl ChunkBuffers {
+    /// Folds `rank`'s slice `mine` of every rank's input, chunk by chunk,
+    /// in the order `plan` gives, and writes each folded chunk into every
+    /// gathering peer's result buffer (and into its own when `gathers`).
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_and_deliver<T: PeerReads + ?Sized, R: Reduction + ?Sized>(
+        &mut self,
+        transport: &T,
+        op: &R,
+        peers: &[PeerBuffers],
+        rank: usize,
+        plan: &FoldPlan,
+        mine: &Range<usize>,
+        gathers: bool,
+        buffers: &mut ReductionBuffers<'_>,
+    ) -> Result<(), TransportError> {
+        let element_size = op.element_size();
+        let chunk_len = (STAGING_BYTES / element_size).max(1) * element_size;
+        let staged_len = chunk_len.min(mine.len());
+        scratch(&mut self.staging, staged_len);
+        // Where this rank's result goes: its own buffer when it gathers
+        // (in place: the buffer that also holds its input).
+        let folds_in_place = gathers && matches!(buffers, ReductionBuffers::InPlace(_));
+        if plan.own_set_aside {
+            scratch(&mut self.own_input, staged_len);
+        }
+        if !gathers {
+            scratch(&mut self.outgoing, staged_len);
+        }
+        let mut start = mine.start;
+        while start < mine.end {
+            let chunk = start..(start + chunk_len).min(mine.end);
+            let n = chunk.len();
+            let (own, acc): (&[u8], &mut [u8]) = match buffers {
+                ReductionBuffers::Separate { send, recv } if gathers => (&send[chunk.clone()], &mut recv[chunk.clone()]),
+                ReductionBuffers::Separate { send, .. } => (&send[chunk.clone()], &mut self.outgoing[..n]),
+                ReductionBuffers::InPlace(buffer) if !gathers => (&buffer[chunk.clone()], &mut self.outgoing[..n]),
+                ReductionBuffers::InPlace(buffer) => {
+                    if plan.own_set_aside {
+                        self.own_input[..n].copy_from_slice(&buffer[chunk.clone()]);
+                    }
+                    // Without setting aside, `own` is never read: the
+                    // accumulator starts as this rank's input (`Seed::Own`).
+                    (&self.own_input[..if plan.own_set_aside { n } else { 0 }], &mut buffer[chunk.clone()])
+                }
+            };
+            match plan.seed {
+                Seed::Own if folds_in_place => {}
+                Seed::Own => acc.copy_from_slice(own),
+                Seed::Peer(peer) => transport.read_peer_memory(peer, peers[peer].input + chunk.start as u64, acc)?,
+            }
+            for lower in plan.folds() {
+                if lower == rank {
+                    op.combine(own, acc);
+                } else {
+                    let staged = &mut self.staging[..n];
+                    transport.read_peer_memory(lower, peers[lower].input + chunk.start as u64, staged)?;
+                    op.combine(staged, acc);
+                }
+            }
+            let receivers = peers.iter().enumerate().filter(|&(peer, buffers)| peer != rank && buffers.result != 0);
+            for (peer, buffers) in receivers {
+                transport.write_peer_memory(peer, buffers.result + chunk.start as u64, acc)?;
+            }
+            start = chunk.end;
+        }
+        Ok(())
+    }
+}
+
 /// Where an owner's accumulator starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Seed {
@@ -373,8 +448,8 @@ enum Seed {
 }
 
 /// The order in which an owner folds every rank's slice: the accumulator
-/// starts as `seed`, then each rank of `folds` is combined in as the lower
-/// operand (`acc = input(rank) ∘ acc`).
+/// starts as `seed`, then each rank of `folds()` is combined in as the
+/// lower operand (`acc = input(rank) ∘ acc`).
 ///
 /// The canonical order is `acc = r(P-1)`, then `r(P-2)` down to `r0`. Two
 /// deviations save a whole copy of this rank's slice, which the other
@@ -391,30 +466,38 @@ enum Seed {
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct FoldPlan {
     seed: Seed,
-    folds: Vec<usize>,
+    /// The other member of the innermost pair, folded first (none for a
+    /// single rank); then every rank below the pair, downwards.
+    pair_fold: Option<usize>,
+    below_pair: Range<usize>,
     own_set_aside: bool,
 }
 
 impl FoldPlan {
     fn new(rank: usize, size: usize, commutative: bool, in_place: bool) -> Self {
         let last = size - 1;
-        let below_pair = (0..last.saturating_sub(1)).rev();
-        let (seed, mut folds) = if size == 1 {
-            (Seed::Own, Vec::new())
+        let below_pair = 0..last.saturating_sub(1);
+        let (seed, pair_fold) = if size == 1 {
+            (Seed::Own, None)
         } else if rank == last && in_place {
-            (Seed::Own, vec![last - 1])
+            (Seed::Own, Some(last - 1))
         } else if rank == last - 1 && in_place && commutative {
-            (Seed::Own, vec![last])
+            (Seed::Own, Some(last))
         } else if rank == last && commutative {
-            (Seed::Peer(last - 1), vec![last])
+            (Seed::Peer(last - 1), Some(last))
         } else if rank == last {
-            (Seed::Own, vec![last - 1])
+            (Seed::Own, Some(last - 1))
         } else {
-            (Seed::Peer(last), vec![last - 1])
+            (Seed::Peer(last), Some(last - 1))
         };
-        folds.extend(below_pair);
-        let own_set_aside = in_place && folds.contains(&rank);
-        FoldPlan { seed, folds, own_set_aside }
+        let mut plan = FoldPlan { seed, pair_fold, below_pair, own_set_aside: false };
+        plan.own_set_aside = in_place && plan.folds().any(|folded| folded == rank);
+        plan
+    }
+
+    /// The ranks combined into the accumulator, in order.
+    fn folds(&self) -> impl Iterator<Item = usize> + '_ {
+        self.pair_fold.into_iter().chain(self.below_pair.clone().rev())
     }
 }
 
@@ -432,18 +515,23 @@ mod tests {
             for count in [0, 1, 2, 7, 8, 9, 100, 101, 1 << 20] {
                 for element_size in [1, 4, 8, 12] {
                     let len = count * element_size;
-                    let gathers = std::iter::once(Gather::All).chain((0..size).map(Gather::Root));
-                    for gather in gathers {
-                        let slices = slice_bounds(size, len, element_size, gather);
-                        let weight = |rank| match gather {
-                            Gather::Root(root) if root == rank => ROOT_WEIGHT as f64,
-                            Gather::Root(_) => OTHER_WEIGHT as f64,
-                            Gather::All => 1.0,
+                    let roots = 0..size;
+                    let every_shares = std::iter::once(Shares::Equal)
+                        .chain(roots.clone().map(Shares::RootWeighted))
+                        .chain(roots.map(Shares::RootAlone));
+                    for shares in every_shares {
+                        let slices: Vec<_> = (0..size).map(|rank| slice_of(rank, size, len, element_size, shares)).collect();
+                        let weight = |rank| match shares {
+                            Shares::RootWeighted(root) if root == rank => ROOT_WEIGHT as f64,
+                            Shares::RootWeighted(_) => OTHER_WEIGHT as f64,
+                            Shares::RootAlone(root) if root == rank => 1.0,
+                            Shares::RootAlone(_) => 0.0,
+                            Shares::Equal => 1.0,
                         };
                         let total: f64 = (0..size).map(weight).sum();
                         let mut next = 0;
                         for (rank, slice) in slices.iter().enumerate() {
-                            let case = format!("size {size} count {count} element {element_size} {gather:?} rank {rank}");
+                            let case = format!("size {size} count {count} element {element_size} {shares:?} rank {rank}");
                             assert_eq!(slice.start, next, "{case}");
                             assert_eq!(slice.len() % element_size, 0, "{case}");
                             let elements = (slice.len() / element_size) as f64;
@@ -451,7 +539,7 @@ mod tests {
                             assert!((elements - share).abs() < 1.0 + 1e-9, "{case}: {elements} elements for a share of {share}");
                             next = slice.end;
                         }
-                        assert_eq!(next, len, "size {size} count {count} {gather:?}");
+                        assert_eq!(next, len, "size {size} count {count} {shares:?}");
                     }
                 }
             }
@@ -470,7 +558,7 @@ mod tests {
             Seed::Own => Expr::Input(rank),
             Seed::Peer(peer) => Expr::Input(peer),
         };
-        for &lower in &plan.folds {
+        for lower in plan.folds() {
             acc = Expr::Combine(Box::new(Expr::Input(lower)), Box::new(acc));
         }
         acc
@@ -506,7 +594,7 @@ mod tests {
                         // Set aside exactly when the accumulator, being the
                         // buffer, loses this rank's input before it is folded.
                         let overwritten_first = in_place && plan.seed != Seed::Own;
-                        assert_eq!(plan.own_set_aside, overwritten_first && plan.folds.contains(&rank), "{case}");
+                        assert_eq!(plan.own_set_aside, overwritten_first && plan.folds().any(|folded| folded == rank), "{case}");
                     }
                 }
             }

@@ -120,6 +120,7 @@ impl ProtocolSettings {
             ("coll_rdma_reduce_segment_size", inputs.reduce.segment_bytes as u64),
             ("coll_rdma_reduce_max_bytes", limit(settings.reduce.max_bytes)),
             ("coll_rdma_reduce_parallel_min_bytes", limit(settings.reduce.parallel_min_bytes)),
+            ("coll_rdma_reduce_parallel_slices_min_bytes", limit(settings.reduce.parallel_slices_min_bytes)),
             ("coll_rdma_bcast_window", multicast.window_slots as u64),
             ("coll_rdma_bcast_slot_size", multicast.slot_bytes as u64),
             ("coll_rdma_bcast_fragment_size", multicast.fragment_bytes as u64),

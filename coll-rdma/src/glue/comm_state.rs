@@ -283,6 +283,7 @@ impl CommState {
         allreduce.parallel_mut().set_min_bytes(settings.allreduce.parallel_min_bytes.unwrap_or(usize::MAX));
         let mut reduce = Reduce::new(rank, size, layout.reduce_offset, reduce_config.tree);
         reduce.parallel_mut().set_min_bytes(settings.reduce.parallel_min_bytes.unwrap_or(usize::MAX));
+        reduce.parallel_mut().set_slices_min_bytes(settings.reduce.parallel_slices_min_bytes.unwrap_or(usize::MAX));
         CommState {
             cid,
             rank,
@@ -357,6 +358,16 @@ impl CommState {
                     self.cid,
                     self.rank
                 );
+                if name == "reduce" {
+                    let slices_from = self.reduce.parallel().slices_min_bytes();
+                    tracing::info!(
+                        "comm {} rank {}: of those, reduce of {} split into slices; shorter ones the root reduces alone (it reads every \
+                         rank's input with process_vm_readv and folds it)",
+                        self.cid,
+                        self.rank,
+                        if slices_from == usize::MAX { "no length".to_string() } else { format!("{slices_from} bytes or more") }
+                    );
+                }
             } else {
                 tracing::info!(
                     "comm {} rank {}: no parallel {name} ({} cannot read its peers' memory): {name} keeps the window, up to \

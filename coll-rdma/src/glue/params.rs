@@ -177,6 +177,10 @@ pub struct ReductionSettings {
     /// Messages of at least this many bytes are reduced in parallel where
     /// every rank reads every other's memory; `None`: never.
     pub parallel_min_bytes: Option<usize>,
+    /// Reduce only: parallel reductions of at least this many bytes are
+    /// split into slices, shorter ones the root reduces alone; `None`:
+    /// never split.
+    pub parallel_slices_min_bytes: Option<usize>,
 }
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
@@ -327,6 +331,7 @@ pub fn validate(raw: RawParams) -> Settings {
             exchange_max_bytes: v.count(Id::AllreduceExchangeMax),
             max_bytes: v.count(Id::AllreduceMaxBytes),
             parallel_min_bytes: v.count(Id::AllreduceParallelMinBytes),
+            parallel_slices_min_bytes: Some(0),
         },
         reduce: ReductionSettings {
             degree: v.count(Id::ReduceDegree),
@@ -334,6 +339,7 @@ pub fn validate(raw: RawParams) -> Settings {
             exchange_max_bytes: Some(0),
             max_bytes: v.count(Id::ReduceMaxBytes),
             parallel_min_bytes: v.count(Id::ReduceParallelMinBytes),
+            parallel_slices_min_bytes: v.count(Id::ReduceParallelSlicesMinBytes),
         },
         reduction_model: AllreduceModel {
             message_latency_ns: f64::from(v.number(Id::ReductionModelLatencyNs)),
@@ -462,7 +468,7 @@ mod tests {
         assert_eq!((allreduce.max_bytes, allreduce.parallel_min_bytes), (Some(16384), Some(16384)));
         let reduce = settings.reduce;
         assert_eq!((reduce.degree, reduce.segment_bytes, reduce.exchange_max_bytes, reduce.max_bytes), (None, 8192, Some(0), Some(8192)));
-        assert_eq!(reduce.parallel_min_bytes, Some(131072));
+        assert_eq!((reduce.parallel_min_bytes, reduce.parallel_slices_min_bytes), (Some(8192), Some(131072)));
         let bcast = settings.bcast;
         assert_eq!((bcast.window_slots, bcast.slot_bytes, bcast.fragment_bytes, bcast.co_roots), (64, 4096, 4096, None));
         assert_eq!((bcast.ack_interval, bcast.timeout, bcast.nack, bcast.max_bytes), (8, Duration::from_millis(20), true, WindowLimit::Modelled));
