@@ -189,17 +189,17 @@ pub fn plan(transport: &Transport, np: usize, mode: Mode) -> Plan {
         // the module underneath), and between window and single copy
         if full {
             sweep("allreduce_parallel_min_bytes", Allreduce, Sizes::span(2048, 131072, 2), vec![4096, 8192, 32768, 65536]);
-            sweep("reduce_parallel_min_bytes", Reduce, Sizes::span(8192, 1048576, 2), vec![16384, 65536, 262144]);
-            sweep("reduce_max_bytes", Reduce, Sizes::span(8192, 131072, 2), vec![16384, 65536, 131072]);
+            sweep("reduce_parallel_min_bytes", Reduce, Sizes::span(2048, 65536, 2), vec![4096, 16384, 65536]);
+            sweep("reduce_parallel_slices_min_bytes", Reduce, Sizes::span(16384, 1048576, 2), vec![32768, 65536, 262144, 524288]);
             sweep("bcast_single_copy_min_bytes", Bcast, Sizes::span(4096, 262144, 2), vec![8192, 16384, 32768, 131072, 262144]);
             sweep("bcast_slot_size", Bcast, Sizes::span(512, 32768, 2), vec![1024, 2048, 8192, 16384, 32768]);
             sweep("bcast_window", Bcast, Sizes::span(16384, 32768, 2), vec![2, 4, 16]);
         } else {
             sweep("allreduce_parallel_min_bytes", Allreduce, Sizes::span(4096, 65536, 2), vec![4096, 8192, 32768]);
-            // candidates on both sides of the defaults (before issue 12's
-            // change: parallel off, limit 8 KiB; after: both 128 KiB)
-            sweep("reduce_parallel_min_bytes", Reduce, Sizes::span(16384, 262144, 2), vec![16384, 65536, 262144]);
-            sweep("reduce_max_bytes", Reduce, Sizes::span(8192, 131072, 2), vec![16384, 65536, 131072]);
+            // candidates on both sides of the defaults (the parallel
+            // reduction from 8 KiB, in slices from 128 KiB)
+            sweep("reduce_parallel_min_bytes", Reduce, Sizes::span(4096, 32768, 2), vec![4096, 16384]);
+            sweep("reduce_parallel_slices_min_bytes", Reduce, Sizes::span(32768, 262144, 2), vec![65536, 262144]);
             sweep("bcast_single_copy_min_bytes", Bcast, Sizes::span(16384, 131072, 2), vec![16384, 32768, 131072]);
             // every factor 2: a slot of 16 KiB looked 2-6x faster at 8 and 32 KiB
             // here, and was 1.3x slower at 16 KiB, which sizes 4x apart skipped
@@ -207,6 +207,7 @@ pub fn plan(transport: &Transport, np: usize, mode: Mode) -> Plan {
             skip("bcast_window", "quick mode: on shared memory at the quick sizes the default window never fills".into());
         }
         skip("allreduce_max_bytes", "on shared memory where the ranks may read each other's memory the parallel reduction serves every length above its threshold, so this limit applies to nothing".into());
+        skip("reduce_max_bytes", "on shared memory where the ranks may read each other's memory the parallel reduction serves every length above its threshold, so this limit applies to nothing".into());
         skip("bcast_co_roots", "shared memory has no datagrams to acknowledge".into());
         skip("bcast_max_bytes", "on shared memory single copy serves the lengths this limit is about".into());
     } else if transport.has_datagram_bcast() {
