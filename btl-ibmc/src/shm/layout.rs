@@ -48,7 +48,6 @@ impl SegmentLayout {
     }
 
     /// Bytes from one window to the next: the window rounded up to pages.
-    #[cfg(feature = "verbs")]
     pub(crate) fn window_stride(&self) -> usize {
         self.window_stride
     }
