@@ -13,6 +13,7 @@
 
 mod common;
 
+use common::matrix::MatrixProduct;
 use common::XorShift;
 
 use std::time::Duration;
@@ -29,49 +30,6 @@ use mca_coll_rdma::reduction::Reduction;
 
 const WATCHDOG: Duration = Duration::from_secs(120);
 
-type Matrix = [u64; 4];
-
-fn matrix_product(a: Matrix, b: Matrix) -> Matrix {
-    let mul = |x: u64, y: u64| x.wrapping_mul(y);
-    [
-        mul(a[0], b[0]).wrapping_add(mul(a[1], b[2])),
-        mul(a[0], b[1]).wrapping_add(mul(a[1], b[3])),
-        mul(a[2], b[0]).wrapping_add(mul(a[3], b[2])),
-        mul(a[2], b[1]).wrapping_add(mul(a[3], b[3])),
-    ]
-}
-
-fn read_matrix(bytes: &[u8]) -> Matrix {
-    let mut m = [0; 4];
-    for (slot, chunk) in m.iter_mut().zip(bytes.chunks_exact(8)) {
-        *slot = common::word(chunk);
-    }
-    m
-}
-
-fn write_matrix(bytes: &mut [u8], m: Matrix) {
-    for (chunk, word) in bytes.chunks_exact_mut(8).zip(m) {
-        chunk.copy_from_slice(&word.to_le_bytes());
-    }
-}
-
-/// 2x2 u64 matrix product, lower rank on the left: not commutative.
-struct MatrixProduct;
-
-impl Reduction for MatrixProduct {
-    fn element_size(&self) -> usize {
-        32
-    }
-    fn is_commutative(&self) -> bool {
-        false
-    }
-    fn combine(&self, lower: &[u8], higher: &mut [u8]) {
-        for (low, high) in lower.chunks_exact(32).zip(higher.chunks_exact_mut(32)) {
-            let product = matrix_product(read_matrix(low), read_matrix(high));
-            write_matrix(high, product);
-        }
-    }
-}
 
 fn input(rank: usize, call: usize, bytes: usize) -> Vec<u8> {
     (0..bytes / 8).flat_map(|i| ((rank as u64 + 3) * 0x9E37_79B9 ^ (call * 131 + i) as u64).to_le_bytes()).collect()

@@ -20,6 +20,7 @@
 
 mod common;
 
+use common::matrix::{matrix_product, read_matrix, write_matrix};
 use common::XorShift;
 
 use std::sync::mpsc;
@@ -52,34 +53,8 @@ enum Op {
     MatrixProductSwapped,
 }
 
-type Matrix = [u64; 4];
-
 fn words(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
     bytes.chunks_exact(8).map(|chunk| u64::from_ne_bytes(chunk.try_into().expect("8-byte chunk")))
-}
-
-fn matrix_product(a: Matrix, b: Matrix) -> Matrix {
-    let mul = |x: u64, y: u64| x.wrapping_mul(y);
-    [
-        mul(a[0], b[0]).wrapping_add(mul(a[1], b[2])),
-        mul(a[0], b[1]).wrapping_add(mul(a[1], b[3])),
-        mul(a[2], b[0]).wrapping_add(mul(a[3], b[2])),
-        mul(a[2], b[1]).wrapping_add(mul(a[3], b[3])),
-    ]
-}
-
-fn read_matrix(bytes: &[u8]) -> Matrix {
-    let mut m = [0; 4];
-    for (slot, word) in m.iter_mut().zip(words(bytes)) {
-        *slot = word;
-    }
-    m
-}
-
-fn write_matrix(bytes: &mut [u8], m: Matrix) {
-    for (chunk, word) in bytes.chunks_exact_mut(8).zip(m) {
-        chunk.copy_from_slice(&word.to_ne_bytes());
-    }
 }
 
 impl Op {

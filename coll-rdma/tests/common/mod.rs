@@ -100,4 +100,5 @@ impl Reduction for WordSum {
     }
 }
 
+pub mod matrix;
 pub mod watchdog;
