@@ -238,9 +238,15 @@ impl CommState {
     /// holds around the model's pick, when there are several and the
     /// degree is not fixed. Every rank computes it from agreed values.
     fn allreduce_degree_trial(settings: &Settings, size: usize, config: &AllreduceConfig) -> Option<DegreeTrial> {
-        let calls = settings.autotune_calls.filter(|_| settings.allreduce.degree.is_none())?;
+        let calls = settings.autotune_calls.filter(|_| Self::tunes_allreduce_degree(settings))?;
         let candidates = degree_candidates(size, config.tree.degree, config.tree.ring_positions(size));
         (candidates.len() > 1).then(|| DegreeTrial::new(size, &candidates, calls))
+    }
+
+    /// coll_rdma_autotune is on and coll_rdma_allreduce_degree leaves the
+    /// degree to it.
+    fn tunes_allreduce_degree(settings: &Settings) -> bool {
+        settings.autotune_calls.is_some() && settings.allreduce.degree.is_none()
     }
 
     pub fn new(cid: u32, rank: usize, size: usize, saved: Rc<SavedCollectives>, settings: &Settings) -> Self {
@@ -277,7 +283,7 @@ impl CommState {
             bcast: &bcast_config,
             window_len: layout.window_len,
         });
-        let allreduce_autotune = settings.autotune_calls.is_some() && settings.allreduce.degree.is_none();
+        let allreduce_autotune = Self::tunes_allreduce_degree(settings);
         let allreduce_trial = Self::allreduce_degree_trial(settings, size, &allreduce_config);
         let mut allreduce = Allreduce::new(rank, size, layout.allreduce_offset, allreduce_config);
         allreduce.parallel_mut().set_min_bytes(settings.allreduce.parallel_min_bytes.unwrap_or(usize::MAX));
@@ -524,16 +530,8 @@ impl CommState {
                 outcome.calls_per_candidate,
                 outcome.message_bytes
             );
-            for (index, row) in outcome.rows.iter().enumerate() {
-                tracing::info!(
-                    "comm {cid} rank 0: allreduce autotune   degree {:>2}, {} step(s): median {:>9.2} us, max {:>9.2} us{}",
-                    row.degree,
-                    row.steps,
-                    row.median_ns as f64 / 1000.0,
-                    row.max_ns as f64 / 1000.0,
-                    if index == outcome.winner { "  <- chosen" } else { "" }
-                );
-            }
+            let rows = outcome.rows.iter().map(|row| (row.degree, row.steps, row.median_ns, row.max_ns));
+            log_trial_rows(cid, "allreduce autotune   degree", "step(s)", rows, outcome.winner);
         }
         tracing::info!(
             "comm {cid} rank {}: allreduce autotune chose degree {} ({} step(s)); cost: {} trial allreduce(s) of {} bytes taking {:.1} us \
@@ -560,16 +558,8 @@ impl CommState {
                 self.size,
                 outcome.calls_per_candidate
             );
-            for (index, row) in outcome.rows.iter().enumerate() {
-                tracing::info!(
-                    "comm {cid} rank 0: barrier autotune   radix {:>2}, {} round(s): median {:>9.2} us, max {:>9.2} us{}",
-                    row.radix,
-                    row.rounds,
-                    row.median_ns as f64 / 1000.0,
-                    row.max_ns as f64 / 1000.0,
-                    if index == outcome.winner { "  <- chosen" } else { "" }
-                );
-            }
+            let rows = outcome.rows.iter().map(|row| (row.radix, row.rounds, row.median_ns, row.max_ns));
+            log_trial_rows(cid, "barrier autotune   radix", "round(s)", rows, outcome.winner);
         }
         tracing::info!(
             "comm {cid} rank {}: barrier autotune chose radix {} ({} round(s)); cost: {} trial barrier(s) taking {:.1} us on the slowest \
@@ -886,5 +876,20 @@ impl Drop for CommState {
                 tally.handed_over
             );
         }
+    }
+}
+
+/// An autotune's agreed table, one line per candidate (from rank 0):
+/// `candidate` says what is tried ("barrier autotune   radix"), each row
+/// gives its value, its step count (`steps`, e.g. "round(s)"), and the
+/// slowest rank's median and longest call in nanoseconds.
+fn log_trial_rows(cid: u32, candidate: &str, steps: &str, rows: impl Iterator<Item = (usize, usize, u64, u64)>, winner: usize) {
+    for (index, (value, step_count, median_ns, max_ns)) in rows.enumerate() {
+        tracing::info!(
+            "comm {cid} rank 0: {candidate} {value:>2}, {step_count} {steps}: median {:>9.2} us, max {:>9.2} us{}",
+            median_ns as f64 / 1000.0,
+            max_ns as f64 / 1000.0,
+            if index == winner { "  <- chosen" } else { "" }
+        );
     }
 }

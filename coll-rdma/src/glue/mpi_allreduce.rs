@@ -79,7 +79,7 @@ impl CommState {
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let config = self.allreduce.config();
         let bytes = trial_bytes(call_bytes, config.exchange_max_bytes, config.tree.segment_bytes);
-        let tree_serves = |bytes: usize| bytes > config.exchange_max_bytes && !self.allreduce.parallel().applies(transport, bytes);
+        let tree_serves = |bytes: usize| self.allreduce.tree_serves(transport, bytes);
         if self.allreduce_trial.is_none() || !tree_serves(call_bytes) || !tree_serves(bytes) {
             return Ok(());
         }

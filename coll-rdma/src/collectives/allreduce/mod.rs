@@ -295,6 +295,17 @@ impl Allreduce {
         self.allreduce(transport, side_progress, op, &contribution, buffer)
     }
 
+    /// Whether a `len`-byte call (not empty, more than one rank) goes down
+    /// the tree: neither the parallel reduction nor the exchange takes it.
+    /// The same answer on every rank.
+    pub fn tree_serves<T: PeerReads + ?Sized>(&self, transport: &T, len: usize) -> bool {
+        !self.parallel.applies(transport, len) && !self.uses_exchange(len)
+    }
+
+    fn uses_exchange(&self, len: usize) -> bool {
+        len <= self.config.exchange_max_bytes && !self.two_level
+    }
+
     /// Allreduce calls that used the window so far.
     pub fn epoch(&self) -> u64 {
         self.epoch
@@ -324,7 +335,7 @@ impl Allreduce {
             let waits = self.config.tree.policy.serving(side_progress);
             return self.parallel.reduce(transport, waits, op, Gather::All, ReductionBuffers::Separate { send, recv });
         }
-        if send.len() <= self.config.exchange_max_bytes && !self.two_level {
+        if self.uses_exchange(send.len()) {
             self.epoch += 1;
             let incoming = scratch(&mut self.incoming, send.len());
             return self.exchange.allreduce(
