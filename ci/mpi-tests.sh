@@ -399,6 +399,20 @@ STALL_WARNING_RE='coll:rdma: warning: rank [0-9]+ of [0-9]+ has waited [0-9]+\.[
 CHECKS=()
 RUN_WRAPPER=()
 LAUNCH_WRAPPER=()
+# check_one_autotune_choice COLL KNOB (barrier radix, allreduce degree): on
+# comm 0 every rank says it chose the same KNOB, and rank 0's table marks
+# that one chosen; adds to the caller's `why` (reads its `dir` and `np`).
+check_one_autotune_choice() {
+    local coll=$1 knob=$2 choices chosen_row
+    choices=$(grep -oE "coll:rdma: comm 0 rank [0-9]+: $coll autotune chose $knob [0-9]+" "$dir/all.log" |
+        awk '{ print $NF }' | sort | uniq -c | awk -v knob="$knob" '{ print $1 " x " knob " " $2 }')
+    [ "$choices" = "$np x $knob ${choices##* }" ] ||
+        why+=("comm 0: the ranks' choices are not one $knob on all $np ranks: $(printf '%s' "$choices" | paste -sd ';')")
+    chosen_row=$(grep -E "coll:rdma: comm 0 rank 0: $coll autotune +$knob +[0-9]+,.*<- chosen" "$dir/all.log" |
+        sed -E "s/.*autotune +$knob +([0-9]+),.*/\\1/")
+    [ "$chosen_row" = "${choices##* }" ] || why+=("comm 0: the table marks $knob '$chosen_row' chosen, the ranks say ${choices##* }")
+}
+
 run_test() {
     local name=$1 np=$2 expect=$3
     shift 3
@@ -506,17 +520,11 @@ run_test() {
                     out=$(cat "$r/stdout" "$r/stderr" 2>/dev/null | awk "$AUTOTUNE_AWK")
                     [ -z "$out" ] || why+=("rank ${r##*rank.}: $out")
                 done
-                local tables choices chosen_row
+                local tables
                 tables=$(grep -cE 'coll:rdma: comm 0 rank 0: barrier autotune( table|: nothing to measure)' "$dir/all.log" || true)
                 [ "$tables" = 1 ] || why+=("comm 0: $tables autotune table(s) or nothing-to-measure line(s), expected 1")
                 if grep -q 'coll:rdma: comm 0 rank 0: barrier autotune table' "$dir/all.log"; then
-                    choices=$(grep -oE 'coll:rdma: comm 0 rank [0-9]+: barrier autotune chose radix [0-9]+' "$dir/all.log" |
-                        awk '{ print $NF }' | sort | uniq -c | awk '{ print $1 " x radix " $2 }')
-                    [ "$choices" = "$np x radix ${choices##* }" ] ||
-                        why+=("comm 0: the ranks' choices are not one radix on all $np ranks: $(printf '%s' "$choices" | paste -sd ';')")
-                    chosen_row=$(grep -E 'coll:rdma: comm 0 rank 0: barrier autotune +radix +[0-9]+,.*<- chosen' "$dir/all.log" |
-                        sed -E 's/.*autotune +radix +([0-9]+),.*/\1/')
-                    [ "$chosen_row" = "${choices##* }" ] || why+=("comm 0: the table marks radix '$chosen_row' chosen, the ranks say ${choices##* }")
+                    check_one_autotune_choice barrier radix
                 fi ;;
             memory)
                 # the per-rank memory line at setup (issue 14) against the
@@ -537,7 +545,7 @@ run_test() {
                     [ "$total" = "$want" ] || why+=("rank $rank: memory total $total bytes, the segment's layout gives $want (window $window)")
                 done ;;
             autotune-allreduce)
-                local r out tables choices chosen_row
+                local r out tables
                 for r in "${ranks[@]}"; do
                     out=$(cat "$r/stdout" "$r/stderr" 2>/dev/null | awk "$AUTOTUNE_AWK")
                     [ -z "$out" ] || why+=("rank ${r##*rank.}: $out")
@@ -545,13 +553,7 @@ run_test() {
                 tables=$(grep -cE 'coll:rdma: comm 0 rank 0: allreduce autotune table' "$dir/all.log" || true)
                 [ "$tables" -le 1 ] || why+=("comm 0: $tables allreduce autotune tables, expected at most 1")
                 if [ "$tables" = 1 ]; then
-                    choices=$(grep -oE 'coll:rdma: comm 0 rank [0-9]+: allreduce autotune chose degree [0-9]+' "$dir/all.log" |
-                        awk '{ print $NF }' | sort | uniq -c | awk '{ print $1 " x degree " $2 }')
-                    [ "$choices" = "$np x degree ${choices##* }" ] ||
-                        why+=("comm 0: the ranks' degrees are not one degree on all $np ranks: $(printf '%s' "$choices" | paste -sd ';')")
-                    chosen_row=$(grep -E 'coll:rdma: comm 0 rank 0: allreduce autotune +degree +[0-9]+,.*<- chosen' "$dir/all.log" |
-                        sed -E 's/.*autotune +degree +([0-9]+),.*/\1/')
-                    [ "$chosen_row" = "${choices##* }" ] || why+=("comm 0: the table marks degree '$chosen_row' chosen, the ranks say ${choices##* }")
+                    check_one_autotune_choice allreduce degree
                 fi ;;
             quiet)
                 local printed
