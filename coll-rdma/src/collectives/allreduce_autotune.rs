@@ -27,7 +27,7 @@ use tuning::round_fanouts;
 use tuning::tree::TreeLinks;
 
 use super::allreduce::Allreduce;
-use super::barrier_autotune::{bytes_to_words, median, words_to_bytes, U64Max};
+use super::barrier_autotune::{bytes_to_words, candidates_around, median, words_to_bytes, U64Max};
 
 /// Candidates around the model's pick: degree 1 (the binomial tree), the
 /// pick and its neighbours, leaving out degrees whose tree is that of a
@@ -36,21 +36,7 @@ use super::barrier_autotune::{bytes_to_words, median, words_to_bytes, U64Max};
 /// alone when nothing else fits.
 pub fn degree_candidates(size: usize, model_pick: usize, reserved_rings: usize) -> Vec<usize> {
     let useful = size.saturating_sub(1).max(1);
-    let mut wanted = vec![1, model_pick.saturating_sub(1), model_pick, model_pick + 1];
-    wanted.retain(|&degree| (1..=useful).contains(&degree) && TreeLinks::positions(size, degree) <= reserved_rings);
-    wanted.sort_unstable();
-    wanted.dedup();
-    let mut candidates: Vec<usize> = Vec::new();
-    for degree in wanted {
-        let fanouts = round_fanouts(size, degree);
-        if !candidates.iter().any(|&kept| round_fanouts(size, kept) == fanouts) {
-            candidates.push(degree);
-        }
-    }
-    if candidates.is_empty() {
-        candidates.push(model_pick.max(1));
-    }
-    candidates
+    candidates_around(size, model_pick, |degree| degree <= useful && TreeLinks::positions(size, degree) <= reserved_rings)
 }
 
 /// Bytes of each trial allreduce for an application call of `call_bytes`

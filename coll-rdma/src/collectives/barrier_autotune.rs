@@ -38,15 +38,23 @@ use crate::reduction::Reduction;
 /// every radix is one round to everyone). At most four, ascending.
 pub fn barrier_candidates(size: usize, model_pick: usize) -> Vec<usize> {
     let useful = MAX_BARRIER_RADIX.min(size.saturating_sub(1)).max(1);
+    candidates_around(size, model_pick, |radix| radix <= useful)
+}
+
+/// 1, `model_pick` and its neighbours that are `usable`, ascending, leaving
+/// out any whose rounds (`round_fanouts`) are those of a smaller one: the
+/// barrier radices and allreduce degrees worth timing. The pick alone when
+/// none is usable.
+pub fn candidates_around(size: usize, model_pick: usize, usable: impl Fn(usize) -> bool) -> Vec<usize> {
     let mut wanted = vec![1, model_pick.saturating_sub(1), model_pick, model_pick + 1];
-    wanted.retain(|&radix| (1..=useful).contains(&radix));
+    wanted.retain(|&value| value >= 1 && usable(value));
     wanted.sort_unstable();
     wanted.dedup();
     let mut candidates: Vec<usize> = Vec::new();
-    for radix in wanted {
-        let fanouts = round_fanouts(size, radix);
+    for value in wanted {
+        let fanouts = round_fanouts(size, value);
         if !candidates.iter().any(|&kept| round_fanouts(size, kept) == fanouts) {
-            candidates.push(radix);
+            candidates.push(value);
         }
     }
     if candidates.is_empty() {
