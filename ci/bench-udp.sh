@@ -7,7 +7,8 @@
 # usage: ci/bench-udp.sh [--hosts "2 4 8"] [--files "1M 64M 1G"] [--reps N]
 #   --hosts  host counts (one rank per host) [2 4 8]
 #   --files  file sizes for the distribution table (suffix K, M, G) [1M 64M 1G]
-#   --reps   repetitions of each method, taking turns, median reported [3];
+#   --reps   repetitions of each method, taking turns in an order that
+#            rotates with every repetition, median reported [3];
 #            files of 1 GiB and more get one repetition
 # environment:
 #   BENCH_UDP_BCAST_SIZES  MIN:MAX bytes of the MPI_Bcast table [8:67108864]
@@ -16,7 +17,8 @@
 #   BENCH_UDP_PRINT_ARGS   1: print the coll_latency arguments and stop
 #   BENCH_UDP_TIMEOUT      seconds allowed per run [600]
 #   BENCH_RESULTS_DIR      where the results go [bench/results]
-# Output: bench/results/<date>-udp/{bcast.txt,fbcast.txt,fbcast.png} and
+# Output: bench/results/<date>-udp/{bcast.txt,fbcast.txt,fbcast.png},
+# fbcast-runs.txt (every distribution's time, in the order they ran) and
 # bench/results/latest-udp.txt. Every distribution is checked (each host's
 # copy compared with the source) before its time is counted; a failed or
 # wrong one is reported as FAILED in the table, never as a time.
@@ -214,10 +216,21 @@ run_method() { # run_method METHOD SRC N LOG: runs one distribution
     esac
 }
 METHODS="fbcast-udp fbcast-tcp scp"
+# The order of the methods turns with every repetition (over the whole
+# table, so that one-run rows turn too): a run right after the parallel scp
+# (seconds of both cores at full load, ciphers in every host) was 0.3-0.5 s
+# slower at 64 MiB to 8 hosts, whichever method it was (session 12), and a
+# fixed order gave that penalty to one method only.
+rotation=0
+turned_methods() { # turned_methods K: METHODS, rotated by K places
+    local list=($METHODS) i
+    for ((i = 0; i < ${#list[@]}; i++)); do printf '%s ' "${list[$(((i + $1) % ${#list[@]}))]}"; done
+}
 {
     say "# file distribution to N namespace hosts (the root holds the source): seconds, median of the runs"
     printf '%-6s %-10s %12s %12s %12s %10s\n' hosts file $METHODS runs
 } >"$OUT/fbcast.txt"
+printf '# every file distribution, in the order it ran: seconds\n%-6s %-10s %4s %-12s %10s\n' hosts file run method seconds >"$OUT/fbcast-runs.txt"
 for file in $FILES; do
     bytes=$(bytes_of "$file") || die "not a size: $file"
     src=$WORK/source-$file.bin
@@ -226,13 +239,17 @@ for file in $FILES; do
     [ "$bytes" -ge $((1 << 30)) ] && reps=1
     for n in $HOST_COUNTS; do
         for rep in $(seq "$reps"); do
-            for method in $METHODS; do
+            order=$(turned_methods "$rotation")
+            rotation=$((rotation + 1))
+            for method in $order; do
                 clear_copies
                 sync
                 log=$WORK/fbcast-$file-$n-$method-$rep.log
                 t0=$(now)
                 if run_method "$method" "$src" "$n" "$log" && check_copies "$src" "$n"; then
-                    awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.3f\n", b - a }' >>"$WORK/t-$file-$n-$method"
+                    t=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }')
+                    echo "$t" >>"$WORK/t-$file-$n-$method"
+                    printf '%-6s %-10s %4s %-12s %10s\n' "$n" "$file" "$rep" "$method" "$t" >>"$OUT/fbcast-runs.txt"
                 else
                     say "   $method, $file to $n hosts, run $rep FAILED: $(tail -3 "$log" | tr '\n' ' ')"
                 fi
