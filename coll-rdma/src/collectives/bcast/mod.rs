@@ -120,6 +120,12 @@ impl Bcast {
         self.multicast.stats()
     }
 
+    /// Bytes this rank, as a single-copy root, wrote into its receivers'
+    /// buffers (`single_copy::root_share`).
+    pub fn single_copy_root_share_bytes(&self) -> u64 {
+        self.single_copy.root_share_bytes()
+    }
+
     /// MPI_Bcast of `buf` from `root`: the root's bytes end up in `buf` on
     /// every rank. Every rank passes the same root and length.
     pub fn bcast<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, buf: &mut [u8]) -> Result<(), TransportError> {

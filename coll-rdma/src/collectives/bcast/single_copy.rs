@@ -15,7 +15,29 @@
 //! * Receiver: waits until the root's flag reads n (acquire: the address
 //!   and length words are then the root's for call n), checks the length,
 //!   copies, then writes n into its done line in the root's window
-//!   (release, after the copy has returned).
+//!   (release, after the copy has returned; at once when the length
+//!   differs, and the call fails).
+//!
+//! # The root's share (messages of [`ROOT_SHARE_MIN_BYTES`] or more)
+//!
+//! The root would otherwise only wait, so it copies part of the message
+//! itself: the last [`root_share`] bytes (about 1/size of the message),
+//! written straight into each receiver's buffer with `write_peer_memory`,
+//! while the receiver reads the rest. At np=2 each side copies half.
+//!
+//! * Receiver, first (in every single-copy call): stores its buffer's
+//!   address and length in its own receiver line, then the line's flag n
+//!   (release).
+//! * Root, after announcing: for each receiver, waits for that flag, and if
+//!   the receiver's length is the root's, writes the share into the
+//!   receiver's buffer; then puts 2n + 1 into the receiver's share word
+//!   (2n if it did not write: lengths differ, or the write failed).
+//! * Receiver, after reading the rest: waits until its share word reads 2n
+//!   or more, and reads the share itself if it holds 2n. Only then does it
+//!   say done and return: before that, the root may still be writing into
+//!   its buffer. A receiver whose length differs says done and returns at
+//!   once; the root, seeing the length in the receiver line, writes nothing
+//!   into it.
 //!
 //! # Why a line is never rewritten under its reader
 //!
@@ -33,7 +55,7 @@
 //! ([`ABANDONED`]); every receiver fails its call, and the root does not
 //! wait. The ranks are then out of step: the caller stops using the state.
 
-use btl_ibmc::{wait_for_peer_at_least, PeerReads, TransportError, WaitPolicy};
+use btl_ibmc::{wait_at_least, wait_for_peer_at_least, PeerReads, TransportError, WaitPolicy};
 
 use crate::patterns::done_lines::DoneLines;
 use crate::patterns::region::{RegionCursor, LINE};
@@ -41,16 +63,36 @@ use crate::patterns::region::{RegionCursor, LINE};
 /// The announced length of a call whose root has no message.
 const ABANDONED: u64 = u64::MAX;
 
+/// In an announcement line (the root's) and a receiver line (a receiver's).
 const ADDRESS_WORD: usize = 0;
 const LENGTH_WORD: usize = 8;
 const FLAG_WORD: usize = 16;
 
+/// Shortest message of which the root copies a share. Below it, a second
+/// synchronisation per receiver costs more than the copy it splits.
+pub const ROOT_SHARE_MIN_BYTES: usize = 256 * 1024;
+
+/// Bytes at the end of a `len`-byte message that the root writes into each
+/// of `size - 1` receivers: a page-aligned 1/size of the message, so that
+/// the root and each receiver copy about the same; 0 below
+/// [`ROOT_SHARE_MIN_BYTES`].
+pub fn root_share(len: usize, size: usize) -> usize {
+    if len < ROOT_SHARE_MIN_BYTES || size < 2 {
+        return 0;
+    }
+    (len / size) & !4095
+}
+
 /// The region, identical on every rank: one announcement line (written by
-/// this rank as root) and one done line per rank (written by that rank as
-/// this rank's receiver).
+/// this rank as root), one receiver line (written by this rank as a
+/// receiver), one share word (written by the root of the call into this
+/// rank as its receiver) and one done line per rank (written by that rank
+/// as this rank's receiver).
 #[derive(Debug)]
 struct SingleCopyRegion {
     announcement: usize,
+    receiver: usize,
+    share: usize,
     done: DoneLines,
     end: usize,
 }
@@ -59,8 +101,10 @@ impl SingleCopyRegion {
     fn new(start: usize, size: usize) -> Self {
         let mut cursor = RegionCursor::starting_at(start);
         let announcement = cursor.take(LINE);
+        let receiver = cursor.take(LINE);
+        let share = cursor.take(LINE);
         let done = DoneLines::take(&mut cursor, size);
-        SingleCopyRegion { announcement, done, end: cursor.end() }
+        SingleCopyRegion { announcement, receiver, share, done, end: cursor.end() }
     }
 }
 
@@ -73,6 +117,7 @@ pub struct SingleCopyBcast {
     policy: WaitPolicy,
     /// Single-copy calls so far, on every rank alike.
     calls: u64,
+    root_share_bytes: u64,
 }
 
 impl SingleCopyBcast {
@@ -82,7 +127,7 @@ impl SingleCopyBcast {
     }
 
     pub fn new(rank: usize, size: usize, region_offset: usize, policy: WaitPolicy) -> Self {
-        SingleCopyBcast { rank, size, region: SingleCopyRegion::new(region_offset, size), policy, calls: 0 }
+        SingleCopyBcast { rank, size, region: SingleCopyRegion::new(region_offset, size), policy, calls: 0, root_share_bytes: 0 }
     }
 
     /// MPI_Bcast of `buf` from `root` in one copy. Every rank passes the
@@ -96,12 +141,26 @@ impl SingleCopyBcast {
         if self.size == 1 {
             return Ok(());
         }
+        let share = root_share(buf.len(), self.size);
         if root == self.rank {
             self.announce(transport, buf.as_ptr() as usize as u64, buf.len() as u64);
+            if share > 0 {
+                self.write_shares(transport, buf.len(), &buf[buf.len() - share..])?;
+            }
             self.await_receivers(transport)
         } else {
-            self.receive(transport, root, buf)
+            // Offered whatever this rank's length: a root whose length
+            // differs (an erroneous program) then finds the offer, sees the
+            // difference and writes nothing, instead of waiting for ever.
+            self.offer_buffer(transport, buf);
+            self.receive(transport, root, buf, share)
         }
+    }
+
+    /// Bytes the root wrote into receivers' buffers so far (its share of
+    /// every call it rooted).
+    pub fn root_share_bytes(&self) -> u64 {
+        self.root_share_bytes
     }
 
     /// The root's side of a call whose message it cannot provide: every
@@ -125,12 +184,46 @@ impl SingleCopyBcast {
         transport.set_local_flag(line + FLAG_WORD, self.calls);
     }
 
+    /// The receiver's side of the root's share: where the root may write.
+    fn offer_buffer<T: PeerReads + ?Sized>(&self, transport: &T, buf: &mut [u8]) {
+        let line = self.region.receiver;
+        transport.set_local_flag(line + ADDRESS_WORD, buf.as_mut_ptr() as usize as u64);
+        transport.set_local_flag(line + LENGTH_WORD, buf.len() as u64);
+        // Release: a root that sees the call number sees the two words above.
+        transport.set_local_flag(line + FLAG_WORD, self.calls);
+    }
+
+    /// The root writes `share` (its message's tail) into every receiver
+    /// that offered a buffer of the message's length, and tells each
+    /// whether it did. A failed write is the receiver's to make up (it then
+    /// reads the share itself), not an error of this call.
+    fn write_shares<T: PeerReads + ?Sized>(&mut self, transport: &T, len: usize, share: &[u8]) -> Result<(), TransportError> {
+        let call = self.calls;
+        let waits = self.policy.without_side_progress();
+        let line = self.region.receiver;
+        for receiver in (0..self.size).filter(|&receiver| receiver != self.rank) {
+            wait_for_peer_at_least(transport, receiver, line + FLAG_WORD, call, waits, || {
+                format!("rank {receiver} to offer its buffer for single-copy bcast {call} from rank {}", self.rank)
+            })?;
+            let address = transport.peer_flag(receiver, line + ADDRESS_WORD)?;
+            let length = transport.peer_flag(receiver, line + LENGTH_WORD)?;
+            // A receiver whose length differs returns without waiting for
+            // its share word: nothing may be written into it.
+            let written = length == len as u64 && transport.write_peer_memory(receiver, address + (len - share.len()) as u64, share).is_ok();
+            if written {
+                self.root_share_bytes += share.len() as u64;
+            }
+            transport.put_flag(receiver, self.region.share, 2 * call + u64::from(written))?;
+        }
+        Ok(())
+    }
+
     fn await_receivers<T: PeerReads + ?Sized>(&self, transport: &T) -> Result<(), TransportError> {
         let waits = self.policy.without_side_progress();
         self.region.done.await_readers(transport, self.rank, self.size, self.calls, waits, "single-copy bcast")
     }
 
-    fn receive<T: PeerReads + ?Sized>(&self, transport: &T, root: usize, buf: &mut [u8]) -> Result<(), TransportError> {
+    fn receive<T: PeerReads + ?Sized>(&self, transport: &T, root: usize, buf: &mut [u8], share: usize) -> Result<(), TransportError> {
         let region = &self.region;
         let call = self.calls;
         let flag = wait_for_peer_at_least(transport, root, region.announcement + FLAG_WORD, call, self.policy.without_side_progress(), || {
@@ -145,6 +238,9 @@ impl SingleCopyBcast {
         let address = transport.peer_flag(root, region.announcement + ADDRESS_WORD)?;
         let length = transport.peer_flag(root, region.announcement + LENGTH_WORD)?;
         if length != buf.len() as u64 {
+            // The root writes nothing into a buffer of another length, and
+            // waits for this line before it returns.
+            region.done.say_done(transport, root, self.rank, call)?;
             let theirs = if length == ABANDONED { "no message (it could not pack it)".to_string() } else { format!("{length} bytes") };
             return Err(TransportError::Failed(format!(
                 "rank {}: bcast root {root} has {theirs}, this rank expects {} bytes",
@@ -152,9 +248,20 @@ impl SingleCopyBcast {
                 buf.len()
             )));
         }
-        let copied = transport.read_peer_memory(root, address, buf);
-        // Release, after the copy returned: the root may reuse its buffer
-        // once it sees this. Said even when the copy failed: only this rank
+        let (rest, tail) = buf.split_at_mut(buf.len() - share);
+        let mut copied = transport.read_peer_memory(root, address, rest);
+        if share > 0 {
+            // Whatever the copy above did, the root may be writing into
+            // `tail` until this word says otherwise.
+            let word = wait_at_least(transport, region.share, 2 * call, self.policy.without_side_progress(), || {
+                format!("rank {root} to write its share of single-copy bcast {call} into rank {}", self.rank)
+            })?;
+            if word == 2 * call {
+                copied = copied.and_then(|()| transport.read_peer_memory(root, address + rest.len() as u64, tail));
+            }
+        }
+        // Release, after the copies returned: the root may reuse its buffer
+        // once it sees this. Said even when a copy failed: only this rank
         // lacks the data and it returns the error, so the root and the other
         // receivers need not wait for the fault timeout.
         region.done.say_done(transport, root, self.rank, call)?;
@@ -170,9 +277,11 @@ mod tests {
     fn the_region_gives_every_line_its_own_cache_line() {
         let region = SingleCopyRegion::new(100, 3);
         assert_eq!(region.announcement, 128);
-        assert_eq!(region.done.line(0), 192);
-        assert_eq!(region.done.line(2), 320);
-        assert_eq!(region.end, 384);
-        assert_eq!(SingleCopyBcast::region_len(3), 256);
+        assert_eq!(region.receiver, 192);
+        assert_eq!(region.share, 256);
+        assert_eq!(region.done.line(0), 320);
+        assert_eq!(region.done.line(2), 448);
+        assert_eq!(region.end, 512);
+        assert_eq!(SingleCopyBcast::region_len(3), 384);
     }
 }
