@@ -14,7 +14,7 @@
  *
  *   coll_pairs -J JOB -K NJOBS -C CONTROL_FILE [-c COLL] [-m MIN[:MAX]] [-f FACTOR]
  *              [-P ROUNDS] [-t SAMPLE_MS] [-i MAX_ITERS] [-n MIN_ITERS] [-p PINGPONG_MAX]
- *              [-r ROOT] [-T WAIT_S]
+ *              [-r ROOT] [-T WAIT_S] [-S slowest|span]
  *     -J/-K   this job's index among NJOBS jobs (2 or more) running together
  *             (each waits until all have started);
  *             the jobs take turns measuring the floor (two rounds each)
@@ -36,10 +36,20 @@
  *     -r      root of reduce and bcast (default 0)
  *     -T      give up (MPI_Abort) after waiting this many seconds for a turn
  *             (default 120): the other job died or never started
+ *     -S      the sample's figure: slowest (default) or span (see below)
  *
  * Each sample: a barrier, then calls timed one by one with an (untimed)
- * barrier after each; the sample's figure is the slowest rank's mean time per
- * call. Reductions sum floats; after the warm-up turn of each size one call's
+ * barrier after each; the sample's figure is, with -S slowest (the default),
+ * the slowest rank's mean time per call, and with -S span the mean over the
+ * calls of the call's span: from the last rank's entry to the last rank's
+ * exit, on the node's monotonic clock (so only when every rank runs on one
+ * node), with the calls separated by a barrier of this program's own rather
+ * than MPI_Barrier. Span is for oversubscribed runs: there a rank's own time in a call
+ * says more about when the scheduler ran it than about the collective (the
+ * wait of a descheduled receiver moves between the call and the barrier
+ * after it, differently for each implementation), while the span counts
+ * exactly the time in which some rank still lacked its result after all had
+ * arrived. Reductions sum floats; after the warm-up turn of each size one call's
  * result is checked (every element == number of ranks; bcast: a byte pattern
  * on every rank), a wrong one prints "# WRONG RESULT" and the exit status is 3.
  * The floor sample (ranks 0 and 1 of one job, a different one every two
@@ -79,6 +89,8 @@ struct control {
     _Alignas(128) _Atomic uint32_t arrived; /* jobs past their setup */
     _Alignas(128) _Atomic uint64_t ping;
     _Alignas(128) _Atomic uint64_t pong;
+    _Alignas(128) _Atomic uint32_t node_arrived; /* the span's separating barrier */
+    _Alignas(128) _Atomic uint32_t node_released;
 };
 
 static int rank, nranks, job, njobs;
@@ -166,6 +178,61 @@ static double timed_calls(enum coll c, void *sbuf, void *rbuf, size_t bytes, int
         total += now() - t0;
         MPI_Barrier(MPI_COMM_WORLD);
     }
+    return total / (double)n;
+}
+
+/* The barrier between the calls of a span sample: the same code in every
+ * job, through the control page, so that which rank enters the next call last
+ * (what the span starts from) does not depend on the implementation under
+ * test, whose own MPI_Barrier releases ranks in its own order. Only the
+ * measuring job's ranks use it, one job at a time. */
+static void node_barrier(void)
+{
+    uint32_t released = atomic_load_explicit(&ctl->node_released, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&ctl->node_arrived, 1, memory_order_acq_rel) == (uint32_t)nranks - 1) {
+        atomic_store_explicit(&ctl->node_arrived, 0, memory_order_relaxed);
+        atomic_store_explicit(&ctl->node_released, released + 1, memory_order_release);
+        syscall(SYS_futex, &ctl->node_released, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        return;
+    }
+    double start = now();
+    for (long polls = 0; atomic_load_explicit(&ctl->node_released, memory_order_acquire) == released; polls++) {
+        if (polls < 2000) continue;
+        if (atomic_load(&ctl->aborted)) fail("another job gave up; stopping too");
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        syscall(SYS_futex, &ctl->node_released, FUTEX_WAIT, released, &ts, NULL, 0);
+        if (now() - start > wait_limit_s) fail("waited too long in the span's barrier");
+    }
+}
+
+static double monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Rank 0: seconds per call as the mean span of n calls (see -S span); the
+ * other ranks return 0. Entry and exit times go to rank 0 after the calls,
+ * outside the timed part. */
+static double spanned_calls(enum coll c, void *sbuf, void *rbuf, size_t bytes, int root, long n)
+{
+    double *marks = malloc(4 * (size_t)n * sizeof(double));
+    if (!marks) fail("out of memory for the span marks");
+    double *entry = marks, *exit_ = marks + n, *last_entry = marks + 2 * n, *last_exit = marks + 3 * n;
+    node_barrier();
+    for (long i = 0; i < n; i++) {
+        entry[i] = monotonic_s();
+        run_once(c, sbuf, rbuf, bytes, root);
+        exit_[i] = monotonic_s();
+        node_barrier();
+    }
+    MPI_Reduce(entry, last_entry, (int)n, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(exit_, last_exit, (int)n, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    double total = 0.0;
+    if (rank == 0)
+        for (long i = 0; i < n; i++) total += last_exit[i] > last_entry[i] ? last_exit[i] - last_entry[i] : 0.0;
+    free(marks);
     return total / (double)n;
 }
 
@@ -278,7 +345,7 @@ static void usage_exit(const char *msg)
         if (msg) fprintf(stderr, "coll_pairs: %s\n", msg);
         fprintf(stderr, "usage: coll_pairs -J JOB -K NJOBS -C CONTROL_FILE [-c barrier|allreduce|"
                         "reduce|bcast] [-m MIN[:MAX]] [-f FACTOR] [-P ROUNDS] [-t SAMPLE_MS] "
-                        "[-i MAX_ITERS] [-n MIN_ITERS] [-p PINGPONG_MAX] [-r ROOT] [-T WAIT_S]\n");
+                        "[-i MAX_ITERS] [-n MIN_ITERS] [-p PINGPONG_MAX] [-r ROOT] [-T WAIT_S] [-S slowest|span]\n");
     }
     MPI_Finalize();
     exit(msg ? 2 : 0);
@@ -296,6 +363,7 @@ int main(int argc, char **argv)
     double target_ms = 20.0;
     int root = 0;
     const char *ctl_path = NULL;
+    int span = 0;
     job = -1;
     njobs = 0;
     for (int i = 1; i < argc; i++) {
@@ -326,11 +394,15 @@ int main(int argc, char **argv)
         else if (strcmp(a, "-J") == 0) job = atoi(v);
         else if (strcmp(a, "-K") == 0) njobs = atoi(v);
         else if (strcmp(a, "-C") == 0) ctl_path = v;
+        else if (strcmp(a, "-S") == 0) {
+            if (strcmp(v, "span") == 0) span = 1;
+            else if (strcmp(v, "slowest") != 0) usage_exit("-S takes slowest or span");
+        }
         else usage_exit("unknown option");
     }
     if (!ctl_path || njobs < 2 || job < 0 || job >= njobs) usage_exit("-J, -K (>= 2) and -C are needed");
     if (nranks < 2) usage_exit("needs 2 ranks or more (the floor is a ping-pong between ranks 0 and 1)");
-    if (rounds < 1 || max_iters < 1 || pp_max < 1 || target_ms <= 0) usage_exit("bad -P, -i, -p or -t");
+    if (rounds < 1 || max_iters < 1 || max_iters > INT_MAX || pp_max < 1 || target_ms <= 0) usage_exit("bad -P, -i, -p or -t");
     if (min_iters < 1 || min_iters > max_iters) usage_exit("bad -n (1 up to -i)");
     if (root < 0 || root >= nranks) usage_exit("root out of range");
     if (c == C_BARRIER) min_size = max_size = 0;
@@ -349,8 +421,9 @@ int main(int argc, char **argv)
     memset(rbuf, 0, alloc);
 
     if (rank == 0) {
-        printf("# coll_pairs: %s, job %d of %d, %d rank(s), %ld rounds, %.1f ms samples\n",
-               names[c], job, njobs, nranks, rounds, target_ms);
+        printf("# coll_pairs: %s, job %d of %d, %d rank(s), %ld rounds, %.1f ms samples, figure: %s\n",
+               names[c], job, njobs, nranks, rounds, target_ms,
+               span ? "mean span from the last entry to the last exit" : "slowest rank's mean time per call");
         fflush(stdout);
     }
     wait_for_every_job();
@@ -395,8 +468,12 @@ int main(int argc, char **argv)
                 int j = k % 2 == 0 ? q : njobs - 1 - q;
                 if (j != job) continue;
                 wait_turn(t);
-                double mine = timed_calls(c, sbuf, rbuf, size, root, n), slowest = 0.0;
-                MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+                double slowest = 0.0;
+                if (span) slowest = spanned_calls(c, sbuf, rbuf, size, root, n);
+                else {
+                    double mine = timed_calls(c, sbuf, rbuf, size, root, n);
+                    MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+                }
                 MPI_Barrier(MPI_COMM_WORLD);
                 if (rank == 0) {
                     printf("sample %d %s %zu %ld %.4f %ld\n", job, names[c], size, k, slowest * 1e6, n);

@@ -19,6 +19,12 @@
 #   BENCH_PAIR_SIZES   MIN:MAX bytes [4:67108864], BENCH_PAIR_FACTOR step [4]
 #   BENCH_PAIRS        rounds (pairs) per size [21]
 #   BENCH_SAMPLE_MS    length of one sample in ms [20]
+#   BENCH_PAIR_METRIC  a sample's figure (coll_pairs -S): slowest, the slowest
+#                      rank's mean time per call; span, the mean time from
+#                      the last rank's entry to the last rank's exit, calls
+#                      separated by coll_pairs' own barrier (every rank on
+#                      one node only); auto, span where the ranks outnumber
+#                      the cores and slowest elsewhere [slowest]
 #   BENCH_SPREAD_MAX   a row whose spread (IQR of the per-pair ratios / their
 #                      median) exceeds this is marked NOT SETTLED [0.2]; so is
 #                      a row with fewer than 5 pairs used
@@ -88,6 +94,13 @@ handed_for_size() {
     grep -Ec "coll:rdma: comm 0 rank [0-9]+: $1 handed to the module underneath: .*bytes exceed" "$2" || true
 }
 
+metric_at() { # NP -> coll_pairs' -S for that process count
+    case ${BENCH_PAIR_METRIC:-slowest} in
+        auto) [ "$1" -gt "$(nproc)" ] && echo span || echo slowest ;;
+        *) echo "${BENCH_PAIR_METRIC:-slowest}" ;;
+    esac
+}
+
 series() {  # NP COLL -> runs every variant's job together; 0 if all went well
     local np=$1 coll=$2 ctl pids=() j rc bad=0
     local place=(--bind-to core) over=()
@@ -107,7 +120,7 @@ series() {  # NP COLL -> runs every variant's job together; 0 if all went well
         timeout -k 5 "$SERIES_TIMEOUT" mpirun -np "$np" "${over[@]}" "${place[@]}" --mca btl self,vader \
             "${opt_path[@]}" "${args[@]}" --mca coll_rdma_verbose 1 \
             "${env_path[@]}" "$BIN" -J "$j" -K "$K" -C "$ctl" -c "$coll" -m "$sizes" -f "$FACTOR" \
-            -P "$PAIRS" -t "$SAMPLE_MS" -T 120 \
+            -P "$PAIRS" -t "$SAMPLE_MS" -T 120 -S "$(metric_at "$np")" \
             </dev/null >"$LOG/np$np-$coll-${NAMES[$j]}.out" 2>"$LOG/np$np-$coll-${NAMES[$j]}.err" &
         pids+=($!)
     done
@@ -301,6 +314,12 @@ elapsed=$((SECONDS - t0))
     done
     echo "Jobs: $(for j in "${!NAMES[@]}"; do printf '%s: mpirun %s; ' "${NAMES[$j]}" "${ARGS[$j]:-(default selection)}"; done)"
     echo "np=2 --bind-to core, more ranks --oversubscribe --bind-to none; --mca btl self,vader."
+    for np in $NPS; do
+        case $(metric_at "$np") in
+            span) echo "np=$np: a sample's figure is the mean span of a call, from the last rank's entry to the last rank's exit, calls separated by coll_pairs' own barrier (the same in every job): with more ranks than cores, a rank's own time says where the scheduler put the wait." ;;
+            *) echo "np=$np: a sample's figure is the slowest rank's mean time per call, calls separated by MPI_Barrier." ;;
+        esac
+    done
     echo "$PAIRS rounds per size, samples of about $SAMPLE_MS ms, sizes $SIZES (x$FACTOR); took ${elapsed}s."
     unsettled=$(printf '%s' "${ROWS[@]}" | grep -c 'NOT SETTLED' || true)
     [ "${#PLOTS[@]}" = 0 ] || { echo "plots:"; printf '  %s\n' "${PLOTS[@]}"; }

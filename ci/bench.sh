@@ -246,7 +246,7 @@ PAIRS_DIR=""
 if [ -n "$PAIR_COLLS" ] && [ "$STOCK_ONLY" = 0 ]; then
     PAIRS_DIR=$RESULTS/$stamp-$host-pairs
     bash "$ROOT/ci/bench-pairs.sh" --self-test || die "the paired table's arithmetic is wrong (see above)"
-    COMPONENT_PATH=$COMPONENT_PATH OMPI_MAJOR=${ompi_version%%.*} BENCH_PAIR_COLLS=$PAIR_COLLS \
+    COMPONENT_PATH=$COMPONENT_PATH OMPI_MAJOR=${ompi_version%%.*} BENCH_PAIR_COLLS=$PAIR_COLLS BENCH_PAIR_METRIC=${BENCH_PAIR_METRIC:-auto} \
         bash "$ROOT/ci/bench-pairs.sh" "$PAIRS_DIR" "$BIN/coll_pairs" 'stock=--mca coll ^rdma' 'rdma=' ||
         problems=$((problems + 1))
     # the simulator's shared-memory level, from the floor samples just taken
