@@ -106,6 +106,33 @@ where
     })
 }
 
+/// Waits until the word at `flag_offset` of at least one of `peers`'
+/// windows is at least `target` (the peers' [`wait_for_peer_at_least`],
+/// for a caller that can serve whichever peer is ready first).
+pub fn wait_for_any_peer_at_least<T, D>(
+    transport: &T,
+    peers: &[usize],
+    flag_offset: usize,
+    target: u64,
+    waits: Waits<'_>,
+    describe: D,
+) -> Result<(), TransportError>
+where
+    T: PeerReads + ?Sized,
+    D: Fn() -> String,
+{
+    let any_ready = || -> Result<u64, TransportError> {
+        for &peer in peers {
+            if transport.peer_flag(peer, flag_offset)? >= target {
+                return Ok(1);
+            }
+        }
+        Ok(0)
+    };
+    wait_for_word(transport, any_ready, 1, waits, |_| format!("{} (word at offset {flag_offset} of ranks {peers:?} below {target})", describe()))?;
+    Ok(())
+}
+
 /// Waits until the word at `flag_offset` of the local window is at least
 /// `target`, and returns its value. Fails if the transport reports a failed
 /// peer, or after the policy's fault timeout. `describe` is only called to

@@ -309,3 +309,35 @@ fn receivers_read_the_root_s_share_themselves_when_its_writes_fail() {
         assert_eq!(bcast.root_share_bytes(), 0);
     });
 }
+
+/// The root serves receivers in the order they offer their buffers: here
+/// rank 1 enters only once rank 2 has returned, which deadlocks a root that
+/// writes its shares in rank order.
+#[test]
+fn a_late_receiver_does_not_hold_up_another_receiver_s_share() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let size = 3;
+    let len = 2 * ROOT_SHARE_MIN_BYTES + 11;
+    let rank_2_returned = Arc::new(AtomicBool::new(false));
+    let endpoints: Vec<FabricEndpoint> = fabric(size, None).into_iter().map(|(endpoint, _)| endpoint).collect();
+    let results = run_ranks_watched(endpoints, Duration::from_secs(120), move |rank, endpoint: FabricEndpoint| {
+        let mut bcast = Bcast::new(rank, size, 0, config());
+        let mut buf = vec![0xEEu8; len];
+        if rank == 0 {
+            fill(&mut buf, 0);
+        }
+        if rank == 1 {
+            while !rank_2_returned.load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        bcast.bcast(&endpoint, 0, &mut buf).unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+        if rank == 2 {
+            rank_2_returned.store(true, Ordering::Release);
+        }
+        (first_wrong_byte(&buf, 0), bcast.single_copy_root_share_bytes())
+    });
+    assert!(results.iter().all(|&(wrong, _)| wrong.is_none()), "{results:?}");
+    assert_eq!(results[0].1, 2 * root_share(len, size) as u64);
+}

@@ -55,7 +55,7 @@
 //! ([`ABANDONED`]); every receiver fails its call, and the root does not
 //! wait. The ranks are then out of step: the caller stops using the state.
 
-use btl_ibmc::{wait_at_least, wait_for_peer_at_least, PeerReads, TransportError, WaitPolicy};
+use btl_ibmc::{wait_at_least, wait_for_any_peer_at_least, wait_for_peer_at_least, PeerReads, TransportError, WaitPolicy};
 
 use crate::patterns::done_lines::DoneLines;
 use crate::patterns::region::{RegionCursor, LINE};
@@ -199,23 +199,46 @@ impl SingleCopyBcast {
     /// reads the share itself), not an error of this call.
     fn write_shares<T: PeerReads + ?Sized>(&mut self, transport: &T, len: usize, share: &[u8]) -> Result<(), TransportError> {
         let call = self.calls;
-        let waits = self.policy.without_side_progress();
+        let policy = self.policy;
+        let waits = policy.without_side_progress();
         let line = self.region.receiver;
-        for receiver in (0..self.size).filter(|&receiver| receiver != self.rank) {
-            wait_for_peer_at_least(transport, receiver, line + FLAG_WORD, call, waits, || {
-                format!("rank {receiver} to offer its buffer for single-copy bcast {call} from rank {}", self.rank)
-            })?;
-            let address = transport.peer_flag(receiver, line + ADDRESS_WORD)?;
-            let length = transport.peer_flag(receiver, line + LENGTH_WORD)?;
-            // A receiver whose length differs returns without waiting for
-            // its share word: nothing may be written into it.
-            let written = length == len as u64 && transport.write_peer_memory(receiver, address + (len - share.len()) as u64, share).is_ok();
-            if written {
-                self.root_share_bytes += share.len() as u64;
+        // Served in the order they offer: a late receiver holds up no
+        // other receiver's share.
+        let mut pending: Vec<usize> = (0..self.size).filter(|&receiver| receiver != self.rank).collect();
+        while !pending.is_empty() {
+            let mut ready = Vec::with_capacity(pending.len());
+            for &receiver in &pending {
+                if transport.peer_flag(receiver, line + FLAG_WORD)? >= call {
+                    ready.push(receiver);
+                }
             }
-            transport.put_flag(receiver, self.region.share, 2 * call + u64::from(written))?;
+            if ready.is_empty() {
+                wait_for_any_peer_at_least(transport, &pending, line + FLAG_WORD, call, waits, || {
+                    format!("a receiver to offer its buffer for single-copy bcast {call} from rank {}", self.rank)
+                })?;
+                continue;
+            }
+            for &receiver in &ready {
+                self.write_share(transport, receiver, len, share)?;
+            }
+            pending.retain(|receiver| !ready.contains(receiver));
         }
         Ok(())
+    }
+
+    /// Writes `share` into `receiver`, which has offered its buffer for
+    /// this call, if its length is the message's, and says whether it did.
+    fn write_share<T: PeerReads + ?Sized>(&mut self, transport: &T, receiver: usize, len: usize, share: &[u8]) -> Result<(), TransportError> {
+        let line = self.region.receiver;
+        let address = transport.peer_flag(receiver, line + ADDRESS_WORD)?;
+        let length = transport.peer_flag(receiver, line + LENGTH_WORD)?;
+        // A receiver whose length differs returns without waiting for its
+        // share word: nothing may be written into it.
+        let written = length == len as u64 && transport.write_peer_memory(receiver, address + (len - share.len()) as u64, share).is_ok();
+        if written {
+            self.root_share_bytes += share.len() as u64;
+        }
+        transport.put_flag(receiver, self.region.share, 2 * self.calls + u64::from(written))
     }
 
     fn await_receivers<T: PeerReads + ?Sized>(&self, transport: &T) -> Result<(), TransportError> {
