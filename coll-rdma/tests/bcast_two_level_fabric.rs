@@ -128,7 +128,7 @@ fn run(nodes: &NodeGroups, kind: MulticastKind, seed: u64, ops: &[Op], two_level
                 scope.spawn(move || -> Result<RmcastStats, String> {
                     let mut bcast = Bcast::new(rank, size, REGION_OFFSET, config);
                     if two_levels {
-                        bcast.use_two_levels(nodes)?;
+                        bcast.use_two_levels(nodes, 1)?;
                     }
                     let mut rng = XorShift::new(seed ^ ((rank as u64 + 1) << 32));
                     for (index, op) in ops.iter().enumerate() {
@@ -180,6 +180,7 @@ fn every_root_and_length_reaches_every_rank_and_only_leaders_cross() {
             if nodes.count() > 1 && kind == MulticastKind::Datagram {
                 assert!(!crossings.multicast_senders.is_empty(), "{name}: the leaders never multicast");
                 assert!(crossings.stats.retransmissions > 0, "{name}: 20 % loss, yet nothing was retransmitted: {:?}", crossings.stats);
+                assert!(crossings.stats.forwarded > 0, "{name}: the leaders' co-root never forwarded: {:?}", crossings.stats);
             }
             assert_eq!(crossings.stats.overruns, 0, "{name}, {kind:?}: a root overran a receive window");
             if nodes.count() == 1 {
@@ -209,7 +210,7 @@ fn the_flat_bcast_on_the_same_nodes_has_non_leaders_crossing() {
 fn without_room_in_the_region_or_after_a_call_it_stays_flat() {
     let nodes = blocks(&[1, 2]);
     let mut no_room = Bcast::new(0, 3, 0, BcastConfig { room_for_two_levels: false, ..bcast_config() });
-    assert!(no_room.use_two_levels(&nodes).unwrap_err().contains("no room"));
+    assert!(no_room.use_two_levels(&nodes, 1).unwrap_err().contains("no room"));
     assert!(no_room.two_level().is_none());
     let config = bcast_config();
     let flat_len = Bcast::region_len(3, &BcastConfig { room_for_two_levels: false, ..config });
@@ -217,7 +218,7 @@ fn without_room_in_the_region_or_after_a_call_it_stays_flat() {
     let endpoints = Fabric::new(1, Bcast::region_len(1, &config), FabricConfig::default());
     let mut used = Bcast::new(0, 1, 0, config);
     used.bcast(&endpoints[0], 0, &mut [1, 2, 3]).unwrap();
-    assert!(used.use_two_levels(&blocks(&[1])).is_err(), "switching after a call would put ranks out of step");
+    assert!(used.use_two_levels(&blocks(&[1]), 0).is_err(), "switching after a call would put ranks out of step");
 }
 
 /// A root that cannot provide its message (its pack failed) makes every
@@ -240,7 +241,7 @@ fn an_abandoned_call_fails_every_rank_instead_of_hanging() {
                         let nodes = &nodes;
                         scope.spawn(move || {
                             let mut bcast = Bcast::new(rank, size, REGION_OFFSET, config);
-                            bcast.use_two_levels(nodes).unwrap();
+                            bcast.use_two_levels(nodes, 1).unwrap();
                             if rank == root {
                                 bcast.abandon_at_root(endpoint, root, len).map_err(|e| e.to_string())
                             } else {

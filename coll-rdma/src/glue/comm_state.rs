@@ -428,12 +428,13 @@ impl CommState {
     /// how each stage multicasts.
     fn choose_bcast_levels(&mut self, transport: &SelectedTransport, nodes: &NodeGroups) {
         let (cid, rank, size) = (self.cid, self.rank, self.size);
-        if let Err(why) = self.bcast.use_two_levels(nodes) {
+        let (co_roots, co_roots_why) = self.hierarchy.leaders_bcast_co_roots(nodes);
+        if let Err(why) = self.bcast.use_two_levels(nodes, co_roots) {
             tracing::info!("comm {cid} rank {rank}: bcast flat over all {size} ranks ({why})");
             return;
         }
         let among_leaders = match transport.multicast_kind() {
-            MulticastKind::Datagram => "datagram multicast with co-roots among the leaders; non-leaders drop the group's datagrams unread",
+            MulticastKind::Datagram => "datagram multicast among the leaders; non-leaders drop the group's datagrams unread",
             MulticastKind::SharedWindow => "the leaders read the root leader's window",
             MulticastKind::None => "a binomial tree of puts among the leaders",
         };
@@ -445,7 +446,8 @@ impl CommState {
         let role = if nodes.leader_of(rank) == rank { "this rank leads its node" } else { "this rank is not a leader" };
         tracing::info!(
             "comm {cid} rank {rank}: bcast two-level across {} nodes: the root's node from the root, then the {} leaders from the root's \
-             leader ({among_leaders}), then every other node from its leader ({within_nodes}); {role}",
+             leader ({among_leaders}; {co_roots} co-root(s), {co_roots_why}), then every other node from its leader ({within_nodes}); \
+             {role}",
             nodes.count(),
             nodes.count()
         );

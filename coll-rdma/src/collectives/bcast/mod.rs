@@ -113,16 +113,19 @@ impl Bcast {
     }
 
     /// Serves every later call in two levels over `nodes` (`two_level`),
-    /// or says why it cannot: the region has no room for a node's stage.
-    /// Every rank must switch before its first bcast, on the same nodes.
-    pub fn use_two_levels(&mut self, nodes: &NodeGroups) -> Result<(), String> {
+    /// the leaders multicasting with `leaders_co_roots` co-roots among
+    /// them, or says why it cannot: the region has no room for a node's
+    /// stage. Every rank must switch before its first bcast, alike.
+    pub fn use_two_levels(&mut self, nodes: &NodeGroups, leaders_co_roots: usize) -> Result<(), String> {
         let Some(node_stage) = self.node_stage_offset else {
             return Err("the window holds no room for a node's stage (coll_rdma_hierarchy=flat at setup)".to_string());
         };
         if nodes.size() != self.size || self.calls > 0 {
             return Err(format!("nodes of {} ranks for a bcast of {} after {} call(s)", nodes.size(), self.size, self.calls));
         }
-        self.two_level = Some(Box::new(TwoLevelBcast::new(self.rank, nodes, self.multicast_offset, node_stage, self.config)));
+        let mut config = self.config;
+        config.multicast.co_roots = leaders_co_roots;
+        self.two_level = Some(Box::new(TwoLevelBcast::new(self.rank, nodes, self.multicast_offset, node_stage, config)));
         Ok(())
     }
 

@@ -70,7 +70,9 @@ impl Stage {
 impl TwoLevelBcast {
     /// The stages of `rank` on `nodes`: the leaders' at `leaders_offset`,
     /// the node's at `node_offset`, each a region of
-    /// `Bcast::region_len(nodes.size(), config)` bytes.
+    /// `Bcast::region_len(nodes.size(), config)` bytes. The co-roots are
+    /// the leaders' (a node's stage has none: it multicasts through
+    /// shared windows or puts).
     pub fn new(rank: usize, nodes: &NodeGroups, leaders_offset: usize, node_offset: usize, config: BcastConfig) -> Self {
         let size = nodes.size();
         let flat = BcastConfig { room_for_two_levels: false, ..config };
