@@ -1319,7 +1319,7 @@ else
         "re:comm 0 rank 0: bcast two-level across 2 nodes: the root's node from the root, then the 2 leaders .*this rank leads its node"
         "re:comm 0 rank 4: bcast two-level across 2 nodes: .*this rank is not a leader" "nore:comm 0 rank [0-9]+: bcast flat")
     run_test "two-level-bcast-pretend-nodes-np5" 5 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 "${V[@]}" \
-        -- bcast "${BC_PARAM[@]}"
+        -- bcast "${BC_PARAM[@]}" "${BC_E[@]}"
     CHECKS=("${SERVED[@]}" "re:comm 0 rank 3: bcast two-level across 3 nodes: .*the 3 leaders")
     run_test "two-level-bcast-window-2-slot-256-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 3 \
         --mca coll_rdma_test_pretend_no_cross_memory 1 --mca coll_rdma_bcast_window 2 --mca coll_rdma_bcast_ack_interval 2 \
