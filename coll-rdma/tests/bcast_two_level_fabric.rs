@@ -215,10 +215,51 @@ fn without_room_in_the_region_or_after_a_call_it_stays_flat() {
     let config = bcast_config();
     let flat_len = Bcast::region_len(3, &BcastConfig { room_for_two_levels: false, ..config });
     assert!(Bcast::region_len(3, &config) >= 2 * flat_len, "a node's stage needs a flat region of its own");
+    for size in [4, 64, 1024] {
+        let flat = BcastConfig::default();
+        let room = BcastConfig { room_for_two_levels: true, ..flat };
+        println!(
+            "bcast region with default parameters at {size} ranks: {} bytes flat, {} with room for two levels",
+            Bcast::region_len(size, &flat),
+            Bcast::region_len(size, &room)
+        );
+    }
     let endpoints = Fabric::new(1, Bcast::region_len(1, &config), FabricConfig::default());
     let mut used = Bcast::new(0, 1, 0, config);
     used.bcast(&endpoints[0], 0, &mut [1, 2, 3]).unwrap();
     assert!(used.use_two_levels(&blocks(&[1]), 0).is_err(), "switching after a call would put ranks out of step");
+    // Without co-roots 512 leaders' ACK arrays (512 x 511 words) outgrow
+    // those of 1024 ranks with the model's 127 co-roots: refused, not
+    // laid out past the region.
+    let (flat, _) = BcastConfig::default().with_modelled_co_roots(1024, &tuning::CoRootModel::PAPER_2004);
+    let mut large = Bcast::new(0, 1024, 0, BcastConfig { room_for_two_levels: true, ..flat });
+    let pairs = NodeGroups::from_keys(&(0..1024).map(|rank| rank / 2).collect::<Vec<_>>());
+    let why = large.use_two_levels(&pairs, 0).unwrap_err();
+    assert!(why.contains("no room for the stages") && why.contains("512 leaders"), "{why}");
+    large.use_two_levels(&pairs, tuning::choose_co_roots(512, &tuning::CoRootModel::PAPER_2004).co_roots).expect("the model's co-roots fit");
+}
+
+/// The region holds both stages for every placement, with the co-roots
+/// the model picks for the whole communicator (flat) and for the leaders,
+/// as the glue sets them: the largest node and the number of leaders are
+/// what the stages' regions grow with, and the worst cases are one large
+/// node with singletons beside it.
+#[test]
+fn the_region_holds_both_stages_on_every_placement() {
+    let model = &tuning::CoRootModel::PAPER_2004;
+    for size in (2..=48).chain([64, 100, 256, 1024]) {
+        let (flat, _) = BcastConfig::default().with_modelled_co_roots(size, model);
+        let config = BcastConfig { room_for_two_levels: true, ..flat };
+        let step = if size > 100 { size / 16 } else { 1 };
+        for largest in (1..size).step_by(step).chain([size - 1]) {
+            let mut sizes = vec![largest];
+            sizes.extend(std::iter::repeat_n(1, size - largest));
+            let nodes = blocks(&sizes);
+            let leaders_co_roots = tuning::choose_co_roots(nodes.count(), model).co_roots;
+            let mut bcast = Bcast::new(0, size, REGION_OFFSET, config);
+            bcast.use_two_levels(&nodes, leaders_co_roots).unwrap_or_else(|why| panic!("{size} ranks, a node of {largest}: {why}"));
+        }
+    }
 }
 
 /// A root that cannot provide its message (its pack failed) makes every

@@ -81,6 +81,7 @@ pub struct Bcast {
     two_level: Option<Box<TwoLevelBcast>>,
     node_stage_offset: Option<usize>,
     multicast_offset: usize,
+    region_end: usize,
     calls: u64,
 }
 
@@ -108,6 +109,7 @@ impl Bcast {
             two_level: None,
             node_stage_offset: regions.node_stage,
             multicast_offset: regions.multicast,
+            region_end: regions.end,
             calls: 0,
         }
     }
@@ -123,9 +125,24 @@ impl Bcast {
         if nodes.size() != self.size || self.calls > 0 {
             return Err(format!("nodes of {} ranks for a bcast of {} after {} call(s)", nodes.size(), self.size, self.calls));
         }
-        let mut config = self.config;
-        config.multicast.co_roots = leaders_co_roots;
-        self.two_level = Some(Box::new(TwoLevelBcast::new(self.rank, nodes, self.multicast_offset, node_stage, config)));
+        // The leaders' co-roots change the size of their ACK arrays, and a
+        // node's stage is laid out like a flat bcast of its ranks: both are
+        // checked against the room the window has (the region grows with
+        // the ranks, so they fit unless an explicit co-root count or the
+        // model makes the leaders' arrays outgrow the whole communicator's).
+        let flat = BcastConfig { room_for_two_levels: false, ..self.config };
+        let leaders_config = BcastConfig { multicast: RmcastConfig { co_roots: leaders_co_roots, ..flat.multicast }, ..flat };
+        let leaders_need = Bcast::region_len(nodes.count(), &leaders_config);
+        let largest_node = (0..nodes.size()).map(|rank| nodes.local_count(rank)).max().unwrap_or(1);
+        let node_need = Bcast::region_len(largest_node, &flat);
+        if self.multicast_offset + leaders_need > node_stage || node_stage + node_need > self.region_end {
+            return Err(format!(
+                "the window's bcast region has no room for the stages on these nodes ({leaders_need} bytes among the {} leaders with \
+                 {leaders_co_roots} co-root(s), {node_need} bytes within a node of {largest_node})",
+                nodes.count()
+            ));
+        }
+        self.two_level = Some(Box::new(TwoLevelBcast::new(self.rank, nodes, self.multicast_offset, node_stage, leaders_config, flat)));
         Ok(())
     }
 

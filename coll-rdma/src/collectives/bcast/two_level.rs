@@ -70,14 +70,12 @@ impl Stage {
 impl TwoLevelBcast {
     /// The stages of `rank` on `nodes`: the leaders' at `leaders_offset`,
     /// the node's at `node_offset`, each a region of
-    /// `Bcast::region_len(nodes.size(), config)` bytes. The co-roots are
-    /// the leaders' (a node's stage has none: it multicasts through
-    /// shared windows or puts).
-    pub fn new(rank: usize, nodes: &NodeGroups, leaders_offset: usize, node_offset: usize, config: BcastConfig) -> Self {
+    /// `Bcast::region_len` bytes for its ranks and configuration (the
+    /// leaders' has their co-roots).
+    pub fn new(rank: usize, nodes: &NodeGroups, leaders_offset: usize, node_offset: usize, leaders: BcastConfig, node: BcastConfig) -> Self {
         let size = nodes.size();
-        let flat = BcastConfig { room_for_two_levels: false, ..config };
-        let node = Stage::new(rank, size, nodes.members(rank).collect(), Reach::Node, node_offset, flat);
-        let leaders = (nodes.leader_of(rank) == rank).then(|| Stage::new(rank, size, nodes.leaders(), Reach::Network, leaders_offset, flat));
+        let node = Stage::new(rank, size, nodes.members(rank).collect(), Reach::Node, node_offset, node);
+        let leaders = (nodes.leader_of(rank) == rank).then(|| Stage::new(rank, size, nodes.leaders(), Reach::Network, leaders_offset, leaders));
         TwoLevelBcast { nodes: nodes.clone(), rank, node, leaders, scratch: Vec::new() }
     }
 
