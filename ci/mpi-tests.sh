@@ -1308,6 +1308,23 @@ else
     run_test "two-level-reduce_ops-segments-64-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 3 \
         --mca coll_rdma_allreduce_degree 1 --mca coll_rdma_allreduce_segment_size 64 --mca coll_rdma_reduce_segment_size 64 "${V[@]}" \
         -- reduce_ops "${RO_PARAM[@]}"
+    #     bcast in two levels (the root's node from the root, the leaders
+    #     from the root's leader, the other nodes from their leader; every
+    #     level over shared windows, since the shm transport's multicast is
+    #     its window): every root, size and datatype phase of the bcast
+    #     program, with single copy from 64 KiB within each level and, with
+    #     cross-memory reads refused and a 2-slot window of 256 bytes, with
+    #     every message cut into many pieces through both levels
+    CHECKS=("${SERVED[@]}" "$BC_REASON"
+        "re:comm 0 rank 0: bcast two-level across 2 nodes: the root's node from the root, then the 2 leaders .*this rank leads its node"
+        "re:comm 0 rank 4: bcast two-level across 2 nodes: .*this rank is not a leader" "nore:comm 0 rank [0-9]+: bcast flat")
+    run_test "two-level-bcast-pretend-nodes-np5" 5 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 "${V[@]}" \
+        -- bcast "${BC_PARAM[@]}" "${BC_E[@]}"
+    CHECKS=("${SERVED[@]}" "re:comm 0 rank 3: bcast two-level across 3 nodes: .*the 3 leaders")
+    run_test "two-level-bcast-window-2-slot-256-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 3 \
+        --mca coll_rdma_test_pretend_no_cross_memory 1 --mca coll_rdma_bcast_window 2 --mca coll_rdma_bcast_ack_interval 2 \
+        --mca coll_rdma_bcast_slot_size 256 "${V[@]}" \
+        -- bcast -s 256 -w 2 -n 300 -L 50
     #     (coll_rdma_autotune times flat radices only: on a two-level
     #     communicator it says it does not run)
     CHECKS=("${SERVED[@]}" "grep:comm 0 rank 0: barrier autotune: not run, the two-level barrier serves this communicator"
@@ -1315,7 +1332,8 @@ else
     run_test "two-level-autotune-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 \
         --mca coll_rdma_autotune 1 "${V[@]}" -- barrier_order -n 2000
     CHECKS=("${SERVED[@]}" "grep:comm 0 rank 0: barrier flat over all 4 ranks (coll_rdma_hierarchy=flat)" "nore:barrier two-level"
-        "grep:comm 0 rank 0: allreduce and reduce flat over all 4 ranks (coll_rdma_hierarchy=flat)" "nore:(allreduce|reduce) two-level")
+        "grep:comm 0 rank 0: allreduce and reduce flat over all 4 ranks (coll_rdma_hierarchy=flat)" "nore:(allreduce|reduce) two-level"
+        "grep:comm 0 rank 0: bcast flat over all 4 ranks (coll_rdma_hierarchy=flat)" "nore:bcast two-level")
     run_test "hierarchy-flat-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 \
         --mca coll_rdma_hierarchy flat "${V[@]}" -- barrier_order -n 2000
     CHECKS=(served "grep:coll:rdma: warning: coll_rdma_hierarchy=\"bogus\" is unknown (auto, flat); using auto")

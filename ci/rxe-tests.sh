@@ -97,14 +97,17 @@ step "one-guest-mpi-verbs-bcast-put-tree" "$LOGS/mpi-put-tree.log" -- \
     "$GUESTS" run --timeout 900 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 MPI_TESTS_LOGDIR=/run/rxe/mpi-tests \
     sh -c 'ci/mpi-tests.sh --quick --transport verbs --mca coll_rdma_verbs_multicast 0 --nps "3" --only bcast &&
            grep -rq "offers no multicast: bcast goes down a binomial tree of puts" /run/rxe/mpi-tests/'
-# (the hybrid over two pretended nodes serves barrier, allreduce and
-# reduce in two levels: verbose 1 must say so)
+# (the hybrid over two pretended nodes serves barrier, allreduce, reduce
+# and bcast in two levels: verbose 1 must say so; bcast's leaders multicast
+# over UD, each node reads its leader's window in the segment)
 step "one-guest-mpi-shm+verbs-two-pretended-nodes" "$LOGS/mpi-pretend-nodes.log" -- \
     "$GUESTS" run --timeout 1500 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 EXPECT_TRANSPORT="shm+verbs" MPI_TESTS_LOGDIR=/run/rxe/mpi-tests-pretend \
     sh -c 'ci/mpi-tests.sh --quick --transport auto --mca coll_rdma_test_pretend_nodes 2 --nps "4" --only "barrier_order|reduce_ops|bcast" &&
            grep -rq "comm 0 rank 0: barrier two-level across 2 nodes of 2 to 2 ranks" /run/rxe/mpi-tests-pretend/ &&
            grep -rq "comm 0 rank 0: allreduce two-level" /run/rxe/mpi-tests-pretend/ &&
-           grep -rq "comm 0 rank 0: reduce two-level" /run/rxe/mpi-tests-pretend/'
+           grep -rq "comm 0 rank 0: reduce two-level" /run/rxe/mpi-tests-pretend/ &&
+           grep -rqE "comm 0 rank 0: bcast two-level across 2 nodes: .*datagram multicast among the leaders" /run/rxe/mpi-tests-pretend/ &&
+           grep -rqE "comm 0 rank 3: bcast two-level across 2 nodes: .*each node.s ranks read their node root.s window.*this rank is not a leader" /run/rxe/mpi-tests-pretend/'
 
 # 2. two guests: the device tests' two-host case (a rank per guest, set up
 #    over TCP: puts and reliable messages checked byte for byte, multicast

@@ -20,6 +20,7 @@ pub mod padded;
 pub mod rmcast;
 pub mod selected;
 pub mod shm;
+pub mod subset;
 pub mod transport;
 pub mod udp;
 #[cfg(feature = "verbs")]
@@ -45,6 +46,7 @@ pub use footprint::MemoryFootprint;
 pub use rmcast::{CongestionConfig, CongestionMode, ReliableMulticast, RmcastConfig, RmcastStats};
 pub use cross_memory::{CrossMemory, CrossMemoryRefusal};
 pub use shm::{ShmTransport, establish};
+pub use subset::{Reach, Subset, SubsetView};
 pub use udp::{UdpConfig, UdpFaults, UdpSetupError, UdpStats, UdpTransport};
 #[cfg(feature = "verbs")]
 pub use verbs::{VerbsConfig, VerbsSetupError, VerbsTransport};

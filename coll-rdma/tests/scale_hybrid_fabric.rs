@@ -69,8 +69,10 @@ struct Scale {
     group: usize,
     calls: usize,
     seed: u64,
-    /// Barrier, allreduce and reduce in two levels over the node groups
-    /// (coll_rdma_hierarchy auto on shm+verbs); bcast is flat either way.
+    /// Every collective in two levels over the node groups
+    /// (coll_rdma_hierarchy auto on shm+verbs): bcast's leaders multicast
+    /// among themselves, and within a group (no peer reads here) the put
+    /// tree serves.
     two_level: bool,
 }
 
@@ -135,8 +137,17 @@ fn run_at_scale(scale: Scale) {
     // cores. The watchdog fires first, so a hang lists every stalled wait.
     let watchdog = Duration::from_secs(if size >= 1024 { 300 } else { 150 });
     let fault_timeout = watchdog + Duration::from_secs(60);
-    let (bcast_config, why) = multicast_config(size, fault_timeout);
-    let co_roots = bcast_config.multicast.co_roots;
+    let (mut bcast_config, why) = multicast_config(size, fault_timeout);
+    bcast_config.room_for_two_levels = two_level;
+    // Two-level: only the leaders multicast, with the co-roots the model
+    // picks for their number, as the glue does.
+    let (co_roots, why) = match two_level {
+        true => {
+            let choice = tuning::choose_co_roots(size / group, &tuning::CoRootModel::PAPER_2004);
+            (choice.co_roots, format!("among the {} leaders: {}", size / group, choice.reason))
+        }
+        false => (bcast_config.multicast.co_roots, why),
+    };
     let tree = TreeStreamConfig { policy: wait_policy(fault_timeout), room_for_two_levels: two_level, ..TreeStreamConfig::default() };
     let reductions = AllreduceConfig { tree, ..AllreduceConfig::default() };
     let radix = 2;
@@ -158,7 +169,7 @@ fn run_at_scale(scale: Scale) {
     });
     let setup = started.elapsed();
     let calls = script(&scale);
-    let levels = if two_level { ", two-level barrier and reductions" } else { "" };
+    let levels = if two_level { ", two-level barrier, reductions and bcast" } else { "" };
     let what = format!("{size} ranks in node groups of {group}{levels}, {co_roots} co-roots, seed {seed:#x}");
     let what_in_ranks = what.clone();
     let stats = run_ranks_watched(transports, watchdog, move |rank, transport| {
@@ -177,6 +188,9 @@ fn run_at_scale(scale: Scale) {
             reduce.use_two_level_tree(&tree).unwrap_or_else(|why| panic!("rank {rank}: reduce: {why}"));
         }
         let mut bcast = Bcast::new(rank, size, layout.bcast_offset, bcast_config);
+        if two_level {
+            bcast.use_two_levels(&nodes, co_roots).unwrap_or_else(|why| panic!("rank {rank}: bcast: {why}"));
+        }
         for (index, call) in calls.iter().enumerate() {
             let failed = |e: btl_ibmc::TransportError| panic!("{what}: rank {rank}, call {index} ({call:?}): {e}");
             // As the glue does: a root returns before its pieces are
@@ -222,7 +236,9 @@ fn run_at_scale(scale: Scale) {
         total.duplicates_dropped
     );
     assert_eq!(total.overruns, 0, "{what}: a root overran a receive window");
-    assert!(co_roots > 0 && total.forwarded > 0, "{what}: co-roots were never used");
+    if !two_level || co_roots > 0 {
+        assert!(co_roots > 0 && total.forwarded > 0, "{what}: co-roots were never used");
+    }
     assert!(total.retransmissions + total.nacks_sent > 0, "{what}: the loss paths were never exercised: {total:?}");
 }
 

@@ -61,6 +61,10 @@ pub struct Fabric {
     multicast_nonce: u64,
     /// (writer, target) of every put that crossed nodes.
     inter_node_pairs: Mutex<BTreeSet<(usize, usize)>>,
+    /// (sender, receiver) of every reliable message that crossed nodes.
+    inter_node_messages: Mutex<BTreeSet<(usize, usize)>>,
+    /// Every rank that multicast a datagram.
+    multicast_senders: Mutex<BTreeSet<usize>>,
 }
 
 impl Fabric {
@@ -84,6 +88,8 @@ impl Fabric {
             dead: (0..size).map(|_| AtomicBool::new(false)).collect(),
             multicast_nonce: crate::rng::splitmix64(config.seed ^ 0x6E6F_6E63_6521),
             inter_node_pairs: Mutex::new(BTreeSet::new()),
+            inter_node_messages: Mutex::new(BTreeSet::new()),
+            multicast_senders: Mutex::new(BTreeSet::new()),
             config,
         });
         (0..size)
@@ -144,6 +150,17 @@ impl FabricEndpoint {
     /// which a put was made so far, in order.
     pub fn inter_node_pairs(&self) -> Vec<(usize, usize)> {
         lock(&self.fabric.inter_node_pairs).iter().copied().collect()
+    }
+
+    /// Every (sender, receiver) pair of ranks on different nodes between
+    /// which a reliable message was sent so far, in order.
+    pub fn inter_node_messages(&self) -> Vec<(usize, usize)> {
+        lock(&self.fabric.inter_node_messages).iter().copied().collect()
+    }
+
+    /// Every rank that multicast a datagram so far, in order.
+    pub fn multicast_senders(&self) -> Vec<usize> {
+        lock(&self.fabric.multicast_senders).iter().copied().collect()
     }
 
     /// Test hook: hands `to` a datagram that `poll_multicast` will
@@ -300,6 +317,7 @@ impl Datagrams for FabricEndpoint {
         if datagram.len() > max {
             return Err(TransportError::TooLarge { len: datagram.len(), max });
         }
+        lock(&self.fabric.multicast_senders).insert(self.rank);
         let mut rng = lock(&self.rng);
         self.fabric.datagrams.deliver(self.rank, datagram, &self.fabric.config, &mut rng, &self.fabric.counters);
         Ok(())
@@ -325,6 +343,11 @@ impl ReliableChannel for FabricEndpoint {
             self.random_delay(max_delay);
         }
         let inbox = self.fabric.reliable_inboxes.get(peer).ok_or(TransportError::OutOfRange { peer, offset: 0, len: message.len() })?;
+        if let Some(nodes) = &self.fabric.config.nodes
+            && !nodes.same_node(self.rank, peer)
+        {
+            lock(&self.fabric.inter_node_messages).insert((self.rank, peer));
+        }
         lock(inbox).push_back((self.rank, message.to_vec()));
         Counters::bump(&self.fabric.counters.reliable_sent);
         Ok(())

@@ -169,7 +169,27 @@ impl ReliableChannel for HybridTransport {
     }
 }
 
-impl PeerReads for HybridTransport {}
+/// Windows on this node are read through the segment (a node's stage of
+/// a two-level bcast reads its root's window); those on other nodes are
+/// not mapped. Cross-memory attach is left off: it is agreed for every
+/// peer or none.
+impl PeerReads for HybridTransport {
+    #[inline]
+    fn read_peer(&self, peer: usize, offset: usize, out: &mut [u8]) -> Result<(), TransportError> {
+        match self.route(peer, offset, out.len())? {
+            Some(index) => self.shm.read_peer(index, offset, out),
+            None => Err(TransportError::Unsupported("reading the window of a peer on another node")),
+        }
+    }
+
+    #[inline]
+    fn peer_flag(&self, peer: usize, flag_offset: usize) -> Result<u64, TransportError> {
+        match self.route(peer, flag_offset, 8)? {
+            Some(index) => self.shm.peer_flag(index, flag_offset),
+            None => Err(TransportError::Unsupported("reading a flag of a peer on another node")),
+        }
+    }
+}
 
 impl std::fmt::Debug for HybridTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -258,7 +258,8 @@ impl CommState {
         let two_levels_possible = HierarchyPlan::may_use_two_levels(settings.hierarchy);
         allreduce_config.tree.room_for_two_levels = two_levels_possible;
         reduce_config.tree.room_for_two_levels = two_levels_possible;
-        let (bcast_config, bcast_why) = bcast_config(&settings.bcast, &settings.udp, size, policy);
+        let (mut bcast_config, bcast_why) = bcast_config(&settings.bcast, &settings.udp, size, policy);
+        bcast_config.room_for_two_levels = two_levels_possible;
         tracing::info!(
             "comm {cid} rank {rank}: allreduce degree {}, exchange up to {} bytes ({allreduce_why}); reduce degree {} ({reduce_why}); \
              bcast co-roots {} ({bcast_why})",
@@ -407,6 +408,7 @@ impl CommState {
                 );
                 self.two_level_barrier = Some(barrier.with_context(format!("comm {}", self.cid)));
                 self.choose_reduction_trees(&nodes);
+                self.choose_bcast_levels(transport, &nodes);
             }
             Schedule::Flat(why) => {
                 tracing::info!(
@@ -417,8 +419,38 @@ impl CommState {
                     self.barrier.radix()
                 );
                 tracing::info!("comm {} rank {}: allreduce and reduce flat over all {} ranks ({why})", self.cid, self.rank, self.size);
+                tracing::info!("comm {} rank {}: bcast flat over all {} ranks ({why})", self.cid, self.rank, self.size);
             }
         }
+    }
+
+    /// Puts bcast on its two-level stages, and says at verbose level 1
+    /// how each stage multicasts.
+    fn choose_bcast_levels(&mut self, transport: &SelectedTransport, nodes: &NodeGroups) {
+        let (cid, rank, size) = (self.cid, self.rank, self.size);
+        let (co_roots, co_roots_why) = self.hierarchy.leaders_bcast_co_roots(nodes);
+        if let Err(why) = self.bcast.use_two_levels(nodes, co_roots) {
+            tracing::info!("comm {cid} rank {rank}: bcast flat over all {size} ranks ({why})");
+            return;
+        }
+        let among_leaders = match transport.multicast_kind() {
+            MulticastKind::Datagram => "datagram multicast among the leaders; non-leaders drop the group's datagrams unread",
+            MulticastKind::SharedWindow => "the leaders read the root leader's window",
+            MulticastKind::None => "a binomial tree of puts among the leaders",
+        };
+        let within_nodes = if transport.peer_flag(rank, 0).is_ok() {
+            "each node's ranks read their node root's window (or its buffer in one copy where single copy serves)"
+        } else {
+            "a binomial tree of puts within each node"
+        };
+        let role = if nodes.leader_of(rank) == rank { "this rank leads its node" } else { "this rank is not a leader" };
+        tracing::info!(
+            "comm {cid} rank {rank}: bcast two-level across {} nodes: the root's node from the root, then the {} leaders from the root's \
+             leader ({among_leaders}; {co_roots} co-root(s), {co_roots_why}), then every other node from its leader ({within_nodes}); \
+             {role}",
+            nodes.count(),
+            nodes.count()
+        );
     }
 
     /// Puts allreduce and reduce on the two-level tree where the nodes keep

@@ -10,7 +10,7 @@
 
 use btl_ibmc::shm::NodeGroups;
 use btl_ibmc::{Endpoint, SelectedTransport, WaitPolicy};
-use tuning::{choose_barrier_radix, BarrierModel};
+use tuning::{choose_barrier_radix, choose_co_roots, BarrierModel, CoRootModel};
 
 use super::params::{Hierarchy, Settings};
 use crate::collectives::barrier_two_level::TwoLevelBarrier;
@@ -25,6 +25,7 @@ pub(super) struct HierarchyPlan {
     policy: WaitPolicy,
     barrier_offset: usize,
     pretend_nodes: usize,
+    bcast_co_roots: Option<usize>,
 }
 
 /// The communicator's schedule across nodes: flat with a sentence saying
@@ -43,6 +44,7 @@ impl HierarchyPlan {
             policy,
             barrier_offset,
             pretend_nodes: settings.verbs.pretend_nodes,
+            bcast_co_roots: settings.bcast.co_roots,
         }
     }
 
@@ -79,6 +81,20 @@ impl HierarchyPlan {
             Err("the nodes do not hold consecutive ranks (a round-robin placement), so folding node by node would not \
                  combine the ranks in rank order, which non-commutative operations need"
                 .to_string())
+        }
+    }
+
+    /// The co-roots of the leaders' bcast stage on `nodes`: the model's
+    /// for the number of leaders, or `coll_rdma_bcast_co_roots` (clamped
+    /// to the leaders); with a sentence saying why.
+    pub(super) fn leaders_bcast_co_roots(&self, nodes: &NodeGroups) -> (usize, String) {
+        let leaders = nodes.count();
+        match self.bcast_co_roots {
+            Some(co_roots) => (co_roots.min(leaders - 1), format!("coll_rdma_bcast_co_roots={co_roots}")),
+            None => {
+                let choice = choose_co_roots(leaders, &CoRootModel::PAPER_2004);
+                (choice.co_roots, format!("automatic: {}", choice.reason))
+            }
         }
     }
 

@@ -29,9 +29,13 @@ use crate::patterns::region::RegionCursor;
 
 pub mod put_tree;
 pub mod single_copy;
+pub mod two_level;
 
 use put_tree::{PutTreeBcast, PutTreeConfig};
 use single_copy::SingleCopyBcast;
+use two_level::TwoLevelBcast;
+
+use btl_ibmc::shm::NodeGroups;
 
 #[derive(Clone, Copy, Debug)]
 pub struct BcastConfig {
@@ -42,11 +46,15 @@ pub struct BcastConfig {
     /// Shortest message broadcast in one copy (`single_copy`) where the
     /// transport reads peers' memory; `usize::MAX` never.
     pub single_copy_min_bytes: usize,
+    /// Whether the region also holds a node's stage of the two-level bcast
+    /// (`two_level`), which a communicator across nodes may take once its
+    /// transport is known.
+    pub room_for_two_levels: bool,
 }
 
 impl Default for BcastConfig {
     fn default() -> Self {
-        BcastConfig { multicast: RmcastConfig::default(), substrate_max_bytes: usize::MAX, single_copy_min_bytes: usize::MAX }
+        BcastConfig { multicast: RmcastConfig::default(), substrate_max_bytes: usize::MAX, single_copy_min_bytes: usize::MAX, room_for_two_levels: false }
     }
 }
 
@@ -69,6 +77,11 @@ pub struct Bcast {
     multicast: ReliableMulticast,
     tree: PutTreeBcast,
     single_copy: SingleCopyBcast,
+    /// Serves every call instead of the flat paths once set.
+    two_level: Option<Box<TwoLevelBcast>>,
+    node_stage_offset: Option<usize>,
+    multicast_offset: usize,
+    region_end: usize,
     calls: u64,
 }
 
@@ -86,7 +99,56 @@ impl Bcast {
         let multicast = ReliableMulticast::new(rank, size, regions.multicast, config.multicast);
         let tree = PutTreeBcast::new(rank, size, regions.tree, tree_config(&config));
         let single_copy = SingleCopyBcast::new(rank, size, regions.single_copy, config.multicast.wait);
-        Bcast { rank, size, config, multicast, tree, single_copy, calls: 0 }
+        Bcast {
+            rank,
+            size,
+            config,
+            multicast,
+            tree,
+            single_copy,
+            two_level: None,
+            node_stage_offset: regions.node_stage,
+            multicast_offset: regions.multicast,
+            region_end: regions.end,
+            calls: 0,
+        }
+    }
+
+    /// Serves every later call in two levels over `nodes` (`two_level`),
+    /// the leaders multicasting with `leaders_co_roots` co-roots among
+    /// them, or says why it cannot: the region has no room for a node's
+    /// stage. Every rank must switch before its first bcast, alike.
+    pub fn use_two_levels(&mut self, nodes: &NodeGroups, leaders_co_roots: usize) -> Result<(), String> {
+        let Some(node_stage) = self.node_stage_offset else {
+            return Err("the window holds no room for a node's stage (coll_rdma_hierarchy=flat at setup)".to_string());
+        };
+        if nodes.size() != self.size || self.calls > 0 {
+            return Err(format!("nodes of {} ranks for a bcast of {} after {} call(s)", nodes.size(), self.size, self.calls));
+        }
+        // The leaders' co-roots change the size of their ACK arrays, and a
+        // node's stage is laid out like a flat bcast of its ranks: both are
+        // checked against the room the window has (the region grows with
+        // the ranks, so they fit unless an explicit co-root count or the
+        // model makes the leaders' arrays outgrow the whole communicator's).
+        let flat = BcastConfig { room_for_two_levels: false, ..self.config };
+        let leaders_config = BcastConfig { multicast: RmcastConfig { co_roots: leaders_co_roots, ..flat.multicast }, ..flat };
+        let leaders_need = Bcast::region_len(nodes.count(), &leaders_config);
+        let largest_node = (0..nodes.size()).map(|rank| nodes.local_count(rank)).max().unwrap_or(1);
+        let node_need = Bcast::region_len(largest_node, &flat);
+        if self.multicast_offset + leaders_need > node_stage || node_stage + node_need > self.region_end {
+            return Err(format!(
+                "the window's bcast region has no room for the stages on these nodes ({leaders_need} bytes among the {} leaders with \
+                 {leaders_co_roots} co-root(s), {node_need} bytes within a node of {largest_node})",
+                nodes.count()
+            ));
+        }
+        self.two_level = Some(Box::new(TwoLevelBcast::new(self.rank, nodes, self.multicast_offset, node_stage, leaders_config, flat)));
+        Ok(())
+    }
+
+    /// The two-level stages, where they serve.
+    pub fn two_level(&self) -> Option<&TwoLevelBcast> {
+        self.two_level.as_deref()
     }
 
     /// Whether `transport` broadcasts through the put tree, having no
@@ -117,7 +179,10 @@ impl Bcast {
     }
 
     pub fn stats(&self) -> RmcastStats {
-        self.multicast.stats()
+        match &self.two_level {
+            Some(two_level) => two_level.stats(),
+            None => self.multicast.stats(),
+        }
     }
 
     /// Bytes this rank, as a single-copy root, wrote into its receivers'
@@ -133,6 +198,15 @@ impl Bcast {
             return Err(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() });
         }
         self.calls += 1;
+        match self.two_level.as_mut() {
+            Some(two_level) => two_level.bcast(transport, root, buf),
+            None => self.bcast_flat(transport, root, buf),
+        }
+    }
+
+    /// `bcast` on the flat paths; a two-level stage's (which must not
+    /// recurse into stages: each is over a view of the one before).
+    fn bcast_flat<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, buf: &mut [u8]) -> Result<(), TransportError> {
         if self.uses_single_copy(transport, buf.len()) {
             self.single_copy.bcast(transport, root, buf)
         } else if Self::uses_put_tree(transport) {
@@ -155,6 +229,14 @@ impl Bcast {
             return Err(TransportError::OutOfRange { peer: root, offset: 0, len });
         }
         self.calls += 1;
+        match self.two_level.as_mut() {
+            Some(two_level) => two_level.abandon_at_root(transport, root, len),
+            None => self.abandon_at_root_flat(transport, len),
+        }
+    }
+
+    fn abandon_at_root_flat<T: Transport + ?Sized>(&mut self, transport: &T, len: usize) -> Result<(), TransportError> {
+        let root = self.rank;
         if self.uses_single_copy(transport, len) {
             self.single_copy.abandon_at_root(transport, root, len)
         } else if Self::uses_put_tree(transport) {
@@ -168,6 +250,13 @@ impl Bcast {
     /// Serves ACKs, NACKs and retransmissions without waiting; for the
     /// progress engine, between broadcasts.
     pub fn progress<T: Transport + ?Sized>(&mut self, transport: &T) -> Result<(), TransportError> {
+        match self.two_level.as_mut() {
+            Some(two_level) => two_level.progress(transport),
+            None => self.progress_flat(transport),
+        }
+    }
+
+    fn progress_flat<T: Transport + ?Sized>(&mut self, transport: &T) -> Result<(), TransportError> {
         if Self::uses_put_tree(transport) {
             return Ok(());
         }
@@ -192,12 +281,22 @@ impl Bcast {
 
     /// Nothing sent is unacknowledged and no ACK is owed, as of the last call.
     pub fn is_idle(&self) -> bool {
+        if let Some(two_level) = &self.two_level {
+            return two_level.is_idle();
+        }
         self.multicast.is_idle()
     }
 
     /// Waits until this rank is idle; every rank calls it before the
     /// communicator's transport is torn down.
     pub fn drain<T: Transport + ?Sized>(&mut self, transport: &T) -> Result<(), TransportError> {
+        match self.two_level.as_mut() {
+            Some(two_level) => two_level.drain(transport),
+            None => self.drain_flat(transport),
+        }
+    }
+
+    fn drain_flat<T: Transport + ?Sized>(&mut self, transport: &T) -> Result<(), TransportError> {
         // The put tree leaves nothing in flight when a call returns.
         if Self::uses_put_tree(transport) {
             return Ok(());
@@ -211,11 +310,15 @@ fn tree_config(config: &BcastConfig) -> PutTreeConfig {
     PutTreeConfig { segment_bytes: config.multicast.slot_bytes, policy: config.multicast.wait }
 }
 
-/// Where the multicast substrate and the put tree sit in the bcast region.
+/// Where the multicast substrate, the put tree, single copy and (where
+/// there is room for it) a node's stage of the two-level bcast sit in the
+/// bcast region. The leaders' stage reuses the flat paths' part: a
+/// communicator takes one or the other for life.
 struct Regions {
     multicast: usize,
     tree: usize,
     single_copy: usize,
+    node_stage: Option<usize>,
     end: usize,
 }
 
@@ -225,6 +328,8 @@ impl Regions {
         let multicast = cursor.take(btl_ibmc::rmcast::region_len(size, &config.multicast));
         let tree = cursor.take(PutTreeBcast::region_len(size, &tree_config(config)));
         let single_copy = cursor.take(SingleCopyBcast::region_len(size));
-        Regions { multicast, tree, single_copy, end: cursor.end() }
+        let flat = BcastConfig { room_for_two_levels: false, ..*config };
+        let node_stage = config.room_for_two_levels.then(|| cursor.take(Regions::new(0, size, &flat).end));
+        Regions { multicast, tree, single_copy, node_stage, end: cursor.end() }
     }
 }
