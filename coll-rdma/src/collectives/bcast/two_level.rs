@@ -56,7 +56,7 @@ impl Stage {
 
     /// Broadcasts from the communicator's rank `root`, a member.
     fn bcast<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, buf: &mut [u8]) -> Result<(), TransportError> {
-        let root = self.subset.position_of(root).expect("a stage's root is among its members");
+        let root = self.subset.position_of(root).ok_or(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() })?;
         self.bcast.calls += 1;
         self.bcast.bcast_flat(&self.subset.view(transport), root, buf)
     }
