@@ -1,4 +1,5 @@
-//! How ranks wait: the policy (spin, then yield; warn; give up), the
+//! How ranks wait: the policy (spin, then yield, or sleep in the kernel
+//! where the data comes through it; warn; give up), the
 //! process-wide policy of the waits that have no communicator's at hand,
 //! and the wait for a word in the local window that every collective
 //! uses. The loop itself is [`waiter`]'s, shared by every wait.
@@ -10,7 +11,7 @@ mod waiter;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::transport::{PeerReads, TransportError, Windows};
+use crate::transport::{Endpoint, PeerReads, TransportError, Windows};
 
 pub use side_progress::{NoSideProgress, SideProgress, Waits};
 pub use stalls::stalled_waits;
@@ -82,6 +83,18 @@ impl WaitPolicy {
     pub fn for_occupancy(local_ranks: usize, cores: usize, stall_warning: Duration) -> Self {
         let spin_polls = if local_ranks > cores { 0 } else { WaitPolicy::default().spin_polls };
         WaitPolicy { spin_polls, stall_warning, ..WaitPolicy::default() }
+    }
+}
+
+impl WaitPolicy {
+    /// How waits go on a transport, in a sentence for verbose output.
+    pub fn describe(&self, transport: &(impl Endpoint + ?Sized)) -> String {
+        let then = if transport.sleeps_in_kernel() {
+            format!("sleep on the {} sockets until something arrives (at most {} us at a time)", transport.name(), waiter::LONGEST_SLEEP.as_micros())
+        } else {
+            "yield the core".to_string()
+        };
+        format!("spin {} polls (coll_rdma_spin_polls), then {then}", self.spin_polls)
     }
 }
 

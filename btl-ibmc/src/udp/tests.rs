@@ -710,3 +710,5 @@ fn the_memory_report_states_the_window_and_the_granted_socket_buffers() {
         finish(&transport, &done);
     });
 }
+
+mod sleeping;

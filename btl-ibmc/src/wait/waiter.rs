@@ -1,7 +1,10 @@
 //! The one loop every wait of this crate runs, whatever it waits for (a
 //! flag, room in a ring or a send queue, a multicast piece): spin while
 //! the answer is likely within a cache-line transfer, then yield the core
-//! so that oversubscribed runs progress; once yielding, warn when the wait
+//! so that oversubscribed runs progress, or, where the data comes through
+//! the kernel's sockets (udp), sleep in the kernel until something
+//! arrives, so that the kernel has a core to deliver it on; once past
+//! spinning, warn when the wait
 //! looks like a hang (at the stall warning, then at every doubling), note
 //! itself where a hang report finds it, and give up with an error naming
 //! what it waited for when the peers' transport reports a failure or the
@@ -11,7 +14,13 @@
 use std::time::{Duration, Instant};
 
 use super::{WaitPolicy, process_policy, stalls};
-use crate::transport::{Endpoint, TransportError};
+use crate::transport::{Endpoint, Sleep, TransportError};
+
+/// The longest a wait sleeps in the kernel at a time. What only this
+/// rank's loop does runs between two sleeps: the retransmission timers
+/// of the udp channel and of reliable multicast (their floor is 2 ms),
+/// the side progress of other communicators, and the stall checks.
+pub(crate) const LONGEST_SLEEP: Duration = Duration::from_millis(1);
 
 /// Yields between two looks at the transport's health, which costs more
 /// than a poll (the first yield looks too). The clock is read at every
@@ -25,6 +34,11 @@ pub(crate) trait WaitContext {
     /// `(rank, size)` of the waiting rank, where the wait knows it.
     fn waiting_rank(&self) -> Option<(usize, usize)>;
     fn health(&self) -> Result<(), TransportError>;
+    /// [`Endpoint::sleep_until_arrival`], where the wait has an endpoint.
+    fn sleep_until_arrival(&self, longest: Duration) -> Sleep {
+        let _ = longest;
+        Sleep::NotOffered
+    }
 }
 
 impl<T: Endpoint + ?Sized> WaitContext for T {
@@ -34,6 +48,10 @@ impl<T: Endpoint + ?Sized> WaitContext for T {
 
     fn health(&self) -> Result<(), TransportError> {
         Endpoint::health(self)
+    }
+
+    fn sleep_until_arrival(&self, longest: Duration) -> Sleep {
+        Endpoint::sleep_until_arrival(self, longest)
     }
 }
 
@@ -114,7 +132,13 @@ impl Waiter {
 
     #[cold]
     fn yield_and_watch<C: WaitContext + ?Sized>(&mut self, context: &C, describe: &dyn Fn() -> String) -> Result<(), TransportError> {
-        crate::idle::yield_core();
+        match context.sleep_until_arrival(LONGEST_SLEEP) {
+            Sleep::NotOffered => crate::idle::yield_core(),
+            Sleep::Woken => crate::idle::run_idle_hook(),
+            // A quiet millisecond: the rest of the process may be owed
+            // work (counting polls, the hook would wait a second here).
+            Sleep::TimedOut => crate::idle::run_idle_hook_now(),
+        }
         let policy = &self.policy;
         let watch = self.watch.get_or_insert_with(|| StallWatch::new(policy));
         let due = self.yields.is_multiple_of(YIELDS_BETWEEN_CHECKS);
