@@ -664,6 +664,7 @@ impl CommState {
                 if let Some(routes) = transport.route_summary() {
                     tracing::info!("comm {} rank {}: {routes}", self.cid, self.rank);
                 }
+                tracing::info!("comm {} rank {}: waits {}", self.cid, self.rank, self.bcast.config().multicast.wait.describe(&transport));
                 let (window_limit, why) = self.bcast_window_limit_on(&transport);
                 self.bcast_max_bytes = window_limit;
                 self.report_bcast_paths(&transport, &why);
