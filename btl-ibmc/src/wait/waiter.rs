@@ -34,6 +34,10 @@ pub(crate) trait WaitContext {
     /// `(rank, size)` of the waiting rank, where the wait knows it.
     fn waiting_rank(&self) -> Option<(usize, usize)>;
     fn health(&self) -> Result<(), TransportError>;
+    /// [`Endpoint::sleeps_in_kernel`], where the wait has an endpoint.
+    fn sleeps_in_kernel(&self) -> bool {
+        false
+    }
     /// [`Endpoint::sleep_until_arrival`], where the wait has an endpoint.
     fn sleep_until_arrival(&self, longest: Duration) -> Sleep {
         let _ = longest;
@@ -48,6 +52,10 @@ impl<T: Endpoint + ?Sized> WaitContext for T {
 
     fn health(&self) -> Result<(), TransportError> {
         Endpoint::health(self)
+    }
+
+    fn sleeps_in_kernel(&self) -> bool {
+        Endpoint::sleeps_in_kernel(self)
     }
 
     fn sleep_until_arrival(&self, longest: Duration) -> Sleep {
@@ -80,6 +88,11 @@ impl WaitContext for OwnChannel {
 /// thing is not there yet.
 pub(crate) struct Waiter {
     policy: WaitPolicy,
+    /// The polls this wait spins: the policy's `spin_polls`, or its
+    /// `kernel_spin_polls` once the first pause found that the wait's
+    /// transport sleeps in the kernel.
+    spin_polls: u32,
+    fitted: bool,
     spins: u32,
     yields: u32,
     /// Set at the first yield: the wait's clock starts there.
@@ -88,7 +101,7 @@ pub(crate) struct Waiter {
 
 impl Waiter {
     pub(crate) fn new(policy: &WaitPolicy) -> Self {
-        Waiter { policy: *policy, spins: 0, yields: 0, watch: None }
+        Waiter { policy: *policy, spin_polls: policy.spin_polls, fitted: false, spins: 0, yields: 0, watch: None }
     }
 
     /// A wait that has no communicator's policy at hand: the process's,
@@ -111,7 +124,7 @@ impl Waiter {
     /// delay noticing an answer that comes within the spin.
     #[inline]
     pub(crate) fn is_spinning(&self) -> bool {
-        self.spins < self.policy.spin_polls
+        self.spins < self.spin_polls
     }
 
     /// Waits a little. `describe` says what for, when the wait has lasted
@@ -122,12 +135,23 @@ impl Waiter {
         C: WaitContext + ?Sized,
         D: Fn() -> String,
     {
+        if !self.fitted {
+            self.fit_to(context);
+        }
         if self.is_spinning() {
             self.spins += 1;
             std::hint::spin_loop();
             return Ok(());
         }
         self.yield_and_watch(context, &describe)
+    }
+
+    #[cold]
+    fn fit_to<C: WaitContext + ?Sized>(&mut self, context: &C) {
+        self.fitted = true;
+        if context.sleeps_in_kernel() {
+            self.spin_polls = self.policy.kernel_spin_polls;
+        }
     }
 
     #[cold]
@@ -223,7 +247,61 @@ mod tests {
     const ALONE: OwnChannel = OwnChannel { rank: 0, size: 1 };
 
     fn policy(spin_polls: u32, stall_warning: Duration, fault_timeout: Option<Duration>) -> WaitPolicy {
-        WaitPolicy { spin_polls, stall_warning, fault_timeout }
+        WaitPolicy { spin_polls, stall_warning, fault_timeout, ..WaitPolicy::default() }
+    }
+
+    /// A context whose data comes through the kernel, counting its sleeps.
+    struct Kernel {
+        sleeps: std::cell::Cell<u32>,
+    }
+
+    impl WaitContext for Kernel {
+        fn waiting_rank(&self) -> Option<(usize, usize)> {
+            None
+        }
+
+        fn health(&self) -> Result<(), TransportError> {
+            Ok(())
+        }
+
+        fn sleeps_in_kernel(&self) -> bool {
+            true
+        }
+
+        fn sleep_until_arrival(&self, _longest: Duration) -> Sleep {
+            self.sleeps.set(self.sleeps.get() + 1);
+            Sleep::TimedOut
+        }
+    }
+
+    #[test]
+    fn a_wait_on_a_kernel_transport_spins_its_own_count_then_sleeps_instead_of_yielding() {
+        let kernel = Kernel { sleeps: std::cell::Cell::new(0) };
+        let mut waiter = Waiter::new(&WaitPolicy { spin_polls: 1000, kernel_spin_polls: 2, ..policy(0, Duration::MAX, None) });
+        for _ in 0..2 {
+            waiter.pause(&kernel, String::new).unwrap();
+        }
+        assert_eq!(kernel.sleeps.get(), 0, "slept while spinning");
+        assert!(!waiter.is_spinning(), "spun on past the kernel transport's count");
+        for _ in 0..3 {
+            waiter.pause(&kernel, String::new).unwrap();
+        }
+        assert_eq!(kernel.sleeps.get(), 3, "a pause past spinning did not sleep");
+
+        // The same policy on a transport that does not sleep spins its full count.
+        let mut waiter = Waiter::new(&WaitPolicy { spin_polls: 1000, kernel_spin_polls: 2, ..policy(0, Duration::MAX, None) });
+        for _ in 0..3 {
+            waiter.pause(&ALONE, String::new).unwrap();
+        }
+        assert!(waiter.is_spinning());
+    }
+
+    #[test]
+    fn a_chosen_spin_count_holds_on_every_transport() {
+        let chosen = WaitPolicy::default().spinning(7);
+        assert_eq!((chosen.spin_polls, chosen.kernel_spin_polls), (7, 7));
+        let automatic = WaitPolicy::for_occupancy(2, 2, Duration::MAX);
+        assert_eq!((automatic.spin_polls, automatic.kernel_spin_polls), (2000, crate::wait::KERNEL_DEFAULT_SPIN_POLLS));
     }
 
     /// Pauses until the waiter gives up or `patience` runs out.

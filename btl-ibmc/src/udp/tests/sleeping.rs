@@ -13,7 +13,7 @@ use crate::wait::{WaitPolicy, wait_at_least};
 
 /// A policy that goes past spinning at once, so the waits sleep.
 fn sleeping_policy(fault_timeout: Duration) -> WaitPolicy {
-    WaitPolicy { spin_polls: 0, stall_warning: Duration::MAX, fault_timeout: Some(fault_timeout) }
+    WaitPolicy { spin_polls: 0, kernel_spin_polls: 0, stall_warning: Duration::MAX, fault_timeout: Some(fault_timeout) }
 }
 
 /// CPU time this thread has used.
