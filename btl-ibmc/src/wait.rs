@@ -114,9 +114,7 @@ impl WaitPolicy {
     pub fn spinning(self, polls: u32) -> Self {
         WaitPolicy { spin_polls: polls, kernel_spin_polls: polls, ..self }
     }
-}
 
-impl WaitPolicy {
     /// How waits go on a transport, in a sentence for verbose output.
     pub fn describe(&self, transport: &(impl Endpoint + ?Sized)) -> String {
         if transport.sleeps_in_kernel() {

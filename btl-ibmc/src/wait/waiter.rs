@@ -4,12 +4,12 @@
 //! so that oversubscribed runs progress, or, where the data comes through
 //! the kernel's sockets (udp), sleep in the kernel until something
 //! arrives, so that the kernel has a core to deliver it on; once past
-//! spinning, warn when the wait
-//! looks like a hang (at the stall warning, then at every doubling), note
-//! itself where a hang report finds it, and give up with an error naming
-//! what it waited for when the peers' transport reports a failure or the
-//! fault timeout passes: MPI cannot abandon a collective, but it can fail
-//! it. Nothing here allocates or reads the clock until the wait yields.
+//! spinning, warn when the wait looks like a hang (at the stall warning,
+//! then at every doubling), note itself where a hang report finds it, and
+//! give up with an error naming what it waited for when the peers'
+//! transport reports a failure or the fault timeout passes: MPI cannot
+//! abandon a collective, but it can fail it. Nothing here allocates or
+//! reads the clock until the wait yields or sleeps.
 
 use std::time::{Duration, Instant};
 
