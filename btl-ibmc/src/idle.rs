@@ -33,15 +33,25 @@ pub fn set_idle_hook(hook: fn()) {
 /// time, unless none is installed or this thread is inside it already.
 #[inline]
 pub fn run_idle_hook() {
-    let Some(hook) = HOOK.get() else { return };
+    if HOOK.get().is_none() {
+        return;
+    }
     let due = POLLS.with(|polls| {
         let next = polls.get().wrapping_add(1);
         polls.set(next);
         next % POLLS_PER_HOOK == 0
     });
-    if !due {
-        return;
+    if due {
+        run_idle_hook_now();
     }
+}
+
+/// Runs the hook now, unless none is installed or this thread is inside
+/// it already: for a wait that slept through a quiet spell, where
+/// counting polls would leave the rest of the process unserved for long.
+#[inline]
+pub(crate) fn run_idle_hook_now() {
+    let Some(hook) = HOOK.get() else { return };
     RUNNING.with(|running| {
         if running.replace(true) {
             return;

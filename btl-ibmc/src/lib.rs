@@ -52,8 +52,8 @@ pub use udp::{UdpConfig, UdpFaults, UdpSetupError, UdpStats, UdpTransport};
 pub use verbs::{VerbsConfig, VerbsSetupError, VerbsTransport};
 #[cfg(feature = "verbs")]
 pub use hybrid::HybridTransport;
-pub use transport::{Datagrams, Endpoint, Exchange, MulticastKind, PeerReads, ReliableChannel, Transport, TransportError, Windows};
+pub use transport::{Datagrams, Endpoint, Exchange, MulticastKind, PeerReads, ReliableChannel, Sleep, Transport, TransportError, Windows};
 pub use wait::{
-    DEFAULT_FAULT_TIMEOUT, NoSideProgress, PROCESS_DEFAULT_SPIN_POLLS, SideProgress, WaitPolicy, Waits, set_process_wait_policy, stalled_waits,
+    DEFAULT_FAULT_TIMEOUT, NoSideProgress, KERNEL_DEFAULT_SPIN_POLLS, PROCESS_DEFAULT_SPIN_POLLS, SideProgress, WaitPolicy, Waits, set_process_wait_policy, stalled_waits,
     wait_at_least, wait_for_any_peer_at_least, wait_for_peer_at_least,
 };

@@ -2,10 +2,12 @@
 //! the transport traits; an enum rather than a trait object keeps the shared-memory
 //! hot path free of indirect calls (each method is one predictable branch).
 
+use std::time::Duration;
+
 use crate::footprint::MemoryFootprint;
 use crate::shm::{NodeGroups, ShmTransport};
 use crate::udp::UdpTransport;
-use crate::transport::{Datagrams, Endpoint, MulticastKind, PeerReads, ReliableChannel, TransportError, Windows};
+use crate::transport::{Datagrams, Endpoint, MulticastKind, PeerReads, ReliableChannel, Sleep, TransportError, Windows};
 #[cfg(feature = "verbs")]
 use crate::hybrid::HybridTransport;
 #[cfg(feature = "verbs")]
@@ -120,6 +122,14 @@ impl Endpoint for SelectedTransport {
 
     fn health(&self) -> Result<(), TransportError> {
         dispatch!(self, t => t.health())
+    }
+
+    fn sleeps_in_kernel(&self) -> bool {
+        dispatch!(self, t => t.sleeps_in_kernel())
+    }
+
+    fn sleep_until_arrival(&self, longest: Duration) -> Sleep {
+        dispatch!(self, t => t.sleep_until_arrival(longest))
     }
 }
 

@@ -18,6 +18,8 @@
 //! 8-byte aligned and must not overlap payload written by another put that
 //! is still in flight.
 
+use std::time::Duration;
+
 /// What a backend can do with the unreliable multicast primitive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MulticastKind {
@@ -83,6 +85,36 @@ pub trait Endpoint {
     fn health(&self) -> Result<(), TransportError> {
         Ok(())
     }
+
+    /// Whether this rank's data comes through the kernel's sockets (udp),
+    /// so that its waits sleep there ([`Endpoint::sleep_until_arrival`])
+    /// instead of yielding: a rank that keeps its core, even yielding it
+    /// to nobody, delays the kernel's delivery of the data it waits for
+    /// (on a veth bed by a scheduler tick). Backends whose peers write
+    /// into memory (shared memory, verbs) say false.
+    fn sleeps_in_kernel(&self) -> bool {
+        false
+    }
+
+    /// Sleeps in the kernel for at most `longest`, until something may
+    /// have arrived; without sleeping when something arrived since the
+    /// previous sleep ended, which the caller may not have looked at yet.
+    /// Backends that do not sleep in the kernel say [`Sleep::NotOffered`].
+    fn sleep_until_arrival(&self, longest: Duration) -> Sleep {
+        let _ = longest;
+        Sleep::NotOffered
+    }
+}
+
+/// How [`Endpoint::sleep_until_arrival`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sleep {
+    /// This transport's data does not come through the kernel: yield instead.
+    NotOffered,
+    /// Something arrived (or an error or signal woke the sleep): look again.
+    Woken,
+    /// Nothing arrived within the time given.
+    TimedOut,
 }
 
 /// One-sided writes into peers' windows, and this rank's own window: all

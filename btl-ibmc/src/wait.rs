@@ -1,4 +1,5 @@
-//! How ranks wait: the policy (spin, then yield; warn; give up), the
+//! How ranks wait: the policy (spin, then yield, or sleep in the kernel
+//! where the data comes through it; warn; give up), the
 //! process-wide policy of the waits that have no communicator's at hand,
 //! and the wait for a word in the local window that every collective
 //! uses. The loop itself is [`waiter`]'s, shared by every wait.
@@ -10,7 +11,7 @@ mod waiter;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::transport::{PeerReads, TransportError, Windows};
+use crate::transport::{Endpoint, PeerReads, TransportError, Windows};
 
 pub use side_progress::{NoSideProgress, SideProgress, Waits};
 pub use stalls::stalled_waits;
@@ -27,12 +28,22 @@ pub const DEFAULT_FAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// consumer that is running drains a slot within about this many polls.
 pub const PROCESS_DEFAULT_SPIN_POLLS: u32 = 1000;
 
+/// Polls a wait spins before sleeping where the data comes through the
+/// kernel (udp), when `coll_rdma_spin_polls` is automatic: none. Every
+/// spin there keeps the core the kernel's delivery needs, and on the veth
+/// bed (2 hosts, a core each, `coll_latency -c bcast -m 8:8`) each
+/// measured spin count cost latency: 0 polls 25-38 us a call, 10 polls
+/// 42-62, 50 polls 52-97, 200 polls 53-56, 1000 polls 72-94, 2000 (the
+/// shared-memory default) 85-87 (docs/udp-transport.md).
+pub const KERNEL_DEFAULT_SPIN_POLLS: u32 = 0;
+
 /// The policy of the waits that have no communicator's policy at hand
 /// (room in a shared-memory ring, a verbs send queue or staging): the
 /// process's `coll_rdma_spin_polls`, `coll_rdma_stall_warning` and
 /// `coll_rdma_fault_timeout_s`, set once when the parameters are read.
 /// Milliseconds; `u64::MAX` = never.
 static PROCESS_SPIN_POLLS: AtomicU32 = AtomicU32::new(PROCESS_DEFAULT_SPIN_POLLS);
+static PROCESS_KERNEL_SPIN_POLLS: AtomicU32 = AtomicU32::new(KERNEL_DEFAULT_SPIN_POLLS);
 static PROCESS_STALL_WARNING_MS: AtomicU64 = AtomicU64::new(10_000);
 static PROCESS_FAULT_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_FAULT_TIMEOUT.as_millis() as u64);
 
@@ -41,6 +52,7 @@ static PROCESS_FAULT_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_FAULT_TIMEOU
 pub fn set_process_wait_policy(policy: &WaitPolicy) {
     let millis = |limit: Duration| u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
     PROCESS_SPIN_POLLS.store(policy.spin_polls, Ordering::Relaxed);
+    PROCESS_KERNEL_SPIN_POLLS.store(policy.kernel_spin_polls, Ordering::Relaxed);
     PROCESS_STALL_WARNING_MS.store(millis(policy.stall_warning), Ordering::Relaxed);
     PROCESS_FAULT_TIMEOUT_MS.store(policy.fault_timeout.map_or(u64::MAX, millis), Ordering::Relaxed);
 }
@@ -55,7 +67,12 @@ pub(crate) fn process_policy() -> WaitPolicy {
         u64::MAX => None,
         millis => Some(Duration::from_millis(millis)),
     };
-    WaitPolicy { spin_polls: PROCESS_SPIN_POLLS.load(Ordering::Relaxed), stall_warning, fault_timeout }
+    WaitPolicy {
+        spin_polls: PROCESS_SPIN_POLLS.load(Ordering::Relaxed),
+        kernel_spin_polls: PROCESS_KERNEL_SPIN_POLLS.load(Ordering::Relaxed),
+        stall_warning,
+        fault_timeout,
+    }
 }
 
 /// How a rank waits for a flag.
@@ -63,6 +80,9 @@ pub(crate) fn process_policy() -> WaitPolicy {
 pub struct WaitPolicy {
     /// Polls before the first `sched_yield`; 0 yields at once (oversubscribed).
     pub spin_polls: u32,
+    /// Polls before the first sleep, where the transport's data comes
+    /// through the kernel ([`crate::Endpoint::sleeps_in_kernel`]).
+    pub kernel_spin_polls: u32,
     /// After this long without the flag, warn (then again at every doubling).
     pub stall_warning: Duration,
     /// After this long without the flag, fail the wait as hung; `None`
@@ -72,7 +92,12 @@ pub struct WaitPolicy {
 
 impl Default for WaitPolicy {
     fn default() -> Self {
-        WaitPolicy { spin_polls: 2000, stall_warning: Duration::from_secs(10), fault_timeout: Some(DEFAULT_FAULT_TIMEOUT) }
+        WaitPolicy {
+            spin_polls: 2000,
+            kernel_spin_polls: KERNEL_DEFAULT_SPIN_POLLS,
+            stall_warning: Duration::from_secs(10),
+            fault_timeout: Some(DEFAULT_FAULT_TIMEOUT),
+        }
     }
 }
 
@@ -82,6 +107,26 @@ impl WaitPolicy {
     pub fn for_occupancy(local_ranks: usize, cores: usize, stall_warning: Duration) -> Self {
         let spin_polls = if local_ranks > cores { 0 } else { WaitPolicy::default().spin_polls };
         WaitPolicy { spin_polls, stall_warning, ..WaitPolicy::default() }
+    }
+
+    /// The policy spinning `polls` before yielding or sleeping alike: a
+    /// count the user chose (`coll_rdma_spin_polls`) holds on every transport.
+    pub fn spinning(self, polls: u32) -> Self {
+        WaitPolicy { spin_polls: polls, kernel_spin_polls: polls, ..self }
+    }
+
+    /// How waits go on a transport, in a sentence for verbose output.
+    pub fn describe(&self, transport: &(impl Endpoint + ?Sized)) -> String {
+        if transport.sleeps_in_kernel() {
+            format!(
+                "spin {} polls (coll_rdma_spin_polls), then sleep on the {} sockets until something arrives (at most {} us at a time)",
+                self.kernel_spin_polls,
+                transport.name(),
+                waiter::LONGEST_SLEEP.as_micros()
+            )
+        } else {
+            format!("spin {} polls (coll_rdma_spin_polls), then yield the core", self.spin_polls)
+        }
     }
 }
 

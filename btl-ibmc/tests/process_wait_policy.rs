@@ -56,7 +56,7 @@ fn the_spin_polls_from_the_parameters_govern_a_wait_for_room_in_a_ring() {
     // spinning never reaches its fault timeout (before, the ring's wait
     // spun a fixed 1000 polls whatever the policy, and gave up here).
     let fault_timeout = Duration::from_millis(200);
-    set_process_wait_policy(&WaitPolicy { spin_polls: u32::MAX, stall_warning: Duration::MAX, fault_timeout: Some(fault_timeout) });
+    set_process_wait_policy(&WaitPolicy { spin_polls: u32::MAX, kernel_spin_polls: u32::MAX, stall_warning: Duration::MAX, fault_timeout: Some(fault_timeout) });
     let (sender, receiver) = two_shm_ranks();
     let sending = start_sending(sender);
     thread::sleep(fault_timeout * 10);
@@ -70,7 +70,7 @@ fn the_stall_warning_and_fault_timeout_from_the_parameters_govern_a_wait_for_roo
     let _turn = ONE_POLICY_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     capture_warnings();
     let fault_timeout = Duration::from_millis(600);
-    set_process_wait_policy(&WaitPolicy { spin_polls: 0, stall_warning: Duration::from_millis(100), fault_timeout: Some(fault_timeout) });
+    set_process_wait_policy(&WaitPolicy { spin_polls: 0, kernel_spin_polls: 0, stall_warning: Duration::from_millis(100), fault_timeout: Some(fault_timeout) });
     let (sender, _receiver) = two_shm_ranks();
     let started = Instant::now();
     let failure = start_sending(sender).join().expect("the sender panicked").expect_err("a send to a rank that never receives succeeded");

@@ -19,7 +19,7 @@ const SINGLE_COPY_FROM: usize = 64 * 1024;
 const PATIENCE: Duration = Duration::from_secs(600);
 
 fn policy() -> WaitPolicy {
-    WaitPolicy { spin_polls: 0, stall_warning: Duration::from_secs(30), fault_timeout: None }
+    WaitPolicy { spin_polls: 0, kernel_spin_polls: 0, stall_warning: Duration::from_secs(30), fault_timeout: None }
 }
 
 fn config() -> BcastConfig {

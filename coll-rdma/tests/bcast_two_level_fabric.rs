@@ -79,7 +79,7 @@ fn multicast_config() -> RmcastConfig {
         co_roots: 1,
         timeout: Duration::from_millis(4),
         // Ranks are threads on a couple of cores: never spin.
-        wait: WaitPolicy { spin_polls: 0, stall_warning: Duration::from_secs(10), fault_timeout: None },
+        wait: WaitPolicy { spin_polls: 0, kernel_spin_polls: 0, stall_warning: Duration::from_secs(10), fault_timeout: None },
         give_up_after: Some(Duration::from_secs(25)),
         ..RmcastConfig::default()
     }

@@ -112,7 +112,7 @@ fn multicast_config(size: usize, fault_timeout: Duration) -> (BcastConfig, Strin
 }
 
 fn wait_policy(fault_timeout: Duration) -> WaitPolicy {
-    WaitPolicy { spin_polls: 0, stall_warning: Duration::from_secs(60), fault_timeout: Some(fault_timeout) }
+    WaitPolicy { spin_polls: 0, kernel_spin_polls: 0, stall_warning: Duration::from_secs(60), fault_timeout: Some(fault_timeout) }
 }
 
 enum Barrier {

@@ -342,7 +342,7 @@ fn four_mib_bcasts_over_udp_with_and_without_congestion_control_under_load() {
         };
         let rmcast = RmcastConfig {
             timeout: Duration::from_millis(20),
-            wait: crate::wait::WaitPolicy { spin_polls: 0, stall_warning: Duration::from_secs(5), fault_timeout: None },
+            wait: crate::wait::WaitPolicy { spin_polls: 0, kernel_spin_polls: 0, stall_warning: Duration::from_secs(5), fault_timeout: None },
             give_up_after: Some(PATIENCE * 3),
             ..RmcastConfig::default()
         };

@@ -18,7 +18,7 @@ use crate::wait::WaitPolicy;
 pub(super) fn test_config() -> RmcastConfig {
     RmcastConfig {
         timeout: Duration::from_millis(4),
-        wait: WaitPolicy { spin_polls: 0, stall_warning: Duration::from_secs(5), fault_timeout: None },
+        wait: WaitPolicy { spin_polls: 0, kernel_spin_polls: 0, stall_warning: Duration::from_secs(5), fault_timeout: None },
         give_up_after: Some(Duration::from_secs(20)),
         ..RmcastConfig::default()
     }

@@ -70,6 +70,10 @@ pub(crate) struct Engine {
     /// A socket error that ends this endpoint's usefulness.
     pub(crate) failure: Option<String>,
     bad_put_reported: bool,
+    /// Datagrams taken in, and their count when a sleeping wait last
+    /// looked (see [`Engine::arrived_since_last_look`]).
+    handled: u64,
+    handled_at_last_look: u64,
 }
 
 impl Engine {
@@ -87,6 +91,8 @@ impl Engine {
             arrivals: Vec::new(),
             failure: None,
             bad_put_reported: false,
+            handled: 0,
+            handled_at_last_look: 0,
         }
     }
 
@@ -169,6 +175,7 @@ impl Engine {
     /// Takes in one datagram; anything that is not this communicator's
     /// own traffic, sent by the rank it names, is dropped and counted.
     fn handle(&mut self, cx: &Context, bytes: &[u8], from: SocketAddrV4, to_group: bool) {
+        self.handled = self.handled.wrapping_add(1);
         let counters = cx.counters;
         let Some(claimed) = frame::claimed_sender(bytes) else {
             return Counters::bump(unreadable_counter(counters, from, &cx.wire.addresses));
@@ -228,6 +235,17 @@ impl Engine {
             // Multicast sent to a rank's port, or unicast to the group.
             _ => Counters::bump(&counters.malformed_dropped),
         }
+    }
+
+    /// Whether anything was taken in since the previous call. A wait may
+    /// sleep on the sockets only when nothing was: what an earlier pass
+    /// took in (its own caller's progress, between its look and its
+    /// sleep) has left the sockets, and would otherwise wait unseen until
+    /// the sleep ends.
+    pub(crate) fn arrived_since_last_look(&mut self) -> bool {
+        let arrived = self.handled != self.handled_at_last_look;
+        self.handled_at_last_look = self.handled;
+        arrived
     }
 
     /// A record `rank` sent reliably, complete and in order.

@@ -48,8 +48,8 @@ pub use socket::route_source;
 pub use stats::UdpStats;
 
 use crate::poison::lock;
-use crate::transport::{Datagrams, Endpoint, MulticastKind, PeerReads, ReliableChannel, TransportError, Windows};
-use crate::wait::{OwnChannel, Waiter};
+use crate::transport::{Datagrams, Endpoint, MulticastKind, PeerReads, ReliableChannel, Sleep, TransportError, Windows};
+use crate::wait::Waiter;
 use crate::window::Window;
 use engine::{Context, Engine, MESSAGE_RECORD, PUT_HEADER_BYTES, PUT_RECORD, Wire, check_outgoing_put, send_frame};
 use stats::Counters;
@@ -121,7 +121,6 @@ impl UdpTransport {
     /// `flush`, giving up after `limit` if that comes before the fault timeout.
     fn flush_within(&self, limit: Option<Duration>) -> Result<(), TransportError> {
         let mut waiter = Waiter::for_process().giving_up_by(limit);
-        let waiting = self.own_channel();
         loop {
             let unacknowledged: usize = {
                 let mut engine = lock(&self.engine);
@@ -134,7 +133,7 @@ impl UdpTransport {
             if unacknowledged == 0 {
                 return Ok(());
             }
-            waiter.pause(&waiting, || format!("acknowledgement of {unacknowledged} udp reliable fragments"))?;
+            waiter.pause(self, || format!("acknowledgement of {unacknowledged} udp reliable fragments"))?;
         }
     }
 
@@ -164,11 +163,6 @@ impl UdpTransport {
     /// The endpoint's failure, as every operation reports it.
     fn failed(&self, why: &str) -> TransportError {
         TransportError::Failed(format!("udp: rank {}: {why}", self.rank))
-    }
-
-    /// What this rank's waits wait on, for their stall messages.
-    fn own_channel(&self) -> OwnChannel {
-        OwnChannel { rank: self.rank, size: self.size }
     }
 
     fn context(&self) -> Context<'_> {
@@ -224,8 +218,7 @@ impl UdpTransport {
             // Room comes back only with the peer's ACKs, which this rank
             // takes in at the top of the loop.
             let waiter = waiter.get_or_insert_with(Waiter::for_process);
-            let waiting = self.own_channel();
-            waiter.pause(&waiting, || {
+            waiter.pause(self, || {
                 format!("room in the udp reliable channel to rank {peer} ({unacknowledged} fragments unacknowledged)")
             })?;
         }
@@ -253,6 +246,38 @@ impl Endpoint for UdpTransport {
         match &lock(&self.engine).failure {
             Some(failure) => Err(self.failed(failure)),
             None => Ok(()),
+        }
+    }
+
+    fn sleeps_in_kernel(&self) -> bool {
+        true
+    }
+
+    /// Takes in what is there first: only when that is nothing, and
+    /// nothing came since the last sleep either, does it sleep on both
+    /// sockets; what wakes it is taken in before it returns.
+    fn sleep_until_arrival(&self, longest: Duration) -> Sleep {
+        {
+            let mut engine = lock(&self.engine);
+            engine.pump(&self.context());
+            if engine.arrived_since_last_look() || engine.failure.is_some() {
+                return Sleep::Woken;
+            }
+        }
+        Counters::bump(&self.counters.sleeps);
+        match socket::sleep_until_readable([&self.wire.own_socket, &self.wire.group_socket], longest) {
+            Ok(false) => Sleep::TimedOut,
+            Ok(true) => {
+                Counters::bump(&self.counters.sleeps_woken);
+                let mut engine = lock(&self.engine);
+                engine.pump(&self.context());
+                engine.arrived_since_last_look();
+                Sleep::Woken
+            }
+            Err(error) => {
+                lock(&self.engine).failure.get_or_insert_with(|| format!("waiting on the sockets: {error}"));
+                Sleep::Woken
+            }
         }
     }
 }

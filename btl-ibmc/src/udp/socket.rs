@@ -9,6 +9,7 @@ use std::io;
 use std::mem::{size_of, size_of_val};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::time::Duration;
 
 /// The rank's own socket, bound to an ephemeral port of `interface`,
 /// sending multicast through it with `ttl`, looped back to this host's
@@ -107,6 +108,27 @@ pub(crate) fn receive(socket: &UdpSocket, buffer: &mut [u8]) -> io::Result<Optio
     }
     let from = SocketAddrV4::new(Ipv4Addr::from(u32::from_be(source.sin_addr.s_addr)), u16::from_be(source.sin_port));
     Ok(Some(Received { len: received as usize, from, segment }))
+}
+
+/// Sleeps until one of `sockets` has something to read, for at most
+/// `longest` (nanosecond precision: ppoll, not poll's milliseconds). True
+/// when one has, or a signal ended the sleep early (the caller looks again
+/// either way); false when the time ran out.
+pub(crate) fn sleep_until_readable(sockets: [&UdpSocket; 2], longest: Duration) -> io::Result<bool> {
+    let mut watched = sockets.map(|socket| libc::pollfd { fd: socket.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+    let timeout = libc::timespec {
+        tv_sec: libc::time_t::try_from(longest.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: longest.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `watched` holds `watched.len()` valid pollfds the kernel may
+    // write `revents` into; `timeout` is a valid timespec it only reads; a
+    // null signal mask keeps the thread's own.
+    let rc = unsafe { libc::ppoll(watched.as_mut_ptr(), watched.len() as libc::nfds_t, &timeout, std::ptr::null()) };
+    if rc < 0 {
+        let error = io::Error::last_os_error();
+        return if error.kind() == io::ErrorKind::Interrupted { Ok(true) } else { Err(error) };
+    }
+    Ok(rc > 0)
 }
 
 /// Asks the kernel to hand over the datagrams of one segmented send in

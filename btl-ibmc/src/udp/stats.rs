@@ -38,6 +38,10 @@ pub struct UdpStats {
     pub injected_drops: u64,
     pub injected_duplicates: u64,
     pub injected_reorders: u64,
+    /// Times a wait slept on the sockets, and of those, the sleeps that
+    /// something arrived to end (the rest ran out their time).
+    pub sleeps: u64,
+    pub sleeps_woken: u64,
 }
 
 impl UdpStats {
@@ -72,6 +76,8 @@ pub(crate) struct Counters {
     pub(crate) injected_drops: AtomicU64,
     pub(crate) injected_duplicates: AtomicU64,
     pub(crate) injected_reorders: AtomicU64,
+    pub(crate) sleeps: AtomicU64,
+    pub(crate) sleeps_woken: AtomicU64,
 }
 
 impl Counters {
@@ -99,6 +105,8 @@ impl Counters {
             injected_drops: get(&self.injected_drops),
             injected_duplicates: get(&self.injected_duplicates),
             injected_reorders: get(&self.injected_reorders),
+            sleeps: get(&self.sleeps),
+            sleeps_woken: get(&self.sleeps_woken),
         }
     }
 }

@@ -220,7 +220,7 @@ fn the_reliable_channel_and_puts_deliver_in_order_under_injected_faults() {
     let lengths = [0, 1, 100, fragment - 2, fragment - 1, fragment, 3 * fragment + 5];
     let len = |index: usize| lengths[index % lengths.len()];
     let done = AtomicUsize::new(0);
-    let policy = WaitPolicy { spin_polls: 0, stall_warning: Duration::from_secs(5), fault_timeout: Some(PATIENCE) };
+    let policy = WaitPolicy { spin_polls: 0, kernel_spin_polls: 0, stall_warning: Duration::from_secs(5), fault_timeout: Some(PATIENCE) };
     let stats: Vec<UdpStats> = run_with(establish_all(SIZE, FLAGS + SIZE * 8, &config), |rank, (_, transport)| {
         let what = |peer: usize| format!("seed {seed}: rank {rank} from rank {peer}");
         for index in 0..MESSAGES {
@@ -389,7 +389,7 @@ fn reliable_multicast_bcasts_over_udp_with_injected_loss() {
     let rmcast = RmcastConfig {
         co_roots: 1,
         timeout: Duration::from_millis(10),
-        wait: WaitPolicy { spin_polls: 0, stall_warning: Duration::from_secs(5), fault_timeout: None },
+        wait: WaitPolicy { spin_polls: 0, kernel_spin_polls: 0, stall_warning: Duration::from_secs(5), fault_timeout: None },
         give_up_after: Some(PATIENCE),
         ..RmcastConfig::default()
     };
@@ -710,3 +710,5 @@ fn the_memory_report_states_the_window_and_the_granted_socket_buffers() {
         finish(&transport, &done);
     });
 }
+
+mod sleeping;

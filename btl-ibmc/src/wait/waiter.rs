@@ -1,17 +1,26 @@
 //! The one loop every wait of this crate runs, whatever it waits for (a
 //! flag, room in a ring or a send queue, a multicast piece): spin while
 //! the answer is likely within a cache-line transfer, then yield the core
-//! so that oversubscribed runs progress; once yielding, warn when the wait
-//! looks like a hang (at the stall warning, then at every doubling), note
-//! itself where a hang report finds it, and give up with an error naming
-//! what it waited for when the peers' transport reports a failure or the
-//! fault timeout passes: MPI cannot abandon a collective, but it can fail
-//! it. Nothing here allocates or reads the clock until the wait yields.
+//! so that oversubscribed runs progress, or, where the data comes through
+//! the kernel's sockets (udp), sleep in the kernel until something
+//! arrives, so that the kernel has a core to deliver it on; once past
+//! spinning, warn when the wait looks like a hang (at the stall warning,
+//! then at every doubling), note itself where a hang report finds it, and
+//! give up with an error naming what it waited for when the peers'
+//! transport reports a failure or the fault timeout passes: MPI cannot
+//! abandon a collective, but it can fail it. Nothing here allocates or
+//! reads the clock until the wait yields or sleeps.
 
 use std::time::{Duration, Instant};
 
 use super::{WaitPolicy, process_policy, stalls};
-use crate::transport::{Endpoint, TransportError};
+use crate::transport::{Endpoint, Sleep, TransportError};
+
+/// The longest a wait sleeps in the kernel at a time. What only this
+/// rank's loop does runs between two sleeps: the retransmission timers
+/// of the udp channel and of reliable multicast (their floor is 2 ms),
+/// the side progress of other communicators, and the stall checks.
+pub(crate) const LONGEST_SLEEP: Duration = Duration::from_millis(1);
 
 /// Yields between two looks at the transport's health, which costs more
 /// than a poll (the first yield looks too). The clock is read at every
@@ -25,6 +34,15 @@ pub(crate) trait WaitContext {
     /// `(rank, size)` of the waiting rank, where the wait knows it.
     fn waiting_rank(&self) -> Option<(usize, usize)>;
     fn health(&self) -> Result<(), TransportError>;
+    /// [`Endpoint::sleeps_in_kernel`], where the wait has an endpoint.
+    fn sleeps_in_kernel(&self) -> bool {
+        false
+    }
+    /// [`Endpoint::sleep_until_arrival`], where the wait has an endpoint.
+    fn sleep_until_arrival(&self, longest: Duration) -> Sleep {
+        let _ = longest;
+        Sleep::NotOffered
+    }
 }
 
 impl<T: Endpoint + ?Sized> WaitContext for T {
@@ -34,6 +52,14 @@ impl<T: Endpoint + ?Sized> WaitContext for T {
 
     fn health(&self) -> Result<(), TransportError> {
         Endpoint::health(self)
+    }
+
+    fn sleeps_in_kernel(&self) -> bool {
+        Endpoint::sleeps_in_kernel(self)
+    }
+
+    fn sleep_until_arrival(&self, longest: Duration) -> Sleep {
+        Endpoint::sleep_until_arrival(self, longest)
     }
 }
 
@@ -62,6 +88,11 @@ impl WaitContext for OwnChannel {
 /// thing is not there yet.
 pub(crate) struct Waiter {
     policy: WaitPolicy,
+    /// The polls this wait spins: the policy's `spin_polls`, or its
+    /// `kernel_spin_polls` once the first pause found that the wait's
+    /// transport sleeps in the kernel.
+    spin_polls: u32,
+    fitted: bool,
     spins: u32,
     yields: u32,
     /// Set at the first yield: the wait's clock starts there.
@@ -70,7 +101,7 @@ pub(crate) struct Waiter {
 
 impl Waiter {
     pub(crate) fn new(policy: &WaitPolicy) -> Self {
-        Waiter { policy: *policy, spins: 0, yields: 0, watch: None }
+        Waiter { policy: *policy, spin_polls: policy.spin_polls, fitted: false, spins: 0, yields: 0, watch: None }
     }
 
     /// A wait that has no communicator's policy at hand: the process's,
@@ -93,7 +124,7 @@ impl Waiter {
     /// delay noticing an answer that comes within the spin.
     #[inline]
     pub(crate) fn is_spinning(&self) -> bool {
-        self.spins < self.policy.spin_polls
+        self.spins < self.spin_polls
     }
 
     /// Waits a little. `describe` says what for, when the wait has lasted
@@ -104,6 +135,9 @@ impl Waiter {
         C: WaitContext + ?Sized,
         D: Fn() -> String,
     {
+        if !self.fitted {
+            self.fit_to(context);
+        }
         if self.is_spinning() {
             self.spins += 1;
             std::hint::spin_loop();
@@ -113,8 +147,22 @@ impl Waiter {
     }
 
     #[cold]
+    fn fit_to<C: WaitContext + ?Sized>(&mut self, context: &C) {
+        self.fitted = true;
+        if context.sleeps_in_kernel() {
+            self.spin_polls = self.policy.kernel_spin_polls;
+        }
+    }
+
+    #[cold]
     fn yield_and_watch<C: WaitContext + ?Sized>(&mut self, context: &C, describe: &dyn Fn() -> String) -> Result<(), TransportError> {
-        crate::idle::yield_core();
+        match context.sleep_until_arrival(LONGEST_SLEEP) {
+            Sleep::NotOffered => crate::idle::yield_core(),
+            Sleep::Woken => crate::idle::run_idle_hook(),
+            // A quiet millisecond: the rest of the process may be owed
+            // work (counting polls, the hook would wait a second here).
+            Sleep::TimedOut => crate::idle::run_idle_hook_now(),
+        }
         let policy = &self.policy;
         let watch = self.watch.get_or_insert_with(|| StallWatch::new(policy));
         let due = self.yields.is_multiple_of(YIELDS_BETWEEN_CHECKS);
@@ -199,7 +247,61 @@ mod tests {
     const ALONE: OwnChannel = OwnChannel { rank: 0, size: 1 };
 
     fn policy(spin_polls: u32, stall_warning: Duration, fault_timeout: Option<Duration>) -> WaitPolicy {
-        WaitPolicy { spin_polls, stall_warning, fault_timeout }
+        WaitPolicy { spin_polls, stall_warning, fault_timeout, ..WaitPolicy::default() }
+    }
+
+    /// A context whose data comes through the kernel, counting its sleeps.
+    struct Kernel {
+        sleeps: std::cell::Cell<u32>,
+    }
+
+    impl WaitContext for Kernel {
+        fn waiting_rank(&self) -> Option<(usize, usize)> {
+            None
+        }
+
+        fn health(&self) -> Result<(), TransportError> {
+            Ok(())
+        }
+
+        fn sleeps_in_kernel(&self) -> bool {
+            true
+        }
+
+        fn sleep_until_arrival(&self, _longest: Duration) -> Sleep {
+            self.sleeps.set(self.sleeps.get() + 1);
+            Sleep::TimedOut
+        }
+    }
+
+    #[test]
+    fn a_wait_on_a_kernel_transport_spins_its_own_count_then_sleeps_instead_of_yielding() {
+        let kernel = Kernel { sleeps: std::cell::Cell::new(0) };
+        let mut waiter = Waiter::new(&WaitPolicy { spin_polls: 1000, kernel_spin_polls: 2, ..policy(0, Duration::MAX, None) });
+        for _ in 0..2 {
+            waiter.pause(&kernel, String::new).unwrap();
+        }
+        assert_eq!(kernel.sleeps.get(), 0, "slept while spinning");
+        assert!(!waiter.is_spinning(), "spun on past the kernel transport's count");
+        for _ in 0..3 {
+            waiter.pause(&kernel, String::new).unwrap();
+        }
+        assert_eq!(kernel.sleeps.get(), 3, "a pause past spinning did not sleep");
+
+        // The same policy on a transport that does not sleep spins its full count.
+        let mut waiter = Waiter::new(&WaitPolicy { spin_polls: 1000, kernel_spin_polls: 2, ..policy(0, Duration::MAX, None) });
+        for _ in 0..3 {
+            waiter.pause(&ALONE, String::new).unwrap();
+        }
+        assert!(waiter.is_spinning());
+    }
+
+    #[test]
+    fn a_chosen_spin_count_holds_on_every_transport() {
+        let chosen = WaitPolicy::default().spinning(7);
+        assert_eq!((chosen.spin_polls, chosen.kernel_spin_polls), (7, 7));
+        let automatic = WaitPolicy::for_occupancy(2, 2, Duration::MAX);
+        assert_eq!((automatic.spin_polls, automatic.kernel_spin_polls), (2000, crate::wait::KERNEL_DEFAULT_SPIN_POLLS));
     }
 
     /// Pauses until the waiter gives up or `patience` runs out.

@@ -131,13 +131,15 @@ pub struct CommState {
     reported_handovers: Vec<(Collective, &'static str, FoldOrder)>,
 }
 
-/// How a rank waits: spin only while every rank of the node has a core.
+/// How a rank waits: spin only while every rank of the node has a core
+/// (and not at all where the data comes through the kernel, see
+/// `btl_ibmc::KERNEL_DEFAULT_SPIN_POLLS`), unless the user chose a count.
 fn wait_policy(settings: &Settings, local_ranks: usize) -> WaitPolicy {
     let cores = online_cores();
     let mut policy = WaitPolicy::for_occupancy(local_ranks, cores, settings.stall_warning);
     policy.fault_timeout = settings.fault_timeout;
     if let Some(polls) = settings.spin_polls {
-        policy.spin_polls = polls;
+        policy = policy.spinning(polls);
     }
     policy
 }
@@ -696,6 +698,7 @@ impl CommState {
                 if let Some(routes) = transport.route_summary() {
                     tracing::info!("comm {} rank {}: {routes}", self.cid, self.rank);
                 }
+                tracing::info!("comm {} rank {}: waits {}", self.cid, self.rank, self.bcast.config().multicast.wait.describe(&transport));
                 let (window_limit, why) = self.bcast_window_limit_on(&transport);
                 self.bcast_max_bytes = window_limit;
                 self.report_bcast_paths(&transport, &why);

@@ -432,6 +432,7 @@ pub fn load() -> &'static Settings {
         // communicator's policy at hand; they take these.
         btl_ibmc::set_process_wait_policy(&btl_ibmc::WaitPolicy {
             spin_polls: settings.spin_polls.unwrap_or(btl_ibmc::PROCESS_DEFAULT_SPIN_POLLS),
+            kernel_spin_polls: settings.spin_polls.unwrap_or(btl_ibmc::KERNEL_DEFAULT_SPIN_POLLS),
             stall_warning: settings.stall_warning,
             fault_timeout: settings.fault_timeout,
         });

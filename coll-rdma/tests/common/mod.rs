@@ -42,7 +42,7 @@ impl XorShift {
 
 /// Ranks are threads, usually more than cores: spin briefly, then yield.
 pub fn yielding_policy(spin_polls: u32) -> WaitPolicy {
-    WaitPolicy { spin_polls, stall_warning: Duration::from_secs(30), fault_timeout: None }
+    WaitPolicy { spin_polls, kernel_spin_polls: spin_polls, stall_warning: Duration::from_secs(30), fault_timeout: None }
 }
 /// Counts, per barrier, how many ranks have entered it; a rank that leaves
 /// barrier k early sees fewer than `size` entries.
