@@ -105,7 +105,17 @@ impl TwoLevelBcast {
             }
         }
         if let Some(leaders) = self.leaders.as_mut() {
-            if let Err(why) = leaders.bcast(transport, self.nodes.leader_of(root), buf) {
+            // Drained before anything else: the waits of the node's stage
+            // (this call's or the next's) serve only that stage, so a root
+            // leader that returned early would never resend a piece lost
+            // on its way to another leader, who would wait for it while
+            // its node waits for it (two guests, 5 % multicast loss: hung
+            // until the fault timeout). A receiving leader only flushes
+            // its ACKs here; the root leader waits for them.
+            let done = leaders
+                .bcast(transport, self.nodes.leader_of(root), buf)
+                .and_then(|()| leaders.bcast.drain_flat(&leaders.subset.view(transport)));
+            if let Err(why) = done {
                 if !on_roots_node {
                     let _ = self.node.abandon_at_root(transport, buf.len());
                 }
