@@ -21,6 +21,7 @@
 mod common;
 
 use common::matrix::{matrix_product, read_matrix, write_matrix};
+use common::nodes::blocks;
 use common::XorShift;
 
 use std::sync::mpsc;
@@ -516,10 +517,6 @@ fn degenerate_calls_neither_panic_nor_hang() {
     assert_eq!(allreduce.epoch() + reduce.epoch() + tiny.epoch(), 0, "a rejected or empty call used the window");
 }
 
-fn blocks(sizes: &[usize]) -> NodeGroups {
-    let keys: Vec<usize> = sizes.iter().enumerate().flat_map(|(node, &count)| std::iter::repeat_n(node, count)).collect();
-    NodeGroups::from_keys(&keys)
-}
 
 /// Mixed calls, every operation (the matrix product is not commutative),
 /// on consecutive nodes of 1, 2 and 7 ranks in several orders: results

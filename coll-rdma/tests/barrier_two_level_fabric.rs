@@ -16,6 +16,7 @@ use std::time::Duration;
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::shm::NodeGroups;
 use btl_ibmc::{NoSideProgress, TransportError};
+use common::nodes::{blocks, round_robin};
 use common::{EntryLedger, XorShift};
 use mca_coll_rdma::collectives::barrier::DisseminationBarrier;
 use mca_coll_rdma::collectives::barrier_two_level::TwoLevelBarrier;
@@ -23,15 +24,7 @@ use mca_coll_rdma::collectives::barrier_two_level::TwoLevelBarrier;
 /// Region offset inside the window: not 0, so that offsets are really added.
 const REGION_OFFSET: usize = 4096;
 
-/// Node keys for consecutive blocks of the given sizes.
-fn blocks(sizes: &[usize]) -> NodeGroups {
-    let keys: Vec<usize> = sizes.iter().enumerate().flat_map(|(node, &count)| std::iter::repeat_n(node, count)).collect();
-    NodeGroups::from_keys(&keys)
-}
 
-fn round_robin(size: usize, nodes: usize) -> NodeGroups {
-    NodeGroups::from_keys(&(0..size).map(|rank| rank % nodes).collect::<Vec<_>>())
-}
 
 /// What each rank runs: the barrier under test, built for its rank.
 trait BarrierUnderTest: Send + 'static {

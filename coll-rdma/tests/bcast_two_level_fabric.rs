@@ -18,6 +18,7 @@ use std::time::Duration;
 use btl_ibmc::fabric::{Fabric, FabricConfig};
 use btl_ibmc::shm::NodeGroups;
 use btl_ibmc::{MulticastKind, RmcastConfig, RmcastStats, WaitPolicy};
+use common::nodes::{blocks, round_robin};
 use common::XorShift;
 use mca_coll_rdma::collectives::bcast::{Bcast, BcastConfig};
 
@@ -28,14 +29,7 @@ const REGION_OFFSET: usize = 4096;
 const PIECE: usize = 120;
 const WINDOW_SLOTS: usize = 4;
 
-fn blocks(sizes: &[usize]) -> NodeGroups {
-    let keys: Vec<usize> = sizes.iter().enumerate().flat_map(|(node, &count)| std::iter::repeat_n(node, count)).collect();
-    NodeGroups::from_keys(&keys)
-}
 
-fn round_robin(size: usize, nodes: usize) -> NodeGroups {
-    NodeGroups::from_keys(&(0..size).map(|rank| rank % nodes).collect::<Vec<_>>())
-}
 
 fn layouts() -> Vec<(&'static str, NodeGroups)> {
     vec![

@@ -101,4 +101,5 @@ impl Reduction for WordSum {
 }
 
 pub mod matrix;
+pub mod nodes;
 pub mod watchdog;
