@@ -16,15 +16,13 @@ use std::time::Duration;
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::shm::NodeGroups;
 use btl_ibmc::{NoSideProgress, TransportError};
-use common::nodes::{blocks, round_robin};
+use common::nodes::{blocks, uneven_layouts};
 use common::{EntryLedger, XorShift};
 use mca_coll_rdma::collectives::barrier::DisseminationBarrier;
 use mca_coll_rdma::collectives::barrier_two_level::TwoLevelBarrier;
 
 /// Region offset inside the window: not 0, so that offsets are really added.
 const REGION_OFFSET: usize = 4096;
-
-
 
 /// What each rank runs: the barrier under test, built for its rank.
 trait BarrierUnderTest: Send + 'static {
@@ -106,23 +104,9 @@ fn two_level(nodes: &NodeGroups, radix: usize) -> impl Fn(usize) -> TwoLevelBarr
     move |rank| TwoLevelBarrier::new(rank, nodes, radix, REGION_OFFSET, common::yielding_policy(50))
 }
 
-fn layouts() -> Vec<(&'static str, NodeGroups)> {
-    vec![
-        ("1,2,7", blocks(&[1, 2, 7])),
-        ("7,2,1", blocks(&[7, 2, 1])),
-        ("2,7,1", blocks(&[2, 7, 1])),
-        ("2,1,7,1,2", blocks(&[2, 1, 7, 1, 2])),
-        ("round robin of 10 over 3", round_robin(10, 3)),
-        ("round robin of 9 over 4", round_robin(9, 4)),
-        ("one node of 6", blocks(&[6])),
-        ("one rank per node, 5", blocks(&[1, 1, 1, 1, 1])),
-        ("single rank", blocks(&[1])),
-    ]
-}
-
 #[test]
 fn uneven_nodes_keep_the_barrier_property_and_only_leaders_cross() {
-    for (index, (name, nodes)) in layouts().into_iter().enumerate() {
+    for (index, (name, nodes)) in uneven_layouts().into_iter().enumerate() {
         let leaders = nodes.leaders();
         for radix in [1, 2, 3] {
             let seed = 0x2_1E7E_0000 + (index * 16 + radix) as u64;

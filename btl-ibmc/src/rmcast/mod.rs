@@ -205,6 +205,46 @@ impl ReliableMulticast {
         }
     }
 
+    /// Writes every pending ACK and, on `as_root`, progresses until every
+    /// receiver has acknowledged what this rank sent as a root. Unlike
+    /// [`Self::drain`] it may run between calls while other ranks are
+    /// already in later ones: it waits for nothing that only a later call
+    /// delivers (a co-root's members acknowledge pieces of later calls only
+    /// once they get there, and a drain that waited for those while they
+    /// waited for this rank's pieces of those calls would never end).
+    pub fn settle<T: Transport + ?Sized>(&mut self, transport: &T, as_root: bool) -> Result<(), TransportError> {
+        if self.size == 1 {
+            return Ok(());
+        }
+        let stats = &mut self.stats;
+        match Self::decide(&mut self.flavour, self.rank, self.size, self.region_offset, &self.config, transport)? {
+            Flavour::Datagram(flavour) => flavour.flush_acks(transport, stats)?,
+            Flavour::Shared(flavour) => flavour.flush_acks(transport, stats)?,
+            Flavour::Undecided => unreachable!(),
+        }
+        if !as_root {
+            return Ok(());
+        }
+        let mut waiter = self.config.waiter();
+        loop {
+            self.progress(transport)?;
+            let own_stream_acknowledged = match &self.flavour {
+                Flavour::Undecided => true,
+                Flavour::Datagram(flavour) => flavour.own_stream_acknowledged(),
+                Flavour::Shared(flavour) => flavour.own_stream_acknowledged(),
+            };
+            if own_stream_acknowledged {
+                return Ok(());
+            }
+            let sent = self.sent();
+            let unacknowledged = match &self.flavour {
+                Flavour::Datagram(flavour) => flavour.describe_own_stream(),
+                _ => String::new(),
+            };
+            waiter.pause(transport, || format!("every receiver to acknowledge the {sent} pieces this rank sent as a root ({unacknowledged})"))?;
+        }
+    }
+
     fn sent(&self) -> u64 {
         match &self.flavour {
             Flavour::Undecided => 0,

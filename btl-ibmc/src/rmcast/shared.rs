@@ -228,6 +228,11 @@ impl SharedFlavour {
         self.floor >= self.next_seq && self.readers.iter().flatten().all(|reader| reader.ack.published() == reader.delivered)
     }
 
+    /// Every reader has acknowledged every piece this rank wrote as a root.
+    pub(crate) fn own_stream_acknowledged(&self) -> bool {
+        self.floor >= self.next_seq
+    }
+
     pub(crate) fn sent(&self) -> u64 {
         self.next_seq
     }

@@ -289,6 +289,15 @@ impl DatagramFlavour {
         self.sender.as_ref().is_none_or(Sender::idle) && self.receivers.iter().flatten().all(Receiver::idle)
     }
 
+    /// Every piece this rank sent as a root is acknowledged by every member.
+    pub(crate) fn own_stream_acknowledged(&self) -> bool {
+        self.sender.as_ref().is_none_or(Sender::idle)
+    }
+
+    pub(crate) fn describe_own_stream(&self) -> String {
+        self.sender.as_ref().map_or_else(String::new, Sender::describe_unacknowledged)
+    }
+
     /// What keeps this rank from being idle: its own stream's silent
     /// members and every other root's stream it still owes something.
     pub(crate) fn describe_pending(&self) -> String {

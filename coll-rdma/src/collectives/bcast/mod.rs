@@ -303,6 +303,15 @@ impl Bcast {
         }
         self.multicast.drain(transport)
     }
+
+    /// As `ReliableMulticast::settle`: ACKs written and, on `as_root`, this
+    /// rank's pieces acknowledged by every receiver.
+    fn settle_flat<T: Transport + ?Sized>(&mut self, transport: &T, as_root: bool) -> Result<(), TransportError> {
+        if Self::uses_put_tree(transport) {
+            return Ok(());
+        }
+        self.multicast.settle(transport, as_root)
+    }
 }
 
 /// The put tree cuts messages like the multicast window does.
