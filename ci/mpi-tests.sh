@@ -413,6 +413,13 @@ check_one_autotune_choice() {
     [ "$chosen_row" = "${choices##* }" ] || why+=("comm 0: the table marks $knob '$chosen_row' chosen, the ranks say ${choices##* }")
 }
 
+declare -A WINDOW_BYTES=()
+# window_bytes LOG: the window per rank of comm 0 on rank 0 (verbose 1)
+window_bytes() {
+    { grep -oE "coll:rdma: comm 0 rank 0: transport [a-z+]+ ready \([0-9]+ ranks, [^)]*window [0-9]+ bytes" "$1" 2>/dev/null || true; } |
+        head -1 | { grep -oE "window [0-9]+ bytes" || true; } | { grep -oE "[0-9]+" || true; }
+}
+
 run_test() {
     local name=$1 np=$2 expect=$3
     shift 3
@@ -571,6 +578,17 @@ run_test() {
                 grep -qE -- "$re" "$dir/all.log" || why+=("no line matches: $re") ;;
             launcher-ended)
                 [ -n "$launcher_note" ] || why+=("mpirun outlived its ranks, but the run was not ended as such") ;;
+            same-window-as:*)
+                # comm 0's window on rank 0 is as large as in the test named
+                # (run before this one), read from the verbose ready line
+                local reference=${c#same-window-as:} mine theirs
+                mine=$(window_bytes "$dir/all.log")
+                theirs=${WINDOW_BYTES[$reference]:-}
+                if [ -z "$theirs" ]; then
+                    why+=("no window size from $reference, which must run first (select it too)")
+                elif [ "$mine" != "$theirs" ]; then
+                    why+=("comm 0's window is ${mine:-?} bytes per rank, $theirs in $reference")
+                fi ;;
             gone:*)
                 local g=${c#gone:}
                 if [ -e "/dev/shm/$g" ]; then
@@ -614,6 +632,8 @@ run_test() {
         [ -n "$e" ] && ! mapped_by_someone "$e" && rm -f "/dev/shm/$e"
     done < <(new_entries "$crt_before" "$(shm_list 'crtest\.')")
 
+    # kept after the logs go, for a later test's same-window-as check
+    WINDOW_BYTES[$name]=$(window_bytes "$dir/all.log")
     if [ "${#why[@]}" = 0 ]; then
         PASSED=$((PASSED + 1))
         if [ "$stalls" -gt 0 ]; then
@@ -1336,6 +1356,13 @@ else
         "grep:comm 0 rank 0: bcast flat over all 4 ranks (coll_rdma_hierarchy=flat)" "nore:bcast two-level")
     run_test "hierarchy-flat-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 \
         --mca coll_rdma_hierarchy flat "${V[@]}" -- barrier_order -n 2000
+    #     a job on one node (as its launcher says) lays out no two-level
+    #     regions: with the default coll_rdma_hierarchy=auto its window is
+    #     as small as with flat (it more than doubled the bcast region)
+    CHECKS=("${SERVED[@]}")
+    run_test "window-one-node-hierarchy-flat-np4" 4 ok --mca coll_rdma_hierarchy flat "${V[@]}" -- coll_mix -i 20
+    CHECKS=("${SERVED[@]}" "same-window-as:window-one-node-hierarchy-flat-np4")
+    run_test "window-one-node-hierarchy-auto-np4" 4 ok "${V[@]}" -- coll_mix -i 20
     CHECKS=(served "grep:coll:rdma: warning: coll_rdma_hierarchy=\"bogus\" is unknown (auto, flat); using auto")
     run_test "bad-hierarchy-bogus" 3 ok --mca coll_rdma_hierarchy bogus "${V[@]}" -- coll_mix -i 20
     # 9c. udp forced where its setup cannot work: an interface that does

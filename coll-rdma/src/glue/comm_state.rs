@@ -11,7 +11,7 @@ use tuning::{choose_barrier_radix, choose_bcast_max_bytes, BcastStreamModel, Win
 
 use super::handover::Handover;
 use super::reduction_call::FoldOrder;
-use super::hierarchy::{HierarchyPlan, Schedule};
+use super::hierarchy::{HierarchyPlan, JobPlacement, Schedule};
 use btl_ibmc::shm::NodeGroups;
 use crate::patterns::two_level_links;
 use super::link::{self, LinkRequest};
@@ -257,7 +257,7 @@ impl CommState {
         let policy = wait_policy(settings, size);
         let (mut allreduce_config, allreduce_why) = reduction_config(settings, &settings.allreduce, size, policy);
         let (mut reduce_config, reduce_why) = reduction_config(settings, &settings.reduce, size, policy);
-        let two_levels_possible = HierarchyPlan::may_use_two_levels(settings.hierarchy);
+        let two_levels_possible = HierarchyPlan::may_use_two_levels(settings, JobPlacement::from_launcher());
         allreduce_config.tree.room_for_two_levels = two_levels_possible;
         reduce_config.tree.room_for_two_levels = two_levels_possible;
         let (mut bcast_config, bcast_why) = bcast_config(&settings.bcast, &settings.udp, size, policy);
@@ -313,7 +313,7 @@ impl CommState {
             barrier: TunedBarrier::new(rank, size, &barrier_radices, radix, settings.autotune_calls.unwrap_or(1), layout.barrier_offset, policy)
                 .with_context(context),
             two_level_barrier: None,
-            hierarchy: HierarchyPlan::new(settings, policy, layout.barrier_offset),
+            hierarchy: HierarchyPlan::new(settings, policy, layout.barrier_offset, two_levels_possible),
             allreduce,
             allreduce_trial,
             allreduce_autotune,

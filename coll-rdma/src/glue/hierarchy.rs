@@ -26,6 +26,33 @@ pub(super) struct HierarchyPlan {
     barrier_offset: usize,
     pretend_nodes: usize,
     bcast_co_roots: Option<usize>,
+    /// Whether the window holds the two-level schedules' regions.
+    room: bool,
+}
+
+/// Where the launcher placed the job's ranks, as its environment says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum JobPlacement {
+    OneNode,
+    SeveralNodes,
+    Unknown,
+}
+
+impl JobPlacement {
+    /// From the sizes Open MPI's launchers (4.1's orte, 5.0's prte) export
+    /// to every rank.
+    pub(super) fn from_launcher() -> Self {
+        let read = |name: &str| std::env::var(name).ok().and_then(|value| value.trim().parse::<usize>().ok());
+        Self::from_sizes(read("OMPI_COMM_WORLD_LOCAL_SIZE"), read("OMPI_COMM_WORLD_SIZE"))
+    }
+
+    fn from_sizes(local: Option<usize>, world: Option<usize>) -> Self {
+        match (local, world) {
+            (Some(local), Some(world)) if local >= 1 && local == world => JobPlacement::OneNode,
+            (Some(local), Some(world)) if local >= 1 && local < world => JobPlacement::SeveralNodes,
+            _ => JobPlacement::Unknown,
+        }
+    }
 }
 
 /// The communicator's schedule across nodes: flat with a sentence saying
@@ -36,7 +63,9 @@ pub(super) enum Schedule {
 }
 
 impl HierarchyPlan {
-    pub(super) fn new(settings: &Settings, policy: WaitPolicy, barrier_offset: usize) -> Self {
+    /// `room`: whether the window holds the two-level regions
+    /// ([`Self::may_use_two_levels`]).
+    pub(super) fn new(settings: &Settings, policy: WaitPolicy, barrier_offset: usize, room: bool) -> Self {
         HierarchyPlan {
             choice: settings.hierarchy,
             fixed_radix: settings.barrier_radix,
@@ -45,12 +74,18 @@ impl HierarchyPlan {
             barrier_offset,
             pretend_nodes: settings.verbs.pretend_nodes,
             bcast_co_roots: settings.bcast.co_roots,
+            room,
         }
     }
 
-    /// Whether the window must hold the two-level schedules' regions.
-    pub(super) fn may_use_two_levels(choice: Hierarchy) -> bool {
-        choice == Hierarchy::Auto
+    /// Whether the window must hold the two-level schedules' regions: not
+    /// where `coll_rdma_hierarchy=flat`, nor where the launcher says that
+    /// every rank of the job shares one node and no nodes are pretended
+    /// (those regions more than doubled the bcast region on every
+    /// single-node communicator). A communicator that later spans nodes
+    /// anyway (ranks spawned elsewhere) stays flat.
+    pub(super) fn may_use_two_levels(settings: &Settings, placement: JobPlacement) -> bool {
+        settings.hierarchy == Hierarchy::Auto && (settings.verbs.pretend_nodes > 1 || placement != JobPlacement::OneNode)
     }
 
     pub(super) fn schedule(&self, transport: &SelectedTransport) -> Schedule {
@@ -62,6 +97,11 @@ impl HierarchyPlan {
             _ => None,
         };
         match pretended.as_ref().or(transport.node_groups()) {
+            Some(nodes) if nodes.count() > 1 && !self.room => Schedule::Flat(format!(
+                "the ranks span {} nodes, but the window holds no two-level regions: at setup the launcher said every rank \
+                 of the job shares one node (OMPI_COMM_WORLD_LOCAL_SIZE = OMPI_COMM_WORLD_SIZE)",
+                nodes.count()
+            )),
             Some(nodes) if nodes.count() > 1 => Schedule::TwoLevel(nodes.clone()),
             Some(_) => Schedule::Flat("every rank is on one node".to_string()),
             None => Schedule::Flat(format!("the {} transport reaches every peer alike", transport.name())),
@@ -117,6 +157,7 @@ impl HierarchyPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::glue::params::{validate, RawParams};
 
     #[test]
     fn reductions_go_two_level_only_on_consecutive_nodes() {
@@ -125,5 +166,31 @@ mod tests {
         let round_robin = NodeGroups::from_keys(&(0..10).map(|rank| rank % 3).collect::<Vec<_>>());
         let why = HierarchyPlan::reductions_fit(&round_robin).unwrap_err();
         assert!(why.contains("round-robin") && why.contains("rank order, which non-commutative"), "{why}");
+    }
+
+    #[test]
+    fn the_launchers_sizes_say_whether_the_job_spans_nodes() {
+        assert_eq!(JobPlacement::from_sizes(Some(4), Some(4)), JobPlacement::OneNode);
+        assert_eq!(JobPlacement::from_sizes(Some(2), Some(4)), JobPlacement::SeveralNodes);
+        // missing, unreadable or impossible sizes say nothing
+        assert_eq!(JobPlacement::from_sizes(None, Some(4)), JobPlacement::Unknown);
+        assert_eq!(JobPlacement::from_sizes(Some(4), None), JobPlacement::Unknown);
+        assert_eq!(JobPlacement::from_sizes(Some(0), Some(0)), JobPlacement::Unknown);
+        assert_eq!(JobPlacement::from_sizes(Some(5), Some(4)), JobPlacement::Unknown);
+    }
+
+    #[test]
+    fn two_level_regions_only_where_ranks_may_span_nodes() {
+        let auto = validate(RawParams::defaults());
+        assert_eq!(auto.hierarchy, Hierarchy::Auto);
+        assert!(!HierarchyPlan::may_use_two_levels(&auto, JobPlacement::OneNode));
+        assert!(HierarchyPlan::may_use_two_levels(&auto, JobPlacement::SeveralNodes));
+        assert!(HierarchyPlan::may_use_two_levels(&auto, JobPlacement::Unknown));
+        let mut pretended = validate(RawParams::defaults());
+        pretended.verbs.pretend_nodes = 2;
+        assert!(HierarchyPlan::may_use_two_levels(&pretended, JobPlacement::OneNode));
+        let mut flat = validate(RawParams::defaults());
+        flat.hierarchy = Hierarchy::Flat;
+        assert!(!HierarchyPlan::may_use_two_levels(&flat, JobPlacement::SeveralNodes));
     }
 }
