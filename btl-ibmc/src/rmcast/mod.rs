@@ -181,28 +181,9 @@ impl ReliableMulticast {
     /// Every rank must drain (e.g. before the communicator is freed): a
     /// root is idle only once its receivers have acknowledged.
     pub fn drain<T: Transport + ?Sized>(&mut self, transport: &T) -> Result<(), TransportError> {
-        if self.size == 1 {
-            return Ok(());
-        }
-        let stats = &mut self.stats;
-        match Self::decide(&mut self.flavour, self.rank, self.size, self.region_offset, &self.config, transport)? {
-            Flavour::Datagram(flavour) => flavour.flush_acks(transport, stats)?,
-            Flavour::Shared(flavour) => flavour.flush_acks(transport, stats)?,
-            Flavour::Undecided => unreachable!(),
-        }
-        let mut waiter = self.config.waiter();
-        loop {
-            self.progress(transport)?;
-            if self.is_idle() {
-                return Ok(());
-            }
-            let sent = self.sent();
-            let pending = match &self.flavour {
-                Flavour::Datagram(flavour) => flavour.describe_pending(),
-                _ => String::new(),
-            };
-            waiter.pause(transport, || format!("every receiver to acknowledge (this rank sent {sent} pieces as a root; pending: {pending})"))?;
-        }
+        self.flush_then_progress_until(transport, Self::is_idle, |this| {
+            format!("every receiver to acknowledge (this rank sent {} pieces as a root; pending: {})", this.sent(), this.describe_pending())
+        })
     }
 
     /// Writes every pending ACK and, on `as_root`, progresses until every
@@ -213,35 +194,62 @@ impl ReliableMulticast {
     /// once they get there, and a drain that waited for those while they
     /// waited for this rank's pieces of those calls would never end).
     pub fn settle<T: Transport + ?Sized>(&mut self, transport: &T, as_root: bool) -> Result<(), TransportError> {
+        if !as_root {
+            return if self.size == 1 { Ok(()) } else { self.flush_acks(transport) };
+        }
+        self.flush_then_progress_until(transport, Self::own_stream_acknowledged, |this| {
+            format!("every receiver to acknowledge the {} pieces this rank sent as a root ({})", this.sent(), this.describe_own_stream())
+        })
+    }
+
+    fn flush_acks<T: Transport + ?Sized>(&mut self, transport: &T) -> Result<(), TransportError> {
+        let stats = &mut self.stats;
+        match Self::decide(&mut self.flavour, self.rank, self.size, self.region_offset, &self.config, transport)? {
+            Flavour::Datagram(flavour) => flavour.flush_acks(transport, stats),
+            Flavour::Shared(flavour) => flavour.flush_acks(transport, stats),
+            Flavour::Undecided => unreachable!(),
+        }
+    }
+
+    fn flush_then_progress_until<T: Transport + ?Sized>(
+        &mut self,
+        transport: &T,
+        done: fn(&Self) -> bool,
+        waiting_for: fn(&Self) -> String,
+    ) -> Result<(), TransportError> {
         if self.size == 1 {
             return Ok(());
         }
-        let stats = &mut self.stats;
-        match Self::decide(&mut self.flavour, self.rank, self.size, self.region_offset, &self.config, transport)? {
-            Flavour::Datagram(flavour) => flavour.flush_acks(transport, stats)?,
-            Flavour::Shared(flavour) => flavour.flush_acks(transport, stats)?,
-            Flavour::Undecided => unreachable!(),
-        }
-        if !as_root {
-            return Ok(());
-        }
+        self.flush_acks(transport)?;
         let mut waiter = self.config.waiter();
         loop {
             self.progress(transport)?;
-            let own_stream_acknowledged = match &self.flavour {
-                Flavour::Undecided => true,
-                Flavour::Datagram(flavour) => flavour.own_stream_acknowledged(),
-                Flavour::Shared(flavour) => flavour.own_stream_acknowledged(),
-            };
-            if own_stream_acknowledged {
+            if done(self) {
                 return Ok(());
             }
-            let sent = self.sent();
-            let unacknowledged = match &self.flavour {
-                Flavour::Datagram(flavour) => flavour.describe_own_stream(),
-                _ => String::new(),
-            };
-            waiter.pause(transport, || format!("every receiver to acknowledge the {sent} pieces this rank sent as a root ({unacknowledged})"))?;
+            waiter.pause(transport, || waiting_for(self))?;
+        }
+    }
+
+    fn own_stream_acknowledged(&self) -> bool {
+        match &self.flavour {
+            Flavour::Undecided => true,
+            Flavour::Datagram(flavour) => flavour.own_stream_acknowledged(),
+            Flavour::Shared(flavour) => flavour.own_stream_acknowledged(),
+        }
+    }
+
+    fn describe_pending(&self) -> String {
+        match &self.flavour {
+            Flavour::Datagram(flavour) => flavour.describe_pending(),
+            _ => String::new(),
+        }
+    }
+
+    fn describe_own_stream(&self) -> String {
+        match &self.flavour {
+            Flavour::Datagram(flavour) => flavour.describe_own_stream(),
+            _ => String::new(),
         }
     }
 
