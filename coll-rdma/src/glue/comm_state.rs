@@ -16,7 +16,7 @@ use btl_ibmc::shm::NodeGroups;
 use crate::patterns::two_level_links;
 use super::link::{self, LinkRequest};
 use super::agreement::{agree_on_protocol, ProtocolInputs, ProtocolSettings};
-use super::params::{BcastSettings, ReductionSettings, Settings, TestFaults, TransportChoice, UdpSettings, VerbsSettings, WindowLimit};
+use super::params::{BcastSettings, Hierarchy, ReductionSettings, Settings, TestFaults, TransportChoice, UdpSettings, VerbsSettings, WindowLimit};
 use super::saved::SavedCollectives;
 use crate::collectives::allreduce::{Allreduce, AllreduceConfig};
 use crate::collectives::allreduce_autotune::{degree_candidates, trial_bytes, DegreeOutcome, DegreeTrial};
@@ -258,8 +258,13 @@ impl CommState {
         let (mut allreduce_config, allreduce_why) = reduction_config(settings, &settings.allreduce, size, policy);
         let (mut reduce_config, reduce_why) = reduction_config(settings, &settings.reduce, size, policy);
         let two_levels_possible = HierarchyPlan::may_use_two_levels(settings, JobPlacement::from_launcher());
-        allreduce_config.tree.room_for_two_levels = two_levels_possible;
-        reduce_config.tree.room_for_two_levels = two_levels_possible;
+        // The trees keep their two-level reserve wherever the hierarchy is
+        // auto, one node or not: it is small (the rings of one more step)
+        // and the allreduce autotune tries the degrees whose trees fit it
+        // (without it a single-node np=4 had degree 1 alone to try).
+        let trees_reserve = settings.hierarchy == Hierarchy::Auto;
+        allreduce_config.tree.room_for_two_levels = trees_reserve;
+        reduce_config.tree.room_for_two_levels = trees_reserve;
         let (mut bcast_config, bcast_why) = bcast_config(&settings.bcast, &settings.udp, size, policy);
         bcast_config.room_for_two_levels = two_levels_possible;
         tracing::info!(
