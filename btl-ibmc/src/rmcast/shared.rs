@@ -225,7 +225,7 @@ impl SharedFlavour {
     }
 
     pub(crate) fn idle(&self) -> bool {
-        self.floor >= self.next_seq && self.readers.iter().flatten().all(|reader| reader.ack.published() == reader.delivered)
+        self.own_stream_acknowledged() && self.readers.iter().flatten().all(|reader| reader.ack.published() == reader.delivered)
     }
 
     /// Every reader has acknowledged every piece this rank wrote as a root.

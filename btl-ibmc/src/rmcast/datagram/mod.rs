@@ -286,7 +286,7 @@ impl DatagramFlavour {
     }
 
     pub(crate) fn idle(&self) -> bool {
-        self.sender.as_ref().is_none_or(Sender::idle) && self.receivers.iter().flatten().all(Receiver::idle)
+        self.own_stream_acknowledged() && self.receivers.iter().flatten().all(Receiver::idle)
     }
 
     /// Every piece this rank sent as a root is acknowledged by every member.
