@@ -1122,7 +1122,8 @@ COMP_TESTS=(
     "bcast-ack-interval-16-np4" "bcast-nack-0-np3" "bcast-max-bytes--1-np4" "bcast-max-bytes--1-np8"
     "bcast-max-bytes-0-np3" "bcast-single-copy-np2" "bcast-single-copy-np3" "bcast-single-copy-np4"
     "bcast-single-copy-refused-np3" "bcast-refused-default-limits-np2" "bcast-refused-default-limits-np4" "reduce_ops-max-bytes--1-np4"
-    "reduce_ops-parallel-np2" "reduce_ops-parallel-np3" "reduce_ops-parallel-np4" "reduce_ops-parallel-refused-np3"
+    "reduce_ops-parallel-np2" "reduce_ops-parallel-np3" "reduce_ops-parallel-np4" "reduce_ops-parallel-refused-ring-np3"
+    "reduce_ops-parallel-refused-ring-np5" "reduce_ops-parallel-refused-no-ring-np3"
     "noncommutative-tuned-ring-chain-np2" "noncommutative-tuned-ring-chain-np3" "noncommutative-tuned-ring-chain-np4"
     "noncommutative-tuned-ring-chain-parallel-refused-np3" "noncommutative-np2" "noncommutative-np3" "noncommutative-np4"
     "bad-bcast-window-etc-np4"
@@ -1454,15 +1455,28 @@ else
         run_test "reduce_ops-parallel-np$np" "$np" ok "${V[@]}" -- reduce_ops -L 2000000 -x 20
     done
     PR=(--mca coll_rdma_allreduce_parallel_min_bytes 16384 --mca coll_rdma_reduce_parallel_min_bytes 8192)
-    # process_vm_readv refused (pretended on every rank): the window up to
-    # the old limits, the larger calls to the module underneath, saying why
-    CHECKS=("${SERVED[@]}" "nore:reduced in parallel \\("
+    # process_vm_readv refused (pretended on every rank), as across nodes:
+    # commutative ops from 16 KiB (allreduce) and 8 KiB (reduce) go around
+    # the ring (reduce-scatter, then allgather, between neighbours), so
+    # none is handed over for its size; the others keep the tree. Every
+    # op and datatype, every root, in place, 16 MiB of doubles.
+    CHECKS=("${SERVED[@]}" "nore:reduced in parallel \\(" "nore:handed to the module underneath: .*_max_bytes"
         "re:no cross-memory reads, so no single-copy bcast or parallel reduction: rank 0 pretends it cannot read rank 1's memory"
-        "re:comm 0 rank 0: no parallel allreduce \\(shm cannot read its peers' memory\\)"
-        "re:comm 0 rank 0: no parallel reduce \\(shm cannot read its peers' memory\\)"
+        "re:comm 0 rank 0: no parallel allreduce \\(shm cannot read its peers' memory\\): allreduce of 16384 bytes or more with a commutative op goes around a ring"
+        "re:comm 0 rank 0: no parallel reduce \\(shm cannot read its peers' memory\\): reduce of 8192 bytes or more with a commutative op goes around a ring")
+    run_test "reduce_ops-parallel-refused-ring-np3" 3 ok "${PR[@]}" --mca coll_rdma_test_pretend_no_cross_memory 1 \
+        "${V[@]}" -- reduce_ops -L 2000000 -x 10
+    CHECKS=("${SERVED[@]}" "nore:handed to the module underneath: .*_max_bytes"
+        "re:comm 0 rank 0: no parallel allreduce \\(shm cannot read its peers' memory\\): allreduce of 16384 bytes or more")
+    run_test "reduce_ops-parallel-refused-ring-np5" 5 ok "${PR[@]}" --mca coll_rdma_test_pretend_no_cross_memory 1 \
+        "${V[@]}" -- reduce_ops -x 5
+    # ... and with the ring turned off: the window up to the old limits, the
+    # larger calls to the module underneath, saying why
+    CHECKS=("${SERVED[@]}" "nore:reduced in parallel \\(" "nore:goes around a ring"
+        "re:comm 0 rank 0: no parallel allreduce \\(shm cannot read its peers' memory\\): allreduce keeps the window, up to coll_rdma_allreduce_max_bytes"
         "re:rank [0-9]+: allreduce handed to the module underneath: .*coll_rdma_allreduce_max_bytes")
-    run_test "reduce_ops-parallel-refused-np3" 3 ok "${PR[@]}" --mca coll_rdma_test_pretend_no_cross_memory 1 \
-        "${V[@]}" -- reduce_ops -x 10
+    run_test "reduce_ops-parallel-refused-no-ring-np3" 3 ok "${PR[@]}" --mca coll_rdma_test_pretend_no_cross_memory 1 \
+        --mca coll_rdma_allreduce_ring_min_bytes -1 --mca coll_rdma_reduce_ring_min_bytes -1 "${V[@]}" -- reduce_ops -x 10
 
     # non-commutative user ops over lengths crossing every limit (1 element
     # to ~300 KiB), every root, in place, world and reversed order. tuned

@@ -1,7 +1,10 @@
 #!/bin/sh
-# Allreduce and reduce over verbs on Soft-RoCE: coll rdma's tree with its
-# size limits lifted against stock Open MPI, size by size, the two taking
-# turns (stock, rdma, rdma, stock, ...) so that each pair sees the same load.
+# Allreduce and reduce over verbs on Soft-RoCE: coll rdma (the ring from
+# 16 KiB for allreduce and 8 KiB for reduce, with the tree's size limits
+# lifted) against stock Open MPI, size by size, the two taking turns
+# (stock, rdma, rdma, stock, ...) so that each pair sees the same load.
+# BENCH_RDMA_MCA="--mca coll_rdma_allreduce_ring_min_bytes -1
+# --mca coll_rdma_reduce_ring_min_bytes -1" measures the tree instead.
 # Runs in guest 0 (ci/rxe/guests.sh run --primary), e.g.
 #   ci/rxe/guests.sh run --guests 2 --primary --timeout 3000 -- \
 #       sh ci/rxe/bench-reductions.sh two-guests

@@ -6,6 +6,7 @@ use crate::collectives::allreduce::{Allreduce, AllreduceConfig};
 use crate::collectives::barrier_autotune::TunedBarrier;
 use crate::collectives::bcast::{Bcast, BcastConfig};
 use crate::collectives::reduce::Reduce;
+use crate::collectives::ring_reduction::RingReduction;
 use crate::patterns::TreeStreamConfig;
 
 /// Regions are page-aligned so that later regions can be registered or
@@ -17,6 +18,8 @@ pub struct WindowLayout {
     pub barrier_offset: usize,
     pub allreduce_offset: usize,
     pub reduce_offset: usize,
+    /// The ring that allreduce and reduce share (`RingReduction`).
+    pub ring_offset: usize,
     pub bcast_offset: usize,
     pub window_len: usize,
 }
@@ -37,26 +40,30 @@ impl WindowLayout {
         reduce: &TreeStreamConfig,
         bcast: &BcastConfig,
     ) -> Self {
-        Self::with_barrier_region(size, TunedBarrier::region_len(size, barrier_radices), allreduce, reduce, bcast)
+        let barrier_len = TunedBarrier::region_len(size, barrier_radices);
+        Self::with_barrier_region(size, barrier_len, allreduce, reduce, RingReduction::DEFAULT_SEGMENT_BYTES, bcast)
     }
 
     /// The layout when the barrier region takes `barrier_len` bytes (the
     /// larger of the flat and the two-level barrier's regions where either
     /// may serve: a communicator uses one of them all its life, so they
-    /// share the region).
+    /// share the region), and the ring's slots `ring_segment_bytes`.
     pub fn with_barrier_region(
         size: usize,
         barrier_len: usize,
         allreduce: &AllreduceConfig,
         reduce: &TreeStreamConfig,
+        ring_segment_bytes: usize,
         bcast: &BcastConfig,
     ) -> Self {
         let barrier_offset = 0;
         let allreduce_offset = page_align(barrier_offset + barrier_len);
         let reduce_offset = page_align(allreduce_offset + Allreduce::region_len(size, allreduce));
-        let bcast_offset = page_align(reduce_offset + Reduce::region_len(size, reduce));
+        let ring_offset = page_align(reduce_offset + Reduce::region_len(size, reduce));
+        let bcast_offset = page_align(ring_offset + RingReduction::region_len(ring_segment_bytes));
         let end = bcast_offset + Bcast::region_len(size, bcast);
-        WindowLayout { barrier_offset, allreduce_offset, reduce_offset, bcast_offset, window_len: page_align(end).max(REGION_ALIGN) }
+        let window_len = page_align(end).max(REGION_ALIGN);
+        WindowLayout { barrier_offset, allreduce_offset, reduce_offset, ring_offset, bcast_offset, window_len }
     }
 
     /// The layout when reduce uses the allreduce's tree and bcast its
@@ -82,12 +89,13 @@ mod tests {
                 let tree = TreeStreamConfig { degree, ..TreeStreamConfig::default() };
                 let config = AllreduceConfig { tree, ..AllreduceConfig::default() };
                 let layout = WindowLayout::with_reductions(size, 2, &config);
-                for offset in [layout.allreduce_offset, layout.reduce_offset, layout.bcast_offset, layout.window_len] {
+                for offset in [layout.allreduce_offset, layout.reduce_offset, layout.ring_offset, layout.bcast_offset, layout.window_len] {
                     assert_eq!(offset % REGION_ALIGN, 0);
                 }
                 assert!(layout.barrier_offset + DisseminationBarrier::region_len(size, 2) <= layout.allreduce_offset);
                 assert!(layout.allreduce_offset + Allreduce::region_len(size, &config) <= layout.reduce_offset);
-                assert!(layout.reduce_offset + Reduce::region_len(size, &config.tree) <= layout.bcast_offset);
+                assert!(layout.reduce_offset + Reduce::region_len(size, &config.tree) <= layout.ring_offset);
+                assert!(layout.ring_offset + RingReduction::region_len(RingReduction::DEFAULT_SEGMENT_BYTES) <= layout.bcast_offset);
                 assert!(layout.bcast_offset + Bcast::region_len(size, &BcastConfig::default()) <= layout.window_len);
             }
         }

@@ -430,9 +430,10 @@ fn long_messages_stream_through_a_bounded_window() {
         ];
         let longest = 8_000 * 8;
         let layout = WindowLayout::with_reductions(size, 1, &config);
-        // The reductions' share of the window: from their first region to
-        // the bcast region that follows them.
-        let reductions_len = layout.bcast_offset - layout.allreduce_offset;
+        // The trees' share of the window: from their first region to the
+        // ring's, which follows them (these calls' op mix would send only
+        // the commutative ones around the ring, in the glue).
+        let reductions_len = layout.ring_offset - layout.allreduce_offset;
         assert!(
             reductions_len < longest / 2,
             "the reductions' window ({reductions_len} bytes) is not much smaller than the message"

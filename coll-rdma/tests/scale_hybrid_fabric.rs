@@ -27,6 +27,7 @@ use mca_coll_rdma::collectives::bcast::{Bcast, BcastConfig};
 use mca_coll_rdma::layout::WindowLayout;
 use mca_coll_rdma::patterns::{two_level_links, TreeStreamConfig};
 use mca_coll_rdma::collectives::reduce::Reduce;
+use mca_coll_rdma::collectives::ring_reduction::RingReduction;
 use common::{WordSum, word};
 use mca_coll_rdma::side_progress::BcastProgress;
 
@@ -152,7 +153,7 @@ fn run_at_scale(scale: Scale) {
     let reductions = AllreduceConfig { tree, ..AllreduceConfig::default() };
     let radix = 2;
     let barrier_len = DisseminationBarrier::region_len(size, radix).max(if two_level { TwoLevelBarrier::region_len(size) } else { 0 });
-    let layout = WindowLayout::with_barrier_region(size, barrier_len, &reductions, &reductions.tree, &bcast_config);
+    let layout = WindowLayout::with_barrier_region(size, barrier_len, &reductions, &reductions.tree, RingReduction::DEFAULT_SEGMENT_BYTES, &bcast_config);
     let fabric = FabricConfig {
         multicast_drop: 0.05,
         multicast_duplicate: 0.02,

@@ -47,12 +47,16 @@
  *       MPI_Allreduce/MPI_Reduce calls on intracommunicators of size > 1
  *       with this context id: N in all, S that coll rdma must serve itself,
  *       F = a + b + c that it must hand to the module underneath (a: datatype
- *       not contiguous, b: message above coll_rdma_<kind>_max_bytes and not
- *       reduced in parallel, with a commutative op, c: both). A message of at least
+ *       not contiguous, b: message above coll_rdma_<kind>_max_bytes and
+ *       neither reduced in parallel nor around the ring, with a commutative
+ *       op, c: both). A message of at least
  *       coll_rdma_<kind>_parallel_min_bytes is reduced in parallel, whatever
  *       its length, unless the communicator's ranks cannot read each
  *       other's memory (decided per communicator, like single-copy bcast:
- *       see t_group_reads_peers).
+ *       see t_group_reads_peers); failing that, one of at least
+ *       coll_rdma_<kind>_ring_min_bytes with a commutative op goes around
+ *       the ring, up to coll_rdma_udp_ring_max_bytes where the communicator
+ *       runs over udp (t_group_over_udp).
  *       Counted at call time by the wrappers below (profiling interface), so
  *       the existing programs' plain MPI_Allreduce/MPI_Reduce calls count
  *       too, and so do the reductions Open MPI makes on an intercommunicator's
@@ -111,6 +115,7 @@
 #endif
 #endif
 #include <mpi.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -467,7 +472,10 @@ T_API void t_track_tagged(MPI_Comm comm, int tag, tcomm_t *out)
  * datatype is not contiguous (count elements are not one gap-free byte
  * range: type size != extent, or holes inside) or count * type size exceeds
  * coll_rdma_<kind>_max_bytes (-1 = no limit) and the op is commutative;
- * those go to the module underneath. A non-commutative op is served at every
+ * those go to the module underneath, except the ones the parallel
+ * reduction takes (ranks that read each other's memory, from
+ * coll_rdma_<kind>_parallel_min_bytes) or, failing that, the ring
+ * (commutative ops from coll_rdma_<kind>_ring_min_bytes). A non-commutative op is served at every
  * length (the module underneath may not keep the rank order). Calls with count 0 are not counted: Open MPI 4.1's MPI_Allreduce
  * and MPI_Reduce return MPI_SUCCESS for them before any coll component is
  * called (seen with the component's counts), so coll rdma never sees them,
@@ -488,6 +496,12 @@ T_API long t_red_noncontig[T_NKINDS][T_MAX_CID], t_red_above[T_NKINDS][T_MAX_CID
 T_API long t_red_both[T_NKINDS][T_MAX_CID];
 T_API long long t_red_max_bytes[T_NKINDS] = {-1, -1};
 T_API long long t_red_parallel_min[T_NKINDS] = {-1, -1};
+T_API long long t_red_ring_min[T_NKINDS] = {-1, -1};
+/* coll_rdma_udp_ring_max_bytes: over udp, longer calls leave the ring */
+T_API long long t_udp_ring_max = -1;
+/* coll_rdma_transport and coll_rdma_test_pretend_nodes, as read with MPI_T */
+T_API char t_transport_name[64] = "auto";
+T_API long long t_pretend_nodes = 0;
 /* Whether a communicator within one node whose members do not pretend
  * otherwise reads peers' memory (see t_group_reads_peers). */
 T_API int t_cross_memory = 0;
@@ -533,10 +547,48 @@ T_API int t_comm_reads_peers(MPI_Comm comm)
     return reads;
 }
 
+/* Whether this machine has a verbs device (auto then joins nodes with
+ * verbs rather than udp). */
+T_API int t_has_verbs_device(void)
+{
+    DIR *dir = opendir("/sys/class/infiniband");
+    if (!dir) return 0;
+    struct dirent *entry;
+    int found = 0;
+    while (!found && (entry = readdir(dir)) != NULL) found = entry->d_name[0] != '.';
+    closedir(dir);
+    return found;
+}
+
+/* Whether coll rdma runs a communicator of the members of g over udp, as
+ * the component chooses: udp forced, or auto across real nodes without a
+ * verbs device and without pretended nodes (those make auto build the
+ * verbs hybrid). */
+T_API int t_group_over_udp(MPI_Group g)
+{
+    if (strcasecmp(t_transport_name, "udp") == 0) return 1;
+    if (strcasecmp(t_transport_name, "auto") != 0 || t_pretend_nodes > 1 || !t_node_of || t_has_verbs_device()) return 0;
+    int n, spans = 0;
+    int *b = t_world_ranks(g, &n);
+    for (int i = 1; i < n && !spans; i++)
+        spans = b[i] != MPI_UNDEFINED && b[0] != MPI_UNDEFINED && t_node_of[b[i]] != t_node_of[b[0]];
+    free(b);
+    return spans;
+}
+
+T_API int t_comm_over_udp(MPI_Comm comm)
+{
+    MPI_Group g;
+    MPI_Comm_group(comm, &g);
+    int over = t_group_over_udp(g);
+    MPI_Group_free(&g);
+    return over;
+}
+
 /* Classify and count one reduction on an intracommunicator (id cid, size
  * members). Size-1 communicators are not claimed by coll rdma: not counted. */
 T_API int t_count_reduction(int kind, int cid, int size, int count, MPI_Datatype dt, int commute,
-                            int reads_peers)
+                            int reads_peers, int over_udp)
 {
     if (size < 2 || cid < 0 || cid >= T_MAX_CID || count == 0) return 0;
     int tsize = 0;
@@ -544,7 +596,9 @@ T_API int t_count_reduction(int kind, int cid, int size, int count, MPI_Datatype
     long long bytes = (long long)count * tsize;
     int noncontig = !t_dtype_contiguous(dt);
     int parallel = reads_peers && t_red_parallel_min[kind] >= 0 && bytes >= t_red_parallel_min[kind];
-    int above = commute && t_red_max_bytes[kind] >= 0 && bytes > t_red_max_bytes[kind] && !parallel;
+    int ring = !parallel && commute && t_red_ring_min[kind] >= 0 && bytes >= t_red_ring_min[kind]
+               && !(over_udp && t_udp_ring_max >= 0 && bytes > t_udp_ring_max);
+    int above = commute && t_red_max_bytes[kind] >= 0 && bytes > t_red_max_bytes[kind] && !parallel && !ring;
     t_red_calls[kind][cid]++;
     if (noncontig && above) t_red_both[kind][cid]++;
     else if (noncontig) t_red_noncontig[kind][cid]++;
@@ -561,9 +615,9 @@ T_API int t_count_reduction(int kind, int cid, int size, int count, MPI_Datatype
  * one MPI_INT). Seen with gdb on 4.1.4 (coll_inter_allreduce_inter). */
 T_API void t_count_hidden_bcast(int local_cid, int local_size, int count, MPI_Datatype dt, int reads_peers);
 T_API void t_count_hidden_reduce(int local_cid, int local_size, int count, MPI_Datatype dt, int commute,
-                                 int reads_peers)
+                                 int reads_peers, int over_udp)
 {
-    if (local_cid >= 0) t_count_reduction(T_REDUCE, local_cid, local_size, count, dt, commute, reads_peers);
+    if (local_cid >= 0) t_count_reduction(T_REDUCE, local_cid, local_size, count, dt, commute, reads_peers, over_udp);
     /* ... then the result goes back to the group: a bcast from local rank 0
      * of the same count and datatype on the same hidden communicator (the
      * component's counts show it: one bcast per intercommunicator barrier
@@ -583,14 +637,14 @@ T_API void t_count_hidden_reduce(int local_cid, int local_size, int count, MPI_D
  * program's own calls. (For fewer ranks or commutative ops tuned's choices
  * use point-to-point messages only.) */
 T_API void t_count_bcast(int cid, int size, int count, long long bytes, int reads_peers);
-T_API void t_count_nested(int cid, int size, int count, MPI_Datatype dt, MPI_Op op, int reads_peers)
+T_API void t_count_nested(int cid, int size, int count, MPI_Datatype dt, MPI_Op op, int reads_peers, int over_udp)
 {
     int commute = 1, tsize = 0;
     MPI_Op_commutative(op, &commute);
     MPI_Type_size(dt, &tsize);
     long long bytes = (long long)count * tsize;
     if (commute || size < 8 || size >= 16 || bytes < 1048576) return;
-    t_count_reduction(T_REDUCE, cid, size, count, dt, commute, reads_peers);
+    t_count_reduction(T_REDUCE, cid, size, count, dt, commute, reads_peers, over_udp);
     t_count_bcast(cid, size, count, bytes, reads_peers);
 }
 
@@ -607,13 +661,13 @@ T_API void t_note_reduction(int kind, MPI_Comm comm, int count, MPI_Datatype dt,
         ompi_communicator_t *oc = (ompi_communicator_t *)comm;
         if (kind == T_ALLREDUCE && oc->c_local_comm)
             t_count_hidden_reduce((int)T_OMPI_CID(oc->c_local_comm), size, count, dt, commute,
-                                  t_comm_reads_peers(comm));
+                                  t_comm_reads_peers(comm), t_comm_over_udp(comm));
 #endif
         return;
     }
-    int cid = t_cid(comm), reads_peers = t_comm_reads_peers(comm);
-    if (t_count_reduction(kind, cid, size, count, dt, commute, reads_peers) == 2 && kind == T_ALLREDUCE)
-        t_count_nested(cid, size, count, dt, op, reads_peers);
+    int cid = t_cid(comm), reads_peers = t_comm_reads_peers(comm), over_udp = t_comm_over_udp(comm);
+    if (t_count_reduction(kind, cid, size, count, dt, commute, reads_peers, over_udp) == 2 && kind == T_ALLREDUCE)
+        t_count_nested(cid, size, count, dt, op, reads_peers, over_udp);
 }
 
 #ifndef T_NO_REDUCTION_WRAPPERS
@@ -826,7 +880,14 @@ T_API void t_read_reduction_limits(void)
     int fpa = 0, fpr = 0;
     t_red_parallel_min[T_ALLREDUCE] = t_read_cvar("coll_rdma_allreduce_parallel_min_bytes", &fpa);
     t_red_parallel_min[T_REDUCE] = t_read_cvar("coll_rdma_reduce_parallel_min_bytes", &fpr);
+    int fra = 0, frr = 0, fudp = 0;
+    t_red_ring_min[T_ALLREDUCE] = t_read_cvar("coll_rdma_allreduce_ring_min_bytes", &fra);
+    t_red_ring_min[T_REDUCE] = t_read_cvar("coll_rdma_reduce_ring_min_bytes", &frr);
+    t_udp_ring_max = t_read_cvar("coll_rdma_udp_ring_max_bytes", &fudp);
     MPI_T_finalize();
+    if (!fudp) t_udp_ring_max = -1;
+    if (!fra) t_red_ring_min[T_ALLREDUCE] = -1;
+    if (!frr) t_red_ring_min[T_REDUCE] = -1;
     if (!fpa) t_red_parallel_min[T_ALLREDUCE] = -1;
     if (!fpr) t_red_parallel_min[T_REDUCE] = -1;
     /* t_cross_memory, which the parallel reductions need too, is decided
@@ -905,6 +966,8 @@ T_API void t_read_bcast_params(void)
     long long pretend_nodes = t_read_cvar("coll_rdma_test_pretend_nodes", &fnodes);
     t_read_cvar_text("coll_rdma_transport", transport, (int)sizeof transport);
     MPI_T_finalize();
+    if (transport[0]) snprintf(t_transport_name, sizeof t_transport_name, "%s", transport);
+    t_pretend_nodes = fnodes ? pretend_nodes : 0;
     t_bc_param_source = fm ? "from MPI_T" : "coll_rdma_bcast_max_bytes not registered";
     if (!fm) t_bc_max_bytes = -1;
     if (!fs) t_bc_slot_size = -1;
@@ -1032,7 +1095,7 @@ T_API void t_barrier_delay(tcomm_t *t, unsigned delay_us)
     t_total_barriers++;
     if (rc != MPI_SUCCESS) T_FAIL("MPI_Barrier returned %d (comm %d)", rc, t->cid);
     if (t->is_inter && rc == MPI_SUCCESS && !(t_selftest_skip && k % 50 == 49))
-        t_count_hidden_reduce(t->local_cid, t->size, 1, MPI_INT, 1, t_comm_reads_peers(t->comm));
+        t_count_hidden_reduce(t->local_cid, t->size, 1, MPI_INT, 1, t_comm_reads_peers(t->comm), t_comm_over_udp(t->comm));
     if (t->is_inter) {
         uint64_t *theirs = e->cnt[1 - t->grp];
         uint64_t seen = __atomic_load_n(&theirs[k % T_RING], __ATOMIC_SEQ_CST);

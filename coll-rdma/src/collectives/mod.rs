@@ -11,3 +11,4 @@ pub mod barrier_two_level;
 pub mod bcast;
 pub mod parallel_reduction;
 pub mod reduce;
+pub mod ring_reduction;

@@ -24,6 +24,7 @@ use crate::collectives::barrier_autotune::{barrier_candidates, TrialOutcome, Tun
 use crate::collectives::barrier_two_level::TwoLevelBarrier;
 use crate::collectives::bcast::{Bcast, BcastConfig};
 use crate::collectives::reduce::Reduce;
+use crate::collectives::ring_reduction::{RingLengths, RingReduction};
 use crate::layout::WindowLayout;
 
 /// What a collective entry point does once it has let go of the state.
@@ -115,6 +116,14 @@ pub struct CommState {
     pub(super) allreduce_max_bytes: Option<usize>,
     pub(super) reduce: Reduce,
     pub(super) reduce_max_bytes: Option<usize>,
+    /// Long allreduces and reduces of commutative ops where the parallel
+    /// reduction does not serve.
+    pub(super) ring: RingReduction,
+    pub(super) allreduce_ring: RingLengths,
+    pub(super) reduce_ring: RingLengths,
+    /// `coll_rdma_udp_ring_max_bytes`, which bounds both lengths above
+    /// once the transport turns out to be udp.
+    udp_ring_max_bytes: Option<usize>,
     pub(super) bcast: Bcast,
     /// The window paths' limit as set; `bcast_max_bytes` once the
     /// transport is known.
@@ -279,7 +288,14 @@ impl CommState {
         if two_levels_possible {
             barrier_len = barrier_len.max(TwoLevelBarrier::region_len(size));
         }
-        let layout = WindowLayout::with_barrier_region(size, barrier_len, &allreduce_config, &reduce_config.tree, &bcast_config);
+        let layout = WindowLayout::with_barrier_region(
+            size,
+            barrier_len,
+            &allreduce_config,
+            &reduce_config.tree,
+            settings.ring_segment_bytes,
+            &bcast_config,
+        );
         let context = format!("comm {cid}");
         let protocol = ProtocolSettings::of(&ProtocolInputs {
             settings,
@@ -325,6 +341,10 @@ impl CommState {
             allreduce_max_bytes: settings.allreduce.max_bytes,
             reduce,
             reduce_max_bytes: settings.reduce.max_bytes,
+            ring: RingReduction::new(rank, size, layout.ring_offset, settings.ring_segment_bytes),
+            allreduce_ring: RingLengths { from: settings.allreduce.ring_min_bytes, up_to: None },
+            reduce_ring: RingLengths { from: settings.reduce.ring_min_bytes, up_to: None },
+            udp_ring_max_bytes: settings.udp_ring_max_bytes,
             bcast: Bcast::new(rank, size, layout.bcast_offset, bcast_config),
             bcast_window_limit: settings.bcast.max_bytes,
             bcast_max_bytes: None,
@@ -364,8 +384,8 @@ impl CommState {
     /// reduced in parallel, or why none are.
     fn report_parallel_reduction(&self, transport: &SelectedTransport) {
         let from = [("allreduce", self.allreduce.parallel().min_bytes()), ("reduce", self.reduce.parallel().min_bytes())];
-        for (name, from) in from.into_iter().filter(|&(_, from)| from != usize::MAX) {
-            if transport.reads_peer_memory() {
+        for (name, from) in from {
+            if transport.reads_peer_memory() && from != usize::MAX {
                 tracing::info!(
                     "comm {} rank {}: {name} of {from} bytes or more reduced in parallel (each rank reduces its slice of every \
                      rank's input, read with process_vm_readv, and writes it into the gathering ranks' buffers with process_vm_writev) at any length; shorter ones through the window",
@@ -384,14 +404,45 @@ impl CommState {
                 }
             } else {
                 tracing::info!(
-                    "comm {} rank {}: no parallel {name} ({} cannot read its peers' memory): {name} keeps the window, up to \
-                     coll_rdma_{name}_max_bytes for commutative ops (at any length for the others)",
+                    "comm {} rank {}: no parallel {name} ({}): {}",
                     self.cid,
                     self.rank,
-                    transport.name()
+                    if from == usize::MAX {
+                        format!("coll_rdma_{name}_parallel_min_bytes is -1")
+                    } else {
+                        format!("{} cannot read its peers' memory", transport.name())
+                    },
+                    self.ring_report(name)
                 );
             }
         }
+    }
+
+    /// On udp, whose puts go one datagram at a time, long messages leave
+    /// the ring for the module underneath (`coll_rdma_udp_ring_max_bytes`).
+    fn bound_the_ring_on(&mut self, transport: &SelectedTransport) {
+        if matches!(transport, SelectedTransport::Udp(_)) {
+            self.allreduce_ring.up_to = self.udp_ring_max_bytes;
+            self.reduce_ring.up_to = self.udp_ring_max_bytes;
+        }
+    }
+
+    /// Which lengths of `name` (allreduce or reduce) go around the ring
+    /// where the parallel reduction cannot serve.
+    fn ring_report(&self, name: &str) -> String {
+        let lengths = if name == "allreduce" { self.allreduce_ring } else { self.reduce_ring };
+        let Some(from) = lengths.from else {
+            return format!("{name} keeps the window, up to coll_rdma_{name}_max_bytes for commutative ops (at any length for the others)");
+        };
+        let up_to = match lengths.up_to {
+            Some(up_to) => format!(" up to {up_to} (coll_rdma_udp_ring_max_bytes; longer ones as coll_rdma_{name}_max_bytes says)"),
+            None => String::new(),
+        };
+        format!(
+            "{name} of {from} bytes or more{up_to} with a commutative op goes around a ring of {}-byte slots (reduce-scatter, \
+             then allgather, each rank putting to the next); shorter ones, and non-commutative ops at any length, through the window's tree",
+            self.ring.segment_bytes()
+        )
     }
 
     /// Builds the two-level schedules where the communicator spans nodes
@@ -707,6 +758,7 @@ impl CommState {
                 let (window_limit, why) = self.bcast_window_limit_on(&transport);
                 self.bcast_max_bytes = window_limit;
                 self.report_bcast_paths(&transport, &why);
+                self.bound_the_ring_on(&transport);
                 self.report_parallel_reduction(&transport);
                 if Bcast::uses_put_tree(&transport) {
                     tracing::info!(

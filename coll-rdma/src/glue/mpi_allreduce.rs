@@ -7,13 +7,14 @@ use btl_ibmc::TransportError;
 use ompi_sys as sys;
 
 use crate::collectives::allreduce_autotune::trial_bytes;
+use crate::collectives::parallel_reduction::{Gather, ReductionBuffers};
 
 use crate::side_progress::BcastProgress;
 use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::handover::Handover;
-use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, FoldOrder};
+use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, FoldOrder, NativeMessage};
 use super::saved::ReductionCall;
 
 pub(super) unsafe extern "C" fn allreduce(
@@ -45,13 +46,18 @@ impl CommState {
             return self.finish(Collective::Allreduce, Ok(()));
         }
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
-        let allreduce = &self.allreduce;
+        let (allreduce, ring, ring_lengths) = (&self.allreduce, &self.ring, self.allreduce_ring);
         let segment_bytes = allreduce.config().tree.segment_bytes;
-        let in_parallel = |bytes| allreduce.parallel().applies(transport, bytes);
-        let message = match native_message(call, order, self.allreduce_max_bytes, "allreduce_max_bytes", segment_bytes, in_parallel) {
+        let commutative = order == FoldOrder::Any;
+        let around_the_ring = |bytes| !allreduce.parallel().applies(transport, bytes) && ring.applies(bytes, commutative, ring_lengths);
+        let parallel_or_ring = |bytes| allreduce.parallel().applies(transport, bytes) || around_the_ring(bytes);
+        let message = match native_message(call, order, self.allreduce_max_bytes, "allreduce_max_bytes", segment_bytes, parallel_or_ring) {
             Ok(message) => message,
             Err(unserved) => return self.hand_over_allreduce(call, unserved, order),
         };
+        if around_the_ring(message.span.bytes) {
+            return self.allreduce_around_the_ring(call, &message);
+        }
         if let Err(why) = self.tune_degree_before(message.span.bytes) {
             return self.finish(Collective::Allreduce, Err(why));
         }
@@ -69,6 +75,24 @@ impl CommState {
             let contribution = unsafe { span_bytes(call.send, &span) };
             self.allreduce.allreduce(transport, &bcast_progress, &message.reduction, contribution, recv)
         };
+        self.finish(Collective::Allreduce, outcome)
+    }
+
+    fn allreduce_around_the_ring(&mut self, call: &ReductionCall, message: &NativeMessage) -> Step {
+        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
+        let span = message.span;
+        // SAFETY: as in `allreduce`.
+        let recv = unsafe { span_bytes_mut(call.recv, &span) };
+        let buffers = if contribution_is_in_receive_buffer(call, &span) {
+            ReductionBuffers::InPlace(recv)
+        } else {
+            // SAFETY: as in `allreduce`.
+            ReductionBuffers::Separate { send: unsafe { span_bytes(call.send, &span) }, recv }
+        };
+        let policy = self.allreduce.config().tree.policy;
+        let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
+        let outcome = self.ring.reduce(transport, policy.serving(&bcast_progress), &message.reduction, Gather::All, buffers);
+        drop(bcast_progress);
         self.finish(Collective::Allreduce, outcome)
     }
 

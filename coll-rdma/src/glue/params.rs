@@ -87,6 +87,10 @@ pub struct Settings {
     pub allreduce: ReductionSettings,
     pub reduce: ReductionSettings,
     pub reduction_model: AllreduceModel,
+    /// Bytes per slot of the ring allreduce and reduce share.
+    pub ring_segment_bytes: usize,
+    /// On udp, longer messages do not go around the ring; `None`: no bound.
+    pub udp_ring_max_bytes: Option<usize>,
     pub bcast: BcastSettings,
 }
 
@@ -177,6 +181,10 @@ pub struct ReductionSettings {
     /// Messages of at least this many bytes are reduced in parallel where
     /// every rank reads every other's memory; `None`: never.
     pub parallel_min_bytes: Option<usize>,
+    /// Messages of at least this many bytes with a commutative op go
+    /// around the ring where the parallel reduction does not serve;
+    /// `None`: never.
+    pub ring_min_bytes: Option<usize>,
     /// Reduce only: parallel reductions of at least this many bytes are
     /// split into slices, shorter ones the root reduces alone; `None`:
     /// never split.
@@ -331,6 +339,7 @@ pub fn validate(raw: RawParams) -> Settings {
             exchange_max_bytes: v.count(Id::AllreduceExchangeMax),
             max_bytes: v.count(Id::AllreduceMaxBytes),
             parallel_min_bytes: v.count(Id::AllreduceParallelMinBytes),
+            ring_min_bytes: v.count(Id::AllreduceRingMinBytes),
             parallel_slices_min_bytes: Some(0),
         },
         reduce: ReductionSettings {
@@ -339,8 +348,11 @@ pub fn validate(raw: RawParams) -> Settings {
             exchange_max_bytes: Some(0),
             max_bytes: v.count(Id::ReduceMaxBytes),
             parallel_min_bytes: v.count(Id::ReduceParallelMinBytes),
+            ring_min_bytes: v.count(Id::ReduceRingMinBytes),
             parallel_slices_min_bytes: v.count(Id::ReduceParallelSlicesMinBytes),
         },
+        ring_segment_bytes: v.number(Id::RingSegmentSize) as usize,
+        udp_ring_max_bytes: v.count(Id::UdpRingMaxBytes),
         reduction_model: AllreduceModel {
             message_latency_ns: f64::from(v.number(Id::ReductionModelLatencyNs)),
             transfer_ns_per_byte: f64::from(v.number(Id::ReductionModelTransferPsPerByte)) / 1000.0,
@@ -470,6 +482,8 @@ mod tests {
         let reduce = settings.reduce;
         assert_eq!((reduce.degree, reduce.segment_bytes, reduce.exchange_max_bytes, reduce.max_bytes), (None, 8192, Some(0), Some(8192)));
         assert_eq!((reduce.parallel_min_bytes, reduce.parallel_slices_min_bytes), (Some(8192), Some(131072)));
+        assert_eq!((allreduce.ring_min_bytes, reduce.ring_min_bytes), (Some(16384), Some(8192)));
+        assert_eq!((settings.ring_segment_bytes, settings.udp_ring_max_bytes), (65536, Some(262144)));
         let bcast = settings.bcast;
         assert_eq!((bcast.window_slots, bcast.slot_bytes, bcast.fragment_bytes, bcast.co_roots), (64, 4096, 4096, None));
         assert_eq!((bcast.ack_interval, bcast.timeout, bcast.nack, bcast.max_bytes), (8, Duration::from_millis(20), true, WindowLimit::Modelled));

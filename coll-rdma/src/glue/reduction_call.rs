@@ -35,7 +35,8 @@ pub(super) struct NativeMessage {
 /// Checks everything that decides between the native path and the module
 /// underneath. Every input is one MPI requires to be identical on all
 /// ranks (count, datatype, op), or agreed at setup (the limits, and
-/// whether `reduced_in_parallel` says yes for a length), so every rank
+/// whether `parallel_or_ring`, the parallel reduction or the ring, takes
+/// a length), so every rank
 /// decides alike. `max_bytes` applies as `size_limit_exceeded` says.
 pub(super) fn native_message(
     call: &ReductionCall,
@@ -43,14 +44,14 @@ pub(super) fn native_message(
     max_bytes: Option<usize>,
     limit_name: &'static str,
     segment_bytes: usize,
-    reduced_in_parallel: impl Fn(usize) -> bool,
+    parallel_or_ring: impl Fn(usize) -> bool,
 ) -> Result<NativeMessage, Handover> {
     let count = usize::try_from(call.count).map_err(|_| Handover::NegativeCount(call.count))?;
     let span = contiguous_span(call.dtype, count).map_err(Handover::Datatype)?;
     if span.element_bytes > segment_bytes {
         return Err(Handover::ElementTooLarge { element_bytes: span.element_bytes, segment_bytes });
     }
-    if let Some(limit) = size_limit_exceeded(order, span.bytes, max_bytes, reduced_in_parallel) {
+    if let Some(limit) = size_limit_exceeded(order, span.bytes, max_bytes, parallel_or_ring) {
         return Err(Handover::AboveLimit { bytes: span.bytes, parameter: limit_name, limit });
     }
     Ok(NativeMessage { span, reduction: OmpiReduction::new(call.op, call.dtype, span.element_bytes) })
@@ -58,8 +59,8 @@ pub(super) fn native_message(
 
 /// The size limit `max_bytes` that sends a `bytes`-byte message to the
 /// module underneath, if it does. It does not apply to messages reduced in
-/// parallel: it was set where the window's tree lost to the module
-/// underneath. Nor to a non-commutative op: the tree and the parallel
+/// parallel or around the ring: it was set where the window's tree lost to
+/// the module underneath. Nor to a non-commutative op: the tree and the parallel
 /// reduction fold in rank order at every length, while the module
 /// underneath may not (tuned's ring allreduce and chain reduce, which a
 /// user may force, fold in another order and get another result), and a
@@ -68,9 +69,9 @@ fn size_limit_exceeded(
     order: FoldOrder,
     bytes: usize,
     max_bytes: Option<usize>,
-    reduced_in_parallel: impl Fn(usize) -> bool,
+    parallel_or_ring: impl Fn(usize) -> bool,
 ) -> Option<usize> {
-    max_bytes.filter(|&limit| order == FoldOrder::Any && bytes > limit && !reduced_in_parallel(bytes))
+    max_bytes.filter(|&limit| order == FoldOrder::Any && bytes > limit && !parallel_or_ring(bytes))
 }
 
 /// `count` elements at `buffer`, offset by the span's start.
@@ -109,7 +110,7 @@ mod tests {
     const NEVER_PARALLEL: fn(usize) -> bool = |_| false;
 
     #[test]
-    fn a_commutative_op_above_the_limit_goes_to_the_module_underneath_unless_reduced_in_parallel() {
+    fn a_commutative_op_above_the_limit_goes_to_the_module_underneath_unless_parallel_or_ring() {
         assert_eq!(size_limit_exceeded(FoldOrder::Any, 8192, Some(8192), NEVER_PARALLEL), None);
         assert_eq!(size_limit_exceeded(FoldOrder::Any, 8193, Some(8192), NEVER_PARALLEL), Some(8192));
         assert_eq!(size_limit_exceeded(FoldOrder::Any, 8193, None, NEVER_PARALLEL), None);

@@ -208,6 +208,9 @@ pub fn plan(transport: &Transport, np: usize, mode: Mode) -> Plan {
         }
         skip("allreduce_max_bytes", "on shared memory where the ranks may read each other's memory the parallel reduction serves every length above its threshold, so this limit applies to nothing".into());
         skip("reduce_max_bytes", "on shared memory where the ranks may read each other's memory the parallel reduction serves every length above its threshold, so this limit applies to nothing".into());
+        for param in ["allreduce_ring_min_bytes", "reduce_ring_min_bytes"] {
+            skip(param, "on shared memory where the ranks may read each other's memory the parallel reduction takes the lengths the ring would".into());
+        }
         skip("bcast_co_roots", "shared memory has no datagrams to acknowledge".into());
         skip("bcast_max_bytes", "on shared memory single copy serves the lengths this limit is about".into());
     } else if transport.has_datagram_bcast() {
@@ -222,8 +225,13 @@ pub fn plan(transport: &Transport, np: usize, mode: Mode) -> Plan {
         if full {
             sweep("bcast_ack_interval", Bcast, bcast_sizes, vec![2, 4, 16, 32]);
         }
-        sweep("allreduce_max_bytes", Allreduce, Sizes::span(8192, 131072, 2), vec![-1, 65536]);
-        sweep("reduce_max_bytes", Reduce, Sizes::span(4096, 131072, 2), vec![-1, 65536]);
+        // where the ring (reduce-scatter, allgather) takes over from the
+        // tree; -1 leaves every length to the tree up to the size limits
+        sweep("allreduce_ring_min_bytes", Allreduce, Sizes::span(4096, 131072, 2), vec![4096, 65536, -1]);
+        sweep("reduce_ring_min_bytes", Reduce, Sizes::span(2048, 131072, 2), vec![2048, 32768, -1]);
+        for param in ["allreduce_max_bytes", "reduce_max_bytes"] {
+            skip(param, "the ring serves the commutative ops above the tree's lengths, so this limit applies only where the ring is off".into());
+        }
     } else {
         skip("bcast_*", format!("transport {transport}: the bcast sweeps are written for shm, verbs and udp"));
     }
@@ -283,6 +291,10 @@ mod tests {
         let p = plan(&Transport::from_name("shm+verbs"), 8, Mode::Quick);
         assert!(params(&p).contains(&"bcast_co_roots"));
         assert!(!params(&p).contains(&"bcast_single_copy_min_bytes"));
+        for (swept, skipped) in [("allreduce_ring_min_bytes", "allreduce_max_bytes"), ("reduce_ring_min_bytes", "reduce_max_bytes")] {
+            assert!(params(&p).contains(&swept), "{swept}");
+            assert!(p.not_swept.iter().any(|n| n.param == skipped && n.why.contains("the ring serves")), "{skipped}");
+        }
         let p = plan(&Transport::Udp, 2, Mode::Quick);
         assert!(!params(&p).contains(&"bcast_co_roots"));
     }
