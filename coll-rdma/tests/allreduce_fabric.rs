@@ -22,7 +22,7 @@ mod common;
 
 use common::matrix::{matrix_product, read_matrix, write_matrix};
 use common::nodes::blocks;
-use common::XorShift;
+use common::{ReductionKind as Kind, XorShift};
 
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -145,12 +145,6 @@ fn grouped_fold(op: Op, inputs: &[Vec<u8>], degree: usize) -> Vec<u8> {
         level = level.chunks(degree + 1).map(|group| left_fold(op, group)).collect();
     }
     level.remove(0)
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Allreduce,
-    Reduce { root: usize },
 }
 
 #[derive(Clone, Copy, Debug)]

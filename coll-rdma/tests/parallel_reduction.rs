@@ -12,6 +12,8 @@
 
 mod common;
 
+use common::ReductionKind as Kind;
+
 use std::time::Duration;
 
 use btl_ibmc::fabric::{run_ranks_watched, Fabric, FabricConfig, FabricEndpoint};
@@ -121,12 +123,6 @@ fn first_wrong_element(op: Op, call: usize, size: usize, result: &[u8]) -> Optio
         .chunks_exact(op.element_size())
         .enumerate()
         .position(|(index, bytes)| load(bytes, op.words()) != expected_element(op, call, size, index))
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Kind {
-    Allreduce,
-    Reduce { root: usize },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -259,10 +255,8 @@ fn boundary_script(size: usize) -> Vec<Call> {
     for op in [Op::Affine, Op::Sum] {
         for (step, count) in boundary_counts(size, op).into_iter().enumerate() {
             let count = count.max(1);
-            calls.push(Call { kind: Kind::Allreduce, op, count, in_place: step % 2 == 0 });
-            calls.push(Call { kind: Kind::Allreduce, op, count, in_place: step % 2 == 1 });
-            for root in 0..size {
-                calls.push(Call { kind: Kind::Reduce { root }, op, count, in_place: (root + step) % 2 == 0 });
+            for (kind, in_place) in common::every_root_calls(size, step) {
+                calls.push(Call { kind, op, count, in_place });
             }
         }
     }

@@ -13,6 +13,8 @@
 
 mod common;
 
+use common::ReductionKind as Kind;
+
 use std::time::Duration;
 
 use btl_ibmc::fabric::{run_ranks_watched, Fabric, FabricConfig, FabricEndpoint};
@@ -135,12 +137,6 @@ fn expected(op: Op, call: usize, size: usize, len: usize) -> Vec<u8> {
 }
 
 #[derive(Clone, Copy, Debug)]
-enum Kind {
-    Allreduce,
-    Reduce { root: usize },
-}
-
-#[derive(Clone, Copy, Debug)]
 struct Call {
     kind: Kind,
     op: Op,
@@ -217,10 +213,8 @@ fn every_root_script(size: usize, ops: &[Op], lengths: &[usize]) -> Vec<Call> {
     for (step, &bytes) in lengths.iter().enumerate() {
         for &op in ops {
             let bytes = bytes.next_multiple_of(op.element_size()).max(op.element_size());
-            calls.push(Call { kind: Kind::Allreduce, op, bytes, in_place: step % 2 == 0 });
-            calls.push(Call { kind: Kind::Allreduce, op, bytes, in_place: step % 2 == 1 });
-            for root in 0..size {
-                calls.push(Call { kind: Kind::Reduce { root }, op, bytes, in_place: (root + step) % 2 == 0 });
+            for (kind, in_place) in common::every_root_calls(size, step) {
+                calls.push(Call { kind, op, bytes, in_place });
             }
         }
     }

@@ -538,13 +538,19 @@ T_API int t_group_reads_peers(MPI_Group g)
     return reads;
 }
 
-T_API int t_comm_reads_peers(MPI_Comm comm)
+/* test(the group of comm): its local group for an intercommunicator. */
+T_API int t_comm_group_is(MPI_Comm comm, int (*test)(MPI_Group))
 {
     MPI_Group g;
     MPI_Comm_group(comm, &g);
-    int reads = t_group_reads_peers(g);
+    int verdict = test(g);
     MPI_Group_free(&g);
-    return reads;
+    return verdict;
+}
+
+T_API int t_comm_reads_peers(MPI_Comm comm)
+{
+    return t_comm_group_is(comm, t_group_reads_peers);
 }
 
 /* Whether this machine has a verbs device (auto then joins nodes with
@@ -578,11 +584,7 @@ T_API int t_group_over_udp(MPI_Group g)
 
 T_API int t_comm_over_udp(MPI_Comm comm)
 {
-    MPI_Group g;
-    MPI_Comm_group(comm, &g);
-    int over = t_group_over_udp(g);
-    MPI_Group_free(&g);
-    return over;
+    return t_comm_group_is(comm, t_group_over_udp);
 }
 
 /* Classify and count one reduction on an intracommunicator (id cid, size

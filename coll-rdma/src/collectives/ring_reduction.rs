@@ -50,6 +50,8 @@
 //! the segments its left neighbour sent before the one the neighbour is
 //! sending, so with two slots some rank can always proceed.
 
+use std::ops::Range;
+
 use btl_ibmc::{TransportError, Waits, Windows};
 
 use crate::collectives::parallel_reduction::{slice_of, Gather, ReductionBuffers, Shares};
@@ -210,42 +212,63 @@ impl RingReduction {
         self.calls += 1;
         let (rank, size, len) = (self.rank, self.size, result.len());
         let block = |index: usize| slice_of(index % size, size, len, op.element_size(), Shares::Equal);
-        let segments_of = |range: &std::ops::Range<usize>| Segments::new(range.len(), op.element_size(), self.segment_bytes);
         // Reduce-scatter: fold the left neighbour's partial of block r-s-1.
         for step in 0..size - 1 {
-            let (outgoing, folded) = (block(rank + size - step), block(rank + 2 * size - step - 1));
-            let (out_segments, in_segments) = (segments_of(&outgoing)?, segments_of(&folded)?);
-            let incoming = scratch(&mut self.incoming, in_segments.full_len());
-            for index in 0..out_segments.count().max(in_segments.count()) {
-                if index < out_segments.count() {
-                    let range = out_segments.range(index);
-                    send(&self.to_right, transport, waits, &mut self.sent, &result[outgoing.start + range.start..outgoing.start + range.end])?;
-                }
-                if index < in_segments.count() {
-                    let range = in_segments.range(index);
-                    let incoming = &mut incoming[..range.len()];
-                    receive(&self.from_left, transport, waits, &mut self.received, incoming)?;
-                    op.combine(incoming, &mut result[folded.start + range.start..folded.start + range.end]);
-                }
-            }
+            self.step(transport, waits, op, result, block(rank + size - step), block(rank + 2 * size - step - 1), Arriving::Folded)?;
         }
         // Allgather: pass on the block completed (or received) last step.
         for step in 0..size - 1 {
-            let (outgoing, arriving) = (block(rank + 1 + size - step), block(rank + size - step));
-            let (out_segments, in_segments) = (segments_of(&outgoing)?, segments_of(&arriving)?);
-            for index in 0..out_segments.count().max(in_segments.count()) {
-                if index < out_segments.count() {
-                    let range = out_segments.range(index);
-                    send(&self.to_right, transport, waits, &mut self.sent, &result[outgoing.start + range.start..outgoing.start + range.end])?;
-                }
-                if index < in_segments.count() {
-                    let range = in_segments.range(index);
-                    receive(&self.from_left, transport, waits, &mut self.received, &mut result[arriving.start + range.start..arriving.start + range.end])?;
+            self.step(transport, waits, op, result, block(rank + 1 + size - step), block(rank + size - step), Arriving::Copied)?;
+        }
+        Ok(())
+    }
+
+    /// One step of either phase: puts `outgoing` of `result` to the right
+    /// neighbour segment by segment, taking `arriving` from the left one
+    /// segment behind each put.
+    #[allow(clippy::too_many_arguments)] // one step's whole context
+    fn step<T: Windows + ?Sized, R: Reduction + ?Sized>(
+        &mut self,
+        transport: &T,
+        waits: Waits<'_>,
+        op: &R,
+        result: &mut [u8],
+        outgoing: Range<usize>,
+        arriving: Range<usize>,
+        how: Arriving,
+    ) -> Result<(), TransportError> {
+        let out_segments = Segments::new(outgoing.len(), op.element_size(), self.segment_bytes)?;
+        let in_segments = Segments::new(arriving.len(), op.element_size(), self.segment_bytes)?;
+        let incoming = scratch(&mut self.incoming, in_segments.full_len());
+        for index in 0..out_segments.count().max(in_segments.count()) {
+            if index < out_segments.count() {
+                let range = out_segments.range(index);
+                send(&self.to_right, transport, waits, &mut self.sent, &result[outgoing.start + range.start..outgoing.start + range.end])?;
+            }
+            if index < in_segments.count() {
+                let range = in_segments.range(index);
+                let target = &mut result[arriving.start + range.start..arriving.start + range.end];
+                match how {
+                    Arriving::Folded => {
+                        let incoming = &mut incoming[..range.len()];
+                        receive(&self.from_left, transport, waits, &mut self.received, incoming)?;
+                        op.combine(incoming, target);
+                    }
+                    Arriving::Copied => receive(&self.from_left, transport, waits, &mut self.received, target)?,
                 }
             }
         }
         Ok(())
     }
+}
+
+/// What becomes of a segment from the left neighbour.
+#[derive(Clone, Copy, Debug)]
+enum Arriving {
+    /// Reduce-scatter: folded into this rank's partial of its block.
+    Folded,
+    /// Allgather: a reduced block's bytes, copied into the result.
+    Copied,
 }
 
 /// Puts the next segment to the right neighbour once its slot is free.

@@ -1,5 +1,6 @@
 //! What the fabric tests share: a reproducible generator, the wait
-//! policy for more threads than cores and a word-sum reduction.
+//! policy for more threads than cores, a word-sum reduction and the kinds
+//! of reduction call the scripts play.
 
 #![allow(dead_code)] // each test binary uses its own subset
 
@@ -103,3 +104,19 @@ impl Reduction for WordSum {
 pub mod matrix;
 pub mod nodes;
 pub mod watchdog;
+
+/// A reduction call as the fabric tests' scripts play it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReductionKind {
+    Allreduce,
+    Reduce { root: usize },
+}
+
+/// The calls of one length at position `step` of a script: an allreduce
+/// in place and one not (which comes first alternates with `step`), and a
+/// reduce from every root, in place at alternate roots.
+pub fn every_root_calls(size: usize, step: usize) -> Vec<(ReductionKind, bool)> {
+    let mut calls = vec![(ReductionKind::Allreduce, step % 2 == 0), (ReductionKind::Allreduce, step % 2 == 1)];
+    calls.extend((0..size).map(|root| (ReductionKind::Reduce { root }, (root + step) % 2 == 0)));
+    calls
+}
