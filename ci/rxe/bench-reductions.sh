@@ -22,7 +22,7 @@
 set -u
 mode=${1:?usage: bench-reductions.sh one-guest|two-guests}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BIN=$ROOT/build/bench-bin/coll_latency
+BIN=$ROOT/build/bench/coll_latency
 COMPONENTS=$ROOT/build/components
 SIZES=${BENCH_SIZES:-16384 262144 1048576 16777216}
 ROUNDS=${BENCH_ROUNDS:-3}
