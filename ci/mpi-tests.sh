@@ -1123,7 +1123,8 @@ COMP_TESTS=(
     "bcast-max-bytes-0-np3" "bcast-single-copy-np2" "bcast-single-copy-np3" "bcast-single-copy-np4"
     "bcast-single-copy-refused-np3" "bcast-refused-default-limits-np2" "bcast-refused-default-limits-np4" "reduce_ops-max-bytes--1-np4"
     "reduce_ops-parallel-np2" "reduce_ops-parallel-np3" "reduce_ops-parallel-np4" "reduce_ops-parallel-refused-ring-np3"
-    "reduce_ops-parallel-refused-ring-np5" "reduce_ops-parallel-refused-no-ring-np3"
+    "reduce_ops-parallel-refused-ring-np5" "reduce_ops-parallel-refused-ring-slot-64-np4"
+    "reduce_ops-parallel-refused-no-ring-np3"
     "noncommutative-tuned-ring-chain-np2" "noncommutative-tuned-ring-chain-np3" "noncommutative-tuned-ring-chain-np4"
     "noncommutative-tuned-ring-chain-parallel-refused-np3" "noncommutative-np2" "noncommutative-np3" "noncommutative-np4"
     "bad-bcast-window-etc-np4"
@@ -1470,6 +1471,12 @@ else
         "re:comm 0 rank 0: no parallel allreduce \\(shm cannot read its peers' memory\\): allreduce of 16384 bytes or more")
     run_test "reduce_ops-parallel-refused-ring-np5" 5 ok "${PR[@]}" --mca coll_rdma_test_pretend_no_cross_memory 1 \
         "${V[@]}" -- reduce_ops -x 5
+    # slots of 64 bytes: many segments a block, some element types longer
+    # than half a slot, every result still exact
+    CHECKS=("${SERVED[@]}" "nore:handed to the module underneath: .*_max_bytes"
+        "re:comm 0 rank 0: no parallel allreduce \\(shm cannot read its peers' memory\\): allreduce of 16384 bytes or more with a commutative op goes around a ring of 64-byte slots")
+    run_test "reduce_ops-parallel-refused-ring-slot-64-np4" 4 ok "${PR[@]}" --mca coll_rdma_test_pretend_no_cross_memory 1 \
+        --mca coll_rdma_ring_segment_size 64 "${V[@]}" -- reduce_ops -x 5
     # ... and with the ring turned off: the window up to the old limits, the
     # larger calls to the module underneath, saying why
     CHECKS=("${SERVED[@]}" "nore:reduced in parallel \\(" "nore:goes around a ring"

@@ -266,14 +266,15 @@ fn the_lengths_it_takes_are_the_same_whatever_the_rank() {
     let lengths = RingLengths { from: Some(16384), up_to: Some(262144) };
     for rank in 0..4 {
         let ring = ring(rank);
-        assert!(!ring.applies(16383, true, lengths));
-        assert!(ring.applies(16384, true, lengths) && ring.applies(262144, true, lengths));
-        assert!(!ring.applies(262145, true, lengths));
-        assert!(!ring.applies(65536, false, lengths), "a non-commutative op must keep the tree");
-        assert!(!ring.applies(65536, true, RingLengths { from: None, up_to: None }));
-        assert!(ring.applies(1 << 30, true, RingLengths { from: Some(1), up_to: None }));
+        assert!(!ring.applies(16383, 8, true, lengths));
+        assert!(ring.applies(16384, 8, true, lengths) && ring.applies(262144, 8, true, lengths));
+        assert!(!ring.applies(262145, 8, true, lengths));
+        assert!(!ring.applies(65536, 8, false, lengths), "a non-commutative op must keep the tree");
+        assert!(!ring.applies(65536, 8, true, RingLengths { from: None, up_to: None }));
+        assert!(ring.applies(1 << 30, 8, true, RingLengths { from: Some(1), up_to: None }));
+        assert!(ring.applies(65536, 4096, true, lengths) && !ring.applies(65536, 4104, true, lengths), "an element must fit a slot");
     }
-    assert!(!RingReduction::new(0, 1, 0, 4096).applies(65536, true, lengths), "one rank needs no ring");
+    assert!(!RingReduction::new(0, 1, 0, 4096).applies(65536, 8, true, lengths), "one rank needs no ring");
 }
 
 #[test]

@@ -554,13 +554,16 @@ T_API int t_comm_reads_peers(MPI_Comm comm)
 }
 
 /* Whether this machine has a verbs device (auto then joins nodes with
- * verbs rather than udp). */
+ * verbs rather than udp); looked up once. Assumes that a device, where
+ * there is one, works on every node, as on the test beds. */
 T_API int t_has_verbs_device(void)
 {
+    static int found = -1;
+    if (found >= 0) return found;
+    found = 0;
     DIR *dir = opendir("/sys/class/infiniband");
-    if (!dir) return 0;
+    if (!dir) return found;
     struct dirent *entry;
-    int found = 0;
     while (!found && (entry = readdir(dir)) != NULL) found = entry->d_name[0] != '.';
     closedir(dir);
     return found;
@@ -573,13 +576,15 @@ T_API int t_has_verbs_device(void)
 T_API int t_group_over_udp(MPI_Group g)
 {
     if (strcasecmp(t_transport_name, "udp") == 0) return 1;
-    if (strcasecmp(t_transport_name, "auto") != 0 || t_pretend_nodes > 1 || !t_node_of || t_has_verbs_device()) return 0;
+    /* any other name is auto to the component (with a warning) */
+    if (strcasecmp(t_transport_name, "shm") == 0 || strcasecmp(t_transport_name, "verbs") == 0) return 0;
+    if (t_pretend_nodes > 1 || !t_node_of) return 0;
     int n, spans = 0;
     int *b = t_world_ranks(g, &n);
     for (int i = 1; i < n && !spans; i++)
         spans = b[i] != MPI_UNDEFINED && b[0] != MPI_UNDEFINED && t_node_of[b[i]] != t_node_of[b[0]];
     free(b);
-    return spans;
+    return spans && !t_has_verbs_device();
 }
 
 T_API int t_comm_over_udp(MPI_Comm comm)

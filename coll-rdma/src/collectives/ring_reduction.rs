@@ -65,7 +65,7 @@ use crate::reduction::Reduction;
 /// reduction does not take them), the same on every rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RingLengths {
-    /// `None`: none.
+    /// `None`: the ring is off.
     pub from: Option<usize>,
     /// `None`: no upper bound.
     pub up_to: Option<usize>,
@@ -88,7 +88,12 @@ impl RingRegion {
     }
 }
 
-/// One rank's ring state for one communicator and collective.
+/// A reduce's accumulator on a rank other than the root is kept for the
+/// next call up to this length; a longer one is given back, so that one
+/// huge reduce does not pin its memory for the communicator's life.
+const KEPT_ACCUMULATOR_BYTES: usize = 1 << 20;
+
+/// One rank's ring state for one communicator.
 #[derive(Debug)]
 pub struct RingReduction {
     rank: usize,
@@ -147,12 +152,13 @@ impl RingReduction {
         self.calls
     }
 
-    /// Whether a `len`-byte reduction goes around the ring when it takes
-    /// `lengths`; the same answer on every rank, which passes the same
-    /// arguments.
-    pub fn applies(&self, len: usize, commutative: bool, lengths: RingLengths) -> bool {
+    /// Whether a `len`-byte reduction of `element_bytes`-byte elements goes
+    /// around the ring when it takes `lengths`; the same answer on every
+    /// rank, which passes the same arguments. An element longer than a slot
+    /// cannot travel (the tree, whose segments may be longer, takes it).
+    pub fn applies(&self, len: usize, element_bytes: usize, commutative: bool, lengths: RingLengths) -> bool {
         let within = lengths.from.is_some_and(|from| len >= from) && lengths.up_to.is_none_or(|up_to| len <= up_to);
-        commutative && within && len > 0 && self.size > 1
+        commutative && within && len > 0 && self.size > 1 && element_bytes <= self.segment_bytes
     }
 
     /// Reduces every rank's contribution (a commutative `op`); with
@@ -193,7 +199,9 @@ impl RingReduction {
                 }
             }
         };
-        self.accumulator = accumulator;
+        if accumulator.capacity() <= KEPT_ACCUMULATOR_BYTES {
+            self.accumulator = accumulator;
+        }
         outcome
     }
 
@@ -212,11 +220,14 @@ impl RingReduction {
         self.calls += 1;
         let (rank, size, len) = (self.rank, self.size, result.len());
         let block = |index: usize| slice_of(index % size, size, len, op.element_size(), Shares::Equal);
-        // Reduce-scatter: fold the left neighbour's partial of block r-s-1.
+        // Reduce-scatter: what rank r sends in step s it folded in step s-1
+        // (its own input at s = 0), so each block gathers one more rank's
+        // contribution per hop and is whole at its P-1-th.
         for step in 0..size - 1 {
             self.step(transport, waits, op, result, block(rank + size - step), block(rank + 2 * size - step - 1), Arriving::Folded)?;
         }
-        // Allgather: pass on the block completed (or received) last step.
+        // Allgather: rank r starts with block r+1 whole and forwards each
+        // block the step after it arrives, so every block reaches all.
         for step in 0..size - 1 {
             self.step(transport, waits, op, result, block(rank + 1 + size - step), block(rank + size - step), Arriving::Copied)?;
         }
@@ -239,7 +250,10 @@ impl RingReduction {
     ) -> Result<(), TransportError> {
         let out_segments = Segments::new(outgoing.len(), op.element_size(), self.segment_bytes)?;
         let in_segments = Segments::new(arriving.len(), op.element_size(), self.segment_bytes)?;
-        let incoming = scratch(&mut self.incoming, in_segments.full_len());
+        let incoming = match how {
+            Arriving::Folded => scratch(&mut self.incoming, in_segments.full_len()),
+            Arriving::Copied => &mut [],
+        };
         for index in 0..out_segments.count().max(in_segments.count()) {
             if index < out_segments.count() {
                 let range = out_segments.range(index);
@@ -273,6 +287,9 @@ enum Arriving {
 
 /// Puts the next segment to the right neighbour once its slot is free.
 fn send<T: Windows + ?Sized>(stream: &Stream, transport: &T, waits: Waits<'_>, sent: &mut u64, data: &[u8]) -> Result<(), TransportError> {
+    // The stream numbers segments across calls, not per call, so every
+    // segment is the next one of a one-segment turn: `Turn` then gives its
+    // number and the credit that frees its slot (its occupant's, two back).
     let turn = Turn::new(0, 1, *sent, Reuse::AcknowledgedEachCall);
     stream.send(transport, turn.seq, data, turn.credit_needed(), waits)?;
     *sent = turn.seq;

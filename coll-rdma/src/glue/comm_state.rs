@@ -386,9 +386,17 @@ impl CommState {
         let from = [("allreduce", self.allreduce.parallel().min_bytes()), ("reduce", self.reduce.parallel().min_bytes())];
         for (name, from) in from {
             if transport.reads_peer_memory() && from != usize::MAX {
+                let lengths = if name == "allreduce" { self.allreduce_ring } else { self.reduce_ring };
+                let shorter = match lengths.from.filter(|&ring_from| ring_from < from) {
+                    Some(ring_from) => format!(
+                        "from {ring_from} bytes commutative ops go around a ring of {}-byte slots, shorter ones (and the others) through the window",
+                        self.ring.segment_bytes()
+                    ),
+                    None => "shorter ones through the window".to_string(),
+                };
                 tracing::info!(
                     "comm {} rank {}: {name} of {from} bytes or more reduced in parallel (each rank reduces its slice of every \
-                     rank's input, read with process_vm_readv, and writes it into the gathering ranks' buffers with process_vm_writev) at any length; shorter ones through the window",
+                     rank's input, read with process_vm_readv, and writes it into the gathering ranks' buffers with process_vm_writev) at any length; {shorter}",
                     self.cid,
                     self.rank
                 );

@@ -49,13 +49,18 @@ impl CommState {
         let (allreduce, ring, ring_lengths) = (&self.allreduce, &self.ring, self.allreduce_ring);
         let segment_bytes = allreduce.config().tree.segment_bytes;
         let commutative = order == FoldOrder::Any;
-        let around_the_ring = |bytes| !allreduce.parallel().applies(transport, bytes) && ring.applies(bytes, commutative, ring_lengths);
-        let parallel_or_ring = |bytes| allreduce.parallel().applies(transport, bytes) || around_the_ring(bytes);
+        let around_the_ring = |bytes, element_bytes| {
+            !allreduce.parallel().applies(transport, bytes) && ring.applies(bytes, element_bytes, commutative, ring_lengths)
+        };
+        // Before the datatype is read: an element too long for a slot then
+        // takes the tree beyond the size limit (only with a slot shorter
+        // than the tree's segment, which coll_rdma_ring_segment_size allows).
+        let parallel_or_ring = |bytes| allreduce.parallel().applies(transport, bytes) || around_the_ring(bytes, 1);
         let message = match native_message(call, order, self.allreduce_max_bytes, "allreduce_max_bytes", segment_bytes, parallel_or_ring) {
             Ok(message) => message,
             Err(unserved) => return self.hand_over_allreduce(call, unserved, order),
         };
-        if around_the_ring(message.span.bytes) {
+        if around_the_ring(message.span.bytes, message.span.element_bytes) {
             return self.allreduce_around_the_ring(call, &message);
         }
         if let Err(why) = self.tune_degree_before(message.span.bytes) {

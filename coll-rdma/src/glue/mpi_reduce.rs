@@ -46,14 +46,17 @@ impl CommState {
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let (reduce, ring, ring_lengths) = (&self.reduce, &self.ring, self.reduce_ring);
         let commutative = order == FoldOrder::Any;
-        let around_the_ring = |bytes| !reduce.parallel().applies(transport, bytes) && ring.applies(bytes, commutative, ring_lengths);
-        let parallel_or_ring = |bytes| reduce.parallel().applies(transport, bytes) || around_the_ring(bytes);
+        let around_the_ring = |bytes, element_bytes| {
+            !reduce.parallel().applies(transport, bytes) && ring.applies(bytes, element_bytes, commutative, ring_lengths)
+        };
+        // (an element too long for a slot: as in allreduce)
+        let parallel_or_ring = |bytes| reduce.parallel().applies(transport, bytes) || around_the_ring(bytes, 1);
         let segment_bytes = reduce.config().segment_bytes;
         let message = match native_message(call, order, self.reduce_max_bytes, "reduce_max_bytes", segment_bytes, parallel_or_ring) {
             Ok(message) => message,
             Err(unserved) => return self.hand_over_reduce(call, root, unserved, order),
         };
-        let ring_serves = around_the_ring(message.span.bytes);
+        let ring_serves = around_the_ring(message.span.bytes, message.span.element_bytes);
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let span = message.span;
         let root = root as usize;
@@ -71,7 +74,9 @@ impl CommState {
                 self.ring.reduce(transport, policy.serving(&bcast_progress), &message.reduction, Gather::Root(root), ReductionBuffers::InPlace(buffer))
             }
             recv if ring_serves => {
-                // SAFETY: as below.
+                // SAFETY: MPI guarantees send holds `count` elements of
+                // `dtype`; it is not MPI_IN_PLACE, which the root's arm
+                // above takes and other ranks may not pass.
                 let send = unsafe { span_bytes(call.send, &span) };
                 let buffers = ReductionBuffers::Separate { send, recv: recv.unwrap_or_default() };
                 self.ring.reduce(transport, policy.serving(&bcast_progress), &message.reduction, Gather::Root(root), buffers)

@@ -230,7 +230,12 @@ pub fn plan(transport: &Transport, np: usize, mode: Mode) -> Plan {
         sweep("allreduce_ring_min_bytes", Allreduce, Sizes::span(4096, 131072, 2), vec![4096, 65536, -1]);
         sweep("reduce_ring_min_bytes", Reduce, Sizes::span(2048, 131072, 2), vec![2048, 32768, -1]);
         for param in ["allreduce_max_bytes", "reduce_max_bytes"] {
-            skip(param, "the ring serves the commutative ops above the tree's lengths, so this limit applies only where the ring is off".into());
+            skip(param, "the ring serves the commutative ops above the tree's lengths, so this limit applies only where the ring is off (and, on udp, above coll_rdma_udp_ring_max_bytes)".into());
+        }
+        if transport == &Transport::Udp {
+            // where the ring over udp's datagrams gives way to the module
+            // underneath's TCP; -1 keeps the ring at every length
+            sweep("udp_ring_max_bytes", Allreduce, Sizes::span(65536, 2097152, 2), vec![131072, 1048576, -1]);
         }
     } else {
         skip("bcast_*", format!("transport {transport}: the bcast sweeps are written for shm, verbs and udp"));
