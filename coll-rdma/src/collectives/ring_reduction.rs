@@ -180,25 +180,28 @@ impl RingReduction {
             return Err(TransportError::Failed("the ring folds blocks in different orders: commutative operations only".to_string()));
         }
         let gathers = matches!(gather, Gather::All) || gather == Gather::Root(self.rank);
-        let mut accumulator = std::mem::take(&mut self.accumulator);
-        let outcome = match buffers {
+        // Where this rank's input comes from (none: it is already where
+        // the reduction runs) and where the reduction runs (none: in this
+        // rank's accumulator, since it receives no result).
+        let (input, result): (Option<&[u8]>, Option<&mut [u8]>) = match buffers {
             ReductionBuffers::Separate { send, recv } => {
                 check_message(op, send, gathers.then_some(recv.len()))?;
-                let result = if gathers { recv } else { scratch(&mut accumulator, send.len()) };
-                result.copy_from_slice(send);
-                self.around_the_ring(transport, waits, op, result)
+                (Some(send), gathers.then_some(recv))
             }
             ReductionBuffers::InPlace(buffer) => {
                 check_message(op, buffer, None)?;
-                if gathers {
-                    self.around_the_ring(transport, waits, op, buffer)
-                } else {
-                    let result = scratch(&mut accumulator, buffer.len());
-                    result.copy_from_slice(buffer);
-                    self.around_the_ring(transport, waits, op, result)
-                }
+                if gathers { (None, Some(buffer)) } else { (Some(&*buffer), None) }
             }
         };
+        let mut accumulator = std::mem::take(&mut self.accumulator);
+        let result = match result {
+            Some(result) => result,
+            None => scratch(&mut accumulator, input.map_or(0, <[u8]>::len)),
+        };
+        if let Some(input) = input {
+            result.copy_from_slice(input);
+        }
+        let outcome = self.around_the_ring(transport, waits, op, result);
         if accumulator.capacity() <= KEPT_ACCUMULATOR_BYTES {
             self.accumulator = accumulator;
         }

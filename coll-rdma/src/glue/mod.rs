@@ -23,6 +23,7 @@ mod output;
 mod params;
 mod progress;
 mod reduction_call;
+mod reduction_paths;
 mod saved;
 mod udp_interface;
 mod version;

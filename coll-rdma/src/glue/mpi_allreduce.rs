@@ -7,14 +7,14 @@ use btl_ibmc::TransportError;
 use ompi_sys as sys;
 
 use crate::collectives::allreduce_autotune::trial_bytes;
-use crate::collectives::parallel_reduction::{Gather, ReductionBuffers};
+use crate::collectives::parallel_reduction::Gather;
 
 use crate::side_progress::BcastProgress;
 use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::handover::Handover;
-use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, FoldOrder, NativeMessage};
+use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, FoldOrder};
 use super::saved::ReductionCall;
 
 pub(super) unsafe extern "C" fn allreduce(
@@ -45,23 +45,14 @@ impl CommState {
         if call.count == 0 {
             return self.finish(Collective::Allreduce, Ok(()));
         }
-        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
-        let (allreduce, ring, ring_lengths) = (&self.allreduce, &self.ring, self.allreduce_ring);
-        let segment_bytes = allreduce.config().tree.segment_bytes;
-        let commutative = order == FoldOrder::Any;
-        let around_the_ring = |bytes, element_bytes| {
-            !allreduce.parallel().applies(transport, bytes) && ring.applies(bytes, element_bytes, commutative, ring_lengths)
-        };
-        // Before the datatype is read: an element too long for a slot then
-        // takes the tree beyond the size limit (only with a slot shorter
-        // than the tree's segment, which coll_rdma_ring_segment_size allows).
-        let parallel_or_ring = |bytes| allreduce.parallel().applies(transport, bytes) || around_the_ring(bytes, 1);
-        let message = match native_message(call, order, self.allreduce_max_bytes, "allreduce_max_bytes", segment_bytes, parallel_or_ring) {
+        let segment_bytes = self.allreduce.config().tree.segment_bytes;
+        let paths = self.reduction_paths(Gather::All, order);
+        let message = match native_message(call, order, self.allreduce_max_bytes, "allreduce_max_bytes", segment_bytes, |bytes| paths.parallel_or_ring(bytes)) {
             Ok(message) => message,
             Err(unserved) => return self.hand_over_allreduce(call, unserved, order),
         };
-        if around_the_ring(message.span.bytes, message.span.element_bytes) {
-            return self.allreduce_around_the_ring(call, &message);
+        if paths.around_the_ring(message.span.bytes, message.span.element_bytes) {
+            return self.reduction_around_the_ring(call, &message, Gather::All);
         }
         if let Err(why) = self.tune_degree_before(message.span.bytes) {
             return self.finish(Collective::Allreduce, Err(why));
@@ -80,24 +71,6 @@ impl CommState {
             let contribution = unsafe { span_bytes(call.send, &span) };
             self.allreduce.allreduce(transport, &bcast_progress, &message.reduction, contribution, recv)
         };
-        self.finish(Collective::Allreduce, outcome)
-    }
-
-    fn allreduce_around_the_ring(&mut self, call: &ReductionCall, message: &NativeMessage) -> Step {
-        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
-        let span = message.span;
-        // SAFETY: as in `allreduce`.
-        let recv = unsafe { span_bytes_mut(call.recv, &span) };
-        let buffers = if contribution_is_in_receive_buffer(call, &span) {
-            ReductionBuffers::InPlace(recv)
-        } else {
-            // SAFETY: as in `allreduce`.
-            ReductionBuffers::Separate { send: unsafe { span_bytes(call.send, &span) }, recv }
-        };
-        let policy = self.allreduce.config().tree.policy;
-        let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
-        let outcome = self.ring.reduce(transport, policy.serving(&bcast_progress), &message.reduction, Gather::All, buffers);
-        drop(bcast_progress);
         self.finish(Collective::Allreduce, outcome)
     }
 

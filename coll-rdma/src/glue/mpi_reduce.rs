@@ -5,7 +5,7 @@ use std::ffi::{c_int, c_void};
 
 use ompi_sys as sys;
 
-use crate::collectives::parallel_reduction::{Gather, ReductionBuffers};
+use crate::collectives::parallel_reduction::Gather;
 use crate::side_progress::BcastProgress;
 use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
@@ -43,23 +43,19 @@ impl CommState {
         if call.count == 0 {
             return self.finish(Collective::Reduce, Ok(()));
         }
-        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
-        let (reduce, ring, ring_lengths) = (&self.reduce, &self.ring, self.reduce_ring);
-        let commutative = order == FoldOrder::Any;
-        let around_the_ring = |bytes, element_bytes| {
-            !reduce.parallel().applies(transport, bytes) && ring.applies(bytes, element_bytes, commutative, ring_lengths)
-        };
-        // (an element too long for a slot: as in allreduce)
-        let parallel_or_ring = |bytes| reduce.parallel().applies(transport, bytes) || around_the_ring(bytes, 1);
-        let segment_bytes = reduce.config().segment_bytes;
-        let message = match native_message(call, order, self.reduce_max_bytes, "reduce_max_bytes", segment_bytes, parallel_or_ring) {
+        let segment_bytes = self.reduce.config().segment_bytes;
+        let gather = Gather::Root(root as usize);
+        let paths = self.reduction_paths(gather, order);
+        let message = match native_message(call, order, self.reduce_max_bytes, "reduce_max_bytes", segment_bytes, |bytes| paths.parallel_or_ring(bytes)) {
             Ok(message) => message,
             Err(unserved) => return self.hand_over_reduce(call, root, unserved, order),
         };
-        let ring_serves = around_the_ring(message.span.bytes, message.span.element_bytes);
+        if paths.around_the_ring(message.span.bytes, message.span.element_bytes) {
+            return self.reduction_around_the_ring(call, &message, gather);
+        }
+        let root = root as usize;
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let span = message.span;
-        let root = root as usize;
         let at_root = root == self.rank;
         // The receive buffer is significant only at the root; MPI_IN_PLACE
         // likewise only means something there.
@@ -67,20 +63,8 @@ impl CommState {
         // SAFETY: at the root MPI guarantees recv holds `count` elements of
         // `dtype`; elsewhere it is not touched.
         let recv = at_root.then(|| unsafe { span_bytes_mut(call.recv, &span) });
-        let policy = self.reduce.config().policy;
         let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
         let outcome = match recv {
-            Some(buffer) if ring_serves && in_place => {
-                self.ring.reduce(transport, policy.serving(&bcast_progress), &message.reduction, Gather::Root(root), ReductionBuffers::InPlace(buffer))
-            }
-            recv if ring_serves => {
-                // SAFETY: MPI guarantees send holds `count` elements of
-                // `dtype`; it is not MPI_IN_PLACE, which the root's arm
-                // above takes and other ranks may not pass.
-                let send = unsafe { span_bytes(call.send, &span) };
-                let buffers = ReductionBuffers::Separate { send, recv: recv.unwrap_or_default() };
-                self.ring.reduce(transport, policy.serving(&bcast_progress), &message.reduction, Gather::Root(root), buffers)
-            }
             Some(buffer) if in_place => self.reduce.reduce_in_place_at_root(transport, &bcast_progress, &message.reduction, root, buffer),
             recv => {
                 // SAFETY: MPI guarantees send holds `count` elements of
