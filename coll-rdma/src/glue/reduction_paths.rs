@@ -79,7 +79,6 @@ impl CommState {
         };
         let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
         let outcome = self.ring.reduce(transport, policy.serving(&bcast_progress), &message.reduction, gather, buffers);
-        drop(bcast_progress);
         self.finish(collective, outcome)
     }
 }
