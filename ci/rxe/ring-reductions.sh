@@ -3,7 +3,8 @@
 # ci/rxe-tests.sh): 4 ranks, two per guest placed round robin, so every
 # neighbour of the ring is in the other guest; 16 B to 16 MiB, each call's
 # result checked by coll_latency ("WRONG RESULT" otherwise). Verbose 1 must
-# say that the ring serves and that no call was handed over.
+# say that the ring serves, that no call was handed over and that every
+# RDMA write is one packet (Soft-RoCE).
 set -u
 cd "$(dirname "$0")/../.."
 status=0
@@ -21,6 +22,11 @@ for coll in allreduce reduce; do
     fi
     if ! grep -q "comm 0 rank 0: no parallel $coll (shm+verbs cannot read its peers' memory): $coll of [0-9]* bytes or more with a commutative op goes around a ring" "$out"; then
         echo "FAIL: verbose 1 does not say that the ring serves $coll"; status=1
+    fi
+    # Soft-RoCE fails a queue pair that retransmits a multi-packet write
+    # under load (docs/testbed.md): every write must be one packet here.
+    if ! grep -q "coll:rdma: verbs: .* is Soft-RoCE (rxe): every RDMA write is cut to one path MTU" "$out"; then
+        echo "FAIL: verbose 1 does not say that the writes are cut to one packet on Soft-RoCE"; status=1
     fi
     if ! grep -q "comm 0 rank 0: served [0-9]* $coll(s) over shm+verbs, 0 handed to the fallback" "$out"; then
         echo "FAIL: $coll calls were handed to the module underneath:"; grep "served [0-9]* $coll(s)" "$out" | head -4; status=1

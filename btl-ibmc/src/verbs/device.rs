@@ -79,7 +79,15 @@ pub(crate) struct OpenDevice {
     pub(crate) link_layer: u8,
     pub(crate) max_qp_wr: u32,
     pub(crate) max_cqe: u32,
+    /// Soft-RoCE (the rxe driver): after a retransmission it was seen to
+    /// take a packet of a multi-packet request twice (docs/testbed.md),
+    /// which fails the queue pair ("remote invalid request"), so every
+    /// request to it is kept to one packet.
+    pub(crate) single_packet_requests: bool,
 }
+
+/// The vendor id the rxe driver reports (Linux's RXE_VENDOR_ID).
+const SOFT_ROCE_VENDOR_ID: u32 = 0x00FF_FFFF;
 
 /// What the queries find out before the protection domain is allocated.
 struct Querying {
@@ -89,6 +97,7 @@ struct Querying {
     link_layer: u8,
     max_qp_wr: u32,
     max_cqe: u32,
+    vendor_id: u32,
 }
 
 impl OpenDevice {
@@ -116,15 +125,23 @@ impl OpenDevice {
             link_layer: 0,
             max_qp_wr: 0,
             max_cqe: 0,
+            vendor_id: 0,
         };
         device.query_device(config.port)?;
         device.query_port(config.port)?;
         device.choose_gid(config)?;
 
         let pd = ProtectionDomain::alloc(&device.context, &format!("on {}", device.summary.device))?;
-        let Querying { summary, active_mtu_code, link_layer, max_qp_wr, max_cqe, .. } = device;
-        let device = OpenDevice { pd, summary, active_mtu_code, link_layer, max_qp_wr, max_cqe };
+        let Querying { summary, active_mtu_code, link_layer, max_qp_wr, max_cqe, vendor_id, .. } = device;
+        let single_packet_requests = vendor_id == SOFT_ROCE_VENDOR_ID;
+        let device = OpenDevice { pd, summary, active_mtu_code, link_layer, max_qp_wr, max_cqe, single_packet_requests };
         tracing::debug!("verbs: opened {}", device.summary);
+        if single_packet_requests {
+            tracing::info!(
+                "verbs: {} is Soft-RoCE (rxe): every RDMA write is cut to one path MTU, since rxe was seen to fail a queue pair after retransmitting a multi-packet request",
+                device.summary.device
+            );
+        }
         Ok(device)
     }
 
@@ -158,6 +175,7 @@ impl Querying {
         }
         self.max_qp_wr = u32::try_from(attr.max_qp_wr).unwrap_or(0);
         self.max_cqe = u32::try_from(attr.max_cqe).unwrap_or(0);
+        self.vendor_id = attr.vendor_id;
         Ok(())
     }
 

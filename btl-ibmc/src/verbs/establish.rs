@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use super::completion::CompletionQueue;
 use super::config::{VerbsConfig, multicast_id_of};
-use super::device::OpenDevice;
+use super::device::{OpenDevice, mtu_bytes};
 use super::error::{VerbsError, VerbsSetupError};
 use super::links::{Failure, Links, RemoteWindow};
 use super::memory::{BorrowedMemory, LOCAL_ONLY, RegisteredBuffer, remote_access};
@@ -275,6 +275,7 @@ fn connect_all(links: &mut Links, endpoints: &[Endpoint], rank: usize, psn: u32)
             window_rkey: endpoint.window_rkey,
             sink_address: endpoint.sink_address,
             sink_rkey: endpoint.sink_rkey,
+            write_max_bytes: write_max_bytes(device.single_packet_requests, device.active_mtu_code, endpoint.mtu_code),
         };
         let Some(queue_pair) = links.queue_pair(peer) else { continue };
         let remote = RemoteQp {
@@ -292,6 +293,19 @@ fn connect_all(links: &mut Links, endpoints: &[Endpoint], rank: usize, psn: u32)
         })?;
     }
     Ok(())
+}
+
+/// `RemoteWindow::write_max_bytes` towards a peer whose port's MTU is
+/// `remote_mtu_code` (verbs' enum), from this rank's `local_mtu_code`: the
+/// queue pair's path MTU (the smaller of the two, as
+/// `RcQueuePair::connect` sets it) where requests are kept to a packet.
+fn write_max_bytes(single_packet_requests: bool, local_mtu_code: u8, remote_mtu_code: u8) -> usize {
+    if !single_packet_requests {
+        return usize::MAX;
+    }
+    // A code no enum value names gives 0 bytes; 256 is the smallest path
+    // MTU there is.
+    mtu_bytes(u32::from(local_mtu_code.min(remote_mtu_code))).max(256)
 }
 
 fn join_multicast(links: &Links, config: &VerbsConfig, rank: usize, size: usize) -> Result<UdMulticast, VerbsError> {
@@ -388,5 +402,15 @@ mod tests {
         assert_ne!(first, communicator_multicast_id(base, &leader(1, 0x200)), "another window on the same adapter");
         assert_ne!(first, communicator_multicast_id(base, &leader(2, 0x100)), "the same rkey on another adapter");
         assert_ne!(first, communicator_multicast_id(base + 1, &leader(1, 0x100)), "another job or context id");
+    }
+
+    #[test]
+    fn soft_roce_writes_carry_one_path_mtu_and_other_devices_any_length() {
+        // verbs' MTU codes: 1 = 256, 3 = 1024, 5 = 4096 bytes.
+        assert_eq!(write_max_bytes(true, 5, 3), 1024, "the smaller end's MTU is the path's");
+        assert_eq!(write_max_bytes(true, 3, 5), 1024);
+        assert_eq!(write_max_bytes(true, 5, 5), 4096);
+        assert_eq!(write_max_bytes(true, 0, 5), 256, "an unnamed code falls to the smallest MTU, never 0");
+        assert_eq!(write_max_bytes(false, 3, 3), usize::MAX);
     }
 }

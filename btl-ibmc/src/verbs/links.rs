@@ -19,6 +19,10 @@ pub(crate) struct RemoteWindow {
     pub(crate) window_rkey: u32,
     pub(crate) sink_address: u64,
     pub(crate) sink_rkey: u32,
+    /// The most bytes one RDMA write to the peer carries: one path MTU
+    /// where the device's requests are kept to a packet
+    /// (`OpenDevice::single_packet_requests`), else unbounded.
+    pub(crate) write_max_bytes: usize,
 }
 
 pub(crate) struct Links {
