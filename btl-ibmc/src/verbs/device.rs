@@ -79,15 +79,27 @@ pub(crate) struct OpenDevice {
     pub(crate) link_layer: u8,
     pub(crate) max_qp_wr: u32,
     pub(crate) max_cqe: u32,
-    /// Soft-RoCE (the rxe driver): after a retransmission it was seen to
-    /// take a packet of a multi-packet request twice (docs/testbed.md),
-    /// which fails the queue pair ("remote invalid request"), so every
-    /// request to it is kept to one packet.
-    pub(crate) single_packet_requests: bool,
+    /// Soft-RoCE (the rxe driver) most likely takes a packet of a
+    /// retransmitted multi-packet request twice (seen on a send,
+    /// docs/testbed.md); on a write that fails the queue pair ("remote
+    /// invalid request", seen on loaded hosts), so every RDMA write is
+    /// kept to one packet. Reliable-channel sends are not cut (one receive
+    /// buffer per message): they are one packet from a path MTU of 4096
+    /// up, and below it a damaged one fails its CRC.
+    pub(crate) single_packet_writes: bool,
 }
 
-/// The vendor id the rxe driver reports (Linux's RXE_VENDOR_ID).
+/// The vendor id the rxe driver reports (Linux's RXE_VENDOR_ID); kernels
+/// before 5.9 reported 0, so there the driver's device name tells.
 const SOFT_ROCE_VENDOR_ID: u32 = 0x00FF_FFFF;
+
+fn is_soft_roce(vendor_id: u32, device_name: &str) -> bool {
+    vendor_id == SOFT_ROCE_VENDOR_ID || (vendor_id == 0 && device_name.starts_with("rxe"))
+}
+
+/// Says once per process that Soft-RoCE's writes are cut, however many
+/// communicators open the device.
+static SOFT_ROCE_REPORTED: std::sync::Once = std::sync::Once::new();
 
 /// What the queries find out before the protection domain is allocated.
 struct Querying {
@@ -133,14 +145,16 @@ impl OpenDevice {
 
         let pd = ProtectionDomain::alloc(&device.context, &format!("on {}", device.summary.device))?;
         let Querying { summary, active_mtu_code, link_layer, max_qp_wr, max_cqe, vendor_id, .. } = device;
-        let single_packet_requests = vendor_id == SOFT_ROCE_VENDOR_ID;
-        let device = OpenDevice { pd, summary, active_mtu_code, link_layer, max_qp_wr, max_cqe, single_packet_requests };
+        let single_packet_writes = is_soft_roce(vendor_id, &summary.device);
+        let device = OpenDevice { pd, summary, active_mtu_code, link_layer, max_qp_wr, max_cqe, single_packet_writes };
         tracing::debug!("verbs: opened {}", device.summary);
-        if single_packet_requests {
-            tracing::info!(
-                "verbs: {} is Soft-RoCE (rxe): every RDMA write is cut to one path MTU, since rxe was seen to fail a queue pair after retransmitting a multi-packet request",
-                device.summary.device
-            );
+        if single_packet_writes {
+            SOFT_ROCE_REPORTED.call_once(|| {
+                tracing::info!(
+                    "verbs: {} is Soft-RoCE (rxe): every RDMA write is cut to one path MTU, since rxe was seen to fail a queue pair after retransmitting a multi-packet request",
+                    device.summary.device
+                )
+            });
         }
         Ok(device)
     }
@@ -340,4 +354,19 @@ pub(crate) fn mtu_bytes(mtu: ibv_mtu::Type) -> usize {
 pub(crate) unsafe fn context_name(context: *mut ibv_context) -> String {
     // SAFETY: the caller guarantees the context is open; its device is valid.
     device_name(unsafe { (*context).device })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn soft_roce_is_told_by_its_vendor_id_or_on_old_kernels_by_its_name() {
+        assert!(is_soft_roce(0x00FF_FFFF, "rxe0"));
+        assert!(is_soft_roce(0x00FF_FFFF, "roce_on_eth0"), "a renamed rxe device keeps the vendor id");
+        assert!(is_soft_roce(0, "rxe_eth0"), "before Linux 5.9 rxe reported vendor id 0");
+        assert!(!is_soft_roce(0x02c9, "mlx5_0"));
+        assert!(!is_soft_roce(0x02c9, "rxe_lookalike"), "a hardware vendor id wins over the name");
+        assert!(!is_soft_roce(0, "siw0"));
+    }
 }

@@ -275,7 +275,7 @@ fn connect_all(links: &mut Links, endpoints: &[Endpoint], rank: usize, psn: u32)
             window_rkey: endpoint.window_rkey,
             sink_address: endpoint.sink_address,
             sink_rkey: endpoint.sink_rkey,
-            write_max_bytes: write_max_bytes(device.single_packet_requests, device.active_mtu_code, endpoint.mtu_code),
+            write_max_bytes: write_max_bytes(device.single_packet_writes, device.active_mtu_code, endpoint.mtu_code),
         };
         let Some(queue_pair) = links.queue_pair(peer) else { continue };
         let remote = RemoteQp {
@@ -298,9 +298,9 @@ fn connect_all(links: &mut Links, endpoints: &[Endpoint], rank: usize, psn: u32)
 /// `RemoteWindow::write_max_bytes` towards a peer whose port's MTU is
 /// `remote_mtu_code` (verbs' enum), from this rank's `local_mtu_code`: the
 /// queue pair's path MTU (the smaller of the two, as
-/// `RcQueuePair::connect` sets it) where requests are kept to a packet.
-fn write_max_bytes(single_packet_requests: bool, local_mtu_code: u8, remote_mtu_code: u8) -> usize {
-    if !single_packet_requests {
+/// `RcQueuePair::connect` sets it) where writes are kept to a packet.
+fn write_max_bytes(single_packet_writes: bool, local_mtu_code: u8, remote_mtu_code: u8) -> usize {
+    if !single_packet_writes {
         return usize::MAX;
     }
     // A code no enum value names gives 0 bytes; 256 is the smallest path

@@ -20,8 +20,8 @@ pub(crate) struct RemoteWindow {
     pub(crate) sink_address: u64,
     pub(crate) sink_rkey: u32,
     /// The most bytes one RDMA write to the peer carries: one path MTU
-    /// where the device's requests are kept to a packet
-    /// (`OpenDevice::single_packet_requests`), else unbounded.
+    /// where the device's writes are kept to a packet
+    /// (`OpenDevice::single_packet_writes`), else unbounded.
     pub(crate) write_max_bytes: usize,
 }
 

@@ -119,8 +119,7 @@ impl SendPath {
             return self.post(links, failure, peer, &requests, on_wait);
         }
 
-        // At least a byte: only this rank's own entry, never written to,
-        // has no bound set.
+        // At least a byte, should an entry keep `RemoteWindow::default()`.
         let chunk_len = self.staging.max_chunk().min(remote.write_max_bytes.max(1));
         let chunks = data.len().div_ceil(chunk_len);
         for (index, chunk) in data.chunks(chunk_len).enumerate() {
