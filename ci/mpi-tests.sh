@@ -892,10 +892,10 @@ if [ "$MODE" = component ]; then
     # under the Soft-RoCE emulation (milliseconds per operation)
     [ -n "$TRANSPORT$HOSTS" ] && BC_E=()
     # every size is served natively by default (issue 12): single copy from
-    # 64 KiB on shared memory, the window below it and on verbs, with no
+    # 16 KiB on shared memory, the window below it and on verbs, with no
     # limit below 64 MiB; verbose 1 says which path serves which lengths
     BC_REASON="nore:bcast handed to the module underneath"
-    BC_PATHS="re:comm 0 rank 0: bcast of (65536 bytes or more in one copy .*shorter ones|any length) .*(no limit|automatic)"
+    BC_PATHS="re:comm 0 rank 0: bcast of (16384 bytes or more in one copy .*shorter ones|any length) .*(no limit|automatic)"
 else
     V=()
     SERVED=()
@@ -1334,7 +1334,7 @@ else
     #     from the root's leader, the other nodes from their leader; every
     #     level over shared windows, since the shm transport's multicast is
     #     its window): every root, size and datatype phase of the bcast
-    #     program, with single copy from 64 KiB within each level and, with
+    #     program, with single copy from 16 KiB within each level and, with
     #     cross-memory reads refused and a 2-slot window of 256 bytes, with
     #     every message cut into many pieces through both levels
     CHECKS=("${SERVED[@]}" "$BC_REASON"
@@ -1544,7 +1544,7 @@ else
         -- bcast -n 300 -x 40 -L 50 -B 2 "${BC_E[@]}"
     # 0: every bcast with data that goes through the window to the module
     # underneath, saying why (the empty-datatype ones, 0 bytes, stay with coll
-    # rdma, and so do those single copy serves: 64 KiB or more by default,
+    # rdma, and so do those single copy serves: 16 KiB or more by default,
     # whose limit is coll_rdma_bcast_single_copy_max_bytes); no -E, since
     # the module underneath may make the root wait
     CHECKS=("${SERVED[@]}" "re:coll:rdma: comm [0-9]+ rank [0-9]+: bcast handed to the module underneath: 1 bytes exceed coll_rdma_bcast_max_bytes=0\$")

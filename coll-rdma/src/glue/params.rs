@@ -487,7 +487,7 @@ mod tests {
         let bcast = settings.bcast;
         assert_eq!((bcast.window_slots, bcast.slot_bytes, bcast.fragment_bytes, bcast.co_roots), (64, 4096, 4096, None));
         assert_eq!((bcast.ack_interval, bcast.timeout, bcast.nack, bcast.max_bytes), (8, Duration::from_millis(20), true, WindowLimit::Modelled));
-        assert_eq!((bcast.single_copy_min_bytes, bcast.single_copy_max_bytes, bcast.pretend_no_cross_memory), (Some(65536), None, false));
+        assert_eq!((bcast.single_copy_min_bytes, bcast.single_copy_max_bytes, bcast.pretend_no_cross_memory), (Some(16384), None, false));
         assert_eq!(settings.udp, UdpSettings::default());
         let udp = settings.udp;
         assert_eq!((udp.group_base, udp.group_prefix_len, udp.port_base, udp.port_count), ("239.78.0.0".parse().unwrap(), 16, 24_000, 1000));

@@ -156,7 +156,7 @@ pub fn plan(transport: &Transport, np: usize, mode: Mode) -> Plan {
     if mode == Mode::Smoke {
         sweep("allreduce_exchange_max", Allreduce, Sizes::span(64, 1024, 16), vec![0, 4096]);
         if transport == &Transport::Shm {
-            sweep("bcast_single_copy_min_bytes", Bcast, Sizes::span(16384, 65536, 4), vec![16384]);
+            sweep("bcast_single_copy_min_bytes", Bcast, Sizes::span(16384, 65536, 4), vec![65536]);
         } else {
             sweep("bcast_slot_size", Bcast, Sizes::span(1024, 16384, 16), vec![1024, 16384]);
         }
@@ -191,7 +191,7 @@ pub fn plan(transport: &Transport, np: usize, mode: Mode) -> Plan {
             sweep("allreduce_parallel_min_bytes", Allreduce, Sizes::span(2048, 131072, 2), vec![4096, 8192, 32768, 65536]);
             sweep("reduce_parallel_min_bytes", Reduce, Sizes::span(2048, 65536, 2), vec![4096, 16384, 65536]);
             sweep("reduce_parallel_slices_min_bytes", Reduce, Sizes::span(16384, 1048576, 2), vec![32768, 65536, 262144, 524288]);
-            sweep("bcast_single_copy_min_bytes", Bcast, Sizes::span(4096, 262144, 2), vec![8192, 16384, 32768, 131072, 262144]);
+            sweep("bcast_single_copy_min_bytes", Bcast, Sizes::span(4096, 262144, 2), vec![4096, 8192, 32768, 65536, 131072]);
             sweep("bcast_slot_size", Bcast, Sizes::span(512, 32768, 2), vec![1024, 2048, 8192, 16384, 32768]);
             sweep("bcast_window", Bcast, Sizes::span(16384, 32768, 2), vec![2, 4, 16]);
         } else {
@@ -200,7 +200,7 @@ pub fn plan(transport: &Transport, np: usize, mode: Mode) -> Plan {
             // reduction from 8 KiB, in slices from 128 KiB)
             sweep("reduce_parallel_min_bytes", Reduce, Sizes::span(4096, 32768, 2), vec![4096, 16384]);
             sweep("reduce_parallel_slices_min_bytes", Reduce, Sizes::span(32768, 262144, 2), vec![65536, 262144]);
-            sweep("bcast_single_copy_min_bytes", Bcast, Sizes::span(16384, 131072, 2), vec![16384, 32768, 131072]);
+            sweep("bcast_single_copy_min_bytes", Bcast, Sizes::span(8192, 65536, 2), vec![8192, 32768, 65536]);
             // every factor 2: a slot of 16 KiB looked 2-6x faster at 8 and 32 KiB
             // here, and was 1.3x slower at 16 KiB, which sizes 4x apart skipped
             sweep("bcast_slot_size", Bcast, Sizes::span(2048, 32768, 2), vec![1024, 2048, 8192, 16384]);
