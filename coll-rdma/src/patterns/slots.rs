@@ -11,6 +11,8 @@
 //! reads a segment out of the slot before it uses it, so acknowledging it
 //! right after the read lets the sender overwrite the slot at once.
 
+use std::cell::Cell;
+
 use btl_ibmc::{put_word_padded, wait_at_least, TransportError, Waits, Windows};
 
 use super::region::LINE;
@@ -117,6 +119,14 @@ impl Turn {
     }
 }
 
+/// The highest credit a sender has read from one stream's credit word.
+/// Credits only grow, so a segment whose credit was already seen needs no
+/// read: the word's cache line stays with the receiver that writes it, and
+/// the sender saves a cache miss per call where the receiver keeps up (a
+/// reduce's child, which waits on nothing else from its parent).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct KnownCredit(Cell<u64>);
+
 /// One directed stream. `ring` is an offset in the receiver's window,
 /// `credit` one in the sender's; each has exactly one writer (the sender
 /// for the ring, the receiver for the credit).
@@ -144,10 +154,25 @@ impl Stream {
         credit_needed: u64,
         waits: Waits<'_>,
     ) -> Result<(), TransportError> {
-        if credit_needed > 0 {
-            wait_at_least(transport, self.credit, credit_needed, waits, || {
+        self.send_knowing(transport, seq, data, credit_needed, &KnownCredit::default(), waits)
+    }
+
+    /// As `send`, for a sender that keeps the stream's `known` credit from
+    /// one call to the next: a credit it has already seen is not read again.
+    pub(crate) fn send_knowing<T: Windows + ?Sized>(
+        &self,
+        transport: &T,
+        seq: u64,
+        data: &[u8],
+        credit_needed: u64,
+        known: &KnownCredit,
+        waits: Waits<'_>,
+    ) -> Result<(), TransportError> {
+        if credit_needed > known.0.get() {
+            let seen = wait_at_least(transport, self.credit, credit_needed, waits, || {
                 format!("{}: rank {} to free a slot for segment {seq}", self.what, self.receiver)
             })?;
+            known.0.set(seen);
         }
         let slot = self.slot(seq);
         put_word_padded(transport, self.receiver, slot, data, self.shape.flag_offset(slot), seq)
@@ -243,6 +268,71 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A sender's side of one stream: its own window holds only the credit
+    /// word, and every read of it is counted.
+    #[derive(Default)]
+    struct CreditWord {
+        credit: Cell<u64>,
+        reads: Cell<usize>,
+        puts: Cell<usize>,
+    }
+
+    impl btl_ibmc::Endpoint for CreditWord {
+        fn name(&self) -> &'static str {
+            "credit word"
+        }
+        fn rank(&self) -> usize {
+            0
+        }
+        fn size(&self) -> usize {
+            2
+        }
+        fn progress(&self) {}
+    }
+
+    impl Windows for CreditWord {
+        fn window_len(&self) -> usize {
+            LINE
+        }
+        fn put(&self, _: usize, _: usize, _: &[u8], _: usize, _: u64) -> Result<(), TransportError> {
+            self.puts.set(self.puts.get() + 1);
+            Ok(())
+        }
+        fn put_flag(&self, _: usize, _: usize, _: u64) -> Result<(), TransportError> {
+            self.puts.set(self.puts.get() + 1);
+            Ok(())
+        }
+        fn local_flag(&self, _: usize) -> u64 {
+            self.reads.set(self.reads.get() + 1);
+            self.credit.get()
+        }
+        fn set_local_flag(&self, _: usize, value: u64) {
+            self.credit.set(value)
+        }
+        fn read_local(&self, _: usize, _: &mut [u8]) {}
+    }
+
+    #[test]
+    fn a_credit_already_seen_is_not_read_again() {
+        let shape = SlotShape::holding(8);
+        let stream = Stream { what: "test", sender: 0, receiver: 1, ring: 0, credit: 0, shape };
+        let (transport, known, policy) = (CreditWord::default(), KnownCredit::default(), btl_ibmc::WaitPolicy::default());
+        let waits = policy.without_side_progress();
+        transport.credit.set(4);
+        stream.send_knowing(&transport, 5, &[1; 8], 3, &known, waits).unwrap();
+        assert_eq!((transport.reads.get(), transport.puts.get()), (1, 1), "the first credit is read");
+        for (seq, needed) in [(6, 4), (7, 0), (8, 2)] {
+            stream.send_knowing(&transport, seq, &[1; 8], needed, &known, waits).unwrap();
+        }
+        assert_eq!((transport.reads.get(), transport.puts.get()), (1, 4), "credit 4 was seen with the first read");
+        transport.credit.set(6);
+        stream.send_knowing(&transport, 9, &[1; 8], 5, &known, waits).unwrap();
+        assert_eq!((transport.reads.get(), known.0.get()), (2, 6), "a higher credit is read, and kept");
+        stream.send_knowing(&transport, 10, &[1; 8], 6, &known, waits).unwrap();
+        stream.send(&transport, 11, &[1; 8], 6, waits).unwrap();
+        assert_eq!(transport.reads.get(), 3, "send alone keeps nothing between calls");
     }
 
     #[test]

@@ -4,13 +4,14 @@
 
 use btl_ibmc::{TransportError, Waits, Windows};
 
-use super::slots::{SlotShape, Stream, Turn};
+use super::slots::{KnownCredit, SlotShape, Stream, Turn};
 use super::tree::TreeLinks;
 use crate::reduction::Reduction;
 
 #[derive(Clone, Debug)]
 pub(crate) struct Upward {
     to_parent: Option<Stream>,
+    parent_credit: KnownCredit,
     from_children: Vec<Stream>,
 }
 
@@ -51,7 +52,7 @@ impl Upward {
                 shape: region.shape,
             })
             .collect();
-        Upward { to_parent, from_children }
+        Upward { to_parent, parent_credit: KnownCredit::default(), from_children }
     }
 
     pub(crate) fn is_root(&self) -> bool {
@@ -80,7 +81,7 @@ impl Upward {
             partial.copy_from_slice(incoming);
         }
         if let Some(parent) = &self.to_parent {
-            parent.send(transport, turn.seq, partial, turn.credit_needed(), waits)?;
+            parent.send_knowing(transport, turn.seq, partial, turn.credit_needed(), &self.parent_credit, waits)?;
         }
         Ok(())
     }
