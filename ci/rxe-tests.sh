@@ -11,7 +11,8 @@
 #      between the guest's node-local ranks, and bcast once more with
 #      multicast turned off (the tree of RDMA writes); then the same MPI
 #      tests with transport auto and coll_rdma_test_pretend_nodes=2, so that
-#      the guest's ranks act as two nodes (shm within, verbs between);
+#      the guest's ranks act as two nodes (shm within, verbs between), with
+#      queue pairs across them only between the two leaders;
 #   2. two guests: the device tests' two-host case (a rank per guest: puts,
 #      reliable messages and multicast datagrams, every byte checked) with
 #      loss and delay on ALL traffic (netem: RC retransmits);
@@ -112,10 +113,17 @@ step "one-guest-mpi-verbs-bcast-put-tree" "$LOGS/mpi-put-tree.log" -- \
            grep -rq "offers no multicast: bcast goes down a binomial tree of puts" /run/rxe/mpi-tests/'
 # (the hybrid over two pretended nodes serves barrier, allreduce, reduce
 # and bcast in two levels: verbose 1 must say so; bcast's leaders multicast
-# over UD, each node reads its leader's window in the segment)
-step "one-guest-mpi-shm+verbs-two-pretended-nodes" "$LOGS/mpi-pretend-nodes.log" -- \
+# over UD, each node reads its leader's window in the segment. Queue pairs
+# only between the leaders (coll_rdma_hierarchy_queue_pairs_max 0, the
+# choice at scale): a non-leader holds none across nodes, so any path that
+# still crossed from it would fail its put, and the programs check every
+# result; the two-guest jobs below keep every pair, the default at this size)
+step "one-guest-mpi-pretended-nodes-leaders-only" "$LOGS/mpi-pretend-nodes.log" -- \
     "$GUESTS" run --timeout 1500 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 EXPECT_TRANSPORT="shm+verbs" MPI_TESTS_LOGDIR=/run/rxe/mpi-tests-pretend \
-    sh -c 'ci/mpi-tests.sh --quick --transport auto --mca coll_rdma_test_pretend_nodes 2 --nps "4" --only "barrier_order|reduce_ops|bcast" &&
+    sh -c 'ci/mpi-tests.sh --quick --transport auto --mca coll_rdma_test_pretend_nodes 2 --mca coll_rdma_hierarchy_queue_pairs_max 0 --nps "4" --only "barrier_order|reduce_ops|bcast" &&
+           grep -rqE "comm 0 rank 0: queue pairs across nodes only between the 2 leaders .*, 1 here \(this rank leads its node\)" /run/rxe/mpi-tests-pretend/ &&
+           grep -rqE "comm 0 rank 3: queue pairs across nodes only between the 2 leaders .*, 0 here \(this rank reaches its own node alone\)" /run/rxe/mpi-tests-pretend/ &&
+           grep -rqE "comm 0 rank 3: memory for this communicator: .*verbs 0 queue pair" /run/rxe/mpi-tests-pretend/ &&
            grep -rq "comm 0 rank 0: barrier two-level across 2 nodes of 2 to 2 ranks" /run/rxe/mpi-tests-pretend/ &&
            grep -rq "comm 0 rank 0: allreduce two-level" /run/rxe/mpi-tests-pretend/ &&
            grep -rq "comm 0 rank 0: reduce two-level" /run/rxe/mpi-tests-pretend/ &&

@@ -64,6 +64,17 @@ impl SelectedTransport {
         }
     }
 
+    /// Whether only the nodes' leaders reach each other across nodes (the
+    /// hybrid with `CrossNodePairs::LeadersAbove` in force): then only
+    /// two-level schedules may run.
+    pub fn connects_only_leaders(&self) -> bool {
+        match self {
+            #[cfg(feature = "verbs")]
+            SelectedTransport::Hybrid(hybrid) => hybrid.connects_only_leaders(),
+            _ => false,
+        }
+    }
+
     /// How peers are reached, for verbose output; None on plain shared memory.
     pub fn route_summary(&self) -> Option<String> {
         match self {

@@ -22,7 +22,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use btl_ibmc::transport::{Datagrams, Endpoint, Exchange, MulticastKind, Transport, TransportError, Windows};
-use btl_ibmc::hybrid::{self, HybridTransport};
+use btl_ibmc::hybrid::{self, CrossNodePairs, HybridTransport};
 use btl_ibmc::verbs::{RELIABLE_MAX, VerbsConfig, VerbsSetupError, VerbsTransport, establish, probe};
 use btl_ibmc::{Fabric, FabricConfig};
 
@@ -123,8 +123,20 @@ fn run_local<R: Send>(size: usize, window_len: usize, config: &VerbsConfig, body
 /// Ranks split into `nodes` pretended nodes: shared memory within, verbs
 /// between them.
 fn run_hybrid<R: Send>(size: usize, nodes: usize, window_len: usize, config: &VerbsConfig, body: impl Fn(&HybridTransport) -> R + Sync) -> Vec<R> {
+    run_hybrid_pairing(size, nodes, CrossNodePairs::Every, window_len, config, body)
+}
+
+/// As `run_hybrid`, with the queue pairs across nodes `pairs` asks for.
+fn run_hybrid_pairing<R: Send>(
+    size: usize,
+    nodes: usize,
+    pairs: CrossNodePairs,
+    window_len: usize,
+    config: &VerbsConfig,
+    body: impl Fn(&HybridTransport) -> R + Sync,
+) -> Vec<R> {
     let setup = |exchange: &dyn Exchange, rank| {
-        hybrid::establish(exchange, rank, size, window_len, config, nodes)
+        hybrid::establish(exchange, rank, size, window_len, config, nodes, pairs)
             .unwrap_or_else(|error| panic!("rank {rank}: hybrid establish failed: {error}"))
     };
     run_ranks(size, setup, body)
@@ -736,4 +748,44 @@ fn the_memory_report_counts_queue_pairs_and_registrations() {
         assert!(footprint.verbs_window_in_segment && footprint.segment_parts_fit(), "{footprint:?}");
         assert_eq!(footprint.mapped_bytes(), footprint.shm_segment_bytes + footprint.registered_bytes() - footprint.verbs_window_bytes, "{footprint:?}");
     }
+}
+
+/// Queue pairs only between leaders (issue 14): 6 ranks on 3 pretended
+/// nodes hold 2 queue pairs on each leader and none elsewhere, with
+/// receive buffers to match; leaders reach each other, node-local puts
+/// still land, and a non-leader's put to another node is refused, not
+/// lost.
+#[test]
+fn only_leaders_hold_queue_pairs_across_nodes_when_asked() {
+    if !device_present() {
+        return;
+    }
+    const RANKS: usize = 6;
+    const NODES: usize = 3;
+    let slots = VerbsConfig::default().reliable_receive_slots as usize;
+    let reports = run_hybrid_pairing(RANKS, NODES, CrossNodePairs::LeadersAbove(0), 4096, &config(133), |transport| {
+        let rank = transport.rank();
+        let groups = transport.node_groups();
+        let leader = groups.leader_of(rank) == rank;
+        for peer in (0..RANKS).filter(|&peer| peer != rank) {
+            let value = (rank * RANKS + peer + 1) as u64;
+            let reachable = groups.same_node(peer, rank) || (leader && groups.leader_of(peer) == peer);
+            let outcome = transport.put_flag(peer, 8 * rank, value);
+            assert_eq!(outcome.is_ok(), reachable, "rank {rank} -> {peer}: {outcome:?}");
+        }
+        transport.quiesce().expect("quiesce");
+        (leader, transport.connects_only_leaders(), transport.memory_footprint())
+    });
+    for (rank, (leader, only_leaders, footprint)) in reports.iter().enumerate() {
+        assert!(only_leaders, "rank {rank}");
+        let queue_pairs = if *leader { NODES - 1 } else { 0 };
+        assert_eq!(footprint.verbs_queue_pairs, queue_pairs, "rank {rank}: {footprint:?}");
+        // At least one page is registered, even for no queue pair.
+        let receive_bytes = (queue_pairs * slots * 4096).max(4096);
+        assert_eq!(footprint.verbs_receive_buffer_bytes, receive_bytes, "rank {rank}: {footprint:?}");
+        if !leader {
+            assert_eq!(footprint.verbs_staging_bytes, 4096, "rank {rank}: nothing to stage, {footprint:?}");
+        }
+    }
+    println!("{RANKS} ranks on {NODES} pretended nodes, queue pairs only between leaders: {reports:?}");
 }

@@ -34,10 +34,36 @@ impl std::fmt::Display for HybridSetupError {
 
 impl std::error::Error for HybridSetupError {}
 
+/// Which pairs of ranks on different nodes get an RC queue pair (and its
+/// receive buffers). Flat schedules write across nodes between any two
+/// ranks; two-level ones only between the nodes' leaders, which bounds a
+/// node's queue pairs by the node count instead of the ranks squared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrossNodePairs {
+    Every,
+    /// Only leaders connect wherever some rank would otherwise hold more
+    /// than this many queue pairs (0: wherever there are several nodes).
+    LeadersAbove(usize),
+}
+
+impl CrossNodePairs {
+    /// Whether only leaders connect on `groups`: the same answer on every
+    /// rank, since every rank sees the same groups.
+    pub fn leaders_only(self, groups: &NodeGroups) -> bool {
+        match self {
+            CrossNodePairs::Every => false,
+            CrossNodePairs::LeadersAbove(most) => {
+                groups.count() > 1 && (0..groups.size()).any(|rank| groups.size() - groups.local_count(rank) > most)
+            }
+        }
+    }
+}
+
 /// Sets up one communicator; every rank calls it with the same `size`,
-/// `window_len`, `pretend_nodes` and (except per-host fields) `config`.
-/// `pretend_nodes` > 1 splits each host's ranks into that many blocks of
-/// consecutive ranks treated as separate nodes (testing on one machine).
+/// `window_len`, `pretend_nodes`, `pairs` and (except per-host fields)
+/// `config`. `pretend_nodes` > 1 splits each host's ranks into that many
+/// blocks of consecutive ranks treated as separate nodes (testing on one
+/// machine).
 pub fn establish(
     exchange: &dyn Exchange,
     rank: usize,
@@ -45,6 +71,7 @@ pub fn establish(
     window_len: usize,
     config: &VerbsConfig,
     pretend_nodes: usize,
+    pairs: CrossNodePairs,
 ) -> Result<HybridTransport, HybridSetupError> {
     if size == 0 || rank >= size {
         return Err(HybridSetupError::InvalidArguments(format!("rank {rank} of {size}")));
@@ -57,7 +84,8 @@ pub fn establish(
     let shm = Arc::new(shm::establish_in_groups(exchange, rank, &groups, window_len).map_err(HybridSetupError::Shm)?);
     let (base, len) = shm.own_window_span();
     let keeper = Arc::clone(&shm);
-    let placement = Placement { window: Some(BorrowedMemory { base, len, keeper }), nodes: Some(&groups) };
+    let leaders_only = pairs.leaders_only(&groups);
+    let placement = Placement { window: Some(BorrowedMemory { base, len, keeper }), nodes: Some(&groups), leaders_only };
     // SAFETY: the window is `shm`'s own, a whole number of pages, mapped
     // while `shm` lives; the registration holds `shm` until it is undone,
     // so whichever the hybrid drops first, the segment outlives it.
@@ -71,6 +99,7 @@ pub fn establish(
         node_index,
         node_members: groups.members(rank).collect(),
         groups,
+        leaders_only,
         shm_first: AtomicBool::new(true),
     })
 }

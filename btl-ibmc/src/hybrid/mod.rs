@@ -17,7 +17,7 @@ mod tests;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use establish::{HybridSetupError, establish};
+pub use establish::{CrossNodePairs, HybridSetupError, establish};
 
 use crate::footprint::MemoryFootprint;
 use crate::shm::{NodeGroups, ShmTransport};
@@ -38,6 +38,9 @@ pub struct HybridTransport {
     /// Every rank's node, the same on every rank: what two-level
     /// collectives build their schedules from.
     groups: NodeGroups,
+    /// Queue pairs across nodes only between the nodes' leaders: only
+    /// two-level schedules may cross nodes.
+    leaders_only: bool,
     /// Which channel `poll_reliable` looks at first, alternated so that a
     /// busy one cannot starve the other.
     shm_first: AtomicBool,
@@ -52,6 +55,13 @@ impl HybridTransport {
     /// Which ranks share a node, as every rank of the communicator sees it.
     pub fn node_groups(&self) -> &NodeGroups {
         &self.groups
+    }
+
+    /// Whether only the nodes' leaders reach each other across nodes
+    /// (`CrossNodePairs`): a rank that is not its node's leader reaches
+    /// its own node alone.
+    pub fn connects_only_leaders(&self) -> bool {
+        self.leaders_only
     }
 
     /// The node's segment and the verbs side's queue pairs and

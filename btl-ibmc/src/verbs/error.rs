@@ -76,7 +76,7 @@ pub(crate) enum VerbsError {
     /// Creating a buffer or completion queue failed as during setup.
     Setup(VerbsSetupError),
     /// No receive buffer is set aside for this slot's peer.
-    NoReceiveSlot { peer: usize, slot: usize },
+    NoReceiveSlot { slot: usize },
     /// rdma_cm bound the address, but to no RDMA device.
     NotAnRdmaAddress(std::net::Ipv4Addr),
     /// The join of `group` was not answered in time.
@@ -117,7 +117,7 @@ impl std::fmt::Display for VerbsError {
             }
             VerbsError::Poll(returned) => write!(f, "ibv_poll_cq failed ({returned})"),
             VerbsError::Setup(error) => write!(f, "{error}"),
-            VerbsError::NoReceiveSlot { peer, slot } => write!(f, "no queue pair to rank {peer} for receive slot {slot}"),
+            VerbsError::NoReceiveSlot { slot } => write!(f, "receive slot {slot} belongs to no queue pair"),
             VerbsError::NotAnRdmaAddress(address) => write!(f, "{address} is not the address of an RDMA device"),
             VerbsError::JoinTimedOut { group, timeout } => write!(f, "joining {group}: no answer within {timeout:?}"),
             VerbsError::JoinRefused { group, event, status } => write!(f, "joining {group}: got {event} (status {status})"),

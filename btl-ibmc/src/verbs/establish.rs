@@ -12,7 +12,7 @@ use super::completion::CompletionQueue;
 use super::config::{VerbsConfig, multicast_id_of};
 use super::device::{OpenDevice, mtu_bytes};
 use super::error::{VerbsError, VerbsSetupError};
-use super::links::{Failure, Links, RemoteWindow};
+use super::links::{Failure, Links, ReceiveSlots, RemoteWindow};
 use super::memory::{BorrowedMemory, LOCAL_ONLY, RegisteredBuffer, remote_access};
 use super::rc::{LocalPort, RcQueuePair, RemoteQp};
 use super::record::{Endpoint, READY_LEN, Ready, Record, record_len};
@@ -38,6 +38,21 @@ pub(crate) struct Placement<'a> {
     /// Peers on this rank's node are reached another way (shared memory):
     /// no queue pair is made to them.
     pub(crate) nodes: Option<&'a NodeGroups>,
+    /// With `nodes`: queue pairs across nodes only between the nodes'
+    /// leaders, whose two-level collectives are the only ones to cross.
+    pub(crate) leaders_only: bool,
+}
+
+impl Placement<'_> {
+    /// Whether `rank` holds a queue pair to `peer`; both sides answer alike.
+    pub(crate) fn connects(&self, rank: usize, peer: usize) -> bool {
+        match self.nodes {
+            _ if peer == rank => false,
+            None => true,
+            Some(nodes) if nodes.same_node(peer, rank) => false,
+            Some(nodes) => !self.leaders_only || (nodes.leader_of(rank) == rank && nodes.leader_of(peer) == peer),
+        }
+    }
 }
 
 /// Sets up verbs for one communicator; every rank calls it with the same
@@ -156,7 +171,7 @@ unsafe fn open_local(config: &VerbsConfig, rank: usize, size: usize, window_len:
     let device = OpenDevice::open(config)?;
     // Its own handle, as `device` moves into the links below.
     let pd = &Arc::clone(device.pd());
-    let peers = size - placement.nodes.map_or(1, |nodes| nodes.local_count(rank));
+    let peers = (0..size).filter(|&peer| placement.connects(rank, peer)).count();
     let depth = config.send_queue_depth.min(device.max_qp_wr.max(2));
     let slots = config.reliable_receive_slots.min(device.max_qp_wr.max(1));
     let cq_limit = device.max_cqe.max(1);
@@ -172,22 +187,25 @@ unsafe fn open_local(config: &VerbsConfig, rank: usize, size: usize, window_len:
         }
         None => RegisteredBuffer::new(pd, window_len.max(8), remote_access(), "window")?,
     };
-    let staging = RegisteredBuffer::new(pd, config.staging_bytes, LOCAL_ONLY, "staging ring")?;
+    // A rank without queue pairs (a non-leader where only leaders connect)
+    // never stages a byte: one page keeps the send path's arithmetic whole.
+    let staging_bytes = if peers == 0 { 1 } else { config.staging_bytes };
+    let staging = RegisteredBuffer::new(pd, staging_bytes, LOCAL_ONLY, "staging ring")?;
     let sink = RegisteredBuffer::new(pd, SINK_BYTES, remote_access(), "completion sink")?;
-    let reliable_len = size.checked_mul(slots as usize).and_then(|count| count.checked_mul(RELIABLE_SLOT_BYTES)).ok_or_else(|| {
-        VerbsSetupError::InvalidArguments(format!("{size} ranks x {slots} reliable receive slots do not fit in memory"))
+    let reliable_len = peers.checked_mul(slots as usize).and_then(|count| count.checked_mul(RELIABLE_SLOT_BYTES)).ok_or_else(|| {
+        VerbsSetupError::InvalidArguments(format!("{peers} peers x {slots} reliable receive slots do not fit in memory"))
     })?;
     let reliable_buffers = RegisteredBuffer::new(pd, reliable_len, LOCAL_ONLY, "reliable receive buffers")?;
 
     let mut queue_pairs = Vec::with_capacity(size);
     for peer in 0..size {
-        let reached_otherwise = placement.nodes.is_some_and(|nodes| nodes.same_node(peer, rank));
-        queue_pairs.push(if peer == rank || reached_otherwise {
-            None
-        } else {
+        queue_pairs.push(if placement.connects(rank, peer) {
             Some(RcQueuePair::new(pd, &send_cq, &recv_cq, depth, slots, INLINE_WANTED, config.port)?)
+        } else {
+            None
         });
     }
+    let receivers = ReceiveSlots::of(&queue_pairs);
     let max_inline = queue_pairs.iter().flatten().map(RcQueuePair::max_inline).min().unwrap_or(0);
     let links = Links {
         queue_pairs: queue_pairs.into_boxed_slice(),
@@ -196,6 +214,7 @@ unsafe fn open_local(config: &VerbsConfig, rank: usize, size: usize, window_len:
         staging,
         sink,
         reliable_buffers,
+        receivers,
         send_cq,
         recv_cq,
         device,
@@ -412,5 +431,30 @@ mod tests {
         assert_eq!(write_max_bytes(true, 5, 5), 4096);
         assert_eq!(write_max_bytes(true, 0, 5), 256, "an unnamed code falls to the smallest MTU, never 0");
         assert_eq!(write_max_bytes(false, 3, 3), usize::MAX);
+    }
+}
+
+#[cfg(test)]
+mod placement_tests {
+    use super::Placement;
+    use crate::shm::NodeGroups;
+
+    fn pairs(placement: &Placement, size: usize) -> Vec<(usize, usize)> {
+        (0..size).flat_map(|rank| (0..size).map(move |peer| (rank, peer))).filter(|&(rank, peer)| placement.connects(rank, peer)).collect()
+    }
+
+    #[test]
+    fn queue_pairs_join_every_pair_across_nodes_or_only_the_leaders() {
+        let groups = NodeGroups::from_keys(&[0, 0, 0, 1, 1, 2]);
+        let every = Placement { nodes: Some(&groups), ..Placement::default() };
+        let leaders = Placement { nodes: Some(&groups), leaders_only: true, ..Placement::default() };
+        // 3 ranks x 3 others + 2 x 4 + 1 x 5 ordered pairs cross nodes.
+        assert_eq!(pairs(&every, 6).len(), 9 + 8 + 5);
+        assert_eq!(pairs(&leaders, 6), [(0, 3), (0, 5), (3, 0), (3, 5), (5, 0), (5, 3)]);
+        // Without node groups every other rank is a peer.
+        assert_eq!(pairs(&Placement::default(), 3), [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]);
+        for (rank, peer) in pairs(&every, 6) {
+            assert!(every.connects(peer, rank), "{rank} -> {peer} is one-sided");
+        }
     }
 }

@@ -36,8 +36,10 @@ pub(crate) struct Links {
     /// Eight bytes every peer may write: the target of the extra signalled
     /// write that asks for a completion when none is due.
     pub(crate) sink: RegisteredBuffer,
-    /// `size * reliable_slots` receive buffers of `RELIABLE_SLOT_BYTES` each.
+    /// `reliable_slots` receive buffers of `RELIABLE_SLOT_BYTES` for each
+    /// peer with a queue pair, in the order of `receivers`.
     pub(crate) reliable_buffers: RegisteredBuffer,
+    pub(crate) receivers: ReceiveSlots,
     pub(crate) send_cq: Arc<CompletionQueue>,
     pub(crate) recv_cq: Arc<CompletionQueue>,
     pub(crate) device: OpenDevice,
@@ -49,6 +51,31 @@ pub(crate) struct Links {
 impl Links {
     pub(crate) fn queue_pair(&self, peer: usize) -> Option<&RcQueuePair> {
         self.queue_pairs.get(peer).and_then(Option::as_ref)
+    }
+}
+
+/// Which peer each run of `reliable_slots` receive buffers belongs to:
+/// only peers with a queue pair get one, so the buffers grow with the
+/// queue pairs (the leaders' only, where only leaders connect), not with
+/// the communicator.
+#[derive(Debug, Default)]
+pub(crate) struct ReceiveSlots {
+    /// Run index to peer, ascending.
+    peers: Box<[usize]>,
+}
+
+impl ReceiveSlots {
+    pub(crate) fn of<T>(queue_pairs: &[Option<T>]) -> Self {
+        ReceiveSlots { peers: queue_pairs.iter().enumerate().filter(|(_, queue_pair)| queue_pair.is_some()).map(|(peer, _)| peer).collect() }
+    }
+
+    pub(crate) fn peers(&self) -> &[usize] {
+        &self.peers
+    }
+
+    /// The peer whose run holds buffer `slot_index`, with `slots` per run.
+    pub(crate) fn peer_of(&self, slot_index: usize, slots: usize) -> Option<usize> {
+        self.peers.get(slot_index / slots.max(1)).copied()
     }
 }
 
@@ -76,5 +103,20 @@ impl Failure {
 
     pub(crate) fn is_set(&self) -> bool {
         self.0.get().is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ReceiveSlots;
+
+    #[test]
+    fn receive_buffers_are_kept_only_for_connected_peers_in_rank_order() {
+        let connected = [None, Some(()), None, None, Some(()), Some(())];
+        let receivers = ReceiveSlots::of(&connected);
+        assert_eq!(receivers.peers(), &[1, 4, 5]);
+        let slots = 3;
+        let owners: Vec<_> = (0..10).map(|slot_index| receivers.peer_of(slot_index, slots)).collect();
+        assert_eq!(owners, [Some(1), Some(1), Some(1), Some(4), Some(4), Some(4), Some(5), Some(5), Some(5), None]);
     }
 }

@@ -66,7 +66,10 @@ impl ReliableInbox {
             for index in 0..self.completions.len() {
                 let completion = self.completions[index];
                 let slot_index = completion.wr_id as usize;
-                let sender = slot_index / links.reliable_slots.max(1);
+                let Some(sender) = links.receivers.peer_of(slot_index, links.reliable_slots) else {
+                    failure.record(format!("a receive completion names buffer {slot_index}, which this rank never posted"));
+                    continue;
+                };
                 if !completion.succeeded() {
                     failure.record(format!("a reliable message from rank {sender} failed: {}", completion.status_text()));
                     continue;
@@ -99,12 +102,9 @@ impl ReliableInbox {
 
 /// Posts every receive buffer of every queue pair (during setup).
 pub(crate) fn post_all_receives(links: &Links) -> Result<(), VerbsSetupError> {
-    for (peer, queue_pair) in links.queue_pairs.iter().enumerate() {
-        if queue_pair.is_none() {
-            continue;
-        }
+    for run in 0..links.receivers.peers().len() {
         for slot in 0..links.reliable_slots {
-            post_receive(links, peer * links.reliable_slots + slot)
+            post_receive(links, run * links.reliable_slots + slot)
                 .map_err(|why| VerbsSetupError::Verbs { call: "ibv_post_recv", errno: 0, detail: why.to_string() })?;
         }
     }
@@ -112,9 +112,9 @@ pub(crate) fn post_all_receives(links: &Links) -> Result<(), VerbsSetupError> {
 }
 
 fn post_receive(links: &Links, slot_index: usize) -> Result<(), VerbsError> {
-    let peer = slot_index / links.reliable_slots.max(1);
-    let Some(queue_pair) = links.queue_pair(peer) else {
-        return Err(VerbsError::NoReceiveSlot { peer, slot: slot_index });
+    let peer = links.receivers.peer_of(slot_index, links.reliable_slots);
+    let Some(queue_pair) = peer.and_then(|peer| links.queue_pair(peer)) else {
+        return Err(VerbsError::NoReceiveSlot { slot: slot_index });
     };
     let mut request = RecvRequest::new(
         slot_index as u64,

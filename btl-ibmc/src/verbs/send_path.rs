@@ -106,6 +106,7 @@ impl SendPath {
         on_wait: &dyn Fn(),
     ) -> Result<(), TransportError> {
         failure.check()?;
+        reachable(links, peer)?;
         let remote = links.remotes[peer];
         let flag_bytes = flag.to_ne_bytes();
         let flag_address = remote.window_address + flag_offset as u64;
@@ -152,6 +153,7 @@ impl SendPath {
         on_wait: &dyn Fn(),
     ) -> Result<(), TransportError> {
         failure.check()?;
+        reachable(links, peer)?;
         let remote = links.remotes[peer];
         let bytes = value.to_ne_bytes();
         let source = self.small_source(links, failure, &bytes, on_wait)?;
@@ -162,6 +164,7 @@ impl SendPath {
     /// `ReliableChannel::send_reliable` to a remote peer; the caller checked the size.
     pub(crate) fn send(&mut self, links: &Links, failure: &Failure, peer: usize, message: &[u8], on_wait: &dyn Fn()) -> Result<(), TransportError> {
         failure.check()?;
+        reachable(links, peer)?;
         debug_assert!(message.len() <= RELIABLE_MAX);
         let mut sealed = std::mem::take(&mut self.sealed);
         reliable_frame::seal(message, &mut sealed);
@@ -336,6 +339,17 @@ impl SendPath {
         let accounts = &self.accounts;
         self.staging.release(|peer| accounts[peer].completed());
         failure.check()
+    }
+}
+
+
+/// Refuses a peer this rank holds no queue pair to before anything is
+/// staged: where only the nodes' leaders connect, a schedule that still
+/// wrote across nodes from another rank fails at once, saying why.
+fn reachable(links: &Links, peer: usize) -> Result<(), TransportError> {
+    match links.queue_pair(peer) {
+        Some(_) => Ok(()),
+        None => Err(TransportError::Unsupported("writing or sending to a rank on another node without a queue pair to it (only the nodes' leaders connect)")),
     }
 }
 

@@ -85,6 +85,9 @@ impl ProtocolSettings {
                 Hierarchy::Flat => 1,
             }),
             ("coll_rdma_test_pretend_nodes", settings.verbs.pretend_nodes.max(1) as u64),
+            // Which pairs connect decides which queue pairs a rank creates
+            // and names in its setup record.
+            ("coll_rdma_hierarchy_queue_pairs_max (-1 every pair), with coll_rdma_hierarchy auto", two_level_input(limit(settings.verbs.queue_pairs_max))),
             // Not coll_rdma_udp_interface: it names this host's interface.
             ("coll_rdma_udp_group_base (address)", u64::from(u32::from(udp.group_base))),
             ("coll_rdma_udp_group_base (prefix length)", u64::from(udp.group_prefix_len)),

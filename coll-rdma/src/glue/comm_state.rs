@@ -12,6 +12,7 @@ use tuning::{choose_barrier_radix, choose_bcast_max_bytes, BcastStreamModel, Win
 use super::handover::Handover;
 use super::reduction_call::FoldOrder;
 use super::hierarchy::{HierarchyPlan, JobPlacement, Schedule};
+use super::leader_links::{FlatSchedules, LeaderLinks};
 use btl_ibmc::shm::NodeGroups;
 use crate::patterns::two_level_links;
 use super::link::{self, LinkRequest};
@@ -107,6 +108,9 @@ pub struct CommState {
     /// place of `barrier` (they share the window's barrier region).
     pub(super) two_level_barrier: Option<TwoLevelBarrier>,
     hierarchy: HierarchyPlan,
+    /// Set when only the nodes' leaders hold queue pairs across nodes:
+    /// the calls it rules out go to the module underneath.
+    pub(super) leader_links: Option<LeaderLinks>,
     pub(super) allreduce: Allreduce,
     /// The autotune's degree trial, until the first allreduce the tree
     /// serves runs it (or the two-level tree makes it moot).
@@ -335,6 +339,7 @@ impl CommState {
                 .with_context(context),
             two_level_barrier: None,
             hierarchy: HierarchyPlan::new(settings, policy, layout.barrier_offset, two_levels_possible),
+            leader_links: None,
             allreduce,
             allreduce_trial,
             allreduce_autotune,
@@ -473,8 +478,11 @@ impl CommState {
                     nodes.local_count(self.rank)
                 );
                 self.two_level_barrier = Some(barrier.with_context(format!("comm {}", self.cid)));
-                self.choose_reduction_trees(&nodes);
-                self.choose_bcast_levels(transport, &nodes);
+                let (allreduce, reduce) = self.choose_reduction_trees(&nodes);
+                let bcast = self.choose_bcast_levels(transport, &nodes);
+                if transport.connects_only_leaders() {
+                    self.confine_to_leaders(transport, nodes, FlatSchedules { allreduce: !allreduce, reduce: !reduce, bcast: !bcast });
+                }
             }
             Schedule::Flat(why) => {
                 tracing::info!(
@@ -490,14 +498,41 @@ impl CommState {
         }
     }
 
+    /// Where only the nodes' leaders hold queue pairs across nodes: the
+    /// ring (whose neighbours at a node boundary need not be leaders)
+    /// serves no length, and the calls `LeaderLinks` rules out go to the
+    /// module underneath; says so at verbose level 1.
+    fn confine_to_leaders(&mut self, transport: &SelectedTransport, nodes: NodeGroups, flat: FlatSchedules) {
+        let (cid, rank) = (self.cid, self.rank);
+        self.allreduce_ring.from = None;
+        self.reduce_ring.from = None;
+        let role = if nodes.leader_of(rank) == rank { "this rank leads its node" } else { "this rank reaches its own node alone" };
+        let limit = self.verbs_settings.queue_pairs_max.map_or("every pair".to_string(), |most| most.to_string());
+        tracing::info!(
+            "comm {cid} rank {rank}: queue pairs across nodes only between the {} leaders (coll_rdma_hierarchy_queue_pairs_max={limit}; \
+             every pair would give some rank {} of them), {} here ({role}); no ring for long allreduces and reduces{}{}",
+            nodes.count(),
+            (0..self.size).map(|member| self.size - nodes.local_count(member)).max().unwrap_or(0),
+            transport.memory_footprint().verbs_queue_pairs,
+            if flat.allreduce || flat.reduce || flat.bcast { "; flat schedules go to the module underneath: " } else { "" },
+            [("allreduce", flat.allreduce), ("reduce", flat.reduce), ("bcast", flat.bcast)]
+                .iter()
+                .filter(|(_, is_flat)| *is_flat)
+                .map(|(name, _)| *name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        self.leader_links = Some(LeaderLinks::new(nodes, flat));
+    }
+
     /// Puts bcast on its two-level stages, and says at verbose level 1
-    /// how each stage multicasts.
-    fn choose_bcast_levels(&mut self, transport: &SelectedTransport, nodes: &NodeGroups) {
+    /// how each stage multicasts; false where it stays flat.
+    fn choose_bcast_levels(&mut self, transport: &SelectedTransport, nodes: &NodeGroups) -> bool {
         let (cid, rank, size) = (self.cid, self.rank, self.size);
         let (co_roots, co_roots_why) = self.hierarchy.leaders_bcast_co_roots(nodes);
         if let Err(why) = self.bcast.use_two_levels(nodes, co_roots) {
             tracing::info!("comm {cid} rank {rank}: bcast flat over all {size} ranks ({why})");
-            return;
+            return false;
         }
         let among_leaders = match transport.multicast_kind() {
             MulticastKind::Datagram => "datagram multicast among the leaders; non-leaders drop the group's datagrams unread",
@@ -517,19 +552,21 @@ impl CommState {
             nodes.count(),
             nodes.count()
         );
+        true
     }
 
     /// Puts allreduce and reduce on the two-level tree where the nodes keep
     /// the rank order and the window holds the tree's rings, and says at
-    /// verbose level 1 which tree serves each.
-    fn choose_reduction_trees(&mut self, nodes: &NodeGroups) {
+    /// verbose level 1 which tree serves each; whether each went two-level.
+    fn choose_reduction_trees(&mut self, nodes: &NodeGroups) -> (bool, bool) {
         let (cid, rank, size) = (self.cid, self.rank, self.size);
         if let Err(why) = HierarchyPlan::reductions_fit(nodes) {
             tracing::info!("comm {cid} rank {rank}: allreduce and reduce flat over all {size} ranks ({why})");
-            return;
+            return (false, false);
         }
         let allreduce_degree = self.allreduce.config().tree.degree;
-        match self.allreduce.use_two_level_tree(&two_level_links(rank, nodes, allreduce_degree)) {
+        let allreduce = self.allreduce.use_two_level_tree(&two_level_links(rank, nodes, allreduce_degree));
+        match &allreduce {
             Ok(()) => tracing::info!(
                 "comm {cid} rank {rank}: allreduce two-level: a degree-{allreduce_degree} tree within each node into its leader and among \
                  the {} leaders, the result back down the same tree (no exchange; the parallel reduction still serves the lengths it \
@@ -539,7 +576,8 @@ impl CommState {
             Err(why) => tracing::info!("comm {cid} rank {rank}: allreduce flat over all {size} ranks ({why})"),
         }
         let reduce_degree = self.reduce.config().degree;
-        match self.reduce.use_two_level_tree(&two_level_links(rank, nodes, reduce_degree)) {
+        let reduce = self.reduce.use_two_level_tree(&two_level_links(rank, nodes, reduce_degree));
+        match &reduce {
             Ok(()) => tracing::info!(
                 "comm {cid} rank {rank}: reduce two-level: a degree-{reduce_degree} tree within each node into its leader and among the {} \
                  leaders, rank 0 relays the result to the root",
@@ -547,6 +585,7 @@ impl CommState {
             ),
             Err(why) => tracing::info!("comm {cid} rank {rank}: reduce flat over all {size} ranks ({why})"),
         }
+        (allreduce.is_ok(), reduce.is_ok())
     }
 
     /// Says at verbose level 1, once per communicator (from its rank 0),
@@ -733,6 +772,7 @@ impl CommState {
             rank: self.rank,
             size: self.size,
             window_len: self.layout.window_len,
+            leaders_above: self.hierarchy.leaders_above(self.verbs_settings.queue_pairs_max),
             cross_memory_probe: self.cross_memory_probe,
         };
         self.link = match link::connect(&exchange, &request) {

@@ -17,6 +17,9 @@ pub(super) enum Handover {
     /// More bytes than MPI_Pack and MPI_Unpack count in a C int.
     AbovePackLimit { bytes: usize },
     TransportUnavailable,
+    /// Only the nodes' leaders hold queue pairs across nodes, and this
+    /// call would need another rank to cross.
+    OnlyLeadersConnected(&'static str),
 }
 
 impl Handover {
@@ -31,6 +34,7 @@ impl Handover {
             Handover::AboveWindow { .. } => "window limit",
             Handover::AbovePackLimit { .. } => "pack limit",
             Handover::TransportUnavailable => "transport",
+            Handover::OnlyLeadersConnected(_) => "leaders' queue pairs",
         }
     }
 }
@@ -49,6 +53,10 @@ impl fmt::Display for Handover {
                 write!(f, "{bytes} bytes are more than MPI_Pack counts (a rank with a non-contiguous datatype could not pack them)")
             }
             Handover::TransportUnavailable => write!(f, "transport unavailable"),
+            Handover::OnlyLeadersConnected(why) => write!(
+                f,
+                "only the nodes' leaders hold queue pairs across nodes (coll_rdma_hierarchy_queue_pairs_max), and {why}"
+            ),
         }
     }
 }

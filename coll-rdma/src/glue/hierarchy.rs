@@ -88,6 +88,14 @@ impl HierarchyPlan {
         settings.hierarchy == Hierarchy::Auto && (settings.verbs.pretend_nodes > 1 || placement != JobPlacement::OneNode)
     }
 
+    /// The hybrid's `leaders_above` (see `LinkRequest`): `queue_pairs_max`
+    /// where the schedules will be two-level wherever the communicator
+    /// spans nodes, else every pair, since flat schedules write across
+    /// nodes from any rank.
+    pub(super) fn leaders_above(&self, queue_pairs_max: Option<usize>) -> Option<usize> {
+        queue_pairs_max.filter(|_| self.choice == Hierarchy::Auto && self.room)
+    }
+
     pub(super) fn schedule(&self, transport: &SelectedTransport) -> Schedule {
         if self.choice == Hierarchy::Flat {
             return Schedule::Flat("coll_rdma_hierarchy=flat".to_string());
@@ -166,6 +174,19 @@ mod tests {
         let round_robin = NodeGroups::from_keys(&(0..10).map(|rank| rank % 3).collect::<Vec<_>>());
         let why = HierarchyPlan::reductions_fit(&round_robin).unwrap_err();
         assert!(why.contains("round-robin") && why.contains("rank order, which non-commutative"), "{why}");
+    }
+
+    #[test]
+    fn only_two_level_schedules_let_leaders_alone_connect() {
+        let policy = WaitPolicy::for_occupancy(1, 1, std::time::Duration::MAX);
+        let auto = validate(RawParams::defaults());
+        assert_eq!(HierarchyPlan::new(&auto, policy, 0, true).leaders_above(Some(64)), Some(64));
+        assert_eq!(HierarchyPlan::new(&auto, policy, 0, true).leaders_above(None), None);
+        // no room for the two-level regions: the schedules stay flat
+        assert_eq!(HierarchyPlan::new(&auto, policy, 0, false).leaders_above(Some(0)), None);
+        let mut flat = validate(RawParams::defaults());
+        flat.hierarchy = Hierarchy::Flat;
+        assert_eq!(HierarchyPlan::new(&flat, policy, 0, true).leaders_above(Some(0)), None);
     }
 
     #[test]

@@ -28,6 +28,10 @@ pub(super) struct LinkRequest<'a> {
     pub rank: usize,
     pub size: usize,
     pub window_len: usize,
+    /// On the hybrid, only the nodes' leaders connect across nodes where
+    /// some rank would otherwise hold more than this many queue pairs;
+    /// `None`: every pair (the schedules may stay flat).
+    pub leaders_above: Option<usize>,
     /// `Some(pretend_refused)`: on shared memory, probe whether every rank
     /// can read every other's memory (single-copy bcast); the test setting
     /// makes this rank refuse.
@@ -161,7 +165,8 @@ fn connect_verbs(exchange: &dyn Exchange, request: &LinkRequest) -> Result<Selec
 #[cfg(feature = "verbs")]
 fn connect_hybrid(exchange: &dyn Exchange, request: &LinkRequest) -> Result<SelectedTransport, String> {
     let config = verbs_config(request);
-    btl_ibmc::hybrid::establish(exchange, request.rank, request.size, request.window_len, &config, request.verbs.pretend_nodes)
+    let pairs = request.leaders_above.map_or(btl_ibmc::hybrid::CrossNodePairs::Every, btl_ibmc::hybrid::CrossNodePairs::LeadersAbove);
+    btl_ibmc::hybrid::establish(exchange, request.rank, request.size, request.window_len, &config, request.verbs.pretend_nodes, pairs)
         .map(SelectedTransport::Hybrid)
         .map_err(|why| why.to_string())
 }

@@ -13,6 +13,7 @@ mod datatype;
 mod ffi_guard;
 mod handover;
 mod hierarchy;
+mod leader_links;
 mod link;
 mod module;
 mod mpi_allreduce;

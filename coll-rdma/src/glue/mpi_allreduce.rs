@@ -45,6 +45,9 @@ impl CommState {
         if call.count == 0 {
             return self.finish(Collective::Allreduce, Ok(()));
         }
+        if let Some(Err(why)) = self.leader_links.as_ref().map(|links| links.allreduce()) {
+            return self.hand_over_allreduce(call, why, order);
+        }
         let segment_bytes = self.allreduce.config().tree.segment_bytes;
         let paths = self.reduction_paths(Gather::All, order);
         let message = match native_message(call, order, self.allreduce_max_bytes, "allreduce_max_bytes", segment_bytes, |bytes| paths.parallel_or_ring(bytes)) {

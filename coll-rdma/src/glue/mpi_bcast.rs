@@ -60,6 +60,9 @@ impl CommState {
         if bytes == 0 {
             return self.finish(Collective::Bcast, Ok(()));
         }
+        if let Some(Err(why)) = self.leader_links.as_ref().map(|links| links.bcast()) {
+            return self.hand_over_bcast(call, why);
+        }
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let single_copy = self.bcast.uses_single_copy(transport, bytes);
         let limits = BcastLimits { window: self.bcast_max_bytes, single_copy: self.bcast_single_copy_max_bytes };

@@ -43,6 +43,9 @@ impl CommState {
         if call.count == 0 {
             return self.finish(Collective::Reduce, Ok(()));
         }
+        if let Some(Err(why)) = self.leader_links.as_ref().map(|links| links.reduce(root as usize)) {
+            return self.hand_over_reduce(call, root, why, order);
+        }
         let segment_bytes = self.reduce.config().segment_bytes;
         let gather = Gather::Root(root as usize);
         let paths = self.reduction_paths(gather, order);

@@ -58,6 +58,9 @@ pub struct VerbsSettings {
     /// consecutive ranks), so that one machine runs shared memory within
     /// the blocks and verbs between them. 0 = the real placement.
     pub pretend_nodes: usize,
+    /// With two-level schedules, the most queue pairs a rank may hold
+    /// across nodes before only leaders connect; `None`: every pair.
+    pub queue_pairs_max: Option<usize>,
 }
 
 /// Validated parameter values.
@@ -307,6 +310,7 @@ pub fn validate(raw: RawParams) -> Settings {
             gid_index: v.choice(Id::VerbsGidIndex).map(|n| n as u32),
             multicast: v.number(Id::VerbsMulticast) == 1,
             pretend_nodes: v.number(Id::TestPretendNodes) as usize,
+            queue_pairs_max: usize::try_from(v.number(Id::HierarchyQueuePairsMax)).ok(),
         },
         udp: udp_settings(v),
         barrier_radix: v.count(Id::BarrierRadix),
@@ -464,7 +468,7 @@ mod tests {
         assert_eq!(settings.hierarchy, Hierarchy::Auto);
         assert_eq!(
             settings.verbs,
-            VerbsSettings { device: None, port: 1, gid_index: None, multicast: true, pretend_nodes: 0 }
+            VerbsSettings { device: None, port: 1, gid_index: None, multicast: true, pretend_nodes: 0, queue_pairs_max: Some(64) }
         );
         assert_eq!((settings.barrier_radix, settings.spin_polls), (None, None));
         assert_eq!(settings.stall_warning, Duration::from_secs(10));
