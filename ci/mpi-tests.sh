@@ -828,6 +828,9 @@ END {
             # reasons are checked below.
             if (rserved[c, kd] + rfall[c, kd] != ecalls[c, kd])
                 problem(what ecalls[c, kd] " call(s); coll rdma reports " (rserved[c, kd] + 0) " served and " (rfall[c, kd] + 0) " handed over (queue pairs only between leaders)")
+            # (it can only hand over more: what the contract hands over stays handed over)
+            if (rfall[c, kd] + 0 < efb[c, kd])
+                problem(what efb[c, kd] " call(s) to be handed to the fallback at least; coll rdma reports " (rfall[c, kd] + 0) " (queue pairs only between leaders)")
             continue
         }
         if (rserved[c, kd] + 0 != enat[c, kd])

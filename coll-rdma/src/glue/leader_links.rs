@@ -25,6 +25,15 @@ pub(super) struct FlatSchedules {
     pub bcast: bool,
 }
 
+/// How a reduce reaches its root where only leaders connect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ReduceRoute {
+    /// The reduce tree and rank 0's relay.
+    Tree,
+    /// The two-level allreduce, kept by the root alone.
+    ThroughAllreduce,
+}
+
 impl LeaderLinks {
     pub(super) fn new(nodes: NodeGroups, flat: FlatSchedules) -> Self {
         LeaderLinks { nodes, flat }
@@ -39,17 +48,23 @@ impl LeaderLinks {
 
     /// The two-level reduce folds into rank 0, which hands the result to
     /// the root: over a leaders' queue pair only if the root leads its
-    /// node, through shared memory only on rank 0's node.
-    pub(super) fn reduce(&self, root: usize) -> Result<(), Handover> {
+    /// node, through shared memory only on rank 0's node. Any other root
+    /// takes the result of the two-level allreduce, which brings it down
+    /// the tree through the root's leader (the same fold, so the same
+    /// bits; the other ranks drop their copy).
+    pub(super) fn reduce(&self, root: usize) -> Result<ReduceRoute, Handover> {
         if self.flat.reduce {
             return Err(Handover::OnlyLeadersConnected("reduce runs flat on this communicator"));
         }
         // A root out of range is not this check's to judge.
         let crosses = root < self.nodes.size() && self.nodes.leader_of(root) != root && !self.nodes.same_node(root, 0);
-        if crosses {
-            return Err(Handover::OnlyLeadersConnected("the root, which rank 0 hands the result to, is not its node's leader"));
+        match (crosses, self.flat.allreduce) {
+            (false, _) => Ok(ReduceRoute::Tree),
+            (true, false) => Ok(ReduceRoute::ThroughAllreduce),
+            (true, true) => Err(Handover::OnlyLeadersConnected(
+                "the root, which rank 0 hands the result to, is not its node's leader (and allreduce runs flat)",
+            )),
         }
-        Ok(())
     }
 
     pub(super) fn bcast(&self) -> Result<(), Handover> {
@@ -70,9 +85,13 @@ mod tests {
         let nodes = NodeGroups::from_keys(&[0, 0, 0, 1, 1, 2]);
         let two_level = LeaderLinks::new(nodes.clone(), FlatSchedules::default());
         assert!(two_level.allreduce().is_ok() && two_level.bcast().is_ok());
-        let served: Vec<_> = (0..6).filter(|&root| two_level.reduce(root).is_ok()).collect();
-        assert_eq!(served, [0, 1, 2, 3, 5], "rank 4 is neither a leader nor on rank 0's node");
-        assert!(two_level.reduce(6).is_ok(), "a root out of range is left to the path that serves it");
+        let routes: Vec<_> = (0..6).map(|root| two_level.reduce(root).unwrap()).collect();
+        let through_allreduce: Vec<_> = (0..6).filter(|&root| routes[root] == ReduceRoute::ThroughAllreduce).collect();
+        assert_eq!(through_allreduce, [4], "rank 4 is neither a leader nor on rank 0's node");
+        assert!(matches!(two_level.reduce(6), Ok(ReduceRoute::Tree)), "a root out of range is left to the path that serves it");
+        let allreduce_flat = LeaderLinks::new(NodeGroups::from_keys(&[0, 0, 0, 1, 1, 2]), FlatSchedules { allreduce: true, ..FlatSchedules::default() });
+        assert!(matches!(allreduce_flat.reduce(3), Ok(ReduceRoute::Tree)));
+        assert!(allreduce_flat.reduce(4).is_err());
 
         let flat = LeaderLinks::new(nodes, FlatSchedules { allreduce: true, reduce: true, bcast: true });
         assert!(flat.allreduce().is_err() && flat.bcast().is_err());

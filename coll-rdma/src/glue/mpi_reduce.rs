@@ -11,7 +11,8 @@ use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::handover::Handover;
-use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, FoldOrder};
+use super::leader_links::ReduceRoute;
+use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, FoldOrder, NativeMessage};
 use super::saved::ReductionCall;
 
 #[allow(clippy::too_many_arguments)] // Open MPI's reduce signature
@@ -43,9 +44,11 @@ impl CommState {
         if call.count == 0 {
             return self.finish(Collective::Reduce, Ok(()));
         }
-        if let Some(Err(why)) = self.leader_links.as_ref().map(|links| links.reduce(root as usize)) {
-            return self.hand_over_reduce(call, root, why, order);
-        }
+        let route = match self.leader_links.as_ref().map(|links| links.reduce(root as usize)) {
+            Some(Err(why)) => return self.hand_over_reduce(call, root, why, order),
+            Some(Ok(route)) => route,
+            None => ReduceRoute::Tree,
+        };
         let segment_bytes = self.reduce.config().segment_bytes;
         let gather = Gather::Root(root as usize);
         let paths = self.reduction_paths(gather, order);
@@ -57,6 +60,9 @@ impl CommState {
             return self.reduction_around_the_ring(call, &message, gather);
         }
         let root = root as usize;
+        if route == ReduceRoute::ThroughAllreduce {
+            return self.reduce_through_allreduce(call, &message, root, order);
+        }
         let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let span = message.span;
         let at_root = root == self.rank;
@@ -76,6 +82,40 @@ impl CommState {
                 let contribution = unsafe { span_bytes(call.send, &span) };
                 self.reduce.reduce(transport, &bcast_progress, &message.reduction, root, contribution, recv)
             }
+        };
+        self.finish(Collective::Reduce, outcome)
+    }
+
+    /// A reduce whose root only the two-level allreduce reaches (see
+    /// `LeaderLinks::reduce`): every rank runs that allreduce, the root
+    /// into its receive buffer, the others into scratch they drop.
+    fn reduce_through_allreduce(&mut self, call: &ReductionCall, message: &NativeMessage, root: usize, order: FoldOrder) -> Step {
+        let span = message.span;
+        let segment_bytes = self.allreduce.config().tree.segment_bytes;
+        if span.element_bytes > segment_bytes {
+            let why = Handover::ElementTooLarge { element_bytes: span.element_bytes, segment_bytes };
+            return self.hand_over_reduce(call, root as c_int, why, order);
+        }
+        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
+        let at_root = root == self.rank;
+        let in_place = at_root && contribution_is_in_receive_buffer(call, &span);
+        let mut scratch = Vec::new();
+        let recv: &mut [u8] = if at_root {
+            // SAFETY: at the root MPI guarantees recv holds `count` elements
+            // of `dtype`, which `span` describes; nothing else touches it.
+            unsafe { span_bytes_mut(call.recv, &span) }
+        } else {
+            scratch.resize(span.bytes, 0);
+            &mut scratch
+        };
+        let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
+        let outcome = if in_place {
+            self.allreduce.allreduce_in_place(transport, &bcast_progress, &message.reduction, recv)
+        } else {
+            // SAFETY: MPI guarantees send holds `count` elements of `dtype`
+            // (MPI_IN_PLACE is only allowed at the root, handled above).
+            let contribution = unsafe { span_bytes(call.send, &span) };
+            self.allreduce.allreduce(transport, &bcast_progress, &message.reduction, contribution, recv)
         };
         self.finish(Collective::Reduce, outcome)
     }
