@@ -19,7 +19,7 @@
 #   3. two guests: one MPI job spanning them (transport auto, which must pick
 #      shm within each guest and verbs between them: RC RDMA writes and UD
 #      multicast), first clean, then with 5 %
-#      loss on the multicast path; the results are checked by the programs
+#      loss on the multicast path and queue pairs only between the leaders; the results are checked by the programs
 #      and the retransmissions counted from coll rdma's verbose report; then
 #      the same job over the udp transport with netem dropping 5 % of every
 #      packet (the real kernel's loss, beside the netns bed's injected one);
@@ -152,7 +152,9 @@ fi
 # 3. two guests, one job across them; logs on the run's shared directory,
 #    which both guests see (each rank's output is written on its own guest)
 two_guest_job() {  # two_guest_job NAME LOG NPS TRANSPORT WORLD_OVER [guests.sh options...]
-    # WORLD_OVER: the transport MPI_COMM_WORLD (across the guests) must report
+    # WORLD_OVER: the transport MPI_COMM_WORLD (across the guests) must report;
+    # EXTRA_MCA (unquoted words): more --mca options for every job;
+    # EXPECT_LINE (an ERE): a line some rank's output must hold
     local name=$1 log=$2 nps=$3 transport=$4 world_over=$5 expect
     shift 5
     expect="$world_over shm"
@@ -160,7 +162,8 @@ two_guest_job() {  # two_guest_job NAME LOG NPS TRANSPORT WORLD_OVER [guests.sh 
     step "$name" "$log" -- \
         "$GUESTS" run --guests 2 --primary --timeout 1500 "$@" -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=400 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 \
         MPI_TESTS_LOGDIR=/run/rxe/mpi-tests EXPECT_TRANSPORT="$expect" NPS="$nps" TRANSPORT="$transport" WORLD_OVER="$world_over" \
-        sh -c 'ci/mpi-tests.sh --quick --hosts g0:2,g1:2 --transport "$TRANSPORT" --nps "$NPS" \
+        EXTRA_MCA="${EXTRA_MCA:-}" EXPECT_LINE="${EXPECT_LINE:-}" \
+        sh -c 'ci/mpi-tests.sh --quick --hosts g0:2,g1:2 --transport "$TRANSPORT" $EXTRA_MCA --nps "$NPS" \
                    --only "barrier_order|reduce_ops|bcast"; status=$?;
                grep -h "bcast multicast:" /run/rxe/mpi-tests/*/out/*/rank.*/std* 2>/dev/null |
                    sed "s/^.*coll:rdma: /multicast report: /";
@@ -168,10 +171,17 @@ two_guest_job() {  # two_guest_job NAME LOG NPS TRANSPORT WORLD_OVER [guests.sh 
                        /run/rxe/mpi-tests/*/out/*/rank.*/std*; then
                    echo "FAIL: MPI_COMM_WORLD (across the guests) was not served over $WORLD_OVER"; status=1;
                fi;
+               if [ -n "$EXPECT_LINE" ] && ! grep -hqE "$EXPECT_LINE" /run/rxe/mpi-tests/*/out/*/rank.*/std*; then
+                   echo "FAIL: no rank said: $EXPECT_LINE"; status=1;
+               fi;
                exit $status'
 }
 two_guest_job "two-guests-mpi-clean" "$LOGS/mpi-two-guests.log" "2 4" auto shm+verbs
-two_guest_job "two-guests-mpi-multicast-loss-$LOSS_PCT%" "$LOGS/mpi-two-guests-loss.log" "4" auto shm+verbs --loss "$LOSS_PCT"
+# (with queue pairs only between the two guests' leaders: the leaders'
+# multicast stage under loss, every result checked, verbose 1 saying so)
+EXTRA_MCA="--mca coll_rdma_hierarchy_queue_pairs_max 0" \
+    EXPECT_LINE="comm 0 rank [0-9]+: queue pairs across nodes only between the 2 leaders .*, 0 here \(this rank reaches its own node alone\)" \
+    two_guest_job "two-guests-mpi-multicast-loss-$LOSS_PCT%-leaders-only" "$LOGS/mpi-two-guests-loss.log" "4" auto shm+verbs --loss "$LOSS_PCT"
 # the udp transport (issue 13) with the real kernel's loss: netem drops
 # $LOSS_PCT % of every packet leaving each guest (multicast, the reliable
 # channel's unicast and mpirun's own TCP alike), where the netns bed can only
