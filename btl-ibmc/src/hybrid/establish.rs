@@ -52,9 +52,7 @@ impl CrossNodePairs {
     pub fn leaders_only(self, groups: &NodeGroups) -> bool {
         match self {
             CrossNodePairs::Every => false,
-            CrossNodePairs::LeadersAbove(most) => {
-                groups.count() > 1 && (0..groups.size()).any(|rank| groups.size() - groups.local_count(rank) > most)
-            }
+            CrossNodePairs::LeadersAbove(most) => groups.count() > 1 && groups.most_ranks_elsewhere() > most,
         }
     }
 }

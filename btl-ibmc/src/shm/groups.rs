@@ -80,6 +80,12 @@ impl NodeGroups {
         self.local_count[rank]
     }
 
+    /// The most ranks any rank has on other nodes: the queue pairs the
+    /// busiest rank would hold if every pair across nodes connected.
+    pub fn most_ranks_elsewhere(&self) -> usize {
+        self.local_count.iter().map(|&local| self.size() - local).max().unwrap_or(0)
+    }
+
     /// Each node's leader (its lowest rank), in rank order.
     pub fn leaders(&self) -> Vec<usize> {
         self.leader_of.iter().enumerate().filter(|&(rank, &leader)| rank == leader).map(|(rank, _)| rank).collect()

@@ -342,7 +342,6 @@ impl SendPath {
     }
 }
 
-
 /// Refuses a peer this rank holds no queue pair to before anything is
 /// staged: where only the nodes' leaders connect, a schedule that still
 /// wrote across nodes from another rank fails at once, saying why.

@@ -512,7 +512,7 @@ impl CommState {
             "comm {cid} rank {rank}: queue pairs across nodes only between the {} leaders (coll_rdma_hierarchy_queue_pairs_max={limit}; \
              every pair would give some rank {} of them), {} here ({role}); no ring for long allreduces and reduces{}{}",
             nodes.count(),
-            (0..self.size).map(|member| self.size - nodes.local_count(member)).max().unwrap_or(0),
+            nodes.most_ranks_elsewhere(),
             transport.memory_footprint().verbs_queue_pairs,
             if flat.allreduce || flat.reduce || flat.bcast { "; flat schedules go to the module underneath: " } else { "" },
             [("allreduce", flat.allreduce), ("reduce", flat.reduce), ("bcast", flat.bcast)]

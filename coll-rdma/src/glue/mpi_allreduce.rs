@@ -14,7 +14,7 @@ use super::comm_state::{Collective, CommState, Link, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::handover::Handover;
-use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, FoldOrder};
+use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, FoldOrder, NativeMessage};
 use super::saved::ReductionCall;
 
 pub(super) unsafe extern "C" fn allreduce(
@@ -60,21 +60,29 @@ impl CommState {
         if let Err(why) = self.tune_degree_before(message.span.bytes) {
             return self.finish(Collective::Allreduce, Err(why));
         }
-        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
-        let span = message.span;
         // SAFETY: MPI guarantees recv holds `count` elements of `dtype`,
-        // which `span` describes; nothing else touches it during the call.
-        let recv = unsafe { span_bytes_mut(call.recv, &span) };
-        let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
-        let outcome = if contribution_is_in_receive_buffer(call, &span) {
-            self.allreduce.allreduce_in_place(transport, &bcast_progress, &message.reduction, recv)
-        } else {
-            // SAFETY: MPI guarantees send holds `count` elements of
-            // `dtype`; it does not overlap recv (checked above).
-            let contribution = unsafe { span_bytes(call.send, &span) };
-            self.allreduce.allreduce(transport, &bcast_progress, &message.reduction, contribution, recv)
-        };
+        // which `message.span` describes; nothing else touches it during
+        // the call.
+        let recv = unsafe { span_bytes_mut(call.recv, &message.span) };
+        let in_place = contribution_is_in_receive_buffer(call, &message.span);
+        let outcome = self.allreduce_into(call, &message, recv, in_place);
         self.finish(Collective::Allreduce, outcome)
+    }
+
+    /// Runs the allreduce tree (or the path it picks) with `call`'s
+    /// contribution, or with `recv`'s where `in_place`, leaving the result
+    /// in `recv`: MPI_Allreduce's own, or a reduce that only the two-level
+    /// allreduce reaches (`LeaderLinks::reduce`).
+    pub(super) fn allreduce_into(&mut self, call: &ReductionCall, message: &NativeMessage, recv: &mut [u8], in_place: bool) -> Result<(), TransportError> {
+        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
+        let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
+        if in_place {
+            return self.allreduce.allreduce_in_place(transport, &bcast_progress, &message.reduction, recv);
+        }
+        // SAFETY: MPI guarantees send holds `count` elements of `dtype`; it
+        // is neither MPI_IN_PLACE nor overlapping recv (`in_place` says so).
+        let contribution = unsafe { span_bytes(call.send, &message.span) };
+        self.allreduce.allreduce(transport, &bcast_progress, &message.reduction, contribution, recv)
     }
 
     /// Runs the autotune's degree trial before the first call of

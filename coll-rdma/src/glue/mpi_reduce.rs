@@ -96,8 +96,8 @@ impl CommState {
             let why = Handover::ElementTooLarge { element_bytes: span.element_bytes, segment_bytes };
             return self.hand_over_reduce(call, root as c_int, why, order);
         }
-        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
         let at_root = root == self.rank;
+        // MPI_IN_PLACE means something only at the root.
         let in_place = at_root && contribution_is_in_receive_buffer(call, &span);
         let mut scratch = Vec::new();
         let recv: &mut [u8] = if at_root {
@@ -108,15 +108,7 @@ impl CommState {
             scratch.resize(span.bytes, 0);
             &mut scratch
         };
-        let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
-        let outcome = if in_place {
-            self.allreduce.allreduce_in_place(transport, &bcast_progress, &message.reduction, recv)
-        } else {
-            // SAFETY: MPI guarantees send holds `count` elements of `dtype`
-            // (MPI_IN_PLACE is only allowed at the root, handled above).
-            let contribution = unsafe { span_bytes(call.send, &span) };
-            self.allreduce.allreduce(transport, &bcast_progress, &message.reduction, contribution, recv)
-        };
+        let outcome = self.allreduce_into(call, message, recv, in_place);
         self.finish(Collective::Reduce, outcome)
     }
 
