@@ -5,7 +5,8 @@
 # run with 8:8 once failed every throughput run (coll_latency's exit status 2,
 # "-m MIN:MAX with MAX < MIN"). Runs coll_latency with one rank, stock
 # Open MPI, for each range; needs no namespaces. An invalid range must be
-# refused by bench-udp.sh itself, before it makes a bed.
+# refused by bench-udp.sh itself, before it makes a bed, and so must a
+# settle time (BENCH_UDP_SETTLE) that is not a number of seconds.
 # usage: ci/bench-udp-args-test.sh   (last line: "bench-udp args: N passed, N failed")
 set -u
 cd "$(dirname "$0")/.."
@@ -40,5 +41,10 @@ for bad in 65536:8 8 x:y; do
     if BENCH_UDP_BCAST_SIZES=$bad BENCH_UDP_PRINT_ARGS=1 bash ci/bench-udp.sh >/dev/null 2>&1; then fail "$bad: accepted"
     else pass "$bad: refused"; fi
 done
+for bad in -1 x 2s; do
+    if BENCH_UDP_SETTLE=$bad BENCH_UDP_PRINT_ARGS=1 bash ci/bench-udp.sh >/dev/null 2>&1; then fail "settle $bad: accepted"
+    else pass "settle $bad: refused"; fi
+done
+BENCH_UDP_SETTLE=0.5 BENCH_UDP_PRINT_ARGS=1 bash ci/bench-udp.sh >/dev/null 2>&1 && pass "settle 0.5: accepted" || fail "settle 0.5: refused"
 echo "bench-udp args: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -7,15 +7,17 @@
 # usage: ci/bench-udp.sh [--hosts "2 4 8"] [--files "1M 64M 1G"] [--reps N]
 #   --hosts  host counts (one rank per host) [2 4 8]
 #   --files  file sizes for the distribution table (suffix K, M, G) [1M 64M 1G]
-#   --reps   repetitions of each method, taking turns in an order that
-#            rotates with every repetition, median reported [3];
-#            files of 1 GiB and more get one repetition
+#   --reps   repetitions of each method, median reported [3]; in each,
+#            the two fbcast methods take turns at going first and the scp
+#            runs last; files of 1 GiB and more get one repetition
 # environment:
 #   BENCH_UDP_BCAST_SIZES  MIN:MAX bytes of the MPI_Bcast table [8:67108864]
 #   BENCH_UDP_BCAST_FACTOR step [8]; the throughput rows cover 64 KiB (or MAX
 #                          when smaller) to MAX
 #   BENCH_UDP_PRINT_ARGS   1: print the coll_latency arguments and stop
 #   BENCH_UDP_TIMEOUT      seconds allowed per run [600]
+#   BENCH_UDP_SETTLE       seconds every file distribution waits before its
+#                          clock starts [2]
 #   BENCH_RESULTS_DIR      where the results go [bench/results]
 # Output: bench/results/<date>-udp/{bcast.txt,fbcast.txt,fbcast.png},
 # fbcast-runs.txt (every distribution's time, in the order they ran) and
@@ -58,6 +60,9 @@ coll_latency_args() { # coll_latency_args TEST: the arguments of one MPI_Bcast t
         bcast_tput) echo -c bcast_tput -m "$TPUT_MIN:$TPUT_MAX" -f "$BCAST_FACTOR" -w 5 -n 50 -s 1048576 -l 5 ;;
     esac
 }
+SETTLE=${BENCH_UDP_SETTLE:-2}
+[[ $SETTLE =~ ^[0-9]+(\.[0-9]+)?$ ]] ||
+    { echo "bench-udp: BENCH_UDP_SETTLE must be seconds (a number >= 0), not '$SETTLE'" >&2; exit 2; }
 if [ "${BENCH_UDP_PRINT_ARGS:-0}" = 1 ]; then # for ci/bench-udp-args-test.sh: no bed, no run
     for test in bcast bcast_tput; do echo "$test: $(coll_latency_args $test)"; done
     exit 0
@@ -216,15 +221,18 @@ run_method() { # run_method METHOD SRC N LOG: runs one distribution
     esac
 }
 METHODS="fbcast-udp fbcast-tcp scp"
-# The order of the methods turns with every repetition (over the whole
-# table, so that one-run rows turn too): a run right after the parallel scp
-# (seconds of both cores at full load, ciphers in every host) was 0.3-0.5 s
-# slower at 64 MiB to 8 hosts, whichever method it was (session 12), and a
-# fixed order gave that penalty to one method only.
-rotation=0
-turned_methods() { # turned_methods K: METHODS, rotated by K places
-    local list=($METHODS) i
-    for ((i = 0; i < ${#list[@]}; i++)); do printf '%s ' "${list[$(((i + $1) % ${#list[@]}))]}"; done
+# Each repetition runs the two fbcast methods first, taking turns at going
+# first (over the whole table, so that one-run rows take turns too), and
+# the parallel scp last. A run right after the scp (seconds of both cores
+# at full load, ciphers in every host) is slower, whichever method it is:
+# 0.3-0.5 s at 64 MiB to 8 hosts (session 12). The rotation by one place
+# per repetition used before gave the place after the scp to fbcast over
+# udp in 4 runs of 7 and to TCP in 2 (session 18: 64 MiB, 8 hosts, udp
+# 2.38 s against TCP 2.38 s; without the scp between them, 2.16 s against
+# 2.50 s). Now it is the next repetition's first run, which alternates.
+turn=0
+ordered_methods() { # ordered_methods K: the order of repetition K of the table
+    if [ $(($1 % 2)) = 0 ]; then echo fbcast-udp fbcast-tcp scp; else echo fbcast-tcp fbcast-udp scp; fi
 }
 {
     say "# file distribution to N namespace hosts (the root holds the source): seconds, median of the runs"
@@ -239,11 +247,14 @@ for file in $FILES; do
     [ "$bytes" -ge $((1 << 30)) ] && reps=1
     for n in $HOST_COUNTS; do
         for rep in $(seq "$reps"); do
-            order=$(turned_methods "$rotation")
-            rotation=$((rotation + 1))
+            order=$(ordered_methods "$turn")
+            turn=$((turn + 1))
             for method in $order; do
                 clear_copies
+                # what the last run left behind (its copies being freed, its
+                # processes exiting) settles before the clock starts
                 sync
+                sleep "$SETTLE"
                 log=$WORK/fbcast-$file-$n-$method-$rep.log
                 t0=$(now)
                 if run_method "$method" "$src" "$n" "$log" && check_copies "$src" "$n"; then
