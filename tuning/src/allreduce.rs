@@ -157,6 +157,25 @@ pub fn choose_allreduce_plan(size: usize, model: &AllreduceModel, segment_bytes:
     AllreducePlan { exchange, degree }
 }
 
+/// What one step of a tree costs at least where a node runs more ranks
+/// than it has cores: the child a parent waits for is often not running,
+/// so the wait hands the core over (a yield and a context switch) before
+/// the child's store can land. About 2 µs on the 2-core test VM: at np=4
+/// there a reduce through the two-step tree took 6 µs from the last rank's
+/// entry to the last exit, through the one-step tree 1.5-2.5 µs.
+pub const OVERSUBSCRIBED_STEP_LATENCY_NS: f64 = 2000.0;
+
+/// The reduce tree's degree where the node runs more ranks than cores:
+/// the model with each step costing at least
+/// [`OVERSUBSCRIBED_STEP_LATENCY_NS`], over every length from one byte
+/// (a reduce has no exchange variant, so its tree carries the short
+/// messages too) to [`RANGE_TOP_BYTES`]. Fewer steps win there: a flatter
+/// tree has fewer ranks waiting for a descheduled child.
+pub fn choose_oversubscribed_reduce_degree(size: usize, model: &AllreduceModel) -> RangeDegreeChoice {
+    let model = AllreduceModel { message_latency_ns: model.message_latency_ns.max(OVERSUBSCRIBED_STEP_LATENCY_NS), ..*model };
+    choose_degree_for_range(size, 1, RANGE_TOP_BYTES, &model)
+}
+
 /// The degree the model picked, what it predicted and why.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DegreeChoice {
@@ -483,6 +502,24 @@ mod tests {
         }
         // A segment shorter than the exchange limit caps the threshold.
         assert!(choose_allreduce_plan(2, &model, 64).exchange.max_bytes <= 64);
+    }
+
+    #[test]
+    fn an_oversubscribed_node_gets_a_flatter_reduce_tree() {
+        let model = AllreduceModel::SHARED_MEMORY;
+        // np=4 on 2 cores: one step of three senders, not two steps.
+        let four = choose_oversubscribed_reduce_degree(4, &model);
+        assert_eq!(four.degree, 3, "{}", four.reason);
+        assert_eq!(choose_allreduce_plan(4, &model, 8192).degree.degree, 1);
+        for size in [2, 3, 8, 16, 64] {
+            let oversubscribed = choose_oversubscribed_reduce_degree(size, &model).degree;
+            let usual = choose_allreduce_plan(size, &model, 8192).degree.degree;
+            assert!(oversubscribed >= usual, "size {size}: {oversubscribed} < {usual}");
+            assert!((1..=MAX_ALLREDUCE_DEGREE).contains(&oversubscribed), "size {size}: {oversubscribed}");
+        }
+        // A model whose steps already cost more is left as it is.
+        let slow = AllreduceModel { message_latency_ns: 50_000.0, ..model };
+        assert_eq!(choose_oversubscribed_reduce_degree(16, &slow), choose_degree_for_range(16, 1, RANGE_TOP_BYTES, &slow));
     }
 
     #[test]

@@ -10,8 +10,9 @@ pub mod dissemination;
 pub mod tree;
 
 pub use allreduce::{
-    choose_allreduce_degree, choose_allreduce_plan, choose_degree_for_range, choose_exchange_max_bytes, AllreduceModel,
-    AllreducePlan, DegreeChoice, ExchangeChoice, RangeDegreeChoice, EXCHANGE_LIMIT_BYTES, MAX_ALLREDUCE_DEGREE, RANGE_TOP_BYTES,
+    choose_allreduce_degree, choose_allreduce_plan, choose_degree_for_range, choose_exchange_max_bytes,
+    choose_oversubscribed_reduce_degree, AllreduceModel, AllreducePlan, DegreeChoice, ExchangeChoice, RangeDegreeChoice, EXCHANGE_LIMIT_BYTES, MAX_ALLREDUCE_DEGREE, RANGE_TOP_BYTES,
+    OVERSUBSCRIBED_STEP_LATENCY_NS,
 };
 pub use bcast::{choose_co_roots, CoRootChoice, CoRootModel};
 pub use bcast_limit::{choose_bcast_max_bytes, BcastLimitChoice, BcastStreamModel, WindowedBcast, SMALLEST_DEFAULT_LIMIT};

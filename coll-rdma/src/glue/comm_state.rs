@@ -181,6 +181,23 @@ pub(super) fn reduction_config(settings: &Settings, chosen: &ReductionSettings, 
     (config, why)
 }
 
+/// The reduce tree's degree where the job's ranks outnumber the cores of
+/// the one node they all run on, unless the user fixed the degree, with a
+/// sentence saying why. Judged for one-node jobs only: there every rank
+/// sees the same ranks and cores, so every rank builds the same tree.
+fn oversubscribed_reduce_degree(settings: &Settings, size: usize, one_node_ranks: Option<usize>, cores: usize) -> Option<(usize, String)> {
+    let ranks = one_node_ranks.filter(|&ranks| ranks > cores && settings.reduce.degree.is_none())?;
+    let model = tuning::AllreduceModel { segment_bytes: Some(settings.reduce.segment_bytes), ..settings.reduction_model };
+    let choice = tuning::choose_oversubscribed_reduce_degree(size, &model);
+    let why = format!(
+        "{ranks} ranks on {cores} cores of one node: a parent often waits for a child that is not running, so each step costs at least \
+         {:.0} ns; over every length from 1 byte, {}",
+        tuning::OVERSUBSCRIBED_STEP_LATENCY_NS,
+        choice.reason
+    );
+    Some((choice.degree, why))
+}
+
 /// The bcast configuration from the parameters, co-roots from the model
 /// unless fixed, with a sentence saying why.
 pub(super) fn bcast_config(chosen: &BcastSettings, udp: &UdpSettings, size: usize, policy: WaitPolicy) -> (BcastConfig, String) {
@@ -269,7 +286,11 @@ impl CommState {
         let barrier_radices = Self::barrier_radices(settings, size, radix);
         let policy = wait_policy(settings, size);
         let (mut allreduce_config, allreduce_why) = reduction_config(settings, &settings.allreduce, size, policy);
-        let (mut reduce_config, reduce_why) = reduction_config(settings, &settings.reduce, size, policy);
+        let (mut reduce_config, mut reduce_why) = reduction_config(settings, &settings.reduce, size, policy);
+        if let Some((degree, why)) = oversubscribed_reduce_degree(settings, size, JobPlacement::one_node_ranks(), online_cores()) {
+            reduce_config.tree.degree = degree;
+            reduce_why = why;
+        }
         let two_levels_possible = HierarchyPlan::may_use_two_levels(settings, JobPlacement::from_launcher());
         // The trees keep their two-level reserve wherever the hierarchy is
         // auto, one node or not: it is small (the rings of one more step)
@@ -1031,5 +1052,29 @@ fn log_trial_rows(cid: u32, candidate: &str, steps: &str, rows: impl Iterator<It
             max_ns as f64 / 1000.0,
             if index == winner { "  <- chosen" } else { "" }
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::params::{validate, RawParams};
+    use super::*;
+
+    #[test]
+    fn only_a_one_node_job_with_more_ranks_than_cores_flattens_the_reduce_tree() {
+        let settings = validate(RawParams::defaults());
+        let (degree, why) = oversubscribed_reduce_degree(&settings, 4, Some(4), 2).expect("4 ranks on 2 cores");
+        assert_eq!(degree, 3, "{why}");
+        assert!(why.starts_with("4 ranks on 2 cores of one node"), "{why}");
+        // The model's own choice stands where every rank has a core, and
+        // where the job spans nodes or the launcher did not say.
+        assert_eq!(oversubscribed_reduce_degree(&settings, 4, Some(4), 4), None);
+        assert_eq!(oversubscribed_reduce_degree(&settings, 4, None, 2), None);
+        let (usual, _) = reduction_config(&settings, &settings.reduce, 4, WaitPolicy::default());
+        assert_eq!(usual.tree.degree, 1);
+        // A degree the user fixed is kept.
+        let mut fixed = settings.clone();
+        fixed.reduce.degree = Some(1);
+        assert_eq!(oversubscribed_reduce_degree(&fixed, 4, Some(4), 2), None);
     }
 }

@@ -30,6 +30,13 @@ pub(super) struct HierarchyPlan {
     room: bool,
 }
 
+/// The job's ranks on this node and in all, as Open MPI's launchers (4.1's
+/// orte, 5.0's prte) export them to every rank.
+fn launcher_sizes() -> (Option<usize>, Option<usize>) {
+    let read = |name: &str| std::env::var(name).ok().and_then(|value| value.trim().parse::<usize>().ok());
+    (read("OMPI_COMM_WORLD_LOCAL_SIZE"), read("OMPI_COMM_WORLD_SIZE"))
+}
+
 /// Where the launcher placed the job's ranks, as its environment says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum JobPlacement {
@@ -39,11 +46,21 @@ pub(super) enum JobPlacement {
 }
 
 impl JobPlacement {
-    /// From the sizes Open MPI's launchers (4.1's orte, 5.0's prte) export
-    /// to every rank.
+    /// From the sizes the launcher exported.
     pub(super) fn from_launcher() -> Self {
-        let read = |name: &str| std::env::var(name).ok().and_then(|value| value.trim().parse::<usize>().ok());
-        Self::from_sizes(read("OMPI_COMM_WORLD_LOCAL_SIZE"), read("OMPI_COMM_WORLD_SIZE"))
+        let (local, world) = launcher_sizes();
+        Self::from_sizes(local, world)
+    }
+
+    /// The job's ranks when the launcher placed all of them on this node:
+    /// every rank of the job then sees the same count and the same cores.
+    pub(super) fn one_node_ranks() -> Option<usize> {
+        let (local, world) = launcher_sizes();
+        Self::ranks_on_one_node(local, world)
+    }
+
+    fn ranks_on_one_node(local: Option<usize>, world: Option<usize>) -> Option<usize> {
+        (Self::from_sizes(local, world) == JobPlacement::OneNode).then_some(local).flatten()
     }
 
     fn from_sizes(local: Option<usize>, world: Option<usize>) -> Self {
@@ -198,6 +215,9 @@ mod tests {
         assert_eq!(JobPlacement::from_sizes(Some(4), None), JobPlacement::Unknown);
         assert_eq!(JobPlacement::from_sizes(Some(0), Some(0)), JobPlacement::Unknown);
         assert_eq!(JobPlacement::from_sizes(Some(5), Some(4)), JobPlacement::Unknown);
+        assert_eq!(JobPlacement::ranks_on_one_node(Some(4), Some(4)), Some(4));
+        assert_eq!(JobPlacement::ranks_on_one_node(Some(2), Some(4)), None);
+        assert_eq!(JobPlacement::ranks_on_one_node(None, Some(4)), None);
     }
 
     #[test]

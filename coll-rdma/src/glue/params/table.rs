@@ -190,7 +190,7 @@ parameters! {
     AllreduceRingMinBytes: c"allreduce_ring_min_bytes", int(16384, Rule::ByteLimit), TUNER, Everyone,
         c"Allreduce messages the parallel reduction does not take (the ranks cannot read each other's memory: across nodes over verbs or udp, or shared memory with process_vm_readv refused; or they are shorter than coll_rdma_allreduce_parallel_min_bytes) of at least this many bytes with a commutative op go around a ring: a reduce-scatter, then an allgather, each rank putting to the next one only (each rank moves 2(P-1)/P of the message, where the tree's busiest rank moves a whole message per child); coll_rdma_allreduce_max_bytes does not apply to them, so with the defaults every length is served natively. Non-commutative ops keep the tree, which folds in rank order. -1 never";
     ReduceDegree: c"reduce_degree", int(0, DEGREE), TUNER, Everyone,
-        c"Degree k of the reduce tree: 0 chooses per communicator from the cost model; 1..=64 fixes it";
+        c"Degree k of the reduce tree: 0 chooses per communicator from the cost model (where a one-node job has more ranks than cores, with each step costing at least 2 us, a core handed over: a flatter tree); 1..=64 fixes it";
     ReduceSegmentSize: c"reduce_segment_size", int(8192, SEGMENT), TUNER, Everyone,
         c"Bytes per reduce slot: longer messages are pipelined in segments of this size (64..=1048576)";
     ReduceMaxBytes: c"reduce_max_bytes", int(8192, Rule::ByteLimit), TUNER, Everyone,
