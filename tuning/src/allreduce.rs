@@ -150,7 +150,9 @@ pub struct AllreducePlan {
 /// of `segment_bytes`. The window holds one tree, so its degree is the one
 /// least slower than the best over every length the tree carries: from just
 /// above the exchange threshold to [`RANGE_TOP_BYTES`]. coll rdma's
-/// allreduce and reduce and the simulator both take their choice from here.
+/// allreduce and reduce (each with its own segment) and the simulator take
+/// their choice from here, except a reduce on an oversubscribed node
+/// ([`choose_oversubscribed_reduce_degree`]).
 pub fn choose_allreduce_plan(size: usize, model: &AllreduceModel, segment_bytes: usize) -> AllreducePlan {
     let exchange = choose_exchange_max_bytes(size, model, EXCHANGE_LIMIT_BYTES.min(segment_bytes));
     let degree = choose_degree_for_range(size, exchange.max_bytes + 1, RANGE_TOP_BYTES, model);

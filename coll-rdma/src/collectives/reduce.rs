@@ -1,4 +1,5 @@
-//! MPI_Reduce over one-sided puts: the allreduce's degree-k tree rooted at
+//! MPI_Reduce over one-sided puts: a degree-k tree (the allreduce's kind,
+//! with a degree of its own) rooted at
 //! rank 0, folding in canonical rank order, then, when the root is another
 //! rank, rank 0 relays the result to it segment by segment.
 //!

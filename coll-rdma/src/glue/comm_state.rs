@@ -183,14 +183,20 @@ pub(super) fn reduction_config(settings: &Settings, chosen: &ReductionSettings, 
 
 /// The reduce tree's degree where the job's ranks outnumber the cores of
 /// the one node they all run on, unless the user fixed the degree, with a
-/// sentence saying why. Judged for one-node jobs only: there every rank
-/// sees the same ranks and cores, so every rank builds the same tree.
+/// sentence saying why. Judged for one-node jobs only, and only for a
+/// communicator no larger than the job: every rank of such a job reads the
+/// same ranks and cores and builds the same tree. A communicator merged
+/// with another job's processes (MPI_Comm_spawn) that is larger than either
+/// job keeps the model's usual degree on both sides; one that mixes two
+/// jobs of which only one outnumbers the cores may still disagree, and
+/// then, like any setting its ranks do not share, goes to the module
+/// underneath (`agreement.rs`), with correct results.
 fn oversubscribed_reduce_degree(settings: &Settings, size: usize, one_node_ranks: Option<usize>, cores: usize) -> Option<(usize, String)> {
-    let ranks = one_node_ranks.filter(|&ranks| ranks > cores && settings.reduce.degree.is_none())?;
+    let ranks = one_node_ranks.filter(|&ranks| ranks > cores && size <= ranks && settings.reduce.degree.is_none())?;
     let model = tuning::AllreduceModel { segment_bytes: Some(settings.reduce.segment_bytes), ..settings.reduction_model };
     let choice = tuning::choose_oversubscribed_reduce_degree(size, &model);
     let why = format!(
-        "{ranks} ranks on {cores} cores of one node: a parent often waits for a child that is not running, so each step costs at least \
+        "the job's {ranks} ranks on {cores} cores of one node: a parent often waits for a child that is not running, so each step costs at least \
          {:.0} ns; over every length from 1 byte, {}",
         tuning::OVERSUBSCRIBED_STEP_LATENCY_NS,
         choice.reason
@@ -1065,7 +1071,13 @@ mod tests {
         let settings = validate(RawParams::defaults());
         let (degree, why) = oversubscribed_reduce_degree(&settings, 4, Some(4), 2).expect("4 ranks on 2 cores");
         assert_eq!(degree, 3, "{why}");
-        assert!(why.starts_with("4 ranks on 2 cores of one node"), "{why}");
+        assert!(why.starts_with("the job's 4 ranks on 2 cores of one node"), "{why}");
+        let (eight, why) = oversubscribed_reduce_degree(&settings, 8, Some(8), 2).expect("8 ranks on 2 cores");
+        assert_eq!(eight, 2, "{why}");
+        // A sub-communicator of the same job is judged by the job's ranks.
+        assert_eq!(oversubscribed_reduce_degree(&settings, 3, Some(4), 2).map(|(degree, _)| degree), Some(2));
+        // Larger than the job: merged with a spawned job's processes.
+        assert_eq!(oversubscribed_reduce_degree(&settings, 5, Some(4), 2), None);
         // The model's own choice stands where every rank has a core, and
         // where the job spans nodes or the launcher did not say.
         assert_eq!(oversubscribed_reduce_degree(&settings, 4, Some(4), 4), None);
