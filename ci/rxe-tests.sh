@@ -92,7 +92,12 @@ step() {  # step NAME LOGFILE -- COMMAND...
         FAILED=$((FAILED + 1))
         FAILED_STEPS+=("$name")
         printf '%-46s FAIL  %5ss  (log: %s)\n' "$name" "$((SECONDS - t0))" "$log"
-        grep -E 'FAIL|failed|error|panicked|TIMEOUT|could not start|did not finish booting|did not boot' "$log" | head -15 | sed 's/^/      /'
+        # the matching lines, and after a failed MPI test the reasons that
+        # ci/mpi-tests.sh indents under it (CI shows only this summary)
+        awk 'reasons > 0 && /^(\[g[0-9]+\] )?      / { print; reasons--; next }
+             { reasons = 0 }
+             /FAIL|failed|error|panicked|TIMEOUT|could not start|did not finish booting|did not boot/ { print; if (/ FAIL  /) reasons = 12 }' "$log" |
+            head -40 | sed 's/^/      /'
     fi
 }
 

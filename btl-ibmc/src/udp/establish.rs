@@ -8,8 +8,9 @@
 //! a second allgather confirms every rank joined. Joining proves nothing
 //! about delivery, so every rank then multicasts probes and listens for
 //! the others' (`probe`), and a third allgather confirms every rank heard
-//! every other. Every verdict follows from exchanged data, so all ranks
-//! get a transport or all an error.
+//! every other (repeated, in rounds, while a round heard more than the
+//! ones before: a rank may reach the probe late). Every verdict follows
+//! from exchanged data, so all ranks get a transport or all an error.
 //!
 //! ```text
 //! record: [version u32 | opened u8 | 0 0 0 | size u32 | multicast id u32 | window_len u64 | nonce u64 |
@@ -27,7 +28,7 @@ use super::config::UdpConfig;
 use super::engine::{Engine, Wire};
 use super::frame::Stamp;
 use super::interface::interface_mtu;
-use super::probe::{Heard, probe_group};
+use super::probe::{Heard, MOST_ROUNDS, Prober, pairs_heard};
 use super::socket::{accept_coalesced, open_group, open_own, route_source};
 use super::stats::Counters;
 use super::UdpTransport;
@@ -64,8 +65,9 @@ impl std::fmt::Display for UdpSetupError {
             UdpSetupError::Inconsistent { rank, detail } => write!(f, "rank {rank} {detail}"),
             UdpSetupError::MulticastNotDelivered { rank, unheard, missing, group } => write!(
                 f,
-                "rank {rank} joined {group} but heard no probe from rank {unheard} ({missing} rank(s) unheard) within {:?}: \
-                 this network does not deliver the multicast (it drops multicast, snoops IGMP without a querier, or the interface is wrong)",
+                "rank {rank} joined {group} but heard no probe from rank {unheard} ({missing} rank(s) unheard) in rounds of {:?} \
+                 (the last heard no more than those before it): this network does not deliver the multicast (it drops multicast, \
+                 snoops IGMP without a querier, or the interface is wrong)",
                 super::probe::PROBE_PATIENCE
             ),
             UdpSetupError::Exchange(why) => write!(f, "the udp setup exchange failed: {why}"),
@@ -225,18 +227,31 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         stamp: Stamp { communicator, nonce: leader.nonce, sender: rank as u32 },
     };
     let counters = Counters::default();
-    let heard = probe_group(&wire, rank, config.faults.multicast_lost, &counters);
-    let told = match &heard {
-        Ok(heard) => *heard,
-        // Unreadable counts as hearing nobody, so every rank refuses.
-        Err(_) => Heard { missing: size as u32, first_missing: 0 },
-    };
-    let mut reports = vec![0u8; size * Heard::BYTES];
-    exchange.allgather(&told.encode(), &mut reports).map_err(UdpSetupError::Exchange)?;
-    if let Err(why) = &heard {
-        tracing::warn!("udp: rank {rank}: the multicast probe failed: {why}");
+    let mut prober = Prober::new(&wire, rank, config.faults.multicast_lost);
+    let mut pairs_before = 0;
+    for round in 1..=MOST_ROUNDS {
+        let heard = prober.round(&wire, rank, &counters);
+        let told = match &heard {
+            Ok(heard) => *heard,
+            // Unreadable counts as hearing nobody, so every rank refuses.
+            Err(_) => Heard { missing: size as u32, first_missing: 0 },
+        };
+        let mut reports = vec![0u8; size * Heard::BYTES];
+        exchange.allgather(&told.encode(), &mut reports).map_err(UdpSetupError::Exchange)?;
+        if let Err(why) = &heard {
+            tracing::warn!("udp: rank {rank}: the multicast probe failed: {why}");
+        }
+        let verdict = judge_probes(&reports, group);
+        let pairs = pairs_heard(&reports);
+        if verdict.is_ok() || round == MOST_ROUNDS || pairs <= pairs_before {
+            verdict?;
+            if round > 1 {
+                tracing::debug!("udp: rank {rank}: every rank heard every other's probes in round {round} (some rank reached the probe late)");
+            }
+            break;
+        }
+        pairs_before = pairs;
     }
-    judge_probes(&reports, group)?;
     // After the probe round, which reads the group socket one datagram
     // at a time.
     let segmenting = config.segmentation_offload && accept_coalesced(&wire.group_socket);

@@ -11,6 +11,17 @@
 //! probe sent now reaches every group socket, even one whose rank is
 //! still on its way here. No other traffic can reach the group yet: a
 //! rank leaves setup only after the verdict allgather that follows.
+//!
+//! A rank can reach the probe seconds after the others: the allgather
+//! before it runs over Open MPI's own transport, and a TCP connection
+//! across nodes whose SYN was lost waits 1 s, then 3 s, before it carries
+//! anything. The others have given up listening by then, although the
+//! late rank's probes will reach them. So the probe runs in rounds
+//! (`Prober::round`) with a verdict allgather after each: what a rank heard
+//! counts in every later round, and another round follows while the last
+//! one heard more than those before it (`MOST_ROUNDS` at most). A network
+//! that carries nothing between the ranks costs one round; one that
+//! carries some pairs but not others, two.
 
 use std::time::{Duration, Instant};
 
@@ -25,7 +36,7 @@ const PROBE_INTERVAL: Duration = Duration::from_millis(10);
 /// Probes every rank sends however soon it hears the others: a peer
 /// that has not heard this rank yet still has a few chances.
 const LEAST_PROBES: usize = 5;
-/// How long a rank listens for the others' probes before it gives up. A
+/// How long a rank listens for the others' probes in one round. A
 /// healthy group answers within milliseconds; the margin is for ranks
 /// that leave the previous allgather late on a loaded node.
 pub(crate) const PROBE_PATIENCE: Duration = Duration::from_secs(2);
@@ -55,47 +66,75 @@ impl Heard {
     }
 }
 
-/// Multicasts this rank's probes and listens on the group until every
-/// other rank was heard (and at least `LEAST_PROBES` went out) or
-/// `PROBE_PATIENCE` ran out. `deaf` (a test hook: a network that drops
-/// multicast) throws away everything the group socket receives. Strays
-/// are counted as the engine counts them.
-pub(crate) fn probe_group(wire: &Wire, rank: usize, deaf: bool, counters: &Counters) -> Result<Heard, String> {
-    let size = wire.addresses.len();
-    let mut heard = vec![false; size];
-    heard[rank] = true;
-    let mut probe = Vec::new();
-    frame::encode_probe(wire.stamp, &mut probe);
-    let mut buffer = vec![0u8; frame::MAX_UDP_PAYLOAD + 1];
-    let started = Instant::now();
-    let (mut sent, mut next_send) = (0, started);
-    loop {
-        let now = Instant::now();
-        let all_heard = heard.iter().all(|&heard| heard);
-        if (all_heard && sent >= LEAST_PROBES) || now.duration_since(started) >= PROBE_PATIENCE {
-            break;
-        }
-        if now >= next_send {
-            send_frame(&wire.own_socket, &probe, wire.group)?;
-            sent += 1;
-            next_send = now + PROBE_INTERVAL;
-        }
-        let mut took_any = false;
-        while let Some(received) = receive(&wire.group_socket, &mut buffer).map_err(|error| format!("receiving on the group socket: {error}"))? {
-            // Probes are sent one by one, never coalesced (segmented
-            // sends start only once setup is over).
-            let (len, from) = (received.len, received.from);
-            took_any = true;
-            if !deaf {
-                judge_probe(wire, rank, &buffer[..len.min(buffer.len())], len <= buffer.len(), from, counters, &mut heard);
+/// Rounds of probing at most: a rank late for the first round is heard
+/// in the second, after the verdict allgather waited for it; the margin
+/// is for a rank that is late again.
+pub(crate) const MOST_ROUNDS: usize = 4;
+
+/// One rank's probing: whom it has heard so far, over every round.
+pub(crate) struct Prober {
+    heard: Vec<bool>,
+    probe: Vec<u8>,
+    buffer: Vec<u8>,
+    /// A test hook (a network that drops multicast): throws away
+    /// everything the group socket receives.
+    deaf: bool,
+}
+
+impl Prober {
+    pub(crate) fn new(wire: &Wire, rank: usize, deaf: bool) -> Self {
+        let mut heard = vec![false; wire.addresses.len()];
+        heard[rank] = true;
+        let mut probe = Vec::new();
+        frame::encode_probe(wire.stamp, &mut probe);
+        Prober { heard, probe, buffer: vec![0u8; frame::MAX_UDP_PAYLOAD + 1], deaf }
+    }
+
+    /// Multicasts this rank's probes and listens on the group until every
+    /// other rank was heard (and at least `LEAST_PROBES` went out in this
+    /// round) or `PROBE_PATIENCE` ran out. Strays are counted as the
+    /// engine counts them.
+    pub(crate) fn round(&mut self, wire: &Wire, rank: usize, counters: &Counters) -> Result<Heard, String> {
+        let started = Instant::now();
+        let (mut sent, mut next_send) = (0, started);
+        loop {
+            let now = Instant::now();
+            let all_heard = self.heard.iter().all(|&heard| heard);
+            if (all_heard && sent >= LEAST_PROBES) || now.duration_since(started) >= PROBE_PATIENCE {
+                break;
+            }
+            if now >= next_send {
+                send_frame(&wire.own_socket, &self.probe, wire.group)?;
+                sent += 1;
+                next_send = now + PROBE_INTERVAL;
+            }
+            let mut took_any = false;
+            while let Some(received) =
+                receive(&wire.group_socket, &mut self.buffer).map_err(|error| format!("receiving on the group socket: {error}"))?
+            {
+                // Probes are sent one by one, never coalesced (segmented
+                // sends start only once setup is over).
+                let (len, from) = (received.len, received.from);
+                took_any = true;
+                if !self.deaf {
+                    judge_probe(wire, rank, &self.buffer[..len.min(self.buffer.len())], len <= self.buffer.len(), from, counters, &mut self.heard);
+                }
+            }
+            if !took_any {
+                std::thread::sleep(Duration::from_millis(1));
             }
         }
-        if !took_any {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        let missing: Vec<usize> = (0..self.heard.len()).filter(|&peer| !self.heard[peer]).collect();
+        Ok(Heard { missing: missing.len() as u32, first_missing: missing.first().map_or(0, |&peer| peer as u32) })
     }
-    let missing: Vec<usize> = (0..size).filter(|&peer| !heard[peer]).collect();
-    Ok(Heard { missing: missing.len() as u32, first_missing: missing.first().map_or(0, |&peer| peer as u32) })
+}
+
+/// Ordered pairs (hearer, heard) of distinct ranks that the reports of a
+/// round say were heard: the measure of a round's progress, the same on
+/// every rank.
+pub(crate) fn pairs_heard(reports: &[u8]) -> u64 {
+    let size = (reports.len() / Heard::BYTES) as u64;
+    reports.chunks_exact(Heard::BYTES).map(|bytes| (size - 1).saturating_sub(u64::from(Heard::decode(bytes).missing))).sum()
 }
 
 fn judge_probe(wire: &Wire, rank: usize, bytes: &[u8], whole: bool, from: std::net::SocketAddrV4, counters: &Counters, heard: &mut [bool]) {
@@ -118,6 +157,17 @@ fn judge_probe(wire: &Wire, rank: usize, bytes: &[u8], whole: bool, from: std::n
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pairs_heard_count_every_rank_s_report() {
+        let all = |heard: &[Heard]| heard.iter().flat_map(|heard| heard.encode()).collect::<Vec<u8>>();
+        let fine = Heard { missing: 0, first_missing: 0 };
+        assert_eq!(pairs_heard(&all(&[fine, fine, fine])), 6);
+        assert_eq!(pairs_heard(&all(&[fine, Heard { missing: 2, first_missing: 0 }, Heard { missing: 1, first_missing: 1 }])), 3);
+        // An unreadable group counts as hearing nobody, even with more
+        // missing than there are peers.
+        assert_eq!(pairs_heard(&all(&[Heard { missing: 3, first_missing: 0 }, Heard { missing: 3, first_missing: 0 }, fine])), 2);
+    }
 
     #[test]
     fn what_a_rank_heard_round_trips() {

@@ -14,7 +14,7 @@ use crate::poison::lock;
 use crate::rmcast::{ReliableMulticast, RmcastConfig, region_len};
 use crate::selected::SelectedTransport;
 use crate::test_support::{PATIENCE, assert_rejects_bad_access, pattern, run_with, test_seed};
-use crate::transport::{Datagrams, Endpoint, ReliableChannel, Windows};
+use crate::transport::{Datagrams, Endpoint, Exchange, ReliableChannel, TransportError, Windows};
 use crate::wait::{WaitPolicy, wait_at_least};
 
 /// A group and port of the tests' range picked from `seed`, so that two
@@ -589,6 +589,49 @@ fn setup_refuses_on_every_rank_a_group_that_does_not_deliver() {
         assert!(group.ip().is_multicast(), "rank {rank}: {group}");
         assert!(verdict.as_ref().unwrap_err().to_string().contains("does not deliver"), "rank {rank}: {verdict:?}");
         assert!(*took < PATIENCE, "rank {rank}: the verdict took {took:?}");
+    }
+}
+
+/// The fabric's exchange, except that one of its calls returns `delay`
+/// late: a rank that leaves a setup allgather seconds after the others,
+/// as one does whose first TCP connection across nodes lost its SYN.
+struct LateExchange<'a> {
+    inner: &'a FabricEndpoint,
+    late_call: usize,
+    delay: Duration,
+    calls: std::cell::Cell<usize>,
+}
+
+impl Exchange for LateExchange<'_> {
+    fn allgather(&self, mine: &[u8], all: &mut [u8]) -> Result<(), TransportError> {
+        let gathered = self.inner.allgather(mine, all);
+        self.calls.set(self.calls.get() + 1);
+        if self.calls.get() == self.late_call {
+            std::thread::sleep(self.delay);
+        }
+        gathered
+    }
+}
+
+#[test]
+fn setup_waits_for_a_rank_that_reaches_the_probe_seconds_after_the_others() {
+    skip_without_loopback_multicast!("setup_waits_for_a_rank_that_reaches_the_probe_seconds_after_the_others");
+    const SIZE: usize = 3;
+    const LATE: usize = 1;
+    /// The allgather after which every rank has joined and starts probing.
+    const JOINED_CALL: usize = 2;
+    let config = loopback_config(test_seed(), UdpFaults::default());
+    let verdicts = run_with(Fabric::new(SIZE, 8, FabricConfig::default()), |rank, exchange| {
+        let late = LateExchange {
+            inner: &exchange,
+            late_call: if rank == LATE { JOINED_CALL } else { 0 },
+            delay: super::probe::PROBE_PATIENCE + Duration::from_secs(1),
+            calls: std::cell::Cell::new(0),
+        };
+        establish(&late, rank, SIZE, 64, &config).map(|_| ())
+    });
+    for (rank, verdict) in verdicts.iter().enumerate() {
+        assert_eq!(*verdict, Ok(()), "rank {rank}: setup with rank {LATE} late");
     }
 }
 
