@@ -153,12 +153,14 @@ fn window_len(size: usize) -> usize {
 struct Thresholds {
     parallel_min_bytes: usize,
     slices_min_bytes: usize,
+    /// Ranks that hold a slice at most.
+    workers: usize,
 }
 
 /// Every length in parallel, every reduce in slices.
-const ALWAYS_SLICES: Thresholds = Thresholds { parallel_min_bytes: 1, slices_min_bytes: 0 };
+const ALWAYS_SLICES: Thresholds = Thresholds { parallel_min_bytes: 1, slices_min_bytes: 0, workers: usize::MAX };
 /// Every length in parallel, every reduce by the root alone.
-const ALWAYS_ROOT_ALONE: Thresholds = Thresholds { parallel_min_bytes: 1, slices_min_bytes: usize::MAX };
+const ALWAYS_ROOT_ALONE: Thresholds = Thresholds { parallel_min_bytes: 1, slices_min_bytes: usize::MAX, workers: usize::MAX };
 
 /// How many calls of a rank's script went which way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -177,6 +179,8 @@ fn play<T: Transport>(rank: usize, size: usize, transport: &T, thresholds: Thres
     allreduce.parallel_mut().set_min_bytes(thresholds.parallel_min_bytes);
     reduce.parallel_mut().set_min_bytes(thresholds.parallel_min_bytes);
     reduce.parallel_mut().set_slices_min_bytes(thresholds.slices_min_bytes);
+    allreduce.parallel_mut().set_workers(thresholds.workers);
+    reduce.parallel_mut().set_workers(thresholds.workers);
     for (index, call) in script.iter().enumerate() {
         let op = call.op;
         let len = call.count * op.element_size();
@@ -288,9 +292,25 @@ fn the_root_reducing_alone_matches_the_canonical_fold_at_every_boundary_length_r
 }
 
 #[test]
+fn fewer_working_ranks_than_ranks_match_the_canonical_fold_at_every_boundary_length_root_and_in_place() {
+    // As on a node with more ranks than cores: only `workers` ranks hold
+    // a slice, the others announce their buffers and wait.
+    for size in 3..=8 {
+        for workers in [1, 2, size - 1] {
+            let script = boundary_script(size);
+            let (allreduces, reduces) = kinds(&script);
+            let counts = run_fabric(size, None, Thresholds { workers, ..ALWAYS_SLICES }, script);
+            for (rank, &counts) in counts.iter().enumerate() {
+                assert_eq!(counts, served(allreduces, reduces, 0), "np {size} workers {workers} rank {rank}");
+            }
+        }
+    }
+}
+
+#[test]
 fn reduces_around_the_slices_threshold_take_the_right_schedule_and_interleave_with_the_tree() {
     let (tree_below, slices_from) = (4096, 65536);
-    let thresholds = Thresholds { parallel_min_bytes: tree_below, slices_min_bytes: slices_from };
+    let thresholds = Thresholds { parallel_min_bytes: tree_below, slices_min_bytes: slices_from, workers: usize::MAX };
     for size in [2, 3, 4] {
         let mut script = Vec::new();
         // (bytes of u64 sums, affine elements): under, at and over each threshold.
@@ -346,7 +366,7 @@ fn below_the_threshold_the_tree_serves_and_the_two_interleave() {
         script.push(Call { kind: Kind::Allreduce, op: Op::Sum, count: bytes / 8, in_place: step % 2 == 0 });
         script.push(Call { kind: Kind::Reduce { root: step % size }, op: Op::Affine, count: bytes / 24 + 1, in_place: step % 2 == 1 });
     }
-    let counts = run_fabric(size, None, Thresholds { parallel_min_bytes: threshold, slices_min_bytes: 0 }, script);
+    let counts = run_fabric(size, None, Thresholds { parallel_min_bytes: threshold, slices_min_bytes: 0, workers: usize::MAX }, script);
     // At or above the threshold: 3 allreduces (65536, 196616, 65560
     // bytes) and 4 reduces (65544, 65544, 196632, 65568 bytes).
     assert!(counts.iter().all(|&counts| counts == served(3, 4, 0)), "{counts:?}");
@@ -376,7 +396,7 @@ fn real_shared_memory_reduces_in_parallel() {
         script.push(Call { kind: Kind::Allreduce, op: Op::Sum, count: 8 * MIB / 8 + 3, in_place: true });
         script.push(Call { kind: Kind::Reduce { root: 1 }, op: Op::Affine, count: 8 * MIB / 24, in_place: false });
         // Reduces below 64 KiB by the root alone, the others in slices.
-        let thresholds = Thresholds { parallel_min_bytes: 1, slices_min_bytes: 65536 };
+        let thresholds = Thresholds { parallel_min_bytes: 1, slices_min_bytes: 65536, workers: usize::MAX };
         let (allreduces, reduces) = kinds(&script);
         let root_alone = script
             .iter()

@@ -222,7 +222,7 @@ impl RingReduction {
         }
         self.calls += 1;
         let (rank, size, len) = (self.rank, self.size, result.len());
-        let block = |index: usize| slice_of(index % size, size, len, op.element_size(), Shares::Equal);
+        let block = |index: usize| slice_of(index % size, size, len, op.element_size(), Shares::EVERY_RANK_EQUAL);
         // Reduce-scatter: what rank r sends in step s it folded in step s-1
         // (its own input at s = 0), so each block gathers one more rank's
         // contribution per hop and is whole at its P-1-th.

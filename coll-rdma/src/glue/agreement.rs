@@ -27,6 +27,8 @@ pub(super) struct ProtocolInputs<'a> {
     pub reduce: &'a TreeStreamConfig,
     pub bcast: &'a BcastConfig,
     pub window_len: usize,
+    /// Ranks that hold a slice of a parallel reduction at most.
+    pub parallel_workers: usize,
 }
 
 /// The effective value of every protocol-changing setting, each named by
@@ -140,6 +142,7 @@ impl ProtocolSettings {
             ("coll_rdma_bcast_single_copy_max_bytes", limit(settings.bcast.single_copy_max_bytes)),
             ("bcast length served natively", inputs.bcast.substrate_max_bytes as u64),
             ("window length", inputs.window_len as u64),
+            ("ranks reducing in parallel (the cores of a node with more ranks)", limit(Some(inputs.parallel_workers))),
         ];
         ProtocolSettings { values }
     }

@@ -204,6 +204,19 @@ fn oversubscribed_reduce_degree(settings: &Settings, size: usize, one_node_ranks
     Some((choice.degree, why))
 }
 
+/// How many ranks at most hold a slice of a parallel reduction: where the
+/// job's ranks outnumber the cores of the one node they all run on, as
+/// many as there are cores (more would only take turns on them), judged
+/// as `oversubscribed_reduce_degree` judges (every rank of a one-node job
+/// reads the same ranks and cores; `agreement.rs` compares the result);
+/// otherwise every rank.
+fn oversubscribed_parallel_workers(size: usize, one_node_ranks: Option<usize>, cores: usize) -> usize {
+    match one_node_ranks {
+        Some(ranks) if ranks > cores && size <= ranks && size > cores => cores.max(1),
+        _ => usize::MAX,
+    }
+}
+
 /// The bcast configuration from the parameters, co-roots from the model
 /// unless fixed, with a sentence saying why.
 pub(super) fn bcast_config(chosen: &BcastSettings, udp: &UdpSettings, size: usize, policy: WaitPolicy) -> (BcastConfig, String) {
@@ -297,6 +310,7 @@ impl CommState {
             reduce_config.tree.degree = degree;
             reduce_why = why;
         }
+        let parallel_workers = oversubscribed_parallel_workers(size, JobPlacement::one_node_ranks(), online_cores());
         let two_levels_possible = HierarchyPlan::may_use_two_levels(settings, JobPlacement::from_launcher());
         // The trees keep their two-level reserve wherever the hierarchy is
         // auto, one node or not: it is small (the rings of one more step)
@@ -337,6 +351,7 @@ impl CommState {
             reduce: &reduce_config.tree,
             bcast: &bcast_config,
             window_len: layout.window_len,
+            parallel_workers,
         });
         let allreduce_autotune = Self::tunes_allreduce_degree(settings);
         let allreduce_trial = Self::allreduce_degree_trial(settings, size, &allreduce_config);
@@ -345,6 +360,8 @@ impl CommState {
         let mut reduce = Reduce::new(rank, size, layout.reduce_offset, reduce_config.tree);
         reduce.parallel_mut().set_min_bytes(settings.reduce.parallel_min_bytes.unwrap_or(usize::MAX));
         reduce.parallel_mut().set_slices_min_bytes(settings.reduce.parallel_slices_min_bytes.unwrap_or(usize::MAX));
+        allreduce.parallel_mut().set_workers(parallel_workers);
+        reduce.parallel_mut().set_workers(parallel_workers);
         CommState {
             cid,
             rank,
@@ -432,6 +449,16 @@ impl CommState {
                     self.cid,
                     self.rank
                 );
+                let workers = self.reduce.parallel().workers();
+                if name == "reduce" && workers < self.size {
+                    tracing::info!(
+                        "comm {} rank {}: allreduce and reduce slices held by {workers} of the {} ranks at most (the job's ranks \
+                         outnumber the {workers} cores of its node; the others announce their buffers and wait)",
+                        self.cid,
+                        self.rank,
+                        self.size
+                    );
+                }
                 if name == "reduce" {
                     let slices_from = self.reduce.parallel().slices_min_bytes();
                     tracing::info!(
@@ -1088,5 +1115,19 @@ mod tests {
         let mut fixed = settings.clone();
         fixed.reduce.degree = Some(1);
         assert_eq!(oversubscribed_reduce_degree(&fixed, 4, Some(4), 2), None);
+    }
+
+    #[test]
+    fn only_a_one_node_job_with_more_ranks_than_cores_reduces_in_parallel_on_fewer_ranks() {
+        assert_eq!(oversubscribed_parallel_workers(4, Some(4), 2), 2);
+        assert_eq!(oversubscribed_parallel_workers(8, Some(8), 2), 2);
+        assert_eq!(oversubscribed_parallel_workers(3, Some(4), 2), 2);
+        // A communicator with no more ranks than cores, one merged with a
+        // spawned job's processes, enough cores, several nodes or no word
+        // from the launcher: every rank.
+        assert_eq!(oversubscribed_parallel_workers(2, Some(4), 2), usize::MAX);
+        assert_eq!(oversubscribed_parallel_workers(5, Some(4), 2), usize::MAX);
+        assert_eq!(oversubscribed_parallel_workers(4, Some(4), 4), usize::MAX);
+        assert_eq!(oversubscribed_parallel_workers(4, None, 2), usize::MAX);
     }
 }
