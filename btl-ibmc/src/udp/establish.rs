@@ -230,7 +230,7 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
     let mut prober = Prober::new(&wire, rank, config.faults.multicast_lost);
     let mut pairs_before = 0;
     for round in 1..=MOST_ROUNDS {
-        let heard = prober.round(&wire, rank, &counters);
+        let heard = prober.round(&wire, &counters);
         let told = match &heard {
             Ok(heard) => *heard,
             // Unreadable counts as hearing nobody, so every rank refuses.

@@ -73,6 +73,7 @@ pub(crate) const MOST_ROUNDS: usize = 4;
 
 /// One rank's probing: whom it has heard so far, over every round.
 pub(crate) struct Prober {
+    rank: usize,
     heard: Vec<bool>,
     probe: Vec<u8>,
     buffer: Vec<u8>,
@@ -87,14 +88,14 @@ impl Prober {
         heard[rank] = true;
         let mut probe = Vec::new();
         frame::encode_probe(wire.stamp, &mut probe);
-        Prober { heard, probe, buffer: vec![0u8; frame::MAX_UDP_PAYLOAD + 1], deaf }
+        Prober { rank, heard, probe, buffer: vec![0u8; frame::MAX_UDP_PAYLOAD + 1], deaf }
     }
 
     /// Multicasts this rank's probes and listens on the group until every
     /// other rank was heard (and at least `LEAST_PROBES` went out in this
     /// round) or `PROBE_PATIENCE` ran out. Strays are counted as the
     /// engine counts them.
-    pub(crate) fn round(&mut self, wire: &Wire, rank: usize, counters: &Counters) -> Result<Heard, String> {
+    pub(crate) fn round(&mut self, wire: &Wire, counters: &Counters) -> Result<Heard, String> {
         let started = Instant::now();
         let (mut sent, mut next_send) = (0, started);
         loop {
@@ -117,7 +118,7 @@ impl Prober {
                 let (len, from) = (received.len, received.from);
                 took_any = true;
                 if !self.deaf {
-                    judge_probe(wire, rank, &self.buffer[..len.min(self.buffer.len())], len <= self.buffer.len(), from, counters, &mut self.heard);
+                    judge_probe(wire, self.rank, &self.buffer[..len.min(self.buffer.len())], len <= self.buffer.len(), from, counters, &mut self.heard);
                 }
             }
             if !took_any {

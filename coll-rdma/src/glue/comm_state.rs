@@ -192,7 +192,7 @@ pub(super) fn reduction_config(settings: &Settings, chosen: &ReductionSettings, 
 /// then, like any setting its ranks do not share, goes to the module
 /// underneath (`agreement.rs`), with correct results.
 fn oversubscribed_reduce_degree(settings: &Settings, size: usize, one_node_ranks: Option<usize>, cores: usize) -> Option<(usize, String)> {
-    let ranks = one_node_ranks.filter(|&ranks| ranks > cores && size <= ranks && settings.reduce.degree.is_none())?;
+    let ranks = oversubscribed_job_ranks(size, one_node_ranks, cores).filter(|_| settings.reduce.degree.is_none())?;
     let model = tuning::AllreduceModel { segment_bytes: Some(settings.reduce.segment_bytes), ..settings.reduction_model };
     let choice = tuning::choose_oversubscribed_reduce_degree(size, &model);
     let why = format!(
@@ -211,10 +211,18 @@ fn oversubscribed_reduce_degree(settings: &Settings, size: usize, one_node_ranks
 /// reads the same ranks and cores; `agreement.rs` compares the result);
 /// otherwise every rank.
 fn oversubscribed_parallel_workers(size: usize, one_node_ranks: Option<usize>, cores: usize) -> usize {
-    match one_node_ranks {
-        Some(ranks) if ranks > cores && size <= ranks && size > cores => cores.max(1),
+    match oversubscribed_job_ranks(size, one_node_ranks, cores) {
+        Some(_) if size > cores => cores.max(1),
         _ => usize::MAX,
     }
+}
+
+/// The job's ranks where they outnumber the cores of the one node they
+/// all run on and the communicator of `size` is no larger than the job:
+/// the setups judged for such a job alone, which every rank of it judges
+/// alike.
+fn oversubscribed_job_ranks(size: usize, one_node_ranks: Option<usize>, cores: usize) -> Option<usize> {
+    one_node_ranks.filter(|&ranks| ranks > cores && size <= ranks)
 }
 
 /// The bcast configuration from the parameters, co-roots from the model
@@ -306,11 +314,12 @@ impl CommState {
         let policy = wait_policy(settings, size);
         let (mut allreduce_config, allreduce_why) = reduction_config(settings, &settings.allreduce, size, policy);
         let (mut reduce_config, mut reduce_why) = reduction_config(settings, &settings.reduce, size, policy);
-        if let Some((degree, why)) = oversubscribed_reduce_degree(settings, size, JobPlacement::one_node_ranks(), online_cores()) {
+        let (one_node_ranks, cores) = (JobPlacement::one_node_ranks(), online_cores());
+        if let Some((degree, why)) = oversubscribed_reduce_degree(settings, size, one_node_ranks, cores) {
             reduce_config.tree.degree = degree;
             reduce_why = why;
         }
-        let parallel_workers = oversubscribed_parallel_workers(size, JobPlacement::one_node_ranks(), online_cores());
+        let parallel_workers = oversubscribed_parallel_workers(size, one_node_ranks, cores);
         let two_levels_possible = HierarchyPlan::may_use_two_levels(settings, JobPlacement::from_launcher());
         // The trees keep their two-level reserve wherever the hierarchy is
         // auto, one node or not: it is small (the rings of one more step)
