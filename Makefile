@@ -164,6 +164,8 @@ check: build
 	@$(CARGO) test --release --workspace
 	@$(MAKE) --no-print-directory test-mpi
 	@$(MAKE) --no-print-directory test-tune
+	@echo "== the paired benchmark table's arithmetic (made-up samples)"
+	@bash ci/bench-pairs.sh --self-test
 	@$(MAKE) --no-print-directory test-fbcast
 	@if [ "$(SKIP_UDP)" = 1 ]; then echo "== udp tests skipped (SKIP_UDP=1)"; \
 	else $(MAKE) --no-print-directory test-udp; fi

@@ -22,9 +22,11 @@
  *             job creates it); its first word says whose turn it is
  *     -c      barrier, allreduce (default), reduce or bcast
  *     -m/-f   sizes in bytes MIN..MAX, each FACTOR (default 4) times the last
- *     -P      rounds per size (default 21): a round is one floor sample then one
- *             sample of every job, in job order in even rounds and in reverse
- *             order in odd ones (ABBA...), so neither side always goes first
+ *     -P      rounds (default 21): a round visits every size in turn, from the
+ *             smallest, and gives each one floor sample then one sample of
+ *             every job, in job order in even rounds and in reverse order in
+ *             odd ones (ABBA...), so neither side always goes first; so a
+ *             size's pairs are spread over the whole run
  *     -t      target length of one sample in ms (default 20): the number of
  *             calls in a sample is set per job and size by a warm-up turn
  *     -i      most calls in one sample (default 100000)
@@ -59,8 +61,9 @@
  *
  * Output of rank 0 of each job, one line each ('#' lines are comments):
  *   sample JOB COLL SIZE ROUND US ITERS
- *   floor  SIZE K PINGPONG_RT_US MEMCPY_US      (K = 0..ROUNDS: floor K is
- *                                               measured before round K)
+ *   floor  SIZE K PINGPONG_RT_US MEMCPY_US      (K = 0..ROUNDS: floor K of a
+ *                                               size is measured just before
+ *                                               that size's samples of round K)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -429,15 +432,29 @@ int main(int argc, char **argv)
     wait_for_every_job();
     int wrong = 0;
     uint32_t t = 0; /* the schedule is the same in every job: turn t belongs to one job */
+    /* Every size's rounds are spread over the whole series: a round samples
+     * every size once. With the rounds of one size back to back (about 1.5 s),
+     * a row's pairs all fell into one of the VM's core placements, which last
+     * seconds and change the ratio itself, so two runs disagreed by up to 40 %
+     * on a row; spread over the series, each row sees the run's mixture. */
+    enum { MAX_SIZES = 72 };
+    size_t sizes[MAX_SIZES];
+    long calls[MAX_SIZES];
+    int nsizes = 0;
     for (size_t size = min_size;; size = size ? size * factor : 1) {
-        long n = 1;
+        if (nsizes == MAX_SIZES) usage_exit("too many sizes for -m and -f");
+        sizes[nsizes++] = size;
+        if (size >= max_size || (size ? size * factor : 1) > max_size) break;
+    }
+    for (int z = 0; z < nsizes; z++) {
+        size_t size = sizes[z];
         for (int j = 0; j < njobs; j++, t++) {
             if (j != job) continue;
             wait_turn(t);
             /* The first calls of a job also set up its communicator's
              * resources (windows, connections): a warm-up of its own. */
-            if (size == min_size) calibrate(c, sbuf, rbuf, size, root, target_ms * 1e-3, min_iters, max_iters);
-            n = calibrate(c, sbuf, rbuf, size, root, target_ms * 1e-3, min_iters, max_iters);
+            if (z == 0) calibrate(c, sbuf, rbuf, size, root, target_ms * 1e-3, min_iters, max_iters);
+            calls[z] = calibrate(c, sbuf, rbuf, size, root, target_ms * 1e-3, min_iters, max_iters);
             if (check(c, sbuf, rbuf, size, root)) {
                 wrong = 1;
                 if (rank == 0) printf("# WRONG RESULT: %s of %zu bytes\n", names[c], size);
@@ -446,13 +463,16 @@ int main(int argc, char **argv)
             MPI_Barrier(MPI_COMM_WORLD);
             if (rank == 0) pass_turn(t);
         }
-        for (long k = 0; k <= rounds; k++) {
-            /* The floor's two ranks come out of it awake and hot: when one job
-             * measured every floor, an identical second job (coll rdma against
-             * itself, quiet machine) came out 1.03-1.15x slower at every size.
-             * So the floor passes from job to job every two rounds, once
-             * before each order of the jobs. */
-            int floor_job = (int)((k / 2) % njobs);
+    }
+    for (long k = 0; k <= rounds; k++) {
+        /* The floor's two ranks come out of it awake and hot: when one job
+         * measured every floor, an identical second job (coll rdma against
+         * itself, quiet machine) came out 1.03-1.15x slower at every size.
+         * So the floor passes from job to job every two rounds, once
+         * before each order of the jobs. */
+        int floor_job = (int)((k / 2) % njobs);
+        for (int z = 0; z < nsizes; z++) {
+            size_t size = sizes[z];
             if (job == floor_job && rank <= 1) { /* the floor, before round k and after the last */
                 wait_turn(t);
                 if (rank == 1) pong(t);
@@ -463,26 +483,25 @@ int main(int argc, char **argv)
                 }
             }
             t++;
-            if (k == rounds) break;
+            if (k == rounds) continue;
             for (int q = 0; q < njobs; q++, t++) {
                 int j = k % 2 == 0 ? q : njobs - 1 - q;
                 if (j != job) continue;
                 wait_turn(t);
                 double slowest = 0.0;
-                if (span) slowest = spanned_calls(c, sbuf, rbuf, size, root, n);
+                if (span) slowest = spanned_calls(c, sbuf, rbuf, size, root, calls[z]);
                 else {
-                    double mine = timed_calls(c, sbuf, rbuf, size, root, n);
+                    double mine = timed_calls(c, sbuf, rbuf, size, root, calls[z]);
                     MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
                 }
                 MPI_Barrier(MPI_COMM_WORLD);
                 if (rank == 0) {
-                    printf("sample %d %s %zu %ld %.4f %ld\n", job, names[c], size, k, slowest * 1e6, n);
+                    printf("sample %d %s %zu %ld %.4f %ld\n", job, names[c], size, k, slowest * 1e6, calls[z]);
                     pass_turn(t);
                 }
             }
         }
         if (rank == 0) fflush(stdout);
-        if (size >= max_size || (size ? size * factor : 1) > max_size) break;
     }
     free(sbuf);
     free(rbuf);

@@ -3,7 +3,9 @@
 # (bench/coll_pairs.c): for each process count and collective, one job per
 # variant is started at once; the jobs take turns in short samples (a floor
 # sample, then every variant, order reversed every round), so each pair of
-# samples is a few milliseconds apart and sees the same state of the VM.
+# samples is a few milliseconds apart and sees the same state of the VM; and
+# every round visits every size, so a size's pairs are spread over the whole
+# series instead of falling into one of the VM's core placements together.
 # Used by ci/bench.sh (Open MPI 4.1, the host) and ci/ompi5/bench.sh (5.0).
 #
 #   ci/bench-pairs.sh OUTDIR BIN NAME=MPIRUN_ARGS... 
@@ -18,6 +20,14 @@
 #   BENCH_PAIR_NPS     process counts ["2 4"]; above 2 oversubscribed, --bind-to none
 #   BENCH_PAIR_SIZES   MIN:MAX bytes [4:67108864], BENCH_PAIR_FACTOR step [4]
 #   BENCH_PAIRS        rounds (pairs) per size [21]
+#   BENCH_PAIR_LAUNCHES  the pairs of a series come from this many launches
+#                      (every variant started afresh each time, the rounds
+#                      shared out among them) [3]: a job's own state (where
+#                      its shared memory landed) moved coll rdma's time at
+#                      4 B by up to 1.4x from one launch to the next with the
+#                      floor unchanged, while each launch's own pairs agreed
+#                      within a few percent, so one launch per row let that
+#                      luck decide the row
 #   BENCH_SAMPLE_MS    length of one sample in ms [20]
 #   BENCH_PAIR_METRIC  a sample's figure (coll_pairs -S): slowest, the slowest
 #                      rank's mean time per call; span, the mean time from
@@ -28,7 +38,8 @@
 #   BENCH_SPREAD_MAX   a row whose spread (IQR of the per-pair ratios / their
 #                      median) exceeds this is marked NOT SETTLED [0.2]; so is
 #                      a row with fewer than 5 pairs used
-#   BENCH_FLOOR_DRIFT  a pair whose floor before and after differ by more than
+#   BENCH_FLOOR_DRIFT  a pair whose floor before and after (the same size's
+#                      floor in the next round) differ by more than
 #                      this factor is left out of the ratio, if at least half
 #                      the pairs remain [1.5]
 #   BENCH_PHASE_SPLIT  floor (us) that separates the VM's fast placement from
@@ -43,8 +54,9 @@
 #   OMPI_MAJOR         4 or 5 (the caller sets it; 5: component path in the
 #                      ranks' environment, as ci/mpi-tests.sh does)
 # ci/bench-pairs.sh --self-test checks the table's arithmetic (medians,
-# quartiles, spread, the floor-drift rule, the settled mark) on made-up
-# samples whose answers are worked out by hand below.
+# quartiles, spread, the floor-drift rule, the pooling of launches, the
+# settled mark) on made-up samples whose answers are worked out by hand
+# below.
 # Exit status: 0, or 1 when a series failed (timeout, wrong result, a job not
 # served as it should be).
 set -euo pipefail
@@ -63,13 +75,17 @@ NPS=${BENCH_PAIR_NPS:-2 4}
 SIZES=${BENCH_PAIR_SIZES:-4:67108864}
 FACTOR=${BENCH_PAIR_FACTOR:-4}
 PAIRS=${BENCH_PAIRS:-21}
+LAUNCHES=${BENCH_PAIR_LAUNCHES:-3}
 SAMPLE_MS=${BENCH_SAMPLE_MS:-20}
 SPREAD_MAX=${BENCH_SPREAD_MAX:-0.2}
 FLOOR_DRIFT=${BENCH_FLOOR_DRIFT:-1.5}
 PHASE_SPLIT=${BENCH_PHASE_SPLIT:-0.25}
 SERIES_TIMEOUT=${BENCH_PAIR_TIMEOUT:-900}
 OMPI_MAJOR=${OMPI_MAJOR:-4}
-[ "$SELF_TEST" = 0 ] || { SPREAD_MAX=0.2; FLOOR_DRIFT=1.5; PHASE_SPLIT=0.25; }
+[ "$SELF_TEST" = 0 ] || { SPREAD_MAX=0.2; FLOOR_DRIFT=1.5; PHASE_SPLIT=0.25; LAUNCHES=2; PAIRS=5; }
+[ "$LAUNCHES" -ge 1 ] && [ "$LAUNCHES" -le "$PAIRS" ] || { echo "bench-pairs: BENCH_PAIR_LAUNCHES must be 1..BENCH_PAIRS" >&2; exit 2; }
+# rounds of each launch: the first PAIRS % LAUNCHES launches take one more
+rounds_of_launch() { echo $(( PAIRS / LAUNCHES + ($1 <= PAIRS % LAUNCHES ? 1 : 0) )); }
 NAMES=() ARGS=()
 for v in "$@"; do NAMES+=("${v%%=*}"); ARGS+=("${v#*=}"); done
 RDMA=-
@@ -101,8 +117,16 @@ metric_at() { # NP -> coll_pairs' -S for that process count
     esac
 }
 
-series() {  # NP COLL -> runs every variant's job together; 0 if all went well
-    local np=$1 coll=$2 ctl pids=() j rc bad=0
+series() {  # NP COLL -> every launch of the series; 0 if all went well
+    local launch bad=0
+    for launch in $(seq 1 "$LAUNCHES"); do
+        launch_once "$1" "$2" "$launch" || bad=1
+    done
+    return $bad
+}
+
+launch_once() {  # NP COLL LAUNCH -> runs every variant's job together; 0 if all went well
+    local np=$1 coll=$2 launch=$3 ctl pids=() j rc bad=0
     local place=(--bind-to core) over=()
     [ "$np" -le 2 ] || { place=(--bind-to none); over=(--oversubscribe); }
     local sizes=$SIZES
@@ -120,8 +144,8 @@ series() {  # NP COLL -> runs every variant's job together; 0 if all went well
         timeout -k 5 "$SERIES_TIMEOUT" mpirun -np "$np" "${over[@]}" "${place[@]}" --mca btl self,vader \
             "${opt_path[@]}" "${args[@]}" --mca coll_rdma_verbose 1 \
             "${env_path[@]}" "$BIN" -J "$j" -K "$K" -C "$ctl" -c "$coll" -m "$sizes" -f "$FACTOR" \
-            -P "$PAIRS" -t "$SAMPLE_MS" -T 120 -S "$(metric_at "$np")" \
-            </dev/null >"$LOG/np$np-$coll-${NAMES[$j]}.out" 2>"$LOG/np$np-$coll-${NAMES[$j]}.err" &
+            -P "$(rounds_of_launch "$launch")" -t "$SAMPLE_MS" -T 120 -S "$(metric_at "$np")" \
+            </dev/null >"$LOG/np$np-$coll-${NAMES[$j]}.$launch.out" 2>"$LOG/np$np-$coll-${NAMES[$j]}.$launch.err" &
         pids+=($!)
     done
     for j in "${!NAMES[@]}"; do
@@ -134,7 +158,7 @@ series() {  # NP COLL -> runs every variant's job together; 0 if all went well
             124|137) why="timeout after ${SERIES_TIMEOUT}s" ;;
             *) why="exit status $rc" ;;
         esac
-        local err=$LOG/np$np-$coll-${NAMES[$j]}.err
+        local err=$LOG/np$np-$coll-${NAMES[$j]}.$launch.err
         if [ -z "$why" ] && [ "$j" = "$RDMA" ] && ! served "$coll" "$np" "$err"; then
             why="coll rdma did not serve the calls (no 'served' summary on every rank)"
         fi
@@ -146,12 +170,25 @@ series() {  # NP COLL -> runs every variant's job together; 0 if all went well
             why="coll rdma was loaded in a job meant to be without it"
         fi
         if [ -n "$why" ]; then
-            echo "   np=$np $coll ${NAMES[$j]}: $why (logs: $LOG/np$np-$coll-${NAMES[$j]}.*)" >&2
+            echo "   np=$np $coll ${NAMES[$j]}, launch $launch: $why (logs: $LOG/np$np-$coll-${NAMES[$j]}.$launch.*)" >&2
             bad=1
         fi
     done
     rm -f "$ctl"
     return $bad
+}
+
+# pooled NP COLL -> every launch's sample and floor lines, rounds renumbered
+# so that they follow on from the launch before (floor K of a launch stays
+# the floor before its round K and after its round K-1)
+pooled() {
+    local launch first=0 rounds
+    for launch in $(seq 1 "$LAUNCHES"); do
+        rounds=$(rounds_of_launch "$launch")
+        cat "$LOG/np$1-$2-"*".$launch.out" 2>/dev/null |
+            awk -v first="$first" '$1 == "sample" { $5 += first; print } $1 == "floor" { $3 += first; print }'
+        first=$((first + rounds + 1))
+    done
 }
 
 # summarize NP COLL BASE -> table rows (rdma against variant BASE) and the
@@ -160,12 +197,12 @@ summarize() {
     local np=$1 coll=$2 base=$3 limit
     # the size limit above which coll rdma handed calls over, from its verbose log
     limit=$(sed -n "s/.*: $coll handed to the module underneath: .*coll_rdma_${coll}_max_bytes=\([0-9]*\).*/\1/p" \
-        "$LOG/np$np-$coll-${NAMES[$RDMA]}.err" 2>/dev/null | head -n1)
+        "$LOG/np$np-$coll-${NAMES[$RDMA]}.1.err" 2>/dev/null | head -n1)
     # ... and from which length the parallel reduction serves it anyway
     local parallel_from
     parallel_from=$(sed -n "s/.*: $coll of \([0-9]*\) bytes or more reduced in parallel.*/\1/p" \
-        "$LOG/np$np-$coll-${NAMES[$RDMA]}.err" 2>/dev/null | head -n1)
-    cat "$LOG/np$np-$coll-"*.out | awk -v np="$np" -v coll="$coll" -v base="$base" -v rdma="$RDMA" -v limit="${limit:--1}" -v parallel_from="${parallel_from:--1}" \
+        "$LOG/np$np-$coll-${NAMES[$RDMA]}.1.err" 2>/dev/null | head -n1)
+    pooled "$np" "$coll" | awk -v np="$np" -v coll="$coll" -v base="$base" -v rdma="$RDMA" -v limit="${limit:--1}" -v parallel_from="${parallel_from:--1}" \
         -v spread_max="$SPREAD_MAX" -v drift="$FLOOR_DRIFT" -v phase_split="$PHASE_SPLIT" -v bname="${NAMES[$base]}" -v out="$OUT" '
     function sortv(a, n,   i, j, x) { for (i = 2; i <= n; i++) { x = a[i]; j = i - 1
         while (j > 0 && a[j] > x) { a[j + 1] = a[j]; j-- } a[j + 1] = x } }
@@ -260,20 +297,28 @@ if [ "$SELF_TEST" = 1 ]; then
     # Phases (split 0.25 us): sizes 64 and 256 have floors of 1 and 5, all
     # slow: slow = the median of their used pairs (.7 of 5, .65 of 4), fast
     # none; size 1024's floor is 0.1, all fast: fast 1.0 of 5, slow none.
-    {
-        for k in 0 1 2 3 4; do
-            r=(5 6 7 8 100)
-            echo "sample 0 allreduce 64 $k 10 1"; echo "sample 1 allreduce 64 $k ${r[$k]} 1"
-            echo "sample 0 allreduce 256 $k 10 1"; echo "sample 1 allreduce 256 $k ${r[$k]} 1"
-            q=(10 10.5 9.5 10 10.2)
-            echo "sample 0 allreduce 1024 $k 10 1"; echo "sample 1 allreduce 1024 $k ${q[$k]} 1"
-        done
-        for k in 0 1 2 3 4 5; do
-            echo "floor 64 $k 1 0.5"
-            echo "floor 256 $k $([ "$k" -ge 4 ] && echo 5 || echo 1) 0.5"
-            echo "floor 1024 $k 0.1 3"
-        done
-    } >"$LOG/np2-allreduce-stock.out"
+    # The five rounds come from two launches (3 + 2 rounds), pooled as
+    # rounds 0-2 and 4-5: the pairs and floors below are those of rounds 0-4
+    # of one launch, each launch also measuring its own floor before its
+    # first round (launch 2's floor 0 is round 3's floor before).
+    for launch in 1 2; do
+        first=$(( launch == 1 ? 0 : 3 )) last=$(( launch == 1 ? 2 : 4 ))
+        {
+            for k in $(seq "$first" "$last"); do
+                local_k=$((k - first))
+                r=(5 6 7 8 100)
+                echo "sample 0 allreduce 64 $local_k 10 1"; echo "sample 1 allreduce 64 $local_k ${r[$k]} 1"
+                echo "sample 0 allreduce 256 $local_k 10 1"; echo "sample 1 allreduce 256 $local_k ${r[$k]} 1"
+                q=(10 10.5 9.5 10 10.2)
+                echo "sample 0 allreduce 1024 $local_k 10 1"; echo "sample 1 allreduce 1024 $local_k ${q[$k]} 1"
+            done
+            for k in $(seq "$first" $((last + 1))); do
+                echo "floor 64 $((k - first)) 1 0.5"
+                echo "floor 256 $((k - first)) $([ "$k" -ge 4 ] && echo 5 || echo 1) 0.5"
+                echo "floor 1024 $((k - first)) 0.1 3"
+            done
+        } >"$LOG/np2-allreduce-stock.$launch.out"
+    done
     got=$(summarize 2 allreduce 0 | awk '{ print $3, $6, $7, $8, $11, $12, $13, $14, $15 }')
     want=$'64 0.700 0.29 5/5 7.00 - 0.700/5 NOT SETTLED\n256 0.650 3.77 4/5 7.00 - 0.650/4 NOT SETTLED\n1024 1.000 0.02 5/5 3.33 1.000/5 - settled'
     rm -rf "$OUT"
@@ -287,7 +332,7 @@ t0=$SECONDS
 declare -A ROWS
 for np in $NPS; do
     for coll in $COLLS; do
-        echo "== pairs: $coll at np=$np, ${NAMES[*]} taking turns, $PAIRS rounds of ${SAMPLE_MS} ms samples per size"
+        echo "== pairs: $coll at np=$np, ${NAMES[*]} taking turns, $PAIRS rounds of ${SAMPLE_MS} ms samples from $LAUNCHES launch(es), each round visiting every size"
         if ! series "$np" "$coll"; then problems=$((problems + 1)); fi
         for b in "${!NAMES[@]}"; do
             [ "$b" = "$RDMA" ] && continue
@@ -298,7 +343,7 @@ for np in $NPS; do
             ROWS[$b]="${ROWS[$b]:-}$rows"$'\n'
             [ -f "$OUT/np$np-$coll-vs-${NAMES[$b]}.dat" ] && plot "$OUT/np$np-$coll-vs-${NAMES[$b]}.dat" "${NAMES[$b]}" "$np" "$coll"
         done
-        handed=$(handed_for_size "$coll" "$LOG/np$np-$coll-rdma.err")
+        handed=$(handed_for_size "$coll" "$LOG/np$np-$coll-rdma.1.err")
         [ "$handed" = 0 ] || echo "   note: coll rdma handed $coll(s) above its size limit to the module underneath on $handed rank(s): those rows measure that module behind coll rdma"
     done
 done
@@ -320,7 +365,7 @@ elapsed=$((SECONDS - t0))
             *) echo "np=$np: a sample's figure is the slowest rank's mean time per call, calls separated by MPI_Barrier." ;;
         esac
     done
-    echo "$PAIRS rounds per size, samples of about $SAMPLE_MS ms, sizes $SIZES (x$FACTOR); took ${elapsed}s."
+    echo "$PAIRS rounds per size from $LAUNCHES launch(es) of every job, samples of about $SAMPLE_MS ms, sizes $SIZES (x$FACTOR); took ${elapsed}s."
     unsettled=$(printf '%s' "${ROWS[@]}" | grep -c 'NOT SETTLED' || true)
     [ "${#PLOTS[@]}" = 0 ] || { echo "plots:"; printf '  %s\n' "${PLOTS[@]}"; }
     [ "$unsettled" = 0 ] || echo "WARNING: $unsettled row(s) NOT SETTLED (spread above $SPREAD_MAX): their ratio may move between runs"
