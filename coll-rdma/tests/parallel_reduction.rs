@@ -148,7 +148,7 @@ fn window_len(size: usize) -> usize {
 }
 
 /// Where the parallel reduction starts, and where reduce splits it into
-/// slices (shorter: the root reduces alone).
+/// slices (shorter: unsplit, by the root alone or down the read tree).
 #[derive(Clone, Copy, Debug)]
 struct Thresholds {
     parallel_min_bytes: usize,
@@ -159,7 +159,8 @@ struct Thresholds {
 
 /// Every length in parallel, every reduce in slices.
 const ALWAYS_SLICES: Thresholds = Thresholds { parallel_min_bytes: 1, slices_min_bytes: 0, workers: usize::MAX };
-/// Every length in parallel, every reduce by the root alone.
+/// Every length in parallel, every reduce unsplit: by the root alone, or
+/// down the read tree on 4 ranks or more where the op allows.
 const ALWAYS_ROOT_ALONE: Thresholds = Thresholds { parallel_min_bytes: 1, slices_min_bytes: usize::MAX, workers: usize::MAX };
 
 /// How many calls of a rank's script went which way.
@@ -169,6 +170,8 @@ struct Served {
     parallel_reduces: u64,
     /// Of `parallel_reduces`, those the root reduced alone.
     root_alone_reduces: u64,
+    /// Of `parallel_reduces`, those gathered down the read tree.
+    read_tree_reduces: u64,
 }
 
 /// Plays `script` on one rank with the given thresholds; returns how many
@@ -212,6 +215,7 @@ fn play<T: Transport>(rank: usize, size: usize, transport: &T, thresholds: Thres
         parallel_allreduces: allreduce.parallel().calls(),
         parallel_reduces: reduce.parallel().calls(),
         root_alone_reduces: reduce.parallel().root_alone_calls(),
+        read_tree_reduces: reduce.parallel().read_tree_calls(),
     }
 }
 
@@ -235,8 +239,23 @@ fn run_fabric(size: usize, refusing: Option<usize>, thresholds: Thresholds, scri
     })
 }
 
-fn served(parallel_allreduces: u64, parallel_reduces: u64, root_alone_reduces: u64) -> Served {
-    Served { parallel_allreduces, parallel_reduces, root_alone_reduces }
+fn served(parallel_allreduces: u64, parallel_reduces: u64, (root_alone_reduces, read_tree_reduces): (u64, u64)) -> Served {
+    Served { parallel_allreduces, parallel_reduces, root_alone_reduces, read_tree_reduces }
+}
+
+/// Of the unsplit reduces among `calls` on `size` ranks, (by the root
+/// alone, down the read tree): the tree from 4 ranks, for a commutative op
+/// from any root, for another from rank 0 only.
+fn unsplit_ways<'a>(size: usize, calls: impl Iterator<Item = &'a Call>) -> (u64, u64) {
+    let (mut alone, mut tree) = (0, 0);
+    for call in calls {
+        match call.kind {
+            Kind::Reduce { root } if size >= 4 && (call.op == Op::Sum || root == 0) => tree += 1,
+            Kind::Reduce { .. } => alone += 1,
+            Kind::Allreduce => {}
+        }
+    }
+    (alone, tree)
 }
 
 /// (allreduces, reduces) in `script`.
@@ -274,19 +293,22 @@ fn every_boundary_length_root_and_in_place_matches_the_canonical_fold_np2_to_8()
         let (allreduces, reduces) = kinds(&script);
         let counts = run_fabric(size, None, ALWAYS_SLICES, script);
         for (rank, &counts) in counts.iter().enumerate() {
-            assert_eq!(counts, served(allreduces, reduces, 0), "np {size} rank {rank}");
+            assert_eq!(counts, served(allreduces, reduces, (0, 0)), "np {size} rank {rank}");
         }
     }
 }
 
 #[test]
-fn the_root_reducing_alone_matches_the_canonical_fold_at_every_boundary_length_root_and_in_place_np2_to_8() {
-    for size in 2..=8 {
+fn unsplit_reduces_by_the_root_alone_or_down_the_read_tree_match_the_canonical_fold_at_every_boundary_length_root_and_in_place_np2_to_9() {
+    for size in 2..=9 {
         let script = boundary_script(size);
         let (allreduces, reduces) = kinds(&script);
+        let ways = unsplit_ways(size, script.iter());
+        assert_eq!(ways.0 + ways.1, reduces);
+        assert!(size < 4 || ways.1 > ways.0, "np {size}: the script should go mostly down the tree: {ways:?}");
         let counts = run_fabric(size, None, ALWAYS_ROOT_ALONE, script);
         for (rank, &counts) in counts.iter().enumerate() {
-            assert_eq!(counts, served(allreduces, reduces, reduces), "np {size} rank {rank}");
+            assert_eq!(counts, served(allreduces, reduces, ways), "np {size} rank {rank}");
         }
     }
 }
@@ -301,7 +323,7 @@ fn fewer_working_ranks_than_ranks_match_the_canonical_fold_at_every_boundary_len
             let (allreduces, reduces) = kinds(&script);
             let counts = run_fabric(size, None, Thresholds { workers, ..ALWAYS_SLICES }, script);
             for (rank, &counts) in counts.iter().enumerate() {
-                assert_eq!(counts, served(allreduces, reduces, 0), "np {size} workers {workers} rank {rank}");
+                assert_eq!(counts, served(allreduces, reduces, (0, 0)), "np {size} workers {workers} rank {rank}");
             }
         }
     }
@@ -311,7 +333,7 @@ fn fewer_working_ranks_than_ranks_match_the_canonical_fold_at_every_boundary_len
 fn reduces_around_the_slices_threshold_take_the_right_schedule_and_interleave_with_the_tree() {
     let (tree_below, slices_from) = (4096, 65536);
     let thresholds = Thresholds { parallel_min_bytes: tree_below, slices_min_bytes: slices_from, workers: usize::MAX };
-    for size in [2, 3, 4] {
+    for size in [2, 3, 4, 5] {
         let mut script = Vec::new();
         // (bytes of u64 sums, affine elements): under, at and over each threshold.
         let lengths = [tree_below - 8, tree_below, tree_below + 8, slices_from - 8, slices_from, slices_from + 8, 8, 3 * slices_from + 16];
@@ -325,16 +347,17 @@ fn reduces_around_the_slices_threshold_take_the_right_schedule_and_interleave_wi
         let is_reduce = |call: &Call| matches!(call.kind, Kind::Reduce { .. });
         let count = |wanted: &dyn Fn(&Call) -> bool| script.iter().filter(|call| wanted(call)).count() as u64;
         let parallel_reduces = count(&|call| is_reduce(call) && bytes(call) >= tree_below);
-        let root_alone_reduces = count(&|call| is_reduce(call) && bytes(call) >= tree_below && bytes(call) < slices_from);
+        let unsplit = count(&|call| is_reduce(call) && bytes(call) >= tree_below && bytes(call) < slices_from);
+        let ways = unsplit_ways(size, script.iter().filter(|call| bytes(call) >= tree_below && bytes(call) < slices_from));
         let parallel_allreduces = count(&|call| !is_reduce(call) && bytes(call) >= tree_below);
         // Sums: 4096, 4104, 65528, 65536, 65544, 196624 bytes in parallel,
         // of which the first three by the root alone; affine (whole
         // elements, rounded up): 4104, 4104, 4128 by the root alone,
         // 65544, 65544, 65568, 196632 in slices, 24 through the tree.
-        assert_eq!((parallel_reduces, root_alone_reduces), (13, 6), "the script changed");
+        assert_eq!((parallel_reduces, unsplit), (13, 6), "the script changed");
         let counts = run_fabric(size, None, thresholds, script);
         for (rank, &counts) in counts.iter().enumerate() {
-            assert_eq!(counts, served(parallel_allreduces, parallel_reduces, root_alone_reduces), "np {size} rank {rank}");
+            assert_eq!(counts, served(parallel_allreduces, parallel_reduces, ways), "np {size} rank {rank}");
         }
     }
 }
@@ -353,7 +376,7 @@ fn large_messages_up_to_64_mib_from_every_root_and_in_place() {
         }
         script.push(Call { kind: Kind::Reduce { root: size - 1 }, op: Op::Affine, count: 4 * MIB / 24 + 7, in_place: false });
         let counts = run_fabric(size, None, ALWAYS_SLICES, script);
-        assert!(counts.iter().all(|&counts| counts == served(3, size as u64 + 1, 0)), "np {size}: {counts:?}");
+        assert!(counts.iter().all(|&counts| counts == served(3, size as u64 + 1, (0, 0))), "np {size}: {counts:?}");
     }
 }
 
@@ -369,7 +392,7 @@ fn below_the_threshold_the_tree_serves_and_the_two_interleave() {
     let counts = run_fabric(size, None, Thresholds { parallel_min_bytes: threshold, slices_min_bytes: 0, workers: usize::MAX }, script);
     // At or above the threshold: 3 allreduces (65536, 196616, 65560
     // bytes) and 4 reduces (65544, 65544, 196632, 65568 bytes).
-    assert!(counts.iter().all(|&counts| counts == served(3, 4, 0)), "{counts:?}");
+    assert!(counts.iter().all(|&counts| counts == served(3, 4, (0, 0))), "{counts:?}");
 }
 
 #[test]
@@ -378,7 +401,7 @@ fn one_rank_refusing_cross_memory_sends_every_rank_down_the_tree() {
         let size = 3;
         let script = boundary_script(size);
         let counts = run_fabric(size, Some(refusing), ALWAYS_SLICES, script);
-        assert!(counts.iter().all(|&counts| counts == served(0, 0, 0)), "rank {refusing} refused, yet: {counts:?}");
+        assert!(counts.iter().all(|&counts| counts == served(0, 0, (0, 0))), "rank {refusing} refused, yet: {counts:?}");
     }
 }
 
@@ -395,15 +418,13 @@ fn real_shared_memory_reduces_in_parallel() {
         let mut script = boundary_script(size);
         script.push(Call { kind: Kind::Allreduce, op: Op::Sum, count: 8 * MIB / 8 + 3, in_place: true });
         script.push(Call { kind: Kind::Reduce { root: 1 }, op: Op::Affine, count: 8 * MIB / 24, in_place: false });
-        // Reduces below 64 KiB by the root alone, the others in slices.
+        // Reduces below 64 KiB unsplit (at np=4 mostly down the read
+        // tree), the others in slices.
         let thresholds = Thresholds { parallel_min_bytes: 1, slices_min_bytes: 65536, workers: usize::MAX };
         let (allreduces, reduces) = kinds(&script);
-        let root_alone = script
-            .iter()
-            .filter(|call| matches!(call.kind, Kind::Reduce { .. }) && call.count * call.op.element_size() < thresholds.slices_min_bytes)
-            .count() as u64;
-        assert!(root_alone > 0 && root_alone < reduces, "the script takes both schedules");
+        let ways = unsplit_ways(size, script.iter().filter(|call| call.count * call.op.element_size() < thresholds.slices_min_bytes));
+        assert!(ways.0 + ways.1 > 0 && ways.0 + ways.1 < reduces, "the script takes both schedules");
         let counts = run_ranks_watched(transports, PATIENCE, move |rank, shm| play(rank, size, &shm, thresholds, &script));
-        assert!(counts.iter().all(|&counts| counts == served(allreduces, reduces, root_alone)), "np {size}: {counts:?}");
+        assert!(counts.iter().all(|&counts| counts == served(allreduces, reduces, ways)), "np {size}: {counts:?}");
     }
 }

@@ -10,5 +10,6 @@ pub mod barrier_autotune;
 pub mod barrier_two_level;
 pub mod bcast;
 pub mod parallel_reduction;
+pub mod read_tree;
 pub mod reduce;
 pub mod ring_reduction;

@@ -16,7 +16,11 @@
 //! announce and wait (`Shares::RootAlone`). That is one read per peer and
 //! one synchronisation round, against a read, a write and two rounds per
 //! rank for slices: below some length the saved system calls and cache-line
-//! round trips outweigh reducing on one core instead of all.
+//! round trips outweigh reducing on one core instead of all. On 4 ranks or
+//! more a short reduce goes down a binomial tree of reads instead
+//! (`read_tree`: each parent reads its children's partial results), where
+//! the operation allows it (commutative, or rooted at rank 0), so that the
+//! root reads about log2(size) vectors rather than size - 1.
 //!
 //! Slices are whole elements in rank order (`slice_of`). For allreduce
 //! they are equal (within an element); for reduce the root, which delivers
@@ -63,6 +67,7 @@ use std::ops::Range;
 
 use btl_ibmc::{wait_for_peer_at_least, PeerReads, TransportError, Waits};
 
+use crate::collectives::read_tree::{ReadTree, ReadTreeBuffers, TreeCall};
 use crate::patterns::done_lines::DoneLines;
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::scratch;
@@ -84,6 +89,7 @@ const INPUT_ADDRESS_WORD: usize = 0;
 const RESULT_ADDRESS_WORD: usize = 8;
 const LENGTH_WORD: usize = 16;
 const FLAG_WORD: usize = 24;
+// Words 32-55 of the line are the read tree's (`read_tree`).
 
 /// The region, identical on every rank.
 #[derive(Debug)]
@@ -111,7 +117,7 @@ pub enum ReductionBuffers<'a> {
 }
 
 impl ReductionBuffers<'_> {
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             ReductionBuffers::Separate { send, .. } => send.len(),
             ReductionBuffers::InPlace(buffer) => buffer.len(),
@@ -215,9 +221,12 @@ pub struct ParallelReduction {
     workers: usize,
     /// Calls the root reduced alone so far.
     root_alone_calls: u64,
+    /// Short reduces gathered down the read tree instead (4 ranks or more).
+    read_tree_calls: u64,
     /// Indexed by rank; this rank's entry is unused.
     peers: Vec<PeerBuffers>,
     chunks: ChunkBuffers,
+    tree_buffers: ReadTreeBuffers,
 }
 
 impl ParallelReduction {
@@ -236,8 +245,10 @@ impl ParallelReduction {
             slices_min_bytes: 0,
             workers: usize::MAX,
             root_alone_calls: 0,
+            read_tree_calls: 0,
             peers: vec![PeerBuffers::default(); size],
             chunks: ChunkBuffers::default(),
+            tree_buffers: ReadTreeBuffers::default(),
         }
     }
 
@@ -279,6 +290,11 @@ impl ParallelReduction {
         self.root_alone_calls
     }
 
+    /// Reduces of `calls` gathered down the read tree.
+    pub fn read_tree_calls(&self) -> u64 {
+        self.read_tree_calls
+    }
+
     /// Whether a `len`-byte reduction is done in parallel; the same answer
     /// on every rank (reading peers' memory is agreed at setup).
     pub fn applies<T: PeerReads + ?Sized>(&self, transport: &T, len: usize) -> bool {
@@ -318,7 +334,18 @@ impl ParallelReduction {
             Gather::Root(root) if len < self.slices_min_bytes => Shares::RootAlone(root),
             Gather::Root(root) => Shares::RootWeighted { root, workers: self.workers },
         };
-        if matches!(shares, Shares::RootAlone(_)) {
+        if let Shares::RootAlone(root) = shares {
+            if ReadTree::serves(self.size, root, op.is_commutative()) {
+                self.read_tree_calls += 1;
+                let at = TreeCall {
+                    tree: ReadTree::new(self.rank, self.size, root),
+                    call: self.calls,
+                    announcement: self.region.announcement,
+                    done: &self.region.done,
+                    chunk_bytes: STAGING_BYTES,
+                };
+                return self.tree_buffers.reduce(transport, waits, op, &at, buffers);
+            }
             self.root_alone_calls += 1;
         }
         let mine = slice_of(self.rank, self.size, len, op.element_size(), shares);

@@ -24,6 +24,7 @@ use crate::collectives::allreduce_autotune::{degree_candidates, trial_bytes, Deg
 use crate::collectives::barrier_autotune::{barrier_candidates, TrialOutcome, TunedBarrier};
 use crate::collectives::barrier_two_level::TwoLevelBarrier;
 use crate::collectives::bcast::{Bcast, BcastConfig};
+use crate::collectives::read_tree::ReadTree;
 use crate::collectives::reduce::Reduce;
 use crate::collectives::ring_reduction::{RingLengths, RingReduction};
 use crate::layout::WindowLayout;
@@ -470,9 +471,15 @@ impl CommState {
                 }
                 if name == "reduce" {
                     let slices_from = self.reduce.parallel().slices_min_bytes();
+                    let unsplit = if self.size >= ReadTree::MIN_RANKS {
+                        "shorter ones go down a binomial tree of reads (each rank reads its children's partial results with \
+                         process_vm_readv and folds them, so the root reads about log2 of the ranks) where the op is commutative \
+                         or the root is rank 0, and otherwise the root reduces alone (it reads every rank's input and folds it)"
+                    } else {
+                        "shorter ones the root reduces alone (it reads every rank's input with process_vm_readv and folds it)"
+                    };
                     tracing::info!(
-                        "comm {} rank {}: of those, reduce of {} split into slices; shorter ones the root reduces alone (it reads every \
-                         rank's input with process_vm_readv and folds it)",
+                        "comm {} rank {}: of those, reduce of {} split into slices; {unsplit}",
                         self.cid,
                         self.rank,
                         if slices_from == usize::MAX { "no length".to_string() } else { format!("{slices_from} bytes or more") }
