@@ -15,16 +15,44 @@
 # the tolerance, and exits 1 if any per-placement comparison disagrees (the
 # all-pairs disagreements are counted and printed, not judged), 2 if a file
 # is missing.
+#   ci/bench-compare.sh --self-test  checks the comparison on two made-up
+#     tables whose verdicts are worked out by hand (make check runs it)
 set -euo pipefail
+if [ "${1:-}" = --self-test ]; then
+    dir=$(mktemp -d)
+    trap 'rm -rf "$dir"' EXIT
+    head='np   coll            size   stock_us    rdma_us    ratio  spread     pairs floor_us  memcpy_us to_floor      fast      slow  settled'
+    # allreduce 4: 0.5 -> 0.55 (+10 %, agrees); 1024: fast 0.4 -> 0.6
+    # (+50 %, disagrees); slow 0.9/2 has too few pairs to compare; the
+    # closing line must not count as a row (it did: "21 rounds per size
+    # from 3 launch(es)" passed for np=21).
+    for run in A B; do
+        if [ "$run" = A ]; then r4=0.500 f4=0.500/9 r1k=0.400 f1k=0.400/9; else r4=0.550 f4=0.550/9 r1k=0.600 f1k=0.600/9; fi
+        { echo "coll rdma against stock (--mca coll ^rdma), paired samples:"; echo; echo "$head"
+          echo "2    allreduce          4      1.000      0.500    $r4    0.10    9/9     0.120      0.003     1.66  $f4         -  settled"
+          echo "2    allreduce       1024      1.000      0.500    $r1k    0.10    9/9     0.120      0.003     1.66  $f1k   0.900/2  settled"
+          echo "21 rounds per size from 3 launch(es) of every job, samples of about 20 ms, sizes 4:1024 (x4); took 9s."
+        } >"$dir/$run.txt"
+    done
+    out=$(bash "$0" "$dir/A.txt" "$dir/B.txt") && rc=0 || rc=$?
+    want='2 row(s): all-pairs ratios 1 beyond 15%; per placement 2 comparison(s), 1 beyond 15%'
+    if [ "$rc" = 1 ] && [ "$(tail -n1 <<<"$out")" = "$want" ] && grep -q '^stock/2/allreduce/1024 .*fast 0.400/0.600 DISAGREE' <<<"$out"; then
+        echo "bench-compare self-test: passed"; exit 0
+    fi
+    printf 'bench-compare self-test: FAILED (exit %s, want 1 and the line "%s"):\n%s\n' "$rc" "$want" "$out" >&2
+    exit 1
+fi
 a=$1 b=$2 tol=${3:-0.15} min_pairs=${4:-5}
 [ -d "$a" ] && a=$a/pairs.txt
 [ -d "$b" ] && b=$b/pairs.txt
 [ -f "$a" ] && [ -f "$b" ] || { echo "bench-compare: need two pairs.txt files" >&2; exit 2; }
 # rows: "against/np/coll/size ratio fast slow" under a "coll rdma against NAME"
-# heading; fast and slow are "ratio/pairs" or "-" (older tables: "-")
+# heading; fast and slow are "ratio/pairs" or "-" (older tables: "-"); the
+# size column must be a number, or the closing line ("21 rounds per size
+# from 3 launch(es) ...") would pass for a row
 rows() {
     awk '/^coll rdma against / { base = $4 }
-         $1 ~ /^[0-9]+$/ && NF >= 8 && $6 ~ /^[0-9.]+$/ {
+         $1 ~ /^[0-9]+$/ && $3 ~ /^[0-9]+$/ && NF >= 8 && $6 ~ /^[0-9.]+$/ {
              fast = ($12 ~ /^[0-9.]+\/[0-9]+$/) ? $12 : "-"
              slow = ($13 ~ /^[0-9.]+\/[0-9]+$/) ? $13 : "-"
              print base "/" $1 "/" $2 "/" $3, $6, fast, slow }' "$1" | sort
