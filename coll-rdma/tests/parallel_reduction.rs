@@ -19,6 +19,7 @@ use std::time::Duration;
 use btl_ibmc::fabric::{run_ranks_watched, Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::{establish, CrossMemoryRefusal, MulticastKind, NoSideProgress, PeerReads, Transport};
 use mca_coll_rdma::collectives::allreduce::{Allreduce, AllreduceConfig};
+use mca_coll_rdma::collectives::parallel_reduction::CHUNK_BYTES;
 use mca_coll_rdma::collectives::reduce::Reduce;
 use mca_coll_rdma::reduction::Reduction;
 
@@ -155,13 +156,20 @@ struct Thresholds {
     slices_min_bytes: usize,
     /// Ranks that hold a slice at most.
     workers: usize,
+    /// Bytes folded at a time.
+    chunk_bytes: usize,
 }
 
+/// The chunk of the boundary scripts, shorter than the component's
+/// `CHUNK_BYTES`: their lengths cross chunk boundaries at a quarter of the
+/// cost.
+const TEST_CHUNK_BYTES: usize = 131072;
+
 /// Every length in parallel, every reduce in slices.
-const ALWAYS_SLICES: Thresholds = Thresholds { parallel_min_bytes: 1, slices_min_bytes: 0, workers: usize::MAX };
+const ALWAYS_SLICES: Thresholds = Thresholds { parallel_min_bytes: 1, slices_min_bytes: 0, workers: usize::MAX, chunk_bytes: TEST_CHUNK_BYTES };
 /// Every length in parallel, every reduce unsplit: by the root alone, or
 /// down the read tree on 4 ranks or more where the op allows.
-const ALWAYS_ROOT_ALONE: Thresholds = Thresholds { parallel_min_bytes: 1, slices_min_bytes: usize::MAX, workers: usize::MAX };
+const ALWAYS_ROOT_ALONE: Thresholds = Thresholds { parallel_min_bytes: 1, slices_min_bytes: usize::MAX, workers: usize::MAX, chunk_bytes: TEST_CHUNK_BYTES };
 
 /// How many calls of a rank's script went which way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,6 +192,8 @@ fn play<T: Transport>(rank: usize, size: usize, transport: &T, thresholds: Thres
     reduce.parallel_mut().set_slices_min_bytes(thresholds.slices_min_bytes);
     allreduce.parallel_mut().set_workers(thresholds.workers);
     reduce.parallel_mut().set_workers(thresholds.workers);
+    allreduce.parallel_mut().set_chunk_bytes(thresholds.chunk_bytes);
+    reduce.parallel_mut().set_chunk_bytes(thresholds.chunk_bytes);
     for (index, call) in script.iter().enumerate() {
         let op = call.op;
         let len = call.count * op.element_size();
@@ -267,7 +277,7 @@ fn kinds(script: &[Call]) -> (u64, u64) {
 /// Counts around the slice boundaries for `size` ranks and around the
 /// staging chunk (131072 bytes: 16384 words, 5461 affine elements per chunk).
 fn boundary_counts(size: usize, op: Op) -> Vec<usize> {
-    let per_chunk = 131072 / op.element_size();
+    let per_chunk = TEST_CHUNK_BYTES / op.element_size();
     vec![1, size - 1, size, size + 1, 3 * size + 2, per_chunk * size - 1, per_chunk * size + size + 1, 2 * per_chunk * size + 5]
 }
 
@@ -332,7 +342,7 @@ fn fewer_working_ranks_than_ranks_match_the_canonical_fold_at_every_boundary_len
 #[test]
 fn reduces_around_the_slices_threshold_take_the_right_schedule_and_interleave_with_the_tree() {
     let (tree_below, slices_from) = (4096, 65536);
-    let thresholds = Thresholds { parallel_min_bytes: tree_below, slices_min_bytes: slices_from, workers: usize::MAX };
+    let thresholds = Thresholds { parallel_min_bytes: tree_below, slices_min_bytes: slices_from, ..ALWAYS_SLICES };
     for size in [2, 3, 4, 5] {
         let mut script = Vec::new();
         // (bytes of u64 sums, affine elements): under, at and over each threshold.
@@ -375,7 +385,8 @@ fn large_messages_up_to_64_mib_from_every_root_and_in_place() {
             script.push(Call { kind: Kind::Reduce { root }, op: Op::Sum, count: words(64 * MIB) - root, in_place: root % 2 == 1 });
         }
         script.push(Call { kind: Kind::Reduce { root: size - 1 }, op: Op::Affine, count: 4 * MIB / 24 + 7, in_place: false });
-        let counts = run_fabric(size, None, ALWAYS_SLICES, script);
+        // The component's own chunk: 64 MiB crosses its boundaries too.
+        let counts = run_fabric(size, None, Thresholds { chunk_bytes: CHUNK_BYTES, ..ALWAYS_SLICES }, script);
         assert!(counts.iter().all(|&counts| counts == served(3, size as u64 + 1, (0, 0))), "np {size}: {counts:?}");
     }
 }
@@ -389,7 +400,7 @@ fn below_the_threshold_the_tree_serves_and_the_two_interleave() {
         script.push(Call { kind: Kind::Allreduce, op: Op::Sum, count: bytes / 8, in_place: step % 2 == 0 });
         script.push(Call { kind: Kind::Reduce { root: step % size }, op: Op::Affine, count: bytes / 24 + 1, in_place: step % 2 == 1 });
     }
-    let counts = run_fabric(size, None, Thresholds { parallel_min_bytes: threshold, slices_min_bytes: 0, workers: usize::MAX }, script);
+    let counts = run_fabric(size, None, Thresholds { parallel_min_bytes: threshold, ..ALWAYS_SLICES }, script);
     // At or above the threshold: 3 allreduces (65536, 196616, 65560
     // bytes) and 4 reduces (65544, 65544, 196632, 65568 bytes).
     assert!(counts.iter().all(|&counts| counts == served(3, 4, (0, 0))), "{counts:?}");
@@ -420,7 +431,7 @@ fn real_shared_memory_reduces_in_parallel() {
         script.push(Call { kind: Kind::Reduce { root: 1 }, op: Op::Affine, count: 8 * MIB / 24, in_place: false });
         // Reduces below 64 KiB unsplit (at np=4 mostly down the read
         // tree), the others in slices.
-        let thresholds = Thresholds { parallel_min_bytes: 1, slices_min_bytes: 65536, workers: usize::MAX };
+        let thresholds = Thresholds { slices_min_bytes: 65536, ..ALWAYS_SLICES };
         let (allreduces, reduces) = kinds(&script);
         let ways = unsplit_ways(size, script.iter().filter(|call| call.count * call.op.element_size() < thresholds.slices_min_bytes));
         assert!(ways.0 + ways.1 > 0 && ways.0 + ways.1 < reduces, "the script takes both schedules");

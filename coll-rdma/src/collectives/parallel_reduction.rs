@@ -26,7 +26,7 @@
 //! they are equal (within an element); for reduce the root, which delivers
 //! nothing, owns a larger slice, so that it does not wait idle while the
 //! others both reduce and deliver theirs (`ROOT_WEIGHT`). The owner folds
-//! its slice chunk by chunk (`STAGING_BYTES` of a peer's input at a time)
+//! its slice chunk by chunk (`CHUNK_BYTES` of a peer's input at a time)
 //! in the order `FoldPlan` gives: the result is `r0 ∘ (r1 ∘ (... ∘
 //! r(P-1)))`, the canonical order, right for non-commutative operations.
 //!
@@ -74,9 +74,16 @@ use crate::patterns::scratch;
 use crate::patterns::segments::check_message;
 use crate::reduction::Reduction;
 
-/// Bytes of a peer's input read and folded at a time: small enough to
-/// stay in cache between the read and the fold.
-const STAGING_BYTES: usize = 128 * 1024;
+/// Bytes of a peer's input read and folded at a time. A chunk and the
+/// accumulator it folds into fit a core's L2 (1 MiB here), and every chunk
+/// costs each owner a cross-memory read and write, whose fixed cost
+/// (entering the kernel, pinning the peer's pages) weighs more than the
+/// cache: at np=2, paired against the same build with other chunks in one
+/// run, 128 KiB chunks took 1.04-1.12x the time of 512 KiB ones from 256
+/// KiB to 16 MiB (allreduce and reduce), 32 KiB 1.3-1.4x, and 1, 2 and 8
+/// MiB chunks were no faster than 512 KiB up to 4 MiB and 0.90-0.96x as
+/// fast at 16 MiB, where their accumulator spills out of L2.
+pub const CHUNK_BYTES: usize = 512 * 1024;
 
 /// The reduce root's share of the vector against another rank's (halves):
 /// the others also deliver what they reduce, which costs about half as
@@ -184,9 +191,11 @@ struct PeerBuffers {
     result: u64,
 }
 
-/// Buffers reused from call to call, each at most `STAGING_BYTES` long.
-#[derive(Debug, Default)]
+/// Buffers reused from call to call, each at most a chunk long.
+#[derive(Debug)]
 struct ChunkBuffers {
+    /// Bytes folded at a time (`CHUNK_BYTES` unless set).
+    chunk_bytes: usize,
     /// A peer's input chunk on its way into the fold.
     staging: Vec<u8>,
     /// In place: this rank's own input chunk, copied aside before the
@@ -247,7 +256,7 @@ impl ParallelReduction {
             root_alone_calls: 0,
             read_tree_calls: 0,
             peers: vec![PeerBuffers::default(); size],
-            chunks: ChunkBuffers::default(),
+            chunks: ChunkBuffers { chunk_bytes: CHUNK_BYTES, staging: Vec::new(), own_input: Vec::new(), outgoing: Vec::new() },
             tree_buffers: ReadTreeBuffers::default(),
         }
     }
@@ -283,6 +292,13 @@ impl ParallelReduction {
 
     pub fn workers(&self) -> usize {
         self.workers
+    }
+
+    /// Folds go `chunk_bytes` at a time (rounded down to whole elements,
+    /// at least one), instead of `CHUNK_BYTES`: tests cross chunk
+    /// boundaries with short messages this way.
+    pub fn set_chunk_bytes(&mut self, chunk_bytes: usize) {
+        self.chunks = ChunkBuffers { chunk_bytes: chunk_bytes.max(1), staging: Vec::new(), own_input: Vec::new(), outgoing: Vec::new() };
     }
 
     /// Reduces of `calls` that the root reduced alone.
@@ -342,7 +358,7 @@ impl ParallelReduction {
                     call: self.calls,
                     announcement: self.region.announcement,
                     done: &self.region.done,
-                    chunk_bytes: STAGING_BYTES,
+                    chunk_bytes: self.chunks.chunk_bytes,
                 };
                 return self.tree_buffers.reduce(transport, waits, op, &at, buffers);
             }
@@ -437,7 +453,7 @@ impl ChunkBuffers {
         buffers: &mut ReductionBuffers<'_>,
     ) -> Result<(), TransportError> {
         let element_size = op.element_size();
-        let chunk_len = (STAGING_BYTES / element_size).max(1) * element_size;
+        let chunk_len = (self.chunk_bytes / element_size).max(1) * element_size;
         let staged_len = chunk_len.min(mine.len());
         scratch(&mut self.staging, staged_len);
         // Where this rank's result goes: its own buffer when it gathers
@@ -513,6 +529,7 @@ enum Seed {
 ///   predefined operations (IEEE addition and multiplication included), and
 ///   the association of every other operand is unchanged, so the result is
 ///   bit for bit the canonical one.
+///
 /// When this rank's input is folded after the accumulator was overwritten
 /// in place, it must be set aside first (`own_set_aside`).
 #[derive(Clone, Debug, PartialEq, Eq)]
