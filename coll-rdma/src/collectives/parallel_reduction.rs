@@ -65,10 +65,11 @@
 
 use std::ops::Range;
 
-use btl_ibmc::{wait_for_peer_at_least, PeerReads, TransportError, Waits};
+use btl_ibmc::{PeerReads, TransportError, Waits};
 
 use crate::collectives::read_tree::{ReadTree, ReadTreeBuffers, TreeCall};
 use crate::patterns::done_lines::DoneLines;
+use crate::patterns::in_step::{await_peer_step, check_peer_length, PeerStep};
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::scratch;
 use crate::patterns::segments::check_message;
@@ -398,22 +399,9 @@ impl ParallelReduction {
         let line = self.region.announcement;
         let call = self.calls;
         for peer in (0..self.size).filter(|&peer| peer != self.rank) {
-            let flag = wait_for_peer_at_least(transport, peer, line + FLAG_WORD, call, waits, || {
-                format!("rank {peer} to announce parallel reduction {call} to rank {}", self.rank)
-            })?;
-            if flag != call {
-                return Err(TransportError::Failed(format!(
-                    "rank {}: rank {peer} announced parallel reduction {flag} while this rank is in {call}; the ranks are out of step",
-                    self.rank
-                )));
-            }
-            let theirs = transport.peer_flag(peer, line + LENGTH_WORD)?;
-            if theirs != len {
-                return Err(TransportError::Failed(format!(
-                    "rank {}: rank {peer} reduces {theirs} bytes, this rank {len} bytes",
-                    self.rank
-                )));
-            }
+            let step = PeerStep { rank: self.rank, peer, word: line + FLAG_WORD, call, step: "parallel reduction announcement" };
+            await_peer_step(transport, waits, &step)?;
+            check_peer_length(transport, self.rank, peer, line + LENGTH_WORD, len)?;
             self.peers[peer] = PeerBuffers {
                 input: transport.peer_flag(peer, line + INPUT_ADDRESS_WORD)?,
                 result: transport.peer_flag(peer, line + RESULT_ADDRESS_WORD)?,

@@ -39,10 +39,11 @@
 //! step that depends only on the waiter's descendants (ready) or on its
 //! ancestors having read it (done), so there is no cycle.
 
-use btl_ibmc::{wait_at_least, wait_for_peer_at_least, PeerReads, TransportError, Waits};
+use btl_ibmc::{wait_at_least, PeerReads, TransportError, Waits};
 
 use crate::collectives::parallel_reduction::ReductionBuffers;
 use crate::patterns::done_lines::DoneLines;
+use crate::patterns::in_step::{await_peer_step, check_peer_length, PeerStep};
 use crate::patterns::scratch;
 use crate::reduction::Reduction;
 
@@ -147,19 +148,9 @@ impl ReadTreeBuffers {
         let ReadTreeBuffers { partial, staging } = self;
         let staging = scratch(staging, chunk_len.min(len));
         for (index, child) in tree.children().enumerate() {
-            let ready = wait_for_peer_at_least(transport, child, line + READY_WORD, call, waits, || {
-                format!("rank {child} to finish its partial for rank {} in reduce tree {call}", tree.rank)
-            })?;
-            if ready != call {
-                return Err(TransportError::Failed(format!(
-                    "rank {}: rank {child} readied reduce tree partial {ready} while this rank is in {call}; the ranks are out of step",
-                    tree.rank
-                )));
-            }
-            let theirs = transport.peer_flag(child, line + LENGTH_WORD)?;
-            if theirs != len as u64 {
-                return Err(TransportError::Failed(format!("rank {}: rank {child} reduces {theirs} bytes, this rank {len} bytes", tree.rank)));
-            }
+            let step = PeerStep { rank: tree.rank, peer: child, word: line + READY_WORD, call, step: "reduce tree partial" };
+            await_peer_step(transport, waits, &step)?;
+            check_peer_length(transport, tree.rank, child, line + LENGTH_WORD, len as u64)?;
             let address = transport.peer_flag(child, line + PARTIAL_ADDRESS_WORD)?;
             let mut start = 0;
             while start < len {

@@ -2,9 +2,12 @@
 //! window, cutting a message into segments, streaming segments through slot
 //! rings with credits, the degree-k tree, and the upward (reduction) half
 //! of a tree collective. Allreduce and reduce build on all of it; the put
-//! tree bcast on everything but the upward half.
+//! tree bcast on everything but the upward half. The cross-memory
+//! collectives share the done lines and the wait for a peer's step of the
+//! same call (`in_step`).
 
 pub(crate) mod done_lines;
+pub(crate) mod in_step;
 pub(crate) mod region;
 pub(crate) mod segments;
 pub(crate) mod slots;

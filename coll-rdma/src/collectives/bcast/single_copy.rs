@@ -55,9 +55,10 @@
 //! ([`ABANDONED`]); every receiver fails its call, and the root does not
 //! wait. The ranks are then out of step: the caller stops using the state.
 
-use btl_ibmc::{wait_at_least, wait_for_any_peer_at_least, wait_for_peer_at_least, PeerReads, TransportError, WaitPolicy};
+use btl_ibmc::{wait_at_least, wait_for_any_peer_at_least, PeerReads, TransportError, WaitPolicy};
 
 use crate::patterns::done_lines::DoneLines;
+use crate::patterns::in_step::{await_peer_step, PeerStep};
 use crate::patterns::region::{RegionCursor, LINE};
 
 /// The announced length of a call whose root has no message.
@@ -249,15 +250,8 @@ impl SingleCopyBcast {
     fn receive<T: PeerReads + ?Sized>(&self, transport: &T, root: usize, buf: &mut [u8], share: usize) -> Result<(), TransportError> {
         let region = &self.region;
         let call = self.calls;
-        let flag = wait_for_peer_at_least(transport, root, region.announcement + FLAG_WORD, call, self.policy.without_side_progress(), || {
-            format!("rank {root} to announce single-copy bcast {call} to rank {}", self.rank)
-        })?;
-        if flag != call {
-            return Err(TransportError::Failed(format!(
-                "rank {}: root {root} announced single-copy bcast {flag} while this rank waits for {call}; the ranks are out of step",
-                self.rank
-            )));
-        }
+        let step = PeerStep { rank: self.rank, peer: root, word: region.announcement + FLAG_WORD, call, step: "single-copy bcast announcement" };
+        await_peer_step(transport, self.policy.without_side_progress(), &step)?;
         let address = transport.peer_flag(root, region.announcement + ADDRESS_WORD)?;
         let length = transport.peer_flag(root, region.announcement + LENGTH_WORD)?;
         if length != buf.len() as u64 {
