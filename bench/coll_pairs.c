@@ -14,7 +14,7 @@
  *
  *   coll_pairs -J JOB -K NJOBS -C CONTROL_FILE [-c COLL] [-m MIN[:MAX]] [-f FACTOR]
  *              [-P ROUNDS] [-t SAMPLE_MS] [-i MAX_ITERS] [-n MIN_ITERS] [-p PINGPONG_MAX]
- *              [-r ROOT] [-T WAIT_S] [-S slowest|span]
+ *              [-r ROOT] [-T WAIT_S] [-S slowest|span|batch]
  *     -J/-K   this job's index among NJOBS jobs (2 or more) running together
  *             (each waits until all have started);
  *             the jobs take turns measuring the floor (two rounds each)
@@ -38,7 +38,7 @@
  *     -r      root of reduce and bcast (default 0)
  *     -T      give up (MPI_Abort) after waiting this many seconds for a turn
  *             (default 120): the other job died or never started
- *     -S      the sample's figure: slowest (default) or span (see below)
+ *     -S      the sample's figure: slowest (default), span or batch (see below)
  *
  * Each sample: a barrier, then calls timed one by one with an (untimed)
  * barrier after each; the sample's figure is, with -S slowest (the default),
@@ -51,7 +51,17 @@
  * wait of a descheduled receiver moves between the call and the barrier
  * after it, differently for each implementation), while the span counts
  * exactly the time in which some rank still lacked its result after all had
- * arrived. Reductions sum floats; after the warm-up turn of each size one call's
+ * arrived. But the span does not count what happens before the last rank
+ * enters: a rank that spins while it waits takes a core from a rank that has
+ * not yet entered, and that cost falls outside the span (coll rdma's small
+ * bcast at np=4 on 2 cores, spinning 300 polls: 0.06-0.2x stock's span).
+ * With -S batch the figure is rank 0's wall time for the calls, each followed
+ * by the same barrier, divided by the number of calls: whatever a wait
+ * policy costs the other ranks is in it, and so is the barrier, the same in
+ * every job (subtracting the time of barriers alone measured beside it left
+ * nothing, or less than nothing, for short calls: 4 ranks on 2 cores pass
+ * a barrier faster when a collective has just lined them up). Reductions
+ * sum floats; after the warm-up turn of each size one call's
  * result is checked (every element == number of ranks; bcast: a byte pattern
  * on every rank), a wrong one prints "# WRONG RESULT" and the exit status is 3.
  * The floor sample (ranks 0 and 1 of one job, a different one every two
@@ -215,6 +225,19 @@ static double monotonic_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Rank 0: seconds per call as the wall time of n calls, each followed by
+ * node_barrier (see -S batch); the other ranks return 0. */
+static double batched_calls(enum coll c, void *sbuf, void *rbuf, size_t bytes, int root, long n)
+{
+    node_barrier();
+    double t0 = monotonic_s();
+    for (long i = 0; i < n; i++) {
+        run_once(c, sbuf, rbuf, bytes, root);
+        node_barrier();
+    }
+    return rank == 0 ? (monotonic_s() - t0) / (double)n : 0.0;
+}
+
 /* Rank 0: seconds per call as the mean span of n calls (see -S span); the
  * other ranks return 0. Entry and exit times go to rank 0 after the calls,
  * outside the timed part. */
@@ -348,7 +371,7 @@ static void usage_exit(const char *msg)
         if (msg) fprintf(stderr, "coll_pairs: %s\n", msg);
         fprintf(stderr, "usage: coll_pairs -J JOB -K NJOBS -C CONTROL_FILE [-c barrier|allreduce|"
                         "reduce|bcast] [-m MIN[:MAX]] [-f FACTOR] [-P ROUNDS] [-t SAMPLE_MS] "
-                        "[-i MAX_ITERS] [-n MIN_ITERS] [-p PINGPONG_MAX] [-r ROOT] [-T WAIT_S] [-S slowest|span]\n");
+                        "[-i MAX_ITERS] [-n MIN_ITERS] [-p PINGPONG_MAX] [-r ROOT] [-T WAIT_S] [-S slowest|span|batch]\n");
     }
     MPI_Finalize();
     exit(msg ? 2 : 0);
@@ -366,7 +389,7 @@ int main(int argc, char **argv)
     double target_ms = 20.0;
     int root = 0;
     const char *ctl_path = NULL;
-    int span = 0;
+    enum figure { SLOWEST, SPAN, BATCH } figure = SLOWEST;
     job = -1;
     njobs = 0;
     for (int i = 1; i < argc; i++) {
@@ -398,8 +421,9 @@ int main(int argc, char **argv)
         else if (strcmp(a, "-K") == 0) njobs = atoi(v);
         else if (strcmp(a, "-C") == 0) ctl_path = v;
         else if (strcmp(a, "-S") == 0) {
-            if (strcmp(v, "span") == 0) span = 1;
-            else if (strcmp(v, "slowest") != 0) usage_exit("-S takes slowest or span");
+            if (strcmp(v, "span") == 0) figure = SPAN;
+            else if (strcmp(v, "batch") == 0) figure = BATCH;
+            else if (strcmp(v, "slowest") != 0) usage_exit("-S takes slowest, span or batch");
         }
         else usage_exit("unknown option");
     }
@@ -426,7 +450,9 @@ int main(int argc, char **argv)
     if (rank == 0) {
         printf("# coll_pairs: %s, job %d of %d, %d rank(s), %ld rounds, %.1f ms samples, figure: %s\n",
                names[c], job, njobs, nranks, rounds, target_ms,
-               span ? "mean span from the last entry to the last exit" : "slowest rank's mean time per call");
+               figure == SPAN    ? "mean span from the last entry to the last exit"
+               : figure == BATCH ? "wall time per call and the barrier after it"
+                                 : "slowest rank's mean time per call");
         fflush(stdout);
     }
     wait_for_every_job();
@@ -489,7 +515,8 @@ int main(int argc, char **argv)
                 if (j != job) continue;
                 wait_turn(t);
                 double slowest = 0.0;
-                if (span) slowest = spanned_calls(c, sbuf, rbuf, size, root, calls[z]);
+                if (figure == SPAN) slowest = spanned_calls(c, sbuf, rbuf, size, root, calls[z]);
+                else if (figure == BATCH) slowest = batched_calls(c, sbuf, rbuf, size, root, calls[z]);
                 else {
                     double mine = timed_calls(c, sbuf, rbuf, size, root, calls[z]);
                     MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);

@@ -33,8 +33,12 @@
 #                      rank's mean time per call; span, the mean time from
 #                      the last rank's entry to the last rank's exit, calls
 #                      separated by coll_pairs' own barrier (every rank on
-#                      one node only); auto, span where the ranks outnumber
-#                      the cores and slowest elsewhere [slowest]
+#                      one node only); batch, rank 0's wall time per call
+#                      and that barrier after it (the span leaves out what a
+#                      rank that spins while it waits costs the ranks not yet
+#                      in the call; batch counts it, diluted by the barrier's
+#                      own time); auto, span where the ranks outnumber the
+#                      cores and slowest elsewhere [slowest]
 #   BENCH_SPREAD_MAX   a row whose spread (IQR of the per-pair ratios / their
 #                      median) exceeds this is marked NOT SETTLED [0.2]; so is
 #                      a row with fewer than 5 pairs used
@@ -362,6 +366,7 @@ elapsed=$((SECONDS - t0))
     for np in $NPS; do
         case $(metric_at "$np") in
             span) echo "np=$np: a sample's figure is the mean span of a call, from the last rank's entry to the last rank's exit, calls separated by coll_pairs' own barrier (the same in every job): with more ranks than cores, a rank's own time says where the scheduler put the wait." ;;
+            batch) echo "np=$np: a sample's figure is rank 0's wall time per call and the barrier after it (coll_pairs' own, the same in every job)." ;;
             *) echo "np=$np: a sample's figure is the slowest rank's mean time per call, calls separated by MPI_Barrier." ;;
         esac
     done
