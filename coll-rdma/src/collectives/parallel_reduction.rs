@@ -82,8 +82,8 @@ use crate::reduction::Reduction;
 /// cache: at np=2, paired against the same build with other chunks in one
 /// run, 128 KiB chunks took 1.04-1.12x the time of 512 KiB ones from 256
 /// KiB to 16 MiB (allreduce and reduce), 32 KiB 1.3-1.4x, and 1, 2 and 8
-/// MiB chunks were no faster than 512 KiB up to 4 MiB and 0.90-0.96x as
-/// fast at 16 MiB, where their accumulator spills out of L2.
+/// MiB chunks were no faster than 512 KiB up to 4 MiB and took 1.00-1.21x
+/// its time at 16 MiB, where their accumulator spills out of L2.
 pub const CHUNK_BYTES: usize = 512 * 1024;
 
 /// The reduce root's share of the vector against another rank's (halves):
@@ -257,7 +257,7 @@ impl ParallelReduction {
             root_alone_calls: 0,
             read_tree_calls: 0,
             peers: vec![PeerBuffers::default(); size],
-            chunks: ChunkBuffers { chunk_bytes: CHUNK_BYTES, staging: Vec::new(), own_input: Vec::new(), outgoing: Vec::new() },
+            chunks: ChunkBuffers::new(CHUNK_BYTES),
             tree_buffers: ReadTreeBuffers::default(),
         }
     }
@@ -299,7 +299,7 @@ impl ParallelReduction {
     /// at least one), instead of `CHUNK_BYTES`: tests cross chunk
     /// boundaries with short messages this way.
     pub fn set_chunk_bytes(&mut self, chunk_bytes: usize) {
-        self.chunks = ChunkBuffers { chunk_bytes: chunk_bytes.max(1), staging: Vec::new(), own_input: Vec::new(), outgoing: Vec::new() };
+        self.chunks = ChunkBuffers::new(chunk_bytes.max(1));
     }
 
     /// Reduces of `calls` that the root reduced alone.
@@ -425,6 +425,10 @@ impl ParallelReduction {
 }
 
 impl ChunkBuffers {
+    fn new(chunk_bytes: usize) -> Self {
+        ChunkBuffers { chunk_bytes, staging: Vec::new(), own_input: Vec::new(), outgoing: Vec::new() }
+    }
+
     /// Folds `rank`'s slice `mine` of every rank's input, chunk by chunk,
     /// in the order `plan` gives, and writes each folded chunk into every
     /// gathering peer's result buffer (and into its own when `gathers`).
