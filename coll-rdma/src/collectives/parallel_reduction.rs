@@ -125,11 +125,17 @@ pub enum ReductionBuffers<'a> {
 }
 
 impl ReductionBuffers<'_> {
-    pub(crate) fn len(&self) -> usize {
+    /// This rank's contribution (in place: the buffer before the result
+    /// overwrites it).
+    pub(crate) fn input(&self) -> &[u8] {
         match self {
-            ReductionBuffers::Separate { send, .. } => send.len(),
-            ReductionBuffers::InPlace(buffer) => buffer.len(),
+            ReductionBuffers::Separate { send, .. } => send,
+            ReductionBuffers::InPlace(buffer) => buffer,
         }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.input().len()
     }
 }
 
@@ -366,10 +372,12 @@ impl ParallelReduction {
             self.root_alone_calls += 1;
         }
         let mine = slice_of(self.rank, self.size, len, op.element_size(), shares);
-        let (input_address, result_address) = match &buffers {
-            ReductionBuffers::Separate { send, recv } => (address(send), if gathers { address(recv) } else { 0 }),
-            ReductionBuffers::InPlace(buffer) => (address(buffer), if gathers { address(buffer) } else { 0 }),
+        let result_address = match &buffers {
+            ReductionBuffers::Separate { recv, .. } if gathers => address(recv),
+            ReductionBuffers::InPlace(buffer) if gathers => address(buffer),
+            _ => 0,
         };
+        let input_address = address(buffers.input());
         self.announce(transport, input_address, result_address, len as u64);
         // A rank with nothing to reduce touches no peer's memory, so it
         // needs no peer's addresses: it only waits until its own input has
@@ -447,7 +455,6 @@ impl ChunkBuffers {
         let element_size = op.element_size();
         let chunk_len = (self.chunk_bytes / element_size).max(1) * element_size;
         let staged_len = chunk_len.min(mine.len());
-        scratch(&mut self.staging, staged_len);
         // Where this rank's result goes: its own buffer when it gathers
         // (in place: the buffer that also holds its input).
         let folds_in_place = gathers && matches!(buffers, ReductionBuffers::InPlace(_));
@@ -483,7 +490,9 @@ impl ChunkBuffers {
                 if lower == rank {
                     op.combine(own, acc);
                 } else {
-                    let staged = &mut self.staging[..n];
+                    // Grown on first use: at np=2 a commutative fold never
+                    // stages (it reads its peer straight into the result).
+                    let staged = scratch(&mut self.staging, n);
                     transport.read_peer_memory(lower, peers[lower].input + chunk.start as u64, staged)?;
                     op.combine(staged, acc);
                 }

@@ -93,10 +93,7 @@ impl ReadTreeBuffers {
         let len = buffers.len();
         let is_root = tree.parent().is_none();
         let partial_address = if tree.is_leaf() {
-            match &buffers {
-                ReductionBuffers::Separate { send, .. } => send.as_ptr(),
-                ReductionBuffers::InPlace(buffer) => buffer.as_ptr(),
-            }
+            buffers.input().as_ptr()
         } else if is_root {
             std::ptr::null()
         } else {
