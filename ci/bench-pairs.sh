@@ -19,7 +19,13 @@
 #   BENCH_PAIR_COLLS   collectives ["barrier allreduce reduce bcast"] (barrier: size 0)
 #   BENCH_PAIR_NPS     process counts ["2 4"]; above 2 oversubscribed, --bind-to none
 #   BENCH_PAIR_SIZES   MIN:MAX bytes [4:67108864], BENCH_PAIR_FACTOR step [4]
-#   BENCH_PAIRS        rounds (pairs) per size [21]
+#   BENCH_PAIRS        rounds (pairs) per size where the ranks fit the cores [21]
+#   BENCH_PAIRS_OVERSUBSCRIBED  rounds per size where the ranks outnumber the
+#                      cores [3 x BENCH_PAIRS]: there a pair's ratio spreads
+#                      several times wider (IQR 0.2-0.9 of the median at np=4
+#                      on 2 cores, 0.02-0.15 at np=2), and with 21 rounds two
+#                      runs agreed within 15 % on 24 of 40 np=4 ratios; with
+#                      63, on 34 of 39 (2026-11-28, docs/bench/2026-11-28)
 #   BENCH_PAIR_LAUNCHES  the pairs of a series come from this many launches
 #                      (every variant started afresh each time, the rounds
 #                      shared out among them) [3]: a job's own state (where
@@ -79,6 +85,7 @@ NPS=${BENCH_PAIR_NPS:-2 4}
 SIZES=${BENCH_PAIR_SIZES:-4:67108864}
 FACTOR=${BENCH_PAIR_FACTOR:-4}
 PAIRS=${BENCH_PAIRS:-21}
+PAIRS_OVER=${BENCH_PAIRS_OVERSUBSCRIBED:-$((3 * PAIRS))}
 LAUNCHES=${BENCH_PAIR_LAUNCHES:-3}
 SAMPLE_MS=${BENCH_SAMPLE_MS:-20}
 SPREAD_MAX=${BENCH_SPREAD_MAX:-0.2}
@@ -86,10 +93,17 @@ FLOOR_DRIFT=${BENCH_FLOOR_DRIFT:-1.5}
 PHASE_SPLIT=${BENCH_PHASE_SPLIT:-0.25}
 SERIES_TIMEOUT=${BENCH_PAIR_TIMEOUT:-900}
 OMPI_MAJOR=${OMPI_MAJOR:-4}
-[ "$SELF_TEST" = 0 ] || { SPREAD_MAX=0.2; FLOOR_DRIFT=1.5; PHASE_SPLIT=0.25; LAUNCHES=2; PAIRS=5; }
-[ "$LAUNCHES" -ge 1 ] && [ "$LAUNCHES" -le "$PAIRS" ] || { echo "bench-pairs: BENCH_PAIR_LAUNCHES must be 1..BENCH_PAIRS" >&2; exit 2; }
-# rounds of each launch: the first PAIRS % LAUNCHES launches take one more
-rounds_of_launch() { echo $(( PAIRS / LAUNCHES + ($1 <= PAIRS % LAUNCHES ? 1 : 0) )); }
+[ "$SELF_TEST" = 0 ] || { SPREAD_MAX=0.2; FLOOR_DRIFT=1.5; PHASE_SPLIT=0.25; LAUNCHES=2; PAIRS=5; PAIRS_OVER=5; }
+[ "$LAUNCHES" -ge 1 ] && [ "$LAUNCHES" -le "$PAIRS" ] && [ "$LAUNCHES" -le "$PAIRS_OVER" ] ||
+    { echo "bench-pairs: BENCH_PAIR_LAUNCHES must be 1..BENCH_PAIRS (and at most BENCH_PAIRS_OVERSUBSCRIBED)" >&2; exit 2; }
+oversubscribed() { [ "$1" -gt "$(nproc)" ]; }  # NP
+pairs_at() { if oversubscribed "$1"; then echo "$PAIRS_OVER"; else echo "$PAIRS"; fi; }  # NP -> rounds per size
+# rounds of each launch: the first (rounds % LAUNCHES) launches take one more
+rounds_of_launch() {  # LAUNCH NP
+    local pairs
+    pairs=$(pairs_at "$2")
+    echo $(( pairs / LAUNCHES + ($1 <= pairs % LAUNCHES ? 1 : 0) ))
+}
 NAMES=() ARGS=()
 for v in "$@"; do NAMES+=("${v%%=*}"); ARGS+=("${v#*=}"); done
 RDMA=-
@@ -116,7 +130,7 @@ handed_for_size() {
 
 metric_at() { # NP -> coll_pairs' -S for that process count
     case ${BENCH_PAIR_METRIC:-slowest} in
-        auto) [ "$1" -gt "$(nproc)" ] && echo span || echo slowest ;;
+        auto) oversubscribed "$1" && echo span || echo slowest ;;
         *) echo "${BENCH_PAIR_METRIC:-slowest}" ;;
     esac
 }
@@ -148,7 +162,7 @@ launch_once() {  # NP COLL LAUNCH -> runs every variant's job together; 0 if all
         timeout -k 5 "$SERIES_TIMEOUT" mpirun -np "$np" "${over[@]}" "${place[@]}" --mca btl self,vader \
             "${opt_path[@]}" "${args[@]}" --mca coll_rdma_verbose 1 \
             "${env_path[@]}" "$BIN" -J "$j" -K "$K" -C "$ctl" -c "$coll" -m "$sizes" -f "$FACTOR" \
-            -P "$(rounds_of_launch "$launch")" -t "$SAMPLE_MS" -T 120 -S "$(metric_at "$np")" \
+            -P "$(rounds_of_launch "$launch" "$np")" -t "$SAMPLE_MS" -T 120 -S "$(metric_at "$np")" \
             </dev/null >"$LOG/np$np-$coll-${NAMES[$j]}.$launch.out" 2>"$LOG/np$np-$coll-${NAMES[$j]}.$launch.err" &
         pids+=($!)
     done
@@ -188,7 +202,7 @@ launch_once() {  # NP COLL LAUNCH -> runs every variant's job together; 0 if all
 pooled() {
     local launch first=0 rounds
     for launch in $(seq 1 "$LAUNCHES"); do
-        rounds=$(rounds_of_launch "$launch")
+        rounds=$(rounds_of_launch "$launch" "$1")
         cat "$LOG/np$1-$2-"*".$launch.out" 2>/dev/null |
             awk -v first="$first" '$1 == "sample" { $5 += first; print } $1 == "floor" { $3 += first; print }'
         first=$((first + rounds + 1))
@@ -336,7 +350,7 @@ t0=$SECONDS
 declare -A ROWS
 for np in $NPS; do
     for coll in $COLLS; do
-        echo "== pairs: $coll at np=$np, ${NAMES[*]} taking turns, $PAIRS rounds of ${SAMPLE_MS} ms samples from $LAUNCHES launch(es), each round visiting every size"
+        echo "== pairs: $coll at np=$np, ${NAMES[*]} taking turns, $(pairs_at "$np") rounds of ${SAMPLE_MS} ms samples from $LAUNCHES launch(es), each round visiting every size"
         if ! series "$np" "$coll"; then problems=$((problems + 1)); fi
         for b in "${!NAMES[@]}"; do
             [ "$b" = "$RDMA" ] && continue
@@ -370,7 +384,7 @@ elapsed=$((SECONDS - t0))
             *) echo "np=$np: a sample's figure is the slowest rank's mean time per call, calls separated by MPI_Barrier." ;;
         esac
     done
-    echo "$PAIRS rounds per size from $LAUNCHES launch(es) of every job, samples of about $SAMPLE_MS ms, sizes $SIZES (x$FACTOR); took ${elapsed}s."
+    echo "Rounds per size: $(for np in $NPS; do printf '%s at np=%s, ' "$(pairs_at "$np")" "$np"; done)from $LAUNCHES launch(es) of every job, samples of about $SAMPLE_MS ms, sizes $SIZES (x$FACTOR); took ${elapsed}s."
     unsettled=$(printf '%s' "${ROWS[@]}" | grep -c 'NOT SETTLED' || true)
     [ "${#PLOTS[@]}" = 0 ] || { echo "plots:"; printf '  %s\n' "${PLOTS[@]}"; }
     [ "$unsettled" = 0 ] || echo "WARNING: $unsettled row(s) NOT SETTLED (spread above $SPREAD_MAX): their ratio may move between runs"

@@ -9,6 +9,7 @@
 # paired samples (ci/bench-pairs.sh, where their knobs are described:
 #   BENCH_PAIR_COLLS ["barrier allreduce reduce bcast"], BENCH_PAIR_NPS ["2 4"],
 #   BENCH_PAIR_SIZES [4:67108864], BENCH_PAIR_FACTOR [4], BENCH_PAIRS [21],
+#   BENCH_PAIRS_OVERSUBSCRIBED [3 x BENCH_PAIRS, where the ranks outnumber the cores],
 #   BENCH_PAIR_LAUNCHES [3], BENCH_SAMPLE_MS [20], BENCH_SPREAD_MAX [0.2],
 #   BENCH_FLOOR_DRIFT [1.5]);
 #   BENCH_PAIR_COLLS="" leaves the paired table out. Tables, plot data and
