@@ -164,9 +164,10 @@ check: build
 	@$(CARGO) test --release --workspace
 	@$(MAKE) --no-print-directory test-mpi
 	@$(MAKE) --no-print-directory test-tune
-	@echo "== the paired benchmark table's arithmetic and the comparison of two runs (made-up samples)"
+	@echo "== the paired benchmark table's arithmetic, the comparison of two runs and coll_pairs' span figures (made-up samples)"
 	@bash ci/bench-pairs.sh --self-test
 	@bash ci/bench-compare.sh --self-test
+	@mkdir -p build/bench && mpicc -O2 -Wall -o build/bench/coll_pairs bench/coll_pairs.c && build/bench/coll_pairs --self-test
 	@$(MAKE) --no-print-directory test-fbcast
 	@if [ "$(SKIP_UDP)" = 1 ]; then echo "== udp tests skipped (SKIP_UDP=1)"; \
 	else $(MAKE) --no-print-directory test-udp; fi

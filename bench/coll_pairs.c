@@ -38,7 +38,7 @@
  *     -r      root of reduce and bcast (default 0)
  *     -T      give up (MPI_Abort) after waiting this many seconds for a turn
  *             (default 120): the other job died or never started
- *     -S      the sample's figure: slowest (default), span or batch (see below)
+ *     -S      the sample's figure: slowest (default), span, evened or batch (see below)
  *
  * Each sample: a barrier, then calls timed one by one with an (untimed)
  * barrier after each; the sample's figure is, with -S slowest (the default),
@@ -55,6 +55,18 @@
  * enters: a rank that spins while it waits takes a core from a rank that has
  * not yet entered, and that cost falls outside the span (coll rdma's small
  * bcast at np=4 on 2 cores, spinning 300 polls: 0.06-0.2x stock's span).
+ * Nor is which rank enters last the same for every implementation: a rank
+ * that reaches the separating barrier early sleeps there and is woken last,
+ * so it enters the next call last. Coll rdma's bcast root returns at once
+ * and entered last in 77 % of the calls at np=4 on 2 cores, stock's in
+ * 37 %; a call whose root enters last is the long kind for a bcast (the
+ * data leaves only then: 6.4 and 7.4 us against 2.1-4.3 us when a receiver
+ * is last), so the span's mean mixed the implementations' speeds with
+ * their own mixes of arrivals (coll rdma 1.12x stock's span, while its span
+ * was shorter or even for three of the four last-entering ranks, and
+ * 0.87x with root last). With -S evened the figure is the span with that
+ * mix evened out: the mean, over the ranks that entered last in at least
+ * 1 % of the calls, of the mean span of those calls.
  * With -S batch the figure is rank 0's wall time for the calls, each followed
  * by the same barrier, divided by the number of calls: whatever a wait
  * policy costs the other ranks is in it, and so is the barrier, the same in
@@ -238,14 +250,82 @@ static double batched_calls(enum coll c, void *sbuf, void *rbuf, size_t bytes, i
     return rank == 0 ? (monotonic_s() - t0) / (double)n : 0.0;
 }
 
-/* Rank 0: seconds per call as the mean span of n calls (see -S span); the
- * other ranks return 0. Entry and exit times go to rank 0 after the calls,
- * outside the timed part. */
-static double spanned_calls(enum coll c, void *sbuf, void *rbuf, size_t bytes, int root, long n)
+/* The figure of a span sample from every rank's entry and exit times
+ * (rank r's n marks at [r * n, (r + 1) * n)): the mean span, or with evened
+ * set the mean over the last-entering ranks (those last in at least 1 % of
+ * the calls) of their calls' mean span. class_sum and class_calls: nr zeroed
+ * slots of scratch. */
+static double span_figure(const double *entries, const double *exits, int nr, long n, int evened,
+                          double *class_sum, long *class_calls)
 {
-    double *marks = malloc(4 * (size_t)n * sizeof(double));
+    double total = 0.0;
+    for (long i = 0; i < n; i++) {
+        int last = 0;
+        double last_exit = exits[i];
+        for (int r = 1; r < nr; r++) {
+            if (entries[(size_t)r * n + i] > entries[(size_t)last * n + i]) last = r;
+            if (exits[(size_t)r * n + i] > last_exit) last_exit = exits[(size_t)r * n + i];
+        }
+        double span = last_exit - entries[(size_t)last * n + i];
+        if (span < 0.0) span = 0.0;
+        total += span;
+        class_sum[last] += span;
+        class_calls[last]++;
+    }
+    if (!evened) return total / (double)n;
+    double sum = 0.0;
+    int classes = 0;
+    for (int r = 0; r < nr; r++)
+        if (class_calls[r] > 0 && class_calls[r] * 100 >= n) { sum += class_sum[r] / (double)class_calls[r]; classes++; }
+    return classes > 0 ? sum / classes : total / (double)n;
+}
+
+/* span_figure on made-up marks whose answers are worked out by hand;
+ * 0 if every answer matches. */
+static int span_self_test(void)
+{
+    /* 3 ranks, 5 calls: last to enter (span) rank 2 (3 - 1 = 2), rank 0
+     * (4 - 1 = 3), rank 0 (5 - 2 = 3), rank 2 (2 - 3 < 0: 0), rank 0
+     * (3 - 2 = 1). Mean 9/5; evened: rank 0 (3 + 3 + 1) / 3, rank 2
+     * (2 + 0) / 2, so (7/3 + 1) / 2 = 5/3. */
+    const double entries[15] = {0, 1, 2, 0, 2,   0.5, 0, 0, 0, 1,   1, 0, 0, 3, 0};
+    const double exits[15] = {3, 2, 5, 1, 3,   2, 4, 1, 1, 3,   1.5, 1, 2, 2, 3};
+    double sum[3] = {0};
+    long calls[3] = {0};
+    int bad = 0;
+    double got = span_figure(entries, exits, 3, 5, 0, sum, calls);
+    if (got < 1.8 - 1e-9 || got > 1.8 + 1e-9) { fprintf(stderr, "span: got %.6f, want 1.8\n", got); bad = 1; }
+    memset(sum, 0, sizeof sum);
+    memset(calls, 0, sizeof calls);
+    got = span_figure(entries, exits, 3, 5, 1, sum, calls);
+    if (got < 5.0 / 3 - 1e-9 || got > 5.0 / 3 + 1e-9) { fprintf(stderr, "evened: got %.6f, want %.6f\n", got, 5.0 / 3); bad = 1; }
+    /* 2 ranks, 200 calls: rank 0 last 199 times (span 1), rank 1 once
+     * (span 100), under 1 % of the calls: evened leaves it out (1), the
+     * mean keeps it ((199 + 100) / 200). */
+    double e2[400], x2[400];
+    for (int i = 0; i < 200; i++) { e2[i] = 1; e2[200 + i] = 0; x2[i] = 2; x2[200 + i] = 0; }
+    e2[199] = 0; e2[399] = 1; x2[199] = 0; x2[399] = 101;
+    double sum2[2] = {0};
+    long calls2[2] = {0};
+    got = span_figure(e2, x2, 2, 200, 1, sum2, calls2);
+    if (got < 1 - 1e-9 || got > 1 + 1e-9) { fprintf(stderr, "evened, rare class: got %.6f, want 1\n", got); bad = 1; }
+    memset(sum2, 0, sizeof sum2);
+    memset(calls2, 0, sizeof calls2);
+    got = span_figure(e2, x2, 2, 200, 0, sum2, calls2);
+    if (got < 1.495 - 1e-9 || got > 1.495 + 1e-9) { fprintf(stderr, "span, rare class: got %.6f, want 1.495\n", got); bad = 1; }
+    printf("coll_pairs self-test: %s\n", bad ? "FAILED" : "passed (span and evened figures)");
+    return bad;
+}
+
+/* Rank 0: seconds per call as the mean span of n calls (see -S span), or,
+ * with evened set, the mean over the ranks that entered last of the mean span
+ * of their calls (see -S evened); the other ranks return 0. Entry and exit
+ * times go to rank 0 after the calls, outside the timed part. */
+static double spanned_calls(enum coll c, void *sbuf, void *rbuf, size_t bytes, int root, long n, int evened)
+{
+    double *marks = malloc(2 * (size_t)n * sizeof(double));
     if (!marks) fail("out of memory for the span marks");
-    double *entry = marks, *exit_ = marks + n, *last_entry = marks + 2 * n, *last_exit = marks + 3 * n;
+    double *entry = marks, *exit_ = marks + n;
     node_barrier();
     for (long i = 0; i < n; i++) {
         entry[i] = monotonic_s();
@@ -253,13 +333,25 @@ static double spanned_calls(enum coll c, void *sbuf, void *rbuf, size_t bytes, i
         exit_[i] = monotonic_s();
         node_barrier();
     }
-    MPI_Reduce(entry, last_entry, (int)n, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    MPI_Reduce(exit_, last_exit, (int)n, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-    double total = 0.0;
-    if (rank == 0)
-        for (long i = 0; i < n; i++) total += last_exit[i] > last_entry[i] ? last_exit[i] - last_entry[i] : 0.0;
+    /* rank r's marks at [r * n, (r + 1) * n) */
+    double *entries = NULL, *exits = NULL, *class_sum = NULL;
+    long *class_calls = NULL;
+    if (rank == 0) {
+        entries = malloc((size_t)nranks * (size_t)n * sizeof(double));
+        exits = malloc((size_t)nranks * (size_t)n * sizeof(double));
+        class_sum = calloc((size_t)nranks, sizeof(double));
+        class_calls = calloc((size_t)nranks, sizeof(long));
+        if (!entries || !exits || !class_sum || !class_calls) fail("out of memory for the span marks");
+    }
+    MPI_Gather(entry, (int)n, MPI_DOUBLE, entries, (int)n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Gather(exit_, (int)n, MPI_DOUBLE, exits, (int)n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    double figure = rank == 0 ? span_figure(entries, exits, nranks, n, evened, class_sum, class_calls) : 0.0;
+    free(entries);
+    free(exits);
+    free(class_sum);
+    free(class_calls);
     free(marks);
-    return total / (double)n;
+    return figure;
 }
 
 /* Warm-up: batches of doubling length until one takes a quarter of the
@@ -371,7 +463,7 @@ static void usage_exit(const char *msg)
         if (msg) fprintf(stderr, "coll_pairs: %s\n", msg);
         fprintf(stderr, "usage: coll_pairs -J JOB -K NJOBS -C CONTROL_FILE [-c barrier|allreduce|"
                         "reduce|bcast] [-m MIN[:MAX]] [-f FACTOR] [-P ROUNDS] [-t SAMPLE_MS] "
-                        "[-i MAX_ITERS] [-n MIN_ITERS] [-p PINGPONG_MAX] [-r ROOT] [-T WAIT_S] [-S slowest|span|batch]\n");
+                        "[-i MAX_ITERS] [-n MIN_ITERS] [-p PINGPONG_MAX] [-r ROOT] [-T WAIT_S] [-S slowest|span|evened|batch]\n");
     }
     MPI_Finalize();
     exit(msg ? 2 : 0);
@@ -379,6 +471,8 @@ static void usage_exit(const char *msg)
 
 int main(int argc, char **argv)
 {
+    /* no MPI: checks the arithmetic of the span figures (make check) */
+    if (argc == 2 && strcmp(argv[1], "--self-test") == 0) return span_self_test();
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
@@ -389,7 +483,7 @@ int main(int argc, char **argv)
     double target_ms = 20.0;
     int root = 0;
     const char *ctl_path = NULL;
-    enum figure { SLOWEST, SPAN, BATCH } figure = SLOWEST;
+    enum figure { SLOWEST, SPAN, EVENED, BATCH } figure = SLOWEST;
     job = -1;
     njobs = 0;
     for (int i = 1; i < argc; i++) {
@@ -422,8 +516,9 @@ int main(int argc, char **argv)
         else if (strcmp(a, "-C") == 0) ctl_path = v;
         else if (strcmp(a, "-S") == 0) {
             if (strcmp(v, "span") == 0) figure = SPAN;
+            else if (strcmp(v, "evened") == 0) figure = EVENED;
             else if (strcmp(v, "batch") == 0) figure = BATCH;
-            else if (strcmp(v, "slowest") != 0) usage_exit("-S takes slowest, span or batch");
+            else if (strcmp(v, "slowest") != 0) usage_exit("-S takes slowest, span, evened or batch");
         }
         else usage_exit("unknown option");
     }
@@ -451,6 +546,7 @@ int main(int argc, char **argv)
         printf("# coll_pairs: %s, job %d of %d, %d rank(s), %ld rounds, %.1f ms samples, figure: %s\n",
                names[c], job, njobs, nranks, rounds, target_ms,
                figure == SPAN    ? "mean span from the last entry to the last exit"
+               : figure == EVENED ? "mean span, each rank's calls as the last to enter weighted alike"
                : figure == BATCH ? "wall time per call and the barrier after it"
                                  : "slowest rank's mean time per call");
         fflush(stdout);
@@ -515,7 +611,7 @@ int main(int argc, char **argv)
                 if (j != job) continue;
                 wait_turn(t);
                 double slowest = 0.0;
-                if (figure == SPAN) slowest = spanned_calls(c, sbuf, rbuf, size, root, calls[z]);
+                if (figure == SPAN || figure == EVENED) slowest = spanned_calls(c, sbuf, rbuf, size, root, calls[z], figure == EVENED);
                 else if (figure == BATCH) slowest = batched_calls(c, sbuf, rbuf, size, root, calls[z]);
                 else {
                     double mine = timed_calls(c, sbuf, rbuf, size, root, calls[z]);

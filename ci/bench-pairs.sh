@@ -39,7 +39,12 @@
 #                      rank's mean time per call; span, the mean time from
 #                      the last rank's entry to the last rank's exit, calls
 #                      separated by coll_pairs' own barrier (every rank on
-#                      one node only); batch, rank 0's wall time per call
+#                      one node only); evened, the span with the mix of
+#                      which rank entered last evened out (each such rank's
+#                      calls weighted alike: the rank that waited longest in
+#                      the separating barrier is woken last, so the mix
+#                      follows the implementation, see bench/coll_pairs.c);
+#                      batch, rank 0's wall time per call
 #                      and that barrier after it (the span leaves out what a
 #                      rank that spins while it waits costs the ranks not yet
 #                      in the call; batch counts it, diluted by the barrier's
@@ -380,6 +385,7 @@ elapsed=$((SECONDS - t0))
     for np in $NPS; do
         case $(metric_at "$np") in
             span) echo "np=$np: a sample's figure is the mean span of a call, from the last rank's entry to the last rank's exit, calls separated by coll_pairs' own barrier (the same in every job): with more ranks than cores, a rank's own time says where the scheduler put the wait." ;;
+            evened) echo "np=$np: a sample's figure is the span of a call (as for span) with the ranks' turns at entering last weighted alike: the mean over the ranks that entered last in at least 1 % of the calls of the mean span of those calls." ;;
             batch) echo "np=$np: a sample's figure is rank 0's wall time per call and the barrier after it (coll_pairs' own, the same in every job)." ;;
             *) echo "np=$np: a sample's figure is the slowest rank's mean time per call, calls separated by MPI_Barrier." ;;
         esac
