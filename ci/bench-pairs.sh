@@ -25,7 +25,8 @@
 #                      several times wider (IQR 0.2-0.9 of the median at np=4
 #                      on 2 cores, 0.02-0.15 at np=2), and with 21 rounds two
 #                      runs agreed within 15 % on 24 of 40 np=4 ratios; with
-#                      63, on 34 of 39 (2026-11-28, docs/bench/2026-11-28)
+#                      63, on 34 of 39 and 31 of 40 (two pairs of runs,
+#                      2026-11-28, docs/bench/2026-11-28)
 #   BENCH_PAIR_LAUNCHES  the pairs of a series come from this many launches
 #                      (every variant started afresh each time, the rounds
 #                      shared out among them) [3]: a job's own state (where
