@@ -253,11 +253,12 @@ static double batched_calls(enum coll c, void *sbuf, void *rbuf, size_t bytes, i
 /* The figure of a span sample from every rank's entry and exit times
  * (rank r's n marks at [r * n, (r + 1) * n)): the mean span, or with evened
  * set the mean over the last-entering ranks (those last in at least 1 % of
- * the calls) of their calls' mean span. class_sum and class_calls: nr zeroed
- * slots of scratch. */
-static double span_figure(const double *entries, const double *exits, int nr, long n, int evened,
-                          double *class_sum, long *class_calls)
+ * the calls) of their calls' mean span. */
+static double span_figure(const double *entries, const double *exits, int nr, long n, int evened)
 {
+    double *class_sum = calloc((size_t)nr, sizeof(double));
+    long *class_calls = calloc((size_t)nr, sizeof(long));
+    if (!class_sum || !class_calls) fail("out of memory for the span figure");
     double total = 0.0;
     for (long i = 0; i < n; i++) {
         int last = 0;
@@ -272,12 +273,25 @@ static double span_figure(const double *entries, const double *exits, int nr, lo
         class_sum[last] += span;
         class_calls[last]++;
     }
-    if (!evened) return total / (double)n;
-    double sum = 0.0;
-    int classes = 0;
-    for (int r = 0; r < nr; r++)
-        if (class_calls[r] > 0 && class_calls[r] * 100 >= n) { sum += class_sum[r] / (double)class_calls[r]; classes++; }
-    return classes > 0 ? sum / classes : total / (double)n;
+    double figure = total / (double)n;
+    if (evened) {
+        double sum = 0.0;
+        int classes = 0;
+        for (int r = 0; r < nr; r++)
+            if (class_calls[r] > 0 && class_calls[r] * 100 >= n) { sum += class_sum[r] / (double)class_calls[r]; classes++; }
+        if (classes > 0) figure = sum / classes;
+    }
+    free(class_sum);
+    free(class_calls);
+    return figure;
+}
+
+/* 0 if got is want (to rounding), else says which case missed and returns 1 */
+static int off_by(const char *what, double got, double want)
+{
+    if (got > want - 1e-9 && got < want + 1e-9) return 0;
+    fprintf(stderr, "%s: got %.6f, want %.6f\n", what, got, want);
+    return 1;
 }
 
 /* span_figure on made-up marks whose answers are worked out by hand;
@@ -290,29 +304,16 @@ static int span_self_test(void)
      * (2 + 0) / 2, so (7/3 + 1) / 2 = 5/3. */
     const double entries[15] = {0, 1, 2, 0, 2,   0.5, 0, 0, 0, 1,   1, 0, 0, 3, 0};
     const double exits[15] = {3, 2, 5, 1, 3,   2, 4, 1, 1, 3,   1.5, 1, 2, 2, 3};
-    double sum[3] = {0};
-    long calls[3] = {0};
-    int bad = 0;
-    double got = span_figure(entries, exits, 3, 5, 0, sum, calls);
-    if (got < 1.8 - 1e-9 || got > 1.8 + 1e-9) { fprintf(stderr, "span: got %.6f, want 1.8\n", got); bad = 1; }
-    memset(sum, 0, sizeof sum);
-    memset(calls, 0, sizeof calls);
-    got = span_figure(entries, exits, 3, 5, 1, sum, calls);
-    if (got < 5.0 / 3 - 1e-9 || got > 5.0 / 3 + 1e-9) { fprintf(stderr, "evened: got %.6f, want %.6f\n", got, 5.0 / 3); bad = 1; }
+    int bad = off_by("span", span_figure(entries, exits, 3, 5, 0), 1.8);
+    bad |= off_by("evened", span_figure(entries, exits, 3, 5, 1), 5.0 / 3);
     /* 2 ranks, 200 calls: rank 0 last 199 times (span 1), rank 1 once
      * (span 100), under 1 % of the calls: evened leaves it out (1), the
      * mean keeps it ((199 + 100) / 200). */
     double e2[400], x2[400];
     for (int i = 0; i < 200; i++) { e2[i] = 1; e2[200 + i] = 0; x2[i] = 2; x2[200 + i] = 0; }
     e2[199] = 0; e2[399] = 1; x2[199] = 0; x2[399] = 101;
-    double sum2[2] = {0};
-    long calls2[2] = {0};
-    got = span_figure(e2, x2, 2, 200, 1, sum2, calls2);
-    if (got < 1 - 1e-9 || got > 1 + 1e-9) { fprintf(stderr, "evened, rare class: got %.6f, want 1\n", got); bad = 1; }
-    memset(sum2, 0, sizeof sum2);
-    memset(calls2, 0, sizeof calls2);
-    got = span_figure(e2, x2, 2, 200, 0, sum2, calls2);
-    if (got < 1.495 - 1e-9 || got > 1.495 + 1e-9) { fprintf(stderr, "span, rare class: got %.6f, want 1.495\n", got); bad = 1; }
+    bad |= off_by("evened, rare class", span_figure(e2, x2, 2, 200, 1), 1.0);
+    bad |= off_by("span, rare class", span_figure(e2, x2, 2, 200, 0), 1.495);
     printf("coll_pairs self-test: %s\n", bad ? "FAILED" : "passed (span and evened figures)");
     return bad;
 }
@@ -334,22 +335,17 @@ static double spanned_calls(enum coll c, void *sbuf, void *rbuf, size_t bytes, i
         node_barrier();
     }
     /* rank r's marks at [r * n, (r + 1) * n) */
-    double *entries = NULL, *exits = NULL, *class_sum = NULL;
-    long *class_calls = NULL;
+    double *entries = NULL, *exits = NULL;
     if (rank == 0) {
         entries = malloc((size_t)nranks * (size_t)n * sizeof(double));
         exits = malloc((size_t)nranks * (size_t)n * sizeof(double));
-        class_sum = calloc((size_t)nranks, sizeof(double));
-        class_calls = calloc((size_t)nranks, sizeof(long));
-        if (!entries || !exits || !class_sum || !class_calls) fail("out of memory for the span marks");
+        if (!entries || !exits) fail("out of memory for the span marks");
     }
     MPI_Gather(entry, (int)n, MPI_DOUBLE, entries, (int)n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Gather(exit_, (int)n, MPI_DOUBLE, exits, (int)n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    double figure = rank == 0 ? span_figure(entries, exits, nranks, n, evened, class_sum, class_calls) : 0.0;
+    double figure = rank == 0 ? span_figure(entries, exits, nranks, n, evened) : 0.0;
     free(entries);
     free(exits);
-    free(class_sum);
-    free(class_calls);
     free(marks);
     return figure;
 }
