@@ -261,6 +261,15 @@ T_API uint32_t t_entry_for(uint64_t key)
     return 0;
 }
 
+/* A word of this node's shared table that every rank asking with the same
+ * key gets, zero until one of them writes it. It lets ranks of one node meet
+ * without an MPI call, where the MPI call would change what is tested (a rank
+ * whose absence is the point must not drive MPI's progress meanwhile). */
+T_API uint64_t *t_node_word(uint64_t key)
+{
+    return &t_table[t_entry_for(t_mix(key ^ 0x6e6f64652d776f72ull))].cnt[0][0];
+}
+
 T_API void t_open_table(void)
 {
     const char *env = getenv("CRTEST_SHM");
