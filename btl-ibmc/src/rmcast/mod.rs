@@ -181,8 +181,8 @@ impl ReliableMulticast {
     /// Every rank must drain (e.g. before the communicator is freed): a
     /// root is idle only once its receivers have acknowledged.
     pub fn drain<T: Transport + ?Sized>(&mut self, transport: &T) -> Result<(), TransportError> {
-        self.flush_then_progress_until(transport, Self::is_idle, |this| {
-            format!("every receiver to acknowledge (this rank sent {} pieces as a root; pending: {})", this.sent(), this.describe_pending())
+        self.flush_then_progress_until(transport, Self::is_idle, |this, transport| {
+            format!("every receiver to acknowledge (this rank sent {} pieces as a root; pending: {})", this.sent(), this.describe_pending(transport))
         })
     }
 
@@ -197,8 +197,8 @@ impl ReliableMulticast {
         if !as_root {
             return if self.size == 1 { Ok(()) } else { self.flush_acks(transport) };
         }
-        self.flush_then_progress_until(transport, Self::own_stream_acknowledged, |this| {
-            format!("every receiver to acknowledge the {} pieces this rank sent as a root ({})", this.sent(), this.describe_own_stream())
+        self.flush_then_progress_until(transport, Self::own_stream_acknowledged, |this, transport| {
+            format!("every receiver to acknowledge the {} pieces this rank sent as a root ({})", this.sent(), this.describe_own_stream(transport))
         })
     }
 
@@ -215,7 +215,7 @@ impl ReliableMulticast {
         &mut self,
         transport: &T,
         done: fn(&Self) -> bool,
-        waiting_for: fn(&Self) -> String,
+        waiting_for: fn(&Self, &T) -> String,
     ) -> Result<(), TransportError> {
         if self.size == 1 {
             return Ok(());
@@ -227,7 +227,7 @@ impl ReliableMulticast {
             if done(self) {
                 return Ok(());
             }
-            waiter.pause(transport, || waiting_for(self))?;
+            waiter.pause(transport, || waiting_for(self, transport))?;
         }
     }
 
@@ -239,17 +239,19 @@ impl ReliableMulticast {
         }
     }
 
-    fn describe_pending(&self) -> String {
+    fn describe_pending<T: Transport + ?Sized>(&self, transport: &T) -> String {
         match &self.flavour {
             Flavour::Datagram(flavour) => flavour.describe_pending(),
-            _ => String::new(),
+            Flavour::Shared(flavour) => flavour.describe_pending(transport),
+            Flavour::Undecided => String::new(),
         }
     }
 
-    fn describe_own_stream(&self) -> String {
+    fn describe_own_stream<T: Transport + ?Sized>(&self, transport: &T) -> String {
         match &self.flavour {
             Flavour::Datagram(flavour) => flavour.describe_own_stream(),
-            _ => String::new(),
+            Flavour::Shared(flavour) => flavour.describe_own_stream(transport),
+            Flavour::Undecided => String::new(),
         }
     }
 

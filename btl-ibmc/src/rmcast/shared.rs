@@ -109,12 +109,31 @@ impl SharedFlavour {
 
     fn describe_full_ring<T: PeerReads + ?Sized>(&self, transport: &T) -> String {
         let needed = (self.next_seq + 1).saturating_sub(self.config.window());
-        let lagging: Vec<(usize, u64)> = (0..self.size)
+        format!("room in the shared-window ring for piece {}; readers below {needed}: {:?} (rank, count)", self.next_seq, self.readers_below(transport, needed))
+    }
+
+    /// The readers whose ACK line is below `count`, with their lines.
+    fn readers_below<T: PeerReads + ?Sized>(&self, transport: &T, count: u64) -> Vec<(usize, u64)> {
+        (0..self.size)
             .filter(|&reader| reader != self.me)
             .map(|reader| (reader, transport.local_flag(self.region.ack_line(reader))))
-            .filter(|&(_, line)| line < needed)
-            .collect();
-        format!("room in the shared-window ring for piece {}; readers below {needed}: {lagging:?} (rank, count)", self.next_seq)
+            .filter(|&(_, line)| line < count)
+            .collect()
+    }
+
+    pub(crate) fn describe_own_stream<T: PeerReads + ?Sized>(&self, transport: &T) -> String {
+        format!("root {}: {} piece(s) written, readers below: {:?} (rank, count)", self.me, self.next_seq, self.readers_below(transport, self.next_seq))
+    }
+
+    /// What keeps this rank from being idle: its own ring's readers that
+    /// lag, and every root it still owes an ACK.
+    pub(crate) fn describe_pending<T: PeerReads + ?Sized>(&self, transport: &T) -> String {
+        let own = (!self.own_stream_acknowledged()).then(|| self.describe_own_stream(transport));
+        let owed = self.readers.iter().enumerate().filter_map(|(root, reader)| {
+            let reader = reader.as_ref()?;
+            (reader.ack.published() < reader.delivered).then(|| format!("ACK owed to root {root}: {} of {} published", reader.ack.published(), reader.delivered))
+        });
+        own.into_iter().chain(owed).collect::<Vec<_>>().join("; ")
     }
 
     fn reader(&mut self, root: usize) -> &mut Reader {

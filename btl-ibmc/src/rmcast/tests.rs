@@ -213,6 +213,35 @@ fn a_stalled_receiver_fills_the_window_then_everyone_recovers() {
 }
 
 #[test]
+fn a_root_that_gives_up_settling_or_draining_names_the_receiver_that_never_acknowledged() {
+    const SIZE: usize = 3;
+    const SILENT: usize = 2;
+    for kind in [MulticastKind::Datagram, MulticastKind::SharedWindow] {
+        let config = RmcastConfig { give_up_after: Some(Duration::from_millis(300)), ..test_config() };
+        let fabric = FabricConfig { multicast_kind: kind, ..FabricConfig::default() };
+        let errors = run_with(Fabric::new(SIZE, region_len(SIZE, &config), fabric), |rank, transport| {
+            let mut multicast = ReliableMulticast::new(rank, SIZE, 0, config);
+            match rank {
+                0 => {
+                    multicast.send(&transport, &[7; 10]).unwrap();
+                    Some([multicast.settle(&transport, true).unwrap_err(), multicast.drain(&transport).unwrap_err()])
+                }
+                SILENT => None,
+                _ => {
+                    let mut got = [0; 10];
+                    multicast.receive(&transport, 0, &mut got).unwrap();
+                    multicast.settle(&transport, false).unwrap();
+                    None
+                }
+            }
+        });
+        for error in errors[0].clone().unwrap() {
+            assert!(error.to_string().contains(&format!("below: [({SILENT}, 0)]")), "{kind:?}: {error}");
+        }
+    }
+}
+
+#[test]
 fn unusable_transports_and_mismatched_messages_are_errors() {
     let config = test_config();
     let none = FabricConfig { multicast_kind: MulticastKind::None, ..FabricConfig::default() };
