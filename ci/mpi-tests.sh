@@ -1143,7 +1143,9 @@ COMP_TESTS=(
     "bcast-window-1-np4" "bcast-window-2-np3" "bcast-slot-64-np4" "bcast-ack-interval-1-np5"
     "bcast-ack-interval-16-np4" "bcast-nack-0-np3" "bcast-max-bytes--1-np4" "bcast-max-bytes--1-np8"
     "bcast-max-bytes-0-np3" "bcast-single-copy-np2" "bcast-single-copy-np3" "bcast-single-copy-np4"
-    "bcast-single-copy-refused-np3" "bcast-refused-default-limits-np2" "bcast-refused-default-limits-np4" "reduce_ops-max-bytes--1-np4"
+    "bcast-single-copy-refused-np3" "bcast-refused-default-limits-np2" "bcast-refused-default-limits-np4"
+    "bcast-above-2gib-single-copy-np3" "bcast-above-2gib-window-np3" "bcast-above-2gib-two-level-np3"
+    "reduce_ops-max-bytes--1-np4"
     "reduce_ops-parallel-np2" "reduce_ops-parallel-np3" "reduce_ops-parallel-np4" "reduce_ops-parallel-refused-ring-np3"
     "reduce_ops-parallel-refused-ring-np5" "reduce_ops-parallel-refused-ring-slot-64-np4"
     "reduce_ops-parallel-refused-no-ring-np3"
@@ -1597,6 +1599,28 @@ else
             "re:comm 0 rank 0: bcast of any length through the window \(copy in, copy out\), automatic for shm: no limit")
         run_test "bcast-refused-default-limits-np$np" "$np" ok --mca coll_rdma_test_pretend_no_cross_memory 1 \
             "${V[@]}" -- bcast -B 2 "${BC_PARAM[@]}" "${BC_E[@]}"
+    done
+    # more bytes than a C int counts (2 GiB + 4 KiB from 3 ranks, about
+    # 2.2 GB each, 4.4 GB on one): contiguous buffers everywhere are served
+    # natively, in one copy, through the window and across pretend nodes; a
+    # receiver whose datatype is not contiguous (it could not MPI_Pack them)
+    # makes every rank hand that call over, naming it; every int checked
+    HUGE_FREE_KIB=$((11 * 1024 * 1024))
+    for variant in single-copy window two-level; do
+        case $variant in
+            single-copy) HUGE=() ;;
+            window) HUGE=(--mca coll_rdma_test_pretend_no_cross_memory 1) ;;
+            two-level) HUGE=(--mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2) ;;
+        esac
+        if [ -n "$TRANSPORT$HOSTS" ]; then
+            skip "bcast-above-2gib-$variant-np3" "shared memory on one machine only"
+        elif [ "$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo)" -lt "$HUGE_FREE_KIB" ]; then
+            skip "bcast-above-2gib-$variant-np3" "needs 11 GiB of free memory"
+        else
+            CHECKS=("grep:comm 0 rank 0: served 2 bcast(s) over shm, 1 handed to the fallback"
+                "grep:comm 0 rank 2: bcast handed to the module underneath: 2147487744 bytes are more than MPI_Pack counts, and rank 1's datatype is not contiguous")
+            run_test "bcast-above-2gib-$variant-np3" 3 ok "${HUGE[@]}" "${V[@]}" -- bcast_huge
+        fi
     done
     # bad values: the documented warning, then the clamped value or the
     # automatic choice; results still right

@@ -14,8 +14,9 @@ pub(super) enum Handover {
     ElementTooLarge { element_bytes: usize, segment_bytes: usize },
     AboveLimit { bytes: usize, parameter: &'static str, limit: usize },
     AboveWindow { bytes: usize },
-    /// More bytes than MPI_Pack and MPI_Unpack count in a C int.
-    AbovePackLimit { bytes: usize },
+    /// More bytes than MPI_Pack and MPI_Unpack count in a C int, and a
+    /// rank (the lowest such) whose datatype is not contiguous.
+    AbovePackLimit { bytes: usize, rank: usize },
     TransportUnavailable,
     /// Only the nodes' leaders hold queue pairs across nodes, and this
     /// call would need another rank to cross.
@@ -49,9 +50,10 @@ impl fmt::Display for Handover {
             }
             Handover::AboveLimit { bytes, parameter, limit } => write!(f, "{bytes} bytes exceed coll_rdma_{parameter}={limit}"),
             Handover::AboveWindow { bytes } => write!(f, "{bytes} bytes are above what the multicast window serves"),
-            Handover::AbovePackLimit { bytes } => {
-                write!(f, "{bytes} bytes are more than MPI_Pack counts (a rank with a non-contiguous datatype could not pack them)")
-            }
+            Handover::AbovePackLimit { bytes, rank } => write!(
+                f,
+                "{bytes} bytes are more than MPI_Pack counts, and rank {rank}'s datatype is not contiguous (it could not pack them)"
+            ),
             Handover::TransportUnavailable => write!(f, "transport unavailable"),
             Handover::OnlyLeadersConnected(why) => write!(
                 f,

@@ -10,6 +10,7 @@
 
 use std::ffi::{c_int, c_void};
 
+use btl_ibmc::{Exchange, TransportError};
 use ompi_sys as sys;
 
 use super::handover::Handover;
@@ -72,6 +73,16 @@ impl CommState {
         let root = call.root as usize;
         let at_root = root == self.rank;
         let span = contiguous_span(call.dtype, count);
+        if above_pack_counts(bytes) {
+            match self.rank_that_would_pack(call.comm, span.is_ok()) {
+                Ok(None) => {}
+                Ok(Some(rank)) => return self.hand_over_bcast(call, Handover::AbovePackLimit { bytes, rank }),
+                Err(why) => {
+                    tracing::error!("comm {} rank {}: bcast of {bytes} bytes: the ranks could not tell each other whether they pack: {why}", self.cid, self.rank);
+                    return Step::Done(sys::OMPI_ERROR as c_int);
+                }
+            }
+        }
         // A rank whose datatype is not contiguous goes through a packed copy;
         // the root packs before anything is sent.
         let mut packed = Vec::new();
@@ -125,6 +136,15 @@ impl CommState {
         Step::Done(rc)
     }
 
+    /// The lowest rank whose datatype is not contiguous, from every rank's
+    /// word on it (an allgather through the module underneath: one byte
+    /// each, next to a message of more than 2 GiB).
+    fn rank_that_would_pack(&self, comm: *mut sys::ompi_communicator_t, contiguous: bool) -> Result<Option<usize>, TransportError> {
+        let mut all = vec![0u8; self.size];
+        self.saved.exchange(comm).allgather(&[u8::from(contiguous)], &mut all)?;
+        Ok(all.iter().position(|&word| word == 0))
+    }
+
     fn hand_over_bcast(&mut self, call: &BcastCall, why: Handover) -> Step {
         let fallback = self.saved.bcast(call.buffer, call.count, call.dtype, call.root, call.comm);
         self.hand_over(Collective::Bcast, why, fallback)
@@ -166,11 +186,6 @@ struct BcastLimits {
 /// at setup), whatever datatype each rank uses, so every rank decides
 /// alike before any of them commits.
 fn native_route(bytes: usize, limits: BcastLimits, single_copy: bool, window_serves: bool) -> Result<(), Handover> {
-    // A rank whose datatype is not contiguous packs and unpacks with MPI,
-    // which counts bytes in a C int; any rank may be such a rank.
-    if bytes > c_int::MAX as usize {
-        return Err(Handover::AbovePackLimit { bytes });
-    }
     // Each path has its own limit: the window's comes from the model for
     // the transport in use (or the user), single copy's from the user only.
     let (limit, parameter) =
@@ -182,6 +197,15 @@ fn native_route(bytes: usize, limits: BcastLimits, single_copy: bool, window_ser
         return Err(Handover::AboveWindow { bytes });
     }
     Ok(())
+}
+
+/// Whether a rank with a datatype that is not contiguous could not pack or
+/// unpack the message: MPI_Pack and MPI_Unpack count bytes in a C int. Any
+/// rank may be such a rank and none can tell from its own arguments, so
+/// above this the ranks first tell each other (`rank_that_would_pack`):
+/// contiguous buffers on every rank are served natively at any length.
+fn above_pack_counts(bytes: usize) -> bool {
+    bytes > c_int::MAX as usize
 }
 
 fn pack(call: &BcastCall, packed: &mut [u8]) -> Result<(), c_int> {
@@ -215,15 +239,15 @@ mod tests {
     }
 
     #[test]
-    fn above_a_c_int_of_bytes_every_rank_hands_over() {
+    fn above_a_c_int_of_bytes_the_ranks_ask_each_other_and_the_route_stays_native() {
         let limit = c_int::MAX as usize;
-        assert!(native_route(limit, window_limit(None), false, true).is_ok());
-        let why = native_route(limit + 1, window_limit(None), false, true).unwrap_err();
-        assert!(matches!(why, Handover::AbovePackLimit { bytes } if bytes == limit + 1), "{why}");
-        assert!(why.to_string().contains("2147483648 bytes"), "{why}");
-        // whatever the other limits say, and on either path
-        assert!(matches!(native_route(usize::MAX, window_limit(Some(usize::MAX)), false, true), Err(Handover::AbovePackLimit { .. })));
-        assert!(matches!(native_route(limit + 1, window_limit(None), true, true), Err(Handover::AbovePackLimit { .. })));
+        assert!(!above_pack_counts(limit));
+        assert!(above_pack_counts(limit + 1));
+        // on either path, with no limit set
+        assert!(native_route(limit + 1, window_limit(None), false, true).is_ok());
+        assert!(native_route(8 << 30, window_limit(None), true, true).is_ok());
+        let why = Handover::AbovePackLimit { bytes: limit + 1, rank: 3 };
+        assert!(why.to_string().contains("2147483648 bytes") && why.to_string().contains("rank 3"), "{why}");
     }
 
     #[test]
