@@ -441,7 +441,7 @@ static int expect_early = 0;
  * first, only after LATE_GIVE_UP_S, which a root that waits for it forces. */
 #define LATE_GIVE_UP_S 20.0
 enum { LATE_WAITING = 0, LATE_ROOT_DONE = 1, LATE_GAVE_UP = 2 };
-static uint64_t late_meetings = 0; /* phase_late calls so far, the same on every rank */
+static uint64_t late_meetings = 0; /* phase_late calls so far, counted on every rank */
 
 /* The late rank: at least sleep_ms, then until the root is done. Returns
  * 1 if it gave up instead. */
@@ -472,9 +472,9 @@ static int root_done_before_late_rank(uint64_t *word)
 
 static void phase_late(bcomm_t *c, int root, int late, long sleep_ms)
 {
+    uint64_t meeting = ++late_meetings; /* before returning: non-members count it too */
     if (c->t.comm == MPI_COMM_NULL || c->t.size < 2) return;
     int n = c->t.size;
-    uint64_t meeting = ++late_meetings;
     if (root >= 0) {
         long few = window / 2 > 0 ? window / 2 : 1;
         uint64_t *word = NULL;
@@ -483,7 +483,7 @@ static void phase_late(bcomm_t *c, int root, int late, long sleep_ms)
                 T_FAIL("-E needs the root and the late rank on one node (%s spans nodes)",
                        c->name);
             else
-                word = t_node_word(0x6c6174652d726f6full ^ meeting);
+                word = t_node_word(c->salt ^ 0x6c6174652d726f6full ^ meeting);
         }
         t_barrier(&c->t);
         if (c->t.rank == late) {

@@ -14,7 +14,7 @@
  *               alike; the ints between rank 1's blocks must keep their
  *               value.
  *
- * Needs about 2.2 GB per rank at once (4.4 GB on rank 1 in the mixed phase).
+ * Needs one buffer of about 2.2 GB per rank at a time.
  * Output: "result: rank R failures F barriers 0", "FAIL: ..." per problem.
  */
 #include <mpi.h>

@@ -713,7 +713,9 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
  * coll_rdma_bcast_max_bytes (-1 = no limit; -2, the default, lets a model
  * choose per transport, never below 64 MiB: these programs broadcast at
  * most 64 MiB, so for them -2 is no limit); non-contiguous
- * datatypes are packed and served natively too. Calls with count 0 are not
+ * datatypes are packed and served natively too, up to 2^31 - 1 bytes (above
+ * that a non-contiguous datatype on any rank makes every rank hand over,
+ * which one rank cannot classify: bcast_huge.c checks it without this). Calls with count 0 are not
  * counted: Open MPI 4.1's MPI_Bcast returns before any coll component for
  * them (seen with the component's counts). A count > 0 of an empty datatype
  * (0 bytes) does reach the component, which serves it (nothing to move):

@@ -219,11 +219,15 @@ fn a_root_that_gives_up_settling_or_draining_names_the_receiver_that_never_ackno
     for kind in [MulticastKind::Datagram, MulticastKind::SharedWindow] {
         let config = RmcastConfig { give_up_after: Some(Duration::from_millis(300)), ..test_config() };
         let fabric = FabricConfig { multicast_kind: kind, ..FabricConfig::default() };
+        // The root settles only once rank 1's ACK is written, so that on a
+        // busy machine rank 1 cannot be among the missing.
+        let acknowledged = std::sync::Barrier::new(2);
         let errors = run_with(Fabric::new(SIZE, region_len(SIZE, &config), fabric), |rank, transport| {
             let mut multicast = ReliableMulticast::new(rank, SIZE, 0, config);
             match rank {
                 0 => {
                     multicast.send(&transport, &[7; 10]).unwrap();
+                    acknowledged.wait();
                     Some([multicast.settle(&transport, true).unwrap_err(), multicast.drain(&transport).unwrap_err()])
                 }
                 SILENT => None,
@@ -231,6 +235,7 @@ fn a_root_that_gives_up_settling_or_draining_names_the_receiver_that_never_ackno
                     let mut got = [0; 10];
                     multicast.receive(&transport, 0, &mut got).unwrap();
                     multicast.settle(&transport, false).unwrap();
+                    acknowledged.wait();
                     None
                 }
             }

@@ -7,10 +7,12 @@
 //! only facts every rank shares are the message's length and root. Every
 //! decision between paths rests on those; a rank whose datatype is not
 //! contiguous packs (root) or unpacks (receiver) around the multicast.
+//! Above 2^31 - 1 bytes, which MPI_Pack cannot count, the ranks first
+//! agree whether any of them would pack (`rank_that_would_pack`).
 
 use std::ffi::{c_int, c_void};
 
-use btl_ibmc::{Exchange, TransportError};
+use btl_ibmc::TransportError;
 use ompi_sys as sys;
 
 use super::handover::Handover;
@@ -19,6 +21,8 @@ use super::datatype::{contiguous_span, signature_bytes};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::reduction_call::span_bytes_mut;
+use crate::collectives::barrier_autotune::{bytes_to_words, words_to_bytes, U64Max};
+use crate::side_progress::BcastProgress;
 
 pub(super) unsafe extern "C" fn bcast(
     buffer: *mut c_void,
@@ -74,13 +78,13 @@ impl CommState {
         let at_root = root == self.rank;
         let span = contiguous_span(call.dtype, count);
         if above_pack_counts(bytes) {
-            match self.rank_that_would_pack(call.comm, span.is_ok()) {
+            if let Some(Err(_)) = self.leader_links.as_ref().map(|links| links.allreduce()) {
+                return self.hand_over_bcast(call, Handover::OnlyLeadersConnected(AGREEMENT_RUNS_FLAT));
+            }
+            match self.rank_that_would_pack(span.is_ok()) {
                 Ok(None) => {}
                 Ok(Some(rank)) => return self.hand_over_bcast(call, Handover::AbovePackLimit { bytes, rank }),
-                Err(why) => {
-                    tracing::error!("comm {} rank {}: bcast of {bytes} bytes: the ranks could not tell each other whether they pack: {why}", self.cid, self.rank);
-                    return Step::Done(sys::OMPI_ERROR as c_int);
-                }
+                Err(why) => return self.finish(Collective::Bcast, Err(why)),
             }
         }
         // A rank whose datatype is not contiguous goes through a packed copy;
@@ -136,13 +140,19 @@ impl CommState {
         Step::Done(rc)
     }
 
-    /// The lowest rank whose datatype is not contiguous, from every rank's
-    /// word on it (an allgather through the module underneath: one byte
-    /// each, next to a message of more than 2 GiB).
-    fn rank_that_would_pack(&self, comm: *mut sys::ompi_communicator_t, contiguous: bool) -> Result<Option<usize>, TransportError> {
-        let mut all = vec![0u8; self.size];
-        self.saved.exchange(comm).allgather(&[u8::from(contiguous)], &mut all)?;
-        Ok(all.iter().position(|&word| word == 0))
+    /// The lowest rank whose datatype is not contiguous, agreed through
+    /// this communicator's own allreduce (one word, next to a message of
+    /// more than 2 GiB). Its waits keep serving the bcast's background
+    /// work; the module underneath's collectives would not, and over
+    /// datagram multicast a co-root still forwarding the previous bcast
+    /// into this rank's channel would wait for this rank while this rank
+    /// waited for it.
+    fn rank_that_would_pack(&mut self, contiguous: bool) -> Result<Option<usize>, TransportError> {
+        let Link::Ready(transport) = &self.link else { unreachable!("only called on the native path") };
+        let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
+        let mut agreed = words_to_bytes(&[packing_word(self.size, self.rank, contiguous)]);
+        self.allreduce.allreduce_in_place(transport, &bcast_progress, &U64Max, &mut agreed)?;
+        Ok(lowest_packing_rank(self.size, bytes_to_words(&agreed)[0]))
     }
 
     fn hand_over_bcast(&mut self, call: &BcastCall, why: Handover) -> Step {
@@ -208,6 +218,22 @@ fn above_pack_counts(bytes: usize) -> bool {
     bytes > c_int::MAX as usize
 }
 
+/// Why a bcast above `above_pack_counts` is handed over where the
+/// allreduce the ranks would agree through is not served natively.
+const AGREEMENT_RUNS_FLAT: &str =
+    "a bcast of more than 2^31 - 1 bytes needs the ranks to agree through the allreduce, which runs flat on this communicator";
+
+/// This rank's word for the agreement: the maximum over the ranks names the
+/// lowest rank that would pack (size - rank, so that lower ranks weigh
+/// more), 0 if none would.
+fn packing_word(size: usize, rank: usize, contiguous: bool) -> u64 {
+    if contiguous { 0 } else { (size - rank) as u64 }
+}
+
+fn lowest_packing_rank(size: usize, agreed: u64) -> Option<usize> {
+    (agreed > 0).then(|| size.saturating_sub(agreed as usize))
+}
+
 fn pack(call: &BcastCall, packed: &mut [u8]) -> Result<(), c_int> {
     let Ok(packed_len) = c_int::try_from(packed.len()) else { return Err(sys::OMPI_ERROR as c_int) };
     let mut position: c_int = 0;
@@ -247,6 +273,11 @@ mod tests {
         assert!(native_route(limit + 1, window_limit(None), false, true).is_ok());
         assert!(native_route(8 << 30, window_limit(None), true, true).is_ok());
         let why = Handover::AbovePackLimit { bytes: limit + 1, rank: 3 };
+        let agreed = |ranks: &[bool]| ranks.iter().enumerate().map(|(rank, &contiguous)| packing_word(ranks.len(), rank, contiguous)).max().unwrap();
+        assert_eq!(lowest_packing_rank(4, agreed(&[true; 4])), None);
+        assert_eq!(lowest_packing_rank(4, agreed(&[true, false, true, false])), Some(1));
+        assert_eq!(lowest_packing_rank(4, agreed(&[false, true, true, false])), Some(0));
+        assert_eq!(lowest_packing_rank(4, agreed(&[true, true, true, false])), Some(3));
         assert!(why.to_string().contains("2147483648 bytes") && why.to_string().contains("rank 3"), "{why}");
     }
 
