@@ -67,8 +67,10 @@ if [ "${free_mib:-0}" -lt "$MIN_FREE_MIB" ]; then
 fi
 WORK=$(mktemp -d "$WORKDIR/fbcast-tests.XXXXXX")
 MOUNTS=()
+TEST_USER=
 cleanup() {
     local m
+    [ -z "$TEST_USER" ] || userdel "$TEST_USER" 2>/dev/null
     for m in "${MOUNTS[@]}"; do umount "$m" 2>/dev/null || chattr -i "$m" 2>/dev/null || chmod 755 "$m" 2>/dev/null; done
     if [ "$KEEP" = 1 ]; then say "work directory kept: $WORK"; else rm -rf "$WORK"; fi
 }
@@ -118,6 +120,23 @@ hosts_dirs() { # hosts_dirs NP: fresh per-rank "host" directories under $TDIR/ho
     local r
     rm -rf "$TDIR/hosts"
     for ((r = 0; r < $1; r++)); do mkdir -p "$TDIR/hosts/r$r"; done
+}
+
+# as_test_user: sets TEST_UID/TEST_GID to a user of its own, created for
+# these tests (removed at exit) so that fbcast runs as a non-root user;
+# fails (WHY says why) when it cannot be made
+as_test_user() {
+    WHY=
+    if [ -n "$TEST_USER" ]; then return 0; fi
+    if [ "$(id -u)" != 0 ]; then WHY="creating a test user needs root"; return 1; fi
+    command -v useradd >/dev/null && command -v setpriv >/dev/null || { WHY="useradd or setpriv not found"; return 1; }
+    local name=fbct$$
+    if ! useradd --system --no-create-home --shell /usr/sbin/nologin "$name" 2>"$WORK/useradd.log"; then
+        WHY="useradd failed: $(head -1 "$WORK/useradd.log")"; return 1
+    fi
+    TEST_USER=$name TEST_UID=$(id -u "$name") TEST_GID=$(id -g "$name")
+    # the user reaches the inputs and its test directories, nothing else of ours
+    chmod o+x "$WORK"
 }
 
 say "== fbcast tests: $FBCAST, Open MPI $OMPI_MAJOR.x, modes: $MODES, work directory $WORK"
@@ -408,6 +427,92 @@ for MODE in $MODES; do
         [ -z "$(temps "$TDIR/hosts")" ] || WHYS+=("temporaries left")
         if [ ${#WHYS[@]} = 0 ]; then pass "code 4 on all ranks, nothing written through the link"; else fail "${WHYS[*]}"; fi
     fi
+
+    # ---- umask 077: a 0666 file and 0777 directories arrive 0600 and 0700,
+    # as cp without -p gives them
+    TEST=umask-077-np3-$MODE
+    if want "$TEST"; then
+        TDIR=$WORK/$TEST; mkdir -p "$TDIR/src/open-dir"; hosts_dirs 3
+        printf 'shared\n' > "$TDIR/src/open-dir/f"; printf 'single\n' > "$TDIR/single"
+        chmod 666 "$TDIR/src/open-dir/f" "$TDIR/single"; chmod 777 "$TDIR/src" "$TDIR/src/open-dir"
+        old_umask=$(umask); umask 077
+        run 3 "$FBCAST" "$TDIR/src" "$TDIR/hosts/r%r/copy"; RC1=$RC
+        run 3 "$FBCAST" "$TDIR/single" "$TDIR/hosts/r%r/single"
+        umask "$old_umask"
+        WHYS=()
+        [ "$RC1" = 0 ] && [ "$RC" = 0 ] || WHYS+=("mpirun exited with $RC1 (tree), $RC (file)")
+        for r in 1 2; do
+            got=$(cd "$TDIR/hosts/r$r" && stat -c '%n %a' copy copy/open-dir copy/open-dir/f single 2>&1 | tr '\n' ' ')
+            [ "$got" = "copy 700 copy/open-dir 700 copy/open-dir/f 600 single 600 " ] || WHYS+=("rank $r: $got")
+            cmp -s "$TDIR/single" "$TDIR/hosts/r$r/single" || WHYS+=("rank $r: contents differ")
+        done
+        if [ ${#WHYS[@]} = 0 ]; then pass "0600 files and 0700 directories on ranks 1 and 2"; else fail "${WHYS[*]}"; fi
+    fi
+
+    # ---- a destination another user owns: fbcast, run as a non-root user,
+    # refuses it on every rank and writes nothing anywhere (rank 2's
+    # directory is another user's and world-writable; then a tree's DST
+    # pre-created by another user, sticky)
+    TEST=foreign-owned-dest-np3-$MODE
+    if want "$TEST"; then
+        TDIR=$WORK/$TEST; mkdir -p "$TDIR"; hosts_dirs 3
+        if ! as_test_user; then skip "$WHY"
+        else
+            mkdir -p "$TDIR/codes" "$TDIR/home" "$TDIR/hosts/r1/tree-dst" "$TDIR/src/sub"
+            printf 'tree file\n' > "$TDIR/src/sub/f"
+            chown -R "$TEST_UID:$TEST_GID" "$TDIR/codes" "$TDIR/home" "$TDIR/hosts"
+            chmod 755 "$TDIR"
+            chown nobody "$TDIR/hosts/r2"; chmod 777 "$TDIR/hosts/r2"
+            LAUNCHER=(setpriv --reuid="$TEST_UID" --regid="$TEST_GID" --clear-groups env HOME="$TDIR/home")
+            run 3 "$FBCAST" "$SMALL" "$TDIR/hosts/r%r/data.bin"; RC1=$RC; LOG1=$TDIR/file.log; mv "$LOG" "$LOG1"
+            WHYS=()
+            [ "$RC1" != 124 ] || WHYS+=("file: timed out")
+            all_codes 3 4 || WHYS+=("file: $WHY")
+            grep -q 'rank 2: FAILED: .*r2 belongs to uid 65534, not to you' "$LOG1" || WHYS+=("file: the summary does not give rank 2's reason")
+            rm -f "$TDIR"/codes/*
+            mkdir "$TDIR/hosts/r2/tree-dst"; chown nobody "$TDIR/hosts/r2/tree-dst"; chmod 1777 "$TDIR/hosts/r2/tree-dst"
+            chown "$TEST_UID:$TEST_GID" "$TDIR/hosts/r2"; chmod 755 "$TDIR/hosts/r2"
+            run 3 "$FBCAST" "$TDIR/src" "$TDIR/hosts/r%r/tree-dst"
+            LAUNCHER=()
+            [ "$RC" != 124 ] || WHYS+=("tree: timed out")
+            all_codes 3 4 || WHYS+=("tree: $WHY")
+            grep -q 'rank 2: FAILED: .*tree-dst belongs to uid 65534, not to you' "$LOG" || WHYS+=("tree: the summary does not give rank 2's reason")
+            for r in 1 2; do
+                left=$(find "$TDIR/hosts/r$r" -mindepth 1 ! -path "$TDIR/hosts/r$r/tree-dst" | tr '\n' ' ')
+                [ -z "$left" ] || WHYS+=("rank $r wrote: $left")
+            done
+            if [ ${#WHYS[@]} = 0 ]; then pass "run as uid $TEST_UID: code 4 on every rank, nothing written, twice"; else cat "$LOG1" >> "$LOG"; fail "${WHYS[*]}"; fi
+        fi
+    fi
+
+    # ---- planned files replaced before the root reads them (the test
+    # hook pauses the root after planning): a FIFO, then a link to a file
+    # outside the tree; every rank fails with the same code, no hang, and
+    # nothing from outside the tree arrives
+    for swapped in fifo link; do
+        TEST=$swapped-swapped-after-plan-np3-$MODE
+        want "$TEST" || continue
+        TDIR=$WORK/$TEST; mkdir -p "$TDIR/src" "$TDIR/pause"; hosts_dirs 3
+        printf 'first\n' > "$TDIR/src/a"; printf 'planned\n' > "$TDIR/src/b"; echo outside-secret > "$TDIR/secret"
+        (   # bounded: the root's pause ends after two minutes anyway
+            for ((i = 0; i < 1200; i++)); do [ -e "$TDIR/pause/planned" ] && break; sleep 0.1; done
+            rm -f "$TDIR/src/b"
+            if [ "$swapped" = fifo ]; then mkfifo "$TDIR/src/b"; else ln -s "$TDIR/secret" "$TDIR/src/b"; fi
+            touch "$TDIR/pause/go"
+        ) &
+        swapper=$!
+        run 3 env COLL_RDMA_FBCAST_TEST_PAUSE_AFTER_PLAN="$TDIR/pause" "$FBCAST" "$TDIR/src" "$TDIR/hosts/r%r/copy"
+        wait "$swapper"
+        WHYS=()
+        [ -e "$TDIR/pause/planned" ] || WHYS+=("the root did not pause after planning (test hook)")
+        [ "$RC" != 124 ] || WHYS+=("timed out")
+        all_codes 3 2 || WHYS+=("$WHY")
+        grep -qE "rank 0: FAILED: .*src/b( |:)" "$LOG" || WHYS+=("the summary does not give the root's reason")
+        ! grep -rqs outside-secret "$TDIR/hosts" || WHYS+=("the file outside the tree was sent")
+        for r in 1 2; do [ ! -e "$TDIR/hosts/r$r/copy/b" ] || WHYS+=("rank $r holds b"); done
+        [ -z "$(temps "$TDIR/hosts")" ] || WHYS+=("temporaries left")
+        if [ ${#WHYS[@]} = 0 ]; then pass "code 2 on every rank in ${SECS}s, nothing from outside the tree"; else fail "${WHYS[*]}"; fi
+    done
 
     # ---- a file sent to existing directories goes inside them, as with cp
     TEST=file-into-directory-np3-$MODE

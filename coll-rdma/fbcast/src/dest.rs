@@ -5,30 +5,43 @@ use crate::error::{ErrorCode, Failure};
 use crate::policy::Existing;
 use crate::record::{HASH_BYTES, StatusRecord};
 use crate::source::hash_reader;
+use crate::trusted_dir::TrustedDir;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use std::ffi::OsStr;
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-/// What `dst` holds compared with the announced file (a symbolic link is
-/// not followed). Errors other than "not found" count as absent: creating
-/// the temporary then reports them.
-pub fn existing(dst: &Path, record: &StatusRecord) -> Existing {
-    let meta = match std::fs::symlink_metadata(dst) {
-        Ok(meta) => meta,
+/// What `name` in `dir` holds compared with the announced file (a symbolic
+/// link is not followed, a FIFO is not opened). Errors other than "not
+/// found" count as absent: creating the temporary then reports them.
+pub fn existing(dir: &TrustedDir, name: &OsStr, record: &StatusRecord) -> Existing {
+    let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
         Err(_) => return Existing::Absent,
     };
-    if meta.file_type().is_symlink() {
-        return Existing::Symlink;
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::Symlink => return Existing::Symlink,
+        FileType::RegularFile => {}
+        _ => return Existing::NotAFile,
     }
-    if !meta.is_file() {
-        return Existing::NotAFile;
-    }
-    if meta.len() != record.size {
+    if st.st_size as u64 != record.size {
         return Existing::Different;
     }
-    let same = File::open(dst).and_then(|f| hash_reader(&mut f.take(record.size))).map(|h| h == record.hash);
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let same = rustix::fs::openat(dir, name, flags, Mode::empty())
+        .map_err(std::io::Error::from)
+        .and_then(|fd| {
+            let mut file = File::from(fd);
+            // replaced between the two looks: compare what was looked at
+            let now = file.metadata()?;
+            if !now.is_file() || now.ino() != st.st_ino || now.dev() != st.st_dev {
+                return Ok(false);
+            }
+            hash_reader(&mut (&mut file).take(record.size)).map(|h| h == record.hash)
+        });
     if matches!(same, Ok(true)) { Existing::SameContent } else { Existing::Different }
 }
 
@@ -82,47 +95,33 @@ pub fn leader_of(keys: &[[u8; HASH_BYTES]], rank: usize) -> Option<usize> {
     keys[..rank].iter().position(|k| *k == mine)
 }
 
-/// The permission bits a created directory gets.
-pub const DIR_MODE_KEPT: u32 = 0o1777;
-
-/// Directories a tree transfer created, given their announced modes once
-/// the files are in (a read-only directory would refuse them earlier).
+/// Directories a tree transfer created below its top (the top too when
+/// created), given their announced modes once the files are in (a
+/// read-only directory would refuse them earlier).
 #[derive(Default)]
 pub struct CreatedDirs {
-    dirs: Vec<(PathBuf, u32)>,
+    /// Relative to the top (empty: the top), which directory it was, and
+    /// the mode to give it.
+    dirs: Vec<(PathBuf, (u64, u64), u32)>,
 }
 
 impl CreatedDirs {
-    /// Makes `path` a directory: an existing directory is kept as it is.
-    /// A symbolic link is followed only at the top of the destination
-    /// (`follow_link`, the user's own DST); below it a link where a
-    /// directory is expected is refused, so that no file of the tree lands
-    /// outside DST. Returns whether it was created.
-    pub fn ensure(&mut self, path: &Path, mode: u32, follow_link: bool) -> Result<bool, Failure> {
-        let meta = if follow_link { std::fs::metadata(path) } else { std::fs::symlink_metadata(path) };
-        match meta {
-            Ok(meta) if meta.file_type().is_symlink() => Err(Failure::new(
-                ErrorCode::Dest,
-                format!("{} is a symbolic link where a directory is expected (links below DST are not followed)", path.display()),
-            )),
-            Ok(meta) if meta.is_dir() => Ok(false),
-            Ok(_) => Err(Failure::new(ErrorCode::Dest, format!("{} exists and is not a directory", path.display()))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                std::fs::create_dir(path)
-                    .map_err(|e| Failure::new(ErrorCode::Dest, format!("cannot create directory {}: {e}", path.display())))?;
-                self.dirs.push((path.to_path_buf(), mode));
-                Ok(true)
-            }
-            Err(e) => Err(Failure::new(ErrorCode::Dest, format!("cannot read {}: {e}", path.display()))),
-        }
+    pub fn push(&mut self, rel: &Path, dir: &TrustedDir, mode: u32) -> Result<(), Failure> {
+        self.dirs.push((rel.to_path_buf(), dir.identity()?, mode));
+        Ok(())
     }
 
-    /// Gives the created directories their modes, deepest first (sticky
-    /// kept, setuid and setgid dropped).
-    pub fn apply_modes(&mut self) -> Result<(), Failure> {
-        for (path, mode) in self.dirs.drain(..).rev() {
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & DIR_MODE_KEPT))
-                .map_err(|e| Failure::new(ErrorCode::Dest, format!("cannot set the mode of {}: {e}", path.display())))?;
+    /// Gives the created directories their modes (already masked), deepest
+    /// first, each reached from `top` through descriptors and only if it is
+    /// still the directory created (one renamed away and replaced keeps
+    /// 0700, and what replaced it is not touched).
+    pub fn apply_modes(&mut self, top: &TrustedDir) -> Result<(), Failure> {
+        for (rel, identity, mode) in self.dirs.drain(..).rev() {
+            let dir = top.descend(&rel)?;
+            if dir.identity()? != identity {
+                return Err(Failure::new(ErrorCode::Dest, format!("{} was replaced during the transfer", dir.shown().display())));
+            }
+            dir.set_mode(mode)?;
         }
         Ok(())
     }
@@ -144,16 +143,22 @@ mod tests {
     #[test]
     fn existing_compares_size_then_content() {
         let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("f");
+        let top = TrustedDir::open(dir.path()).unwrap();
+        let f = OsStr::new("f");
         let r = record_of(b"hello");
-        assert_eq!(existing(&f, &r), Existing::Absent);
-        std::fs::write(&f, b"hello").unwrap();
-        assert_eq!(existing(&f, &r), Existing::SameContent);
-        std::fs::write(&f, b"jello").unwrap();
-        assert_eq!(existing(&f, &r), Existing::Different, "same size, other content");
-        std::fs::write(&f, b"hello!").unwrap();
-        assert_eq!(existing(&f, &r), Existing::Different);
-        assert_eq!(existing(dir.path(), &r), Existing::NotAFile);
+        assert_eq!(existing(&top, f, &r), Existing::Absent);
+        std::fs::write(dir.path().join(f), b"hello").unwrap();
+        assert_eq!(existing(&top, f, &r), Existing::SameContent);
+        std::fs::write(dir.path().join(f), b"jello").unwrap();
+        assert_eq!(existing(&top, f, &r), Existing::Different, "same size, other content");
+        std::fs::write(dir.path().join(f), b"hello!").unwrap();
+        assert_eq!(existing(&top, f, &r), Existing::Different);
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        assert_eq!(existing(&top, OsStr::new("d"), &r), Existing::NotAFile);
+        // a FIFO is told apart without being opened (opening it would block)
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(rustix::fs::CWD, fifo.as_path(), FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
+        assert_eq!(existing(&top, OsStr::new("fifo"), &r), Existing::NotAFile);
     }
 
     #[test]
@@ -176,44 +181,55 @@ mod tests {
 
     #[test]
     fn created_dirs_get_their_modes_last_and_existing_ones_are_kept() {
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let mut created = CreatedDirs::default();
-        let top = dir.path().join("top");
-        assert!(created.ensure(&top, 0o555, true).unwrap());
-        assert!(created.ensure(&top.join("inner"), 0o750, false).unwrap());
-        assert!(created.ensure(&top.join("shared"), 0o3777, false).unwrap());
-        assert!(!created.ensure(&top, 0o555, true).unwrap());
-        std::fs::write(top.join("inner/file"), b"x").unwrap();
-        std::fs::write(top.join("plain"), b"x").unwrap();
-        assert_eq!(created.ensure(&top.join("plain"), 0o755, false).unwrap_err().code, ErrorCode::Dest);
-        created.apply_modes().unwrap();
+        let (top, made) = TrustedDir::open(dir.path()).unwrap().ensure_child(OsStr::new("top")).unwrap();
+        assert!(made);
+        created.push(Path::new(""), &top, 0o555).unwrap();
+        let (inner, _) = top.ensure_child(OsStr::new("inner")).unwrap();
+        created.push(Path::new("inner"), &inner, 0o750).unwrap();
+        let (shared, _) = top.ensure_child(OsStr::new("shared")).unwrap();
+        created.push(Path::new("shared"), &shared, 0o1777).unwrap();
+        let top_path = dir.path().join("top");
+        std::fs::write(top_path.join("inner/file"), b"x").unwrap();
+        created.apply_modes(&top).unwrap();
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
-        assert_eq!(mode(&top), 0o555);
-        assert_eq!(mode(&top.join("inner")), 0o750);
-        assert_eq!(mode(&top.join("shared")), 0o1777, "sticky kept, setgid and setuid dropped");
-        std::fs::set_permissions(&top, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(mode(&top_path), 0o555);
+        assert_eq!(mode(&top_path.join("inner")), 0o750);
+        assert_eq!(mode(&top_path.join("shared")), 0o1777);
+        std::fs::set_permissions(&top_path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 
+    /// A created directory renamed away and replaced by a link to another
+    /// directory between its creation and the end of the tree: neither the
+    /// files nor the mode go through the link.
     #[test]
-    fn links_below_the_destination_are_not_followed() {
+    fn a_directory_swapped_for_a_link_steers_nothing() {
+        use std::os::unix::fs::PermissionsExt;
+        let _slot = crate::cleanup::TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let outside = dir.path().join("outside");
         std::fs::create_dir(&outside).unwrap();
-        std::fs::write(outside.join("f"), b"hello").unwrap();
-        let top = dir.path().join("top");
-        std::fs::create_dir(&top).unwrap();
-        std::os::unix::fs::symlink(&outside, top.join("sub")).unwrap();
+        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let top_path = dir.path().join("top");
+        std::fs::create_dir(&top_path).unwrap();
+        let top = TrustedDir::open(&top_path).unwrap();
         let mut created = CreatedDirs::default();
-        let refused = created.ensure(&top.join("sub"), 0o755, false).unwrap_err();
-        assert_eq!(refused.code, ErrorCode::Dest);
+        let (sub, _) = top.ensure_child(OsStr::new("sub")).unwrap();
+        created.push(Path::new("sub"), &sub, 0o777).unwrap();
+        // planned: a file in sub; then sub is swapped for a link
+        let mut staged = crate::staging::Staged::create_in(&sub, OsStr::new("f")).unwrap();
+        std::io::Write::write_all(staged.file(), b"payload").unwrap();
+        std::fs::rename(top_path.join("sub"), top_path.join("moved")).unwrap();
+        std::os::unix::fs::symlink(&outside, top_path.join("sub")).unwrap();
+        staged.commit(false).unwrap();
+        assert_eq!(std::fs::read(top_path.join("moved/f")).unwrap(), b"payload", "landed where it was planned");
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0, "nothing outside the destination");
+        let refused = created.apply_modes(&top).unwrap_err();
         assert!(refused.reason.contains("symbolic link"), "{}", refused.reason);
-        // the user's own DST may be a link to a directory
-        let top_link = dir.path().join("top-link");
-        std::os::unix::fs::symlink(&top, &top_link).unwrap();
-        assert!(!created.ensure(&top_link, 0o755, true).unwrap());
-        // a link under the final name is reported as such, even to an identical file
-        std::os::unix::fs::symlink(outside.join("f"), top.join("f")).unwrap();
-        assert_eq!(existing(&top.join("f"), &record_of(b"hello")), Existing::Symlink);
-        assert_eq!(existing(&outside.join("f"), &record_of(b"hello")), Existing::SameContent);
+        assert_eq!(std::fs::metadata(&outside).unwrap().permissions().mode() & 0o7777, 0o700, "the link's target keeps its mode");
+        // the next file of the tree is refused rather than sent through the link
+        assert!(top.descend(Path::new("sub")).is_err());
     }
 }

@@ -15,12 +15,14 @@ mod dest;
 pub mod error;
 pub mod host;
 pub mod mpi;
+mod modes;
 pub mod policy;
 mod read_ahead;
 pub mod record;
 mod source;
 pub mod staging;
 pub mod transfer;
+mod trusted_dir;
 mod write_behind;
 
 pub use error::{ErrorCode, Failure};

@@ -1,12 +1,19 @@
 //! The root's side: what to send (one file, or a directory tree walked in a
 //! fixed order) and the status record of each item.
+//!
+//! Invariant: what is read is what was planned. The plan notes each item's
+//! device and inode, and `record_for` opens with O_NOFOLLOW|O_NONBLOCK (a
+//! link swapped in fails, a FIFO does not block) and checks with fstat that
+//! it holds a regular file, or directory, with those numbers: an item
+//! replaced after planning is a SOURCE error on every rank, never a hang
+//! nor a file from outside the tree.
 
 use crate::error::{ErrorCode, Failure};
 use crate::record::{HASH_BYTES, Kind, MAX_PATH_BYTES, StatusRecord};
 use std::fs::{File, Metadata};
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// One item the root will announce.
@@ -15,7 +22,13 @@ pub struct Planned {
     pub kind: Kind,
     /// Relative to the tree's top (empty for the top itself and TreeEnd).
     pub rel: PathBuf,
+    /// As the user named it (shown to the destinations for File and TreeBegin).
     pub abs: PathBuf,
+    /// The same without links (the user's SRC may be one): what is opened.
+    pub real: PathBuf,
+    /// Which file or directory was planned.
+    pub dev: u64,
+    pub ino: u64,
 }
 
 /// Everything the root will send, in order.
@@ -31,46 +44,68 @@ pub struct Plan {
 /// depth first, entries of a directory sorted by name, each directory
 /// before its contents.
 pub fn plan(src: &Path, recursive: bool) -> Result<Plan, Failure> {
-    let meta = std::fs::metadata(src).map_err(|e| Failure::new(ErrorCode::Source, format!("cannot read {}: {e}", src.display())))?;
+    let unreadable = |e: io::Error| Failure::new(ErrorCode::Source, format!("cannot read {}: {e}", src.display()));
+    let real = std::fs::canonicalize(src).map_err(unreadable)?;
+    let meta = std::fs::symlink_metadata(&real).map_err(unreadable)?;
     let mut plan = Plan::default();
+    let top = |kind| Planned { kind, rel: PathBuf::new(), abs: src.to_path_buf(), real: real.clone(), dev: meta.dev(), ino: meta.ino() };
     if meta.is_file() {
         plan.total_bytes = meta.len();
-        plan.items.push(Planned { kind: Kind::File, rel: PathBuf::new(), abs: src.to_path_buf() });
+        plan.items.push(top(Kind::File));
     } else if meta.is_dir() {
         if !recursive {
             return Err(Failure::new(ErrorCode::Source, format!("{} is a directory (the recursive flag sends directories)", src.display())));
         }
-        plan.items.push(Planned { kind: Kind::TreeBegin, rel: PathBuf::new(), abs: src.to_path_buf() });
-        walk(src, Path::new(""), &mut plan)?;
-        plan.items.push(Planned { kind: Kind::TreeEnd, rel: PathBuf::new(), abs: src.to_path_buf() });
+        plan.items.push(top(Kind::TreeBegin));
+        walk(&real, Path::new(""), src, &mut plan)?;
+        plan.items.push(top(Kind::TreeEnd));
     } else {
         return Err(Failure::new(ErrorCode::Source, format!("{} is not a regular file or a directory", src.display())));
     }
     Ok(plan)
 }
 
-fn walk(dir: &Path, rel: &Path, plan: &mut Plan) -> Result<(), Failure> {
+fn walk(dir: &Path, rel: &Path, src: &Path, plan: &mut Plan) -> Result<(), Failure> {
     let unreadable = |e: io::Error| Failure::new(ErrorCode::Source, format!("cannot list {}: {e}", dir.display()));
     let mut entries: Vec<_> = std::fs::read_dir(dir).map_err(unreadable)?.collect::<Result<_, _>>().map_err(unreadable)?;
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
-        let abs = entry.path();
+        let real = entry.path();
         let entry_rel = rel.join(entry.file_name());
+        let abs = src.join(&entry_rel);
         if entry_rel.as_os_str().len() > MAX_PATH_BYTES {
             return Err(Failure::new(ErrorCode::Source, format!("{}: path longer than {MAX_PATH_BYTES} bytes", abs.display())));
         }
-        let meta = std::fs::symlink_metadata(&abs).map_err(|e| Failure::new(ErrorCode::Source, format!("cannot read {}: {e}", abs.display())))?;
+        let meta = std::fs::symlink_metadata(&real).map_err(|e| Failure::new(ErrorCode::Source, format!("cannot read {}: {e}", abs.display())))?;
+        let (dev, ino) = (meta.dev(), meta.ino());
         if meta.is_dir() {
-            plan.items.push(Planned { kind: Kind::TreeDir, rel: entry_rel.clone(), abs: abs.clone() });
-            walk(&abs, &entry_rel, plan)?;
+            plan.items.push(Planned { kind: Kind::TreeDir, rel: entry_rel.clone(), abs, real: real.clone(), dev, ino });
+            walk(&real, &entry_rel, src, plan)?;
         } else if meta.is_file() {
             plan.total_bytes += meta.len();
-            plan.items.push(Planned { kind: Kind::TreeFile, rel: entry_rel, abs });
+            plan.items.push(Planned { kind: Kind::TreeFile, rel: entry_rel, abs, real, dev, ino });
         } else {
             plan.not_regular += 1;
         }
     }
     Ok(())
+}
+
+/// Test hook (ci/fbcast-tests.sh): a directory where the root, once it has
+/// planned, creates `planned` and then waits (at most two minutes) for
+/// `go`, so that a test can replace planned files in between.
+pub const TEST_PAUSE_ENV: &str = "COLL_RDMA_FBCAST_TEST_PAUSE_AFTER_PLAN";
+const TEST_PAUSE_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+pub fn test_pause_after_plan() {
+    let Some(dir) = std::env::var_os(TEST_PAUSE_ENV).map(PathBuf::from) else { return };
+    if std::fs::write(dir.join("planned"), b"").is_err() {
+        return;
+    }
+    let start = std::time::Instant::now();
+    while !dir.join("go").exists() && start.elapsed() < TEST_PAUSE_LIMIT {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// The content hash of `reader`'s remaining bytes.
@@ -84,6 +119,18 @@ fn metadata_fields(record: &mut StatusRecord, meta: &Metadata) {
     record.mode = meta.permissions().mode() & 0o7777;
     record.mtime_sec = meta.mtime();
     record.mtime_nsec = meta.mtime_nsec().clamp(0, 999_999_999) as u32;
+}
+
+/// Opens what `item` planned without following a link in its last
+/// component and without blocking on a FIFO (O_NONBLOCK changes nothing
+/// for a regular file's reads).
+fn open_planned(item: &Planned) -> io::Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    options.open(&item.real).map_err(|e| match e.raw_os_error() {
+        Some(libc::ELOOP) => io::Error::new(e.kind(), "a symbolic link now (not followed)"),
+        _ => e,
+    })
 }
 
 /// The record of a planned item; for a file, also the open file (hashed
@@ -101,17 +148,16 @@ pub fn record_for(item: &Planned, template: &StatusRecord) -> Result<(StatusReco
         return Ok((record, None));
     }
     let unreadable = |e: io::Error| Failure::new(ErrorCode::Source, format!("cannot read {}: {e}", item.abs.display()));
-    if !item.kind.carries_data() {
-        let meta = std::fs::metadata(&item.abs).map_err(unreadable)?;
-        metadata_fields(&mut record, &meta);
-        return Ok((record, None));
-    }
-    let mut file = File::open(&item.abs).map_err(unreadable)?;
+    let mut file = open_planned(item).map_err(unreadable)?;
     let meta = file.metadata().map_err(unreadable)?;
-    if !meta.is_file() {
-        return Err(Failure::new(ErrorCode::Source, format!("{} is no longer a regular file", item.abs.display())));
+    let same_kind = if item.kind.carries_data() { meta.is_file() } else { meta.is_dir() };
+    if !same_kind || meta.dev() != item.dev || meta.ino() != item.ino {
+        return Err(Failure::new(ErrorCode::Source, format!("{} was replaced after it was planned: not sent", item.abs.display())));
     }
     metadata_fields(&mut record, &meta);
+    if !item.kind.carries_data() {
+        return Ok((record, None));
+    }
     record.size = meta.len();
     let mut exact = (&mut file).take(record.size);
     record.hash = hash_reader(&mut exact).map_err(unreadable)?;
@@ -175,5 +221,51 @@ mod tests {
         file.unwrap().read_to_end(&mut back).unwrap();
         assert_eq!(back, data, "the file is rewound for sending");
         assert!(StatusRecord::decode(&record.encode().unwrap()).is_ok());
+    }
+
+    /// After planning, a file is replaced by a FIFO, by a link to a file
+    /// outside the tree, or its directory by a link to another directory:
+    /// each is refused at once (a FIFO opened for reading would block).
+    #[test]
+    fn items_replaced_after_planning_are_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().join("top");
+        std::fs::create_dir_all(top.join("sub")).unwrap();
+        for name in ["fifo", "link", "sub/f"] {
+            std::fs::write(top.join(name), b"planned").unwrap();
+        }
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("f"), b"secret").unwrap();
+        let planned = plan(&top, true).unwrap();
+        let item = |rel: &str| planned.items.iter().find(|i| i.rel == Path::new(rel)).unwrap().clone();
+        let template = StatusRecord::new(Kind::File, Policy::IfDifferent);
+
+        std::fs::remove_file(top.join("fifo")).unwrap();
+        rustix::fs::mknodat(rustix::fs::CWD, top.join("fifo").as_path(), rustix::fs::FileType::Fifo, rustix::fs::Mode::from_raw_mode(0o600), 0).unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let fifo = item("fifo");
+        let template_copy = template.clone();
+        std::thread::spawn(move || {
+            let _ = done_tx.send(record_for(&fifo, &template_copy).map(|(r, _)| r));
+        });
+        // bounded: the old code blocked in open() here for good
+        let refused = done_rx.recv_timeout(std::time::Duration::from_secs(60)).expect("opening a FIFO blocked").unwrap_err();
+        assert_eq!(refused.code, ErrorCode::Source);
+        assert!(refused.reason.contains("replaced"), "{}", refused.reason);
+
+        std::fs::remove_file(top.join("link")).unwrap();
+        std::os::unix::fs::symlink(outside.join("f"), top.join("link")).unwrap();
+        let refused = record_for(&item("link"), &template).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::Source);
+        assert!(refused.reason.contains("symbolic link"), "{}", refused.reason);
+
+        std::fs::rename(top.join("sub"), dir.path().join("moved")).unwrap();
+        std::os::unix::fs::symlink(&outside, top.join("sub")).unwrap();
+        let refused = record_for(&item("sub/f"), &template).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::Source, "not the outside file of the same name");
+        assert!(refused.reason.contains("replaced"), "{}", refused.reason);
+        let refused = record_for(&item("sub"), &template).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::Source, "nor the outside directory's mode");
     }
 }

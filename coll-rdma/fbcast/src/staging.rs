@@ -3,17 +3,23 @@
 //! signal handler the fbcast command installs).
 
 use crate::cleanup;
+use crate::trusted_dir::TrustedDir;
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use tempfile::NamedTempFile;
 
 /// Bytes of the destination's name kept in the temporary's (NAME_MAX is 255).
 const NAME_BYTES_KEPT: usize = 200;
 pub const TEMP_MARK: &str = ".fbcast-";
+/// Random characters after the prefix, and tries before giving up on names
+/// that are all taken.
+const RANDOM_CHARS: usize = 8;
+const NAME_TRIES: usize = 100;
 
 /// `.NAME.fbcast-`, the start of a temporary's name for destination NAME
 /// (cut to 200 bytes), followed by random characters: hidden, and
@@ -34,31 +40,56 @@ pub fn is_temp_name(name: &OsStr) -> bool {
     bytes.first() == Some(&b'.') && bytes.windows(TEMP_MARK.len()).any(|w| w == TEMP_MARK.as_bytes())
 }
 
-/// A temporary file being written for `dst`. Dropped without `commit`, it is
-/// removed.
+fn random_name(prefix: &OsStr) -> io::Result<OsString> {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    let mut random = [0u8; RANDOM_CHARS];
+    rustix::rand::getrandom(&mut random[..], rustix::rand::GetRandomFlags::empty())?;
+    let mut name = prefix.as_bytes().to_vec();
+    name.extend(random.iter().map(|b| ALPHABET[*b as usize % ALPHABET.len()]));
+    Ok(OsString::from_vec(name))
+}
+
+/// A temporary file being written for `final_name` in a trusted directory,
+/// created, renamed and removed through that directory's descriptor.
+/// Dropped without `commit`, it is removed.
 pub struct Staged {
-    temp: Option<NamedTempFile>,
-    dst: PathBuf,
+    dir: OwnedFd,
+    temp_name: OsString,
+    final_name: OsString,
+    file: File,
+    /// For messages and the signal handler's clean-up.
+    temp_shown: PathBuf,
+    done: bool,
 }
 
 impl Staged {
-    pub fn create(dst: &Path) -> io::Result<Staged> {
-        let name = dst.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "destination has no file name"))?;
-        let dir = match dst.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let temp = tempfile::Builder::new().prefix(&temp_prefix(name)).rand_bytes(8).tempfile_in(dir)?;
-        cleanup::remember(temp.path());
-        Ok(Staged { temp: Some(temp), dst: dst.to_path_buf() })
+    /// Creates the temporary in `dir` (mode 0600 until the transfer sets
+    /// the file's own).
+    pub fn create_in(dir: &TrustedDir, final_name: &OsStr) -> io::Result<Staged> {
+        let prefix = temp_prefix(final_name);
+        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        for _ in 0..NAME_TRIES {
+            let temp_name = random_name(&prefix)?;
+            match rustix::fs::openat(dir, temp_name.as_os_str(), flags, Mode::from_raw_mode(0o600)) {
+                Ok(fd) => {
+                    let temp_shown = dir.shown().join(&temp_name);
+                    cleanup::remember(&temp_shown);
+                    let dir = dir.as_fd().try_clone_to_owned()?;
+                    return Ok(Staged { dir, temp_name, final_name: final_name.to_os_string(), file: File::from(fd), temp_shown, done: false });
+                }
+                Err(Errno::EXIST) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(io::Error::new(io::ErrorKind::AlreadyExists, "no free temporary name"))
     }
 
     pub fn file(&mut self) -> &mut File {
-        self.temp.as_mut().expect("staged file already committed").as_file_mut()
+        &mut self.file
     }
 
     pub fn temp_path(&self) -> &Path {
-        self.temp.as_ref().expect("staged file already committed").path()
+        &self.temp_shown
     }
 
     /// Reserves `size` bytes, so that a full disk shows before any data
@@ -67,41 +98,50 @@ impl Staged {
         if size == 0 {
             return Ok(());
         }
-        let fd = self.file().as_raw_fd();
-        let len = libc::off_t::try_from(size).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
-        // SAFETY: fd is the open temporary this value owns.
-        if unsafe { libc::fallocate(fd, 0, 0, len) } == 0 {
-            return Ok(());
+        if i64::try_from(size).is_err() {
+            return Err(io::Error::from_raw_os_error(libc::EFBIG));
         }
-        let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL) => Ok(()),
-            _ => Err(err),
+        match rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::empty(), 0, size) {
+            Ok(()) | Err(Errno::OPNOTSUPP) | Err(Errno::NOSYS) | Err(Errno::INVAL) => Ok(()),
+            Err(e) => Err(e.into()),
         }
     }
 
-    /// Renames the temporary to the destination; with `no_clobber`, fails
-    /// (EEXIST) instead of replacing a file that appeared meanwhile.
+    /// Renames the temporary to the destination name in the same
+    /// directory; with `no_clobber`, fails (EEXIST) instead of replacing a
+    /// file that appeared meanwhile.
     pub fn commit(mut self, no_clobber: bool) -> io::Result<()> {
-        let temp = self.temp.take().expect("staged file committed twice");
-        let result = if no_clobber { temp.persist_noclobber(&self.dst) } else { temp.persist(&self.dst) };
-        let result = match result {
-            Ok(_) => Ok(()),
-            Err(tempfile::PersistError { error, file }) => {
-                drop(file); // removes the temporary; only then may a handler forget it
-                Err(error)
+        let result = if no_clobber { self.rename_no_clobber() } else { self.rename(RenameFlags::empty()).map_err(io::Error::from) };
+        if result.is_ok() {
+            self.done = true;
+            cleanup::forget();
+        }
+        result // on error, drop removes the temporary
+    }
+
+    fn rename(&self, flags: RenameFlags) -> Result<(), Errno> {
+        rustix::fs::renameat_with(&self.dir, self.temp_name.as_os_str(), &self.dir, self.final_name.as_os_str(), flags)
+    }
+
+    fn rename_no_clobber(&self) -> io::Result<()> {
+        match self.rename(RenameFlags::NOREPLACE) {
+            // file systems without renameat2's flags: a hard link fails
+            // just as well when the name is taken
+            Err(Errno::INVAL) | Err(Errno::NOSYS) | Err(Errno::OPNOTSUPP) => {
+                rustix::fs::linkat(&self.dir, self.temp_name.as_os_str(), &self.dir, self.final_name.as_os_str(), AtFlags::empty())?;
+                rustix::fs::unlinkat(&self.dir, self.temp_name.as_os_str(), AtFlags::empty())?;
+                Ok(())
             }
-        };
-        cleanup::forget();
-        result
+            other => Ok(other?),
+        }
     }
 }
 
 impl Drop for Staged {
     fn drop(&mut self) {
-        if let Some(temp) = self.temp.take() {
-            drop(temp); // removes the file; only then may a handler forget it
-            cleanup::forget();
+        if !self.done {
+            let _ = rustix::fs::unlinkat(&self.dir, self.temp_name.as_os_str(), AtFlags::empty());
+            cleanup::forget(); // only once removed may a handler forget it
         }
     }
 }
@@ -110,6 +150,11 @@ impl Drop for Staged {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    fn stage(dst: &Path) -> io::Result<Staged> {
+        let dir = TrustedDir::open(dst.parent().unwrap()).map_err(|f| io::Error::other(f.reason))?;
+        Staged::create_in(&dir, dst.file_name().unwrap())
+    }
 
     fn names_in(dir: &Path) -> Vec<OsString> {
         let mut names: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name()).collect();
@@ -134,7 +179,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let dst = dir.path().join("f");
         std::fs::write(&dst, b"old").unwrap();
-        let mut staged = Staged::create(&dst).unwrap();
+        let mut staged = stage(&dst).unwrap();
         let temp = staged.temp_path().to_path_buf();
         assert_eq!(crate::cleanup::remembered().as_deref(), Some(temp.as_path()), "a signal handler would find it");
         assert_eq!(temp.parent(), Some(dir.path()));
@@ -153,7 +198,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let dst = dir.path().join("f");
         {
-            let mut staged = Staged::create(&dst).unwrap();
+            let mut staged = stage(&dst).unwrap();
             staged.file().write_all(b"partial").unwrap();
             assert_eq!(names_in(dir.path()).len(), 1);
         }
@@ -166,7 +211,7 @@ mod tests {
         let _slot = crate::cleanup::TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let dst = dir.path().join("f");
-        let mut staged = Staged::create(&dst).unwrap();
+        let mut staged = stage(&dst).unwrap();
         staged.file().write_all(b"ours").unwrap();
         std::fs::write(&dst, b"theirs").unwrap();
         let err = staged.commit(true).unwrap_err();
@@ -178,6 +223,6 @@ mod tests {
     #[test]
     fn missing_directory_fails_to_create() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(Staged::create(&dir.path().join("missing-dir/f")).is_err());
+        assert!(stage(&dir.path().join("missing-dir/f")).is_err());
     }
 }

@@ -7,6 +7,7 @@
 //! a second agreement precedes the renames, a third follows them.
 
 use crate::dest::{self, CreatedDirs};
+use crate::modes;
 use crate::error::{ErrorCode, Failure};
 use crate::mpi::Comm;
 use crate::policy::{self, Action, Policy};
@@ -14,8 +15,9 @@ use crate::read_ahead::ReadAhead;
 use crate::record::{FLAG_FSYNC, HASH_BYTES, Kind, MAX_CHUNK_BYTES, MIN_CHUNK_BYTES, RECORD_BYTES, StatusRecord};
 use crate::source::{self, Plan};
 use crate::staging::Staged;
+use crate::trusted_dir::TrustedDir;
 use crate::write_behind::WriteBehind;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::fs::{File, FileTimes, Permissions};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
@@ -139,6 +141,8 @@ pub(crate) fn bcast_path_after(
         done: 0,
         total: 0,
         dirs: CreatedDirs::default(),
+        tree_top: None,
+        umask: modes::current_umask(),
         in_tree: false,
     };
     let result = session.run(rank as usize, src, dst, options, early);
@@ -155,6 +159,10 @@ struct Session<'a, 'p> {
     done: u64,
     total: u64,
     dirs: CreatedDirs,
+    /// The tree's DST, once its TreeBegin record is prepared.
+    tree_top: Option<TrustedDir>,
+    /// Taken away from every mode set, as cp does.
+    umask: u32,
     in_tree: bool,
 }
 
@@ -179,7 +187,54 @@ enum Flow {
 enum Receiving {
     Nothing,
     Identical,
-    Write(Staged, PathBuf),
+    Write(Staged, Target),
+}
+
+/// Where a received file goes: a name in a checked directory.
+struct Target {
+    dir: TrustedDir,
+    name: OsString,
+}
+
+impl Target {
+    fn shown(&self) -> PathBuf {
+        self.dir.shown().join(&self.name)
+    }
+}
+
+fn split_name(path: &Path) -> Result<(&Path, &OsStr), Failure> {
+    let name = path.file_name().ok_or_else(|| Failure::new(ErrorCode::Dest, format!("{} names no file", path.display())))?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Ok((parent, name))
+}
+
+/// A file's target: inside DST when DST is a directory (like cp, under
+/// the name it was sent as), else DST itself.
+fn file_target(dst: &Path, sent_as: &[u8]) -> Result<Target, Failure> {
+    if dst.is_dir() {
+        let name = Path::new(OsStr::from_bytes(sent_as))
+            .file_name()
+            .ok_or_else(|| Failure::new(ErrorCode::Protocol, "the file was announced without a name"))?;
+        return Ok(Target { dir: TrustedDir::open(dst)?, name: name.to_os_string() });
+    }
+    let (parent, name) = split_name(dst)?;
+    Ok(Target { dir: TrustedDir::open(parent)?, name: name.to_os_string() })
+}
+
+/// A tree's DST, opened (through a link only if the link may be followed)
+/// or created; whether it was created.
+fn tree_top(dst: &Path) -> Result<(TrustedDir, bool), Failure> {
+    match std::fs::symlink_metadata(dst) {
+        Ok(_) => Ok((TrustedDir::open(dst)?, false)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let (parent, name) = split_name(dst)?;
+            TrustedDir::open(parent)?.ensure_child(name)
+        }
+        Err(e) => Err(Failure::new(ErrorCode::Dest, format!("cannot read {}: {e}", dst.display()))),
+    }
 }
 
 impl Session<'_, '_> {
@@ -246,6 +301,7 @@ impl Session<'_, '_> {
                 return self.announce_and_transfer(Ok(record), None, None, early_vote).map(|_| ());
             }
         };
+        source::test_pause_after_plan();
         let Plan { items, total_bytes, not_regular } = plan;
         self.total = total_bytes;
         self.local.not_regular_skipped = not_regular;
@@ -400,45 +456,57 @@ impl Session<'_, '_> {
     fn prepare(&mut self, record: &StatusRecord, dst: Option<&Path>) -> Result<Receiving, Failure> {
         let Some(dst) = dst else { return Ok(Receiving::Nothing) };
         let target = match record.kind {
-            // like cp: a file sent to an existing directory goes inside it
-            Kind::File if dst.is_dir() => match Path::new(OsStr::from_bytes(&record.path)).file_name() {
-                Some(name) => dst.join(name),
-                None => dst.to_path_buf(),
-            },
-            Kind::File | Kind::TreeBegin => dst.to_path_buf(),
-            Kind::TreeDir | Kind::TreeFile => dst.join(OsStr::from_bytes(&record.path)),
+            Kind::File => file_target(dst, &record.path)?,
+            Kind::TreeBegin => {
+                let (top, created) = tree_top(dst)?;
+                if created {
+                    self.dirs.push(Path::new(""), &top, modes::dir_mode(record.mode, self.umask))?;
+                    self.local.dirs_created += 1;
+                }
+                self.tree_top = Some(top);
+                return Ok(Receiving::Nothing);
+            }
+            Kind::TreeDir | Kind::TreeFile => {
+                let rel = Path::new(OsStr::from_bytes(&record.path));
+                let top = self.tree_top.as_ref().ok_or_else(|| Failure::new(ErrorCode::Dest, "the tree's destination is not open"))?;
+                let (parent, name) = split_name(rel)?;
+                let dir = top.descend(if parent == Path::new(".") { Path::new("") } else { parent })?;
+                if record.kind == Kind::TreeDir {
+                    let (child, created) = dir.ensure_child(name)?;
+                    if created {
+                        self.dirs.push(rel, &child, modes::dir_mode(record.mode, self.umask))?;
+                        self.local.dirs_created += 1;
+                    }
+                    return Ok(Receiving::Nothing);
+                }
+                Target { dir, name: name.to_os_string() }
+            }
             Kind::TreeEnd => {
-                self.dirs.apply_modes()?;
+                if let Some(top) = self.tree_top.take() {
+                    self.dirs.apply_modes(&top)?;
+                }
                 return Ok(Receiving::Nothing);
             }
             Kind::Failed => return Ok(Receiving::Nothing),
         };
-        if !record.kind.carries_data() {
-            self.local.dirs_created += self.dirs.ensure(&target, record.mode, record.kind == Kind::TreeBegin)? as u64;
-            return Ok(Receiving::Nothing);
-        }
-        let existing = dest::existing(&target, record);
+        let existing = dest::existing(&target.dir, &target.name, record);
         match policy::decide(record.policy, existing) {
             Action::KeepIdentical => Ok(Receiving::Identical),
             Action::Refuse(ErrorCode::Exists) if existing == policy::Existing::Symlink => Err(Failure::new(
                 ErrorCode::Exists,
-                format!("{} is a symbolic link (policy never: not replaced, not followed)", target.display()),
+                format!("{} is a symbolic link (policy never: not replaced, not followed)", target.shown().display()),
             )),
             Action::Refuse(ErrorCode::Exists) => Err(Failure::new(
                 ErrorCode::Exists,
-                format!("{} exists with other contents (policy never)", target.display()),
+                format!("{} exists with other contents (policy never)", target.shown().display()),
             )),
-            Action::Refuse(code) => Err(Failure::new(code, format!("{} exists and is not a regular file", target.display()))),
+            Action::Refuse(code) => Err(Failure::new(code, format!("{} exists and is not a regular file", target.shown().display()))),
             Action::Write => {
-                let dir_of = |p: &Path| p.parent().map(|d| d.display().to_string()).unwrap_or_else(|| ".".into());
-                let mut staged = Staged::create(&target).map_err(|e| {
-                    Failure::new(ErrorCode::Dest, format!("cannot create a temporary file in {}: {e}", dir_of(&target)))
-                })?;
+                let dir_shown = target.dir.shown().display();
+                let mut staged = Staged::create_in(&target.dir, &target.name)
+                    .map_err(|e| Failure::new(ErrorCode::Dest, format!("cannot create a temporary file in {dir_shown}: {e}")))?;
                 staged.preallocate(record.size).map_err(|e| {
-                    Failure::new(
-                        ErrorCode::of_write(&e),
-                        format!("cannot reserve {} bytes in {}: {e}", record.size, dir_of(&target)),
-                    )
+                    Failure::new(ErrorCode::of_write(&e), format!("cannot reserve {} bytes in {dir_shown}: {e}", record.size))
                 })?;
                 Ok(Receiving::Write(staged, target))
             }
@@ -539,7 +607,7 @@ impl Session<'_, '_> {
         }
         if local.is_none()
             && let Some(s) = staged.as_mut()
-            && let Err(e) = finish_file(s.file(), record)
+            && let Err(e) = finish_file(s.file(), record, self.umask)
         {
             local = Some(Failure::new(ErrorCode::of_write(&e), format!("cannot complete {}: {e}", s.temp_path().display())));
         }
@@ -583,29 +651,25 @@ enum Committed {
 
 /// Renames the temporary over `target` (a symbolic link there is replaced,
 /// never followed); under policy never, only if nothing appeared meanwhile.
-fn commit(staged: Staged, target: &Path, record: &StatusRecord) -> Result<Committed, Failure> {
+fn commit(staged: Staged, target: &Target, record: &StatusRecord) -> Result<Committed, Failure> {
     match staged.commit(record.policy == Policy::Never) {
         Ok(()) => Ok(Committed::Written),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match dest::existing(target, record) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match dest::existing(&target.dir, &target.name, record) {
             policy::Existing::SameContent => Ok(Committed::Identical),
             _ => Err(Failure::new(
                 ErrorCode::Exists,
-                format!("{} appeared during the transfer with other contents (policy never)", target.display()),
+                format!("{} appeared during the transfer with other contents (policy never)", target.shown().display()),
             )),
         },
-        Err(e) => Err(Failure::new(ErrorCode::Dest, format!("cannot rename into {}: {e}", target.display()))),
+        Err(e) => Err(Failure::new(ErrorCode::Dest, format!("cannot rename into {}: {e}", target.shown().display()))),
     }
 }
 
-/// The permission bits a received file gets: setuid and setgid are dropped
-/// (as cp does without -p), and sticky means nothing on a file.
-pub(crate) const FILE_MODE_KEPT: u32 = 0o777;
-
-/// The announced mode (without setuid/setgid/sticky) and mtime, and fsync
-/// if asked, before the rename.
-fn finish_file(file: &mut File, record: &StatusRecord) -> std::io::Result<()> {
+/// The announced mode (see `modes::file_mode`) and mtime, and fsync if
+/// asked, before the rename.
+fn finish_file(file: &mut File, record: &StatusRecord, umask: u32) -> std::io::Result<()> {
     file.flush()?;
-    file.set_permissions(Permissions::from_mode(record.mode & FILE_MODE_KEPT))?;
+    file.set_permissions(Permissions::from_mode(modes::file_mode(record.mode, umask)))?;
     let out_of_range = || std::io::Error::new(std::io::ErrorKind::InvalidData, "mtime out of range");
     let since_epoch = Duration::from_secs(record.mtime_sec.unsigned_abs());
     let seconds = if record.mtime_sec >= 0 {
@@ -633,8 +697,14 @@ mod tests {
         r
     }
 
+    fn target_of(dst: &Path) -> Target {
+        let (parent, name) = split_name(dst).unwrap();
+        Target { dir: TrustedDir::open(parent).unwrap(), name: name.to_os_string() }
+    }
+
     fn staged_with(dst: &Path, data: &[u8]) -> Staged {
-        let mut staged = Staged::create(dst).unwrap();
+        let target = target_of(dst);
+        let mut staged = Staged::create_in(&target.dir, &target.name).unwrap();
         staged.file().write_all(data).unwrap();
         staged
     }
@@ -649,18 +719,18 @@ mod tests {
         let staged = staged_with(&dst, b"payload");
         std::fs::write(&dst, b"payload").unwrap();
         let winner_inode = std::fs::metadata(&dst).unwrap().ino();
-        assert_eq!(commit(staged, &dst, &record), Ok(Committed::Identical));
+        assert_eq!(commit(staged, &target_of(&dst), &record), Ok(Committed::Identical));
         assert_eq!(std::fs::metadata(&dst).unwrap().ino(), winner_inode, "the first rename's file stays");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "our temporary is removed");
         // a different file that appeared meanwhile is still refused
         let staged = staged_with(&dst, b"payload");
         std::fs::write(&dst, b"PAYLOAD").unwrap();
-        let refused = commit(staged, &dst, &record).unwrap_err();
+        let refused = commit(staged, &target_of(&dst), &record).unwrap_err();
         assert_eq!(refused.code, ErrorCode::Exists);
         assert_eq!(std::fs::read(&dst).unwrap(), b"PAYLOAD");
         // nothing there: written
         std::fs::remove_file(&dst).unwrap();
-        assert_eq!(commit(staged_with(&dst, b"payload"), &dst, &record), Ok(Committed::Written));
+        assert_eq!(commit(staged_with(&dst, b"payload"), &target_of(&dst), &record), Ok(Committed::Written));
         assert_eq!(std::fs::read(&dst).unwrap(), b"payload");
     }
 
@@ -673,7 +743,7 @@ mod tests {
         let dst = dir.path().join("f");
         std::os::unix::fs::symlink(&target, &dst).unwrap();
         let record = record_of(b"payload", Policy::IfDifferent);
-        assert_eq!(commit(staged_with(&dst, b"payload"), &dst, &record), Ok(Committed::Written));
+        assert_eq!(commit(staged_with(&dst, b"payload"), &target_of(&dst), &record), Ok(Committed::Written));
         assert!(std::fs::symlink_metadata(&dst).unwrap().is_file(), "the link itself was replaced");
         assert_eq!(std::fs::read(&dst).unwrap(), b"payload");
         assert_eq!(std::fs::read(&target).unwrap(), b"not ours");
@@ -687,10 +757,14 @@ mod tests {
         let mut record = record_of(b"", Policy::IfDifferent);
         record.mode = 0o6755;
         record.mtime_sec = 1_700_000_000;
-        finish_file(&mut file, &record).unwrap();
+        finish_file(&mut file, &record, 0).unwrap();
         let meta = std::fs::metadata(&path).unwrap();
         assert_eq!(meta.mode() & 0o7777, 0o755);
         assert_eq!(meta.mtime(), 1_700_000_000);
+        // umask 077, as cp applies it: a 0666 source gives 0600
+        record.mode = 0o666;
+        finish_file(&mut file, &record, 0o077).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o7777, 0o600);
     }
 
     #[test]
@@ -702,11 +776,11 @@ mod tests {
             record.mtime_sec = sec;
             record.mtime_nsec = 999_999_999;
             // whether the file system takes it or not, no overflow panics
-            let _ = finish_file(&mut file, &record);
+            let _ = finish_file(&mut file, &record, 0o022);
         }
         let mut record = record_of(b"", Policy::IfDifferent);
         record.mtime_sec = -86_400;
-        finish_file(&mut file, &record).unwrap();
+        finish_file(&mut file, &record, 0o022).unwrap();
         assert_eq!(file.metadata().unwrap().mtime(), -86_400);
     }
 }
