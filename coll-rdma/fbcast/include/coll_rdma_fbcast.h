@@ -50,7 +50,8 @@ extern "C" {
                                                without COLL_RDMA_BCAST_FILE_RECURSIVE), changed while sent */
 #define COLL_RDMA_BCAST_FILE_ERR_EXISTS   3 /* destination exists with other contents, policy NEVER */
 #define COLL_RDMA_BCAST_FILE_ERR_DEST     4 /* destination cannot be written: no temporary file can be created in
-                                               its directory, a path component is not a directory, rename failed */
+                                               its directory, a path component is not a directory, a directory
+                                               another user could redirect (see below), rename failed */
 #define COLL_RDMA_BCAST_FILE_ERR_NOSPACE  5 /* no space left (ENOSPC, EDQUOT) on a destination */
 #define COLL_RDMA_BCAST_FILE_ERR_IO       6 /* another I/O error while writing */
 #define COLL_RDMA_BCAST_FILE_ERR_CORRUPT  7 /* the data received do not match the announced content hash */
@@ -74,8 +75,19 @@ extern "C" {
  *   hash matched: no rank ever sees a partial file under the final name.
  *   On any error the temporaries are removed and every rank returns the
  *   same code. A rank killed by SIGKILL may leave its temporary behind.
- * - The file's mode and mtime are the root's. Directories are created
- *   with the root's modes; existing directories are kept as they are.
+ * - The file's mode and mtime are the root's, the mode less the writing
+ *   process's umask (as cp without -p). Directories are created with the
+ *   root's modes less the umask; existing directories are kept as they are.
+ * - A rank refuses (ERR_DEST on every rank, nothing written) to write into
+ *   a directory that is not its effective user's (root's sticky ones such
+ *   as /tmp excepted), or below one that belongs to neither that user nor
+ *   root, or one writable by others without the sticky bit; links in dst's
+ *   path are followed only when that user's or root's, links inside a
+ *   tree's dst never. Files and directories are created, renamed and given
+ *   their modes through directory descriptors, never by path afterwards.
+ * - The root opens each planned file without following a link or blocking
+ *   on a FIFO and sends it only if it is still the regular file planned
+ *   (same device and inode): otherwise ERR_SOURCE on every rank.
  * - Ranks of one machine whose dst names the same file: the lowest writes
  *   it, the others take part without writing.
  * - Once renames have begun an error (rename failing on one rank) cannot

@@ -15,12 +15,14 @@ pub enum ErrorCode {
     /// chunk size out of range).
     Arg = 1,
     /// The source is missing, unreadable, not a regular file (or a directory
-    /// without the recursive flag), or changed while it was sent.
+    /// without the recursive flag), replaced after it was planned, or
+    /// changed while it was sent.
     Source = 2,
     /// The destination exists with other contents and the policy is "never".
     Exists = 3,
     /// The destination cannot be written: no temporary file can be created in
-    /// its directory, a path component is not a directory, the rename failed.
+    /// its directory, a path component is not a directory, a directory
+    /// another user could redirect (trusted_dir.rs), the rename failed.
     Dest = 4,
     /// A write failed for lack of space (ENOSPC, EDQUOT).
     NoSpace = 5,
