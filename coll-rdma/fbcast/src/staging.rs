@@ -1,6 +1,13 @@
 //! Temporary files next to their destination: written there, renamed into
 //! place once complete and verified, removed otherwise (on drop, and by the
 //! signal handler the fbcast command installs).
+//!
+//! Invariant: creation (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600), rename and
+//! removal all go through the descriptor of the `TrustedDir` the file was
+//! staged in, so they act on that directory even if its path now leads
+//! elsewhere. Only the signal handler, which cannot hold descriptors in
+//! its slot, removes by path (a random hidden name in a directory where
+//! no other user can rename or remove it).
 
 use crate::cleanup;
 use crate::trusted_dir::TrustedDir;

@@ -142,6 +142,7 @@ pub(crate) fn bcast_path_after(
         total: 0,
         dirs: CreatedDirs::default(),
         tree_top: None,
+        last_parent: None,
         umask: modes::current_umask(),
         in_tree: false,
     };
@@ -161,6 +162,9 @@ struct Session<'a, 'p> {
     dirs: CreatedDirs,
     /// The tree's DST, once its TreeBegin record is prepared.
     tree_top: Option<TrustedDir>,
+    /// The directory the previous tree entry went into, kept open: entries
+    /// come depth first, so most share it (saves a walk from the top).
+    last_parent: Option<(PathBuf, TrustedDir)>,
     /// Taken away from every mode set, as cp does.
     umask: u32,
     in_tree: bool,
@@ -470,7 +474,15 @@ impl Session<'_, '_> {
                 let rel = Path::new(OsStr::from_bytes(&record.path));
                 let top = self.tree_top.as_ref().ok_or_else(|| Failure::new(ErrorCode::Dest, "the tree's destination is not open"))?;
                 let (parent, name) = split_name(rel)?;
-                let dir = top.descend(if parent == Path::new(".") { Path::new("") } else { parent })?;
+                let parent = if parent == Path::new(".") { Path::new("") } else { parent };
+                let dir = match &self.last_parent {
+                    Some((rel, dir)) if rel == parent => dir.try_clone()?,
+                    _ => {
+                        let dir = top.descend(parent)?;
+                        self.last_parent = Some((parent.to_path_buf(), dir.try_clone()?));
+                        dir
+                    }
+                };
                 if record.kind == Kind::TreeDir {
                     let (child, created) = dir.ensure_child(name)?;
                     if created {
@@ -482,6 +494,7 @@ impl Session<'_, '_> {
                 Target { dir, name: name.to_os_string() }
             }
             Kind::TreeEnd => {
+                self.last_parent = None;
                 if let Some(top) = self.tree_top.take() {
                     self.dirs.apply_modes(&top)?;
                 }
