@@ -755,3 +755,4 @@ fn the_memory_report_states_the_window_and_the_granted_socket_buffers() {
 }
 
 mod sleeping;
+mod bounds;
