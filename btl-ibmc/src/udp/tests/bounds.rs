@@ -7,14 +7,14 @@ use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use super::{establish_all, group_from_seed, loopback_config, loopback_multicast_refusal, pump_until};
+use super::{establish_all, forced_onto_one_group, loopback_config, loopback_multicast_refusal, pump_until};
 use crate::fabric::{Fabric, FabricConfig};
 use crate::test_support::{PATIENCE, run_with, test_seed};
 use crate::transport::Endpoint;
 use crate::udp::engine::record_limits;
 use crate::udp::frame::{Stamp, encode_data, encode_probe};
 use crate::udp::socket::open_own;
-use crate::udp::{UdpConfig, UdpFaults, establish};
+use crate::udp::{UdpFaults, establish};
 
 /// Rank 1's socket sends rank 0 in-order fragments of the agreed size
 /// that never end a record. Rank 0 takes in as many as the record cap
@@ -68,14 +68,7 @@ fn a_stranger_flood_during_the_probe_leaves_every_rank_with_the_same_verdict() {
     const SIZE: usize = 3;
     const FLOODERS: usize = 2;
     let seed = test_seed();
-    let forced = group_from_seed(seed ^ 0xF100D);
-    let config = UdpConfig {
-        multicast_base: *forced.ip(),
-        multicast_prefix_len: 32,
-        port_base: forced.port(),
-        port_count: 1,
-        ..loopback_config(seed, UdpFaults::default())
-    };
+    let (forced, config) = forced_onto_one_group(seed, 0xF100D);
     let mut forged = Vec::new();
     encode_probe(Stamp { communicator: 0, nonce: 0, sender: 1 }, &mut forged);
     let done = AtomicBool::new(false);
