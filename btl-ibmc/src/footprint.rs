@@ -16,8 +16,8 @@ pub struct MemoryFootprint {
     pub shm_windows_bytes: usize,
     /// Node-local ranks in the segment.
     pub shm_ranks: usize,
-    /// One reliable ring per ordered pair of node-local ranks (left sparse
-    /// by the kernel until used).
+    /// One reliable ring per ordered pair of node-local ranks (reserved in
+    /// /dev/shm at creation, like the rest of the segment).
     pub shm_rings_bytes: usize,
     pub verbs_queue_pairs: usize,
     /// The window registered with the adapter: an anonymous mapping of its

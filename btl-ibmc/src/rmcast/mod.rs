@@ -255,6 +255,16 @@ impl ReliableMulticast {
         }
     }
 
+    /// Rings of receive slots the datagram flavour has made (none for
+    /// the other flavours).
+    #[cfg(test)]
+    pub(crate) fn receive_rings_made(&self) -> usize {
+        match &self.flavour {
+            Flavour::Datagram(flavour) => flavour.receive_rings_made(),
+            Flavour::Undecided | Flavour::Shared(_) => 0,
+        }
+    }
+
     fn sent(&self) -> u64 {
         match &self.flavour {
             Flavour::Undecided => 0,

@@ -158,7 +158,11 @@ impl Drop for UnlinkOnDrop {
 }
 
 fn create(layout: &SegmentLayout) -> Result<OwnedSegment, SegmentError> {
-    let segment = ShmSegment::create(layout.total_len, layout.eagerly_backed_len())?;
+    // Rings included: a ring left sparse is backed only when a pair first
+    // uses it, and a /dev/shm full by then kills that rank with SIGBUS in
+    // the middle of a collective. Failing here instead lets every rank
+    // fall back alike.
+    let segment = ShmSegment::create(layout.total_len, layout.total_len)?;
     let name = UnlinkOnDrop(segment.name().to_owned());
     layout.write_header(&segment);
     Ok(OwnedSegment { segment, name })

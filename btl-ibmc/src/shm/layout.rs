@@ -64,11 +64,6 @@ impl SegmentLayout {
         self.rings_offset + (sender * self.size + receiver) * RING_BYTES
     }
 
-    /// Header and windows: the part every collective touches, worth backing
-    /// at creation. Rings are left sparse because most pairs never use them.
-    pub(crate) fn eagerly_backed_len(&self) -> usize {
-        self.rings_offset
-    }
 
     pub(crate) fn write_header(&self, segment: &ShmSegment) {
         segment.store_word(HEADER_SIZE, self.size as u64);

@@ -83,7 +83,7 @@ impl std::fmt::Display for SegmentError {
             SegmentError::Os { call, errno } => {
                 write!(f, "{} failed: {}", call.name(), std::io::Error::from_raw_os_error(*errno))?;
                 if *errno == libc::ENOSPC && matches!(call, OsCall::Fallocate | OsCall::Ftruncate) {
-                    write!(f, " (is /dev/shm large enough for every rank's window?)")?;
+                    write!(f, " (/dev/shm has no room for the node's whole segment: every rank's window and a ring per pair of ranks)")?;
                 }
                 Ok(())
             }

@@ -3,6 +3,7 @@
 //! its parent.
 
 mod cross_process;
+mod full_dev_shm;
 mod footprint;
 mod grouped;
 mod killed_creator;

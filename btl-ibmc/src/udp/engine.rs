@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::faults::{Arrival, FaultInjector};
 use super::frame::{self, Body, Refusal, Stamp};
 use super::inbox::{MOST_QUEUED_MULTICAST_BYTES, MulticastInbox};
-use super::reliable::{AckTaken, Incoming, Outgoing, Receipt};
+use super::reliable::{AckTaken, Incoming, Outgoing, Receipt, RecordLimits};
 use super::source::{Origin, origin, unreadable_counter};
 use super::stats::Counters;
 use super::UdpConfig;
@@ -31,6 +31,20 @@ pub(crate) const MESSAGE_RECORD: u8 = 0;
 /// the receiver's window, applied (data, then flag) in channel order.
 pub(crate) const PUT_RECORD: u8 = 1;
 pub(crate) const PUT_HEADER_BYTES: usize = 1 + 3 * 8;
+/// The longest message `send_reliable` takes. Its callers send frames
+/// of one datagram at most (pieces, NACKs); the cap lets a receiver
+/// bound what it assembles from a peer.
+pub(crate) const MOST_MESSAGE_BYTES: usize = 1 << 16;
+
+/// What a rank takes from any peer on the reliable channel: fragments
+/// of the agreed datagram size, records no longer than a message or a
+/// put into this rank's window.
+pub(crate) fn record_limits(config: &UdpConfig, window_len: usize) -> RecordLimits {
+    RecordLimits {
+        fragment: config.datagram_bytes.saturating_sub(frame::DATA_HEADER_BYTES),
+        record: (1 + MOST_MESSAGE_BYTES).max(PUT_HEADER_BYTES.saturating_add(window_len)),
+    }
+}
 
 /// What the engine works with besides its own state; none of it changes
 /// after setup, so it lives outside the lock.
@@ -63,6 +77,7 @@ pub(crate) struct Engine {
     /// polled, rather than moving every message down by one byte).
     pub(crate) reliable_inbox: VecDeque<(usize, Vec<u8>)>,
     faults: Option<FaultInjector>,
+    record_limits: RecordLimits,
     buffer: Vec<u8>,
     /// Scratch for encoding ACKs.
     frame: Vec<u8>,
@@ -77,7 +92,7 @@ pub(crate) struct Engine {
 }
 
 impl Engine {
-    pub(crate) fn new(rank: usize, size: usize, config: &UdpConfig) -> Self {
+    pub(crate) fn new(rank: usize, size: usize, window_len: usize, config: &UdpConfig) -> Self {
         Engine {
             outgoing: (0..size).map(|_| Outgoing::new(config.retransmit_timing())).collect(),
             incoming: (0..size).map(|_| Incoming::new()).collect(),
@@ -86,6 +101,7 @@ impl Engine {
             multicast_inbox: MulticastInbox::new(MOST_QUEUED_MULTICAST_BYTES),
             reliable_inbox: VecDeque::new(),
             faults: config.faults.any().then(|| FaultInjector::new(config.faults, rank)),
+            record_limits: record_limits(config, window_len),
             buffer: vec![0; RECEIVE_BUFFER_BYTES],
             frame: Vec::new(),
             arrivals: Vec::new(),
@@ -200,12 +216,25 @@ impl Engine {
             (Body::Data { seq, last, fragment }, false) => {
                 let mut records = Vec::new();
                 let incoming = &mut self.incoming[rank];
-                let receipt = incoming.accept(seq, last, fragment, cx.config.reliable_window, |record| records.push(record));
+                let limits = self.record_limits;
+                let receipt = incoming.accept(seq, last, fragment, cx.config.reliable_window, limits, |record| records.push(record));
                 match receipt {
                     Receipt::Accepted => {}
                     Receipt::Duplicate => Counters::bump(&counters.duplicates_dropped),
-                    // Counted as malformed: no sender of this backend goes past the window.
-                    Receipt::OutOfWindow => return Counters::bump(&counters.malformed_dropped),
+                    // Counted as malformed: no sender of this backend goes
+                    // past the window or the agreed fragment size.
+                    Receipt::OutOfWindow | Receipt::Oversized => return Counters::bump(&counters.malformed_dropped),
+                    Receipt::RecordTooLong => {
+                        Counters::bump(&counters.malformed_dropped);
+                        self.failure.get_or_insert_with(|| {
+                            format!(
+                                "rank {rank} sent a reliable record longer than {} bytes, the most a message or a put into this rank's window can be; \
+                                 nothing more from it can be delivered",
+                                limits.record
+                            )
+                        });
+                        return;
+                    }
                 }
                 if incoming.mark_ack_due() {
                     self.acks_due.push(rank);

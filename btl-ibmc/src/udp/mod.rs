@@ -51,7 +51,7 @@ use crate::poison::lock;
 use crate::transport::{Datagrams, Endpoint, MulticastKind, PeerReads, ReliableChannel, Sleep, TransportError, Windows};
 use crate::wait::Waiter;
 use crate::window::Window;
-use engine::{Context, Engine, MESSAGE_RECORD, PUT_HEADER_BYTES, PUT_RECORD, Wire, check_outgoing_put, send_frame};
+use engine::{Context, Engine, MESSAGE_RECORD, MOST_MESSAGE_BYTES, PUT_HEADER_BYTES, PUT_RECORD, Wire, check_outgoing_put, send_frame};
 use stats::Counters;
 use crate::footprint::MemoryFootprint;
 
@@ -394,6 +394,9 @@ impl ReliableChannel for UdpTransport {
     fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
         if peer >= self.size {
             return Err(TransportError::OutOfRange { peer, offset: 0, len: message.len() });
+        }
+        if message.len() > MOST_MESSAGE_BYTES {
+            return Err(TransportError::TooLarge { len: message.len(), max: MOST_MESSAGE_BYTES });
         }
         let mut record = Vec::with_capacity(1 + message.len());
         record.push(MESSAGE_RECORD);

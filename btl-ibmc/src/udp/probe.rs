@@ -22,12 +22,20 @@
 //! one heard more than those before it (`MOST_ROUNDS` at most). A network
 //! that carries nothing between the ranks costs one round; one that
 //! carries some pairs but not others, two.
+//!
+//! A round ends whatever reaches the group: it takes at most
+//! `DATAGRAMS_PER_PASS` datagrams between two looks at the clock, and at
+//! most `most_datagrams_per_round` in all, far more than the ranks'
+//! probes. A rank flooded past that before it heard every other gives
+//! up the round as unreadable and still joins the verdict allgather, so
+//! every rank refuses the transport alike (and falls back to the module
+//! underneath) instead of waiting there for a rank stuck reading.
 
 use std::time::{Duration, Instant};
 
 use super::engine::{Wire, send_frame};
 use super::frame::{self, Body, Refusal};
-use super::socket::receive;
+use super::socket::{Received, receive};
 use super::source::{Origin, origin, unreadable_counter};
 use super::stats::Counters;
 
@@ -66,6 +74,18 @@ impl Heard {
     }
 }
 
+/// Datagrams a round takes from the group before it looks at the clock
+/// and sends the probe it owes again.
+const DATAGRAMS_PER_PASS: usize = 64;
+
+/// Datagrams one round takes in all: four times what `size` ranks'
+/// probes could be (one per `PROBE_INTERVAL` each, over `PROBE_PATIENCE`),
+/// and never fewer than a few thousand, so only a flood reaches it.
+pub(crate) fn most_datagrams_per_round(size: usize) -> usize {
+    let probes_per_rank = (PROBE_PATIENCE.as_millis() / PROBE_INTERVAL.as_millis()) as usize + LEAST_PROBES;
+    (4 * size * probes_per_rank).max(4096)
+}
+
 /// Rounds of probing at most: a rank late for the first round is heard
 /// in the second, after the verdict allgather waited for it; the margin
 /// is for a rank that is late again.
@@ -96,8 +116,15 @@ impl Prober {
     /// round) or `PROBE_PATIENCE` ran out. Strays are counted as the
     /// engine counts them.
     pub(crate) fn round(&mut self, wire: &Wire, counters: &Counters) -> Result<Heard, String> {
+        self.round_over(wire, counters, |buffer| receive(&wire.group_socket, buffer).map_err(|error| format!("receiving on the group socket: {error}")))
+    }
+
+    /// `round`, taking the group's datagrams from `take` (a test's flood).
+    fn round_over(&mut self, wire: &Wire, counters: &Counters, mut take: impl FnMut(&mut [u8]) -> Result<Option<Received>, String>) -> Result<Heard, String> {
         let started = Instant::now();
         let (mut sent, mut next_send) = (0, started);
+        let most = most_datagrams_per_round(self.heard.len());
+        let mut taken = 0;
         loop {
             let now = Instant::now();
             let all_heard = self.heard.iter().all(|&heard| heard);
@@ -109,19 +136,25 @@ impl Prober {
                 sent += 1;
                 next_send = now + PROBE_INTERVAL;
             }
-            let mut took_any = false;
-            while let Some(received) =
-                receive(&wire.group_socket, &mut self.buffer).map_err(|error| format!("receiving on the group socket: {error}"))?
-            {
+            if taken >= most {
+                if self.heard.iter().all(|&heard| heard) {
+                    break;
+                }
+                return Err(format!("{taken} datagrams reached the group in one probe round, more than every rank's probes could be: a flood"));
+            }
+            let mut took_this_pass = 0;
+            while took_this_pass < DATAGRAMS_PER_PASS.min(most - taken) {
+                let Some(received) = take(&mut self.buffer)? else { break };
                 // Probes are sent one by one, never coalesced (segmented
                 // sends start only once setup is over).
                 let (len, from) = (received.len, received.from);
-                took_any = true;
+                took_this_pass += 1;
                 if !self.deaf {
                     judge_probe(wire, self.rank, &self.buffer[..len.min(self.buffer.len())], len <= self.buffer.len(), from, counters, &mut self.heard);
                 }
             }
-            if !took_any {
+            taken += took_this_pass;
+            if took_this_pass == 0 {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
@@ -168,6 +201,45 @@ mod tests {
         // An unreadable group counts as hearing nobody, even with more
         // missing than there are peers.
         assert_eq!(pairs_heard(&all(&[Heard { missing: 3, first_missing: 0 }, Heard { missing: 3, first_missing: 0 }, fine])), 2);
+    }
+
+    /// Issue 33, item 3: strangers' datagrams arriving faster than a rank
+    /// reads (here, without end). The round ends after a bounded number
+    /// of them, refusing the group as flooded; before, its receive loop
+    /// never let go. The flood is counted, so the bound needs no clock.
+    #[test]
+    fn a_flood_of_strangers_ends_the_probe_round_after_a_bounded_number_of_datagrams() {
+        use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+        let socket = || UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("a loopback socket");
+        let addresses = vec![SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40_001), SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40_002)];
+        let stamp = frame::Stamp { communicator: 7, nonce: 0x1234, sender: 0 };
+        let group_socket = socket();
+        // The probes go to the socket the test reads from no more.
+        let std::net::SocketAddr::V4(group) = group_socket.local_addr().expect("bound") else { unreachable!("bound to IPv4") };
+        let wire = Wire { own_socket: socket(), group_socket, group, addresses, stamp };
+        let counters = Counters::default();
+        let mut prober = Prober::new(&wire, 0, false);
+        // Rank 1's own probe, but from a stranger's address.
+        let mut forged = Vec::new();
+        frame::encode_probe(frame::Stamp { sender: 1, ..stamp }, &mut forged);
+        let stranger = SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 9), 40_002);
+        let most = most_datagrams_per_round(2);
+        let mut flooded = 0usize;
+        let outcome = prober.round_over(&wire, &counters, |buffer| {
+            flooded += 1;
+            assert!(flooded <= 100 * most, "the probe round took {flooded} datagrams and goes on");
+            buffer[..forged.len()].copy_from_slice(&forged);
+            Ok(Some(Received { len: forged.len(), from: stranger, segment: None }))
+        });
+        assert!(flooded <= most, "{flooded} datagrams taken, {most} at most");
+        let strangers = counters.snapshot().strangers_dropped;
+        assert_eq!(strangers, flooded as u64, "every datagram taken was judged a stranger's");
+        // The clock may end a round on a loaded machine before the flood
+        // does: either way rank 1 is unheard, and the verdict refuses.
+        match outcome {
+            Err(why) => assert!(why.contains("flood") && flooded == most, "{why} after {flooded}"),
+            Ok(heard) => assert_eq!(heard, Heard { missing: 1, first_missing: 1 }),
+        }
     }
 
     #[test]

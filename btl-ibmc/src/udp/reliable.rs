@@ -12,6 +12,15 @@
 //! than `window` fragments unacknowledged, so the receiver need not keep
 //! more than that many early ones.
 //!
+//! What a receiver holds from one peer is bounded whatever arrives: a
+//! fragment longer than the agreed fragment size is dropped unread, so
+//! the early ones take at most `window` fragments, and a record that
+//! grows past the agreed record cap breaks the channel from that peer
+//! (`Receipt::RecordTooLong`) instead of growing. No sender of this
+//! backend does either, so the record cannot be repaired: dropping the
+//! fragment would stall the pair (the sender resends it for ever), and
+//! skipping to the next record would deliver a record short.
+//!
 //! The timeout follows each peer's round trips (RFC 6298: SRTT + 4
 //! RTTVAR, `crate::rtt`), kept between a floor and a ceiling, doubled at
 //! each expiry and reset by the next fresh sample. A sample is the time
@@ -61,6 +70,19 @@ pub(crate) enum Receipt {
     Duplicate,
     /// Beyond what the sender's window allows: not this channel's.
     OutOfWindow,
+    /// Longer than the agreed fragment size: dropped unread.
+    Oversized,
+    /// It would make the record longer than the agreed cap: nothing taken
+    /// in, and nothing from this peer can be delivered any more.
+    RecordTooLong,
+}
+
+/// What every rank agreed a peer may send: fragments of at most
+/// `fragment` bytes, records of at most `record`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RecordLimits {
+    pub(crate) fragment: usize,
+    pub(crate) record: usize,
 }
 
 /// One fragment sent and not yet acknowledged.
@@ -288,7 +310,10 @@ impl Incoming {
     /// Takes in fragment `seq` and hands every record it completes, in
     /// order, to `deliver`. Accepted fragments and duplicates (whose
     /// sender missed an ACK) both call for an ACK: the caller marks it.
-    pub(crate) fn accept(&mut self, seq: u64, last: bool, fragment: &[u8], window: usize, mut deliver: impl FnMut(Vec<u8>)) -> Receipt {
+    pub(crate) fn accept(&mut self, seq: u64, last: bool, fragment: &[u8], window: usize, limits: RecordLimits, mut deliver: impl FnMut(Vec<u8>)) -> Receipt {
+        if fragment.len() > limits.fragment {
+            return Receipt::Oversized;
+        }
         if seq < self.expected || self.early.contains_key(&seq) {
             return Receipt::Duplicate;
         }
@@ -299,25 +324,76 @@ impl Incoming {
             self.early.insert(seq, (last, fragment.to_vec()));
             return Receipt::Accepted;
         }
-        self.take_in_order(last, fragment, &mut deliver);
+        if !self.take_in_order(last, fragment, limits, &mut deliver) {
+            return Receipt::RecordTooLong;
+        }
         while let Some((last, fragment)) = self.early.remove(&self.expected) {
-            self.take_in_order(last, &fragment, &mut deliver);
+            if !self.take_in_order(last, &fragment, limits, &mut deliver) {
+                return Receipt::RecordTooLong;
+            }
         }
         Receipt::Accepted
     }
 
-    fn take_in_order(&mut self, last: bool, fragment: &[u8], deliver: &mut impl FnMut(Vec<u8>)) {
+    /// Bytes held for this peer: the record being assembled and the
+    /// fragments that came early.
+    #[cfg(test)]
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.partial.len() + self.early.values().map(|(_, fragment)| fragment.len()).sum::<usize>()
+    }
+
+    /// False, taking nothing in, if `fragment` would make the record
+    /// longer than `limits.record`.
+    fn take_in_order(&mut self, last: bool, fragment: &[u8], limits: RecordLimits, deliver: &mut impl FnMut(Vec<u8>)) -> bool {
+        if self.partial.len() + fragment.len() > limits.record {
+            return false;
+        }
         self.expected += 1;
         self.partial.extend_from_slice(fragment);
         if last {
             deliver(std::mem::take(&mut self.partial));
         }
+        true
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const ROOMY: RecordLimits = RecordLimits { fragment: 1024, record: 1 << 20 };
+
+    /// Issue 33, item 2: in-order fragments that never end a record. The
+    /// record stops at the cap (the fragment that would pass it is
+    /// refused, and the channel is broken from then on), the early ones
+    /// stay within the window, and a fragment longer than agreed is
+    /// dropped without a trace. Before, 10 000 fragments held 1 MB.
+    #[test]
+    fn a_fragment_stream_without_the_last_flag_stays_within_the_record_cap() {
+        const FRAGMENT: usize = 100;
+        let limits = RecordLimits { fragment: FRAGMENT, record: 1000 };
+        let mut incoming = Incoming::new();
+        let fragment = [7u8; FRAGMENT];
+        assert_eq!(incoming.accept(0, false, &[0; FRAGMENT + 1], 8, limits, |_| unreachable!()), Receipt::Oversized);
+        assert_eq!((incoming.next_expected(), incoming.held_bytes()), (0, 0), "an oversized fragment changed the state");
+        let receipts: Vec<Receipt> = (0..10_000).map(|seq| incoming.accept(seq, false, &fragment, 8, limits, |_| unreachable!())).collect();
+        let accepted = receipts.iter().take_while(|&&receipt| receipt == Receipt::Accepted).count();
+        assert_eq!(accepted, 10, "1000 bytes are 10 fragments of 100");
+        assert_eq!(receipts[accepted], Receipt::RecordTooLong);
+        assert_eq!(incoming.next_expected(), 10, "the fragment past the cap was taken in");
+        let bound = limits.record + 7 * FRAGMENT;
+        assert!(incoming.held_bytes() <= bound, "{} bytes held, {bound} at most", incoming.held_bytes());
+        // Early fragments are bounded by the window; one that completes a
+        // record past the cap when the hole fills is refused too.
+        let mut incoming = Incoming::new();
+        for seq in 1..8 {
+            assert_eq!(incoming.accept(seq, false, &fragment, 8, RecordLimits { record: 500, ..limits }, |_| unreachable!()), Receipt::Accepted);
+        }
+        assert_eq!(incoming.accept(8, false, &fragment, 8, limits, |_| unreachable!()), Receipt::OutOfWindow);
+        assert_eq!(incoming.held_bytes(), 7 * FRAGMENT);
+        assert_eq!(incoming.accept(0, false, &fragment, 8, RecordLimits { record: 500, ..limits }, |_| unreachable!()), Receipt::RecordTooLong);
+        assert!(incoming.held_bytes() <= 500 + 7 * FRAGMENT);
+    }
 
     #[test]
     fn fragments_in_any_order_with_duplicates_deliver_each_record_once_in_order() {
@@ -327,14 +403,14 @@ mod tests {
         let arrivals: [(u64, bool, &[u8]); 7] =
             [(1, true, b"b"), (4, true, b"e"), (0, false, b"a"), (0, false, b"a"), (3, false, b"d"), (2, true, b"c"), (4, true, b"e")];
         let receipts: Vec<Receipt> =
-            arrivals.iter().map(|&(seq, last, fragment)| incoming.accept(seq, last, fragment, 8, |record| records.push(record))).collect();
+            arrivals.iter().map(|&(seq, last, fragment)| incoming.accept(seq, last, fragment, 8, ROOMY, |record| records.push(record))).collect();
         use Receipt::{Accepted, Duplicate};
         assert_eq!(receipts, [Accepted, Accepted, Accepted, Duplicate, Accepted, Accepted, Duplicate]);
         assert_eq!(records, [b"ab".to_vec(), b"c".to_vec(), b"de".to_vec()]);
         assert_eq!(incoming.next_expected(), 5);
         assert!(incoming.mark_ack_due() && !incoming.mark_ack_due());
         assert!(incoming.take_ack_due() && !incoming.take_ack_due());
-        assert_eq!(incoming.accept(5 + 8, true, b"z", 8, |_| unreachable!()), Receipt::OutOfWindow);
+        assert_eq!(incoming.accept(5 + 8, true, b"z", 8, ROOMY, |_| unreachable!()), Receipt::OutOfWindow);
     }
 
     /// Runs `resend_due` at `at`, returning the first bytes of what it resent.
@@ -453,7 +529,7 @@ mod tests {
         let start = Instant::now();
         let mut incoming = Incoming::new();
         for seq in [2, 3, 5] {
-            assert_eq!(incoming.accept(seq, true, b"x", 64, |_| unreachable!()), Receipt::Accepted);
+            assert_eq!(incoming.accept(seq, true, b"x", 64, ROOMY, |_| unreachable!()), Receipt::Accepted);
         }
         let reported = incoming.reported_early();
         assert_eq!((incoming.next_expected(), reported), (0, 0b10110), "fragments 2, 3 and 5 are bits 1, 2 and 4 after 0");

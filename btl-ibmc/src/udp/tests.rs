@@ -25,6 +25,22 @@ fn group_from_seed(seed: u64) -> SocketAddrV4 {
     SocketAddrV4::new(Ipv4Addr::new(239, 78, (mixed >> 8) as u8, mixed as u8), 24_000 + ((mixed >> 16) % 1000) as u16)
 }
 
+/// A loopback config whose one-address range and one-port range put
+/// every communicator on the same group and port, as colliding ids
+/// would. Which one comes from the seed (mixed with `salt`, one per
+/// test): another run's traffic cannot reach it.
+fn forced_onto_one_group(seed: u64, salt: u64) -> (SocketAddrV4, UdpConfig) {
+    let forced = group_from_seed(seed ^ salt);
+    let config = UdpConfig {
+        multicast_base: *forced.ip(),
+        multicast_prefix_len: 32,
+        port_base: forced.port(),
+        port_count: 1,
+        ..loopback_config(seed, UdpFaults::default())
+    };
+    (forced, config)
+}
+
 /// Why multicast on `lo` does not work here, if it does not: a group
 /// socket and a sender of our own, one datagram carrying a random token
 /// (nothing another run sends can pass for it), two seconds.
@@ -509,17 +525,7 @@ fn two_communicators_forced_onto_one_group_and_port_see_only_their_own_datagrams
     skip_without_loopback_multicast!("two_communicators_forced_onto_one_group_and_port_see_only_their_own_datagrams");
     const PER_RANK: usize = 10;
     let seed = test_seed();
-    // A one-address range and a one-port range: every communicator lands
-    // on the same group and port, as colliding ids would put them. Which
-    // one comes from the seed: another run's traffic cannot reach it.
-    let forced = group_from_seed(seed ^ 0x5EED);
-    let config = UdpConfig {
-        multicast_base: *forced.ip(),
-        multicast_prefix_len: 32,
-        port_base: forced.port(),
-        port_count: 1,
-        ..loopback_config(seed, UdpFaults::default())
-    };
+    let (forced, config) = forced_onto_one_group(seed, 0x5EED);
     let first = establish_all(2, 64, &config);
     let second = establish_all(2, 64, &config);
     assert_eq!((first[0].1.group(), second[0].1.group()), (forced, forced));
@@ -755,3 +761,4 @@ fn the_memory_report_states_the_window_and_the_granted_socket_buffers() {
 }
 
 mod sleeping;
+mod bounds;

@@ -248,7 +248,8 @@ fn resend<T: Windows + ReliableChannel + ?Sized>(
     pieces: std::ops::Range<u64>,
     stats: &mut RmcastStats,
 ) -> Result<(), TransportError> {
-    for seq in pieces {
+    // A NACK or a word may name any range; only the last W can be held.
+    for seq in ring.holdable(pieces) {
         // Held unless the member already moved past it (a stale NACK).
         if let Some(frame) = ring.frame(seq) {
             transport.send_reliable(to, frame)?;

@@ -13,6 +13,7 @@ mod sender;
 use std::time::Instant;
 
 use receiver::Receiver;
+use ring::RingPool;
 use sender::Sender;
 
 use super::config::RmcastConfig;
@@ -26,6 +27,11 @@ use crate::transport::{Datagrams, ReliableChannel, TransportError, Windows};
 /// one segmented udp send carries (64 KiB of 1500-byte datagrams), few
 /// enough that receivers start on a batch while the next is prepared.
 const MOST_QUEUED_PIECES: u64 = 32;
+
+/// Receive rings (W frames each) a rank keeps lent to streams that no
+/// longer need them, for the next bcasts of those roots; beyond this a
+/// new root's stream takes a drained one's.
+pub(crate) const KEPT_RINGS: usize = 4;
 
 /// How a frame reached this rank, and who the transport says sent it.
 #[derive(Clone, Copy, Debug)]
@@ -48,7 +54,12 @@ pub(crate) struct DatagramFlavour {
     piece_bytes: usize,
     sender: Option<Sender>,
     /// Indexed by root; made when the root's first piece or call comes.
+    /// Each holds counts only (tens of bytes, O(members) at a co-root);
+    /// the slots, up to W frames each, are lent from `rings` while a
+    /// stream holds pieces, so memory follows the streams in flight, not
+    /// the roots ever heard.
     receivers: Vec<Option<Receiver>>,
+    rings: RingPool,
     inbox: Vec<u8>,
 }
 
@@ -78,6 +89,7 @@ impl DatagramFlavour {
             congestion,
             sender: None,
             receivers: (0..size).map(|_| None).collect(),
+            rings: RingPool::default(),
             inbox: Vec::new(),
         })
     }
@@ -92,8 +104,36 @@ impl DatagramFlavour {
     }
 
     fn receiver(&mut self, root: usize) -> &mut Receiver {
+        self.receiver_and_rings(root).0
+    }
+
+    fn receiver_and_rings(&mut self, root: usize) -> (&mut Receiver, &mut RingPool) {
         let (me, size, nonce, config, congestion, region) = (self.me, self.size, self.nonce, &self.config, self.congestion, &self.region);
-        self.receivers[root].get_or_insert_with(|| Receiver::new(me, root, size, nonce, config, congestion, region, Instant::now()))
+        let receiver = self.receivers[root].get_or_insert_with(|| Receiver::new(me, root, size, nonce, config, congestion, region, Instant::now()));
+        (receiver, &mut self.rings)
+    }
+
+    /// Before `root`'s stream borrows slots: when `KEPT_RINGS` are lent
+    /// already, takes back those of one drained stream, if any. Streams
+    /// keep their slots until then, so bcasts from one root in a row
+    /// reuse them at no cost; a stream not drained keeps them whatever
+    /// the pressure (its pieces are needed).
+    fn make_room_for(&mut self, root: usize) {
+        if self.rings.lent() < KEPT_RINGS || self.receivers[root].as_ref().is_some_and(Receiver::has_slots) {
+            return;
+        }
+        for receiver in self.receivers.iter_mut().flatten() {
+            if receiver.give_back_if_drained(&mut self.rings) {
+                return;
+            }
+        }
+    }
+
+    /// Rings of receive slots this rank has made: the memory its receive
+    /// state holds is at most this many windows of frames.
+    #[cfg(test)]
+    pub(crate) fn receive_rings_made(&self) -> usize {
+        self.rings.made()
     }
 
     pub(crate) fn send<T: Windows + Datagrams + ReliableChannel + ?Sized>(&mut self, transport: &T, message: &[u8], stats: &mut RmcastStats) -> Result<(), TransportError> {
@@ -239,11 +279,12 @@ impl DatagramFlavour {
                 self.reject(arrival, format_args!("piece {} of root {} passed on by rank {from}, who does not carry it here", header.seq, header.root), stats);
             }
             (Frame::Piece(header, _), arrival) => {
-                let receiver = self.receiver(header.root);
+                self.make_room_for(header.root);
+                let (receiver, rings) = self.receiver_and_rings(header.root);
                 if let Arrival::Reliable { .. } = arrival {
                     receiver.took_carried_piece();
                 }
-                receiver.accept(transport, header, bytes, now, stats)?
+                receiver.accept(transport, header, bytes, now, rings, stats)?
             }
             (Frame::Nack { root, .. }, Arrival::Multicast { .. }) => {
                 self.reject(arrival, format_args!("NACK for root {root} not over the reliable channel"), stats);

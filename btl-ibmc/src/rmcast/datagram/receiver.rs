@@ -15,12 +15,18 @@
 //! can arrive inside the slots; one that does not is counted as an
 //! overrun. A leaf's word is lazy (`LazyAck`); a co-root's is written as
 //! soon as its base moves, because the root's window waits on it.
+//!
+//! The slots are borrowed from the rank's pool when a piece arrives and
+//! may be given back once the stream is drained: no piece at or beyond
+//! `contiguous` arrived and base has caught up with it, so nothing held
+//! is needed by anyone. The counts stay, so a later piece of this root is
+//! still placed, and a late copy of an old one still dropped, by them.
 
 use std::time::Instant;
 
 use super::collector::{Collector, Held};
 use super::nack::{NackStep, NackTimer};
-use super::ring::PieceRing;
+use super::ring::{PieceRing, RingPool};
 use crate::rmcast::ack::LazyAck;
 use crate::rmcast::config::RmcastConfig;
 use crate::rmcast::groups::{Groups, Role};
@@ -47,6 +53,8 @@ pub(crate) struct Receiver {
     window: u64,
     delivered: u64,
     contiguous: u64,
+    /// One past the highest piece that arrived.
+    arrived_below: u64,
     ring: PieceRing,
     /// Where this rank's word lives: (rank whose window, offset).
     ack_to: (usize, usize),
@@ -89,7 +97,8 @@ impl Receiver {
             window: config.window(),
             delivered: 0,
             contiguous: 0,
-            ring: PieceRing::new(config.window(), now),
+            arrived_below: 0,
+            ring: PieceRing::detached(config.window()),
             ack_to,
             duty,
         }
@@ -125,13 +134,16 @@ impl Receiver {
     }
 
     /// Takes in one copy of a piece, from multicast, a co-root's forward or
-    /// a retransmission alike.
+    /// a retransmission alike; a new one borrows slots from `rings` if this
+    /// stream holds none.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn accept<T: Windows + ReliableChannel + ?Sized>(
         &mut self,
         transport: &T,
         header: PieceHeader,
         frame: &[u8],
         now: Instant,
+        rings: &mut RingPool,
         stats: &mut RmcastStats,
     ) -> Result<(), TransportError> {
         let seq = header.seq;
@@ -155,6 +167,8 @@ impl Receiver {
             }
             return Ok(());
         }
+        self.ring.attach(rings, now);
+        self.arrived_below = self.arrived_below.max(seq + 1);
         let frame = self.ring.store(seq, now, |out| out.extend_from_slice(frame));
         if let Duty::CoRoot { forward_to, .. } = &self.duty {
             for &co_root in forward_to {
@@ -254,6 +268,24 @@ impl Receiver {
             }
             Duty::Leaf { .. } => Ok(false),
         }
+    }
+
+    /// Gives the slots back to `rings` once nothing held is needed: every
+    /// piece that arrived is contiguous and delivered, and at a co-root
+    /// every member has acknowledged it (its collector resends only below
+    /// `contiguous`, from its members' words up).
+    /// True if it gave them back.
+    pub(crate) fn give_back_if_drained(&mut self, rings: &mut RingPool) -> bool {
+        let drained = self.ring.is_attached() && self.arrived_below <= self.contiguous && self.base() >= self.contiguous;
+        if drained {
+            self.ring.detach(rings);
+        }
+        drained
+    }
+
+    /// Whether this stream has slots lent.
+    pub(crate) fn has_slots(&self) -> bool {
+        self.ring.is_attached()
     }
 
     /// Writes a pending lazy ACK now.

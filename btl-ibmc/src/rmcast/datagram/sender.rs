@@ -118,7 +118,7 @@ impl Sender {
         now: Instant,
         stats: &mut RmcastStats,
     ) -> Result<bool, TransportError> {
-        let repairs = wanted.start..wanted.end.min(self.next_seq);
+        let repairs = self.ring.holdable(wanted.start..wanted.end.min(self.next_seq));
         if !self.collector.serve_nack(transport, Held { ring: &self.ring, high: self.next_seq }, asker, wanted, now, stats)? {
             return Ok(false);
         }
@@ -154,5 +154,49 @@ impl Sender {
             self.window,
             self.collector.lagging(needed)
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fabric::{Fabric, FabricConfig};
+    use crate::rmcast::config::{CongestionConfig, CongestionMode};
+    use crate::rmcast::region_len;
+
+    /// Issue 33, item 4: a NACK for [0, 2^64) after 2^36 pieces (the
+    /// counters are set there, not counted up) answers with the W pieces
+    /// held, and looks at no more slots than a few times W: before, it
+    /// walked all 2^36 sequence numbers, twice.
+    #[test]
+    fn a_nack_for_every_piece_ever_sent_costs_the_window_not_the_range() {
+        const W: u64 = 64;
+        let config = RmcastConfig {
+            window_slots: W as usize,
+            congestion: CongestionConfig { mode: CongestionMode::On, ..CongestionConfig::default() },
+            ..RmcastConfig::default()
+        };
+        let endpoints = Fabric::new(2, region_len(2, &config), FabricConfig::default());
+        let region = DatagramRegion::new(0, 2, &config);
+        let now = Instant::now();
+        let mut sender = Sender::new(0, 2, 7, &config, true, &region, now);
+        assert_eq!(sender.window, W);
+        let sent = 1u64 << 36;
+        for seq in sent - W..sent {
+            sender.ring.store(seq, now, |frame| frame.extend_from_slice(&seq.to_le_bytes()));
+        }
+        (sender.next_seq, sender.sent_below) = (sent, sent);
+        let mut stats = RmcastStats::default();
+        assert!(sender.serve_nack(&endpoints[0], 1, 0..u64::MAX, now, &mut stats).expect("served"));
+        assert_eq!((stats.retransmissions, stats.repairs_multicast), (W, W), "{stats:?}");
+        let lookups = sender.ring.lookups();
+        println!("a NACK for [0, 2^64) after 2^36 pieces: {lookups} slot lookups, {stats:?}");
+        assert!(lookups <= 4 * W, "{lookups} slot lookups for a window of {W}");
+        let mut resent = Vec::new();
+        let mut first = None;
+        while endpoints[1].poll_reliable(&mut resent).is_some() {
+            first.get_or_insert_with(|| resent.clone());
+        }
+        assert_eq!(first.as_deref(), Some(&(sent - W).to_le_bytes()[..]), "the oldest piece held goes first");
     }
 }
