@@ -392,6 +392,18 @@ fn stray_datagrams_are_dropped_and_counted_and_change_nothing() {
     assert_eq!(zero.stats().refused_from_ranks(), 5);
 }
 
+/// rmcast as the udp tests run it: one co-root, quick repairs, waits
+/// that never sleep and give up after `PATIENCE`.
+fn test_rmcast_config() -> RmcastConfig {
+    RmcastConfig {
+        co_roots: 1,
+        timeout: Duration::from_millis(10),
+        wait: WaitPolicy { spin_polls: 0, kernel_spin_polls: 0, stall_warning: Duration::from_secs(5), fault_timeout: None },
+        give_up_after: Some(PATIENCE),
+        ..RmcastConfig::default()
+    }
+}
+
 #[test]
 fn reliable_multicast_bcasts_over_udp_with_injected_loss() {
     skip_without_loopback_multicast!("reliable_multicast_bcasts_over_udp_with_injected_loss");
@@ -399,13 +411,7 @@ fn reliable_multicast_bcasts_over_udp_with_injected_loss() {
     let seed = test_seed();
     let faults = UdpFaults { drop: 0.05, duplicate: 0.02, reorder: 0.05, ..UdpFaults::default() };
     let config = loopback_config(seed, faults);
-    let rmcast = RmcastConfig {
-        co_roots: 1,
-        timeout: Duration::from_millis(10),
-        wait: WaitPolicy { spin_polls: 0, kernel_spin_polls: 0, stall_warning: Duration::from_secs(5), fault_timeout: None },
-        give_up_after: Some(PATIENCE),
-        ..RmcastConfig::default()
-    };
+    let rmcast = test_rmcast_config();
     let piece = config.datagram_bytes - super::frame::HEADER_BYTES - TAG_BYTES - 40;
     let lengths = [1, piece - 1, piece, piece + 1, 5 * piece + 7, 64 * 1024];
     let script: Vec<(usize, usize)> = (0..24).map(|index| ((index / 2 + index) % SIZE, lengths[index % lengths.len()])).collect();

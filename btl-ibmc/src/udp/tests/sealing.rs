@@ -9,16 +9,15 @@ use std::net::{Ipv4Addr, UdpSocket};
 use std::sync::atomic::AtomicUsize;
 use std::time::{Duration, Instant};
 
-use super::{establish_all, finish, loopback_config, loopback_multicast_refusal, pump_until, tag};
+use super::{establish_all, finish, loopback_config, loopback_multicast_refusal, pump_until, tag, test_rmcast_config};
 use crate::fabric::{Fabric, FabricConfig};
-use crate::rmcast::{ReliableMulticast, RmcastConfig, region_len};
+use crate::rmcast::{ReliableMulticast, region_len};
 use crate::selected::SelectedTransport;
 use crate::test_support::{PATIENCE, pattern, run_with, test_seed};
 use crate::transport::{Datagrams, Endpoint, ReliableChannel};
 use crate::udp::frame::{encode_ack, encode_multicast};
 use crate::udp::socket::{open_group, receive};
 use crate::udp::{Protection, UdpConfig, UdpFaults, UdpSetupError, UdpStats, UdpTransport, establish};
-use crate::wait::WaitPolicy;
 
 /// Every datagram waiting on `socket`, taken until it stays quiet a while.
 fn drain(socket: &UdpSocket) -> Vec<Vec<u8>> {
@@ -50,13 +49,7 @@ fn an_eavesdropper_on_the_group_and_its_port_reads_no_payload_byte() {
         return;
     }
     const SIZE: usize = 2;
-    let rmcast = RmcastConfig {
-        co_roots: 1,
-        timeout: Duration::from_millis(10),
-        wait: WaitPolicy { spin_polls: 0, kernel_spin_polls: 0, stall_warning: Duration::from_secs(5), fault_timeout: None },
-        give_up_after: Some(PATIENCE),
-        ..RmcastConfig::default()
-    };
+    let rmcast = test_rmcast_config();
     // Authenticated and unprotected frames show the payload: proof that
     // the search would find it were it there.
     for protection in [Protection::Encrypt, Protection::Authenticate, Protection::None] {
@@ -196,5 +189,96 @@ fn ranks_asking_for_different_protections_all_refuse_the_transport_naming_it() {
             }
             other => panic!("rank {rank}: {other:?}"),
         }
+    }
+}
+
+/// Not a check: the cost of sealing to a bcast over udp on `lo`, two
+/// ranks, each protection's communicator in turn within every round (so
+/// that the machine's load falls alike on all). Prints the median time
+/// per bcast and the ratios to `none`; asserts only that the data arrived.
+/// `cargo test --release -p btl-ibmc --no-default-features --lib
+/// udp::tests::sealing::cost -- --ignored --nocapture`
+#[test]
+#[ignore = "measurement, not a check: run alone, in release, with --ignored --nocapture"]
+fn cost_of_sealing_a_bcast_over_udp() {
+    if let Some(why) = loopback_multicast_refusal() {
+        println!("SKIPPED cost_of_sealing_a_bcast_over_udp: no multicast on lo here ({why})");
+        return;
+    }
+    const SIZE: usize = 2;
+    const ROUNDS: usize = 7;
+    let protections = [Protection::None, Protection::Authenticate, Protection::Encrypt];
+    let sizes: [(usize, usize); 3] = [(8, 2000), (64 * 1024, 100), (1 << 20, 12)];
+    let rmcast = test_rmcast_config();
+    let seed = test_seed();
+    let communicators: Vec<Vec<_>> = protections
+        .iter()
+        .map(|&protection| establish_all(SIZE, region_len(SIZE, &rmcast), &UdpConfig { protection, ..loopback_config(seed, UdpFaults::default()) }))
+        .collect();
+    let mut per_rank: Vec<Vec<_>> = (0..SIZE).map(|_| Vec::new()).collect();
+    for communicator in communicators {
+        for (rank, pair) in communicator.into_iter().enumerate() {
+            per_rank[rank].push(pair);
+        }
+    }
+    let done = AtomicUsize::new(0);
+    let timings = run_with(per_rank, |rank, pairs| {
+        let barrier = |exchange: &crate::fabric::FabricEndpoint| {
+            let mut all = [0u8; SIZE];
+            crate::transport::Exchange::allgather(exchange, &[0], &mut all).expect("barrier");
+        };
+        let mut ends: Vec<(crate::fabric::FabricEndpoint, SelectedTransport, ReliableMulticast)> = pairs
+            .into_iter()
+            .map(|(exchange, udp)| (exchange, SelectedTransport::Udp(udp), ReliableMulticast::new(rank, SIZE, 0, rmcast)))
+            .collect();
+        // [size][protection][round]: seconds per bcast.
+        let mut seconds = vec![vec![Vec::new(); protections.len()]; sizes.len()];
+        for round in 0..=ROUNDS {
+            for (which, &(len, count)) in sizes.iter().enumerate() {
+                let payload = pattern(tag(0, which, round), len);
+                let mut got = vec![0u8; len];
+                for (protection, (exchange, transport, multicast)) in ends.iter_mut().enumerate() {
+                    barrier(exchange);
+                    let started = Instant::now();
+                    for _ in 0..count {
+                        if rank == 0 {
+                            multicast.send(transport, &payload).expect("bcast");
+                        } else {
+                            multicast.receive(transport, 0, &mut got).expect("bcast");
+                        }
+                    }
+                    multicast.drain(transport).expect("drain");
+                    barrier(exchange);
+                    assert!(rank == 0 || got == payload, "the bcast arrived wrong");
+                    // Round 0 warms up.
+                    if round > 0 {
+                        seconds[which][protection].push(started.elapsed().as_secs_f64() / count as f64);
+                    }
+                }
+            }
+        }
+        for (_, transport, _) in ends {
+            let SelectedTransport::Udp(udp) = transport else { unreachable!() };
+            finish(&udp, &done);
+        }
+        seconds
+    });
+    let median = |values: &[f64]| {
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        sorted[sorted.len() / 2]
+    };
+    println!("bcast over udp on lo, 2 ranks, {ROUNDS} rounds, median per bcast at rank 0 (ratio to none: median of the rounds' ratios)");
+    for (which, &(len, _)) in sizes.iter().enumerate() {
+        let rounds = &timings[0][which];
+        let line: Vec<String> = protections
+            .iter()
+            .enumerate()
+            .map(|(protection, name)| {
+                let ratios: Vec<f64> = rounds[protection].iter().zip(&rounds[0]).map(|(sealed, clear)| sealed / clear).collect();
+                format!("{}: {:.1} us ({:.2}x)", name.name(), median(&rounds[protection]) * 1e6, median(&ratios))
+            })
+            .collect();
+        println!("  {len:>8} B: {}", line.join(", "));
     }
 }
