@@ -58,7 +58,7 @@ fn an_eavesdropper_on_the_group_and_its_port_reads_no_payload_byte() {
         let ranks = establish_all(SIZE, region_len(SIZE, &rmcast), &config);
         // As another user would: bind the group's port with SO_REUSEADDR and join.
         let (eavesdropper, _) = open_group(ranks[0].1.group(), Ipv4Addr::LOCALHOST, 8 << 20).expect("the eavesdropper joins");
-        let payload = pattern(tag(0, 33, protection as usize), 64 * 1024);
+        let payload = pattern(tag(0, 33, protection as usize), 32 * 1024);
         let done = AtomicUsize::new(0);
         run_with(ranks, |rank, (_, udp)| {
             let transport = SelectedTransport::Udp(udp);
