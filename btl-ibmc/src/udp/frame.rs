@@ -34,6 +34,8 @@ const LAST_FRAGMENT: u8 = 1;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Stamp {
     pub(crate) communicator: u32,
+    /// Rank 0's job nonce: written where the counter goes, which `seal`
+    /// overwrites on sealed frames (only unprotected frames keep it).
     pub(crate) nonce: u64,
     pub(crate) sender: u32,
 }
