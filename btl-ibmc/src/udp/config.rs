@@ -6,6 +6,8 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
+use super::seal::Protection;
+
 /// Settings for [`establish`](super::establish). Every rank of a
 /// communicator must pass the same values except `interface`, which is
 /// per host; setup refuses a mismatch in what decides the wire format
@@ -68,6 +70,9 @@ pub struct UdpConfig {
     /// offers it. On by default; either side works with the other's
     /// choice, since the datagrams on the wire are the same.
     pub segmentation_offload: bool,
+    /// How frames are protected on the wire (`seal`): encrypted and
+    /// authenticated by default. Every rank must choose alike.
+    pub protection: Protection,
     /// Faults injected on receipt, before anything is checked; off by default.
     pub faults: UdpFaults,
 }
@@ -119,6 +124,7 @@ impl Default for UdpConfig {
             retransmit_floor: Duration::from_millis(2),
             retransmit_ceiling: Duration::from_millis(20),
             segmentation_offload: true,
+            protection: Protection::default(),
             faults: UdpFaults::default(),
         }
     }
@@ -142,7 +148,7 @@ impl UdpConfig {
         if self.port_base == 0 || self.port_count == 0 || u32::from(self.port_base) + u32::from(self.port_count) > 65_536 {
             return Some(format!("the port range {}+{} is not inside 1..=65535", self.port_base, self.port_count));
         }
-        let header = super::frame::DATA_HEADER_BYTES;
+        let header = super::frame::DATA_HEADER_BYTES + self.protection.overhead();
         if self.datagram_bytes <= header + 1 || self.datagram_bytes > super::frame::MAX_UDP_PAYLOAD {
             return Some(format!(
                 "datagram_bytes {} must lie in {}..={}",

@@ -1,6 +1,9 @@
 //! Everything a udp endpoint does when it takes in traffic: drains both
 //! sockets (through the fault injection, when on), refuses what is not
-//! this communicator's, queues multicast datagrams and reliable messages,
+//! this communicator's (a frame's source address first, then its seal,
+//! then its form, then its counter against replays: nothing in a frame
+//! changes any state before its seal was verified), queues multicast
+//! datagrams and reliable messages,
 //! applies peers' puts to the window, and then sends the ACKs and
 //! retransmissions that are due. It runs under the endpoint's lock, from
 //! every poll, every wait for room, and `progress`.
@@ -13,6 +16,7 @@ use super::faults::{Arrival, FaultInjector};
 use super::frame::{self, Body, Refusal, Stamp};
 use super::inbox::{MOST_QUEUED_MULTICAST_BYTES, MulticastInbox};
 use super::reliable::{AckTaken, Incoming, Outgoing, Receipt, RecordLimits};
+use super::seal::{ReplayWindow, Sealer};
 use super::source::{Origin, origin, unreadable_counter};
 use super::stats::Counters;
 use super::UdpConfig;
@@ -37,11 +41,11 @@ pub(crate) const PUT_HEADER_BYTES: usize = 1 + 3 * 8;
 pub(crate) const MOST_MESSAGE_BYTES: usize = 1 << 16;
 
 /// What a rank takes from any peer on the reliable channel: fragments
-/// of the agreed datagram size, records no longer than a message or a
-/// put into this rank's window.
+/// that fill the agreed datagram size with their header and seal, records
+/// no longer than a message or a put into this rank's window.
 pub(crate) fn record_limits(config: &UdpConfig, window_len: usize) -> RecordLimits {
     RecordLimits {
-        fragment: config.datagram_bytes.saturating_sub(frame::DATA_HEADER_BYTES),
+        fragment: config.datagram_bytes.saturating_sub(frame::DATA_HEADER_BYTES + config.protection.overhead()),
         record: (1 + MOST_MESSAGE_BYTES).max(PUT_HEADER_BYTES.saturating_add(window_len)),
     }
 }
@@ -55,6 +59,14 @@ pub(crate) struct Wire {
     /// Indexed by rank: the address every rank's own socket is bound to.
     pub(crate) addresses: Vec<SocketAddrV4>,
     pub(crate) stamp: Stamp,
+    pub(crate) seal: Sealer,
+}
+
+impl Wire {
+    /// Seals a copy of `plain` into `scratch` and sends it to one rank.
+    pub(crate) fn send_sealed(&self, plain: &[u8], to: SocketAddrV4, scratch: &mut Vec<u8>) -> Result<(), String> {
+        send_frame(&self.own_socket, self.seal.seal_copy(plain, false, scratch), to)
+    }
 }
 
 pub(crate) struct Context<'a> {
@@ -68,6 +80,8 @@ pub(crate) struct Context<'a> {
 pub(crate) struct Engine {
     pub(crate) outgoing: Vec<Outgoing>,
     incoming: Vec<Incoming>,
+    /// Per sender: the counters taken in from it, to the group and to this rank.
+    replay: Vec<[ReplayWindow; 2]>,
     /// Peers owed an ACK, and peers that owe this rank ACKs, so that a
     /// pass touches only those, however large the communicator.
     acks_due: Vec<usize>,
@@ -79,8 +93,9 @@ pub(crate) struct Engine {
     faults: Option<FaultInjector>,
     record_limits: RecordLimits,
     buffer: Vec<u8>,
-    /// Scratch for encoding ACKs.
+    /// Scratch for encoding ACKs, and for sealing what goes to one rank.
     frame: Vec<u8>,
+    sealed: Vec<u8>,
     arrivals: Vec<Arrival>,
     /// A socket error that ends this endpoint's usefulness.
     pub(crate) failure: Option<String>,
@@ -96,6 +111,7 @@ impl Engine {
         Engine {
             outgoing: (0..size).map(|_| Outgoing::new(config.retransmit_timing())).collect(),
             incoming: (0..size).map(|_| Incoming::new()).collect(),
+            replay: (0..size).map(|_| [ReplayWindow::new(), ReplayWindow::new()]).collect(),
             acks_due: Vec::new(),
             awaiting_acks: Vec::new(),
             multicast_inbox: MulticastInbox::new(MOST_QUEUED_MULTICAST_BYTES),
@@ -104,6 +120,7 @@ impl Engine {
             record_limits: record_limits(config, window_len),
             buffer: vec![0; RECEIVE_BUFFER_BYTES],
             frame: Vec::new(),
+            sealed: Vec::new(),
             arrivals: Vec::new(),
             failure: None,
             bad_put_reported: false,
@@ -125,8 +142,8 @@ impl Engine {
             // The burst is over: nothing held may wait for later traffic.
             let mut arrivals = std::mem::take(&mut self.arrivals);
             injector.release(true, &mut arrivals);
-            for arrival in arrivals.drain(..) {
-                self.handle(cx, &arrival.bytes, arrival.from, arrival.to_group);
+            for mut arrival in arrivals.drain(..) {
+                self.handle(cx, &mut arrival.bytes, arrival.from, arrival.to_group);
             }
             self.arrivals = arrivals;
         }
@@ -156,13 +173,13 @@ impl Engine {
                 Counters::bump(unreadable_counter(cx.counters, from, &cx.wire.addresses));
                 continue;
             }
-            let bytes = &buffer[..received.len];
+            let bytes = &mut buffer[..received.len];
             match received.segment {
                 // Several datagrams of one segmented send, each taken in
                 // (and exposed to injected faults) as if it came alone.
                 Some(segment) if segment < bytes.len() => {
                     Counters::bump(&cx.counters.coalesced_receives);
-                    for datagram in bytes.chunks(segment) {
+                    for datagram in bytes.chunks_mut(segment) {
                         self.admit(cx, datagram, from, to_group);
                     }
                 }
@@ -174,23 +191,24 @@ impl Engine {
     }
 
     /// One datagram received: through the fault injection, when on.
-    fn admit(&mut self, cx: &Context, bytes: &[u8], from: SocketAddrV4, to_group: bool) {
+    fn admit(&mut self, cx: &Context, bytes: &mut [u8], from: SocketAddrV4, to_group: bool) {
         match &mut self.faults {
             None => self.handle(cx, bytes, from, to_group),
             Some(injector) => {
                 let mut arrivals = std::mem::take(&mut self.arrivals);
                 injector.admit(Arrival { bytes: bytes.to_vec(), from, to_group }, cx.counters, &mut arrivals);
-                for arrival in arrivals.drain(..) {
-                    self.handle(cx, &arrival.bytes, arrival.from, arrival.to_group);
+                for mut arrival in arrivals.drain(..) {
+                    self.handle(cx, &mut arrival.bytes, arrival.from, arrival.to_group);
                 }
                 self.arrivals = arrivals;
             }
         }
     }
 
-    /// Takes in one datagram; anything that is not this communicator's
-    /// own traffic, sent by the rank it names, is dropped and counted.
-    fn handle(&mut self, cx: &Context, bytes: &[u8], from: SocketAddrV4, to_group: bool) {
+    /// Takes in one datagram (opening its seal in place); anything that is
+    /// not this communicator's own traffic, sent by the rank it names, is
+    /// dropped and counted.
+    fn handle(&mut self, cx: &Context, bytes: &mut [u8], from: SocketAddrV4, to_group: bool) {
         self.handled = self.handled.wrapping_add(1);
         let counters = cx.counters;
         let Some(claimed) = frame::claimed_sender(bytes) else {
@@ -201,11 +219,35 @@ impl Engine {
             Origin::OwnCopy if to_group => return,
             Origin::OwnCopy | Origin::Stranger => return Counters::bump(&counters.strangers_dropped),
         };
-        let body = match frame::decode(bytes, cx.wire.stamp) {
-            Ok(body) => body,
-            Err(Refusal::WrongJob) => return Counters::bump(&counters.wrong_job_dropped),
-            Err(Refusal::Malformed) => return Counters::bump(&counters.malformed_dropped),
+        let refused = |refusal: Refusal| match refusal {
+            Refusal::WrongJob => Counters::bump(&counters.wrong_job_dropped),
+            Refusal::Malformed => Counters::bump(&counters.malformed_dropped),
+            Refusal::Unauthenticated => Counters::bump(&counters.unauthenticated_dropped),
         };
+        let (plain, counter) = match cx.wire.seal.open(bytes, cx.wire.stamp.communicator) {
+            Ok(opened) => opened,
+            Err(refusal) => return refused(refusal),
+        };
+        let body = match frame::decode(plain) {
+            Ok(body) => body,
+            Err(refusal) => return refused(refusal),
+        };
+        // Frames to the group arrive on the group socket and carry group
+        // counters; the rest, on the rank's own socket. A frame that went
+        // astray is dropped before its counter is taken, so that a copy
+        // sent to the wrong socket cannot spend the genuine one's counter.
+        let socket_fits = match body {
+            Body::Multicast(_) | Body::Probe => to_group,
+            Body::Data { .. } | Body::Ack { .. } => !to_group,
+        };
+        if !socket_fits || counter.is_some_and(|counter| counter.to_group != to_group) {
+            return Counters::bump(&counters.malformed_dropped);
+        }
+        if let Some(counter) = counter
+            && !self.replay[rank][usize::from(to_group)].admit(counter.value)
+        {
+            return Counters::bump(&counters.replays_dropped);
+        }
         match (body, to_group) {
             (Body::Multicast(payload), true) => {
                 if !self.multicast_inbox.push(rank, payload) {
@@ -244,13 +286,13 @@ impl Engine {
                 }
             }
             (Body::Ack { next, reported }, false) => {
-                let (outgoing, now) = (&mut self.outgoing[rank], Instant::now());
+                let (outgoing, now, sealed) = (&mut self.outgoing[rank], Instant::now(), &mut self.sealed);
                 match outgoing.acknowledged(next, reported, now) {
                     AckTaken::Refused => return Counters::bump(&counters.malformed_dropped),
                     AckTaken::Taken { sampled: true } => Counters::bump(&counters.rtt_samples),
                     AckTaken::Taken { sampled: false } => {}
                 }
-                match outgoing.fast_resend(|frame| send_frame(&cx.wire.own_socket, frame, from)) {
+                match outgoing.fast_resend(|frame| cx.wire.send_sealed(frame, from, sealed)) {
                     Ok(resent) => {
                         counters.retransmissions.fetch_add(resent as u64, std::sync::atomic::Ordering::Relaxed);
                     }
@@ -300,6 +342,11 @@ impl Engine {
         }
     }
 
+    /// Seals a copy of `plain` in this engine's scratch and sends it to one rank.
+    pub(crate) fn send_sealed(&mut self, wire: &Wire, plain: &[u8], to: SocketAddrV4) -> Result<(), String> {
+        wire.send_sealed(plain, to, &mut self.sealed)
+    }
+
     /// Lists `peer` among those that owe this rank ACKs, after a send.
     pub(crate) fn awaiting_ack_from(&mut self, peer: usize) {
         let outgoing = &mut self.outgoing[peer];
@@ -313,7 +360,7 @@ impl Engine {
             let incoming = &mut self.incoming[peer];
             if incoming.take_ack_due() {
                 frame::encode_ack(cx.wire.stamp, incoming.next_expected(), incoming.reported_early(), &mut self.frame);
-                if let Err(why) = send_frame(&cx.wire.own_socket, &self.frame, cx.wire.addresses[peer]) {
+                if let Err(why) = cx.wire.send_sealed(&self.frame, cx.wire.addresses[peer], &mut self.sealed) {
                     self.failure.get_or_insert(why);
                 }
                 Counters::bump(&cx.counters.acks_sent);
@@ -333,7 +380,7 @@ impl Engine {
             frame::encode_ack(cx.wire.stamp, incoming.next_expected(), incoming.reported_early(), &mut self.frame);
             for _ in 0..copies {
                 // Best effort: a closing rank has no one left to tell.
-                if send_frame(&cx.wire.own_socket, &self.frame, cx.wire.addresses[peer]).is_ok() {
+                if cx.wire.send_sealed(&self.frame, cx.wire.addresses[peer], &mut self.sealed).is_ok() {
                     Counters::bump(&cx.counters.acks_sent);
                 }
             }
@@ -345,11 +392,11 @@ impl Engine {
             return;
         }
         let now = Instant::now();
-        let (outgoing, failure) = (&mut self.outgoing, &mut self.failure);
+        let (outgoing, failure, sealed) = (&mut self.outgoing, &mut self.failure, &mut self.sealed);
         self.awaiting_acks.retain(|&peer| {
             let outgoing = &mut outgoing[peer];
             let to = cx.wire.addresses[peer];
-            match outgoing.resend_due(now, |frame| send_frame(&cx.wire.own_socket, frame, to)) {
+            match outgoing.resend_due(now, |frame| cx.wire.send_sealed(frame, to, sealed)) {
                 Ok(resent) => {
                     cx.counters.retransmissions.fetch_add(resent as u64, std::sync::atomic::Ordering::Relaxed);
                 }

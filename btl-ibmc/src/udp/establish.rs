@@ -1,7 +1,9 @@
 //! The collective setup every rank of a communicator runs together. Each
 //! rank opens its own socket; one allgather of fixed-size records tells
 //! every rank every other's socket address (the only source it will
-//! believe for that rank) and rank 0's nonce, checks that all ranks
+//! believe for that rank), rank 0's nonce and rank 0's key (drawn from
+//! the OS RNG; it seals every frame, `seal`, and travels only in this
+//! exchange over Open MPI's own transport), checks that all ranks
 //! asked for the same wire format, and sets the datagram size to the
 //! least any rank proposed (each fits its own interface's MTU); each then derives the group and port
 //! from the communicator's id, rank 0's address and the nonce, joins, and
@@ -13,9 +15,10 @@
 //! from exchanged data, so all ranks get a transport or all an error.
 //!
 //! ```text
-//! record: [version u32 | opened u8 | 0 0 0 | size u32 | multicast id u32 | window_len u64 | nonce u64 |
+//! record: [version u32 | opened u8 | protection u8 | 0 0 | size u32 | multicast id u32 | window_len u64 | nonce u64 |
 //!          ipv4 [4] | port u16 | datagram_bytes u16 | multicast base [4] | prefix u8 | 0 |
-//!          port base u16 | port count u16 | reliable window u32 | 0 u16]          56 bytes
+//!          port base u16 | port count u16 | reliable window u32 | 0 u16 | key [32]]          88 bytes
+//! (the key is rank 0's; the others send zeros)
 //! joined: [joined u64]
 //! heard:  [ranks unheard u32 | lowest unheard rank u32]
 //! ```
@@ -29,6 +32,7 @@ use super::engine::{Engine, Wire};
 use super::frame::Stamp;
 use super::interface::interface_mtu;
 use super::probe::{Heard, MOST_ROUNDS, Prober, pairs_heard};
+use super::seal::{KEY_BYTES, Protection, Sealer, draw_key};
 use super::socket::{accept_coalesced, open_group, open_own, route_source};
 use super::stats::Counters;
 use super::UdpTransport;
@@ -36,8 +40,8 @@ use crate::multicast_group::{multicast_id_of, random_nonce};
 use crate::transport::{Exchange, TransportError};
 use crate::words::words_for;
 
-const RECORD_VERSION: u32 = 0x5544_5001;
-const RECORD_LEN: usize = 56;
+const RECORD_VERSION: u32 = 0x5544_5002;
+const RECORD_LEN: usize = 88;
 
 /// Why a communicator got no udp transport; the same kind of answer on
 /// every rank.
@@ -92,6 +96,8 @@ struct Record {
     port_base: u16,
     port_count: u16,
     reliable_window: u32,
+    protection: Protection,
+    key: [u8; KEY_BYTES],
 }
 
 impl Record {
@@ -99,6 +105,7 @@ impl Record {
         let mut bytes = [0u8; RECORD_LEN];
         bytes[0..4].copy_from_slice(&RECORD_VERSION.to_le_bytes());
         bytes[4] = u8::from(self.opened);
+        bytes[5] = self.protection.code();
         bytes[8..12].copy_from_slice(&self.size.to_le_bytes());
         bytes[12..16].copy_from_slice(&self.multicast_id.to_le_bytes());
         bytes[16..24].copy_from_slice(&self.window_len.to_le_bytes());
@@ -111,6 +118,7 @@ impl Record {
         bytes[46..48].copy_from_slice(&self.port_base.to_le_bytes());
         bytes[48..50].copy_from_slice(&self.port_count.to_le_bytes());
         bytes[50..54].copy_from_slice(&self.reliable_window.to_le_bytes());
+        bytes[56..88].copy_from_slice(&self.key);
         bytes
     }
 
@@ -122,6 +130,9 @@ impl Record {
         if bytes.len() != RECORD_LEN || u32_at(0) != RECORD_VERSION || bytes[4] > 1 {
             return None;
         }
+        let protection = Protection::from_code(bytes[5])?;
+        let mut key = [0u8; KEY_BYTES];
+        key.copy_from_slice(&bytes[56..88]);
         Some(Record {
             opened: bytes[4] == 1,
             size: u32_at(8),
@@ -135,6 +146,8 @@ impl Record {
             port_base: u16_at(46),
             port_count: u16_at(48),
             reliable_window: u32_at(50),
+            protection,
+            key,
         })
     }
 
@@ -152,11 +165,12 @@ impl Record {
                 record.port_base,
                 record.port_count,
                 record.reliable_window,
+                record.protection.name(),
             )
         };
         (settings(self) != settings(leader)).then(|| {
             format!(
-                "asked for (size, multicast id, window, group base, prefix, port base, port count, reliable window) = {:?}, rank 0 for {:?} (mixed settings or builds?)",
+                "asked for (size, multicast id, window, group base, prefix, port base, port count, reliable window, protection) = {:?}, rank 0 for {:?} (mixed settings or builds?)",
                 settings(self),
                 settings(leader)
             )
@@ -173,7 +187,14 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
     if let Some(problem) = config.problem() {
         return Err(UdpSetupError::InvalidArguments(problem));
     }
-    let own = open_own_socket(config);
+    // Rank 0's key, drawn before its socket so that a failing RNG fails
+    // setup on every rank as a socket that cannot open does.
+    let key = if rank == 0 { draw_key().map_err(UdpSetupError::Socket) } else { Ok([0; KEY_BYTES]) };
+    let own = key.and_then(|key| open_own_socket(config).map(|own| (own, key)));
+    let (own, key) = match own {
+        Ok((own, key)) => (Ok(own), key),
+        Err(error) => (Err(error), [0; KEY_BYTES]),
+    };
     let own_mtu = own.as_ref().ok().filter(|_| config.fit_interface_mtu).map(|(socket, address, _)| interface_mtu(*address.ip(), socket));
     if let Some(Err(why)) = &own_mtu {
         tracing::info!("udp: rank {rank}: no MTU for the interface ({why}); proposing datagrams of {} bytes", config.datagram_bytes);
@@ -193,6 +214,8 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         port_base: config.port_base,
         port_count: config.port_count,
         reliable_window: u32::try_from(config.reliable_window).unwrap_or(u32::MAX),
+        protection: config.protection,
+        key,
     };
     let mut gathered = vec![0u8; size * RECORD_LEN];
     exchange.allgather(&mine.encode(), &mut gathered).map_err(UdpSetupError::Exchange)?;
@@ -225,6 +248,7 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         group,
         addresses: records.iter().map(|record| record.address).collect(),
         stamp: Stamp { communicator, nonce: leader.nonce, sender: rank as u32 },
+        seal: Sealer::new(config.protection, &leader.key, rank as u32, leader.nonce),
     };
     let counters = Counters::default();
     let mut prober = Prober::new(&wire, rank, config.faults.multicast_lost);
@@ -405,6 +429,8 @@ mod tests {
             port_base: 24_000,
             port_count: 1000,
             reliable_window: 256,
+            protection: Protection::Encrypt,
+            key: [0xA5; KEY_BYTES],
         }
     }
 
@@ -414,6 +440,8 @@ mod tests {
         assert_eq!(Record::decode(&original.encode()), Some(original.clone()));
         let failed = Record { opened: false, ..record() };
         assert_eq!(Record::decode(&failed.encode()), Some(failed));
+        let authenticated = Record { protection: Protection::Authenticate, ..record() };
+        assert_eq!(Record::decode(&authenticated.encode()), Some(authenticated));
         let mut bytes = original.encode();
         bytes[0] ^= 1;
         assert_eq!(Record::decode(&bytes), None);
@@ -436,6 +464,15 @@ mod tests {
         assert!(matches!(judge_records(&all(&lo_leader)), Err(UdpSetupError::Inconsistent { rank: 1, .. })));
         let mixed = [record(), Record { reliable_window: 9000, ..record() }];
         assert!(matches!(judge_records(&all(&mixed)), Err(UdpSetupError::Inconsistent { rank: 1, detail }) if detail.contains("9000")));
+        // Only rank 0's key counts; a rank asking for another protection is refused, by name.
+        let keys = [record(), Record { key: [0; KEY_BYTES], ..record() }];
+        assert_eq!(judge_records(&all(&keys)).map(|records| records.len()), Ok(2));
+        let unprotected = [record(), record(), Record { protection: Protection::None, ..record() }];
+        assert!(
+            matches!(judge_records(&all(&unprotected)), Err(UdpSetupError::Inconsistent { rank: 2, detail }) if detail.contains("\"none\"") && detail.contains("\"encrypt\"")),
+            "{:?}",
+            judge_records(&all(&unprotected))
+        );
         // Ranks whose interfaces carry different datagrams all take the least.
         let mtus = [record(), Record { datagram_bytes: 8972, ..record() }, Record { datagram_bytes: 1372, ..record() }];
         assert_eq!(judge_records(&all(&mtus)).map(|records| agreed_datagram_bytes(&records)), Ok(1372));

@@ -4,14 +4,16 @@
 //! byte of it.
 //!
 //! ```text
-//! header:    [magic C5 0D | version 1 | kind | communicator u32 | nonce u64 | sender rank u32 | flags | 0 0 0]
+//! header:    [magic C5 0D | version 2 | kind | communicator u32 | counter u64 | sender rank u32 | flags | 0 0 0]
 //! multicast: header, payload                          (kind 1)
 //! data:      header, seq u64, fragment               (kind 2; flags bit 0: last fragment of a record)
 //! ack:       header, next expected seq u64, reported u64   (kind 3; bit i of reported: fragment next + 1 + i arrived)
 //! probe:     header                                  (kind 4; multicast by setup to prove the group delivers)
 //! ```
 //! All integers little-endian. The communicator is the multicast id the
-//! setup derived, the nonce the one rank 0 drew (see `establish`).
+//! setup derived. `seal` fills the counter (the sender's nonce counter)
+//! and appends the tag; unprotected frames carry rank 0's job nonce there.
+//! This module reads frames only after `seal` has opened them.
 
 pub(crate) const HEADER_BYTES: usize = 24;
 pub(crate) const DATA_HEADER_BYTES: usize = HEADER_BYTES + 8;
@@ -20,7 +22,7 @@ const ACK_BYTES: usize = DATA_HEADER_BYTES + 8;
 pub(crate) const MAX_UDP_PAYLOAD: usize = 65_507;
 
 const MAGIC: [u8; 2] = [0xC5, 0x0D];
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 const MULTICAST: u8 = 1;
 const DATA: u8 = 2;
 const ACK: u8 = 3;
@@ -32,6 +34,8 @@ const LAST_FRAGMENT: u8 = 1;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Stamp {
     pub(crate) communicator: u32,
+    /// Rank 0's job nonce: written where the counter goes, which `seal`
+    /// overwrites on sealed frames (only unprotected frames keep it).
     pub(crate) nonce: u64,
     pub(crate) sender: u32,
 }
@@ -53,6 +57,9 @@ pub(crate) enum Refusal {
     Malformed,
     /// A frame of this backend, stamped for another communicator or job.
     WrongJob,
+    /// Its tag does not verify under this communicator's key: forged,
+    /// altered, or sealed by another communicator that shares the id.
+    Unauthenticated,
 }
 
 /// The sender rank a frame claims, read before anything else is checked,
@@ -64,14 +71,31 @@ pub(crate) fn claimed_sender(bytes: &[u8]) -> Option<u32> {
     Some(u32_at(bytes, 16))
 }
 
-/// Reads a frame whose sender was vouched for, refusing anything this
-/// module would not have sent with `expected` (sender aside).
-pub(crate) fn decode(bytes: &[u8], expected: Stamp) -> Result<Body<'_>, Refusal> {
+/// The communicator a frame of at least a header names.
+pub(crate) fn communicator(bytes: &[u8]) -> u32 {
+    u32_at(bytes, 4)
+}
+
+/// The counter (or job nonce) a frame of at least a header carries.
+pub(crate) fn counter(bytes: &[u8]) -> u64 {
+    u64_at(bytes, 8)
+}
+
+/// The sender a frame of at least a header names.
+pub(crate) fn sender(bytes: &[u8]) -> u32 {
+    u32_at(bytes, 16)
+}
+
+/// Stamps `counter` on a frame of at least a header.
+pub(crate) fn set_counter(bytes: &mut [u8], counter: u64) {
+    bytes[8..16].copy_from_slice(&counter.to_le_bytes());
+}
+
+/// Reads a frame that `seal` opened (its communicator, sender and
+/// counter vouched for), refusing anything this module would not send.
+pub(crate) fn decode(bytes: &[u8]) -> Result<Body<'_>, Refusal> {
     if claimed_sender(bytes).is_none() || bytes[21..24] != [0, 0, 0] {
         return Err(Refusal::Malformed);
-    }
-    if u32_at(bytes, 4) != expected.communicator || u64_at(bytes, 8) != expected.nonce {
-        return Err(Refusal::WrongJob);
     }
     let flags = bytes[20];
     match bytes[3] {
@@ -154,31 +178,29 @@ mod tests {
         encode_multicast(STAMP, b"payload", &mut bytes);
         assert_eq!(bytes.len(), HEADER_BYTES + 7);
         assert_eq!(claimed_sender(&bytes), Some(3));
-        assert_eq!(decode(&bytes, STAMP), Ok(Body::Multicast(b"payload")));
+        assert_eq!((communicator(&bytes), counter(&bytes), sender(&bytes)), (STAMP.communicator, STAMP.nonce, 3));
+        set_counter(&mut bytes, 99);
+        assert_eq!(counter(&bytes), 99);
+        assert_eq!(decode(&bytes), Ok(Body::Multicast(b"payload")));
         encode_multicast(STAMP, b"", &mut bytes);
-        assert_eq!(decode(&bytes, STAMP), Ok(Body::Multicast(b"")));
+        assert_eq!(decode(&bytes), Ok(Body::Multicast(b"")));
         encode_data(STAMP, u64::MAX - 1, true, b"frag", &mut bytes);
-        assert_eq!(decode(&bytes, STAMP), Ok(Body::Data { seq: u64::MAX - 1, last: true, fragment: b"frag" }));
+        assert_eq!(decode(&bytes), Ok(Body::Data { seq: u64::MAX - 1, last: true, fragment: b"frag" }));
         encode_data(STAMP, 7, false, b"x", &mut bytes);
-        assert_eq!(decode(&bytes, STAMP), Ok(Body::Data { seq: 7, last: false, fragment: b"x" }));
+        assert_eq!(decode(&bytes), Ok(Body::Data { seq: 7, last: false, fragment: b"x" }));
         encode_ack(STAMP, 42, 0b101, &mut bytes);
-        assert_eq!(decode(&bytes, STAMP), Ok(Body::Ack { next: 42, reported: 0b101 }));
+        assert_eq!(decode(&bytes), Ok(Body::Ack { next: 42, reported: 0b101 }));
         encode_probe(STAMP, &mut bytes);
-        assert_eq!(decode(&bytes, STAMP), Ok(Body::Probe));
+        assert_eq!(decode(&bytes), Ok(Body::Probe));
         bytes.push(0);
-        assert_eq!(decode(&bytes, STAMP), Err(Refusal::Malformed), "a probe with a body");
+        assert_eq!(decode(&bytes), Err(Refusal::Malformed), "a probe with a body");
     }
 
     #[test]
-    fn other_jobs_and_malformed_frames_are_refused() {
+    fn malformed_frames_are_refused() {
         let mut bytes = Vec::new();
         encode_multicast(STAMP, b"payload", &mut bytes);
-        assert_eq!(decode(&bytes, Stamp { nonce: 1, ..STAMP }), Err(Refusal::WrongJob));
-        assert_eq!(decode(&bytes, Stamp { communicator: 1, ..STAMP }), Err(Refusal::WrongJob));
-        // The sender is checked against the source address, not here.
-        assert_eq!(decode(&bytes, Stamp { sender: 9, ..STAMP }), Ok(Body::Multicast(b"payload")));
-
-        let refused = |bytes: &[u8]| decode(bytes, STAMP) == Err(Refusal::Malformed);
+        let refused = |bytes: &[u8]| decode(bytes) == Err(Refusal::Malformed);
         assert!(refused(&bytes[..HEADER_BYTES - 1]) && claimed_sender(&bytes[..HEADER_BYTES - 1]).is_none());
         assert!(refused(&[]));
         let mut other = bytes.clone();

@@ -6,13 +6,16 @@
 //! which says why not TCP), and one-sided puts travel as records on that
 //! channel, applied to the target's window when it next takes in traffic.
 //!
-//! Every frame carries the communicator's multicast id, the nonce rank 0
-//! drew at setup and the sender's rank (`frame`); a frame is believed only
-//! if it came from the socket address that rank announced at setup
-//! (`source`). Everything else is dropped and counted ([`UdpStats`]),
-//! never delivered and never an error. These checks stop accidents and
-//! blind senders, not a host on the same link: the nonce is in clear and
-//! a source address can be forged there (docs/udp-transport.md).
+//! Every frame carries the communicator's multicast id and the sender's
+//! rank (`frame`); a frame is believed only if it came from the socket
+//! address that rank announced at setup (`source`) and its AES-GCM tag
+//! verifies under the key rank 0 drew for the communicator (`seal`; by
+//! default the body is encrypted too), and taken in once (a replayed
+//! counter is dropped). Everything else is dropped and counted
+//! ([`UdpStats`]), never delivered and never an error. With
+//! `Protection::None` only the address and rank 0's nonce, in clear, are
+//! checked: that stops accidents and blind senders, not a host on the
+//! same link (docs/security.md).
 //!
 //! Puts are emulated: the target sees them only when it takes in traffic
 //! (its polls, waits and `progress`), which every wait of this crate does
@@ -28,6 +31,7 @@ mod inbox;
 mod interface;
 mod probe;
 mod reliable;
+mod seal;
 mod socket;
 mod source;
 mod stats;
@@ -44,6 +48,7 @@ pub use config::{ETHERNET_DATAGRAM_BYTES, IPV4_UDP_HEADER_BYTES, JUMBO_DATAGRAM_
 pub use establish::{DatagramChoice, UdpSetupError, establish};
 pub use faults::REORDER_SPAN;
 pub use interface::interface_address;
+pub use seal::Protection;
 pub use socket::route_source;
 pub use stats::UdpStats;
 
@@ -160,6 +165,13 @@ impl UdpTransport {
         self.wire.stamp
     }
 
+    /// Test hook: seals `frame` (encoded with this rank's stamp) as this
+    /// rank would send it to the group or to one rank.
+    #[cfg(test)]
+    pub(crate) fn seal_as_sent(&self, frame: &mut Vec<u8>, to_group: bool) {
+        self.wire.seal.seal_at(frame, 0, to_group);
+    }
+
     /// The endpoint's failure, as every operation reports it.
     fn failed(&self, why: &str) -> TransportError {
         TransportError::Failed(format!("udp: rank {}: {why}", self.rank))
@@ -176,7 +188,7 @@ impl UdpTransport {
 
     /// Payload of one reliable fragment.
     fn fragment_bytes(&self) -> usize {
-        self.config.datagram_bytes - frame::DATA_HEADER_BYTES
+        self.config.datagram_bytes - frame::DATA_HEADER_BYTES - self.wire.seal.protection().overhead()
     }
 
     /// Sends a record to `peer` reliably, fragment by fragment, each
@@ -199,16 +211,17 @@ impl UdpTransport {
             if let Some(failure) = &engine.failure {
                 return Err(self.failed(failure));
             }
-            let outgoing = &mut engine.outgoing[peer];
+            let outgoing = &engine.outgoing[peer];
             if outgoing.has_room(self.config.reliable_window) {
+                // Kept unsealed: each sending seals it under a new counter.
                 let mut frame = Vec::with_capacity(frame::DATA_HEADER_BYTES + fragment.len());
                 frame::encode_data(self.wire.stamp, outgoing.next_seq(), last, fragment, &mut frame);
-                if let Err(why) = send_frame(&self.wire.own_socket, &frame, self.wire.addresses[peer]) {
+                if let Err(why) = engine.send_sealed(&self.wire, &frame, self.wire.addresses[peer]) {
                     // The record is cut short: this endpoint cannot go on.
                     engine.failure.get_or_insert(why.clone());
                     return Err(self.failed(&why));
                 }
-                outgoing.sent(frame, Instant::now());
+                engine.outgoing[peer].sent(frame, Instant::now());
                 engine.awaiting_ack_from(peer);
                 Counters::bump(&self.counters.fragments_sent);
                 return Ok(());
@@ -288,7 +301,7 @@ impl Datagrams for UdpTransport {
     }
 
     fn max_datagram(&self) -> usize {
-        self.config.datagram_bytes - frame::HEADER_BYTES
+        self.config.datagram_bytes - self.frame_overhead()
     }
 
     fn multicast(&self, datagram: &[u8]) -> Result<(), TransportError> {
@@ -296,8 +309,9 @@ impl Datagrams for UdpTransport {
         if datagram.len() > max {
             return Err(TransportError::TooLarge { len: datagram.len(), max });
         }
-        let mut frame = Vec::with_capacity(frame::HEADER_BYTES + datagram.len());
+        let mut frame = Vec::with_capacity(self.frame_overhead() + datagram.len());
         frame::encode_multicast(self.wire.stamp, datagram, &mut frame);
+        self.wire.seal.seal_at(&mut frame, 0, true);
         send_frame(&self.wire.own_socket, &frame, self.wire.group).map_err(TransportError::Failed)?;
         Counters::bump(&self.counters.multicast_sent);
         Ok(())
@@ -306,7 +320,7 @@ impl Datagrams for UdpTransport {
     fn multicast_batch(&self, datagrams: &[&[u8]]) -> Result<(), TransportError> {
         let mut rest = datagrams;
         while !rest.is_empty() {
-            let run = if self.segmenting.load(Ordering::Relaxed) { segmentable_run(rest, self.max_datagram()) } else { 1 };
+            let run = if self.segmenting.load(Ordering::Relaxed) { segmentable_run(rest, self.max_datagram(), self.frame_overhead()) } else { 1 };
             let (now, later) = rest.split_at(run);
             if run == 1 || !self.multicast_segmented(now)? {
                 now.iter().try_for_each(|datagram| self.multicast(datagram))?;
@@ -335,15 +349,22 @@ impl Datagrams for UdpTransport {
 }
 
 impl UdpTransport {
+    /// What a multicast frame carries besides its payload: header and tag.
+    fn frame_overhead(&self) -> usize {
+        frame::HEADER_BYTES + self.wire.seal.protection().overhead()
+    }
+
     /// Sends `run` (from [`segmentable_run`]) in one segmented send; false,
     /// having sent nothing, where the kernel refuses segmentation (which
     /// then stays off for this endpoint).
     fn multicast_segmented(&self, run: &[&[u8]]) -> Result<bool, TransportError> {
-        let mut frames = Vec::with_capacity(run.iter().map(|datagram| frame::HEADER_BYTES + datagram.len()).sum());
+        let mut frames = Vec::with_capacity(run.iter().map(|datagram| self.frame_overhead() + datagram.len()).sum());
         for datagram in run {
+            let start = frames.len();
             frame::append_multicast(self.wire.stamp, datagram, &mut frames);
+            self.wire.seal.seal_at(&mut frames, start, true);
         }
-        let segment = (frame::HEADER_BYTES + run[0].len()) as u16;
+        let segment = (self.frame_overhead() + run[0].len()) as u16;
         match socket::send_segmented(&self.wire.own_socket, &frames, segment, self.wire.group) {
             Ok(()) => {}
             // As for single datagrams: a full buffer loses them, as the network may.
@@ -369,13 +390,14 @@ impl UdpTransport {
 
 /// How many of `datagrams`, from the first, one segmented send can carry:
 /// all as long as the first but the last, which may be shorter, within
-/// the kernel's limits on segments and on the size of one UDP datagram.
-fn segmentable_run(datagrams: &[&[u8]], max_datagram: usize) -> usize {
+/// the kernel's limits on segments and on the size of one UDP datagram
+/// (each datagram becoming a frame `overhead` bytes longer).
+fn segmentable_run(datagrams: &[&[u8]], max_datagram: usize, overhead: usize) -> usize {
     let first = datagrams[0].len();
     if first == 0 || first > max_datagram {
         return 1;
     }
-    let most = socket::MOST_SEGMENTS.min(frame::MAX_UDP_PAYLOAD / (frame::HEADER_BYTES + first));
+    let most = socket::MOST_SEGMENTS.min(frame::MAX_UDP_PAYLOAD / (overhead + first));
     let mut run = 1;
     while run < datagrams.len().min(most) {
         let len = datagrams[run].len();
@@ -498,12 +520,15 @@ impl Drop for UdpTransport {
         }
         if stats.refused() > 0 {
             tracing::info!(
-                "udp: rank {} dropped {} frame(s) on {} that were not this communicator's ({} from strangers, {} of another job, {} malformed)",
+                "udp: rank {} dropped {} frame(s) on {} that were not this communicator's ({} from strangers, {} of another job, \
+                 {} failing authentication, {} replayed, {} malformed)",
                 self.rank,
                 stats.refused(),
                 self.wire.group,
                 stats.strangers_dropped,
                 stats.wrong_job_dropped,
+                stats.unauthenticated_dropped,
+                stats.replays_dropped,
                 stats.malformed_dropped
             );
         }

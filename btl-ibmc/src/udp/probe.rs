@@ -106,9 +106,7 @@ impl Prober {
     pub(crate) fn new(wire: &Wire, rank: usize, deaf: bool) -> Self {
         let mut heard = vec![false; wire.addresses.len()];
         heard[rank] = true;
-        let mut probe = Vec::new();
-        frame::encode_probe(wire.stamp, &mut probe);
-        Prober { rank, heard, probe, buffer: vec![0u8; frame::MAX_UDP_PAYLOAD + 1], deaf }
+        Prober { rank, heard, probe: Vec::new(), buffer: vec![0u8; frame::MAX_UDP_PAYLOAD + 1], deaf }
     }
 
     /// Multicasts this rank's probes and listens on the group until every
@@ -132,6 +130,9 @@ impl Prober {
                 break;
             }
             if now >= next_send {
+                // Sealed afresh each time: every probe takes a new counter.
+                frame::encode_probe(wire.stamp, &mut self.probe);
+                wire.seal.seal_at(&mut self.probe, 0, true);
                 send_frame(&wire.own_socket, &self.probe, wire.group)?;
                 sent += 1;
                 next_send = now + PROBE_INTERVAL;
@@ -150,7 +151,8 @@ impl Prober {
                 let (len, from) = (received.len, received.from);
                 took_this_pass += 1;
                 if !self.deaf {
-                    judge_probe(wire, self.rank, &self.buffer[..len.min(self.buffer.len())], len <= self.buffer.len(), from, counters, &mut self.heard);
+                    let (whole, kept) = (len <= self.buffer.len(), len.min(self.buffer.len()));
+                    judge_probe(wire, self.rank, &mut self.buffer[..kept], whole, from, counters, &mut self.heard);
                 }
             }
             taken += took_this_pass;
@@ -171,7 +173,7 @@ pub(crate) fn pairs_heard(reports: &[u8]) -> u64 {
     reports.chunks_exact(Heard::BYTES).map(|bytes| (size - 1).saturating_sub(u64::from(Heard::decode(bytes).missing))).sum()
 }
 
-fn judge_probe(wire: &Wire, rank: usize, bytes: &[u8], whole: bool, from: std::net::SocketAddrV4, counters: &Counters, heard: &mut [bool]) {
+fn judge_probe(wire: &Wire, rank: usize, bytes: &mut [u8], whole: bool, from: std::net::SocketAddrV4, counters: &Counters, heard: &mut [bool]) {
     let Some(claimed) = frame::claimed_sender(bytes).filter(|_| whole) else {
         return Counters::bump(unreadable_counter(counters, from, &wire.addresses));
     };
@@ -180,9 +182,11 @@ fn judge_probe(wire: &Wire, rank: usize, bytes: &[u8], whole: bool, from: std::n
         Origin::OwnCopy => return,
         Origin::Stranger => return Counters::bump(&counters.strangers_dropped),
     };
-    match frame::decode(bytes, wire.stamp) {
+    // Probes are idempotent: a replayed one proves nothing new, so no replay check.
+    match wire.seal.open(bytes, wire.stamp.communicator).and_then(|(plain, _)| frame::decode(plain)) {
         Ok(Body::Probe) => heard[sender] = true,
         Err(Refusal::WrongJob) => Counters::bump(&counters.wrong_job_dropped),
+        Err(Refusal::Unauthenticated) => Counters::bump(&counters.unauthenticated_dropped),
         // Nothing else of this communicator can be on the group yet.
         Ok(_) | Err(Refusal::Malformed) => Counters::bump(&counters.malformed_dropped),
     }

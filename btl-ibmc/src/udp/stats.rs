@@ -28,6 +28,14 @@ pub struct UdpStats {
     pub strangers_dropped: u64,
     /// Frames from a rank's address stamped with another communicator or nonce.
     pub wrong_job_dropped: u64,
+    /// Frames from a rank's address whose tag does not verify under this
+    /// communicator's key (forged, altered on the way, or sealed by
+    /// another communicator with the same id): dropped before anything
+    /// in them was believed.
+    pub unauthenticated_dropped: u64,
+    /// Authentic frames whose counter was taken in before (a replay, or
+    /// an injected duplicate) or lies too far behind the sender's newest.
+    pub replays_dropped: u64,
     /// Datagrams from a rank's address that are no frame of this backend
     /// or that it would never send (a fragment beyond the window included).
     pub malformed_dropped: u64,
@@ -47,13 +55,15 @@ pub struct UdpStats {
 impl UdpStats {
     /// Every frame refused because of where it came from or what it held.
     pub fn refused(&self) -> u64 {
-        self.strangers_dropped + self.refused_from_ranks()
+        self.strangers_dropped + self.refused_from_ranks() + self.replays_dropped
     }
 
-    /// Refusals of what came from this communicator's own sockets: a bug
-    /// or a stale communicator, never another job's or run's traffic.
+    /// Refusals of what came from this communicator's own sockets' addresses:
+    /// a bug, a stale communicator, or someone forging a rank's address;
+    /// never another job's or run's traffic. Replays aside: an injected
+    /// duplicate is one.
     pub fn refused_from_ranks(&self) -> u64 {
-        self.wrong_job_dropped + self.malformed_dropped + self.bad_puts_dropped
+        self.wrong_job_dropped + self.malformed_dropped + self.bad_puts_dropped + self.unauthenticated_dropped
     }
 }
 
@@ -70,6 +80,8 @@ pub(crate) struct Counters {
     pub(crate) duplicates_dropped: AtomicU64,
     pub(crate) strangers_dropped: AtomicU64,
     pub(crate) wrong_job_dropped: AtomicU64,
+    pub(crate) unauthenticated_dropped: AtomicU64,
+    pub(crate) replays_dropped: AtomicU64,
     pub(crate) malformed_dropped: AtomicU64,
     pub(crate) bad_puts_dropped: AtomicU64,
     pub(crate) multicast_overflows: AtomicU64,
@@ -99,6 +111,8 @@ impl Counters {
             duplicates_dropped: get(&self.duplicates_dropped),
             strangers_dropped: get(&self.strangers_dropped),
             wrong_job_dropped: get(&self.wrong_job_dropped),
+            unauthenticated_dropped: get(&self.unauthenticated_dropped),
+            replays_dropped: get(&self.replays_dropped),
             malformed_dropped: get(&self.malformed_dropped),
             bad_puts_dropped: get(&self.bad_puts_dropped),
             multicast_overflows: get(&self.multicast_overflows),

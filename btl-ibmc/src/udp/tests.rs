@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::frame::{Stamp, encode_ack, encode_data, encode_multicast};
+use super::seal::TAG_BYTES;
 use super::socket::{open_group, open_own, receive};
 use super::{UdpConfig, UdpFaults, UdpStats, UdpTransport, establish};
 use crate::fabric::{Fabric, FabricConfig, FabricEndpoint};
@@ -126,7 +127,7 @@ fn multicast_reaches_every_other_rank() {
     let config = loopback_config(seed, UdpFaults::default());
     let stats = run_with(establish_all(SIZE, 64, &config), |rank, (_, transport)| {
         let max = transport.max_datagram();
-        assert_eq!(max, 1472 - 24, "the default datagram does not fill a 1500-byte MTU");
+        assert_eq!(max, 1472 - 24 - TAG_BYTES, "the default datagram does not fill a 1500-byte MTU");
         // Every datagram distinct (a few bytes at least), up to the largest.
         let len = |index: usize| [8, 100, max][index % 3];
         for index in 0..PER_RANK {
@@ -210,7 +211,7 @@ fn segmented_runs_hold_equal_datagrams_and_at_most_one_shorter_last() {
     let run = |lens: &[usize]| {
         let data: Vec<Vec<u8>> = lens.iter().map(|&len| vec![0u8; len]).collect();
         let refs: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
-        super::segmentable_run(&refs, 1448)
+        super::segmentable_run(&refs, 1448, 24)
     };
     assert_eq!(run(&[1448, 1448, 1448]), 3);
     assert_eq!(run(&[1448, 1448, 10, 1448]), 3, "a shorter one ends the run");
@@ -232,7 +233,7 @@ fn the_reliable_channel_and_puts_deliver_in_order_under_injected_faults() {
     let seed = test_seed();
     let faults = UdpFaults { drop: 0.2, duplicate: 0.1, reorder: 0.2, ..UdpFaults::default() };
     let config = loopback_config(seed, faults);
-    let fragment = config.datagram_bytes - super::frame::DATA_HEADER_BYTES;
+    let fragment = config.datagram_bytes - super::frame::DATA_HEADER_BYTES - TAG_BYTES;
     let lengths = [0, 1, 100, fragment - 2, fragment - 1, fragment, 3 * fragment + 5];
     let len = |index: usize| lengths[index % lengths.len()];
     let done = AtomicUsize::new(0);
@@ -281,10 +282,15 @@ fn the_reliable_channel_and_puts_deliver_in_order_under_injected_faults() {
         retransmissions: sum.retransmissions + stats.retransmissions,
         rtt_samples: sum.rtt_samples + stats.rtt_samples,
         duplicates_dropped: sum.duplicates_dropped + stats.duplicates_dropped,
+        replays_dropped: sum.replays_dropped + stats.replays_dropped,
         ..sum
     });
     assert!(total.injected_drops > 0 && total.injected_duplicates > 0 && total.injected_reorders > 0, "seed {seed}: {total:?}");
-    assert!(total.retransmissions > 0 && total.duplicates_dropped > 0, "seed {seed}: losses never repaired? {total:?}");
+    assert!(total.retransmissions > 0, "seed {seed}: losses never repaired? {total:?}");
+    // Injected duplicates repeat a counter: the replay windows drop them
+    // (a retransmission goes under a new counter, so only the channel's
+    // own check can drop it as a duplicate).
+    assert!(total.replays_dropped > 0, "seed {seed}: injected duplicates passed the replay windows? {total:?}");
     assert!(total.rtt_samples > 0, "seed {seed}: no round trip was timed under loss (Karn's rule too strict?): {total:?}");
     for (rank, stats) in stats.iter().enumerate() {
         assert_eq!(stats.refused_from_ranks(), 0, "seed {seed}: rank {rank} refused genuine traffic: {stats:?}");
@@ -342,21 +348,28 @@ fn stray_datagrams_are_dropped_and_counted_and_change_nothing() {
     // socket can earn this rank a malformed count).
     from_outside(group, b"junk!");
     from_outside(port_of_zero, &frame[..20]);
-    // From rank 1's own socket: another job's or communicator's frames,
-    encode_multicast(Stamp { nonce: genuine.nonce ^ 1, ..genuine }, b"stale", &mut frame);
-    one.send_raw(group, &frame);
+    // From rank 1's own socket, sealed as rank 1 seals: another
+    // communicator's frame,
     encode_multicast(Stamp { communicator: genuine.communicator ^ 1, ..genuine }, b"other", &mut frame);
+    one.seal_as_sent(&mut frame, true);
+    one.send_raw(group, &frame);
+    // a frame without a valid seal (long enough to hold a tag),
+    encode_multicast(genuine, &[0x55; 40], &mut frame);
     one.send_raw(group, &frame);
     // rank 1 posing as rank 0 (a stranger to rank 0, whose address it is not),
     encode_data(Stamp { sender: 0, ..genuine }, 0, true, &[0, 1], &mut frame);
+    one.seal_as_sent(&mut frame, false);
     one.send_raw(port_of_zero, &frame);
     // and frames this backend never sends: an ACK of fragments never sent,
     // multicast to a rank's own port, a data frame without a fragment.
     encode_ack(genuine, 1000, 0, &mut frame);
+    one.seal_as_sent(&mut frame, false);
     one.send_raw(port_of_zero, &frame);
     encode_multicast(genuine, b"misrouted", &mut frame);
+    one.seal_as_sent(&mut frame, true);
     one.send_raw(port_of_zero, &frame);
     encode_data(genuine, 0, true, &[], &mut frame);
+    one.seal_as_sent(&mut frame, false);
     one.send_raw(port_of_zero, &frame);
 
     // Exact where only this test's sockets can send (wrong job and
@@ -364,7 +377,7 @@ fn stray_datagrams_are_dropped_and_counted_and_change_nothing() {
     // (the outsider's four, rank 1 posing as rank 0), as another run's
     // strays would count there too.
     let stats = pump_until(&zero, 10, UdpStats::refused);
-    assert_eq!((stats.wrong_job_dropped, stats.malformed_dropped), (2, 3), "{stats:?}");
+    assert_eq!((stats.wrong_job_dropped, stats.unauthenticated_dropped, stats.malformed_dropped), (1, 1, 3), "{stats:?}");
     assert!(stats.strangers_dropped >= 5, "{stats:?}");
     let mut out = Vec::new();
     assert_eq!(zero.poll_multicast(&mut out), None, "a stray multicast was delivered");
@@ -395,6 +408,18 @@ fn stray_datagrams_are_dropped_and_counted_and_change_nothing() {
     assert_eq!(zero.stats().refused_from_ranks(), 5);
 }
 
+/// rmcast as the udp tests run it: one co-root, quick repairs, waits
+/// that never sleep and give up after `PATIENCE`.
+fn test_rmcast_config() -> RmcastConfig {
+    RmcastConfig {
+        co_roots: 1,
+        timeout: Duration::from_millis(10),
+        wait: WaitPolicy { spin_polls: 0, kernel_spin_polls: 0, stall_warning: Duration::from_secs(5), fault_timeout: None },
+        give_up_after: Some(PATIENCE),
+        ..RmcastConfig::default()
+    }
+}
+
 #[test]
 fn reliable_multicast_bcasts_over_udp_with_injected_loss() {
     skip_without_loopback_multicast!("reliable_multicast_bcasts_over_udp_with_injected_loss");
@@ -402,14 +427,8 @@ fn reliable_multicast_bcasts_over_udp_with_injected_loss() {
     let seed = test_seed();
     let faults = UdpFaults { drop: 0.05, duplicate: 0.02, reorder: 0.05, ..UdpFaults::default() };
     let config = loopback_config(seed, faults);
-    let rmcast = RmcastConfig {
-        co_roots: 1,
-        timeout: Duration::from_millis(10),
-        wait: WaitPolicy { spin_polls: 0, kernel_spin_polls: 0, stall_warning: Duration::from_secs(5), fault_timeout: None },
-        give_up_after: Some(PATIENCE),
-        ..RmcastConfig::default()
-    };
-    let piece = config.datagram_bytes - super::frame::HEADER_BYTES - 40;
+    let rmcast = test_rmcast_config();
+    let piece = config.datagram_bytes - super::frame::HEADER_BYTES - TAG_BYTES - 40;
     let lengths = [1, piece - 1, piece, piece + 1, 5 * piece + 7, 64 * 1024];
     let script: Vec<(usize, usize)> = (0..24).map(|index| ((index / 2 + index) % SIZE, lengths[index % lengths.len()])).collect();
     let done = AtomicUsize::new(0);
@@ -701,7 +720,7 @@ fn records_two_threads_send_to_one_peer_arrive_whole() {
     // either may get it next.
     let config = UdpConfig { reliable_window: 2, ..loopback_config(seed, UdpFaults::default()) };
     // Several fragments each, so that fragments of two records could interleave.
-    let len = 6 * (config.datagram_bytes - super::frame::DATA_HEADER_BYTES) + 11;
+    let len = 6 * (config.datagram_bytes - super::frame::DATA_HEADER_BYTES - TAG_BYTES) + 11;
     run_with(establish_all(2, 64, &config), |rank, (_, transport)| {
         if rank == 0 {
             std::thread::scope(|scope| {
@@ -760,5 +779,6 @@ fn the_memory_report_states_the_window_and_the_granted_socket_buffers() {
     });
 }
 
+mod sealing;
 mod sleeping;
 mod bounds;

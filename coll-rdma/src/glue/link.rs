@@ -13,6 +13,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use btl_ibmc::udp::Protection;
 use btl_ibmc::shm::{self, ShmSetupError};
 use btl_ibmc::{CrossMemoryRefusal, Exchange, SelectedTransport, UdpSetupError};
 
@@ -85,7 +86,7 @@ fn connect_udp(exchange: &dyn Exchange, request: &LinkRequest) -> Result<Selecte
     match btl_ibmc::udp::establish(exchange, request.rank, request.size, request.window_len, &config) {
         Ok(udp) => {
             tracing::info!(
-                "comm {} rank {}: udp chosen: interface {} ({}), group {}, datagrams of up to {}{} ({} for a bcast piece with its headers), TTL {}{}",
+                "comm {} rank {}: udp chosen: interface {} ({}), group {}, datagrams of up to {}{} ({} for a bcast piece with its headers), TTL {}, frames {}{}",
                 request.cid,
                 request.rank,
                 chosen.address,
@@ -95,8 +96,17 @@ fn connect_udp(exchange: &dyn Exchange, request: &LinkRequest) -> Result<Selecte
                 if request.udp.datagram_bytes.is_some() { " by coll_rdma_udp_fragment_bytes" } else { "" },
                 btl_ibmc::Datagrams::max_datagram(&udp),
                 config.ttl,
+                protection_said(config.protection),
                 injected_faults(request.udp)
             );
+            if config.protection == Protection::None && request.rank == 0 {
+                tracing::info!(
+                    "comm {}: warning: udp frames are neither authenticated nor encrypted (coll_rdma_udp_protection=none): anyone who can \
+                     reach the group {} or the ranks' ports can read the bcast data and inject frames; use it only on a fabric you trust",
+                    request.cid,
+                    udp.group()
+                );
+            }
             Ok(SelectedTransport::Udp(udp))
         }
         Err(why @ UdpSetupError::Socket(_)) => Err(own_udp_failure(request, format!("udp: {why}"))),
@@ -115,6 +125,15 @@ fn own_udp_failure(request: &LinkRequest, why: String) -> String {
         tracing::warn!("comm {} rank {}: {why} (said once; later communicators say it at verbose level 1)", request.cid, request.rank);
     }
     why
+}
+
+/// The udp frames' protection, as the verbose line shows it.
+fn protection_said(protection: Protection) -> &'static str {
+    match protection {
+        Protection::Encrypt => "encrypted and authenticated (AES-256-GCM)",
+        Protection::Authenticate => "authenticated (AES-256-GCM), payload in clear",
+        Protection::None => "unprotected",
+    }
 }
 
 /// The testing-only fault injection, as the verbose line shows it.

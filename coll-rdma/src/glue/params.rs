@@ -432,6 +432,7 @@ fn udp_settings(v: &Checked) -> UdpSettings {
         window_slots: v.number(Id::UdpWindow) as usize,
         ack_interval: v.number(Id::UdpAckInterval) as usize,
         segmentation_offload: v.number(Id::UdpSegmentationOffload) != 0,
+        protection: or_default(udp::parse_protection(v.text(Id::UdpProtection)), defaults.protection),
         loss_percent: v.number(Id::TestUdpLossPercent) as u32,
         duplicate_percent: v.number(Id::TestUdpDuplicatePercent) as u32,
         reorder_percent: v.number(Id::TestUdpReorderPercent) as u32,
@@ -497,6 +498,7 @@ mod tests {
         assert_eq!((udp.group_base, udp.group_prefix_len, udp.port_base, udp.port_count), ("239.78.0.0".parse().unwrap(), 16, 24_000, 1000));
         assert_eq!((udp.interface, udp.ttl, udp.datagram_bytes, udp.cwnd_initial, udp.ssthresh_initial), (None, 1, None, 8, 1024));
         assert_eq!((udp.window_slots, udp.ack_interval, udp.segmentation_offload), (1024, 32, true));
+        assert_eq!(udp.protection, btl_ibmc::udp::Protection::Encrypt);
         assert_eq!((udp.loss_percent, udp.duplicate_percent, udp.reorder_percent), (0, 0, 0));
     }
 
@@ -514,6 +516,7 @@ mod tests {
         raw.set_int(Id::UdpWindow, 300);
         raw.set_int(Id::UdpAckInterval, 12);
         raw.set_int(Id::UdpSegmentationOffload, 0);
+        raw.set_text(Id::UdpProtection, "authenticate".to_string());
         raw.set_int(Id::TestUdpLossPercent, 5);
         raw.set_int(Id::TestUdpDuplicatePercent, 100);
         raw.set_int(Id::TestUdpReorderPercent, 3);
@@ -532,6 +535,7 @@ mod tests {
             window_slots: 300,
             ack_interval: 12,
             segmentation_offload: false,
+            protection: btl_ibmc::udp::Protection::Authenticate,
             loss_percent: 5,
             duplicate_percent: 100,
             reorder_percent: 3,

@@ -6,6 +6,7 @@
 
 use std::net::Ipv4Addr;
 
+use btl_ibmc::udp::Protection;
 use btl_ibmc::{CongestionConfig, UdpConfig, UdpFaults};
 
 /// Validated settings of the udp transport.
@@ -31,6 +32,8 @@ pub struct UdpSettings {
     pub ack_interval: usize,
     /// UDP GSO and GRO where the kernel offers them.
     pub segmentation_offload: bool,
+    /// How frames are sealed on the wire.
+    pub protection: Protection,
     /// Testing: receive-side fault injection, in percent.
     pub loss_percent: u32,
     pub duplicate_percent: u32,
@@ -55,6 +58,7 @@ impl Default for UdpSettings {
             window_slots: super::table::UDP_WINDOW as usize,
             ack_interval: super::table::UDP_ACK_INTERVAL as usize,
             segmentation_offload: config.segmentation_offload,
+            protection: config.protection,
             loss_percent: 0,
             duplicate_percent: 0,
             reorder_percent: 0,
@@ -80,6 +84,7 @@ impl UdpSettings {
             datagram_bytes: self.datagram_bytes.unwrap_or(super::table::UDP_LARGEST_FITTED_DATAGRAM_BYTES),
             fit_interface_mtu: self.datagram_bytes.is_none(),
             segmentation_offload: self.segmentation_offload,
+            protection: self.protection,
             faults: UdpFaults {
                 drop: percent(self.loss_percent),
                 duplicate: percent(self.duplicate_percent),
@@ -130,9 +135,27 @@ pub fn parse_port_range(text: &str) -> Result<(u16, u16), String> {
     Ok((first, last - first + 1))
 }
 
+/// `coll_rdma_udp_protection`: encrypt, authenticate or none.
+pub fn parse_protection(text: &str) -> Result<Protection, String> {
+    let known = [Protection::Encrypt, Protection::Authenticate, Protection::None];
+    let wanted = text.trim().to_ascii_lowercase();
+    known.into_iter().find(|protection| protection.name() == wanted).ok_or_else(|| {
+        format!("coll_rdma_udp_protection=\"{text}\" is unknown (encrypt, authenticate, none)")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn protections_parse_by_name_and_others_are_refused() {
+        assert_eq!(parse_protection("encrypt"), Ok(Protection::Encrypt));
+        assert_eq!(parse_protection(" Authenticate "), Ok(Protection::Authenticate));
+        assert_eq!(parse_protection("none"), Ok(Protection::None));
+        let why = parse_protection("aes").unwrap_err();
+        assert!(why.contains("\"aes\" is unknown (encrypt, authenticate, none)"), "{why}");
+    }
 
     #[test]
     fn group_bases_parse_with_or_without_a_prefix() {
