@@ -8,7 +8,8 @@
  * (and so every coll component's open, close and parameter registration)
  * once per session here, which is what the program exercises.
  *
- * usage: sessions [-r]
+ * usage: sessions [-r] [-s N]
+ *   -s N  N sessions one after the other before MPI_Init (default 2)
  *   -r  also require that coll rdma serves the four collectives on every
  *       communicator (each function pointer Open MPI installed is looked up
  *       with dladdr and must lie in mca_coll_rdma.so)
@@ -184,8 +185,11 @@ static void one_session(const char *phase)
         FAIL("%s MPI_Session_init failed", phase);
         return;
     }
+    char tag[64];
     MPI_Group_from_session_pset(session, "mpi://WORLD", &group);
-    MPI_Comm_create_from_group(group, "coll-rdma.sessions.test", MPI_INFO_NULL, MPI_ERRORS_RETURN, &comm);
+    /* A tag of its own per session: PMIx names the group after it. */
+    snprintf(tag, sizeof tag, "coll-rdma.sessions.%s", phase);
+    MPI_Comm_create_from_group(group, tag, MPI_INFO_NULL, MPI_ERRORS_RETURN, &comm);
     MPI_Group_free(&group);
     MPI_Comm_rank(comm, &my_world_rank);
     check_with_dup(phase, comm);
@@ -197,19 +201,24 @@ static void one_session(const char *phase)
 
 int main(int argc, char **argv)
 {
-    int opt;
-    while ((opt = getopt(argc, argv, "r")) != -1) {
+    int opt, sessions = 2;
+    while ((opt = getopt(argc, argv, "rs:")) != -1) {
         if (opt == 'r') {
             require_rdma = 1;
+        } else if (opt == 's' && atoi(optarg) >= 0) {
+            sessions = atoi(optarg);
         } else {
-            fprintf(stderr, "usage: %s [-r]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-r] [-s SESSIONS]\n", argv[0]);
             return 2;
         }
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
 
-    one_session("session1");
-    one_session("session2");
+    for (int k = 1; k <= sessions; k++) {
+        char phase[32];
+        snprintf(phase, sizeof phase, "session%d", k);
+        one_session(phase);
+    }
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &my_world_rank);
