@@ -17,6 +17,11 @@ COMPONENT  := $(COMPDIR)/mca_coll_rdma.so
 # cargo's output follows CARGO_TARGET_DIR (make check-noheaders builds apart)
 CARGO_OUT  := $(or $(CARGO_TARGET_DIR),target)/release
 INSTALLDIR := $(if $(DESTDIR),$(DESTDIR),$(HOME)/.openmpi/components)
+# Written by make install where mpirun replaces the ranks' component path
+# (Open MPI 5): the exports that make the ranks search INSTALLDIR
+ENVFILE    := $(HOME)/.openmpi/coll-rdma-env.sh
+# SELFCHECK=0: make install skips the 2-rank self-check job
+SELFCHECK  ?= 1
 # fbcast (coll-rdma/fbcast): the command, its library and header
 FBCAST_SRC := coll-rdma/fbcast
 PREFIX     ?= $(HOME)/.local
@@ -36,9 +41,11 @@ help:
 	@echo "                   installed version, for an Open MPI installed without its"
 	@echo "                   internal headers (ompi-patches/README.md)"
 	@echo "make install       copy it to \$$DESTDIR if set, else ~/.openmpi/components/"
-	@echo "                   (searched by Open MPI by default; no environment variable needed),"
+	@echo "                   (Open MPI 5: also writes ~/.openmpi/coll-rdma-env.sh to source, since"
+	@echo "                   its mpirun replaces the ranks' component path), coll-rdma-selfcheck,"
 	@echo "                   and fbcast, libcoll_rdma_fbcast.so, coll_rdma_fbcast.h to"
-	@echo "                   \$$PREFIX/bin, lib, include (PREFIX default ~/.local)"
+	@echo "                   \$$PREFIX/bin, lib, include (PREFIX default ~/.local); then runs"
+	@echo "                   coll-rdma-selfcheck (a 2-rank mpirun job; SELFCHECK=0 skips it)"
 	@echo "make check         build, cargo test --release --workspace, ci/mpi-tests.sh, ci/tune-tests.sh,"
 	@echo "                   ci/fbcast-tests.sh, ci/udp-tests.sh (SKIP_UDP=1 leaves it out),"
 	@echo "                   ci/rxe-tests.sh (verbs on Soft-RoCE in qemu guests),"
@@ -142,10 +149,11 @@ install: build
 	@install -m 0755 $(COMPONENT) "$(INSTALLDIR)/mca_coll_rdma.so.tmp"
 	@mv -f "$(INSTALLDIR)/mca_coll_rdma.so.tmp" "$(INSTALLDIR)/mca_coll_rdma.so"
 	@echo "== installed $(INSTALLDIR)/mca_coll_rdma.so"
-	@case "$(INSTALLDIR)" in \
-	    "$(HOME)/.openmpi/components") echo "   Open MPI searches this directory by default: mpirun now uses coll rdma";; \
-	    *) echo "   not a default directory: run with --mca mca_base_component_path SYS_DEFAULT:$(INSTALLDIR)";; \
-	esac
+	@bash tools/component-path-env.sh "$(INSTALLDIR)" "$(ENVFILE)"
+	@mkdir -p "$(PREFIX)/bin"
+	@sed 's|^INSTALLED_DIR=@COMPONENT_DIR@$$|INSTALLED_DIR="$(INSTALLDIR)"|' tools/coll-rdma-selfcheck > "$(PREFIX)/bin/coll-rdma-selfcheck.tmp"
+	@chmod 0755 "$(PREFIX)/bin/coll-rdma-selfcheck.tmp" && mv -f "$(PREFIX)/bin/coll-rdma-selfcheck.tmp" "$(PREFIX)/bin/coll-rdma-selfcheck"
+	@echo "== installed $(PREFIX)/bin/coll-rdma-selfcheck (a 2-rank job under plain mpirun: does coll rdma serve it?)"
 	@if [ ! -x $(BUILD)/bin/fbcast ]; then \
 	    echo "warning: $(BUILD)/bin/fbcast was not built (see make build): fbcast not installed" >&2; exit 0; \
 	fi; \
@@ -158,6 +166,11 @@ install: build
 	&& case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; \
 	    *) echo "   $(PREFIX)/bin is not on PATH: add it (e.g. export PATH=\"$(PREFIX)/bin:\$$PATH\")";; esac \
 	&& echo "   C programs: mpicc -I$(PREFIX)/include prog.c -L$(PREFIX)/lib -Wl,-rpath,$(PREFIX)/lib -lcoll_rdma_fbcast"
+	@if [ "$(SELFCHECK)" != 0 ]; then \
+	    if [ -f "$(ENVFILE)" ]; then echo "== coll-rdma-selfcheck, with $(ENVFILE) sourced"; . "$(ENVFILE)"; \
+	    else echo "== coll-rdma-selfcheck"; fi; \
+	    "$(PREFIX)/bin/coll-rdma-selfcheck" || exit 1; \
+	fi
 
 check: build
 	@echo "== cargo test --release --workspace"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds coll rdma against the Open MPI 5 of the chroot and runs the MPI tests
-# there, then fbcast and its tests with coll rdma: what `make check-ompi5`
-# runs inside it (ci/ompi5/chroot.sh run).
+# Builds coll rdma against the Open MPI 5 of the chroot, checks `make install`
+# and MPI 4 sessions as users run them (ci/ompi5/user-tests.sh), runs the MPI
+# tests there, then fbcast and its tests with coll rdma: what
+# `make check-ompi5` runs inside it (ci/ompi5/chroot.sh run).
 #
 #   ci/ompi5/check.sh [ci/mpi-tests.sh arguments...]
 #
@@ -25,6 +26,8 @@ install -m 0755 "$TARGET/release/libmca_coll_rdma.so" "$OUT/components/mca_coll_
 mv -f "$OUT/components/mca_coll_rdma.so.tmp" "$OUT/components/mca_coll_rdma.so"
 OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$OUT/components" ompi_info 2>&1 | grep -E 'MCA coll: rdma' \
     || { echo "check.sh: ompi_info does not list coll rdma from $OUT/components" >&2; exit 1; }
+echo "== make install and MPI 4 sessions as users run them (ci/ompi5/user-tests.sh)"
+bash ci/ompi5/user-tests.sh
 echo "== MPI tests (Open MPI 5)"
 MPI_TESTS_BUILD_DIR=$OUT MPI_TESTS_LOGDIR=${MPI_TESTS_LOGDIR:-$OUT/mpi-tests} bash ci/mpi-tests.sh "$@"
 # fbcast uses the public MPI API only: built against Open MPI 5's mpicc and

@@ -11,7 +11,7 @@ use ompi_sys as sys;
 use super::comm_state::CommState;
 use super::ffi_guard::guarded;
 use super::module::new_module;
-use super::{components_underneath, params, version};
+use super::{components_underneath, params, pmix_path, version};
 
 const fn name_field<const N: usize>(name: &str) -> [c_char; N] {
     let bytes = name.as_bytes();
@@ -72,6 +72,7 @@ unsafe extern "C" fn register() -> c_int {
 unsafe extern "C" fn open() -> c_int {
     guarded("component open", sys::OMPI_ERROR as c_int, || {
         let settings = params::load();
+        pmix_path::remove_entries_that_give_pmix_nothing();
         // SAFETY: only the address is taken, to find our entry in the
         // framework's component list.
         components_underneath::complete(unsafe { &raw const mca_coll_rdma_component.collm_version });

@@ -22,6 +22,7 @@ mod mpi_bcast;
 mod mpi_reduce;
 mod output;
 mod params;
+mod pmix_path;
 mod progress;
 mod reduction_call;
 mod reduction_paths;

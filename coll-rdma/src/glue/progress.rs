@@ -8,8 +8,8 @@
 //! rank's reliable channel; see `Bcast::needs_side_progress`).
 
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, Once};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use ompi_sys as sys;
 
@@ -24,7 +24,10 @@ unsafe impl Send for ModulePtr {}
 
 static MODULES: Mutex<Vec<ModulePtr>> = Mutex::new(Vec::new());
 static MODULES_WITH_WORK: AtomicUsize = AtomicUsize::new(0);
-static REGISTERED_WITH_OPAL: Once = Once::new();
+/// Whether the callback is in Open MPI's progress list now: component close
+/// takes it out, and the next initialisation in the process (MPI sessions)
+/// registers it again when work appears.
+static REGISTERED_WITH_OPAL: AtomicBool = AtomicBool::new(false);
 
 fn registry() -> std::sync::MutexGuard<'static, Vec<ModulePtr>> {
     MODULES.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -39,15 +42,16 @@ pub(super) fn register(module: *mut RdmaModule) {
 /// left, so that jobs that never leave any (shared memory has none) keep
 /// Open MPI's progress loop free of our call.
 fn register_with_opal() {
-    REGISTERED_WITH_OPAL.call_once(|| {
-        // SAFETY: a plain C callback with the signature opal expects; it
-        // stays valid as long as this library is loaded, and component
-        // close unregisters it.
-        let rc = unsafe { sys::opal_progress_register(Some(progress_callback)) };
-        if rc != sys::OPAL_SUCCESS as c_int {
-            tracing::warn!("could not register with Open MPI's progress engine (error {rc}); bcast acknowledgements are served only inside coll rdma calls");
-        }
-    });
+    if REGISTERED_WITH_OPAL.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    // SAFETY: a plain C callback with the signature opal expects; it
+    // stays valid as long as this library is loaded, and component
+    // close unregisters it.
+    let rc = unsafe { sys::opal_progress_register(Some(progress_callback)) };
+    if rc != sys::OPAL_SUCCESS as c_int {
+        tracing::warn!("could not register with Open MPI's progress engine (error {rc}); bcast acknowledgements are served only inside coll rdma calls");
+    }
 }
 
 /// Takes `module` out of the callback's reach; after this returns the
@@ -74,8 +78,8 @@ pub(super) fn work_finished() {
 
 /// Stops Open MPI from calling us, at component close.
 pub(super) fn unregister_from_opal() {
-    if REGISTERED_WITH_OPAL.is_completed() {
-        // SAFETY: the callback was registered in `register`.
+    if REGISTERED_WITH_OPAL.swap(false, Ordering::AcqRel) {
+        // SAFETY: the callback was registered in `register_with_opal`.
         unsafe { sys::opal_progress_unregister(Some(progress_callback)) };
     }
 }

@@ -31,7 +31,8 @@ const fn initial_slots() -> [Slot; COUNT] {
 }
 
 // Written by Open MPI's variable system during registration (single
-// threaded, inside MPI_Init or ompi_info) and only read afterwards. The
+// threaded, inside MPI_Init, MPI_Session_init or ompi_info; again at each
+// initialisation of the process) and only read afterwards. The
 // defaults are in place before registration, which takes them as the
 // parameters' defaults.
 static mut SLOTS: [Slot; COUNT] = initial_slots();
@@ -44,7 +45,16 @@ fn slot(index: usize) -> *mut Slot {
 }
 
 /// Registers every parameter of the table with Open MPI's variable system.
+///
+/// Open MPI registers again at each initialisation of a process (every MPI
+/// 4 session, then MPI_Init), after its finalisation released the strings it
+/// had stored in the slots: the defaults are put back first, so that each
+/// registration starts from them and never from a string already freed.
 pub fn register(component: *const sys::mca_base_component_t) -> c_int {
+    // SAFETY: registration is single threaded (see SLOTS) and nothing reads
+    // the slots while it runs; the write goes through a raw pointer, no
+    // reference to the static is made.
+    unsafe { (&raw mut SLOTS).write(initial_slots()) };
     for (index, param) in TABLE.iter().enumerate() {
         let kind = match param.kind {
             Kind::Int { .. } => sys::MCA_BASE_VAR_TYPE_INT,

@@ -1,0 +1,245 @@
+/*
+ * MPI 4 sessions and re-initialisation in one process: two sessions, one
+ * after the other, each making a communicator from the "mpi://WORLD" process
+ * set and a dup of it, then MPI_Init and the same on MPI_COMM_WORLD. On each
+ * of the six communicators barrier, bcast, allreduce and reduce run at a few
+ * lengths and every result is compared with the value computed locally from
+ * the ranks' formulas. Open MPI initialises and finalises its frameworks
+ * (and so every coll component's open, close and parameter registration)
+ * once per session here, which is what the program exercises.
+ *
+ * usage: sessions [-r] [-s N]
+ *   -s N  N sessions one after the other before MPI_Init (default 2)
+ *   -r  also require that coll rdma serves the four collectives on every
+ *       communicator (each function pointer Open MPI installed is looked up
+ *       with dladdr and must lie in mca_coll_rdma.so)
+ *
+ * Output (stdout): per communicator and collective
+ *   "sessions: served <phase> <collective> by <library basename>",
+ * "sessions: FAIL ..." for each wrong result, and a last line
+ * "sessions: rank R ok" or "sessions: rank R failed N". Exit status 0 only
+ * when every check passed. Under an MPI without sessions (before MPI 4.0
+ * and Open MPI 5.0) it
+ * prints "SKIPPED" and exits 0.
+ *
+ * Not built on common.h: its t_init() calls MPI_Init, which must come last
+ * here.
+ */
+#define _GNU_SOURCE
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Open MPI 5.0 provides sessions while it still reports MPI 3.1. */
+#if MPI_VERSION >= 4 || (defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5)
+#define HAVE_SESSIONS 1
+#endif
+
+#ifdef HAVE_SESSIONS
+#include <dlfcn.h>
+/* Open MPI's internal headers (the component's build needs them anyway):
+ * only to read which functions the coll framework installed. */
+#include "ompi_config.h"
+#include "ompi/communicator/communicator.h"
+#include "ompi/mca/coll/coll.h"
+
+static int failures;
+static int require_rdma;
+static int my_world_rank;
+
+#define FAIL(...)                                                        \
+    do {                                                                 \
+        printf("sessions: FAIL rank %d: ", my_world_rank);               \
+        printf(__VA_ARGS__);                                             \
+        printf("\n");                                                    \
+        failures++;                                                      \
+    } while (0)
+
+static const char *library_of(void (*fn)(void))
+{
+    Dl_info info;
+    if (fn == NULL) {
+        return "(none)";
+    }
+    if (dladdr((void *)fn, &info) == 0 || info.dli_fname == NULL) {
+        return "(unknown)";
+    }
+    const char *slash = strrchr(info.dli_fname, '/');
+    return slash ? slash + 1 : info.dli_fname;
+}
+
+static void report_server(const char *phase, const char *collective, void (*fn)(void))
+{
+    const char *lib = library_of(fn);
+    printf("sessions: served %s %s by %s\n", phase, collective, lib);
+    if (require_rdma && strcmp(lib, "mca_coll_rdma.so") != 0) {
+        FAIL("%s %s is served by %s, not coll rdma", phase, collective, lib);
+    }
+}
+
+static void report_servers(const char *phase, MPI_Comm comm)
+{
+    mca_coll_base_comm_coll_t *coll = ((ompi_communicator_t *)comm)->c_coll;
+    report_server(phase, "barrier", (void (*)(void))coll->coll_barrier);
+    report_server(phase, "bcast", (void (*)(void))coll->coll_bcast);
+    report_server(phase, "allreduce", (void (*)(void))coll->coll_allreduce);
+    report_server(phase, "reduce", (void (*)(void))coll->coll_reduce);
+}
+
+/* Rank r's i-th element in a reduction: distinct per rank and index, so a
+ * dropped or doubled contribution changes the sum. */
+static long long contribution(int rank, int i)
+{
+    return (long long)(rank + 1) * 1000003LL + i;
+}
+
+static void check_collectives(const char *phase, MPI_Comm comm)
+{
+    static const int counts[] = {1, 1000, 70000};
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    report_servers(phase, comm);
+
+    for (int k = 0; k < 3; k++) {
+        if (MPI_Barrier(comm) != MPI_SUCCESS) {
+            FAIL("%s barrier returned an error", phase);
+        }
+    }
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        int count = counts[c];
+        long long *in = malloc(sizeof(long long) * count);
+        long long *out = malloc(sizeof(long long) * count);
+        if (!in || !out) {
+            FAIL("%s out of memory for %d elements", phase, count);
+            free(in);
+            free(out);
+            return;
+        }
+        long long sum_of_ranks_term = (long long)size * (size + 1) / 2 * 1000003LL;
+        int bad;
+
+        int root = size - 1;
+        for (int i = 0; i < count; i++) {
+            in[i] = rank == root ? 7LL * i + count : -1;
+        }
+        MPI_Bcast(in, count, MPI_LONG_LONG, root, comm);
+        bad = 0;
+        for (int i = 0; i < count; i++) {
+            bad += in[i] != 7LL * i + count;
+        }
+        if (bad) {
+            FAIL("%s bcast of %d from %d: %d elements wrong", phase, count, root, bad);
+        }
+
+        for (int i = 0; i < count; i++) {
+            in[i] = contribution(rank, i);
+            out[i] = 0;
+        }
+        MPI_Allreduce(in, out, count, MPI_LONG_LONG, MPI_SUM, comm);
+        bad = 0;
+        for (int i = 0; i < count; i++) {
+            bad += out[i] != sum_of_ranks_term + (long long)size * i;
+        }
+        if (bad) {
+            FAIL("%s allreduce sum of %d: %d elements wrong", phase, count, bad);
+        }
+
+        for (int i = 0; i < count; i++) {
+            out[i] = -1;
+        }
+        MPI_Reduce(in, out, count, MPI_LONG_LONG, MPI_MAX, 0, comm);
+        if (rank == 0) {
+            bad = 0;
+            for (int i = 0; i < count; i++) {
+                bad += out[i] != contribution(size - 1, i);
+            }
+            if (bad) {
+                FAIL("%s reduce max of %d: %d elements wrong", phase, count, bad);
+            }
+        }
+        free(in);
+        free(out);
+    }
+}
+
+static void check_with_dup(const char *phase, MPI_Comm comm)
+{
+    char label[64];
+    MPI_Comm dup;
+    check_collectives(phase, comm);
+    MPI_Comm_dup(comm, &dup);
+    snprintf(label, sizeof label, "%s-dup", phase);
+    check_collectives(label, dup);
+    MPI_Comm_free(&dup);
+}
+
+static void one_session(const char *phase)
+{
+    MPI_Session session;
+    MPI_Group group;
+    MPI_Comm comm;
+    if (MPI_Session_init(MPI_INFO_NULL, MPI_ERRORS_RETURN, &session) != MPI_SUCCESS) {
+        FAIL("%s MPI_Session_init failed", phase);
+        return;
+    }
+    char tag[64];
+    MPI_Group_from_session_pset(session, "mpi://WORLD", &group);
+    /* A tag of its own per session: PMIx names the group after it. */
+    snprintf(tag, sizeof tag, "coll-rdma.sessions.%s", phase);
+    MPI_Comm_create_from_group(group, tag, MPI_INFO_NULL, MPI_ERRORS_RETURN, &comm);
+    MPI_Group_free(&group);
+    MPI_Comm_rank(comm, &my_world_rank);
+    check_with_dup(phase, comm);
+    MPI_Comm_free(&comm);
+    if (MPI_Session_finalize(&session) != MPI_SUCCESS) {
+        FAIL("%s MPI_Session_finalize failed", phase);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int opt, sessions = 2;
+    while ((opt = getopt(argc, argv, "rs:")) != -1) {
+        if (opt == 'r') {
+            require_rdma = 1;
+        } else if (opt == 's' && atoi(optarg) >= 0) {
+            sessions = atoi(optarg);
+        } else {
+            fprintf(stderr, "usage: %s [-r] [-s SESSIONS]\n", argv[0]);
+            return 2;
+        }
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+
+    for (int k = 1; k <= sessions; k++) {
+        char phase[32];
+        snprintf(phase, sizeof phase, "session%d", k);
+        one_session(phase);
+    }
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &my_world_rank);
+    check_with_dup("world", MPI_COMM_WORLD);
+    int total = 0;
+    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Finalize();
+    if (failures) {
+        printf("sessions: rank %d failed %d\n", my_world_rank, failures);
+    } else {
+        printf("sessions: rank %d ok\n", my_world_rank);
+    }
+    return total ? 1 : 0;
+}
+
+#else /* no sessions */
+
+int main(void)
+{
+    printf("SKIPPED: this MPI has no sessions (MPI %d.%d)\n", MPI_VERSION, MPI_SUBVERSION);
+    return 0;
+}
+
+#endif

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Makes the ranks that the user's mpirun launches find the component
+# installed in DIR, for the Open MPI on PATH; run by `make install`.
+#
+#   tools/component-path-env.sh DIR ENV_FILE
+#
+# How each Open MPI finds a user's component (checked in the Debian 12 host
+# and the Debian 13 chroot of ci/ompi5/, `mpirun -np 1 env`):
+# - 4.1 (ORTE): mpirun leaves mca_base_component_path alone; its default,
+#   SYS_DEFAULT:USER_DEFAULT, includes ~/.openmpi/components. Nothing to do
+#   when DIR is that directory.
+# - 5.0 (PRRTE): mpirun puts OMPI_MCA_mca_base_component_path=<PMIx's own
+#   component directory> into every rank's environment, which replaces
+#   Open MPI's default (Debian builds Open MPI's components into libmpi, so
+#   only a user's component notices). Open MPI's own component directory is
+#   not searched either, so installing there would not help. Neither
+#   ~/.openmpi/mca-params.conf nor the launcher's parameter files override
+#   it (PRRTE sends a value read there to PMIx alone); a value in mpirun's
+#   environment (or --mca on every mpirun) does. PRRTE also copies that
+#   value into PMIX_MCA_mca_base_component_path, where PMIx 5.0.7 warns
+#   about SYS_DEFAULT and prints a line for every mca_* file of DIR; given
+#   its own directory back there, it stays quiet (and MPI sessions then never
+#   hit PMIx's crash on a warning at re-initialisation).
+# So when the launcher sets the ranks' path to something without DIR, this
+# writes ENV_FILE with the two exports and says to source it; it never edits
+# the user's shell startup files.
+set -euo pipefail
+
+DIR=${1:?usage: component-path-env.sh DIR ENV_FILE}
+ENV_FILE=${2:?usage: component-path-env.sh DIR ENV_FILE}
+say() { printf '   %s\n' "$*"; }
+
+command -v mpirun >/dev/null || { say "no mpirun on PATH: cannot tell whether mpirun finds $DIR"; exit 0; }
+# What the launcher gives the ranks when the user sets nothing.
+launcher_path=$(env -u OMPI_MCA_mca_base_component_path -u PMIX_MCA_mca_base_component_path \
+    timeout -k 5 120 mpirun -np 1 printenv OMPI_MCA_mca_base_component_path 2>/dev/null | tail -n 1) || true
+
+if [ -z "$launcher_path" ]; then
+    rm -f "$ENV_FILE"
+    if [ "$DIR" = "$HOME/.openmpi/components" ]; then
+        say "mpirun keeps Open MPI's default component path, which includes $DIR: nothing to set"
+    else
+        say "not a default directory: run with --mca mca_base_component_path SYS_DEFAULT:$DIR"
+    fi
+    exit 0
+fi
+
+# PMIx's own directory: what the launcher put there, when it holds PMIx
+# components, else pkg-config's PMIx library directory + /pmix.
+pmix_dir=
+for candidate in "$launcher_path" "$(pkg-config --variable=libdir pmix 2>/dev/null)/pmix"; do
+    if compgen -G "$candidate/pmix_mca_*" >/dev/null || compgen -G "$candidate/libpmix_mca_*" >/dev/null; then
+        pmix_dir=$candidate
+        break
+    fi
+done
+
+mkdir -p "$(dirname "$ENV_FILE")"
+{
+    echo "# Written by coll rdma's make install ($(date -u +%F)). Source it (. $ENV_FILE)"
+    echo "# before mpirun: Open MPI 5's mpirun sets each rank's component path to"
+    echo "# \"$launcher_path\", leaving out $DIR; a value in mpirun's"
+    echo "# environment is passed on instead (tools/component-path-env.sh says why)."
+    echo "export OMPI_MCA_mca_base_component_path=\"SYS_DEFAULT:$DIR\""
+    if [ -n "$pmix_dir" ]; then
+        echo "# PMIx's own component directory, for PMIx in the ranks (mpirun copies the"
+        echo "# line above to PMIx too, which cannot use it)."
+        echo "export PMIX_MCA_mca_base_component_path=\"$pmix_dir\""
+    fi
+} >"$ENV_FILE.tmp"
+mv -f "$ENV_FILE.tmp" "$ENV_FILE"
+say "mpirun sets each rank's component path to \"$launcher_path\", which leaves out $DIR."
+say "Wrote $ENV_FILE; for every mpirun to use coll rdma, source it in your shell's startup file:"
+say "    echo '. $ENV_FILE' >> ~/.bashrc"
