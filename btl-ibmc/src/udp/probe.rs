@@ -220,7 +220,8 @@ mod tests {
         let group_socket = socket();
         // The probes go to the socket the test reads from no more.
         let std::net::SocketAddr::V4(group) = group_socket.local_addr().expect("bound") else { unreachable!("bound to IPv4") };
-        let wire = Wire { own_socket: socket(), group_socket, group, addresses, stamp };
+        let seal = crate::udp::seal::Sealer::new(crate::udp::Protection::Encrypt, &[7; crate::udp::seal::KEY_BYTES], 0, stamp.nonce);
+        let wire = Wire { own_socket: socket(), group_socket, group, addresses, stamp, seal };
         let counters = Counters::default();
         let mut prober = Prober::new(&wire, 0, false);
         // Rank 1's own probe, but from a stranger's address.

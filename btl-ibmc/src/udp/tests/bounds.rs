@@ -33,6 +33,7 @@ fn a_fragment_stream_without_the_last_flag_fails_the_channel_at_the_record_cap()
     let mut frame = Vec::new();
 
     encode_data(stamp, 0, false, &vec![1; limits.fragment + 1], &mut frame);
+    one.seal_as_sent(&mut frame, false);
     one.send_raw(to_zero, &frame);
     let stats = pump_until(&zero, 1, |stats| stats.malformed_dropped);
     assert_eq!(stats.malformed_dropped, 1, "{stats:?}");
@@ -43,6 +44,7 @@ fn a_fragment_stream_without_the_last_flag_fails_the_channel_at_the_record_cap()
     let mut failed_at = None;
     for seq in 0..(4 * fitting as u64 + 8) {
         encode_data(stamp, seq, false, &fragment, &mut frame);
+        one.seal_as_sent(&mut frame, false);
         one.send_raw(to_zero, &frame);
         // Loopback queues the datagram at once: this progress reads it.
         zero.progress();
