@@ -211,14 +211,14 @@ test-udp:
 # cargo test --workspace (make check) runs these too; these targets run them alone.
 test-scale:
 	@echo "== scale tests (fabric, 64/256/1024 ranks; flat and in node groups over shm rings)"
-	@$(CARGO) test --release -p coll-rdma --test scale_fabric --test scale_hybrid_fabric -- --nocapture
+	@$(CARGO) test --release -p coll-rdma-core --test scale_fabric --test scale_hybrid_fabric -- --nocapture
 
 # Longer runs of what make check runs briefly: more calls, seeds, loss and
 # node group shapes at 64 to 1024 ranks.
 soak:
 	@echo "== soak (fabric, 64/256/1024 ranks, long runs)"
-	@$(CARGO) test --release -p coll-rdma --test scale_fabric -- --ignored --nocapture --test-threads 1
-	@COLL_RDMA_SOAK=1 $(CARGO) test --release -p coll-rdma --test scale_hybrid_fabric -- --nocapture --test-threads 1
+	@$(CARGO) test --release -p coll-rdma-core --test scale_fabric -- --ignored --nocapture --test-threads 1
+	@COLL_RDMA_SOAK=1 $(CARGO) test --release -p coll-rdma-core --test scale_hybrid_fabric -- --nocapture --test-threads 1
 
 # The simulator (tuning/sim/): coll rdma's schedules at 2-16384 nodes, validated
 # against the seeds; tables and plots into docs/scale/. No Open MPI needed.

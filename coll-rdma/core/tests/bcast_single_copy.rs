@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use btl_ibmc::fabric::{run_ranks_watched, Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::{establish, CrossMemoryRefusal, MulticastKind, PeerReads, RmcastConfig, Transport, WaitPolicy};
-use mca_coll_rdma::collectives::bcast::single_copy::{root_share, SingleCopyBcast, ROOT_SHARE_MIN_BYTES};
-use mca_coll_rdma::collectives::bcast::{Bcast, BcastConfig};
+use coll_rdma_core::collectives::bcast::single_copy::{root_share, SingleCopyBcast, ROOT_SHARE_MIN_BYTES};
+use coll_rdma_core::collectives::bcast::{Bcast, BcastConfig};
 
 const MIB: usize = 1 << 20;
 const SINGLE_COPY_FROM: usize = 64 * 1024;

@@ -20,7 +20,7 @@ use btl_ibmc::shm::NodeGroups;
 use btl_ibmc::{MulticastKind, RmcastConfig, RmcastStats, WaitPolicy};
 use common::nodes::{blocks, uneven_layouts};
 use common::XorShift;
-use mca_coll_rdma::collectives::bcast::{Bcast, BcastConfig};
+use coll_rdma_core::collectives::bcast::{Bcast, BcastConfig};
 
 /// Region offset inside the window: not 0, so that offsets are really added.
 const REGION_OFFSET: usize = 4096;

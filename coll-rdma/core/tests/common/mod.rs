@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use btl_ibmc::WaitPolicy;
-use mca_coll_rdma::reduction::Reduction;
+use coll_rdma_core::reduction::Reduction;
 
 /// Small deterministic generator so that a failure names a reproducible seed.
 pub struct XorShift(u64);

@@ -20,13 +20,13 @@ use std::time::Duration;
 
 use btl_ibmc::fabric::{run_ranks_watched, Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::NoSideProgress;
-use mca_coll_rdma::collectives::allreduce::{Allreduce, AllreduceConfig};
-use mca_coll_rdma::collectives::allreduce_autotune::{degree_candidates, DegreeOutcome, DegreeTrial};
-use mca_coll_rdma::collectives::barrier::DisseminationBarrier;
-use mca_coll_rdma::collectives::bcast::BcastConfig;
-use mca_coll_rdma::layout::WindowLayout;
-use mca_coll_rdma::patterns::TreeStreamConfig;
-use mca_coll_rdma::reduction::Reduction;
+use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
+use coll_rdma_core::collectives::allreduce_autotune::{degree_candidates, DegreeOutcome, DegreeTrial};
+use coll_rdma_core::collectives::barrier::DisseminationBarrier;
+use coll_rdma_core::collectives::bcast::BcastConfig;
+use coll_rdma_core::layout::WindowLayout;
+use coll_rdma_core::patterns::TreeStreamConfig;
+use coll_rdma_core::reduction::Reduction;
 
 const WATCHDOG: Duration = Duration::from_secs(120);
 

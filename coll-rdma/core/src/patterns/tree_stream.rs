@@ -32,7 +32,7 @@ impl Default for TreeStreamConfig {
 
 impl TreeStreamConfig {
     /// Incoming slot rings every rank reserves among `size` ranks.
-    pub(crate) fn ring_positions(&self, size: usize) -> usize {
+    pub fn ring_positions(&self, size: usize) -> usize {
         let flat = TreeLinks::positions(size, self.degree);
         if self.room_for_two_levels { flat.max(TreeLinks::two_level_reserve(size, self.degree)) } else { flat }
     }

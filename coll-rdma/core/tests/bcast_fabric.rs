@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use btl_ibmc::fabric::{Fabric, FabricConfig};
 use btl_ibmc::{MulticastKind, RmcastConfig, RmcastStats, WaitPolicy};
-use mca_coll_rdma::collectives::bcast::{Bcast, BcastConfig};
+use coll_rdma_core::collectives::bcast::{Bcast, BcastConfig};
 
 /// Added to every seed: 0 unless `BCAST_SEED` says otherwise.
 fn seed_shift() -> u64 {

@@ -31,11 +31,11 @@ use std::time::{Duration, Instant};
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::shm::NodeGroups;
 use btl_ibmc::{NoSideProgress, TransportError, WaitPolicy};
-use mca_coll_rdma::collectives::allreduce::{Allreduce, AllreduceConfig};
-use mca_coll_rdma::layout::WindowLayout;
-use mca_coll_rdma::patterns::{two_level_links, TreeStreamConfig};
-use mca_coll_rdma::collectives::reduce::Reduce;
-use mca_coll_rdma::reduction::Reduction;
+use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
+use coll_rdma_core::layout::WindowLayout;
+use coll_rdma_core::patterns::{two_level_links, TreeStreamConfig};
+use coll_rdma_core::collectives::reduce::Reduce;
+use coll_rdma_core::reduction::Reduction;
 
 /// A scenario that has not finished by then is taken for a deadlock.
 const SCENARIO_DEADLINE: Duration = Duration::from_secs(120);

@@ -31,13 +31,13 @@ use std::time::{Duration, Instant};
 
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::{RmcastConfig, RmcastStats, TransportError, WaitPolicy};
-use mca_coll_rdma::collectives::allreduce::{Allreduce, AllreduceConfig};
-use mca_coll_rdma::collectives::barrier::DisseminationBarrier;
-use mca_coll_rdma::collectives::bcast::{Bcast, BcastConfig};
-use mca_coll_rdma::layout::WindowLayout;
-use mca_coll_rdma::collectives::reduce::Reduce;
-use mca_coll_rdma::reduction::Reduction;
-use mca_coll_rdma::BcastProgress;
+use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
+use coll_rdma_core::collectives::barrier::DisseminationBarrier;
+use coll_rdma_core::collectives::bcast::{Bcast, BcastConfig};
+use coll_rdma_core::layout::WindowLayout;
+use coll_rdma_core::collectives::reduce::Reduce;
+use coll_rdma_core::reduction::Reduction;
+use coll_rdma_core::BcastProgress;
 use tuning::{AllreduceModel, BarrierModel, CoRootModel};
 
 /// 1024 threads: a small stack each is plenty for the collectives and keeps

@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use btl_ibmc::fabric::{run_ranks_watched, Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::{establish, CrossMemoryRefusal, MulticastKind, NoSideProgress, PeerReads, Transport};
-use mca_coll_rdma::collectives::allreduce::{Allreduce, AllreduceConfig};
-use mca_coll_rdma::collectives::parallel_reduction::CHUNK_BYTES;
-use mca_coll_rdma::collectives::reduce::Reduce;
-use mca_coll_rdma::reduction::Reduction;
+use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
+use coll_rdma_core::collectives::parallel_reduction::CHUNK_BYTES;
+use coll_rdma_core::collectives::reduce::Reduce;
+use coll_rdma_core::reduction::Reduction;
 
 const MIB: usize = 1 << 20;
 const PATIENCE: Duration = Duration::from_secs(900);

@@ -20,16 +20,16 @@ use btl_ibmc::fabric::{Fabric, FabricConfig, FabricWithNodeRings, run_ranks_watc
 use btl_ibmc::shm::NodeGroups;
 use btl_ibmc::{RmcastConfig, RmcastStats, WaitPolicy};
 use common::XorShift;
-use mca_coll_rdma::collectives::allreduce::{Allreduce, AllreduceConfig};
-use mca_coll_rdma::collectives::barrier::DisseminationBarrier;
-use mca_coll_rdma::collectives::barrier_two_level::TwoLevelBarrier;
-use mca_coll_rdma::collectives::bcast::{Bcast, BcastConfig};
-use mca_coll_rdma::layout::WindowLayout;
-use mca_coll_rdma::patterns::{two_level_links, TreeStreamConfig};
-use mca_coll_rdma::collectives::reduce::Reduce;
-use mca_coll_rdma::collectives::ring_reduction::RingReduction;
+use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
+use coll_rdma_core::collectives::barrier::DisseminationBarrier;
+use coll_rdma_core::collectives::barrier_two_level::TwoLevelBarrier;
+use coll_rdma_core::collectives::bcast::{Bcast, BcastConfig};
+use coll_rdma_core::layout::WindowLayout;
+use coll_rdma_core::patterns::{two_level_links, TreeStreamConfig};
+use coll_rdma_core::collectives::reduce::Reduce;
+use coll_rdma_core::collectives::ring_reduction::RingReduction;
 use common::{WordSum, word};
-use mca_coll_rdma::side_progress::BcastProgress;
+use coll_rdma_core::side_progress::BcastProgress;
 
 fn soak() -> bool {
     std::env::var_os("COLL_RDMA_SOAK").is_some_and(|value| value != "0")

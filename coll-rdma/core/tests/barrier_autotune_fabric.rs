@@ -21,12 +21,12 @@ use std::time::Duration;
 
 use btl_ibmc::fabric::{run_ranks_watched, Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::{NoSideProgress, TransportError, WaitPolicy};
-use mca_coll_rdma::collectives::allreduce::{Allreduce, AllreduceConfig};
-use mca_coll_rdma::collectives::barrier_autotune::{
+use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
+use coll_rdma_core::collectives::barrier_autotune::{
     barrier_candidates, bytes_to_words, words_to_bytes, RadixTrial, TrialOutcome, TunedBarrier, U64Max,
 };
-use mca_coll_rdma::collectives::bcast::BcastConfig;
-use mca_coll_rdma::layout::WindowLayout;
+use coll_rdma_core::collectives::bcast::BcastConfig;
+use coll_rdma_core::layout::WindowLayout;
 use tuning::{choose_barrier_radix, BarrierModel};
 
 /// A run still going by then is taken for a deadlock.

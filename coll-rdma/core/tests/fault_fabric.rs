@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint, run_ranks_watched};
 use btl_ibmc::{Endpoint, NoSideProgress, WaitPolicy};
-use mca_coll_rdma::collectives::allreduce::{Allreduce, AllreduceConfig};
-use mca_coll_rdma::collectives::barrier::DisseminationBarrier;
-use mca_coll_rdma::collectives::bcast::{Bcast, BcastConfig};
-use mca_coll_rdma::layout::WindowLayout;
-use mca_coll_rdma::patterns::TreeStreamConfig;
+use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
+use coll_rdma_core::collectives::barrier::DisseminationBarrier;
+use coll_rdma_core::collectives::bcast::{Bcast, BcastConfig};
+use coll_rdma_core::layout::WindowLayout;
+use coll_rdma_core::patterns::TreeStreamConfig;
 use common::WordSum;
 
 const SIZE: usize = 6;

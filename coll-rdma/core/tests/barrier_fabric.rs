@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use btl_ibmc::fabric::{Fabric, FabricConfig};
 use btl_ibmc::{NoSideProgress, WaitPolicy};
-use mca_coll_rdma::collectives::allreduce::AllreduceConfig;
-use mca_coll_rdma::collectives::barrier::DisseminationBarrier;
-use mca_coll_rdma::layout::WindowLayout;
+use coll_rdma_core::collectives::allreduce::AllreduceConfig;
+use coll_rdma_core::collectives::barrier::DisseminationBarrier;
+use coll_rdma_core::layout::WindowLayout;
 
 fn yielding_policy() -> WaitPolicy {
     common::yielding_policy(50)

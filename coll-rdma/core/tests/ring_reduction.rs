@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use btl_ibmc::fabric::{run_ranks_watched, Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::{NoSideProgress, Transport, WaitPolicy};
-use mca_coll_rdma::collectives::parallel_reduction::{Gather, ReductionBuffers};
-use mca_coll_rdma::collectives::ring_reduction::{RingLengths, RingReduction};
-use mca_coll_rdma::reduction::Reduction;
+use coll_rdma_core::collectives::parallel_reduction::{Gather, ReductionBuffers};
+use coll_rdma_core::collectives::ring_reduction::{RingLengths, RingReduction};
+use coll_rdma_core::reduction::Reduction;
 
 const PATIENCE: Duration = Duration::from_secs(600);
 

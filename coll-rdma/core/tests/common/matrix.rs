@@ -2,7 +2,7 @@
 //! that is not commutative, so a fold out of rank order gives a wrong
 //! result rather than the same one.
 
-use mca_coll_rdma::reduction::Reduction;
+use coll_rdma_core::reduction::Reduction;
 
 pub type Matrix = [u64; 4];
 
