@@ -4,10 +4,10 @@
 //! that touches Open MPI's structures. The core's modules are re-exported
 //! under their old paths, so `crate::collectives::...` reads the same here.
 //!
-//! * `collectives`, `patterns`, `layout`, `reduction`, `side_progress`: from
-//!   coll-rdma-core (its crate docs say what each holds);
+//! * `collectives`, `patterns`, `layout`, `reduction`, `side_progress`,
+//!   `word_max`: from coll-rdma-core (its crate docs say what each holds);
 //! * `glue`: the Open MPI component, its parameters and entry points.
 
-pub use coll_rdma_core::{collectives, layout, patterns, reduction, side_progress, BcastProgress};
+pub use coll_rdma_core::{collectives, layout, patterns, reduction, side_progress, word_max, BcastProgress};
 
 mod glue;

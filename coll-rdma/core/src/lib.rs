@@ -11,12 +11,14 @@
 //! * `layout`: where each collective's region sits in the window;
 //! * `reduction`: the operation a reduction applies, as the collectives see it;
 //! * `side_progress`: serving a bcast's background work from another
-//!   collective's waits.
+//!   collective's waits;
+//! * `word_max`: agreeing on u64 words through one allreduce (their maximum).
 
 pub mod collectives;
 pub mod layout;
 pub mod patterns;
 pub mod reduction;
 pub mod side_progress;
+pub mod word_max;
 
 pub use side_progress::BcastProgress;

@@ -22,11 +22,10 @@ use std::time::Duration;
 use btl_ibmc::fabric::{run_ranks_watched, Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::{NoSideProgress, TransportError, WaitPolicy};
 use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
-use coll_rdma_core::collectives::barrier_autotune::{
-    barrier_candidates, bytes_to_words, words_to_bytes, RadixTrial, TrialOutcome, TunedBarrier, U64Max,
-};
+use coll_rdma_core::collectives::barrier_autotune::{barrier_candidates, RadixTrial, TrialOutcome, TunedBarrier};
 use coll_rdma_core::collectives::bcast::BcastConfig;
 use coll_rdma_core::layout::WindowLayout;
+use coll_rdma_core::word_max::{bytes_to_words, words_to_bytes, U64Max};
 use tuning::{choose_barrier_radix, BarrierModel};
 
 /// A run still going by then is taken for a deadlock.

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use btl_ibmc::fabric::{run_ranks_watched, Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::{NoSideProgress, Transport, WaitPolicy};
-use coll_rdma_core::collectives::parallel_reduction::{Gather, ReductionBuffers};
+use coll_rdma_core::collectives::reduction_buffers::{Gather, ReductionBuffers};
 use coll_rdma_core::collectives::ring_reduction::{RingLengths, RingReduction};
 use coll_rdma_core::reduction::Reduction;
 

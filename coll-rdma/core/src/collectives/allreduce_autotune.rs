@@ -27,7 +27,8 @@ use tuning::round_fanouts;
 use tuning::tree::TreeLinks;
 
 use super::allreduce::Allreduce;
-use super::barrier_autotune::{bytes_to_words, candidates_around, median, words_to_bytes, U64Max};
+use super::autotune_trial::{candidates_around, median};
+use crate::word_max::{bytes_to_words, words_to_bytes, U64Max};
 
 /// Candidates around the model's pick: degree 1 (the binomial tree), the
 /// pick and its neighbours, leaving out degrees whose tree is that of a

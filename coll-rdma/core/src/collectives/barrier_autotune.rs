@@ -29,8 +29,8 @@ use btl_ibmc::{SideProgress, TransportError, Windows};
 use btl_ibmc::WaitPolicy;
 use tuning::{round_fanouts, MAX_BARRIER_RADIX};
 
+use super::autotune_trial::{candidates_around, median};
 use super::barrier::DisseminationBarrier;
-use crate::reduction::Reduction;
 
 /// The radices worth measuring around the model's pick: radix 1 (the
 /// classic dissemination barrier), the pick and its neighbours, leaving out
@@ -39,57 +39,6 @@ use crate::reduction::Reduction;
 pub fn barrier_candidates(size: usize, model_pick: usize) -> Vec<usize> {
     let useful = MAX_BARRIER_RADIX.min(size.saturating_sub(1)).max(1);
     candidates_around(size, model_pick, |radix| radix <= useful)
-}
-
-/// 1, `model_pick` and its neighbours that are `usable`, ascending, leaving
-/// out any whose rounds (`round_fanouts`) are those of a smaller one: the
-/// barrier radices and allreduce degrees worth timing. The pick alone when
-/// none is usable.
-pub fn candidates_around(size: usize, model_pick: usize, usable: impl Fn(usize) -> bool) -> Vec<usize> {
-    let mut wanted = vec![1, model_pick.saturating_sub(1), model_pick, model_pick + 1];
-    wanted.retain(|&value| value >= 1 && usable(value));
-    wanted.sort_unstable();
-    wanted.dedup();
-    let mut candidates: Vec<usize> = Vec::new();
-    for value in wanted {
-        let fanouts = round_fanouts(size, value);
-        if !candidates.iter().any(|&kept| round_fanouts(size, kept) == fanouts) {
-            candidates.push(value);
-        }
-    }
-    if candidates.is_empty() {
-        candidates.push(model_pick.max(1));
-    }
-    candidates
-}
-
-/// Elementwise maximum of u64 words (little-endian): the one reduction the
-/// ranks agree with.
-pub struct U64Max;
-
-impl Reduction for U64Max {
-    fn element_size(&self) -> usize {
-        8
-    }
-    fn is_commutative(&self) -> bool {
-        true
-    }
-    fn combine(&self, lower: &[u8], higher: &mut [u8]) {
-        for (low, high) in lower.chunks_exact(8).zip(higher.chunks_exact_mut(8)) {
-            let low = u64::from_le_bytes(low.try_into().expect("8-byte chunk"));
-            let max = low.max(u64::from_le_bytes((&*high).try_into().expect("8-byte chunk")));
-            high.copy_from_slice(&max.to_le_bytes());
-        }
-    }
-}
-
-/// Words as the bytes `U64Max` reduces, and back.
-pub fn words_to_bytes(words: &[u64]) -> Vec<u8> {
-    words.iter().flat_map(|word| word.to_le_bytes()).collect()
-}
-
-pub fn bytes_to_words(bytes: &[u8]) -> Vec<u64> {
-    bytes.chunks_exact(8).map(|chunk| u64::from_le_bytes(chunk.try_into().expect("8-byte chunk"))).collect()
 }
 
 /// One candidate's line of the agreed table.
@@ -195,13 +144,6 @@ impl RadixTrial {
         let winner = (0..k).min_by_key(|&i| rows[i].median_ns).expect("at least one candidate");
         TrialOutcome { rows, winner, calls_per_candidate: self.calls_per_candidate, trial_ns: agreed[2 * k] }
     }
-}
-
-/// The lower median: a sample that was measured, not an average of two.
-pub(crate) fn median(samples: &[u64]) -> u64 {
-    let mut sorted = samples.to_vec();
-    sorted.sort_unstable();
-    sorted.get(sorted.len().saturating_sub(1) / 2).copied().unwrap_or(0)
 }
 
 /// The communicator's barrier: one radix, or the trial of several until it
@@ -362,13 +304,5 @@ mod tests {
         assert_eq!(outcome.excess_ns(), (100 + 50) * 2);
         let tie = trial.decide(&[200, 200, 200, 1, 1, 1, 3]);
         assert_eq!(tie.radix(), 1);
-    }
-
-    #[test]
-    fn u64_max_takes_the_larger_word() {
-        let lower = words_to_bytes(&[1, 70, u64::MAX]);
-        let mut higher = words_to_bytes(&[5, 3, 0]);
-        U64Max.combine(&lower, &mut higher);
-        assert_eq!(bytes_to_words(&higher), vec![5, 70, u64::MAX]);
     }
 }

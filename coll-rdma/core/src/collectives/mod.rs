@@ -5,11 +5,13 @@
 
 pub mod allreduce;
 pub mod allreduce_autotune;
+pub mod autotune_trial;
 pub mod barrier;
 pub mod barrier_autotune;
 pub mod barrier_two_level;
 pub mod bcast;
 pub mod parallel_reduction;
 pub mod read_tree;
+pub mod reduction_buffers;
 pub mod reduce;
 pub mod ring_reduction;

@@ -68,6 +68,7 @@ use std::ops::Range;
 use btl_ibmc::{PeerReads, TransportError, Waits};
 
 use crate::collectives::read_tree::{ReadTree, ReadTreeBuffers, TreeCall};
+use crate::collectives::reduction_buffers::{Gather, ReductionBuffers};
 use crate::patterns::done_lines::DoneLines;
 use crate::patterns::in_step::{await_peer_step, check_peer_length, PeerStep};
 use crate::patterns::region::{RegionCursor, LINE};
@@ -114,38 +115,6 @@ impl ParallelRegion {
         let done = DoneLines::take(&mut cursor, size);
         ParallelRegion { announcement, done, end: cursor.end() }
     }
-}
-
-/// This rank's contribution and where its result goes.
-pub enum ReductionBuffers<'a> {
-    /// Input and result are distinct buffers.
-    Separate { send: &'a [u8], recv: &'a mut [u8] },
-    /// MPI_IN_PLACE: the buffer holds the input and receives the result.
-    InPlace(&'a mut [u8]),
-}
-
-impl ReductionBuffers<'_> {
-    /// This rank's contribution (in place: the buffer before the result
-    /// overwrites it).
-    pub(crate) fn input(&self) -> &[u8] {
-        match self {
-            ReductionBuffers::Separate { send, .. } => send,
-            ReductionBuffers::InPlace(buffer) => buffer,
-        }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.input().len()
-    }
-}
-
-/// Who ends with the whole result.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Gather {
-    /// Allreduce: every rank.
-    All,
-    /// Reduce: this root only.
-    Root(usize),
 }
 
 /// How the vector is split among the ranks' slices. `workers` ranks at

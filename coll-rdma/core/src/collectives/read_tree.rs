@@ -41,7 +41,7 @@
 
 use btl_ibmc::{wait_at_least, PeerReads, TransportError, Waits};
 
-use crate::collectives::parallel_reduction::ReductionBuffers;
+use crate::collectives::reduction_buffers::ReductionBuffers;
 use crate::patterns::done_lines::DoneLines;
 use crate::patterns::in_step::{await_peer_step, check_peer_length, PeerStep};
 use crate::patterns::scratch;

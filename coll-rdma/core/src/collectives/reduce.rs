@@ -41,7 +41,8 @@
 
 use btl_ibmc::{PeerReads, SideProgress, TransportError};
 
-use crate::collectives::parallel_reduction::{Gather, ParallelReduction, ReductionBuffers};
+use crate::collectives::parallel_reduction::ParallelReduction;
+use crate::collectives::reduction_buffers::{Gather, ReductionBuffers};
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::scratch;
 use crate::patterns::segments::{check_message, Segments};

@@ -67,7 +67,8 @@ use btl_ibmc::{PeerReads, SideProgress, TransportError, Waits, Windows};
 pub use config::{AllreduceConfig, EXCHANGE_LIMIT_BYTES, RANGE_TOP_BYTES};
 use exchange::ExchangeSlots;
 
-use crate::collectives::parallel_reduction::{Gather, ParallelReduction, ReductionBuffers};
+use crate::collectives::parallel_reduction::ParallelReduction;
+use crate::collectives::reduction_buffers::{Gather, ReductionBuffers};
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::scratch;
 use crate::patterns::segments::{check_message, Segments};
