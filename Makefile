@@ -46,10 +46,13 @@ help:
 	@echo "                   and fbcast, libcoll_rdma_fbcast.so, coll_rdma_fbcast.h to"
 	@echo "                   \$$PREFIX/bin, lib, include (PREFIX default ~/.local); then runs"
 	@echo "                   coll-rdma-selfcheck (a 2-rank mpirun job; SELFCHECK=0 skips it)"
-	@echo "make check         build, cargo test --release --workspace, ci/mpi-tests.sh, ci/tune-tests.sh,"
-	@echo "                   ci/fbcast-tests.sh, ci/udp-tests.sh (SKIP_UDP=1 leaves it out),"
+	@echo "make check         build, ci/core-deps-check.sh, cargo test --release --workspace, ci/mpi-tests.sh,"
+	@echo "                   ci/tune-tests.sh, ci/fbcast-tests.sh, ci/udp-tests.sh (SKIP_UDP=1 leaves it out),"
 	@echo "                   ci/rxe-tests.sh (verbs on Soft-RoCE in qemu guests),"
-	@echo "                   check-noheaders, check-ompi5"
+	@echo "                   check-noheaders, check-ompi5; ends with each stage's seconds"
+	@echo "                   (ci/stage.sh, table in $(BUILD)/check-times.tsv)"
+	@echo "make test-rust     only the cargo tests: cargo test --release --workspace"
+	@echo "                   (cargo test -p coll-rdma-core needs no Open MPI: the collectives' fabric tests)"
 	@echo "make test-mpi      only the MPI tests (ci/mpi-tests.sh)"
 	@echo "make test-fbcast   only fbcast's MPI tests (ci/fbcast-tests.sh; part of make check)"
 	@echo "make tune          build, then coll-rdma-tune at np=2, quick mode (ci/tune.sh): short paired"
@@ -172,23 +175,39 @@ install: build
 	    "$(PREFIX)/bin/coll-rdma-selfcheck" || exit 1; \
 	fi
 
-check: build
+# Each suite is a stage of ci/stage.sh, which times it into
+# $(CHECK_TIMES); the last step prints the table (a failing stage prints it
+# before make stops).
+CHECK_TIMES := $(BUILD)/check-times.tsv
+STAGE      := CHECK_TIMES=$(CHECK_TIMES) bash ci/stage.sh
+
+check:
+	@$(STAGE) start
+	@$(STAGE) run build -- $(MAKE) --no-print-directory build
+	@echo "== check scripts: the core crate's dependency tree, the stage timer"
+	@$(STAGE) run "check scripts" -- sh -c 'bash ci/core-deps-check.sh && bash ci/stage.sh --self-test'
+	@$(STAGE) run "cargo tests" -- $(MAKE) --no-print-directory test-rust
+	@$(STAGE) run "MPI tests 4.1" -- $(MAKE) --no-print-directory test-mpi
+	@$(STAGE) run tuner -- $(MAKE) --no-print-directory test-tune
+	@echo "== the paired benchmark table's arithmetic, the comparison of two runs and coll_pairs' span figures (made-up samples)"
+	@$(STAGE) run "bench self-tests" -- sh -c 'bash ci/bench-pairs.sh --self-test \
+	    && bash ci/bench-compare.sh --self-test \
+	    && mkdir -p build/bench && mpicc -O2 -Wall -o build/bench/coll_pairs bench/coll_pairs.c && build/bench/coll_pairs --self-test'
+	@$(STAGE) run fbcast -- $(MAKE) --no-print-directory test-fbcast
+	@if [ "$(SKIP_UDP)" = 1 ]; then echo "== udp tests skipped (SKIP_UDP=1)"; $(STAGE) skip udp "SKIP_UDP=1"; \
+	else $(STAGE) run udp -- $(MAKE) --no-print-directory test-udp; fi
+	@$(STAGE) run Soft-RoCE -- $(MAKE) --no-print-directory test-rxe
+	@if [ "$(SKIP_NOHEADERS)" = 1 ]; then echo "== no-headers build test skipped (SKIP_NOHEADERS=1)"; $(STAGE) skip no-headers "SKIP_NOHEADERS=1"; \
+	else $(STAGE) run no-headers -- $(MAKE) --no-print-directory check-noheaders; fi
+	@if [ "$(SKIP_OMPI5)" = 1 ]; then echo "== Open MPI 5 tests skipped (SKIP_OMPI5=1)"; $(STAGE) skip "Open MPI 5" "SKIP_OMPI5=1"; \
+	else $(STAGE) run "Open MPI 5" -- $(MAKE) --no-print-directory check-ompi5; fi
+	@$(STAGE) report
+
+# Every crate's tests (the core's fabric tests, the transports', the
+# tuner's, glue's unit tests), release build as make check runs them.
+test-rust:
 	@echo "== cargo test --release --workspace"
 	@$(CARGO) test --release --workspace
-	@$(MAKE) --no-print-directory test-mpi
-	@$(MAKE) --no-print-directory test-tune
-	@echo "== the paired benchmark table's arithmetic, the comparison of two runs and coll_pairs' span figures (made-up samples)"
-	@bash ci/bench-pairs.sh --self-test
-	@bash ci/bench-compare.sh --self-test
-	@mkdir -p build/bench && mpicc -O2 -Wall -o build/bench/coll_pairs bench/coll_pairs.c && build/bench/coll_pairs --self-test
-	@$(MAKE) --no-print-directory test-fbcast
-	@if [ "$(SKIP_UDP)" = 1 ]; then echo "== udp tests skipped (SKIP_UDP=1)"; \
-	else $(MAKE) --no-print-directory test-udp; fi
-	@$(MAKE) --no-print-directory test-rxe
-	@if [ "$(SKIP_NOHEADERS)" = 1 ]; then echo "== no-headers build test skipped (SKIP_NOHEADERS=1)"; \
-	else $(MAKE) --no-print-directory check-noheaders; fi
-	@if [ "$(SKIP_OMPI5)" = 1 ]; then echo "== Open MPI 5 tests skipped (SKIP_OMPI5=1)"; \
-	else $(MAKE) --no-print-directory check-ompi5; fi
 
 test-mpi:
 	@echo "== MPI tests"
@@ -224,14 +243,14 @@ test-udp:
 # cargo test --workspace (make check) runs these too; these targets run them alone.
 test-scale:
 	@echo "== scale tests (fabric, 64/256/1024 ranks; flat and in node groups over shm rings)"
-	@$(CARGO) test --release -p coll-rdma --test scale_fabric --test scale_hybrid_fabric -- --nocapture
+	@$(CARGO) test --release -p coll-rdma-core --test scale_fabric --test scale_hybrid_fabric -- --nocapture
 
 # Longer runs of what make check runs briefly: more calls, seeds, loss and
 # node group shapes at 64 to 1024 ranks.
 soak:
 	@echo "== soak (fabric, 64/256/1024 ranks, long runs)"
-	@$(CARGO) test --release -p coll-rdma --test scale_fabric -- --ignored --nocapture --test-threads 1
-	@COLL_RDMA_SOAK=1 $(CARGO) test --release -p coll-rdma --test scale_hybrid_fabric -- --nocapture --test-threads 1
+	@$(CARGO) test --release -p coll-rdma-core --test scale_fabric -- --ignored --nocapture --test-threads 1
+	@COLL_RDMA_SOAK=1 $(CARGO) test --release -p coll-rdma-core --test scale_hybrid_fabric -- --nocapture --test-threads 1
 
 # The simulator (tuning/sim/): coll rdma's schedules at 2-16384 nodes, validated
 # against the seeds; tables and plots into docs/scale/. No Open MPI needed.

@@ -1,18 +1,13 @@
-//! coll rdma: an Open MPI collective component. The collectives are written
-//! against btl-ibmc's transport traits and know nothing of Open MPI; `glue` is
-//! the only place that touches Open MPI's structures.
+//! coll rdma: an Open MPI collective component. The collectives live in
+//! coll-rdma-core (coll-rdma/core), written against btl-ibmc's transport
+//! traits, knowing nothing of Open MPI; this crate adds `glue`, the only place
+//! that touches Open MPI's structures. The core's modules are re-exported
+//! under their old paths, so `crate::collectives::...` reads the same here.
 //!
-//! * `collectives`: one algorithm per MPI collective;
-//! * `patterns`: the put streams, trees and window carving they share;
-//! * `layout`: where each collective's region sits in the window;
+//! * `collectives`, `patterns`, `layout`, `reduction`, `side_progress`,
+//!   `word_max`: from coll-rdma-core (its crate docs say what each holds);
 //! * `glue`: the Open MPI component, its parameters and entry points.
 
-pub mod collectives;
-pub mod layout;
-pub mod patterns;
-pub mod reduction;
-pub mod side_progress;
+pub use coll_rdma_core::{collectives, layout, patterns, reduction, side_progress, word_max, BcastProgress};
 
 mod glue;
-
-pub use side_progress::BcastProgress;

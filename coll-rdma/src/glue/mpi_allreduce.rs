@@ -7,7 +7,7 @@ use btl_ibmc::TransportError;
 use ompi_sys as sys;
 
 use crate::collectives::allreduce_autotune::trial_bytes;
-use crate::collectives::parallel_reduction::Gather;
+use crate::collectives::reduction_buffers::Gather;
 
 use crate::side_progress::BcastProgress;
 use super::comm_state::{Collective, CommState, Link, Step};

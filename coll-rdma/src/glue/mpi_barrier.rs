@@ -8,7 +8,7 @@ use std::time::Instant;
 use btl_ibmc::TransportError;
 use ompi_sys as sys;
 
-use crate::collectives::barrier_autotune::{bytes_to_words, words_to_bytes, U64Max};
+use crate::word_max::{bytes_to_words, words_to_bytes, U64Max};
 use crate::side_progress::BcastProgress;
 use super::handover::Handover;
 use super::comm_state::{Collective, CommState, Link, Step};

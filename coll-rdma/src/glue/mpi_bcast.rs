@@ -21,7 +21,7 @@ use super::datatype::{contiguous_span, signature_bytes};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::reduction_call::span_bytes_mut;
-use crate::collectives::barrier_autotune::{bytes_to_words, words_to_bytes, U64Max};
+use crate::word_max::{bytes_to_words, words_to_bytes, U64Max};
 use crate::side_progress::BcastProgress;
 
 pub(super) unsafe extern "C" fn bcast(

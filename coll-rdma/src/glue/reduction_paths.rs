@@ -3,7 +3,8 @@
 //! decide alike, each with its own parallel reduction and ring lengths,
 //! and serve the ring alike.
 
-use crate::collectives::parallel_reduction::{Gather, ParallelReduction, ReductionBuffers};
+use crate::collectives::parallel_reduction::ParallelReduction;
+use crate::collectives::reduction_buffers::{Gather, ReductionBuffers};
 use crate::collectives::ring_reduction::{RingLengths, RingReduction};
 use crate::side_progress::BcastProgress;
 use btl_ibmc::SelectedTransport;

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Where make check's time goes: each stage runs through this script, which
+# appends one row (stage, seconds, status) to a table, and the last step
+# prints the table. A failing stage prints the table so far before make
+# stops, so every run, red or green, ends with its timings.
+#
+# usage:
+#   ci/stage.sh start                    empty the table (make check's first step)
+#   ci/stage.sh run NAME -- CMD [ARG...] run CMD; record its seconds and
+#                                        passed/failed; exit with CMD's status
+#   ci/stage.sh skip NAME WHY            record a stage left out (SKIP_UDP=1 ...)
+#   ci/stage.sh report                   print the table and the closing line
+#                                        "check stages: N passed, N failed, N skipped"
+#   ci/stage.sh --self-test              check the above on a scratch table
+#
+# The table is $CHECK_TIMES (default build/check-times.tsv), tab-separated:
+# stage, seconds (rounded), status, why (skipped stages). Seconds are wall time: on a loaded machine
+# they say where the wait was, not what each stage costs alone.
+set -u
+
+TABLE=${CHECK_TIMES:-build/check-times.tsv}
+
+die() { echo "stage.sh: $*" >&2; exit 2; }
+
+record() { # NAME SECONDS STATUS [WHY]
+    mkdir -p "$(dirname "$TABLE")" || die "cannot create the directory of $TABLE"
+    printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:-}" >> "$TABLE" || die "cannot append to $TABLE"
+}
+
+report() {
+    [ -f "$TABLE" ] || { echo "== stage timings: no table ($TABLE); was 'ci/stage.sh start' run?"; return 0; }
+    echo "== stage timings ($TABLE)"
+    awk -F'\t' '
+        function clock(s) { return sprintf("%d:%02d", int(s / 60), s % 60) }
+        BEGIN { printf "  %-22s %8s %7s  %s\n", "stage", "seconds", "m:ss", "status" }
+        NF >= 3 {
+            printf "  %-22s %8d %7s  %s%s\n", $1, $2, clock($2), $3, ($4 == "" ? "" : " (" $4 ")")
+            total += $2; count[$3]++
+        }
+        END {
+            printf "  %-22s %8d %7s\n", "total", total, clock(total)
+            printf "check stages: %d passed, %d failed, %d skipped\n", count["passed"], count["failed"], count["skipped"]
+        }' "$TABLE"
+}
+
+run() { # NAME -- CMD...
+    [ $# -ge 3 ] && [ "$2" = -- ] || die "usage: ci/stage.sh run NAME -- CMD [ARG...]"
+    local name=$1 started status seconds
+    shift 2
+    started=$(date +%s%N)
+    "$@"
+    status=$?
+    seconds=$((($(date +%s%N) - started + 500000000) / 1000000000))
+    if [ "$status" = 0 ]; then
+        record "$name" "$seconds" passed
+    else
+        record "$name" "$seconds" failed
+        report
+    fi
+    return "$status"
+}
+
+self_test() {
+    local scratch passed=0 failed=0 out status
+    scratch=$(mktemp -d) || die "mktemp failed"
+    # shellcheck disable=SC2064 # expand now: the path is fixed
+    trap "rm -rf '$scratch'" EXIT
+    check() { # WHAT CONDITION...
+        local what=$1; shift
+        if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $what"; fi
+    }
+    export CHECK_TIMES=$scratch/times.tsv
+    bash "$0" start
+    bash "$0" run "quick one" -- true >/dev/null
+    check "a passing stage exits 0" [ $? = 0 ]
+    out=$(bash "$0" run slow -- sh -c 'sleep 1; exit 3')
+    status=$?
+    check "a failing stage keeps its command's status (3, got $status)" [ "$status" = 3 ]
+    check "a failing stage prints the table so far" grep -q '^  quick one .* passed$' <<<"$out"
+    bash "$0" skip udp "SKIP_UDP=1"
+    out=$(bash "$0" report)
+    check "the rows in order, with their status" \
+        [ "$(awk -F'\t' '{ print $1 "/" $3 }' "$CHECK_TIMES" | paste -sd,)" = "quick one/passed,slow/failed,udp/skipped" ]
+    check "the slow stage took 1 s or more" awk -F'\t' '$1 == "slow" && $2 >= 1 { found = 1 } END { exit !found }' "$CHECK_TIMES"
+    check "a skipped stage says why" grep -q '^  udp .* skipped (SKIP_UDP=1)$' <<<"$out"
+    check "the closing line counts each status" [ "$(tail -n 1 <<<"$out")" = "check stages: 1 passed, 1 failed, 1 skipped" ]
+    check "the total row sums the seconds" \
+        [ "$(awk '$1 == "total" { print $2 }' <<<"$out")" = "$(awk -F'\t' '{ s += $2 } END { print s }' "$CHECK_TIMES")" ]
+    bash "$0" start
+    check "start empties the table" [ ! -s "$CHECK_TIMES" ]
+    check "run without a command is refused" eval '! bash "$0" run lonely -- 2>/dev/null'
+    echo "stage.sh self-test: $passed passed, $failed failed"
+    [ "$failed" = 0 ]
+}
+
+case "${1:-}" in
+    start) mkdir -p "$(dirname "$TABLE")" && : > "$TABLE" || die "cannot empty $TABLE" ;;
+    run) shift; run "$@" ;;
+    skip) [ $# = 3 ] || die "usage: ci/stage.sh skip NAME WHY"; record "$2" 0 skipped "$3" ;;
+    report) report ;;
+    --self-test) self_test ;;
+    *) die "usage: ci/stage.sh start | run NAME -- CMD... | skip NAME WHY | report | --self-test" ;;
+esac

@@ -1,0 +1,288 @@
+//! The shape of the binomial tree in which a short parallel reduce
+//! (`parallel_reduction`, below the slices threshold) gathers partial
+//! results: each parent reads its children's partials straight from their
+//! memory and folds them, instead of the root reading every rank's input
+//! itself. On 4 ranks the root then reads two vectors instead of three,
+//! while another rank reads and folds the third at the same time; on 8,
+//! three instead of seven.
+//!
+//! Ranks are placed by their distance from the root (`virtual = (rank -
+//! root) mod size`), so only a commutative operation may use a root other
+//! than rank 0 ([`ReadTree::serves`]). Each node covers the consecutive
+//! virtual ranks `virtual..virtual + span`; its children cover consecutive
+//! ranges after its own rank, nearest first, so folding them in that order
+//! into an accumulator that starts as its own input (`acc = acc op
+//! partial(child)`) keeps every operand in rank order: `((r(v) op P(c0)) op
+//! P(c1)) op ...`. Nearest first also means the children that are ready
+//! first (leaves) are read while the farther ones still fold.
+
+//!
+//! # The protocol (call n, counted with the parallel reduction's calls)
+//!
+//! Words 32-55 of the parallel reduction's announcement line are the
+//! tree's: where this rank's partial lies, its length, and a ready word.
+//!
+//! * Leaf: stores its input's address and the length, then ready = n
+//!   (release); waits until its parent's done line in its window reads n.
+//! * Inner node: stores the address of its partial buffer and the length;
+//!   for each child waits for its ready word (== n, else the ranks are out
+//!   of step; acquire: the child's partial is complete), checks the length,
+//!   folds the child's partial chunk by chunk, and writes n into the child's
+//!   done line (release, after its reads returned); then, unless it is the
+//!   root, ready = n and waits for its parent's done line.
+//!
+//! A partial is read only between its ready word and its reader's done
+//! line, and its owner rewrites it (or returns, freeing the input) only
+//! after that done line: nothing is overwritten under its reader. A ready
+//! word is rewritten in call n+1 only after the parent's done line of call
+//! n, which the parent writes after reading the word. Every wait is for a
+//! step that depends only on the waiter's descendants (ready) or on its
+//! ancestors having read it (done), so there is no cycle.
+
+use btl_ibmc::{wait_at_least, PeerReads, TransportError, Waits};
+
+use crate::collectives::reduction_buffers::ReductionBuffers;
+use crate::patterns::done_lines::DoneLines;
+use crate::patterns::in_step::{await_peer_step, check_peer_length, PeerStep};
+use crate::patterns::scratch;
+use crate::reduction::Reduction;
+
+/// In the announcement line (see the module's protocol).
+const PARTIAL_ADDRESS_WORD: usize = 32;
+const LENGTH_WORD: usize = 40;
+const READY_WORD: usize = 48;
+
+/// An inner node keeps its partial buffer between calls up to this length.
+const KEPT_PARTIAL_BYTES: usize = 4 << 20;
+
+/// One call down the tree, as every step of it needs it.
+pub(crate) struct TreeCall<'a> {
+    pub tree: ReadTree,
+    /// The parallel reduction's call number.
+    pub call: u64,
+    /// The parallel reduction's announcement line (the tree's words are in
+    /// it) and its done lines.
+    pub announcement: usize,
+    pub done: &'a DoneLines,
+    /// Folds go in chunks of this many bytes (rounded down to whole
+    /// elements).
+    pub chunk_bytes: usize,
+}
+
+/// Buffers reused from call to call.
+#[derive(Debug, Default)]
+pub(crate) struct ReadTreeBuffers {
+    /// An inner node's partial (not the root's: it folds into its result).
+    partial: Vec<u8>,
+    /// A child's partial chunk on its way into the fold.
+    staging: Vec<u8>,
+}
+
+impl ReadTreeBuffers {
+    /// This rank's part of the reduce `at`: `buffers` as
+    /// `ParallelReduction::reduce` takes them.
+    pub(crate) fn reduce<T: PeerReads + ?Sized, R: Reduction + ?Sized>(
+        &mut self,
+        transport: &T,
+        waits: Waits<'_>,
+        op: &R,
+        at: &TreeCall<'_>,
+        mut buffers: ReductionBuffers<'_>,
+    ) -> Result<(), TransportError> {
+        let (tree, call, line) = (&at.tree, at.call, at.announcement);
+        let len = buffers.len();
+        let is_root = tree.parent().is_none();
+        let partial_address = if tree.is_leaf() {
+            buffers.input().as_ptr()
+        } else if is_root {
+            std::ptr::null()
+        } else {
+            scratch(&mut self.partial, len).as_ptr()
+        };
+        transport.set_local_flag(line + PARTIAL_ADDRESS_WORD, partial_address as usize as u64);
+        transport.set_local_flag(line + LENGTH_WORD, len as u64);
+        if !tree.is_leaf() {
+            self.fold_children(transport, waits, op, at, &mut buffers)?;
+        }
+        if let Some(parent) = tree.parent() {
+            // Release: the parent that sees the call number sees the words
+            // above and, at an inner node, the folded partial.
+            transport.set_local_flag(line + READY_WORD, call);
+            wait_at_least(transport, at.done.line(parent), call, waits, || {
+                format!("rank {parent} to read rank {}'s partial in reduce tree {call}", tree.rank)
+            })?;
+            if self.partial.len() > KEPT_PARTIAL_BYTES {
+                // Read by now; a whole vector's worth is not kept after a
+                // long reduce (unsplit only where slices are turned off).
+                self.partial = Vec::new();
+            }
+        }
+        Ok(())
+    }
+
+    /// Folds every child's partial into this rank's accumulator, nearest
+    /// child first (`acc = acc op partial`, so the accumulator starts as this
+    /// rank's own input), and releases each child as soon as it is read:
+    /// the nearest children are often leaves, ready at once, and are read
+    /// while a farther child still folds its own subtree.
+    fn fold_children<T: PeerReads + ?Sized, R: Reduction + ?Sized>(
+        &mut self,
+        transport: &T,
+        waits: Waits<'_>,
+        op: &R,
+        at: &TreeCall<'_>,
+        buffers: &mut ReductionBuffers<'_>,
+    ) -> Result<(), TransportError> {
+        let (tree, call, line) = (&at.tree, at.call, at.announcement);
+        let len = buffers.len();
+        let element_size = op.element_size();
+        let chunk_len = (at.chunk_bytes / element_size).max(1) * element_size;
+        let is_root = tree.parent().is_none();
+        // In place at the root the accumulator already holds this rank's
+        // input; elsewhere the first child's partial is read straight into
+        // the accumulator and the input folded under it.
+        let acc_holds_own = is_root && matches!(buffers, ReductionBuffers::InPlace(_));
+        let ReadTreeBuffers { partial, staging } = self;
+        let staging = scratch(staging, chunk_len.min(len));
+        for (index, child) in tree.children().enumerate() {
+            let step = PeerStep { rank: tree.rank, peer: child, word: line + READY_WORD, call, step: "reduce tree partial" };
+            await_peer_step(transport, waits, &step)?;
+            check_peer_length(transport, tree.rank, child, line + LENGTH_WORD, len as u64)?;
+            let address = transport.peer_flag(child, line + PARTIAL_ADDRESS_WORD)?;
+            let mut start = 0;
+            while start < len {
+                let chunk = start..(start + chunk_len).min(len);
+                let n = chunk.len();
+                let (own, acc): (&[u8], &mut [u8]) = match buffers {
+                    ReductionBuffers::Separate { send, recv } if is_root => (&send[chunk.clone()], &mut recv[chunk.clone()]),
+                    ReductionBuffers::Separate { send, .. } => (&send[chunk.clone()], &mut partial[chunk.clone()]),
+                    ReductionBuffers::InPlace(buffer) if is_root => (&[], &mut buffer[chunk.clone()]),
+                    ReductionBuffers::InPlace(buffer) => (&buffer[chunk.clone()], &mut partial[chunk.clone()]),
+                };
+                let from = address + chunk.start as u64;
+                if index == 0 && !acc_holds_own {
+                    transport.read_peer_memory(child, from, acc)?;
+                    op.combine(own, acc);
+                } else {
+                    let theirs = &mut staging[..n];
+                    transport.read_peer_memory(child, from, theirs)?;
+                    if op.is_commutative() {
+                        // acc op theirs, exactly, as theirs op acc.
+                        op.combine(theirs, acc);
+                    } else {
+                        op.combine(acc, theirs);
+                        acc.copy_from_slice(theirs);
+                    }
+                }
+                start = chunk.end;
+            }
+            // Release, after the reads returned: the child may return.
+            at.done.say_done(transport, child, tree.rank, call)?;
+        }
+        Ok(())
+    }
+}
+
+/// One rank's place in the tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadTree {
+    rank: usize,
+    size: usize,
+    root: usize,
+}
+
+impl ReadTree {
+    /// Fewest ranks for which the tree differs from the root reading every
+    /// input itself (at 2 and 3 the root's children are every other rank).
+    pub const MIN_RANKS: usize = 4;
+
+    /// Whether a reduce to `root` on `size` ranks goes down the tree: the
+    /// same answer on every rank, since it depends only on arguments every
+    /// rank passes alike.
+    pub fn serves(size: usize, root: usize, commutative: bool) -> bool {
+        size >= Self::MIN_RANKS && (commutative || root == 0)
+    }
+
+    pub fn new(rank: usize, size: usize, root: usize) -> Self {
+        assert!(rank < size && root < size, "rank {rank} and root {root} among {size}");
+        ReadTree { rank, size, root }
+    }
+
+    fn virtual_rank(&self) -> usize {
+        (self.rank + self.size - self.root) % self.size
+    }
+
+    fn actual(&self, virtual_rank: usize) -> usize {
+        (virtual_rank + self.root) % self.size
+    }
+
+    /// The rank that reads this rank's partial; none at the root.
+    pub fn parent(&self) -> Option<usize> {
+        let v = self.virtual_rank();
+        (v != 0).then(|| self.actual(v - (1 << v.trailing_zeros())))
+    }
+
+    /// The ranks whose partials this rank folds, nearest (in rank order
+    /// after this one) first.
+    pub fn children(&self) -> impl DoubleEndedIterator<Item = usize> + '_ {
+        let v = self.virtual_rank();
+        // The root's children reach every distance up to the size; another
+        // node's only those below its lowest set bit.
+        let levels = if v == 0 { usize::BITS - (self.size - 1).leading_zeros() } else { v.trailing_zeros() };
+        (0..levels).map(move |level| v + (1 << level)).filter(move |&child| child < self.size).map(move |child| self.actual(child))
+    }
+
+    pub fn is_leaf(&self) -> bool {
+        self.children().next().is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The virtual ranks a node's partial covers, walked through its
+    /// children: must be exactly `v..v + span` in order.
+    fn covered(tree: &ReadTree, trees: &[ReadTree]) -> Vec<usize> {
+        let mut ranks = vec![tree.virtual_rank()];
+        for child in tree.children() {
+            ranks.extend(covered(&trees[child], trees));
+        }
+        ranks
+    }
+
+    #[test]
+    fn every_rank_is_read_once_and_the_root_folds_every_rank_in_order() {
+        for size in 1..=33 {
+            for root in 0..size {
+                let trees: Vec<ReadTree> = (0..size).map(|rank| ReadTree::new(rank, size, root)).collect();
+                assert_eq!(covered(&trees[root], &trees), (0..size).collect::<Vec<_>>(), "size {size} root {root}");
+                for tree in &trees {
+                    for child in tree.children() {
+                        assert_eq!(trees[child].parent(), Some(tree.rank), "size {size} root {root}");
+                    }
+                    assert_eq!(tree.parent().is_none(), tree.rank == root);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_root_reads_about_log2_partials() {
+        let reads = |size: usize| ReadTree::new(0, size, 0).children().count();
+        assert_eq!([reads(2), reads(3), reads(4), reads(5), reads(8), reads(9), reads(64)], [1, 2, 2, 3, 3, 4, 6]);
+        assert!(ReadTree::new(3, 8, 0).is_leaf());
+        assert_eq!(ReadTree::new(4, 8, 0).children().collect::<Vec<_>>(), vec![5, 6]);
+        // Rotated: root 5 of 8, virtual rank 4 is rank 1.
+        assert_eq!(ReadTree::new(1, 8, 5).children().collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(ReadTree::new(1, 8, 5).parent(), Some(5));
+    }
+
+    #[test]
+    fn only_commutative_ops_root_the_tree_away_from_rank_0_and_small_groups_keep_the_root_reading_alone() {
+        assert!(ReadTree::serves(4, 0, false));
+        assert!(!ReadTree::serves(4, 1, false));
+        assert!(ReadTree::serves(4, 3, true));
+        assert!(!ReadTree::serves(3, 0, true));
+    }
+}
