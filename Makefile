@@ -152,9 +152,9 @@ install: build
 	@install -m 0755 $(COMPONENT) "$(INSTALLDIR)/mca_coll_rdma.so.tmp"
 	@mv -f "$(INSTALLDIR)/mca_coll_rdma.so.tmp" "$(INSTALLDIR)/mca_coll_rdma.so"
 	@echo "== installed $(INSTALLDIR)/mca_coll_rdma.so"
-	@bash tools/component-path-env.sh "$(INSTALLDIR)" "$(ENVFILE)"
+	@bash coll-rdma/install/component-path-env.sh "$(INSTALLDIR)" "$(ENVFILE)"
 	@mkdir -p "$(PREFIX)/bin"
-	@sed 's|^INSTALLED_DIR=@COMPONENT_DIR@$$|INSTALLED_DIR="$(INSTALLDIR)"|' tools/coll-rdma-selfcheck > "$(PREFIX)/bin/coll-rdma-selfcheck.tmp"
+	@sed 's|^INSTALLED_DIR=@COMPONENT_DIR@$$|INSTALLED_DIR="$(INSTALLDIR)"|' coll-rdma/install/coll-rdma-selfcheck > "$(PREFIX)/bin/coll-rdma-selfcheck.tmp"
 	@chmod 0755 "$(PREFIX)/bin/coll-rdma-selfcheck.tmp" && mv -f "$(PREFIX)/bin/coll-rdma-selfcheck.tmp" "$(PREFIX)/bin/coll-rdma-selfcheck"
 	@echo "== installed $(PREFIX)/bin/coll-rdma-selfcheck (a 2-rank job under plain mpirun: does coll rdma serve it?)"
 	@if [ ! -x $(BUILD)/bin/fbcast ]; then \
