@@ -2,7 +2,7 @@
 # Makes the ranks that the user's mpirun launches find the component
 # installed in DIR, for the Open MPI on PATH; run by `make install`.
 #
-#   tools/component-path-env.sh DIR ENV_FILE
+#   coll-rdma/install/component-path-env.sh DIR ENV_FILE
 #
 # How each Open MPI finds a user's component (checked in the Debian 12 host
 # and the Debian 13 chroot of ci/ompi5/, `mpirun -np 1 env`):
@@ -60,7 +60,7 @@ mkdir -p "$(dirname "$ENV_FILE")"
     echo "# Written by coll rdma's make install ($(date -u +%F)). Source it (. $ENV_FILE)"
     echo "# before mpirun: Open MPI 5's mpirun sets each rank's component path to"
     echo "# \"$launcher_path\", leaving out $DIR; a value in mpirun's"
-    echo "# environment is passed on instead (tools/component-path-env.sh says why)."
+    echo "# environment is passed on instead (coll-rdma/install/component-path-env.sh says why)."
     echo "export OMPI_MCA_mca_base_component_path=\"SYS_DEFAULT:$DIR\""
     if [ -n "$pmix_dir" ]; then
         echo "# PMIx's own component directory, for PMIx in the ranks (mpirun copies the"
