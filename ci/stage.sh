@@ -10,7 +10,7 @@
 #                                        passed/failed; exit with CMD's status
 #   ci/stage.sh skip NAME WHY            record a stage left out (SKIP_UDP=1 ...)
 #   ci/stage.sh report                   print the table and the closing line
-#                                        "check stages: N passed, N failed, N skipped"
+#                                        "stages: N passed, N failed, N skipped"
 #   ci/stage.sh --self-test              check the above on a scratch table
 #
 # The table is $CHECK_TIMES (default build/check-times.tsv), tab-separated:
@@ -39,7 +39,7 @@ report() {
         }
         END {
             printf "  %-22s %8d %7s\n", "total", total, clock(total)
-            printf "check stages: %d passed, %d failed, %d skipped\n", count["passed"], count["failed"], count["skipped"]
+            printf "stages: %d passed, %d failed, %d skipped\n", count["passed"], count["failed"], count["skipped"]
         }' "$TABLE"
 }
 
@@ -83,7 +83,7 @@ self_test() {
         [ "$(awk -F'\t' '{ print $1 "/" $3 }' "$CHECK_TIMES" | paste -sd,)" = "quick one/passed,slow/failed,udp/skipped" ]
     check "the slow stage took 1 s or more" awk -F'\t' '$1 == "slow" && $2 >= 1 { found = 1 } END { exit !found }' "$CHECK_TIMES"
     check "a skipped stage says why" grep -q '^  udp .* skipped (SKIP_UDP=1)$' <<<"$out"
-    check "the closing line counts each status" [ "$(tail -n 1 <<<"$out")" = "check stages: 1 passed, 1 failed, 1 skipped" ]
+    check "the closing line counts each status" [ "$(tail -n 1 <<<"$out")" = "stages: 1 passed, 1 failed, 1 skipped" ]
     check "the total row sums the seconds" \
         [ "$(awk '$1 == "total" { print $2 }' <<<"$out")" = "$(awk -F'\t' '{ s += $2 } END { print s }' "$CHECK_TIMES")" ]
     bash "$0" start
