@@ -26,7 +26,7 @@ SELFCHECK  ?= 1
 FBCAST_SRC := coll-rdma/fbcast
 PREFIX     ?= $(HOME)/.local
 
-.PHONY: all build build-fbcast setup install check check-udp test-udp test-fbcast test-rust test-mpi tune test-tune test-scale soak sim check-rxe test-rxe check-ompi5 check-noheaders check-intree bench bench-udp bench-ompi5 clean help
+.PHONY: all build build-fbcast setup install check check-udp test-udp test-fbcast test-rust test-mpi tune test-tune test-scale soak sim params-doc check-rxe test-rxe check-ompi5 check-noheaders check-intree bench bench-udp bench-ompi5 clean help
 
 all: build
 
@@ -57,14 +57,14 @@ help:
 	@echo "make test-fbcast   only fbcast's MPI tests (ci/fbcast-tests.sh; part of make check)"
 	@echo "make tune          build, then coll-rdma-tune at np=2, quick mode (ci/tune.sh): short paired"
 	@echo "                   sweeps of the parameters that matter here; writes $(BUILD)/mca-params.conf"
-	@echo "                   (README: tuning a site). TUNE_ARGS=... more options (--full, --np 2,4)"
+	@echo "                   (docs/tuning.md). TUNE_ARGS=... more options (--full, --np 2,4)"
 	@echo "make test-tune     the tuner's test (ci/tune-tests.sh; part of make check): smoke run,"
 	@echo "                   ompi_info reads its file, MPI tests pass with it"
 	@echo "make check-udp     build, then the udp tests (ci/udp-tests.sh): 4 network-namespace hosts"
 	@echo "                   on a bridge, the MPI tests over udp across them with and without"
 	@echo "                   5 % injected loss, fbcast of 64 MiB to every host and its failure"
 	@echo "                   cases; needs root, removes the namespaces afterwards (about 5 min"
-	@echo "                   on 2 cores, see README); make check runs it (test-udp);"
+	@echo "                   on 2 cores, see docs/tests.md); make check runs it (test-udp);"
 	@echo "                   SKIP_UDP=1 leaves it out"
 	@echo "make test-scale    only the scale tests: every collective at 64, 256 and 1024"
 	@echo "                   ranks on the in-process fabric (part of make check, about 1 min)"
@@ -102,6 +102,8 @@ help:
 	@echo "make bench-ompi5   the same paired bench at np=2 against Open MPI 5.0 in the Debian 13"
 	@echo "                   chroot, coll rdma vs stock tuned and vs stock han (needs root;"
 	@echo "                   results in bench/results/ompi5/)"
+	@echo "make params-doc    rewrite docs/parameters.md from the parameter table"
+	@echo "                   (coll-rdma/src/glue/params/); make check fails while it is stale"
 	@echo "make clean         remove $(BUILD)/ and cargo's target/"
 
 setup:
@@ -251,6 +253,13 @@ soak:
 	@echo "== soak (fabric, 64/256/1024 ranks, long runs)"
 	@$(CARGO) test --release -p coll-rdma-core --test scale_fabric -- --ignored --nocapture --test-threads 1
 	@COLL_RDMA_SOAK=1 $(CARGO) test --release -p coll-rdma-core --test scale_hybrid_fabric -- --nocapture --test-threads 1
+
+# docs/parameters.md is rendered from the parameter table; the unit test
+# parameter_reference_is_current compares it (make check runs it) and,
+# with UPDATE_PARAMETER_REFERENCE=1, writes it.
+params-doc:
+	@UPDATE_PARAMETER_REFERENCE=1 $(CARGO) test -p coll-rdma --lib parameter_reference_is_current
+	@echo "== docs/parameters.md rewritten from coll-rdma/src/glue/params/table.rs"
 
 # The simulator (tuning/sim/): coll rdma's schedules at 2-16384 nodes, validated
 # against the seeds; tables and plots into docs/scale/. No Open MPI needed.

@@ -1,8 +1,11 @@
 //! coll rdma's MCA parameters: the table that declares them (`table`),
 //! their registration with Open MPI's variable system (`storage`), the rule
 //! each integer follows (`rule`), and their validation into `Settings`,
-//! which is what the rest of the component reads.
+//! which is what the rest of the component reads. `reference` renders the
+//! table as docs/parameters.md (only its tests use it).
 
+#[cfg(test)]
+mod reference;
 mod rule;
 mod storage;
 mod table;
