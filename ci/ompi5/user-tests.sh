@@ -10,7 +10,7 @@
 #    must say that mpirun's component path leaves the directory out.
 # 2. sessions: tests/mpi/sessions.c -r (two MPI 4 sessions, then MPI_Init;
 #    results checked, coll rdma required on every communicator) under the
-#    component path forms README gives for Open MPI 5: --mca
+#    component path forms docs/install.md gives for Open MPI 5: --mca
 #    mca_base_component_path SYS_DEFAULT:<dir> at np 2-4 (the form that made
 #    every rank die in PMIx_Init at the second session,
 #    ci/ompi5/pmix-reinit-crash.c) and the environment file, each also with

@@ -1,8 +1,8 @@
 //! File distribution over MPI_Bcast: the root sends a file or a directory
 //! tree to every other rank of a communicator, each writing it to its own
 //! destination path. Safe against partial files and with one outcome on
-//! every rank; see include/coll_rdma_fbcast.h (the C API) and README.md,
-//! "Distributing files".
+//! every rank; see include/coll_rdma_fbcast.h (the C API) and
+//! docs/fbcast.md.
 //!
 //! A library of its own, apart from the coll rdma component (which Open MPI
 //! dlopens and applications must not link): it calls only the public MPI
