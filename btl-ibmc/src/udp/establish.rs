@@ -32,7 +32,7 @@ use super::engine::{Engine, Wire};
 use super::frame::Stamp;
 use super::interface::interface_mtu;
 use super::probe::{Heard, MOST_ROUNDS, Prober, pairs_heard};
-use super::seal::{KEY_BYTES, Protection, Sealer, draw_key};
+use super::seal::{KEY_BYTES, Protection, Sealer, draw_key, scrub};
 use super::socket::{accept_coalesced, open_group, open_own, route_source};
 use super::stats::Counters;
 use super::UdpTransport;
@@ -82,7 +82,7 @@ impl std::fmt::Display for UdpSetupError {
 impl std::error::Error for UdpSetupError {}
 
 /// What one rank tells the others.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 struct Record {
     opened: bool,
     size: u32,
@@ -98,6 +98,30 @@ struct Record {
     reliable_window: u32,
     protection: Protection,
     key: [u8; KEY_BYTES],
+}
+
+/// Every field but the key, which would open every frame of the
+/// communicator to whoever reads a log: only whether one is carried.
+impl std::fmt::Debug for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let key = if self.key.iter().all(|&byte| byte == 0) { "none" } else { "redacted" };
+        f.debug_struct("Record")
+            .field("opened", &self.opened)
+            .field("size", &self.size)
+            .field("multicast_id", &self.multicast_id)
+            .field("window_len", &self.window_len)
+            .field("nonce", &self.nonce)
+            .field("address", &self.address)
+            .field("datagram_bytes", &self.datagram_bytes)
+            .field("multicast_base", &self.multicast_base)
+            .field("prefix_len", &self.prefix_len)
+            .field("port_base", &self.port_base)
+            .field("port_count", &self.port_count)
+            .field("reliable_window", &self.reliable_window)
+            .field("protection", &self.protection)
+            .field("key", &format_args!("{key}"))
+            .finish()
+    }
 }
 
 impl Record {
@@ -191,7 +215,7 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
     // setup on every rank as a socket that cannot open does.
     let key = if rank == 0 { draw_key().map_err(UdpSetupError::Socket) } else { Ok([0; KEY_BYTES]) };
     let own = key.and_then(|key| open_own_socket(config).map(|own| (own, key)));
-    let (own, key) = match own {
+    let (own, mut key) = match own {
         Ok((own, key)) => (Ok(own), key),
         Err(error) => (Err(error), [0; KEY_BYTES]),
     };
@@ -201,7 +225,7 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
     }
     let own_mtu = own_mtu.and_then(Result::ok);
     let proposed = config.datagram_bytes_for_mtu(own_mtu.as_ref().map(|(_, mtu)| *mtu));
-    let mine = Record {
+    let mut mine = Record {
         opened: own.is_ok(),
         size: size as u32,
         multicast_id: config.multicast_id,
@@ -218,10 +242,11 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         key,
     };
     let mut gathered = vec![0u8; size * RECORD_LEN];
-    exchange.allgather(&mine.encode(), &mut gathered).map_err(UdpSetupError::Exchange)?;
+    let mut sent = mine.encode();
+    exchange.allgather(&sent, &mut gathered).map_err(UdpSetupError::Exchange)?;
     let records = judge_records(&gathered);
     let (own_socket, _, own_buffer) = own?;
-    let records = records?;
+    let mut records = records?;
     let datagram_choice = DatagramChoice { bytes: agreed_datagram_bytes(&records), most: config.datagram_bytes, proposed, own_mtu, fitted: config.fit_interface_mtu };
 
     let leader = &records[0];
@@ -250,6 +275,12 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         stamp: Stamp { communicator, nonce: leader.nonce, sender: rank as u32 },
         seal: Sealer::new(config.protection, &leader.key, rank as u32, leader.nonce),
     };
+    // The sealer holds the key now. A setup that fails before here never
+    // seals under its key, so only this path wipes the copies.
+    for copy in [&mut key[..], &mut mine.key[..], &mut sent[..], &mut gathered[..]] {
+        scrub(copy);
+    }
+    records.iter_mut().for_each(|record| scrub(&mut record.key));
     let counters = Counters::default();
     let mut prober = Prober::new(&wire, rank, config.faults.multicast_lost);
     let mut pairs_before = 0;
@@ -446,6 +477,22 @@ mod tests {
         bytes[0] ^= 1;
         assert_eq!(Record::decode(&bytes), None);
         assert_eq!(Record::decode(&original.encode()[..RECORD_LEN - 1]), None);
+    }
+
+    #[test]
+    fn a_record_in_a_log_shows_no_key() {
+        let key: [u8; KEY_BYTES] = std::array::from_fn(|i| 0xC0 + i as u8);
+        let carrying = Record { key, ..record() };
+        for shown in [format!("{carrying:?}"), format!("{carrying:#?}"), format!("{:?}", Some(carrying.clone()))] {
+            assert!(shown.contains("key: redacted") && shown.contains("datagram_bytes: 1472"), "{shown}");
+            // No run of two key bytes, in decimal or hex, appears.
+            for pair in key.windows(2) {
+                for text in [format!("{}, {}", pair[0], pair[1]), format!("{:x}{:x}", pair[0], pair[1]), format!("{:#x}, {:#x}", pair[0], pair[1])] {
+                    assert!(!shown.contains(&text), "key bytes {text} in {shown}");
+                }
+            }
+        }
+        assert!(format!("{:?}", Record { key: [0; KEY_BYTES], ..record() }).contains("key: none"));
     }
 
     #[test]

@@ -91,6 +91,15 @@ pub(crate) fn draw_key() -> Result<[u8; KEY_BYTES], String> {
     Ok(key)
 }
 
+/// Overwrites a copy of a key with zeros once the sealer holds it, so
+/// that it does not linger in memory freed or reused later. Best effort:
+/// copies the compiler makes on its own (registers, spills) are beyond it.
+pub(crate) fn scrub(copy: &mut [u8]) {
+    copy.fill(0);
+    // The optimiser must assume the zeros are read, so it keeps the stores.
+    std::hint::black_box(copy);
+}
+
 /// One rank's sealing and opening of its communicator's frames.
 pub(crate) struct Sealer {
     protection: Protection,
