@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use super::config::UdpConfig;
 use super::engine::{Engine, Wire};
-use super::frame::Stamp;
+use super::frame::{Stamp, least_datagram_bytes};
 use super::interface::interface_mtu;
 use super::probe::{Heard, MOST_ROUNDS, Prober, pairs_heard};
 use super::seal::{KEY_BYTES, Protection, Sealer, draw_key, scrub};
@@ -54,6 +54,9 @@ pub enum UdpSetupError {
     PeerFailed { rank: usize, what: &'static str },
     /// The ranks do not agree on the settings.
     Inconsistent { rank: usize, detail: String },
+    /// `rank` proposed datagrams of `bytes`, fewer than the `least` a
+    /// frame needs (its interface's MTU is that small).
+    DatagramTooSmall { rank: usize, bytes: usize, least: usize },
     /// Every rank joined, but the group did not carry `unheard`'s probes
     /// to `rank` (or could not be read there).
     MulticastNotDelivered { rank: usize, unheard: usize, missing: usize, group: SocketAddrV4 },
@@ -67,6 +70,11 @@ impl std::fmt::Display for UdpSetupError {
             UdpSetupError::Socket(why) => write!(f, "udp socket setup failed: {why}"),
             UdpSetupError::PeerFailed { rank, what } => write!(f, "rank {rank} could not {what} (its own log says why)"),
             UdpSetupError::Inconsistent { rank, detail } => write!(f, "rank {rank} {detail}"),
+            UdpSetupError::DatagramTooSmall { rank, bytes, least } => write!(
+                f,
+                "rank {rank} proposed datagrams of {bytes} bytes, what its interface's MTU carries (the MTU less 28 bytes of IPv4 and UDP \
+                 headers), fewer than the {least} bytes a frame needs (header, one byte of data or an ACK, and the protection's tag)"
+            ),
             UdpSetupError::MulticastNotDelivered { rank, unheard, missing, group } => write!(
                 f,
                 "rank {rank} joined {group} but heard no probe from rank {unheard} ({missing} rank(s) unheard) in rounds of {:?} \
@@ -336,8 +344,8 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
     })
 }
 
-/// The datagram size every rank uses: the least proposed. A proposal too
-/// small for a frame cannot come from a rank that passed `problem()`.
+/// The datagram size every rank uses: the least proposed (never too
+/// small for a frame: `judge_records` refuses such a proposal).
 fn agreed_datagram_bytes(records: &[Record]) -> usize {
     records.iter().map(|record| usize::from(record.datagram_bytes)).min().unwrap_or(0)
 }
@@ -428,6 +436,12 @@ fn judge_records(gathered: &[u8]) -> Result<Vec<Record>, UdpSetupError> {
             records[0].address.ip()
         );
         return Err(UdpSetupError::Inconsistent { rank, detail });
+    }
+    // Every rank agreed on the protection above, so they all judge the
+    // least datagram alike.
+    let least = records.first().map_or(0, |leader| least_datagram_bytes(leader.protection.overhead()));
+    if let Some((rank, record)) = records.iter().enumerate().find(|(_, record)| usize::from(record.datagram_bytes) < least) {
+        return Err(UdpSetupError::DatagramTooSmall { rank, bytes: usize::from(record.datagram_bytes), least });
     }
     Ok(records)
 }
@@ -523,6 +537,33 @@ mod tests {
         // Ranks whose interfaces carry different datagrams all take the least.
         let mtus = [record(), Record { datagram_bytes: 8972, ..record() }, Record { datagram_bytes: 1372, ..record() }];
         assert_eq!(judge_records(&all(&mtus)).map(|records| agreed_datagram_bytes(&records)), Ok(1372));
+    }
+
+    #[test]
+    fn a_datagram_too_small_for_a_frame_is_refused_by_every_rank() {
+        let all = |records: &[Record]| records.iter().flat_map(Record::encode).collect::<Vec<u8>>();
+        // IPv4's least MTU, 68, carries 40-byte datagrams: an ACK's 40 bytes with no tag, not with one.
+        let tiny = UdpConfig::default().datagram_bytes_for_mtu(Some(68));
+        assert_eq!(tiny, 40);
+        for protection in [Protection::Encrypt, Protection::Authenticate, Protection::None] {
+            let least = crate::udp::frame::DATA_HEADER_BYTES + 8 + protection.overhead();
+            let proposing = |bytes: usize| {
+                let records = [record(), Record { datagram_bytes: bytes as u16, ..record() }, record()].map(|record| Record { protection, ..record });
+                judge_records(&all(&records)).map(|records| agreed_datagram_bytes(&records))
+            };
+            let refused = Err(UdpSetupError::DatagramTooSmall { rank: 1, bytes: least - 1, least });
+            assert_eq!(proposing(least - 1), refused, "{protection:?}");
+            assert_eq!(proposing(least), Ok(least), "{protection:?}");
+            assert_eq!(proposing(0).map_err(|error| error.to_string()), Err(format!(
+                "rank 1 proposed datagrams of 0 bytes, what its interface's MTU carries (the MTU less 28 bytes of IPv4 and UDP headers), \
+                 fewer than the {least} bytes a frame needs (header, one byte of data or an ACK, and the protection's tag)"
+            )));
+            assert_eq!(proposing(tiny).is_ok(), protection == Protection::None, "{protection:?}");
+            // What the transport derives from the least it accepts stays positive.
+            let agreed = UdpConfig { datagram_bytes: least, protection, ..UdpConfig::default() };
+            assert_eq!(agreed.problem(), None, "{protection:?}");
+            assert_eq!(super::super::engine::record_limits(&agreed, 4096).fragment, 8, "{protection:?}");
+        }
     }
 
     #[test]
