@@ -13,6 +13,11 @@ use super::naming::{Creator, fresh_name};
 /// name, a collision means someone is creating names faster than chance.
 const CREATE_ATTEMPTS: u32 = 16;
 
+/// Attempts at the reservation while signals interrupt it: tmpfs abandons
+/// (and undoes) a long reservation at any pending signal, so a process
+/// taking frequent signals may need more than one.
+const RESERVE_ATTEMPTS: u32 = 8;
+
 /// The system call behind a [`SegmentError::Os`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OsCall {
@@ -121,7 +126,9 @@ impl ShmSegment {
     /// ([`super::naming`]), never one that existed before (`O_EXCL`),
     /// zero-filled, and guarantees that its first `reserve` bytes are backed
     /// now, so that a full /dev/shm fails here rather than with SIGBUS at
-    /// the first touch. `len` must be a multiple of 8.
+    /// the first touch (where the filesystem cannot reserve, the segment
+    /// is made without the guarantee and a warning says so, once per
+    /// process). `len` must be a multiple of 8.
     pub fn create(len: usize, reserve: usize) -> Result<ShmSegment, SegmentError> {
         check_length(len)?;
         let mut attempts = 0;
@@ -248,13 +255,48 @@ fn size_and_map(fd: libc::c_int, len: usize, reserve: usize) -> Result<NonNull<u
     }
     if reserve_off > 0 {
         // SAFETY: as above; posix_fallocate reports errors by return value.
-        let error = unsafe { libc::posix_fallocate(fd, 0, reserve_off) };
-        // Some filesystems cannot preallocate; the mapping still works.
-        if error != 0 && error != libc::EOPNOTSUPP && error != libc::EINVAL {
-            return Err(SegmentError::Os { call: OsCall::Fallocate, errno: error });
+        let backing = reserve_backing(|| unsafe { libc::posix_fallocate(fd, 0, reserve_off) })?;
+        if let Backing::Unreserved(errno) = backing {
+            warn_unreserved_once(errno);
         }
     }
     map(fd, len)
+}
+
+/// What the reservation left behind a mapping that works either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Backing {
+    Reserved,
+    /// The filesystem cannot preallocate (this errno): pages are backed
+    /// only when first touched.
+    Unreserved(i32),
+}
+
+/// Runs `fallocate` (posix_fallocate on the whole reservation; it returns
+/// the errno) until it is not interrupted by a signal, a bounded number
+/// of times.
+fn reserve_backing(mut fallocate: impl FnMut() -> libc::c_int) -> Result<Backing, SegmentError> {
+    let mut attempts = 1;
+    loop {
+        match fallocate() {
+            0 => return Ok(Backing::Reserved),
+            libc::EINTR if attempts < RESERVE_ATTEMPTS => attempts += 1,
+            errno @ (libc::EOPNOTSUPP | libc::EINVAL) => return Ok(Backing::Unreserved(errno)),
+            errno => return Err(SegmentError::Os { call: OsCall::Fallocate, errno }),
+        }
+    }
+}
+
+/// Said once per process: every segment after the first would say the same.
+fn warn_unreserved_once(errno: i32) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            "posix_fallocate of a shared-memory segment: {}: this filesystem cannot reserve it, so a /dev/shm that fills up \
+             later kills a rank with SIGBUS mid-collective instead of failing setup (said once)",
+            std::io::Error::from_raw_os_error(errno)
+        );
+    }
 }
 
 fn check_size(fd: libc::c_int, len: usize) -> Result<(), SegmentError> {
@@ -329,6 +371,33 @@ mod tests {
         let missing = ShmSegment::attach(&name, 3 * 4096).unwrap_err();
         assert_eq!(missing, SegmentError::Os { call: OsCall::ShmOpen, errno: libc::ENOENT });
         assert!(missing.to_string().starts_with("shm_open failed"), "{missing}");
+    }
+
+    /// `reserve_backing` over a scripted posix_fallocate: the errnos it
+    /// returns in turn, and how many calls were made.
+    fn reserve_with(script: &[i32]) -> (Result<Backing, SegmentError>, usize) {
+        let mut calls = 0;
+        let result = reserve_backing(|| {
+            calls += 1;
+            script[(calls - 1).min(script.len() - 1)]
+        });
+        (result, calls)
+    }
+
+    #[test]
+    fn the_reservation_retries_signals_a_bounded_number_of_times() {
+        let eintr = libc::EINTR;
+        assert_eq!(reserve_with(&[0]), (Ok(Backing::Reserved), 1));
+        assert_eq!(reserve_with(&[eintr, eintr, 0]), (Ok(Backing::Reserved), 3));
+        assert_eq!(reserve_with(&[eintr, libc::ENOSPC]), (Err(SegmentError::Os { call: OsCall::Fallocate, errno: libc::ENOSPC }), 2));
+        // A signal storm ends in an error, after exactly the bounded attempts.
+        let storm = reserve_with(&[eintr]);
+        assert_eq!(storm, (Err(SegmentError::Os { call: OsCall::Fallocate, errno: eintr }), RESERVE_ATTEMPTS as usize));
+        // A filesystem that cannot preallocate is accepted, and told apart from a reservation.
+        assert_eq!(reserve_with(&[libc::EOPNOTSUPP]), (Ok(Backing::Unreserved(libc::EOPNOTSUPP)), 1));
+        assert_eq!(reserve_with(&[eintr, libc::EINVAL]), (Ok(Backing::Unreserved(libc::EINVAL)), 2));
+        let full = reserve_with(&[libc::ENOSPC]).0.unwrap_err();
+        assert!(full.to_string().contains("/dev/shm has no room"), "{full}");
     }
 
     #[test]

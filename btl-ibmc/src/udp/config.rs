@@ -148,14 +148,9 @@ impl UdpConfig {
         if self.port_base == 0 || self.port_count == 0 || u32::from(self.port_base) + u32::from(self.port_count) > 65_536 {
             return Some(format!("the port range {}+{} is not inside 1..=65535", self.port_base, self.port_count));
         }
-        let header = super::frame::DATA_HEADER_BYTES + self.protection.overhead();
-        if self.datagram_bytes <= header + 1 || self.datagram_bytes > super::frame::MAX_UDP_PAYLOAD {
-            return Some(format!(
-                "datagram_bytes {} must lie in {}..={}",
-                self.datagram_bytes,
-                header + 2,
-                super::frame::MAX_UDP_PAYLOAD
-            ));
+        let least = super::frame::least_datagram_bytes(self.protection.overhead());
+        if self.datagram_bytes < least || self.datagram_bytes > super::frame::MAX_UDP_PAYLOAD {
+            return Some(format!("datagram_bytes {} must lie in {least}..={}", self.datagram_bytes, super::frame::MAX_UDP_PAYLOAD));
         }
         if self.ttl == 0 || self.ttl > 255 {
             return Some(format!("the multicast TTL {} is outside 1..=255", self.ttl));
@@ -267,6 +262,11 @@ mod tests {
         }
         assert!(problem(UdpConfig { datagram_bytes: 10, ..UdpConfig::default() }).contains("datagram_bytes"));
         assert!(problem(UdpConfig { datagram_bytes: 70_000, ..UdpConfig::default() }).contains("datagram_bytes"));
+        // The least datagram carries an ACK (40 bytes) and its tag.
+        assert_eq!(problem(UdpConfig { datagram_bytes: 55, ..UdpConfig::default() }), "datagram_bytes 55 must lie in 56..=65507");
+        assert_eq!(UdpConfig { datagram_bytes: 56, ..UdpConfig::default() }.problem(), None);
+        let untagged = |bytes: usize| UdpConfig { datagram_bytes: bytes, protection: Protection::None, ..UdpConfig::default() }.problem();
+        assert_eq!((untagged(39).is_some(), untagged(40)), (true, None));
         assert!(problem(UdpConfig { ttl: 0, ..UdpConfig::default() }).contains("TTL"));
         let ms = Duration::from_millis;
         assert!(problem(UdpConfig { retransmit_floor: ms(0), ..UdpConfig::default() }).contains("floor must be positive"));

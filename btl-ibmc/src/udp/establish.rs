@@ -29,10 +29,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use super::config::UdpConfig;
 use super::engine::{Engine, Wire};
-use super::frame::Stamp;
+use super::frame::{Stamp, least_datagram_bytes};
 use super::interface::interface_mtu;
 use super::probe::{Heard, MOST_ROUNDS, Prober, pairs_heard};
-use super::seal::{KEY_BYTES, Protection, Sealer, draw_key};
+use super::seal::{KEY_BYTES, Protection, Sealer, draw_key, scrub};
 use super::socket::{accept_coalesced, open_group, open_own, route_source};
 use super::stats::Counters;
 use super::UdpTransport;
@@ -54,6 +54,9 @@ pub enum UdpSetupError {
     PeerFailed { rank: usize, what: &'static str },
     /// The ranks do not agree on the settings.
     Inconsistent { rank: usize, detail: String },
+    /// `rank` proposed datagrams of `bytes`, fewer than the `least` a
+    /// frame needs (its interface's MTU is that small).
+    DatagramTooSmall { rank: usize, bytes: usize, least: usize },
     /// Every rank joined, but the group did not carry `unheard`'s probes
     /// to `rank` (or could not be read there).
     MulticastNotDelivered { rank: usize, unheard: usize, missing: usize, group: SocketAddrV4 },
@@ -67,6 +70,11 @@ impl std::fmt::Display for UdpSetupError {
             UdpSetupError::Socket(why) => write!(f, "udp socket setup failed: {why}"),
             UdpSetupError::PeerFailed { rank, what } => write!(f, "rank {rank} could not {what} (its own log says why)"),
             UdpSetupError::Inconsistent { rank, detail } => write!(f, "rank {rank} {detail}"),
+            UdpSetupError::DatagramTooSmall { rank, bytes, least } => write!(
+                f,
+                "rank {rank} proposed datagrams of {bytes} bytes, what its interface's MTU carries (the MTU less 28 bytes of IPv4 and UDP \
+                 headers), fewer than the {least} bytes a frame needs (header, one byte of data or an ACK, and the protection's tag)"
+            ),
             UdpSetupError::MulticastNotDelivered { rank, unheard, missing, group } => write!(
                 f,
                 "rank {rank} joined {group} but heard no probe from rank {unheard} ({missing} rank(s) unheard) in rounds of {:?} \
@@ -82,7 +90,7 @@ impl std::fmt::Display for UdpSetupError {
 impl std::error::Error for UdpSetupError {}
 
 /// What one rank tells the others.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 struct Record {
     opened: bool,
     size: u32,
@@ -98,6 +106,30 @@ struct Record {
     reliable_window: u32,
     protection: Protection,
     key: [u8; KEY_BYTES],
+}
+
+/// Every field but the key, which would open every frame of the
+/// communicator to whoever reads a log: only whether one is carried.
+impl std::fmt::Debug for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let key = if self.key.iter().all(|&byte| byte == 0) { "none" } else { "redacted" };
+        f.debug_struct("Record")
+            .field("opened", &self.opened)
+            .field("size", &self.size)
+            .field("multicast_id", &self.multicast_id)
+            .field("window_len", &self.window_len)
+            .field("nonce", &self.nonce)
+            .field("address", &self.address)
+            .field("datagram_bytes", &self.datagram_bytes)
+            .field("multicast_base", &self.multicast_base)
+            .field("prefix_len", &self.prefix_len)
+            .field("port_base", &self.port_base)
+            .field("port_count", &self.port_count)
+            .field("reliable_window", &self.reliable_window)
+            .field("protection", &self.protection)
+            .field("key", &format_args!("{key}"))
+            .finish()
+    }
 }
 
 impl Record {
@@ -191,7 +223,7 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
     // setup on every rank as a socket that cannot open does.
     let key = if rank == 0 { draw_key().map_err(UdpSetupError::Socket) } else { Ok([0; KEY_BYTES]) };
     let own = key.and_then(|key| open_own_socket(config).map(|own| (own, key)));
-    let (own, key) = match own {
+    let (own, mut key) = match own {
         Ok((own, key)) => (Ok(own), key),
         Err(error) => (Err(error), [0; KEY_BYTES]),
     };
@@ -201,7 +233,7 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
     }
     let own_mtu = own_mtu.and_then(Result::ok);
     let proposed = config.datagram_bytes_for_mtu(own_mtu.as_ref().map(|(_, mtu)| *mtu));
-    let mine = Record {
+    let mut mine = Record {
         opened: own.is_ok(),
         size: size as u32,
         multicast_id: config.multicast_id,
@@ -218,10 +250,11 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         key,
     };
     let mut gathered = vec![0u8; size * RECORD_LEN];
-    exchange.allgather(&mine.encode(), &mut gathered).map_err(UdpSetupError::Exchange)?;
+    let mut sent = mine.encode();
+    exchange.allgather(&sent, &mut gathered).map_err(UdpSetupError::Exchange)?;
     let records = judge_records(&gathered);
     let (own_socket, _, own_buffer) = own?;
-    let records = records?;
+    let mut records = records?;
     let datagram_choice = DatagramChoice { bytes: agreed_datagram_bytes(&records), most: config.datagram_bytes, proposed, own_mtu, fitted: config.fit_interface_mtu };
 
     let leader = &records[0];
@@ -250,6 +283,12 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         stamp: Stamp { communicator, nonce: leader.nonce, sender: rank as u32 },
         seal: Sealer::new(config.protection, &leader.key, rank as u32, leader.nonce),
     };
+    // The sealer holds the key now. A setup that fails before here never
+    // seals under its key, so only this path wipes the copies.
+    for copy in [&mut key[..], &mut mine.key[..], &mut sent[..], &mut gathered[..]] {
+        scrub(copy);
+    }
+    records.iter_mut().for_each(|record| scrub(&mut record.key));
     let counters = Counters::default();
     let mut prober = Prober::new(&wire, rank, config.faults.multicast_lost);
     let mut pairs_before = 0;
@@ -305,8 +344,8 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
     })
 }
 
-/// The datagram size every rank uses: the least proposed. A proposal too
-/// small for a frame cannot come from a rank that passed `problem()`.
+/// The datagram size every rank uses: the least proposed (never too
+/// small for a frame: `judge_records` refuses such a proposal).
 fn agreed_datagram_bytes(records: &[Record]) -> usize {
     records.iter().map(|record| usize::from(record.datagram_bytes)).min().unwrap_or(0)
 }
@@ -398,6 +437,12 @@ fn judge_records(gathered: &[u8]) -> Result<Vec<Record>, UdpSetupError> {
         );
         return Err(UdpSetupError::Inconsistent { rank, detail });
     }
+    // Every rank agreed on the protection above, so they all judge the
+    // least datagram alike.
+    let least = records.first().map_or(0, |leader| least_datagram_bytes(leader.protection.overhead()));
+    if let Some((rank, record)) = records.iter().enumerate().find(|(_, record)| usize::from(record.datagram_bytes) < least) {
+        return Err(UdpSetupError::DatagramTooSmall { rank, bytes: usize::from(record.datagram_bytes), least });
+    }
     Ok(records)
 }
 
@@ -449,6 +494,22 @@ mod tests {
     }
 
     #[test]
+    fn a_record_in_a_log_shows_no_key() {
+        let key: [u8; KEY_BYTES] = std::array::from_fn(|i| 0xC0 + i as u8);
+        let carrying = Record { key, ..record() };
+        for shown in [format!("{carrying:?}"), format!("{carrying:#?}"), format!("{:?}", Some(carrying.clone()))] {
+            assert!(shown.contains("key: redacted") && shown.contains("datagram_bytes: 1472"), "{shown}");
+            // No run of two key bytes, in decimal or hex, appears.
+            for pair in key.windows(2) {
+                for text in [format!("{}, {}", pair[0], pair[1]), format!("{:x}{:x}", pair[0], pair[1]), format!("{:#x}, {:#x}", pair[0], pair[1])] {
+                    assert!(!shown.contains(&text), "key bytes {text} in {shown}");
+                }
+            }
+        }
+        assert!(format!("{:?}", Record { key: [0; KEY_BYTES], ..record() }).contains("key: none"));
+    }
+
+    #[test]
     fn every_rank_reaches_the_same_verdict_on_the_records() {
         let all = |records: &[Record]| records.iter().flat_map(Record::encode).collect::<Vec<u8>>();
         let agreeing = [record(), Record { address: SocketAddrV4::new(Ipv4Addr::new(10, 1, 2, 4), 5), nonce: 0, ..record() }];
@@ -476,6 +537,33 @@ mod tests {
         // Ranks whose interfaces carry different datagrams all take the least.
         let mtus = [record(), Record { datagram_bytes: 8972, ..record() }, Record { datagram_bytes: 1372, ..record() }];
         assert_eq!(judge_records(&all(&mtus)).map(|records| agreed_datagram_bytes(&records)), Ok(1372));
+    }
+
+    #[test]
+    fn a_datagram_too_small_for_a_frame_is_refused_by_every_rank() {
+        let all = |records: &[Record]| records.iter().flat_map(Record::encode).collect::<Vec<u8>>();
+        // IPv4's least MTU, 68, carries 40-byte datagrams: an ACK's 40 bytes with no tag, not with one.
+        let tiny = UdpConfig::default().datagram_bytes_for_mtu(Some(68));
+        assert_eq!(tiny, 40);
+        for protection in [Protection::Encrypt, Protection::Authenticate, Protection::None] {
+            let least = crate::udp::frame::DATA_HEADER_BYTES + 8 + protection.overhead();
+            let proposing = |bytes: usize| {
+                let records = [record(), Record { datagram_bytes: bytes as u16, ..record() }, record()].map(|record| Record { protection, ..record });
+                judge_records(&all(&records)).map(|records| agreed_datagram_bytes(&records))
+            };
+            let refused = Err(UdpSetupError::DatagramTooSmall { rank: 1, bytes: least - 1, least });
+            assert_eq!(proposing(least - 1), refused, "{protection:?}");
+            assert_eq!(proposing(least), Ok(least), "{protection:?}");
+            assert_eq!(proposing(0).map_err(|error| error.to_string()), Err(format!(
+                "rank 1 proposed datagrams of 0 bytes, what its interface's MTU carries (the MTU less 28 bytes of IPv4 and UDP headers), \
+                 fewer than the {least} bytes a frame needs (header, one byte of data or an ACK, and the protection's tag)"
+            )));
+            assert_eq!(proposing(tiny).is_ok(), protection == Protection::None, "{protection:?}");
+            // What the transport derives from the least it accepts stays positive.
+            let agreed = UdpConfig { datagram_bytes: least, protection, ..UdpConfig::default() };
+            assert_eq!(agreed.problem(), None, "{protection:?}");
+            assert_eq!(super::super::engine::record_limits(&agreed, 4096).fragment, 8, "{protection:?}");
+        }
     }
 
     #[test]

@@ -18,6 +18,14 @@
 pub(crate) const HEADER_BYTES: usize = 24;
 pub(crate) const DATA_HEADER_BYTES: usize = HEADER_BYTES + 8;
 const ACK_BYTES: usize = DATA_HEADER_BYTES + 8;
+/// The smallest datagram that carries every frame: a data frame with one
+/// byte of fragment and an ACK, the larger, each sealed with
+/// `seal_overhead` bytes of tag. Below it the fragment and multicast
+/// payload sizes derived from the datagram would underflow.
+pub(crate) const fn least_datagram_bytes(seal_overhead: usize) -> usize {
+    let data = DATA_HEADER_BYTES + 1;
+    (if ACK_BYTES > data { ACK_BYTES } else { data }) + seal_overhead
+}
 /// The largest UDP payload over IPv4.
 pub(crate) const MAX_UDP_PAYLOAD: usize = 65_507;
 
