@@ -485,6 +485,34 @@ for MODE in $MODES; do
         fi
     fi
 
+    # ---- directories of another user's above DST (a project leader's
+    # /proj/pi holding /proj/pi/you, or root's, which show as uid 65534 in
+    # a rootless user namespace): fbcast, run as a non-root user, writes
+    # into its own directories below them
+    TEST=foreign-ancestor-np3-$MODE
+    if want "$TEST"; then
+        TDIR=$WORK/$TEST; mkdir -p "$TDIR"; hosts_dirs 3
+        if ! as_test_user; then skip "$WHY"
+        else
+            mkdir -p "$TDIR/codes" "$TDIR/home"
+            chown -R "$TEST_UID:$TEST_GID" "$TDIR/codes" "$TDIR/home" "$TDIR/hosts"
+            chmod 755 "$TDIR"
+            chown nobody "$TDIR/hosts"; chmod 2775 "$TDIR/hosts"
+            LAUNCHER=(setpriv --reuid="$TEST_UID" --regid="$TEST_GID" --clear-groups env HOME="$TDIR/home")
+            run 3 "$FBCAST" "$SMALL" "$TDIR/hosts/r%r/data.bin"
+            LAUNCHER=()
+            WHYS=()
+            [ "$RC" != 124 ] || WHYS+=("timed out")
+            all_codes 3 0 || WHYS+=("$WHY")
+            for r in 1 2; do
+                cmp -s "$SMALL" "$TDIR/hosts/r$r/data.bin" || WHYS+=("rank $r: contents differ")
+                owner=$(stat -c %u "$TDIR/hosts/r$r/data.bin" 2>&1)
+                [ "$owner" = "$TEST_UID" ] || WHYS+=("rank $r: data.bin owned by $owner")
+            done
+            if [ ${#WHYS[@]} = 0 ]; then pass "run as uid $TEST_UID below a directory of uid $(id -u nobody)'s: code 0, files written"; else fail "${WHYS[*]}"; fi
+        fi
+    fi
+
     # ---- planned files replaced before the root reads them (the test
     # hook pauses the root after planning): a FIFO, then a link to a file
     # outside the tree; every rank fails with the same code, no hang, and

@@ -76,15 +76,22 @@ extern "C" {
  *   On any error the temporaries are removed and every rank returns the
  *   same code. A rank killed by SIGKILL may leave its temporary behind.
  * - The file's mode and mtime are the root's, the mode less the writing
- *   process's umask (as cp without -p). Directories are created with the
- *   root's modes less the umask; existing directories are kept as they are.
+ *   process's umask (as cp without -p gives a new file). An existing file
+ *   is replaced by a new one renamed over it, which gets that mode too
+ *   (cp would keep the old file's mode and inode). Directories are created
+ *   with the root's modes less the umask; existing directories are kept as
+ *   they are.
  * - A rank refuses (ERR_DEST on every rank, nothing written) to write into
- *   a directory that is not its effective user's (root's sticky ones such
- *   as /tmp excepted), or below one that belongs to neither that user nor
- *   root, or one writable by others without the sticky bit; links in dst's
- *   path are followed only when that user's or root's, links inside a
- *   tree's dst never. Files and directories are created, renamed and given
- *   their modes through directory descriptors, never by path afterwards.
+ *   a directory (dst's, or one inside a tree's dst) that is not its
+ *   effective user's (root's sticky ones such as /tmp excepted), or that
+ *   others can write without the sticky bit, or to reach it through a
+ *   directory others can write without the sticky bit. Directories above
+ *   it may belong to anyone (root, seen as uid 65534 in a rootless user
+ *   namespace; a project leader's directory). Links in dst's path are
+ *   followed, except another user's link in a directory others can write
+ *   (as /tmp); links inside a tree's dst never. Files and directories are
+ *   created, renamed and given their modes through directory descriptors,
+ *   never by path afterwards.
  * - The root opens each planned file without following a link or blocking
  *   on a FIFO and sends it only if it is still the regular file planned
  *   (same device and inode): otherwise ERR_SOURCE on every rank.

@@ -1,6 +1,13 @@
 //! The permission bits fbcast gives what it writes: the root's, less
 //! setuid and setgid (and sticky on files), less this process's umask, as
-//! `cp` without `-p` does.
+//! `cp` without `-p` gives a file it creates.
+//!
+//! Unlike `cp`, which rewrites an existing file in place and so keeps its
+//! mode, owner and inode, fbcast renames a new file over it: a replaced
+//! file gets these same bits (its old mode is not kept; never wider than
+//! the source's less the umask), is owned by the writing user, and other
+//! hard links to the old file keep the old contents. Existing directories
+//! are left as they are.
 
 use rustix::fs::Mode;
 

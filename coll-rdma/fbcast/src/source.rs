@@ -6,7 +6,8 @@
 //! link swapped in fails, a FIFO does not block) and checks with fstat that
 //! it holds a regular file, or directory, with those numbers: an item
 //! replaced after planning is a SOURCE error on every rank, never a hang
-//! nor a file from outside the tree.
+//! nor a file from outside the tree. A file that passes is read in
+//! blocking mode (O_NONBLOCK cleared: FUSE may answer EAGAIN otherwise).
 
 use crate::error::{ErrorCode, Failure};
 use crate::record::{HASH_BYTES, Kind, MAX_PATH_BYTES, StatusRecord};
@@ -133,6 +134,15 @@ fn open_planned(item: &Planned) -> io::Result<File> {
     })
 }
 
+/// Clears O_NONBLOCK, set only so that opening a FIFO could not block:
+/// some file systems (FUSE) may return EAGAIN from a non-blocking read of
+/// a regular file, which would end the transfer.
+fn blocking_reads(file: &File) -> io::Result<()> {
+    let flags = rustix::fs::fcntl_getfl(file)?;
+    rustix::fs::fcntl_setfl(file, flags - rustix::fs::OFlags::NONBLOCK)?;
+    Ok(())
+}
+
 /// The record of a planned item; for a file, also the open file (hashed
 /// once, then rewound for sending). `template` holds the policy, flags and
 /// chunk size.
@@ -158,6 +168,7 @@ pub fn record_for(item: &Planned, template: &StatusRecord) -> Result<(StatusReco
     if !item.kind.carries_data() {
         return Ok((record, None));
     }
+    blocking_reads(&file).map_err(unreadable)?;
     record.size = meta.len();
     let mut exact = (&mut file).take(record.size);
     record.hash = hash_reader(&mut exact).map_err(unreadable)?;
@@ -217,8 +228,11 @@ mod tests {
         assert_eq!(record.mode, 0o640);
         assert_eq!(record.hash, *blake3::hash(&data).as_bytes());
         assert_eq!(record.path, path.as_os_str().as_bytes());
+        let mut file = file.unwrap();
+        let flags = rustix::fs::fcntl_getfl(&file).unwrap();
+        assert!(!flags.contains(rustix::fs::OFlags::NONBLOCK), "reads block again once it is known to be a file: {flags:?}");
         let mut back = Vec::new();
-        file.unwrap().read_to_end(&mut back).unwrap();
+        file.read_to_end(&mut back).unwrap();
         assert_eq!(back, data, "the file is rewound for sending");
         assert!(StatusRecord::decode(&record.encode().unwrap()).is_ok());
     }

@@ -116,9 +116,14 @@ impl Staged {
 
     /// Renames the temporary to the destination name in the same
     /// directory; with `no_clobber`, fails (EEXIST) instead of replacing a
-    /// file that appeared meanwhile.
-    pub fn commit(mut self, no_clobber: bool) -> io::Result<()> {
-        let result = if no_clobber { self.rename_no_clobber() } else { self.rename(RenameFlags::empty()).map_err(io::Error::from) };
+    /// file that appeared meanwhile. Ok means the file is under its final
+    /// name, even when a temporary name could not be removed afterwards.
+    pub fn commit(mut self, no_clobber: bool) -> io::Result<Commit> {
+        let result = if no_clobber {
+            self.rename_no_clobber()
+        } else {
+            self.rename(RenameFlags::empty()).map(|()| Commit::Renamed).map_err(io::Error::from)
+        };
         if result.is_ok() {
             self.done = true;
             cleanup::forget();
@@ -130,18 +135,35 @@ impl Staged {
         rustix::fs::renameat_with(&self.dir, self.temp_name.as_os_str(), &self.dir, self.final_name.as_os_str(), flags)
     }
 
-    fn rename_no_clobber(&self) -> io::Result<()> {
+    fn rename_no_clobber(&self) -> io::Result<Commit> {
         match self.rename(RenameFlags::NOREPLACE) {
             // file systems without renameat2's flags: a hard link fails
             // just as well when the name is taken
             Err(Errno::INVAL) | Err(Errno::NOSYS) | Err(Errno::OPNOTSUPP) => {
                 rustix::fs::linkat(&self.dir, self.temp_name.as_os_str(), &self.dir, self.final_name.as_os_str(), AtFlags::empty())?;
-                rustix::fs::unlinkat(&self.dir, self.temp_name.as_os_str(), AtFlags::empty())?;
-                Ok(())
+                Ok(self.unlink_temp_name_after_link())
             }
-            other => Ok(other?),
+            other => other.map(|()| Commit::Renamed).map_err(io::Error::from),
         }
     }
+
+    /// Once linked under the final name the file is committed: failing to
+    /// remove the temporary name leaves a second name of the same file.
+    fn unlink_temp_name_after_link(&self) -> Commit {
+        match rustix::fs::unlinkat(&self.dir, self.temp_name.as_os_str(), AtFlags::empty()) {
+            Ok(()) => Commit::Renamed,
+            Err(e) => Commit::TemporaryNameLeft { temp: self.temp_shown.clone(), error: e.into() },
+        }
+    }
+}
+
+/// How a successful `commit` ended.
+#[derive(Debug)]
+pub enum Commit {
+    Renamed,
+    /// Linked under the final name (file systems without RENAME_NOREPLACE),
+    /// but the temporary name `temp` of the same file could not be removed.
+    TemporaryNameLeft { temp: PathBuf, error: io::Error },
 }
 
 impl Drop for Staged {
@@ -225,6 +247,36 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
         assert_eq!(std::fs::read(&dst).unwrap(), b"theirs");
         assert_eq!(names_in(dir.path()), vec![OsString::from("f")]);
+    }
+
+    /// The link fallback of a no-clobber commit (file systems without
+    /// RENAME_NOREPLACE) when the temporary name cannot be removed after
+    /// the link: the file is committed, and the leftover name reported.
+    #[test]
+    fn a_temporary_name_left_after_the_link_is_not_a_failed_commit() {
+        let _slot = crate::cleanup::TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = tempfile::tempdir().unwrap();
+        let dst = dir.path().join("f");
+        let mut staged = stage(&dst).unwrap();
+        staged.file().write_all(b"linked").unwrap();
+        let temp = staged.temp_path().to_path_buf();
+        // as the fallback's linkat does; then the temporary name vanishes so that unlinkat fails
+        std::fs::hard_link(&temp, &dst).unwrap();
+        std::fs::remove_file(&temp).unwrap();
+        match staged.unlink_temp_name_after_link() {
+            Commit::TemporaryNameLeft { temp: left, error } => {
+                assert_eq!(left, temp);
+                assert_eq!(error.kind(), io::ErrorKind::NotFound);
+            }
+            Commit::Renamed => panic!("the failed unlink is not reported"),
+        }
+        assert_eq!(std::fs::read(&dst).unwrap(), b"linked");
+        // and when the name can be removed, a clean commit that leaves only the file
+        let mut staged = stage(&dir.path().join("g")).unwrap();
+        staged.file().write_all(b"second").unwrap();
+        std::fs::hard_link(staged.temp_path(), dir.path().join("g")).unwrap();
+        assert!(matches!(staged.unlink_temp_name_after_link(), Commit::Renamed));
+        assert_eq!(names_in(dir.path()), vec![OsString::from("f"), OsString::from("g")]);
     }
 
     #[test]

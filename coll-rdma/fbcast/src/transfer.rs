@@ -14,7 +14,7 @@ use crate::policy::{self, Action, Policy};
 use crate::read_ahead::ReadAhead;
 use crate::record::{FLAG_FSYNC, HASH_BYTES, Kind, MAX_CHUNK_BYTES, MIN_CHUNK_BYTES, RECORD_BYTES, StatusRecord};
 use crate::source::{self, Plan};
-use crate::staging::Staged;
+use crate::staging::{Commit, Staged};
 use crate::trusted_dir::TrustedDir;
 use crate::write_behind::WriteBehind;
 use std::ffi::{OsStr, OsString};
@@ -666,7 +666,12 @@ enum Committed {
 /// never followed); under policy never, only if nothing appeared meanwhile.
 fn commit(staged: Staged, target: &Target, record: &StatusRecord) -> Result<Committed, Failure> {
     match staged.commit(record.policy == Policy::Never) {
-        Ok(()) => Ok(Committed::Written),
+        Ok(Commit::Renamed) => Ok(Committed::Written),
+        Ok(Commit::TemporaryNameLeft { temp, error }) => {
+            // written all the same: a stray second name is not worth failing every rank
+            eprintln!("coll_rdma_bcast_file: {} written, but its temporary name {} remains: {error}", target.shown().display(), temp.display());
+            Ok(Committed::Written)
+        }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => match dest::existing(&target.dir, &target.name, record) {
             policy::Existing::SameContent => Ok(Committed::Identical),
             _ => Err(Failure::new(

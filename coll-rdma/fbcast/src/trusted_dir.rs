@@ -4,15 +4,26 @@
 //! Invariants of a `TrustedDir`:
 //! - it was reached from / (or from another `TrustedDir`) one component at
 //!   a time with O_NOFOLLOW; the only links followed are those in the
-//!   user's own DST path, and only links owned by the effective user or
-//!   root (a link another user planted in /tmp is refused);
-//! - every directory on the way is owned by the effective user or root and
-//!   not writable by others unless sticky (`check_ancestor`), and the
-//!   directory itself passes `check_target`: owned by the effective user
-//!   (or by root and sticky, as /tmp is, where the sticky bit keeps others
-//!   from renaming or removing what we create), not writable by others
-//!   unless sticky. Group write is not refused: members of the group are
-//!   trusted, as they are by everything else shared through that group.
+//!   user's own DST path, and there a link in a directory others may write
+//!   (sticky, as /tmp) only when it is the effective user's or root's (one
+//!   another user planted in /tmp is refused), a link in any other
+//!   directory whatever its owner (only that directory's owner and group
+//!   could have put it there, and they could as well have replaced the
+//!   directory the link leads to). This is the kernel's protected_symlinks
+//!   less its "link of the directory's owner" case: in a user namespace an
+//!   unmapped owner shows as the overflow uid whoever it is, so another
+//!   user's link in /tmp would match /tmp's shown owner;
+//! - every directory on the way is not writable by others unless sticky
+//!   (`check_on_path`), whoever owns it: ancestors may be root's (seen as
+//!   the overflow uid 65534 in a rootless user namespace) or a PI's
+//!   project directory; their owners are trusted with the path below them
+//!   as with any path;
+//! - the directory itself, and every directory created in or descended to
+//!   below it, passes `check_target`: owned by the effective user (or by
+//!   root and sticky, as /tmp is, where the sticky bit keeps others from
+//!   renaming or removing what we create), not writable by others unless
+//!   sticky. Group write is not refused: members of the group are trusted,
+//!   as they are by everything else shared through that group.
 //!
 //! So once open, a directory swapped for a link, renamed or replaced by
 //! its path changes nothing: creations, renames and mode changes go
@@ -49,18 +60,10 @@ fn others_may_rename(st: &Stat) -> bool {
     st.st_mode & 0o002 != 0 && st.st_mode & 0o1000 == 0
 }
 
-/// A directory on the path to the destination.
-fn check_ancestor(st: &Stat, shown: &Path) -> Result<(), Failure> {
+/// A directory on the path to the destination, whoever owns it.
+fn check_on_path(st: &Stat, shown: &Path) -> Result<(), Failure> {
     if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
         return Err(dest_failure(format!("{} is not a directory", shown.display())));
-    }
-    if st.st_uid != euid() && st.st_uid != 0 {
-        return Err(dest_failure(format!(
-            "{} belongs to uid {}, not to you (uid {}) or root: refused, its owner could redirect the files",
-            shown.display(),
-            st.st_uid,
-            euid()
-        )));
     }
     if others_may_rename(st) {
         return Err(dest_failure(format!(
@@ -73,9 +76,8 @@ fn check_ancestor(st: &Stat, shown: &Path) -> Result<(), Failure> {
 
 /// The directory files and directories are created in.
 fn check_target(st: &Stat, shown: &Path) -> Result<(), Failure> {
-    check_ancestor(st, shown)?;
     let sticky = st.st_mode & 0o1000 != 0;
-    if st.st_uid != euid() && !sticky {
+    if st.st_uid != euid() && !(st.st_uid == 0 && sticky) {
         return Err(dest_failure(format!(
             "{} belongs to uid {}, not to you (uid {}): refused (fbcast writes only into your own directories, or sticky ones of root's such as /tmp)",
             shown.display(),
@@ -83,7 +85,13 @@ fn check_target(st: &Stat, shown: &Path) -> Result<(), Failure> {
             euid()
         )));
     }
-    Ok(())
+    check_on_path(st, shown)
+}
+
+/// Whether a link found in `parent` may be followed (see the module header).
+fn link_trusted(link: &Stat, parent: &Stat) -> bool {
+    let others_write_parent = parent.st_mode & 0o002 != 0;
+    !others_write_parent || link.st_uid == euid() || link.st_uid == 0
 }
 
 /// A destination directory, open and checked (see the module header).
@@ -101,7 +109,7 @@ impl TrustedDir {
         let absolute = std::path::absolute(if path.as_os_str().is_empty() { Path::new(".") } else { path }).map_err(unreadable)?;
         let root = rustix::fs::openat(CWD, "/", DIR_FLAGS, Mode::empty()).map_err(|e| unreadable(e.into()))?;
         let mut stack = vec![(root, PathBuf::from("/"))];
-        check_ancestor(&fstat(&stack[0].0, &stack[0].1)?, &stack[0].1)?;
+        check_on_path(&fstat(&stack[0].0, &stack[0].1)?, &stack[0].1)?;
         let mut pending: VecDeque<OsString> = components(&absolute);
         let mut links = 0;
         while let Some(name) = pending.pop_front() {
@@ -119,9 +127,9 @@ impl TrustedDir {
             let st = rustix::fs::statat(parent, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
                 .map_err(|e| dest_failure(format!("cannot open directory {}: {}", shown.display(), std::io::Error::from(e))))?;
             if FileType::from_raw_mode(st.st_mode) == FileType::Symlink {
-                if st.st_uid != euid() && st.st_uid != 0 {
+                if !link_trusted(&st, &fstat(parent, parent_shown)?) {
                     return Err(dest_failure(format!(
-                        "{} is a symbolic link of uid {}'s: not followed (only your own links or root's are)",
+                        "{} is a symbolic link of uid {}'s in a directory others can write: not followed (only your own links or root's are)",
                         shown.display(),
                         st.st_uid
                     )));
@@ -142,7 +150,10 @@ impl TrustedDir {
                 continue;
             }
             let fd = open_dir_at(parent, &name, &shown)?;
-            check_ancestor(&fstat(&fd, &shown)?, &shown)?;
+            if !pending.is_empty() {
+                // the last one gets `check_target` below, its owner named first
+                check_on_path(&fstat(&fd, &shown)?, &shown)?;
+            }
             stack.push((fd, shown));
         }
         let (fd, shown) = stack.pop().expect("the stack keeps /");
@@ -307,14 +318,41 @@ mod tests {
             std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(mode)).unwrap();
             let refused = TrustedDir::open(&theirs).unwrap_err();
             assert!(refused.reason.contains("belongs to uid 65534"), "mode {mode:o}: {}", refused.reason);
-            std::fs::create_dir(theirs.join("inner")).unwrap();
-            assert!(TrustedDir::open(&theirs.join("inner")).is_err(), "below a foreign directory, mode {mode:o}");
-            std::fs::remove_dir(theirs.join("inner")).unwrap();
         }
         // an existing directory of theirs below ours is refused as a child too
         let top = TrustedDir::open(dir.path()).unwrap();
         assert!(top.child(OsStr::new("theirs")).unwrap_err().reason.contains("belongs to uid"));
         assert!(top.ensure_child(OsStr::new("theirs")).is_err());
+    }
+
+    /// A directory of another user's (a PI's project directory, or root's
+    /// seen as uid 65534 in a rootless user namespace) may lead to ours,
+    /// but is never written into.
+    #[test]
+    fn foreign_ancestors_lead_to_our_directories_but_are_not_written_into() {
+        if !running_as_root() {
+            println!("SKIPPED: giving a directory away needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("project");
+        let mine = project.join("mine");
+        std::fs::create_dir_all(&mine).unwrap();
+        chown(&project, OTHER_UID);
+        for (mode, accepted) in [(0o755, true), (0o2770, true), (0o1777, true), (0o777, false)] {
+            std::fs::set_permissions(&project, std::fs::Permissions::from_mode(mode)).unwrap();
+            let below = TrustedDir::open(&mine);
+            if accepted {
+                let below = below.unwrap_or_else(|f| panic!("ancestor mode {mode:o}: {}", f.reason));
+                assert_eq!(below.identity().unwrap().1, std::fs::metadata(&mine).unwrap().ino());
+            } else {
+                assert!(below.unwrap_err().reason.contains("writable by others"), "ancestor mode {mode:o}");
+            }
+            let refused = TrustedDir::open(&project).unwrap_err();
+            assert!(refused.reason.contains("belongs to uid 65534, not to you"), "as destination, mode {mode:o}: {}", refused.reason);
+            let above = TrustedDir::open(dir.path()).unwrap();
+            assert!(above.child(OsStr::new("project")).is_err(), "as a tree's directory, mode {mode:o}");
+        }
     }
 
     #[test]
@@ -335,8 +373,15 @@ mod tests {
             return;
         }
         chown(&link, OTHER_UID);
+        // in a directory only we write, whoever owns the link put it there through us
+        let via_foreign_link = TrustedDir::open(&link).unwrap();
+        assert_eq!(via_foreign_link.identity().unwrap().1, std::fs::metadata(&real).unwrap().ino());
+        // in one everyone writes (sticky, as /tmp), another user's link is not followed
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
         let refused = TrustedDir::open(&link).unwrap_err();
         assert!(refused.reason.contains("not followed"), "{}", refused.reason);
+        chown(&link, euid());
+        TrustedDir::open(&link).expect("our own link in a sticky directory");
     }
 
     #[test]
