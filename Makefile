@@ -20,8 +20,9 @@ INSTALLDIR := $(if $(DESTDIR),$(DESTDIR),$(HOME)/.openmpi/components)
 # Written by make install where mpirun replaces the ranks' component path
 # (Open MPI 5): the exports that make the ranks search INSTALLDIR
 ENVFILE    := $(HOME)/.openmpi/coll-rdma-env.sh
-# SELFCHECK=0: make install skips the 2-rank self-check job
-SELFCHECK  ?= 1
+# SELFCHECK=0: make install skips the 2-rank self-check job (the default
+# with DESTDIR, a staging directory that mpirun does not search)
+SELFCHECK  ?= $(if $(DESTDIR),0,1)
 # fbcast (coll-rdma/fbcast): the command, its library and header
 FBCAST_SRC := coll-rdma/fbcast
 PREFIX     ?= $(HOME)/.local
@@ -45,7 +46,9 @@ help:
 	@echo "                   its mpirun replaces the ranks' component path), coll-rdma-selfcheck,"
 	@echo "                   and fbcast, libcoll_rdma_fbcast.so, coll_rdma_fbcast.h to"
 	@echo "                   \$$PREFIX/bin, lib, include (PREFIX default ~/.local); then runs"
-	@echo "                   coll-rdma-selfcheck (a 2-rank mpirun job; SELFCHECK=0 skips it)"
+	@echo "                   coll-rdma-selfcheck (a 2-rank mpirun job; SELFCHECK=0 skips it, the default"
+	@echo "                   with DESTDIR): only wrong results or a failing job fail the install; a"
+	@echo "                   check that cannot run is a note, a component not serving a warning"
 	@echo "make check         build, ci/core-deps-check.sh, cargo test --release --workspace, ci/mpi-tests.sh,"
 	@echo "                   ci/tune-tests.sh, ci/fbcast-tests.sh, ci/udp-tests.sh (SKIP_UDP=1 leaves it out),"
 	@echo "                   ci/rxe-tests.sh (verbs on Soft-RoCE in qemu guests),"
@@ -174,7 +177,13 @@ install: build
 	@if [ "$(SELFCHECK)" != 0 ]; then \
 	    if [ -f "$(ENVFILE)" ]; then echo "== coll-rdma-selfcheck, with $(ENVFILE) sourced"; . "$(ENVFILE)"; \
 	    else echo "== coll-rdma-selfcheck"; fi; \
-	    "$(PREFIX)/bin/coll-rdma-selfcheck" || exit 1; \
+	    "$(PREFIX)/bin/coll-rdma-selfcheck"; status=$$?; \
+	    case $$status in \
+	    0) ;; \
+	    2) echo "note: the self-check could not run (above); the install is done: run coll-rdma-selfcheck where mpirun can start 2 ranks";; \
+	    3) echo "WARNING: coll rdma is installed but did NOT serve plain mpirun's job: see the reason above" >&2;; \
+	    *) echo "make install: coll-rdma-selfcheck found wrong results or a failing job (exit status $$status)" >&2; exit 1;; \
+	    esac; \
 	fi
 
 # Each suite is a stage of ci/stage.sh, which times it into

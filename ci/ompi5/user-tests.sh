@@ -14,7 +14,11 @@
 #    mca_base_component_path SYS_DEFAULT:<dir> at np 2-4 (the form that made
 #    every rank die in PMIx_Init at the second session,
 #    ci/ompi5/pmix-reinit-crash.c) and the environment file, each also with
-#    --mca coll rdma; six sessions before MPI_Init once.
+#    --mca coll rdma; six sessions before MPI_Init once. Served means more
+#    than claimed: coll rdma's tallies (coll_rdma_verbose 1) must count calls
+#    it served on every communicator and none it handed over. A run that
+#    outlives its limit has its ranks' stacks read before it is ended (see
+#    run_sessions for when it is run again).
 #
 #   ci/ompi5/user-tests.sh        prints "N passed, N failed"; exit 1 on a failure
 set -uo pipefail
@@ -60,14 +64,28 @@ else
     fail install "make install failed"
 fi
 
+# the file's PMIx line holds for the mpirun it was made for only: another
+# mpirun first on PATH (module load of another Open MPI) must not get it
+if [ -f "$ENV_FILE" ] && grep -q PMIX_MCA_mca_base_component_path "$ENV_FILE"; then
+    other=$HOME_DIR/other-openmpi/bin
+    mkdir -p "$other" && printf '#!/bin/sh\nexit 0\n' >"$other/mpirun" && chmod +x "$other/mpirun"
+    here=$(bash -c '. "$1"; echo "${OMPI_MCA_mca_base_component_path:-}|${PMIX_MCA_mca_base_component_path:-}"' _ "$ENV_FILE")
+    there=$(PATH=$other:$PATH bash -c '. "$1"; echo "${OMPI_MCA_mca_base_component_path:-}|${PMIX_MCA_mca_base_component_path:-}"' _ "$ENV_FILE")
+    if [[ $here == SYS_DEFAULT:*"|"/* ]] && [[ $there == SYS_DEFAULT:*"|" ]]; then
+        pass envfile-pmix-line-only-for-its-mpirun
+    else
+        fail envfile-pmix-line-only-for-its-mpirun "with its mpirun: \"$here\"; with another mpirun first on PATH: \"$there\""
+    fi
+fi
+
 SELFCHECK=$HOME_DIR/.local/bin/coll-rdma-selfcheck
 if [ -x "$SELFCHECK" ]; then
     HOME=$HOME_DIR timeout -k 5 "$TIMEOUT" "$SELFCHECK" >"$LOGS/selfcheck-without-env.log" 2>&1
     status=$?
-    if [ "$status" = 1 ] && grep -q 'leaves out' "$LOGS/selfcheck-without-env.log"; then
+    if [ "$status" = 3 ] && grep -q 'leaves out' "$LOGS/selfcheck-without-env.log"; then
         pass selfcheck-without-env
     else
-        fail selfcheck-without-env "expected exit 1 naming the component path mpirun sets (got $status)"
+        fail selfcheck-without-env "expected exit 3 (not served) naming the component path mpirun sets (got $status)"
     fi
     HOME=$HOME_DIR timeout -k 5 "$TIMEOUT" bash -c '. "$1" && "$2"' _ "$ENV_FILE" "$SELFCHECK" >"$LOGS/selfcheck-with-env.log" 2>&1
     status=$?
@@ -81,19 +99,52 @@ else
 fi
 
 # ------------------------------------------------------------------ sessions
-# run_sessions NAME NP [ENV_FILE|-] MPIRUN_OPTIONS... [-- SESSIONS_OPTIONS...]
 # Point-to-point over tcp on lo, not btl sm: Open MPI 5.0.7's sm btl fails
 # now and then to open a peer's segment at the second session
 # (MPI_Session_init fails, or the job hangs), with coll ^rdma too.
 # glibc fills freed memory (and keeps no per-thread cache of it), so that a
 # use of memory PMIx freed at the previous session's end crashes every time,
 # not only when something happened to reuse it.
-# A run that times out is run again, up to twice more: Open MPI 5.0.7 itself
-# now and then hangs between two sessions (ranks wait in MPI_Session_init's
-# fence while others wait in PMIx_Group_construct; no coll rdma frame on any
-# stack; with coll ^rdma too). A crash, an error or a wrong result fails at
-# once.
+# A run that outlives SESSIONS_TIMEOUT has every rank's stack taken (gdb)
+# before it is ended, into LOGS/NAME.timeout-N.stacks. It fails at once when
+# a stack has a frame of ours (coll rdma or its transports), when the log
+# shows a crash ("received signal") or a wrong result, or when the stacks
+# could not be read. Only a hang whose stacks are all outside coll rdma is
+# run again (up to twice): Open MPI 5.0.7 itself now and then hangs between
+# two sessions (ranks wait in MPI_Session_init's fence while others wait in
+# PMIx_Group_construct, with coll ^rdma too); the PASS line then says how
+# many such timeouts there were and where the ranks waited.
 POISON_FREED=(-x GLIBC_TUNABLES=glibc.malloc.perturb=165:glibc.malloc.tcache_count=0)
+# a frame of coll rdma: its library, a Rust path of its crates, a source file
+OURS='mca_coll_rdma|coll_rdma|btl_ibmc|/coll-rdma/|/btl-ibmc/'
+
+# where_ranks_wait LOG STACKS: "rank R in PHASE (CALL)" per rank, from the
+# last phase marker of each rank in LOG and the outermost MPI or PMIx call
+# of each process's main thread in STACKS
+where_ranks_wait() {
+    local phases calls
+    phases=$(awk '/^sessions: phase .* rank /{ last[$NF] = $3 " " $4 } END { for (r in last) printf "rank %s at %s, ", r, last[r] }' "$1")
+    calls=$(awk '/^== rank pid/{ in_main = 0; pid = $4 } /^Thread 1 /{ in_main = 1 } /^Thread [2-9]|^Thread [1-9][0-9]/{ if (!/^Thread 1 /) in_main = 0 }
+        in_main && match($0, /(P?MPI|PMIx)_[A-Za-z_]+/) { call[pid] = substr($0, RSTART, RLENGTH) }
+        END { for (p in call) printf "%s ", call[p] }' "$2" | tr ' ' '\n' | sort | uniq -c | awk '{ printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1 }')
+    echo "${phases%, }; main threads in: ${calls:-unknown}"
+}
+
+# record_rank_stacks OUT: every thread's stack of each running rank
+# (processes whose command line starts with the test program)
+record_rank_stacks() {
+    local p
+    : >"$1"
+    command -v gdb >/dev/null || { echo "no gdb" >>"$1"; return 1; }
+    for p in $(pgrep -f "^$BIN/sessions"); do
+        echo "== rank pid $p"
+        timeout -k 5 30 gdb -q -batch -p "$p" -ex 'thread apply all -ascending bt' 2>&1 |
+            grep -vE '^\[(New LWP|Thread debugging|Inferior)'
+    done >>"$1"
+    grep -q '^#0 ' "$1"
+}
+
+# run_sessions NAME NP [ENV_FILE|-] MPIRUN_OPTIONS... [-- SESSIONS_OPTIONS...]
 run_sessions() {
     local name=$1 np=$2 env_file=$3
     shift 3
@@ -101,21 +152,64 @@ run_sessions() {
     [ "$np" -gt 2 ] && over=(--oversubscribe)
     while [ $# -gt 0 ] && [ "$1" != -- ]; do options+=("$1"); shift; done
     [ $# -gt 0 ] && shift
-    local attempt status ok
+    local attempt status ok job waited stacks p log=$LOGS/$name.log timeouts=0 where=
+    rm -f "$LOGS/$name".timeout-*
     for attempt in 1 2 3; do
-        HOME=$HOME_DIR timeout -k 5 "$SESSIONS_TIMEOUT" bash -c '[ "$1" = - ] || . "$1"; shift; exec "$@"' _ "$env_file" \
+        # the outer timeout only backs up the watch below
+        HOME=$HOME_DIR timeout -k 5 "$((SESSIONS_TIMEOUT + 60))" bash -c '[ "$1" = - ] || . "$1"; shift; exec "$@"' _ "$env_file" \
             mpirun -np "$np" "${over[@]}" --mca btl self,tcp --mca btl_tcp_if_include lo "${POISON_FREED[@]}" \
-            "${options[@]}" "$BIN/sessions" -r "$@" >"$LOGS/$name.log" 2>&1
-        status=$?
-        [ "$status" = 124 ] || [ "$status" = 137 ] || break
-        echo "RETRY $name: attempt $attempt timed out after ${SESSIONS_TIMEOUT} s (Open MPI's hang between sessions, see above)"
-        cp "$LOGS/$name.log" "$LOGS/$name.timeout-$attempt.log"
+            --mca coll_rdma_verbose 1 "${options[@]}" "$BIN/sessions" -r "$@" >"$log" 2>&1 &
+        job=$! waited=0
+        while kill -0 "$job" 2>/dev/null && [ "$waited" -lt "$SESSIONS_TIMEOUT" ]; do sleep 1; waited=$((waited + 1)); done
+        if ! kill -0 "$job" 2>/dev/null; then
+            wait "$job"; status=$?
+            break
+        fi
+        stacks=$LOGS/$name.timeout-$attempt.stacks
+        record_rank_stacks "$stacks"
+        local readable=$?
+        kill -TERM "$job" 2>/dev/null
+        wait "$job"; status=124
+        # ranks the launcher left behind (it got KILL after TERM did not end it)
+        for p in $(pgrep -f "^$BIN/sessions"); do kill -KILL "$p" 2>/dev/null; done
+        cp "$log" "$LOGS/$name.timeout-$attempt.log"
+        timeouts=$((timeouts + 1))
+        where=$(where_ranks_wait "$log" "$stacks")
+        if [ "$readable" != 0 ]; then
+            fail "$name" "timed out after ${SESSIONS_TIMEOUT} s and the ranks' stacks could not be read ($stacks); not run again"
+            return
+        fi
+        # a frame's line and its continuation lines (long argument lists)
+        if grep -E '^(#| )' "$stacks" | grep -qE "$OURS"; then
+            fail "$name" "timed out after ${SESSIONS_TIMEOUT} s with coll rdma on a stack ($stacks): $where"
+            grep -E '^(#| )' "$stacks" | grep -E "$OURS" | head -n 5 | sed 's/^/    /'
+            return
+        fi
+        if grep -qE 'received signal|sessions: FAIL' "$log"; then
+            fail "$name" "timed out after ${SESSIONS_TIMEOUT} s after a crash or a wrong result"
+            return
+        fi
+        echo "RETRY $name: attempt $attempt timed out after ${SESSIONS_TIMEOUT} s, no coll rdma frame on any stack: $where"
     done
-    ok=$(grep -c '^sessions: rank [0-9]* ok$' "$LOGS/$name.log")
-    if [ "$status" = 0 ] && [ "$ok" = "$np" ] && ! grep -q 'sessions: FAIL' "$LOGS/$name.log"; then
-        pass "$name"
+    ok=$(grep -c '^sessions: rank [0-9]* ok$' "$log")
+    # served, not only claimed: coll rdma's own tallies (verbose 1, one line
+    # per communicator, rank and collective at teardown) must count calls it
+    # served on every communicator of the program (sessions, their dups,
+    # MPI_COMM_WORLD and its dup) and no call handed to the module underneath
+    local sessions_run=2 args=("$@") i
+    for ((i = 0; i < ${#args[@]}; i++)); do [ "${args[$i]}" = -s ] && sessions_run=${args[$((i + 1))]}; done
+    local wanted=$((np * (2 * sessions_run + 2) * 4))
+    local served handed
+    served=$(grep -cE 'coll:rdma: comm [0-9]+ rank [0-9]+: served [1-9][0-9]* (barrier|bcast|allreduce|reduce)\(s\)' "$log")
+    handed=$(grep -E 'handed to the module underneath|[1-9][0-9]* handed to the fallback|a call failed earlier' "$log")
+    local retried=
+    [ "$timeouts" -gt 0 ] && retried=" (after $timeouts timeout(s) outside coll rdma: $where)"
+    if [ "$status" != 0 ] || [ "$ok" != "$np" ] || grep -q 'sessions: FAIL' "$log"; then
+        fail "$name" "exit status $status, $ok of $np ranks ok$retried"
+    elif [ "$served" -lt "$wanted" ] || [ -n "$handed" ]; then
+        fail "$name" "coll rdma's tallies: $served of $wanted (communicator, rank, collective) served, hand-overs: ${handed:-none}"
     else
-        fail "$name" "exit status $status, $ok of $np ranks ok"
+        pass "$name$retried"
     fi
 }
 SESSIONS_TIMEOUT=${SESSIONS_TIMEOUT:-60}
@@ -128,6 +222,18 @@ run_sessions "sessions-mca-path-coll-rdma-np3" 3 - --mca mca_base_component_path
 [ -f "$ENV_FILE" ] && run_sessions "sessions-envfile-coll-rdma-np4" 4 "$ENV_FILE" --mca coll rdma
 # more initialisation cycles in one process: open, close and registration each time
 run_sessions "sessions-6-cycles-np2" 2 - --mca mca_base_component_path "SYS_DEFAULT:$COMPDIR" -- -s 6
+# the hang check itself: rank 1 sleeps before the first session's
+# collectives while rank 0 waits inside coll rdma's; run_sessions must read
+# the stacks, find coll rdma there and fail at once, without a retry
+hang_check=$(SESSIONS_TIMEOUT=20; PASSED=0 FAILED=0
+    run_sessions "sessions-hang-in-coll-rdma" 2 - --mca mca_base_component_path "SYS_DEFAULT:$COMPDIR" -- -d 3600 2>&1)
+if grep -q '^FAIL sessions-hang-in-coll-rdma: timed out after 20 s with coll rdma on a stack' <<<"$hang_check" &&
+    ! grep -q '^RETRY' <<<"$hang_check"; then
+    pass "hang-in-coll-rdma-not-retried"
+else
+    fail "hang-in-coll-rdma-not-retried" "a hang inside coll rdma was not reported at once:"
+    sed 's/^/    /' <<<"$hang_check"
+fi
 
 echo "user-tests: $PASSED passed, $FAILED failed (logs in $LOGS)"
 [ "$FAILED" = 0 ]

@@ -8,13 +8,22 @@
  * (and so every coll component's open, close and parameter registration)
  * once per session here, which is what the program exercises.
  *
- * usage: sessions [-r] [-s N]
+ * usage: sessions [-r] [-s N] [-d SECONDS]
  *   -s N  N sessions one after the other before MPI_Init (default 2)
+ *   -d SECONDS  rank 1 sleeps this long before the first session's
+ *       collectives, so that rank 0 waits inside them: a hang in coll rdma
+ *       made to order, for ci/ompi5/user-tests.sh's check that such a hang
+ *       is reported, not run again
  *   -r  also require that coll rdma serves the four collectives on every
  *       communicator (each function pointer Open MPI installed is looked up
  *       with dladdr and must lie in mca_coll_rdma.so)
  *
- * Output (stdout): per communicator and collective
+ * Output (stdout): at each phase boundary
+ *   "sessions: phase <phase> begin|done rank R"
+ * (phases: session<k>-init, session<k>-collectives, session<k>-finalize,
+ * mpi-init, world-collectives, mpi-finalize; R is the launcher's rank, from
+ * PMIX_RANK, before any communicator exists), so that a job that outlived
+ * its limit says where each rank was; per communicator and collective
  *   "sessions: served <phase> <collective> by <library basename>",
  * "sessions: FAIL ..." for each wrong result, and a last line
  * "sessions: rank R ok" or "sessions: rank R failed N". Exit status 0 only
@@ -47,7 +56,15 @@
 
 static int failures;
 static int require_rdma;
-static int my_world_rank;
+static int rank1_delay_seconds;
+static int my_world_rank = -1;
+
+/* Where each rank is: printed line-buffered, so that the launcher's output
+ * shows the last boundary a rank passed even when the job is killed. */
+static void mark_phase(const char *name, const char *edge)
+{
+    printf("sessions: phase %s %s rank %d\n", name, edge, my_world_rank);
+}
 
 #define FAIL(...)                                                        \
     do {                                                                 \
@@ -176,43 +193,62 @@ static void check_with_dup(const char *phase, MPI_Comm comm)
     MPI_Comm_free(&dup);
 }
 
-static void one_session(const char *phase)
+static void one_session(const char *name)
 {
+    char label[64];
     MPI_Session session;
     MPI_Group group;
     MPI_Comm comm;
+    snprintf(label, sizeof label, "%s-init", name);
+    mark_phase(label, "begin");
     if (MPI_Session_init(MPI_INFO_NULL, MPI_ERRORS_RETURN, &session) != MPI_SUCCESS) {
-        FAIL("%s MPI_Session_init failed", phase);
+        FAIL("%s MPI_Session_init failed", name);
         return;
     }
     char tag[64];
     MPI_Group_from_session_pset(session, "mpi://WORLD", &group);
     /* A tag of its own per session: PMIx names the group after it. */
-    snprintf(tag, sizeof tag, "coll-rdma.sessions.%s", phase);
+    snprintf(tag, sizeof tag, "coll-rdma.sessions.%s", name);
     MPI_Comm_create_from_group(group, tag, MPI_INFO_NULL, MPI_ERRORS_RETURN, &comm);
     MPI_Group_free(&group);
     MPI_Comm_rank(comm, &my_world_rank);
-    check_with_dup(phase, comm);
-    MPI_Comm_free(&comm);
-    if (MPI_Session_finalize(&session) != MPI_SUCCESS) {
-        FAIL("%s MPI_Session_finalize failed", phase);
+    mark_phase(label, "done");
+    snprintf(label, sizeof label, "%s-collectives", name);
+    mark_phase(label, "begin");
+    if (rank1_delay_seconds > 0 && my_world_rank == 1 && strcmp(name, "session1") == 0) {
+        sleep((unsigned)rank1_delay_seconds);
     }
+    check_with_dup(name, comm);
+    MPI_Comm_free(&comm);
+    mark_phase(label, "done");
+    snprintf(label, sizeof label, "%s-finalize", name);
+    mark_phase(label, "begin");
+    if (MPI_Session_finalize(&session) != MPI_SUCCESS) {
+        FAIL("%s MPI_Session_finalize failed", name);
+    }
+    mark_phase(label, "done");
 }
 
 int main(int argc, char **argv)
 {
     int opt, sessions = 2;
-    while ((opt = getopt(argc, argv, "rs:")) != -1) {
+    while ((opt = getopt(argc, argv, "rs:d:")) != -1) {
         if (opt == 'r') {
             require_rdma = 1;
         } else if (opt == 's' && atoi(optarg) >= 0) {
             sessions = atoi(optarg);
+        } else if (opt == 'd' && atoi(optarg) >= 0) {
+            rank1_delay_seconds = atoi(optarg);
         } else {
-            fprintf(stderr, "usage: %s [-r] [-s SESSIONS]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-r] [-s SESSIONS] [-d SECONDS]\n", argv[0]);
             return 2;
         }
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *launcher_rank = getenv("PMIX_RANK");
+    if (launcher_rank != NULL) {
+        my_world_rank = atoi(launcher_rank);
+    }
 
     for (int k = 1; k <= sessions; k++) {
         char phase[32];
@@ -220,12 +256,18 @@ int main(int argc, char **argv)
         one_session(phase);
     }
 
+    mark_phase("mpi-init", "begin");
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &my_world_rank);
+    mark_phase("mpi-init", "done");
+    mark_phase("world-collectives", "begin");
     check_with_dup("world", MPI_COMM_WORLD);
     int total = 0;
     MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    mark_phase("world-collectives", "done");
+    mark_phase("mpi-finalize", "begin");
     MPI_Finalize();
+    mark_phase("mpi-finalize", "done");
     if (failures) {
         printf("sessions: rank %d failed %d\n", my_world_rank, failures);
     } else {

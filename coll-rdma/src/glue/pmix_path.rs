@@ -15,9 +15,12 @@
 //! the variable: those it warns about, and directories without a PMIx
 //! component (such as coll rdma's own, where PMIx also prints a "bad prefix"
 //! line for each `mca_*` file at every initialisation). The directories
-//! holding PMIx components stay, so the next initialisation finds what the
-//! first found. The variable is unset when no entry is left: PMIx then
-//! searches its own default directory.
+//! holding PMIx components stay, in their order, so while one is left the
+//! next initialisation searches what the first searched, less what gave it
+//! nothing. When no entry is left the variable is unset, and the next
+//! initialisation searches PMIx's own default directory instead: it may then
+//! load PMIx components that the first did not (those PMIx loads when
+//! nobody sets the variable), never fewer.
 //!
 //! Invariant: only `PMIX_MCA_mca_base_component_path` is ever changed, and
 //! only by removing entries that hold no PMIx component (a token such as
@@ -74,14 +77,29 @@ pub fn remove_entries_that_give_pmix_nothing() {
         Rewrite::Keep => {}
         Rewrite::Set(directories) => {
             tracing::info!("{VARIABLE}: \"{value}\" becomes \"{directories}\" {why}");
-            // SAFETY: called from component open, inside MPI initialisation,
-            // where Open MPI itself sets environment variables; MPI lets no
-            // other application thread be inside MPI meanwhile.
+            // SAFETY: setenv is not synchronised with getenv in C code.
+            // This runs once per initialisation, in component open inside
+            // MPI initialisation (Open MPI sets environment variables there
+            // too), where MPI lets no application thread call MPI, but
+            // PMIx's progress thread and Open MPI's own threads run and may
+            // call getenv. glibc (checked on 2.36 and 2.41 by replacing a
+            // value, then churning malloc with freed memory poisoned)
+            // replaces an existing variable by swapping one pointer in the
+            // same `environ` array and does not free the old string, so a
+            // concurrent getenv sees the old or the new value, never freed
+            // memory. The variable exists here (we just read it), so the
+            // array is never reallocated.
             unsafe { std::env::set_var(VARIABLE, directories) };
         }
         Rewrite::Unset => {
             tracing::info!("{VARIABLE}: \"{value}\" removed (no PMIx component there) {why}");
-            // SAFETY: as for set_var above.
+            // SAFETY: as for set_var above, with one more risk: glibc's
+            // unsetenv moves the later entries of the same `environ` array
+            // down one slot (nothing is freed), so a getenv of another
+            // variable running at that instant may miss the entry that
+            // moved past it. Accepted: it can happen only during this one
+            // call per initialisation, and PMIx reads its own variables at
+            // PMIx_Init, which has finished before component open.
             unsafe { std::env::remove_var(VARIABLE) };
         }
     }
