@@ -66,6 +66,16 @@
 #                      not only the times (shared/notes/benchmarking-on-this-vm.md)
 #   BENCH_PAIR_TIMEOUT seconds allowed for one series (all sizes of one
 #                      collective at one np) [900]
+#   BENCH_PAIR_MPIRUN  the command that starts a job, words split on blanks
+#                      [mpirun]; e.g. ci/bench-udp.sh runs mpirun inside a
+#                      namespace host with the hosts' environment in front
+#   BENCH_PAIR_PLACEMENT  mpirun arguments that replace the default
+#                      placement and transports (--bind-to core or, above 2
+#                      ranks, --oversubscribe --bind-to none; --mca btl
+#                      self,vader), for jobs across hosts
+#   BENCH_PAIR_ALL_RDMA  1: every variant is coll rdma (e.g. one parameter
+#                      changed), so each must be served by it [0: only the
+#                      one named rdma, the others must not load it]
 #   COMPONENT_PATH     mca_base_component_path for every job (the caller sets it)
 #   OMPI_MAJOR         4 or 5 (the caller sets it; 5: component path in the
 #                      ranks' environment, as ci/mpi-tests.sh does)
@@ -151,8 +161,10 @@ series() {  # NP COLL -> every launch of the series; 0 if all went well
 
 launch_once() {  # NP COLL LAUNCH -> runs every variant's job together; 0 if all went well
     local np=$1 coll=$2 launch=$3 ctl pids=() j rc bad=0
-    local place=(--bind-to core) over=()
+    local place=(--bind-to core) over=() btl=(--mca btl self,vader) launcher
     [ "$np" -le 2 ] || { place=(--bind-to none); over=(--oversubscribe); }
+    [ -z "${BENCH_PAIR_PLACEMENT:-}" ] || { read -ra place <<<"$BENCH_PAIR_PLACEMENT"; over=() btl=(); }
+    read -ra launcher <<<"${BENCH_PAIR_MPIRUN:-mpirun}"
     local sizes=$SIZES
     [ "$coll" = barrier ] && sizes=0
     ctl=/dev/shm/coll-pairs-$$-np$np-$coll
@@ -165,7 +177,7 @@ launch_once() {  # NP COLL LAUNCH -> runs every variant's job together; 0 if all
         else
             opt_path=(--mca mca_base_component_path "$COMPONENT_PATH")
         fi
-        timeout -k 5 "$SERIES_TIMEOUT" mpirun -np "$np" "${over[@]}" "${place[@]}" --mca btl self,vader \
+        timeout -k 5 "$SERIES_TIMEOUT" "${launcher[@]}" -np "$np" "${over[@]}" "${place[@]}" "${btl[@]}" \
             "${opt_path[@]}" "${args[@]}" --mca coll_rdma_verbose 1 \
             "${env_path[@]}" "$BIN" -J "$j" -K "$K" -C "$ctl" -c "$coll" -m "$sizes" -f "$FACTOR" \
             -P "$(rounds_of_launch "$launch" "$np")" -t "$SAMPLE_MS" -T 120 -S "$(metric_at "$np")" \
@@ -183,14 +195,16 @@ launch_once() {  # NP COLL LAUNCH -> runs every variant's job together; 0 if all
             *) why="exit status $rc" ;;
         esac
         local err=$LOG/np$np-$coll-${NAMES[$j]}.$launch.err
-        if [ -z "$why" ] && [ "$j" = "$RDMA" ] && ! served "$coll" "$np" "$err"; then
+        local is_rdma=0
+        [ "$j" = "$RDMA" ] || [ "${BENCH_PAIR_ALL_RDMA:-0}" = 1 ] && is_rdma=1
+        if [ -z "$why" ] && [ "$is_rdma" = 1 ] && ! served "$coll" "$np" "$err"; then
             why="coll rdma did not serve the calls (no 'served' summary on every rank)"
         fi
-        if [ -z "$why" ] && [ "$j" = "$RDMA" ] &&
+        if [ -z "$why" ] && [ "$is_rdma" = 1 ] &&
             grep -E "coll:rdma: comm 0 rank [0-9]+: $coll handed to the module underneath: " "$err" | grep -vq 'bytes exceed'; then
             why="coll rdma handed $coll(s) to the module underneath for a reason other than size (see the log)"
         fi
-        if [ -z "$why" ] && [ "$j" != "$RDMA" ] && grep -q 'coll:rdma:' "$err"; then
+        if [ -z "$why" ] && [ "$is_rdma" = 0 ] && grep -q 'coll:rdma:' "$err"; then
             why="coll rdma was loaded in a job meant to be without it"
         fi
         if [ -n "$why" ]; then
@@ -382,7 +396,8 @@ elapsed=$((SECONDS - t0))
         echo
     done
     echo "Jobs: $(for j in "${!NAMES[@]}"; do printf '%s: mpirun %s; ' "${NAMES[$j]}" "${ARGS[$j]:-(default selection)}"; done)"
-    echo "np=2 --bind-to core, more ranks --oversubscribe --bind-to none; --mca btl self,vader."
+    if [ -n "${BENCH_PAIR_PLACEMENT:-}" ]; then echo "Placement: ${BENCH_PAIR_MPIRUN:-mpirun} $BENCH_PAIR_PLACEMENT."
+    else echo "np=2 --bind-to core, more ranks --oversubscribe --bind-to none; --mca btl self,vader."; fi
     for np in $NPS; do
         case $(metric_at "$np") in
             span) echo "np=$np: a sample's figure is the mean span of a call, from the last rank's entry to the last rank's exit, calls separated by coll_pairs' own barrier (the same in every job): with more ranks than cores, a rank's own time says where the scheduler put the wait." ;;

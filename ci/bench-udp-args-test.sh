@@ -6,7 +6,9 @@
 # "-m MIN:MAX with MAX < MIN"). Runs coll_latency with one rank, stock
 # Open MPI, for each range; needs no namespaces. An invalid range must be
 # refused by bench-udp.sh itself, before it makes a bed, and so must a
-# settle time (BENCH_UDP_SETTLE) that is not a number of seconds.
+# settle time (BENCH_UDP_SETTLE) that is not a number of seconds, and so must
+# unknown --parts and protection sizes (BENCH_UDP_PROTECTION_SIZES) that are
+# not byte counts.
 # usage: ci/bench-udp-args-test.sh   (last line: "bench-udp args: N passed, N failed")
 set -u
 cd "$(dirname "$0")/.."
@@ -46,5 +48,18 @@ for bad in -1 x 2s; do
     else pass "settle $bad: refused"; fi
 done
 BENCH_UDP_SETTLE=0.5 BENCH_UDP_PRINT_ARGS=1 bash ci/bench-udp.sh >/dev/null 2>&1 && pass "settle 0.5: accepted" || fail "settle 0.5: refused"
+# the paired protection table: which parts run, and its sizes
+for bad in "bcast x" protections ""; do
+    if BENCH_UDP_PRINT_ARGS=1 bash ci/bench-udp.sh --parts "$bad" >/dev/null 2>&1; then fail "parts '$bad': accepted"
+    else pass "parts '$bad': refused"; fi
+done
+BENCH_UDP_PRINT_ARGS=1 bash ci/bench-udp.sh --parts "protection files" >/dev/null 2>&1 && pass "parts 'protection files': accepted" ||
+    fail "parts 'protection files': refused"
+for bad in 0 "8 x" "-8"; do
+    if BENCH_UDP_PROTECTION_SIZES=$bad BENCH_UDP_PRINT_ARGS=1 bash ci/bench-udp.sh >/dev/null 2>&1; then fail "protection sizes '$bad': accepted"
+    else pass "protection sizes '$bad': refused"; fi
+done
+BENCH_UDP_PROTECTION_SIZES="8 65536 1048576" BENCH_UDP_PRINT_ARGS=1 bash ci/bench-udp.sh >/dev/null 2>&1 &&
+    pass "protection sizes '8 65536 1048576': accepted" || fail "protection sizes '8 65536 1048576': refused"
 echo "bench-udp args: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -265,6 +265,15 @@ impl ReliableMulticast {
         }
     }
 
+    /// Streams of the datagram flavour holding receive slots now.
+    #[cfg(test)]
+    pub(crate) fn streams_holding_slots(&self) -> usize {
+        match &self.flavour {
+            Flavour::Datagram(flavour) => flavour.streams_holding_slots(),
+            Flavour::Undecided | Flavour::Shared(_) => 0,
+        }
+    }
+
     fn sent(&self) -> u64 {
         match &self.flavour {
             Flavour::Undecided => 0,

@@ -300,6 +300,42 @@ fn a_piece_beyond_the_receive_window_is_counted_as_an_overrun() {
     assert_eq!(receiver.stats().frames_rejected, 0, "genuine pieces, only misplaced");
 }
 
+/// A copy of a piece already delivered, or one far beyond the window,
+/// is dropped on the stream's counts before it can touch the slots:
+/// neither may make another root's stream give its slots back. Rank 5
+/// hears one piece from each of roots 0-4 (one more than `KEPT_RINGS`, so
+/// root 0's drained stream gave its slots to root 4's), then a copy of
+/// root 0's piece and a piece of root 0 beyond its window arrive.
+#[test]
+fn a_duplicate_or_stale_piece_takes_no_slots_from_another_stream() {
+    const SIZE: usize = 6;
+    const ME: usize = SIZE - 1;
+    let config = RmcastConfig { window_slots: 4, co_roots: 0, ..test_config() };
+    let endpoints = Fabric::new(SIZE, region_len(SIZE, &config), FabricConfig::default());
+    let nonce = endpoints[0].multicast_nonce();
+    let piece = |root: usize, seq: u64| {
+        let mut frame = Vec::new();
+        encode_piece(PieceHeader { root, nonce, seq, message_len: 1, offset: 0 }, &[root as u8], &mut frame);
+        frame
+    };
+    let mut receiver = ReliableMulticast::new(ME, SIZE, 0, config);
+    for root in 0..ME {
+        endpoints[root].multicast(&piece(root, 0)).unwrap();
+        let mut got = [0xEE];
+        receiver.receive(&endpoints[ME], root, &mut got).unwrap();
+        assert_eq!(got, [root as u8]);
+    }
+    let kept = super::datagram::KEPT_RINGS;
+    assert_eq!(receiver.streams_holding_slots(), kept, "roots 1-4 hold slots, root 0 gave its back");
+    endpoints[0].multicast(&piece(0, 0)).unwrap();
+    endpoints[0].multicast(&piece(0, 1_000)).unwrap();
+    receiver.progress(&endpoints[ME]).unwrap();
+    let stats = receiver.stats();
+    assert_eq!((stats.duplicates_dropped, stats.overruns), (1, 1), "{stats:?}");
+    assert_eq!(receiver.streams_holding_slots(), kept, "a dropped piece made a stream give its slots back");
+    assert_eq!(receiver.receive_rings_made(), kept);
+}
+
 /// Traffic that reaches a rank but is not its communicator's: another
 /// job's or user's frames on the same group (their own nonce), frames put
 /// on the group or passed on by a rank that does not carry them, broken

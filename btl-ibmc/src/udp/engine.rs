@@ -17,7 +17,7 @@ use super::frame::{self, Body, Refusal, Stamp};
 use super::inbox::{MOST_QUEUED_MULTICAST_BYTES, MulticastInbox};
 use super::reliable::{AckTaken, Incoming, Outgoing, Receipt, RecordLimits};
 use super::seal::{ReplayWindow, Sealer};
-use super::source::{Origin, origin, unreadable_counter};
+use super::source::{Origin, RankAddresses, origin, unreadable_counter};
 use super::stats::Counters;
 use super::UdpConfig;
 use crate::transport::TransportError;
@@ -57,7 +57,7 @@ pub(crate) struct Wire {
     pub(crate) group_socket: UdpSocket,
     pub(crate) group: SocketAddrV4,
     /// Indexed by rank: the address every rank's own socket is bound to.
-    pub(crate) addresses: Vec<SocketAddrV4>,
+    pub(crate) addresses: RankAddresses,
     pub(crate) stamp: Stamp,
     pub(crate) seal: Sealer,
 }
@@ -100,8 +100,9 @@ pub(crate) struct Engine {
     /// A socket error that ends this endpoint's usefulness.
     pub(crate) failure: Option<String>,
     bad_put_reported: bool,
-    /// Datagrams taken in, and their count when a sleeping wait last
-    /// looked (see [`Engine::arrived_since_last_look`]).
+    /// This communicator's frames taken in (sealed, fresh, from the rank
+    /// they name), and their count when a sleeping wait last looked (see
+    /// [`Engine::arrived_since_last_look`]).
     handled: u64,
     handled_at_last_look: u64,
 }
@@ -209,7 +210,6 @@ impl Engine {
     /// not this communicator's own traffic, sent by the rank it names, is
     /// dropped and counted.
     fn handle(&mut self, cx: &Context, bytes: &mut [u8], from: SocketAddrV4, to_group: bool) {
-        self.handled = self.handled.wrapping_add(1);
         let counters = cx.counters;
         let Some(claimed) = frame::claimed_sender(bytes) else {
             return Counters::bump(unreadable_counter(counters, from, &cx.wire.addresses));
@@ -237,7 +237,7 @@ impl Engine {
         // astray is dropped before its counter is taken, so that a copy
         // sent to the wrong socket cannot spend the genuine one's counter.
         let socket_fits = match body {
-            Body::Multicast(_) | Body::Probe => to_group,
+            Body::Multicast(_) | Body::Probe { .. } => to_group,
             Body::Data { .. } | Body::Ack { .. } => !to_group,
         };
         if !socket_fits || counter.is_some_and(|counter| counter.to_group != to_group) {
@@ -248,6 +248,9 @@ impl Engine {
         {
             return Counters::bump(&counters.replays_dropped);
         }
+        // Only this communicator's traffic counts as an arrival: what a
+        // stranger sends may keep no wait from sleeping.
+        self.handled = self.handled.wrapping_add(1);
         match (body, to_group) {
             (Body::Multicast(payload), true) => {
                 if !self.multicast_inbox.push(rank, payload) {
@@ -302,7 +305,7 @@ impl Engine {
                 }
             }
             // A probe of setup's, late: it proved its point already.
-            (Body::Probe, true) => {}
+            (Body::Probe { .. }, true) => {}
             // Multicast sent to a rank's port, or unicast to the group.
             _ => Counters::bump(&counters.malformed_dropped),
         }

@@ -34,6 +34,7 @@ use super::interface::interface_mtu;
 use super::probe::{Heard, MOST_ROUNDS, Prober, pairs_heard};
 use super::seal::{KEY_BYTES, Protection, Sealer, draw_key, scrub};
 use super::socket::{accept_coalesced, open_group, open_own, route_source};
+use super::source::RankAddresses;
 use super::stats::Counters;
 use super::UdpTransport;
 use crate::multicast_group::{multicast_id_of, random_nonce};
@@ -279,7 +280,7 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         own_socket,
         group_socket,
         group,
-        addresses: records.iter().map(|record| record.address).collect(),
+        addresses: RankAddresses::new(records.iter().map(|record| record.address).collect()),
         stamp: Stamp { communicator, nonce: leader.nonce, sender: rank as u32 },
         seal: Sealer::new(config.protection, &leader.key, rank as u32, leader.nonce),
     };

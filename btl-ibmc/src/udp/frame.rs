@@ -8,7 +8,7 @@
 //! multicast: header, payload                          (kind 1)
 //! data:      header, seq u64, fragment               (kind 2; flags bit 0: last fragment of a record)
 //! ack:       header, next expected seq u64, reported u64   (kind 3; bit i of reported: fragment next + 1 + i arrived)
-//! probe:     header                                  (kind 4; multicast by setup to prove the group delivers)
+//! probe:     header                                  (kind 4; multicast by setup to prove the group delivers; flags: the round)
 //! ```
 //! All integers little-endian. The communicator is the multicast id the
 //! setup derived. `seal` fills the counter (the sender's nonce counter)
@@ -53,8 +53,10 @@ pub(crate) enum Body<'a> {
     Multicast(&'a [u8]),
     Data { seq: u64, last: bool, fragment: &'a [u8] },
     Ack { next: u64, reported: u64 },
-    /// Setup's proof that the group delivers; late copies are ignored.
-    Probe,
+    /// Setup's proof that the group delivers, in probe round `round`
+    /// (from 1; sealed with the header, so a copy cannot be moved to
+    /// another round); late copies are ignored.
+    Probe { round: u8 },
 }
 
 /// Why a frame was refused.
@@ -112,7 +114,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Body<'_>, Refusal> {
             Ok(Body::Data { seq: u64_at(bytes, HEADER_BYTES), last: flags & LAST_FRAGMENT != 0, fragment: &bytes[DATA_HEADER_BYTES..] })
         }
         ACK if bytes.len() == ACK_BYTES && flags == 0 => Ok(Body::Ack { next: u64_at(bytes, HEADER_BYTES), reported: u64_at(bytes, DATA_HEADER_BYTES) }),
-        PROBE if bytes.len() == HEADER_BYTES && flags == 0 => Ok(Body::Probe),
+        PROBE if bytes.len() == HEADER_BYTES && flags != 0 => Ok(Body::Probe { round: flags }),
         _ => Err(Refusal::Malformed),
     }
 }
@@ -145,9 +147,10 @@ pub(crate) fn encode_ack(stamp: Stamp, next: u64, reported: u64, out: &mut Vec<u
     out.extend_from_slice(&reported.to_le_bytes());
 }
 
-/// Replaces `out` with a probe frame.
-pub(crate) fn encode_probe(stamp: Stamp, out: &mut Vec<u8>) {
-    header(stamp, PROBE, 0, out);
+/// Replaces `out` with a probe frame of probe round `round` (from 1).
+pub(crate) fn encode_probe(stamp: Stamp, round: u8, out: &mut Vec<u8>) {
+    debug_assert!(round != 0, "probe rounds count from 1");
+    header(stamp, PROBE, round, out);
 }
 
 fn header(stamp: Stamp, kind: u8, flags: u8, out: &mut Vec<u8>) {
@@ -198,8 +201,8 @@ mod tests {
         assert_eq!(decode(&bytes), Ok(Body::Data { seq: 7, last: false, fragment: b"x" }));
         encode_ack(STAMP, 42, 0b101, &mut bytes);
         assert_eq!(decode(&bytes), Ok(Body::Ack { next: 42, reported: 0b101 }));
-        encode_probe(STAMP, &mut bytes);
-        assert_eq!(decode(&bytes), Ok(Body::Probe));
+        encode_probe(STAMP, 3, &mut bytes);
+        assert_eq!(decode(&bytes), Ok(Body::Probe { round: 3 }));
         bytes.push(0);
         assert_eq!(decode(&bytes), Err(Refusal::Malformed), "a probe with a body");
     }

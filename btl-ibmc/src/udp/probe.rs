@@ -23,6 +23,11 @@
 //! that carries nothing between the ranks costs one round; one that
 //! carries some pairs but not others, two.
 //!
+//! Every probe names its round under the seal, and a rank counts only
+//! the current round's: one recorded earlier and sent again (or merely
+//! late) proves nothing about the group now. Another communicator's
+//! probes, or an earlier setup's, fail the seal (another key).
+//!
 //! A round ends whatever reaches the group: it takes at most
 //! `DATAGRAMS_PER_PASS` datagrams between two looks at the clock, and at
 //! most `most_datagrams_per_round` in all, far more than the ranks'
@@ -94,6 +99,10 @@ pub(crate) const MOST_ROUNDS: usize = 4;
 /// One rank's probing: whom it has heard so far, over every round.
 pub(crate) struct Prober {
     rank: usize,
+    /// The round under way (from 1), stamped on this rank's probes and
+    /// demanded of the others': a probe recorded in one round and sent
+    /// again in a later one proves nothing about the group now.
+    round: u8,
     heard: Vec<bool>,
     probe: Vec<u8>,
     buffer: Vec<u8>,
@@ -106,7 +115,7 @@ impl Prober {
     pub(crate) fn new(wire: &Wire, rank: usize, deaf: bool) -> Self {
         let mut heard = vec![false; wire.addresses.len()];
         heard[rank] = true;
-        Prober { rank, heard, probe: Vec::new(), buffer: vec![0u8; frame::MAX_UDP_PAYLOAD + 1], deaf }
+        Prober { rank, round: 0, heard, probe: Vec::new(), buffer: vec![0u8; frame::MAX_UDP_PAYLOAD + 1], deaf }
     }
 
     /// Multicasts this rank's probes and listens on the group until every
@@ -119,6 +128,7 @@ impl Prober {
 
     /// `round`, taking the group's datagrams from `take` (a test's flood).
     fn round_over(&mut self, wire: &Wire, counters: &Counters, mut take: impl FnMut(&mut [u8]) -> Result<Option<Received>, String>) -> Result<Heard, String> {
+        self.round = self.round.checked_add(1).ok_or("more probe rounds than a probe can name")?;
         let started = Instant::now();
         let (mut sent, mut next_send) = (0, started);
         let most = most_datagrams_per_round(self.heard.len());
@@ -131,7 +141,7 @@ impl Prober {
             }
             if now >= next_send {
                 // Sealed afresh each time: every probe takes a new counter.
-                frame::encode_probe(wire.stamp, &mut self.probe);
+                frame::encode_probe(wire.stamp, self.round, &mut self.probe);
                 wire.seal.seal_at(&mut self.probe, 0, true);
                 send_frame(&wire.own_socket, &self.probe, wire.group)?;
                 sent += 1;
@@ -152,7 +162,8 @@ impl Prober {
                 took_this_pass += 1;
                 if !self.deaf {
                     let (whole, kept) = (len <= self.buffer.len(), len.min(self.buffer.len()));
-                    judge_probe(wire, self.rank, &mut self.buffer[..kept], whole, from, counters, &mut self.heard);
+                    let round = self.round;
+                    judge_probe(wire, (self.rank, round), &mut self.buffer[..kept], whole, from, counters, &mut self.heard);
                 }
             }
             taken += took_this_pass;
@@ -173,7 +184,9 @@ pub(crate) fn pairs_heard(reports: &[u8]) -> u64 {
     reports.chunks_exact(Heard::BYTES).map(|bytes| (size - 1).saturating_sub(u64::from(Heard::decode(bytes).missing))).sum()
 }
 
-fn judge_probe(wire: &Wire, rank: usize, bytes: &mut [u8], whole: bool, from: std::net::SocketAddrV4, counters: &Counters, heard: &mut [bool]) {
+/// Takes in one datagram from the group during probe round `round` of
+/// rank `rank`.
+fn judge_probe(wire: &Wire, (rank, round): (usize, u8), bytes: &mut [u8], whole: bool, from: std::net::SocketAddrV4, counters: &Counters, heard: &mut [bool]) {
     let Some(claimed) = frame::claimed_sender(bytes).filter(|_| whole) else {
         return Counters::bump(unreadable_counter(counters, from, &wire.addresses));
     };
@@ -182,9 +195,12 @@ fn judge_probe(wire: &Wire, rank: usize, bytes: &mut [u8], whole: bool, from: st
         Origin::OwnCopy => return,
         Origin::Stranger => return Counters::bump(&counters.strangers_dropped),
     };
-    // Probes are idempotent: a replayed one proves nothing new, so no replay check.
+    // Within a round a copy proves what the original did, so only the
+    // round is checked; another communicator's probe fails the seal.
     match wire.seal.open(bytes, wire.stamp.communicator).and_then(|(plain, _)| frame::decode(plain)) {
-        Ok(Body::Probe) => heard[sender] = true,
+        Ok(Body::Probe { round: sent_in }) if sent_in == round => heard[sender] = true,
+        // Late, or recorded and sent again: either way not this round's.
+        Ok(Body::Probe { .. }) => Counters::bump(&counters.replays_dropped),
         Err(Refusal::WrongJob) => Counters::bump(&counters.wrong_job_dropped),
         Err(Refusal::Unauthenticated) => Counters::bump(&counters.unauthenticated_dropped),
         // Nothing else of this communicator can be on the group yet.
@@ -215,7 +231,7 @@ mod tests {
     fn a_flood_of_strangers_ends_the_probe_round_after_a_bounded_number_of_datagrams() {
         use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
         let socket = || UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("a loopback socket");
-        let addresses = vec![SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40_001), SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40_002)];
+        let addresses = crate::udp::source::RankAddresses::new(vec![SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40_001), SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40_002)]);
         let stamp = frame::Stamp { communicator: 7, nonce: 0x1234, sender: 0 };
         let group_socket = socket();
         // The probes go to the socket the test reads from no more.
@@ -226,7 +242,7 @@ mod tests {
         let mut prober = Prober::new(&wire, 0, false);
         // Rank 1's own probe, but from a stranger's address.
         let mut forged = Vec::new();
-        frame::encode_probe(frame::Stamp { sender: 1, ..stamp }, &mut forged);
+        frame::encode_probe(frame::Stamp { sender: 1, ..stamp }, 1, &mut forged);
         let stranger = SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 9), 40_002);
         let most = most_datagrams_per_round(2);
         let mut flooded = 0usize;
@@ -245,6 +261,53 @@ mod tests {
             Err(why) => assert!(why.contains("flood") && flooded == most, "{why} after {flooded}"),
             Ok(heard) => assert_eq!(heard, Heard { missing: 1, first_missing: 1 }),
         }
+    }
+
+    /// Review of issue 33: a probe is bound to its round. Rank 1's probe
+    /// of round 1, recorded and sent again from rank 1's address during
+    /// round 2, must not count as rank 1 heard there (nor may a probe
+    /// that never reached this rank in round 1 make the group look as if
+    /// it delivers); rank 1's probe of round 3 still counts.
+    #[test]
+    fn a_probe_recorded_in_one_round_is_dropped_in_a_later_one() {
+        use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+        use crate::udp::seal::{KEY_BYTES, Sealer};
+        let socket = || UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("a loopback socket");
+        let rank_one = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40_002);
+        let addresses = crate::udp::source::RankAddresses::new(vec![SocketAddrV4::new(Ipv4Addr::LOCALHOST, 40_001), rank_one]);
+        let stamp = frame::Stamp { communicator: 7, nonce: 0x1234, sender: 0 };
+        let group_socket = socket();
+        let std::net::SocketAddr::V4(group) = group_socket.local_addr().expect("bound") else { unreachable!("bound to IPv4") };
+        let key = [7; KEY_BYTES];
+        let seal = Sealer::new(crate::udp::Protection::Encrypt, &key, 0, stamp.nonce);
+        let wire = Wire { own_socket: socket(), group_socket, group, addresses, stamp, seal };
+        let rank_one_sealer = Sealer::new(crate::udp::Protection::Encrypt, &key, 1, stamp.nonce);
+        let probe_of_round = |round: u8| {
+            let mut probe = Vec::new();
+            frame::encode_probe(frame::Stamp { sender: 1, ..stamp }, round, &mut probe);
+            rank_one_sealer.seal_at(&mut probe, 0, true);
+            probe
+        };
+        let recorded = probe_of_round(1);
+        let counters = Counters::default();
+        let mut prober = Prober::new(&wire, 0, false);
+        let feed = |prober: &mut Prober, datagram: Option<Vec<u8>>| {
+            let mut pending = datagram;
+            prober.round_over(&wire, &counters, |buffer| {
+                Ok(pending.take().map(|bytes| {
+                    buffer[..bytes.len()].copy_from_slice(&bytes);
+                    Received { len: bytes.len(), from: rank_one, segment: None }
+                }))
+            })
+        };
+        // Round 1: the probe never arrives.
+        assert_eq!(feed(&mut prober, None), Ok(Heard { missing: 1, first_missing: 1 }));
+        // Round 2: round 1's probe, sent again.
+        assert_eq!(feed(&mut prober, Some(recorded)), Ok(Heard { missing: 1, first_missing: 1 }), "a replayed probe counted");
+        assert_eq!(counters.snapshot().replays_dropped, 1);
+        // Round 3: rank 1's probe of this round.
+        assert_eq!(feed(&mut prober, Some(probe_of_round(3))), Ok(Heard { missing: 0, first_missing: 0 }));
+        assert_eq!(counters.snapshot().refused(), 1, "{:?}", counters.snapshot());
     }
 
     #[test]

@@ -28,11 +28,40 @@ pub(crate) fn origin(claimed: u32, from: SocketAddrV4, me: usize, addresses: &[S
     }
 }
 
+/// Every rank's socket address, indexed by rank (it derefs to that
+/// slice), with a sorted copy so that asking whether a datagram came from
+/// any rank costs O(log ranks), not a scan a stranger's flood could drive.
+pub(crate) struct RankAddresses {
+    by_rank: Vec<SocketAddrV4>,
+    sorted: Vec<SocketAddrV4>,
+}
+
+impl RankAddresses {
+    pub(crate) fn new(by_rank: Vec<SocketAddrV4>) -> Self {
+        let mut sorted = by_rank.clone();
+        sorted.sort_unstable();
+        RankAddresses { by_rank, sorted }
+    }
+
+    /// Whether some rank's socket is bound to `address`.
+    pub(crate) fn contains(&self, address: &SocketAddrV4) -> bool {
+        self.sorted.binary_search(address).is_ok()
+    }
+}
+
+impl std::ops::Deref for RankAddresses {
+    type Target = [SocketAddrV4];
+
+    fn deref(&self) -> &[SocketAddrV4] {
+        &self.by_rank
+    }
+}
+
 /// The counter for a datagram too broken to name its sender (no header,
 /// or longer than any frame): malformed only when it came from one of
 /// this communicator's sockets (a bug of ours), a stranger's otherwise.
 /// So what other jobs or runs send never counts as this job's malformed.
-pub(crate) fn unreadable_counter<'a>(counters: &'a Counters, from: SocketAddrV4, addresses: &[SocketAddrV4]) -> &'a AtomicU64 {
+pub(crate) fn unreadable_counter<'a>(counters: &'a Counters, from: SocketAddrV4, addresses: &RankAddresses) -> &'a AtomicU64 {
     if addresses.contains(&from) { &counters.malformed_dropped } else { &counters.strangers_dropped }
 }
 
@@ -58,8 +87,11 @@ mod tests {
     #[test]
     fn unreadable_datagrams_are_malformed_only_from_a_ranks_socket() {
         let at = |host: u8, port: u16| SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, host), port);
-        let addresses = [at(1, 5000), at(2, 5000)];
+        // Out of order, so that the sorted copy differs from the ranks' order.
+        let addresses = RankAddresses::new(vec![at(2, 5000), at(1, 5000), at(1, 4000)]);
         let counters = Counters::default();
+        assert!(std::ptr::eq(unreadable_counter(&counters, at(1, 4000), &addresses), &counters.malformed_dropped));
+        assert!(std::ptr::eq(unreadable_counter(&counters, at(1, 5000), &addresses), &counters.malformed_dropped));
         assert!(std::ptr::eq(unreadable_counter(&counters, at(2, 5000), &addresses), &counters.malformed_dropped));
         assert!(std::ptr::eq(unreadable_counter(&counters, at(2, 5001), &addresses), &counters.strangers_dropped));
         assert!(std::ptr::eq(unreadable_counter(&counters, at(3, 5000), &addresses), &counters.strangers_dropped));

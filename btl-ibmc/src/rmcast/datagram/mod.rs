@@ -136,6 +136,12 @@ impl DatagramFlavour {
         self.rings.made()
     }
 
+    /// Streams that hold receive slots now.
+    #[cfg(test)]
+    pub(crate) fn streams_holding_slots(&self) -> usize {
+        self.receivers.iter().flatten().filter(|receiver| receiver.has_slots()).count()
+    }
+
     pub(crate) fn send<T: Windows + Datagrams + ReliableChannel + ?Sized>(&mut self, transport: &T, message: &[u8], stats: &mut RmcastStats) -> Result<(), TransportError> {
         for (offset, piece) in pieces(message, self.piece_bytes) {
             if !self.sender().has_credit() {
@@ -279,12 +285,17 @@ impl DatagramFlavour {
                 self.reject(arrival, format_args!("piece {} of root {} passed on by rank {from}, who does not carry it here", header.seq, header.root), stats);
             }
             (Frame::Piece(header, _), arrival) => {
-                self.make_room_for(header.root);
-                let (receiver, rings) = self.receiver_and_rings(header.root);
+                let receiver = self.receiver(header.root);
                 if let Arrival::Reliable { .. } = arrival {
                     receiver.took_carried_piece();
                 }
-                receiver.accept(transport, header, bytes, now, rings, stats)?
+                // A copy or a stale piece is dropped on the counts alone,
+                // before it can make another stream give its slots back.
+                if receiver.wants(transport, header.seq, stats) {
+                    self.make_room_for(header.root);
+                    let (receiver, rings) = self.receiver_and_rings(header.root);
+                    receiver.accept(transport, header, bytes, now, rings, stats)?
+                }
             }
             (Frame::Nack { root, .. }, Arrival::Multicast { .. }) => {
                 self.reject(arrival, format_args!("NACK for root {root} not over the reliable channel"), stats);

@@ -133,23 +133,14 @@ impl Receiver {
         }
     }
 
-    /// Takes in one copy of a piece, from multicast, a co-root's forward or
-    /// a retransmission alike; a new one borrows slots from `rings` if this
-    /// stream holds none.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn accept<T: Windows + ReliableChannel + ?Sized>(
-        &mut self,
-        transport: &T,
-        header: PieceHeader,
-        frame: &[u8],
-        now: Instant,
-        rings: &mut RingPool,
-        stats: &mut RmcastStats,
-    ) -> Result<(), TransportError> {
-        let seq = header.seq;
+    /// Whether piece `seq` is one this stream still lacks and has room
+    /// for; a copy it holds or delivered, or one beyond the window, is
+    /// counted here and must go no further. Reads counts only, so the
+    /// caller asks it before anything allocates or takes slots back.
+    pub(crate) fn wants<T: Windows + ?Sized>(&self, transport: &T, seq: u64, stats: &mut RmcastStats) -> bool {
         if seq < self.contiguous || self.ring.holds(seq) {
             stats.duplicates_dropped += 1;
-            return Ok(());
+            return false;
         }
         if seq >= self.base() + self.window {
             stats.overruns += 1;
@@ -165,8 +156,26 @@ impl Receiver {
                     self.base() + self.window
                 );
             }
-            return Ok(());
+            return false;
         }
+        true
+    }
+
+    /// Takes in a piece that [`Receiver::wants`] let through, from
+    /// multicast, a co-root's forward or a retransmission alike; it
+    /// borrows slots from `rings` if this stream holds none.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn accept<T: Windows + ReliableChannel + ?Sized>(
+        &mut self,
+        transport: &T,
+        header: PieceHeader,
+        frame: &[u8],
+        now: Instant,
+        rings: &mut RingPool,
+        stats: &mut RmcastStats,
+    ) -> Result<(), TransportError> {
+        let seq = header.seq;
+        debug_assert!(seq >= self.contiguous && !self.ring.holds(seq) && seq < self.base() + self.window, "piece {seq} not screened");
         self.ring.attach(rings, now);
         self.arrived_below = self.arrived_below.max(seq + 1);
         let frame = self.ring.store(seq, now, |out| out.extend_from_slice(frame));

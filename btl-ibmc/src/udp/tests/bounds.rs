@@ -72,7 +72,7 @@ fn a_stranger_flood_during_the_probe_leaves_every_rank_with_the_same_verdict() {
     let seed = test_seed();
     let (forced, config) = forced_onto_one_group(seed, 0xF100D);
     let mut forged = Vec::new();
-    encode_probe(Stamp { communicator: 0, nonce: 0, sender: 1 }, &mut forged);
+    encode_probe(Stamp { communicator: 0, nonce: 0, sender: 1 }, 1, &mut forged);
     let done = AtomicBool::new(false);
     let (verdicts, sent) = std::thread::scope(|scope| {
         let flooders: Vec<_> = (0..FLOODERS)

@@ -162,3 +162,43 @@ fn losses_are_repaired_while_both_sender_and_receiver_sleep() {
     assert!(sender.retransmissions > 0, "seed {seed}: losses repaired without retransmission? {stats:?}");
     assert!(sender.sleeps > 0 && receiver.sleeps > 0, "seed {seed}: a side never slept: {stats:?}");
 }
+
+/// Review of issue 33: datagrams from strangers (to the rank's port and
+/// to the group; unreadable, or naming a rank they do not come from) are
+/// only counted as dropped. Before, each one counted as an arrival too,
+/// so a wait that had taken one in returned instead of sleeping: a
+/// stranger's flood kept a rank's waits spinning.
+#[test]
+fn strangers_datagrams_keep_no_wait_from_sleeping() {
+    skip_without_loopback_multicast!("strangers_datagrams_keep_no_wait_from_sleeping");
+    const EACH: u64 = 16;
+    let config = loopback_config(test_seed(), UdpFaults::default());
+    let mut ranks = establish_all(2, 64, &config).into_iter().map(|(_, transport)| transport);
+    let (zero, one) = (ranks.next().unwrap(), ranks.next().unwrap());
+    settle(&zero);
+    settle(&one);
+    let (stranger, _) = crate::udp::socket::open_own(std::net::Ipv4Addr::LOCALHOST, 1, 1 << 16).expect("a socket outside the job");
+    let mut in_rank_zero_s_name = Vec::new();
+    crate::udp::frame::encode_multicast(zero.stamp(), b"not from rank 0's socket", &mut in_rank_zero_s_name);
+    for _ in 0..EACH {
+        for to in [one.local_address(), one.group()] {
+            stranger.send_to(b"??", to).expect("send");
+            stranger.send_to(&in_rank_zero_s_name, to).expect("send");
+        }
+    }
+    // Let loopback deliver them before the first wait looks.
+    std::thread::sleep(Duration::from_millis(20));
+    let before = one.stats();
+    let expected = before.strangers_dropped + 4 * EACH;
+    let started = Instant::now();
+    let mut waits = 0u64;
+    while one.stats().strangers_dropped < expected {
+        assert!(started.elapsed() < PATIENCE, "strangers' datagrams never all taken in: {:?}", one.stats());
+        one.sleep_until_arrival(Duration::from_millis(10));
+        waits += 1;
+    }
+    let after = one.stats();
+    assert_eq!(after.strangers_dropped, expected, "{after:?}");
+    assert_eq!(after.sleeps - before.sleeps, waits, "a wait returned without sleeping after taking in strangers' datagrams: {after:?}");
+    assert_eq!(after.refused_from_ranks(), before.refused_from_ranks(), "strangers counted as the ranks' own: {after:?}");
+}
