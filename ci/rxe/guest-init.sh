@@ -87,22 +87,12 @@ rdma link add rxe0 type rxe netdev eth0 || fail "rdma link add rxe0 failed"
 # Answer pings to multicast/broadcast addresses too (handy for loss checks).
 echo 0 >/proc/sys/net/ipv4/icmp_echo_ignore_broadcasts
 
-# Packet loss on the egress of eth0.
+# Packet loss on the egress of eth0 (a session's jobs change it later).
 if [ -n "$RXE_NETEM" ]; then
     # Every packet (RC, UD, multicast, TCP) under the given netem spec.
-    tc qdisc add dev eth0 root netem $RXE_NETEM || fail "tc netem $RXE_NETEM failed"
-    echo "guest-init: g$I: netem on eth0: $RXE_NETEM"
+    /bin/sh "$RXE_DIR/netem.sh" spec "$RXE_NETEM" || fail "tc netem $RXE_NETEM failed"
 elif [ -n "$RXE_LOSS" ]; then
-    if [ "$RXE_LOSS_SCOPE" = all ]; then
-        tc qdisc add dev eth0 root netem loss "$RXE_LOSS%" || fail "tc netem failed"
-    else
-        # Only IPv4 multicast destinations (224.0.0.0/4) go to the lossy band.
-        tc qdisc add dev eth0 root handle 1: prio bands 4 \
-            priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1 &&
-        tc qdisc add dev eth0 parent 1:4 handle 40: netem loss "$RXE_LOSS%" &&
-        tc filter add dev eth0 parent 1: protocol ip prio 1 u32 \
-            match ip dst 224.0.0.0/4 flowid 1:4 || fail "tc prio/netem/u32 setup failed"
-    fi
+    /bin/sh "$RXE_DIR/netem.sh" "$RXE_LOSS_SCOPE" "$RXE_LOSS" || fail "tc netem loss $RXE_LOSS% ($RXE_LOSS_SCOPE) failed"
 fi
 
 # ssh server for Open MPI's launcher (key pair made by 'guests.sh prepare').

@@ -21,6 +21,10 @@ LOG=$(mktemp /tmp/link-down.XXXXXX)
 # writes the moment its link goes down into the run's shared directory.
 now() { date +%s; }
 DOWN_AT=/run/rxe/link-down-at
+# A link back up before the limit below could let a job through that never
+# noticed it: the check would prove nothing.
+[ "$LINK_DOWN_S" -gt $((FAULT_TIMEOUT_S + SLACK_S)) ] ||
+    { echo "FAIL: LINK_DOWN_S ($LINK_DOWN_S) must exceed FAULT_TIMEOUT_S + SLACK_S ($FAULT_TIMEOUT_S + $SLACK_S)"; exit 1; }
 rm -f "$DOWN_AT"
 
 [ -x build/tests/barrier_order ] || { echo "FAIL: build/tests/barrier_order missing (ci/mpi-tests.sh --build-only)"; exit 1; }

@@ -2,6 +2,7 @@
 # Checks that the Soft-RoCE test bed works: verbs in one guest, verbs and
 # multicast between two guests, Open MPI across guests, packet loss.
 # Prints 'N passed, M failed'; exits 77 if the test bed cannot run here.
+# usage: ci/rxe/selftest.sh [REGEX]   (only the checks whose name matches)
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -12,14 +13,20 @@ cd "$REPO"
 
 "$G" prepare || exit $?
 
+ONLY=${1:-}
 pass=0 fail=0
 check() {  # check NAME PATTERN... -- guests.sh-run-arguments
-    local name=$1; shift
+    check_with run_check "$@"
+}
+run_check() { "$G" run "$@"; }
+check_with() {  # check_with FUNCTION NAME PATTERN... -- FUNCTION's arguments
+    local fn=$1 name=$2; shift 2
+    [ -z "$ONLY" ] || [[ $name =~ $ONLY ]] || return 0
     local pats=()
     while [ "$1" != -- ]; do pats+=("$1"); shift; done
     shift
     local log=$OUT/$name.log t0=$SECONDS ok=1 p
-    "$G" run "$@" >"$log" 2>&1 || ok=0
+    "$fn" "$@" >"$log" 2>&1 || ok=0
     for p in "${pats[@]}"; do grep -qE -- "$p" "$log" || { ok=0; echo "  missing: $p"; }; done
     if [ $ok = 1 ]; then
         pass=$((pass + 1)); echo "ok   $name ($((SECONDS - t0)) s)"
@@ -73,6 +80,31 @@ check three-guests-mcast '\[g1\] receiving data transfers' '\[g2\] receiving dat
         until grep -q joined /tmp/mckey.out || ! kill -0 $! 2>/dev/null; do sleep 0.2; done
         $RXE_BARRIER mcast && wait $! && cat /tmp/mckey.out
     fi'
+
+# A session: jobs in one boot, each guest's loss replaced between jobs, a
+# failing job and a job past its timeout reported without ending the session.
+session_sequence() {
+    local dir ok=0
+    dir=$("$G" session start --guests 2 --timeout 900) || return 1
+    {
+        "$G" session exec "$dir" --all -- sh -c 'echo "job on g$GUEST_INDEX of $GUEST_COUNT"' &&
+        "$G" session exec "$dir" --all -- sh ci/rxe/netem.sh all 30 &&
+        "$G" session exec "$dir" -- sh -c 'ping -q -c 40 -i 0.05 g1 | grep loss' &&
+        "$G" session exec "$dir" --all -- sh ci/rxe/netem.sh none &&
+        "$G" session exec "$dir" -- sh -c 'echo "after none:"; ping -q -c 40 -i 0.05 g1 | grep loss' &&
+        ! "$G" session exec "$dir" -- sh -c 'exit 3' &&
+        ! "$G" session exec "$dir" --timeout 2 -- sleep 1000 &&
+        "$G" session exec "$dir" -- echo "still serving after the timeout"
+    } || ok=1
+    "$G" session stop "$dir"
+    if "$G" session alive "$dir"; then echo "the session still runs after stop"; ok=1; fi
+    return $ok
+}
+check_with session_sequence session '\[g0\] job on g0 of 2' '\[g1\] job on g1 of 2' \
+    '\[g0\] 40 packets transmitted, [0-9]+ received, [0-9]*[1-9][0-9]*% packet loss' \
+    'after none:' '\[g0\] 40 packets transmitted, 40 received, 0% packet loss' \
+    '\[g0\] \*\*\* COMMAND exited with status 3' '\[g0\] \*\*\* TIMEOUT' \
+    '\[g0\] still serving after the timeout' --
 
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
