@@ -55,7 +55,8 @@ mod wire;
 mod tests;
 #[cfg(test)]
 mod congestion_tests;
-
+#[cfg(test)]
+mod tail_tests;
 
 pub use config::{CongestionConfig, CongestionMode, DEFAULT_TAIL_REPEAT, RmcastConfig};
 pub use groups::{Groups, Member, Role};
