@@ -121,7 +121,7 @@ fn a_loss_free_fabric_gives_no_timeouts_at_bcast_tails() {
 /// first time s passes (repairs go through): at the root's multicast for
 /// every receiver alike (as a loss before the switch would), or at one
 /// receiver's arrival.
-struct ScriptedLoss {
+pub(super) struct ScriptedLoss {
     fabric: FabricEndpoint,
     every: u64,
     phase: u64,
@@ -132,7 +132,7 @@ struct ScriptedLoss {
 }
 
 impl ScriptedLoss {
-    fn new(fabric: FabricEndpoint, every: u64, phase: u64, last_lost: u64, at_root: bool) -> Self {
+    pub(super) fn new(fabric: FabricEndpoint, every: u64, phase: u64, last_lost: u64, at_root: bool) -> Self {
         ScriptedLoss { fabric, every, phase, last_lost, at_root, fresh_from: Cell::new(0) }
     }
 

@@ -46,6 +46,7 @@ mod congestion;
 mod datagram;
 mod groups;
 mod region;
+pub mod repair;
 mod shared;
 mod stats;
 mod wire;
@@ -54,8 +55,10 @@ mod wire;
 mod tests;
 #[cfg(test)]
 mod congestion_tests;
+#[cfg(test)]
+mod tail_tests;
 
-pub use config::{CongestionConfig, CongestionMode, RmcastConfig};
+pub use config::{CongestionConfig, CongestionMode, DEFAULT_TAIL_REPEAT, RmcastConfig};
 pub use groups::{Groups, Member, Role};
 pub use region::region_len;
 pub use stats::RmcastStats;

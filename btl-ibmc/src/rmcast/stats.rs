@@ -50,6 +50,8 @@ pub struct RmcastStats {
     pub nacks_suppressed: u64,
     /// NACKed pieces the root multicast once more.
     pub repairs_multicast: u64,
+    /// Second multicasts of a message's last pieces (`RmcastConfig::tail_repeat`).
+    pub tail_repeats: u64,
 }
 
 impl RmcastStats {
@@ -78,6 +80,7 @@ impl RmcastStats {
             rtt_samples: total.rtt_samples + one.rtt_samples,
             nacks_suppressed: total.nacks_suppressed + one.nacks_suppressed,
             repairs_multicast: total.repairs_multicast + one.repairs_multicast,
+            tail_repeats: total.tail_repeats + one.tail_repeats,
         })
     }
 }

@@ -243,6 +243,7 @@ pub(super) fn bcast_config(chosen: &BcastSettings, udp: &UdpSettings, size: usiz
     multicast.ack_interval = chosen.ack_interval.min(chosen.window_slots);
     multicast.timeout = chosen.timeout;
     multicast.nack = chosen.nack;
+    multicast.tail_repeat = chosen.tail_repeat;
     multicast.wait = policy;
     config.single_copy_min_bytes = chosen.single_copy_min_bytes.unwrap_or(usize::MAX);
     match chosen.co_roots {
@@ -338,6 +339,12 @@ impl CommState {
             allreduce_config.exchange_max_bytes,
             reduce_config.tree.degree,
             bcast_config.multicast.co_roots
+        );
+        tracing::info!(
+            "comm {cid} rank {rank}: bcast over datagrams multicasts the last {} piece(s) of every message twice \
+             (coll_rdma_bcast_tail_repeat), so a lost tail is repaired without the {} ms timeout",
+            bcast_config.multicast.tail_repeat,
+            bcast_config.multicast.timeout.as_millis()
         );
         let mut barrier_len = TunedBarrier::region_len(size, &barrier_radices);
         if two_levels_possible {

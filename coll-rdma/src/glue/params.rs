@@ -141,6 +141,8 @@ pub struct BcastSettings {
     pub ack_interval: usize,
     pub timeout: Duration,
     pub nack: bool,
+    /// Trailing pieces of every message multicast twice (datagram transports).
+    pub tail_repeat: usize,
     /// The limit of the window paths (copy in and out, multicast, put tree).
     pub max_bytes: WindowLimit,
     /// Messages of at least this many bytes go in one copy where every
@@ -377,6 +379,7 @@ pub fn validate(raw: RawParams) -> Settings {
             ack_interval: v.number(Id::BcastAckInterval) as usize,
             timeout: Duration::from_millis(v.number(Id::BcastTimeoutMs) as u64),
             nack: v.number(Id::BcastNack) == 1,
+            tail_repeat: v.number(Id::BcastTailRepeat) as usize,
             max_bytes: WindowLimit::of(v.choice(Id::BcastMaxBytes)),
             single_copy_min_bytes: v.count(Id::BcastSingleCopyMinBytes),
             single_copy_max_bytes: v.count(Id::BcastSingleCopyMaxBytes),

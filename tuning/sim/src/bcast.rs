@@ -13,10 +13,12 @@
 //! after x, so P(done by x) is a product over pieces, and the last of n
 //! independent receivers is done by x with that probability to the n.
 
+use btl_ibmc::rmcast::repair::{PIECE_HEADER_BYTES, copies, repeated};
 use btl_ibmc::rmcast::{Groups, Role};
 use tuning::{choose_co_roots, CoRootModel};
 
 use crate::allreduce::{component_segment_bytes, tree_down};
+use crate::calibration::RmcastSettings;
 use crate::ranks::{Adapter, Ranks};
 
 /// Bytes of an ACK or NACK message.
@@ -139,6 +141,15 @@ pub fn multicast(ranks: &Ranks, bytes: usize, co_roots: usize) -> BcastOutcome {
         }
     }
 
+    // The second copies of the repeated pieces: multicast after the last
+    // piece's forwards, as `Sender::flush` sends them.
+    let count = pieces.len();
+    let mut copy_on_wire = vec![None; count];
+    for (j, &b) in pieces.iter().enumerate().filter(|&(j, _)| repeated(j, count, settings.tail_repeat)) {
+        root_cpu += mcast.post_ns + mcast.gap_per_byte_ns * b as f64;
+        copy_on_wire[j] = Some(root_cpu + mcast.latency_ns + ranks.extra_network_latency_ns);
+    }
+
     // Leaves by replica index: a co-root receives reliably, never a leaf.
     let mut leaves = vec![0u64; per_node];
     for rank in 1..size {
@@ -146,39 +157,53 @@ pub fn multicast(ranks: &Ranks, bytes: usize, co_roots: usize) -> BcastOutcome {
             leaves[rank % per_node] += 1;
         }
     }
-    let last = pieces.len() - 1;
+    let last = count - 1;
     let resend = |j: usize| {
         let hop = ranks.hop(0, size - 1);
         hop.arrival_after_ns(pieces[j]) + hop.overhead_ns + copy(pieces[j])
     };
-    // When a lost piece is repaired, per class: a gap seen at the next
-    // piece's arrival is NACKed; the last piece (or any, without NACKs)
-    // waits for the collector's timeout.
-    let repairs: Vec<Vec<f64>> = (0..per_node)
+    let round_trip = 2.0 * control;
+    let timeout = settings.timeout_round_trips.map_or(settings.timeout_ns, |k| k * round_trip);
+    let loss = calibration.multicast.loss;
+    // When a receiver that lost piece j's original has it, per class: a
+    // gap seen at the next piece's arrival is NACKed; the last piece (or
+    // any, without NACKs) waits for the collector's timeout. A second
+    // chance (the copy, or the candidate tail probe) comes earlier and is
+    // itself lost with the loss rate.
+    let repairs: Vec<Vec<Repair>> = (0..per_node)
         .map(|c| {
-            let mut times: Vec<f64> = (0..pieces.len())
+            (0..count)
                 .map(|j| {
-                    if j < last && settings.nack {
-                        arrival[c][j + 1] + net_receive + control + resend(j)
-                    } else {
-                        posted[j] + settings.timeout_ns + resend(j)
-                    }
+                    let nacked = j < last && settings.nack;
+                    let repaired = if nacked { arrival[c][j + 1] + net_receive + control + resend(j) } else { posted[j] + timeout + resend(j) };
+                    let by_copy = copy_on_wire[j].map(|on_wire| on_wire + c as f64 * mcast.node_replica_ns + net_receive + copy(pieces[j]));
+                    let by_probe = settings
+                        .tail_probe_round_trips
+                        .filter(|_| j == last && settings.nack)
+                        .map(|k| posted[j] + k * round_trip + control + resend(j));
+                    let second = [by_copy, by_probe].into_iter().flatten().filter(|&t| t < repaired).reduce(f64::min);
+                    Repair { second, repaired }
                 })
-                .collect();
-            times.sort_by(f64::total_cmp);
-            times
+                .collect()
         })
         .collect();
     let base: Vec<f64> = (0..per_node).map(|c| delivered[c][last]).collect();
     let lossless =
         (0..per_node).filter(|&c| leaves[c] > 0).map(|c| base[c]).fold(co_root_done, f64::max);
-    let loss = calibration.multicast.loss;
     let total_leaves: u64 = leaves.iter().sum();
-    let timeout_probability = if settings.nack { 1.0 - (1.0 - loss).powf(total_leaves as f64) } else { 1.0 - (1.0 - loss).powf((total_leaves * pieces.len() as u64) as f64) };
+    // A leaf waits for a timeout when it loses every chance of a piece that
+    // no later piece reveals.
+    let classes = (0..per_node).find(|&c| leaves[c] > 0).unwrap_or(0);
+    let waits = |j: usize| {
+        let r = &repairs[classes][j];
+        if settings.nack && j < last { 0.0 } else { loss * r.second.map_or(1.0, |_| loss) }
+    };
+    let keep_all: f64 = (0..count).map(|j| 1.0 - waits(j)).product();
+    let timeout_probability = 1.0 - keep_all.powf(total_leaves as f64);
     if loss == 0.0 || total_leaves == 0 {
         return BcastOutcome { timeout_probability, ..BcastOutcome::exact(lossless) };
     }
-    let log_keep = (1.0 - loss).ln();
+    let (log_keep, log_keep_twice) = ((1.0 - loss).ln(), (1.0 - loss * loss).ln());
     let log_done_by = |x: f64| -> f64 {
         if x < co_root_done {
             return f64::NEG_INFINITY;
@@ -188,12 +213,27 @@ pub fn multicast(ranks: &Ranks, bytes: usize, co_roots: usize) -> BcastOutcome {
             if x < base[c] {
                 return f64::NEG_INFINITY;
             }
-            let later = repairs[c].len() - repairs[c].partition_point(|&t| t <= x);
-            sum += leaves[c] as f64 * later as f64 * log_keep;
+            let pending: f64 = repairs[c]
+                .iter()
+                .map(|r| match r.second {
+                    _ if x >= r.repaired => 0.0,
+                    Some(second) if x >= second => log_keep_twice,
+                    _ => log_keep,
+                })
+                .sum();
+            sum += leaves[c] as f64 * pending;
         }
         sum
     };
-    let mut support: Vec<f64> = repairs.iter().flatten().copied().chain(base.iter().copied()).chain([co_root_done]).filter(|&x| x >= lossless).collect();
+    let mut support: Vec<f64> = repairs
+        .iter()
+        .flatten()
+        .flat_map(|r| [Some(r.repaired), r.second])
+        .flatten()
+        .chain(base.iter().copied())
+        .chain([co_root_done])
+        .filter(|&x| x >= lossless)
+        .collect();
     support.push(lossless);
     support.sort_by(f64::total_cmp);
     support.dedup();
@@ -207,6 +247,28 @@ pub fn multicast(ranks: &Ranks, bytes: usize, co_roots: usize) -> BcastOutcome {
         below = done;
     }
     BcastOutcome { lossless_ns: lossless, mean_ns: mean, median_ns: median, timeout_probability }
+}
+
+/// How a receiver that lost a piece's original gets it: by `second` (the
+/// repeated copy or a tail probe's NACK; None if there is none before the
+/// repair), itself lost like the original, else by `repaired`.
+#[derive(Clone, Copy, Debug)]
+struct Repair {
+    second: Option<f64>,
+    repaired: f64,
+}
+
+/// Bytes the root multicasts per byte delivered, loss-free, for a message
+/// of `bytes` with `settings`'s pieces and repeats (headers included).
+pub fn wire_bytes_per_byte(settings: &RmcastSettings, bytes: usize) -> f64 {
+    let pieces = pieces(bytes, settings.fragment_bytes);
+    let count = pieces.len();
+    let on_wire: usize = pieces
+        .iter()
+        .enumerate()
+        .map(|(j, &b)| copies(j, count, settings.tail_repeat) as usize * (b + PIECE_HEADER_BYTES))
+        .sum();
+    on_wire as f64 / bytes.max(1) as f64
 }
 
 /// coll rdma's flat bcast across nodes today: one multicast to every rank,
@@ -279,7 +341,7 @@ pub fn open_mpi_binomial(ranks: &Ranks, bytes: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calibration::{Calibration, Level, Multicast};
+    use crate::calibration::{Calibration, Level, Multicast, RmcastSettings};
 
     fn calibration() -> Calibration {
         let level = Level { latency_ns: 1000.0, ..Level::default() };
@@ -346,6 +408,7 @@ mod tests {
     #[test]
     fn a_lost_single_piece_waits_for_the_timeout_with_the_probability_of_any_loss() {
         let mut calibration = calibration();
+        calibration.rmcast.tail_repeat = 0;
         calibration.multicast.loss = 0.001;
         let ranks = Ranks::new(1000, 1, &calibration);
         let outcome = multicast(&ranks, 8, 0);
@@ -361,6 +424,7 @@ mod tests {
     #[test]
     fn a_lost_inner_piece_is_nacked_at_the_next_arrival() {
         let mut calibration = calibration();
+        calibration.rmcast.tail_repeat = 0;
         calibration.multicast.loss = 0.5;
         calibration.rmcast.fragment_bytes = 4;
         let ranks = Ranks::new(2, 1, &calibration);
@@ -373,6 +437,69 @@ mod tests {
         // the NACK repair if the first was lost (1/4), else lossless (1/4).
         let expected = 0.5 * timed_out + 0.25 * nacked + 0.25 * lossless;
         assert!((outcome.mean_ns - expected).abs() < 1e-6, "{} vs {expected}", outcome.mean_ns);
+    }
+
+    /// One piece to 999 receivers, multicast twice: a receiver has it at
+    /// the original's arrival (1 - p), else at the copy's (p (1 - p)),
+    /// else at the timeout (p^2); the bcast ends with the last of 999
+    /// independent receivers.
+    #[test]
+    fn a_repeated_single_piece_waits_for_the_timeout_only_when_both_copies_are_lost() {
+        let mut calibration = calibration();
+        calibration.rmcast.tail_repeat = 1;
+        calibration.multicast.post_ns = 300.0;
+        let p: f64 = 0.01;
+        calibration.multicast.loss = p;
+        let ranks = Ranks::new(1000, 1, &calibration);
+        let outcome = multicast(&ranks, 8, 0);
+        // Post 300 then flight 2000; the copy is posted after the original.
+        let (original, copy) = (300.0 + 2000.0, 600.0 + 2000.0);
+        let repaired = calibration.rmcast.timeout_ns + 1000.0;
+        let receivers = 999.0;
+        let by_original = (1.0 - p).powf(receivers);
+        let by_copy = (1.0 - p * p).powf(receivers);
+        let expected = original * by_original + copy * (by_copy - by_original) + repaired * (1.0 - by_copy);
+        assert_eq!(outcome.lossless_ns, original);
+        assert!((outcome.mean_ns - expected).abs() < 1e-6 * expected, "{} vs {expected}", outcome.mean_ns);
+        assert!((outcome.timeout_probability - (1.0 - by_copy)).abs() < 1e-12);
+        // P(done at the original) = 0.99^999 is tiny; by the copy, 0.905.
+        assert_eq!(outcome.median_ns, copy);
+    }
+
+    /// The candidates not built: a probe k round trips after the last piece
+    /// lets a receiver that lost it NACK (itself lost with p), and a
+    /// timeout of k round trips replaces the configured one.
+    #[test]
+    fn a_tail_probe_and_a_round_trip_timeout_repair_at_their_times() {
+        let mut calibration = calibration();
+        calibration.rmcast.tail_repeat = 0;
+        let p: f64 = 0.5;
+        calibration.multicast.loss = p;
+        let timeout_only = multicast(&Ranks::new(2, 1, &calibration), 8, 0).mean_ns;
+        // Round trip 2 x 1000; the NACK 1000 and the resend 1000.
+        calibration.rmcast.tail_probe_round_trips = Some(3.0);
+        let probed = multicast(&Ranks::new(2, 1, &calibration), 8, 0);
+        let (lossless, by_probe, by_timeout) = (2000.0, 3.0 * 2000.0 + 1000.0 + 1000.0, calibration.rmcast.timeout_ns + 1000.0);
+        let expected = (1.0 - p) * lossless + p * (1.0 - p) * by_probe + p * p * by_timeout;
+        assert!((probed.mean_ns - expected).abs() < 1e-6 * expected, "{} vs {expected}", probed.mean_ns);
+        calibration.rmcast.tail_probe_round_trips = None;
+        calibration.rmcast.timeout_round_trips = Some(4.0);
+        let quick = multicast(&Ranks::new(2, 1, &calibration), 8, 0);
+        let expected = (1.0 - p) * lossless + p * (4.0 * 2000.0 + 1000.0);
+        assert!((quick.mean_ns - expected).abs() < 1e-6 * expected, "{} vs {expected}", quick.mean_ns);
+        assert_eq!(timeout_only, (1.0 - p) * lossless + p * by_timeout);
+    }
+
+    #[test]
+    fn repeats_cost_one_piece_per_message_on_the_wire() {
+        let mut settings = RmcastSettings { fragment_bytes: 4096, tail_repeat: 0, ..RmcastSettings::default() };
+        let once = |bytes: usize, settings: &RmcastSettings| wire_bytes_per_byte(settings, bytes);
+        assert_eq!(once(8, &settings), 48.0 / 8.0);
+        assert_eq!(once(65536, &settings), 16.0 * 4136.0 / 65536.0);
+        settings.tail_repeat = 1;
+        assert_eq!(once(8, &settings), 96.0 / 8.0);
+        assert_eq!(once(65536, &settings), 17.0 * 4136.0 / 65536.0);
+        assert!(once(65536, &settings) / once(65536, &RmcastSettings { tail_repeat: 0, ..settings }) <= 1.1);
     }
 
     #[test]

@@ -102,6 +102,16 @@ pub struct RmcastSettings {
     /// A receiver acknowledges explicitly once a delivery waited this long.
     pub ack_delay_ns: f64,
     pub nack: bool,
+    /// The last this many pieces of a message are multicast twice
+    /// (`btl_ibmc::rmcast::repair`).
+    pub tail_repeat: usize,
+    /// Candidates studied, not built (None: as the component does):
+    /// the root probes "the last piece is s" this many round trips after
+    /// posting it, so a receiver that lost it NACKs at once;
+    pub tail_probe_round_trips: Option<f64>,
+    /// and the collector's timeout is this many round trips instead of
+    /// `timeout_ns`.
+    pub timeout_round_trips: Option<f64>,
 }
 
 impl Default for RmcastSettings {
@@ -115,6 +125,9 @@ impl Default for RmcastSettings {
             timeout_ns: config.timeout.as_nanos() as f64,
             ack_delay_ns: config.ack_delay().as_nanos() as f64,
             nack: config.nack,
+            tail_repeat: config.tail_repeat,
+            tail_probe_round_trips: None,
+            timeout_round_trips: None,
         }
     }
 }
@@ -224,6 +237,7 @@ impl Calibration {
             "rmcast.timeout_ns" => self.rmcast.timeout_ns = value,
             "rmcast.ack_delay_ns" => self.rmcast.ack_delay_ns = value,
             "rmcast.nack" => self.rmcast.nack = value != 0.0,
+            "rmcast.tail_repeat" => self.rmcast.tail_repeat = whole(value)?,
             _ => return Err(format!("unknown key `{key}`")),
         }
         Ok(())
@@ -290,5 +304,6 @@ mod tests {
         assert_eq!(ours.fragment_bytes, config.fragment_bytes);
         assert_eq!(ours.timeout_ns, config.timeout.as_nanos() as f64);
         assert_eq!(ours.ack_delay_ns, ours.timeout_ns / 4.0);
+        assert_eq!(ours.tail_repeat, config.tail_repeat);
     }
 }

@@ -5,7 +5,7 @@
 use crate::allreduce;
 use crate::barrier;
 use crate::bcast;
-use crate::calibration::Calibration;
+use crate::calibration::{Calibration, RmcastSettings};
 use crate::ranks::Ranks;
 
 /// Node counts of the study: powers of two from 2 to 16384.
@@ -77,13 +77,17 @@ pub fn choices(ranks: &Ranks) -> Choices {
     }
 }
 
-/// The bcast under loss: flat and two-level at one size and loss rate.
+/// The bcast under loss: flat and two-level at one size and loss rate,
+/// as the component does it (`RmcastConfig`'s defaults, tail repeat
+/// included) and as it did before the tail repeat (`today_*`).
 pub struct LossPoint {
     pub nodes: usize,
     pub ranks_per_node: usize,
     pub loss: f64,
     pub flat: bcast::BcastOutcome,
     pub two_level: bcast::BcastOutcome,
+    pub before_flat: bcast::BcastOutcome,
+    pub before_two_level: bcast::BcastOutcome,
     pub binomial_ns: f64,
 }
 
@@ -91,14 +95,80 @@ pub fn loss_point(calibration: &Calibration, nodes: usize, ranks_per_node: usize
     let mut lossy = *calibration;
     lossy.multicast.loss = loss;
     let ranks = Ranks::new(nodes, ranks_per_node, &lossy);
+    let mut before = lossy;
+    TailRepair::Timeout.apply(&mut before.rmcast);
+    let before_ranks = Ranks::new(nodes, ranks_per_node, &before);
     LossPoint {
         nodes,
         ranks_per_node,
         loss,
         flat: bcast::flat_multicast(&ranks, bytes),
         two_level: bcast::hierarchical(&ranks, bytes),
+        before_flat: bcast::flat_multicast(&before_ranks, bytes),
+        before_two_level: bcast::hierarchical(&before_ranks, bytes),
         binomial_ns: bcast::open_mpi_binomial(&ranks, bytes),
     }
+}
+
+/// A way to repair a lost tail (the last piece, which no later piece
+/// reveals), for the study of issue 36. Only `Repeat` is built.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TailRepair {
+    /// Before issue 36: the collector's timeout alone.
+    Timeout,
+    /// The last n pieces multicast twice (`btl_ibmc::rmcast::repair`).
+    Repeat(usize),
+    /// A "last piece is s" probe k round trips after the last piece.
+    Probe(f64),
+    /// The collector's timeout set to k round trips.
+    RoundTripTimeout(f64),
+    /// `Repeat(n)` and `RoundTripTimeout(k)` together.
+    RepeatAndRoundTripTimeout(usize, f64),
+}
+
+impl TailRepair {
+    /// The candidates the study compares.
+    pub const STUDIED: [TailRepair; 6] = [
+        TailRepair::Timeout,
+        TailRepair::Repeat(1),
+        TailRepair::Repeat(2),
+        TailRepair::Probe(2.0),
+        TailRepair::RoundTripTimeout(4.0),
+        TailRepair::RepeatAndRoundTripTimeout(1, 4.0),
+    ];
+
+    pub fn name(&self) -> String {
+        match *self {
+            TailRepair::Timeout => "timeout only (before)".to_string(),
+            TailRepair::Repeat(n) => format!("last {n} piece(s) twice"),
+            TailRepair::Probe(k) => format!("tail probe after {k} RTT"),
+            TailRepair::RoundTripTimeout(k) => format!("timeout {k} RTT"),
+            TailRepair::RepeatAndRoundTripTimeout(n, k) => format!("last {n} twice + timeout {k} RTT"),
+        }
+    }
+
+    /// Sets `settings` to repair tails this way (everything else kept).
+    pub fn apply(&self, settings: &mut RmcastSettings) {
+        let (repeat, probe, timeout) = match *self {
+            TailRepair::Timeout => (0, None, None),
+            TailRepair::Repeat(n) => (n, None, None),
+            TailRepair::Probe(k) => (0, Some(k), None),
+            TailRepair::RoundTripTimeout(k) => (0, None, Some(k)),
+            TailRepair::RepeatAndRoundTripTimeout(n, k) => (n, None, Some(k)),
+        };
+        settings.tail_repeat = repeat;
+        settings.tail_probe_round_trips = probe;
+        settings.timeout_round_trips = timeout;
+    }
+}
+
+/// The two-level bcast of `bytes` under `loss` with tails repaired by
+/// `repair`.
+pub fn two_level_with(calibration: &Calibration, nodes: usize, ranks_per_node: usize, loss: f64, bytes: usize, repair: TailRepair) -> bcast::BcastOutcome {
+    let mut lossy = *calibration;
+    lossy.multicast.loss = loss;
+    repair.apply(&mut lossy.rmcast);
+    bcast::hierarchical(&Ranks::new(nodes, ranks_per_node, &lossy), bytes)
 }
 
 #[cfg(test)]

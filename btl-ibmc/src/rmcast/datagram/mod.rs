@@ -18,6 +18,7 @@ use sender::Sender;
 
 use super::config::RmcastConfig;
 use super::region::DatagramRegion;
+use super::repair::repeated;
 use super::stats::RmcastStats;
 use super::wire::{Frame, PIECE_HEADER_BYTES, decode};
 use super::{pieces, pieces_mut, protocol_error};
@@ -143,13 +144,15 @@ impl DatagramFlavour {
     }
 
     pub(crate) fn send<T: Windows + Datagrams + ReliableChannel + ?Sized>(&mut self, transport: &T, message: &[u8], stats: &mut RmcastStats) -> Result<(), TransportError> {
-        for (offset, piece) in pieces(message, self.piece_bytes) {
+        let count = message.len().div_ceil(self.piece_bytes);
+        let tail_repeat = self.config.tail_repeat;
+        for (index, (offset, piece)) in pieces(message, self.piece_bytes).enumerate() {
             if !self.sender().has_credit() {
                 self.sender().flush(transport, stats)?;
                 self.wait_for_credit(transport, stats)?;
             }
             let sender = self.sender();
-            sender.queue(message.len(), offset, piece, Instant::now());
+            sender.queue(message.len(), offset, piece, repeated(index, count, tail_repeat), Instant::now());
             if sender.queued() >= MOST_QUEUED_PIECES {
                 sender.flush(transport, stats)?;
             }

@@ -35,6 +35,8 @@ pub(crate) struct Sender {
     /// Whether NACKed pieces are multicast once more (congestion control:
     /// members that lost them too then need not NACK).
     multicast_repairs: bool,
+    /// Queued pieces to multicast a second time at the flush (`repair`).
+    repeats: Vec<u64>,
 }
 
 impl Sender {
@@ -51,6 +53,7 @@ impl Sender {
             collector,
             forward_to: groups.forward_to(me),
             multicast_repairs: congestion,
+            repeats: Vec::new(),
         }
     }
 
@@ -69,11 +72,15 @@ impl Sender {
 
     /// Puts the next piece in the window; it goes out with the next
     /// `flush`, which must come before anything else (a wait, a progress)
-    /// touches this stream. The caller has checked `has_credit`.
-    pub(crate) fn queue(&mut self, message_len: usize, offset: usize, payload: &[u8], now: Instant) {
+    /// touches this stream. The caller has checked `has_credit`;
+    /// `repeat`: the flush multicasts it twice (`repair::repeated`).
+    pub(crate) fn queue(&mut self, message_len: usize, offset: usize, payload: &[u8], repeat: bool, now: Instant) {
         debug_assert!(self.has_credit(), "piece {} sent without credit", self.next_seq);
         let header = PieceHeader { root: self.me, nonce: self.nonce, seq: self.next_seq, message_len: message_len as u64, offset: offset as u64 };
         self.ring.store(self.next_seq, now, |out| encode_piece(header, payload, out));
+        if repeat {
+            self.repeats.push(self.next_seq);
+        }
         self.next_seq += 1;
     }
 
@@ -83,8 +90,10 @@ impl Sender {
     }
 
     /// Multicasts every queued piece, as one batch (which a transport may
-    /// hand to the network at once), and hands each to the first co-roots
-    /// of the binomial tree.
+    /// hand to the network at once), hands each to the first co-roots
+    /// of the binomial tree, then multicasts the repeated ones again: the
+    /// forwards space a copy from its original, so that a burst of loss
+    /// takes one of them, not both.
     pub(crate) fn flush<T: Datagrams + ReliableChannel + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
         let queued = self.sent_below..self.next_seq;
         if queued.is_empty() {
@@ -101,6 +110,12 @@ impl Sender {
         }
         stats.pieces_sent += frames.len() as u64;
         self.sent_below = queued.end;
+        for seq in self.repeats.drain(..) {
+            if let Some(frame) = self.ring.frame(seq) {
+                transport.multicast(frame)?;
+                stats.tail_repeats += 1;
+            }
+        }
         Ok(())
     }
 

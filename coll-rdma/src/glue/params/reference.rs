@@ -83,6 +83,7 @@ const GROUPS: &[(&str, &[Id])] = &[
             Id::BcastAckInterval,
             Id::BcastTimeoutMs,
             Id::BcastNack,
+            Id::BcastTailRepeat,
             Id::BcastMaxBytes,
             Id::BcastSingleCopyMinBytes,
             Id::BcastSingleCopyMaxBytes,
