@@ -35,10 +35,9 @@ pub fn open_stream() {
     // SAFETY: a null descriptor asks opal_output_open for its default
     // settings (stderr); OPAL is initialised when a component opens.
     let stream = unsafe { ompi_sys::opal_output_open(std::ptr::null_mut()) };
-    let earlier = STREAM.swap(if stream >= 0 { stream } else { NO_STREAM }, Ordering::Relaxed);
-    if earlier >= 0 && earlier != stream {
-        close(earlier);
-    }
+    // A stream still recorded here (an open without a close) is not closed:
+    // its number may belong to another stream by now.
+    STREAM.store(if stream >= 0 { stream } else { NO_STREAM }, Ordering::Relaxed);
 }
 
 /// Closes our stream (at component close, before OPAL finalises).
