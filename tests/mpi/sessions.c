@@ -8,7 +8,7 @@
  * (and so every coll component's open, close and parameter registration)
  * once per session here, which is what the program exercises.
  *
- * usage: sessions [-r] [-s N] [-d SECONDS]
+ * usage: sessions [-r] [-m] [-k] [-n] [-s N] [-d SECONDS]
  *   -s N  N sessions one after the other before MPI_Init (default 2)
  *   -d SECONDS  rank 1 sleeps this long before the first session's
  *       collectives, so that rank 0 waits inside them: a hang in coll rdma
@@ -17,6 +17,26 @@
  *   -r  also require that coll rdma serves the four collectives on every
  *       communicator (each function pointer Open MPI installed is looked up
  *       with dladdr and must lie in mca_coll_rdma.so)
+ *   -m  change coll rdma's settings between sessions, as a user may between
+ *       MPI_Session_finalize and the next MPI_Session_init, and check that
+ *       each session runs with the values set before it: session 2 sets
+ *       OMPI_MCA_coll_rdma_priority=-1 (coll rdma must serve nothing),
+ *       session 3 sets 77, sessions after that repeat the cycle, and
+ *       MPI_Init runs with the priority unset again. Each session's stderr is
+ *       captured (then passed on) and must hold coll rdma's verbose line
+ *       saying why it claimed or declined its communicator with that value:
+ *       verbose output has to survive the re-initialisations too. Sets
+ *       OMPI_MCA_coll_rdma_verbose=1 itself.
+ *   -k  keep coll rdma's library loaded from the first communicator it
+ *       serves to the end of the process (dlopen with RTLD_NODELETE), as
+ *       glibc does by itself once a thread-local destructor is registered
+ *       in it. Open MPI unloads each component at every finalisation and
+ *       loads it afresh at the next initialisation, which otherwise gives
+ *       every session new copies of the component's process-wide state;
+ *       with -k that state lives on across sessions, as it must be able to.
+ *   -n  end after the sessions, without MPI_Init (Open MPI 5.0.7's tcp btl
+ *       now and then refuses a connection in an MPI_Init that follows
+ *       several sessions; see ci/ompi5/user-tests.sh)
  *
  * Output (stdout): at each phase boundary
  *   "sessions: phase <phase> begin|done rank R"
@@ -25,7 +45,7 @@
  * PMIX_RANK, before any communicator exists), so that a job that outlived
  * its limit says where each rank was; per communicator and collective
  *   "sessions: served <phase> <collective> by <library basename>",
- * "sessions: FAIL ..." for each wrong result, and a last line
+ * "sessions: FAIL ..." for each wrong result or missing verbose line, and a last line
  * "sessions: rank R ok" or "sessions: rank R failed N". Exit status 0 only
  * when every check passed. Under an MPI without sessions (before MPI 4.0
  * and Open MPI 5.0) it
@@ -56,6 +76,13 @@
 
 static int failures;
 static int require_rdma;
+static int change_settings;
+static int keep_loaded;
+static int skip_mpi_init;
+static void *kept_library;
+/* Whether coll rdma should serve the communicators of the current phase
+ * (only -m makes it decline some). */
+static int expect_rdma = 1;
 static int rank1_delay_seconds;
 static int my_world_rank = -1;
 
@@ -87,12 +114,35 @@ static const char *library_of(void (*fn)(void))
     return slash ? slash + 1 : info.dli_fname;
 }
 
+/* -k: from now on the library that holds fn stays loaded. */
+static void keep_library_of(void (*fn)(void))
+{
+    Dl_info info;
+    if (dladdr((void *)fn, &info) == 0 || info.dli_fname == NULL) {
+        FAIL("cannot find coll rdma's library to keep it loaded");
+        return;
+    }
+    kept_library = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    if (kept_library == NULL) {
+        FAIL("cannot keep %s loaded: %s", info.dli_fname, dlerror());
+        return;
+    }
+    printf("sessions: %s kept loaded from now on\n", info.dli_fname);
+}
+
 static void report_server(const char *phase, const char *collective, void (*fn)(void))
 {
     const char *lib = library_of(fn);
+    int by_rdma = strcmp(lib, "mca_coll_rdma.so") == 0;
     printf("sessions: served %s %s by %s\n", phase, collective, lib);
-    if (require_rdma && strcmp(lib, "mca_coll_rdma.so") != 0) {
+    if (keep_loaded && by_rdma && kept_library == NULL) {
+        keep_library_of(fn);
+    }
+    if (require_rdma && expect_rdma && !by_rdma) {
         FAIL("%s %s is served by %s, not coll rdma", phase, collective, lib);
+    }
+    if (!expect_rdma && by_rdma) {
+        FAIL("%s %s is served by coll rdma, which the priority set for this session excludes", phase, collective);
     }
 }
 
@@ -193,6 +243,78 @@ static void check_with_dup(const char *phase, MPI_Comm comm)
     MPI_Comm_free(&dup);
 }
 
+/* -m: what each session sets before it starts, and the verbose line each
+ * rank must print during it (comm_query's reason, with the value). */
+struct session_settings {
+    const char *priority; /* NULL: unset */
+    int expect_rdma;
+    const char *verbose_line;
+};
+static const struct session_settings settings_cycle[] = {
+    {NULL, 1, "claimed at priority 40 "},
+    {"-1", 0, "not claimed: coll_rdma_priority is -1"},
+    {"77", 1, "claimed at priority 77 "},
+};
+
+/* stderr redirected to a file for the length of one session */
+struct stderr_capture {
+    int saved_fd;
+    char path[256];
+};
+
+static int capture_stderr(struct stderr_capture *capture)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(capture->path, sizeof capture->path, "%s/coll-rdma-sessions.XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = mkstemp(capture->path);
+    if (fd < 0) {
+        return -1;
+    }
+    fflush(stderr);
+    capture->saved_fd = dup(STDERR_FILENO);
+    if (capture->saved_fd < 0 || dup2(fd, STDERR_FILENO) < 0) {
+        close(fd);
+        unlink(capture->path);
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
+/* Restores stderr, passes on what the session wrote to it and returns that
+ * text (NUL-terminated, to be freed; NULL if it cannot be read). */
+static char *release_stderr(struct stderr_capture *capture)
+{
+    fflush(stderr);
+    dup2(capture->saved_fd, STDERR_FILENO);
+    close(capture->saved_fd);
+    char *text = NULL;
+    FILE *file = fopen(capture->path, "r");
+    unlink(capture->path);
+    if (file != NULL) {
+        fseek(file, 0, SEEK_END);
+        long length = ftell(file);
+        rewind(file);
+        text = length >= 0 ? malloc((size_t)length + 1) : NULL;
+        if (text != NULL) {
+            size_t got = fread(text, 1, (size_t)length, file);
+            text[got] = '\0';
+            fwrite(text, 1, got, stderr);
+        }
+        fclose(file);
+    }
+    return text;
+}
+
+static void set_priority(const char *priority)
+{
+    if (priority != NULL) {
+        setenv("OMPI_MCA_coll_rdma_priority", priority, 1);
+    } else {
+        unsetenv("OMPI_MCA_coll_rdma_priority");
+    }
+}
+
 static void one_session(const char *name)
 {
     char label[64];
@@ -229,18 +351,50 @@ static void one_session(const char *name)
     mark_phase(label, "done");
 }
 
+/* A session with -m: the settings of its place in the cycle, its stderr
+ * captured and searched for the verbose line those settings produce. */
+static void session_with_changed_settings(const char *name, int k)
+{
+    const struct session_settings *settings = &settings_cycle[(k - 1) % 3];
+    struct stderr_capture capture;
+    set_priority(settings->priority);
+    expect_rdma = settings->expect_rdma;
+    if (capture_stderr(&capture) != 0) {
+        FAIL("%s: cannot capture stderr", name);
+        one_session(name);
+        return;
+    }
+    one_session(name);
+    char *text = release_stderr(&capture);
+    if (text == NULL) {
+        FAIL("%s: cannot read the captured stderr", name);
+    } else if (strstr(text, settings->verbose_line) == NULL) {
+        FAIL("%s: coll_rdma_priority %s: no \"coll:rdma: ...%s\" among this rank's verbose output", name,
+             settings->priority ? settings->priority : "unset", settings->verbose_line);
+    }
+    free(text);
+    set_priority(NULL);
+    expect_rdma = 1;
+}
+
 int main(int argc, char **argv)
 {
     int opt, sessions = 2;
-    while ((opt = getopt(argc, argv, "rs:d:")) != -1) {
+    while ((opt = getopt(argc, argv, "rmkns:d:")) != -1) {
         if (opt == 'r') {
             require_rdma = 1;
+        } else if (opt == 'm') {
+            change_settings = 1;
+        } else if (opt == 'k') {
+            keep_loaded = 1;
+        } else if (opt == 'n') {
+            skip_mpi_init = 1;
         } else if (opt == 's' && atoi(optarg) >= 0) {
             sessions = atoi(optarg);
         } else if (opt == 'd' && atoi(optarg) >= 0) {
             rank1_delay_seconds = atoi(optarg);
         } else {
-            fprintf(stderr, "usage: %s [-r] [-s SESSIONS] [-d SECONDS]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-r] [-m] [-k] [-n] [-s SESSIONS] [-d SECONDS]\n", argv[0]);
             return 2;
         }
     }
@@ -253,9 +407,20 @@ int main(int argc, char **argv)
     for (int k = 1; k <= sessions; k++) {
         char phase[32];
         snprintf(phase, sizeof phase, "session%d", k);
-        one_session(phase);
+        if (change_settings) {
+            setenv("OMPI_MCA_coll_rdma_verbose", "1", 1);
+            session_with_changed_settings(phase, k);
+        } else {
+            one_session(phase);
+        }
     }
 
+    if (skip_mpi_init) {
+        /* each rank's own verdict: mpirun fails the job if any rank does */
+        printf("sessions: rank %d %s", my_world_rank, failures ? "failed" : "ok");
+        printf(failures ? " %d\n" : "\n", failures);
+        return failures ? 1 : 0;
+    }
     mark_phase("mpi-init", "begin");
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &my_world_rank);

@@ -11,7 +11,7 @@ use ompi_sys as sys;
 use super::comm_state::CommState;
 use super::ffi_guard::guarded;
 use super::module::new_module;
-use super::{components_underneath, params, pmix_path, version};
+use super::{components_underneath, output, params, pmix_path, version};
 
 const fn name_field<const N: usize>(name: &str) -> [c_char; N] {
     let bytes = name.as_bytes();
@@ -71,7 +71,8 @@ unsafe extern "C" fn register() -> c_int {
 
 unsafe extern "C" fn open() -> c_int {
     guarded("component open", sys::OMPI_ERROR as c_int, || {
-        let settings = params::load();
+        output::open_stream();
+        let settings = params::reload();
         pmix_path::remove_entries_that_give_pmix_nothing();
         // SAFETY: only the address is taken, to find our entry in the
         // framework's component list.
@@ -102,13 +103,14 @@ fn progress_open_mpi() {
 unsafe extern "C" fn close() -> c_int {
     guarded("component close", sys::OMPI_SUCCESS as c_int, || {
         super::progress::unregister_from_opal();
+        output::close_stream();
         sys::OMPI_SUCCESS as c_int
     })
 }
 
 unsafe extern "C" fn init_query(_progress_threads: bool, mpi_thread_multiple: bool) -> c_int {
     guarded("component init query", sys::OMPI_ERR_NOT_AVAILABLE as c_int, || {
-        let settings = params::load();
+        let settings = params::current();
         let checked = version::check(settings.pretend_running_version.as_deref())
             .and_then(|()| version::check_layout(settings.pretend_module_class_size));
         if let Err(refusal) = checked {
@@ -150,11 +152,11 @@ fn refusal(comm: *mut sys::ompi_communicator_t, settings: &params::Settings) -> 
 
 unsafe extern "C" fn comm_query(comm: *mut sys::ompi_communicator_t, priority: *mut c_int) -> *mut sys::mca_coll_base_module_t {
     guarded("component comm query", null_mut(), || {
-        let settings = params::load();
+        let settings = params::current();
         // SAFETY: valid communicator and out-pointer from Open MPI.
         let (cid, size) = unsafe { (sys::coll_rdma_shim_comm_cid(comm), sys::coll_rdma_shim_comm_size(comm)) };
         let label = format!("comm {cid} \"{}\" size {size}", comm_name(comm));
-        if let Some(why) = refusal(comm, settings) {
+        if let Some(why) = refusal(comm, &settings) {
             tracing::info!("{label}: not claimed: {why}");
             return null_mut();
         }
@@ -163,7 +165,7 @@ unsafe extern "C" fn comm_query(comm: *mut sys::ompi_communicator_t, priority: *
             tracing::warn!("{label}: not claimed: could not allocate a module");
             return null_mut();
         }
-        let (radix, why_radix) = CommState::barrier_radix(settings, size as usize);
+        let (radix, why_radix) = CommState::barrier_radix(&settings, size as usize);
         tracing::info!(
             "{label}: claimed at priority {} (barrier: {radix}-way dissemination, {why_radix})",
             settings.priority

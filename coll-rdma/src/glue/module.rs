@@ -133,7 +133,7 @@ unsafe extern "C" fn enable(module: *mut sys::mca_coll_base_module_t, comm: *mut
             return sys::OMPI_ERROR as c_int;
         };
         let saved = Rc::new(saved);
-        let state = Box::new(CommState::new(cid, rank, size, Rc::clone(&saved), params::load()));
+        let state = Box::new(CommState::new(cid, rank, size, Rc::clone(&saved), &params::current()));
         // SAFETY: our module, enabled once per communicator.
         unsafe {
             let module = module as *mut RdmaModule;

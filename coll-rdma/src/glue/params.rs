@@ -3,6 +3,14 @@
 //! each integer follows (`rule`), and their validation into `Settings`,
 //! which is what the rest of the component reads. `reference` renders the
 //! table as docs/parameters.md (only its tests use it).
+//!
+//! Invariant: the settings in force are those read at the latest component
+//! open. Open MPI registers and opens the component again at each
+//! initialisation of a process (every MPI 4 session, then MPI_Init), and
+//! the user may change a value in between (the environment, MPI_T), so
+//! nothing keeps values from an earlier open: each communicator takes a
+//! copy when it is set up, and the process-wide consumers (the output
+//! verbosity, the transports' wait policy) are set again at each open.
 
 #[cfg(test)]
 mod reference;
@@ -11,7 +19,7 @@ mod storage;
 mod table;
 mod udp;
 
-use std::sync::OnceLock;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use tuning::{AllreduceModel, BarrierModel};
@@ -199,7 +207,7 @@ pub struct ReductionSettings {
     pub parallel_slices_min_bytes: Option<usize>,
 }
 
-static SETTINGS: OnceLock<Settings> = OnceLock::new();
+static CURRENT: RwLock<Option<Arc<Settings>>> = RwLock::new(None);
 
 #[derive(Clone, Debug)]
 enum RawValue {
@@ -445,22 +453,33 @@ fn udp_settings(v: &Checked) -> UdpSettings {
     }
 }
 
-/// Reads, validates and keeps the parameters; warnings print once.
-pub fn load() -> &'static Settings {
-    SETTINGS.get_or_init(|| {
-        let raw = read_raw();
-        super::output::install(raw.int(Id::Verbose).max(0));
-        let settings = validate(raw);
-        // The waits for room in a ring or a send queue have no
-        // communicator's policy at hand; they take these.
-        btl_ibmc::set_process_wait_policy(&btl_ibmc::WaitPolicy {
-            spin_polls: settings.spin_polls.unwrap_or(btl_ibmc::PROCESS_DEFAULT_SPIN_POLLS),
-            kernel_spin_polls: settings.spin_polls.unwrap_or(btl_ibmc::KERNEL_DEFAULT_SPIN_POLLS),
-            stall_warning: settings.stall_warning,
-            fault_timeout: settings.fault_timeout,
-        });
-        settings
-    })
+/// Reads and validates the parameters as they are now, makes them the
+/// settings in force and hands them to the process-wide consumers; called
+/// at each component open, so warnings about invalid values print once per
+/// initialisation.
+pub fn reload() -> Arc<Settings> {
+    let raw = read_raw();
+    super::output::set_verbosity(raw.int(Id::Verbose).max(0));
+    let settings = Arc::new(validate(raw));
+    // The waits for room in a ring or a send queue have no communicator's
+    // policy at hand; they take these.
+    btl_ibmc::set_process_wait_policy(&btl_ibmc::WaitPolicy {
+        spin_polls: settings.spin_polls.unwrap_or(btl_ibmc::PROCESS_DEFAULT_SPIN_POLLS),
+        kernel_spin_polls: settings.spin_polls.unwrap_or(btl_ibmc::KERNEL_DEFAULT_SPIN_POLLS),
+        stall_warning: settings.stall_warning,
+        fault_timeout: settings.fault_timeout,
+    });
+    // A panic elsewhere cannot leave the slot half written: it only ever
+    // holds a whole Arc, so a poisoned lock is still good to use.
+    *CURRENT.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&settings));
+    settings
+}
+
+/// The settings read at the latest component open (read now if the
+/// component was never opened, which Open MPI does before any query).
+pub fn current() -> Arc<Settings> {
+    let in_force = CURRENT.read().unwrap_or_else(PoisonError::into_inner).clone();
+    in_force.unwrap_or_else(reload)
 }
 
 #[cfg(test)]
@@ -669,6 +688,23 @@ mod tests {
         raw.set_int(Id::Autotune, 1);
         raw.set_int(Id::AutotuneCalls, 0);
         assert_eq!(validate(raw).autotune_calls, Some(8), "an invalid count takes the default");
+    }
+
+    #[test]
+    fn each_reload_takes_the_values_registered_since_and_only_then() {
+        // The only test that writes the registered values or reloads.
+        storage::store_int(Id::Priority, 55);
+        storage::store_int(Id::Verbose, 2);
+        reload();
+        assert_eq!((current().priority, super::super::output::verbosity()), (55, 2));
+        storage::store_int(Id::Priority, -1);
+        storage::store_int(Id::Verbose, 0);
+        assert_eq!(current().priority, 55, "a value registered later waits for the next open");
+        reload();
+        assert_eq!((current().priority, super::super::output::verbosity()), (-1, 0));
+        storage::store_int(Id::Priority, 40);
+        reload();
+        assert_eq!(current().priority, validate(RawParams::defaults()).priority);
     }
 
     #[test]

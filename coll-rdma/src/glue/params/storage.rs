@@ -110,3 +110,14 @@ pub fn read_raw() -> RawParams {
     }
     raw
 }
+
+/// Tests only: sets an int parameter's slot, as the variable system does at
+/// registration.
+#[cfg(test)]
+pub fn store_int(id: super::table::Id, value: c_int) {
+    debug_assert!(matches!(TABLE[id as usize].kind, Kind::Int { .. }));
+    // SAFETY: the slot of an int row, written through a raw pointer (no
+    // reference to the static); the one test that calls this is the only
+    // writer, and readers copy the slot out.
+    unsafe { slot(id as usize).write(Slot { int: value }) };
+}
