@@ -7,7 +7,9 @@
 #   ci/ompi5/check.sh [ci/mpi-tests.sh arguments...]
 #
 # Everything goes under build/ompi5/ (cargo's target, the component, the test
-# programs, the logs), apart from the host's 4.1 build in target/ and build/.
+# programs, the logs), apart from the host's 4.1 build in target/ and build/;
+# cargo's registry and a copy of the dependencies' builds stay in the chroot
+# (ci/ompi5/target-cache.sh).
 # Without the verbs transport: rdma-sys cannot generate its bindings with
 # trixie's clang (docs/ompi5-port.md, build error 1).
 set -euo pipefail
@@ -19,6 +21,10 @@ cd "$ROOT"
 
 command -v ompi_info >/dev/null || { echo "check.sh: no ompi_info (run me inside ci/ompi5/chroot.sh run)" >&2; exit 2; }
 echo "== Open MPI $(ompi_info --parsable | awk -F: '$1=="ompi" && $2=="version" && $3=="full" {print $4}'), $(cargo --version)"
+# The registry and the dependencies' builds persist in the chroot, not in the
+# clone: a fresh clone neither downloads nor compiles them again
+export CARGO_HOME=${OMPI5_CARGO_HOME:-/var/cache/coll-rdma/cargo-home}
+bash ci/ompi5/target-cache.sh seed "$TARGET"
 echo "== cargo build --release -p coll-rdma --no-default-features (no verbs)"
 CARGO_TARGET_DIR=$TARGET cargo build --release -p coll-rdma --no-default-features
 mkdir -p "$OUT/components"
@@ -38,4 +44,5 @@ mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/include"
 install -m 0755 "$TARGET/release/fbcast" "$OUT/bin/fbcast"
 install -m 0755 "$TARGET/release/libcoll_rdma_fbcast.so" "$OUT/lib/libcoll_rdma_fbcast.so"
 install -m 0644 coll-rdma/fbcast/include/coll_rdma_fbcast.h "$OUT/include/coll_rdma_fbcast.h"
+bash ci/ompi5/target-cache.sh store "$TARGET"
 FBCAST_TESTS_BUILD_DIR=$OUT bash ci/fbcast-tests.sh --modes rdma
