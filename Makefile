@@ -56,7 +56,8 @@ help:
 	@echo "                   (ci/stage.sh, table in $(BUILD)/check-times.tsv)"
 	@echo "make test-rust     only the cargo tests: cargo test --release --workspace"
 	@echo "                   (cargo test -p coll-rdma-core needs no Open MPI: the collectives' fabric tests)"
-	@echo "make test-mpi      only the MPI tests (ci/mpi-tests.sh)"
+	@echo "make test-mpi      only the MPI tests (ci/mpi-tests.sh), dealt to MPI_TESTS_JOBS instances side by"
+	@echo "                   side (ci/mpi-tests-jobs.sh; default auto: 2 on a machine with room, else 1)"
 	@echo "make test-fbcast   only fbcast's MPI tests (ci/fbcast-tests.sh; part of make check)"
 	@echo "make tune          build, then coll-rdma-tune at np=2, quick mode (ci/tune.sh): short paired"
 	@echo "                   sweeps of the parameters that matter here; writes $(BUILD)/mca-params.conf"
@@ -222,7 +223,7 @@ test-rust:
 
 test-mpi:
 	@echo "== MPI tests"
-	@bash ci/mpi-tests.sh
+	@bash ci/mpi-tests-jobs.sh
 
 # coll-rdma-tune on this machine (tuning/src/bin/coll-rdma-tune): the site's
 # parameter file, build/mca-params.conf.

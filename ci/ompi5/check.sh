@@ -6,6 +6,9 @@
 #
 #   ci/ompi5/check.sh [ci/mpi-tests.sh arguments...]
 #
+# The MPI tests run as ci/mpi-tests-jobs.sh deals them (two instances side by
+# side where the machine has room; --jobs N among the arguments says otherwise).
+#
 # Everything goes under build/ompi5/ (cargo's target, the component, the test
 # programs, the logs), apart from the host's 4.1 build in target/ and build/;
 # cargo's registry and a copy of the dependencies' builds stay in the chroot
@@ -35,7 +38,7 @@ OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$OUT/components" ompi_info 2>&1 | 
 echo "== make install and MPI 4 sessions as users run them (ci/ompi5/user-tests.sh)"
 bash ci/ompi5/user-tests.sh
 echo "== MPI tests (Open MPI 5)"
-MPI_TESTS_BUILD_DIR=$OUT MPI_TESTS_LOGDIR=${MPI_TESTS_LOGDIR:-$OUT/mpi-tests} bash ci/mpi-tests.sh "$@"
+MPI_TESTS_BUILD_DIR=$OUT MPI_TESTS_LOGDIR=${MPI_TESTS_LOGDIR:-$OUT/mpi-tests} bash ci/mpi-tests-jobs.sh "$@"
 # fbcast uses the public MPI API only: built against Open MPI 5's mpicc and
 # tested with coll rdma (the stock mode runs on the host's Open MPI 4.1)
 echo "== cargo build --release -p coll-rdma-fbcast, fbcast tests (Open MPI 5, coll rdma)"
