@@ -49,14 +49,16 @@ help:
 	@echo "                   coll-rdma-selfcheck (a 2-rank mpirun job; SELFCHECK=0 skips it, the default"
 	@echo "                   with DESTDIR): only wrong results or a failing job fail the install; a"
 	@echo "                   check that cannot run is a note, a component not serving a warning"
-	@echo "make check         build, ci/core-deps-check.sh, cargo test --release --workspace, ci/mpi-tests.sh,"
+	@echo "make check         build, ci/core-deps-check.sh, cargo test --profile release-tests --workspace, ci/mpi-tests.sh,"
 	@echo "                   ci/tune-tests.sh, ci/fbcast-tests.sh, ci/udp-tests.sh (SKIP_UDP=1 leaves it out),"
 	@echo "                   ci/rxe-tests.sh (verbs on Soft-RoCE in qemu guests),"
 	@echo "                   check-noheaders, check-ompi5; ends with each stage's seconds"
 	@echo "                   (ci/stage.sh, table in $(BUILD)/check-times.tsv)"
-	@echo "make test-rust     only the cargo tests: cargo test --release --workspace"
+	@echo "make test-rust     only the cargo tests: cargo test --profile release-tests --workspace (release's"
+	@echo "                   optimisation without its LTO, in target/release-tests; Cargo.toml says why)"
 	@echo "                   (cargo test -p coll-rdma-core needs no Open MPI: the collectives' fabric tests)"
-	@echo "make test-mpi      only the MPI tests (ci/mpi-tests.sh)"
+	@echo "make test-mpi      only the MPI tests (ci/mpi-tests.sh), dealt to MPI_TESTS_JOBS instances side by"
+	@echo "                   side (ci/mpi-tests-jobs.sh; default auto: 2 on a machine with room, else 1)"
 	@echo "make test-fbcast   only fbcast's MPI tests (ci/fbcast-tests.sh; part of make check)"
 	@echo "make tune          build, then coll-rdma-tune at np=2, quick mode (ci/tune.sh): short paired"
 	@echo "                   sweeps of the parameters that matter here; writes $(BUILD)/mca-params.conf"
@@ -215,14 +217,15 @@ check:
 	@$(STAGE) report
 
 # Every crate's tests (the core's fabric tests, the transports', the
-# tuner's, glue's unit tests), release build as make check runs them.
+# tuner's, glue's unit tests), optimised as release is but without its LTO
+# (the profile release-tests in Cargo.toml), as make check runs them.
 test-rust:
-	@echo "== cargo test --release --workspace"
-	@$(CARGO) test --release --workspace
+	@echo "== cargo test --profile release-tests --workspace"
+	@$(CARGO) test --profile release-tests --workspace
 
 test-mpi:
 	@echo "== MPI tests"
-	@bash ci/mpi-tests.sh
+	@bash ci/mpi-tests-jobs.sh
 
 # coll-rdma-tune on this machine (tuning/src/bin/coll-rdma-tune): the site's
 # parameter file, build/mca-params.conf.

@@ -6,8 +6,13 @@
 #
 #   ci/ompi5/check.sh [ci/mpi-tests.sh arguments...]
 #
+# The MPI tests run as ci/mpi-tests-jobs.sh deals them (two instances side by
+# side where the machine has room; --jobs N among the arguments says otherwise).
+#
 # Everything goes under build/ompi5/ (cargo's target, the component, the test
-# programs, the logs), apart from the host's 4.1 build in target/ and build/.
+# programs, the logs), apart from the host's 4.1 build in target/ and build/;
+# cargo's registry and a copy of the dependencies' builds stay in the chroot
+# (ci/ompi5/target-cache.sh).
 # Without the verbs transport: rdma-sys cannot generate its bindings with
 # trixie's clang (docs/ompi5-port.md, build error 1).
 set -euo pipefail
@@ -19,6 +24,10 @@ cd "$ROOT"
 
 command -v ompi_info >/dev/null || { echo "check.sh: no ompi_info (run me inside ci/ompi5/chroot.sh run)" >&2; exit 2; }
 echo "== Open MPI $(ompi_info --parsable | awk -F: '$1=="ompi" && $2=="version" && $3=="full" {print $4}'), $(cargo --version)"
+# The registry and the dependencies' builds persist in the chroot, not in the
+# clone: a fresh clone neither downloads nor compiles them again
+export CARGO_HOME=${OMPI5_CARGO_HOME:-/var/cache/coll-rdma/cargo-home}
+bash ci/ompi5/target-cache.sh seed "$TARGET"
 echo "== cargo build --release -p coll-rdma --no-default-features (no verbs)"
 CARGO_TARGET_DIR=$TARGET cargo build --release -p coll-rdma --no-default-features
 mkdir -p "$OUT/components"
@@ -29,7 +38,7 @@ OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$OUT/components" ompi_info 2>&1 | 
 echo "== make install and MPI 4 sessions as users run them (ci/ompi5/user-tests.sh)"
 bash ci/ompi5/user-tests.sh
 echo "== MPI tests (Open MPI 5)"
-MPI_TESTS_BUILD_DIR=$OUT MPI_TESTS_LOGDIR=${MPI_TESTS_LOGDIR:-$OUT/mpi-tests} bash ci/mpi-tests.sh "$@"
+MPI_TESTS_BUILD_DIR=$OUT MPI_TESTS_LOGDIR=${MPI_TESTS_LOGDIR:-$OUT/mpi-tests} bash ci/mpi-tests-jobs.sh "$@"
 # fbcast uses the public MPI API only: built against Open MPI 5's mpicc and
 # tested with coll rdma (the stock mode runs on the host's Open MPI 4.1)
 echo "== cargo build --release -p coll-rdma-fbcast, fbcast tests (Open MPI 5, coll rdma)"
@@ -38,4 +47,5 @@ mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/include"
 install -m 0755 "$TARGET/release/fbcast" "$OUT/bin/fbcast"
 install -m 0755 "$TARGET/release/libcoll_rdma_fbcast.so" "$OUT/lib/libcoll_rdma_fbcast.so"
 install -m 0644 coll-rdma/fbcast/include/coll_rdma_fbcast.h "$OUT/include/coll_rdma_fbcast.h"
+bash ci/ompi5/target-cache.sh store "$TARGET"
 FBCAST_TESTS_BUILD_DIR=$OUT bash ci/fbcast-tests.sh --modes rdma
