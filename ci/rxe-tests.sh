@@ -85,7 +85,7 @@ bash ci/mpi-tests.sh --build-only >build/rxe-mpi-build.log 2>&1 ||
 mkdir -p build/bench
 [ build/bench/coll_latency -nt bench/coll_latency.c ] ||
     mpicc -O2 -Wall -o build/bench/coll_latency bench/coll_latency.c || { say "could not build bench/coll_latency.c"; exit 2; }
-DEVICE_TEST=$(cargo test --release -p btl-ibmc --test verbs_device --no-run --message-format=json 2>/dev/null |
+DEVICE_TEST=$(cargo test --profile release-tests -p btl-ibmc --test verbs_device --no-run --message-format=json 2>/dev/null |
     sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
 [ -x "$DEVICE_TEST" ] || { say "could not build btl-ibmc's verbs_device test"; exit 2; }
 
