@@ -119,7 +119,6 @@ impl ReadyComm {
         };
         let keep_measured = &mut |_: usize, nanos: u64| nanos;
         let (outcome, agreement_ns) = trial.run(&mut self.allreduce, transport, &bcast_progress, bytes, &mut sync, keep_measured)?;
-        drop(bcast_progress);
         self.report_allreduce_trial(&outcome, agreement_ns);
         Ok(())
     }

@@ -40,7 +40,6 @@ impl Native<'_> {
         let bcast_progress = BcastProgress::if_needed(transport, &mut ready.bcast);
         if let Some(two_level) = ready.two_level_barrier.as_mut() {
             let outcome = two_level.run(transport, &bcast_progress);
-            drop(bcast_progress);
             return self.shared.finish(Collective::Barrier, outcome);
         }
         let allreduce = &mut ready.allreduce;
@@ -57,7 +56,6 @@ impl Native<'_> {
             Ok(())
         };
         let outcome = ready.barrier.run(transport, &bcast_progress, agree);
-        drop(bcast_progress);
         if let Ok(Some(trial)) = &outcome {
             ready.report_barrier_trial(trial, agreement_ns);
         }

@@ -91,7 +91,6 @@ impl Native<'_> {
                 ready.reduce.reduce(transport, &bcast_progress, &message.reduction, root, contribution, recv)
             }
         };
-        drop(bcast_progress);
         self.shared.finish(Collective::Reduce, outcome)
     }
 

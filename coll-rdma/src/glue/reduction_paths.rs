@@ -82,7 +82,6 @@ impl Native<'_> {
         };
         let bcast_progress = BcastProgress::if_needed(transport, &mut ready.bcast);
         let outcome = ready.ring.reduce(transport, policy.serving(&bcast_progress), &message.reduction, gather, buffers);
-        drop(bcast_progress);
         self.shared.finish(collective, outcome)
     }
 }
