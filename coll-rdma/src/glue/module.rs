@@ -251,7 +251,7 @@ pub(super) unsafe fn with_state(
     let state_failed = state.has_failed();
     let has_work = !state_failed && state.has_background_work();
     let falls_back_for_good = !state_failed && state.take_bypass_request();
-    let (cid, rank) = (state.cid, state.rank);
+    let (cid, rank) = (state.shared.id.cid, state.shared.id.rank);
     if state_failed {
         held.mark_failed();
     }

@@ -10,7 +10,7 @@ use crate::collectives::allreduce_autotune::trial_bytes;
 use crate::collectives::reduction_buffers::Gather;
 
 use crate::side_progress::BcastProgress;
-use super::comm_state::{Collective, CommState, Link, Step};
+use super::comm_state::{Collective, CommState, Native, ReadyComm, Shared, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::handover::Handover;
@@ -38,43 +38,52 @@ impl CommState {
         let order = FoldOrder::of(call.op);
         // First, before any decision between paths: the setup is where the
         // ranks agree on the limits those decisions use.
-        if !self.ensure_link(call.comm) {
-            return self.hand_over_allreduce(call, Handover::TransportUnavailable, order);
-        }
-        self.count_call(Collective::Allreduce);
+        let Some(mut native) = self.enter(call.comm) else {
+            return self.shared.hand_over_allreduce(call, Handover::TransportUnavailable, order);
+        };
+        native.allreduce(call, order)
+    }
+}
+
+impl Native<'_> {
+    fn allreduce(&mut self, call: &ReductionCall, order: FoldOrder) -> Step {
+        self.shared.count_call(Collective::Allreduce);
         if call.count == 0 {
-            return self.finish(Collective::Allreduce, Ok(()));
+            return self.shared.finish(Collective::Allreduce, Ok(()));
         }
-        if let Some(Err(why)) = self.leader_links.as_ref().map(|links| links.allreduce()) {
-            return self.hand_over_allreduce(call, why, order);
+        if let Some(Err(why)) = self.ready.leader_links.as_ref().map(|links| links.allreduce()) {
+            return self.shared.hand_over_allreduce(call, why, order);
         }
-        let segment_bytes = self.allreduce.config().tree.segment_bytes;
-        let paths = self.reduction_paths(Gather::All, order);
-        let message = match native_message(call, order, self.allreduce_max_bytes, "allreduce_max_bytes", segment_bytes, |bytes| paths.parallel_or_ring(bytes)) {
+        let segment_bytes = self.ready.allreduce.config().tree.segment_bytes;
+        let paths = self.ready.reduction_paths(Gather::All, order);
+        let max_bytes = self.ready.limits.allreduce_max_bytes;
+        let message = match native_message(call, order, max_bytes, "allreduce_max_bytes", segment_bytes, |bytes| paths.parallel_or_ring(bytes)) {
             Ok(message) => message,
-            Err(unserved) => return self.hand_over_allreduce(call, unserved, order),
+            Err(unserved) => return self.shared.hand_over_allreduce(call, unserved, order),
         };
         if paths.around_the_ring(message.span.bytes, message.span.element_bytes) {
             return self.reduction_around_the_ring(call, &message, Gather::All);
         }
-        if let Err(why) = self.tune_degree_before(message.span.bytes) {
-            return self.finish(Collective::Allreduce, Err(why));
+        if let Err(why) = self.ready.tune_degree_before(message.span.bytes) {
+            return self.shared.finish(Collective::Allreduce, Err(why));
         }
         // SAFETY: MPI guarantees recv holds `count` elements of `dtype`,
         // which `message.span` describes; nothing else touches it during
         // the call.
         let recv = unsafe { span_bytes_mut(call.recv, &message.span) };
         let in_place = contribution_is_in_receive_buffer(call, &message.span);
-        let outcome = self.allreduce_into(call, &message, recv, in_place);
-        self.finish(Collective::Allreduce, outcome)
+        let outcome = self.ready.allreduce_into(call, &message, recv, in_place);
+        self.shared.finish(Collective::Allreduce, outcome)
     }
+}
 
+impl ReadyComm {
     /// Runs the allreduce tree (or the path it picks) with `call`'s
     /// contribution, or with `recv`'s where `in_place`, leaving the result
     /// in `recv`: MPI_Allreduce's own, or a reduce that only the two-level
     /// allreduce reaches (`LeaderLinks::reduce`).
     pub(super) fn allreduce_into(&mut self, call: &ReductionCall, message: &NativeMessage, recv: &mut [u8], in_place: bool) -> Result<(), TransportError> {
-        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
+        let transport = &self.transport;
         let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
         if in_place {
             return self.allreduce.allreduce_in_place(transport, &bcast_progress, &message.reduction, recv);
@@ -89,7 +98,7 @@ impl CommState {
     /// `call_bytes` that the tree serves (every rank takes the same
     /// decision: the length and the paths' limits are the same on all).
     fn tune_degree_before(&mut self, call_bytes: usize) -> Result<(), TransportError> {
-        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
+        let transport = &self.transport;
         let config = self.allreduce.config();
         let bytes = trial_bytes(call_bytes, config.exchange_max_bytes, config.tree.segment_bytes);
         let tree_serves = |bytes: usize| self.allreduce.tree_serves(transport, bytes);
@@ -113,7 +122,9 @@ impl CommState {
         self.report_allreduce_trial(&outcome, agreement_ns);
         Ok(())
     }
+}
 
+impl Shared {
     fn hand_over_allreduce(&mut self, call: &ReductionCall, why: Handover, order: FoldOrder) -> Step {
         let fallback = self.saved.allreduce(*call);
         self.hand_over_reduction(Collective::Allreduce, why, order, fallback)

@@ -11,7 +11,7 @@ use ompi_sys as sys;
 use crate::word_max::{bytes_to_words, words_to_bytes, U64Max};
 use crate::side_progress::BcastProgress;
 use super::handover::Handover;
-use super::comm_state::{Collective, CommState, Link, Step};
+use super::comm_state::{Collective, CommState, Native, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 
@@ -24,19 +24,25 @@ pub(super) unsafe extern "C" fn barrier(comm: *mut sys::ompi_communicator_t, mod
 
 impl CommState {
     fn barrier(&mut self, comm: *mut sys::ompi_communicator_t) -> Step {
-        if !self.ensure_link(comm) {
-            let fallback = self.saved.barrier(comm);
-            return self.hand_over(Collective::Barrier, Handover::TransportUnavailable, fallback);
-        }
-        self.count_call(Collective::Barrier);
-        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
-        let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
-        if let Some(two_level) = self.two_level_barrier.as_mut() {
+        let Some(mut native) = self.enter(comm) else {
+            let fallback = self.shared.saved.barrier(comm);
+            return self.shared.hand_over(Collective::Barrier, Handover::TransportUnavailable, fallback);
+        };
+        native.barrier()
+    }
+}
+
+impl Native<'_> {
+    fn barrier(&mut self) -> Step {
+        self.shared.count_call(Collective::Barrier);
+        let ready = &mut *self.ready;
+        let transport = &ready.transport;
+        let bcast_progress = BcastProgress::if_needed(transport, &mut ready.bcast);
+        if let Some(two_level) = ready.two_level_barrier.as_mut() {
             let outcome = two_level.run(transport, &bcast_progress);
-            drop(bcast_progress);
-            return self.finish(Collective::Barrier, outcome);
+            return self.shared.finish(Collective::Barrier, outcome);
         }
-        let allreduce = &mut self.allreduce;
+        let allreduce = &mut ready.allreduce;
         let mut agreement_ns = 0;
         // Only the call that ends the autotune's trial agrees, through the
         // communicator's own allreduce, which every rank runs in that same
@@ -49,11 +55,10 @@ impl CommState {
             agreement_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
             Ok(())
         };
-        let outcome = self.barrier.run(transport, &bcast_progress, agree);
-        drop(bcast_progress);
+        let outcome = ready.barrier.run(transport, &bcast_progress, agree);
         if let Ok(Some(trial)) = &outcome {
-            self.report_barrier_trial(trial, agreement_ns);
+            ready.report_barrier_trial(trial, agreement_ns);
         }
-        self.finish(Collective::Barrier, outcome.map(|_| ()))
+        self.shared.finish(Collective::Barrier, outcome.map(|_| ()))
     }
 }

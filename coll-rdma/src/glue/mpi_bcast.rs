@@ -16,7 +16,7 @@ use btl_ibmc::TransportError;
 use ompi_sys as sys;
 
 use super::handover::Handover;
-use super::comm_state::{Collective, CommState, Link, Step};
+use super::comm_state::{Collective, CommState, Native, ReadyComm, Shared, Step};
 use super::datatype::{contiguous_span, signature_bytes};
 use super::ffi_guard::guarded;
 use super::module::with_state;
@@ -51,40 +51,45 @@ impl CommState {
     fn bcast(&mut self, call: &BcastCall) -> Step {
         // First, before any decision between paths: the setup is where the
         // ranks agree on the limits those decisions use.
-        if !self.ensure_link(call.comm) {
-            return self.hand_over_bcast(call, Handover::TransportUnavailable);
-        }
-        self.count_call(Collective::Bcast);
+        let Some(mut native) = self.enter(call.comm) else {
+            return self.shared.hand_over_bcast(call, Handover::TransportUnavailable);
+        };
+        native.bcast(call)
+    }
+}
+
+impl Native<'_> {
+    fn bcast(&mut self, call: &BcastCall) -> Step {
+        self.shared.count_call(Collective::Bcast);
         let Ok(count) = usize::try_from(call.count) else {
-            return self.hand_over_bcast(call, Handover::NegativeCount(call.count));
+            return self.shared.hand_over_bcast(call, Handover::NegativeCount(call.count));
         };
         let bytes = match signature_bytes(call.dtype, count) {
             Ok(bytes) => bytes,
-            Err(why) => return self.hand_over_bcast(call, Handover::Datatype(why)),
+            Err(why) => return self.shared.hand_over_bcast(call, Handover::Datatype(why)),
         };
         if bytes == 0 {
-            return self.finish(Collective::Bcast, Ok(()));
+            return self.shared.finish(Collective::Bcast, Ok(()));
         }
-        if let Some(Err(why)) = self.leader_links.as_ref().map(|links| links.bcast()) {
-            return self.hand_over_bcast(call, why);
+        if let Some(Err(why)) = self.ready.leader_links.as_ref().map(|links| links.bcast()) {
+            return self.shared.hand_over_bcast(call, why);
         }
-        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
-        let single_copy = self.bcast.uses_single_copy(transport, bytes);
-        let limits = BcastLimits { window: self.bcast_max_bytes, single_copy: self.bcast_single_copy_max_bytes };
-        if let Err(why) = native_route(bytes, limits, single_copy, self.bcast.serves(bytes)) {
-            return self.hand_over_bcast(call, why);
+        let single_copy = self.ready.bcast.uses_single_copy(&self.ready.transport, bytes);
+        let limits = BcastLimits { window: self.ready.limits.bcast_max_bytes, single_copy: self.ready.limits.bcast_single_copy_max_bytes };
+        if let Err(why) = native_route(bytes, limits, single_copy, self.ready.bcast.serves(bytes)) {
+            return self.shared.hand_over_bcast(call, why);
         }
         let root = call.root as usize;
-        let at_root = root == self.rank;
+        let at_root = root == self.ready.id.rank;
         let span = contiguous_span(call.dtype, count);
         if above_pack_counts(bytes) {
-            if let Some(Err(_)) = self.leader_links.as_ref().map(|links| links.allreduce()) {
-                return self.hand_over_bcast(call, Handover::OnlyLeadersConnected(AGREEMENT_RUNS_FLAT));
+            if let Some(Err(_)) = self.ready.leader_links.as_ref().map(|links| links.allreduce()) {
+                return self.shared.hand_over_bcast(call, Handover::OnlyLeadersConnected(AGREEMENT_RUNS_FLAT));
             }
-            match self.rank_that_would_pack(span.is_ok()) {
+            match self.ready.rank_that_would_pack(span.is_ok()) {
                 Ok(None) => {}
-                Ok(Some(rank)) => return self.hand_over_bcast(call, Handover::AbovePackLimit { bytes, rank }),
-                Err(why) => return self.finish(Collective::Bcast, Err(why)),
+                Ok(Some(rank)) => return self.shared.hand_over_bcast(call, Handover::AbovePackLimit { bytes, rank }),
+                Err(why) => return self.shared.finish(Collective::Bcast, Err(why)),
             }
         }
         // A rank whose datatype is not contiguous goes through a packed copy;
@@ -93,22 +98,22 @@ impl CommState {
         if span.is_err() {
             packed = vec![0u8; bytes];
             if at_root {
-                let packing = if self.injected_pack_failure() { Err(sys::OMPI_ERROR as c_int) } else { pack(call, &mut packed) };
+                let packing = if self.shared.injected_pack_failure() { Err(sys::OMPI_ERROR as c_int) } else { pack(call, &mut packed) };
                 if let Err(rc) = packing {
                     return self.abandon_bcast_at_root(root, bytes, rc);
                 }
             }
         }
-        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
+        let ready = &mut *self.ready;
         let outcome = match span {
             Ok(span) => {
                 // SAFETY: MPI guarantees the buffer holds `count` elements of
                 // `dtype`, which `span` describes.
                 let message = unsafe { span_bytes_mut(call.buffer, &span) };
-                self.bcast.bcast(transport, root, message)
+                ready.bcast.bcast(&ready.transport, root, message)
             }
             Err(_) => {
-                let outcome = self.bcast.bcast(transport, root, &mut packed);
+                let outcome = ready.bcast.bcast(&ready.transport, root, &mut packed);
                 if outcome.is_ok() && !at_root
                     && let Err(rc) = unpack(call, &packed) {
                         return Step::Done(rc);
@@ -116,7 +121,7 @@ impl CommState {
                 outcome
             }
         };
-        self.finish(Collective::Bcast, outcome)
+        self.shared.finish(Collective::Bcast, outcome)
     }
 
     /// The root could not pack its message, but its receivers (which cannot
@@ -124,22 +129,24 @@ impl CommState {
     /// call fail instead. The streams are then out of step, so every rank
     /// hands its later calls over.
     fn abandon_bcast_at_root(&mut self, root: usize, bytes: usize, rc: c_int) -> Step {
-        let Link::Ready(transport) = &self.link else { unreachable!("only called on the native path") };
-        let told = self.bcast.abandon_at_root(transport, root, bytes);
+        let ready = &mut *self.ready;
+        let told = ready.bcast.abandon_at_root(&ready.transport, root, bytes);
         tracing::error!(
             "comm {} rank {}: bcast root could not pack its {bytes}-byte message (error {rc}); the receivers are told \
              ({}) and fail too; later collectives on this communicator go to the module underneath",
-            self.cid,
-            self.rank,
+            ready.id.cid,
+            ready.id.rank,
             match told {
                 Ok(()) => "sent".to_string(),
                 Err(why) => format!("failed: {why}"),
             }
         );
-        self.mark_failed();
+        self.shared.mark_failed();
         Step::Done(rc)
     }
+}
 
+impl ReadyComm {
     /// The lowest rank whose datatype is not contiguous, agreed through
     /// this communicator's own allreduce (one word, next to a message of
     /// more than 2 GiB). Its waits keep serving the bcast's background
@@ -148,36 +155,18 @@ impl CommState {
     /// into this rank's channel would wait for this rank while this rank
     /// waited for it.
     fn rank_that_would_pack(&mut self, contiguous: bool) -> Result<Option<usize>, TransportError> {
-        let Link::Ready(transport) = &self.link else { unreachable!("only called on the native path") };
+        let transport = &self.transport;
         let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
-        let mut agreed = words_to_bytes(&[packing_word(self.size, self.rank, contiguous)]);
+        let mut agreed = words_to_bytes(&[packing_word(self.id.size, self.id.rank, contiguous)]);
         self.allreduce.allreduce_in_place(transport, &bcast_progress, &U64Max, &mut agreed)?;
-        Ok(lowest_packing_rank(self.size, bytes_to_words(&agreed)[0]))
+        Ok(lowest_packing_rank(self.id.size, bytes_to_words(&agreed)[0]))
     }
+}
 
+impl Shared {
     fn hand_over_bcast(&mut self, call: &BcastCall, why: Handover) -> Step {
         let fallback = self.saved.bcast(call.buffer, call.count, call.dtype, call.root, call.comm);
         self.hand_over(Collective::Bcast, why, fallback)
-    }
-
-    /// Whether the bcast needs serving outside its own calls (see
-    /// [`crate::collectives::bcast::Bcast::needs_side_progress`]): by other
-    /// collectives' waits, and by the progress engine between calls.
-    /// Keeping the callback idle otherwise keeps it off the progress loop
-    /// of every later MPI call.
-    pub(super) fn has_background_work(&self) -> bool {
-        match &self.link {
-            Link::Ready(transport) => self.bcast.needs_side_progress(transport),
-            _ => false,
-        }
-    }
-
-    /// Serves ACKs, NACKs and retransmissions outside a collective call.
-    pub(super) fn progress_background_work(&mut self) {
-        if let Link::Ready(transport) = &self.link
-            && let Err(why) = self.bcast.progress(transport) {
-                tracing::warn!("comm {} rank {}: bcast progress failed: {why}", self.cid, self.rank);
-            }
     }
 }
 

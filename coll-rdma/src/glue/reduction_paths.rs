@@ -9,7 +9,7 @@ use crate::collectives::ring_reduction::{RingLengths, RingReduction};
 use crate::side_progress::BcastProgress;
 use btl_ibmc::SelectedTransport;
 
-use super::comm_state::{Collective, CommState, Link, Step};
+use super::comm_state::{Collective, Native, ReadyComm, Step};
 use super::reduction_call::{contribution_is_in_receive_buffer, span_bytes, span_bytes_mut, FoldOrder, NativeMessage};
 use super::saved::ReductionCall;
 
@@ -38,24 +38,26 @@ impl ReductionPaths<'_> {
     }
 }
 
-impl CommState {
+impl ReadyComm {
     /// The paths of allreduce (`Gather::All`) or reduce (`Gather::Root`)
-    /// for an op of `order`; the link must be ready.
+    /// for an op of `order`.
     pub(super) fn reduction_paths(&self, gather: Gather, order: FoldOrder) -> ReductionPaths<'_> {
-        let Link::Ready(transport) = &self.link else { unreachable!("the reduction paths are asked once the transport is ready") };
         let (parallel, ring_lengths) = match gather {
-            Gather::All => (self.allreduce.parallel(), self.allreduce_ring),
-            Gather::Root(_) => (self.reduce.parallel(), self.reduce_ring),
+            Gather::All => (self.allreduce.parallel(), self.limits.allreduce_ring),
+            Gather::Root(_) => (self.reduce.parallel(), self.limits.reduce_ring),
         };
-        ReductionPaths { transport, parallel, ring: &self.ring, ring_lengths, commutative: order == FoldOrder::Any }
+        ReductionPaths { transport: &self.transport, parallel, ring: &self.ring, ring_lengths, commutative: order == FoldOrder::Any }
     }
+}
 
+impl Native<'_> {
     /// Serves `call` around the ring: an allreduce (`Gather::All`) or a
     /// reduce to the root (`Gather::Root`).
     pub(super) fn reduction_around_the_ring(&mut self, call: &ReductionCall, message: &NativeMessage, gather: Gather) -> Step {
-        let Link::Ready(transport) = &self.link else { unreachable!("ensure_link said the transport is ready") };
+        let ready = &mut *self.ready;
+        let transport = &ready.transport;
         let span = message.span;
-        let gathers = gather == Gather::All || gather == Gather::Root(self.rank);
+        let gathers = gather == Gather::All || gather == Gather::Root(ready.id.rank);
         let recv: &mut [u8] = if gathers {
             // SAFETY: where the result lands MPI guarantees recv holds
             // `count` elements of `dtype`, which `span` describes; nothing
@@ -75,11 +77,11 @@ impl CommState {
             ReductionBuffers::Separate { send: unsafe { span_bytes(call.send, &span) }, recv }
         };
         let (collective, policy) = match gather {
-            Gather::All => (Collective::Allreduce, self.allreduce.config().tree.policy),
-            Gather::Root(_) => (Collective::Reduce, self.reduce.config().policy),
+            Gather::All => (Collective::Allreduce, ready.allreduce.config().tree.policy),
+            Gather::Root(_) => (Collective::Reduce, ready.reduce.config().policy),
         };
-        let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);
-        let outcome = self.ring.reduce(transport, policy.serving(&bcast_progress), &message.reduction, gather, buffers);
-        self.finish(collective, outcome)
+        let bcast_progress = BcastProgress::if_needed(transport, &mut ready.bcast);
+        let outcome = ready.ring.reduce(transport, policy.serving(&bcast_progress), &message.reduction, gather, buffers);
+        self.shared.finish(collective, outcome)
     }
 }

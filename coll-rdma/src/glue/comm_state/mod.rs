@@ -1,0 +1,261 @@
+//! What coll rdma keeps per communicator, as the stages it goes through:
+//!
+//! 1. `Stage::Pending` from the module's enable: the settings are read and
+//!    the plan made (configurations, window layout, schedules), nothing is
+//!    sent. Open MPI's collectives cannot be used while modules are being
+//!    enabled, so agreement and the transport wait for the first collective.
+//! 2. The first collective call enters `CommState::enter`, which, on every
+//!    rank alike (all call the same collective), agrees on the settings and
+//!    connects. Success makes the stage `Ready(ReadyComm)`; any failure makes
+//!    it `Unavailable` for good, every rank having reached the same verdict,
+//!    and asks the module once to put the functions underneath back.
+//! 3. `Stage::Ready`: the transport and everything that exists only with it
+//!    (schedules, two-level barrier, leader links, limits) live in
+//!    `ReadyComm`. The only way to it is `enter`, which hands the caller a
+//!    `Native` (the shared part and the `ReadyComm`, borrowed together), so
+//!    no code path can ask for the transport of a communicator without one.
+//!
+//! Who holds what: the module (`module.rs`) owns one `CommState` per
+//! communicator and lends it to one holder at a time, a collective call or
+//! the progress callback; nothing here is tied to one call's stack. The
+//! parts every stage has (identity, saved functions, tallies, fault
+//! injection, hand-over reports) are `Shared`.
+//!
+//! After a failure midway through a call (`Tallies::mark_failed`) the stage
+//! stays as it is but is trusted no more: the module hands every later call
+//! over without entering the state, and teardown skips the protocols'
+//! closing steps. The counts (`tally.rs`) and the words said about all this
+//! (`report.rs`) are kept apart from the stages.
+
+mod policy;
+mod ready;
+mod report;
+mod setup;
+mod tally;
+
+use std::ffi::c_int;
+use std::rc::Rc;
+
+use btl_ibmc::{Endpoint, TransportError};
+use ompi_sys as sys;
+
+use super::handover::Handover;
+use super::params::{Settings, TestFaults};
+use super::reduction_call::FoldOrder;
+use super::saved::SavedCollectives;
+#[cfg(test)] // the parameters' tests check a bcast configuration
+pub(super) use policy::bcast_config;
+pub(super) use ready::ReadyComm;
+use report::HandoverReports;
+use setup::PendingSetup;
+pub(super) use tally::Collective;
+use tally::Tallies;
+
+/// What a collective entry point does once it has let go of the state.
+pub(super) enum Step {
+    Done(c_int),
+    /// Run the module underneath. It may call back into our entry points
+    /// (tuned's allreduce runs the communicator's reduce and bcast), so it
+    /// must run after the state is released.
+    HandOver(Box<dyn FnOnce() -> c_int>),
+}
+
+/// Which communicator, and this process's place in it; the same in every
+/// stage.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct CommId {
+    pub(super) cid: u32,
+    pub(super) rank: usize,
+    pub(super) size: usize,
+}
+
+/// What every stage has.
+pub(super) struct Shared {
+    pub(super) id: CommId,
+    pub(super) saved: Rc<SavedCollectives>,
+    test_faults: TestFaults,
+    tallies: Tallies,
+    handovers: HandoverReports,
+    /// Every rank has just agreed that there is no transport: the module
+    /// may put the functions underneath back into the communicator's table.
+    bypass_requested: bool,
+}
+
+enum Stage {
+    Pending(Box<PendingSetup>),
+    Ready(Box<ReadyComm>),
+    /// No transport: every rank reached the same verdict, so all of them
+    /// hand their calls over.
+    Unavailable,
+}
+
+pub struct CommState {
+    pub(super) shared: Shared,
+    stage: Stage,
+}
+
+/// A call served natively: the shared part and the ready stage, borrowed
+/// together from `CommState::enter`.
+pub(super) struct Native<'a> {
+    pub(super) shared: &'a mut Shared,
+    pub(super) ready: &'a mut ReadyComm,
+}
+
+impl CommState {
+    pub fn new(cid: u32, rank: usize, size: usize, saved: Rc<SavedCollectives>, settings: &Settings) -> Self {
+        let id = CommId { cid, rank, size };
+        CommState {
+            shared: Shared {
+                id,
+                saved,
+                test_faults: settings.test_faults,
+                tallies: Tallies::default(),
+                handovers: HandoverReports::default(),
+                bypass_requested: false,
+            },
+            stage: Stage::Pending(Box::new(PendingSetup::new(id, settings))),
+        }
+    }
+
+    /// The ready stage, connecting first if this is the communicator's first
+    /// collective (every rank calls this in the same collective call, and
+    /// all reach the same verdict); `None` when there is no transport.
+    pub(super) fn enter(&mut self, comm: *mut sys::ompi_communicator_t) -> Option<Native<'_>> {
+        if matches!(self.stage, Stage::Pending(_)) {
+            self.connect(comm);
+        }
+        match &mut self.stage {
+            Stage::Ready(ready) => Some(Native { shared: &mut self.shared, ready }),
+            Stage::Pending(_) | Stage::Unavailable => None,
+        }
+    }
+
+    fn connect(&mut self, comm: *mut sys::ompi_communicator_t) {
+        // Unavailable while connecting: a panic inside leaves no half-made
+        // stage behind (the module marks the state failed anyway).
+        let Stage::Pending(pending) = std::mem::replace(&mut self.stage, Stage::Unavailable) else { return };
+        let shared = &mut self.shared;
+        match pending.connect(shared.id, &shared.saved, comm, &shared.test_faults) {
+            Some(ready) => self.stage = Stage::Ready(Box::new(ready)),
+            None => shared.bypass_requested = true,
+        }
+    }
+
+    /// True once, right after every rank agreed that this communicator has
+    /// no transport: from then on nothing here can serve it.
+    pub(super) fn take_bypass_request(&mut self) -> bool {
+        std::mem::take(&mut self.shared.bypass_requested)
+    }
+
+    pub(super) fn note_handed_over_after_failure(&mut self, calls: u64) {
+        self.shared.tallies.note_handed_over_after_failure(calls);
+    }
+
+    pub(super) fn mark_failed(&mut self) {
+        self.shared.tallies.mark_failed();
+    }
+
+    pub(super) fn has_failed(&self) -> bool {
+        self.shared.tallies.has_failed()
+    }
+
+    /// Whether the progress callback has work here (see
+    /// `ReadyComm::has_background_work`).
+    pub(super) fn has_background_work(&self) -> bool {
+        match &self.stage {
+            Stage::Ready(ready) => ready.has_background_work(),
+            Stage::Pending(_) | Stage::Unavailable => false,
+        }
+    }
+
+    pub(super) fn progress_background_work(&mut self) {
+        if let Stage::Ready(ready) = &mut self.stage {
+            ready.progress_background_work();
+        }
+    }
+}
+
+impl Shared {
+    /// Counts the call and panics where the testing-only parameter
+    /// coll_rdma_test_panic_at says, to exercise the recovery from a panic.
+    pub(super) fn count_call(&mut self, collective: Collective) {
+        let calls = self.tallies.entered(collective);
+        if self.test_faults.panic_at == Some((collective, calls)) {
+            panic!("coll_rdma_test_panic_at={}:{} (testing only)", collective.name(), calls);
+        }
+    }
+
+    /// Whether the testing-only coll_rdma_test_pack_failure_at makes this
+    /// rank's pack fail now (counting the packing bcast roots).
+    pub(super) fn injected_pack_failure(&mut self) -> bool {
+        match self.test_faults.pack_failure_at {
+            Some(at) => {
+                self.test_faults.packs_seen += 1;
+                self.test_faults.packs_seen == at
+            }
+            None => false,
+        }
+    }
+
+    /// Counts a call served natively, or reports why it failed.
+    pub(super) fn finish(&mut self, collective: Collective, outcome: Result<(), TransportError>) -> Step {
+        match outcome {
+            Ok(()) => {
+                self.tallies.served(collective);
+                Step::Done(sys::OMPI_SUCCESS as c_int)
+            }
+            Err(why) => {
+                tracing::error!(
+                    "comm {} rank {}: {} failed: {why}; later collectives on this communicator go to the module underneath",
+                    self.id.cid,
+                    self.id.rank,
+                    collective.name()
+                );
+                self.tallies.mark_failed();
+                Step::Done(sys::OMPI_ERROR as c_int)
+            }
+        }
+    }
+
+    pub(super) fn mark_failed(&mut self) {
+        self.tallies.mark_failed();
+    }
+
+    /// Hands a call to the module underneath, saying why once per
+    /// communicator and kind of reason (and every time at debug level).
+    pub(super) fn hand_over(&mut self, collective: Collective, why: Handover, fallback: impl FnOnce() -> c_int + 'static) -> Step {
+        self.hand_over_reduction(collective, why, FoldOrder::Any, fallback)
+    }
+
+    /// As `hand_over`, for a reduction whose op asks for `order` (see
+    /// `HandoverReports::report`).
+    pub(super) fn hand_over_reduction(
+        &mut self,
+        collective: Collective,
+        why: Handover,
+        order: FoldOrder,
+        fallback: impl FnOnce() -> c_int + 'static,
+    ) -> Step {
+        self.handovers.report(self.id, collective, &why, order);
+        self.tallies.handed_over(collective);
+        Step::HandOver(Box::new(fallback))
+    }
+}
+
+impl Drop for CommState {
+    fn drop(&mut self) {
+        let (id, tallies) = (self.shared.id, &self.shared.tallies);
+        report::report_closing_skipped(id, tallies);
+        let (transport, bcast) = match &mut self.stage {
+            Stage::Ready(ready) => {
+                if !tallies.has_failed() {
+                    ready.close();
+                }
+                (ready.transport.name(), Some(&ready.bcast))
+            }
+            Stage::Unavailable => ("no transport", None),
+            Stage::Pending(_) => ("no transport (never used)", None),
+        };
+        report::report_summary(id, transport, bcast, tallies);
+    }
+}

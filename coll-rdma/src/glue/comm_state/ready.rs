@@ -1,0 +1,131 @@
+//! The last stage of a communicator that has a transport: `ReadyComm` owns
+//! the transport together with everything that only means something once it
+//! is known (the collectives' schedules, the two-level barrier, the leader
+//! links, the limits agreed for it). A collective reaches it only through
+//! `CommState::enter`, so a path that needs the transport always has one.
+//! It is owned by the communicator's state, not by any call's stack: whoever
+//! holds the state (one collective, or the progress callback) may borrow it.
+
+use btl_ibmc::{NoSideProgress, SelectedTransport};
+
+use super::super::leader_links::LeaderLinks;
+use super::CommId;
+use crate::collectives::allreduce::Allreduce;
+use crate::collectives::allreduce_autotune::DegreeTrial;
+use crate::collectives::barrier_autotune::TunedBarrier;
+use crate::collectives::barrier_two_level::TwoLevelBarrier;
+use crate::collectives::bcast::Bcast;
+use crate::collectives::reduce::Reduce;
+use crate::collectives::ring_reduction::{RingLengths, RingReduction};
+
+/// The collectives' schedules, built when the module is enabled (they need
+/// only the window's layout) and moved into the `ReadyComm`.
+pub(super) struct Schedules {
+    pub barrier: TunedBarrier,
+    pub allreduce: Allreduce,
+    pub allreduce_trial: Option<DegreeTrial>,
+    pub reduce: Reduce,
+    pub ring: RingReduction,
+    pub bcast: Bcast,
+}
+
+/// The lengths each native path serves, agreed at setup (every rank holds
+/// the same values, so every rank takes the same path).
+pub(in crate::glue) struct Limits {
+    pub(in crate::glue) allreduce_max_bytes: Option<usize>,
+    pub(in crate::glue) reduce_max_bytes: Option<usize>,
+    /// Long allreduces and reduces of commutative ops where the parallel
+    /// reduction does not serve.
+    pub(in crate::glue) allreduce_ring: RingLengths,
+    pub(in crate::glue) reduce_ring: RingLengths,
+    /// The window paths' limit for the transport in use.
+    pub(in crate::glue) bcast_max_bytes: Option<usize>,
+    pub(in crate::glue) bcast_single_copy_max_bytes: Option<usize>,
+}
+
+/// A communicator with a transport, ready to serve collectives.
+pub(in crate::glue) struct ReadyComm {
+    pub(in crate::glue) id: CommId,
+    pub(in crate::glue) transport: SelectedTransport,
+    pub(in crate::glue) barrier: TunedBarrier,
+    /// Set where the communicator spans nodes and `coll_rdma_hierarchy`
+    /// allows: it then serves every barrier in place of `barrier` (they
+    /// share the window's barrier region).
+    pub(in crate::glue) two_level_barrier: Option<TwoLevelBarrier>,
+    /// Set when only the nodes' leaders hold queue pairs across nodes:
+    /// the calls it rules out go to the module underneath.
+    pub(in crate::glue) leader_links: Option<LeaderLinks>,
+    pub(in crate::glue) allreduce: Allreduce,
+    /// The autotune's degree trial, until the first allreduce the tree
+    /// serves runs it (or the two-level tree makes it moot).
+    pub(in crate::glue) allreduce_trial: Option<DegreeTrial>,
+    pub(in crate::glue) reduce: Reduce,
+    pub(in crate::glue) ring: RingReduction,
+    pub(in crate::glue) bcast: Bcast,
+    pub(in crate::glue) limits: Limits,
+}
+
+impl ReadyComm {
+    /// The flat schedules on `transport`; `setup.rs` then makes the choices
+    /// that need the transport before anyone else sees the result.
+    pub(super) fn assemble(id: CommId, transport: SelectedTransport, schedules: Schedules, limits: Limits) -> Self {
+        let Schedules { barrier, allreduce, allreduce_trial, reduce, ring, bcast } = schedules;
+        ReadyComm {
+            id,
+            transport,
+            barrier,
+            two_level_barrier: None,
+            leader_links: None,
+            allreduce,
+            allreduce_trial,
+            reduce,
+            ring,
+            bcast,
+            limits,
+        }
+    }
+
+    /// Whether the bcast needs serving outside its own calls (see
+    /// [`crate::collectives::bcast::Bcast::needs_side_progress`]): by other
+    /// collectives' waits, and by the progress engine between calls.
+    /// Keeping the callback idle otherwise keeps it off the progress loop
+    /// of every later MPI call.
+    pub(super) fn has_background_work(&self) -> bool {
+        self.bcast.needs_side_progress(&self.transport)
+    }
+
+    /// Serves ACKs, NACKs and retransmissions outside a collective call.
+    pub(super) fn progress_background_work(&mut self) {
+        if let Err(why) = self.bcast.progress(&self.transport) {
+            tracing::warn!("comm {} rank {}: bcast progress failed: {why}", self.id.cid, self.id.rank);
+        }
+    }
+
+    /// The protocols' closing steps when the communicator is freed (never
+    /// after a failed call: their state is not to be trusted then).
+    pub(super) fn close(&mut self) {
+        let CommId { cid, rank, .. } = self.id;
+        // A root returns from MPI_Bcast before its receivers acknowledge,
+        // and receivers acknowledge lazily: settle both before the window
+        // goes away.
+        if let Err(why) = self.bcast.drain(&self.transport) {
+            tracing::warn!("comm {} rank {}: bcast could not settle before the communicator was freed: {why}", cid, rank);
+        }
+        // Every rank frees the communicator (MPI_Comm_free and MPI_Finalize
+        // are collective): once all have passed this barrier, no peer writes
+        // into a window that is about to be deregistered.
+        if !self.transport.needs_closing_barrier() {
+            return;
+        }
+        if let Err(why) = self.transport.quiesce_before_teardown() {
+            tracing::warn!("comm {} rank {}: writes still in flight at teardown: {why}", cid, rank);
+        }
+        let closed = match self.two_level_barrier.as_mut() {
+            Some(two_level) => two_level.run(&self.transport, &NoSideProgress),
+            None => self.barrier.run_untimed(&self.transport, &NoSideProgress),
+        };
+        if let Err(why) = closed {
+            tracing::warn!("comm {} rank {}: closing barrier failed: {why}", cid, rank);
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! The counts kept per communicator, apart from the state they describe:
+//! calls served natively or handed over per collective, calls entered (for
+//! the testing-only fault injection), and whether a call failed midway.
+//! Only counting happens here; `report.rs` says what the counts mean.
+
+/// The collectives coll rdma serves, for counting and for messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(in crate::glue) enum Collective {
+    Barrier,
+    Allreduce,
+    Reduce,
+    Bcast,
+}
+
+impl Collective {
+    pub(in crate::glue) const ALL: [Collective; 4] = [Collective::Barrier, Collective::Allreduce, Collective::Reduce, Collective::Bcast];
+
+    pub(in crate::glue) fn name(self) -> &'static str {
+        match self {
+            Collective::Barrier => "barrier",
+            Collective::Allreduce => "allreduce",
+            Collective::Reduce => "reduce",
+            Collective::Bcast => "bcast",
+        }
+    }
+}
+
+/// Calls of one collective: served natively or handed over.
+#[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Tally {
+    pub served: u64,
+    pub handed_over: u64,
+}
+
+/// Every count of one communicator.
+#[derive(Default)]
+pub(super) struct Tallies {
+    /// Indexed by `Collective as usize`.
+    outcomes: [Tally; 4],
+    /// Calls entered per collective, whatever became of them.
+    calls: [u64; 4],
+    /// A call failed midway: the protocols' state is not to be trusted, so
+    /// teardown skips their closing steps (the module hands every later call
+    /// over).
+    failed: bool,
+    /// Calls the module handed over without the state once it had failed.
+    handed_over_after_failure: u64,
+}
+
+impl Tallies {
+    pub(super) fn served(&mut self, collective: Collective) {
+        self.outcomes[collective as usize].served += 1;
+    }
+
+    pub(super) fn handed_over(&mut self, collective: Collective) {
+        self.outcomes[collective as usize].handed_over += 1;
+    }
+
+    /// Counts one entered call and returns how many there have been.
+    pub(super) fn entered(&mut self, collective: Collective) -> u64 {
+        let calls = &mut self.calls[collective as usize];
+        *calls += 1;
+        *calls
+    }
+
+    pub(super) fn of(&self, collective: Collective) -> Tally {
+        self.outcomes[collective as usize]
+    }
+
+    pub(super) fn mark_failed(&mut self) {
+        self.failed = true;
+    }
+
+    pub(super) fn has_failed(&self) -> bool {
+        self.failed
+    }
+
+    pub(super) fn note_handed_over_after_failure(&mut self, calls: u64) {
+        self.handed_over_after_failure = calls;
+    }
+
+    pub(super) fn handed_over_after_failure(&self) -> u64 {
+        self.handed_over_after_failure
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_collective_counts_apart() {
+        let mut tallies = Tallies::default();
+        tallies.served(Collective::Bcast);
+        tallies.served(Collective::Bcast);
+        tallies.handed_over(Collective::Reduce);
+        assert_eq!(tallies.entered(Collective::Barrier), 1);
+        assert_eq!(tallies.entered(Collective::Barrier), 2);
+        assert_eq!(tallies.entered(Collective::Allreduce), 1);
+        let counted: Vec<Tally> = Collective::ALL.iter().map(|&collective| tallies.of(collective)).collect();
+        let expected = [(0, 0), (0, 0), (0, 1), (2, 0)].map(|(served, handed_over)| Tally { served, handed_over });
+        assert_eq!(counted, expected);
+        assert!(!tallies.has_failed());
+        tallies.mark_failed();
+        assert!(tallies.has_failed());
+    }
+}
