@@ -7,8 +7,8 @@
 # average of 6-10 on 2 cores: 145 s in one instance, 144 s in two).
 #
 # usage: ci/mpi-tests-jobs.sh [--jobs N|auto] [ci/mpi-tests.sh arguments...]
-#   --jobs N  instances side by side (default $MPI_TESTS_JOBS, else auto);
-#             1 runs ci/mpi-tests.sh alone, as before; auto: 2 when the
+#   --jobs N  instances side by side (default $MPI_TESTS_JOBS, else 1);
+#             1 runs ci/mpi-tests.sh alone; auto: 2 when the
 #             machine has room (1-minute load average below its cores), else
 #             1, since the ranks of two jobs then only take turns on cores
 #             already taken (their waits spin before they yield)
@@ -31,7 +31,11 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HARNESS=$ROOT/ci/mpi-tests.sh
-JOBS=${MPI_TESTS_JOBS:-auto}
+# One instance unless asked: a case whose check compares with an earlier
+# case (smaller-window-than:NAME) fails when the dealing puts the two in
+# different instances, as window-one-node-hierarchy-auto-np4 did in the
+# Open MPI 5 suite; dealing by those dependencies is not built yet.
+JOBS=${MPI_TESTS_JOBS:-1}
 ONLY=
 PASS=()
 while [ $# -gt 0 ]; do
