@@ -148,6 +148,18 @@ a_rank_hangs_in_ompi_init() {
         END { close_rank(); exit !found }' "$1"
 }
 
+# tcp_btl_refused LOG: the run ended on Open MPI's tcp btl failing to reach a
+# peer ("connect() to 127.0.0.1:PORT failed", "Connection refused") with no
+# crash and no wrong result: after sessions, Open MPI 5.0.7 now and then
+# dials a port its peer has not opened (seen once in a fresh-clone check,
+# MPI_COMM_WORLD's first exchange after two sessions; coll rdma never opens
+# or dials the tcp btl's sockets)
+tcp_btl_refused() {
+    grep -aq 'failed to TCP connect to a peer MPI process' "$1" &&
+        grep -aq 'Connection refused' "$1" &&
+        ! grep -aqE 'received signal|Caught signal|sessions: FAIL|panicked' "$1"
+}
+
 # record_rank_stacks OUT: every thread's stack of each running rank
 # (processes whose command line starts with the test program)
 record_rank_stacks() {
@@ -170,8 +182,8 @@ run_sessions() {
     [ "$np" -gt 2 ] && over=(--oversubscribe)
     while [ $# -gt 0 ] && [ "$1" != -- ]; do options+=("$1"); shift; done
     [ $# -gt 0 ] && shift
-    local attempt status ok job waited stacks p log=$LOGS/$name.log timeouts=0 where=
-    rm -f "$LOGS/$name".timeout-*
+    local attempt status ok job waited stacks p log=$LOGS/$name.log timeouts=0 refusals=0 where=
+    rm -f "$LOGS/$name".timeout-* "$LOGS/$name".refused-*
     for attempt in 1 2 3; do
         # the outer timeout only backs up the watch below
         HOME=$HOME_DIR timeout -k 5 "$((SESSIONS_TIMEOUT + 60))" bash -c '[ "$1" = - ] || . "$1"; shift; exec "$@"' _ "$env_file" \
@@ -181,6 +193,12 @@ run_sessions() {
         while kill -0 "$job" 2>/dev/null && [ "$waited" -lt "$SESSIONS_TIMEOUT" ]; do sleep 1; waited=$((waited + 1)); done
         if ! kill -0 "$job" 2>/dev/null; then
             wait "$job"; status=$?
+            if [ "$status" != 0 ] && [ "$attempt" -lt 3 ] && tcp_btl_refused "$log"; then
+                cp "$log" "$LOGS/$name.refused-$attempt.log"
+                refusals=$((refusals + 1))
+                echo "RETRY $name: attempt $attempt ended by Open MPI's tcp btl (a peer's port refused the connection), no crash or wrong result of ours"
+                continue
+            fi
             break
         fi
         stacks=$LOGS/$name.timeout-$attempt.stacks
@@ -232,6 +250,7 @@ run_sessions() {
     handed=$(grep -E 'handed to the module underneath|[1-9][0-9]* handed to the fallback|a call failed earlier' "$log")
     local retried=
     [ "$timeouts" -gt 0 ] && retried=" (after $timeouts timeout(s) outside coll rdma: $where)"
+    [ "$refusals" -gt 0 ] && retried+=" (after $refusals run(s) ended by Open MPI's tcp btl refusing a connection)"
     if [ "$status" != 0 ] || [ "$ok" != "$np" ] || grep -q 'sessions: FAIL' "$log"; then
         fail "$name" "exit status $status, $ok of $np ranks ok$retried"
     elif [ "$served" -lt "$wanted" ] || [ -n "$handed" ]; then
