@@ -134,6 +134,14 @@ where_ranks_wait() {
     echo "${phases%, }; main threads in: ${calls:-unknown}"
 }
 
+# has_our_frame STACKS: a frame's line or its continuation lines (long
+# argument lists) name coll rdma. Not grep -q: under pipefail its early exit
+# can end the first grep with SIGPIPE and make the pipeline false, which
+# took a hang inside coll rdma for one outside it.
+has_our_frame() {
+    grep -E '^(#| )' "$1" | grep -E "$OURS" >/dev/null
+}
+
 # a_rank_hangs_in_ompi_init STACKS: some rank has no coll rdma frame and
 # sits in MPI_Init or MPI_Session_init (seen under load: rank 0 in MPI_Init's
 # tcp connection setup while rank 1, past it, waits in coll rdma's barrier)
@@ -218,7 +226,7 @@ run_sessions() {
         # a frame's line and its continuation lines (long argument lists);
         # a rank waiting inside coll rdma for a peer that is itself still
         # inside Open MPI's initialisation is waiting on Open MPI
-        if grep -E '^(#| )' "$stacks" | grep -qE "$OURS" && ! a_rank_hangs_in_ompi_init "$stacks"; then
+        if has_our_frame "$stacks" && ! a_rank_hangs_in_ompi_init "$stacks"; then
             fail "$name" "timed out after ${SESSIONS_TIMEOUT} s with coll rdma on a stack ($stacks): $where"
             grep -E '^(#| )' "$stacks" | grep -E "$OURS" | head -n 5 | sed 's/^/    /'
             return
@@ -228,7 +236,7 @@ run_sessions() {
             return
         fi
         local why="no coll rdma frame on any stack"
-        grep -E '^(#| )' "$stacks" | grep -qE "$OURS" && why="a rank still in Open MPI's initialisation, the others waiting for it"
+        has_our_frame "$stacks" && why="a rank still in Open MPI's initialisation, the others waiting for it"
         echo "RETRY $name: attempt $attempt timed out after ${SESSIONS_TIMEOUT} s, $why: $where"
     done
     ok=$(grep -c '^sessions: rank [0-9]* ok$' "$log")
