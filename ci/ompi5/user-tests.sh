@@ -223,10 +223,11 @@ run_sessions() {
             fail "$name" "timed out after ${SESSIONS_TIMEOUT} s and the ranks' stacks could not be read ($stacks); not run again"
             return
         fi
-        # a frame's line and its continuation lines (long argument lists);
         # a rank waiting inside coll rdma for a peer that is itself still
         # inside Open MPI's initialisation is waiting on Open MPI
-        if has_our_frame "$stacks" && ! a_rank_hangs_in_ompi_init "$stacks"; then
+        local ours_on_stack=0
+        has_our_frame "$stacks" && ours_on_stack=1
+        if [ "$ours_on_stack" = 1 ] && ! a_rank_hangs_in_ompi_init "$stacks"; then
             fail "$name" "timed out after ${SESSIONS_TIMEOUT} s with coll rdma on a stack ($stacks): $where"
             grep -E '^(#| )' "$stacks" | grep -E "$OURS" | head -n 5 | sed 's/^/    /'
             return
@@ -236,7 +237,7 @@ run_sessions() {
             return
         fi
         local why="no coll rdma frame on any stack"
-        has_our_frame "$stacks" && why="a rank still in Open MPI's initialisation, the others waiting for it"
+        [ "$ours_on_stack" = 1 ] && why="a rank still in Open MPI's initialisation, the others waiting for it"
         echo "RETRY $name: attempt $attempt timed out after ${SESSIONS_TIMEOUT} s, $why: $where"
     done
     ok=$(grep -c '^sessions: rank [0-9]* ok$' "$log")
