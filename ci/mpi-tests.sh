@@ -381,6 +381,18 @@ watch_job() {  # watch_job DIR RUN_ID JOB LIMIT NP
 #               rdma reported "transport unavailable" (ranks acting as
 #               nodes without an RDMA device between them) is left out;
 #               at least one other must have been served
+#     events    as served, from the events coll rdma records
+#               (coll_rdma_events_file, docs/events.md) instead of its
+#               verbose lines: ci/events-check.sh; the run gets
+#               --mca coll_rdma_events_file DIR/events/rank-%r.jsonl
+#     events-where-connected  as served-where-connected, from the events
+#     events-file:JQ  every rank wrote an events file, and the jq filter JQ
+#               holds (jq -e, over all ranks' events as one array: `-s`)
+#     events-refused:DIR  every rank warned that coll_rdma_events_file
+#               (given by the caller) was refused and it runs on without
+#               events; DIR/victim (planted by the caller) still holds
+#               "keep" and DIR/absent (a dangling link's target) was not
+#               created
 #     quiet     no coll:rdma output at all but stall warnings (see nowarn)
 #     noserve   no served and no claimed lines (component not used)
 #     grep:STR  the fixed string STR appears in the output
@@ -454,6 +466,15 @@ run_test() {
     local dir=$LOGROOT/$name
     rm -rf "$dir"
     mkdir -p "$dir"
+    local c
+    for c in "${CHECKS[@]}"; do
+        case $c in
+            events|events-where-connected|events-file:*)
+                mkdir -p "$dir/events"
+                opts+=(--mca coll_rdma_events_file "$dir/events/rank-%r.jsonl")
+                break ;;
+        esac
+    done
     local over=()
     [ "$np" -gt 2 ] && over=(--oversubscribe)
     local shm_before crt_before
@@ -542,6 +563,25 @@ run_test() {
                             -v unavailable_ok="$unavailable_ok" "$SERVED_AWK")
                     [ -z "$out" ] || why+=("$out")
                 done ;;
+            events|events-where-connected)
+                local flag=() out
+                [ "$c" = events-where-connected ] && flag=(--where-connected)
+                out=$(EXPECT_TRANSPORT="${EXPECT_TRANSPORT:-${TRANSPORT:-shm}}" "$ROOT/ci/events-check.sh" "$dir" "$np" "${flag[@]}" 2>&1) ||
+                    why+=("${out:-ci/events-check.sh failed without a word}") ;;
+            events-file:*)
+                local filter=${c#events-file:} files=()
+                for f in "$dir"/events/rank-*.jsonl; do [ -f "$f" ] && files+=("$f"); done
+                if [ "${#files[@]}" != "$np" ]; then
+                    why+=("${#files[@]} events file(s) in ${dir#"$ROOT"/}/events, expected $np")
+                elif ! jq -e -s "$filter" "${files[@]}" >/dev/null 2>"$dir/jq.err"; then
+                    why+=("the events do not satisfy: $filter $(head -c 300 "$dir/jq.err")")
+                fi ;;
+            events-refused:*)
+                local planted=${c#events-refused:} warned
+                warned=$(grep -c "coll:rdma: warning: coll_rdma_events_file: cannot create .*; running on without events" "$dir/all.log" || true)
+                [ "$warned" = "$np" ] || why+=("$warned rank(s) warned that the events file was refused, expected $np")
+                [ "$(cat "$planted/victim" 2>/dev/null)" = keep ] || why+=("$planted/victim was written through the link")
+                [ ! -e "$planted/absent" ] || why+=("$planted/absent was created through the dangling link") ;;
             autotune)
                 local r out
                 for r in "${ranks[@]}"; do
@@ -926,7 +966,15 @@ if [ "$MODE" = component ]; then
     V=(--mca coll_rdma_verbose 1)
     [ -n "$TRANSPORT" ] && V+=(--mca coll_rdma_transport "$TRANSPORT")
     V+=("${EXTRA_MCA[@]}")
-    SERVED=(served "nowarn:coll:rdma:.*warning")
+    # the served checks read coll rdma's events (docs/events.md), not its
+    # verbose lines, where jq is there to read them
+    if command -v jq >/dev/null; then
+        SERVED_CHECK=events SERVED_WHERE_CONNECTED=events-where-connected
+    else
+        say "   note: jq not found (ci/setup.sh installs it): the served checks read verbose output instead of events"
+        SERVED_CHECK=served SERVED_WHERE_CONNECTED=served-where-connected
+    fi
+    SERVED=("$SERVED_CHECK" "nowarn:coll:rdma:.*warning")
     # bcast: coll rdma's root returns at once while its messages fit in the
     # window, even with a receiver asleep (stock Open MPI's tuned does not)
     BC_E=(-E)
@@ -987,9 +1035,9 @@ if unshare --uts true 2>/dev/null; then
         # shm+verbs on a machine with an RDMA device, else over udp where
         # multicast works on the default interface)
         ACROSS_TOO="${EXPECT_TRANSPORT:-${TRANSPORT:-shm}} shm+verbs udp"
-        CHECKS=("${FAKE_NODES[@]}" served-where-connected "nowarn:coll:rdma:.*warning"); RUN_WRAPPER=("${ROUND_ROBIN[@]}")
+        CHECKS=("${FAKE_NODES[@]}" "$SERVED_WHERE_CONNECTED" "nowarn:coll:rdma:.*warning"); RUN_WRAPPER=("${ROUND_ROBIN[@]}")
         EXPECT_TRANSPORT=$ACROSS_TOO run_test "fake-nodes-round-robin-reduce_ops-np4" 4 ok "${V[@]}" -- reduce_ops "${RO_PARAM[@]}"
-        CHECKS=("${FAKE_NODES[@]}" served-where-connected "nowarn:coll:rdma:.*warning"); RUN_WRAPPER=("${ROUND_ROBIN[@]}")
+        CHECKS=("${FAKE_NODES[@]}" "$SERVED_WHERE_CONNECTED" "nowarn:coll:rdma:.*warning"); RUN_WRAPPER=("${ROUND_ROBIN[@]}")
         EXPECT_TRANSPORT=$ACROSS_TOO run_test "fake-nodes-round-robin-bcast-np4" 4 ok "${V[@]}" -- bcast "${BC_PARAM[@]}"
     fi
 else
@@ -1137,12 +1185,14 @@ killed_creator_test() {
         [ -n "$leaked" ] && rm -f "/dev/shm/$leaked"
         return 0
     fi
-    CHECKS=(served "gone:$leaked")
+    CHECKS=("$SERVED_CHECK" "gone:$leaked")
     run_test "$name" 2 ok "${V[@]}" -- barrier_order -n 100
 }
 
 COMP_TESTS=(
-    "np1-not-claimed-size1" "default-verbose-is-silent" "plain-coll-rdma-every-collective-np2"
+    "np1-not-claimed-size1" "default-verbose-is-silent"
+    "events-known-run-coll_mix-np3" "events-known-run-reduce_ops-np3" "events-file-symlink-refused-np2"
+    "plain-coll-rdma-every-collective-np2"
     "plain-coll-rdma-every-collective-np4" "readme-coll-list-every-collective-np4"
     "plain-coll-rdma-barrier_order-np3" "plain-coll-rdma-reduce_ops-np3" "plain-coll-rdma-bcast-np3"
     "plain-coll-rdma-broken-component-np2"
@@ -1187,11 +1237,43 @@ if [ "$MODE" = stock ]; then
 else
     # 4. np=1: size-1 communicators are not claimed (served also checks that
     #    every size-1 communicator has its "not claimed" line)
-    CHECKS=(served "grep:size 1: not claimed")
+    CHECKS=("$SERVED_CHECK" "grep:size 1: not claimed")
     run_test "np1-not-claimed-size1" 1 ok "${V[@]}" -- comm_lifecycle -l 20
 
     # 5. verbose 0 prints nothing
     CHECKS=(quiet); run_test "default-verbose-is-silent" 2 ok -- coll_mix -i "$CM_I"
+
+    # 5a. structured events (docs/events.md) of a known run at verbose 0:
+    #     nothing printed; every rank's file has only schema-1 lines; comm 0
+    #     claimed, ready over shm with one agreed barrier radix and window,
+    #     and freed once per rank; MPI_COMM_SELF declined; and (events) the
+    #     counts at free equal the calls the program made, per communicator
+    #     and collective, with a hand-over event for each kind expected
+    EVENTS_KNOWN='all(.[]; .v == 1)
+        and ([.[] | select(.event == "comm_claimed" and .cid == 0)] | length == 3)
+        and ([.[] | select(.event == "comm_freed" and .cid == 0)] | length == 3)
+        and ([.[] | select(.event == "comm_ready" and .cid == 0)]
+            | length == 3 and all(.[]; .transport == "shm" and .size == 3)
+              and (map(.barrier.radix) | unique | length == 1)
+              and (map(.window_bytes) | unique | length == 1 and .[0] > 0))
+        and ([.[] | select(.event == "comm_not_claimed" and .size == 1)] | length >= 3)'
+    CHECKS=(quiet events "events-file:$EVENTS_KNOWN")
+    run_test "events-known-run-coll_mix-np3" 3 ok -- coll_mix -i "$CM_I"
+    CHECKS=(events "events-file:$EVENTS_KNOWN"); run_test "events-known-run-reduce_ops-np3" 3 ok -- reduce_ops "${RO_PARAM[@]}"
+    # 5b. an events file coll rdma must not create: a link planted where
+    #     each rank's file would go (rank 0's to a file, rank 1's dangling):
+    #     both ranks say so, write nothing through the links, and the run
+    #     goes on right
+    EVENTS_PLANTED=$LOGROOT/events-planted
+    if [ "$LIST" = 0 ]; then
+        rm -rf "$EVENTS_PLANTED"
+        mkdir -p "$EVENTS_PLANTED"
+        echo keep >"$EVENTS_PLANTED/victim"
+        ln -s victim "$EVENTS_PLANTED/ev.0"
+        ln -s absent "$EVENTS_PLANTED/ev.1"
+    fi
+    CHECKS=("events-refused:$EVENTS_PLANTED")
+    run_test "events-file-symlink-refused-np2" 2 ok --mca coll_rdma_events_file "$EVENTS_PLANTED/ev.%r" -- coll_mix -i "$CM_I"
 
     # 6. "--mca coll rdma" alone, and the component list README documents:
     #    under rdma alone coll rdma opens the other installed coll components,
@@ -1259,7 +1341,7 @@ else
     # 7. valid parameter values
     for spec in 1:5 2:5 3:8 7:8 64:5; do
         radix=${spec%:*} np=${spec#*:}
-        CHECKS=(served "re:coll:rdma: comm 0 rank [0-9]+: transport shm ready .*barrier radix $radix in")
+        CHECKS=("$SERVED_CHECK" "re:coll:rdma: comm 0 rank [0-9]+: transport shm ready .*barrier radix $radix in")
         run_test "radix-$radix-np$np" "$np" ok --mca coll_rdma_barrier_radix "$radix" "${V[@]}" \
             -- barrier_order -n 3000 -d 100
     done
@@ -1281,7 +1363,7 @@ else
     # 7a'. per-rank memory at setup (issue 14, part 1): the line appears
     #     and its total is the shm segment's size by the layout's formula
     for np in 2 4; do
-        CHECKS=(served memory "re:comm 0 rank $((np - 1)): memory for this communicator: [0-9]+ bytes in all; shared segment .*$((np * np)) ring\(s\)")
+        CHECKS=("$SERVED_CHECK" memory "re:comm 0 rank $((np - 1)): memory for this communicator: [0-9]+ bytes in all; shared segment .*$((np * np)) ring\(s\)")
         run_test "verbose-memory-np$np" "$np" ok "${V[@]}" -- barrier_order -n 100
     done
     # 7b. the allreduce degree autotune: results right (reduce_ops and
@@ -1302,9 +1384,9 @@ else
         CHECKS=("${SERVED[@]}" autotune-allreduce "${AT[@]}")
         run_test "autotune-noncommutative-np$np" "$np" ok --mca coll_rdma_autotune 1 "${V[@]}" -- noncommutative
     done
-    CHECKS=(served); run_test "spin-polls-0-np4" 4 ok --mca coll_rdma_spin_polls 0 "${V[@]}" -- barrier_order -n 2000
-    CHECKS=(served); run_test "spin-polls-1000-np2" 2 ok --mca coll_rdma_spin_polls 1000 "${V[@]}" -- barrier_order -n 2000
-    CHECKS=(served); run_test "transport-shm-np3" 3 ok --mca coll_rdma_transport shm "${V[@]}" -- comm_lifecycle -l 200
+    CHECKS=("$SERVED_CHECK"); run_test "spin-polls-0-np4" 4 ok --mca coll_rdma_spin_polls 0 "${V[@]}" -- barrier_order -n 2000
+    CHECKS=("$SERVED_CHECK"); run_test "spin-polls-1000-np2" 2 ok --mca coll_rdma_spin_polls 1000 "${V[@]}" -- barrier_order -n 2000
+    CHECKS=("$SERVED_CHECK"); run_test "transport-shm-np3" 3 ok --mca coll_rdma_transport shm "${V[@]}" -- comm_lifecycle -l 200
 
     # 8. stall warnings: one rank arrives late. The warnings must appear,
     #    and the generic checks of normal runs (SERVED; quiet at verbose 0)
@@ -1317,7 +1399,7 @@ else
     run_test "stall-warning-after-1s" 3 ok --mca coll_rdma_stall_warning 1 "${V[@]}" -- barrier_order -n 200 -s 6
     CHECKS=(quiet "re:$STALL_WARNING_RE")
     run_test "stall-warning-at-verbose-0-is-quiet-enough" 3 ok --mca coll_rdma_stall_warning 1 -- barrier_order -n 200 -s 6
-    CHECKS=(served "nore:coll:rdma:.*warning")
+    CHECKS=("$SERVED_CHECK" "nore:coll:rdma:.*warning")
     run_test "stall-warning-0-never" 3 ok --mca coll_rdma_stall_warning 0 "${V[@]}" -- barrier_order -n 200 -s 3
 
     # 8b. a rank that never comes (it sleeps 90 s before its second
@@ -1333,11 +1415,11 @@ else
         -- barrier_order -n 200 -s 90
 
     # 9. bad input: the documented warning, then the automatic choice
-    CHECKS=(served "grep:coll:rdma: warning: coll_rdma_barrier_radix=-3 is invalid (0 = automatic, or 1..=64); using the automatic choice")
+    CHECKS=("$SERVED_CHECK" "grep:coll:rdma: warning: coll_rdma_barrier_radix=-3 is invalid (0 = automatic, or 1..=64); using the automatic choice")
     run_test "bad-radix--3" 4 ok --mca coll_rdma_barrier_radix -3 "${V[@]}" -- coll_mix -i 50
-    CHECKS=(served "grep:coll:rdma: warning: coll_rdma_barrier_radix=999 is invalid (0 = automatic, or 1..=64); using the automatic choice")
+    CHECKS=("$SERVED_CHECK" "grep:coll:rdma: warning: coll_rdma_barrier_radix=999 is invalid (0 = automatic, or 1..=64); using the automatic choice")
     run_test "bad-radix-999" 4 ok --mca coll_rdma_barrier_radix 999 "${V[@]}" -- coll_mix -i 50
-    CHECKS=(served "grep:coll:rdma: warning: coll_rdma_transport=\"bogus\" is unknown (auto, shm, verbs, udp); using auto")
+    CHECKS=("$SERVED_CHECK" "grep:coll:rdma: warning: coll_rdma_transport=\"bogus\" is unknown (auto, shm, verbs, udp); using auto")
     run_test "bad-transport-bogus" 4 ok --mca coll_rdma_transport bogus "${V[@]}" -- coll_mix -i 50
     # 9b. verbs forced on a machine without an RDMA device, and two
     #     pretended nodes (shared memory within them would work, verbs
@@ -1433,7 +1515,7 @@ else
         -- coll_mix -i 20
     CHECKS=("${SERVED[@]}" "smaller-window-than:window-pretend-nodes-np4")
     run_test "window-one-node-hierarchy-auto-np4" 4 ok --mca coll_rdma_transport shm "${V[@]}" -- coll_mix -i 20
-    CHECKS=(served "grep:coll:rdma: warning: coll_rdma_hierarchy=\"bogus\" is unknown (auto, flat); using auto")
+    CHECKS=("$SERVED_CHECK" "grep:coll:rdma: warning: coll_rdma_hierarchy=\"bogus\" is unknown (auto, flat); using auto")
     run_test "bad-hierarchy-bogus" 3 ok --mca coll_rdma_hierarchy bogus "${V[@]}" -- coll_mix -i 20
     # 9c. udp forced where its setup cannot work: an interface that does
     #     not exist (this rank's own failure), and ranks on different hosts'
@@ -1668,7 +1750,7 @@ else
     done
     # bad values: the documented warning, then the clamped value or the
     # automatic choice; results still right
-    CHECKS=(served
+    CHECKS=("$SERVED_CHECK"
         "grep:coll:rdma: warning: coll_rdma_bcast_window=0 is outside 1..=4096; using 1"
         "re:coll:rdma: warning: coll_rdma_bcast_ack_interval=0 is outside 1\.\.=[0-9]+; using 1\$"
         "grep:coll:rdma: warning: coll_rdma_bcast_co_roots=-5 is invalid"
@@ -1683,7 +1765,7 @@ else
     # slot size 1 becomes 64 (bcast reads the raw 1 with MPI_T: -s 64 tells
     # it the size used); max_bytes -5 is invalid: the automatic choice, which
     # has no limit on shared memory
-    CHECKS=(served
+    CHECKS=("$SERVED_CHECK"
         "grep:coll:rdma: warning: coll_rdma_bcast_slot_size=1 is outside 64..=1048576; using 64"
         "grep:coll:rdma: warning: coll_rdma_bcast_max_bytes=-5 is invalid"
         "re:comm 0 rank 0: transport shm ready .*bcast window 64 x 64 bytes"

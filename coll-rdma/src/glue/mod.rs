@@ -10,6 +10,7 @@ mod comm_state;
 mod component;
 mod components_underneath;
 mod datatype;
+mod events;
 mod ffi_guard;
 mod handover;
 mod hierarchy;
