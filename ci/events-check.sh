@@ -38,7 +38,7 @@ else empty end'
 CHECK_AWK='
 function problem(msg) { print "rank " rank ": " msg; bad++ }
 function expected_transport(tr) { return index(" " want_transport " ", " " tr " ") > 0 }
-# the program (file 1)
+# what the program says it did (its stdout)
 FILENAME == prog && $1 == "expect:" && $2 == "comm" { ecomms[$3] += $7; eused[$3] += $9; ebar[$3] += $11; next }
 FILENAME == prog && $1 == "expect-unclaimed:" && $2 == "comm" { ucomms[$3] += $7; ukind[$3] = $9; next }
 FILENAME == prog && $1 == "expect-reduction:" && $2 == "comm" {
@@ -62,7 +62,7 @@ FILENAME == prog && /^info: context ids from MPI_Comm_c2f/ {
     next
 }
 FILENAME == prog { next }
-# the events (file 2)
+# the events, flattened by FLATTEN
 $1 == "badversion" { problem("an event of schema version " $2 ", expected 1"); next }
 $1 == "claimed" { claimed[$2]++; if ($3 + 0 < 2) problem("size-" $3 " communicator " $2 " claimed"); next }
 $1 == "notclaimed" { notclaimed[$2]++; next }
@@ -157,8 +157,8 @@ for rank_dir in "$dir"/out/*/rank.*; do
     if [ ! -f "$events" ]; then
         echo "rank $rank: no events file $events"; status=1; continue
     fi
-    if ! flat=$(jq -r "$FLATTEN" "$events" 2>&1); then
-        echo "rank $rank: $events is not one JSON object per line: $(printf '%s' "$flat" | tail -1)"; status=1; continue
+    if ! flat=$(jq -r "$FLATTEN" "$events" 2>"$dir/events/jq-rank-$rank.err"); then
+        echo "rank $rank: $events is not one JSON object per line: $(head -c 300 "$dir/events/jq-rank-$rank.err")"; status=1; continue
     fi
     awk -v rank="$rank" -v want_transport="${EXPECT_TRANSPORT:-shm}" -v unavailable_ok="$unavailable_ok" -v prog="$rank_dir/stdout" \
         "$CHECK_AWK" "$rank_dir/stdout" <(printf '%s\n' "$flat") || status=1
