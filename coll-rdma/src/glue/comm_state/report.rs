@@ -1,8 +1,10 @@
 //! What coll rdma says about a communicator at verbose level 1: the paths
 //! chosen at setup, the autotunes' plans and outcomes, each kind of
 //! hand-over (once), and the summary when the communicator is freed. The
-//! words of these lines are read by ci/mpi-tests.sh, ci/rxe-tests.sh and the
-//! tuner: change none without changing those readers. Nothing here decides
+//! same facts go to the structured events (`report_events.rs`), which the
+//! served checks of ci/mpi-tests.sh read; the words of these lines are
+//! still read by other checks there, by ci/rxe-tests.sh and by the tuner:
+//! change none without changing those readers. Nothing here decides
 //! anything; it only describes what the state holds.
 
 use btl_ibmc::{Datagrams, Endpoint, MulticastKind, PeerReads};
