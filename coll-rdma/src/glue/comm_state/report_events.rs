@@ -28,6 +28,7 @@ impl ReadyComm {
                 "multicast": format!("{:?}", self.transport.multicast_kind()),
                 "reads_peer_memory": reads,
                 "window_bytes": window_bytes,
+                "leaders_only": self.leader_links.is_some(),
                 "barrier": {
                     "radix": self.barrier.radix(),
                     "rounds": self.barrier.rounds(),
@@ -68,12 +69,17 @@ fn ring(lengths: RingLengths) -> Value {
 /// order) on a communicator; later ones of that kind are only counted.
 pub(super) fn handover_event(id: CommId, collective: Collective, why: &Handover, order: FoldOrder) {
     events::emit("handover", id.origin(), || {
-        json!({
+        let mut fields = json!({
             "collective": collective.name(),
             "category": why.category(),
             "reason": why.to_string(),
             "commutative": matches!(order, FoldOrder::Any),
-        })
+        });
+        if let Handover::AboveLimit { parameter, limit, .. } = why {
+            fields["limit_parameter"] = format!("coll_rdma_{parameter}").into();
+            fields["limit"] = (*limit).into();
+        }
+        fields
     });
 }
 
