@@ -1181,7 +1181,7 @@ COMP_TESTS=(
     "mismatch-transport-np3" "mismatch-udp-port-range-np3" "mismatch-pretend-nodes-np4" "mismatch-autotune-np4" "mismatch-barrier-radix-as-set-np4" "mismatch-hierarchy-queue-pairs-max-np4"
     "panic-allreduce-3-np3" "panic-barrier-1-np2" "panic-bcast-2-np3" "pack-failure-np3"
     "module-size-mismatch-np3" "thread-multiple-np2" "thread-multiple-np3" "thread-multiple-np4"
-    "thread-multiple-pretend-nodes-np4" "thread-multiple-two-threads-one-comm-np2"
+    "thread-multiple-pretend-nodes-np4" "thread-multiple-udp-np2" "thread-multiple-two-threads-one-comm-np2"
 )
 if [ "$MODE" = stock ]; then
     for t in "${COMP_TESTS[@]}"; do skip "$t" "needs the component"; done
@@ -1797,6 +1797,18 @@ else
     CHECKS=("${TM_SERVED[@]}")
     run_test "thread-multiple-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 "${V[@]}" \
         -- thread_multiple -t 4 -i 10 -c 10
+    # ... over udp (multicast on the default interface; a 1 MiB reduction
+    #     is above the udp limits and handed over for its size, nothing else)
+    if [ -n "${OUTSIDE_ADDRESS:-}" ] && [ "$OUTSIDE_ADDRESS" != 127.0.0.1 ]; then
+        CHECKS=("grep:coll:rdma: serving MPI_THREAD_MULTIPLE" "nowarn:coll:rdma:.*(warning|error)"
+            "nore:handed to the module underneath: ([^0-9]|[0-9]+ bytes [^e])")
+        for what in barrier bcast allreduce reduce; do
+            CHECKS+=("re:coll:rdma: comm [0-9]+ rank 0: served [1-9][0-9]* $what\\(s\\) over udp")
+        done
+        run_test "thread-multiple-udp-np2" 2 ok --mca coll_rdma_transport udp "${V[@]}" -- thread_multiple -t 4 -i 5 -c 5
+    else
+        skip "thread-multiple-udp-np2" "no route towards 239.78.0.0/16 beyond loopback here"
+    fi
     # ... and the erroneous case: two threads of rank 0 in MPI_Barrier on
     #     one communicator at once (the other ranks never enter it): the job
     #     ends with the error naming the communicator, it does not hang
