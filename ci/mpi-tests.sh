@@ -1702,11 +1702,22 @@ else
     #     MPI_Iprobe/MPI_Test; every result checked by the program, every
     #     worker communicator served natively (its summary line), nothing
     #     handed to the fallback, no warning
-    TM_SERVED=("grep:coll:rdma: serving MPI_THREAD_MULTIPLE"
-        "nowarn:coll:rdma:.*(warning|error)" "nore:coll:rdma: comm .*, [1-9][0-9]* handed to the fallback")
-    for what in barrier bcast allreduce reduce; do
-        TM_SERVED+=("re:coll:rdma: comm [0-9]+ rank 0: served [1-9][0-9]* $what\\(s\\) over ")
-    done
+    # (the counts from the events, docs/events.md: nothing handed over on
+    # any communicator, each collective served on some communicator's rank 0)
+    TM_COUNTS='[.[] | select(.event == "comm_freed")] as $freed
+        | all($freed[]; .calls | all(.[]; .handed_over == 0))
+        and all("barrier", "bcast", "allreduce", "reduce"; . as $coll
+            | any($freed[]; .rank == 0 and .calls[$coll].served > 0))'
+    if command -v jq >/dev/null; then
+        TM_SERVED=("grep:coll:rdma: serving MPI_THREAD_MULTIPLE"
+            "nowarn:coll:rdma:.*(warning|error)" "events-file:$TM_COUNTS")
+    else
+        TM_SERVED=("grep:coll:rdma: serving MPI_THREAD_MULTIPLE"
+            "nowarn:coll:rdma:.*(warning|error)" "nore:coll:rdma: comm .*, [1-9][0-9]* handed to the fallback")
+        for what in barrier bcast allreduce reduce; do
+            TM_SERVED+=("re:coll:rdma: comm [0-9]+ rank 0: served [1-9][0-9]* $what\\(s\\) over ")
+        done
+    fi
     for np in 2 3 4; do
         CHECKS=("${TM_SERVED[@]}")
         run_test "thread-multiple-np$np" "$np" ok "${V[@]}" -- thread_multiple -t 4 -i 20 -c 20
