@@ -381,6 +381,18 @@ watch_job() {  # watch_job DIR RUN_ID JOB LIMIT NP
 #               rdma reported "transport unavailable" (ranks acting as
 #               nodes without an RDMA device between them) is left out;
 #               at least one other must have been served
+#     events    as served, from the events coll rdma records
+#               (coll_rdma_events_file, docs/events.md) instead of its
+#               verbose lines: ci/events-check.sh; the run gets
+#               --mca coll_rdma_events_file DIR/events/rank-%r.jsonl
+#     events-where-connected  as served-where-connected, from the events
+#     events-file:JQ  every rank wrote an events file, and the jq filter JQ
+#               holds (jq -e, over all ranks' events as one array: `-s`)
+#     events-refused:DIR  every rank warned that coll_rdma_events_file
+#               (given by the caller) was refused and it runs on without
+#               events; DIR/victim (planted by the caller) still holds
+#               "keep" and DIR/absent (a dangling link's target) was not
+#               created
 #     quiet     no coll:rdma output at all but stall warnings (see nowarn)
 #     noserve   no served and no claimed lines (component not used)
 #     grep:STR  the fixed string STR appears in the output
@@ -454,6 +466,15 @@ run_test() {
     local dir=$LOGROOT/$name
     rm -rf "$dir"
     mkdir -p "$dir"
+    local c
+    for c in "${CHECKS[@]}"; do
+        case $c in
+            events|events-where-connected|events-file:*)
+                mkdir -p "$dir/events"
+                opts+=(--mca coll_rdma_events_file "$dir/events/rank-%r.jsonl")
+                break ;;
+        esac
+    done
     local over=()
     [ "$np" -gt 2 ] && over=(--oversubscribe)
     local shm_before crt_before
@@ -539,9 +560,28 @@ run_test() {
                 for r in "${ranks[@]}"; do
                     out=$(cat "$r/stdout" "$r/stderr" 2>/dev/null |
                         awk -v rank="${r##*rank.}" -v want_transport="${EXPECT_TRANSPORT:-${TRANSPORT:-shm}}" \
-                            -v unavailable_ok="$unavailable_ok" "$SERVED_AWK")
+                            -v unavailable_ok="$unavailable_ok" "${SERVED_AWK_FILES[@]}")
                     [ -z "$out" ] || why+=("$out")
                 done ;;
+            events|events-where-connected)
+                local flag=() out
+                [ "$c" = events-where-connected ] && flag=(--where-connected)
+                out=$(EXPECT_TRANSPORT="${EXPECT_TRANSPORT:-${TRANSPORT:-shm}}" "$ROOT/ci/events-check.sh" "$dir" "$np" "${flag[@]}" 2>&1) ||
+                    why+=("${out:-ci/events-check.sh failed without a word}") ;;
+            events-file:*)
+                local filter=${c#events-file:} files=()
+                for f in "$dir"/events/rank-*.jsonl; do [ -f "$f" ] && files+=("$f"); done
+                if [ "${#files[@]}" != "$np" ]; then
+                    why+=("${#files[@]} events file(s) in ${dir#"$ROOT"/}/events, expected $np")
+                elif ! jq -e -s "$filter" "${files[@]}" >/dev/null 2>"$dir/jq.err"; then
+                    why+=("the events do not satisfy: $filter $(head -c 300 "$dir/jq.err")")
+                fi ;;
+            events-refused:*)
+                local planted=${c#events-refused:} warned
+                warned=$(grep -c "coll:rdma: warning: coll_rdma_events_file: cannot create .*; running on without events" "$dir/all.log" || true)
+                [ "$warned" = "$np" ] || why+=("$warned rank(s) warned that the events file was refused, expected $np")
+                [ "$(cat "$planted/victim" 2>/dev/null)" = keep ] || why+=("$planted/victim was written through the link")
+                [ ! -e "$planted/absent" ] || why+=("$planted/absent was created through the dangling link") ;;
             autotune)
                 local r out
                 for r in "${ranks[@]}"; do
@@ -718,171 +758,7 @@ run_test() {
 # yet) are ignored. When the component prints no allreduce/reduce/bcast line
 # at all, or does not register coll_rdma_*_max_bytes, the check fails and
 # says so.
-SERVED_AWK='
-function problem(msg) { print "rank " rank ": " msg; bad++ }
-function expected_transport(tr) { return index(" " want_transport " ", " " tr " ") > 0 }
-/^info: context ids from MPI_Comm_c2f/ {
-    problem("test programs built without Open MPI internal headers: their context ids may not match coll rdma messages")
-}
-$1 == "expect:" && $2 == "comm" { ecomms[$3] += $7; eused[$3] += $9; ebar[$3] += $11; next }
-$1 == "expect-unclaimed:" && $2 == "comm" { ucomms[$3] += $7; ukind[$3] = $9; next }
-$1 == "expect-reduction:" && $2 == "comm" {
-    c = $3; kd = $7
-    rkey[c, kd] = 1; ecalls[c, kd] += $9; enat[c, kd] += $11; efb[c, kd] += $13
-    enc[c, kd] += $15; eab[c, kd] += $17; ebo[c, kd] += $19; etotal[kd] += $9
-    next
-}
-$1 == "expect-bcast:" && $2 == "comm" {
-    c = $3; kd = "bcast"
-    rkey[c, kd] = 1; ecalls[c, kd] += $7; enat[c, kd] += $9; efb[c, kd] += $11
-    eab[c, kd] += $13; enc[c, kd] += 0; ebo[c, kd] += 0; etotal[kd] += $7
-    next
-}
-/^info: bcast parameters / {
-    if (index($0, "not registered") > 0 || index($0, "MPI_T unavailable") > 0)
-        problem("the program could not read coll_rdma_bcast_max_bytes with MPI_T, so it cannot tell which bcasts coll rdma must serve: " $0)
-    next
-}
-/^info: reduction limits / {
-    if (index($0, "not registered") > 0 || index($0, "MPI_T unavailable") > 0)
-        problem("the program could not read the coll rdma reduction limits with MPI_T, so it cannot tell which calls coll rdma must serve: " $0)
-    next
-}
-{
-    i = index($0, "coll:rdma: comm ")
-    if (i == 0) next
-    s = substr($0, i)
-    n = split(s, f, " ")
-    cid = f[3]
-    j = index(s, " handed to the module underneath: ")
-    if (j > 0) {
-        head = substr(s, 1, j - 1); nh = split(head, hw, " "); kd = hw[nh]
-        reason = substr(s, j + length(" handed to the module underneath: "))
-        if (index(reason, "not contiguous") > 0) cls = "noncontig"
-        else if (index(reason, "coll_rdma_" kd "_max_bytes") > 0) cls = "above"
-        else if (kd == "bcast" && index(reason, "coll_rdma_bcast_single_copy_max_bytes") > 0) cls = "above"
-        else if (index(reason, "transport unavailable") > 0) { cls = "unavailable"; unavail[cid] = 1 }
-        else if (index(reason, "hold queue pairs across nodes") > 0) cls = "leaders"
-        else cls = "other"
-        reasons[cid, kd, cls]++; rsample[cid, kd, cls] = s
-        next
-    }
-    if (index(s, ": queue pairs across nodes only between the ") > 0) { leaders[cid] = 1; next }
-    if (index(s, ": served ") > 0) {
-        b = ""; fb = ""; tr = ""; what = ""
-        for (k = 1; k <= n; k++) {
-            if (f[k] == "served") { b = f[k + 1]; what = f[k + 2] }
-            if (f[k] == "over") tr = f[k + 1]
-            if (f[k] == "handed") fb = f[k - 1]
-        }
-        sub(/,$/, "", tr)
-        if (b !~ /^[0-9]+$/ || fb !~ /^[0-9]+$/) { problem("cannot parse: " s); next }
-        if (what == "allreduce(s)" || what == "reduce(s)" || what == "bcast(s)") {
-            kd = substr(what, 1, length(what) - 3)
-            rseen[kd]++; rlines[cid, kd]++; rserved[cid, kd] += b; rfall[cid, kd] += fb
-            if (b + 0 > 0 && !expected_transport(tr)) problem("comm " cid ": served over \"" tr "\", expected " want_transport ": " s)
-            next
-        }
-        if (what != "barrier(s)") next
-        scount[cid]++; sbar[cid] += b
-        if (b + 0 > 0) sused[cid]++
-        if (fb + 0 != 0) { sfb[cid] += fb; sfbline[cid] = s }
-        if (b + 0 > 0 && !expected_transport(tr)) problem("comm " cid ": served over \"" tr "\", expected " want_transport ": " s)
-    } else if (index(s, ": claimed at priority ") > 0) {
-        j = index(s, "\" size ")
-        sz = substr(s, j + 7); sub(/:.*/, "", sz)
-        claimed[cid]++
-        if (sz + 0 < 2) problem("size-" sz " communicator claimed: " s)
-    } else if (index(s, ": not claimed") > 0) {
-        notclaimed[cid]++
-    } else if (index(s, ": transport unavailable") > 0) {
-        unavailable++; unavail[cid] = 1
-        if (unavailable == 1 && !unavailable_ok) problem("transport unavailable: " s)
-    }
-}
-END {
-    world_expected = ("0" in ecomms) || ("0" in ucomms)
-    if (unavailable_ok) {
-        # leave out what the unconnected communicators made and said
-        for (c in unavail) { delete ecomms[c]; delete claimed[c]; delete scount[c] }
-        for (key in rkey) { split(key, kk, SUBSEP); if (kk[1] in unavail) delete rkey[key] }
-        for (key in rlines) { split(key, kk, SUBSEP); if (kk[1] in unavail) delete rlines[key] }
-        for (key in reasons) { split(key, kk, SUBSEP); if (kk[1] in unavail) delete reasons[key] }
-        for (c in unavail) delete sfb[c]
-        for (key in rlines) if (rserved[key] > 0) connected_served++
-        if (!connected_served) problem("no communicator was served natively: nothing was checked")
-    }
-    for (c in sfb)
-        problem("comm " c ": " sfb[c] " barrier(s) handed to the fallback: " sfbline[c])
-    for (c in ecomms) {
-        if (sused[c] + 0 != eused[c])
-            problem("comm " c ": " eused[c] " communicator(s) with barriers had this id, found " (sused[c] + 0) " served line(s) with barriers")
-        if (sbar[c] + 0 != ebar[c])
-            problem("comm " c ": the program made " ebar[c] " barrier(s), coll rdma reports " (sbar[c] + 0) " served")
-        if (claimed[c] + 0 < ecomms[c])
-            problem("comm " c ": " ecomms[c] " communicator(s) to claim, found " (claimed[c] + 0) " claimed line(s)")
-    }
-    for (c in claimed)
-        if (scount[c] + 0 != claimed[c])
-            problem("comm " c ": " claimed[c] " claimed line(s) but " (scount[c] + 0) " served summary line(s)")
-    for (c in scount)
-        if (!(c in ecomms) && sbar[c] > 0)
-            problem("comm " c ": coll rdma served " sbar[c] " barrier(s) on a communicator the program did not use")
-    for (c in ucomms)
-        if (notclaimed[c] + 0 == 0)
-            problem("comm " c " (" ukind[c] "): no \"not claimed\" line")
-    if (!world_expected) problem("no expect line for MPI_COMM_WORLD (program did not finish?)")
-
-    # reductions
-    for (key in rkey) {
-        split(key, kk, SUBSEP); c = kk[1]; kd = kk[2]
-        if (!(kd in rseen)) {
-            if (!(kd in told))
-                problem("coll rdma printed no \"served ... " kd "(s)\" line, although the program made " etotal[kd] " " kd "(s) on communicators it claims: the component does not serve (or does not report) " kd " yet")
-            told[kd] = 1
-            continue
-        }
-        what = "comm " c ": " kd ": "
-        if (c in leaders) {
-            # Only the leaders connect across nodes: the program cannot tell
-            # which calls that hands over (the ring is off, some roots are
-            # refused), so every call must be accounted for, and the
-            # reasons are checked below.
-            if (rserved[c, kd] + rfall[c, kd] != ecalls[c, kd])
-                problem(what ecalls[c, kd] " call(s); coll rdma reports " (rserved[c, kd] + 0) " served and " (rfall[c, kd] + 0) " handed over (queue pairs only between leaders)")
-            # (it can only hand over more: what the contract hands over stays handed over)
-            if (rfall[c, kd] + 0 < efb[c, kd])
-                problem(what efb[c, kd] " call(s) to be handed to the fallback at least; coll rdma reports " (rfall[c, kd] + 0) " (queue pairs only between leaders)")
-            continue
-        }
-        if (rserved[c, kd] + 0 != enat[c, kd])
-            problem(what ecalls[c, kd] " call(s), " enat[c, kd] " to be served natively; coll rdma reports " (rserved[c, kd] + 0) " served")
-        if (rfall[c, kd] + 0 != efb[c, kd])
-            problem(what efb[c, kd] " call(s) to be handed to the fallback (" enc[c, kd] " non-contiguous, " eab[c, kd] " above coll_rdma_" kd "_max_bytes, " ebo[c, kd] " both); coll rdma reports " (rfall[c, kd] + 0))
-        if (enc[c, kd] > 0 && reasons[c, kd, "noncontig"] + 0 == 0)
-            problem(what "no \"" kd " handed to the module underneath: the datatype is not contiguous\" line")
-        if (eab[c, kd] > 0 && reasons[c, kd, "above"] + 0 == 0)
-            problem(what "no \"" kd " handed to the module underneath: ... coll_rdma_" kd "_max_bytes ...\" line")
-        if (ebo[c, kd] > 0 && reasons[c, kd, "noncontig"] + reasons[c, kd, "above"] == 0)
-            problem(what "no \"" kd " handed to the module underneath\" line for calls both non-contiguous and above the limit")
-    }
-    for (key in rlines) {
-        split(key, kk, SUBSEP); c = kk[1]; kd = kk[2]
-        if (!((c, kd) in rkey) && rserved[c, kd] + rfall[c, kd] > 0)
-            problem("comm " c ": coll rdma reports " rserved[c, kd] " " kd "(s) served and " rfall[c, kd] " handed over on a communicator where the program made none")
-    }
-    for (key in reasons) {
-        split(key, kk, SUBSEP); c = kk[1]; kd = kk[2]; cls = kk[3]
-        if (cls == "unavailable" || cls == "other")
-            problem("comm " c ": " rsample[key])
-        else if (cls == "noncontig" && enc[c, kd] + ebo[c, kd] == 0)
-            problem("comm " c ": no non-contiguous " kd " was made there, yet: " rsample[key])
-        else if (cls == "above" && eab[c, kd] + ebo[c, kd] == 0 && !(c in leaders))
-            problem("comm " c ": no " kd " above the limit was made there, yet: " rsample[key])
-        else if (cls == "leaders" && !(c in leaders))
-            problem("comm " c ": handed over because only leaders hold queue pairs, but coll rdma never said that only leaders connect there: " rsample[key])
-    }
-}'
+SERVED_AWK_FILES=(-f "$ROOT/ci/served/program.awk" -f "$ROOT/ci/served/prose.awk" -f "$ROOT/ci/served/verdict.awk")
 
 # The autotune check, for one rank (one process): per context id, no more
 # autotune tables (printed by a communicator's rank 0) and no more choice
@@ -926,7 +802,15 @@ if [ "$MODE" = component ]; then
     V=(--mca coll_rdma_verbose 1)
     [ -n "$TRANSPORT" ] && V+=(--mca coll_rdma_transport "$TRANSPORT")
     V+=("${EXTRA_MCA[@]}")
-    SERVED=(served "nowarn:coll:rdma:.*warning")
+    # the served checks read coll rdma's events (docs/events.md), not its
+    # verbose lines, where jq is there to read them
+    if command -v jq >/dev/null; then
+        SERVED_CHECK=events SERVED_WHERE_CONNECTED=events-where-connected
+    else
+        say "   note: jq not found (ci/setup.sh installs it): the served checks read verbose output instead of events"
+        SERVED_CHECK=served SERVED_WHERE_CONNECTED=served-where-connected
+    fi
+    SERVED=("$SERVED_CHECK" "nowarn:coll:rdma:.*warning")
     # bcast: coll rdma's root returns at once while its messages fit in the
     # window, even with a receiver asleep (stock Open MPI's tuned does not)
     BC_E=(-E)
@@ -987,9 +871,9 @@ if unshare --uts true 2>/dev/null; then
         # shm+verbs on a machine with an RDMA device, else over udp where
         # multicast works on the default interface)
         ACROSS_TOO="${EXPECT_TRANSPORT:-${TRANSPORT:-shm}} shm+verbs udp"
-        CHECKS=("${FAKE_NODES[@]}" served-where-connected "nowarn:coll:rdma:.*warning"); RUN_WRAPPER=("${ROUND_ROBIN[@]}")
+        CHECKS=("${FAKE_NODES[@]}" "$SERVED_WHERE_CONNECTED" "nowarn:coll:rdma:.*warning"); RUN_WRAPPER=("${ROUND_ROBIN[@]}")
         EXPECT_TRANSPORT=$ACROSS_TOO run_test "fake-nodes-round-robin-reduce_ops-np4" 4 ok "${V[@]}" -- reduce_ops "${RO_PARAM[@]}"
-        CHECKS=("${FAKE_NODES[@]}" served-where-connected "nowarn:coll:rdma:.*warning"); RUN_WRAPPER=("${ROUND_ROBIN[@]}")
+        CHECKS=("${FAKE_NODES[@]}" "$SERVED_WHERE_CONNECTED" "nowarn:coll:rdma:.*warning"); RUN_WRAPPER=("${ROUND_ROBIN[@]}")
         EXPECT_TRANSPORT=$ACROSS_TOO run_test "fake-nodes-round-robin-bcast-np4" 4 ok "${V[@]}" -- bcast "${BC_PARAM[@]}"
     fi
 else
@@ -1137,12 +1021,14 @@ killed_creator_test() {
         [ -n "$leaked" ] && rm -f "/dev/shm/$leaked"
         return 0
     fi
-    CHECKS=(served "gone:$leaked")
+    CHECKS=("$SERVED_CHECK" "gone:$leaked")
     run_test "$name" 2 ok "${V[@]}" -- barrier_order -n 100
 }
 
 COMP_TESTS=(
-    "np1-not-claimed-size1" "default-verbose-is-silent" "plain-coll-rdma-every-collective-np2"
+    "np1-not-claimed-size1" "default-verbose-is-silent"
+    "events-known-run-coll_mix-np3" "events-known-run-reduce_ops-np3" "events-file-symlink-refused-np2"
+    "plain-coll-rdma-every-collective-np2"
     "plain-coll-rdma-every-collective-np4" "readme-coll-list-every-collective-np4"
     "plain-coll-rdma-barrier_order-np3" "plain-coll-rdma-reduce_ops-np3" "plain-coll-rdma-bcast-np3"
     "plain-coll-rdma-broken-component-np2"
@@ -1188,11 +1074,43 @@ if [ "$MODE" = stock ]; then
 else
     # 4. np=1: size-1 communicators are not claimed (served also checks that
     #    every size-1 communicator has its "not claimed" line)
-    CHECKS=(served "grep:size 1: not claimed")
+    CHECKS=("$SERVED_CHECK" "grep:size 1: not claimed")
     run_test "np1-not-claimed-size1" 1 ok "${V[@]}" -- comm_lifecycle -l 20
 
     # 5. verbose 0 prints nothing
     CHECKS=(quiet); run_test "default-verbose-is-silent" 2 ok -- coll_mix -i "$CM_I"
+
+    # 5a. structured events (docs/events.md) of a known run at verbose 0:
+    #     nothing printed; every rank's file has only schema-1 lines; comm 0
+    #     claimed, ready over shm with one agreed barrier radix and window,
+    #     and freed once per rank; MPI_COMM_SELF declined; and (events) the
+    #     counts at free equal the calls the program made, per communicator
+    #     and collective, with a hand-over event for each kind expected
+    EVENTS_KNOWN='all(.[]; .v == 1)
+        and ([.[] | select(.event == "comm_claimed" and .cid == 0)] | length == 3)
+        and ([.[] | select(.event == "comm_freed" and .cid == 0)] | length == 3)
+        and ([.[] | select(.event == "comm_ready" and .cid == 0)]
+            | length == 3 and all(.[]; .transport == "shm" and .size == 3)
+              and (map(.barrier.radix) | unique | length == 1)
+              and (map(.window_bytes) | unique | length == 1 and .[0] > 0))
+        and ([.[] | select(.event == "comm_not_claimed" and .size == 1)] | length >= 3)'
+    CHECKS=(quiet events "events-file:$EVENTS_KNOWN")
+    run_test "events-known-run-coll_mix-np3" 3 ok -- coll_mix -i "$CM_I"
+    CHECKS=(events "events-file:$EVENTS_KNOWN"); run_test "events-known-run-reduce_ops-np3" 3 ok -- reduce_ops "${RO_PARAM[@]}"
+    # 5b. an events file coll rdma must not create: a link planted where
+    #     each rank's file would go (rank 0's to a file, rank 1's dangling):
+    #     both ranks say so, write nothing through the links, and the run
+    #     goes on right
+    EVENTS_PLANTED=$LOGROOT/events-planted
+    if [ "$LIST" = 0 ]; then
+        rm -rf "$EVENTS_PLANTED"
+        mkdir -p "$EVENTS_PLANTED"
+        echo keep >"$EVENTS_PLANTED/victim"
+        ln -s victim "$EVENTS_PLANTED/ev.0"
+        ln -s absent "$EVENTS_PLANTED/ev.1"
+    fi
+    CHECKS=("events-refused:$EVENTS_PLANTED")
+    run_test "events-file-symlink-refused-np2" 2 ok --mca coll_rdma_events_file "$EVENTS_PLANTED/ev.%r" -- coll_mix -i "$CM_I"
 
     # 6. "--mca coll rdma" alone, and the component list README documents:
     #    under rdma alone coll rdma opens the other installed coll components,
@@ -1260,7 +1178,7 @@ else
     # 7. valid parameter values
     for spec in 1:5 2:5 3:8 7:8 64:5; do
         radix=${spec%:*} np=${spec#*:}
-        CHECKS=(served "re:coll:rdma: comm 0 rank [0-9]+: transport shm ready .*barrier radix $radix in")
+        CHECKS=("$SERVED_CHECK" "re:coll:rdma: comm 0 rank [0-9]+: transport shm ready .*barrier radix $radix in")
         run_test "radix-$radix-np$np" "$np" ok --mca coll_rdma_barrier_radix "$radix" "${V[@]}" \
             -- barrier_order -n 3000 -d 100
     done
@@ -1282,7 +1200,7 @@ else
     # 7a'. per-rank memory at setup (issue 14, part 1): the line appears
     #     and its total is the shm segment's size by the layout's formula
     for np in 2 4; do
-        CHECKS=(served memory "re:comm 0 rank $((np - 1)): memory for this communicator: [0-9]+ bytes in all; shared segment .*$((np * np)) ring\(s\)")
+        CHECKS=("$SERVED_CHECK" memory "re:comm 0 rank $((np - 1)): memory for this communicator: [0-9]+ bytes in all; shared segment .*$((np * np)) ring\(s\)")
         run_test "verbose-memory-np$np" "$np" ok "${V[@]}" -- barrier_order -n 100
     done
     # 7b. the allreduce degree autotune: results right (reduce_ops and
@@ -1303,9 +1221,9 @@ else
         CHECKS=("${SERVED[@]}" autotune-allreduce "${AT[@]}")
         run_test "autotune-noncommutative-np$np" "$np" ok --mca coll_rdma_autotune 1 "${V[@]}" -- noncommutative
     done
-    CHECKS=(served); run_test "spin-polls-0-np4" 4 ok --mca coll_rdma_spin_polls 0 "${V[@]}" -- barrier_order -n 2000
-    CHECKS=(served); run_test "spin-polls-1000-np2" 2 ok --mca coll_rdma_spin_polls 1000 "${V[@]}" -- barrier_order -n 2000
-    CHECKS=(served); run_test "transport-shm-np3" 3 ok --mca coll_rdma_transport shm "${V[@]}" -- comm_lifecycle -l 200
+    CHECKS=("$SERVED_CHECK"); run_test "spin-polls-0-np4" 4 ok --mca coll_rdma_spin_polls 0 "${V[@]}" -- barrier_order -n 2000
+    CHECKS=("$SERVED_CHECK"); run_test "spin-polls-1000-np2" 2 ok --mca coll_rdma_spin_polls 1000 "${V[@]}" -- barrier_order -n 2000
+    CHECKS=("$SERVED_CHECK"); run_test "transport-shm-np3" 3 ok --mca coll_rdma_transport shm "${V[@]}" -- comm_lifecycle -l 200
 
     # 8. stall warnings: one rank arrives late. The warnings must appear,
     #    and the generic checks of normal runs (SERVED; quiet at verbose 0)
@@ -1318,7 +1236,7 @@ else
     run_test "stall-warning-after-1s" 3 ok --mca coll_rdma_stall_warning 1 "${V[@]}" -- barrier_order -n 200 -s 6
     CHECKS=(quiet "re:$STALL_WARNING_RE")
     run_test "stall-warning-at-verbose-0-is-quiet-enough" 3 ok --mca coll_rdma_stall_warning 1 -- barrier_order -n 200 -s 6
-    CHECKS=(served "nore:coll:rdma:.*warning")
+    CHECKS=("$SERVED_CHECK" "nore:coll:rdma:.*warning")
     run_test "stall-warning-0-never" 3 ok --mca coll_rdma_stall_warning 0 "${V[@]}" -- barrier_order -n 200 -s 3
 
     # 8b. a rank that never comes (it sleeps 90 s before its second
@@ -1334,11 +1252,11 @@ else
         -- barrier_order -n 200 -s 90
 
     # 9. bad input: the documented warning, then the automatic choice
-    CHECKS=(served "grep:coll:rdma: warning: coll_rdma_barrier_radix=-3 is invalid (0 = automatic, or 1..=64); using the automatic choice")
+    CHECKS=("$SERVED_CHECK" "grep:coll:rdma: warning: coll_rdma_barrier_radix=-3 is invalid (0 = automatic, or 1..=64); using the automatic choice")
     run_test "bad-radix--3" 4 ok --mca coll_rdma_barrier_radix -3 "${V[@]}" -- coll_mix -i 50
-    CHECKS=(served "grep:coll:rdma: warning: coll_rdma_barrier_radix=999 is invalid (0 = automatic, or 1..=64); using the automatic choice")
+    CHECKS=("$SERVED_CHECK" "grep:coll:rdma: warning: coll_rdma_barrier_radix=999 is invalid (0 = automatic, or 1..=64); using the automatic choice")
     run_test "bad-radix-999" 4 ok --mca coll_rdma_barrier_radix 999 "${V[@]}" -- coll_mix -i 50
-    CHECKS=(served "grep:coll:rdma: warning: coll_rdma_transport=\"bogus\" is unknown (auto, shm, verbs, udp); using auto")
+    CHECKS=("$SERVED_CHECK" "grep:coll:rdma: warning: coll_rdma_transport=\"bogus\" is unknown (auto, shm, verbs, udp); using auto")
     run_test "bad-transport-bogus" 4 ok --mca coll_rdma_transport bogus "${V[@]}" -- coll_mix -i 50
     # 9b. verbs forced on a machine without an RDMA device, and two
     #     pretended nodes (shared memory within them would work, verbs
@@ -1434,7 +1352,7 @@ else
         -- coll_mix -i 20
     CHECKS=("${SERVED[@]}" "smaller-window-than:window-pretend-nodes-np4")
     run_test "window-one-node-hierarchy-auto-np4" 4 ok --mca coll_rdma_transport shm "${V[@]}" -- coll_mix -i 20
-    CHECKS=(served "grep:coll:rdma: warning: coll_rdma_hierarchy=\"bogus\" is unknown (auto, flat); using auto")
+    CHECKS=("$SERVED_CHECK" "grep:coll:rdma: warning: coll_rdma_hierarchy=\"bogus\" is unknown (auto, flat); using auto")
     run_test "bad-hierarchy-bogus" 3 ok --mca coll_rdma_hierarchy bogus "${V[@]}" -- coll_mix -i 20
     # 9c. udp forced where its setup cannot work: an interface that does
     #     not exist (this rank's own failure), and ranks on different hosts'
@@ -1669,7 +1587,7 @@ else
     done
     # bad values: the documented warning, then the clamped value or the
     # automatic choice; results still right
-    CHECKS=(served
+    CHECKS=("$SERVED_CHECK"
         "grep:coll:rdma: warning: coll_rdma_bcast_window=0 is outside 1..=4096; using 1"
         "re:coll:rdma: warning: coll_rdma_bcast_ack_interval=0 is outside 1\.\.=[0-9]+; using 1\$"
         "grep:coll:rdma: warning: coll_rdma_bcast_co_roots=-5 is invalid"
@@ -1684,7 +1602,7 @@ else
     # slot size 1 becomes 64 (bcast reads the raw 1 with MPI_T: -s 64 tells
     # it the size used); max_bytes -5 is invalid: the automatic choice, which
     # has no limit on shared memory
-    CHECKS=(served
+    CHECKS=("$SERVED_CHECK"
         "grep:coll:rdma: warning: coll_rdma_bcast_slot_size=1 is outside 64..=1048576; using 64"
         "grep:coll:rdma: warning: coll_rdma_bcast_max_bytes=-5 is invalid"
         "re:comm 0 rank 0: transport shm ready .*bcast window 64 x 64 bytes"
@@ -1784,11 +1702,22 @@ else
     #     MPI_Iprobe/MPI_Test; every result checked by the program, every
     #     worker communicator served natively (its summary line), nothing
     #     handed to the fallback, no warning
-    TM_SERVED=("grep:coll:rdma: serving MPI_THREAD_MULTIPLE"
-        "nowarn:coll:rdma:.*(warning|error)" "nore:coll:rdma: comm .*, [1-9][0-9]* handed to the fallback")
-    for what in barrier bcast allreduce reduce; do
-        TM_SERVED+=("re:coll:rdma: comm [0-9]+ rank 0: served [1-9][0-9]* $what\\(s\\) over ")
-    done
+    # (the counts from the events, docs/events.md: nothing handed over on
+    # any communicator, each collective served on some communicator's rank 0)
+    TM_COUNTS='[.[] | select(.event == "comm_freed")] as $freed
+        | all($freed[]; .calls | all(.[]; .handed_over == 0))
+        and all("barrier", "bcast", "allreduce", "reduce"; . as $coll
+            | any($freed[]; .rank == 0 and .calls[$coll].served > 0))'
+    if command -v jq >/dev/null; then
+        TM_SERVED=("grep:coll:rdma: serving MPI_THREAD_MULTIPLE"
+            "nowarn:coll:rdma:.*(warning|error)" "events-file:$TM_COUNTS")
+    else
+        TM_SERVED=("grep:coll:rdma: serving MPI_THREAD_MULTIPLE"
+            "nowarn:coll:rdma:.*(warning|error)" "nore:coll:rdma: comm .*, [1-9][0-9]* handed to the fallback")
+        for what in barrier bcast allreduce reduce; do
+            TM_SERVED+=("re:coll:rdma: comm [0-9]+ rank 0: served [1-9][0-9]* $what\\(s\\) over ")
+        done
+    fi
     for np in 2 3 4; do
         CHECKS=("${TM_SERVED[@]}")
         run_test "thread-multiple-np$np" "$np" ok "${V[@]}" -- thread_multiple -t 4 -i 20 -c 20

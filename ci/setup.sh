@@ -12,6 +12,7 @@ PACKAGES=(
     libibverbs-dev librdmacm-dev # the verbs transport (rdma-sys bindings)
     ibverbs-providers            # user-space drivers (rxe, mlx5...) loaded at run time
     gdb                          # user stacks of a test job that outlived its limit (ci/mpi-tests.sh)
+    jq                           # reads the events files of the MPI tests (ci/events-check.sh)
     # (the scripts also use timeout, awk, lscpu: coreutils, mawk and util-linux
     #  are part of every Debian system)
 )

@@ -33,7 +33,8 @@ STAMP_NAME=.coll-rdma-prepared
 # libclang), the verbs/rdmacm headers btl-ibmc links against.
 PACKAGES=(openmpi-bin libopenmpi-dev build-essential clang libclang-dev pkg-config
     libibverbs-dev librdmacm-dev ca-certificates git procps
-    gdb)  # user stacks of a test job that outlived its limit (ci/mpi-tests.sh)
+    gdb   # user stacks of a test job that outlived its limit (ci/mpi-tests.sh)
+    jq)   # reads the events files of the MPI tests (ci/events-check.sh)
 # The workspace's declared rust-version; trixie's own cargo is used only if it
 # is at least that (OMPI5_RUST=debian|host forces the choice).
 RUST_MIN=$(sed -n 's/^rust-version *= *"\(.*\)"/\1/p' "$REPO/Cargo.toml" | head -n1)

@@ -11,7 +11,7 @@ use ompi_sys as sys;
 use super::comm_state::CommState;
 use super::ffi_guard::guarded;
 use super::module::new_module;
-use super::{components_underneath, output, params, pmix_path, version};
+use super::{components_underneath, events, output, params, pmix_path, version};
 
 const fn name_field<const N: usize>(name: &str) -> [c_char; N] {
     let bytes = name.as_bytes();
@@ -158,6 +158,10 @@ unsafe extern "C" fn comm_query(comm: *mut sys::ompi_communicator_t, priority: *
         let label = format!("comm {cid} \"{}\" size {size}", comm_name(comm));
         if let Some(why) = refusal(comm, &settings) {
             tracing::info!("{label}: not claimed: {why}");
+            // SAFETY: as above.
+            let rank = unsafe { sys::coll_rdma_shim_comm_rank(comm) } as usize;
+            let origin = events::Origin { cid, rank, size: size as usize };
+            events::emit("comm_not_claimed", origin, || events::json!({ "name": comm_name(comm), "reason": why }));
             return null_mut();
         }
         let module = new_module();

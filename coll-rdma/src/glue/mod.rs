@@ -11,6 +11,7 @@ mod component;
 mod components_underneath;
 mod datatype;
 mod entry;
+mod events;
 mod ffi_guard;
 mod handover;
 mod hierarchy;

@@ -460,6 +460,7 @@ fn udp_settings(v: &Checked) -> UdpSettings {
 pub fn reload() -> Arc<Settings> {
     let raw = read_raw();
     super::output::set_verbosity(raw.int(Id::Verbose).max(0));
+    super::events::configure(raw.text(Id::EventsFile));
     let settings = Arc::new(validate(raw));
     // The waits for room in a ring or a send queue have no communicator's
     // policy at hand; they take these.

@@ -30,6 +30,7 @@
 mod policy;
 mod ready;
 mod report;
+mod report_events;
 mod setup;
 mod tally;
 
@@ -39,6 +40,7 @@ use std::sync::Arc;
 use btl_ibmc::{Endpoint, TransportError};
 use ompi_sys as sys;
 
+use super::events;
 use super::handover::Handover;
 use super::params::{Settings, TestFaults};
 use super::reduction_call::FoldOrder;
@@ -67,6 +69,13 @@ pub(super) struct CommId {
     pub(super) cid: u32,
     pub(super) rank: usize,
     pub(super) size: usize,
+}
+
+impl CommId {
+    /// The same, as the events name it.
+    pub(super) fn origin(self) -> events::Origin {
+        events::Origin { cid: self.cid, rank: self.rank, size: self.size }
+    }
 }
 
 /// What every stage has.
@@ -104,6 +113,7 @@ pub(super) struct Native<'a> {
 impl CommState {
     pub fn new(cid: u32, rank: usize, size: usize, saved: Arc<SavedCollectives>, settings: &Settings) -> Self {
         let id = CommId { cid, rank, size };
+        events::emit("comm_claimed", id.origin(), || events::Value::Null);
         CommState {
             shared: Shared {
                 id,
@@ -211,6 +221,9 @@ impl Shared {
                     self.id.rank,
                     collective.name()
                 );
+                events::emit("fault", self.id.origin(), || {
+                    events::json!({ "collective": collective.name(), "error": why.to_string() })
+                });
                 self.tallies.mark_failed();
                 Step::Done(sys::OMPI_ERROR as c_int)
             }

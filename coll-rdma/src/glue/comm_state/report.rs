@@ -1,8 +1,10 @@
 //! What coll rdma says about a communicator at verbose level 1: the paths
 //! chosen at setup, the autotunes' plans and outcomes, each kind of
 //! hand-over (once), and the summary when the communicator is freed. The
-//! words of these lines are read by ci/mpi-tests.sh, ci/rxe-tests.sh and the
-//! tuner: change none without changing those readers. Nothing here decides
+//! same facts go to the structured events (`report_events.rs`), which the
+//! served checks of ci/mpi-tests.sh read; the words of these lines are
+//! still read by other checks there, by ci/rxe-tests.sh and by the tuner:
+//! change none without changing those readers. Nothing here decides
 //! anything; it only describes what the state holds.
 
 use btl_ibmc::{Datagrams, Endpoint, MulticastKind, PeerReads};
@@ -10,6 +12,7 @@ use btl_ibmc::{Datagrams, Endpoint, MulticastKind, PeerReads};
 use super::super::handover::Handover;
 use super::super::reduction_call::FoldOrder;
 use super::ready::ReadyComm;
+use super::report_events::{autotune_event, freed_event, handover_event, trial_table};
 use super::tally::{Collective, Tallies};
 use super::CommId;
 use crate::collectives::allreduce_autotune::{trial_bytes, DegreeOutcome};
@@ -169,6 +172,10 @@ impl ReadyComm {
     /// chose: the table from rank 0, the choice from every rank.
     pub(in crate::glue) fn report_allreduce_trial(&self, outcome: &DegreeOutcome, agreement_ns: u64) {
         let cid = self.id.cid;
+        autotune_event(self.id, Collective::Allreduce, "degree", outcome.degree(), || {
+            let rows = outcome.rows.iter().map(|row| (row.degree, row.steps, row.median_ns, row.max_ns));
+            trial_table(rows, outcome.calls_per_candidate)
+        });
         if self.id.rank == 0 {
             tracing::info!(
                 "comm {cid} rank 0: allreduce autotune table ({} ranks, {} call(s) of {} bytes per degree; slowest rank's median and longest call):",
@@ -198,6 +205,10 @@ impl ReadyComm {
     /// holds the same agreed figures), the choice from every rank.
     pub(in crate::glue) fn report_barrier_trial(&self, outcome: &TrialOutcome, agreement_ns: u64) {
         let cid = self.id.cid;
+        autotune_event(self.id, Collective::Barrier, "radix", outcome.radix(), || {
+            let rows = outcome.rows.iter().map(|row| (row.radix, row.rounds, row.median_ns, row.max_ns));
+            trial_table(rows, outcome.calls_per_candidate)
+        });
         if self.id.rank == 0 {
             tracing::info!(
                 "comm {cid} rank 0: barrier autotune table ({} ranks, {} call(s) per radix; slowest rank's median and longest call):",
@@ -275,6 +286,7 @@ impl HandoverReports {
         let first = !self.reported.contains(&key);
         if first {
             self.reported.push(key);
+            handover_event(id, collective, why, order);
             tracing::info!("comm {} rank {}: {name} handed to the module underneath: {why}{caveat}", id.cid, id.rank);
         } else {
             tracing::debug!("comm {} rank {}: {name} handed to the module underneath: {why}{caveat}", id.cid, id.rank);
@@ -300,6 +312,7 @@ pub(super) fn report_closing_skipped(id: CommId, tallies: &Tallies) {
 /// The summary when the communicator is freed: what its bcast multicast
 /// did (where it ran) and what each collective served over `transport`.
 pub(super) fn report_summary(id: CommId, transport: &str, bcast: Option<&Bcast>, tallies: &Tallies) {
+    freed_event(id, transport, bcast, tallies);
     if let Some(bcast) = bcast {
         report_multicast(id, bcast);
     }

@@ -10,6 +10,7 @@ use btl_ibmc::{Datagrams, Endpoint, MulticastKind, PeerReads, SelectedTransport}
 use ompi_sys as sys;
 use tuning::{choose_bcast_max_bytes, BcastStreamModel, WindowedBcast};
 
+use super::super::events;
 use super::super::agreement::{agree_on_protocol, ProtocolInputs, ProtocolSettings};
 use super::super::hierarchy::{HierarchyPlan, JobPlacement, Schedule};
 use super::super::leader_links::{FlatSchedules, LeaderLinks};
@@ -169,6 +170,7 @@ impl PendingSetup {
         let CommId { cid, rank, size } = id;
         let exchange = saved.exchange(comm);
         if let Err(why) = agree_on_protocol(&exchange, &self.protocol, size) {
+            events::emit("comm_unavailable", id.origin(), || events::json!({ "reason": why.to_string() }));
             let message = format!("comm {cid} rank {rank}: {why}; collectives fall back to the module underneath");
             // Once per communicator and job, where it is easy to find.
             if rank == 0 {
@@ -195,6 +197,7 @@ impl PendingSetup {
         match link::connect(&exchange, &request) {
             Ok(transport) => Some(self.ready_on(id, transport)),
             Err(why) => {
+                events::emit("comm_unavailable", id.origin(), || events::json!({ "reason": format!("transport unavailable ({why})") }));
                 let message = format!("comm {cid} rank {rank}: transport unavailable ({why}); collectives fall back to the module underneath");
                 // A forced udp that cannot work is worth a warning: the
                 // user asked for it. Once per communicator, from rank 0
@@ -257,6 +260,7 @@ impl PendingSetup {
                 ready.transport.name()
             );
         }
+        ready.report_plan_event(self.layout.window_len);
         ready
     }
 }

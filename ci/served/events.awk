@@ -1,0 +1,43 @@
+# coll rdma's events (docs/events.md), one a line as ci/events-check.sh
+# flattens them, into the served check's arrays; the counterpart of
+# prose.awk, which reads the same facts from verbose lines. Hand-overs are
+# classed as prose.awk classes their reasons: noncontig (the datatype),
+# above (this collective's own size limit), unavailable, leaders, other.
+$1 == "badversion" { problem("an event of schema version " $2 ", expected 1"); next }
+$1 == "claimed" {
+    claimed[$2]++
+    if ($3 + 0 < 2) problem("size-" $3 " communicator " $2 " claimed")
+    next
+}
+$1 == "notclaimed" { notclaimed[$2]++; next }
+$1 == "ready" { if ($3 == "true") leaders[$2] = 1; next }
+$1 == "unavailable" {
+    unavailable++; unavail[$2] = 1
+    if (unavailable == 1 && !unavailable_ok) problem("comm " $2 ": no transport (comm_unavailable event)")
+    next
+}
+$1 == "fault" { problem("comm " $2 ": a " $3 " failed midway (fault event)"); next }
+$1 == "handover" {
+    cid = $2; kd = $3; category = $4; parameter = $5
+    if (category == "datatype") cls = "noncontig"
+    else if (category == "size_limit" && (parameter == "coll_rdma_" kd "_max_bytes" ||
+        (kd == "bcast" && parameter == "coll_rdma_bcast_single_copy_max_bytes"))) cls = "above"
+    else if (category == "transport") { cls = "unavailable"; unavail[cid] = 1 }
+    else if (category == "leaders'_queue_pairs") cls = "leaders"
+    else cls = "other"
+    reasons[cid, kd, cls]++; rsample[cid, kd, cls] = kd " handover event of category " category " (" parameter ")"
+    next
+}
+$1 == "freed" {
+    cid = $2; kd = $3; b = $4; fb = $5; tr = $6
+    for (k = 7; k <= NF; k++) tr = tr " " $k
+    if (b + 0 > 0 && !expected_transport(tr)) problem("comm " cid ": " kd " served over \"" tr "\", expected " want_transport)
+    if (kd == "barrier") {
+        scount[cid]++; sbar[cid] += b
+        if (b + 0 > 0) sused[cid]++
+        if (fb + 0 != 0) { sfb[cid] += fb; sfbline[cid] = "comm_freed: " fb " barrier(s) handed over" }
+    } else {
+        rseen[kd]++; rlines[cid, kd]++; rserved[cid, kd] += b; rfall[cid, kd] += fb
+    }
+    next
+}

@@ -1,0 +1,134 @@
+//! What coll rdma records about a communicator as structured events
+//! (docs/events.md): the same facts `report.rs` says in words, as fields a
+//! program reads. Each function here builds its fields only when events are
+//! on (`events::emit` calls the closure then), so with events off none of
+//! this costs anything.
+
+use btl_ibmc::{Datagrams, Endpoint, PeerReads};
+
+use super::super::events::{self, bytes_or_null, json, Value};
+use super::super::handover::Handover;
+use super::super::reduction_call::FoldOrder;
+use super::ready::ReadyComm;
+use super::tally::{Collective, Tallies};
+use super::CommId;
+use crate::collectives::bcast::Bcast;
+use crate::collectives::ring_reduction::RingLengths;
+
+impl ReadyComm {
+    /// The agreed plan, once the transport is connected: which transport,
+    /// each collective's schedule and the lengths each path serves.
+    pub(super) fn report_plan_event(&self, window_bytes: usize) {
+        events::emit("comm_ready", self.id.origin(), || {
+            let reads = self.transport.reads_peer_memory();
+            let parallel = |from: usize| if reads { bytes_or_null(from) } else { Value::Null };
+            let bcast = self.bcast.config();
+            json!({
+                "transport": self.transport.name(),
+                "multicast": format!("{:?}", self.transport.multicast_kind()),
+                "reads_peer_memory": reads,
+                "window_bytes": window_bytes,
+                "leaders_only": self.leader_links.is_some(),
+                "barrier": {
+                    "radix": self.barrier.radix(),
+                    "rounds": self.barrier.rounds(),
+                    "two_level": self.two_level_barrier.is_some(),
+                },
+                "allreduce": {
+                    "degree": self.allreduce.config().tree.degree,
+                    "two_level": self.allreduce.is_two_level(),
+                    "max_bytes": self.limits.allreduce_max_bytes,
+                    "parallel_min_bytes": parallel(self.allreduce.parallel().min_bytes()),
+                    "ring": ring(self.limits.allreduce_ring),
+                },
+                "reduce": {
+                    "degree": self.reduce.config().degree,
+                    "max_bytes": self.limits.reduce_max_bytes,
+                    "parallel_min_bytes": parallel(self.reduce.parallel().min_bytes()),
+                    "ring": ring(self.limits.reduce_ring),
+                },
+                "bcast": {
+                    "single_copy_min_bytes": parallel(bcast.single_copy_min_bytes),
+                    "single_copy_max_bytes": self.limits.bcast_single_copy_max_bytes,
+                    "max_bytes": self.limits.bcast_max_bytes,
+                    "put_tree": Bcast::uses_put_tree(&self.transport),
+                },
+            })
+        });
+    }
+}
+
+fn ring(lengths: RingLengths) -> Value {
+    match lengths.from {
+        Some(from) => json!({ "from_bytes": from, "up_to_bytes": lengths.up_to }),
+        None => Value::Null,
+    }
+}
+
+/// The first hand-over of one kind (collective, reason category, fold
+/// order) on a communicator; later ones of that kind are only counted.
+pub(super) fn handover_event(id: CommId, collective: Collective, why: &Handover, order: FoldOrder) {
+    events::emit("handover", id.origin(), || {
+        let mut fields = json!({
+            "collective": collective.name(),
+            "category": why.category(),
+            "reason": why.to_string(),
+            "commutative": matches!(order, FoldOrder::Any),
+        });
+        if let Handover::AboveLimit { parameter, limit, .. } = why {
+            fields["limit_parameter"] = format!("coll_rdma_{parameter}").into();
+            fields["limit"] = (*limit).into();
+        }
+        fields
+    });
+}
+
+/// An autotune's outcome: the value every rank keeps and, from rank 0,
+/// the agreed table (`knob` is "radix" or "degree").
+pub(super) fn autotune_event(id: CommId, collective: Collective, knob: &str, chosen: usize, table: impl FnOnce() -> Value) {
+    events::emit("autotune", id.origin(), || {
+        let mut fields = json!({ "collective": collective.name(), "knob": knob, "chosen": chosen });
+        if id.rank == 0 {
+            fields["table"] = table();
+        }
+        fields
+    });
+}
+
+/// The counts when the communicator is freed.
+pub(super) fn freed_event(id: CommId, transport: &str, bcast: Option<&Bcast>, tallies: &Tallies) {
+    events::emit("comm_freed", id.origin(), || {
+        let mut calls = serde_json::Map::new();
+        for collective in Collective::ALL {
+            let tally = tallies.of(collective);
+            calls.insert(collective.name().into(), json!({ "served": tally.served, "handed_over": tally.handed_over }));
+        }
+        let mut fields = json!({
+            "transport": transport,
+            "failed": tallies.has_failed(),
+            "handed_over_after_failure": tallies.handed_over_after_failure(),
+            "calls": calls,
+        });
+        if let Some(bcast) = bcast {
+            let multicast = bcast.stats();
+            fields["bcast_multicast"] = json!({
+                "pieces_sent": multicast.pieces_sent,
+                "pieces_delivered": multicast.pieces_delivered,
+                "retransmissions": multicast.retransmissions,
+                "nacks_sent": multicast.nacks_sent,
+                "frames_rejected": multicast.frames_rejected,
+                "overruns": multicast.overruns,
+            });
+        }
+        fields
+    });
+}
+
+/// An autotune's agreed table as events carry it: one row per candidate
+/// (its value, steps, and the slowest rank's median and longest call).
+pub(super) fn trial_table(rows: impl Iterator<Item = (usize, usize, u64, u64)>, calls_per_candidate: usize) -> Value {
+    let rows: Vec<Value> = rows
+        .map(|(value, steps, median_ns, max_ns)| json!({ "value": value, "steps": steps, "median_ns": median_ns, "max_ns": max_ns }))
+        .collect();
+    json!({ "calls_per_candidate": calls_per_candidate, "rows": rows })
+}
