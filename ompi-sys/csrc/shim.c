@@ -116,11 +116,6 @@ void coll_rdma_shim_request_fini(struct ompi_request_t *request)
     OMPI_REQUEST_FINI(request);
 }
 
-int coll_rdma_shim_request_is_active(struct ompi_request_t *request)
-{
-    return request->req_state == OMPI_REQUEST_ACTIVE && !REQUEST_COMPLETE(request);
-}
-
 void coll_rdma_shim_request_set_null(struct ompi_request_t **request)
 {
     *request = MPI_REQUEST_NULL;

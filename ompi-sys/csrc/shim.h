@@ -59,8 +59,6 @@ void coll_rdma_shim_request_activate(struct ompi_request_t *request);
 void coll_rdma_shim_request_complete(struct ompi_request_t *request, int error);
 /* Takes the request out of the Fortran handle table before it goes away. */
 void coll_rdma_shim_request_fini(struct ompi_request_t *request);
-/* Whether the request is started and not yet completed and waited for. */
-int coll_rdma_shim_request_is_active(struct ompi_request_t *request);
 /* *request = MPI_REQUEST_NULL. */
 void coll_rdma_shim_request_set_null(struct ompi_request_t **request);
 
