@@ -82,6 +82,10 @@
  * two ranks through the control file (round trip in us), then a plain memcpy
  * of SIZE bytes on rank 0 (us per copy, repeated for at least 1 ms).
  *
+ * Environment: COLL_PAIRS_THREAD_LEVEL=multiple initialises the job at
+ * MPI_THREAD_MULTIPLE (one thread still makes every call), to price that
+ * level against a job at the default level.
+ *
  * Output of rank 0 of each job, one line each ('#' lines are comments):
  *   sample JOB COLL SIZE ROUND US ITERS
  *   floor  SIZE K PINGPONG_RT_US MEMCPY_US      (K = 0..ROUNDS: floor K of a
@@ -476,7 +480,20 @@ int main(int argc, char **argv)
 {
     /* no MPI: checks the arithmetic of the span figures (make check) */
     if (argc == 2 && strcmp(argv[1], "--self-test") == 0) return span_self_test();
-    MPI_Init(&argc, &argv);
+    /* COLL_PAIRS_THREAD_LEVEL=multiple: initialise at MPI_THREAD_MULTIPLE
+     * (one thread still makes every call), to price that level against
+     * the default in another job */
+    const char *level = getenv("COLL_PAIRS_THREAD_LEVEL");
+    if (level && strcmp(level, "multiple") == 0) {
+        int provided;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+        if (provided < MPI_THREAD_MULTIPLE) {
+            fprintf(stderr, "coll_pairs: MPI_THREAD_MULTIPLE asked for, %d provided\n", provided);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 

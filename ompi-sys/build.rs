@@ -133,6 +133,7 @@ fn main() {
         .allowlist_function("opal_progress_unregister")
         .allowlist_function("coll_rdma_shim_.*")
         .allowlist_type("coll_rdma_shim_.*")
+        .allowlist_function("MPI_Abort")
         .allowlist_function("MPI_Get_library_version")
         .allowlist_function("MPI_Pack")
         .allowlist_function("MPI_Unpack")

@@ -21,8 +21,9 @@ use super::saved::SavedCollectives;
 /// # Safety
 /// `ours` must be our module enabled on the live communicator `comm`, with
 /// its state released, and no other call of `comm` may be running (MPI
-/// forbids concurrent collectives on one communicator; we refuse
-/// MPI_THREAD_MULTIPLE).
+/// forbids concurrent collectives on one communicator; under
+/// MPI_THREAD_MULTIPLE a program that breaks the rule is stopped when the
+/// second call finds the first inside, see `misuse`).
 pub(super) unsafe fn install_underneath(
     comm: *mut sys::ompi_communicator_t,
     ours: *mut sys::mca_coll_base_module_t,

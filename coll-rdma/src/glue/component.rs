@@ -117,20 +117,20 @@ unsafe extern "C" fn init_query(_progress_threads: bool, mpi_thread_multiple: bo
             tracing::warn!("{refusal}");
             return sys::OMPI_ERR_NOT_AVAILABLE as c_int;
         }
+        // Every thread level is served: concurrent collectives on different
+        // communicators each hold their own state, and any thread may run
+        // the progress callback (see `entry.rs`).
         if mpi_thread_multiple {
-            // Concurrent collectives on different communicators would share
-            // the progress callback and the idle hook in ways no test covers.
             tracing::info!(
-                "not used: the job asked for MPI_THREAD_MULTIPLE, which coll rdma does not support; \
-                 every collective goes to the other components"
+                "serving MPI_THREAD_MULTIPLE: collectives on different communicators may run in different threads at once; \
+                 two at once on one communicator end the job"
             );
-            return sys::OMPI_ERR_NOT_AVAILABLE as c_int;
         }
         sys::OMPI_SUCCESS as c_int
     })
 }
 
-fn comm_name(comm: *mut sys::ompi_communicator_t) -> String {
+pub(super) fn comm_name(comm: *mut sys::ompi_communicator_t) -> String {
     // SAFETY: c_name is a NUL-terminated array inside the communicator.
     unsafe { CStr::from_ptr(sys::coll_rdma_shim_comm_name(comm)) }.to_string_lossy().into_owned()
 }

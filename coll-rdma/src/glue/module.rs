@@ -6,14 +6,16 @@
 use std::ffi::c_int;
 use std::mem::size_of;
 use std::ptr::{addr_of_mut, null_mut};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::rc::Rc;
 
 use ompi_sys as sys;
 
 use super::bypass;
 use super::comm_state::{CommState, Step};
+use super::entry::{thread_token, ConcurrentCollective, EntryLock, WorkChange};
 use super::ffi_guard::guarded;
+use super::misuse;
 use super::params;
 use super::progress;
 use super::saved::SavedCollectives;
@@ -26,21 +28,19 @@ pub struct RdmaModule {
     comm: *mut sys::ompi_communicator_t,
     /// The functions underneath, also reachable while `state` is held:
     /// calls nested inside our own setup, and calls after a failure, go
-    /// straight to them. One of the two `Rc` references (the state holds
-    /// the other); both are dropped in the destructor, on one thread.
+    /// straight to them. One of the two `Arc` references (the state holds
+    /// the other): atomic, as the module may be freed by another thread
+    /// than the one that enabled it.
     saved: *const SavedCollectives,
-    /// Who uses `state`: 0 for nobody, else the token of the thread whose
-    /// collective (or progress callback) holds it. The callback may run
-    /// inside a call we handed to the module underneath.
-    holder: AtomicU64,
+    /// Who uses `state` (a collective or the progress callback, of which
+    /// thread), and whether it has background work; see `entry.rs`. The
+    /// callback may run inside a call we handed to the module underneath.
+    entry: EntryLock,
     /// The state was left half-updated (a panic, or a transport error in the
     /// middle of a protocol): every later call goes to the module underneath.
     failed: AtomicBool,
     /// Calls handed over because of `failed`, reported at teardown.
     handed_over_after_failure: AtomicU64,
-    /// The state has work to finish outside collective calls (a bcast
-    /// root's unacknowledged messages); the progress callback serves it.
-    needs_progress: AtomicBool,
 }
 
 // Open MPI's class descriptor; its object system writes the initialisation
@@ -65,10 +65,9 @@ unsafe extern "C" fn construct(object: *mut sys::opal_object_t) {
         (&raw mut (*module).state).write(null_mut());
         (&raw mut (*module).comm).write(null_mut());
         (&raw mut (*module).saved).write(std::ptr::null());
-        (&raw mut (*module).holder).write(AtomicU64::new(FREE));
+        (&raw mut (*module).entry).write(EntryLock::new());
         (&raw mut (*module).failed).write(AtomicBool::new(false));
         (&raw mut (*module).handed_over_after_failure).write(AtomicU64::new(0));
-        (&raw mut (*module).needs_progress).write(AtomicBool::new(false));
     }
 }
 
@@ -88,7 +87,7 @@ unsafe extern "C" fn destruct(object: *mut sys::opal_object_t) {
             }
             let saved = std::mem::replace(&mut (*module).saved, std::ptr::null());
             if !saved.is_null() {
-                drop(Rc::from_raw(saved));
+                drop(Arc::from_raw(saved));
             }
         }
     })
@@ -147,30 +146,18 @@ unsafe extern "C" fn enable(module: *mut sys::mca_coll_base_module_t, comm: *mut
             );
             return sys::OMPI_ERROR as c_int;
         };
-        let saved = Rc::new(saved);
-        let state = Box::new(CommState::new(cid, rank, size, Rc::clone(&saved), &params::current()));
+        let saved = Arc::new(saved);
+        let state = Box::new(CommState::new(cid, rank, size, Arc::clone(&saved), &params::current()));
         // SAFETY: our module, enabled once per communicator.
         unsafe {
             let module = module as *mut RdmaModule;
             (*module).comm = comm;
-            (*module).saved = Rc::into_raw(saved);
+            (*module).saved = Arc::into_raw(saved);
             (*module).state = Box::into_raw(state);
         }
         progress::register(module as *mut RdmaModule);
         sys::OMPI_SUCCESS as c_int
     })
-}
-
-const FREE: u64 = 0;
-
-/// A number per thread, never `FREE`, telling a nested call of the thread
-/// that holds a state from another thread's call.
-fn thread_token() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    thread_local! {
-        static TOKEN: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
-    }
-    TOKEN.with(|token| *token)
 }
 
 /// The module's state, held by one thread; released when dropped, also
@@ -180,26 +167,32 @@ struct Held {
 }
 
 impl Held {
-    /// Waits for the state; only the progress callback of another thread
-    /// holds it, briefly.
+    /// Enters for a collective: waits only while another thread's progress
+    /// callback is inside, briefly.
     ///
     /// # Safety
     /// `module` must be a live, enabled module of ours.
-    unsafe fn acquire(module: *mut RdmaModule, token: u64) -> Held {
+    unsafe fn enter_collective(module: *mut RdmaModule, token: u64) -> Result<Held, ConcurrentCollective> {
         // SAFETY: guaranteed by the caller.
-        let holder = unsafe { &(*module).holder };
-        while holder.compare_exchange(FREE, token, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            std::thread::yield_now();
-        }
-        Held { module }
+        unsafe { &(*module).entry }.enter_collective(token).map(|()| Held { module })
     }
 
     /// # Safety
-    /// As for `acquire`.
-    unsafe fn try_acquire(module: *mut RdmaModule, token: u64) -> Option<Held> {
+    /// As for `enter_collective`.
+    unsafe fn try_enter_progress(module: *mut RdmaModule, token: u64) -> Option<Held> {
         // SAFETY: guaranteed by the caller.
-        let holder = unsafe { &(*module).holder };
-        holder.compare_exchange(FREE, token, Ordering::Acquire, Ordering::Relaxed).ok().map(|_| Held { module })
+        unsafe { &(*module).entry }.try_enter_progress(token).then_some(Held { module })
+    }
+
+    /// Records whether background work is left, while still holding the
+    /// state, and tells the progress registry when that changes.
+    fn leave_background_work(&self, has_work: bool) {
+        // SAFETY: the module outlives every holder.
+        match unsafe { &(*self.module).entry }.note_background_work(has_work) {
+            WorkChange::Added => progress::work_added(),
+            WorkChange::Finished => progress::work_finished(),
+            WorkChange::Unchanged => {}
+        }
     }
 
     fn state(&mut self) -> &mut CommState {
@@ -225,7 +218,7 @@ impl Drop for Held {
             self.state().abandon_pending();
         }
         // SAFETY: the module outlives every holder.
-        unsafe { (*self.module).holder.store(FREE, Ordering::Release) };
+        unsafe { (*self.module).entry.leave() };
     }
 }
 
@@ -233,9 +226,10 @@ impl Drop for Held {
 /// and lets the progress callback know if work is left. A call that cannot
 /// use the state (it is held by this very thread: the module underneath
 /// called back into us during our own setup; or it failed earlier) runs
-/// `underneath` on the saved functions instead, without waiting. Once all
-/// ranks have agreed to fall back for good, the communicator's table gets
-/// the saved functions back (see `bypass`).
+/// `underneath` on the saved functions instead, without waiting. A call
+/// that finds another thread's collective inside ends the job (see
+/// `misuse`). Once all ranks have agreed to fall back for good, the
+/// communicator's table gets the saved functions back (see `bypass`).
 ///
 /// # Safety
 /// `module` must be a module created by `new_module` and enabled on the
@@ -247,11 +241,10 @@ pub(super) unsafe fn with_state(
 ) -> c_int {
     let module = module as *mut RdmaModule;
     let token = thread_token();
-    // SAFETY: guaranteed by the caller; the flags and `saved` are only ever
-    // shared, and `saved` lives as long as the module.
-    let (holder, failed, needs_progress, saved) =
-        unsafe { (&(*module).holder, &(*module).failed, &(*module).needs_progress, &*(*module).saved) };
-    if holder.load(Ordering::Acquire) == token {
+    // SAFETY: guaranteed by the caller; the lock, the flags and `saved` are
+    // only ever shared, and `saved` lives as long as the module.
+    let (entry, failed, saved) = unsafe { (&(*module).entry, &(*module).failed, &*(*module).saved) };
+    if entry.held_by_thread(token) {
         tracing::debug!("a collective nested inside coll rdma's own call (the module underneath called back) goes to the module underneath");
         return underneath(saved);
     }
@@ -261,7 +254,11 @@ pub(super) unsafe fn with_state(
         return underneath(saved);
     }
     // SAFETY: guaranteed by the caller.
-    let mut held = unsafe { Held::acquire(module, token) };
+    let mut held = match unsafe { Held::enter_collective(module, token) } {
+        Ok(held) => held,
+        // SAFETY: our module, enabled on `comm`.
+        Err(concurrent) => return unsafe { misuse::end_job_for_concurrent_collectives((*module).comm, &concurrent) },
+    };
     let state = held.state();
     let step = call(state);
     let state_failed = state.has_failed();
@@ -272,14 +269,12 @@ pub(super) unsafe fn with_state(
         held.mark_failed();
         held.state().abandon_pending();
     }
+    held.leave_background_work(has_work);
     drop(held);
     if falls_back_for_good {
         // SAFETY: our module, enabled on `comm`; the state is released and
         // this thread runs the communicator's only call.
         unsafe { bypass::install_underneath((*module).comm, module as *mut sys::mca_coll_base_module_t, saved, cid, rank) };
-    }
-    if has_work && !needs_progress.swap(true, Ordering::AcqRel) {
-        progress::work_added();
     }
     match step {
         Step::Done(rc) => rc,
@@ -288,35 +283,38 @@ pub(super) unsafe fn with_state(
 }
 
 /// Lets the progress callback serve the state behind `module` if nobody
-/// else is using it. Returns whether its background work is finished.
+/// else is using it (skipping it otherwise: see `entry.rs` for why nothing
+/// skipped starves). Returns whether its background work is finished.
 ///
 /// # Safety
 /// `module` must be a live, enabled module of ours.
 pub(super) unsafe fn progress_state(module: *mut RdmaModule) -> bool {
     // SAFETY: guaranteed by the caller.
-    let (failed, needs_progress) = unsafe { (&(*module).failed, &(*module).needs_progress) };
-    if !needs_progress.load(Ordering::Acquire) {
+    let (entry, failed) = unsafe { (&(*module).entry, &(*module).failed) };
+    if !entry.needs_progress() {
         return true;
     }
-    let finished = if failed.load(Ordering::Acquire) {
-        true
-    } else {
-        // SAFETY: guaranteed by the caller.
-        let Some(mut held) = (unsafe { Held::try_acquire(module, thread_token()) }) else {
-            return false;
-        };
-        let state = held.state();
-        state.progress_background_work();
-        let finished = state.has_failed() || !state.has_background_work();
-        if state.has_failed() {
-            held.mark_failed();
-            held.state().abandon_pending();
+    if failed.load(Ordering::Acquire) {
+        // Nobody serves a failed state again; its last holder may have
+        // unwound without clearing the flag.
+        if entry.retire() {
+            progress::work_finished();
         }
-        finished
-    };
-    if finished && needs_progress.swap(false, Ordering::AcqRel) {
-        progress::work_finished();
+        return true;
     }
+    // SAFETY: guaranteed by the caller.
+    let Some(mut held) = (unsafe { Held::try_enter_progress(module, thread_token()) }) else {
+        return false;
+    };
+    let state = held.state();
+    state.progress_background_work();
+    let state_failed = state.has_failed();
+    let finished = state_failed || !state.has_background_work();
+    if state_failed {
+        held.mark_failed();
+        held.state().abandon_pending();
+    }
+    held.leave_background_work(!finished);
     finished
 }
 
@@ -326,5 +324,12 @@ pub(super) unsafe fn progress_state(module: *mut RdmaModule) -> bool {
 /// `module` must be a live module of ours.
 pub(super) unsafe fn has_pending_work(module: *mut RdmaModule) -> bool {
     // SAFETY: guaranteed by the caller.
-    unsafe { (*module).needs_progress.load(Ordering::Acquire) }
+    unsafe { (*module).entry.needs_progress() }
 }
+
+/// The state is entered by whichever thread's collective or progress pass
+/// holds it (`entry.rs`), so it must be able to move between threads.
+const _: () = {
+    const fn assert_send<T: Send>() {}
+    assert_send::<CommState>();
+};

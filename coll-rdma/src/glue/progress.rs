@@ -8,6 +8,16 @@
 //! rank's reliable channel; see `Bcast::needs_side_progress`).
 //! Non-blocking barriers under way count as work too: the callback advances
 //! them and completes their requests (`comm_state/pending.rs`).
+//!
+//! Under MPI_THREAD_MULTIPLE any thread may run the callback, several at
+//! once. It never waits: a pass that finds the registry locked (another
+//! thread's pass, or a module being registered or freed) returns, and a
+//! module whose state is held is skipped (`entry.rs`). Neither starves
+//! anything: the pass holding the registry serves every module in it, and
+//! a held state is either being served by that other pass or inside a
+//! collective, whose waits run that communicator's transport and which
+//! leaves the state's `needs_progress` set if work remains, so the first
+//! pass after it takes it up.
 
 use std::ffi::c_int;
 use std::sync::Mutex;

@@ -97,6 +97,15 @@ pub struct SavedCollectives {
     pub nonblocking: SavedNonblocking,
 }
 
+// SAFETY: the entries are Open MPI's functions and the modules they belong
+// to, retained. Any thread may call a communicator's collectives (one at a
+// time per communicator, which the module's entry lock keeps for the calls
+// made from here), and Open MPI's reference counts are atomic once threads
+// are enabled, so the last release may come from any thread.
+unsafe impl Send for SavedCollectives {}
+// SAFETY: as for Send; the entries are never written after `take_from`.
+unsafe impl Sync for SavedCollectives {}
+
 impl SavedCollectives {
     /// Takes the functions currently installed on `comm`; `None` if a
     /// collective we replace or need has no lower-priority provider.

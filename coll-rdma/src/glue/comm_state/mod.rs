@@ -35,7 +35,7 @@ mod setup;
 mod tally;
 
 use std::ffi::c_int;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use btl_ibmc::{Endpoint, TransportError};
 use ompi_sys as sys;
@@ -74,7 +74,7 @@ pub(super) struct CommId {
 /// What every stage has.
 pub(super) struct Shared {
     pub(super) id: CommId,
-    pub(super) saved: Rc<SavedCollectives>,
+    pub(super) saved: Arc<SavedCollectives>,
     test_faults: TestFaults,
     tallies: Tallies,
     handovers: HandoverReports,
@@ -104,7 +104,7 @@ pub(super) struct Native<'a> {
 }
 
 impl CommState {
-    pub fn new(cid: u32, rank: usize, size: usize, saved: Rc<SavedCollectives>, settings: &Settings) -> Self {
+    pub fn new(cid: u32, rank: usize, size: usize, saved: Arc<SavedCollectives>, settings: &Settings) -> Self {
         let id = CommId { cid, rank, size };
         CommState {
             shared: Shared {
