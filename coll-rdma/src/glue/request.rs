@@ -128,6 +128,13 @@ unsafe extern "C" fn start(count: usize, requests: *mut *mut sys::ompi_request_t
 /// completes the request with an error so that no waiter hangs.
 pub(super) struct RequestRef(*mut sys::ompi_request_t);
 
+// SAFETY: the queue holding a RequestRef moves with the communicator's
+// state between the threads that hold it, one at a time; completing a
+// request is Open MPI's thread-safe ompi_request_complete (an atomic swap
+// and a wake-up), and its reference count is atomic once threads are
+// enabled, so the last release may come from any thread.
+unsafe impl Send for RequestRef {}
+
 impl RequestRef {
     /// # Safety
     /// `request` must be a live request of ours, started.
