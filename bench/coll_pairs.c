@@ -20,7 +20,8 @@
  *             the jobs take turns measuring the floor (two rounds each)
  *     -C      a file every job maps (create it empty, or not at all: the first
  *             job creates it); its first word says whose turn it is
- *     -c      barrier, allreduce (default), reduce or bcast
+ *     -c      barrier, allreduce (default), reduce, bcast or ibarrier (MPI_Ibarrier
+ *             posted, then MPI_Wait)
  *     -m/-f   sizes in bytes MIN..MAX, each FACTOR (default 4) times the last
  *     -P      rounds (default 21): a round visits every size in turn, from the
  *             smallest, and gives each one floor sample then one sample of
@@ -107,8 +108,8 @@
 #include <time.h>
 #include <unistd.h>
 
-enum coll { C_BARRIER, C_ALLREDUCE, C_REDUCE, C_BCAST, C_NCOLLS };
-static const char *names[] = {"barrier", "allreduce", "reduce", "bcast"};
+enum coll { C_BARRIER, C_ALLREDUCE, C_REDUCE, C_BCAST, C_IBARRIER, C_NCOLLS };
+static const char *names[] = {"barrier", "allreduce", "reduce", "bcast", "ibarrier"};
 
 /* The shared control page. Separate 128-byte blocks so that the ping-pong
  * lines share no cache line (or adjacent-line prefetch pair) with the turn. */
@@ -192,6 +193,12 @@ static void run_once(enum coll c, void *sbuf, void *rbuf, size_t bytes, int root
     case C_BARRIER: MPI_Barrier(MPI_COMM_WORLD); break;
     case C_ALLREDUCE: MPI_Allreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
     case C_REDUCE: MPI_Reduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD); break;
+    case C_IBARRIER: {
+        MPI_Request request;
+        MPI_Ibarrier(MPI_COMM_WORLD, &request);
+        MPI_Wait(&request, MPI_STATUS_IGNORE);
+        break;
+    }
     default: MPI_Bcast(sbuf, (int)(bytes ? bytes : 1), MPI_BYTE, root, MPI_COMM_WORLD); break;
     }
 }
@@ -540,7 +547,7 @@ int main(int argc, char **argv)
     if (rounds < 1 || max_iters < 1 || max_iters > INT_MAX || pp_max < 1 || target_ms <= 0) usage_exit("bad -P, -i, -p or -t");
     if (min_iters < 1 || min_iters > max_iters) usage_exit("bad -n (1 up to -i)");
     if (root < 0 || root >= nranks) usage_exit("root out of range");
-    if (c == C_BARRIER) min_size = max_size = 0;
+    if (c == C_BARRIER || c == C_IBARRIER) min_size = max_size = 0;
 
     int fd = open(ctl_path, O_RDWR | O_CREAT, 0600);
     if (fd < 0 || ftruncate(fd, 4096) != 0) fail("cannot open the control file");

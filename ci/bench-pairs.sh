@@ -16,7 +16,8 @@
 #             every other one (its runs are checked to be served by coll rdma,
 #             the others to have no trace of it).
 # environment (defaults in brackets):
-#   BENCH_PAIR_COLLS   collectives ["barrier allreduce reduce bcast"] (barrier: size 0)
+#   BENCH_PAIR_COLLS   collectives ["barrier allreduce reduce bcast ibarrier"] (barrier
+#                      and ibarrier, MPI_Ibarrier posted then waited: size 0)
 #   BENCH_PAIR_NPS     process counts ["2 4"]; above 2 oversubscribed, --bind-to none
 #   BENCH_PAIR_SIZES   MIN:MAX bytes [4:67108864], BENCH_PAIR_FACTOR step [4]
 #   BENCH_PAIRS        rounds (pairs) per size where the ranks fit the cores [21]
@@ -96,7 +97,7 @@ fi
 OUT=$1 BIN=$2
 shift 2
 [ $# -ge 2 ] || { echo "bench-pairs: need two variants or more" >&2; exit 2; }
-COLLS=${BENCH_PAIR_COLLS-barrier allreduce reduce bcast}
+COLLS=${BENCH_PAIR_COLLS-barrier allreduce reduce bcast ibarrier}
 NPS=${BENCH_PAIR_NPS:-2 4}
 SIZES=${BENCH_PAIR_SIZES:-4:67108864}
 FACTOR=${BENCH_PAIR_FACTOR:-4}
@@ -166,7 +167,7 @@ launch_once() {  # NP COLL LAUNCH -> runs every variant's job together; 0 if all
     [ -z "${BENCH_PAIR_PLACEMENT:-}" ] || { read -ra place <<<"$BENCH_PAIR_PLACEMENT"; over=() btl=(); }
     read -ra launcher <<<"${BENCH_PAIR_MPIRUN:-mpirun}"
     local sizes=$SIZES
-    [ "$coll" = barrier ] && sizes=0
+    case $coll in barrier|ibarrier) sizes=0 ;; esac
     ctl=/dev/shm/coll-pairs-$$-np$np-$coll
     rm -f "$ctl"
     for j in "${!NAMES[@]}"; do

@@ -843,6 +843,23 @@ for np in $NPS; do
     run_test "np$np-bcast" "$np" ok "${V[@]}" -- bcast "${BC[@]}" "${BC_E[@]}"
 done
 
+# 1b. MPI_Ibarrier and the persistent barrier (issue 35): served natively
+#     wherever the blocking barrier is (verbose 1 counts them), several
+#     outstanding between blocking barriers, completed by MPI_Waitall,
+#     MPI_Waitany and MPI_Test loops, a late rank, requests pending across
+#     another communicator's dup and free. Shared memory on one host only
+#     (not a section 1 name): the check orders events by the host's clock.
+NB_R=200; [ "$QUICK" = 1 ] && NB_R=60
+for np in 1 2 3 4; do
+    CHECKS=("${SERVED[@]}")
+    if [ "$np" -gt 1 ] && [ "$MODE" = component ]; then
+        for kind in ibarrier barrier_init; do
+            CHECKS+=("re:coll:rdma: comm 0 rank [0-9]+: served [1-9][0-9]* $kind\(s\) over shm, 0 handed to the fallback")
+        done
+    fi
+    run_test "nonblocking_barrier-np$np" "$np" ok "${V[@]}" -- nonblocking_barrier -r "$NB_R" -n 1000
+done
+
 # 2. the checker must catch a broken barrier (works without the component:
 #    the test library skips every 50th MPI_Barrier)
 run_test "selftest-checker-catches-skipped-barriers" 3 fail -x CRTEST_SELFTEST_SKIP_BARRIER=1 \

@@ -5,6 +5,7 @@
 #include "ompi/communicator/communicator.h"
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/op/op.h"
+#include "ompi/request/request.h"
 #include "shim.h"
 
 struct opal_object_t *coll_rdma_shim_obj_new(struct opal_class_t *cls)
@@ -87,4 +88,35 @@ int coll_rdma_shim_dtype_facts(struct ompi_datatype_t *dtype, size_t count,
     }
     facts->contiguous = ompi_datatype_is_contiguous_memory_layout(dtype, count) ? 1 : 0;
     return rc;
+}
+
+void coll_rdma_shim_request_init(struct ompi_request_t *request, struct ompi_communicator_t *comm, int persistent)
+{
+    OMPI_REQUEST_INIT(request, persistent != 0);
+    request->req_type = OMPI_REQUEST_COLL;
+    request->req_mpi_object.comm = comm;
+}
+
+void coll_rdma_shim_request_activate(struct ompi_request_t *request)
+{
+    request->req_status.MPI_ERROR = MPI_SUCCESS;
+    request->req_status._cancelled = 0;
+    request->req_complete = REQUEST_PENDING;
+    request->req_state = OMPI_REQUEST_ACTIVE;
+}
+
+void coll_rdma_shim_request_complete(struct ompi_request_t *request, int error)
+{
+    request->req_status.MPI_ERROR = error;
+    ompi_request_complete(request, true);
+}
+
+void coll_rdma_shim_request_fini(struct ompi_request_t *request)
+{
+    OMPI_REQUEST_FINI(request);
+}
+
+void coll_rdma_shim_request_set_null(struct ompi_request_t **request)
+{
+    *request = MPI_REQUEST_NULL;
 }

@@ -45,6 +45,23 @@ struct coll_rdma_shim_dtype_facts {
 int coll_rdma_shim_dtype_facts(struct ompi_datatype_t *dtype, size_t count,
                                struct coll_rdma_shim_dtype_facts *facts);
 
+/* Requests of non-blocking and persistent collectives: the fields and
+ * macros of ompi/request/request.h, set the same way on every release. */
+struct ompi_request_t;
+
+/* A fresh request of the coll kind on `comm`; a persistent one starts
+ * inactive and complete, as MPI_Wait expects of a request never started. */
+void coll_rdma_shim_request_init(struct ompi_request_t *request, struct ompi_communicator_t *comm, int persistent);
+/* Marks the request started: pending, active, no error yet. */
+void coll_rdma_shim_request_activate(struct ompi_request_t *request);
+/* Completes the request with `error` (MPI_SUCCESS or an MPI error class),
+ * waking whoever waits on it. */
+void coll_rdma_shim_request_complete(struct ompi_request_t *request, int error);
+/* Takes the request out of the Fortran handle table before it goes away. */
+void coll_rdma_shim_request_fini(struct ompi_request_t *request);
+/* *request = MPI_REQUEST_NULL. */
+void coll_rdma_shim_request_set_null(struct ompi_request_t **request);
+
 /* The coll framework's component list (coll_framework.c). Open MPI keeps in
  * it the components the `coll` MCA parameter let through; these let coll
  * rdma put the installed ones that parameter left out back underneath it. */

@@ -7,6 +7,7 @@
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/runtime/opal_progress.h"
 #include "ompi/mca/coll/coll.h"
+#include "ompi/request/request.h"
 #include "ompi/mca/coll/base/base.h"
 #include "ompi/communicator/communicator.h"
 #include "ompi/datatype/ompi_datatype.h"

@@ -21,6 +21,8 @@ pub(super) enum Handover {
     /// Only the nodes' leaders hold queue pairs across nodes, and this
     /// call would need another rank to cross.
     OnlyLeadersConnected(&'static str),
+    /// The path the blocking call takes here has no non-blocking form yet.
+    NoResumableSchedule(&'static str),
 }
 
 impl Handover {
@@ -36,6 +38,7 @@ impl Handover {
             Handover::AbovePackLimit { .. } => "pack limit",
             Handover::TransportUnavailable => "transport",
             Handover::OnlyLeadersConnected(_) => "leaders' queue pairs",
+            Handover::NoResumableSchedule(_) => "no resumable schedule",
         }
     }
 }
@@ -55,6 +58,7 @@ impl fmt::Display for Handover {
                 "{bytes} bytes are more than MPI_Pack counts, and rank {rank}'s datatype is not contiguous (it could not pack them)"
             ),
             Handover::TransportUnavailable => write!(f, "transport unavailable"),
+            Handover::NoResumableSchedule(path) => write!(f, "{path} has no non-blocking form yet"),
             Handover::OnlyLeadersConnected(why) => write!(
                 f,
                 "only the nodes' leaders hold queue pairs across nodes (coll_rdma_hierarchy_queue_pairs_max), and {why}"

@@ -21,6 +21,8 @@ mod misuse;
 mod module;
 mod mpi_allreduce;
 mod mpi_barrier;
+mod mpi_ibarrier;
+mod mpi_nonblocking_handover;
 mod mpi_bcast;
 mod mpi_reduce;
 mod output;
@@ -29,7 +31,9 @@ mod pmix_path;
 mod progress;
 mod reduction_call;
 mod reduction_paths;
+mod request;
 mod saved;
+mod saved_nonblocking;
 mod udp_interface;
 mod version;
 

@@ -108,8 +108,23 @@ pub fn new_module() -> *mut sys::mca_coll_base_module_t {
         (*module).base.coll_allreduce = Some(super::mpi_allreduce::allreduce);
         (*module).base.coll_reduce = Some(super::mpi_reduce::reduce);
         (*module).base.coll_bcast = Some(super::mpi_bcast::bcast);
+        register_nonblocking(&mut (*module).base);
     }
     module as *mut sys::mca_coll_base_module_t
+}
+
+/// The non-blocking and persistent slots (`mpi_ibarrier.rs`,
+/// `mpi_nonblocking_handover.rs`).
+fn register_nonblocking(base: &mut sys::mca_coll_base_module_t) {
+    use super::{mpi_ibarrier as barrier, mpi_nonblocking_handover as others};
+    base.coll_ibarrier = Some(barrier::ibarrier);
+    base.coll_barrier_init = Some(barrier::barrier_init);
+    base.coll_ibcast = Some(others::ibcast);
+    base.coll_iallreduce = Some(others::iallreduce);
+    base.coll_ireduce = Some(others::ireduce);
+    base.coll_bcast_init = Some(others::bcast_init);
+    base.coll_allreduce_init = Some(others::allreduce_init);
+    base.coll_reduce_init = Some(others::reduce_init);
 }
 
 unsafe extern "C" fn enable(module: *mut sys::mca_coll_base_module_t, comm: *mut sys::ompi_communicator_t) -> c_int {
@@ -200,6 +215,7 @@ impl Drop for Held {
             // closing protocol on it either.
             self.mark_failed();
             self.state().mark_failed();
+            self.state().abandon_pending();
         }
         // SAFETY: the module outlives every holder.
         unsafe { (*self.module).entry.leave() };
@@ -251,6 +267,7 @@ pub(super) unsafe fn with_state(
     let (cid, rank) = (state.shared.id.cid, state.shared.id.rank);
     if state_failed {
         held.mark_failed();
+        held.state().abandon_pending();
     }
     held.leave_background_work(has_work);
     drop(held);
@@ -295,6 +312,7 @@ pub(super) unsafe fn progress_state(module: *mut RdmaModule) -> bool {
     let finished = state_failed || !state.has_background_work();
     if state_failed {
         held.mark_failed();
+        held.state().abandon_pending();
     }
     held.leave_background_work(!finished);
     finished

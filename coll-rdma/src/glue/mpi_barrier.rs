@@ -36,6 +36,11 @@ impl Native<'_> {
     fn barrier(&mut self) -> Step {
         self.shared.count_call(Collective::Barrier);
         let ready = &mut *self.ready;
+        // Non-blocking barriers posted earlier use the same slots and come
+        // first in every rank's order: finish them before this one.
+        if let Err(why) = ready.pending_barriers.drain(&mut ready.transport) {
+            return self.shared.finish(Collective::Barrier, Err(why));
+        }
         let transport = &ready.transport;
         let bcast_progress = BcastProgress::if_needed(transport, &mut ready.bcast);
         if let Some(two_level) = ready.two_level_barrier.as_mut() {

@@ -6,6 +6,8 @@
 //! has. A communicator whose bcast runs over datagram multicast counts as
 //! having work until it is freed (a co-root may still forward into this
 //! rank's reliable channel; see `Bcast::needs_side_progress`).
+//! Non-blocking barriers under way count as work too: the callback advances
+//! them and completes their requests (`comm_state/pending.rs`).
 //!
 //! Under MPI_THREAD_MULTIPLE any thread may run the callback, several at
 //! once. It never waits: a pass that finds the registry locked (another
@@ -106,9 +108,9 @@ unsafe extern "C" fn progress_callback() -> c_int {
             // SAFETY: registered modules are alive while the lock is held.
             unsafe { progress_state(module.0) };
         }
-        // Nothing here completes an MPI request: reporting events would
-        // stop an oversubscribed rank's progress loop from yielding its core
-        // to the rank it is waiting for.
+        // Completed requests (non-blocking barriers) are not reported as
+        // events: that would stop an oversubscribed rank's progress loop
+        // from yielding its core to the rank it is waiting for.
         0
     })
 }

@@ -10,6 +10,8 @@ use std::ffi::{c_int, c_void};
 use btl_ibmc::{Exchange, TransportError};
 use ompi_sys as sys;
 
+use super::saved_nonblocking::SavedNonblocking;
+
 type Module = *mut sys::mca_coll_base_module_t;
 type Comm = *mut sys::ompi_communicator_t;
 type Datatype = *mut sys::ompi_datatype_t;
@@ -17,14 +19,14 @@ type Op = *mut sys::ompi_op_t;
 
 /// A function of the collective table together with the module it must be
 /// called with; holds a reference on the module while it lives.
-struct Saved<F> {
-    function: F,
-    module: Module,
+pub(super) struct Saved<F> {
+    pub(super) function: F,
+    pub(super) module: Module,
 }
 
 impl<F: Copy> Saved<F> {
     /// `None` unless both the function and its module are present.
-    fn take(function: Option<F>, module: Module) -> Option<Self> {
+    pub(super) fn take(function: Option<F>, module: Module) -> Option<Self> {
         let function = function?;
         if module.is_null() {
             return None;
@@ -91,6 +93,8 @@ pub struct SavedCollectives {
     allreduce: Saved<AllreduceFn>,
     reduce: Saved<ReduceFn>,
     bcast: Saved<BcastFn>,
+    /// The non-blocking and persistent forms, each optional.
+    pub nonblocking: SavedNonblocking,
 }
 
 // SAFETY: the entries are Open MPI's functions and the modules they belong
@@ -120,6 +124,8 @@ impl SavedCollectives {
             allreduce: Saved::take(table.coll_allreduce, table.coll_allreduce_module)?,
             reduce: Saved::take(table.coll_reduce, table.coll_reduce_module)?,
             bcast: Saved::take(table.coll_bcast, table.coll_bcast_module)?,
+            // SAFETY: guaranteed by the caller.
+            nonblocking: unsafe { SavedNonblocking::take_from(comm) },
         })
     }
 

@@ -10,6 +10,8 @@
 //! one barrier ahead has necessarily passed the current one, which is all
 //! the reader needs to know.
 
+use std::sync::Arc;
+
 use btl_ibmc::{wait_at_least, SideProgress, TransportError, WaitPolicy, Windows};
 use tuning::{round_distances, round_fanouts};
 
@@ -18,22 +20,23 @@ use tuning::{round_distances, round_fanouts};
 pub const SLOT_BYTES: usize = 64;
 
 #[derive(Clone, Debug)]
-struct Notification {
-    peer: usize,
-    slot_offset: usize,
+pub(super) struct Notification {
+    pub(super) peer: usize,
+    pub(super) slot_offset: usize,
 }
 
 #[derive(Clone, Debug, Default)]
-struct Round {
-    notify: Vec<Notification>,
-    await_from: Vec<Notification>,
+pub(super) struct Round {
+    pub(super) notify: Vec<Notification>,
+    pub(super) await_from: Vec<Notification>,
 }
 
 /// One rank's precomputed barrier schedule and epoch for one communicator.
 #[derive(Clone, Debug)]
 pub struct DisseminationBarrier {
     radix: usize,
-    rounds: Vec<Round>,
+    /// Shared with the runs of non-blocking barriers (`barrier_run.rs`).
+    rounds: Arc<[Round]>,
     epoch: u64,
     policy: WaitPolicy,
     /// Names the communicator in stall warnings.
@@ -82,7 +85,7 @@ impl DisseminationBarrier {
             rounds.push(round);
             first_slot += distances.len() * SLOT_BYTES;
         }
-        DisseminationBarrier { radix, rounds, epoch: 0, policy, context: String::new() }
+        DisseminationBarrier { radix, rounds: rounds.into(), epoch: 0, policy, context: String::new() }
     }
 
     /// Sets how stall warnings name the communicator (e.g. "comm 3").
@@ -102,6 +105,16 @@ impl DisseminationBarrier {
     /// Barriers completed (or started) so far.
     pub fn epoch(&self) -> u64 {
         self.epoch
+    }
+
+    /// Starts a non-blocking barrier: it takes the next epoch, as `run`
+    /// would, and the caller advances it (see `barrier_run.rs`). Runs of one
+    /// barrier must advance in the order they were started, none after a
+    /// later one, and `run` only once all of them are done: each slot's
+    /// value must only grow.
+    pub fn start(&mut self) -> super::barrier_run::BarrierRun {
+        self.epoch += 1;
+        super::barrier_run::BarrierRun::new(Arc::clone(&self.rounds), self.epoch, self.policy.fault_timeout)
     }
 
     /// Runs one barrier: returns once every rank of the communicator has

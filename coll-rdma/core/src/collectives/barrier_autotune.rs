@@ -31,6 +31,7 @@ use tuning::{round_fanouts, MAX_BARRIER_RADIX};
 
 use super::autotune_trial::{candidates_around, median};
 use super::barrier::DisseminationBarrier;
+use super::barrier_run::BarrierRun;
 
 /// The radices worth measuring around the model's pick: radix 1 (the
 /// classic dissemination barrier), the pick and its neighbours, leaving out
@@ -240,6 +241,14 @@ impl TunedBarrier {
         self.active = outcome.winner;
         self.trial = None;
         Ok(Some(outcome))
+    }
+
+    /// Starts a non-blocking barrier, outside the trial's count (untimed,
+    /// like `run_untimed`): every rank starts the same candidate, as every
+    /// rank makes the same calls in the same order.
+    pub fn start(&mut self) -> BarrierRun {
+        let index = self.trial.as_ref().map_or(self.active, RadixTrial::next_candidate);
+        self.barriers[index].start()
     }
 
     /// A barrier outside the trial's count (the closing barrier at

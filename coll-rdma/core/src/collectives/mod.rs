@@ -8,6 +8,7 @@ pub mod allreduce_autotune;
 pub mod autotune_trial;
 pub mod barrier;
 pub mod barrier_autotune;
+pub mod barrier_run;
 pub mod barrier_two_level;
 pub mod bcast;
 pub mod parallel_reduction;

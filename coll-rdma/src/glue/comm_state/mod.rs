@@ -27,6 +27,7 @@
 //! closing steps. The counts (`tally.rs`) and the words said about all this
 //! (`report.rs`) are kept apart from the stages.
 
+mod pending;
 mod policy;
 mod ready;
 mod report;
@@ -47,6 +48,7 @@ use super::reduction_call::FoldOrder;
 use super::saved::SavedCollectives;
 #[cfg(test)] // the parameters' tests check a bcast configuration
 pub(super) use policy::bcast_config;
+pub(super) use pending::PendingBarriers;
 pub(super) use ready::ReadyComm;
 use report::HandoverReports;
 use setup::PendingSetup;
@@ -178,9 +180,33 @@ impl CommState {
         }
     }
 
+    /// Completes every non-blocking run under way with an error, once the
+    /// state failed: nothing advances them any more.
+    pub(super) fn abandon_pending(&mut self) {
+        if let Stage::Ready(ready) = &mut self.stage
+            && !ready.pending_barriers.is_empty()
+        {
+            tracing::error!(
+                "comm {} rank {}: {} non-blocking barrier(s) under way end with an error (the communicator failed)",
+                self.shared.id.cid,
+                self.shared.id.rank,
+                ready.pending_barriers.len()
+            );
+            ready.pending_barriers.abandon();
+        }
+    }
+
     pub(super) fn progress_background_work(&mut self) {
-        if let Stage::Ready(ready) = &mut self.stage {
-            ready.progress_background_work();
+        if let Stage::Ready(ready) = &mut self.stage
+            && let Err(why) = ready.progress_background_work()
+        {
+            tracing::error!(
+                "comm {} rank {}: a non-blocking barrier failed: {why}; its request and every later one complete with an error, \
+                 and later collectives on this communicator go to the module underneath",
+                self.shared.id.cid,
+                self.shared.id.rank
+            );
+            self.shared.tallies.mark_failed();
         }
     }
 }
@@ -251,6 +277,25 @@ impl Shared {
     ) -> Step {
         self.handovers.report(self.id, collective, &why, order);
         self.tallies.handed_over(collective);
+        Step::HandOver(Box::new(fallback))
+    }
+}
+
+impl Shared {
+    /// Hands a non-blocking or persistent call whose resumable schedule
+    /// does not exist yet to the module underneath (every time at debug
+    /// level: it is no limit of this communicator). Not counted as handed
+    /// over: no call of that kind is served here yet, and Open MPI makes
+    /// such calls itself (a communicator's creation agrees on its context
+    /// id with MPI_Iallreduce), which the summary would report as
+    /// fallbacks on every communicator.
+    pub(super) fn hand_over_until_scheduled(&mut self, collective: Collective, fallback: impl FnOnce() -> c_int + 'static) -> Step {
+        tracing::debug!(
+            "comm {} rank {}: {} served by the module underneath until its schedule lands",
+            self.id.cid,
+            self.id.rank,
+            collective.name()
+        );
         Step::HandOver(Box::new(fallback))
     }
 }

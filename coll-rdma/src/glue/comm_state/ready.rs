@@ -6,10 +6,10 @@
 //! It is owned by the communicator's state, not by any call's stack: whoever
 //! holds the state (one collective, or the progress callback) may borrow it.
 
-use btl_ibmc::{NoSideProgress, SelectedTransport};
+use btl_ibmc::{NoSideProgress, SelectedTransport, TransportError};
 
 use super::super::leader_links::LeaderLinks;
-use super::CommId;
+use super::{CommId, PendingBarriers};
 use crate::collectives::allreduce::Allreduce;
 use crate::collectives::allreduce_autotune::DegreeTrial;
 use crate::collectives::barrier_autotune::TunedBarrier;
@@ -63,6 +63,8 @@ pub(in crate::glue) struct ReadyComm {
     pub(in crate::glue) ring: RingReduction,
     pub(in crate::glue) bcast: Bcast,
     pub(in crate::glue) limits: Limits,
+    /// Non-blocking barriers under way, on `barrier`'s slots.
+    pub(in crate::glue) pending_barriers: PendingBarriers,
 }
 
 impl ReadyComm {
@@ -82,6 +84,7 @@ impl ReadyComm {
             ring,
             bcast,
             limits,
+            pending_barriers: PendingBarriers::default(),
         }
     }
 
@@ -90,21 +93,33 @@ impl ReadyComm {
     /// collectives' waits, and by the progress engine between calls.
     /// Keeping the callback idle otherwise keeps it off the progress loop
     /// of every later MPI call.
+    /// Non-blocking barriers under way count too: they advance only there.
     pub(super) fn has_background_work(&self) -> bool {
-        self.bcast.needs_side_progress(&self.transport)
+        !self.pending_barriers.is_empty() || self.bcast.needs_side_progress(&self.transport)
     }
 
-    /// Serves ACKs, NACKs and retransmissions outside a collective call.
-    pub(super) fn progress_background_work(&mut self) {
+    /// Serves ACKs, NACKs and retransmissions outside a collective call,
+    /// and advances the non-blocking barriers; fails if one of those did.
+    pub(super) fn progress_background_work(&mut self) -> Result<(), TransportError> {
         if let Err(why) = self.bcast.progress(&self.transport) {
             tracing::warn!("comm {} rank {}: bcast progress failed: {why}", self.id.cid, self.id.rank);
         }
+        self.pending_barriers.advance(&mut self.transport)
     }
 
     /// The protocols' closing steps when the communicator is freed (never
     /// after a failed call: their state is not to be trusted then).
     pub(super) fn close(&mut self) {
         let CommId { cid, rank, .. } = self.id;
+        if !self.pending_barriers.is_empty() {
+            tracing::info!(
+                "comm {cid} rank {rank}: freed with {} non-blocking barrier(s) under way: finishing them first",
+                self.pending_barriers.len()
+            );
+            if let Err(why) = self.pending_barriers.drain(&mut self.transport) {
+                tracing::warn!("comm {cid} rank {rank}: non-blocking barriers pending at teardown failed: {why}");
+            }
+        }
         // A root returns from MPI_Bcast before its receivers acknowledge,
         // and receivers acknowledge lazily: settle both before the window
         // goes away.

@@ -318,6 +318,9 @@ pub(super) fn report_summary(id: CommId, transport: &str, bcast: Option<&Bcast>,
     }
     for collective in Collective::ALL {
         let tally = tallies.of(collective);
+        if !collective.is_blocking() && tally == Default::default() {
+            continue;
+        }
         tracing::info!(
             "comm {} rank {}: served {} {}(s) over {transport}, {} handed to the fallback",
             id.cid,

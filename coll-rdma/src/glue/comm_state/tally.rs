@@ -10,10 +10,37 @@ pub(in crate::glue) enum Collective {
     Allreduce,
     Reduce,
     Bcast,
+    Ibarrier,
+    /// Starts of persistent barriers (MPI_Barrier_init, MPIX_Barrier_init).
+    BarrierInit,
+    Ibcast,
+    Iallreduce,
+    Ireduce,
+    BcastInit,
+    AllreduceInit,
+    ReduceInit,
 }
 
 impl Collective {
-    pub(in crate::glue) const ALL: [Collective; 4] = [Collective::Barrier, Collective::Allreduce, Collective::Reduce, Collective::Bcast];
+    pub(in crate::glue) const ALL: [Collective; 12] = [
+        Collective::Barrier,
+        Collective::Allreduce,
+        Collective::Reduce,
+        Collective::Bcast,
+        Collective::Ibarrier,
+        Collective::BarrierInit,
+        Collective::Ibcast,
+        Collective::Iallreduce,
+        Collective::Ireduce,
+        Collective::BcastInit,
+        Collective::AllreduceInit,
+        Collective::ReduceInit,
+    ];
+
+    /// The non-blocking and persistent forms, reported only when called.
+    pub(in crate::glue) fn is_blocking(self) -> bool {
+        matches!(self, Collective::Barrier | Collective::Allreduce | Collective::Reduce | Collective::Bcast)
+    }
 
     pub(in crate::glue) fn name(self) -> &'static str {
         match self {
@@ -21,6 +48,14 @@ impl Collective {
             Collective::Allreduce => "allreduce",
             Collective::Reduce => "reduce",
             Collective::Bcast => "bcast",
+            Collective::Ibarrier => "ibarrier",
+            Collective::BarrierInit => "barrier_init",
+            Collective::Ibcast => "ibcast",
+            Collective::Iallreduce => "iallreduce",
+            Collective::Ireduce => "ireduce",
+            Collective::BcastInit => "bcast_init",
+            Collective::AllreduceInit => "allreduce_init",
+            Collective::ReduceInit => "reduce_init",
         }
     }
 }
@@ -36,9 +71,9 @@ pub(super) struct Tally {
 #[derive(Default)]
 pub(super) struct Tallies {
     /// Indexed by `Collective as usize`.
-    outcomes: [Tally; 4],
+    outcomes: [Tally; Collective::ALL.len()],
     /// Calls entered per collective, whatever became of them.
-    calls: [u64; 4],
+    calls: [u64; Collective::ALL.len()],
     /// A call failed midway: the protocols' state is not to be trusted, so
     /// teardown skips their closing steps (the module hands every later call
     /// over).
@@ -97,8 +132,11 @@ mod tests {
         assert_eq!(tallies.entered(Collective::Barrier), 1);
         assert_eq!(tallies.entered(Collective::Barrier), 2);
         assert_eq!(tallies.entered(Collective::Allreduce), 1);
+        tallies.served(Collective::Ibarrier);
+        tallies.handed_over(Collective::ReduceInit);
         let counted: Vec<Tally> = Collective::ALL.iter().map(|&collective| tallies.of(collective)).collect();
-        let expected = [(0, 0), (0, 0), (0, 1), (2, 0)].map(|(served, handed_over)| Tally { served, handed_over });
+        let expected = [(0, 0), (0, 0), (0, 1), (2, 0), (1, 0), (0, 0), (0, 0), (0, 0), (0, 0), (0, 0), (0, 0), (0, 1)]
+            .map(|(served, handed_over)| Tally { served, handed_over });
         assert_eq!(counted, expected);
         assert!(!tallies.has_failed());
         tallies.mark_failed();

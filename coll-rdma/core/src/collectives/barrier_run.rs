@@ -1,0 +1,86 @@
+//! The dissemination barrier (`barrier.rs`) as a resumable schedule, for
+//! MPI_Ibarrier and the persistent barrier: the same rounds, slots and
+//! epochs as the blocking barrier, so the two can follow each other on one
+//! communicator. Each `advance` writes the current round's notifications
+//! once, then moves on through every round whose notifications have all
+//! arrived, and returns `Pending` at the first that still lacks one.
+//!
+//! Invariants: a run writes its epoch into a slot only after every earlier
+//! run of the same barrier has written its own there (the caller advances
+//! runs in the order they were started, see `DisseminationBarrier::start`),
+//! so a slot's value never goes back; and a run that has waited longer than
+//! the fault timeout in one round ends with an error rather than pending
+//! for ever.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use btl_ibmc::{TransportError, Windows};
+
+use super::barrier::Round;
+use crate::schedule::{Schedule, Step};
+
+/// One non-blocking barrier under way.
+#[derive(Debug)]
+pub struct BarrierRun {
+    rounds: Arc<[Round]>,
+    epoch: u64,
+    /// The round whose notifications are awaited next.
+    round: usize,
+    /// Whether this round's notifications are written already.
+    notified: bool,
+    fault_timeout: Option<Duration>,
+    /// When the current round started to wait (on its first `Pending`).
+    waiting_since: Option<Instant>,
+}
+
+impl BarrierRun {
+    pub(super) fn new(rounds: Arc<[Round]>, epoch: u64, fault_timeout: Option<Duration>) -> Self {
+        BarrierRun { rounds, epoch, round: 0, notified: false, fault_timeout, waiting_since: None }
+    }
+
+    /// The barrier's epoch (1-based count of the barrier's runs so far).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    fn round_arrived<T: Windows + ?Sized>(&self, transport: &T, round: &Round) -> bool {
+        round.await_from.iter().all(|from| transport.local_flag(from.slot_offset) >= self.epoch)
+    }
+
+    fn check_fault_timeout(&mut self) -> Result<(), TransportError> {
+        let since = *self.waiting_since.get_or_insert_with(Instant::now);
+        match self.fault_timeout {
+            Some(limit) if since.elapsed() > limit => Err(TransportError::Failed(format!(
+                "non-blocking barrier {}: round {} waited more than the fault timeout ({limit:?}) for its notifications",
+                self.epoch, self.round
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl<T: Windows + ?Sized> Schedule<T> for BarrierRun {
+    type Error = TransportError;
+
+    fn advance(&mut self, transport: &mut T) -> Result<Step, TransportError> {
+        transport.progress();
+        let rounds = Arc::clone(&self.rounds);
+        while let Some(round) = rounds.get(self.round) {
+            if !self.notified {
+                for to in &round.notify {
+                    transport.put_flag(to.peer, to.slot_offset, self.epoch)?;
+                }
+                self.notified = true;
+            }
+            if !self.round_arrived(&*transport, round) {
+                self.check_fault_timeout()?;
+                return Ok(Step::Pending);
+            }
+            self.round += 1;
+            self.notified = false;
+            self.waiting_since = None;
+        }
+        Ok(Step::Done)
+    }
+}

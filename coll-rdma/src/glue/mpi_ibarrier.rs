@@ -1,0 +1,165 @@
+//! MPI_Ibarrier and the persistent barrier (MPIX_Barrier_init on Open MPI
+//! 4.1, MPI_Barrier_init on 5.0): the blocking barrier's dissemination,
+//! resumable (`collectives::barrier_run`), on the same slots and epochs.
+//! A call posts a run behind the communicator's earlier ones and takes its
+//! first step (this rank's arrival) at once; Open MPI's progress loop
+//! advances it (`progress.rs`), and a blocking barrier finishes it first.
+//! Where the blocking barrier is not served by the flat dissemination (no
+//! transport, or the two-level barrier), the calls go to the module
+//! underneath, with the reason.
+
+use std::cell::Cell;
+use std::ffi::c_int;
+
+use ompi_sys as sys;
+
+use super::comm_state::{Collective, CommState, Native, Step};
+use super::ffi_guard::guarded;
+use super::handover::Handover;
+use super::module::with_state;
+use super::request::{new_request, Persistent, RequestRef};
+
+pub(super) unsafe extern "C" fn ibarrier(
+    comm: *mut sys::ompi_communicator_t,
+    request: *mut *mut sys::ompi_request_t,
+    module: *mut sys::mca_coll_base_module_t,
+) -> c_int {
+    guarded("MPI_Ibarrier", sys::OMPI_ERROR as c_int, || {
+        // SAFETY: Open MPI calls us with the module it enabled for `comm`
+        // and the caller's request handle.
+        unsafe { with_state(module, |state| state.ibarrier(comm, request), |saved| saved.nonblocking.ibarrier(comm, request)()) }
+    })
+}
+
+pub(super) unsafe extern "C" fn barrier_init(
+    comm: *mut sys::ompi_communicator_t,
+    info: *mut sys::ompi_info_t,
+    request: *mut *mut sys::ompi_request_t,
+    module: *mut sys::mca_coll_base_module_t,
+) -> c_int {
+    guarded("MPI_Barrier_init", sys::OMPI_ERROR as c_int, || {
+        // SAFETY: as for `ibarrier`.
+        unsafe {
+            with_state(
+                module,
+                |state| state.barrier_init(comm, info, request, module),
+                |saved| saved.nonblocking.barrier_init(comm, info, request)(),
+            )
+        }
+    })
+}
+
+/// MPI_Start of a persistent barrier of ours.
+///
+/// # Safety
+/// `persistent` must come from `barrier_init` on a communicator that is
+/// still alive (MPI requires it of a started request).
+unsafe fn start_persistent_barrier(persistent: Persistent, request: RequestRef) -> c_int {
+    let Persistent { comm, module, .. } = persistent;
+    // Exactly one of the two closures below runs and takes the request.
+    let request = Cell::new(Some(request));
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        with_state(
+            module,
+            |state| match request.take() {
+                Some(request) => state.start_barrier(comm, request),
+                None => Step::Done(sys::OMPI_ERROR as c_int),
+            },
+            |saved| {
+                // Nested in our own call, or after a failure: the blocking
+                // barrier underneath does the work at once.
+                let rc = saved.barrier(comm)();
+                if let Some(request) = request.take() {
+                    request.finish(mpi_error_of(rc));
+                }
+                rc
+            },
+        )
+    }
+}
+
+/// The MPI error class a request reports for an Open MPI return code.
+fn mpi_error_of(rc: c_int) -> c_int {
+    if rc == sys::OMPI_SUCCESS as c_int { sys::MPI_SUCCESS as c_int } else { sys::MPI_ERR_OTHER as c_int }
+}
+
+impl CommState {
+    /// The native state if a barrier can run resumably here, else why not.
+    fn resumable_barrier(&mut self, comm: *mut sys::ompi_communicator_t) -> Result<Native<'_>, Handover> {
+        let native = self.enter(comm).ok_or(Handover::TransportUnavailable)?;
+        if native.ready.two_level_barrier.is_some() {
+            return Err(Handover::NoResumableSchedule("the two-level barrier"));
+        }
+        Ok(native)
+    }
+
+    fn ibarrier(&mut self, comm: *mut sys::ompi_communicator_t, request_out: *mut *mut sys::ompi_request_t) -> Step {
+        let mut native = match self.resumable_barrier(comm) {
+            Ok(native) => native,
+            Err(why) => {
+                let fallback = self.shared.saved.nonblocking.ibarrier(comm, request_out);
+                return self.shared.hand_over(Collective::Ibarrier, why, fallback);
+            }
+        };
+        let Some(request) = new_request(comm, None) else {
+            return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
+        };
+        // SAFETY: Open MPI passes the caller's handle; the request is a
+        // fresh, started one of ours.
+        let run = unsafe {
+            *request_out = request;
+            RequestRef::retain(request)
+        };
+        native.post_barrier(Collective::Ibarrier, run)
+    }
+
+    fn barrier_init(
+        &mut self,
+        comm: *mut sys::ompi_communicator_t,
+        info: *mut sys::ompi_info_t,
+        request_out: *mut *mut sys::ompi_request_t,
+        module: *mut sys::mca_coll_base_module_t,
+    ) -> Step {
+        // The path is settled here, once: a communicator served natively now
+        // stays so (its transport and barrier kind are fixed at setup).
+        if let Err(why) = self.resumable_barrier(comm) {
+            let fallback = self.shared.saved.nonblocking.barrier_init(comm, info, request_out);
+            return self.shared.hand_over(Collective::BarrierInit, why, fallback);
+        }
+        let persistent = Persistent { comm, module, start: start_persistent_barrier };
+        let Some(request) = new_request(comm, Some(persistent)) else {
+            return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
+        };
+        // SAFETY: Open MPI passes the caller's handle.
+        unsafe { *request_out = request };
+        Step::Done(sys::OMPI_SUCCESS as c_int)
+    }
+
+    fn start_barrier(&mut self, comm: *mut sys::ompi_communicator_t, request: RequestRef) -> Step {
+        match self.resumable_barrier(comm) {
+            Ok(mut native) => native.post_barrier(Collective::BarrierInit, request),
+            Err(why) => {
+                // The communicator failed since the request was made.
+                let fallback = self.shared.saved.barrier(comm);
+                self.shared.hand_over(Collective::BarrierInit, why, move || {
+                    let rc = fallback();
+                    request.finish(mpi_error_of(rc));
+                    rc
+                })
+            }
+        }
+    }
+}
+
+impl Native<'_> {
+    /// Queues a barrier run for `request` behind the earlier ones, taking
+    /// its first step if there are none.
+    fn post_barrier(&mut self, collective: Collective, request: RequestRef) -> Step {
+        self.shared.count_call(collective);
+        let ready = &mut *self.ready;
+        let run = ready.barrier.start();
+        let outcome = ready.pending_barriers.post(run, request, &mut ready.transport);
+        self.shared.finish(collective, outcome)
+    }
+}

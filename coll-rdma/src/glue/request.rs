@@ -1,0 +1,165 @@
+//! coll rdma's MPI requests: Open MPI request objects (derived from
+//! `ompi_request_t`, allocated and freed through Open MPI's object system)
+//! so that MPI_Test, MPI_Wait and their all/any/some forms treat them like
+//! any other. A request completes through Open MPI's own completion
+//! function, which also wakes a waiter blocked in a multi-request wait.
+//!
+//! Ownership: the application holds one reference from the call that made
+//! the request until MPI_Wait/MPI_Test (or MPI_Request_free) calls
+//! `req_free`; while a run is under way its queue holds a second one
+//! (`RequestRef`), released right after completion. So freeing a request
+//! still under way is safe, and memory goes only when both are gone.
+//! A persistent request remembers its communicator and module for
+//! MPI_Start; it holds no reference on either (MPI requires the
+//! communicator to outlive the request's use).
+
+use std::ffi::c_int;
+use std::mem::size_of;
+use std::ptr::null_mut;
+
+use ompi_sys as sys;
+
+use super::ffi_guard::guarded;
+
+/// What MPI_Start does with a persistent request of ours.
+#[derive(Clone, Copy)]
+pub(super) struct Persistent {
+    pub(super) comm: *mut sys::ompi_communicator_t,
+    pub(super) module: *mut sys::mca_coll_base_module_t,
+    pub(super) start: unsafe fn(Persistent, RequestRef) -> c_int,
+}
+
+#[repr(C)]
+pub(super) struct RdmaRequest {
+    base: sys::ompi_request_t,
+    persistent: Option<Persistent>,
+}
+
+// Open MPI's class descriptor; its object system writes the initialisation
+// fields on first use, so it must be a mutable static.
+static mut RDMA_REQUEST_CLASS: sys::opal_class_t = sys::opal_class_t {
+    cls_name: c"mca_coll_rdma_request_t".as_ptr(),
+    cls_parent: &raw mut sys::ompi_request_t_class,
+    cls_construct: Some(construct),
+    cls_destruct: None,
+    cls_initialized: 0,
+    cls_depth: 0,
+    cls_construct_array: null_mut(),
+    cls_destruct_array: null_mut(),
+    cls_sizeof: size_of::<RdmaRequest>(),
+};
+
+unsafe extern "C" fn construct(object: *mut sys::opal_object_t) {
+    // SAFETY: Open MPI calls this on a freshly allocated object of our
+    // class's size; the parent constructors initialised only `base`.
+    unsafe { (&raw mut (*(object as *mut RdmaRequest)).persistent).write(None) };
+}
+
+/// A new request on `comm`, owned by the caller (the application's
+/// reference); `None` if Open MPI could not allocate it. A persistent
+/// request starts inactive; any other is started at once.
+pub(super) fn new_request(comm: *mut sys::ompi_communicator_t, persistent: Option<Persistent>) -> Option<*mut sys::ompi_request_t> {
+    // SAFETY: the class derives from ompi_request_t's; opal_obj_new
+    // allocates cls_sizeof bytes and runs the constructors.
+    let request = unsafe { sys::coll_rdma_shim_obj_new(&raw mut RDMA_REQUEST_CLASS) } as *mut RdmaRequest;
+    if request.is_null() {
+        return None;
+    }
+    // SAFETY: freshly constructed and not yet shared.
+    unsafe {
+        sys::coll_rdma_shim_request_init(request as *mut sys::ompi_request_t, comm, c_int::from(persistent.is_some()));
+        (*request).base.req_free = Some(free);
+        (*request).base.req_cancel = None;
+        (*request).base.req_start = persistent.map(|_| start as unsafe extern "C" fn(usize, *mut *mut sys::ompi_request_t) -> c_int);
+        (*request).persistent = persistent;
+        if persistent.is_none() {
+            sys::coll_rdma_shim_request_activate(request as *mut sys::ompi_request_t);
+        }
+    }
+    Some(request as *mut sys::ompi_request_t)
+}
+
+/// `req_free`: MPI_Request_free, or MPI_Wait/MPI_Test once a
+/// non-persistent request completed. Gives up the application's reference.
+unsafe extern "C" fn free(request: *mut *mut sys::ompi_request_t) -> c_int {
+    guarded("request free", sys::OMPI_ERROR as c_int, || {
+        // SAFETY: Open MPI passes the application's handle of one of our
+        // requests, which holds a reference.
+        unsafe {
+            sys::coll_rdma_shim_request_fini(*request);
+            sys::coll_rdma_shim_obj_release(*request as *mut sys::opal_object_t);
+            sys::coll_rdma_shim_request_set_null(request);
+        }
+        sys::OMPI_SUCCESS as c_int
+    })
+}
+
+/// `req_start`: MPI_Start and MPI_Startall on persistent requests of ours.
+unsafe extern "C" fn start(count: usize, requests: *mut *mut sys::ompi_request_t) -> c_int {
+    guarded("MPI_Start", sys::OMPI_ERROR as c_int, || {
+        for index in 0..count {
+            // SAFETY: Open MPI passes `count` handles of requests whose
+            // req_start is ours, so they are ours.
+            let request = unsafe { *requests.add(index) } as *mut RdmaRequest;
+            // SAFETY: as above; `persistent` is written once at creation.
+            let Some(persistent) = (unsafe { (*request).persistent }) else {
+                tracing::error!("MPI_Start on a coll rdma request that is not persistent");
+                return sys::OMPI_ERR_BAD_PARAM as c_int;
+            };
+            // SAFETY: an inactive persistent request of ours, started by
+            // its owner: nothing else touches it now.
+            unsafe { sys::coll_rdma_shim_request_activate(request as *mut sys::ompi_request_t) };
+            // SAFETY: the request is alive (the application holds it).
+            let run = unsafe { RequestRef::retain(request as *mut sys::ompi_request_t) };
+            // SAFETY: the start function was chosen together with the
+            // communicator and module it serves.
+            let rc = unsafe { (persistent.start)(persistent, run) };
+            if rc != sys::OMPI_SUCCESS as c_int {
+                return rc;
+            }
+        }
+        sys::OMPI_SUCCESS as c_int
+    })
+}
+
+/// One reference on a started request, held by whatever runs it; `finish`
+/// completes the request and gives the reference up. Dropped unfinished
+/// (its run was abandoned: a failure, the communicator's teardown), it
+/// completes the request with an error so that no waiter hangs.
+pub(super) struct RequestRef(*mut sys::ompi_request_t);
+
+// SAFETY: the queue holding a RequestRef moves with the communicator's
+// state between the threads that hold it, one at a time; completing a
+// request is Open MPI's thread-safe ompi_request_complete (an atomic swap
+// and a wake-up), and its reference count is atomic once threads are
+// enabled, so the last release may come from any thread.
+unsafe impl Send for RequestRef {}
+
+impl RequestRef {
+    /// # Safety
+    /// `request` must be a live request of ours, started.
+    pub(super) unsafe fn retain(request: *mut sys::ompi_request_t) -> Self {
+        // SAFETY: guaranteed by the caller; released in `finish`.
+        unsafe { sys::coll_rdma_shim_obj_retain(request as *mut sys::opal_object_t) };
+        RequestRef(request)
+    }
+
+    /// Completes the request with `mpi_error` (an MPI error class).
+    pub(super) fn finish(self, mpi_error: c_int) {
+        let request = self.0;
+        std::mem::forget(self);
+        // SAFETY: our reference keeps the request alive until the release;
+        // completion may free nothing (the application's reference, if it
+        // still has one, is released only by req_free).
+        unsafe {
+            sys::coll_rdma_shim_request_complete(request, mpi_error);
+            sys::coll_rdma_shim_obj_release(request as *mut sys::opal_object_t);
+        }
+    }
+}
+
+impl Drop for RequestRef {
+    fn drop(&mut self) {
+        RequestRef(self.0).finish(sys::MPI_ERR_OTHER as c_int);
+    }
+}
