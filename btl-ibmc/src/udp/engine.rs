@@ -40,12 +40,20 @@ pub(crate) const PUT_HEADER_BYTES: usize = 1 + 3 * 8;
 /// bound what it assembles from a peer.
 pub(crate) const MOST_MESSAGE_BYTES: usize = 1 << 16;
 
+/// Payload of one reliable fragment: its data frame's body (sequence
+/// number and fragment) fills the agreed datagram with the header and
+/// the seal, in whole AES blocks when sealed (`Protection::fitted_body`).
+pub(crate) fn fragment_bytes(config: &UdpConfig) -> usize {
+    let room = config.datagram_bytes.saturating_sub(frame::HEADER_BYTES + config.protection.overhead());
+    config.protection.fitted_body(room).saturating_sub(frame::DATA_HEADER_BYTES - frame::HEADER_BYTES)
+}
+
 /// What a rank takes from any peer on the reliable channel: fragments
-/// that fill the agreed datagram size with their header and seal, records
-/// no longer than a message or a put into this rank's window.
+/// no longer than [`fragment_bytes`], records no longer than a message
+/// or a put into this rank's window.
 pub(crate) fn record_limits(config: &UdpConfig, window_len: usize) -> RecordLimits {
     RecordLimits {
-        fragment: config.datagram_bytes.saturating_sub(frame::DATA_HEADER_BYTES + config.protection.overhead()),
+        fragment: fragment_bytes(config),
         record: (1 + MOST_MESSAGE_BYTES).max(PUT_HEADER_BYTES.saturating_add(window_len)),
     }
 }

@@ -188,7 +188,7 @@ impl UdpTransport {
 
     /// Payload of one reliable fragment.
     fn fragment_bytes(&self) -> usize {
-        self.config.datagram_bytes - frame::DATA_HEADER_BYTES - self.wire.seal.protection().overhead()
+        engine::fragment_bytes(&self.config)
     }
 
     /// Sends a record to `peer` reliably, fragment by fragment, each
@@ -300,8 +300,9 @@ impl Datagrams for UdpTransport {
         MulticastKind::Datagram
     }
 
+    /// The multicast frame's body is the datagram: in whole AES blocks when sealed.
     fn max_datagram(&self) -> usize {
-        self.config.datagram_bytes - self.frame_overhead()
+        self.wire.seal.protection().fitted_body(self.config.datagram_bytes - self.frame_overhead())
     }
 
     fn multicast(&self, datagram: &[u8]) -> Result<(), TransportError> {
