@@ -17,7 +17,12 @@
  *      + MPI_Wait, then freed;
  *   3. ibarriers pending on MPI_COMM_WORLD while another communicator is
  *      duplicated, used and freed, and an ibarrier pending on a duplicate
- *      while that duplicate is freed only after its wait.
+ *      while that duplicate is freed only after its wait;
+ *   4. progress behind a blocking collective: one rank, rotating, posts an
+ *      ibarrier and then enters a blocking MPI_Allreduce on another
+ *      communicator, while the others wait on the ibarrier before joining
+ *      that allreduce: only if the rank's blocking wait advances the other
+ *      communicator's pending barrier can anyone finish.
  * Options: -r <rounds of phase 1> (default 200), -n <persistent starts>.
  */
 #include "common.h"
@@ -154,6 +159,35 @@ static void across_other_communicators(tcomm_t *world, long rounds)
     }
 }
 
+static void behind_a_blocking_collective(tcomm_t *world, long rounds)
+{
+    MPI_Comm dup;
+    T_MPI(MPI_Comm_dup(world->comm, &dup));
+    tcomm_t other;
+    t_derive(world, dup, &other);
+    for (long r = 0; r < rounds; r++) {
+        nb_times_t t = { .n = 1 };
+        MPI_Request rq;
+        int blocked_one = (int)(r % world->size);
+        long mine = world->rank + r, sum = 0;
+        long want = (long)world->size * (world->size - 1) / 2 + (long)world->size * r;
+        t.entered[0] = host_now();
+        T_MPI(MPI_Ibarrier(world->comm, &rq));
+        if (world->rank == blocked_one) {
+            usleep(T_LATE_SLEEP_US / 4);
+            T_MPI(MPI_Allreduce(&mine, &sum, 1, MPI_LONG, MPI_SUM, other.comm));
+            T_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+        } else {
+            T_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+            T_MPI(MPI_Allreduce(&mine, &sum, 1, MPI_LONG, MPI_SUM, other.comm));
+        }
+        t.left[0] = host_now();
+        T_CHECK(sum == want, "allreduce behind an ibarrier: %ld, want %ld (round %ld)", sum, want, r);
+        check_order(world->comm, &t, "ibarrier behind a blocking allreduce", r);
+    }
+    t_free(&other);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -163,5 +197,6 @@ int main(int argc, char **argv)
     outstanding_rounds(&t_world, rounds);
     persistent(&t_world, starts);
     across_other_communicators(&t_world, rounds / 10 > 0 ? rounds / 10 : 1);
+    behind_a_blocking_collective(&t_world, rounds / 10 > 0 ? rounds / 10 : 1);
     return t_finish("nonblocking_barrier");
 }
