@@ -10,6 +10,7 @@
 //! * `patterns`: the put streams, trees and window carving they share;
 //! * `layout`: where each collective's region sits in the window;
 //! * `reduction`: the operation a reduction applies, as the collectives see it;
+//! * `select`: which path a call takes (one pure selector per collective);
 //! * `side_progress`: serving a bcast's background work from another
 //!   collective's waits;
 //! * `word_max`: agreeing on u64 words through one allreduce (their maximum).
@@ -18,6 +19,7 @@ pub mod collectives;
 pub mod layout;
 pub mod patterns;
 pub mod reduction;
+pub mod select;
 pub mod side_progress;
 pub mod word_max;
 

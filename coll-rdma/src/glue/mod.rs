@@ -13,7 +13,6 @@ mod datatype;
 mod ffi_guard;
 mod handover;
 mod hierarchy;
-mod leader_links;
 mod link;
 mod module;
 mod mpi_allreduce;

@@ -64,7 +64,7 @@ use crate::reduction::Reduction;
 
 /// The lengths a collective sends around the ring (when the parallel
 /// reduction does not take them), the same on every rank.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RingLengths {
     /// `None`: the ring is off.
     pub from: Option<usize>,
