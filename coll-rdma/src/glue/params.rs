@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use tuning::{AllreduceModel, BarrierModel};
 
-use super::comm_state::Collective;
+use crate::select::Collective;
 pub use storage::register;
 pub use udp::UdpSettings;
 pub use crate::select::policy::{BcastSettings, ReductionSettings, WindowLimit};

@@ -33,6 +33,28 @@ pub use handover::{Handover, NotContiguous};
 
 use crate::collectives::ring_reduction::RingLengths;
 
+/// The collectives coll rdma serves, for counting and for messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Collective {
+    Barrier,
+    Allreduce,
+    Reduce,
+    Bcast,
+}
+
+impl Collective {
+    pub const ALL: [Collective; 4] = [Collective::Barrier, Collective::Allreduce, Collective::Reduce, Collective::Bcast];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::Barrier => "barrier",
+            Collective::Allreduce => "allreduce",
+            Collective::Reduce => "reduce",
+            Collective::Bcast => "bcast",
+        }
+    }
+}
+
 /// One collective call as the selectors see it.
 #[derive(Clone, Copy, Debug)]
 pub struct CallShape {

@@ -3,27 +3,7 @@
 //! the testing-only fault injection), and whether a call failed midway.
 //! Only counting happens here; `report.rs` says what the counts mean.
 
-/// The collectives coll rdma serves, for counting and for messages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(in crate::glue) enum Collective {
-    Barrier,
-    Allreduce,
-    Reduce,
-    Bcast,
-}
-
-impl Collective {
-    pub(in crate::glue) const ALL: [Collective; 4] = [Collective::Barrier, Collective::Allreduce, Collective::Reduce, Collective::Bcast];
-
-    pub(in crate::glue) fn name(self) -> &'static str {
-        match self {
-            Collective::Barrier => "barrier",
-            Collective::Allreduce => "allreduce",
-            Collective::Reduce => "reduce",
-            Collective::Bcast => "bcast",
-        }
-    }
-}
+pub(in crate::glue) use crate::select::Collective;
 
 /// Calls of one collective: served natively or handed over.
 #[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
