@@ -6,8 +6,8 @@ use std::ffi::{c_int, c_void};
 use btl_ibmc::TransportError;
 use ompi_sys as sys;
 
-use crate::collectives::allreduce_autotune::trial_bytes;
-use crate::collectives::reduction_buffers::Gather;
+use crate::collectives::allreduce::autotune::trial_bytes;
+use crate::collectives::large_reduction::buffers::Gather;
 
 use crate::side_progress::BcastProgress;
 use super::comm_state::{Collective, CommState, Native, ReadyComm, Shared, Step};

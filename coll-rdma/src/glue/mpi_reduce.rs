@@ -5,7 +5,7 @@ use std::ffi::{c_int, c_void};
 
 use ompi_sys as sys;
 
-use crate::collectives::reduction_buffers::Gather;
+use crate::collectives::large_reduction::buffers::Gather;
 use crate::side_progress::BcastProgress;
 use super::comm_state::{Collective, CommState, Native, Shared, Step};
 use super::ffi_guard::guarded;

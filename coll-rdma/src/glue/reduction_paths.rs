@@ -1,7 +1,7 @@
 //! Serving an allreduce or reduce around the ring, which both collectives
 //! do alike once their selector chose it (`crate::select`).
 
-use crate::collectives::reduction_buffers::{Gather, ReductionBuffers};
+use crate::collectives::large_reduction::buffers::{Gather, ReductionBuffers};
 use crate::side_progress::BcastProgress;
 
 use super::comm_state::{Collective, Native, Step};

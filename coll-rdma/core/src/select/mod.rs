@@ -31,7 +31,7 @@ use btl_ibmc::shm::NodeGroups;
 
 pub use handover::{Handover, NotContiguous};
 
-use crate::collectives::ring_reduction::RingLengths;
+use crate::collectives::large_reduction::ring::RingLengths;
 
 /// The collectives coll rdma serves, for counting and for messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -12,8 +12,8 @@ use btl_ibmc::WaitPolicy;
 use tuning::{choose_barrier_radix, AllreduceModel, BarrierModel};
 
 use crate::collectives::allreduce::AllreduceConfig;
-use crate::collectives::allreduce_autotune::{degree_candidates, DegreeTrial};
-use crate::collectives::barrier_autotune::barrier_candidates;
+use crate::collectives::allreduce::autotune::{degree_candidates, DegreeTrial};
+use crate::collectives::barrier::autotune::barrier_candidates;
 use crate::collectives::bcast::BcastConfig;
 
 /// How MPI_Bcast's reliable multicast is configured.

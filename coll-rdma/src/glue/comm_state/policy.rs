@@ -9,7 +9,7 @@ use btl_ibmc::WaitPolicy;
 use super::super::params::{Settings, UdpSettings};
 use super::CommState;
 use crate::collectives::allreduce::AllreduceConfig;
-use crate::collectives::allreduce_autotune::DegreeTrial;
+use crate::collectives::allreduce::autotune::DegreeTrial;
 use crate::collectives::bcast::BcastConfig;
 use crate::select::policy::{self, BcastSettings, UdpWindow};
 

@@ -10,12 +10,12 @@ use btl_ibmc::{NoSideProgress, PeerReads, SelectedTransport};
 
 use super::CommId;
 use crate::collectives::allreduce::Allreduce;
-use crate::collectives::allreduce_autotune::DegreeTrial;
-use crate::collectives::barrier_autotune::TunedBarrier;
-use crate::collectives::barrier_two_level::TwoLevelBarrier;
+use crate::collectives::allreduce::autotune::DegreeTrial;
+use crate::collectives::barrier::autotune::TunedBarrier;
+use crate::collectives::barrier::two_level::TwoLevelBarrier;
 use crate::collectives::bcast::Bcast;
 use crate::collectives::reduce::Reduce;
-use crate::collectives::ring_reduction::{RingLengths, RingReduction};
+use crate::collectives::large_reduction::ring::{RingLengths, RingReduction};
 use crate::select::{BcastPlan, Plan, ReductionPlan};
 
 /// The collectives' schedules, built when the module is enabled (they need

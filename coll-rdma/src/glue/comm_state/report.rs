@@ -12,10 +12,10 @@ use super::super::reduction_call::FoldOrder;
 use super::ready::ReadyComm;
 use super::tally::{Collective, Tallies};
 use super::CommId;
-use crate::collectives::allreduce_autotune::{trial_bytes, DegreeOutcome};
-use crate::collectives::barrier_autotune::TrialOutcome;
+use crate::collectives::allreduce::autotune::{trial_bytes, DegreeOutcome};
+use crate::collectives::barrier::autotune::TrialOutcome;
 use crate::collectives::bcast::Bcast;
-use crate::collectives::read_tree::ReadTree;
+use crate::collectives::large_reduction::read_tree::ReadTree;
 
 /// The setup's and the autotunes' reports, from the ready state they
 /// describe.

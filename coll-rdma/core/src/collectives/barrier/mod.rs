@@ -10,6 +10,9 @@
 //! one barrier ahead has necessarily passed the current one, which is all
 //! the reader needs to know.
 
+pub mod autotune;
+pub mod two_level;
+
 use btl_ibmc::{wait_at_least, SideProgress, TransportError, WaitPolicy, Windows};
 use tuning::{round_distances, round_fanouts};
 
