@@ -3,10 +3,10 @@
 //! need to be exchanged.
 
 use crate::collectives::allreduce::{Allreduce, AllreduceConfig};
-use crate::collectives::barrier_autotune::TunedBarrier;
+use crate::collectives::barrier::autotune::TunedBarrier;
 use crate::collectives::bcast::{Bcast, BcastConfig};
 use crate::collectives::reduce::Reduce;
-use crate::collectives::ring_reduction::RingReduction;
+use crate::collectives::large_reduction::ring::RingReduction;
 use crate::patterns::TreeStreamConfig;
 
 /// Regions are page-aligned so that later regions can be registered or

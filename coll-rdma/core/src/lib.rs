@@ -11,6 +11,7 @@
 //! * `layout`: where each collective's region sits in the window;
 //! * `reduction`: the operation a reduction applies, as the collectives see it;
 //! * `schedule`: the resumable form of a collective (non-blocking calls);
+//! * `select`: which path a call takes (one pure selector per collective);
 //! * `side_progress`: serving a bcast's background work from another
 //!   collective's waits;
 //! * `word_max`: agreeing on u64 words through one allreduce (their maximum).
@@ -20,6 +21,7 @@ pub mod layout;
 pub mod patterns;
 pub mod reduction;
 pub mod schedule;
+pub mod select;
 pub mod side_progress;
 pub mod word_max;
 

@@ -21,7 +21,7 @@ use std::time::Duration;
 use btl_ibmc::fabric::{run_ranks_watched, Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::NoSideProgress;
 use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
-use coll_rdma_core::collectives::allreduce_autotune::{degree_candidates, DegreeOutcome, DegreeTrial};
+use coll_rdma_core::collectives::allreduce::autotune::{degree_candidates, DegreeOutcome, DegreeTrial};
 use coll_rdma_core::collectives::barrier::DisseminationBarrier;
 use coll_rdma_core::collectives::bcast::BcastConfig;
 use coll_rdma_core::layout::WindowLayout;

@@ -22,7 +22,7 @@ use std::time::Duration;
 use btl_ibmc::fabric::{run_ranks_watched, Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::{NoSideProgress, TransportError, WaitPolicy};
 use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
-use coll_rdma_core::collectives::barrier_autotune::{barrier_candidates, RadixTrial, TrialOutcome, TunedBarrier};
+use coll_rdma_core::collectives::barrier::autotune::{barrier_candidates, RadixTrial, TrialOutcome, TunedBarrier};
 use coll_rdma_core::collectives::bcast::BcastConfig;
 use coll_rdma_core::layout::WindowLayout;
 use coll_rdma_core::word_max::{bytes_to_words, words_to_bytes, U64Max};

@@ -19,7 +19,7 @@ use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::{SideProgress, WaitPolicy};
 use coll_rdma_core::collectives::allreduce::AllreduceConfig;
 use coll_rdma_core::collectives::barrier::DisseminationBarrier;
-use coll_rdma_core::collectives::barrier_run::BarrierRun;
+use coll_rdma_core::collectives::barrier::run::BarrierRun;
 use coll_rdma_core::layout::WindowLayout;
 use coll_rdma_core::schedule::{Schedule, Step};
 

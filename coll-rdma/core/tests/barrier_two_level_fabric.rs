@@ -19,7 +19,7 @@ use btl_ibmc::{NoSideProgress, TransportError};
 use common::nodes::{blocks, uneven_layouts};
 use common::{EntryLedger, XorShift};
 use coll_rdma_core::collectives::barrier::DisseminationBarrier;
-use coll_rdma_core::collectives::barrier_two_level::TwoLevelBarrier;
+use coll_rdma_core::collectives::barrier::two_level::TwoLevelBarrier;
 
 /// Region offset inside the window: not 0, so that offsets are really added.
 const REGION_OFFSET: usize = 4096;

@@ -19,7 +19,7 @@ use std::time::Duration;
 use btl_ibmc::fabric::{run_ranks_watched, Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::{establish, CrossMemoryRefusal, MulticastKind, NoSideProgress, PeerReads, Transport};
 use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
-use coll_rdma_core::collectives::parallel_reduction::CHUNK_BYTES;
+use coll_rdma_core::collectives::large_reduction::parallel::CHUNK_BYTES;
 use coll_rdma_core::collectives::reduce::Reduce;
 use coll_rdma_core::reduction::Reduction;
 

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use btl_ibmc::fabric::{run_ranks_watched, Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::{NoSideProgress, Transport, WaitPolicy};
-use coll_rdma_core::collectives::reduction_buffers::{Gather, ReductionBuffers};
-use coll_rdma_core::collectives::ring_reduction::{RingLengths, RingReduction};
+use coll_rdma_core::collectives::large_reduction::buffers::{Gather, ReductionBuffers};
+use coll_rdma_core::collectives::large_reduction::ring::{RingLengths, RingReduction};
 use coll_rdma_core::reduction::Reduction;
 
 const PATIENCE: Duration = Duration::from_secs(600);

@@ -22,12 +22,12 @@ use btl_ibmc::{RmcastConfig, RmcastStats, WaitPolicy};
 use common::XorShift;
 use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
 use coll_rdma_core::collectives::barrier::DisseminationBarrier;
-use coll_rdma_core::collectives::barrier_two_level::TwoLevelBarrier;
+use coll_rdma_core::collectives::barrier::two_level::TwoLevelBarrier;
 use coll_rdma_core::collectives::bcast::{Bcast, BcastConfig};
 use coll_rdma_core::layout::WindowLayout;
 use coll_rdma_core::patterns::{two_level_links, TreeStreamConfig};
 use coll_rdma_core::collectives::reduce::Reduce;
-use coll_rdma_core::collectives::ring_reduction::RingReduction;
+use coll_rdma_core::collectives::large_reduction::ring::RingReduction;
 use common::{WordSum, word};
 use coll_rdma_core::side_progress::BcastProgress;
 

@@ -18,21 +18,7 @@ pub struct ContiguousSpan {
     pub element_bytes: usize,
 }
 
-/// Why a datatype cannot take the native path.
-#[derive(Debug)]
-pub enum NotContiguous {
-    Gaps,
-    Query(c_int),
-}
-
-impl std::fmt::Display for NotContiguous {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            NotContiguous::Gaps => write!(f, "the datatype is not contiguous"),
-            NotContiguous::Query(rc) => write!(f, "the datatype could not be queried (error {rc})"),
-        }
-    }
-}
+pub use crate::select::NotContiguous;
 
 /// The span of `count` elements of `dtype`, if it is contiguous.
 ///

@@ -13,7 +13,7 @@ use btl_ibmc::{Endpoint, SelectedTransport, WaitPolicy};
 use tuning::{choose_barrier_radix, choose_co_roots, BarrierModel, CoRootModel};
 
 use super::params::{Hierarchy, Settings};
-use crate::collectives::barrier_two_level::TwoLevelBarrier;
+use crate::collectives::barrier::two_level::TwoLevelBarrier;
 
 /// What the two-level schedules are built from, kept from the settings
 /// until the transport is known.

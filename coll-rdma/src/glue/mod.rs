@@ -15,7 +15,6 @@ mod events;
 mod ffi_guard;
 mod handover;
 mod hierarchy;
-mod leader_links;
 mod link;
 mod misuse;
 mod module;

@@ -6,16 +6,18 @@ use std::ffi::{c_int, c_void};
 use btl_ibmc::TransportError;
 use ompi_sys as sys;
 
-use crate::collectives::allreduce_autotune::trial_bytes;
-use crate::collectives::reduction_buffers::Gather;
+use crate::collectives::allreduce::autotune::trial_bytes;
+use crate::collectives::large_reduction::buffers::Gather;
 
 use crate::side_progress::BcastProgress;
 use super::comm_state::{Collective, CommState, Native, ReadyComm, Shared, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::handover::Handover;
-use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, FoldOrder, NativeMessage};
+use super::reduction_call::{contribution_is_in_receive_buffer, reduction_shape, span_bytes, span_bytes_mut, FoldOrder, NativeMessage};
 use super::saved::ReductionCall;
+use crate::select::allreduce::{select, AllreducePath};
+use crate::select::Choice;
 
 pub(super) unsafe extern "C" fn allreduce(
     send: *const c_void,
@@ -48,22 +50,22 @@ impl CommState {
 impl Native<'_> {
     fn allreduce(&mut self, call: &ReductionCall, order: FoldOrder) -> Step {
         self.shared.count_call(Collective::Allreduce);
-        if call.count == 0 {
-            return self.shared.finish(Collective::Allreduce, Ok(()));
-        }
-        if let Some(Err(why)) = self.ready.leader_links.as_ref().map(|links| links.allreduce()) {
-            return self.shared.hand_over_allreduce(call, why, order);
-        }
-        let segment_bytes = self.ready.allreduce.config().tree.segment_bytes;
-        let paths = self.ready.reduction_paths(Gather::All, order);
-        let max_bytes = self.ready.limits.allreduce_max_bytes;
-        let message = match native_message(call, order, max_bytes, "allreduce_max_bytes", segment_bytes, |bytes| paths.parallel_or_ring(bytes)) {
-            Ok(message) => message,
-            Err(unserved) => return self.shared.hand_over_allreduce(call, unserved, order),
+        let (shape, span) = reduction_shape(call, 0, order);
+        let path = match select(&shape, &self.ready.plan) {
+            Choice::Native(path) => path,
+            Choice::HandOver(why) => return self.shared.hand_over_allreduce(call, why, order),
         };
-        if paths.around_the_ring(message.span.bytes, message.span.element_bytes) {
+        let message = match (path, span) {
+            (AllreducePath::Empty, _) => return self.shared.finish(Collective::Allreduce, Ok(())),
+            (_, Ok(span)) => NativeMessage::new(call, span),
+            // The selector hands every datatype without a span over.
+            (_, Err(why)) => return self.shared.hand_over_allreduce(call, Handover::Datatype(why), order),
+        };
+        if path == AllreducePath::Ring {
             return self.reduction_around_the_ring(call, &message, Gather::All);
         }
+        // The tree, exchange, parallel reduction and the one-rank copy are
+        // `Allreduce::allreduce`'s to run (by the rules the selector shares).
         if let Err(why) = self.ready.tune_degree_before(message.span.bytes) {
             return self.shared.finish(Collective::Allreduce, Err(why));
         }
@@ -81,7 +83,7 @@ impl ReadyComm {
     /// Runs the allreduce tree (or the path it picks) with `call`'s
     /// contribution, or with `recv`'s where `in_place`, leaving the result
     /// in `recv`: MPI_Allreduce's own, or a reduce that only the two-level
-    /// allreduce reaches (`LeaderLinks::reduce`).
+    /// allreduce reaches (`LeadersOnly::reduce`).
     pub(super) fn allreduce_into(&mut self, call: &ReductionCall, message: &NativeMessage, recv: &mut [u8], in_place: bool) -> Result<(), TransportError> {
         let transport = &self.transport;
         let bcast_progress = BcastProgress::if_needed(transport, &mut self.bcast);

@@ -14,6 +14,8 @@ use super::handover::Handover;
 use super::comm_state::{Collective, CommState, Native, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
+use crate::select::barrier::{select, BarrierPath};
+use crate::select::{CallShape, Choice, DataShape};
 
 pub(super) unsafe extern "C" fn barrier(comm: *mut sys::ompi_communicator_t, module: *mut sys::mca_coll_base_module_t) -> c_int {
     guarded("MPI_Barrier", sys::OMPI_ERROR as c_int, || {
@@ -28,12 +30,12 @@ impl CommState {
             let fallback = self.shared.saved.barrier(comm);
             return self.shared.hand_over(Collective::Barrier, Handover::TransportUnavailable, fallback);
         };
-        native.barrier()
+        native.barrier(comm)
     }
 }
 
 impl Native<'_> {
-    fn barrier(&mut self) -> Step {
+    fn barrier(&mut self, comm: *mut sys::ompi_communicator_t) -> Step {
         self.shared.count_call(Collective::Barrier);
         let ready = &mut *self.ready;
         // Non-blocking barriers posted earlier use the same slots and come
@@ -43,7 +45,15 @@ impl Native<'_> {
         }
         let transport = &ready.transport;
         let bcast_progress = BcastProgress::if_needed(transport, &mut ready.bcast);
-        if let Some(two_level) = ready.two_level_barrier.as_mut() {
+        let no_data = CallShape { count: 0, data: DataShape::Contiguous { bytes: 0, element_bytes: 0 }, commutative: false, root: 0 };
+        let path = match select(&no_data, &ready.plan) {
+            Choice::Native(path) => path,
+            Choice::HandOver(why) => {
+                let fallback = self.shared.saved.barrier(comm);
+                return self.shared.hand_over(Collective::Barrier, why, fallback);
+            }
+        };
+        if let (BarrierPath::TwoLevel, Some(two_level)) = (path, ready.two_level_barrier.as_mut()) {
             let outcome = two_level.run(transport, &bcast_progress);
             return self.shared.finish(Collective::Barrier, outcome);
         }

@@ -3,12 +3,11 @@
 //! from the root's buffer for long messages where the transport reads
 //! peers' memory, or the module underneath above a path's limit.
 //!
-//! MPI lets ranks describe the same bytes with different datatypes, so the
-//! only facts every rank shares are the message's length and root. Every
-//! decision between paths rests on those; a rank whose datatype is not
-//! contiguous packs (root) or unpacks (receiver) around the multicast.
-//! Above 2^31 - 1 bytes, which MPI_Pack cannot count, the ranks first
-//! agree whether any of them would pack (`rank_that_would_pack`).
+//! The path is `crate::select::bcast`'s choice, from the facts every rank
+//! shares (the message's length and root); a rank whose datatype is not
+//! contiguous packs (root) or unpacks (receiver) around it. Above 2^31 - 1
+//! bytes, which MPI_Pack cannot count, the ranks first agree whether any
+//! of them would pack (`rank_that_would_pack`).
 
 use std::ffi::{c_int, c_void};
 
@@ -17,11 +16,13 @@ use ompi_sys as sys;
 
 use super::handover::Handover;
 use super::comm_state::{Collective, CommState, Native, ReadyComm, Shared, Step};
-use super::datatype::{contiguous_span, signature_bytes};
+use super::datatype::{contiguous_span, signature_bytes, ContiguousSpan, NotContiguous};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::reduction_call::span_bytes_mut;
 use crate::word_max::{bytes_to_words, words_to_bytes, U64Max};
+use crate::select::bcast::{select, BcastPath};
+use crate::select::{CallShape, Choice, DataShape};
 use crate::side_progress::BcastProgress;
 
 pub(super) unsafe extern "C" fn bcast(
@@ -61,31 +62,17 @@ impl CommState {
 impl Native<'_> {
     fn bcast(&mut self, call: &BcastCall) -> Step {
         self.shared.count_call(Collective::Bcast);
-        let Ok(count) = usize::try_from(call.count) else {
-            return self.shared.hand_over_bcast(call, Handover::NegativeCount(call.count));
+        let (shape, span) = bcast_shape(call);
+        let (bytes, agree_on_packing) = match select(&shape, &self.ready.plan) {
+            Choice::Native(BcastPath::Empty) => return self.shared.finish(Collective::Bcast, Ok(())),
+            // The window and single copy are `Bcast::bcast`'s to run (by
+            // the rules the selector shares); `packs` is `span.is_err()`.
+            Choice::Native(BcastPath::Send { bytes, agree_on_packing, .. }) => (bytes, agree_on_packing),
+            Choice::HandOver(why) => return self.shared.hand_over_bcast(call, why),
         };
-        let bytes = match signature_bytes(call.dtype, count) {
-            Ok(bytes) => bytes,
-            Err(why) => return self.shared.hand_over_bcast(call, Handover::Datatype(why)),
-        };
-        if bytes == 0 {
-            return self.shared.finish(Collective::Bcast, Ok(()));
-        }
-        if let Some(Err(why)) = self.ready.leader_links.as_ref().map(|links| links.bcast()) {
-            return self.shared.hand_over_bcast(call, why);
-        }
-        let single_copy = self.ready.bcast.uses_single_copy(&self.ready.transport, bytes);
-        let limits = BcastLimits { window: self.ready.limits.bcast_max_bytes, single_copy: self.ready.limits.bcast_single_copy_max_bytes };
-        if let Err(why) = native_route(bytes, limits, single_copy, self.ready.bcast.serves(bytes)) {
-            return self.shared.hand_over_bcast(call, why);
-        }
         let root = call.root as usize;
         let at_root = root == self.ready.id.rank;
-        let span = contiguous_span(call.dtype, count);
-        if above_pack_counts(bytes) {
-            if let Some(Err(_)) = self.ready.leader_links.as_ref().map(|links| links.allreduce()) {
-                return self.shared.hand_over_bcast(call, Handover::OnlyLeadersConnected(AGREEMENT_RUNS_FLAT));
-            }
+        if agree_on_packing {
             match self.ready.rank_that_would_pack(span.is_ok()) {
                 Ok(None) => {}
                 Ok(Some(rank)) => return self.shared.hand_over_bcast(call, Handover::AbovePackLimit { bytes, rank }),
@@ -170,47 +157,21 @@ impl Shared {
     }
 }
 
-/// The hand-over limits of the two native bcast paths.
-#[derive(Clone, Copy)]
-struct BcastLimits {
-    /// `coll_rdma_bcast_max_bytes`: copy in and out of the window.
-    window: Option<usize>,
-    /// `coll_rdma_bcast_single_copy_max_bytes`: receivers read the root's buffer.
-    single_copy: Option<usize>,
+/// The call as the selector sees it (`crate::select::bcast`), and this
+/// rank's span where its datatype is contiguous. The length is the
+/// signature's size, which MPI makes the same on every rank whatever
+/// datatype each uses. A negative count is handed over before the data is
+/// read, so its datatype is read for no elements.
+fn bcast_shape(call: &BcastCall) -> (CallShape, Result<ContiguousSpan, NotContiguous>) {
+    let count = usize::try_from(call.count).unwrap_or(0);
+    let span = contiguous_span(call.dtype, count);
+    let data = match (signature_bytes(call.dtype, count), span) {
+        (Err(why), _) => DataShape::Unreadable(why),
+        (Ok(bytes), Ok(span)) => DataShape::Contiguous { bytes, element_bytes: span.element_bytes },
+        (Ok(bytes), Err(why)) => DataShape::Packable { bytes, why },
+    };
+    (CallShape { count: call.count, data, commutative: false, root: call.root as usize }, span)
 }
-
-/// Whether a `bytes`-byte bcast (with data) takes the native path; every
-/// input is the same on every rank (MPI requires the same signature
-/// everywhere, the limits and whether single copy is possible are agreed
-/// at setup), whatever datatype each rank uses, so every rank decides
-/// alike before any of them commits.
-fn native_route(bytes: usize, limits: BcastLimits, single_copy: bool, window_serves: bool) -> Result<(), Handover> {
-    // Each path has its own limit: the window's comes from the model for
-    // the transport in use (or the user), single copy's from the user only.
-    let (limit, parameter) =
-        if single_copy { (limits.single_copy, "bcast_single_copy_max_bytes") } else { (limits.window, "bcast_max_bytes") };
-    if let Some(limit) = limit.filter(|&limit| bytes > limit) {
-        return Err(Handover::AboveLimit { bytes, parameter, limit });
-    }
-    if !single_copy && !window_serves {
-        return Err(Handover::AboveWindow { bytes });
-    }
-    Ok(())
-}
-
-/// Whether a rank with a datatype that is not contiguous could not pack or
-/// unpack the message: MPI_Pack and MPI_Unpack count bytes in a C int. Any
-/// rank may be such a rank and none can tell from its own arguments, so
-/// above this the ranks first tell each other (`rank_that_would_pack`):
-/// contiguous buffers on every rank are served natively at any length.
-fn above_pack_counts(bytes: usize) -> bool {
-    bytes > c_int::MAX as usize
-}
-
-/// Why a bcast above `above_pack_counts` is handed over where the
-/// allreduce the ranks would agree through is not served natively.
-const AGREEMENT_RUNS_FLAT: &str =
-    "a bcast of more than 2^31 - 1 bytes needs the ranks to agree through the allreduce, which runs flat on this communicator";
 
 /// This rank's word for the agreement: the maximum over the ranks names the
 /// lowest rank that would pack (size - rank, so that lower ranks weigh
@@ -249,42 +210,14 @@ fn unpack(call: &BcastCall, packed: &[u8]) -> Result<(), c_int> {
 mod tests {
     use super::*;
 
-    fn window_limit(window: Option<usize>) -> BcastLimits {
-        BcastLimits { window, single_copy: None }
-    }
-
     #[test]
-    fn above_a_c_int_of_bytes_the_ranks_ask_each_other_and_the_route_stays_native() {
-        let limit = c_int::MAX as usize;
-        assert!(!above_pack_counts(limit));
-        assert!(above_pack_counts(limit + 1));
-        // on either path, with no limit set
-        assert!(native_route(limit + 1, window_limit(None), false, true).is_ok());
-        assert!(native_route(8 << 30, window_limit(None), true, true).is_ok());
-        let why = Handover::AbovePackLimit { bytes: limit + 1, rank: 3 };
+    fn the_agreed_word_names_the_lowest_rank_that_would_pack() {
         let agreed = |ranks: &[bool]| ranks.iter().enumerate().map(|(rank, &contiguous)| packing_word(ranks.len(), rank, contiguous)).max().unwrap();
         assert_eq!(lowest_packing_rank(4, agreed(&[true; 4])), None);
         assert_eq!(lowest_packing_rank(4, agreed(&[true, false, true, false])), Some(1));
         assert_eq!(lowest_packing_rank(4, agreed(&[false, true, true, false])), Some(0));
         assert_eq!(lowest_packing_rank(4, agreed(&[true, true, true, false])), Some(3));
+        let why = Handover::AbovePackLimit { bytes: c_int::MAX as usize + 1, rank: 3 };
         assert!(why.to_string().contains("2147483648 bytes") && why.to_string().contains("rank 3"), "{why}");
-    }
-
-    #[test]
-    fn the_limits_and_the_window_decide_below_it() {
-        assert!(native_route(100, window_limit(Some(100)), false, true).is_ok());
-        assert!(matches!(native_route(101, window_limit(Some(100)), false, true), Err(Handover::AboveLimit { bytes: 101, limit: 100, .. })));
-        assert!(matches!(native_route(100, window_limit(None), false, false), Err(Handover::AboveWindow { bytes: 100 })));
-    }
-
-    #[test]
-    fn single_copy_has_its_own_limit_in_place_of_the_windows() {
-        let limits = BcastLimits { window: Some(16384), single_copy: None };
-        assert!(native_route(64 << 20, limits, true, true).is_ok(), "the window's limit must not apply to single copy");
-        assert!(native_route(64 << 20, limits, true, false).is_ok(), "single copy does not need the window");
-        let limits = BcastLimits { window: None, single_copy: Some(1 << 20) };
-        let why = native_route((1 << 20) + 1, limits, true, true).unwrap_err();
-        assert!(matches!(why, Handover::AboveLimit { parameter: "bcast_single_copy_max_bytes", limit: 1048576, .. }), "{why}");
-        assert!(native_route((1 << 20) + 1, limits, false, true).is_ok(), "the window path keeps its own limit");
     }
 }

@@ -1,6 +1,6 @@
 //! MPI_Ibarrier and the persistent barrier (MPIX_Barrier_init on Open MPI
 //! 4.1, MPI_Barrier_init on 5.0): the blocking barrier's dissemination,
-//! resumable (`collectives::barrier_run`), on the same slots and epochs.
+//! resumable (`collectives::barrier::run`), on the same slots and epochs.
 //! A call posts a run behind the communicator's earlier ones and takes its
 //! first step (this rank's arrival) at once; Open MPI's progress loop
 //! advances it (`progress.rs`), and a blocking barrier finishes it first.

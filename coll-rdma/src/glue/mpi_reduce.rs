@@ -5,15 +5,16 @@ use std::ffi::{c_int, c_void};
 
 use ompi_sys as sys;
 
-use crate::collectives::reduction_buffers::Gather;
+use crate::collectives::large_reduction::buffers::Gather;
 use crate::side_progress::BcastProgress;
 use super::comm_state::{Collective, CommState, Native, Shared, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::handover::Handover;
-use super::leader_links::ReduceRoute;
-use super::reduction_call::{contribution_is_in_receive_buffer, native_message, span_bytes, span_bytes_mut, FoldOrder, NativeMessage};
+use super::reduction_call::{contribution_is_in_receive_buffer, reduction_shape, span_bytes, span_bytes_mut, FoldOrder, NativeMessage};
 use super::saved::ReductionCall;
+use crate::select::reduce::{select, ReducePath};
+use crate::select::Choice;
 
 #[allow(clippy::too_many_arguments)] // Open MPI's reduce signature
 pub(super) unsafe extern "C" fn reduce(
@@ -47,28 +48,26 @@ impl CommState {
 impl Native<'_> {
     fn reduce(&mut self, call: &ReductionCall, root: c_int, order: FoldOrder) -> Step {
         self.shared.count_call(Collective::Reduce);
-        if call.count == 0 {
-            return self.shared.finish(Collective::Reduce, Ok(()));
-        }
-        let route = match self.ready.leader_links.as_ref().map(|links| links.reduce(root as usize)) {
-            Some(Err(why)) => return self.shared.hand_over_reduce(call, root, why, order),
-            Some(Ok(route)) => route,
-            None => ReduceRoute::Tree,
+        // A negative root is left to the tree, which refuses it; MPI
+        // checks roots before calling us.
+        let (shape, span) = reduction_shape(call, usize::try_from(root).unwrap_or(usize::MAX), order);
+        let path = match select(&shape, &self.ready.plan) {
+            Choice::Native(path) => path,
+            Choice::HandOver(why) => return self.shared.hand_over_reduce(call, root, why, order),
         };
-        let segment_bytes = self.ready.reduce.config().segment_bytes;
-        let gather = Gather::Root(root as usize);
-        let paths = self.ready.reduction_paths(gather, order);
-        let max_bytes = self.ready.limits.reduce_max_bytes;
-        let message = match native_message(call, order, max_bytes, "reduce_max_bytes", segment_bytes, |bytes| paths.parallel_or_ring(bytes)) {
-            Ok(message) => message,
-            Err(unserved) => return self.shared.hand_over_reduce(call, root, unserved, order),
+        let message = match (path, span) {
+            (ReducePath::Empty, _) => return self.shared.finish(Collective::Reduce, Ok(())),
+            (_, Ok(span)) => NativeMessage::new(call, span),
+            // The selector hands every datatype without a span over.
+            (_, Err(why)) => return self.shared.hand_over_reduce(call, root, Handover::Datatype(why), order),
         };
-        if paths.around_the_ring(message.span.bytes, message.span.element_bytes) {
-            return self.reduction_around_the_ring(call, &message, gather);
-        }
         let root = root as usize;
-        if route == ReduceRoute::ThroughAllreduce {
-            return self.reduce_through_allreduce(call, &message, root, order);
+        match path {
+            ReducePath::Ring => return self.reduction_around_the_ring(call, &message, Gather::Root(root)),
+            ReducePath::ThroughAllreduce => return self.reduce_through_allreduce(call, &message, root),
+            // The tree, the parallel reduction and the one-rank copy are
+            // `Reduce::reduce`'s to run (by the rules the selector shares).
+            ReducePath::Empty | ReducePath::Alone | ReducePath::Parallel | ReducePath::Tree => {}
         }
         let ready = &mut *self.ready;
         let transport = &ready.transport;
@@ -95,15 +94,10 @@ impl Native<'_> {
     }
 
     /// A reduce whose root only the two-level allreduce reaches (see
-    /// `LeaderLinks::reduce`): every rank runs that allreduce, the root
+    /// `LeadersOnly::reduce`): every rank runs that allreduce, the root
     /// into its receive buffer, the others into scratch they drop.
-    fn reduce_through_allreduce(&mut self, call: &ReductionCall, message: &NativeMessage, root: usize, order: FoldOrder) -> Step {
+    fn reduce_through_allreduce(&mut self, call: &ReductionCall, message: &NativeMessage, root: usize) -> Step {
         let span = message.span;
-        let segment_bytes = self.ready.allreduce.config().tree.segment_bytes;
-        if span.element_bytes > segment_bytes {
-            let why = Handover::ElementTooLarge { element_bytes: span.element_bytes, segment_bytes };
-            return self.shared.hand_over_reduce(call, root as c_int, why, order);
-        }
         let at_root = root == self.ready.id.rank;
         // MPI_IN_PLACE means something only at the root.
         let in_place = at_root && contribution_is_in_receive_buffer(call, &span);

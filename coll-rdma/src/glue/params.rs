@@ -24,9 +24,10 @@ use std::time::Duration;
 
 use tuning::{AllreduceModel, BarrierModel};
 
-use super::comm_state::Collective;
+use crate::select::Collective;
 pub use storage::register;
 pub use udp::UdpSettings;
+pub use crate::select::policy::{BcastSettings, ReductionSettings, WindowLimit};
 use storage::read_raw;
 use table::{Id, Kind, COUNT, TABLE};
 
@@ -138,73 +139,14 @@ fn panic_at_setting(text: &str) -> Option<(Collective, u64)> {
     parsed
 }
 
-/// How MPI_Bcast's reliable multicast is configured.
-#[derive(Clone, Copy, Debug)]
-pub struct BcastSettings {
-    pub window_slots: usize,
-    pub slot_bytes: usize,
-    pub fragment_bytes: usize,
-    /// `None`: the paper's model chooses per communicator.
-    pub co_roots: Option<usize>,
-    pub ack_interval: usize,
-    pub timeout: Duration,
-    pub nack: bool,
-    /// Trailing pieces of every message multicast twice (datagram transports).
-    pub tail_repeat: usize,
-    /// The limit of the window paths (copy in and out, multicast, put tree).
-    pub max_bytes: WindowLimit,
-    /// Messages of at least this many bytes go in one copy where every
-    /// rank reads every other's memory; `None`: never (and no probe).
-    pub single_copy_min_bytes: Option<usize>,
-    /// `max_bytes` for the messages single copy serves.
-    pub single_copy_max_bytes: Option<usize>,
-    /// Testing: this rank pretends it cannot read its peers' memory.
-    pub pretend_no_cross_memory: bool,
-}
-
-/// `coll_rdma_bcast_max_bytes`: above it, messages that would go through
-/// the window go to the module underneath.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WindowLimit {
-    /// The model for the transport in use chooses (`tuning::bcast_limit`),
-    /// once the transport is known.
-    Modelled,
-    Never,
-    Bytes(usize),
-}
-
-impl WindowLimit {
-    fn of(choice: Option<i32>) -> Self {
-        match choice {
-            None => WindowLimit::Modelled,
-            Some(bytes) if bytes >= 0 => WindowLimit::Bytes(bytes as usize),
-            Some(_) => WindowLimit::Never,
-        }
+/// `coll_rdma_bcast_max_bytes` as set: `None` the model chooses, negative
+/// never, otherwise bytes.
+fn window_limit_of(choice: Option<i32>) -> WindowLimit {
+    match choice {
+        None => WindowLimit::Modelled,
+        Some(bytes) if bytes >= 0 => WindowLimit::Bytes(bytes as usize),
+        Some(_) => WindowLimit::Never,
     }
-}
-
-/// How one reduction collective (allreduce or reduce) is configured.
-#[derive(Clone, Copy, Debug)]
-pub struct ReductionSettings {
-    /// `None`: the model chooses per communicator.
-    pub degree: Option<usize>,
-    pub segment_bytes: usize,
-    /// `None`: the model chooses (allreduce only).
-    pub exchange_max_bytes: Option<usize>,
-    /// Messages above this go to the module underneath, unless they are
-    /// reduced in parallel; `None`: never.
-    pub max_bytes: Option<usize>,
-    /// Messages of at least this many bytes are reduced in parallel where
-    /// every rank reads every other's memory; `None`: never.
-    pub parallel_min_bytes: Option<usize>,
-    /// Messages of at least this many bytes with a commutative op go
-    /// around the ring where the parallel reduction does not serve;
-    /// `None`: never.
-    pub ring_min_bytes: Option<usize>,
-    /// Reduce only: parallel reductions of at least this many bytes are
-    /// split into slices, shorter ones the root reduces alone; `None`:
-    /// never split.
-    pub parallel_slices_min_bytes: Option<usize>,
 }
 
 static CURRENT: RwLock<Option<Arc<Settings>>> = RwLock::new(None);
@@ -388,7 +330,7 @@ pub fn validate(raw: RawParams) -> Settings {
             timeout: Duration::from_millis(v.number(Id::BcastTimeoutMs) as u64),
             nack: v.number(Id::BcastNack) == 1,
             tail_repeat: v.number(Id::BcastTailRepeat) as usize,
-            max_bytes: WindowLimit::of(v.choice(Id::BcastMaxBytes)),
+            max_bytes: window_limit_of(v.choice(Id::BcastMaxBytes)),
             single_copy_min_bytes: v.count(Id::BcastSingleCopyMinBytes),
             single_copy_max_bytes: v.count(Id::BcastSingleCopyMaxBytes),
             pretend_no_cross_memory: v.number(Id::TestPretendNoCrossMemory) == 1,

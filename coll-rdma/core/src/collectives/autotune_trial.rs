@@ -1,4 +1,4 @@
-//! What the self-tuning trials (`barrier_autotune`, `allreduce_autotune`)
+//! What the self-tuning trials (`barrier::autotune`, `allreduce::autotune`)
 //! share: which values are worth timing around the model's pick, and how a
 //! rank sums up its samples of one candidate.
 

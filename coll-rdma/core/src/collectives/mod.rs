@@ -1,18 +1,17 @@
-//! The collective algorithms, one folder or file each. They are written
+//! The collective algorithms, one folder each: `barrier` (dissemination,
+//! two-level, autotune), `allreduce` (exchange and tree, autotune),
+//! `reduce`, `bcast` (multicast window, put tree, single copy, two-level),
+//! and `large_reduction`, the long-message paths allreduce and reduce share
+//! (parallel reduction and its read tree, the ring, their buffers).
+//! `autotune_trial` is what the barrier's and the allreduce's autotunes
+//! share (candidates, medians). They are written
 //! against btl-ibmc's capability traits (each names the ones it uses) and
 //! know nothing of Open MPI: `glue` calls them (`glue/mpi_<name>.rs` is the
 //! MPI_<Name> entry point).
 
 pub mod allreduce;
-pub mod allreduce_autotune;
 pub mod autotune_trial;
 pub mod barrier;
-pub mod barrier_autotune;
-pub mod barrier_run;
-pub mod barrier_two_level;
 pub mod bcast;
-pub mod parallel_reduction;
-pub mod read_tree;
-pub mod reduction_buffers;
+pub mod large_reduction;
 pub mod reduce;
-pub mod ring_reduction;

@@ -3,7 +3,7 @@
 //!
 //! Invariants: runs advance strictly in the order they were posted (a run
 //! writes into the slots the earlier ones wrote, and a slot's value must
-//! only grow: see `collectives::barrier_run`), so only the oldest one is
+//! only grow: see `collectives::barrier::run`), so only the oldest one is
 //! ever advanced, and a later one takes its first step once all earlier
 //! ones are done; the queue is empty before a blocking barrier runs on the
 //! same slots (`drain`). A run that fails completes its request and every
@@ -15,7 +15,7 @@ use std::ffi::c_int;
 use btl_ibmc::{TransportError, Windows};
 use ompi_sys as sys;
 
-use crate::collectives::barrier_run::BarrierRun;
+use crate::collectives::barrier::run::BarrierRun;
 use crate::schedule::{Schedule, Step};
 use super::super::request::RequestRef;
 

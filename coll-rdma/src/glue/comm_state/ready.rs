@@ -6,17 +6,17 @@
 //! It is owned by the communicator's state, not by any call's stack: whoever
 //! holds the state (one collective, or the progress callback) may borrow it.
 
-use btl_ibmc::{NoSideProgress, SelectedTransport, TransportError};
+use btl_ibmc::{NoSideProgress, PeerReads, SelectedTransport, TransportError};
 
-use super::super::leader_links::LeaderLinks;
 use super::{CommId, PendingBarriers};
 use crate::collectives::allreduce::Allreduce;
-use crate::collectives::allreduce_autotune::DegreeTrial;
-use crate::collectives::barrier_autotune::TunedBarrier;
-use crate::collectives::barrier_two_level::TwoLevelBarrier;
+use crate::collectives::allreduce::autotune::DegreeTrial;
+use crate::collectives::barrier::autotune::TunedBarrier;
+use crate::collectives::barrier::two_level::TwoLevelBarrier;
 use crate::collectives::bcast::Bcast;
 use crate::collectives::reduce::Reduce;
-use crate::collectives::ring_reduction::{RingLengths, RingReduction};
+use crate::collectives::large_reduction::ring::{RingLengths, RingReduction};
+use crate::select::{BcastPlan, Plan, ReductionPlan};
 
 /// The collectives' schedules, built when the module is enabled (they need
 /// only the window's layout) and moved into the `ReadyComm`.
@@ -52,9 +52,6 @@ pub(in crate::glue) struct ReadyComm {
     /// allows: it then serves every barrier in place of `barrier` (they
     /// share the window's barrier region).
     pub(in crate::glue) two_level_barrier: Option<TwoLevelBarrier>,
-    /// Set when only the nodes' leaders hold queue pairs across nodes:
-    /// the calls it rules out go to the module underneath.
-    pub(in crate::glue) leader_links: Option<LeaderLinks>,
     pub(in crate::glue) allreduce: Allreduce,
     /// The autotune's degree trial, until the first allreduce the tree
     /// serves runs it (or the two-level tree makes it moot).
@@ -65,6 +62,10 @@ pub(in crate::glue) struct ReadyComm {
     pub(in crate::glue) limits: Limits,
     /// Non-blocking barriers under way, on `barrier`'s slots.
     pub(in crate::glue) pending_barriers: PendingBarriers,
+    /// What the selectors read (`crate::select`), settled once the setup's
+    /// choices are made; its `leaders_only` is set where only the nodes'
+    /// leaders hold queue pairs across nodes.
+    pub(in crate::glue) plan: Plan,
 }
 
 impl ReadyComm {
@@ -72,12 +73,11 @@ impl ReadyComm {
     /// that need the transport before anyone else sees the result.
     pub(super) fn assemble(id: CommId, transport: SelectedTransport, schedules: Schedules, limits: Limits) -> Self {
         let Schedules { barrier, allreduce, allreduce_trial, reduce, ring, bcast } = schedules;
-        ReadyComm {
+        let mut ready = ReadyComm {
             id,
             transport,
             barrier,
             two_level_barrier: None,
-            leader_links: None,
             allreduce,
             allreduce_trial,
             reduce,
@@ -85,7 +85,48 @@ impl ReadyComm {
             bcast,
             limits,
             pending_barriers: PendingBarriers::default(),
-        }
+            plan: Plan::default(),
+        };
+        ready.settle_plan();
+        ready
+    }
+
+    /// Makes the plan agree with the schedules and limits as they stand
+    /// (keeping `leaders_only`); `setup.rs` calls it again once it has made
+    /// the choices that need the transport. Every input is agreed, so every
+    /// rank settles the same plan.
+    pub(super) fn settle_plan(&mut self) {
+        let reads_peers = self.transport.reads_peer_memory();
+        let allreduce = self.allreduce.config();
+        let ring_slot_bytes = self.ring.segment_bytes();
+        self.plan = Plan {
+            size: self.id.size,
+            allreduce: ReductionPlan {
+                max_bytes: self.limits.allreduce_max_bytes,
+                segment_bytes: allreduce.tree.segment_bytes,
+                parallel_from: reads_peers.then(|| self.allreduce.parallel().min_bytes()),
+                ring: self.limits.allreduce_ring,
+                ring_slot_bytes,
+                // The two-level tree serves every length (no exchange).
+                exchange_max_bytes: (!self.allreduce.is_two_level()).then_some(allreduce.exchange_max_bytes),
+            },
+            reduce: ReductionPlan {
+                max_bytes: self.limits.reduce_max_bytes,
+                segment_bytes: self.reduce.config().segment_bytes,
+                parallel_from: reads_peers.then(|| self.reduce.parallel().min_bytes()),
+                ring: self.limits.reduce_ring,
+                ring_slot_bytes,
+                exchange_max_bytes: None,
+            },
+            bcast: BcastPlan {
+                window_max_bytes: self.limits.bcast_max_bytes,
+                single_copy_max_bytes: self.limits.bcast_single_copy_max_bytes,
+                single_copy_from: reads_peers.then_some(self.bcast.config().single_copy_min_bytes),
+                window_serves_up_to: self.bcast.config().substrate_max_bytes,
+            },
+            two_level_barrier: self.two_level_barrier.is_some(),
+            leaders_only: self.plan.leaders_only.take(),
+        };
     }
 
     /// Whether the bcast needs serving outside its own calls (see

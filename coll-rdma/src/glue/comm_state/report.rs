@@ -15,10 +15,10 @@ use super::ready::ReadyComm;
 use super::report_events::{autotune_event, freed_event, handover_event, trial_table};
 use super::tally::{Collective, Tallies};
 use super::CommId;
-use crate::collectives::allreduce_autotune::{trial_bytes, DegreeOutcome};
-use crate::collectives::barrier_autotune::TrialOutcome;
+use crate::collectives::allreduce::autotune::{trial_bytes, DegreeOutcome};
+use crate::collectives::barrier::autotune::TrialOutcome;
 use crate::collectives::bcast::Bcast;
-use crate::collectives::read_tree::ReadTree;
+use crate::collectives::large_reduction::read_tree::ReadTree;
 
 /// The setup's and the autotunes' reports, from the ready state they
 /// describe.

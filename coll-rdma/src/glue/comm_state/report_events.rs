@@ -13,7 +13,7 @@ use super::ready::ReadyComm;
 use super::tally::{Collective, Tallies};
 use super::CommId;
 use crate::collectives::bcast::Bcast;
-use crate::collectives::ring_reduction::RingLengths;
+use crate::collectives::large_reduction::ring::RingLengths;
 
 impl ReadyComm {
     /// The agreed plan, once the transport is connected: which transport,
@@ -28,7 +28,7 @@ impl ReadyComm {
                 "multicast": format!("{:?}", self.transport.multicast_kind()),
                 "reads_peer_memory": reads,
                 "window_bytes": window_bytes,
-                "leaders_only": self.leader_links.is_some(),
+                "leaders_only": self.plan.leaders_only.is_some(),
                 "barrier": {
                     "radix": self.barrier.radix(),
                     "rounds": self.barrier.rounds(),

@@ -13,19 +13,20 @@ use tuning::{choose_bcast_max_bytes, BcastStreamModel, WindowedBcast};
 use super::super::events;
 use super::super::agreement::{agree_on_protocol, ProtocolInputs, ProtocolSettings};
 use super::super::hierarchy::{HierarchyPlan, JobPlacement, Schedule};
-use super::super::leader_links::{FlatSchedules, LeaderLinks};
 use super::super::link::{self, LinkRequest};
 use super::super::params::{Hierarchy, Settings, TestFaults, TransportChoice, UdpSettings, VerbsSettings, WindowLimit};
 use super::super::saved::SavedCollectives;
-use super::policy::{bcast_config, online_cores, oversubscribed_parallel_workers, oversubscribed_reduce_degree, reduction_config, uses_cross_memory, wait_policy};
+use super::policy::{bcast_config, online_cores, uses_cross_memory, wait_policy};
 use super::ready::{Limits, ReadyComm, Schedules};
 use super::{CommId, CommState};
 use crate::collectives::allreduce::Allreduce;
-use crate::collectives::barrier_autotune::TunedBarrier;
-use crate::collectives::barrier_two_level::TwoLevelBarrier;
+use crate::select::policy::{oversubscribed_parallel_workers, oversubscribed_reduce_degree, reduction_config};
+use crate::select::{FlatSchedules, LeadersOnly};
+use crate::collectives::barrier::autotune::TunedBarrier;
+use crate::collectives::barrier::two_level::TwoLevelBarrier;
 use crate::collectives::bcast::Bcast;
 use crate::collectives::reduce::Reduce;
-use crate::collectives::ring_reduction::{RingLengths, RingReduction};
+use crate::collectives::large_reduction::ring::{RingLengths, RingReduction};
 use crate::layout::WindowLayout;
 use crate::patterns::two_level_links;
 use btl_ibmc::shm::NodeGroups;
@@ -63,10 +64,11 @@ impl PendingSetup {
         let (radix, _) = CommState::barrier_radix(settings, size);
         let barrier_radices = CommState::barrier_radices(settings, size, radix);
         let policy = wait_policy(settings, size);
-        let (mut allreduce_config, allreduce_why) = reduction_config(settings, &settings.allreduce, size, policy);
-        let (mut reduce_config, mut reduce_why) = reduction_config(settings, &settings.reduce, size, policy);
+        let model = &settings.reduction_model;
+        let (mut allreduce_config, allreduce_why) = reduction_config(model, &settings.allreduce, size, policy);
+        let (mut reduce_config, mut reduce_why) = reduction_config(model, &settings.reduce, size, policy);
         let (one_node_ranks, cores) = (JobPlacement::one_node_ranks(), online_cores());
-        if let Some((degree, why)) = oversubscribed_reduce_degree(settings, size, one_node_ranks, cores) {
+        if let Some((degree, why)) = oversubscribed_reduce_degree(model, &settings.reduce, size, one_node_ranks, cores) {
             reduce_config.tree.degree = degree;
             reduce_why = why;
         }
@@ -260,6 +262,7 @@ impl PendingSetup {
                 ready.transport.name()
             );
         }
+        ready.settle_plan();
         ready.report_plan_event(self.layout.window_len);
         ready
     }
@@ -346,7 +349,7 @@ impl ReadyComm {
 
     /// Where only the nodes' leaders hold queue pairs across nodes: the
     /// ring (whose neighbours at a node boundary need not be leaders)
-    /// serves no length, and the calls `LeaderLinks` rules out go to the
+    /// serves no length, and the calls `LeadersOnly` rules out go to the
     /// module underneath; says so at verbose level 1.
     fn confine_to_leaders(&mut self, nodes: NodeGroups, flat: FlatSchedules, queue_pairs_max: Option<usize>) {
         let CommId { cid, rank, .. } = self.id;
@@ -368,7 +371,7 @@ impl ReadyComm {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        self.leader_links = Some(LeaderLinks::new(nodes, flat));
+        self.plan.leaders_only = Some(LeadersOnly { nodes, flat });
     }
 
     /// Puts bcast on its two-level stages, and says at verbose level 1

@@ -3,62 +3,7 @@
 //! the testing-only fault injection), and whether a call failed midway.
 //! Only counting happens here; `report.rs` says what the counts mean.
 
-/// The collectives coll rdma serves, for counting and for messages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(in crate::glue) enum Collective {
-    Barrier,
-    Allreduce,
-    Reduce,
-    Bcast,
-    Ibarrier,
-    /// Starts of persistent barriers (MPI_Barrier_init, MPIX_Barrier_init).
-    BarrierInit,
-    Ibcast,
-    Iallreduce,
-    Ireduce,
-    BcastInit,
-    AllreduceInit,
-    ReduceInit,
-}
-
-impl Collective {
-    pub(in crate::glue) const ALL: [Collective; 12] = [
-        Collective::Barrier,
-        Collective::Allreduce,
-        Collective::Reduce,
-        Collective::Bcast,
-        Collective::Ibarrier,
-        Collective::BarrierInit,
-        Collective::Ibcast,
-        Collective::Iallreduce,
-        Collective::Ireduce,
-        Collective::BcastInit,
-        Collective::AllreduceInit,
-        Collective::ReduceInit,
-    ];
-
-    /// The non-blocking and persistent forms, reported only when called.
-    pub(in crate::glue) fn is_blocking(self) -> bool {
-        matches!(self, Collective::Barrier | Collective::Allreduce | Collective::Reduce | Collective::Bcast)
-    }
-
-    pub(in crate::glue) fn name(self) -> &'static str {
-        match self {
-            Collective::Barrier => "barrier",
-            Collective::Allreduce => "allreduce",
-            Collective::Reduce => "reduce",
-            Collective::Bcast => "bcast",
-            Collective::Ibarrier => "ibarrier",
-            Collective::BarrierInit => "barrier_init",
-            Collective::Ibcast => "ibcast",
-            Collective::Iallreduce => "iallreduce",
-            Collective::Ireduce => "ireduce",
-            Collective::BcastInit => "bcast_init",
-            Collective::AllreduceInit => "allreduce_init",
-            Collective::ReduceInit => "reduce_init",
-        }
-    }
-}
+pub(in crate::glue) use crate::select::Collective;
 
 /// Calls of one collective: served natively or handed over.
 #[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]

@@ -14,7 +14,7 @@
 //!
 //! * from the parallel threshold (`ParallelReduction::set_min_bytes`),
 //!   where every rank reads every other's memory, the parallel reduction
-//!   (see `parallel_reduction`): each rank reduces its own slice of every
+//!   (see `large_reduction::parallel`): each rank reduces its own slice of every
 //!   rank's input, then reads the others'.
 //!
 //! Messages are cut into segments of at most `segment_bytes` that stream
@@ -59,6 +59,7 @@
 //! step of segment i+1 (or i). Every wait is on an earlier step, so some
 //! step can always proceed.
 
+pub mod autotune;
 mod config;
 mod exchange;
 
@@ -67,8 +68,8 @@ use btl_ibmc::{PeerReads, SideProgress, TransportError, Waits, Windows};
 pub use config::{AllreduceConfig, EXCHANGE_LIMIT_BYTES, RANGE_TOP_BYTES};
 use exchange::ExchangeSlots;
 
-use crate::collectives::parallel_reduction::ParallelReduction;
-use crate::collectives::reduction_buffers::{Gather, ReductionBuffers};
+use crate::collectives::large_reduction::parallel::ParallelReduction;
+use crate::collectives::large_reduction::buffers::{Gather, ReductionBuffers};
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::scratch;
 use crate::patterns::segments::{check_message, Segments};

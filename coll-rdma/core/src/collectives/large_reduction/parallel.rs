@@ -67,8 +67,8 @@ use std::ops::Range;
 
 use btl_ibmc::{PeerReads, TransportError, Waits};
 
-use crate::collectives::read_tree::{ReadTree, ReadTreeBuffers, TreeCall};
-use crate::collectives::reduction_buffers::{Gather, ReductionBuffers};
+use super::read_tree::{ReadTree, ReadTreeBuffers, TreeCall};
+use super::buffers::{Gather, ReductionBuffers};
 use crate::patterns::done_lines::DoneLines;
 use crate::patterns::in_step::{await_peer_step, check_peer_length, PeerStep};
 use crate::patterns::region::{RegionCursor, LINE};

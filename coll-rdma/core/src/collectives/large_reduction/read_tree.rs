@@ -1,5 +1,5 @@
 //! The shape of the binomial tree in which a short parallel reduce
-//! (`parallel_reduction`, below the slices threshold) gathers partial
+//! (`parallel`, below the slices threshold) gathers partial
 //! results: each parent reads its children's partials straight from their
 //! memory and folds them, instead of the root reading every rank's input
 //! itself. On 4 ranks the root then reads two vectors instead of three,
@@ -41,7 +41,7 @@
 
 use btl_ibmc::{wait_at_least, PeerReads, TransportError, Waits};
 
-use crate::collectives::reduction_buffers::ReductionBuffers;
+use super::buffers::ReductionBuffers;
 use crate::patterns::done_lines::DoneLines;
 use crate::patterns::in_step::{await_peer_step, check_peer_length, PeerStep};
 use crate::patterns::scratch;

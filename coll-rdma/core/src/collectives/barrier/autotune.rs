@@ -29,9 +29,9 @@ use btl_ibmc::{SideProgress, TransportError, Windows};
 use btl_ibmc::WaitPolicy;
 use tuning::{round_fanouts, MAX_BARRIER_RADIX};
 
-use super::autotune_trial::{candidates_around, median};
-use super::barrier::DisseminationBarrier;
-use super::barrier_run::BarrierRun;
+use crate::collectives::autotune_trial::{candidates_around, median};
+use super::run::BarrierRun;
+use super::DisseminationBarrier;
 
 /// The radices worth measuring around the model's pick: radix 1 (the
 /// classic dissemination barrier), the pick and its neighbours, leaving out

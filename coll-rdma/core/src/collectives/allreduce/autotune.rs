@@ -1,5 +1,5 @@
 //! Self-tuning of the allreduce tree degree (issue 14, part 4), the
-//! counterpart of `barrier_autotune` for the degree-k tree.
+//! counterpart of `barrier::autotune` for the degree-k tree.
 //!
 //! Unlike the barrier's, this trial does not time the application's own
 //! calls: their lengths vary, and round robin over calls of different
@@ -26,8 +26,8 @@ use btl_ibmc::{PeerReads, SideProgress, TransportError};
 use tuning::round_fanouts;
 use tuning::tree::TreeLinks;
 
-use super::allreduce::Allreduce;
-use super::autotune_trial::{candidates_around, median};
+use super::Allreduce;
+use crate::collectives::autotune_trial::{candidates_around, median};
 use crate::word_max::{bytes_to_words, words_to_bytes, U64Max};
 
 /// Candidates around the model's pick: degree 1 (the binomial tree), the

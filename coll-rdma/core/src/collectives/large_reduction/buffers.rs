@@ -1,5 +1,5 @@
-//! What the large reductions (`parallel_reduction`, its `read_tree`, and
-//! `ring_reduction`) take from their caller: this rank's buffers, and which
+//! What the large reductions (`parallel`, its `read_tree`, and
+//! `ring`) take from their caller: this rank's buffers, and which
 //! ranks end with the result. Apart from any one algorithm, so that the
 //! read tree, which the parallel reduction drives, does not import it back.
 

@@ -5,7 +5,7 @@
 //!
 //! From the parallel threshold (`ParallelReduction::set_min_bytes`), where
 //! every rank reads every other's memory, the parallel reduction serves the
-//! call instead (see `parallel_reduction`): each rank reduces its own slice
+//! call instead (see `large_reduction::parallel`): each rank reduces its own slice
 //! of every rank's input, and the root reads the slices.
 //!
 //! The tree stays rooted at rank 0 even for commutative operations: rooting
@@ -41,8 +41,8 @@
 
 use btl_ibmc::{PeerReads, SideProgress, TransportError};
 
-use crate::collectives::parallel_reduction::ParallelReduction;
-use crate::collectives::reduction_buffers::{Gather, ReductionBuffers};
+use crate::collectives::large_reduction::parallel::ParallelReduction;
+use crate::collectives::large_reduction::buffers::{Gather, ReductionBuffers};
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::scratch;
 use crate::patterns::segments::{check_message, Segments};

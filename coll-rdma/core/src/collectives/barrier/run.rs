@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use btl_ibmc::{TransportError, Windows};
 
-use super::barrier::Round;
+use super::Round;
 use crate::schedule::{Schedule, Step};
 
 /// One non-blocking barrier under way.

@@ -18,7 +18,7 @@ use btl_ibmc::shm::NodeGroups;
 use btl_ibmc::{wait_at_least, SideProgress, TransportError, WaitPolicy, Windows};
 use tuning::{round_fanouts, MAX_BARRIER_RADIX};
 
-use super::barrier::{DisseminationBarrier, SLOT_BYTES};
+use super::{DisseminationBarrier, SLOT_BYTES};
 
 /// Where this rank's part of the barrier happens.
 #[derive(Clone, Debug)]

@@ -10,6 +10,10 @@
 //! one barrier ahead has necessarily passed the current one, which is all
 //! the reader needs to know.
 
+pub mod autotune;
+pub mod run;
+pub mod two_level;
+
 use std::sync::Arc;
 
 use btl_ibmc::{wait_at_least, SideProgress, TransportError, WaitPolicy, Windows};
@@ -35,7 +39,7 @@ pub(super) struct Round {
 #[derive(Clone, Debug)]
 pub struct DisseminationBarrier {
     radix: usize,
-    /// Shared with the runs of non-blocking barriers (`barrier_run.rs`).
+    /// Shared with the runs of non-blocking barriers (`run.rs`).
     rounds: Arc<[Round]>,
     epoch: u64,
     policy: WaitPolicy,
@@ -108,13 +112,13 @@ impl DisseminationBarrier {
     }
 
     /// Starts a non-blocking barrier: it takes the next epoch, as `run`
-    /// would, and the caller advances it (see `barrier_run.rs`). Runs of one
+    /// would, and the caller advances it (see `run.rs`). Runs of one
     /// barrier must advance in the order they were started, none after a
     /// later one, and `run` only once all of them are done: each slot's
     /// value must only grow.
-    pub fn start(&mut self) -> super::barrier_run::BarrierRun {
+    pub fn start(&mut self) -> run::BarrierRun {
         self.epoch += 1;
-        super::barrier_run::BarrierRun::new(Arc::clone(&self.rounds), self.epoch, self.policy.fault_timeout)
+        run::BarrierRun::new(Arc::clone(&self.rounds), self.epoch, self.policy.fault_timeout)
     }
 
     /// Runs one barrier: returns once every rank of the communicator has

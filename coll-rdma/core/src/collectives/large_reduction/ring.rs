@@ -54,8 +54,8 @@ use std::ops::Range;
 
 use btl_ibmc::{TransportError, Waits, Windows};
 
-use crate::collectives::parallel_reduction::{slice_of, Shares};
-use crate::collectives::reduction_buffers::{Gather, ReductionBuffers};
+use super::parallel::{slice_of, Shares};
+use super::buffers::{Gather, ReductionBuffers};
 use crate::patterns::region::RegionCursor;
 use crate::patterns::scratch;
 use crate::patterns::segments::{check_message, Segments};
@@ -64,7 +64,7 @@ use crate::reduction::Reduction;
 
 /// The lengths a collective sends around the ring (when the parallel
 /// reduction does not take them), the same on every rank.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RingLengths {
     /// `None`: the ring is off.
     pub from: Option<usize>,

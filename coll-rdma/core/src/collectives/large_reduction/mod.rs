@@ -1,0 +1,11 @@
+//! The long-message reductions allreduce and reduce share: the parallel
+//! reduction (`parallel`, each rank reducing a slice read from every
+//! peer, with its `read_tree` gathering to one root), the `ring` for
+//! commutative ops where peers' memory cannot be read, and the `buffers`
+//! they take from their caller. Which one serves a call is
+//! `crate::select`'s choice.
+
+pub mod buffers;
+pub mod parallel;
+pub mod read_tree;
+pub mod ring;

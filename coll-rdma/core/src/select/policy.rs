@@ -1,0 +1,288 @@
+//! The choices made once when a communicator is enabled, from the
+//! settings and the communicator's size alone: each reduction's and the
+//! bcast's configuration, the barrier radix and the autotune's candidates.
+//! Pure: nothing here reads the machine, Open MPI or a transport, and every
+//! rank computes the same values from agreed inputs (the adapter's
+//! agreement checks the settings). The settings types are the validated
+//! parameters the choices read; the adapter fills them from its MCA table.
+
+use std::time::Duration;
+
+use btl_ibmc::WaitPolicy;
+use tuning::{choose_barrier_radix, AllreduceModel, BarrierModel};
+
+use crate::collectives::allreduce::AllreduceConfig;
+use crate::collectives::allreduce::autotune::{degree_candidates, DegreeTrial};
+use crate::collectives::barrier::autotune::barrier_candidates;
+use crate::collectives::bcast::BcastConfig;
+
+/// How MPI_Bcast's reliable multicast is configured.
+#[derive(Clone, Copy, Debug)]
+pub struct BcastSettings {
+    pub window_slots: usize,
+    pub slot_bytes: usize,
+    pub fragment_bytes: usize,
+    /// `None`: the paper's model chooses per communicator.
+    pub co_roots: Option<usize>,
+    pub ack_interval: usize,
+    pub timeout: Duration,
+    pub nack: bool,
+    /// Trailing pieces of every message multicast twice (datagram transports).
+    pub tail_repeat: usize,
+    /// The limit of the window paths (copy in and out, multicast, put tree).
+    pub max_bytes: WindowLimit,
+    /// Messages of at least this many bytes go in one copy where every
+    /// rank reads every other's memory; `None`: never (and no probe).
+    pub single_copy_min_bytes: Option<usize>,
+    /// `max_bytes` for the messages single copy serves.
+    pub single_copy_max_bytes: Option<usize>,
+    /// Testing: this rank pretends it cannot read its peers' memory.
+    pub pretend_no_cross_memory: bool,
+}
+
+/// `coll_rdma_bcast_max_bytes`: above it, messages that would go through
+/// the window go to the module underneath.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowLimit {
+    /// The model for the transport in use chooses (`tuning::bcast_limit`),
+    /// once the transport is known.
+    Modelled,
+    Never,
+    Bytes(usize),
+}
+
+/// How one reduction collective (allreduce or reduce) is configured.
+#[derive(Clone, Copy, Debug)]
+pub struct ReductionSettings {
+    /// `None`: the model chooses per communicator.
+    pub degree: Option<usize>,
+    pub segment_bytes: usize,
+    /// `None`: the model chooses (allreduce only).
+    pub exchange_max_bytes: Option<usize>,
+    /// Messages above this go to the module underneath, unless they are
+    /// reduced in parallel; `None`: never.
+    pub max_bytes: Option<usize>,
+    /// Messages of at least this many bytes are reduced in parallel where
+    /// every rank reads every other's memory; `None`: never.
+    pub parallel_min_bytes: Option<usize>,
+    /// Messages of at least this many bytes with a commutative op go
+    /// around the ring where the parallel reduction does not serve;
+    /// `None`: never.
+    pub ring_min_bytes: Option<usize>,
+    /// Reduce only: parallel reductions of at least this many bytes are
+    /// split into slices, shorter ones the root reduces alone; `None`:
+    /// never split.
+    pub parallel_slices_min_bytes: Option<usize>,
+}
+
+/// rmcast's congestion control and window over udp (fragments), which
+/// take the place of the general ones where the transport is udp.
+#[derive(Clone, Copy, Debug)]
+pub struct UdpWindow {
+    pub cwnd_initial: usize,
+    pub ssthresh_initial: usize,
+    pub window_slots: usize,
+    pub ack_interval: usize,
+}
+
+/// The configuration of one reduction collective: the model's choices,
+/// overridden by whatever the user fixed, with a sentence saying why.
+pub fn reduction_config(model: &AllreduceModel, chosen: &ReductionSettings, size: usize, policy: WaitPolicy) -> (AllreduceConfig, String) {
+    let model = AllreduceModel { segment_bytes: Some(chosen.segment_bytes), ..*model };
+    let (mut config, mut why) = AllreduceConfig::from_model(size, &model, policy);
+    config.tree.segment_bytes = chosen.segment_bytes;
+    if let Some(degree) = chosen.degree {
+        config.tree.degree = degree;
+        why = format!("degree {degree} set by parameter; {why}");
+    }
+    if let Some(bytes) = chosen.exchange_max_bytes {
+        config.exchange_max_bytes = bytes.min(chosen.segment_bytes);
+    }
+    (config, why)
+}
+
+/// The reduce tree's degree where the job's ranks outnumber the cores of
+/// the one node they all run on, unless the user fixed the degree, with a
+/// sentence saying why. Judged for one-node jobs only, and only for a
+/// communicator no larger than the job: every rank of such a job reads the
+/// same ranks and cores and builds the same tree. A communicator merged
+/// with another job's processes (MPI_Comm_spawn) that is larger than either
+/// job keeps the model's usual degree on both sides; one that mixes two
+/// jobs of which only one outnumbers the cores may still disagree, and
+/// then, like any setting its ranks do not share, goes to the module
+/// underneath (the adapter's agreement), with correct results.
+pub fn oversubscribed_reduce_degree(
+    model: &AllreduceModel,
+    reduce: &ReductionSettings,
+    size: usize,
+    one_node_ranks: Option<usize>,
+    cores: usize,
+) -> Option<(usize, String)> {
+    let ranks = oversubscribed_job_ranks(size, one_node_ranks, cores).filter(|_| reduce.degree.is_none())?;
+    let model = AllreduceModel { segment_bytes: Some(reduce.segment_bytes), ..*model };
+    let choice = tuning::choose_oversubscribed_reduce_degree(size, &model);
+    let why = format!(
+        "the job's {ranks} ranks on {cores} cores of one node: a parent often waits for a child that is not running, so each step costs at least \
+         {:.0} ns; over every length from 1 byte, {}",
+        tuning::OVERSUBSCRIBED_STEP_LATENCY_NS,
+        choice.reason
+    );
+    Some((choice.degree, why))
+}
+
+/// How many ranks at most hold a slice of a parallel reduction: where the
+/// job's ranks outnumber the cores of the one node they all run on, as
+/// many as there are cores (more would only take turns on them), judged
+/// as `oversubscribed_reduce_degree` judges; otherwise every rank.
+pub fn oversubscribed_parallel_workers(size: usize, one_node_ranks: Option<usize>, cores: usize) -> usize {
+    match oversubscribed_job_ranks(size, one_node_ranks, cores) {
+        Some(_) if size > cores => cores.max(1),
+        _ => usize::MAX,
+    }
+}
+
+/// The job's ranks where they outnumber the cores of the one node they
+/// all run on and the communicator of `size` is no larger than the job:
+/// the setups judged for such a job alone, which every rank of it judges
+/// alike.
+fn oversubscribed_job_ranks(size: usize, one_node_ranks: Option<usize>, cores: usize) -> Option<usize> {
+    one_node_ranks.filter(|&ranks| ranks > cores && size <= ranks)
+}
+
+/// The bcast configuration from the parameters, co-roots from the model
+/// unless fixed, with a sentence saying why.
+pub fn bcast_config(chosen: &BcastSettings, udp: UdpWindow, size: usize, policy: WaitPolicy) -> (BcastConfig, String) {
+    let mut config = BcastConfig::default();
+    let multicast = &mut config.multicast;
+    // Congestion control is on only where the transport is udp (its
+    // `Auto` mode), so these are inert on the other transports.
+    multicast.congestion.cwnd_initial = udp.cwnd_initial;
+    multicast.congestion.ssthresh_initial = udp.ssthresh_initial;
+    multicast.congestion.window_slots = Some(udp.window_slots);
+    multicast.congestion.ack_interval = Some(udp.ack_interval.min(udp.window_slots));
+    multicast.window_slots = chosen.window_slots;
+    multicast.slot_bytes = chosen.slot_bytes;
+    multicast.fragment_bytes = chosen.fragment_bytes;
+    multicast.ack_interval = chosen.ack_interval.min(chosen.window_slots);
+    multicast.timeout = chosen.timeout;
+    multicast.nack = chosen.nack;
+    multicast.tail_repeat = chosen.tail_repeat;
+    multicast.wait = policy;
+    config.single_copy_min_bytes = chosen.single_copy_min_bytes.unwrap_or(usize::MAX);
+    match chosen.co_roots {
+        Some(co_roots) => {
+            config.multicast.co_roots = co_roots;
+            (config, format!("{co_roots} co-root(s) set by coll_rdma_bcast_co_roots"))
+        }
+        None => config.with_modelled_co_roots(size, &tuning::CoRootModel::PAPER_2004),
+    }
+}
+
+/// Whether any collective reads peers' memory, so that the shared-memory
+/// setup probes whether it may.
+pub fn uses_cross_memory(bcast: &BcastSettings, allreduce: &ReductionSettings, reduce: &ReductionSettings) -> bool {
+    bcast.single_copy_min_bytes.is_some() || allreduce.parallel_min_bytes.is_some() || reduce.parallel_min_bytes.is_some()
+}
+
+/// The barrier radix (`fixed` where coll_rdma_barrier_radix sets it) and
+/// a sentence saying why; `autotune_calls` is coll_rdma_autotune's calls
+/// per candidate where it is on.
+pub fn barrier_radix(fixed: Option<usize>, autotune_calls: Option<usize>, model: &BarrierModel, size: usize) -> (usize, String) {
+    match (fixed, autotune_calls) {
+        (Some(radix), None) => (radix, "set by coll_rdma_barrier_radix".to_string()),
+        (Some(radix), Some(_)) => (radix, "set by coll_rdma_barrier_radix, which coll_rdma_autotune leaves alone".to_string()),
+        (None, autotune) => {
+            let choice = choose_barrier_radix(size, model);
+            let mut why = format!("automatic: {}", choice.reason);
+            if let Some(calls) = autotune {
+                let candidates = barrier_candidates(size, choice.radix);
+                if candidates.len() > 1 {
+                    why += &format!(
+                        "; coll_rdma_autotune times radices {candidates:?} over the first {} barriers and keeps the fastest",
+                        candidates.len() * calls
+                    );
+                }
+            }
+            (choice.radix, why)
+        }
+    }
+}
+
+/// The radices the barrier region holds: the autotune's candidates around
+/// the model's pick, or the one radix.
+pub fn barrier_radices(fixed: Option<usize>, autotune_calls: Option<usize>, size: usize, radix: usize) -> Vec<usize> {
+    match (fixed, autotune_calls) {
+        (None, Some(_)) => barrier_candidates(size, radix),
+        _ => vec![radix],
+    }
+}
+
+/// The autotune's degree trial: the candidates the allreduce region holds
+/// around the model's pick, when there are several and the degree is not
+/// fixed. Every rank computes it from agreed values.
+pub fn allreduce_degree_trial(autotune_calls: Option<usize>, fixed_degree: Option<usize>, size: usize, config: &AllreduceConfig) -> Option<DegreeTrial> {
+    let calls = autotune_calls.filter(|_| tunes_allreduce_degree(autotune_calls, fixed_degree))?;
+    let candidates = degree_candidates(size, config.tree.degree, config.tree.ring_positions(size));
+    (candidates.len() > 1).then(|| DegreeTrial::new(size, &candidates, calls))
+}
+
+/// coll_rdma_autotune is on and coll_rdma_allreduce_degree leaves the
+/// degree to it.
+pub fn tunes_allreduce_degree(autotune_calls: Option<usize>, fixed_degree: Option<usize>) -> bool {
+    autotune_calls.is_some() && fixed_degree.is_none()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// coll_rdma_reduce_*'s defaults (the MCA table's).
+    fn reduce_defaults() -> ReductionSettings {
+        ReductionSettings {
+            degree: None,
+            segment_bytes: 8192,
+            exchange_max_bytes: Some(0),
+            max_bytes: Some(8192),
+            parallel_min_bytes: Some(8192),
+            ring_min_bytes: Some(8192),
+            parallel_slices_min_bytes: Some(131072),
+        }
+    }
+
+    #[test]
+    fn only_a_one_node_job_with_more_ranks_than_cores_flattens_the_reduce_tree() {
+        let (model, reduce) = (AllreduceModel::SHARED_MEMORY, reduce_defaults());
+        let (degree, why) = oversubscribed_reduce_degree(&model, &reduce, 4, Some(4), 2).expect("4 ranks on 2 cores");
+        assert_eq!(degree, 3, "{why}");
+        assert!(why.starts_with("the job's 4 ranks on 2 cores of one node"), "{why}");
+        let (eight, why) = oversubscribed_reduce_degree(&model, &reduce, 8, Some(8), 2).expect("8 ranks on 2 cores");
+        assert_eq!(eight, 2, "{why}");
+        // A sub-communicator of the same job is judged by the job's ranks.
+        assert_eq!(oversubscribed_reduce_degree(&model, &reduce, 3, Some(4), 2).map(|(degree, _)| degree), Some(2));
+        // Larger than the job: merged with a spawned job's processes.
+        assert_eq!(oversubscribed_reduce_degree(&model, &reduce, 5, Some(4), 2), None);
+        // The model's own choice stands where every rank has a core, and
+        // where the job spans nodes or the launcher did not say.
+        assert_eq!(oversubscribed_reduce_degree(&model, &reduce, 4, Some(4), 4), None);
+        assert_eq!(oversubscribed_reduce_degree(&model, &reduce, 4, None, 2), None);
+        let (usual, _) = reduction_config(&model, &reduce, 4, WaitPolicy::default());
+        assert_eq!(usual.tree.degree, 1);
+        // A degree the user fixed is kept.
+        let fixed = ReductionSettings { degree: Some(1), ..reduce };
+        assert_eq!(oversubscribed_reduce_degree(&model, &fixed, 4, Some(4), 2), None);
+    }
+
+    #[test]
+    fn only_a_one_node_job_with_more_ranks_than_cores_reduces_in_parallel_on_fewer_ranks() {
+        assert_eq!(oversubscribed_parallel_workers(4, Some(4), 2), 2);
+        assert_eq!(oversubscribed_parallel_workers(8, Some(8), 2), 2);
+        assert_eq!(oversubscribed_parallel_workers(3, Some(4), 2), 2);
+        // A communicator with no more ranks than cores, one merged with a
+        // spawned job's processes, enough cores, several nodes or no word
+        // from the launcher: every rank.
+        assert_eq!(oversubscribed_parallel_workers(2, Some(4), 2), usize::MAX);
+        assert_eq!(oversubscribed_parallel_workers(5, Some(4), 2), usize::MAX);
+        assert_eq!(oversubscribed_parallel_workers(4, Some(4), 4), usize::MAX);
+        assert_eq!(oversubscribed_parallel_workers(4, None, 2), usize::MAX);
+    }
+}
