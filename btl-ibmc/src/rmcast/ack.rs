@@ -11,9 +11,9 @@
 //! A leaf whose gap just filled (a repair arrived) acknowledges as soon
 //! as it has delivered up to where the pieces are contiguous again,
 //! skew point or not: its collector, and through it the root, has likely
-//! been waiting on that piece, and under congestion control the window
-//! may be below M, so no skew point would come before the explicit-ACK
-//! delay.
+//! been stalled on that piece (the window filled while the gap was open),
+//! and the next skew point may lie beyond what the root can send, which
+//! left the stall to the explicit-ACK delay.
 //!
 //! Why M <= W keeps a window from stalling on lazy ACKs: if a member has
 //! delivered pieces 0..s, its last skew point is some B >= s - M, so its
