@@ -267,6 +267,16 @@ mod tests {
         assert_eq!(nack.when_due(100, at + bound), NackStep::Send(100..102), "seed {seed}: not due within {bound:?}");
     }
 
+    /// A leaf with an 8 ms explicit-ACK delay and no sample yet that has
+    /// NACKed pieces 3..10, and when the gap was revealed.
+    fn nack_sent_for_3_to_10(seed: u64) -> (NackTimer, Instant) {
+        let now = Instant::now();
+        let mut nack = NackTimer::new(true, 8 * MS, CEILING, seed);
+        assert_eq!(nack.on_arrival(10, 3, now), NackStep::Nothing);
+        assert_eq!(nack.when_due(3, now + 4 * MS), NackStep::Send(3..10), "seed {seed}");
+        (nack, now)
+    }
+
     /// A NACK whose answer came only after 1 s, as when the leaf sent it
     /// and then left MPI for a second: before, that sample set SRTT to 1 s
     /// and every later NACK waited up to 0.5 s, long enough for the
@@ -275,10 +285,7 @@ mod tests {
     #[test]
     fn a_one_second_sample_taken_outside_progress_is_dropped() {
         for seed in 0..50 {
-            let now = Instant::now();
-            let mut nack = NackTimer::new(true, 8 * MS, CEILING, seed);
-            assert_eq!(nack.on_arrival(10, 3, now), NackStep::Nothing);
-            assert_eq!(nack.when_due(3, now + 4 * MS), NackStep::Send(3..10));
+            let (mut nack, now) = nack_sent_for_3_to_10(seed);
             // No progress for a second, then the answer.
             let later = now + Duration::from_secs(1);
             assert_eq!(nack.on_arrival(3, 11, later), NackStep::Nothing);
@@ -295,10 +302,7 @@ mod tests {
     #[test]
     fn an_unanswered_nack_is_sent_again_a_bounded_number_of_times() {
         for seed in 0..50 {
-            let now = Instant::now();
-            let mut nack = NackTimer::new(true, 8 * MS, CEILING, seed);
-            assert_eq!(nack.on_arrival(10, 3, now), NackStep::Nothing);
-            assert_eq!(nack.when_due(3, now + 4 * MS), NackStep::Send(3..10));
+            let (mut nack, now) = nack_sent_for_3_to_10(seed);
             let mut sent_again = Vec::new();
             let mut at = now + 4 * MS;
             while at < now + Duration::from_secs(1) {
