@@ -61,5 +61,44 @@ for bad in 0 "8 x" "-8"; do
 done
 BENCH_UDP_PROTECTION_SIZES="8 65536 1048576" BENCH_UDP_PRINT_ARGS=1 bash ci/bench-udp.sh >/dev/null 2>&1 &&
     pass "protection sizes '8 65536 1048576': accepted" || fail "protection sizes '8 65536 1048576': refused"
+# the loss table: its settings, and bcast_dist (the program it runs) checking
+# every call (two ranks, stock Open MPI: every call right, one row a size)
+for bad in "BENCH_UDP_LOSS_PERCENTS=100" "BENCH_UDP_LOSS_PERCENTS=5%" "BENCH_UDP_LOSS_HOSTS=1" "BENCH_UDP_LOSS_CALLS=0" \
+    "BENCH_UDP_LOSS_SIZES=0" "BENCH_UDP_LOSS_SIZES=8,64"; do
+    if env "$bad" BENCH_UDP_PRINT_ARGS=1 bash ci/bench-udp.sh --parts loss >/dev/null 2>&1; then fail "$bad: accepted"
+    else pass "$bad: refused"; fi
+done
+BENCH_UDP_LOSS_PERCENTS="5 1" BENCH_UDP_PRINT_ARGS=1 bash ci/bench-udp.sh --parts loss >/dev/null 2>&1 &&
+    pass "parts loss, loss percents '5 1': accepted" || fail "parts loss, loss percents '5 1': refused"
+DIST=${BCAST_DIST:-build/bench/bcast_dist}
+if [ ! -x "$DIST" ] || [ bench/bcast_dist.c -nt "$DIST" ]; then
+    mpicc -O2 -Wall -o "$DIST" bench/bcast_dist.c || { fail "cannot build $DIST"; DIST=; }
+fi
+if [ -n "$DIST" ]; then
+    if log=$(timeout 120 mpirun -np 2 --oversubscribe --mca coll ^rdma "$DIST" -a -m 8,70000 -n 30 -w 2 -s 65536 -l 5 2>&1); then
+        rows=$(awk '$1 == "bcast_dist" { printf "%s:%s:%s ", $2, $3, $8 }' <<<"$log")
+        calls=$(grep -c '^call ' <<<"$log")
+        # 70000 bytes: 30 * 65536 / 70000 = 28 calls; wrong column 0
+        if [ "$rows" = "8:30:0 70000:28:0 " ] && [ "$calls" = 58 ]; then pass "bcast_dist: rows $rows, $calls calls listed"
+        else fail "bcast_dist: rows '$rows' (want 8:30:0 70000:28:0), $calls calls listed (want 58)"; fi
+    else
+        fail "bcast_dist failed: $(tail -2 <<<"$log" | tr '\n' ' ')"
+    fi
+    # its checking can fail: the root sends a stale pattern every 10th call
+    # (calls 0, 10 and 20 of each size; the warm-up calls are negative)
+    log=$(timeout 120 mpirun -np 2 --oversubscribe --mca coll ^rdma "$DIST" -m 8,70000 -n 30 -w 2 -s 65536 -l 5 -F 10 2>&1)
+    status=$?
+    rows=$(awk '$1 == "bcast_dist" { printf "%s:%s ", $2, $8 }' <<<"$log")
+    if [ "$status" = 3 ] && [ "$rows" = "8:3 70000:3 " ] && grep -q '^# WRONG RESULT' <<<"$log"; then
+        pass "bcast_dist -F 10: status 3, wrong calls $rows"
+    else
+        fail "bcast_dist -F 10: status $status (want 3), wrong calls '$rows' (want 8:3 70000:3)"
+    fi
+    for bad in "-m 0" "-m 8,x" "-n 0" "-r 5" "-F 0"; do
+        # shellcheck disable=SC2086
+        if timeout 120 mpirun -np 2 --oversubscribe --mca coll ^rdma "$DIST" $bad >/dev/null 2>&1; then fail "bcast_dist $bad: accepted"
+        else pass "bcast_dist $bad: refused"; fi
+    done
+fi
 echo "bench-udp args: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -4,13 +4,17 @@
 # cpush-like parallel scp (the baseline of the seed
 # shared/seeds/brim-sommers-*: one scp per destination, all at once).
 #
-# usage: ci/bench-udp.sh [--hosts "2 4 8"] [--files "1M 64M 1G"] [--reps N] [--parts "bcast protection files"]
-#   --parts  which tables to make [bcast protection files]: bcast, MPI_Bcast
+# usage: ci/bench-udp.sh [--hosts "2 4 8"] [--files "1M 64M 1G"] [--reps N] [--parts "bcast protection loss files"]
+#   --parts  which tables to make [bcast protection loss files]: bcast, MPI_Bcast
 #            over udp against TCP; protection, MPI_Bcast over udp sealed
 #            (coll_rdma_udp_protection encrypt, the default) against none
 #            and authenticate, paired (ci/bench-pairs.sh, the three jobs
 #            taking turns in short samples) at the largest host count;
-#            files, the file distribution
+#            loss, the distribution of MPI_Bcast latency over udp (call by
+#            call, every result checked: bench/bcast_dist.c) with injected
+#            receive loss (coll_rdma_test_udp_loss_percent) and without,
+#            and each mean against the loss-free median (issue 36: at
+#            most 3x at 5 %); files, the file distribution
 #   --hosts  host counts (one rank per host) [2 4 8]
 #   --files  file sizes for the distribution table (suffix K, M, G) [1M 64M 1G]
 #   --reps   repetitions of each method, median reported [3]; in each,
@@ -21,13 +25,19 @@
 #   BENCH_UDP_BCAST_FACTOR step [8]; the throughput rows cover 64 KiB (or MAX
 #                          when smaller) to MAX
 #   BENCH_UDP_PROTECTION_SIZES  sizes of the protection table, bytes [8 1048576]
+#   BENCH_UDP_LOSS_HOSTS     host count of the loss table [4]
+#   BENCH_UDP_LOSS_PERCENTS  injected loss of its runs, percent; 0 (the
+#                            reference) is always run [0 5]
+#   BENCH_UDP_LOSS_SIZES     its message sizes, bytes [8 65536 1048576]
+#   BENCH_UDP_LOSS_CALLS     timed calls per run of 8 B; larger sizes get
+#                            fewer, in proportion above 64 KiB, at least 50 [2000]
 #   BENCH_PAIRS, BENCH_SAMPLE_MS, BENCH_PAIR_LAUNCHES  as ci/bench-pairs.sh reads them
 #   BENCH_UDP_PRINT_ARGS   1: print the coll_latency arguments and stop
 #   BENCH_UDP_TIMEOUT      seconds allowed per run [600]
 #   BENCH_UDP_SETTLE       seconds every file distribution waits before its
 #                          clock starts [2]
 #   BENCH_RESULTS_DIR      where the results go [bench/results]
-# Output: bench/results/<date>-udp/{bcast.txt,protection/pairs.txt,fbcast.txt,fbcast.png},
+# Output: bench/results/<date>-udp/{bcast.txt,protection/pairs.txt,loss.txt,fbcast.txt,fbcast.png},
 # fbcast-runs.txt (every distribution's time, in the order they ran) and
 # bench/results/latest-udp.txt. Every distribution is checked (each host's
 # copy compared with the source) before its time is counted; a failed or
@@ -42,7 +52,7 @@
 set -u
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
-HOST_COUNTS="2 4 8" FILES="1M 64M 1G" REPS=3 PARTS="bcast protection files"
+HOST_COUNTS="2 4 8" FILES="1M 64M 1G" REPS=3 PARTS="bcast protection loss files"
 while [ $# -gt 0 ]; do
     case $1 in
         --parts) PARTS=$2; shift 2 ;;
@@ -70,14 +80,31 @@ coll_latency_args() { # coll_latency_args TEST: the arguments of one MPI_Bcast t
     esac
 }
 for part in $PARTS; do
-    case $part in bcast|protection|files) ;; *) echo "bench-udp: --parts takes bcast, protection and files, not '$part'" >&2; exit 2 ;; esac
+    case $part in bcast|protection|loss|files) ;; *) echo "bench-udp: --parts takes bcast, protection, loss and files, not '$part'" >&2; exit 2 ;; esac
 done
-[ -n "${PARTS//[[:space:]]/}" ] || { echo "bench-udp: --parts needs one or more of bcast, protection and files" >&2; exit 2; }
+[ -n "${PARTS//[[:space:]]/}" ] || { echo "bench-udp: --parts needs one or more of bcast, protection, loss and files" >&2; exit 2; }
 wants() { [[ " $PARTS " == *" $1 "* ]]; }
 PROTECTION_SIZES=${BENCH_UDP_PROTECTION_SIZES:-8 1048576}
 for size in $PROTECTION_SIZES; do
     [[ $size =~ ^[0-9]+$ ]] && [ "$size" -ge 1 ] ||
         { echo "bench-udp: BENCH_UDP_PROTECTION_SIZES must be byte counts >= 1, not '$PROTECTION_SIZES'" >&2; exit 2; }
+done
+LOSS_HOSTS=${BENCH_UDP_LOSS_HOSTS:-4}
+LOSS_PERCENTS=${BENCH_UDP_LOSS_PERCENTS:-0 5}
+LOSS_SIZES=${BENCH_UDP_LOSS_SIZES:-8 65536 1048576}
+LOSS_CALLS=${BENCH_UDP_LOSS_CALLS:-2000}
+[[ $LOSS_HOSTS =~ ^[0-9]+$ ]] && [ "$LOSS_HOSTS" -ge 2 ] ||
+    { echo "bench-udp: BENCH_UDP_LOSS_HOSTS must be a host count >= 2, not '$LOSS_HOSTS'" >&2; exit 2; }
+[[ $LOSS_CALLS =~ ^[0-9]+$ ]] && [ "$LOSS_CALLS" -ge 1 ] ||
+    { echo "bench-udp: BENCH_UDP_LOSS_CALLS must be a call count >= 1, not '$LOSS_CALLS'" >&2; exit 2; }
+for pct in $LOSS_PERCENTS; do # coll_rdma_test_udp_loss_percent takes 0..=99
+    [[ $pct =~ ^[0-9]+$ ]] && [ "$pct" -le 99 ] ||
+        { echo "bench-udp: BENCH_UDP_LOSS_PERCENTS must be whole percents 0..99, not '$LOSS_PERCENTS'" >&2; exit 2; }
+done
+[[ " $LOSS_PERCENTS " == *" 0 "* ]] || LOSS_PERCENTS="0 $LOSS_PERCENTS"
+for size in $LOSS_SIZES; do
+    [[ $size =~ ^[0-9]+$ ]] && [ "$size" -ge 1 ] ||
+        { echo "bench-udp: BENCH_UDP_LOSS_SIZES must be byte counts >= 1, not '$LOSS_SIZES'" >&2; exit 2; }
 done
 SETTLE=${BENCH_UDP_SETTLE:-2}
 [[ $SETTLE =~ ^[0-9]+(\.[0-9]+)?$ ]] ||
@@ -95,9 +122,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 say() { printf '%s\n' "$*"; }
 die() { say "bench-udp: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
-for f in "$COMPDIR/mca_coll_rdma.so" "$FBCAST"; do [ -e "$f" ] || die "$f missing: run make build first"; done
+for f in "$COMPDIR/mca_coll_rdma.so" $(wants files && echo "$FBCAST"); do [ -e "$f" ] || die "$f missing: run make build first"; done
 # the benchmark programs, as ci/bench.sh builds them (a fresh clone has none)
-for prog in coll_latency coll_pairs; do
+for prog in coll_latency coll_pairs bcast_dist; do
     bin=$REPO/build/bench/$prog
     if [ ! -x "$bin" ] || [ "$REPO/bench/$prog.c" -nt "$bin" ]; then
         mkdir -p "$(dirname "$bin")"
@@ -116,6 +143,7 @@ fi
 bytes_of() { numfmt --from=iec "$1"; }
 max_hosts=0
 for h in $HOST_COUNTS; do [ "$h" -gt "$max_hosts" ] && max_hosts=$h; done
+wants loss && [ "$LOSS_HOSTS" -gt "$max_hosts" ] && max_hosts=$LOSS_HOSTS
 [ "$max_hosts" -ge 2 ] || die "--hosts needs counts of 2 or more"
 
 # the hosts' private directories hold up to a copy of the largest file each
@@ -251,6 +279,71 @@ if wants protection; then
     [ -f "$OUT/protection/pairs.txt" ] && sed 's/^/   /' "$OUT/protection/pairs.txt"
 fi
 
+# ---- MPI_Bcast over udp under injected loss (issue 36): the latency of
+# each call (bcast_dist -a: the last rank's entry to the last rank's return, one
+# clock since the hosts share a kernel), every call's result checked on every
+# rank. Loss is injected on receipt of every datagram (multicast, ACKs,
+# NACKs, reliable messages), so 5 % also loses 5 % of the repairs. The loss
+# levels take turns within each repetition; the statistics pool the calls of
+# all repetitions; "mean/med0" is the mean against the loss-free median of
+# the same size (the issue's criterion: at most 3x at 5 %).
+if wants loss; then
+    say "== MPI_Bcast over udp at $LOSS_HOSTS hosts with injected receive loss (${LOSS_PERCENTS// / and } %): every call timed and checked"
+    mkdir -p "$OUT/loss"
+    say "   load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+    for rep in $(seq "$REPS"); do
+        for pct in $LOSS_PERCENTS; do
+            log=$OUT/loss/run-$pct-$rep.log
+            # shellcheck disable=SC2046
+            if ! timeout -k 10 "$LIMIT" env $(method_env udp) OMPI_MCA_coll_rdma_test_udp_loss_percent="$pct" \
+                "$NETNS_ENTER" "$ROOT_HOST" mpirun --host "$(hosts_list "$LOSS_HOSTS")" -np "$LOSS_HOSTS" --map-by node \
+                "$REPO/build/bench/bcast_dist" -a -m "$(echo $LOSS_SIZES | tr ' ' ,)" -w 20 -n "$LOSS_CALLS" -s 65536 -l 50 \
+                >"$log" 2>&1; then
+                say "   $pct % loss, repetition $rep failed: $(grep -v '^call ' "$log" | tail -3 | tr '\n' ' ')"
+                : >"$log.failed"
+            fi
+        done
+    done
+    say "   load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    # loss_stats PCT SIZE COLUMN: calls median mean p99 max of the calls'
+    # latencies in COLUMN (4: from the last entry, 5: from the root's)
+    loss_stats() {
+        cat "$OUT/loss/run-$1-"*.log 2>/dev/null | awk -v s="$2" -v c="$3" '$1 == "call" && $2 == s { print $c }' | sort -g |
+            awk '{ v[NR] = $1; t += $1 } END {
+                if (!NR) { print "0 - - - -"; exit }
+                m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+                p = int(0.99 * NR); if (p < 1) p = 1
+                printf "%d %.1f %.1f %.1f %.1f\n", NR, m, t / NR, v[p], v[NR] }'
+    }
+    ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
+    {
+        say "# MPI_Bcast over udp, $LOSS_HOSTS namespace hosts, one rank each, coll_rdma_test_udp_loss_percent as given;"
+        say "# us per call, pooled over $REPS repetitions: median, mean, p99, max from the last rank's entry to the last"
+        say "# rank's return (run means: the lowest and highest repetition's mean); mean/med0: mean over the loss-free"
+        say "# median; root: median, mean and mean/med0 counted from the root's entry (barrier skew included);"
+        say "# wrong: calls with a wrong byte at some rank; failed: runs that did not finish"
+        printf '%-6s %-6s %9s %7s %9s %9s %9s %9s %19s %9s %9s %9s %9s %6s %6s\n' hosts loss% size_bytes calls median mean p99 max \
+            "run means" mean/med0 root:med root:mean mean/med0 wrong failed
+    } >"$OUT/loss.txt"
+    for size in $LOSS_SIZES; do
+        median0= root_median0=
+        for pct in $LOSS_PERCENTS; do
+            failed=$(ls "$OUT/loss/run-$pct-"*.log.failed 2>/dev/null | wc -l)
+            wrong=$(cat "$OUT/loss/run-$pct-"*.log 2>/dev/null | awk -v s="$size" '$1 == "bcast_dist" && $2 == s { w += $8 } END { print w + 0 }')
+            runs=$(for log in "$OUT/loss/run-$pct-"*.log; do
+                awk -v s="$size" '$1 == "call" && $2 == s { t += $4; n++ } END { if (n) printf "%.1f\n", t / n }' "$log"
+            done | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) printf "%s..%s", lo, hi; else print "-" }')
+            read -r calls median mean p99 max <<<"$(loss_stats "$pct" "$size" 4)"
+            read -r _ root_median root_mean _ _ <<<"$(loss_stats "$pct" "$size" 5)"
+            [ "$pct" = 0 ] && median0=$median root_median0=$root_median
+            printf '%-6s %-6s %9s %7s %9s %9s %9s %9s %19s %9s %9s %9s %9s %6s %6s\n' "$LOSS_HOSTS" "$pct" "$size" "$calls" "$median" "$mean" \
+                "$p99" "$max" "$runs" "$(ratio "$mean" "$median0")" "$root_median" "$root_mean" "$(ratio "$root_mean" "$root_median0")" \
+                "$wrong" "$failed" >>"$OUT/loss.txt"
+        done
+    done
+    sed 's/^/   /' "$OUT/loss.txt"
+fi
+
 if wants files; then
     # ---- file distribution: fbcast (coll rdma over udp), fbcast (stock MPI_Bcast
     # over TCP), parallel scp
@@ -336,7 +429,7 @@ if wants files; then
     clear_copies
     sed 's/^/   /' "$OUT/fbcast.txt"
 fi
-cat "$OUT"/bcast.txt "$OUT"/protection/pairs.txt "$OUT"/fbcast.txt 2>/dev/null >"${BENCH_RESULTS_DIR:-bench/results}/latest-udp.txt"
+cat "$OUT"/bcast.txt "$OUT"/protection/pairs.txt "$OUT"/loss.txt "$OUT"/fbcast.txt 2>/dev/null >"${BENCH_RESULTS_DIR:-bench/results}/latest-udp.txt"
 
 if wants files; then
     # ---- plot: time against host count per method, one panel per file size
@@ -360,4 +453,4 @@ if wants files; then
         say "   no gnuplot (Debian package gnuplot-nox): no plot"
     fi
 fi
-say "== tables: $(ls "$OUT"/bcast.txt "$OUT"/protection/pairs.txt "$OUT"/fbcast.txt 2>/dev/null | tr '\n' ' ')"
+say "== tables: $(ls "$OUT"/bcast.txt "$OUT"/protection/pairs.txt "$OUT"/loss.txt "$OUT"/fbcast.txt 2>/dev/null | tr '\n' ' ')"

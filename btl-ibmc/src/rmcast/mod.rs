@@ -57,6 +57,8 @@ mod tests;
 mod congestion_tests;
 #[cfg(test)]
 mod tail_tests;
+#[cfg(test)]
+mod loss_bench;
 
 pub use config::{CongestionConfig, CongestionMode, DEFAULT_TAIL_REPEAT, RmcastConfig};
 pub use groups::{Groups, Member, Role};
