@@ -197,8 +197,8 @@ STAGE      := CHECK_TIMES=$(CHECK_TIMES) bash ci/stage.sh
 check:
 	@$(STAGE) start
 	@$(STAGE) run build -- $(MAKE) --no-print-directory build
-	@echo "== check scripts: the core crate's dependency tree, the stage timer"
-	@$(STAGE) run "check scripts" -- sh -c 'bash ci/core-deps-check.sh && bash ci/stage.sh --self-test'
+	@echo "== check scripts: the core crate's dependency tree, the stage timer, the MPI tests' dealing"
+	@$(STAGE) run "check scripts" -- sh -c 'bash ci/core-deps-check.sh && bash ci/stage.sh --self-test && bash ci/mpi-tests-deal.sh --self-test'
 	@$(STAGE) run "cargo tests" -- $(MAKE) --no-print-directory test-rust
 	@$(STAGE) run "MPI tests 4.1" -- $(MAKE) --no-print-directory test-mpi
 	@$(STAGE) run tuner -- $(MAKE) --no-print-directory test-tune
