@@ -58,7 +58,7 @@ help:
 	@echo "                   optimisation without its LTO, in target/release-tests; Cargo.toml says why)"
 	@echo "                   (cargo test -p coll-rdma-core needs no Open MPI: the collectives' fabric tests)"
 	@echo "make test-mpi      only the MPI tests (ci/mpi-tests.sh), dealt to MPI_TESTS_JOBS instances side by"
-	@echo "                   side (ci/mpi-tests-jobs.sh; default 1, auto: 2 on a machine with room)"
+	@echo "                   side (ci/mpi-tests-jobs.sh; default auto: 2 on a machine with room, else 1)"
 	@echo "make test-fbcast   only fbcast's MPI tests (ci/fbcast-tests.sh; part of make check)"
 	@echo "make tune          build, then coll-rdma-tune at np=2, quick mode (ci/tune.sh): short paired"
 	@echo "                   sweeps of the parameters that matter here; writes $(BUILD)/mca-params.conf"
@@ -198,8 +198,8 @@ STAGE      := CHECK_TIMES=$(CHECK_TIMES) bash ci/stage.sh
 check:
 	@$(STAGE) start
 	@$(STAGE) run build -- $(MAKE) --no-print-directory build
-	@echo "== check scripts: the core crate's dependency tree, the stage timer"
-	@$(STAGE) run "check scripts" -- sh -c 'bash ci/core-deps-check.sh && bash ci/stage.sh --self-test'
+	@echo "== check scripts: the core crate's dependency tree, the stage timer, the MPI tests' dealing"
+	@$(STAGE) run "check scripts" -- sh -c 'bash ci/core-deps-check.sh && bash ci/stage.sh --self-test && bash ci/mpi-tests-deal.sh --self-test'
 	@$(STAGE) run "cargo tests" -- $(MAKE) --no-print-directory test-rust
 	@$(STAGE) run "MPI tests 4.1" -- $(MAKE) --no-print-directory test-mpi
 	@$(STAGE) run tuner -- $(MAKE) --no-print-directory test-tune

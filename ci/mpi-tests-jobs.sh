@@ -4,10 +4,12 @@
 # time in mpirun's start and the ranks' setup, not on the cores (np=2
 # coll_mix: 0.3 s of CPU in 1 s of wall time), so a second instance can use
 # the idle time; on a machine already busy it cannot (47 cases at a load
-# average of 6-10 on 2 cores: 145 s in one instance, 144 s in two).
+# average of 6-10 on 2 cores: 145 s in one instance, 144 s in two). The
+# Open MPI 5 suite's 165 cases: 281 s in two instances at a load of 1,
+# 356 s in one (fresh-clone checks); hence auto by default.
 #
 # usage: ci/mpi-tests-jobs.sh [--jobs N|auto] [ci/mpi-tests.sh arguments...]
-#   --jobs N  instances side by side (default $MPI_TESTS_JOBS, else 1);
+#   --jobs N  instances side by side (default $MPI_TESTS_JOBS, else auto);
 #             1 runs ci/mpi-tests.sh alone; auto: 2 when the
 #             machine has room (1-minute load average below its cores), else
 #             1, since the ranks of two jobs then only take turns on cores
@@ -16,8 +18,11 @@
 #
 # Invariants:
 # - every case ci/mpi-tests.sh would run with these arguments runs exactly
-#   once: the names come from its own --list (then the --only REGEX given
-#   here), dealt round-robin, each instance given an --only of exact names;
+#   once: the names come from its own --list-deps (then the --only REGEX
+#   given here), dealt by ci/mpi-tests-deal.sh, each instance given an --only
+#   of exact names;
+# - a case runs in the same instance as the cases its checks compare with
+#   (smaller-window-than:), after them (ci/mpi-tests-deal.sh);
 # - the programs are compiled once, before any instance starts (they would
 #   race to write the same files in build/tests/);
 # - each instance has its own log directory, MPI_TESTS_LOGDIR/job-K
@@ -31,11 +36,7 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HARNESS=$ROOT/ci/mpi-tests.sh
-# One instance unless asked: a case whose check compares with an earlier
-# case (smaller-window-than:NAME) fails when the dealing puts the two in
-# different instances, as window-one-node-hierarchy-auto-np4 did in the
-# Open MPI 5 suite; dealing by those dependencies is not built yet.
-JOBS=${MPI_TESTS_JOBS:-1}
+JOBS=${MPI_TESTS_JOBS:-auto}
 ONLY=
 PASS=()
 while [ $# -gt 0 ]; do
@@ -62,18 +63,24 @@ BUILD=${MPI_TESTS_BUILD_DIR:-$ROOT/build}
 LOGROOT=${MPI_TESTS_LOGDIR:-$BUILD/mpi-tests}
 
 bash "$HARNESS" "${PASS[@]}" --build-only || exit 1
-names=$(bash "$HARNESS" "${PASS[@]}" --list) || { echo "mpi-tests-jobs: ci/mpi-tests.sh --list failed" >&2; exit 2; }
+cases=$(bash "$HARNESS" "${PASS[@]}" --list-deps) || { echo "mpi-tests-jobs: ci/mpi-tests.sh --list-deps failed" >&2; exit 2; }
+names=$(cut -f1 <<<"$cases")
 if [ -n "$ONLY" ]; then
     names=$(grep -E -- "$ONLY" <<<"$names")
+    cases=$(awk -F'\t' 'NR == FNR { kept[$0]; next } $1 in kept' <(printf '%s\n' "$names") - <<<"$cases")
 fi
 [ -n "$names" ] || { echo "mpi-tests-jobs: no case matches${ONLY:+ '$ONLY'}"; echo "0 passed, 0 failed"; exit 0; }
 total=$(wc -l <<<"$names")
 [ "$JOBS" -le "$total" ] || JOBS=$total
 
-# Case K of every JOBS, as one anchored alternation of exact names: the
+dealt=$(bash "$ROOT/ci/mpi-tests-deal.sh" "$JOBS" <<<"$cases") || exit 2
+# fewer groups than instances leave the last ones empty (the dealing fills
+# the lowest numbers first)
+JOBS=$(cut -f1 <<<"$dealt" | sort -n | tail -n 1)
+# Instance K's cases, as one anchored alternation of exact names: the
 # names hold regex characters ("excluded-coll-^rdma", "version-mismatch-9.9.9")
 exact_names_regex() { # K
-    awk -v k="$1" -v n="$JOBS" '(NR - 1) % n == k - 1' <<<"$names" |
+    awk -F'\t' -v k="$1" '$1 == k { print $2 }' <<<"$dealt" |
         sed 's/[][\.^$*+?(){}|\\]/\\&/g' | paste -sd'|' | sed 's/^/^(/; s/$/)$/'
 }
 

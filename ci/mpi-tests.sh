@@ -4,13 +4,17 @@
 # the output that coll rdma served every barrier the programs made.
 #
 # usage: ci/mpi-tests.sh [--stock] [--quick] [--only REGEX] [--list]
-#                         [--transport NAME] [--hosts HOSTS] [--nps "N..."]
+#                         [--list-deps] [--transport NAME] [--hosts HOSTS] [--nps "N..."]
 #                         [--build-only]
 #   --stock       run the programs against stock Open MPI (no component needed;
 #                 the checks that need the component are skipped)
 #   --quick       fewer iterations (a fast smoke test)
 #   --only REGEX  run only the tests whose name matches REGEX (grep -E)
 #   --list        print the test names and exit
+#   --list-deps   the same, each name followed by a tab and the names of the
+#                 cases it must run after in the same instance (its
+#                 smaller-window-than: references), if any
+#                 (ci/mpi-tests-jobs.sh deals by them)
 #   --transport NAME  run the programs (section 1 only) with
 #                 coll_rdma_transport=NAME and expect every served call to
 #                 report that transport (e.g. verbs, in the Soft-RoCE guests)
@@ -73,6 +77,7 @@ MODE=component
 QUICK=0
 ONLY=
 LIST=0
+LIST_DEPS=0
 BUILD_ONLY=0
 TRANSPORT=
 HOSTS=
@@ -84,6 +89,7 @@ while [ $# -gt 0 ]; do
         --quick) QUICK=1 ;;
         --only) ONLY=${2:?--only needs a regex}; shift ;;
         --list) LIST=1 ;;
+        --list-deps) LIST=1 LIST_DEPS=1 ;;
         --build-only) BUILD_ONLY=1 ;;
         --transport) TRANSPORT=${2:?--transport needs a name}; shift ;;
         --hosts) HOSTS=${2:?--hosts needs a host list}; shift ;;
@@ -213,11 +219,23 @@ trap 'rm -f "$RUN_PIDS_FILE"' EXIT
 
 SHM_BEFORE_ALL=$(shm_list 'coll_rdma\.')
 
+# --list's line for case NAME; with --list-deps, the cases its CHECKS
+# compare with (set before run_test, so they are the case's own)
+list_case() {  # list_case NAME
+    local c deps=()
+    if [ "$LIST_DEPS" = 1 ]; then
+        for c in "${CHECKS[@]}"; do
+            [[ $c == smaller-window-than:* ]] && deps+=("${c#smaller-window-than:}")
+        done
+    fi
+    if [ "${#deps[@]}" -gt 0 ]; then printf '%s\t%s\n' "$1" "${deps[*]}"; else say "$1"; fi
+}
+
 want() {  # want NAME: should this test run?
     # another transport or several hosts: section 1 only (the parameter
     # tests below expect shared memory on one node)
     if [ -n "$TRANSPORT$HOSTS" ] || [ "${#EXTRA_MCA[@]}" -gt 0 ]; then [[ $1 == np[0-9]*-* ]] || return 1; fi
-    if [ "$LIST" = 1 ]; then say "$1"; return 1; fi
+    if [ "$LIST" = 1 ]; then list_case "$1"; return 1; fi
     [ -z "$ONLY" ] || printf '%s\n' "$1" | grep -Eq -- "$ONLY"
 }
 

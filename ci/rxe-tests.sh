@@ -4,7 +4,9 @@
 # this alone; `make check` runs it after the other tests.
 #
 # usage: ci/rxe-tests.sh [--quick]
-#   1. one guest: the transport's device tests (btl-ibmc/tests/verbs_device.rs:
+#   1. one guest (two lanes side by side, one in each guest: the device
+#      tests then the pretended nodes in guest 0, the rest in guest 1):
+#      the transport's device tests (btl-ibmc/tests/verbs_device.rs:
 #      puts of 1 byte to 4 MiB, flags last, reliable messages, multicast
 #      datagrams, a missing device), then the MPI tests of barrier,
 #      allreduce/reduce and bcast with coll_rdma_transport=verbs forced
@@ -29,9 +31,9 @@
 #      taken down in the middle: the job must end with an error, coll rdma
 #      saying why within its fault timeout (ci/rxe/link-down.sh).
 # All steps share one boot of two guests (a session of ci/rxe/guests.sh):
-# the one-guest steps run in guest 0 alone, and before every step each guest's
-# netem is set to what the step needs (ci/rxe/netem.sh), so no step inherits
-# the loss of the one before. If the guests die, the next step boots them
+# the one-guest steps run in one guest each, two at a time, and before every
+# other step each guest's netem is set to what the step needs
+# (ci/rxe/netem.sh), so no step inherits the loss of the one before. If the guests die, the next step boots them
 # again (twice at most).
 # The last line is "rxe: N passed, N failed" (", SKIPPED: reason" when the
 # test bed cannot run here); the exit status is non-zero when a step failed.
@@ -89,19 +91,20 @@ DEVICE_TEST=$(cargo test --profile release-tests -p btl-ibmc --test verbs_device
     sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
 [ -x "$DEVICE_TEST" ] || { say "could not build btl-ibmc's verbs_device test"; exit 2; }
 
-PASSED=0 FAILED=0
-FAILED_STEPS=()
+# Each step's outcome, one "PASS NAME" or "FAIL NAME" line: steps that run
+# side by side (lanes, below) write here from their own subshells.
+RESULTS=build/rxe-tests.results
+: >"$RESULTS"
 step() {  # step NAME LOGFILE -- COMMAND...
     local name=$1 log=$2
     shift 3
     local t0=$SECONDS status=0
     "$@" >"$log" 2>&1 || status=$?
     if [ "$status" = 0 ]; then
-        PASSED=$((PASSED + 1))
+        echo "PASS $name" >>"$RESULTS"
         printf '%-46s PASS  %5ss\n' "$name" "$((SECONDS - t0))"
     else
-        FAILED=$((FAILED + 1))
-        FAILED_STEPS+=("$name")
+        echo "FAIL $name" >>"$RESULTS"
         printf '%-46s FAIL  %5ss  (log: %s)\n' "$name" "$((SECONDS - t0))" "$log"
         # the matching lines, and after a failed MPI test the reasons that
         # ci/mpi-tests.sh indents under it (CI shows only this summary)
@@ -144,6 +147,33 @@ in_guests() {
         { echo "rxe: could not set the guests' network to: ${netem[*]}"; return 1; }
     "$GUESTS" session exec "$SESSION" "$@"
 }
+# in_guest I -- [session exec options] -- COMMAND...: runs COMMAND in guest I
+# as it is (network set up before the lanes); boots nothing, since lanes
+# run side by side and a boot would pull the guests from under the other
+in_guest() {
+    local guest=$1
+    shift 2
+    "$GUESTS" session alive "$SESSION" 2>/dev/null || { echo "rxe: the guests are gone (session $SESSION)"; return 1; }
+    "$GUESTS" session exec "$SESSION" --guest "$guest" "$@"
+}
+# lanes FUNCTION...: FUNCTION K (K = 0, 1, ...) runs its steps in guest K,
+# all side by side (each guest has a vCPU of its own: a one-guest step
+# leaves the other guest's idle), every guest's network first set to none;
+# their lines are printed lane by lane once all have ended
+lanes() {
+    local k pids=()
+    if ! in_guests none -- --all --timeout 120 -- true >"$LOGS/lanes-netem.log" 2>&1; then
+        for k in "$@"; do echo "FAIL lane $k (the guests' network could not be set)" >>"$RESULTS"; done
+        sed 's/^/      /' "$LOGS/lanes-netem.log" | tail -5
+        return 0
+    fi
+    for k in $(seq 0 $(($# - 1))); do
+        "${@:k+1:1}" "$k" >"$LOGS/lane-$k.out" 2>&1 &
+        pids+=($!)
+    done
+    wait "${pids[@]}" || true
+    for k in $(seq 0 $(($# - 1))); do cat "$LOGS/lane-$k.out"; done
+}
 
 t0=$SECONDS
 ensure_guests >"$LOGS/boot.log" 2>&1 || {
@@ -154,34 +184,42 @@ ensure_guests >"$LOGS/boot.log" 2>&1 || {
 printf '%-46s %5ss\n' "boot-two-guests" "$((SECONDS - t0))"
 say "test bed ready ($(cat build/rxe/kernel-version 2>/dev/null || echo '?'), session $SESSION); logs in $LOGS/"
 
-# 1. one guest
-step "one-guest-verbs-device-tests" "$LOGS/device.log" -- \
-    in_guests none -- --timeout 900 -- env GUEST_COUNT=1 "$DEVICE_TEST" --test-threads=1 --nocapture
-step "one-guest-mpi-transport-verbs" "$LOGS/mpi-one-guest.log" -- \
-    in_guests none -- --timeout 1500 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=0 MPI_TESTS_NO_BUILD=1 \
-    ci/mpi-tests.sh --quick --transport verbs --nps "3" --only 'barrier_order|reduce_ops|bcast'
-step "one-guest-mpi-verbs-bcast-put-tree" "$LOGS/mpi-put-tree.log" -- \
-    in_guests none -- --timeout 900 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 MPI_TESTS_LOGDIR=/run/rxe/mpi-tests-put-tree \
-    sh -c 'ci/mpi-tests.sh --quick --transport verbs --mca coll_rdma_verbs_multicast 0 --nps "3" --only bcast &&
-           grep -rq "offers no multicast: bcast goes down a binomial tree of puts" /run/rxe/mpi-tests-put-tree/'
-# (the hybrid over two pretended nodes serves barrier, allreduce, reduce
-# and bcast in two levels: verbose 1 must say so; bcast's leaders multicast
-# over UD, each node reads its leader's window in the segment. Queue pairs
-# only between the leaders (coll_rdma_hierarchy_queue_pairs_max 0, the
-# choice at scale): a non-leader holds none across nodes, so any path that
-# still crossed from it would fail its put, and the programs check every
-# result; the two-guest jobs below keep every pair, the default at this size)
-step "one-guest-mpi-pretended-nodes-leaders-only" "$LOGS/mpi-pretend-nodes.log" -- \
-    in_guests none -- --timeout 1500 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 EXPECT_TRANSPORT="shm+verbs" MPI_TESTS_LOGDIR=/run/rxe/mpi-tests-pretend \
-    sh -c 'ci/mpi-tests.sh --quick --transport auto --mca coll_rdma_test_pretend_nodes 2 --mca coll_rdma_hierarchy_queue_pairs_max 0 --nps "4" --only "barrier_order|reduce_ops|bcast" &&
-           grep -rqE "comm 0 rank 0: queue pairs across nodes only between the 2 leaders .*, 1 here \(this rank leads its node\)" /run/rxe/mpi-tests-pretend/ &&
-           grep -rqE "comm 0 rank 3: queue pairs across nodes only between the 2 leaders .*, 0 here \(this rank reaches its own node alone\)" /run/rxe/mpi-tests-pretend/ &&
-           grep -rqE "comm 0 rank 3: memory for this communicator: .*verbs 0 queue pair" /run/rxe/mpi-tests-pretend/ &&
-           grep -rq "comm 0 rank 0: barrier two-level across 2 nodes of 2 to 2 ranks" /run/rxe/mpi-tests-pretend/ &&
-           grep -rq "comm 0 rank 0: allreduce two-level" /run/rxe/mpi-tests-pretend/ &&
-           grep -rq "comm 0 rank 0: reduce two-level" /run/rxe/mpi-tests-pretend/ &&
-           grep -rqE "comm 0 rank 0: bcast two-level across 2 nodes: .*datagram multicast among the leaders" /run/rxe/mpi-tests-pretend/ &&
-           grep -rqE "comm 0 rank 3: bcast two-level across 2 nodes: .*each node.s ranks read their node root.s window.*this rank is not a leader" /run/rxe/mpi-tests-pretend/'
+# 1. one guest, two lanes side by side: each step's ranks all in one guest
+#    (guest 0 or guest 1; the network they share carries no traffic of the
+#    other's, the multicast groups apart by their ids)
+one_guest_lane() {  # one_guest_lane GUEST
+    if [ "$1" = 0 ]; then
+        step "one-guest-verbs-device-tests" "$LOGS/device.log" -- \
+            in_guest 0 -- --timeout 900 -- env GUEST_COUNT=1 "$DEVICE_TEST" --test-threads=1 --nocapture
+        # (the hybrid over two pretended nodes serves barrier, allreduce, reduce
+        # and bcast in two levels: verbose 1 must say so; bcast's leaders multicast
+        # over UD, each node reads its leader's window in the segment. Queue pairs
+        # only between the leaders (coll_rdma_hierarchy_queue_pairs_max 0, the
+        # choice at scale): a non-leader holds none across nodes, so any path that
+        # still crossed from it would fail its put, and the programs check every
+        # result; the two-guest jobs below keep every pair, the default at this size)
+        step "one-guest-mpi-pretended-nodes-leaders-only" "$LOGS/mpi-pretend-nodes.log" -- \
+            in_guest 0 -- --timeout 1500 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 EXPECT_TRANSPORT="shm+verbs" MPI_TESTS_LOGDIR=/run/rxe/mpi-tests-pretend \
+            sh -c 'ci/mpi-tests.sh --quick --transport auto --mca coll_rdma_test_pretend_nodes 2 --mca coll_rdma_hierarchy_queue_pairs_max 0 --nps "4" --only "barrier_order|reduce_ops|bcast" &&
+                   grep -rqE "comm 0 rank 0: queue pairs across nodes only between the 2 leaders .*, 1 here \(this rank leads its node\)" /run/rxe/mpi-tests-pretend/ &&
+                   grep -rqE "comm 0 rank 3: queue pairs across nodes only between the 2 leaders .*, 0 here \(this rank reaches its own node alone\)" /run/rxe/mpi-tests-pretend/ &&
+                   grep -rqE "comm 0 rank 3: memory for this communicator: .*verbs 0 queue pair" /run/rxe/mpi-tests-pretend/ &&
+                   grep -rq "comm 0 rank 0: barrier two-level across 2 nodes of 2 to 2 ranks" /run/rxe/mpi-tests-pretend/ &&
+                   grep -rq "comm 0 rank 0: allreduce two-level" /run/rxe/mpi-tests-pretend/ &&
+                   grep -rq "comm 0 rank 0: reduce two-level" /run/rxe/mpi-tests-pretend/ &&
+                   grep -rqE "comm 0 rank 0: bcast two-level across 2 nodes: .*datagram multicast among the leaders" /run/rxe/mpi-tests-pretend/ &&
+                   grep -rqE "comm 0 rank 3: bcast two-level across 2 nodes: .*each node.s ranks read their node root.s window.*this rank is not a leader" /run/rxe/mpi-tests-pretend/'
+    else
+        step "one-guest-mpi-transport-verbs" "$LOGS/mpi-one-guest.log" -- \
+            in_guest 1 -- --timeout 1500 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=0 MPI_TESTS_NO_BUILD=1 \
+            ci/mpi-tests.sh --quick --transport verbs --nps "3" --only 'barrier_order|reduce_ops|bcast'
+        step "one-guest-mpi-verbs-bcast-put-tree" "$LOGS/mpi-put-tree.log" -- \
+            in_guest 1 -- --timeout 900 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 MPI_TESTS_LOGDIR=/run/rxe/mpi-tests-put-tree \
+            sh -c 'ci/mpi-tests.sh --quick --transport verbs --mca coll_rdma_verbs_multicast 0 --nps "3" --only bcast &&
+                   grep -rq "offers no multicast: bcast goes down a binomial tree of puts" /run/rxe/mpi-tests-put-tree/'
+    fi
+}
+lanes one_guest_lane one_guest_lane
 
 # 2. two guests: the device tests' two-host case (a rank per guest, set up
 #    over TCP: puts and reliable messages checked byte for byte, multicast
@@ -273,8 +311,10 @@ for log in "$LOGS/mpi-two-guests.log" "$LOGS/mpi-two-guests-loss.log" "$LOGS/mpi
     ' "$log"
 done
 
+PASSED=$(grep -c '^PASS ' "$RESULTS" || true)
+FAILED=$(grep -c '^FAIL ' "$RESULTS" || true)
 if [ "$FAILED" -gt 0 ]; then
-    say "failed: ${FAILED_STEPS[*]}"
+    say "failed: $(sed -n 's/^FAIL //p' "$RESULTS" | paste -sd' ')"
 fi
 say "$PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ]

@@ -6,7 +6,8 @@
 #   1. ci/mpi-tests.sh's section 1 across them (mpirun as the first host,
 #      --hosts, one rank per host and then several, oversubscribed), with
 #      --transport udp: every served call must report udp; once as is and
-#      once with coll_rdma_test_udp_loss_percent=LOSS (injected receive loss)
+#      once with coll_rdma_test_udp_loss_percent=LOSS (injected receive loss),
+#      the two side by side
 #   2. ci/fbcast-netns-tests.sh: fbcast of a 64 MiB file to every host and
 #      its failure cases, over udp
 # and removes the bed, also when a step fails or the run is interrupted
@@ -87,7 +88,7 @@ PASSED=0 FAILED=0 FAILED_PARTS=()
 # outside them). The part stays in this script's process group, so that a
 # signal to the group (kill -9 -PGID) reaches it too.
 PART_PID=
-NETNS_ON_EXIT='[ -z "$PART_PID" ] || kill -TERM "$PART_PID" 2>/dev/null'
+NETNS_ON_EXIT='[ -z "$PART_PID" ] || kill -TERM $PART_PID 2>/dev/null'
 netns_up "$NHOSTS" || { say "udp-tests: cannot set up $NHOSTS namespace hosts"; exit 1; }
 export NETNS_ID NETNS_HOSTS NETNS_STATE NETNS_HOME NETNS_RSH NETNS_ENTER
 # mpirun, and everything that starts one (fbcast --hosts), reaches the
@@ -103,20 +104,56 @@ part() {  # part NAME COMMAND...: runs it, counts it, says how long it took
     PART_PID=$!
     wait "$PART_PID"; rc=$?
     PART_PID=
-    if [ "$rc" = 0 ]; then PASSED=$((PASSED + 1)); say "== $name: passed in $((SECONDS - t0))s"
-    else FAILED=$((FAILED + 1)); FAILED_PARTS+=("$name"); say "== $name: FAILED (status $rc) after $((SECONDS - t0))s"; fi
+    part_counted "$name" "$rc" "$((SECONDS - t0))"
+}
+part_counted() {  # part_counted NAME STATUS SECONDS
+    if [ "$2" = 0 ]; then PASSED=$((PASSED + 1)); say "== $1: passed in $3s"
+    else FAILED=$((FAILED + 1)); FAILED_PARTS+=("$1"); say "== $1: FAILED (status $2) after $3s"; fi
+}
+# parts_side_by_side NAME1 -- COMMAND1... -- NAME2 -- COMMAND2...: both parts
+# at once, each printed whole once both have ended. The MPI runs wait on the
+# network far more than they compute (np=8 barrier_order: 35 s of mostly
+# idle ranks), and two jobs on one bed stay apart: each has its own
+# communicator ids on the multicast groups, its own logs and its own
+# /dev/shm leak check (its ranks' pids).
+parts_side_by_side() {
+    local name1=$1 name2 cmd1=() cmd2=() t0=$SECONDS out1 out2 pid1 pid2 rc1=0 rc2=0
+    shift 2
+    while [ "$1" != -- ]; do cmd1+=("$1"); shift; done
+    name2=$2
+    shift 3
+    cmd2=("$@")
+    out1=$(mktemp) out2=$(mktemp)
+    "${cmd1[@]}" >"$out1" 2>&1 &
+    pid1=$!
+    "${cmd2[@]}" >"$out2" 2>&1 &
+    pid2=$!
+    PART_PID="$pid1 $pid2"
+    wait "$pid1" || rc1=$?
+    wait "$pid2" || rc2=$?
+    PART_PID=
+    say "== udp tests: $name1 (side by side with the next)"
+    cat "$out1"
+    part_counted "$name1" "$rc1" "$((SECONDS - t0))"
+    say "== udp tests: $name2"
+    cat "$out2"
+    part_counted "$name2" "$rc2" "$((SECONDS - t0))"
+    rm -f "$out1" "$out2"
 }
 
 if [ "$ONLY" != fbcast ]; then
     mpi_args=(--hosts "$NETNS_HOSTS" --nps "$NPS" "${QUICK[@]}")
     [ -z "$TRANSPORT" ] || mpi_args+=(--transport "$TRANSPORT")
     # mpirun runs as the first host, so ci/mpi-tests.sh does too
-    part "MPI tests across $NHOSTS hosts, transport ${TRANSPORT:-automatic}" \
-        env MPI_TESTS_LOGDIR="$LOGDIR/mpi" "$NETNS_ENTER" "$FIRST_HOST" bash "$ROOT/ci/mpi-tests.sh" "${mpi_args[@]}"
+    clean_part=("MPI tests across $NHOSTS hosts, transport ${TRANSPORT:-automatic}" --
+        env MPI_TESTS_LOGDIR="$LOGDIR/mpi" "$NETNS_ENTER" "$FIRST_HOST" bash "$ROOT/ci/mpi-tests.sh" "${mpi_args[@]}")
     if [ "$LOSS" -gt 0 ]; then
-        part "MPI tests across $NHOSTS hosts, transport ${TRANSPORT:-automatic}, ${LOSS} % injected loss" \
+        parts_side_by_side "${clean_part[@]}" -- \
+            "MPI tests across $NHOSTS hosts, transport ${TRANSPORT:-automatic}, ${LOSS} % injected loss" -- \
             env MPI_TESTS_LOGDIR="$LOGDIR/mpi-loss$LOSS" "$NETNS_ENTER" "$FIRST_HOST" bash "$ROOT/ci/mpi-tests.sh" \
             "${mpi_args[@]}" --nps "$LOSS_NPS" --mca coll_rdma_test_udp_loss_percent "$LOSS"
+    else
+        part "${clean_part[0]}" "${clean_part[@]:2}"
     fi
 fi
 if [ "$ONLY" != mpi ]; then

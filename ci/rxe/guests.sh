@@ -8,7 +8,7 @@
 #                        [--netem "SPEC"] [--timeout SECONDS] [--primary]
 #                        -- COMMAND [ARGS...]
 #   ci/rxe/guests.sh session start [--guests N] [--timeout SECONDS]  (prints DIR)
-#   ci/rxe/guests.sh session exec DIR [--all] [--timeout SECONDS] -- COMMAND [ARGS...]
+#   ci/rxe/guests.sh session exec DIR [--all|--guest I] [--timeout SECONDS] -- COMMAND [ARGS...]
 #   ci/rxe/guests.sh session alive|stop DIR
 #   (environment: RXE_BOOT_TIMEOUT, RXE_MTU, RXE_MEM, RXE_SMP, RXE_VERBOSE)
 #
@@ -490,10 +490,13 @@ run() {
 # ---------------------------------------------------------------- session ---
 # One boot of the guests for many commands: 'session start' boots them with
 # ci/rxe/serve.sh as every guest's COMMAND and prints the run directory, which
-# names the session; 'session exec' posts a job there and waits for it;
-# 'session stop' lets the guests power off. The run directory is unique per
-# session (mktemp) and holds its sockets, so sessions and runs of several
-# worktrees or users never meet.
+# names the session; 'session exec' posts a job there and waits for it
+# (the job runs in guest 0, in every guest with --all, in guest I with
+# --guest I); 'session stop' lets the guests power off. Each guest runs its
+# jobs one after another in posting order; jobs for different guests, posted
+# by 'session exec' calls running side by side, run side by side. The run
+# directory is unique per session (mktemp) and holds its sockets, so sessions
+# and runs of several worktrees or users never meet.
 
 session_start() {
     local n=2 timeout=14400
@@ -537,6 +540,7 @@ session_exec() {
     while [ $# -gt 0 ]; do
         case $1 in
             --all) where=all; shift ;;
+            --guest) where=$2; shift 2 ;;
             --timeout) timeout=$2; shift 2 ;;
             --) shift; break ;;
             *) echo "rxe: unknown option $1" >&2; usage ;;
@@ -547,7 +551,11 @@ session_exec() {
     local pid n k a i
     pid=$(cat "$dir/session.pid")
     n=$(sed -n 's/^RXE_N=//p' "$dir/config")
-    # One job at a time per session, numbered in posting order.
+    [ "$where" = all ] || { [[ $where =~ ^[0-9]+$ ]] && [ "$where" -lt "$n" ]; } ||
+        die "--guest must be a guest of the session, 0 to $((n - 1)), not '$where'"
+    # Jobs are numbered in posting order, one poster at a time; the lock is
+    # let go once the job is posted, so that a job for another guest can be
+    # posted while this one runs (each guest still runs its jobs in order).
     exec 8>"$dir/.exec.lock"
     flock 8
     k=$(( $(cat "$dir/job-count" 2>/dev/null || echo 0) + 1 ))
@@ -559,7 +567,8 @@ session_exec() {
         printf '\n'
     } >"$dir/job.$k.tmp"
     mv "$dir/job.$k.tmp" "$dir/job.$k"
-    local guests=(0)
+    exec 8>&-
+    local guests=("$where")
     [ "$where" = all ] && guests=($(seq 0 $((n - 1))))
 
     local spent_ms=0 last_ms now_ms done_count status=0 gone=0 cancelled=0 cancel_wait=0

@@ -63,11 +63,11 @@ if command -v mpicc >/dev/null; then
         mpirun --allow-run-as-root --host g0,g1 -np 2 hostname &&
         mpirun --allow-run-as-root --host g0,g1 -np 2 --mca btl self,tcp $OUT/mpi-allreduce"
 fi
-check loss '\[g0\] 50 packets transmitted, [0-9]+ received, [0-9]*[1-9][0-9]*% packet loss' -- \
+check loss '\[g0\] 50 packets transmitted, [0-9]+ received, [0-9.]*[1-9][0-9.]*% packet loss' -- \
     --guests 2 --loss 10 --loss-scope all -- sh -c \
     '[ "$GUEST_INDEX" = 1 ] || ping -q -c 50 -i 0.05 g1 | grep loss'
 check mcast-loss '\[g0\] 50 packets transmitted, 50 received, 0% packet loss' \
-      '\[g0\] 50 packets transmitted, [0-9]+ received, [0-9]*[1-9][0-9]*% packet loss' -- \
+      '\[g0\] 50 packets transmitted, [0-9]+ received, [0-9.]*[1-9][0-9.]*% packet loss' -- \
     --guests 2 --loss 10 -- sh -c \
     '[ "$GUEST_INDEX" = 1 ] || { ping -q -c 50 -i 0.05 g1; ping -L -q -c 50 -i 0.05 224.0.0.1; } | grep loss'
 check three-guests-mcast '\[g1\] receiving data transfers' '\[g2\] receiving data transfers' -- \
@@ -80,6 +80,28 @@ check three-guests-mcast '\[g1\] receiving data transfers' '\[g2\] receiving dat
         until grep -q joined /tmp/mckey.out || ! kill -0 $! 2>/dev/null; do sleep 0.2; done
         $RXE_BARRIER mcast && wait $! && cat /tmp/mckey.out
     fi'
+
+# Jobs for guest 0 and guest 1 posted together run side by side: each
+# waits (60 s at most) for the other's mark in the shared run directory,
+# which it could never see if the session ran one job after the other.
+side_by_side() {  # side_by_side DIR
+    local lane pids=() status=0
+    rm -f "$1"/lane-mark.*
+    for lane in 0 1; do
+        "$G" session exec "$1" --guest "$lane" --timeout 120 -- sh -c '
+            me=$GUEST_INDEX; other=$((1 - me))
+            : >/run/rxe/lane-mark.$me
+            i=0
+            until [ -e /run/rxe/lane-mark.$other ]; do
+                i=$((i + 1)); [ $i -le 300 ] || { echo "g$me alone: no mark of g$other"; exit 1; }
+                sleep 0.2
+            done
+            echo "g$me ran beside g$other"' &
+        pids+=($!)
+    done
+    for lane in "${pids[@]}"; do wait "$lane" || status=1; done
+    return $status
+}
 
 # A session: jobs in one boot, each guest's loss replaced between jobs, a
 # failing job and a job past its timeout reported without ending the session.
@@ -94,17 +116,18 @@ session_sequence() {
         "$G" session exec "$dir" -- sh -c 'echo "after none:"; ping -q -c 40 -i 0.05 g1 | grep loss' &&
         ! "$G" session exec "$dir" -- sh -c 'exit 3' &&
         ! "$G" session exec "$dir" --timeout 2 -- sleep 1000 &&
-        "$G" session exec "$dir" -- echo "still serving after the timeout"
+        "$G" session exec "$dir" -- echo "still serving after the timeout" &&
+        side_by_side "$dir"
     } || ok=1
     "$G" session stop "$dir"
     if "$G" session alive "$dir"; then echo "the session still runs after stop"; ok=1; fi
     return $ok
 }
 check_with session_sequence session '\[g0\] job on g0 of 2' '\[g1\] job on g1 of 2' \
-    '\[g0\] 40 packets transmitted, [0-9]+ received, [0-9]*[1-9][0-9]*% packet loss' \
+    '\[g0\] 40 packets transmitted, [0-9]+ received, [0-9.]*[1-9][0-9.]*% packet loss' \
     'after none:' '\[g0\] 40 packets transmitted, 40 received, 0% packet loss' \
     '\[g0\] \*\*\* COMMAND exited with status 3' '\[g0\] \*\*\* TIMEOUT' \
-    '\[g0\] still serving after the timeout' --
+    '\[g0\] still serving after the timeout' '\[g0\] g0 ran beside g1' '\[g1\] g1 ran beside g0' --
 
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
