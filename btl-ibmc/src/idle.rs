@@ -69,26 +69,61 @@ pub(crate) fn yield_core() {
     std::thread::yield_now();
 }
 
+/// Test support: the process's hook runs, on each thread, what that
+/// thread set here (tests of one binary share the one process-wide hook,
+/// each with its own per-thread action).
+#[cfg(test)]
+pub(crate) mod per_thread {
+    use std::cell::RefCell;
+
+    thread_local! {
+        static ACTION: RefCell<Option<Box<dyn FnMut()>>> = RefCell::new(None);
+    }
+
+    fn run_this_threads_action() {
+        // Taken out while it runs: an action that waits may poll again.
+        let Some(mut action) = ACTION.with(|slot| slot.borrow_mut().take()) else { return };
+        action();
+        ACTION.with(|slot| {
+            slot.borrow_mut().get_or_insert(action);
+        });
+    }
+
+    /// Makes `action` this thread's idle hook until `body` returns.
+    pub(crate) fn with_idle_action<R>(action: impl FnMut() + 'static, body: impl FnOnce() -> R) -> R {
+        super::set_idle_hook(run_this_threads_action);
+        assert!(
+            std::ptr::fn_addr_eq(*super::HOOK.get().expect("a hook"), run_this_threads_action as fn()),
+            "another idle hook was installed in this test binary"
+        );
+        ACTION.with(|slot| *slot.borrow_mut() = Some(Box::new(action)));
+        let result = body();
+        ACTION.with(|slot| *slot.borrow_mut() = None);
+        result
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-
-    static CALLS: AtomicUsize = AtomicUsize::new(0);
-
-    fn counting_hook_that_reenters() {
-        CALLS.fetch_add(1, Ordering::SeqCst);
-        run_idle_hook();
-    }
 
     #[test]
     fn the_hook_runs_every_so_many_polls_and_never_reenters_itself() {
-        set_idle_hook(counting_hook_that_reenters);
-        for _ in 0..POLLS_PER_HOOK * 3 {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&calls);
+        let action = move || {
+            counted.fetch_add(1, Ordering::SeqCst);
             run_idle_hook();
-        }
+        };
+        per_thread::with_idle_action(action, || {
+            for _ in 0..POLLS_PER_HOOK * 3 {
+                run_idle_hook();
+            }
+        });
         // The re-entrant calls inside the hook count as polls but never run it.
-        let calls = CALLS.load(Ordering::SeqCst);
+        let calls = calls.load(Ordering::SeqCst);
         assert!((2..=3).contains(&calls), "{calls} runs for {} polls", POLLS_PER_HOOK * 3);
     }
 }

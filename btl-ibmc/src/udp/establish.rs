@@ -337,7 +337,7 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         wire,
         window: (0..words_for(window_len)).map(|_| AtomicU64::new(0)).collect(),
         engine: Mutex::new(Engine::new(rank, size, window_len, config)),
-        sending_record: Mutex::new(()),
+        record_turn: super::record_turn::RecordTurn::new(),
         counters,
         receive_buffer,
         segmenting: AtomicBool::new(segmenting),

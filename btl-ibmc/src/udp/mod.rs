@@ -30,6 +30,7 @@ mod frame;
 mod inbox;
 mod interface;
 mod probe;
+mod record_turn;
 mod reliable;
 mod seal;
 mod socket;
@@ -56,6 +57,7 @@ use crate::poison::lock;
 use crate::transport::{Datagrams, Endpoint, MulticastKind, PeerReads, ReliableChannel, Sleep, TransportError, Windows};
 use crate::wait::Waiter;
 use crate::window::Window;
+use record_turn::{HeldTurn, RecordTurn};
 use engine::{Context, Engine, MESSAGE_RECORD, MOST_MESSAGE_BYTES, PUT_HEADER_BYTES, PUT_RECORD, Wire, check_outgoing_put, send_frame};
 use stats::Counters;
 use crate::footprint::MemoryFootprint;
@@ -69,9 +71,10 @@ pub struct UdpTransport {
     wire: Wire,
     window: Box<[AtomicU64]>,
     engine: Mutex<Engine>,
-    /// Held for a whole record: fragments of two threads' records to one
-    /// peer must not interleave, as the receiver joins them in order.
-    sending_record: Mutex<()>,
+    /// Held for a whole record: fragments of two records to one peer must
+    /// not interleave, as the receiver joins them in order. A record sent
+    /// from inside a wait of this thread's own record is deferred to it.
+    record_turn: RecordTurn,
     counters: Counters,
     /// The smaller of the two sockets' granted receive buffers.
     receive_buffer: usize,
@@ -125,6 +128,11 @@ impl UdpTransport {
 
     /// `flush`, giving up after `limit` if that comes before the fault timeout.
     fn flush_within(&self, limit: Option<Duration>) -> Result<(), TransportError> {
+        // Records deferred to a holder whose record failed go out first
+        // (inside this thread's own record, its holder sends them).
+        if let Some(turn) = self.record_turn.take() {
+            self.send_deferred(&turn)?;
+        }
         let mut waiter = Waiter::for_process().giving_up_by(limit);
         loop {
             let unacknowledged: usize = {
@@ -193,8 +201,29 @@ impl UdpTransport {
 
     /// Sends a record to `peer` reliably, fragment by fragment, each
     /// waiting (taking in traffic meanwhile) for room in the pair's window.
+    /// A call nested inside this thread's own record (a wait's idle hook
+    /// reaching this transport again) is deferred: the outer record sends
+    /// it right after itself, so it returns at once and never waits for a
+    /// turn its own thread holds.
     fn send_record(&self, peer: usize, record: &[u8]) -> Result<(), TransportError> {
-        let _whole_record = lock(&self.sending_record);
+        let Some(turn) = self.record_turn.take_or_defer(peer, record) else {
+            Counters::bump(&self.counters.records_deferred);
+            return Ok(());
+        };
+        self.send_deferred(&turn)?;
+        self.send_fragments(peer, record)?;
+        self.send_deferred(&turn)
+    }
+
+    /// Sends the records deferred to the turn's holder, oldest first.
+    fn send_deferred(&self, turn: &HeldTurn<'_>) -> Result<(), TransportError> {
+        while let Some((peer, record)) = turn.next_deferred() {
+            self.send_fragments(peer, &record)?;
+        }
+        Ok(())
+    }
+
+    fn send_fragments(&self, peer: usize, record: &[u8]) -> Result<(), TransportError> {
         let fragments = record.len().div_ceil(self.fragment_bytes()).max(1);
         for (index, fragment) in record.chunks(self.fragment_bytes()).enumerate() {
             let last = index + 1 == fragments;

@@ -14,6 +14,9 @@ pub struct UdpStats {
     pub multicast_received: u64,
     /// Reliable fragments sent for the first time.
     pub fragments_sent: u64,
+    /// Records sent from inside a wait of this thread's own record (its
+    /// idle hook reaching the transport again), sent right after it.
+    pub records_deferred: u64,
     pub retransmissions: u64,
     /// Round trips the reliable channel timed (ACKs whose newest fragment
     /// went once), which set its retransmission timeouts.
@@ -74,6 +77,7 @@ pub(crate) struct Counters {
     pub(crate) coalesced_receives: AtomicU64,
     pub(crate) multicast_received: AtomicU64,
     pub(crate) fragments_sent: AtomicU64,
+    pub(crate) records_deferred: AtomicU64,
     pub(crate) retransmissions: AtomicU64,
     pub(crate) rtt_samples: AtomicU64,
     pub(crate) acks_sent: AtomicU64,
@@ -105,6 +109,7 @@ impl Counters {
             coalesced_receives: get(&self.coalesced_receives),
             multicast_received: get(&self.multicast_received),
             fragments_sent: get(&self.fragments_sent),
+            records_deferred: get(&self.records_deferred),
             retransmissions: get(&self.retransmissions),
             rtt_samples: get(&self.rtt_samples),
             acks_sent: get(&self.acks_sent),

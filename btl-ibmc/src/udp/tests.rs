@@ -785,3 +785,4 @@ fn the_memory_report_states_the_window_and_the_granted_socket_buffers() {
 mod sealing;
 mod sleeping;
 mod bounds;
+mod nested_records;
