@@ -8,13 +8,6 @@
 //! count delivered, so one ACK covers every piece before it and a lost or
 //! late one costs nothing: the words only grow.
 //!
-//! A leaf whose gap just filled (a repair arrived) acknowledges as soon
-//! as it has delivered up to where the pieces are contiguous again,
-//! skew point or not: its collector, and through it the root, has likely
-//! been stalled on that piece (the window filled while the gap was open),
-//! and the next skew point may lie beyond what the root can send, which
-//! left the stall to the explicit-ACK delay.
-//!
 //! Why M <= W keeps a window from stalling on lazy ACKs: if a member has
 //! delivered pieces 0..s, its last skew point is some B >= s - M, so its
 //! word holds at least s - M + 1 > s - W, which is all the root needs to
@@ -30,14 +23,12 @@ pub(crate) struct LazyAck {
     published: u64,
     /// When the oldest delivery not yet acknowledged happened.
     pending_since: Option<Instant>,
-    /// After a gap filled: the count whose delivery is acknowledged at once.
-    at_once_from: Option<u64>,
 }
 
 impl LazyAck {
     pub(crate) fn new(position: usize, interval: u64, delay: Duration) -> Self {
         debug_assert!(interval >= 1);
-        LazyAck { residue: position as u64 % interval, interval, delay, published: 0, pending_since: None, at_once_from: None }
+        LazyAck { residue: position as u64 % interval, interval, delay, published: 0, pending_since: None }
     }
 
     /// The count last published.
@@ -45,20 +36,9 @@ impl LazyAck {
         self.published
     }
 
-    /// A gap filled: pieces below `contiguous` have all arrived again. The
-    /// delivery that reaches it is acknowledged at once.
-    pub(crate) fn gap_filled(&mut self, contiguous: u64) {
-        if contiguous > self.published {
-            self.at_once_from = Some(self.at_once_from.map_or(contiguous, |from| from.max(contiguous)));
-        }
-    }
-
     /// Called after each delivery; the count to publish now, if the skew
-    /// rule or a filled gap says so.
+    /// rule says so.
     pub(crate) fn after_delivery(&mut self, delivered: u64) -> Option<u64> {
-        if self.at_once_from.is_some_and(|from| delivered >= from) {
-            return self.publish(delivered);
-        }
         let skew_point = self.published + (self.residue + self.interval - self.published % self.interval) % self.interval;
         if delivered > skew_point {
             return self.publish(delivered);
@@ -86,9 +66,6 @@ impl LazyAck {
     fn publish(&mut self, delivered: u64) -> Option<u64> {
         self.published = delivered;
         self.pending_since = None;
-        if self.at_once_from.is_some_and(|from| delivered >= from) {
-            self.at_once_from = None;
-        }
         Some(delivered)
     }
 }
@@ -130,26 +107,5 @@ mod tests {
         assert_eq!(ack.after_delivery(21), None);
         assert_eq!(ack.flush(21), Some(21));
         assert_eq!(ack.published(), 21);
-    }
-
-    /// Position 3 of interval 8 acknowledges counts 4, 12, 20... A gap at
-    /// piece 6 fills when pieces up to 9 have arrived: delivering up to 10
-    /// is acknowledged at once, not after the (hour-long) delay; the skew
-    /// rule goes on as before afterwards.
-    #[test]
-    fn a_filled_gap_is_acknowledged_once_delivered_up_to_it() {
-        let mut ack = LazyAck::new(3, 8, Duration::from_secs(3600));
-        let mut published = Vec::new();
-        for delivered in 1..=6 {
-            published.extend(ack.after_delivery(delivered));
-        }
-        assert_eq!(published, vec![4]);
-        ack.gap_filled(10);
-        for delivered in 7..=20 {
-            published.extend(ack.after_delivery(delivered));
-        }
-        assert_eq!(published, vec![4, 10, 12, 20], "delivering up to the filled gap's end publishes at once");
-        ack.gap_filled(20);
-        assert_eq!(ack.after_delivery(21), None, "a filled gap already acknowledged asks nothing more");
     }
 }

@@ -48,9 +48,6 @@ pub struct RmcastStats {
     pub rtt_samples: u64,
     /// NACKs a leaf did not send because the gap filled while it waited.
     pub nacks_suppressed: u64,
-    /// NACKs a leaf sent again because their repair did not come within
-    /// its round-trip timeout (counted in `nacks_sent` too).
-    pub nacks_repeated: u64,
     /// NACKed pieces the root multicast once more.
     pub repairs_multicast: u64,
     /// Second multicasts of a message's last pieces (`RmcastConfig::tail_repeat`).
@@ -82,7 +79,6 @@ impl RmcastStats {
             acker_switches: total.acker_switches + one.acker_switches,
             rtt_samples: total.rtt_samples + one.rtt_samples,
             nacks_suppressed: total.nacks_suppressed + one.nacks_suppressed,
-            nacks_repeated: total.nacks_repeated + one.nacks_repeated,
             repairs_multicast: total.repairs_multicast + one.repairs_multicast,
             tail_repeats: total.tail_repeats + one.tail_repeats,
         })

@@ -11,17 +11,9 @@
 //! the collector's timer fill every gap first, and no NACK, hence no new
 //! sample, would ever come again.
 //!
-//! With suppression, a NACK whose range has not filled within the leaf's
-//! RTO (SRTT + 4 RTTVAR, capped at the explicit-ACK delay like the wait)
-//! is sent again for what is still missing, at most `MAX_RENACKS` times;
-//! after that the collector's timeout repairs it, as before. A repair
-//! lost on its way (5 % random loss over udp loses one in twenty) would
-//! otherwise cost the collector's RTO, at least twice that delay.
-//!
 //! The leaf's SRTT comes from its own NACKs: the time until the first
-//! piece a NACK asked for arrives. A NACK sent again makes its sample
-//! ambiguous (which of the two was answered?), so it is dropped (Karn's
-//! rule). A sample is dropped if the leaf went longer than
+//! piece a NACK asked for arrives; a range is NACKed once, so the sample
+//! is never ambiguous. A sample is dropped if the leaf went longer than
 //! the explicit-ACK delay without progress meanwhile (it was outside MPI:
 //! the sample would time the application, not the network). Before the
 //! first sample, the explicit-ACK delay (timeout / 4) stands in for it.
@@ -32,21 +24,9 @@ use std::time::{Duration, Instant};
 use crate::rmcast::congestion::RttEstimator;
 use crate::rng::Rng;
 
-/// How many times a NACK is sent again for the same range before the
-/// collector's timeout is left to repair it.
-pub(crate) const MAX_RENACKS: u32 = 2;
-
 struct Waiting {
     range: Range<u64>,
     due: Instant,
-}
-
-/// A NACK sent whose range has not filled yet.
-struct Unanswered {
-    range: Range<u64>,
-    /// When to ask again if the range is still not filled.
-    due: Instant,
-    renacks_left: u32,
 }
 
 pub(crate) struct NackTimer {
@@ -60,8 +40,6 @@ pub(crate) struct NackTimer {
 
 struct Suppression {
     waiting: Option<Waiting>,
-    /// Oldest first; each range lies past the ones before it.
-    unanswered: Vec<Unanswered>,
     /// The first piece of the last NACK sent, and when it was sent.
     outstanding: Option<(u64, Instant)>,
     rtt: RttEstimator,
@@ -78,8 +56,6 @@ struct Suppression {
 pub(crate) enum NackStep {
     Nothing,
     Send(Range<u64>),
-    /// A NACK sent before whose answer is overdue, sent again.
-    SendAgain(Range<u64>),
     /// A waiting NACK became unnecessary.
     Suppressed,
 }
@@ -92,7 +68,6 @@ impl NackTimer {
     pub(crate) fn new(suppress: bool, ack_delay: Duration, ceiling: Duration, seed: u64) -> Self {
         let suppression = suppress.then(|| Suppression {
             waiting: None,
-            unanswered: Vec::new(),
             outstanding: None,
             // The floor only keeps the estimate positive: it never sets a
             // timeout here.
@@ -107,11 +82,6 @@ impl NackTimer {
     /// The bound of the random wait.
     fn wait_bound(suppression: &Suppression) -> Duration {
         (suppression.rtt.srtt().unwrap_or(suppression.rtt.rto()) / 2).min(suppression.longest_wait)
-    }
-
-    /// How long a NACK's answer may take before it is sent again.
-    fn renack_after(suppression: &Suppression) -> Duration {
-        suppression.rtt.rto().min(suppression.longest_wait)
     }
 
     /// Notes that the leaf is making progress at `now`; a NACK's sample
@@ -141,7 +111,6 @@ impl NackTimer {
             return revealed.map_or(NackStep::Nothing, NackStep::Send);
         };
         Self::progress(suppression, now);
-        suppression.unanswered.retain(|unanswered| contiguous < unanswered.range.end);
         if let Some((first, sent_at)) = suppression.outstanding
             && contiguous > first
         {
@@ -172,10 +141,6 @@ impl NackTimer {
             return NackStep::Nothing;
         };
         Self::progress(suppression, now);
-        suppression.unanswered.retain(|unanswered| contiguous < unanswered.range.end);
-        if let Some(range) = Self::renack_due(suppression, contiguous, now) {
-            return NackStep::SendAgain(range);
-        }
         match &suppression.waiting {
             Some(waiting) if now >= waiting.due => {
                 let range = waiting.range.start.max(contiguous)..waiting.range.end;
@@ -184,26 +149,10 @@ impl NackTimer {
                     return NackStep::Suppressed;
                 }
                 suppression.outstanding = Some((range.start, now));
-                let due = now.checked_add(Self::renack_after(suppression)).unwrap_or(now);
-                suppression.unanswered.push(Unanswered { range: range.clone(), due, renacks_left: MAX_RENACKS });
                 NackStep::Send(range)
             }
             _ => NackStep::Nothing,
         }
-    }
-
-    /// The oldest sent NACK whose answer is overdue and that may be sent
-    /// again, trimmed to what is still missing below its end; those out of
-    /// repeats are given up to the collector's timeout.
-    fn renack_due(suppression: &mut Suppression, contiguous: u64, now: Instant) -> Option<Range<u64>> {
-        suppression.unanswered.retain(|unanswered| unanswered.renacks_left > 0 || now < unanswered.due);
-        let retry_after = Self::renack_after(suppression);
-        let unanswered = suppression.unanswered.iter_mut().find(|unanswered| now >= unanswered.due)?;
-        unanswered.renacks_left -= 1;
-        unanswered.due = now.checked_add(retry_after).unwrap_or(now);
-        // Its answer, when it comes, may answer either NACK.
-        suppression.outstanding = None;
-        Some(unanswered.range.start.max(contiguous)..unanswered.range.end)
     }
 
     /// Whether a NACK is waiting.
@@ -267,16 +216,6 @@ mod tests {
         assert_eq!(nack.when_due(100, at + bound), NackStep::Send(100..102), "seed {seed}: not due within {bound:?}");
     }
 
-    /// A leaf with an 8 ms explicit-ACK delay and no sample yet that has
-    /// NACKed pieces 3..10, and when the gap was revealed.
-    fn nack_sent_for_3_to_10(seed: u64) -> (NackTimer, Instant) {
-        let now = Instant::now();
-        let mut nack = NackTimer::new(true, 8 * MS, CEILING, seed);
-        assert_eq!(nack.on_arrival(10, 3, now), NackStep::Nothing);
-        assert_eq!(nack.when_due(3, now + 4 * MS), NackStep::Send(3..10), "seed {seed}");
-        (nack, now)
-    }
-
     /// A NACK whose answer came only after 1 s, as when the leaf sent it
     /// and then left MPI for a second: before, that sample set SRTT to 1 s
     /// and every later NACK waited up to 0.5 s, long enough for the
@@ -285,7 +224,10 @@ mod tests {
     #[test]
     fn a_one_second_sample_taken_outside_progress_is_dropped() {
         for seed in 0..50 {
-            let (mut nack, now) = nack_sent_for_3_to_10(seed);
+            let now = Instant::now();
+            let mut nack = NackTimer::new(true, 8 * MS, CEILING, seed);
+            assert_eq!(nack.on_arrival(10, 3, now), NackStep::Nothing);
+            assert_eq!(nack.when_due(3, now + 4 * MS), NackStep::Send(3..10));
             // No progress for a second, then the answer.
             let later = now + Duration::from_secs(1);
             assert_eq!(nack.on_arrival(3, 11, later), NackStep::Nothing);
@@ -294,53 +236,22 @@ mod tests {
         }
     }
 
-    /// An answer that takes 1 s while the leaf progresses (a congested
-    /// collector): the NACK is sent again `MAX_RENACKS` times, each an
-    /// explicit-ACK delay (the RTO before any sample) after the one
-    /// before, then left to the collector's timeout; the late answer is an
-    /// ambiguous sample, so the next wait still follows the first estimate.
+    /// A 1 s round trip taken while progressing (a congested collector)
+    /// counts, but a wait never exceeds the explicit-ACK delay.
     #[test]
-    fn an_unanswered_nack_is_sent_again_a_bounded_number_of_times() {
-        for seed in 0..50 {
-            let (mut nack, now) = nack_sent_for_3_to_10(seed);
-            let mut sent_again = Vec::new();
-            let mut at = now + 4 * MS;
-            while at < now + Duration::from_secs(1) {
-                at += MS;
-                match nack.when_due(3, at) {
-                    NackStep::Nothing => {}
-                    NackStep::SendAgain(range) => sent_again.push((range, at - now)),
-                    other => panic!("seed {seed}: {other:?} at {:?}", at - now),
-                }
-            }
-            assert_eq!(sent_again, vec![(3..10, 12 * MS), (3..10, 20 * MS)], "seed {seed}");
-            assert_eq!(nack.on_arrival(3, 11, at), NackStep::Nothing);
-            nack_due_by(&mut nack, at, 4 * MS, seed);
-        }
-    }
-
-    /// The repair of a NACK is lost: the leaf asks again about one RTO
-    /// later for what is still missing, and not once the gap has filled.
-    #[test]
-    fn a_nack_whose_repair_is_lost_is_sent_again_after_the_round_trip_timeout() {
+    fn a_long_round_trip_never_makes_a_nack_wait_beyond_the_ack_delay() {
         for seed in 0..50 {
             let now = Instant::now();
             let mut nack = NackTimer::new(true, 8 * MS, CEILING, seed);
-            // A first NACK answered in 2 ms: SRTT 2 ms, RTTVAR 1 ms, RTO 6 ms.
-            assert_eq!(nack.on_arrival(4, 2, now), NackStep::Nothing);
-            assert_eq!(nack.when_due(2, now + 4 * MS), NackStep::Send(2..4));
-            assert_eq!(nack.on_arrival(2, 5, now + 6 * MS), NackStep::Nothing);
-            // Pieces 5..8 lost; their NACK goes out within SRTT / 2.
-            let start = now + 6 * MS;
-            assert_eq!(nack.on_arrival(8, 5, start), NackStep::Nothing);
-            assert_eq!(nack.when_due(5, start + MS), NackStep::Send(5..8), "seed {seed}");
-            // Its repair of piece 5 arrives, 6 and 7 are lost again.
-            assert_eq!(nack.on_arrival(5, 6, start + 3 * MS), NackStep::Nothing);
-            assert_eq!(nack.when_due(6, start + 6 * MS), NackStep::Nothing, "seed {seed}: before the RTO");
-            assert_eq!(nack.when_due(6, start + 7 * MS), NackStep::SendAgain(6..8), "seed {seed}: one RTO after the NACK");
-            // The second repair fills the gap: nothing more.
-            assert_eq!(nack.on_arrival(6, 9, start + 9 * MS), NackStep::Nothing);
-            assert_eq!(nack.when_due(9, start + 100 * MS), NackStep::Nothing, "seed {seed}");
+            assert_eq!(nack.on_arrival(10, 3, now), NackStep::Nothing);
+            assert_eq!(nack.when_due(3, now + 4 * MS), NackStep::Send(3..10));
+            let mut at = now + 4 * MS;
+            while at < now + Duration::from_secs(1) {
+                at += MS;
+                assert_eq!(nack.when_due(3, at), NackStep::Nothing);
+            }
+            assert_eq!(nack.on_arrival(3, 11, at), NackStep::Nothing);
+            nack_due_by(&mut nack, at, 8 * MS, seed);
         }
     }
 }

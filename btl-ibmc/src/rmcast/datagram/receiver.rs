@@ -177,7 +177,6 @@ impl Receiver {
         let seq = header.seq;
         debug_assert!(seq >= self.contiguous && !self.ring.holds(seq) && seq < self.base() + self.window, "piece {seq} not screened");
         self.ring.attach(rings, now);
-        let filled_a_gap = seq == self.contiguous && seq + 1 < self.arrived_below;
         self.arrived_below = self.arrived_below.max(seq + 1);
         let frame = self.ring.store(seq, now, |out| out.extend_from_slice(frame));
         if let Duty::CoRoot { forward_to, .. } = &self.duty {
@@ -188,11 +187,6 @@ impl Receiver {
         }
         while self.ring.holds(self.contiguous) {
             self.contiguous += 1;
-        }
-        if let Duty::Leaf { ack, .. } = &mut self.duty
-            && filled_a_gap
-        {
-            ack.gap_filled(self.contiguous);
         }
         if let Duty::Leaf { nack: Some(nack), .. } = &mut self.duty {
             let step = nack.on_arrival(seq, self.contiguous, now);
@@ -207,11 +201,6 @@ impl Receiver {
             NackStep::Send(range) => {
                 transport.send_reliable(self.ack_to.0, &encode_nack(self.root, self.nonce, range.start, range.end))?;
                 stats.nacks_sent += 1;
-            }
-            NackStep::SendAgain(range) => {
-                transport.send_reliable(self.ack_to.0, &encode_nack(self.root, self.nonce, range.start, range.end))?;
-                stats.nacks_sent += 1;
-                stats.nacks_repeated += 1;
             }
             NackStep::Suppressed => stats.nacks_suppressed += 1,
         }

@@ -354,7 +354,7 @@ fn report_multicast(id: CommId, bcast: &Bcast) {
     if multicast.cwnd > 0 {
         tracing::info!(
             "comm {} rank {}: bcast congestion control: window {} fragment(s) now, retransmission timeout {} us, \
-             {} loss event(s), {} timeout collapse(s), {} acker switch(es), {} NACK(s) suppressed, {} NACK(s) sent again, {} repair(s) multicast",
+             {} loss event(s), {} timeout collapse(s), {} acker switch(es), {} NACK(s) suppressed, {} repair(s) multicast",
             id.cid,
             id.rank,
             multicast.cwnd,
@@ -363,7 +363,6 @@ fn report_multicast(id: CommId, bcast: &Bcast) {
             multicast.timeout_collapses,
             multicast.acker_switches,
             multicast.nacks_suppressed,
-            multicast.nacks_repeated,
             multicast.repairs_multicast
         );
     }
