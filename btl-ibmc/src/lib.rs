@@ -21,6 +21,7 @@ pub mod rmcast;
 pub mod selected;
 pub mod shm;
 pub mod subset;
+pub mod thread_token;
 pub mod transport;
 pub mod udp;
 #[cfg(feature = "verbs")]
@@ -42,6 +43,7 @@ pub use padded::put_word_padded;
 #[cfg(any(test, feature = "fabric"))]
 pub use fabric::{Fabric, FabricConfig, FabricEndpoint};
 pub use selected::SelectedTransport;
+pub use thread_token::thread_token;
 pub use footprint::MemoryFootprint;
 pub use rmcast::{CongestionConfig, CongestionMode, ReliableMulticast, RmcastConfig, RmcastStats};
 pub use cross_memory::{CrossMemory, CrossMemoryRefusal};

@@ -19,17 +19,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::poison::lock;
+use crate::thread_token::thread_token;
 
+/// No thread: `thread_token` is never 0.
 const NOBODY: u64 = 0;
-
-/// A number per thread, never `NOBODY`.
-fn thread_token() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(NOBODY + 1);
-    thread_local! {
-        static TOKEN: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
-    }
-    TOKEN.with(|token| *token)
-}
 
 pub(super) struct RecordTurn {
     turn: Mutex<()>,

@@ -28,15 +28,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 const FREE: u64 = 0;
 const COLLECTIVE_BIT: u64 = 1;
 
-/// A number per thread, never 0, telling a nested call of the thread
-/// that holds a state from another thread's call.
-pub(super) fn thread_token() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    thread_local! {
-        static TOKEN: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
-    }
-    TOKEN.with(|token| *token)
-}
+/// Tells a nested call of the thread that holds a state from another
+/// thread's call.
+pub(super) use btl_ibmc::thread_token;
 
 fn word_of(token: u64, collective: bool) -> u64 {
     debug_assert!(token != 0 && token < 1 << 63);
