@@ -1100,6 +1100,7 @@ COMP_TESTS=(
     "nested-setup-tuned-allgather-1-np3"
     "mismatch-barrier-radix-np4" "mismatch-bcast-window-np4" "mismatch-allreduce-max-bytes-np4"
     "mismatch-transport-np3" "mismatch-udp-port-range-np3" "mismatch-pretend-nodes-np4" "mismatch-autotune-np4" "mismatch-barrier-radix-as-set-np4" "mismatch-hierarchy-queue-pairs-max-np4"
+    "claimed-on-some-ranks-only-np3"
     "panic-allreduce-3-np3" "panic-barrier-1-np2" "panic-bcast-2-np3" "pack-failure-np3"
     "module-size-mismatch-np3" "thread-multiple-np2" "thread-multiple-np3" "thread-multiple-np4"
     "thread-multiple-pretend-nodes-np4" "thread-multiple-udp-np2" "thread-multiple-two-threads-one-comm-np2"
@@ -1708,6 +1709,16 @@ else
     # (autotune on at even ranks only: their windows hold more barriers)
     mismatch_test "mismatch-autotune-np4" 4 coll_rdma_autotune 1 0 \
         "coll_rdma_autotune_calls \(0: coll_rdma_autotune off\) \(8 at rank 0, 0 at rank 1\)" barrier_order -n 2000
+
+    # (a rank that does not select coll rdma for a communicator at all, its
+    #  coll_rdma_priority -1, cannot take part in the setup exchange: the
+    #  others warn at the stall warning and end the job at the fault
+    #  timeout, instead of hanging inside the module underneath in silence)
+    CHECKS=("re:coll:rdma: warning: rank [02] of 3 has waited [0-9.]+ s for every rank of the communicator to join coll rdma's setup exchange"
+        "re:coll:rdma: error: comm 0 rank [02]: .*gave up after .*the job is ended \(MPI_Abort with status 71\)")
+    RUN_WRAPPER=("$ROOT/ci/per-rank-mca.sh" coll_rdma_priority 40 -1)
+    run_test "claimed-on-some-ranks-only-np3" 3 refused --mca coll_rdma_stall_warning 1 --mca coll_rdma_fault_timeout_s 4 \
+        "${V[@]}" -- coll_mix -i 5
 
     # 16. a panic inside coll rdma (injected, testing only) and a bcast root
     #     that cannot pack: the call returns an error on every rank

@@ -130,6 +130,25 @@ impl WaitPolicy {
     }
 }
 
+/// Polls `done` until it reports true, as every wait of this crate does
+/// (spin, yield, warn at the stall warning and its doublings, give up at
+/// the fault timeout), under the process's policy: for waits on something
+/// outside the transports, such as a request of the module underneath.
+/// `rank` of `size` names the waiting rank in its warnings; `describe`
+/// says what it waits for and is only called to explain a stall.
+pub fn wait_until<P, D>(rank: usize, size: usize, mut done: P, describe: D) -> Result<(), TransportError>
+where
+    P: FnMut() -> Result<bool, TransportError>,
+    D: Fn() -> String,
+{
+    let mut waiter = Waiter::for_process();
+    let context = OwnChannel { rank, size };
+    while !done()? {
+        waiter.pause(&context, &describe)?;
+    }
+    Ok(())
+}
+
 /// [`wait_at_least`] for a word of `peer`'s window, read with acquire
 /// ordering where every window is mapped ([`PeerReads`]): for a reader that
 /// polls what a writer publishes in its own window.
@@ -213,5 +232,28 @@ where
             return Ok(value);
         }
         waiter.pause(transport, || describe(value))?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_until_returns_once_the_poll_says_done() {
+        let mut polls = 0;
+        let done = || {
+            polls += 1;
+            Ok(polls == 5000)
+        };
+        assert!(wait_until(0, 2, done, || "the fifth thousand poll".to_string()).is_ok());
+        assert_eq!(polls, 5000);
+    }
+
+    #[test]
+    fn wait_until_passes_on_the_polls_failure() {
+        let failing = || Err(TransportError::Failed("the request failed".to_string()));
+        let failure = wait_until(1, 2, failing, || "nothing".to_string()).unwrap_err();
+        assert!(failure.to_string().contains("the request failed"), "{failure}");
     }
 }

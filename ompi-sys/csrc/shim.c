@@ -120,3 +120,18 @@ void coll_rdma_shim_request_set_null(struct ompi_request_t **request)
 {
     *request = MPI_REQUEST_NULL;
 }
+
+int coll_rdma_shim_request_test(struct ompi_request_t **request)
+{
+    int completed = 0;
+    int rc = ompi_request_test(request, &completed, MPI_STATUS_IGNORE);
+    if (OMPI_SUCCESS != rc) {
+        return rc < 0 ? rc : -rc;
+    }
+    return completed ? 1 : 0;
+}
+
+int coll_rdma_shim_request_free(struct ompi_request_t **request)
+{
+    return ompi_request_free(request);
+}

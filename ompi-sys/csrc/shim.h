@@ -61,6 +61,13 @@ void coll_rdma_shim_request_complete(struct ompi_request_t *request, int error);
 void coll_rdma_shim_request_fini(struct ompi_request_t *request);
 /* *request = MPI_REQUEST_NULL. */
 void coll_rdma_shim_request_set_null(struct ompi_request_t **request);
+/* Whether a request of another module (the module underneath's
+ * non-blocking collective) has completed; progresses once when it has not
+ * (ompi_request_test). 1 completed, 0 not yet; a negative value is the
+ * error Open MPI returned. */
+int coll_rdma_shim_request_test(struct ompi_request_t **request);
+/* Releases a completed request of another module (ompi_request_free). */
+int coll_rdma_shim_request_free(struct ompi_request_t **request);
 
 /* The coll framework's component list (coll_framework.c). Open MPI keeps in
  * it the components the `coll` MCA parameter let through; these let coll

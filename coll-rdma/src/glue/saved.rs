@@ -74,6 +74,8 @@ type AllgatherFn = unsafe extern "C" fn(*const c_void, c_int, Datatype, *mut c_v
 type AllreduceFn = unsafe extern "C" fn(*const c_void, *mut c_void, c_int, Datatype, Op, Comm, Module) -> c_int;
 type BcastFn = unsafe extern "C" fn(*mut c_void, c_int, Datatype, c_int, Comm, Module) -> c_int;
 type ReduceFn = unsafe extern "C" fn(*const c_void, *mut c_void, c_int, Datatype, Op, c_int, Comm, Module) -> c_int;
+type IallgatherFn =
+    unsafe extern "C" fn(*const c_void, c_int, Datatype, *mut c_void, c_int, Datatype, Comm, *mut *mut sys::ompi_request_t, Module) -> c_int;
 
 /// The arguments of an MPI reduction call, passed through unchanged to a
 /// fallback.
@@ -93,6 +95,9 @@ pub struct SavedCollectives {
     allreduce: Saved<AllreduceFn>,
     reduce: Saved<ReduceFn>,
     bcast: Saved<BcastFn>,
+    /// The setup exchange's allgather, where the module underneath has a
+    /// non-blocking one: a wait that warns instead of hanging silently.
+    iallgather: Option<Saved<IallgatherFn>>,
     /// The non-blocking and persistent forms, each optional.
     pub nonblocking: SavedNonblocking,
 }
@@ -124,6 +129,7 @@ impl SavedCollectives {
             allreduce: Saved::take(table.coll_allreduce, table.coll_allreduce_module)?,
             reduce: Saved::take(table.coll_reduce, table.coll_reduce_module)?,
             bcast: Saved::take(table.coll_bcast, table.coll_bcast_module)?,
+            iallgather: Saved::take(table.coll_iallgather, table.coll_iallgather_module),
             // SAFETY: guaranteed by the caller.
             nonblocking: unsafe { SavedNonblocking::take_from(comm) },
         })
@@ -216,7 +222,8 @@ pub struct SavedAllgather<'a> {
 impl Exchange for SavedAllgather<'_> {
     fn allgather(&self, mine: &[u8], all: &mut [u8]) -> Result<(), TransportError> {
         // SAFETY: comm is the live communicator of the current call.
-        let size = unsafe { sys::coll_rdma_shim_comm_size(self.comm) } as usize;
+        let (rank, size) = unsafe { (sys::coll_rdma_shim_comm_rank(self.comm), sys::coll_rdma_shim_comm_size(self.comm)) };
+        let (rank, size) = (rank as usize, size as usize);
         if all.len() != mine.len() * size || mine.len() > c_int::MAX as usize {
             return Err(TransportError::Failed(format!(
                 "allgather of {} bytes into {} for {size} ranks",
@@ -224,6 +231,74 @@ impl Exchange for SavedAllgather<'_> {
                 all.len()
             )));
         }
+        match &self.saved.iallgather {
+            Some(iallgather) => self.allgather_watched(iallgather, mine, all, rank),
+            None => self.allgather_blocking(mine, all),
+        }
+    }
+}
+
+impl SavedAllgather<'_> {
+    /// The exchange through the module underneath's non-blocking
+    /// allgather, waited for like any wait of ours. A rank that never joins
+    /// (coll rdma not selected for this communicator on every rank, e.g.
+    /// `coll_rdma_priority` or `--mca coll` set per rank) would otherwise
+    /// hang the job inside the module underneath without a word.
+    fn allgather_watched(&self, iallgather: &Saved<IallgatherFn>, mine: &[u8], all: &mut [u8], rank: usize) -> Result<(), TransportError> {
+        let size = all.len() / mine.len().max(1);
+        // Buffers of our own: if the wait gives up, the request may still
+        // write into them, so they are then left allocated.
+        let send = mine.to_vec();
+        let mut gathered = vec![0u8; all.len()];
+        let mut request: *mut sys::ompi_request_t = std::ptr::null_mut();
+        // SAFETY: MPI_BYTE is a predefined datatype; both buffers are ours
+        // and outlive the request (kept below until it completes);
+        // function and module belong together.
+        let rc = unsafe {
+            let byte = sys::coll_rdma_shim_mpi_byte() as Datatype;
+            (iallgather.function)(
+                send.as_ptr() as *const c_void,
+                send.len() as c_int,
+                byte,
+                gathered.as_mut_ptr() as *mut c_void,
+                send.len() as c_int,
+                byte,
+                self.comm,
+                &mut request,
+                iallgather.module,
+            )
+        };
+        if rc != sys::OMPI_SUCCESS as c_int {
+            return Err(TransportError::Failed(format!("saved iallgather returned {rc}")));
+        }
+        let test = || {
+            // SAFETY: the request the iallgather above returned, not yet
+            // freed.
+            match unsafe { sys::coll_rdma_shim_request_test(&mut request) } {
+                1 => Ok(true),
+                0 => Ok(false),
+                rc => Err(TransportError::Failed(format!("testing the setup exchange returned {rc}"))),
+            }
+        };
+        let waited = btl_ibmc::wait::wait_until(rank, size, test, || {
+            "every rank of the communicator to join coll rdma's setup exchange (a rank that does not select \
+             coll rdma for it, e.g. with coll_rdma_priority or --mca coll set differently per rank, never joins)"
+                .to_string()
+        });
+        if let Err(failure) = waited {
+            std::mem::forget(send);
+            std::mem::forget(gathered);
+            // SAFETY: comm is the live communicator of the current call.
+            unsafe { end_job_for_abandoned_setup(self.comm, rank, &failure) };
+            return Err(failure);
+        }
+        // SAFETY: the request completed above; freed once.
+        unsafe { sys::coll_rdma_shim_request_free(&mut request) };
+        all.copy_from_slice(&gathered);
+        Ok(())
+    }
+
+    fn allgather_blocking(&self, mine: &[u8], all: &mut [u8]) -> Result<(), TransportError> {
         let allgather = &self.saved.allgather;
         // SAFETY: MPI_BYTE is a predefined datatype; buffers are valid for
         // the byte counts given; function and module belong together.
@@ -246,4 +321,25 @@ impl Exchange for SavedAllgather<'_> {
             Err(TransportError::Failed(format!("saved allgather returned {rc}")))
         }
     }
+}
+
+/// The status a job ends with when a setup exchange was abandoned.
+const ABANDONED_SETUP_STATUS: c_int = 71;
+
+/// Ends the job after a setup exchange was given up: the exchange is still
+/// posted in the module underneath, and the ranks that did finish it have
+/// set coll rdma up while this one has not, so no later collective on the
+/// communicator could match; a message beats a hang.
+///
+/// # Safety
+/// `comm` must be the live communicator of the current call.
+unsafe fn end_job_for_abandoned_setup(comm: Comm, rank: usize, failure: &TransportError) {
+    // SAFETY: guaranteed by the caller.
+    let cid = unsafe { sys::coll_rdma_shim_comm_cid(comm) };
+    tracing::error!(
+        "comm {cid} rank {rank}: {failure}; the ranks can no longer agree on how this communicator's collectives \
+         run, so the job is ended (MPI_Abort with status {ABANDONED_SETUP_STATUS})"
+    );
+    // SAFETY: MPI_Abort may be called from any thread that may call MPI.
+    unsafe { sys::MPI_Abort(comm, ABANDONED_SETUP_STATUS) };
 }
