@@ -56,6 +56,6 @@ pub use verbs::{VerbsConfig, VerbsSetupError, VerbsTransport};
 pub use hybrid::HybridTransport;
 pub use transport::{Datagrams, Endpoint, Exchange, MulticastKind, PeerReads, ReliableChannel, Sleep, Transport, TransportError, Windows};
 pub use wait::{
-    DEFAULT_FAULT_TIMEOUT, NoSideProgress, KERNEL_DEFAULT_SPIN_POLLS, PROCESS_DEFAULT_SPIN_POLLS, SideProgress, WaitPolicy, Waits, set_process_wait_policy, stalled_waits,
+    NoSideProgress, KERNEL_DEFAULT_SPIN_POLLS, PROCESS_DEFAULT_SPIN_POLLS, SideProgress, WaitPolicy, Waits, set_process_wait_policy, stalled_waits,
     wait_at_least, wait_for_any_peer_at_least, wait_for_peer_at_least,
 };

@@ -17,10 +17,6 @@ pub use side_progress::{NoSideProgress, SideProgress, Waits};
 pub use stalls::stalled_waits;
 pub(crate) use waiter::{OwnChannel, Waiter};
 
-/// A wait's silence after which the job is reported hung, unless the
-/// user sets another (`coll_rdma_fault_timeout_s`): long enough for any
-/// straggler a healthy job has, short enough that a dead job ends.
-pub const DEFAULT_FAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Polls a wait without a communicator's policy spins before yielding when
 /// `coll_rdma_spin_polls` is automatic: such a wait (room in a ring or a
@@ -45,7 +41,11 @@ pub const KERNEL_DEFAULT_SPIN_POLLS: u32 = 0;
 static PROCESS_SPIN_POLLS: AtomicU32 = AtomicU32::new(PROCESS_DEFAULT_SPIN_POLLS);
 static PROCESS_KERNEL_SPIN_POLLS: AtomicU32 = AtomicU32::new(KERNEL_DEFAULT_SPIN_POLLS);
 static PROCESS_STALL_WARNING_MS: AtomicU64 = AtomicU64::new(10_000);
-static PROCESS_FAULT_TIMEOUT_MS: AtomicU64 = AtomicU64::new(DEFAULT_FAULT_TIMEOUT.as_millis() as u64);
+// No fault timeout unless the user sets one (`coll_rdma_fault_timeout_s`):
+// a healthy job may keep ranks waiting for minutes (rank 0 reading the
+// input before a bcast, a checkpoint before a barrier), and stock Open MPI
+// waits for them; the stall warnings say meanwhile what is awaited.
+static PROCESS_FAULT_TIMEOUT_MS: AtomicU64 = AtomicU64::new(u64::MAX);
 
 /// Sets the policy of the waits that take no [`WaitPolicy`] of their own;
 /// a `stall_warning` of `Duration::MAX` never warns.
@@ -96,7 +96,7 @@ impl Default for WaitPolicy {
             spin_polls: 2000,
             kernel_spin_polls: KERNEL_DEFAULT_SPIN_POLLS,
             stall_warning: Duration::from_secs(10),
-            fault_timeout: Some(DEFAULT_FAULT_TIMEOUT),
+            fault_timeout: None,
         }
     }
 }

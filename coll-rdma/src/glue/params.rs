@@ -441,7 +441,7 @@ mod tests {
         );
         assert_eq!((settings.barrier_radix, settings.spin_polls), (None, None));
         assert_eq!(settings.stall_warning, Duration::from_secs(10));
-        assert_eq!(settings.fault_timeout, Some(btl_ibmc::DEFAULT_FAULT_TIMEOUT));
+        assert_eq!(settings.fault_timeout, None);
         assert_eq!(settings.model, BarrierModel::SHARED_MEMORY);
         assert_eq!(settings.autotune_calls, None);
         assert_eq!(settings.reduction_model, AllreduceModel::SHARED_MEMORY);
@@ -612,7 +612,7 @@ mod tests {
         assert_eq!(settings.barrier_radix, None);
         assert_eq!(settings.allreduce.exchange_max_bytes, None);
         assert_eq!(settings.bcast.window_slots, 1);
-        assert_eq!(settings.fault_timeout, Some(btl_ibmc::DEFAULT_FAULT_TIMEOUT));
+        assert_eq!(settings.fault_timeout, None);
         assert_eq!(settings.reduction_model.transfer_ns_per_byte, AllreduceModel::SHARED_MEMORY.transfer_ns_per_byte);
         assert_eq!(settings.test_faults.setup_pause, None);
         assert_eq!(settings.transport, TransportChoice::Auto);

@@ -150,8 +150,8 @@ parameters! {
         c"Polls before a waiting rank starts yielding its core, in every wait (a flag, a multicast piece, room in a ring or send queue): -1 chooses (spin when the node has a core per rank, yield at once when oversubscribed; waits for room spin 1000); 0 or more fixes it";
     StallWarning: c"stall_warning", int(10, Rule::AtLeast { min: 0, requirement: "seconds >= 0" }), TUNER, Everyone,
         c"Seconds a rank may wait inside a coll rdma collective before it warns that a peer seems stuck (repeated at every doubling); 0 never warns";
-    FaultTimeoutS: c"fault_timeout_s", int(btl_ibmc::DEFAULT_FAULT_TIMEOUT.as_secs() as i32, Rule::AtLeast { min: 0, requirement: "seconds >= 0, 0 = never" }), TUNER, Everyone,
-        c"Seconds a rank may wait inside a coll rdma collective without progress before the collective fails with MPI_ERR_OTHER, reporting the job as hung with what it waited for; a failed link or peer fails it at once; 0 waits for ever";
+    FaultTimeoutS: c"fault_timeout_s", int(0, Rule::AtLeast { min: 0, requirement: "seconds >= 0, 0 = never" }), TUNER, Everyone,
+        c"Seconds a rank may wait inside a coll rdma collective without progress before the collective fails with MPI_ERR_OTHER, reporting the job as hung with what it waited for; 0 (the default) waits as long as the peers take, as stock Open MPI does, warning at coll_rdma_stall_warning; a failed link or peer fails it at once";
     ModelLatencyNs: c"model_latency_ns", int(BarrierModel::SHARED_MEMORY.latency_ns as i32, Rule::AtLeast { min: 1, requirement: "must be > 0" }), TUNER, Everyone,
         c"Barrier radix model: nanoseconds for one flag write to become visible at its target (must be > 0)";
     ModelPutGapNs: c"model_put_gap_ns", int(BarrierModel::SHARED_MEMORY.put_gap_ns as i32, AT_LEAST_ZERO), TUNER, Everyone,
