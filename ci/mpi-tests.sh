@@ -1793,7 +1793,12 @@ else
             skip "mpi4py-collectives-np$np" "needs Debian's python3-mpi4py (for /usr/bin/python3) and jq: ci/setup.sh installs both"
             continue
         fi
-        [ "$LIST" = 1 ] || install -m 0755 "$ROOT/tests/python/mpi4py_collectives.py" "$BIN/mpi4py_collectives.py"
+        # into build/tests/ beside the other programs; by a rename, since
+        # instances of ci/mpi-tests-jobs.sh may be running it meanwhile
+        if [ "$LIST" = 0 ] && ! cmp -s "$ROOT/tests/python/mpi4py_collectives.py" "$BIN/mpi4py_collectives.py"; then
+            install -m 0755 "$ROOT/tests/python/mpi4py_collectives.py" "$BIN/.mpi4py_collectives.py.$$"
+            mv -f "$BIN/.mpi4py_collectives.py.$$" "$BIN/mpi4py_collectives.py"
+        fi
         MPI4PY_SPLITS=$(( np >= 3 ? np + 2 : np ))
         CHECKS=("grep:coll:rdma: serving MPI_THREAD_MULTIPLE" "nowarn:coll:rdma:.*(warning|error)"
             "events-file:[.[] | select(.event == \"comm_freed\")] as \$freed
