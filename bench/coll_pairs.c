@@ -563,27 +563,38 @@ static void run_lanes(struct lane *lanes, int nlanes, const struct step *step)
  * job's sample (or an earlier one) can never pass for an answer or a stop. */
 static uint64_t ping_value(uint32_t turn, uint64_t i) { return ((uint64_t)turn << 32) | (i & 0xffffffffu); }
 
+/* Testing only (--self-test): rank 1 pauses this long after each answer,
+ * as a descheduled rank would; 0 in every measurement. */
+static unsigned pong_pause_us;
+
 /* Rank 0's side of the ping-pong: round trip in us. */
 static double ping(long max_rt, uint32_t turn)
 {
     long done = 0;
-    double t0 = now(), el = 0.0;
+    double t0 = monotonic_s(), el = 0.0;
     while (done < max_rt) {
         uint64_t v = ping_value(turn, (uint64_t)done + 1);
         atomic_store_explicit(&ctl->ping, v, memory_order_release);
         while (atomic_load_explicit(&ctl->pong, memory_order_acquire) != v) {
         }
         done++;
-        if ((done & 63) == 0 && (el = now() - t0) > 5e-3) break;
+        if ((done & 63) == 0 && (el = monotonic_s() - t0) > 5e-3) break;
     }
-    el = now() - t0;
-    atomic_store_explicit(&ctl->ping, PING_STOP | ping_value(turn, 0), memory_order_release);
+    el = monotonic_s() - t0;
+    /* The stop is answered too: in the last round the next floor follows at
+     * once, and its first ping must not overwrite this stop before rank 1
+     * has read it (rank 1 would wait for this turn's stop forever). */
+    uint64_t stop = PING_STOP | ping_value(turn, 0);
+    atomic_store_explicit(&ctl->ping, stop, memory_order_release);
+    while (atomic_load_explicit(&ctl->pong, memory_order_acquire) != stop) {
+    }
     return el / (double)done * 1e6;
 }
 
-/* Rank 1's side: echoes every value of this turn until the turn's stop
- * marker; values of other turns are not answered, so a value rank 0 writes
- * before rank 1 arrives is still answered and a stale one is not. */
+/* Rank 1's side: echoes every value of this turn, up to and including the
+ * turn's stop marker; values of other turns are not answered, so a value
+ * rank 0 writes before rank 1 arrives is still answered and a stale one is
+ * not. */
 static void pong(uint32_t turn)
 {
     uint64_t last = 0;
@@ -591,9 +602,47 @@ static void pong(uint32_t turn)
         uint64_t v = atomic_load_explicit(&ctl->ping, memory_order_acquire);
         if (v == last || (uint32_t)((v & ~PING_STOP) >> 32) != turn) continue;
         last = v;
-        if (v & PING_STOP) return;
         atomic_store_explicit(&ctl->pong, v, memory_order_release);
+        if (v & PING_STOP) return;
+        if (pong_pause_us) usleep(pong_pause_us);
     }
+}
+
+static void *ping_turns(void *turns)
+{
+    for (uint32_t t = 1; t <= *(uint32_t *)turns; t++) ping(3, t);
+    return NULL;
+}
+
+static void *pong_turns(void *turns)
+{
+    for (uint32_t t = 1; t <= *(uint32_t *)turns; t++) pong(t);
+    return NULL;
+}
+
+/* Floors of consecutive turns back to back (the last round's floors: no MPI
+ * call between them) with rank 1 pausing after each answer, as a descheduled
+ * rank 1 does on a busy machine: every turn must end on both sides within
+ * 10 s. 0 if so. */
+static int floor_self_test(void)
+{
+    static struct control page;
+    static uint32_t turns = 4;
+    ctl = &page;
+    pong_pause_us = 2000;
+    pthread_t pinger, ponger;
+    if (pthread_create(&pinger, NULL, ping_turns, &turns) || pthread_create(&ponger, NULL, pong_turns, &turns)) {
+        fprintf(stderr, "cannot start the floor self-test's threads\n");
+        return 1;
+    }
+    struct timespec limit;
+    clock_gettime(CLOCK_REALTIME, &limit);
+    limit.tv_sec += 10;
+    int bad = pthread_timedjoin_np(pinger, NULL, &limit) != 0 || pthread_timedjoin_np(ponger, NULL, &limit) != 0;
+    if (bad) fprintf(stderr, "the floor's ping-pong did not end within 10 s: rank 1 missed a turn's stop\n");
+    printf("coll_pairs self-test: %s\n", bad ? "FAILED" : "passed (floors back to back, rank 1 descheduled)");
+    /* a failed run leaves its threads spinning on page: the caller exits */
+    return bad;
 }
 
 /* us per memcpy of bytes, repeated for at least 1 ms. */
@@ -629,7 +678,7 @@ static void usage_exit(const char *msg)
 int main(int argc, char **argv)
 {
     /* no MPI: checks the arithmetic of the span figures (make check) */
-    if (argc == 2 && strcmp(argv[1], "--self-test") == 0) return span_self_test() | sizes_self_test();
+    if (argc == 2 && strcmp(argv[1], "--self-test") == 0) return span_self_test() | sizes_self_test() | floor_self_test();
     /* -H (read here, before MPI is initialised; checked with the other
      * options) */
     int nlanes = 1;
