@@ -12,9 +12,9 @@
  * measures, give stock and coll rdma samples a few milliseconds apart, on the
  * same cores, each job with an untouched stack. ci/bench.sh starts them.
  *
- *   coll_pairs -J JOB -K NJOBS -C CONTROL_FILE [-c COLL] [-m MIN[:MAX]] [-f FACTOR]
- *              [-P ROUNDS] [-t SAMPLE_MS] [-i MAX_ITERS] [-n MIN_ITERS] [-p PINGPONG_MAX]
- *              [-r ROOT] [-T WAIT_S] [-S slowest|span|batch]
+ *   coll_pairs -J JOB -K NJOBS -C CONTROL_FILE [-c COLL] [-m MIN[:MAX]|SIZE,SIZE...]
+ *              [-f FACTOR] [-P ROUNDS] [-t SAMPLE_MS] [-i MAX_ITERS] [-n MIN_ITERS]
+ *              [-p PINGPONG_MAX] [-r ROOT] [-T WAIT_S] [-S slowest|span|batch] [-H THREADS]
  *     -J/-K   this job's index among NJOBS jobs (2 or more) running together
  *             (each waits until all have started);
  *             the jobs take turns measuring the floor (two rounds each)
@@ -22,7 +22,8 @@
  *             job creates it); its first word says whose turn it is
  *     -c      barrier, allreduce (default), reduce, bcast or ibarrier (MPI_Ibarrier
  *             posted, then MPI_Wait)
- *     -m/-f   sizes in bytes MIN..MAX, each FACTOR (default 4) times the last
+ *     -m/-f   sizes in bytes MIN..MAX, each FACTOR (default 4) times the last;
+ *             or a comma-separated list of sizes, measured in that order
  *     -P      rounds (default 21): a round visits every size in turn, from the
  *             smallest, and gives each one floor sample then one sample of
  *             every job, in job order in even rounds and in reverse order in
@@ -40,6 +41,10 @@
  *     -T      give up (MPI_Abort) after waiting this many seconds for a turn
  *             (default 120): the other job died or never started
  *     -S      the sample's figure: slowest (default), span, evened or batch (see below)
+ *     -H      THREADS (default 1) threads in every rank, each with its own
+ *             duplicate of MPI_COMM_WORLD, running the same collective at
+ *             the same time (2 or more initialise at MPI_THREAD_MULTIPLE;
+ *             -S slowest only): see "Threads" below
  *
  * Each sample: a barrier, then calls timed one by one with an (untimed)
  * barrier after each; the sample's figure is, with -S slowest (the default),
@@ -86,6 +91,17 @@
  * MPI_THREAD_MULTIPLE (one thread still makes every call), to price that
  * level against a job at the default level.
  *
+ * Threads (-H THREADS, 2 or more): every warm-up, check and sample runs in
+ * THREADS threads at once per rank, thread i on its own duplicate of
+ * MPI_COMM_WORLD (MPI allows collectives on different communicators at the
+ * same time, never two on one). The warm-up runs in every thread together,
+ * and every thread then makes as many calls per sample as the fewest any
+ * thread of any rank asked for, so that the threads' samples overlap from
+ * start to end. A sample's figure is the slowest thread's (of any rank)
+ * mean time per call; each thread's result is checked. The floor, the turns
+ * and the figure's reduction stay with the main thread on MPI_COMM_WORLD,
+ * outside the threads' timed calls.
+ *
  * Output of rank 0 of each job, one line each ('#' lines are comments):
  *   sample JOB COLL SIZE ROUND US ITERS
  *   floor  SIZE K PINGPONG_RT_US MEMCPY_US      (K = 0..ROUNDS: floor K of a
@@ -98,6 +114,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -185,34 +202,39 @@ static void pass_turn(uint32_t t)
     syscall(SYS_futex, &ctl->turn, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-static void run_once(enum coll c, void *sbuf, void *rbuf, size_t bytes, int root)
+static void run_on(MPI_Comm comm, enum coll c, void *sbuf, void *rbuf, size_t bytes, int root)
 {
     int count = (int)(bytes / sizeof(float));
     if (count < 1) count = 1;
     switch (c) {
-    case C_BARRIER: MPI_Barrier(MPI_COMM_WORLD); break;
-    case C_ALLREDUCE: MPI_Allreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
-    case C_REDUCE: MPI_Reduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD); break;
+    case C_BARRIER: MPI_Barrier(comm); break;
+    case C_ALLREDUCE: MPI_Allreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, comm); break;
+    case C_REDUCE: MPI_Reduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, root, comm); break;
     case C_IBARRIER: {
         MPI_Request request;
-        MPI_Ibarrier(MPI_COMM_WORLD, &request);
+        MPI_Ibarrier(comm, &request);
         MPI_Wait(&request, MPI_STATUS_IGNORE);
         break;
     }
-    default: MPI_Bcast(sbuf, (int)(bytes ? bytes : 1), MPI_BYTE, root, MPI_COMM_WORLD); break;
+    default: MPI_Bcast(sbuf, (int)(bytes ? bytes : 1), MPI_BYTE, root, comm); break;
     }
 }
 
-/* Seconds per call on this rank over n calls, each followed by a barrier. */
-static double timed_calls(enum coll c, void *sbuf, void *rbuf, size_t bytes, int root, long n)
+static void run_once(enum coll c, void *sbuf, void *rbuf, size_t bytes, int root)
 {
-    MPI_Barrier(MPI_COMM_WORLD);
+    run_on(MPI_COMM_WORLD, c, sbuf, rbuf, bytes, root);
+}
+
+/* Seconds per call on this rank over n calls on comm, each followed by a barrier. */
+static double timed_calls(MPI_Comm comm, enum coll c, void *sbuf, void *rbuf, size_t bytes, int root, long n)
+{
+    MPI_Barrier(comm);
     double total = 0.0;
     for (long i = 0; i < n; i++) {
         double t0 = now();
-        run_once(c, sbuf, rbuf, bytes, root);
+        run_on(comm, c, sbuf, rbuf, bytes, root);
         total += now() - t0;
-        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Barrier(comm);
     }
     return total / (double)n;
 }
@@ -297,6 +319,80 @@ static double span_figure(const double *entries, const double *exits, int nr, lo
     return figure;
 }
 
+enum { MAX_SIZES = 72 };
+
+/* The sizes of -m: MIN[:MAX], each FACTOR times the last (0 is followed by
+ * 1), or SIZE,SIZE... in the order given. Returns how many (at most max), or
+ * -1 with *why saying what is wrong with spec. */
+static int parse_sizes(const char *spec, size_t factor, size_t *out, int max, const char **why)
+{
+    char *end;
+    int n = 0;
+    if (strchr(spec, ',')) {
+        for (const char *p = spec;; p = end + 1) {
+            if (*p < '0' || *p > '9') { *why = "-m SIZE,SIZE...: every size must be a number of bytes"; return -1; }
+            size_t size = strtoul(p, &end, 0);
+            if (*end != ',' && *end != '\0') { *why = "-m SIZE,SIZE...: every size must be a number of bytes"; return -1; }
+            if (n == max) { *why = "too many sizes for -m"; return -1; }
+            out[n++] = size;
+            if (*end == '\0') return n;
+        }
+    }
+    if (*spec < '0' || *spec > '9') { *why = "-m takes MIN[:MAX] or SIZE,SIZE... (bytes)"; return -1; }
+    size_t min_size = strtoul(spec, &end, 0), max_size = min_size;
+    if (*end == ':') {
+        const char *p = end + 1;
+        if (*p < '0' || *p > '9') { *why = "-m takes MIN[:MAX] or SIZE,SIZE... (bytes)"; return -1; }
+        max_size = strtoul(p, &end, 0);
+    }
+    if (*end != '\0') { *why = "-m takes MIN[:MAX] or SIZE,SIZE... (bytes)"; return -1; }
+    if (max_size < min_size) { *why = "-m MIN:MAX with MAX < MIN"; return -1; }
+    for (size_t size = min_size;; size = size ? size * factor : 1) {
+        if (n == max) { *why = "too many sizes for -m and -f"; return -1; }
+        out[n++] = size;
+        if (size >= max_size || (size ? size * factor : 1) > max_size) break;
+    }
+    return n;
+}
+
+/* parse_sizes on specs whose sizes are written out by hand; 0 if all match. */
+static int sizes_self_test(void)
+{
+    static const struct { const char *spec; size_t factor; int n; size_t want[6]; } cases[] = {
+        {"4:1024", 4, 5, {4, 16, 64, 256, 1024}},
+        {"0:8", 2, 5, {0, 1, 2, 4, 8}},
+        {"4:100", 4, 3, {4, 16, 64}},
+        {"8", 4, 1, {8}},
+        {"4,4096,65536,1048576", 4, 4, {4, 4096, 65536, 1048576}},
+        {"64,8", 4, 2, {64, 8}},
+        {"16:8", 4, -1, {0}},
+        {"8,,16", 4, -1, {0}},
+        {"8,x", 4, -1, {0}},
+        {"8:", 4, -1, {0}},
+        {"8k", 4, -1, {0}},
+        {"", 4, -1, {0}},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t got[MAX_SIZES];
+        const char *why = NULL;
+        int n = parse_sizes(cases[i].spec, cases[i].factor, got, MAX_SIZES, &why);
+        int same = n == cases[i].n && (n >= 0 || why != NULL);
+        for (int k = 0; same && k < n; k++) same = got[k] == cases[i].want[k];
+        if (!same) {
+            fprintf(stderr, "sizes of -m '%s' -f %zu: got %d size(s)", cases[i].spec, cases[i].factor, n);
+            for (int k = 0; k < n; k++) fprintf(stderr, " %zu", got[k]);
+            fprintf(stderr, ", want %d\n", cases[i].n);
+            bad = 1;
+        }
+    }
+    size_t got[3];
+    const char *why = NULL;
+    if (parse_sizes("1:1048576", 2, got, 3, &why) != -1) { fprintf(stderr, "21 sizes fitted in room for 3\n"); bad = 1; }
+    printf("coll_pairs self-test: %s\n", bad ? "FAILED" : "passed (sizes of -m)");
+    return bad;
+}
+
 /* 0 if got is want (to rounding), else says which case missed and returns 1 */
 static int off_by(const char *what, double got, double want)
 {
@@ -364,17 +460,17 @@ static double spanned_calls(enum coll c, void *sbuf, void *rbuf, size_t bytes, i
 /* Warm-up: batches of doubling length until one takes a quarter of the
  * target; returns the number of calls for a sample of the target length
  * (the same on every rank: it comes from an allreduce). */
-static long calibrate(enum coll c, void *sbuf, void *rbuf, size_t bytes, int root,
+static long calibrate(MPI_Comm comm, enum coll c, void *sbuf, void *rbuf, size_t bytes, int root,
                       double target_s, long min_iters, long max_iters)
 {
     for (long b = 1;; b *= 2) {
         double t0 = now();
         for (long i = 0; i < b; i++) {
-            run_once(c, sbuf, rbuf, bytes, root);
-            MPI_Barrier(MPI_COMM_WORLD);
+            run_on(comm, c, sbuf, rbuf, bytes, root);
+            MPI_Barrier(comm);
         }
         double el = now() - t0, slowest = 0.0;
-        MPI_Allreduce(&el, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        MPI_Allreduce(&el, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm);
         if (slowest >= target_s / 4 || b >= max_iters) {
             double per = slowest / (double)b;
             long n = per > 0 ? (long)(target_s / per) : max_iters;
@@ -383,8 +479,8 @@ static long calibrate(enum coll c, void *sbuf, void *rbuf, size_t bytes, int roo
     }
 }
 
-/* One call on known data, its result checked on every rank; 1 if wrong. */
-static int check(enum coll c, unsigned char *sbuf, unsigned char *rbuf, size_t bytes, int root)
+/* One call on known data on comm, its result checked on every rank; 1 if wrong. */
+static int check(MPI_Comm comm, enum coll c, unsigned char *sbuf, unsigned char *rbuf, size_t bytes, int root)
 {
     int bad = 0, any = 0;
     if (c == C_ALLREDUCE || c == C_REDUCE) {
@@ -392,19 +488,72 @@ static int check(enum coll c, unsigned char *sbuf, unsigned char *rbuf, size_t b
         if (count < 1) count = 1;
         float *sf = (float *)sbuf, *rf = (float *)rbuf;
         for (int j = 0; j < count; j++) { sf[j] = 1.0f; rf[j] = -1.0f; }
-        run_once(c, sbuf, rbuf, bytes, root);
+        run_on(comm, c, sbuf, rbuf, bytes, root);
         if (c == C_ALLREDUCE || rank == root)
             for (int j = 0; j < count; j++)
                 if (rf[j] != (float)nranks) { bad = 1; break; }
     } else if (c == C_BCAST && bytes > 0) {
         for (size_t j = 0; j < bytes; j++)
             sbuf[j] = rank == root ? (unsigned char)(j * 7 + bytes + (j >> 9)) : (unsigned char)~j;
-        run_once(c, sbuf, rbuf, bytes, root);
+        run_on(comm, c, sbuf, rbuf, bytes, root);
         for (size_t j = 0; j < bytes; j++)
             if (sbuf[j] != (unsigned char)(j * 7 + bytes + (j >> 9))) { bad = 1; break; }
     }
-    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm);
     return any;
+}
+
+/* One thread's share of every step (-H): its communicator (MPI_COMM_WORLD
+ * when there is one thread), its buffers and what its last step gave. */
+struct lane {
+    MPI_Comm comm;
+    unsigned char *sbuf, *rbuf;
+    const struct step *step;
+    long calls;     /* WARM_UP: calls for a sample of the target length */
+    int wrong;      /* CHECK: the result was wrong on some rank */
+    double seconds; /* SAMPLE: this rank's mean time per call */
+};
+
+/* What every lane does at once: warm up (and count the calls a sample
+ * needs), check one result, or time a sample of calls. */
+struct step {
+    enum { WARM_UP, CHECK, SAMPLE } kind;
+    enum coll c;
+    size_t size, alloc;
+    int root;
+    double target_s;
+    long min_iters, max_iters, calls;
+};
+
+static void *lane_run(void *arg)
+{
+    struct lane *l = arg;
+    const struct step *st = l->step;
+    switch (st->kind) {
+    case WARM_UP:
+        l->calls = calibrate(l->comm, st->c, l->sbuf, l->rbuf, st->size, st->root, st->target_s, st->min_iters, st->max_iters);
+        break;
+    case CHECK:
+        l->wrong = check(l->comm, st->c, l->sbuf, l->rbuf, st->size, st->root);
+        memset(l->sbuf, 1, st->alloc);
+        break;
+    case SAMPLE:
+        l->seconds = timed_calls(l->comm, st->c, l->sbuf, l->rbuf, st->size, st->root, st->calls);
+        break;
+    }
+    return NULL;
+}
+
+/* Runs step in every lane at once: lane 0 in this thread, the others in
+ * threads of their own, joined before returning. */
+static void run_lanes(struct lane *lanes, int nlanes, const struct step *step)
+{
+    pthread_t threads[nlanes];
+    for (int i = 0; i < nlanes; i++) lanes[i].step = step;
+    for (int i = 1; i < nlanes; i++)
+        if (pthread_create(&threads[i], NULL, lane_run, &lanes[i]) != 0) fail("cannot start a thread");
+    lane_run(&lanes[0]);
+    for (int i = 1; i < nlanes; i++) pthread_join(threads[i], NULL);
 }
 
 #define PING_STOP (1ull << 63)
@@ -414,27 +563,38 @@ static int check(enum coll c, unsigned char *sbuf, unsigned char *rbuf, size_t b
  * job's sample (or an earlier one) can never pass for an answer or a stop. */
 static uint64_t ping_value(uint32_t turn, uint64_t i) { return ((uint64_t)turn << 32) | (i & 0xffffffffu); }
 
+/* Testing only (--self-test): rank 1 pauses this long after each answer,
+ * as a descheduled rank would; 0 in every measurement. */
+static unsigned pong_pause_us;
+
 /* Rank 0's side of the ping-pong: round trip in us. */
 static double ping(long max_rt, uint32_t turn)
 {
     long done = 0;
-    double t0 = now(), el = 0.0;
+    double t0 = monotonic_s(), el = 0.0;
     while (done < max_rt) {
         uint64_t v = ping_value(turn, (uint64_t)done + 1);
         atomic_store_explicit(&ctl->ping, v, memory_order_release);
         while (atomic_load_explicit(&ctl->pong, memory_order_acquire) != v) {
         }
         done++;
-        if ((done & 63) == 0 && (el = now() - t0) > 5e-3) break;
+        if ((done & 63) == 0 && (el = monotonic_s() - t0) > 5e-3) break;
     }
-    el = now() - t0;
-    atomic_store_explicit(&ctl->ping, PING_STOP | ping_value(turn, 0), memory_order_release);
+    el = monotonic_s() - t0;
+    /* The stop is answered too: in the last round the next floor follows at
+     * once, and its first ping must not overwrite this stop before rank 1
+     * has read it (rank 1 would wait for this turn's stop forever). */
+    uint64_t stop = PING_STOP | ping_value(turn, 0);
+    atomic_store_explicit(&ctl->ping, stop, memory_order_release);
+    while (atomic_load_explicit(&ctl->pong, memory_order_acquire) != stop) {
+    }
     return el / (double)done * 1e6;
 }
 
-/* Rank 1's side: echoes every value of this turn until the turn's stop
- * marker; values of other turns are not answered, so a value rank 0 writes
- * before rank 1 arrives is still answered and a stale one is not. */
+/* Rank 1's side: echoes every value of this turn, up to and including the
+ * turn's stop marker; values of other turns are not answered, so a value
+ * rank 0 writes before rank 1 arrives is still answered and a stale one is
+ * not. */
 static void pong(uint32_t turn)
 {
     uint64_t last = 0;
@@ -442,9 +602,47 @@ static void pong(uint32_t turn)
         uint64_t v = atomic_load_explicit(&ctl->ping, memory_order_acquire);
         if (v == last || (uint32_t)((v & ~PING_STOP) >> 32) != turn) continue;
         last = v;
-        if (v & PING_STOP) return;
         atomic_store_explicit(&ctl->pong, v, memory_order_release);
+        if (v & PING_STOP) return;
+        if (pong_pause_us) usleep(pong_pause_us);
     }
+}
+
+static void *ping_turns(void *turns)
+{
+    for (uint32_t t = 1; t <= *(uint32_t *)turns; t++) ping(3, t);
+    return NULL;
+}
+
+static void *pong_turns(void *turns)
+{
+    for (uint32_t t = 1; t <= *(uint32_t *)turns; t++) pong(t);
+    return NULL;
+}
+
+/* Floors of consecutive turns back to back (the last round's floors: no MPI
+ * call between them) with rank 1 pausing after each answer, as a descheduled
+ * rank 1 does on a busy machine: every turn must end on both sides within
+ * 10 s. 0 if so. */
+static int floor_self_test(void)
+{
+    static struct control page;
+    static uint32_t turns = 4;
+    ctl = &page;
+    pong_pause_us = 2000;
+    pthread_t pinger, ponger;
+    if (pthread_create(&pinger, NULL, ping_turns, &turns) || pthread_create(&ponger, NULL, pong_turns, &turns)) {
+        fprintf(stderr, "cannot start the floor self-test's threads\n");
+        return 1;
+    }
+    struct timespec limit;
+    clock_gettime(CLOCK_REALTIME, &limit);
+    limit.tv_sec += 10;
+    int bad = pthread_timedjoin_np(pinger, NULL, &limit) != 0 || pthread_timedjoin_np(ponger, NULL, &limit) != 0;
+    if (bad) fprintf(stderr, "the floor's ping-pong did not end within 10 s: rank 1 missed a turn's stop\n");
+    printf("coll_pairs self-test: %s\n", bad ? "FAILED" : "passed (floors back to back, rank 1 descheduled)");
+    /* a failed run leaves its threads spinning on page: the caller exits */
+    return bad;
 }
 
 /* us per memcpy of bytes, repeated for at least 1 ms. */
@@ -469,8 +667,9 @@ static void usage_exit(const char *msg)
     if (rank == 0) {
         if (msg) fprintf(stderr, "coll_pairs: %s\n", msg);
         fprintf(stderr, "usage: coll_pairs -J JOB -K NJOBS -C CONTROL_FILE [-c barrier|allreduce|"
-                        "reduce|bcast] [-m MIN[:MAX]] [-f FACTOR] [-P ROUNDS] [-t SAMPLE_MS] "
-                        "[-i MAX_ITERS] [-n MIN_ITERS] [-p PINGPONG_MAX] [-r ROOT] [-T WAIT_S] [-S slowest|span|evened|batch]\n");
+                        "reduce|bcast|ibarrier] [-m MIN[:MAX]|SIZE,SIZE...] [-f FACTOR] [-P ROUNDS] [-t SAMPLE_MS] "
+                        "[-i MAX_ITERS] [-n MIN_ITERS] [-p PINGPONG_MAX] [-r ROOT] [-T WAIT_S] [-S slowest|span|evened|batch] "
+                        "[-H THREADS]\n");
     }
     MPI_Finalize();
     exit(msg ? 2 : 0);
@@ -479,12 +678,17 @@ static void usage_exit(const char *msg)
 int main(int argc, char **argv)
 {
     /* no MPI: checks the arithmetic of the span figures (make check) */
-    if (argc == 2 && strcmp(argv[1], "--self-test") == 0) return span_self_test();
+    if (argc == 2 && strcmp(argv[1], "--self-test") == 0) return span_self_test() | sizes_self_test() | floor_self_test();
+    /* -H (read here, before MPI is initialised; checked with the other
+     * options) */
+    int nlanes = 1;
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "-H") == 0) nlanes = atoi(argv[i + 1]);
     /* COLL_PAIRS_THREAD_LEVEL=multiple: initialise at MPI_THREAD_MULTIPLE
      * (one thread still makes every call), to price that level against
-     * the default in another job */
+     * the default in another job; -H 2 or more needs that level */
     const char *level = getenv("COLL_PAIRS_THREAD_LEVEL");
-    if (level && strcmp(level, "multiple") == 0) {
+    if ((level && strcmp(level, "multiple") == 0) || nlanes > 1) {
         int provided;
         MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
         if (provided < MPI_THREAD_MULTIPLE) {
@@ -498,7 +702,8 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
     enum coll c = C_ALLREDUCE;
-    size_t min_size = 8, max_size = 8, factor = 4;
+    size_t factor = 4;
+    const char *size_spec = "8";
     long rounds = 21, min_iters = 1, max_iters = 100000, pp_max = 20000;
     double target_ms = 20.0;
     int root = 0;
@@ -516,12 +721,8 @@ int main(int argc, char **argv)
             for (int k = 0; k < C_NCOLLS; k++)
                 if (strcmp(v, names[k]) == 0) { c = (enum coll)k; found = 1; }
             if (!found) usage_exit("unknown collective");
-        } else if (strcmp(a, "-m") == 0) {
-            char *end;
-            min_size = strtoul(v, &end, 0);
-            max_size = *end == ':' ? strtoul(end + 1, NULL, 0) : min_size;
-            if (max_size < min_size) usage_exit("-m MIN:MAX with MAX < MIN");
-        } else if (strcmp(a, "-f") == 0) {
+        } else if (strcmp(a, "-m") == 0) size_spec = v;
+        else if (strcmp(a, "-f") == 0) {
             factor = strtoul(v, NULL, 0);
             if (factor < 2) usage_exit("-f FACTOR must be at least 2");
         } else if (strcmp(a, "-P") == 0) rounds = atol(v);
@@ -534,6 +735,7 @@ int main(int argc, char **argv)
         else if (strcmp(a, "-J") == 0) job = atoi(v);
         else if (strcmp(a, "-K") == 0) njobs = atoi(v);
         else if (strcmp(a, "-C") == 0) ctl_path = v;
+        else if (strcmp(a, "-H") == 0) { /* read before MPI_Init */ }
         else if (strcmp(a, "-S") == 0) {
             if (strcmp(v, "span") == 0) figure = SPAN;
             else if (strcmp(v, "evened") == 0) figure = EVENED;
@@ -547,7 +749,16 @@ int main(int argc, char **argv)
     if (rounds < 1 || max_iters < 1 || max_iters > INT_MAX || pp_max < 1 || target_ms <= 0) usage_exit("bad -P, -i, -p or -t");
     if (min_iters < 1 || min_iters > max_iters) usage_exit("bad -n (1 up to -i)");
     if (root < 0 || root >= nranks) usage_exit("root out of range");
-    if (c == C_BARRIER || c == C_IBARRIER) min_size = max_size = 0;
+    if (nlanes < 1 || nlanes > 16) usage_exit("bad -H (1 to 16 threads)");
+    if (nlanes > 1 && figure != SLOWEST) usage_exit("-H with 2 threads or more takes -S slowest only");
+    size_t sizes[MAX_SIZES];
+    const char *why = NULL;
+    int nsizes = parse_sizes(size_spec, factor, sizes, MAX_SIZES, &why);
+    if (nsizes < 0) usage_exit(why);
+    if (c == C_BARRIER || c == C_IBARRIER) { sizes[0] = 0; nsizes = 1; }
+    size_t max_size = 0;
+    for (int z = 0; z < nsizes; z++)
+        if (sizes[z] > max_size) max_size = sizes[z];
 
     int fd = open(ctl_path, O_RDWR | O_CREAT, 0600);
     if (fd < 0 || ftruncate(fd, 4096) != 0) fail("cannot open the control file");
@@ -556,15 +767,26 @@ int main(int argc, char **argv)
     close(fd);
 
     size_t alloc = max_size < sizeof(float) ? sizeof(float) : max_size;
-    unsigned char *sbuf = NULL, *rbuf = NULL;
-    if (posix_memalign((void **)&sbuf, 4096, alloc) || posix_memalign((void **)&rbuf, 4096, alloc))
-        fail("out of memory");
-    memset(sbuf, 1, alloc);
-    memset(rbuf, 0, alloc);
+    struct lane lanes[nlanes];
+    memset(lanes, 0, sizeof lanes);
+    for (int i = 0; i < nlanes; i++) {
+        if (posix_memalign((void **)&lanes[i].sbuf, 4096, alloc) || posix_memalign((void **)&lanes[i].rbuf, 4096, alloc))
+            fail("out of memory");
+        memset(lanes[i].sbuf, 1, alloc);
+        memset(lanes[i].rbuf, 0, alloc);
+        lanes[i].comm = MPI_COMM_WORLD;
+        if (nlanes > 1) {
+            char name[64];
+            MPI_Comm_dup(MPI_COMM_WORLD, &lanes[i].comm);
+            snprintf(name, sizeof name, "coll_pairs thread %d", i);
+            MPI_Comm_set_name(lanes[i].comm, name);
+        }
+    }
+    unsigned char *sbuf = lanes[0].sbuf, *rbuf = lanes[0].rbuf;
 
     if (rank == 0) {
-        printf("# coll_pairs: %s, job %d of %d, %d rank(s), %ld rounds, %.1f ms samples, figure: %s\n",
-               names[c], job, njobs, nranks, rounds, target_ms,
+        printf("# coll_pairs: %s, job %d of %d, %d rank(s) of %d thread(s), %ld rounds, %.1f ms samples, figure: %s\n",
+               names[c], job, njobs, nranks, nlanes, rounds, target_ms,
                figure == SPAN    ? "mean span from the last entry to the last exit"
                : figure == EVENED ? "mean span, each rank's calls as the last to enter weighted alike"
                : figure == BATCH ? "wall time per call and the barrier after it"
@@ -579,29 +801,31 @@ int main(int argc, char **argv)
      * a row's pairs all fell into one of the VM's core placements, which last
      * seconds and change the ratio itself, so two runs disagreed by up to 40 %
      * on a row; spread over the series, each row sees the run's mixture. */
-    enum { MAX_SIZES = 72 };
-    size_t sizes[MAX_SIZES];
     long calls[MAX_SIZES];
-    int nsizes = 0;
-    for (size_t size = min_size;; size = size ? size * factor : 1) {
-        if (nsizes == MAX_SIZES) usage_exit("too many sizes for -m and -f");
-        sizes[nsizes++] = size;
-        if (size >= max_size || (size ? size * factor : 1) > max_size) break;
-    }
     for (int z = 0; z < nsizes; z++) {
         size_t size = sizes[z];
         for (int j = 0; j < njobs; j++, t++) {
             if (j != job) continue;
             wait_turn(t);
+            struct step step = {WARM_UP, c, size, alloc, root, target_ms * 1e-3, min_iters, max_iters, 0};
             /* The first calls of a job also set up its communicator's
              * resources (windows, connections): a warm-up of its own. */
-            if (z == 0) calibrate(c, sbuf, rbuf, size, root, target_ms * 1e-3, min_iters, max_iters);
-            calls[z] = calibrate(c, sbuf, rbuf, size, root, target_ms * 1e-3, min_iters, max_iters);
-            if (check(c, sbuf, rbuf, size, root)) {
-                wrong = 1;
-                if (rank == 0) printf("# WRONG RESULT: %s of %zu bytes\n", names[c], size);
+            if (z == 0) run_lanes(lanes, nlanes, &step);
+            run_lanes(lanes, nlanes, &step);
+            calls[z] = lanes[0].calls;
+            if (nlanes > 1) { /* the same count in every thread of every rank: the samples overlap */
+                long fewest = lanes[0].calls;
+                for (int i = 1; i < nlanes; i++)
+                    if (lanes[i].calls < fewest) fewest = lanes[i].calls;
+                MPI_Allreduce(&fewest, &calls[z], 1, MPI_LONG, MPI_MIN, MPI_COMM_WORLD);
             }
-            memset(sbuf, 1, alloc);
+            step.kind = CHECK;
+            run_lanes(lanes, nlanes, &step);
+            for (int i = 0; i < nlanes; i++) {
+                if (!lanes[i].wrong) continue;
+                wrong = 1;
+                if (rank == 0) printf("# WRONG RESULT: %s of %zu bytes (thread %d)\n", names[c], size, i);
+            }
             MPI_Barrier(MPI_COMM_WORLD);
             if (rank == 0) pass_turn(t);
         }
@@ -634,7 +858,11 @@ int main(int argc, char **argv)
                 if (figure == SPAN || figure == EVENED) slowest = spanned_calls(c, sbuf, rbuf, size, root, calls[z], figure == EVENED);
                 else if (figure == BATCH) slowest = batched_calls(c, sbuf, rbuf, size, root, calls[z]);
                 else {
-                    double mine = timed_calls(c, sbuf, rbuf, size, root, calls[z]);
+                    struct step step = {SAMPLE, c, size, alloc, root, 0.0, 0, 0, calls[z]};
+                    run_lanes(lanes, nlanes, &step);
+                    double mine = lanes[0].seconds;
+                    for (int i = 1; i < nlanes; i++)
+                        if (lanes[i].seconds > mine) mine = lanes[i].seconds;
                     MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
                 }
                 MPI_Barrier(MPI_COMM_WORLD);
@@ -646,8 +874,11 @@ int main(int argc, char **argv)
         }
         if (rank == 0) fflush(stdout);
     }
-    free(sbuf);
-    free(rbuf);
+    for (int i = 0; i < nlanes; i++) {
+        if (nlanes > 1) MPI_Comm_free(&lanes[i].comm);
+        free(lanes[i].sbuf);
+        free(lanes[i].rbuf);
+    }
     munmap(ctl, 4096);
     MPI_Finalize();
     return wrong ? 3 : 0;

@@ -14,7 +14,8 @@
 #     NAME=MPIRUN_ARGS  one job per variant, e.g. 'stock=--mca coll ^rdma' 'rdma='.
 #             The jobs take turns measuring the floor; the one named rdma is compared with
 #             every other one (its runs are checked to be served by coll rdma,
-#             the others to have no trace of it).
+#             so are those of a variant named rdma-SOMETHING, e.g. coll rdma
+#             at another thread level; the others to have no trace of it).
 # environment (defaults in brackets):
 #   BENCH_PAIR_COLLS   collectives ["barrier allreduce reduce bcast ibarrier"] (barrier
 #                      and ibarrier, MPI_Ibarrier posted then waited: size 0)
@@ -76,7 +77,14 @@
 #                      self,vader), for jobs across hosts
 #   BENCH_PAIR_ALL_RDMA  1: every variant is coll rdma (e.g. one parameter
 #                      changed), so each must be served by it [0: only the
-#                      one named rdma, the others must not load it]
+#                      one named rdma and those named rdma-*, the others
+#                      must not load it]
+#   BENCH_PAIR_THREADS threads per rank (coll_pairs -H) [1]: from 2, every
+#                      sample runs in that many threads at once, each on its
+#                      own duplicate of MPI_COMM_WORLD (at
+#                      MPI_THREAD_MULTIPLE), the figure the slowest thread's
+#                      mean time per call; coll rdma must then have served
+#                      the collective on every thread's communicator
 #   COMPONENT_PATH     mca_base_component_path for every job (the caller sets it)
 #   OMPI_MAJOR         4 or 5 (the caller sets it; 5: component path in the
 #                      ranks' environment, as ci/mpi-tests.sh does)
@@ -109,6 +117,7 @@ SPREAD_MAX=${BENCH_SPREAD_MAX:-0.2}
 FLOOR_DRIFT=${BENCH_FLOOR_DRIFT:-1.5}
 PHASE_SPLIT=${BENCH_PHASE_SPLIT:-0.25}
 SERIES_TIMEOUT=${BENCH_PAIR_TIMEOUT:-900}
+THREADS=${BENCH_PAIR_THREADS:-1}
 OMPI_MAJOR=${OMPI_MAJOR:-4}
 [ "$SELF_TEST" = 0 ] || { SPREAD_MAX=0.2; FLOOR_DRIFT=1.5; PHASE_SPLIT=0.25; LAUNCHES=2; PAIRS=5; PAIRS_OVER=5; }
 [ "$LAUNCHES" -ge 1 ] && [ "$LAUNCHES" -le "$PAIRS" ] && [ "$LAUNCHES" -le "$PAIRS_OVER" ] ||
@@ -133,13 +142,16 @@ TABLE=$OUT/pairs.txt
 : >"$TABLE"
 problems=0
 
-# served COLL NP FILE: every rank's summary for MPI_COMM_WORLD says it served
-# COLL(s) itself; calls handed over are allowed only for size limits
-# ("N bytes exceed coll_rdma_COLL_max_bytes=L"), counted in the table's notes.
+# served COLL NP FILE: every rank's summary for MPI_COMM_WORLD (with
+# BENCH_PAIR_THREADS above 1: for each thread's communicator, never comm 0)
+# says it served COLL(s) itself; calls handed over are allowed only for size
+# limits ("N bytes exceed coll_rdma_COLL_max_bytes=L"), counted in the
+# table's notes.
 served() {
-    local n
-    n=$(grep -Ec "coll:rdma: comm 0 rank [0-9]+: served [1-9][0-9]* $1\(s\) over " "$3" || true)
-    [ "$n" = "$2" ]
+    local n comms='0' want=$2
+    [ "$THREADS" -le 1 ] || { comms='[1-9][0-9]*'; want=$(($2 * THREADS)); }
+    n=$(grep -Ec "coll:rdma: comm $comms rank [0-9]+: served [1-9][0-9]* $1\(s\) over " "$3" || true)
+    [ "$n" = "$want" ]
 }
 handed_for_size() {
     grep -Ec "coll:rdma: comm 0 rank [0-9]+: $1 handed to the module underneath: .*bytes exceed" "$2" || true
@@ -166,8 +178,9 @@ launch_once() {  # NP COLL LAUNCH -> runs every variant's job together; 0 if all
     [ "$np" -le 2 ] || { place=(--bind-to none); over=(--oversubscribe); }
     [ -z "${BENCH_PAIR_PLACEMENT:-}" ] || { read -ra place <<<"$BENCH_PAIR_PLACEMENT"; over=() btl=(); }
     read -ra launcher <<<"${BENCH_PAIR_MPIRUN:-mpirun}"
-    local sizes=$SIZES
+    local sizes=$SIZES threads=()
     case $coll in barrier|ibarrier) sizes=0 ;; esac
+    [ "$THREADS" -le 1 ] || threads=(-H "$THREADS")
     ctl=/dev/shm/coll-pairs-$$-np$np-$coll
     rm -f "$ctl"
     for j in "${!NAMES[@]}"; do
@@ -181,7 +194,7 @@ launch_once() {  # NP COLL LAUNCH -> runs every variant's job together; 0 if all
         timeout -k 5 "$SERIES_TIMEOUT" "${launcher[@]}" -np "$np" "${over[@]}" "${place[@]}" "${btl[@]}" \
             "${opt_path[@]}" "${args[@]}" --mca coll_rdma_verbose 1 \
             "${env_path[@]}" "$BIN" -J "$j" -K "$K" -C "$ctl" -c "$coll" -m "$sizes" -f "$FACTOR" \
-            -P "$(rounds_of_launch "$launch" "$np")" -t "$SAMPLE_MS" -T 120 -S "$(metric_at "$np")" \
+            -P "$(rounds_of_launch "$launch" "$np")" -t "$SAMPLE_MS" -T 120 -S "$(metric_at "$np")" "${threads[@]}" \
             </dev/null >"$LOG/np$np-$coll-${NAMES[$j]}.$launch.out" 2>"$LOG/np$np-$coll-${NAMES[$j]}.$launch.err" &
         pids+=($!)
     done
@@ -197,12 +210,13 @@ launch_once() {  # NP COLL LAUNCH -> runs every variant's job together; 0 if all
         esac
         local err=$LOG/np$np-$coll-${NAMES[$j]}.$launch.err
         local is_rdma=0
-        [ "$j" = "$RDMA" ] || [ "${BENCH_PAIR_ALL_RDMA:-0}" = 1 ] && is_rdma=1
+        case ${NAMES[$j]} in rdma|rdma-*) is_rdma=1 ;; esac
+        [ "${BENCH_PAIR_ALL_RDMA:-0}" = 1 ] && is_rdma=1
         if [ -z "$why" ] && [ "$is_rdma" = 1 ] && ! served "$coll" "$np" "$err"; then
             why="coll rdma did not serve the calls (no 'served' summary on every rank)"
         fi
         if [ -z "$why" ] && [ "$is_rdma" = 1 ] &&
-            grep -E "coll:rdma: comm 0 rank [0-9]+: $coll handed to the module underneath: " "$err" | grep -vq 'bytes exceed'; then
+            grep -E "coll:rdma: comm [0-9]+ rank [0-9]+: $coll handed to the module underneath: " "$err" | grep -vq 'bytes exceed'; then
             why="coll rdma handed $coll(s) to the module underneath for a reason other than size (see the log)"
         fi
         if [ -z "$why" ] && [ "$is_rdma" = 0 ] && grep -q 'coll:rdma:' "$err"; then
@@ -399,6 +413,7 @@ elapsed=$((SECONDS - t0))
     echo "Jobs: $(for j in "${!NAMES[@]}"; do printf '%s: mpirun %s; ' "${NAMES[$j]}" "${ARGS[$j]:-(default selection)}"; done)"
     if [ -n "${BENCH_PAIR_PLACEMENT:-}" ]; then echo "Placement: ${BENCH_PAIR_MPIRUN:-mpirun} $BENCH_PAIR_PLACEMENT."
     else echo "np=2 --bind-to core, more ranks --oversubscribe --bind-to none; --mca btl self,vader."; fi
+    [ "$THREADS" -le 1 ] || echo "Threads: $THREADS per rank (coll_pairs -H $THREADS, MPI_THREAD_MULTIPLE), each on its own duplicate of MPI_COMM_WORLD, running the collective at once; a sample's figure is the slowest thread's mean time per call."
     for np in $NPS; do
         case $(metric_at "$np") in
             span) echo "np=$np: a sample's figure is the mean span of a call, from the last rank's entry to the last rank's exit, calls separated by coll_pairs' own barrier (the same in every job): with more ranks than cores, a rank's own time says where the scheduler put the wait." ;;

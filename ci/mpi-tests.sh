@@ -1104,6 +1104,7 @@ COMP_TESTS=(
     "panic-allreduce-3-np3" "panic-barrier-1-np2" "panic-bcast-2-np3" "pack-failure-np3"
     "module-size-mismatch-np3" "thread-multiple-np2" "thread-multiple-np3" "thread-multiple-np4"
     "thread-multiple-pretend-nodes-np4" "thread-multiple-udp-np2" "thread-multiple-two-threads-one-comm-np2"
+    "mpi4py-collectives-np2" "mpi4py-collectives-np3"
 )
 if [ "$MODE" = stock ]; then
     for t in "${COMP_TESTS[@]}"; do skip "$t" "needs the component"; done
@@ -1789,6 +1790,35 @@ else
     #     ends with the error naming the communicator, it does not hang
     CHECKS=("re:coll:rdma: error: comm [0-9]+ \"shared by two threads\" rank 0: two threads called collectives on this communicator at the same time")
     run_test "thread-multiple-two-threads-one-comm-np2" 2 refused "${V[@]}" -- thread_multiple -e
+
+    # 18a. mpi4py as Python users run it (Debian's python3-mpi4py asks for
+    #      MPI_THREAD_MULTIPLE): tests/python/mpi4py_collectives.py checks
+    #      every result and that it got that level; from the events, coll
+    #      rdma served barrier, bcast, allreduce and reduce on MPI_COMM_WORLD
+    #      and on its two Split communicators of 2 ranks or more (all
+    #      np ranks in reverse order; at np=3 also ranks 0 and 2), handed
+    #      nothing over on any communicator (mpi4py's own duplicates, which
+    #      carry its pickled bcasts, included) and freed every one it claimed
+    for np in 2 3; do
+        if ! /usr/bin/python3 -c 'import mpi4py' 2>/dev/null || ! command -v jq >/dev/null; then
+            skip "mpi4py-collectives-np$np" "needs Debian's python3-mpi4py (for /usr/bin/python3) and jq: ci/setup.sh installs both"
+            continue
+        fi
+        # into build/tests/ beside the other programs; by a rename, since
+        # instances of ci/mpi-tests-jobs.sh may be running it meanwhile
+        if [ "$LIST" = 0 ] && ! cmp -s "$ROOT/tests/python/mpi4py_collectives.py" "$BIN/mpi4py_collectives.py"; then
+            install -m 0755 "$ROOT/tests/python/mpi4py_collectives.py" "$BIN/.mpi4py_collectives.py.$$"
+            mv -f "$BIN/.mpi4py_collectives.py.$$" "$BIN/mpi4py_collectives.py"
+        fi
+        MPI4PY_SPLITS=$(( np >= 3 ? np + 2 : np ))
+        CHECKS=("grep:coll:rdma: serving MPI_THREAD_MULTIPLE" "nowarn:coll:rdma:.*(warning|error)"
+            "events-file:[.[] | select(.event == \"comm_freed\")] as \$freed
+                | ([.[] | select(.event == \"comm_claimed\")] | length) == (\$freed | length)
+                and all(\$freed[]; .calls | all(.[]; .handed_over == 0))
+                and ([\$freed[] | select(. as \$f | all(\"barrier\", \"bcast\", \"allreduce\", \"reduce\"; \$f.calls[.].served > 0))
+                    | .cid == 0] | (map(select(.)) | length) == $np and (map(select(. | not)) | length) == $MPI4PY_SPLITS)")
+        run_test "mpi4py-collectives-np$np" "$np" ok "${V[@]}" -- mpi4py_collectives.py
+    done
 fi
 
 [ "$LIST" = 1 ] && exit 0

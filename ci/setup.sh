@@ -13,6 +13,7 @@ PACKAGES=(
     ibverbs-providers            # user-space drivers (rxe, mlx5...) loaded at run time
     gdb                          # user stacks of a test job that outlived its limit (ci/mpi-tests.sh)
     jq                           # reads the events files of the MPI tests (ci/events-check.sh)
+    python3-mpi4py               # mpi4py as Python users run it (tests/python, ci/mpi-tests.sh; ~2 MB)
     # (the scripts also use timeout, awk, lscpu: coreutils, mawk and util-linux
     #  are part of every Debian system)
 )
