@@ -478,6 +478,10 @@ events_hold() {
     return 1
 }
 
+# jq_string TEXT: TEXT as a string literal an ev: check can hold (quotes
+# and backslashes escaped as JSON does, which jq reads alike)
+jq_string() { jq -n --arg text "$1" '$text'; }
+
 declare -A WINDOW_BYTES=()
 # window_bytes DIR: the window per rank of comm 0 on rank 0 (its first
 # comm_ready event), empty without one
@@ -886,7 +890,7 @@ without_device_test() {
     # (the component links libibverbs exactly when it has the verbs transport)
     grep -qa 'libibverbs\.so' "$COMPDIR/mca_coll_rdma.so" 2>/dev/null ||
         why="this build of coll rdma has no verbs support"
-    CHECKS=("ev:unavailable_everywhere(0; \"transport\"; \"^transport unavailable \\\\($why\")"
+    CHECKS=("ev:unavailable_everywhere(0; \"transport\"; $(jq_string "^transport unavailable \\($why"))"
         'ev:all(events("comm_freed") | select(.transport == "no transport"); all(.calls[]; .handed_over <= 1))')
     run_test "$name" "$np" ok --mca "$param" "$value" "${V[@]}" -- coll_mix -i 20
 }
@@ -903,7 +907,7 @@ udp_fallback_test() {
     shift 4
     # (the wording a user must read: rank 0's warning at any verbosity)
     CHECKS=("says-re:coll:rdma: warning: comm 0 rank 0: transport unavailable \(udp: $why.*\); collectives fall back to the module underneath"
-        "ev:unavailable_everywhere(0; \"transport\"; \"^transport unavailable \\\\(udp: $why\")"
+        "ev:unavailable_everywhere(0; \"transport\"; $(jq_string "^transport unavailable \\(udp: $why"))"
         "ev:all(events(\"comm_freed\") | select(.cid | tostring | test(\"^($cids)\$\")); all(.calls[]; .served == 0))")
     run_test "$name" "$np" ok "$@" "${V[@]}" --mca coll_rdma_transport udp -- coll_mix -i 20
 }
