@@ -762,9 +762,9 @@ if [ "$MODE" = component ]; then
     [ -n "$TRANSPORT$HOSTS" ] && BC_E=()
     # every size is served natively by default (issue 12): single copy from
     # 16 KiB on shared memory, the window below it and on verbs, with no
-    # limit below 64 MiB; verbose 1 says which path serves which lengths
+    # limit below 64 MiB; comm_ready says which path serves which lengths
     BC_REASON='ev:handed_over("bcast"; true) | not'
-    BC_PATHS='ev:rank0_ready(0; .bcast.single_copy_min_bytes == 16384 or (.bcast.single_copy_min_bytes == null and .bcast.max_bytes == null))'
+    BC_PATHS='ev:rank0_ready(0; if .reads_peer_memory then .bcast.single_copy_min_bytes == 16384 else .bcast.single_copy_min_bytes == null end)'
 else
     V=()
     SERVED=()
@@ -1513,7 +1513,7 @@ else
     # 64 MiB included, and says so; every delivery checked by the program
     for np in 2 4; do
         CHECKS=("${SERVED[@]}" "$BC_REASON" 
-            'ev:every_rank_ready(0; .reads_peer_memory == false and .allreduce.parallel_min_bytes == null and .bcast.single_copy_min_bytes == null and .bcast.max_bytes == null')
+            'ev:every_rank_ready(0; .reads_peer_memory == false and .allreduce.parallel_min_bytes == null and .bcast.single_copy_min_bytes == null and .bcast.max_bytes == null)')
         run_test "bcast-refused-default-limits-np$np" "$np" ok --mca coll_rdma_test_pretend_no_cross_memory 1 \
             "${V[@]}" -- bcast -B 2 "${BC_PARAM[@]}" "${BC_E[@]}"
     done
