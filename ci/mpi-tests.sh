@@ -1636,8 +1636,8 @@ else
     #  coll_rdma_priority -1, cannot take part in the setup exchange: the
     #  others warn at the stall warning and end the job at the fault
     #  timeout, instead of hanging inside the module underneath in silence)
-    CHECKS=("re:coll:rdma: warning: rank [02] of 3 has waited [0-9.]+ s for every rank of the communicator to join coll rdma's setup exchange"
-        "re:coll:rdma: error: comm 0 rank [02]: .*gave up after .*the job is ended \(MPI_Abort with status 71\)")
+    CHECKS=("says-re:coll:rdma: warning: rank [02] of 3 has waited [0-9.]+ s for every rank of the communicator to join coll rdma's setup exchange"
+        "says-re:coll:rdma: error: comm 0 rank [02]: .*gave up after .*the job is ended \(MPI_Abort with status 71\)")
     RUN_WRAPPER=("$ROOT/ci/per-rank-mca.sh" coll_rdma_priority 40 -1)
     run_test "claimed-on-some-ranks-only-np3" 3 refused --mca coll_rdma_stall_warning 1 --mca coll_rdma_fault_timeout_s 4 \
         "${V[@]}" -- coll_mix -i 5
