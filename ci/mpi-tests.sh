@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # MPI tests of coll rdma: builds tests/mpi/*.c into build/tests/ and runs them
 # under mpirun with the component from build/components/, then checks from
-# the output that coll rdma served every barrier the programs made.
+# coll rdma's structured events (docs/events.md) that it served every call
+# the programs made and decided as each case expects.
 #
 # usage: ci/mpi-tests.sh [--stock] [--quick] [--only REGEX] [--list]
 #                         [--list-deps] [--transport NAME] [--hosts HOSTS] [--nps "N..."]
