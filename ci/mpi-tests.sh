@@ -1724,7 +1724,7 @@ else
             mv -f "$BIN/.mpi4py_collectives.py.$$" "$BIN/mpi4py_collectives.py"
         fi
         MPI4PY_SPLITS=$(( np >= 3 ? np + 2 : np ))
-        CHECKS=("grep:coll:rdma: serving MPI_THREAD_MULTIPLE" "nowarn:coll:rdma:.*(warning|error)"
+        CHECKS=("says:coll:rdma: serving MPI_THREAD_MULTIPLE" "nowarn:coll:rdma:.*(warning|error)"
             "events-file:[.[] | select(.event == \"comm_freed\")] as \$freed
                 | ([.[] | select(.event == \"comm_claimed\")] | length) == (\$freed | length)
                 and all(\$freed[]; .calls | all(.[]; .handed_over == 0))
