@@ -33,17 +33,27 @@ PLACEMENT=(${PLACEMENT[@]+"${PLACEMENT[@]}"})
 LAUNCHER=(${LAUNCHER[@]+"${LAUNCHER[@]}"})
 
 # run NP PROGRAM ARGS...: mpirun under a timeout; each rank's exit status
-# goes to $CODES/code.<rank>; sets RC (mpirun's status, 124 = timed out),
-# SECS, LOG
+# goes to $CODES/code.<rank>, coll rdma's events (docs/events.md) to
+# $TDIR/events/rank-<rank>.jsonl; sets RC (mpirun's status, 124 = timed
+# out), SECS, LOG
 CODES=
 run() {
     local np=$1; shift
     CODES=$TDIR/codes
     mkdir -p "$CODES"
+    # afresh for each run: coll rdma never writes into a file that exists
+    # (none asked for in stock mode, which runs without the component)
+    local events=()
+    rm -rf "$TDIR/events"
+    if [ "$MODE" != stock ]; then
+        mkdir -p "$TDIR/events"
+        events=(--mca coll_rdma_events_file "$TDIR/events/rank-%r.jsonl")
+    fi
     LOG=$TDIR/mpirun.log
     local t0=$SECONDS limit
     limit=$(scaled_timeout)
-    timeout -k 10 "$limit" "${LAUNCHER[@]}" mpirun -np "$np" --oversubscribe "${PLACEMENT[@]}" "${MPI_OPTS[@]}" "${ALL_STATUSES[@]}" "${RANK_ENV[@]}" \
+    timeout -k 10 "$limit" "${LAUNCHER[@]}" mpirun -np "$np" --oversubscribe "${PLACEMENT[@]}" "${MPI_OPTS[@]}" "${ALL_STATUSES[@]}" \
+        "${events[@]}" "${RANK_ENV[@]}" \
         bash -c '"$@"; rc=$?; echo $rc > "'"$CODES"'/code.${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-x}}"; '"$RANK_EXIT" fbcast-rank "$@" \
         </dev/null >"$LOG" 2>&1
     RC=$?
@@ -64,15 +74,17 @@ all_codes() {
 # temps DIR...: our temporaries left anywhere below the directories
 temps() { find "$@" -name '.*.fbcast-*' 2>/dev/null; }
 
-# served_check NP MIN: in rdma mode, every rank reports at least MIN bcasts
-# served over SERVED_TRANSPORT and none handed over
+# served_check NP MIN: in rdma mode, every rank counted at least MIN bcasts
+# served over SERVED_TRANSPORT on MPI_COMM_WORLD and none handed over (its
+# comm_freed event)
 served_check() {
     local np=$1 min=$2 r n tr=${SERVED_TRANSPORT:-shm}
     [ "$MODE" = rdma ] || return 0
     WHY=
     for ((r = 0; r < np; r++)); do
-        n=$(sed -n "s/.*coll:rdma: comm 0 rank $r: served \([0-9]*\) bcast(s) over $tr, 0 handed to the fallback.*/\1/p" "$LOG" | head -1)
-        if [ -z "$n" ]; then WHY+="rank $r: no 'served N bcast(s) over $tr, 0 handed to the fallback' line; "
+        n=$(jq -r --arg tr "$tr" 'select(.event == "comm_freed" and .cid == 0 and .transport == $tr
+            and .calls.bcast.handed_over == 0) | .calls.bcast.served' "$TDIR/events/rank-$r.jsonl" 2>/dev/null | head -1)
+        if [ -z "$n" ]; then WHY+="rank $r: no comm_freed event of MPI_COMM_WORLD over $tr with no bcast handed over in $TDIR/events; "
         elif [ "$n" -lt "$min" ]; then WHY+="rank $r: coll rdma served $n bcasts, expected at least $min; "; fi
     done
     [ -z "$WHY" ]

@@ -5,7 +5,7 @@
 #
 # usage: ci/fbcast-tests.sh [--modes "rdma stock"] [--only REGEX] [--keep]
 #   --modes   rdma: --mca coll rdma with the component from build/components
-#             (coll_rdma_verbose 1: each rank must report its bcasts served
+#             (each rank's events, docs/events.md, must count its bcasts served
 #             over shm); stock: Open MPI's own components (--mca coll ^rdma).
 #             Default: both.
 #   --only    run only the tests whose name (with its mode) matches REGEX

@@ -82,18 +82,23 @@ result mpi-tests-with-the-file "$([ "$rc" = 0 ] && echo 0 || echo 1)" "$rc: $(ta
 tail -n1 "$OUT/mpi-tests.log" | sed 's/^/   mpi-tests: /'
 
 # 4. the bcast test program (every delivery checked, 1 byte to 1 MiB) with
-# the file; where the file sets the single-copy threshold, the ranks' verbose
-# line must show that value: the ranks, not only ompi_info, read the file
+# the file; where the file sets the single-copy threshold, every rank's
+# comm_ready event (docs/events.md) must show that value: the ranks, not
+# only ompi_info, read the file
 rc=0
+rm -rf "$OUT/bcast-events"
+mkdir -p "$OUT/bcast-events"
 OMPI_MCA_mca_base_param_files=$CONF timeout -k 5 120 mpirun -np 2 --mca btl self,vader \
     --mca mca_base_component_path "$COMPONENT_PATH" --mca coll_rdma_verbose 1 \
+    --mca coll_rdma_events_file "$OUT/bcast-events/rank-%r.jsonl" \
     "$BUILD/tests/bcast" -n 300 -B 1 -L 50 -x 60 >"$OUT/bcast.log" 2>&1 || rc=$?
 why=
 [ "$rc" = 0 ] || why="exit status $rc"
 threshold=$(sed -n 's/^coll_rdma_bcast_single_copy_min_bytes = //p' "$CONF")
 if [ -z "$why" ] && [ -n "$threshold" ] &&
-    ! grep -q "comm 0 rank 0: bcast of $threshold bytes or more in one copy" "$OUT/bcast.log"; then
-    why="no verbose line 'bcast of $threshold bytes or more in one copy'"
+    ! cat "$OUT"/bcast-events/rank-*.jsonl 2>/dev/null | jq -e -s --argjson want "$threshold" \
+        '[.[] | select(.event == "comm_ready" and .cid == 0)] | length == 2 and all(.[]; .bcast.single_copy_min_bytes == $want)' >/dev/null; then
+    why="the ranks' comm_ready events on comm 0 do not say single copy from $threshold bytes (see $OUT/bcast-events)"
 fi
 result bcast-with-the-file "$([ -z "$why" ] && echo 0 || echo 1)" "$why (see $OUT/bcast.log)"
 [ -z "$threshold" ] || [ -n "$why" ] || echo "   the ranks report single copy from $threshold bytes, as the file says"

@@ -18,7 +18,7 @@
 #    between them and its library kept loaded (sessions.c -m -k: each value
 #    must take effect, and verbose output must appear in every session); six sessions before MPI_Init with
 #    OMPI5_SESSION_CYCLES=6. Served means more
-#    than claimed: coll rdma's tallies (coll_rdma_verbose 1) must count calls
+#    than claimed: coll rdma's tallies (its comm_freed events) must count calls
 #    it served on every communicator and none it handed over. A run that
 #    outlives its limit has its ranks' stacks read before it is ended (see
 #    run_sessions for when it is run again).
@@ -191,12 +191,17 @@ run_sessions() {
     while [ $# -gt 0 ] && [ "$1" != -- ]; do options+=("$1"); shift; done
     [ $# -gt 0 ] && shift
     local attempt status ok job waited stacks p log=$LOGS/$name.log timeouts=0 refusals=0 where=
+    local events=$LOGS/$name.events
     rm -f "$LOGS/$name".timeout-* "$LOGS/$name".refused-*
     for attempt in 1 2 3; do
+        # coll rdma's events (docs/events.md), afresh for each attempt: it
+        # never writes into a file that exists
+        rm -rf "$events"; mkdir -p "$events"
         # the outer timeout only backs up the watch below
         HOME=$HOME_DIR timeout -k 5 "$((SESSIONS_TIMEOUT + 60))" bash -c '[ "$1" = - ] || . "$1"; shift; exec "$@"' _ "$env_file" \
             mpirun -np "$np" "${over[@]}" --mca btl self,tcp --mca btl_tcp_if_include lo "${POISON_FREED[@]}" \
-            --mca coll_rdma_verbose 1 "${options[@]}" "$BIN/sessions" -r "$@" >"$log" 2>&1 &
+            --mca coll_rdma_verbose 1 --mca coll_rdma_events_file "$events/rank-%r.jsonl" \
+            "${options[@]}" "$BIN/sessions" -r "$@" >"$log" 2>&1 &
         job=$! waited=0
         while kill -0 "$job" 2>/dev/null && [ "$waited" -lt "$SESSIONS_TIMEOUT" ]; do sleep 1; waited=$((waited + 1)); done
         if ! kill -0 "$job" 2>/dev/null; then
@@ -241,10 +246,11 @@ run_sessions() {
         echo "RETRY $name: attempt $attempt timed out after ${SESSIONS_TIMEOUT} s, $why: $where"
     done
     ok=$(grep -c '^sessions: rank [0-9]* ok$' "$log")
-    # served, not only claimed: coll rdma's own tallies (verbose 1, one line
-    # per communicator, rank and collective at teardown) must count calls it
+    # served, not only claimed: coll rdma's own tallies (its comm_freed
+    # events, one per communicator and rank at teardown) must count calls it
     # served on every communicator of the program (sessions, their dups,
-    # MPI_COMM_WORLD and its dup) and no call handed to the module underneath
+    # MPI_COMM_WORLD and its dup) for each of its four collectives, and no
+    # call handed to the module underneath
     local sessions_run=2 args=("$@") i declined=0
     for ((i = 0; i < ${#args[@]}; i++)); do [ "${args[$i]}" = -s ] && sessions_run=${args[$((i + 1))]}; done
     # with -m every third session, from the second on, has coll rdma's
@@ -255,8 +261,10 @@ run_sessions() {
     for ((i = 0; i < ${#args[@]}; i++)); do [ "${args[$i]}" = -n ] && world=0; done
     local wanted=$((np * (2 * (sessions_run - declined) + world) * 4))
     local served handed
-    served=$(grep -cE 'coll:rdma: comm [0-9]+ rank [0-9]+: served [1-9][0-9]* (barrier|bcast|allreduce|reduce)\(s\)' "$log")
-    handed=$(grep -E 'handed to the module underneath|[1-9][0-9]* handed to the fallback|a call failed earlier' "$log")
+    served=$(cat "$events"/rank-*.jsonl 2>/dev/null | jq -s '[.[] | select(.event == "comm_freed") | .calls
+        | .barrier, .bcast, .allreduce, .reduce | select(.served > 0)] | length')
+    handed=$(cat "$events"/rank-*.jsonl 2>/dev/null | jq -c 'select(.event == "handover" or .event == "fault"
+        or (.event == "comm_freed" and (.failed or any(.calls[]; .handed_over > 0))))' | head -3)
     local retried=
     [ "$timeouts" -gt 0 ] && retried=" (after $timeouts timeout(s) outside coll rdma: $where)"
     [ "$refusals" -gt 0 ] && retried+=" (after $refusals run(s) ended by Open MPI's tcp btl refusing a connection)"

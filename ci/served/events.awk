@@ -1,8 +1,7 @@
 # coll rdma's events (docs/events.md), one a line as ci/events-check.sh
-# flattens them, into the served check's arrays; the counterpart of
-# prose.awk, which reads the same facts from verbose lines. Hand-overs are
-# classed as prose.awk classes their reasons: noncontig (the datatype),
-# above (this collective's own size limit), unavailable, leaders, other.
+# flattens them, into the events check's arrays. Hand-overs are classed
+# by their category: noncontig (the datatype), above (this collective's
+# own size limit), unavailable, leaders, other.
 $1 == "badversion" { problem("an event of schema version " $2 ", expected 1"); next }
 $1 == "claimed" {
     claimed[$2]++
@@ -41,6 +40,6 @@ $1 == "freed" {
     }
     # The non-blocking and persistent kinds (ibarrier, barrier_init, ...)
     # are not counted by the test library; the cases that make them check
-    # their counts themselves, as prose.awk leaves them too.
+    # their counts themselves (every_rank_served in checks.jq).
     next
 }

@@ -1,9 +1,8 @@
 # What a test program says it did, for the served check (one rank, one
 # process): its expect lines (tests/mpi/common.h) into the arrays
-# verdict.awk reads. Used with prose.awk (coll rdma's verbose lines) or
-# events.awk (its events, flattened by ci/events-check.sh), then
-# verdict.awk; see "served" in ci/mpi-tests.sh. Variables: rank,
-# want_transport, unavailable_ok.
+# verdict.awk reads. Used with events.awk (coll rdma's events, flattened
+# by ci/events-check.sh), then verdict.awk; see "events" in
+# ci/mpi-tests.sh. Variables: rank, want_transport, unavailable_ok.
 function problem(msg) { print "rank " rank ": " msg; bad++ }
 function expected_transport(tr) { return index(" " want_transport " ", " " tr " ") > 0 }
 /^info: context ids from MPI_Comm_c2f/ {

@@ -1,6 +1,5 @@
-# The served check's verdict for one rank, from the arrays program.awk and
-# prose.awk or events.awk filled: one line per problem, nothing when all
-# is well.
+# The events check's verdict for one rank, from the arrays program.awk and
+# events.awk filled: one line per problem, nothing when all is well.
 END {
     world_expected = ("0" in ecomms) || ("0" in ucomms)
     if (unavailable_ok) {

@@ -12,7 +12,7 @@ use btl_ibmc::{Datagrams, Endpoint, MulticastKind, PeerReads};
 use super::super::handover::Handover;
 use super::super::reduction_call::FoldOrder;
 use super::ready::ReadyComm;
-use super::report_events::{autotune_event, freed_event, handover_event, trial_table};
+use super::report_events::{autotune_event, autotune_plan_event, freed_event, handover_event, trial_table};
 use super::tally::{Collective, Tallies};
 use super::CommId;
 use crate::collectives::allreduce::autotune::{trial_bytes, DegreeOutcome};
@@ -112,8 +112,13 @@ impl ReadyComm {
             return;
         }
         if self.two_level_barrier.is_some() {
+            autotune_plan_event(self.id, Collective::Barrier, "two-level", &[]);
             tracing::info!("comm {} rank 0: barrier autotune: not run, the two-level barrier serves this communicator", self.id.cid);
             return;
+        }
+        match self.barrier.trial() {
+            Some(_) => autotune_plan_event(self.id, Collective::Barrier, "trial", &self.barrier.candidates()),
+            None => autotune_plan_event(self.id, Collective::Barrier, "nothing to measure", &[self.barrier.radix()]),
         }
         match self.barrier.trial() {
             Some(trial) => tracing::info!(
@@ -143,10 +148,15 @@ impl ReadyComm {
         }
         let cid = self.id.cid;
         if self.allreduce.is_two_level() {
+            autotune_plan_event(self.id, Collective::Allreduce, "two-level", &[]);
             tracing::info!("comm {cid} rank 0: allreduce autotune: not run, the two-level tree serves this communicator");
             return;
         }
         let config = self.allreduce.config();
+        match &self.allreduce_trial {
+            Some(trial) => autotune_plan_event(self.id, Collective::Allreduce, "trial", trial.degrees()),
+            None => autotune_plan_event(self.id, Collective::Allreduce, "nothing to measure", &[config.tree.degree]),
+        }
         match &self.allreduce_trial {
             Some(trial) => tracing::info!(
                 "comm {cid} rank 0: allreduce autotune: degrees {:?} (those whose tree fits the window's {} slot ring(s)) in turn over \

@@ -23,12 +23,19 @@ impl ReadyComm {
             let reads = self.transport.reads_peer_memory();
             let parallel = |from: usize| if reads { bytes_or_null(from) } else { Value::Null };
             let bcast = self.bcast.config();
+            let memory = self.transport.memory_footprint();
             json!({
                 "transport": self.transport.name(),
                 "multicast": format!("{:?}", self.transport.multicast_kind()),
                 "reads_peer_memory": reads,
                 "window_bytes": window_bytes,
                 "leaders_only": self.plan.leaders_only.is_some(),
+                "memory": {
+                    "total_bytes": memory.total_bytes(),
+                    "shm_segment_bytes": memory.shm_segment_bytes,
+                    "shm_ranks": memory.shm_ranks,
+                    "verbs_queue_pairs": memory.verbs_queue_pairs,
+                },
                 "barrier": {
                     "radix": self.barrier.radix(),
                     "rounds": self.barrier.rounds(),
@@ -39,30 +46,47 @@ impl ReadyComm {
                     "two_level": self.allreduce.is_two_level(),
                     "max_bytes": self.limits.allreduce_max_bytes,
                     "parallel_min_bytes": parallel(self.allreduce.parallel().min_bytes()),
-                    "ring": ring(self.limits.allreduce_ring),
+                    "ring": ring(self.limits.allreduce_ring, self.ring.segment_bytes()),
                 },
                 "reduce": {
                     "degree": self.reduce.config().degree,
                     "max_bytes": self.limits.reduce_max_bytes,
                     "parallel_min_bytes": parallel(self.reduce.parallel().min_bytes()),
-                    "ring": ring(self.limits.reduce_ring),
+                    "slices_min_bytes": parallel(self.reduce.parallel().slices_min_bytes()),
+                    "ring": ring(self.limits.reduce_ring, self.ring.segment_bytes()),
                 },
                 "bcast": {
                     "single_copy_min_bytes": parallel(bcast.single_copy_min_bytes),
                     "single_copy_max_bytes": self.limits.bcast_single_copy_max_bytes,
                     "max_bytes": self.limits.bcast_max_bytes,
                     "put_tree": Bcast::uses_put_tree(&self.transport),
+                    "window_slots": bcast.multicast.window_slots,
+                    "slot_bytes": bcast.multicast.slot_bytes,
                 },
             })
         });
     }
 }
 
-fn ring(lengths: RingLengths) -> Value {
+fn ring(lengths: RingLengths, slot_bytes: usize) -> Value {
     match lengths.from {
-        Some(from) => json!({ "from_bytes": from, "up_to_bytes": lengths.up_to }),
+        Some(from) => json!({ "from_bytes": from, "up_to_bytes": lengths.up_to, "slot_bytes": slot_bytes }),
         None => Value::Null,
     }
+}
+
+/// Where the communicator's schedules run on two levels (nodes, then
+/// their leaders) or flat, and this rank's place: emitted once per rank
+/// when the schedule is chosen.
+pub(super) fn hierarchy_event(id: CommId, levels: Value) {
+    events::emit("hierarchy", id.origin(), || levels);
+}
+
+/// What an autotune will do on this communicator, from its rank 0 (`plan`:
+/// `trial` over `candidates`, `nothing to measure`, or `two-level`, which
+/// serves without the knob).
+pub(super) fn autotune_plan_event(id: CommId, collective: Collective, plan: &str, candidates: &[usize]) {
+    events::emit("autotune_plan", id.origin(), || json!({ "collective": collective.name(), "plan": plan, "candidates": candidates }));
 }
 
 /// The first hand-over of one kind (collective, reason category, fold

@@ -18,6 +18,7 @@ use super::super::params::{Hierarchy, Settings, TestFaults, TransportChoice, Udp
 use super::super::saved::SavedCollectives;
 use super::policy::{bcast_config, online_cores, uses_cross_memory, wait_policy};
 use super::ready::{Limits, ReadyComm, Schedules};
+use super::report_events::hierarchy_event;
 use super::{CommId, CommState};
 use crate::collectives::allreduce::Allreduce;
 use crate::select::policy::{oversubscribed_parallel_workers, oversubscribed_reduce_degree, reduction_config};
@@ -172,7 +173,7 @@ impl PendingSetup {
         let CommId { cid, rank, size } = id;
         let exchange = saved.exchange(comm);
         if let Err(why) = agree_on_protocol(&exchange, &self.protocol, size) {
-            events::emit("comm_unavailable", id.origin(), || events::json!({ "reason": why.to_string() }));
+            events::emit("comm_unavailable", id.origin(), || events::json!({ "stage": "agreement", "reason": why.to_string() }));
             let message = format!("comm {cid} rank {rank}: {why}; collectives fall back to the module underneath");
             // Once per communicator and job, where it is easy to find.
             if rank == 0 {
@@ -199,7 +200,9 @@ impl PendingSetup {
         match link::connect(&exchange, &request) {
             Ok(transport) => Some(self.ready_on(id, transport)),
             Err(why) => {
-                events::emit("comm_unavailable", id.origin(), || events::json!({ "reason": format!("transport unavailable ({why})") }));
+                events::emit("comm_unavailable", id.origin(), || {
+                    events::json!({ "stage": "transport", "reason": format!("transport unavailable ({why})") })
+                });
                 let message = format!("comm {cid} rank {rank}: transport unavailable ({why}); collectives fall back to the module underneath");
                 // A forced udp that cannot work is worth a warning: the
                 // user asked for it. Once per communicator, from rank 0
@@ -328,12 +331,20 @@ impl ReadyComm {
                 self.two_level_barrier = Some(barrier.with_context(format!("comm {cid}")));
                 let (allreduce, reduce) = self.choose_reduction_trees(&nodes);
                 let bcast = self.choose_bcast_levels(hierarchy, &nodes);
+                hierarchy_event(self.id, events::json!({
+                    "levels": "two-level",
+                    "nodes": nodes.count(),
+                    "node_leader": leader,
+                    "node_ranks": nodes.local_count(rank),
+                    "two_level": { "allreduce": allreduce, "reduce": reduce, "bcast": bcast },
+                }));
                 if self.transport.connects_only_leaders() {
                     let flat = FlatSchedules { allreduce: !allreduce, reduce: !reduce, bcast: !bcast };
                     self.confine_to_leaders(nodes, flat, queue_pairs_max);
                 }
             }
             Schedule::Flat(why) => {
+                hierarchy_event(self.id, events::json!({ "levels": "flat", "reason": why.to_string() }));
                 tracing::info!(
                     "comm {} rank {}: barrier flat over all {} ranks ({why}): dissemination radix {}",
                     cid,

@@ -58,7 +58,8 @@ const USAGE: &str = "usage: coll-rdma-tune [--np 2[,4...]] [--mpirun \"mpirun OP
   --tolerance      and at no size more than this much slower (default 0.03)
   --max-spread     a size where the per-pair ratios' quartiles are further apart than
                    this is too noisy to tell: no value is set (default 0.3)
-  --log-dir        the jobs' output (default: beside the output file, tune-logs/)
+  --log-dir        the jobs' output and coll rdma's events (default: beside the output file,
+                   tune-logs/; with --hosts a directory every host sees)
   --timeout        seconds one sweep may take (default 600)
   --retries        run a sweep again, up to N times, while the default measured as the
                    first and the last job disagree (default 0; --full: 2)
@@ -183,14 +184,14 @@ fn parse_options(argv: &[String]) -> Result<Options, String> {
 
 /// The transport coll rdma picks at `np`, and the choices its defaults make
 /// there: one short barrier sweep of two default jobs, read from their
-/// verbose lines.
+/// events.
 fn probe_transport(launch: &Launch, np: usize) -> Result<(Transport, String), String> {
     let probe = Sweep { param: "probe", collective: Collective::Barrier, sizes: Sizes::NONE, candidates: vec![] };
     let quick = Launch { rounds: 1, sample_ms: 1.0, ..launch.clone() };
     let jobs = [Job { name: "a".into(), mca: vec![] }, Job { name: "b".into(), mca: vec![] }];
     let run = run_sweep(&quick, np, &probe, &jobs)?;
     let served = run.served.first().ok_or("no job ran")?;
-    let name = served.transport.clone().ok_or("no 'transport ... ready' line")?;
+    let name = served.transport.clone().ok_or("no comm_ready event for MPI_COMM_WORLD")?;
     Ok((Transport::from_name(&name), served.choices.clone().unwrap_or_default()))
 }
 

@@ -19,7 +19,7 @@ pub enum Collective {
 }
 
 impl Collective {
-    /// As `bench/coll_pairs.c -c` and coll rdma's verbose summary name it.
+    /// As `bench/coll_pairs.c -c` and coll rdma's events name it.
     pub fn name(self) -> &'static str {
         match self {
             Collective::Barrier => "barrier",
@@ -72,7 +72,7 @@ pub enum Mode {
     Full,
 }
 
-/// The transport coll rdma reported (`transport NAME ready` at verbose 1).
+/// The transport coll rdma reported (its `comm_ready` event).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Transport {
     Shm,

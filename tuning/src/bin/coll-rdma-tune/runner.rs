@@ -110,45 +110,65 @@ pub struct Job {
     pub mca: Vec<(String, String)>,
 }
 
-/// What coll rdma said about the job's MPI_COMM_WORLD at verbose 1.
+/// What coll rdma recorded about the job's MPI_COMM_WORLD in its events
+/// (docs/events.md).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Served {
-    /// `transport NAME ready` of comm 0
+    /// the transport of comm 0's `comm_ready`
     pub transport: Option<String>,
-    /// what follows it in parentheses on rank 0: the choices in force
-    /// (barrier radix, degrees, bcast window...)
+    /// the choices in force on rank 0 (barrier radix, degrees, bcast
+    /// window), from its `comm_ready`, in words
     pub choices: Option<String>,
-    /// per rank of comm 0: calls of the swept collective served, handed over
+    /// per rank of comm 0: calls of the swept collective served, handed
+    /// over (its `comm_freed`)
     pub tallies: BTreeMap<usize, (u64, u64)>,
 }
 
-/// Reads the verbose lines of one job's stderr for `collective`.
-pub fn parse_served(text: &str, collective: &str) -> Served {
+/// Reads the events of one job (every rank's lines, in any order) for
+/// `collective`. A line that is not JSON is skipped: the tally check
+/// afterwards notices a rank whose summary is missing.
+pub fn parse_served(events: &str, collective: &str) -> Served {
     let mut served = Served::default();
-    for line in text.lines() {
-        let Some(rest) = line.split("coll:rdma: comm 0 rank ").nth(1) else { continue };
-        let Some((rank, what)) = rest.split_once(": ") else { continue };
-        let Ok(rank) = rank.parse::<usize>() else { continue };
-        if let Some(tail) = what.strip_prefix("transport ")
-            && let Some((name, _)) = tail.split_once(" ready")
-        {
-            served.transport.get_or_insert_with(|| name.to_string());
-            if rank == 0
-                && let Some(inside) = tail.split_once(" ready (").map(|(_, rest)| rest.trim_end().trim_end_matches(')'))
-            {
-                served.choices = Some(inside.to_string());
-            }
+    for event in events.lines().filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok()) {
+        if event["cid"] != 0 {
+            continue;
         }
-        // "served N COLL(s) over T, M handed to the fallback"
-        let words: Vec<&str> = what.split_whitespace().collect();
-        if let ["served", count, coll, "over", _, handed, "handed", ..] = words.as_slice()
-            && coll.strip_suffix("(s)") == Some(collective)
-            && let (Ok(count), Ok(handed)) = (count.parse::<u64>(), handed.parse::<u64>())
-        {
-            served.tallies.insert(rank, (count, handed));
+        let Some(rank) = event["rank"].as_u64().and_then(|rank| usize::try_from(rank).ok()) else { continue };
+        match event["event"].as_str() {
+            Some("comm_ready") => {
+                if let Some(name) = event["transport"].as_str() {
+                    served.transport.get_or_insert_with(|| name.to_string());
+                }
+                if rank == 0 {
+                    served.choices = Some(choices_of(&event));
+                }
+            }
+            Some("comm_freed") => {
+                let calls = &event["calls"][collective];
+                if let (Some(count), Some(handed)) = (calls["served"].as_u64(), calls["handed_over"].as_u64()) {
+                    served.tallies.insert(rank, (count, handed));
+                }
+            }
+            _ => {}
         }
     }
     served
+}
+
+/// The plan of a `comm_ready` event in a few words, for the tuner's report.
+fn choices_of(ready: &serde_json::Value) -> String {
+    format!(
+        "{} ranks, window {} bytes, barrier radix {}, allreduce degree {}, reduce degree {}, bcast window {} x {} bytes",
+        ready["size"], ready["window_bytes"], ready["barrier"]["radix"], ready["allreduce"]["degree"], ready["reduce"]["degree"],
+        ready["bcast"]["window_slots"], ready["bcast"]["slot_bytes"]
+    )
+}
+
+/// Every rank's events file of one job, one after the other.
+fn read_events(dir: &Path) -> String {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir).map(|entries| entries.flatten().map(|entry| entry.path()).collect()).unwrap_or_default();
+    files.sort();
+    files.iter().map(|file| read(file)).collect::<Vec<_>>().join("\n")
 }
 
 /// The outcome of one sweep at one process count.
@@ -171,6 +191,11 @@ pub fn run_sweep(launch: &Launch, np: usize, sweep: &Sweep, jobs: &[Job]) -> Res
     for (index, job) in jobs.iter().enumerate() {
         let out = launch.log_dir.join(format!("{tag}-{}.out", job.name));
         let err = launch.log_dir.join(format!("{tag}-{}.err", job.name));
+        // a fresh directory per job: coll rdma never writes into a file
+        // that exists
+        let events = launch.log_dir.join(format!("{tag}-{}.events", job.name));
+        let _ = fs::remove_dir_all(&events);
+        fs::create_dir_all(&events).map_err(|e| format!("cannot create {}: {e}", events.display()))?;
         let mut command = Command::new("timeout");
         command.args(["-k", "5", &launch.timeout_s.to_string()]);
         command.args(&launch.mpirun);
@@ -180,6 +205,7 @@ pub fn run_sweep(launch: &Launch, np: usize, sweep: &Sweep, jobs: &[Job]) -> Res
             command.args(["--mca", "mca_base_component_path", &launch.component_path]);
         }
         command.args(["--mca", "coll_rdma_verbose", "1"]);
+        command.arg("--mca").arg("coll_rdma_events_file").arg(events.join("rank-%r.jsonl"));
         for (name, value) in &job.mca {
             command.args(["--mca", name, value]);
         }
@@ -194,7 +220,7 @@ pub fn run_sweep(launch: &Launch, np: usize, sweep: &Sweep, jobs: &[Job]) -> Res
         command.stdout(File::create(&out).map_err(|e| format!("cannot create {}: {e}", out.display()))?);
         command.stderr(File::create(&err).map_err(|e| format!("cannot create {}: {e}", err.display()))?);
         match command.spawn() {
-            Ok(child) => children.push((job, child, out, err)),
+            Ok(child) => children.push((job, child, out, err, events)),
             Err(e) => {
                 stop(&mut children);
                 let _ = fs::remove_file(&control);
@@ -205,10 +231,10 @@ pub fn run_sweep(launch: &Launch, np: usize, sweep: &Sweep, jobs: &[Job]) -> Res
     let mut failure = None;
     let mut samples = Samples::default();
     let mut served = Vec::new();
-    for (job, child, out, err) in children.iter_mut() {
+    for (job, child, out, err, events) in children.iter_mut() {
         let status = child.wait().map_err(|e| format!("waiting for job {}: {e}", job.name))?;
         samples.add(&read(out.as_path()));
-        let report = parse_served(&read(err.as_path()), sweep.collective.name());
+        let report = parse_served(&read_events(events), sweep.collective.name());
         if failure.is_none() {
             failure = job_failure(&job.name, status.code(), &report, np, err.as_path());
         }
@@ -235,7 +261,7 @@ fn job_failure(name: &str, code: Option<i32>, served: &Served, np: usize, err: &
     }
     if served.tallies.len() != np {
         return Some(format!(
-            "job '{name}': coll rdma's summary for MPI_COMM_WORLD came from {} of {np} ranks: not run under coll rdma? (log: {log})",
+            "job '{name}': coll rdma's comm_freed event for MPI_COMM_WORLD came from {} of {np} ranks: not run under coll rdma? (log: {log})",
             served.tallies.len()
         ));
     }
@@ -245,8 +271,8 @@ fn job_failure(name: &str, code: Option<i32>, served: &Served, np: usize, err: &
 /// Stops jobs already started when a later one cannot start: SIGTERM to
 /// timeout(1), which passes it on to mpirun, which stops its ranks (a
 /// SIGKILL would stop timeout alone).
-fn stop(children: &mut [(&Job, std::process::Child, PathBuf, PathBuf)]) {
-    for (_, child, _, _) in children.iter_mut() {
+fn stop(children: &mut [(&Job, std::process::Child, PathBuf, PathBuf, PathBuf)]) {
+    for (_, child, _, _, _) in children.iter_mut() {
         let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
         let _ = child.wait();
     }
@@ -275,17 +301,25 @@ mod tests {
 
     #[test]
     fn served_tallies_of_the_swept_collective() {
-        let text = "[h:1] coll:rdma: comm 0 rank 1: transport shm ready (2 ranks, multicast None, ...)\n\
-                    [h:0] coll:rdma: comm 0 rank 0: transport shm ready (2 ranks, ...)\n\
-                    coll:rdma: comm 0 rank 0: served 1200 bcast(s) over shm, 0 handed to the fallback\n\
-                    coll:rdma: comm 0 rank 0: served 9 barrier(s) over shm, 0 handed to the fallback\n\
-                    coll:rdma: comm 0 rank 1: served 1100 bcast(s) over shm, 100 handed to the fallback\n\
-                    coll:rdma: comm 3 rank 0: served 5 bcast(s) over shm, 0 handed to the fallback\n";
+        // two ranks' files one after the other, a line cut short by a
+        // crash, and another communicator that must not count
+        let text = r#"{"v":1,"event":"comm_ready","cid":0,"rank":1,"size":2,"transport":"shm","window_bytes":65536,"barrier":{"radix":2},"allreduce":{"degree":1},"reduce":{"degree":1},"bcast":{"window_slots":16,"slot_bytes":4096}}
+{"v":1,"event":"comm_freed","cid":0,"rank":1,"size":2,"transport":"shm","calls":{"bcast":{"served":1100,"handed_over":100},"barrier":{"served":9,"handed_over":0}}}
+{"v":1,"event":"comm_ready","cid":0,"rank":0,"size":2,"transport":"shm","window_bytes":65536,"barrier":{"radix":2},"allreduce":{"degree":1},"reduce":{"degree":1},"bcast":{"window_slots":16,"slot_bytes":4096}}
+{"v":1,"event":"comm_freed","cid":0,"rank":0,"size":2,"transport":"shm","calls":{"bcast":{"served":1200,"handed_over":0}}}
+{"v":1,"event":"comm_freed","cid":3,"rank":0,"size":2,"transport":"shm","calls":{"bcast":{"served":5,"handed_over":0}}}
+{"v":1,"event":"comm_fre"#;
         let s = parse_served(text, "bcast");
         assert_eq!(s.transport.as_deref(), Some("shm"));
-        assert_eq!(s.choices.as_deref(), Some("2 ranks, ..."));
+        assert_eq!(
+            s.choices.as_deref(),
+            Some("2 ranks, window 65536 bytes, barrier radix 2, allreduce degree 1, reduce degree 1, bcast window 16 x 4096 bytes")
+        );
         assert_eq!(s.tallies, BTreeMap::from([(0, (1200, 0)), (1, (1100, 100))]));
         assert_eq!(parse_served(text, "reduce").tallies.len(), 0);
+        // verbose lines are not events: nothing is read from them
+        let prose = "coll:rdma: comm 0 rank 0: served 1200 bcast(s) over shm, 0 handed to the fallback\n";
+        assert_eq!(parse_served(prose, "bcast"), Served::default());
     }
 
     #[test]

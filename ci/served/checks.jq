@@ -1,0 +1,76 @@
+# Helpers for ci/mpi-tests.sh's `ev:` checks: questions about the events
+# of one test run (docs/events.md), so that each check is one short jq
+# expression and no test reads the wording of verbose output.
+#
+# Input: every event of every process as one array, each with `world` (the
+# process's rank in MPI_COMM_WORLD, from its file's name) added; `$np` is
+# the job's process count. A check holds when its expression is true.
+
+# The events called NAME, one after the other.
+def events($name): .[] | select(.event == $name);
+def on($cid): select(.cid == $cid);
+def of_rank($rank): select(.rank == $rank);
+
+# comm_ready on communicator CID: every process of the job reported it and
+# COND holds for each (the agreed plan, docs/events.md).
+def every_rank_ready($cid; cond): [events("comm_ready") | on($cid)] | length == $np and all(.[]; cond);
+# ... from the communicator's rank 0 (once or more: context ids are reused)
+def rank0_ready($cid; cond): [events("comm_ready") | on($cid) | of_rank(0)] | length > 0 and all(.[]; cond);
+
+# Every process counted at free on CID some calls of COLL served over
+# TRANSPORT and none handed over.
+def every_rank_served($cid; $coll; $transport):
+    [events("comm_freed") | on($cid)]
+    | length == $np and all(.[]; .transport == $transport and .calls[$coll].served > 0 and .calls[$coll].handed_over == 0);
+
+# No call handed over anywhere (nor counted so at free).
+def nothing_handed_over:
+    ([events("handover")] | length == 0) and all(events("comm_freed"); all(.calls[]; .handed_over == 0));
+
+# The first hand-over of COLL whose fields satisfy COND, on any rank.
+def handed_over($coll; cond): any(events("handover"); .collective == $coll and cond);
+def handed_over_above($parameter): any(events("handover"); .limit_parameter == $parameter);
+
+# CID had no transport on every process, set up failing at STAGE
+# (`agreement`: the ranks' settings differ; `transport`), the reason
+# matching the regular expression WHY; every call was handed over: none
+# served, and (the module underneath's functions installed after the
+# first hand-over) no collective counted more than one.
+def unavailable_everywhere($cid; $stage; $why):
+    ([events("comm_unavailable") | on($cid)]
+        | length == $np and all(.[]; .stage == $stage and (.reason | test($why))))
+    and ([events("comm_freed") | on($cid)]
+        | length == $np and all(.[]; .transport == "no transport" and all(.calls[]; .served == 0 and .handed_over <= 1)));
+
+# The hierarchy event of CID's rank RANK: the levels its schedules run on.
+def hierarchy_of($cid; $rank): [events("hierarchy") | on($cid) | of_rank($rank)] | first;
+
+# Per process and communicator id: no more events NAME about COLL than
+# communicators claimed with that id (an autotune runs once per
+# communicator).
+def once_per_claim($name; $coll):
+    group_by(.world) | all(.[];
+        (map(select(.event == "comm_claimed")) | group_by(.cid) | map({ key: (.[0].cid | tostring), value: length }) | from_entries) as $claimed
+        | map(select(.event == $name and .collective == $coll)) | group_by(.cid)
+        | all(.[]; length <= ($claimed[.[0].cid | tostring] // 0)));
+
+# COLL's autotune on comm 0: one plan from rank 0; where it was a trial,
+# every rank that chose chose the same value, one of the plan's candidates
+# and a row of rank 0's table; with MUST_CHOOSE every rank chose.
+def autotune_agreed($coll; $must_choose):
+    [events("autotune_plan") | on(0) | select(.collective == $coll)] as $plans
+    | [events("autotune") | on(0) | select(.collective == $coll)] as $chosen
+    | ($plans | length == 1)
+      and if $plans[0].plan == "trial" then
+          (if $must_choose then ($chosen | length == $np) else ($chosen | length == 0 or length == $np) end)
+          and ($chosen | map(.chosen) | unique | length <= 1)
+          and all($chosen[]; .chosen as $value | $plans[0].candidates | index($value) != null)
+          and all($chosen[] | select(.rank == 0); .chosen as $value | [.table.rows[].value] | index($value) != null)
+        else $chosen | length == 0 end;
+
+# The shm segment's size by its layout (btl-ibmc shm): a 4096-byte header,
+# every rank's window rounded up to pages, one ring of 66816 bytes
+# (shm/ring.rs RING_BYTES) per ordered pair, the whole rounded up to pages.
+def shm_segment_bytes($window; $ranks):
+    def pages: ((. + 4095) / 4096 | floor) * 4096;
+    (4096 + $ranks * ($window | pages) + $ranks * $ranks * 66816) | pages;
