@@ -1104,6 +1104,7 @@ COMP_TESTS=(
     "panic-allreduce-3-np3" "panic-barrier-1-np2" "panic-bcast-2-np3" "pack-failure-np3"
     "module-size-mismatch-np3" "thread-multiple-np2" "thread-multiple-np3" "thread-multiple-np4"
     "thread-multiple-pretend-nodes-np4" "thread-multiple-udp-np2" "thread-multiple-two-threads-one-comm-np2"
+    "thread-multiple-killed-thread-np3"
 )
 if [ "$MODE" = stock ]; then
     for t in "${COMP_TESTS[@]}"; do skip "$t" "needs the component"; done
@@ -1789,6 +1790,16 @@ else
     #     ends with the error naming the communicator, it does not hang
     CHECKS=("re:coll:rdma: error: comm [0-9]+ \"shared by two threads\" rank 0: two threads called collectives on this communicator at the same time")
     run_test "thread-multiple-two-threads-one-comm-np2" 2 refused "${V[@]}" -- thread_multiple -e
+    # ... and a thread that dies mid-collective: the first worker of rank 1
+    #     to enter its communicator's 3rd barrier stops there for good,
+    #     holding it (coll_rdma_test_thread_stop_at), while the process
+    #     goes on; that communicator's peers give up after the fault timeout
+    #     and the job ends with their diagnostic (a hang fails by the
+    #     run's time limit)
+    CHECKS=("re:coll:rdma: warning: comm [0-9]+ rank 1: coll_rdma_test_thread_stop_at=barrier:3: this thread stops here for good"
+        "re:coll:rdma: error: comm [0-9]+ rank [0-9]+: barrier failed: .*gave up after [0-9.]+ s without progress waiting for ")
+    run_test "thread-multiple-killed-thread-np3" 3 refused --mca coll_rdma_test_thread_stop_at barrier:3 \
+        --mca coll_rdma_fault_timeout_s 10 "${V[@]}" -- thread_multiple -t 4 -i 20 -c 0
 fi
 
 [ "$LIST" = 1 ] && exit 0
