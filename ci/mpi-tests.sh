@@ -861,6 +861,26 @@ for np in $NPS; do
     run_test "np$np-bcast" "$np" ok "${V[@]}" -- bcast "${BC[@]}" "${BC_E[@]}"
 done
 
+# 1a. MPI_THREAD_MULTIPLE over the transport or hosts asked for (udp
+#     between the netns hosts of ci/udp-tests.sh, verbs and shm+verbs in the
+#     Soft-RoCE guests): a few iterations of section 18's program (2 worker
+#     threads on their own communicators, the Iprobe/Test poller, a thread
+#     creating and freeing communicators), results checked by the program,
+#     every collective served over an expected transport on some
+#     communicator, no warning. Shared memory on one host runs it at
+#     length in section 18.
+if [ -n "$TRANSPORT$HOSTS" ] && [ "$MODE" = component ]; then
+    TM_OVER=$(printf '%s' "${EXPECT_TRANSPORT:-${TRANSPORT:-shm}}" | sed 's/+/\\+/g; s/  */|/g')
+    for np in $NPS; do
+        [ "$np" -gt 1 ] || continue
+        CHECKS=("grep:coll:rdma: serving MPI_THREAD_MULTIPLE" "nowarn:coll:rdma:.*(warning|error)")
+        for what in barrier bcast allreduce reduce; do
+            CHECKS+=("re:coll:rdma: comm [0-9]+ rank 0: served [1-9][0-9]* $what\\(s\\) over ($TM_OVER)")
+        done
+        run_test "np$np-thread_multiple" "$np" ok "${V[@]}" -- thread_multiple -t 2 -i 3 -c 2
+    done
+fi
+
 # 1b. MPI_Ibarrier and the persistent barrier (issue 35): served natively
 #     wherever the blocking barrier is (verbose 1 counts them), several
 #     outstanding between blocking barriers, completed by MPI_Waitall,
