@@ -785,6 +785,26 @@ for np in $NPS; do
     run_test "np$np-bcast" "$np" ok "${V[@]}" -- bcast "${BC[@]}" "${BC_E[@]}"
 done
 
+# 1a. MPI_THREAD_MULTIPLE over the transport or hosts asked for (udp
+#     between the netns hosts of ci/udp-tests.sh, verbs and shm+verbs in the
+#     Soft-RoCE guests): a few iterations of section 18's program (2 worker
+#     threads on their own communicators, the Iprobe/Test poller, a thread
+#     creating and freeing communicators), results checked by the program,
+#     every collective served over an expected transport on some
+#     communicator, no warning. Shared memory on one host runs it at
+#     length in section 18.
+if [ -n "$TRANSPORT$HOSTS" ] && [ "$MODE" = component ]; then
+    TM_OVER=$(printf '%s' "${EXPECT_TRANSPORT:-${TRANSPORT:-shm}}" | sed 's/+/\\+/g; s/  */|/g')
+    for np in $NPS; do
+        [ "$np" -gt 1 ] || continue
+        CHECKS=("grep:coll:rdma: serving MPI_THREAD_MULTIPLE" "nowarn:coll:rdma:.*(warning|error)")
+        for what in barrier bcast allreduce reduce; do
+            CHECKS+=("re:coll:rdma: comm [0-9]+ rank 0: served [1-9][0-9]* $what\\(s\\) over ($TM_OVER)")
+        done
+        run_test "np$np-thread_multiple" "$np" ok "${V[@]}" -- thread_multiple -t 2 -i 3 -c 2
+    done
+fi
+
 # 1b. MPI_Ibarrier and the persistent barrier (issue 35): served natively
 #     wherever the blocking barrier is (verbose 1 counts them), several
 #     outstanding between blocking barriers, completed by MPI_Waitall,
@@ -1025,6 +1045,7 @@ COMP_TESTS=(
     "module-size-mismatch-np3" "thread-multiple-np2" "thread-multiple-np3" "thread-multiple-np4"
     "thread-multiple-pretend-nodes-np4" "thread-multiple-udp-np2" "thread-multiple-two-threads-one-comm-np2"
     "mpi4py-collectives-np2" "mpi4py-collectives-np3"
+    "thread-multiple-killed-thread-np3"
 )
 if [ "$MODE" = stock ]; then
     for t in "${COMP_TESTS[@]}"; do skip "$t" "needs the component"; done
@@ -1703,6 +1724,16 @@ else
     #     ends with the error naming the communicator, it does not hang
     CHECKS=("says-re:coll:rdma: error: comm [0-9]+ \"shared by two threads\" rank 0: two threads called collectives on this communicator at the same time")
     run_test "thread-multiple-two-threads-one-comm-np2" 2 refused "${V[@]}" -- thread_multiple -e
+    # ... and a thread that dies mid-collective: the first worker of rank 1
+    #     to enter its communicator's 3rd barrier stops there for good,
+    #     holding it (coll_rdma_test_thread_stop_at), while the process
+    #     goes on; that communicator's peers give up after the fault timeout
+    #     and the job ends with their diagnostic (a hang fails by the
+    #     run's time limit)
+    CHECKS=("says-re:coll:rdma: warning: comm [0-9]+ rank 1: coll_rdma_test_thread_stop_at=barrier:3: this thread stops here for good"
+        "says-re:coll:rdma: error: comm [0-9]+ rank [0-9]+: barrier failed: .*gave up after [0-9.]+ s without progress waiting for ")
+    run_test "thread-multiple-killed-thread-np3" 3 refused --mca coll_rdma_test_thread_stop_at barrier:3 \
+        --mca coll_rdma_fault_timeout_s 10 "${V[@]}" -- thread_multiple -t 4 -i 20 -c 0
 
     # 18a. mpi4py as Python users run it (Debian's python3-mpi4py asks for
     #      MPI_THREAD_MULTIPLE): tests/python/mpi4py_collectives.py checks

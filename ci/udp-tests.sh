@@ -16,7 +16,10 @@
 #
 # usage: ci/udp-tests.sh [--only mpi|fbcast] [--hosts N] [--nps "N..."]
 #                        [--loss PERCENT] [--loss-nps "N..."] [--transport NAME] [--full]
+#                        [--tests REGEX]
 #   --only      run one of the two parts
+#   --tests     run only the MPI tests whose name matches REGEX (ci/mpi-tests.sh
+#               --only; e.g. thread_multiple)
 #   --hosts N   the number of namespace hosts (default 4)
 #   --nps       process counts of the MPI tests without injected loss
 #               (default "8": two ranks a host, so that ranks of one host
@@ -48,6 +51,7 @@ LOSS_NPS="4"
 LOSS=5
 TRANSPORT=udp
 QUICK=(--quick)
+TESTS=
 while [ $# -gt 0 ]; do
     case $1 in
         --only) ONLY=${2:?--only needs mpi or fbcast}; shift ;;
@@ -57,6 +61,7 @@ while [ $# -gt 0 ]; do
         --loss) LOSS=${2:?--loss needs a percentage}; shift ;;
         --transport) TRANSPORT=${2?--transport needs a name}; shift ;;
         --full) QUICK=() ;;
+        --tests) TESTS=${2:?--tests needs a regular expression}; shift ;;
         -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
         *) echo "udp-tests: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
@@ -144,6 +149,7 @@ parts_side_by_side() {
 if [ "$ONLY" != fbcast ]; then
     mpi_args=(--hosts "$NETNS_HOSTS" --nps "$NPS" "${QUICK[@]}")
     [ -z "$TRANSPORT" ] || mpi_args+=(--transport "$TRANSPORT")
+    [ -z "$TESTS" ] || mpi_args+=(--only "$TESTS")
     # mpirun runs as the first host, so ci/mpi-tests.sh does too
     clean_part=("MPI tests across $NHOSTS hosts, transport ${TRANSPORT:-automatic}" --
         env MPI_TESTS_LOGDIR="$LOGDIR/mpi" "$NETNS_ENTER" "$FIRST_HOST" bash "$ROOT/ci/mpi-tests.sh" "${mpi_args[@]}")

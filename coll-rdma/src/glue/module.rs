@@ -161,7 +161,8 @@ unsafe extern "C" fn enable(module: *mut sys::mca_coll_base_module_t, comm: *mut
 }
 
 /// The module's state, held by one thread; released when dropped, also
-/// while a panic unwinds, which then marks the state failed.
+/// while a panic unwinds, which then marks the state failed. One exists
+/// only while its thread holds the entry: dropping it is what releases it.
 struct Held {
     module: *mut RdmaModule,
 }
@@ -180,8 +181,14 @@ impl Held {
     /// # Safety
     /// As for `enter_collective`.
     unsafe fn try_enter_progress(module: *mut RdmaModule, token: u64) -> Option<Held> {
+        // A `Held` leaves the entry when dropped, so it is made only once
+        // the entry is ours: one made for a failed attempt (as
+        // `bool::then_some`, which builds its argument either way, did)
+        // released the holder's entry, and the next pass went in beside a
+        // collective still running there (a bcast root's retransmission
+        // nested in its own record's wait on the same udp transport).
         // SAFETY: guaranteed by the caller.
-        unsafe { &(*module).entry }.try_enter_progress(token).then_some(Held { module })
+        if unsafe { &(*module).entry }.try_enter_progress(token) { Some(Held { module }) } else { None }
     }
 
     /// Records whether background work is left, while still holding the
@@ -333,3 +340,6 @@ const _: () = {
     const fn assert_send<T: Send>() {}
     assert_send::<CommState>();
 };
+
+#[cfg(test)]
+mod tests;

@@ -114,6 +114,9 @@ pub struct Settings {
 pub struct TestFaults {
     /// Panic inside this collective's n-th call (1-based) on a communicator.
     pub panic_at: Option<(Collective, u64)>,
+    /// The first thread of communicator rank 1 in this collective's n-th
+    /// call stops there for good (see `comm_state::stop_this_thread`).
+    pub thread_stop_at: Option<(Collective, u64)>,
     /// The n-th packing bcast root of a communicator fails to pack.
     pub pack_failure_at: Option<u64>,
     /// Every rank but 0 pauses this long between agreeing on the settings
@@ -123,8 +126,9 @@ pub struct TestFaults {
     pub packs_seen: u64,
 }
 
-/// "bcast:3" as (Bcast, 3); `None` (with a warning) when malformed.
-fn panic_at_setting(text: &str) -> Option<(Collective, u64)> {
+/// "bcast:3" as (Bcast, 3), for the testing-only `parameter`; `None`
+/// (with a warning) when malformed.
+fn collective_call_setting(parameter: &str, text: &str) -> Option<(Collective, u64)> {
     if text.is_empty() {
         return None;
     }
@@ -134,7 +138,7 @@ fn panic_at_setting(text: &str) -> Option<(Collective, u64)> {
         Some((collective, calls))
     });
     if parsed.is_none() {
-        tracing::warn!("coll_rdma_test_panic_at=\"{text}\" is invalid (COLLECTIVE:N, e.g. allreduce:3); no panic is injected");
+        tracing::warn!("coll_rdma_{parameter}=\"{text}\" is invalid (COLLECTIVE:N, e.g. allreduce:3); nothing is injected");
     }
     parsed
 }
@@ -287,7 +291,8 @@ pub fn validate(raw: RawParams) -> Settings {
         pretend_running_version: Some(v.text(Id::TestRunningVersion).to_string()).filter(|version| !version.is_empty()),
         pretend_module_class_size: v.count(Id::TestModuleClassSize),
         test_faults: TestFaults {
-            panic_at: panic_at_setting(v.text(Id::TestPanicAt)),
+            panic_at: collective_call_setting("test_panic_at", v.text(Id::TestPanicAt)),
+            thread_stop_at: collective_call_setting("test_thread_stop_at", v.text(Id::TestThreadStopAt)),
             pack_failure_at: v.choice(Id::TestPackFailureAt).map(|n| n as u64),
             setup_pause: v.choice(Id::TestSetupPauseS).map(|seconds| Duration::from_secs(seconds as u64)),
             packs_seen: 0,
@@ -448,7 +453,8 @@ mod tests {
         assert_eq!(settings.pretend_running_version, None);
         assert_eq!(settings.pretend_module_class_size, None);
         let faults = settings.test_faults;
-        assert!(faults.panic_at.is_none() && faults.pack_failure_at.is_none() && faults.setup_pause.is_none());
+        assert!(faults.panic_at.is_none() && faults.thread_stop_at.is_none());
+        assert!(faults.pack_failure_at.is_none() && faults.setup_pause.is_none());
         let allreduce = settings.allreduce;
         assert_eq!((allreduce.degree, allreduce.segment_bytes, allreduce.exchange_max_bytes), (None, 8192, None));
         assert_eq!((allreduce.max_bytes, allreduce.parallel_min_bytes), (Some(16384), Some(16384)));
@@ -584,6 +590,7 @@ mod tests {
         raw.set_text(Id::Transport, "SHM".to_string());
         raw.set_text(Id::Hierarchy, "Flat".to_string());
         raw.set_text(Id::TestPanicAt, "bcast:3".to_string());
+        raw.set_text(Id::TestThreadStopAt, " barrier : 2".to_string());
         let settings = validate(raw);
         assert_eq!(settings.hierarchy, Hierarchy::Flat);
         assert_eq!(hierarchy("two-level"), Hierarchy::Auto);
@@ -593,6 +600,7 @@ mod tests {
         assert_eq!(settings.bcast.co_roots, Some(3));
         assert_eq!(settings.transport, TransportChoice::Shm);
         assert_eq!(settings.test_faults.panic_at, Some((Collective::Bcast, 3)));
+        assert_eq!(settings.test_faults.thread_stop_at, Some((Collective::Barrier, 2)));
     }
 
     #[test]
@@ -606,6 +614,7 @@ mod tests {
         raw.set_int(Id::TestSetupPauseS, -2);
         raw.set_text(Id::Transport, "ethernet".to_string());
         raw.set_text(Id::TestPanicAt, "bcast".to_string());
+        raw.set_text(Id::TestThreadStopAt, "barrier:0".to_string());
         raw.set_int(Id::BcastMaxBytes, -5);
         let settings = validate(raw);
         assert_eq!(settings.bcast.max_bytes, WindowLimit::Modelled);
@@ -617,6 +626,7 @@ mod tests {
         assert_eq!(settings.test_faults.setup_pause, None);
         assert_eq!(settings.transport, TransportChoice::Auto);
         assert_eq!(settings.test_faults.panic_at, None);
+        assert_eq!(settings.test_faults.thread_stop_at, None);
     }
 
     #[test]

@@ -212,12 +212,18 @@ impl CommState {
 }
 
 impl Shared {
-    /// Counts the call and panics where the testing-only parameter
-    /// coll_rdma_test_panic_at says, to exercise the recovery from a panic.
+    /// Counts the call and injects the testing-only faults that strike
+    /// inside a collective: a panic (coll_rdma_test_panic_at), to exercise
+    /// the recovery from one, and a thread stopped for good
+    /// (coll_rdma_test_thread_stop_at), to check that a dead thread ends
+    /// the job with a diagnostic.
     pub(super) fn count_call(&mut self, collective: Collective) {
         let calls = self.tallies.entered(collective);
         if self.test_faults.panic_at == Some((collective, calls)) {
             panic!("coll_rdma_test_panic_at={}:{} (testing only)", collective.name(), calls);
+        }
+        if self.test_faults.thread_stop_at == Some((collective, calls)) && self.id.rank == 1 {
+            stop_this_thread(self.id, collective, calls);
         }
     }
 
@@ -315,5 +321,30 @@ impl Drop for CommState {
             Stage::Pending(_) => ("no transport (never used)", None),
         };
         report::report_summary(id, transport, bcast, tallies);
+    }
+}
+
+/// Stops the calling thread for good, where it is (inside a collective,
+/// holding its communicator), as a thread killed mid-collective would stop;
+/// the first thread of the process to get here only, so that the others
+/// go on as in a process that lost one thread. Killing a thread outright
+/// (pthread_exit, pthread_cancel) would unwind or abandon Rust and Open MPI
+/// frames holding locks, which no real program can survive either; what
+/// the rest of the job sees of a dead thread, a thread that never runs
+/// again and never lets go, is exactly this.
+fn stop_this_thread(id: CommId, collective: Collective, calls: u64) {
+    static STOPPED_ONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if STOPPED_ONE.swap(true, std::sync::atomic::Ordering::AcqRel) {
+        return;
+    }
+    tracing::warn!(
+        "comm {} rank {}: coll_rdma_test_thread_stop_at={}:{}: this thread stops here for good, holding the communicator (testing only)",
+        id.cid,
+        id.rank,
+        collective.name(),
+        calls
+    );
+    loop {
+        std::thread::park();
     }
 }

@@ -96,6 +96,7 @@ const GROUPS: &[(&str, &[Id])] = &[
             Id::TestRunningVersion,
             Id::TestModuleClassSize,
             Id::TestPanicAt,
+            Id::TestThreadStopAt,
             Id::TestPackFailureAt,
             Id::TestSetupPauseS,
             Id::TestPretendNoCrossMemory,

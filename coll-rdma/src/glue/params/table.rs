@@ -166,6 +166,8 @@ parameters! {
         c"Testing only: pretend the running Open MPI's mca_coll_base_module_t has this many bytes, to exercise the check that disqualifies coll rdma when the running library's structures differ from those it was built against (e.g. a debug build of the same version); 0 uses the real size";
     TestPanicAt: c"test_panic_at", text(c""), DEV, Testing,
         c"Testing only: COLLECTIVE:N (barrier, allreduce, reduce or bcast) makes coll rdma panic inside the N-th call of that collective on every communicator, to exercise the recovery (the call returns an error, later calls go to the module underneath); empty injects nothing";
+    TestThreadStopAt: c"test_thread_stop_at", text(c""), DEV, Testing,
+        c"Testing only: COLLECTIVE:N (barrier, allreduce, reduce or bcast) makes the first thread of communicator rank 1 that enters the N-th call of that collective on its communicator stop there for good, holding the communicator and sending nothing more, as a thread killed mid-collective would (the process goes on), to check that the job then ends with a diagnostic (coll_rdma_fault_timeout_s on the peers) rather than hanging; empty injects nothing";
     TestPackFailureAt: c"test_pack_failure_at", int(0, Rule::PositiveOrOff), DEV, Testing,
         c"Testing only: N > 0 makes the N-th bcast root on a communicator that packs a non-contiguous datatype fail to pack, to exercise the recovery (every rank's call returns an error, later calls go to the module underneath); 0 injects nothing";
     TestSetupPauseS: c"test_setup_pause_s", int(0, Rule::PositiveOrOff), DEV, Testing,
