@@ -45,7 +45,8 @@ impl Sink {
 
 /// Takes coll_rdma_events_file's value, read at each component open. The
 /// file of an earlier open of the same process stays in use while the value
-/// is unchanged (each MPI 4 session opens the component again).
+/// is unchanged (each MPI 4 session opens the component again; where Open
+/// MPI loaded it afresh, `sink::reopen_own` finds the file again).
 pub(in crate::glue) fn configure(pattern: &str) {
     let mut sink = SINK.lock().unwrap_or_else(PoisonError::into_inner);
     if sink.pattern() == Some(pattern) {
@@ -66,7 +67,12 @@ fn open_pending(sink: &mut Sink) {
     let Sink::Pending { pattern } = sink else { return };
     let pattern = std::mem::take(pattern);
     let path = sink::expand(&pattern, &sink::world_rank(), std::process::id());
-    *sink = match sink::create(&path) {
+    let created = sink::create(&path);
+    let reopened = match &created {
+        Err(why) if why.kind() == std::io::ErrorKind::AlreadyExists => sink::reopen_own(&path),
+        _ => None,
+    };
+    *sink = match reopened.map_or(created, Ok) {
         Ok(file) => Sink::Open { pattern, file },
         Err(why) => {
             tracing::warn!("{}", sink::refusal(&path, &why));

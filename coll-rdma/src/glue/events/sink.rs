@@ -66,6 +66,31 @@ pub(super) fn create(path: &std::path::Path) -> io::Result<File> {
         .open(path)
 }
 
+/// The events file at `path` if this process created it in an earlier
+/// load of the component: Open MPI 5 unloads components when a session
+/// ends and loads them again for the next, which resets every static, but
+/// the descriptor of the file stays open. A file is taken only when one of
+/// this process's descriptors is that very file (same device and inode),
+/// so a file left by an earlier job, or planted by someone else, is still
+/// refused. Opened again for appending, through the descriptor's entry in
+/// /proc (Linux), so that no byte written before is overwritten.
+pub(super) fn reopen_own(path: &std::path::Path) -> Option<File> {
+    use std::os::unix::fs::MetadataExt;
+    let named = std::fs::symlink_metadata(path).ok()?;
+    if !named.file_type().is_file() {
+        return None;
+    }
+    let descriptors = std::fs::read_dir("/proc/self/fd").ok()?;
+    for entry in descriptors.flatten() {
+        let own = entry.path();
+        let Ok(open) = std::fs::metadata(&own) else { continue };
+        if open.dev() == named.dev() && open.ino() == named.ino() {
+            return OpenOptions::new().append(true).custom_flags(libc::O_CLOEXEC).open(own).ok();
+        }
+    }
+    None
+}
+
 /// What to tell the user when `create` failed, and what happens next.
 pub(super) fn refusal(path: &std::path::Path, why: &io::Error) -> String {
     let hint = match why.kind() {
@@ -128,6 +153,29 @@ mod tests {
         assert!(create(&dangling).is_err(), "a dangling link is refused, not followed");
         assert!(!dir.join("absent").exists(), "nothing was created through the link");
         assert_eq!(std::fs::read(&target).expect("readable"), b"keep");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_file_this_process_holds_open_is_taken_again_and_appended_to() {
+        let dir = scratch_dir("reopen");
+        let path = dir.join("events.0");
+        // as the component's earlier load left it: created, written, its
+        // descriptor still open while nothing refers to it any more
+        let mut earlier = create(&path).expect("created");
+        earlier.write_all(b"{\"first\":1}\n").expect("writable");
+        let mut again = reopen_own(&path).expect("the process's own file is taken again");
+        again.write_all(b"{\"second\":2}\n").expect("writable");
+        assert_eq!(std::fs::read(&path).expect("readable"), b"{\"first\":1}\n{\"second\":2}\n");
+        drop((earlier, again));
+        // closed, it is a file of the past (an earlier job): refused
+        assert!(reopen_own(&path).is_none(), "a file no descriptor of this process holds is not taken");
+        // another file with the same name, even one linked to ours, is not ours
+        std::fs::remove_file(&path).expect("removed");
+        let keep = create(&dir.join("kept")).expect("created");
+        std::os::unix::fs::symlink(dir.join("kept"), &path).expect("symlink");
+        assert!(reopen_own(&path).is_none(), "a symbolic link is never taken, even to a file of ours");
+        drop(keep);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
