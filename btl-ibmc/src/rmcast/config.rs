@@ -83,6 +83,12 @@ pub struct CongestionConfig {
     /// in, so M sets the ACK load the root carries per piece.
     pub window_slots: Option<usize>,
     pub ack_interval: Option<usize>,
+    /// A member's loss reports halve the window only once they exceed this
+    /// share, in percent, of the last window of pieces (at least
+    /// `congestion::LOSS_SPAN_LEAST`): random loss on a path that is not
+    /// congested is repaired, not answered by slowing down. 0 halves on
+    /// every report of a new episode, as TCP does. At most 100.
+    pub loss_tolerance_percent: u32,
 }
 
 impl Default for CongestionConfig {
@@ -98,9 +104,17 @@ impl Default for CongestionConfig {
             rto_ceiling: Duration::from_secs(1),
             window_slots: None,
             ack_interval: None,
+            loss_tolerance_percent: DEFAULT_LOSS_TOLERANCE_PERCENT,
         }
     }
 }
+
+/// Measured (docs/rmcast-congestion.md, "Random loss"): 5 % independent
+/// loss per datagram and receiver makes a member report loss for about 2 %
+/// of the pieces (one NACK covers the gaps found while it waits); 10 %
+/// stays clear of that, while a congested path that drops a burst of a
+/// window still collapses the window by timeout.
+pub const DEFAULT_LOSS_TOLERANCE_PERCENT: u32 = 10;
 
 impl CongestionConfig {
     pub fn validate(&self) -> Result<(), String> {
@@ -118,6 +132,9 @@ impl CongestionConfig {
         }
         if self.ack_interval == Some(0) {
             return Err("the ACK interval under congestion control must be at least 1 fragment".to_string());
+        }
+        if self.loss_tolerance_percent > 100 {
+            return Err(format!("the loss tolerance ({} %) is above 100 %", self.loss_tolerance_percent));
         }
         if self.rto_ceiling > MAX_RTO_CEILING {
             return Err(format!("the retransmission-timeout ceiling ({:?}) is above {MAX_RTO_CEILING:?}", self.rto_ceiling));
@@ -295,6 +312,8 @@ mod tests {
         assert!(with(CongestionConfig { cwnd_initial: 0, ..base }).unwrap_err().contains("congestion window"));
         assert!(with(CongestionConfig { ssthresh_initial: 0, ..base }).unwrap_err().contains("slow-start"));
         assert!(with(CongestionConfig { rto_floor: Duration::ZERO, ..base }).unwrap_err().contains("floor"));
+        assert!(with(CongestionConfig { loss_tolerance_percent: 100, ..base }).is_ok());
+        assert!(with(CongestionConfig { loss_tolerance_percent: 101, ..base }).unwrap_err().contains("loss tolerance"));
         let inverted = CongestionConfig { rto_floor: Duration::from_millis(5), rto_ceiling: Duration::from_millis(4), ..base };
         assert!(with(inverted).unwrap_err().contains("ceiling"));
         // Anything longer is no timeout, and a huge one overflowed timer arithmetic.

@@ -24,37 +24,41 @@ use crate::test_support::{pattern, run_with};
 
 /// What one run measures; from the environment (see `settings`).
 #[derive(Clone, Copy, Debug)]
-struct Setting {
-    ranks: usize,
-    bytes: usize,
-    calls: usize,
-    co_roots: usize,
-    timeout: Duration,
+pub(super) struct Setting {
+    pub(super) ranks: usize,
+    pub(super) bytes: usize,
+    pub(super) calls: usize,
+    pub(super) co_roots: usize,
+    pub(super) timeout: Duration,
     /// How a rank that already has the message waits for the others:
     /// `None` yields between progress calls, `Some(d)` sleeps `d`, which
     /// leaves the cores to the ranks still working.
-    idle_sleep: Option<Duration>,
+    pub(super) idle_sleep: Option<Duration>,
 }
 
 /// One run's latencies in microseconds, sorted, and the ranks' summed counters.
-struct Run {
-    latencies: Vec<f64>,
-    stats: RmcastStats,
+pub(super) struct Run {
+    pub(super) latencies: Vec<f64>,
+    pub(super) stats: RmcastStats,
+    /// The root's own counters (its window gauge among them).
+    pub(super) root: RmcastStats,
 }
 
 impl Run {
-    fn quantile(&self, q: f64) -> f64 {
+    pub(super) fn quantile(&self, q: f64) -> f64 {
         self.latencies[((self.latencies.len() as f64 * q) as usize).min(self.latencies.len() - 1)]
     }
 
-    fn mean(&self) -> f64 {
+    pub(super) fn mean(&self) -> f64 {
         self.latencies.iter().sum::<f64>() / self.latencies.len() as f64
     }
 }
 
-fn measure(setting: Setting, drop: f64, tail_repeat: usize) -> Run {
+/// `setting`'s bcasts at loss `drop` per datagram and receiver, with
+/// `base` for everything `setting` does not set.
+pub(super) fn measure(setting: Setting, drop: f64, tail_repeat: usize, base: RmcastConfig) -> Run {
     let Setting { ranks, bytes, calls, co_roots, timeout, idle_sleep } = setting;
-    let config = RmcastConfig { co_roots, tail_repeat, timeout, give_up_after: Some(Duration::from_secs(300)), ..test_config() };
+    let config = RmcastConfig { co_roots, tail_repeat, timeout, give_up_after: Some(Duration::from_secs(300)), ..base };
     let fabric = FabricConfig { multicast_drop: drop, seed: 36, ..FabricConfig::default() };
     let started = Mutex::new(vec![None::<Instant>; calls]);
     let finished = Mutex::new(vec![None::<Instant>; calls]);
@@ -94,7 +98,7 @@ fn measure(setting: Setting, drop: f64, tail_repeat: usize) -> Run {
         })
         .collect();
     latencies.sort_by(f64::total_cmp);
-    Run { latencies, stats: RmcastStats::sum(&stats) }
+    Run { latencies, stats: RmcastStats::sum(&stats), root: stats[0] }
 }
 
 /// Settings from the environment: TAIL_BENCH_RANKS (1024), TAIL_BENCH_BYTES
@@ -128,8 +132,8 @@ fn bench_bcast_latency_under_loss_against_the_loss_free_median() {
     let (setting, drop, repeats) = settings();
     println!("{setting:?}, loss {drop} per datagram and receiver");
     for tail_repeat in repeats {
-        let reference = measure(setting, 0.0, tail_repeat);
-        let lossy = measure(setting, drop, tail_repeat);
+        let reference = measure(setting, 0.0, tail_repeat, test_config());
+        let lossy = measure(setting, drop, tail_repeat, test_config());
         let median_free = reference.quantile(0.5);
         for (loss, run) in [(0.0, &reference), (drop, &lossy)] {
             let beyond_timeout = run.latencies.iter().filter(|&&us| us >= setting.timeout.as_secs_f64() * 1e6).count();

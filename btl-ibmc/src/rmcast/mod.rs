@@ -58,9 +58,11 @@ mod congestion_tests;
 #[cfg(test)]
 mod tail_tests;
 #[cfg(test)]
+mod random_loss_tests;
+#[cfg(test)]
 mod loss_bench;
 
-pub use config::{CongestionConfig, CongestionMode, DEFAULT_TAIL_REPEAT, RmcastConfig};
+pub use config::{CongestionConfig, CongestionMode, DEFAULT_LOSS_TOLERANCE_PERCENT, DEFAULT_TAIL_REPEAT, RmcastConfig};
 pub use groups::{Groups, Member, Role};
 pub use region::region_len;
 pub use stats::RmcastStats;

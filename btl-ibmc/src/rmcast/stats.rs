@@ -41,6 +41,9 @@ pub struct RmcastStats {
     /// collapsed it.
     pub loss_events: u64,
     pub timeout_collapses: u64,
+    /// Loss reports within the tolerated loss share (random loss, not
+    /// congestion), which left the window alone.
+    pub losses_tolerated: u64,
     /// Times a collector's acker changed after its first choice.
     pub acker_switches: u64,
     /// Round-trip samples a collector took (Karn's rule and stalls skip
@@ -76,6 +79,7 @@ impl RmcastStats {
             rto_micros: total.rto_micros.max(one.rto_micros),
             loss_events: total.loss_events + one.loss_events,
             timeout_collapses: total.timeout_collapses + one.timeout_collapses,
+            losses_tolerated: total.losses_tolerated + one.losses_tolerated,
             acker_switches: total.acker_switches + one.acker_switches,
             rtt_samples: total.rtt_samples + one.rtt_samples,
             nacks_suppressed: total.nacks_suppressed + one.nacks_suppressed,

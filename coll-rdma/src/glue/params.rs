@@ -392,6 +392,7 @@ fn udp_settings(v: &Checked) -> UdpSettings {
         ssthresh_initial: v.number(Id::UdpSsthreshInitial) as usize,
         window_slots: v.number(Id::UdpWindow) as usize,
         ack_interval: v.number(Id::UdpAckInterval) as usize,
+        loss_tolerance_percent: v.number(Id::UdpLossTolerance) as u32,
         segmentation_offload: v.number(Id::UdpSegmentationOffload) != 0,
         protection: or_default(udp::parse_protection(v.text(Id::UdpProtection)), defaults.protection),
         loss_percent: v.number(Id::TestUdpLossPercent) as u32,
@@ -489,6 +490,7 @@ mod tests {
         raw.set_int(Id::UdpSsthreshInitial, 16);
         raw.set_int(Id::UdpWindow, 300);
         raw.set_int(Id::UdpAckInterval, 12);
+        raw.set_int(Id::UdpLossTolerance, 25);
         raw.set_int(Id::UdpSegmentationOffload, 0);
         raw.set_text(Id::UdpProtection, "authenticate".to_string());
         raw.set_int(Id::TestUdpLossPercent, 5);
@@ -508,6 +510,7 @@ mod tests {
             ssthresh_initial: 16,
             window_slots: 300,
             ack_interval: 12,
+            loss_tolerance_percent: 25,
             segmentation_offload: false,
             protection: btl_ibmc::udp::Protection::Authenticate,
             loss_percent: 5,
@@ -524,10 +527,12 @@ mod tests {
         raw.set_int(Id::UdpSsthreshInitial, 40);
         raw.set_int(Id::UdpWindow, 100);
         raw.set_int(Id::UdpAckInterval, 200);
+        raw.set_int(Id::UdpLossTolerance, 0);
         let settings = validate(raw);
         let (config, _) = super::super::comm_state::bcast_config(&settings.bcast, &settings.udp, 4, btl_ibmc::WaitPolicy::default());
         let congestion = config.multicast.congestion;
         assert_eq!((congestion.cwnd_initial, congestion.ssthresh_initial), (3, 40));
+        assert_eq!(congestion.loss_tolerance_percent, 0, "0: every new loss halves, as TCP does");
         assert_eq!((congestion.window_slots, congestion.ack_interval), (Some(100), Some(100)), "M is lowered to the window");
         // The general window stays what coll_rdma_bcast_window says: shared memory uses it.
         assert_eq!((config.multicast.window_slots, config.multicast.ack_interval), (64, 8));

@@ -16,7 +16,10 @@
 //! * **Loss reports** a collector sees: a member's NACK, a member's word
 //!   standing still for a whole timeout, and, at the root, a co-root's
 //!   word standing still (its subgroup is being repaired: congestion
-//!   below it).
+//!   below it). A NACK or a co-root's silence halves the window only when
+//!   the member's reports exceed the tolerated share of the last window
+//!   of pieces (`loss_rate`): isolated random loss is repaired, not taken
+//!   for congestion.
 //! * **Acker** (`acker`): among the collector's members, the one that
 //!   reported loss most recently, damped; the window grows with the
 //!   acker's word. Until the first loss, the least word paces it.
@@ -35,12 +38,14 @@
 //! loss see the repair before their own NACK is due.
 
 mod acker;
+mod loss_rate;
 mod window;
 
 use std::time::{Duration, Instant};
 
 pub(crate) use acker::AckerChoice;
 pub(crate) use crate::rtt::RttEstimator;
+pub(crate) use loss_rate::LossRate;
 pub(crate) use window::{CongestionWindow, Reaction};
 
 use super::config::RmcastConfig;
@@ -51,6 +56,7 @@ pub(crate) struct Control {
     pub(crate) window: CongestionWindow,
     pub(crate) rtt: RttEstimator,
     pub(crate) acker: AckerChoice,
+    loss_rate: LossRate,
     /// The member whose word paces the window (None: the least word), and
     /// that word as last seen.
     pacer: Option<usize>,
@@ -65,6 +71,7 @@ impl Control {
             window: CongestionWindow::new(congestion.cwnd_initial as u64, congestion.ssthresh_initial as u64, least, most),
             rtt: RttEstimator::new(config.timeout, config.effective_rto_floor(), config.effective_rto_ceiling()),
             acker: AckerChoice::new(members),
+            loss_rate: LossRate::new(congestion.loss_tolerance_percent, members),
             pacer: None,
             paced: 0,
         }
@@ -96,9 +103,17 @@ impl Control {
     }
 
     /// Member `index` reported losing piece `seq`, by NACK (`timeout`
-    /// false) or by silence; pieces below `sent` have been sent.
+    /// false) or by silence; pieces below `sent` have been sent. A report
+    /// within the member's tolerated loss share leaves the window alone.
     pub(crate) fn on_loss(&mut self, index: usize, seq: u64, sent: u64, timeout: bool, now: Instant, stats: &mut RmcastStats) {
-        let reaction = if timeout { self.window.on_timeout(seq, sent) } else { self.window.on_loss(seq, sent) };
+        let reaction = if timeout {
+            self.window.on_timeout(seq, sent)
+        } else if self.loss_rate.is_congestion(index, seq, sent, self.window.cwnd()) {
+            self.window.on_loss(seq, sent)
+        } else {
+            stats.losses_tolerated += 1;
+            Reaction::Ignored
+        };
         match reaction {
             Reaction::Ignored => {}
             Reaction::Halved => stats.loss_events += 1,

@@ -199,8 +199,10 @@ impl Receiver {
         match step {
             NackStep::Nothing => {}
             NackStep::Send(range) => {
-                transport.send_reliable(self.ack_to.0, &encode_nack(self.root, self.nonce, range.start, range.end))?;
-                stats.nacks_sent += 1;
+                for missing in missing_runs(range, MAX_NACK_RUNS, |seq| self.ring.holds(seq)) {
+                    transport.send_reliable(self.ack_to.0, &encode_nack(self.root, self.nonce, missing.start, missing.end))?;
+                    stats.nacks_sent += 1;
+                }
             }
             NackStep::Suppressed => stats.nacks_suppressed += 1,
         }
@@ -341,4 +343,49 @@ impl Receiver {
 fn publish<T: Windows + ReliableChannel + ?Sized>(transport: &T, (rank, word): (usize, usize), count: u64, stats: &mut RmcastStats) -> Result<(), TransportError> {
     stats.acks_published += 1;
     transport.put_flag(rank, word, count)
+}
+
+/// The most NACK messages one due NACK is split into; the last one then
+/// covers the rest of the range, arrived pieces included.
+const MAX_NACK_RUNS: usize = 16;
+
+/// The runs of pieces in `range` that `holds` says have not arrived, at
+/// most `most_runs` of them. A NACK's range spans every gap found while
+/// it waited, and the pieces between gaps had arrived: at 5 % loss such
+/// ranges averaged 11 pieces for one or two lost, and the collector
+/// resent (and multicast again) every one of them.
+fn missing_runs(range: std::ops::Range<u64>, most_runs: usize, holds: impl Fn(u64) -> bool) -> Vec<std::ops::Range<u64>> {
+    let mut runs: Vec<std::ops::Range<u64>> = Vec::new();
+    let mut seq = range.start;
+    while seq < range.end {
+        if holds(seq) {
+            seq += 1;
+            continue;
+        }
+        if runs.len() + 1 == most_runs {
+            runs.push(seq..range.end);
+            break;
+        }
+        let start = seq;
+        while seq < range.end && !holds(seq) {
+            seq += 1;
+        }
+        runs.push(start..seq);
+    }
+    runs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nack_names_only_the_pieces_missing_and_caps_its_runs() {
+        let arrived = |seq: u64| ![3, 4, 7, 9, 10, 11].contains(&seq);
+        assert_eq!(missing_runs(2..12, 16, arrived), vec![3..5, 7..8, 9..12]);
+        assert_eq!(missing_runs(2..12, 2, arrived), vec![3..5, 7..12], "the last run takes the rest");
+        assert_eq!(missing_runs(5..7, 16, arrived), Vec::<std::ops::Range<u64>>::new(), "all arrived");
+        let none = |_: u64| false;
+        assert_eq!(missing_runs(0..5, 1, none), vec![0..5]);
+    }
 }

@@ -83,6 +83,7 @@ pub struct UdpWindow {
     pub ssthresh_initial: usize,
     pub window_slots: usize,
     pub ack_interval: usize,
+    pub loss_tolerance_percent: u32,
 }
 
 /// The configuration of one reduction collective: the model's choices,
@@ -160,6 +161,7 @@ pub fn bcast_config(chosen: &BcastSettings, udp: UdpWindow, size: usize, policy:
     multicast.congestion.ssthresh_initial = udp.ssthresh_initial;
     multicast.congestion.window_slots = Some(udp.window_slots);
     multicast.congestion.ack_interval = Some(udp.ack_interval.min(udp.window_slots));
+    multicast.congestion.loss_tolerance_percent = udp.loss_tolerance_percent.min(100);
     multicast.window_slots = chosen.window_slots;
     multicast.slot_bytes = chosen.slot_bytes;
     multicast.fragment_bytes = chosen.fragment_bytes;

@@ -42,6 +42,7 @@ pub(in crate::glue) fn bcast_config(chosen: &BcastSettings, udp: &UdpSettings, s
         ssthresh_initial: udp.ssthresh_initial,
         window_slots: udp.window_slots,
         ack_interval: udp.ack_interval,
+        loss_tolerance_percent: udp.loss_tolerance_percent,
     };
     policy::bcast_config(chosen, window, size, wait)
 }

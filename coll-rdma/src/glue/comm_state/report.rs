@@ -364,12 +364,14 @@ fn report_multicast(id: CommId, bcast: &Bcast) {
     if multicast.cwnd > 0 {
         tracing::info!(
             "comm {} rank {}: bcast congestion control: window {} fragment(s) now, retransmission timeout {} us, \
-             {} loss event(s), {} timeout collapse(s), {} acker switch(es), {} NACK(s) suppressed, {} repair(s) multicast",
+             {} loss event(s), {} loss report(s) tolerated, {} timeout collapse(s), {} acker switch(es), {} NACK(s) suppressed, \
+             {} repair(s) multicast",
             id.cid,
             id.rank,
             multicast.cwnd,
             multicast.rto_micros,
             multicast.loss_events,
+            multicast.losses_tolerated,
             multicast.timeout_collapses,
             multicast.acker_switches,
             multicast.nacks_suppressed,

@@ -100,6 +100,11 @@ impl PendingSetup {
                 bcast_config.multicast.tail_repeat,
                 bcast_config.multicast.timeout.as_millis()
             );
+            tracing::info!(
+                "comm {cid} rank {rank}: bcast congestion control (udp) halves its window only when one receiver reports \
+                 loss for more than {} % of the last window of fragments (coll_rdma_udp_loss_tolerance)",
+                bcast_config.multicast.congestion.loss_tolerance_percent
+            );
         }
         let mut barrier_len = TunedBarrier::region_len(size, &barrier_radices);
         if two_levels_possible {

@@ -33,6 +33,7 @@ const GROUPS: &[(&str, &[Id])] = &[
             Id::UdpSsthreshInitial,
             Id::UdpWindow,
             Id::UdpAckInterval,
+            Id::UdpLossTolerance,
             Id::UdpSegmentationOffload,
             Id::UdpProtection,
         ],

@@ -12,7 +12,7 @@ use std::ffi::CStr;
 
 use ompi_sys as sys;
 use sys::{OPAL_INFO_LVL_2 as USER, OPAL_INFO_LVL_5 as TUNER, OPAL_INFO_LVL_9 as DEV};
-use btl_ibmc::rmcast::DEFAULT_TAIL_REPEAT;
+use btl_ibmc::rmcast::{DEFAULT_LOSS_TOLERANCE_PERCENT, DEFAULT_TAIL_REPEAT};
 use tuning::{AllreduceModel, BarrierModel, MAX_BARRIER_RADIX};
 
 use super::rule::{Rule, Span};
@@ -140,6 +140,8 @@ parameters! {
         c"Bcast sliding window over the udp transport, in fragments: pieces a root may have in flight before every receiver has taken them, in place of coll_rdma_bcast_window there (1..=65536, default 1024, about 1.4 MiB of 1472-byte datagrams: receivers acknowledge only from inside MPI, so the window must cover a receiver's scheduling delays, not just the wire's round trip)";
     UdpAckInterval: c"udp_ack_interval", int(UDP_ACK_INTERVAL, Rule::Clamped { min: 1, max: 4096 }), TUNER, Everyone,
         c"M of the lazy, skewed ACKs over the udp transport, in place of coll_rdma_bcast_ack_interval there: each receiver acknowledges every M fragments (every ACK is a datagram the root takes in; 1..=4096, lowered to the window; default 32)";
+    UdpLossTolerance: c"udp_loss_tolerance", int(DEFAULT_LOSS_TOLERANCE_PERCENT as i32, Rule::Clamped { min: 0, max: 100 }), TUNER, Everyone,
+        c"Percent of the last congestion window of fragments (at least 64) that one receiver may report lost before a bcast over udp takes it for congestion and halves its window; fewer reports are random loss, repaired without slowing down (0..=100, default 10; 0 halves on every new loss, as TCP does; a timeout always shrinks the window)";
     UdpSegmentationOffload: c"udp_segmentation_offload", int(1, SWITCH), TUNER, Everyone,
         c"1 (default): a bcast root over udp hands runs of up to 64 KiB of datagrams to the kernel in one segmented send (UDP GSO, Linux 4.18), and receivers take them in with one receive (UDP GRO, Linux 5.0), where the kernel offers it (else one datagram per system call, said at verbose 1); the datagrams on the wire are the same. 0: one datagram per system call";
     UdpProtection: c"udp_protection", text(c"encrypt"), USER, Everyone,

@@ -30,6 +30,9 @@ pub struct UdpSettings {
     /// place of the general ones.
     pub window_slots: usize,
     pub ack_interval: usize,
+    /// Percent of a window of fragments one receiver may report lost
+    /// before the bcast's window halves (`CongestionConfig::loss_tolerance_percent`).
+    pub loss_tolerance_percent: u32,
     /// UDP GSO and GRO where the kernel offers them.
     pub segmentation_offload: bool,
     /// How frames are sealed on the wire.
@@ -57,6 +60,7 @@ impl Default for UdpSettings {
             ssthresh_initial: super::table::UDP_WINDOW as usize,
             window_slots: super::table::UDP_WINDOW as usize,
             ack_interval: super::table::UDP_ACK_INTERVAL as usize,
+            loss_tolerance_percent: congestion.loss_tolerance_percent,
             segmentation_offload: config.segmentation_offload,
             protection: config.protection,
             loss_percent: 0,
