@@ -93,10 +93,14 @@ final_names() { local h; for h in $(all_homes); do [ ! -e "$h/data.bin" ] || ech
 
 # fbcast_hosts ARGS...: fbcast --hosts (every host) ARGS as the first host,
 # as a user runs it, under a timeout; sets RC (its exit status), SECS, LOG
+# (coll rdma's events go to $TDIR/events/, for served_check, through the
+# environment, which fbcast's own mpirun hands to every rank)
 fbcast_hosts() {
     LOG=$TDIR/fbcast.log
+    rm -rf "$TDIR/events"; mkdir -p "$TDIR/events"
     local t0=$SECONDS
-    timeout -k 10 "$(scaled_timeout)" "${LAUNCHER[@]}" "$FBCAST" --hosts "$NETNS_HOSTS" "$@" </dev/null >"$LOG" 2>&1
+    OMPI_MCA_coll_rdma_events_file="$TDIR/events/rank-%r.jsonl" \
+        timeout -k 10 "$(scaled_timeout)" "${LAUNCHER[@]}" "$FBCAST" --hosts "$NETNS_HOSTS" "$@" </dev/null >"$LOG" 2>&1
     RC=$? SECS=$((SECONDS - t0))
 }
 
