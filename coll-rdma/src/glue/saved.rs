@@ -232,7 +232,7 @@ impl Exchange for SavedAllgather<'_> {
             )));
         }
         match &self.saved.iallgather {
-            Some(iallgather) => self.allgather_watched(iallgather, mine, all, rank),
+            Some(iallgather) => self.allgather_watched(iallgather, mine, all, (rank, size)),
             None => self.allgather_blocking(mine, all),
         }
     }
@@ -244,8 +244,13 @@ impl SavedAllgather<'_> {
     /// (coll rdma not selected for this communicator on every rank, e.g.
     /// `coll_rdma_priority` or `--mca coll` set per rank) would otherwise
     /// hang the job inside the module underneath without a word.
-    fn allgather_watched(&self, iallgather: &Saved<IallgatherFn>, mine: &[u8], all: &mut [u8], rank: usize) -> Result<(), TransportError> {
-        let size = all.len() / mine.len().max(1);
+    fn allgather_watched(
+        &self,
+        iallgather: &Saved<IallgatherFn>,
+        mine: &[u8],
+        all: &mut [u8],
+        (rank, size): (usize, usize),
+    ) -> Result<(), TransportError> {
         // Buffers of our own: if the wait gives up, the request may still
         // write into them, so they are then left allocated.
         let send = mine.to_vec();
