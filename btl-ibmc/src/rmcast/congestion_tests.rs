@@ -159,21 +159,7 @@ impl ScriptedLoss {
     }
 }
 
-impl Endpoint for ScriptedLoss {
-    fn name(&self) -> &'static str {
-        self.fabric.name()
-    }
-    fn rank(&self) -> usize {
-        self.fabric.rank()
-    }
-    fn size(&self) -> usize {
-        self.fabric.size()
-    }
-    fn progress(&self) {
-        self.fabric.progress();
-    }
-}
-
+forward!(Endpoint for ScriptedLoss => fabric);
 forward!(Windows for ScriptedLoss => fabric);
 forward!(PeerReads for ScriptedLoss => fabric);
 

@@ -14,7 +14,7 @@ use super::config::{CongestionConfig, CongestionMode};
 use super::tests::{Script, expected_deliveries, run_script, test_config};
 use super::{RmcastConfig, RmcastStats, region_len};
 use crate::fabric::{Fabric, FabricConfig, FabricEndpoint};
-use crate::transport::{Endpoint, ReliableChannel, TransportError, forward};
+use crate::transport::{ReliableChannel, TransportError, forward};
 
 const NEVER: Duration = Duration::from_secs(600);
 /// The kind byte of a NACK frame (`wire`).
@@ -26,21 +26,7 @@ struct EverySecondNackLost {
     dropped: Cell<u64>,
 }
 
-impl Endpoint for EverySecondNackLost {
-    fn name(&self) -> &'static str {
-        self.fabric.name()
-    }
-    fn rank(&self) -> usize {
-        self.fabric.rank()
-    }
-    fn size(&self) -> usize {
-        self.fabric.size()
-    }
-    fn progress(&self) {
-        self.fabric.progress();
-    }
-}
-
+forward!(Endpoint for EverySecondNackLost => fabric);
 forward!(Windows for EverySecondNackLost => fabric);
 forward!(PeerReads for EverySecondNackLost => fabric);
 forward!(Datagrams for EverySecondNackLost => fabric);
