@@ -362,6 +362,19 @@ fn report_multicast(id: CommId, bcast: &Bcast) {
         multicast.frames_rejected,
         multicast.overruns
     );
+    if multicast.nack_first_asks + multicast.nacks_served + multicast.timeout_resends > 0 {
+        tracing::info!(
+            "comm {} rank {}: bcast repair: {} first NACK(s) waiting {:.2} round trip(s) on average, {} NACK(s) repeated \
+             unanswered, {} served, {} timeout burst(s)",
+            id.cid,
+            id.rank,
+            multicast.nack_first_asks,
+            multicast.nack_wait_rtt_percent as f64 / 100.0 / multicast.nack_first_asks.max(1) as f64,
+            multicast.nacks_repeated,
+            multicast.nacks_served,
+            multicast.timeout_resends
+        );
+    }
     if multicast.cwnd > 0 {
         tracing::info!(
             "comm {} rank {}: bcast congestion control: window {} fragment(s) now, retransmission timeout {} us, \
