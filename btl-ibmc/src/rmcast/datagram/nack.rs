@@ -69,6 +69,11 @@ pub(crate) struct NackPolicy {
     /// Bounds the estimate and the doubled retry interval (the
     /// collectors' RTO ceiling).
     pub(crate) ceiling: Duration,
+    /// Bounds the doubled retry interval further: the configured RTO
+    /// ceiling, which a long collector `timeout` does not raise (the
+    /// estimate's bound above follows the timeout, so that a slow round
+    /// trip is still sampled; the repeats of a lost NACK must not).
+    pub(crate) repeat_ceiling: Duration,
 }
 
 impl NackPolicy {
@@ -80,6 +85,7 @@ impl NackPolicy {
             ack_delay: config.ack_delay(),
             retry_floor: config.nack_retry_floor,
             ceiling: config.effective_rto_ceiling(),
+            repeat_ceiling: config.congestion.rto_ceiling,
         }
     }
 }
@@ -119,9 +125,10 @@ impl NackTimer {
         // The floor keeps the estimate positive, and bounds the retry
         // interval from below.
         let floor = policy.retry_floor.unwrap_or(Duration::from_nanos(1)).clamp(Duration::from_nanos(1), ceiling);
+        let repeat_ceiling = policy.repeat_ceiling.clamp(floor, ceiling);
         NackTimer {
             horizon: 0,
-            policy: NackPolicy { ceiling, ..policy },
+            policy: NackPolicy { ceiling, repeat_ceiling, ..policy },
             waiting: None,
             asked: Vec::new(),
             rtt: RttEstimator::new(policy.ack_delay, floor, ceiling),
@@ -174,12 +181,12 @@ impl NackTimer {
     }
 
     /// When a NACK sent `times` times, last at `sent_at`, is due again:
-    /// the current RTO doubled per repeat so far, at most the ceiling.
+    /// the current RTO doubled per repeat so far, at most the repeat ceiling.
     /// From the current estimate, not the one at sending: NACKs sent
     /// before the first sample would otherwise keep the initial guess.
     fn again_at(&self, asked: &Asked) -> Option<Instant> {
         self.policy.retry_floor?;
-        let interval = self.rtt.rto().saturating_mul(1 << (asked.times - 1).min(16)).min(self.policy.ceiling);
+        let interval = self.rtt.rto().saturating_mul(1 << (asked.times - 1).min(16)).min(self.policy.repeat_ceiling);
         asked.sent_at.checked_add(interval)
     }
 
@@ -255,7 +262,7 @@ mod tests {
 
     /// `holdoff` in fractions of SRTT; no repeats unless `retry_floor`.
     fn timer(holdoff: f64, ack_delay: Duration, retry_floor: Option<Duration>, seed: u64) -> NackTimer {
-        NackTimer::new(NackPolicy { holdoff, ack_delay, retry_floor, ceiling: CEILING }, seed)
+        NackTimer::new(NackPolicy { holdoff, ack_delay, retry_floor, ceiling: CEILING, repeat_ceiling: CEILING }, seed)
     }
 
     /// The range of a first NACK, whatever it waited.
@@ -367,6 +374,29 @@ mod tests {
         assert_eq!(sent(nack.on_arrival(9, 5, now + MS)), Some(5..9));
         assert_eq!(nack.when_due(5, now + 2 * MS), NackStep::Nothing);
         assert_eq!(nack.when_due(5, now + 3 * MS), NackStep::Again(5..9));
+    }
+
+    /// A long collector timeout raises the estimate's ceiling (a slow
+    /// sample is still taken) but not the repeats': a lost NACK is asked
+    /// again within the configured RTO ceiling however often it was lost.
+    #[test]
+    fn repeats_stay_within_the_repeat_ceiling_under_a_long_timeout() {
+        let now = Instant::now();
+        let long = Duration::from_secs(600);
+        let policy = NackPolicy { holdoff: 0.0, ack_delay: long / 4, retry_floor: Some(MS), ceiling: long, repeat_ceiling: 10 * MS };
+        let mut nack = NackTimer::new(policy, 3);
+        // One answered NACK whose answer took 2 s (a starved process): the
+        // RTO grows to seconds, within the estimate's ceiling.
+        assert_eq!(sent(nack.on_arrival(4, 2, now)), Some(2..4));
+        assert_eq!(nack.on_arrival(2, 5, now + Duration::from_secs(2)), NackStep::Nothing);
+        assert!(nack.rtt.rto() >= Duration::from_secs(2), "{:?}", nack.rtt.rto());
+        // A NACK lost again and again: each repeat within 10 ms of the last.
+        let mut at = now + Duration::from_secs(3);
+        assert_eq!(sent(nack.on_arrival(9, 5, at)), Some(5..9));
+        for repeat in 1..=20 {
+            at += 10 * MS;
+            assert_eq!(nack.when_due(5, at), NackStep::Again(5..9), "repeat {repeat}");
+        }
     }
 
     /// Due by `bound` after the gap is revealed at `at`, whatever the seed.
