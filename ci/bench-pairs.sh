@@ -192,7 +192,7 @@ launch_once() {  # NP COLL LAUNCH -> runs every variant's job together; 0 if all
             opt_path=(--mca mca_base_component_path "$COMPONENT_PATH")
         fi
         timeout -k 5 "$SERIES_TIMEOUT" "${launcher[@]}" -np "$np" "${over[@]}" "${place[@]}" "${btl[@]}" \
-            "${opt_path[@]}" "${args[@]}" --mca coll_rdma_verbose 1 \
+            "${opt_path[@]}" "${args[@]}" --mca coll_rdma_verbose 2 \
             "${env_path[@]}" "$BIN" -J "$j" -K "$K" -C "$ctl" -c "$coll" -m "$sizes" -f "$FACTOR" \
             -P "$(rounds_of_launch "$launch" "$np")" -t "$SAMPLE_MS" -T 120 -S "$(metric_at "$np")" "${threads[@]}" \
             </dev/null >"$LOG/np$np-$coll-${NAMES[$j]}.$launch.out" 2>"$LOG/np$np-$coll-${NAMES[$j]}.$launch.err" &

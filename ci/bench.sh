@@ -85,7 +85,7 @@
 # (component from build/components, default priority) one after the other,
 # swapping the order every repetition; the table shows the median of the
 # per-run averages. Every coll rdma run is checked to have served what it
-# measures (its coll_rdma_verbose summary: served > 0, 0 handed to the
+# measures (its coll_rdma_verbose 2 tallies: served > 0, 0 handed to the
 # fallback; for bcast: served > 0 on every rank, and the only calls handed
 # over are those above coll_rdma_bcast_max_bytes), every stock run to have no
 # trace of coll rdma, and the results are checked by coll_latency itself. Results go to
@@ -222,7 +222,7 @@ run_one() {
     local tag="np$np-$coll-$size-$variant-$RUN"
     local rc=0
     timeout -k 5 "$TIMEOUT" mpirun -np "$np" "${over[@]}" "${bind[@]}" --mca btl self,vader \
-        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" --mca coll_rdma_verbose 1 \
+        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" --mca coll_rdma_verbose 2 \
         "$BIN/coll_latency" -q -c "$coll" -m "$size" -w "$warmup" -n "$iters" \
         </dev/null >"$LOG/$tag.out" 2>"$LOG/$tag.err" || rc=$?
     if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo timeout; return; fi
@@ -358,7 +358,7 @@ sweep_one() {
     local tag="sweep-np$np-$coll-$variant-$RUN"
     local rc=0
     timeout -k 5 "$TIMEOUT" mpirun -np "$np" "${over[@]}" "${bind[@]}" --mca btl self,vader \
-        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" --mca coll_rdma_verbose 1 \
+        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" --mca coll_rdma_verbose 2 \
         "$BIN/coll_latency" -q -c "$coll" -m "$SWEEP_SIZES" -f "$SWEEP_FACTOR" -w "$warmup" \
         -n "$iters" -s "$SWEEP_SCALE" -l "$SWEEP_MIN_ITERS" \
         </dev/null >"$LOG/$tag.out" 2>"$LOG/$tag.err" || rc=$?
@@ -451,7 +451,7 @@ degree_one() {
     esac
     local tag="degree-np$np-k$k-$RUN" rc=0
     timeout -k 5 "$TIMEOUT" mpirun -np "$np" "${over[@]}" "${bind[@]}" --mca btl self,vader \
-        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" --mca coll_rdma_verbose 1 \
+        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" --mca coll_rdma_verbose 2 \
         "$BIN/coll_latency" -q -c allreduce -m "$DEGREE_BYTES" -w $((iters / 10 + 1)) -n "$iters" \
         </dev/null >"$LOG/$tag.out" 2>"$LOG/$tag.err" || rc=$?
     if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo timeout; return; fi
@@ -542,7 +542,7 @@ bcast_run() {
     [ "$variant" = rdma ] && sel=()
     local tag="$mode-np$np-$variant-$RUN" rc=0
     timeout -k 5 "$TIMEOUT" mpirun -np "$np" "${over[@]}" "${bind[@]}" --mca btl self,vader \
-        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" --mca coll_rdma_verbose 1 \
+        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" --mca coll_rdma_verbose 2 \
         "$BIN/coll_latency" -q -c "$mode" "$@" </dev/null >"$LOG/$tag.out" 2>"$LOG/$tag.err" || rc=$?
     if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo timeout; return; fi
     [ "$rc" = 3 ] && { echo wrong; return; }

@@ -11,7 +11,7 @@
 # usage: ci/mpi-tests-jobs.sh [--jobs N|auto] [ci/mpi-tests.sh arguments...]
 #   --jobs N  instances side by side (default $MPI_TESTS_JOBS, else auto);
 #             1 runs ci/mpi-tests.sh alone; auto: 2 when the
-#             machine has room (1-minute load average below its cores), else
+#             machine has room (at least one core idle over 3 s), else
 #             1, since the ranks of two jobs then only take turns on cores
 #             already taken (their waits spin before they yield)
 # --list and --build-only go straight to ci/mpi-tests.sh.
@@ -50,9 +50,23 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+# The cores' busy time over the next few seconds, in cores (0 to nproc),
+# from /proc/stat: what the machine does now. The load average would lag:
+# the cargo stage before this one runs a thousand fabric threads, whose
+# load average of 100 and more takes minutes to decay on an idle machine.
+busy_cores() {  # busy_cores SECONDS
+    local before after
+    before=$(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat)
+    sleep "$1"
+    after=$(awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6; exit }' /proc/stat)
+    awk -v b="$before" -v a="$after" -v cores="$(nproc)" 'BEGIN {
+        split(b, x, " "); split(a, y, " "); busy = y[1] - x[1]; idle = y[2] - x[2]
+        printf "%.2f", (busy + idle > 0) ? cores * busy / (busy + idle) : cores }'
+}
 if [ "$JOBS" = auto ]; then
-    JOBS=$(awk -v cores="$(nproc)" '{ print ($1 < cores ? 2 : 1) }' /proc/loadavg)
-    echo "== MPI tests: load average $(cut -d' ' -f1 /proc/loadavg) on $(nproc) cores: $JOBS instance(s)"
+    busy=$(busy_cores 3)
+    JOBS=$(awk -v busy="$busy" -v cores="$(nproc)" 'BEGIN { print (cores >= 2 && busy <= cores - 1 ? 2 : 1) }')
+    echo "== MPI tests: $busy of $(nproc) cores busy over 3 s (load average $(cut -d' ' -f1 /proc/loadavg)): $JOBS instance(s)"
 fi
 [[ $JOBS =~ ^[1-9][0-9]*$ ]] || { echo "mpi-tests-jobs: --jobs takes a positive number or auto, not '$JOBS'" >&2; exit 2; }
 if [ "$JOBS" = 1 ]; then

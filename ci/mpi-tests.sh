@@ -424,6 +424,10 @@ watch_job() {  # watch_job DIR RUN_ID JOB LIMIT NP
 #               "keep" and DIR/absent (a dangling link's target) was not
 #               created
 #     quiet     no coll:rdma output at all but stall warnings (see nowarn)
+#     summary   at verbose 1: lines of at most 200 characters, no rank's
+#               detail, one summary line per communicator's rank 0 as it
+#               became ready and as it was freed, each agreeing with that
+#               rank's events (ci/served/summary-check.sh)
 #     noserve   coll rdma claimed no communicator (no comm_claimed event)
 #   Checks of the output of the programs and of Open MPI itself:
 #     grep:STR  the fixed string STR appears in the output
@@ -507,7 +511,7 @@ run_test() {
     local c
     for c in "${CHECKS[@]}"; do
         case $c in
-            events|events-where-connected|events-file:*|ev:*|autotune|autotune-allreduce|memory|noserve|smaller-window-than:*)
+            events|events-where-connected|events-file:*|ev:*|autotune|autotune-allreduce|memory|noserve|summary|smaller-window-than:*)
                 mkdir -p "$dir/events"
                 opts+=(--mca coll_rdma_events_file "$dir/events/rank-%r.jsonl")
                 break ;;
@@ -623,6 +627,9 @@ run_test() {
                 local out
                 out=$(events_hold "$dir" "$np" 'every_rank_ready(0; .transport == "shm" and .memory.shm_ranks == $np
                     and .memory.total_bytes == shm_segment_bytes(.window_bytes; $np))') || why+=("$out") ;;
+            summary)
+                local out
+                out=$(bash "$ROOT/ci/served/summary-check.sh" "$dir" 2>&1) || why+=("verbose 1's summary: $out") ;;
             quiet)
                 local printed
                 printed=$(grep 'coll:rdma:' "$dir/all.log" | grep -Ev -- "$STALL_WARNING_RE" || true)
@@ -1002,7 +1009,7 @@ killed_creator_test() {
 }
 
 COMP_TESTS=(
-    "np1-not-claimed-size1" "default-verbose-is-silent"
+    "np1-not-claimed-size1" "default-verbose-is-silent" "verbose-1-summary-coll_mix-np3"
     "events-known-run-coll_mix-np3" "events-known-run-reduce_ops-np3" "events-file-symlink-refused-np2"
     "plain-coll-rdma-every-collective-np2"
     "plain-coll-rdma-every-collective-np4" "readme-coll-list-every-collective-np4"
@@ -1058,6 +1065,9 @@ else
 
     # 5. verbose 0 prints nothing
     CHECKS=(quiet); run_test "default-verbose-is-silent" 2 ok -- coll_mix -i "$CM_I"
+    # and verbose 1 is a summary from each communicator's rank 0 (split
+    #    communicators whose rank 0 is another process than the job's)
+    CHECKS=("$SERVED_CHECK" summary); run_test "verbose-1-summary-coll_mix-np3" 3 ok "${V[@]}" -- coll_mix -i "$CM_I"
 
     # 5a. structured events (docs/events.md) of a known run at verbose 0:
     #     nothing printed; every rank's file has only schema-1 lines; comm 0
@@ -1390,7 +1400,7 @@ else
         --mca coll_rdma_allreduce_exchange_max 0 "${V[@]}" -- reduce_ops "${RO_PARAM[@]}"
     # size limits: the larger calls go to the module underneath, and it is said
     CHECKS=("${SERVED[@]}" 'ev:handed_over_above("coll_rdma_allreduce_max_bytes")'
-        'ev:handed_over("reduce"; .category == "size limit") | not')
+        'ev:handed_over("reduce"; .category == "size limit") | not' summary)
     run_test "allreduce-max-bytes-1024-np4" 4 ok --mca coll_rdma_allreduce_max_bytes 1024 "${V[@]}" \
         -- reduce_ops "${RO_PARAM[@]}"
     CHECKS=("${SERVED[@]}" 'ev:handed_over_above("coll_rdma_reduce_max_bytes")'

@@ -254,6 +254,31 @@ pub trait Exchange {
 /// Its users (the hybrid, the test fabric) are optional features.
 #[cfg(any(feature = "verbs", feature = "fabric", test))]
 macro_rules! forward {
+    (Endpoint for $wrapper:ty => $field:ident) => {
+        impl $crate::transport::Endpoint for $wrapper {
+            fn name(&self) -> &'static str {
+                $crate::transport::Endpoint::name(&self.$field)
+            }
+            fn rank(&self) -> usize {
+                $crate::transport::Endpoint::rank(&self.$field)
+            }
+            fn size(&self) -> usize {
+                $crate::transport::Endpoint::size(&self.$field)
+            }
+            fn progress(&self) {
+                $crate::transport::Endpoint::progress(&self.$field)
+            }
+            fn health(&self) -> Result<(), $crate::transport::TransportError> {
+                $crate::transport::Endpoint::health(&self.$field)
+            }
+            fn sleeps_in_kernel(&self) -> bool {
+                $crate::transport::Endpoint::sleeps_in_kernel(&self.$field)
+            }
+            fn sleep_until_arrival(&self, longest: std::time::Duration) -> $crate::transport::Sleep {
+                $crate::transport::Endpoint::sleep_until_arrival(&self.$field, longest)
+            }
+        }
+    };
     (Windows for $wrapper:ty => $field:ident) => {
         impl $crate::transport::Windows for $wrapper {
             #[inline]

@@ -26,7 +26,7 @@
  *       captured (then passed on) and must hold coll rdma's verbose line
  *       saying why it claimed or declined its communicator with that value:
  *       verbose output has to survive the re-initialisations too. Sets
- *       OMPI_MCA_coll_rdma_verbose=1 itself.
+ *       OMPI_MCA_coll_rdma_verbose=2 itself (the per-rank detail).
  *   -k  keep coll rdma's library loaded from the first communicator it
  *       serves to the end of the process (dlopen with RTLD_NODELETE), as
  *       glibc does by itself once a thread-local destructor is registered
@@ -408,7 +408,7 @@ int main(int argc, char **argv)
         char phase[32];
         snprintf(phase, sizeof phase, "session%d", k);
         if (change_settings) {
-            setenv("OMPI_MCA_coll_rdma_verbose", "1", 1);
+            setenv("OMPI_MCA_coll_rdma_verbose", "2", 1);
             session_with_changed_settings(phase, k);
         } else {
             one_session(phase);

@@ -21,6 +21,12 @@ fn with_congestion(config: RmcastConfig, mode: CongestionMode) -> RmcastConfig {
     RmcastConfig { congestion: CongestionConfig { mode, ..config.congestion }, ..config }
 }
 
+/// Under congestion control, NACKs held back up to half the leaf's SRTT
+/// (the rule before issue 36, now `nack_holdoff_percent` 50).
+fn with_holdoff(config: RmcastConfig) -> RmcastConfig {
+    RmcastConfig { congestion: CongestionConfig { nack_holdoff_percent: 50, ..config.congestion }, ..config }
+}
+
 #[test]
 fn bcasts_with_congestion_control_survive_loss_duplication_and_reordering() {
     const PIECE: usize = 96;
@@ -153,21 +159,7 @@ impl ScriptedLoss {
     }
 }
 
-impl Endpoint for ScriptedLoss {
-    fn name(&self) -> &'static str {
-        self.fabric.name()
-    }
-    fn rank(&self) -> usize {
-        self.fabric.rank()
-    }
-    fn size(&self) -> usize {
-        self.fabric.size()
-    }
-    fn progress(&self) {
-        self.fabric.progress();
-    }
-}
-
+forward!(Endpoint for ScriptedLoss => fabric);
 forward!(Windows for ScriptedLoss => fabric);
 forward!(PeerReads for ScriptedLoss => fabric);
 
@@ -218,7 +210,7 @@ fn nack_suppression_sends_fewer_nacks_for_a_loss_every_receiver_shares() {
     let script: Script = vec![(0, PIECES * PIECE)];
     let mut nacks = Vec::new();
     for mode in [CongestionMode::Off, CongestionMode::On] {
-        let config = with_congestion(base, mode);
+        let config = with_holdoff(with_congestion(base, mode));
         let what = format!("shared loss of {lost} pieces, congestion {mode:?}");
         let transports = Fabric::new(SIZE, region_len(SIZE, &config), FabricConfig::default())
             .into_iter()
@@ -228,15 +220,18 @@ fn nack_suppression_sends_fewer_nacks_for_a_loss_every_receiver_shares() {
         assert_eq!(total.pieces_delivered, (PIECES * (SIZE - 1)) as u64, "{what}");
         if mode == CongestionMode::Off {
             // Every receiver asks for every lost piece, at once, and for
-            // nothing else: lost x 7 NACKs, fewer only where a receiver
-            // descheduled for 40 ms let the timeout fill a gap first.
+            // nothing else: lost x 7 first NACKs, fewer only where a
+            // receiver descheduled for 40 ms let the timeout fill a gap
+            // first. A repeat (the repair late on a loaded machine) is
+            // counted apart.
             assert_eq!(total.nacks_suppressed, 0, "{what}");
-            assert!(total.nacks_sent > 0 && total.nacks_sent <= lost * (SIZE as u64 - 1), "{what}: {total:?}");
+            let first = total.nacks_sent - total.nacks_repeated;
+            assert!(first > 0 && first <= lost * (SIZE as u64 - 1), "{what}: {total:?}");
         } else {
             assert!(total.repairs_multicast >= lost, "{what}: each lost piece is multicast again: {total:?}");
         }
         println!("{what}: {} NACKs sent, {} suppressed, {} retransmissions, {} repairs multicast", total.nacks_sent, total.nacks_suppressed, total.retransmissions, total.repairs_multicast);
-        nacks.push((total.nacks_sent, total.nacks_suppressed));
+        nacks.push((total.nacks_sent - total.nacks_repeated, total.nacks_suppressed));
     }
     let [(without, _), (with, suppressed)] = nacks[..] else { unreachable!() };
     // Measured 133 against 48 to 62 (19 once): the factor depends on the

@@ -17,6 +17,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use super::config::{CongestionConfig, CongestionMode};
 use super::tests::test_config;
 use super::{ReliableMulticast, RmcastConfig, RmcastStats, region_len};
 use crate::fabric::{Fabric, FabricConfig};
@@ -106,7 +107,8 @@ pub(super) fn measure(setting: Setting, drop: f64, tail_repeat: usize, base: Rmc
 /// receiver), TAIL_BENCH_CO_ROOTS (15), TAIL_BENCH_TIMEOUT_MS (20, the
 /// collector's timeout), TAIL_BENCH_IDLE_US (0: a rank that has the message
 /// yields while it waits for the others; N: it sleeps N us) and
-/// TAIL_BENCH_REPEATS (the tail repeats to compare, "0 1").
+/// TAIL_BENCH_REPEATS (the tail repeats to compare, "0 1"). Three more set
+/// the base configuration (`base_config`).
 fn settings() -> (Setting, f64, Vec<usize>) {
     let number = |name: &str, default: f64| std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default);
     let idle_us = number("TAIL_BENCH_IDLE_US", 0.0);
@@ -126,21 +128,45 @@ fn settings() -> (Setting, f64, Vec<usize>) {
     (setting, number("TAIL_BENCH_DROP", 0.001), repeats)
 }
 
+/// TAIL_BENCH_PIECE (bytes per piece; unset: 4096, 1400 is udp's),
+/// TAIL_BENCH_CONGESTION (`on`, `off`; unset: auto, which is off on the
+/// fabric) and TAIL_BENCH_NACK (`before`: the NACK rule before issue 36's
+/// repair change, a holdoff of up to half the SRTT under congestion
+/// control and no repeated NACKs; unset: the defaults).
+fn base_config() -> RmcastConfig {
+    let base = test_config();
+    let mode = match std::env::var("TAIL_BENCH_CONGESTION").as_deref() {
+        Ok("on") => CongestionMode::On,
+        Ok("off") => CongestionMode::Off,
+        _ => base.congestion.mode,
+    };
+    let mut config = RmcastConfig { congestion: CongestionConfig { mode, ..base.congestion }, ..base };
+    if let Some(piece) = std::env::var("TAIL_BENCH_PIECE").ok().and_then(|value| value.parse().ok()) {
+        config.fragment_bytes = piece;
+    }
+    if std::env::var("TAIL_BENCH_NACK").as_deref() == Ok("before") {
+        config.congestion.nack_holdoff_percent = 50;
+        config.nack_retry_floor = None;
+    }
+    config
+}
+
 #[test]
 #[ignore = "benchmark: loads the machine; run alone with --ignored --nocapture"]
 fn bench_bcast_latency_under_loss_against_the_loss_free_median() {
     let (setting, drop, repeats) = settings();
-    println!("{setting:?}, loss {drop} per datagram and receiver");
+    println!("{setting:?}, loss {drop} per datagram and receiver, {:?}", base_config());
     for tail_repeat in repeats {
-        let reference = measure(setting, 0.0, tail_repeat, test_config());
-        let lossy = measure(setting, drop, tail_repeat, test_config());
+        let reference = measure(setting, 0.0, tail_repeat, base_config());
+        let lossy = measure(setting, drop, tail_repeat, base_config());
         let median_free = reference.quantile(0.5);
         for (loss, run) in [(0.0, &reference), (drop, &lossy)] {
             let beyond_timeout = run.latencies.iter().filter(|&&us| us >= setting.timeout.as_secs_f64() * 1e6).count();
             println!(
                 "tail repeat {tail_repeat}, loss {loss}: median {:.0} us, mean {:.0} us, p99 {:.0} us, max {:.0} us, \
                  mean/loss-free median {:.2}; {beyond_timeout} of {} bcasts took the timeout or longer; \
-                 {} retransmissions, {} NACKs, {} copies",
+                 {} retransmissions, {} NACKs ({} repeats; waits before the first NACKs {:.2} SRTT on average), \
+                 {} timeout bursts, {} copies",
                 run.quantile(0.5),
                 run.mean(),
                 run.quantile(0.99),
@@ -149,6 +175,9 @@ fn bench_bcast_latency_under_loss_against_the_loss_free_median() {
                 run.latencies.len(),
                 run.stats.retransmissions,
                 run.stats.nacks_sent,
+                run.stats.nacks_repeated,
+                run.stats.nack_wait_rtt_percent as f64 / 100.0 / run.stats.nack_first_asks.max(1) as f64,
+                run.stats.timeout_resends,
                 run.stats.tail_repeats
             );
         }

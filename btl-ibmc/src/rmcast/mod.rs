@@ -60,6 +60,8 @@ mod tail_tests;
 #[cfg(test)]
 mod random_loss_tests;
 #[cfg(test)]
+mod nack_retry_tests;
+#[cfg(test)]
 mod loss_bench;
 
 pub use config::{CongestionConfig, CongestionMode, DEFAULT_LOSS_TOLERANCE_PERCENT, DEFAULT_TAIL_REPEAT, RmcastConfig};

@@ -74,6 +74,17 @@ fn isolated_random_losses_do_not_shrink_the_window_below_a_message() {
         total.repairs_multicast,
         total.duplicates_dropped
     );
+    let per_call = |count: u64| count as f64 / CALLS as f64;
+    println!(
+        "repair per bcast (5 receivers): {:.2} first NACK decisions, waiting {:.2} SRTT on average, {:.2} repeated, \
+         {:.2} timeout bursts; repairs: {:.2} unicast, {:.2} multicast",
+        per_call(total.nack_first_asks),
+        total.nack_wait_rtt_percent as f64 / 100.0 / total.nack_first_asks.max(1) as f64,
+        per_call(total.nacks_repeated),
+        per_call(total.timeout_resends),
+        per_call(total.retransmissions),
+        per_call(total.repairs_multicast)
+    );
     assert!(total.nacks_sent >= CALLS as u64, "5 % loss over {CALLS} x {PIECES} pieces must cause NACKs: {total:?}");
     // 5 % of 47 pieces at 5 receivers: about 12 lost copies per bcast. A
     // halving per 10 bcasts leaves room for a genuinely late receiver on

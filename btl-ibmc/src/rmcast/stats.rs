@@ -51,6 +51,17 @@ pub struct RmcastStats {
     pub rtt_samples: u64,
     /// NACKs a leaf did not send because the gap filled while it waited.
     pub nacks_suppressed: u64,
+    /// First NACK decisions (a split NACK counts once), and the waits
+    /// before them from the gap's discovery, summed in percent of the
+    /// leaf's SRTT estimate.
+    pub nack_first_asks: u64,
+    pub nack_wait_rtt_percent: u64,
+    /// NACK messages (of `nacks_sent`) that repeated an earlier NACK
+    /// whose pieces had not come within the leaf's RTO.
+    pub nacks_repeated: u64,
+    /// Bursts a collector resent because a member's word stood still for
+    /// its timeout.
+    pub timeout_resends: u64,
     /// NACKed pieces the root multicast once more.
     pub repairs_multicast: u64,
     /// Second multicasts of a message's last pieces (`RmcastConfig::tail_repeat`).
@@ -83,6 +94,10 @@ impl RmcastStats {
             acker_switches: total.acker_switches + one.acker_switches,
             rtt_samples: total.rtt_samples + one.rtt_samples,
             nacks_suppressed: total.nacks_suppressed + one.nacks_suppressed,
+            nack_first_asks: total.nack_first_asks + one.nack_first_asks,
+            nack_wait_rtt_percent: total.nack_wait_rtt_percent + one.nack_wait_rtt_percent,
+            nacks_repeated: total.nacks_repeated + one.nacks_repeated,
+            timeout_resends: total.timeout_resends + one.timeout_resends,
             repairs_multicast: total.repairs_multicast + one.repairs_multicast,
             tail_repeats: total.tail_repeats + one.tail_repeats,
         })

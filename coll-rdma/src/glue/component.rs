@@ -121,9 +121,9 @@ unsafe extern "C" fn init_query(_progress_threads: bool, mpi_thread_multiple: bo
         // communicators each hold their own state, and any thread may run
         // the progress callback (see `entry.rs`).
         if mpi_thread_multiple {
-            tracing::info!(
+            output::say_once_per_job(
                 "serving MPI_THREAD_MULTIPLE: collectives on different communicators may run in different threads at once; \
-                 two at once on one communicator end the job"
+                 two at once on one communicator end the job",
             );
         }
         sys::OMPI_SUCCESS as c_int

@@ -23,6 +23,8 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
 use ompi_sys as sys;
 
+use super::output;
+
 /// What to do about the components the `coll` parameter left out.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Plan {
@@ -101,11 +103,11 @@ pub fn complete(ours: *const sys::mca_base_component_t) {
              Open MPI will refuse communicators whose collectives coll rdma does not all provide"
         );
     } else {
-        tracing::info!(
+        output::say_once_per_job(&format!(
             "--mca coll {shown}: also opened {} underneath coll rdma, which serves only barrier, bcast, \
              allreduce and reduce while Open MPI needs every collective of a communicator provided",
             loaded.join(", ")
-        );
+        ));
     }
 }
 

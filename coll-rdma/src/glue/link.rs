@@ -101,8 +101,9 @@ fn connect_udp(exchange: &dyn Exchange, request: &LinkRequest) -> Result<Selecte
             );
             if config.protection == Protection::None && request.rank == 0 {
                 tracing::info!(
-                    "comm {}: warning: udp frames are neither authenticated nor encrypted (coll_rdma_udp_protection=none): anyone who can \
-                     reach the group {} or the ranks' ports can read the bcast data and inject frames; use it only on a fabric you trust",
+                    target: super::output::SUMMARY,
+                    "comm {}: warning: udp frames unprotected (coll_rdma_udp_protection=none): anyone reaching group {} \
+                     or the ranks' ports can read bcasts and inject frames",
                     request.cid,
                     udp.group()
                 );
@@ -122,7 +123,7 @@ fn connect_udp(exchange: &dyn Exchange, request: &LinkRequest) -> Result<Selecte
 fn own_udp_failure(request: &LinkRequest, why: String) -> String {
     static WARNED: AtomicBool = AtomicBool::new(false);
     if request.choice == TransportChoice::Udp && request.rank != 0 && !WARNED.swap(true, Ordering::Relaxed) {
-        tracing::warn!("comm {} rank {}: {why} (said once; later communicators say it at verbose level 1)", request.cid, request.rank);
+        tracing::warn!("comm {} rank {}: {why} (said once; later communicators say it at verbose level 2)", request.cid, request.rank);
     }
     why
 }

@@ -16,6 +16,7 @@ use super::comm_state::{CommState, Step};
 use super::entry::{thread_token, ConcurrentCollective, EntryLock, WorkChange};
 use super::ffi_guard::guarded;
 use super::misuse;
+use super::output;
 use super::params;
 use super::progress;
 use super::saved::SavedCollectives;
@@ -140,10 +141,15 @@ unsafe extern "C" fn enable(module: *mut sys::mca_coll_base_module_t, comm: *mut
         };
         // SAFETY: as above.
         let Some(saved) = (unsafe { SavedCollectives::take_from(comm) }) else {
-            tracing::info!(
-                "comm {cid}: not enabled: no lower-priority barrier, allgather, allreduce, reduce or bcast to fall back on \
-                 (each is needed; keep e.g. tuned or basic in --mca coll)"
-            );
+            // Every rank finds the same components underneath: its rank 0
+            // says so in the summary, the others in the detail.
+            let why = "not enabled: no lower-priority barrier, allgather, allreduce, reduce or bcast to fall back on \
+                       (each is needed; keep e.g. tuned or basic in --mca coll)";
+            if rank == 0 {
+                tracing::info!(target: output::SUMMARY, "comm {cid}: {why}");
+            } else {
+                tracing::info!("comm {cid} rank {rank}: {why}");
+            }
             return sys::OMPI_ERROR as c_int;
         };
         let saved = Arc::new(saved);

@@ -1,7 +1,9 @@
 //! Routes `tracing` events to an Open MPI output stream so that coll rdma's
 //! messages appear where and how every other component's do. Warnings and
-//! errors always print; `coll_rdma_verbose` 1 adds info (what was chosen
-//! and why), 2 debug, 3 and above trace.
+//! errors always print; `coll_rdma_verbose` 1 adds the summary (info events
+//! of target [`SUMMARY`]: a line or two per communicator from its rank 0,
+//! none longer than [`SUMMARY_MAX_CHARS`]), 2 every other info and debug
+//! event (what each rank chose and why), 3 and above trace.
 //!
 //! Invariant: the stream is ours only between a component open and the
 //! following close. Open MPI finalises its output streams with the rest of
@@ -20,6 +22,14 @@ use tracing::{Event, Level, Metadata, Subscriber};
 
 /// No stream of ours is open.
 const NO_STREAM: i32 = -1;
+
+/// The target of the info events `coll_rdma_verbose` 1 prints: what a
+/// user of a thousand ranks can still read (per communicator, from its
+/// rank 0; per process, from the job's rank 0).
+pub const SUMMARY: &str = "coll_rdma::summary";
+
+/// No summary line is longer (the prefix `coll:rdma: ` included).
+pub const SUMMARY_MAX_CHARS: usize = 200;
 
 static STREAM: AtomicI32 = AtomicI32::new(NO_STREAM);
 static VERBOSITY: AtomicI32 = AtomicI32::new(0);
@@ -63,13 +73,31 @@ pub fn verbosity() -> i32 {
     VERBOSITY.load(Ordering::Relaxed)
 }
 
-fn level_needed(level: &Level) -> i32 {
-    match *level {
+fn level_needed(metadata: &Metadata<'_>) -> i32 {
+    match *metadata.level() {
         Level::ERROR | Level::WARN => 0,
-        Level::INFO => 1,
-        Level::DEBUG => 2,
+        Level::INFO if metadata.target() == SUMMARY => 1,
+        Level::INFO | Level::DEBUG => 2,
         Level::TRACE => 3,
     }
+}
+
+/// Says `text` in the summary (verbose 1) from the job's first process
+/// only, and as detail (verbose 2) from the others: for what holds for
+/// every process alike.
+pub fn say_once_per_job(text: &str) {
+    if is_first_process() {
+        tracing::info!(target: SUMMARY, "{text}");
+    } else {
+        tracing::info!("{text}");
+    }
+}
+
+/// Whether this process is the job's first (rank 0 of MPI_COMM_WORLD, as
+/// the launcher says; a singleton is), which alone prints the summary of
+/// what holds for every process alike.
+pub fn is_first_process() -> bool {
+    std::env::var("OMPI_COMM_WORLD_RANK").map_or(true, |rank| rank.trim() == "0")
 }
 
 fn emit(line: &str) {
@@ -100,7 +128,7 @@ struct OpalOutput;
 
 impl Subscriber for OpalOutput {
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        verbosity() >= level_needed(metadata.level())
+        verbosity() >= level_needed(metadata)
     }
 
     fn new_span(&self, _: &Attributes<'_>) -> Id {

@@ -12,7 +12,11 @@
 //! at the end of a window) is not reported by NACK at all; the timeout
 //! that repairs it still collapses the window (`window`).
 //!
-//! Invariant: a member's list holds only report positions within the
+//! A report naming the same first piece as one still counted is the
+//! member's NACK repeated (its answer was late or lost, `datagram::nack`):
+//! it is neither counted again nor taken for congestion.
+//!
+//! Invariant: a member's list holds only distinct report positions within the
 //! current span, at most one span's worth.
 
 use std::collections::VecDeque;
@@ -46,6 +50,11 @@ impl LossRate {
         let span = cwnd.max(LOSS_SPAN_LEAST);
         let since = sent.saturating_sub(span);
         reports.retain(|&reported| reported >= since);
+        if reports.contains(&seq) {
+            // A repeated NACK (its answer was late or lost) is the same
+            // loss, already counted.
+            return false;
+        }
         if seq >= since {
             reports.push_back(seq);
         }
@@ -90,9 +99,24 @@ mod tests {
     #[test]
     fn a_member_keeps_at_most_one_span_of_reports() {
         let mut rate = LossRate::new(100, 1);
-        for _ in 0..1000 {
-            rate.is_congestion(0, 50, 60, 8);
+        for seq in 0..1000 {
+            rate.is_congestion(0, seq, 1000, 8);
         }
         assert_eq!(rate.reports[0].len() as u64, LOSS_SPAN_LEAST);
+    }
+
+    /// 6 reports in a span of 64 are tolerated at 10 %; the same six
+    /// repeated (NACKs asked again) stay six, where a 7th new one is
+    /// congestion.
+    #[test]
+    fn a_repeated_report_is_not_a_new_loss() {
+        let mut rate = LossRate::new(10, 1);
+        for round in 0..3 {
+            for seq in [100, 105, 110, 115, 120, 125] {
+                assert!(!rate.is_congestion(0, seq, 130, 32), "round {round}, report at {seq}");
+            }
+        }
+        assert_eq!(rate.reports[0].len(), 6);
+        assert!(rate.is_congestion(0, 129, 130, 32));
     }
 }

@@ -179,6 +179,7 @@ impl Collector {
                 }
             };
             if !watched.member.is_co_root {
+                stats.timeout_resends += 1;
                 resend(transport, held.ring, watched.member.rank, watched.acked..burst_end, stats)?;
             }
             watched.changed_at = now;

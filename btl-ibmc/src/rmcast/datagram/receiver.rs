@@ -25,7 +25,7 @@
 use std::time::Instant;
 
 use super::collector::{Collector, Held};
-use super::nack::{NackStep, NackTimer};
+use super::nack::{NackPolicy, NackStep, NackTimer};
 use super::ring::{PieceRing, RingPool};
 use crate::rmcast::ack::LazyAck;
 use crate::rmcast::config::RmcastConfig;
@@ -80,7 +80,7 @@ impl Receiver {
             Role::Leaf { collector, position } => {
                 let ack = LazyAck::new(position, config.effective_ack_interval(), config.ack_delay());
                 let seed = nonce ^ ((me as u64) << 32) ^ root as u64;
-                let nack = config.nack.then(|| NackTimer::new(congestion, config.ack_delay(), config.effective_rto_ceiling(), seed));
+                let nack = config.nack.then(|| NackTimer::new(NackPolicy::for_config(config, congestion), seed));
                 ((collector, region.ack_word(root, position)), collector, Duty::Leaf { ack, nack })
             }
             Role::CoRoot { position } => {
@@ -198,15 +198,26 @@ impl Receiver {
     fn take_nack_step<T: Windows + ReliableChannel + ?Sized>(&self, transport: &T, step: NackStep, stats: &mut RmcastStats) -> Result<(), TransportError> {
         match step {
             NackStep::Nothing => {}
-            NackStep::Send(range) => {
-                for missing in missing_runs(range, MAX_NACK_RUNS, |seq| self.ring.holds(seq)) {
-                    transport.send_reliable(self.ack_to.0, &encode_nack(self.root, self.nonce, missing.start, missing.end))?;
-                    stats.nacks_sent += 1;
-                }
+            NackStep::Send { range, waited_rtt_percent } => {
+                stats.nack_first_asks += 1;
+                stats.nack_wait_rtt_percent += waited_rtt_percent;
+                self.send_nacks(transport, range, stats)?;
             }
+            NackStep::Again(range) => stats.nacks_repeated += self.send_nacks(transport, range, stats)?,
             NackStep::Suppressed => stats.nacks_suppressed += 1,
         }
         Ok(())
+    }
+
+    /// NACKs the pieces of `range` still missing, one message per run;
+    /// returns how many messages that took.
+    fn send_nacks<T: ReliableChannel + ?Sized>(&self, transport: &T, range: std::ops::Range<u64>, stats: &mut RmcastStats) -> Result<u64, TransportError> {
+        let runs = missing_runs(range, MAX_NACK_RUNS, |seq| self.ring.holds(seq));
+        for missing in &runs {
+            transport.send_reliable(self.ack_to.0, &encode_nack(self.root, self.nonce, missing.start, missing.end))?;
+            stats.nacks_sent += 1;
+        }
+        Ok(runs.len() as u64)
     }
 
     /// The frame of the next piece to deliver, once it has arrived.

@@ -33,6 +33,7 @@ mod ready;
 mod report;
 mod report_events;
 mod setup;
+mod summary;
 mod tally;
 
 use std::ffi::c_int;
@@ -321,6 +322,7 @@ impl Drop for CommState {
             Stage::Pending(_) => ("no transport (never used)", None),
         };
         report::report_summary(id, transport, bcast, tallies);
+        summary::say_freed_summary(id, transport, tallies);
     }
 }
 

@@ -8,6 +8,7 @@
 
 use btl_ibmc::{NoSideProgress, PeerReads, SelectedTransport, TransportError};
 
+use super::super::output;
 use super::{CommId, PendingBarriers};
 use crate::collectives::allreduce::Allreduce;
 use crate::collectives::allreduce::autotune::DegreeTrial;
@@ -154,6 +155,7 @@ impl ReadyComm {
         let CommId { cid, rank, .. } = self.id;
         if !self.pending_barriers.is_empty() {
             tracing::info!(
+                target: output::SUMMARY,
                 "comm {cid} rank {rank}: freed with {} non-blocking barrier(s) under way: finishing them first",
                 self.pending_barriers.len()
             );

@@ -1,4 +1,5 @@
-//! What coll rdma says about a communicator at verbose level 1: the paths
+//! What each rank says about a communicator at verbose level 2 (its rank
+//! 0's summary at level 1 is `summary.rs`'s): the paths
 //! chosen at setup, the autotunes' plans and outcomes, each kind of
 //! hand-over (once), and the summary when the communicator is freed. The
 //! same facts go to the structured events (`report_events.rs`), which the
@@ -23,7 +24,7 @@ use crate::collectives::large_reduction::read_tree::ReadTree;
 /// The setup's and the autotunes' reports, from the ready state they
 /// describe.
 impl ReadyComm {
-    /// Says at verbose level 1 which allreduce and reduce lengths are
+    /// Says at verbose level 2 which allreduce and reduce lengths are
     /// reduced in parallel, or why none are.
     pub(super) fn report_parallel_reduction(&self) {
         let transport = &self.transport;
@@ -104,7 +105,7 @@ impl ReadyComm {
         )
     }
 
-    /// Says at verbose level 1, once per communicator (from its rank 0),
+    /// Says at verbose level 2, once per communicator (from its rank 0),
     /// what the barrier autotune will measure, or that there is nothing to
     /// choose from.
     pub(super) fn report_barrier_trial_plan(&self, autotune: bool) {
@@ -139,7 +140,7 @@ impl ReadyComm {
         }
     }
 
-    /// Says at verbose level 1, once per communicator (from its rank 0),
+    /// Says at verbose level 2, once per communicator (from its rank 0),
     /// what the allreduce degree autotune will measure, or why nothing;
     /// `setup.rs` has dropped the trial where the two-level tree serves.
     pub(super) fn report_allreduce_trial_plan(&self, autotune: bool) {
@@ -178,7 +179,7 @@ impl ReadyComm {
         }
     }
 
-    /// Says at verbose level 1 what the allreduce autotune measured and
+    /// Says at verbose level 2 what the allreduce autotune measured and
     /// chose: the table from rank 0, the choice from every rank.
     pub(in crate::glue) fn report_allreduce_trial(&self, outcome: &DegreeOutcome, agreement_ns: u64) {
         let cid = self.id.cid;
@@ -210,7 +211,7 @@ impl ReadyComm {
         );
     }
 
-    /// Says at verbose level 1 what the barrier autotune measured and
+    /// Says at verbose level 2 what the barrier autotune measured and
     /// chose: the table once per communicator (from its rank 0; every rank
     /// holds the same agreed figures), the choice from every rank.
     pub(in crate::glue) fn report_barrier_trial(&self, outcome: &TrialOutcome, agreement_ns: u64) {
@@ -242,7 +243,7 @@ impl ReadyComm {
         );
     }
 
-    /// Says at verbose level 1 which path serves which bcast lengths.
+    /// Says at verbose level 2 which path serves which bcast lengths.
     pub(super) fn report_bcast_paths(&self, window_limit: &str) {
         let transport = &self.transport;
         let window = match transport.multicast_kind() {
@@ -282,7 +283,7 @@ impl HandoverReports {
     /// result is right only if the module underneath keeps the rank order,
     /// which coll rdma cannot check, so the report says so, under its own
     /// category (also after the same reason was given for commutative ops).
-    /// True where this was the first time, said at verbose level 1.
+    /// True where this was the first time, said at verbose level 2.
     pub(super) fn report(&mut self, id: CommId, collective: Collective, why: &Handover, order: FoldOrder) -> bool {
         let name = collective.name();
         let caveat = match order {
@@ -361,6 +362,19 @@ fn report_multicast(id: CommId, bcast: &Bcast) {
         multicast.frames_rejected,
         multicast.overruns
     );
+    if multicast.nack_first_asks + multicast.nacks_served + multicast.timeout_resends > 0 {
+        tracing::info!(
+            "comm {} rank {}: bcast repair: {} first NACK(s) waiting {:.2} round trip(s) on average, {} NACK(s) repeated \
+             unanswered, {} served, {} timeout burst(s)",
+            id.cid,
+            id.rank,
+            multicast.nack_first_asks,
+            multicast.nack_wait_rtt_percent as f64 / 100.0 / multicast.nack_first_asks.max(1) as f64,
+            multicast.nacks_repeated,
+            multicast.nacks_served,
+            multicast.timeout_resends
+        );
+    }
     if multicast.cwnd > 0 {
         tracing::info!(
             "comm {} rank {}: bcast congestion control: window {} fragment(s) now, retransmission timeout {} us, \

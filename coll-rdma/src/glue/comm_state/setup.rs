@@ -272,6 +272,7 @@ impl PendingSetup {
         }
         ready.settle_plan();
         ready.report_plan_event(self.layout.window_len);
+        ready.say_ready_summary();
         ready
     }
 }
@@ -323,7 +324,7 @@ impl ReadyComm {
     }
 
     /// Builds the two-level schedules where the communicator spans nodes
-    /// (and `coll_rdma_hierarchy` allows), and says at verbose level 1
+    /// (and `coll_rdma_hierarchy` allows), and says at verbose level 2
     /// which barrier serves it.
     fn choose_schedule(&mut self, hierarchy: &HierarchyPlan, queue_pairs_max: Option<usize>) {
         let CommId { cid, rank, size } = self.id;
@@ -380,7 +381,7 @@ impl ReadyComm {
     /// Where only the nodes' leaders hold queue pairs across nodes: the
     /// ring (whose neighbours at a node boundary need not be leaders)
     /// serves no length, and the calls `LeadersOnly` rules out go to the
-    /// module underneath; says so at verbose level 1.
+    /// module underneath; says so at verbose level 2.
     fn confine_to_leaders(&mut self, nodes: NodeGroups, flat: FlatSchedules, queue_pairs_max: Option<usize>) {
         let CommId { cid, rank, .. } = self.id;
         self.limits.allreduce_ring.from = None;
@@ -404,7 +405,7 @@ impl ReadyComm {
         self.plan.leaders_only = Some(LeadersOnly { nodes, flat });
     }
 
-    /// Puts bcast on its two-level stages, and says at verbose level 1
+    /// Puts bcast on its two-level stages, and says at verbose level 2
     /// how each stage multicasts; None where it stays flat.
     fn choose_bcast_levels(&mut self, hierarchy: &HierarchyPlan, nodes: &NodeGroups) -> Option<BcastStages> {
         let CommId { cid, rank, size } = self.id;
@@ -438,7 +439,7 @@ impl ReadyComm {
 
     /// Puts allreduce and reduce on the two-level tree where the nodes keep
     /// the rank order and the window holds the tree's rings, and says at
-    /// verbose level 1 which tree serves each; whether each went two-level.
+    /// verbose level 2 which tree serves each; whether each went two-level.
     fn choose_reduction_trees(&mut self, nodes: &NodeGroups) -> (bool, bool) {
         let CommId { cid, rank, size } = self.id;
         if let Err(why) = HierarchyPlan::reductions_fit(nodes) {
