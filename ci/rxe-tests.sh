@@ -4,6 +4,9 @@
 # this alone; `make check` runs it after the other tests.
 #
 # usage: ci/rxe-tests.sh [--quick]
+#   RXE_STEPS=REGEX (environment): run only the steps whose name matches
+#   REGEX (grep -E), e.g. to re-run one that failed; the others print
+#   "not run"
 #   1. one guest (two lanes side by side, one in each guest: the device
 #      tests then the pretended nodes in guest 0, the rest in guest 1):
 #      the transport's device tests (btl-ibmc/tests/verbs_device.rs:
@@ -14,15 +17,16 @@
 #      multicast turned off (the tree of RDMA writes); then the same MPI
 #      tests with transport auto and coll_rdma_test_pretend_nodes=2, so that
 #      the guest's ranks act as two nodes (shm within, verbs between), with
-#      queue pairs across them only between the two leaders;
+#      queue pairs across them only between the two leaders; the
+#      MPI_THREAD_MULTIPLE case (section 1a of ci/mpi-tests.sh) in both;
 #   2. two guests: the device tests' two-host case (a rank per guest: puts,
 #      reliable messages and multicast datagrams, every byte checked) with
 #      loss and delay on ALL traffic (netem: RC retransmits);
 #   3. two guests: one MPI job spanning them (transport auto, which must pick
 #      shm within each guest and verbs between them: RC RDMA writes and UD
-#      multicast), first clean, then with 5 %
+#      multicast), first clean (the MPI_THREAD_MULTIPLE case too), then with 5 %
 #      loss on the multicast path and queue pairs only between the leaders; the results are checked by the programs
-#      and the retransmissions counted from coll rdma's verbose report; then
+#      and the retransmissions counted from coll rdma's events; then
 #      the same job over the udp transport with netem dropping 5 % of every
 #      packet (the real kernel's loss, beside the netns bed's injected one);
 #      then allreduce and reduce of 16 B to 16 MiB around the ring of RDMA
@@ -35,6 +39,10 @@
 # other step each guest's netem is set to what the step needs
 # (ci/rxe/netem.sh), so no step inherits the loss of the one before. If the guests die, the next step boots them
 # again (twice at most).
+# What coll rdma decided is read from its events (docs/events.md: each job's
+# coll_rdma_events_file, checked with the helpers of ci/served/checks.jq by
+# ci/rxe/mpi-job.sh and ci/served/events-hold.sh), never from the wording
+# of its verbose output.
 # The last line is "rxe: N passed, N failed" (", SKIPPED: reason" when the
 # test bed cannot run here); the exit status is non-zero when a step failed.
 set -euo pipefail
@@ -98,6 +106,10 @@ RESULTS=build/rxe-tests.results
 step() {  # step NAME LOGFILE -- COMMAND...
     local name=$1 log=$2
     shift 3
+    if [ -n "${RXE_STEPS:-}" ] && ! printf '%s\n' "$name" | grep -qE -- "$RXE_STEPS"; then
+        printf '%-46s not run (RXE_STEPS)\n' "$name"
+        return 0
+    fi
     local t0=$SECONDS status=0
     "$@" >"$log" 2>&1 || status=$?
     if [ "$status" = 0 ]; then
@@ -192,31 +204,34 @@ one_guest_lane() {  # one_guest_lane GUEST
         step "one-guest-verbs-device-tests" "$LOGS/device.log" -- \
             in_guest 0 -- --timeout 900 -- env GUEST_COUNT=1 "$DEVICE_TEST" --test-threads=1 --nocapture
         # (the hybrid over two pretended nodes serves barrier, allreduce, reduce
-        # and bcast in two levels: verbose 1 must say so; bcast's leaders multicast
+        # and bcast in two levels, as the events say; bcast's leaders multicast
         # over UD, each node reads its leader's window in the segment. Queue pairs
         # only between the leaders (coll_rdma_hierarchy_queue_pairs_max 0, the
         # choice at scale): a non-leader holds none across nodes, so any path that
         # still crossed from it would fail its put, and the programs check every
-        # result; the two-guest jobs below keep every pair, the default at this size)
+        # result; the two-guest jobs below keep every pair, the default at this size.
+        # The checks read each case's events (docs/events.md); thread_multiple
+        # checks its own, in ci/mpi-tests.sh)
         step "one-guest-mpi-pretended-nodes-leaders-only" "$LOGS/mpi-pretend-nodes.log" -- \
             in_guest 0 -- --timeout 1500 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 EXPECT_TRANSPORT="shm+verbs" MPI_TESTS_LOGDIR=/run/rxe/mpi-tests-pretend \
-            sh -c 'ci/mpi-tests.sh --quick --transport auto --mca coll_rdma_test_pretend_nodes 2 --mca coll_rdma_hierarchy_queue_pairs_max 0 --nps "4" --only "barrier_order|reduce_ops|bcast" &&
-                   grep -rqE "comm 0 rank 0: queue pairs across nodes only between the 2 leaders .*, 1 here \(this rank leads its node\)" /run/rxe/mpi-tests-pretend/ &&
-                   grep -rqE "comm 0 rank 3: queue pairs across nodes only between the 2 leaders .*, 0 here \(this rank reaches its own node alone\)" /run/rxe/mpi-tests-pretend/ &&
-                   grep -rqE "comm 0 rank 3: memory for this communicator: .*verbs 0 queue pair" /run/rxe/mpi-tests-pretend/ &&
-                   grep -rq "comm 0 rank 0: barrier two-level across 2 nodes of 2 to 2 ranks" /run/rxe/mpi-tests-pretend/ &&
-                   grep -rq "comm 0 rank 0: allreduce two-level" /run/rxe/mpi-tests-pretend/ &&
-                   grep -rq "comm 0 rank 0: reduce two-level" /run/rxe/mpi-tests-pretend/ &&
-                   grep -rqE "comm 0 rank 0: bcast two-level across 2 nodes: .*datagram multicast among the leaders" /run/rxe/mpi-tests-pretend/ &&
-                   grep -rqE "comm 0 rank 3: bcast two-level across 2 nodes: .*each node.s ranks read their node root.s window.*this rank is not a leader" /run/rxe/mpi-tests-pretend/'
+            ci/rxe/mpi-job.sh --cases 'barrier_order|reduce_ops|bcast' \
+                --every 'leaders_only_here(0; 0; 2; 1; true)' \
+                --every 'leaders_only_here(0; 3; 2; 0; false)' \
+                --every 'two_level_barrier_across(0; 2; 2; 2)' \
+                --every 'hierarchy_of(0; 0) | .two_level.allreduce' \
+                --every 'hierarchy_of(0; 0) | .two_level.reduce' \
+                --every 'hierarchy_of(0; 0) | .nodes == 2 and .two_level.bcast and .bcast_stages.among_leaders == "datagram multicast"' \
+                --every 'hierarchy_of(0; 3) | .nodes == 2 and .two_level.bcast and .bcast_stages.within_nodes == "window reads" and .node_leader != 3' \
+                -- --quick --transport auto --mca coll_rdma_test_pretend_nodes 2 --mca coll_rdma_hierarchy_queue_pairs_max 0 --nps "4" \
+                --only 'barrier_order|reduce_ops|bcast|thread_multiple'
     else
         step "one-guest-mpi-transport-verbs" "$LOGS/mpi-one-guest.log" -- \
             in_guest 1 -- --timeout 1500 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=0 MPI_TESTS_NO_BUILD=1 \
-            ci/mpi-tests.sh --quick --transport verbs --nps "3" --only 'barrier_order|reduce_ops|bcast'
+            ci/mpi-tests.sh --quick --transport verbs --nps "3" --only 'barrier_order|reduce_ops|bcast|thread_multiple'
         step "one-guest-mpi-verbs-bcast-put-tree" "$LOGS/mpi-put-tree.log" -- \
             in_guest 1 -- --timeout 900 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 MPI_TESTS_LOGDIR=/run/rxe/mpi-tests-put-tree \
-            sh -c 'ci/mpi-tests.sh --quick --transport verbs --mca coll_rdma_verbs_multicast 0 --nps "3" --only bcast &&
-                   grep -rq "offers no multicast: bcast goes down a binomial tree of puts" /run/rxe/mpi-tests-put-tree/'
+            ci/rxe/mpi-job.sh --every 'every_rank_ready(0; .transport == "verbs" and .multicast == "None" and .bcast.put_tree)' \
+                -- --quick --transport verbs --mca coll_rdma_verbs_multicast 0 --nps "3" --only bcast
     fi
 }
 lanes one_guest_lane one_guest_lane
@@ -237,52 +252,50 @@ else
     step "two-guests-verbs-device-netem-all-traffic" "$LOGS/device-two-guests.log" -- \
         in_guests --mtu "${RXE_NETEM_MTU:-9000}" spec "$NETEM_ALL" -- --all --timeout 900 -- \
         env VERBS_TEST_RELIABLE_COUNT=500 VERBS_TEST_MAX_PUT=262144 "$DEVICE_TEST" --test-threads=1 --nocapture two_hosts
-    { grep -E "netem on|puts checked|reliable messages|multicast|datagram" "$LOGS/device-two-guests.log" || true; } | sed "s/^/      /" | head -8
+    { grep -E "netem on|puts checked|reliable messages|multicast|datagram" "$LOGS/device-two-guests.log" 2>/dev/null || true; } | sed "s/^/      /" | head -8
 fi
 
 # 3. two guests, one job across them; logs on the run's shared directory,
 #    which both guests see (each rank's output is written on its own guest)
-two_guest_job() {  # two_guest_job NAME LOG NPS TRANSPORT WORLD_OVER NETEM...
+two_guest_job() {  # two_guest_job NAME LOG NPS TRANSPORT WORLD_OVER ONLY NETEM...
     # WORLD_OVER: the transport MPI_COMM_WORLD (across the guests) must report;
+    # ONLY: the cases of ci/mpi-tests.sh to run (its --only);
     # NETEM: ci/rxe/netem.sh words for both guests' egress;
     # EXTRA_MCA (unquoted words): more --mca options for every job;
-    # EXPECT_LINE (an ERE): a line some rank's output must hold
-    local name=$1 log=$2 nps=$3 transport=$4 world_over=$5 expect
-    shift 5
+    # EXPECT_EV (a jq expression over a case's events, with the helpers of
+    # ci/served/checks.jq): must hold for every case of the programs
+    local name=$1 log=$2 nps=$3 transport=$4 world_over=$5 only=$6 expect checks
+    shift 6
     expect="$world_over shm"
     [ "$transport" = auto ] || expect=$world_over
+    # some rank served barriers on MPI_COMM_WORLD over WORLD_OVER
+    checks=(--some "served_somewhere(0; \"barrier\"; \"$world_over\")")
+    [ -z "${EXPECT_EV:-}" ] || checks+=(--every "$EXPECT_EV")
+    # shellcheck disable=SC2086
     step "$name" "$log" -- \
         in_guests "$@" -- --timeout 1500 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=400 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 \
-        MPI_TESTS_LOGDIR="/run/rxe/mpi-tests-$name" EXPECT_TRANSPORT="$expect" NPS="$nps" TRANSPORT="$transport" WORLD_OVER="$world_over" \
-        EXTRA_MCA="${EXTRA_MCA:-}" EXPECT_LINE="${EXPECT_LINE:-}" \
-        sh -c 'ci/mpi-tests.sh --quick --hosts g0:2,g1:2 --transport "$TRANSPORT" $EXTRA_MCA --nps "$NPS" \
-                   --only "barrier_order|reduce_ops|bcast"; status=$?;
-               grep -h "bcast multicast:" "$MPI_TESTS_LOGDIR"/*/out/*/rank.*/std* 2>/dev/null |
-                   sed "s/^.*coll:rdma: /multicast report: /";
-               if ! grep -hq "comm 0 rank [0-9]*: served [1-9][0-9]* barrier(s) over $WORLD_OVER" \
-                       "$MPI_TESTS_LOGDIR"/*/out/*/rank.*/std*; then
-                   echo "FAIL: MPI_COMM_WORLD (across the guests) was not served over $WORLD_OVER"; status=1;
-               fi;
-               if [ -n "$EXPECT_LINE" ] && ! grep -hqE "$EXPECT_LINE" "$MPI_TESTS_LOGDIR"/*/out/*/rank.*/std*; then
-                   echo "FAIL: no rank said: $EXPECT_LINE"; status=1;
-               fi;
-               exit $status'
+        MPI_TESTS_LOGDIR="/run/rxe/mpi-tests-$name" EXPECT_TRANSPORT="$expect" \
+        ci/rxe/mpi-job.sh --cases 'barrier_order|reduce_ops|bcast' "${checks[@]}" --multicast-tally \
+            -- --quick --hosts g0:2,g1:2 --transport "$transport" ${EXTRA_MCA:-} --nps "$nps" --only "$only"
 }
 # np 4 only: with --map-by node each guest holds ranks 0,2 or 1,3, so the
 # leaders' stage is the 2-rank job across the guests that np 2 (one rank per
 # guest) would run, and the reductions, flat on round-robin nodes, write
 # across the guests from every rank (np 2 took a third of this step).
-two_guest_job "two-guests-mpi-clean" "$LOGS/mpi-two-guests.log" "4" auto shm+verbs none
+# The clean job runs the MPI_THREAD_MULTIPLE case too (section 1a of
+# ci/mpi-tests.sh: threads on their own communicators across the guests).
+two_guest_job "two-guests-mpi-clean" "$LOGS/mpi-two-guests.log" "4" auto shm+verbs 'barrier_order|reduce_ops|bcast|thread_multiple' none
 # (with queue pairs only between the two guests' leaders: the leaders'
-# multicast stage under loss, every result checked, verbose 1 saying so)
+# multicast stage under loss, every result checked, the events saying that a
+# non-leader holds no queue pair across the guests)
 EXTRA_MCA="--mca coll_rdma_hierarchy_queue_pairs_max 0" \
-    EXPECT_LINE="comm 0 rank [0-9]+: queue pairs across nodes only between the 2 leaders .*, 0 here \(this rank reaches its own node alone\)" \
-    two_guest_job "two-guests-mpi-multicast-loss-$LOSS_PCT%-leaders-only" "$LOGS/mpi-two-guests-loss.log" "4" auto shm+verbs mcast "$LOSS_PCT"
+    EXPECT_EV='leaders_only_somewhere(0; 2; 0; false)' \
+    two_guest_job "two-guests-mpi-multicast-loss-$LOSS_PCT%-leaders-only" "$LOGS/mpi-two-guests-loss.log" "4" auto shm+verbs 'barrier_order|reduce_ops|bcast' mcast "$LOSS_PCT"
 # the udp transport (issue 13) with the real kernel's loss: netem drops
 # $LOSS_PCT % of every packet leaving each guest (multicast, the reliable
 # channel's unicast and mpirun's own TCP alike), where the netns bed can only
 # inject loss inside the udp backend
-two_guest_job "two-guests-mpi-udp-netem-loss-$LOSS_PCT%" "$LOGS/mpi-two-guests-udp-loss.log" "4" udp udp all "$LOSS_PCT"
+two_guest_job "two-guests-mpi-udp-netem-loss-$LOSS_PCT%" "$LOGS/mpi-two-guests-udp-loss.log" "4" udp udp 'barrier_order|reduce_ops|bcast' all "$LOSS_PCT"
 
 # long allreduce and reduce around the ring of RDMA writes (issue 12):
 # 16 B to 16 MiB at 4 ranks whose ring neighbours are all in the other guest
@@ -296,19 +309,11 @@ step "two-guests-link-down-during-barriers" "$LOGS/link-down.log" -- \
     in_guests none -- --timeout 900 -- env FAULT_TIMEOUT_S=20 LINK_DOWN_S=45 sh ci/rxe/link-down.sh
 { grep -E "^\[g0\] (PASS|FAIL|info: guest)" "$LOGS/link-down.log" || true; } | sed "s/^/      /"
 
+# the bcast multicast counts of each two-guest job (ci/rxe/mpi-job.sh sums
+# them from its cases' events)
 for log in "$LOGS/mpi-two-guests.log" "$LOGS/mpi-two-guests-loss.log" "$LOGS/mpi-two-guests-udp-loss.log"; do
     [ -f "$log" ] || continue
-    awk -v logfile="$log" '
-        /multicast report:/ {
-            for (i = 1; i <= NF; i++) {
-                if ($(i) == "retransmitted,") retx += $(i - 1)
-                if ($(i) == "piece(s)" && $(i + 1) == "sent,") sent += $(i - 1)
-                if ($(i) == "NACK(s)") nacks += $(i - 1)
-            }
-            reports++
-        }
-        END { printf "rxe: %s: %d rank report(s): %d piece(s) multicast, %d retransmitted, %d NACK(s)\n", logfile, reports, sent, retx, nacks }
-    ' "$log"
+    sed -n "s|^\(\[g[0-9]*\] \)\{0,1\}multicast tally: |rxe: $log: |p" "$log"
 done
 
 PASSED=$(grep -c '^PASS ' "$RESULTS" || true)

@@ -75,6 +75,18 @@ impl SelectedTransport {
         }
     }
 
+    /// Whether the verbs side cuts every RDMA write to one path MTU
+    /// (Soft-RoCE); None where no verbs device carries the transport.
+    pub fn verbs_single_packet_writes(&self) -> Option<bool> {
+        match self {
+            #[cfg(feature = "verbs")]
+            SelectedTransport::Verbs(verbs) => Some(verbs.single_packet_writes()),
+            #[cfg(feature = "verbs")]
+            SelectedTransport::Hybrid(hybrid) => Some(hybrid.verbs().single_packet_writes()),
+            _ => None,
+        }
+    }
+
     /// How peers are reached, for verbose output; None on plain shared memory.
     pub fn route_summary(&self) -> Option<String> {
         match self {

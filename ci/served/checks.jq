@@ -74,3 +74,45 @@ def autotune_agreed($coll; $must_choose):
 def shm_segment_bytes($window; $ranks):
     def pages: ((. + 4095) / 4096 | floor) * 4096;
     (4096 + $ranks * ($window | pages) + $ranks * $ranks * 66816) | pages;
+
+# CID's comm_ready event from rank RANK (the first one: ids are reused).
+def ready_of($cid; $rank): [events("comm_ready") | on($cid) | of_rank($rank)] | first;
+
+# Queue pairs across nodes only between the leaders of NODES nodes
+# (coll_rdma_hierarchy_queue_pairs_max): rank RANK of CID holds PAIRS verbs
+# queue pairs and, as LEADS says, leads its node or reaches its own node
+# alone.
+def leaders_only_here($cid; $rank; $nodes; $pairs; $leads):
+    (ready_of($cid; $rank) | .leaders_only == true and .memory.verbs_queue_pairs == $pairs)
+    and (hierarchy_of($cid; $rank) | .levels == "two-level" and .nodes == $nodes and (.node_leader == $rank) == $leads);
+# ... on some rank of CID.
+def leaders_only_somewhere($cid; $nodes; $pairs; $leads):
+    . as $all
+    | any([events("comm_ready") | on($cid) | .rank] | unique | .[];
+        . as $rank | $all | leaders_only_here($cid; $rank; $nodes; $pairs; $leads));
+
+# Every rank of CID runs the barrier on two levels, across NODES nodes of
+# FEWEST to MOST ranks.
+def two_level_barrier_across($cid; $nodes; $fewest; $most):
+    every_rank_ready($cid; .barrier.two_level)
+    and ([events("hierarchy") | on($cid)]
+        | length == $np and all(.[]; .levels == "two-level" and .nodes == $nodes)
+        and (map(.node_ranks) | min == $fewest and max == $most));
+
+# Some rank's comm_freed on CID counts calls of COLL served over TRANSPORT.
+def served_somewhere($cid; $coll; $transport):
+    any(events("comm_freed") | on($cid); .transport == $transport and .calls[$coll].served > 0);
+
+# The bcast multicast counts (comm_freed's bcast_multicast) of the ranks
+# whose multicast carried anything, summed: { reports, pieces_sent,
+# retransmissions, nacks_sent }.
+def multicast_tally:
+    [events("comm_freed") | .bcast_multicast // empty
+        | select(.pieces_sent + .pieces_delivered + .frames_rejected > 0)]
+    | { reports: length, pieces_sent: (map(.pieces_sent) | add // 0),
+        retransmissions: (map(.retransmissions) | add // 0), nacks_sent: (map(.nacks_sent) | add // 0) };
+
+# Some communicator's rank 0 counted at free calls of COLL served over one
+# of TRANSPORTS (an array of names).
+def rank0_served_somewhere($coll; $transports):
+    any(events("comm_freed") | of_rank(0); .transport as $t | .calls[$coll].served > 0 and any($transports[]; . == $t));

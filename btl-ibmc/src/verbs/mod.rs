@@ -109,6 +109,12 @@ impl VerbsTransport {
         }
     }
 
+    /// Whether every RDMA write is cut to one path MTU (Soft-RoCE fails a
+    /// queue pair that retransmits a multi-packet write).
+    pub fn single_packet_writes(&self) -> bool {
+        self.links.device.single_packet_writes
+    }
+
     /// Largest message `send_reliable` accepts.
     pub fn max_reliable(&self) -> usize {
         RELIABLE_MAX

@@ -30,6 +30,7 @@ impl ReadyComm {
                 "reads_peer_memory": reads,
                 "window_bytes": window_bytes,
                 "leaders_only": self.plan.leaders_only.is_some(),
+                "verbs_single_packet_writes": self.transport.verbs_single_packet_writes(),
                 "memory": {
                     "total_bytes": memory.total_bytes(),
                     "shm_segment_bytes": memory.shm_segment_bytes,

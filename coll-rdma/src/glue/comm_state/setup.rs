@@ -277,6 +277,15 @@ impl PendingSetup {
     }
 }
 
+/// How a two-level bcast moves data at each stage, as the hierarchy
+/// event names it (docs/events.md).
+struct BcastStages {
+    /// "datagram multicast", "window reads" or "put tree".
+    among_leaders: &'static str,
+    /// "window reads" or "put tree".
+    within_nodes: &'static str,
+}
+
 /// The plan choices that need the transport, made once while the
 /// `ReadyComm` is being assembled.
 impl ReadyComm {
@@ -336,13 +345,18 @@ impl ReadyComm {
                 );
                 self.two_level_barrier = Some(barrier.with_context(format!("comm {cid}")));
                 let (allreduce, reduce) = self.choose_reduction_trees(&nodes);
-                let bcast = self.choose_bcast_levels(hierarchy, &nodes);
+                let bcast_stages = self.choose_bcast_levels(hierarchy, &nodes);
+                let bcast = bcast_stages.is_some();
                 hierarchy_event(self.id, events::json!({
                     "levels": "two-level",
                     "nodes": nodes.count(),
                     "node_leader": leader,
                     "node_ranks": nodes.local_count(rank),
                     "two_level": { "allreduce": allreduce, "reduce": reduce, "bcast": bcast },
+                    "bcast_stages": bcast_stages.map(|stages| events::json!({
+                        "among_leaders": stages.among_leaders,
+                        "within_nodes": stages.within_nodes,
+                    })),
                 }));
                 if self.transport.connects_only_leaders() {
                     let flat = FlatSchedules { allreduce: !allreduce, reduce: !reduce, bcast: !bcast };
@@ -392,23 +406,25 @@ impl ReadyComm {
     }
 
     /// Puts bcast on its two-level stages, and says at verbose level 2
-    /// how each stage multicasts; false where it stays flat.
-    fn choose_bcast_levels(&mut self, hierarchy: &HierarchyPlan, nodes: &NodeGroups) -> bool {
+    /// how each stage multicasts; None where it stays flat.
+    fn choose_bcast_levels(&mut self, hierarchy: &HierarchyPlan, nodes: &NodeGroups) -> Option<BcastStages> {
         let CommId { cid, rank, size } = self.id;
         let (co_roots, co_roots_why) = hierarchy.leaders_bcast_co_roots(nodes);
         if let Err(why) = self.bcast.use_two_levels(nodes, co_roots) {
             tracing::info!("comm {cid} rank {rank}: bcast flat over all {size} ranks ({why})");
-            return false;
+            return None;
         }
-        let among_leaders = match self.transport.multicast_kind() {
-            MulticastKind::Datagram => "datagram multicast among the leaders; non-leaders drop the group's datagrams unread",
-            MulticastKind::SharedWindow => "the leaders read the root leader's window",
-            MulticastKind::None => "a binomial tree of puts among the leaders",
+        let (among_leaders, stages_among_leaders) = match self.transport.multicast_kind() {
+            MulticastKind::Datagram => {
+                ("datagram multicast among the leaders; non-leaders drop the group's datagrams unread", "datagram multicast")
+            }
+            MulticastKind::SharedWindow => ("the leaders read the root leader's window", "window reads"),
+            MulticastKind::None => ("a binomial tree of puts among the leaders", "put tree"),
         };
-        let within_nodes = if self.transport.peer_flag(rank, 0).is_ok() {
-            "each node's ranks read their node root's window (or its buffer in one copy where single copy serves)"
+        let (within_nodes, stages_within_nodes) = if self.transport.peer_flag(rank, 0).is_ok() {
+            ("each node's ranks read their node root's window (or its buffer in one copy where single copy serves)", "window reads")
         } else {
-            "a binomial tree of puts within each node"
+            ("a binomial tree of puts within each node", "put tree")
         };
         let role = if nodes.leader_of(rank) == rank { "this rank leads its node" } else { "this rank is not a leader" };
         tracing::info!(
@@ -418,7 +434,7 @@ impl ReadyComm {
             nodes.count(),
             nodes.count()
         );
-        true
+        Some(BcastStages { among_leaders: stages_among_leaders, within_nodes: stages_within_nodes })
     }
 
     /// Puts allreduce and reduce on the two-level tree where the nodes keep
