@@ -1,0 +1,96 @@
+# Sourced by ci/bench.sh (its header lists the knobs these read): the
+# reductions by message size (BENCH_SWEEP_*).
+
+# ------------------------------------------------- reductions by message size
+# sweep_one VARIANT NP COLL -> "size avg" lines, or one word: timeout, error,
+# wrong (coll_latency found a wrong result), unused (coll rdma did not serve
+# every call itself), unexcluded (stock run with coll rdma in it)
+sweep_one() {
+    local variant=$1 np=$2 coll=$3
+    local iters warmup bind=(--bind-to core) over=()
+    if [ "$np" -le 2 ]; then
+        iters=$SWEEP_ITERS_2 warmup=$SWEEP_WARMUP_2
+    else
+        iters=$SWEEP_ITERS_N warmup=$SWEEP_WARMUP_N bind=(--bind-to none) over=(--oversubscribe)
+    fi
+    local sel=(--mca coll '^rdma')
+    [ "$variant" = rdma ] && sel=()
+    local tag="sweep-np$np-$coll-$variant-$RUN"
+    local rc=0
+    timeout -k 5 "$TIMEOUT" mpirun -np "$np" "${over[@]}" "${bind[@]}" --mca btl self,vader \
+        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" --mca coll_rdma_verbose 1 \
+        "$BIN/coll_latency" -q -c "$coll" -m "$SWEEP_SIZES" -f "$SWEEP_FACTOR" -w "$warmup" \
+        -n "$iters" -s "$SWEEP_SCALE" -l "$SWEEP_MIN_ITERS" \
+        </dev/null >"$LOG/$tag.out" 2>"$LOG/$tag.err" || rc=$?
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo timeout; return; fi
+    [ "$rc" = 3 ] && { echo wrong; return; }
+    [ "$rc" = 0 ] || { echo error; return; }
+    if [ "$variant" = rdma ]; then
+        served_within_limit "$coll" "$np" "$LOG/$tag.err" || { echo unused; return; }
+    elif grep -q 'coll:rdma:' "$LOG/$tag.err"; then
+        echo unexcluded; return
+    fi
+    awk '!/^#/ && NF >= 7 { print $2, $3 }' "$LOG/$tag.out"
+}
+
+# served_within_limit COLL NP FILE: every rank's summary for MPI_COMM_WORLD
+# says it served COLL(s) itself, and every call it handed over was above
+# coll_rdma_COLL_max_bytes (the reason line says "N bytes exceed
+# coll_rdma_COLL_max_bytes=L"; the sweeps go beyond the default limits)
+served_within_limit() {
+    local coll=$1 np=$2 file=$3 n
+    n=$(grep -Ec "coll:rdma: comm 0 rank [0-9]+: served [1-9][0-9]* $coll\(s\) over " "$file" || true)
+    [ "$n" = "$np" ] || return 1
+    { grep -E "coll:rdma: comm 0 rank [0-9]+: $coll handed to the module underneath: " "$file" || true; } |
+        awk -v re=": [0-9]+ bytes exceed coll_rdma_${coll}_max_bytes=[0-9]+\$" '
+             { if (match($0, re)) {
+                   split(substr($0, RSTART + 2), w, /[ =]/); if (w[1] + 0 <= w[5] + 0) bad++ }
+               else bad++ }
+             END { exit bad ? 1 : 0 }'
+}
+
+# served_all COLL FILE: every rank's summary for MPI_COMM_WORLD says it served
+# some COLL(s) itself and handed none to the fallback
+served_all() {
+    local coll=$1 file=$2 lines
+    lines=$(grep -E "coll:rdma: comm 0 rank [0-9]+: served [0-9]+ $coll\(s\) over " "$file" || true)
+    [ -n "$lines" ] || return 1
+    printf '%s\n' "$lines" | grep -Eq "served 0 $coll|, [1-9][0-9]* handed" && return 1
+    return 0
+}
+
+SWEEP_TABLE=""
+if [ -n "$SWEEP_COLLS" ]; then
+    echo "== sweep: $SWEEP_COLLS, $SWEEP_SIZES bytes (x$SWEEP_FACTOR) at np $SWEEP_NPS, $SWEEP_REPS repetition(s)"
+    SWEEP_TABLE=$(printf '%-4s %-11s %8s %10s %10s %11s\n' np collective size stock_us rdma_us rdma/stock)
+    for np in $SWEEP_NPS; do
+        for coll in $SWEEP_COLLS; do
+            rm -f "$LOG/sweep.stock" "$LOG/sweep.rdma"
+            for RUN in $(seq 1 "$SWEEP_REPS"); do
+                order="stock rdma"
+                [ $((RUN % 2)) = 0 ] && order="rdma stock"
+                [ "$STOCK_ONLY" = 1 ] && order="stock"
+                for variant in $order; do
+                    out=$(sweep_one "$variant" "$np" "$coll")
+                    case $out in
+                        ''|timeout|error|wrong|unused|unexcluded)
+                            problems=$((problems + 1))
+                            echo "   np=$np $coll $variant run $RUN: ${out:-no result} (logs in ${LOG#"$ROOT"/})" ;;
+                        *) printf '%s\n' "$out" >> "$LOG/sweep.$variant"
+                           RAW="$RAW"$'\n'"np=$np $coll $variant run $RUN: $(printf '%s\n' "$out" | awk '{ printf "%s%s=%s", (NR > 1 ? " " : ""), $1, $2 }')" ;;
+                    esac
+                done
+            done
+            sizes=$({ cat "$LOG"/sweep.stock "$LOG"/sweep.rdma 2>/dev/null || true; } | awk '{ print $1 }' | sort -n | uniq)
+            for size in $sizes; do
+                s=$({ awk -v z="$size" '$1 == z { print $2 }' "$LOG/sweep.stock" 2>/dev/null || true; } | median)
+                r="-"
+                [ "$STOCK_ONLY" = 1 ] || r=$({ awk -v z="$size" '$1 == z { print $2 }' "$LOG/sweep.rdma" 2>/dev/null || true; } | median)
+                ratio=$(awk -v s="$s" -v r="$r" 'BEGIN { if (s ~ /^[0-9.]+$/ && r ~ /^[0-9.]+$/ && s > 0) printf "%.2f", r / s; else print "-" }')
+                line=$(printf '%-4s %-11s %8s %10s %10s %11s' "$np" "$coll" "$size" "$s" "$r" "$ratio")
+                SWEEP_TABLE="$SWEEP_TABLE"$'\n'"$line"
+                echo "$line"
+            done
+        done
+    done
+fi
