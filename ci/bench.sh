@@ -84,11 +84,11 @@
 # Each repetition runs stock Open MPI (--mca coll ^rdma) and coll rdma
 # (component from build/components, default priority) one after the other,
 # swapping the order every repetition; the table shows the median of the
-# per-run averages. Every coll rdma run is checked to have served what it
-# measures (its coll_rdma_verbose summary: served > 0, 0 handed to the
-# fallback; for bcast: served > 0 on every rank, and the only calls handed
-# over are those above coll_rdma_bcast_max_bytes), every stock run to have no
-# trace of coll rdma, and the results are checked by coll_latency itself. Results go to
+# per-run averages. Every coll rdma run is checked by its events
+# (docs/events.md, ci/bench/events.sh) to have served what it measures on
+# every rank (barrier and the degree table: nothing handed over; the sweeps
+# and bcast: only calls above coll_rdma_COLL_max_bytes), every stock run to
+# have no events of coll rdma, and the results are checked by coll_latency itself. Results go to
 # bench/results/<date>-<host>.txt and bench/results/latest.txt.
 set -euo pipefail
 
@@ -166,7 +166,7 @@ for v in $(env | sed -n 's/^\(OMPI_MCA_[A-Za-z0-9_]*\)=.*/\1/p'); do
         OMPI_MCA_coll*|OMPI_MCA_mca_base_component_path|OMPI_MCA_btl) unset "$v" ;;
     esac
 done
-for tool in mpicc mpirun ompi_info timeout awk; do
+for tool in mpicc mpirun ompi_info timeout awk jq; do
     command -v "$tool" >/dev/null || die "$tool not found (run ci/setup.sh)"
 done
 if [ "$STOCK_ONLY" = 0 ]; then
@@ -209,6 +209,7 @@ stamp=$(date +%Y%m%d-%H%M%S)
 
 # -------------------------------------------------------------- measuring
 # the tables, one file each in ci/bench/, in the order they run
+. "$ROOT/ci/bench/events.sh"
 . "$ROOT/ci/bench/measure.sh"
 
 t_start=$(date +%s)
@@ -307,7 +308,7 @@ elapsed=$(( $(date +%s) - t_start ))
     if [ -n "$DEGREE_TABLE" ]; then
         echo "allreduce by tree degree k (coll_rdma_allreduce_degree k, coll_rdma_allreduce_exchange_max 0,"
         echo "coll_rdma_allreduce_max_bytes -1 for every coll rdma run, so that the tree serves the size;"
-        echo "auto: the component's own choice, as its verbose output reports it; predicted: coll-rdma-model,"
+        echo "auto: the component's own choice, as its comm_ready event reports it; predicted: coll-rdma-model,"
         echo "i.e. tuning's AllreduceModel::SHARED_MEMORY, which the component uses with default parameters):"
         echo "$DEGREE_TABLE"
     fi

@@ -14,15 +14,16 @@ bcast_run() {
     local sel=(--mca coll '^rdma')
     [ "$variant" = rdma ] && sel=()
     local tag="$mode-np$np-$variant-$RUN" rc=0
+    events_mca "$LOG/$tag.events" || { echo error; return; }
     timeout -k 5 "$TIMEOUT" mpirun -np "$np" "${over[@]}" "${bind[@]}" --mca btl self,vader \
-        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" --mca coll_rdma_verbose 1 \
+        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" "${EVENTS_MCA[@]}" --mca coll_rdma_verbose 1 \
         "$BIN/coll_latency" -q -c "$mode" "$@" </dev/null >"$LOG/$tag.out" 2>"$LOG/$tag.err" || rc=$?
     if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo timeout; return; fi
     [ "$rc" = 3 ] && { echo wrong; return; }
     [ "$rc" = 0 ] || { echo error; return; }
     if [ "$variant" = rdma ]; then
-        served_within_limit bcast "$np" "$LOG/$tag.err" || { echo unused; return; }
-    elif grep -q 'coll:rdma:' "$LOG/$tag.err"; then
+        served_world bcast "$np" "$LOG/$tag.events" || { echo unused; return; }
+    elif ! no_events "$LOG/$tag.events"; then
         echo unexcluded; return
     fi
     awk '!/^#/ && NF >= 7 { $1 = ""; sub(/^ /, ""); print }' "$LOG/$tag.out"

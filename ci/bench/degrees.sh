@@ -16,8 +16,9 @@ degree_one() {
                 --mca coll_rdma_allreduce_max_bytes -1) ;;
     esac
     local tag="degree-np$np-k$k-$RUN" rc=0
+    events_mca "$LOG/$tag.events" || { echo error; return; }
     timeout -k 5 "$TIMEOUT" mpirun -np "$np" "${over[@]}" "${bind[@]}" --mca btl self,vader \
-        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" --mca coll_rdma_verbose 1 \
+        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" "${EVENTS_MCA[@]}" --mca coll_rdma_verbose 1 \
         "$BIN/coll_latency" -q -c allreduce -m "$DEGREE_BYTES" -w $((iters / 10 + 1)) -n "$iters" \
         </dev/null >"$LOG/$tag.out" 2>"$LOG/$tag.err" || rc=$?
     if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo timeout; return; fi
@@ -25,10 +26,10 @@ degree_one() {
     [ "$rc" = 0 ] || { echo error; return; }
     local used="-"
     if [ "$k" = stock ]; then
-        grep -q 'coll:rdma:' "$LOG/$tag.err" && { echo unexcluded; return; }
+        no_events "$LOG/$tag.events" || { echo unexcluded; return; }
     else
-        served_all allreduce "$LOG/$tag.err" || { echo unused; return; }
-        used=$(sed -n 's/.*coll:rdma: comm 0 rank 0: transport [a-z]* ready .*allreduce degree \([0-9]*\).*/\1/p' "$LOG/$tag.err" | head -1)
+        served_world_all allreduce "$np" "$LOG/$tag.events" || { echo unused; return; }
+        used=$(world_ready_field "$LOG/$tag.events" .allreduce.degree)
         used=${used:--}
         if [ "$k" != auto ] && [ "$used" != - ] && [ "$used" != "$k" ]; then echo "degree-$used-used"; return; fi
     fi

@@ -16,18 +16,19 @@ run_one() {
     [ "$variant" = rdma ] && sel=()
     local tag="np$np-$coll-$size-$variant-$RUN"
     local rc=0
+    events_mca "$LOG/$tag.events" || { echo error; return; }
     timeout -k 5 "$TIMEOUT" mpirun -np "$np" "${over[@]}" "${bind[@]}" --mca btl self,vader \
-        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" --mca coll_rdma_verbose 1 \
+        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" "${EVENTS_MCA[@]}" --mca coll_rdma_verbose 1 \
         "$BIN/coll_latency" -q -c "$coll" -m "$size" -w "$warmup" -n "$iters" \
         </dev/null >"$LOG/$tag.out" 2>"$LOG/$tag.err" || rc=$?
     if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo timeout; return; fi
     [ "$rc" = 0 ] || { echo error; return; }
-    # make sure the run used what it claims to measure
+    # make sure the run used what it claims to measure (its events)
     if [ "$variant" = rdma ]; then
-        if [ "$coll" = barrier ] && ! grep -Eq 'coll:rdma: comm 0 rank [0-9]+: served [1-9][0-9]* barrier\(s\) over [a-z]+, 0 handed' "$LOG/$tag.err"; then
+        if [ "$coll" = barrier ] && ! served_world_all barrier "$np" "$LOG/$tag.events"; then
             echo unused; return
         fi
-    elif grep -q 'coll:rdma:' "$LOG/$tag.err"; then
+    elif ! no_events "$LOG/$tag.events"; then
         echo unexcluded; return
     fi
     awk '!/^#/ && NF >= 7 { print $3; exit }' "$LOG/$tag.out"

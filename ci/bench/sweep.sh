@@ -17,8 +17,9 @@ sweep_one() {
     [ "$variant" = rdma ] && sel=()
     local tag="sweep-np$np-$coll-$variant-$RUN"
     local rc=0
+    events_mca "$LOG/$tag.events" || { echo error; return; }
     timeout -k 5 "$TIMEOUT" mpirun -np "$np" "${over[@]}" "${bind[@]}" --mca btl self,vader \
-        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" --mca coll_rdma_verbose 1 \
+        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" "${EVENTS_MCA[@]}" --mca coll_rdma_verbose 1 \
         "$BIN/coll_latency" -q -c "$coll" -m "$SWEEP_SIZES" -f "$SWEEP_FACTOR" -w "$warmup" \
         -n "$iters" -s "$SWEEP_SCALE" -l "$SWEEP_MIN_ITERS" \
         </dev/null >"$LOG/$tag.out" 2>"$LOG/$tag.err" || rc=$?
@@ -26,37 +27,11 @@ sweep_one() {
     [ "$rc" = 3 ] && { echo wrong; return; }
     [ "$rc" = 0 ] || { echo error; return; }
     if [ "$variant" = rdma ]; then
-        served_within_limit "$coll" "$np" "$LOG/$tag.err" || { echo unused; return; }
-    elif grep -q 'coll:rdma:' "$LOG/$tag.err"; then
+        served_world "$coll" "$np" "$LOG/$tag.events" || { echo unused; return; }
+    elif ! no_events "$LOG/$tag.events"; then
         echo unexcluded; return
     fi
     awk '!/^#/ && NF >= 7 { print $2, $3 }' "$LOG/$tag.out"
-}
-
-# served_within_limit COLL NP FILE: every rank's summary for MPI_COMM_WORLD
-# says it served COLL(s) itself, and every call it handed over was above
-# coll_rdma_COLL_max_bytes (the reason line says "N bytes exceed
-# coll_rdma_COLL_max_bytes=L"; the sweeps go beyond the default limits)
-served_within_limit() {
-    local coll=$1 np=$2 file=$3 n
-    n=$(grep -Ec "coll:rdma: comm 0 rank [0-9]+: served [1-9][0-9]* $coll\(s\) over " "$file" || true)
-    [ "$n" = "$np" ] || return 1
-    { grep -E "coll:rdma: comm 0 rank [0-9]+: $coll handed to the module underneath: " "$file" || true; } |
-        awk -v re=": [0-9]+ bytes exceed coll_rdma_${coll}_max_bytes=[0-9]+\$" '
-             { if (match($0, re)) {
-                   split(substr($0, RSTART + 2), w, /[ =]/); if (w[1] + 0 <= w[5] + 0) bad++ }
-               else bad++ }
-             END { exit bad ? 1 : 0 }'
-}
-
-# served_all COLL FILE: every rank's summary for MPI_COMM_WORLD says it served
-# some COLL(s) itself and handed none to the fallback
-served_all() {
-    local coll=$1 file=$2 lines
-    lines=$(grep -E "coll:rdma: comm 0 rank [0-9]+: served [0-9]+ $coll\(s\) over " "$file" || true)
-    [ -n "$lines" ] || return 1
-    printf '%s\n' "$lines" | grep -Eq "served 0 $coll|, [1-9][0-9]* handed" && return 1
-    return 0
 }
 
 SWEEP_TABLE=""
