@@ -9,18 +9,10 @@
 bcast_run() {
     local variant=$1 np=$2 mode=$3
     shift 3
-    local bind=(--bind-to core) over=()
-    [ "$np" -le 2 ] || { bind=(--bind-to none); over=(--oversubscribe); }
     local sel=(--mca coll '^rdma')
     [ "$variant" = rdma ] && sel=()
-    local tag="$mode-np$np-$variant-$RUN" rc=0
-    events_mca "$LOG/$tag.events" || { echo error; return; }
-    timeout -k 5 "$TIMEOUT" mpirun -np "$np" "${over[@]}" "${bind[@]}" --mca btl self,vader \
-        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" "${EVENTS_MCA[@]}" --mca coll_rdma_verbose 1 \
-        "$BIN/coll_latency" -q -c "$mode" "$@" </dev/null >"$LOG/$tag.out" 2>"$LOG/$tag.err" || rc=$?
-    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo timeout; return; fi
-    [ "$rc" = 3 ] && { echo wrong; return; }
-    [ "$rc" = 0 ] || { echo error; return; }
+    local tag="$mode-np$np-$variant-$RUN"
+    latency_job "$tag" "$np" "${sel[@]}" -- -c "$mode" "$@" || return 0
     if [ "$variant" = rdma ]; then
         served_world bcast "$np" "$LOG/$tag.events" || { echo unused; return; }
     elif ! no_events "$LOG/$tag.events"; then

@@ -6,8 +6,8 @@
 # K = auto: the component's own choice; K = stock: stock Open MPI
 degree_one() {
     local np=$1 k=$2
-    local iters=$DEGREE_ITERS_2 bind=(--bind-to core) over=()
-    [ "$np" -le 2 ] || { iters=$DEGREE_ITERS_N; bind=(--bind-to none); over=(--oversubscribe); }
+    local iters=$DEGREE_ITERS_2
+    [ "$np" -le 2 ] || iters=$DEGREE_ITERS_N
     local sel=()
     case $k in
         stock) sel=(--mca coll '^rdma') ;;
@@ -15,15 +15,8 @@ degree_one() {
         *) sel=(--mca coll_rdma_allreduce_degree "$k" --mca coll_rdma_allreduce_exchange_max 0
                 --mca coll_rdma_allreduce_max_bytes -1) ;;
     esac
-    local tag="degree-np$np-k$k-$RUN" rc=0
-    events_mca "$LOG/$tag.events" || { echo error; return; }
-    timeout -k 5 "$TIMEOUT" mpirun -np "$np" "${over[@]}" "${bind[@]}" --mca btl self,vader \
-        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" "${EVENTS_MCA[@]}" --mca coll_rdma_verbose 1 \
-        "$BIN/coll_latency" -q -c allreduce -m "$DEGREE_BYTES" -w $((iters / 10 + 1)) -n "$iters" \
-        </dev/null >"$LOG/$tag.out" 2>"$LOG/$tag.err" || rc=$?
-    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo timeout; return; fi
-    [ "$rc" = 3 ] && { echo wrong; return; }
-    [ "$rc" = 0 ] || { echo error; return; }
+    local tag="degree-np$np-k$k-$RUN"
+    latency_job "$tag" "$np" "${sel[@]}" -- -c allreduce -m "$DEGREE_BYTES" -w $((iters / 10 + 1)) -n "$iters" || return 0
     local used="-"
     if [ "$k" = stock ]; then
         no_events "$LOG/$tag.events" || { echo unexcluded; return; }

@@ -7,25 +7,13 @@
 # every call itself), unexcluded (stock run with coll rdma in it)
 sweep_one() {
     local variant=$1 np=$2 coll=$3
-    local iters warmup bind=(--bind-to core) over=()
-    if [ "$np" -le 2 ]; then
-        iters=$SWEEP_ITERS_2 warmup=$SWEEP_WARMUP_2
-    else
-        iters=$SWEEP_ITERS_N warmup=$SWEEP_WARMUP_N bind=(--bind-to none) over=(--oversubscribe)
-    fi
+    local iters=$SWEEP_ITERS_N warmup=$SWEEP_WARMUP_N
+    [ "$np" -gt 2 ] || { iters=$SWEEP_ITERS_2; warmup=$SWEEP_WARMUP_2; }
     local sel=(--mca coll '^rdma')
     [ "$variant" = rdma ] && sel=()
     local tag="sweep-np$np-$coll-$variant-$RUN"
-    local rc=0
-    events_mca "$LOG/$tag.events" || { echo error; return; }
-    timeout -k 5 "$TIMEOUT" mpirun -np "$np" "${over[@]}" "${bind[@]}" --mca btl self,vader \
-        --mca mca_base_component_path "$COMPONENT_PATH" "${sel[@]}" "${EVENTS_MCA[@]}" --mca coll_rdma_verbose 1 \
-        "$BIN/coll_latency" -q -c "$coll" -m "$SWEEP_SIZES" -f "$SWEEP_FACTOR" -w "$warmup" \
-        -n "$iters" -s "$SWEEP_SCALE" -l "$SWEEP_MIN_ITERS" \
-        </dev/null >"$LOG/$tag.out" 2>"$LOG/$tag.err" || rc=$?
-    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo timeout; return; fi
-    [ "$rc" = 3 ] && { echo wrong; return; }
-    [ "$rc" = 0 ] || { echo error; return; }
+    latency_job "$tag" "$np" "${sel[@]}" -- -c "$coll" -m "$SWEEP_SIZES" -f "$SWEEP_FACTOR" -w "$warmup" \
+        -n "$iters" -s "$SWEEP_SCALE" -l "$SWEEP_MIN_ITERS" || return 0
     if [ "$variant" = rdma ]; then
         served_world "$coll" "$np" "$LOG/$tag.events" || { echo unused; return; }
     elif ! no_events "$LOG/$tag.events"; then

@@ -17,7 +17,7 @@ for np in $NPS; do
             for variant in $order; do
                 v=$(run_one "$variant" "$np" "$coll" "$size")
                 case $v in
-                    ''|timeout|error|unused|unexcluded)
+                    ''|timeout|error|wrong|unused|unexcluded)
                         problems=$((problems + 1))
                         echo "   np=$np $coll $variant run $RUN: ${v:-no result} (logs in ${LOG#"$ROOT"/})" ;;
                 esac
