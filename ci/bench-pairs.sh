@@ -142,19 +142,18 @@ TABLE=$OUT/pairs.txt
 : >"$TABLE"
 problems=0
 
-# served COLL NP FILE: every rank's summary for MPI_COMM_WORLD (with
-# BENCH_PAIR_THREADS above 1: for each thread's communicator, never comm 0)
-# says it served COLL(s) itself; calls handed over are allowed only for size
-# limits ("N bytes exceed coll_rdma_COLL_max_bytes=L"), counted in the
-# table's notes.
+# whether a job served what it measures: its events (docs/events.md)
+. "$(dirname "${BASH_SOURCE[0]}")/bench/events.sh"
+
+# served COLL NP DIR: the events in DIR say that every rank's MPI_COMM_WORLD
+# (with BENCH_PAIR_THREADS above 1: each thread's communicator, never comm 0)
+# served COLL(s) itself; calls handed over are allowed only for size limits
+# (coll_rdma_COLL_max_bytes), counted in the table's notes.
 served() {
-    local n comms='0' want=$2
-    [ "$THREADS" -le 1 ] || { comms='[1-9][0-9]*'; want=$(($2 * THREADS)); }
-    n=$(grep -Ec "coll:rdma: comm $comms rank [0-9]+: served [1-9][0-9]* $1\(s\) over " "$3" || true)
-    [ "$n" = "$want" ]
-}
-handed_for_size() {
-    grep -Ec "coll:rdma: comm 0 rank [0-9]+: $1 handed to the module underneath: .*bytes exceed" "$2" || true
+    local cids='.cid == 0' want=$2
+    [ "$THREADS" -le 1 ] || { cids='.cid != 0'; want=$(($2 * THREADS)); }
+    events_hold "$3" "[.[] | select(.event == \"comm_freed\" and $cids and .calls[\$coll].served > 0)] | length == \$want" \
+        --arg coll "$1" --argjson want "$want"
 }
 
 metric_at() { # NP -> coll_pairs' -S for that process count
@@ -184,7 +183,8 @@ launch_once() {  # NP COLL LAUNCH -> runs every variant's job together; 0 if all
     ctl=/dev/shm/coll-pairs-$$-np$np-$coll
     rm -f "$ctl"
     for j in "${!NAMES[@]}"; do
-        local env_path=() opt_path=() args=()
+        local env_path=() opt_path=() args=() EVENTS_MCA=()
+        events_mca "$LOG/np$np-$coll-${NAMES[$j]}.$launch.events"
         read -ra args <<<"${ARGS[$j]}"
         if [ "$OMPI_MAJOR" -ge 5 ]; then
             env_path=(env "OMPI_MCA_mca_base_component_path=$COMPONENT_PATH")
@@ -192,7 +192,7 @@ launch_once() {  # NP COLL LAUNCH -> runs every variant's job together; 0 if all
             opt_path=(--mca mca_base_component_path "$COMPONENT_PATH")
         fi
         timeout -k 5 "$SERIES_TIMEOUT" "${launcher[@]}" -np "$np" "${over[@]}" "${place[@]}" "${btl[@]}" \
-            "${opt_path[@]}" "${args[@]}" --mca coll_rdma_verbose 2 \
+            "${opt_path[@]}" "${args[@]}" "${EVENTS_MCA[@]}" --mca coll_rdma_verbose 1 \
             "${env_path[@]}" "$BIN" -J "$j" -K "$K" -C "$ctl" -c "$coll" -m "$sizes" -f "$FACTOR" \
             -P "$(rounds_of_launch "$launch" "$np")" -t "$SAMPLE_MS" -T 120 -S "$(metric_at "$np")" "${threads[@]}" \
             </dev/null >"$LOG/np$np-$coll-${NAMES[$j]}.$launch.out" 2>"$LOG/np$np-$coll-${NAMES[$j]}.$launch.err" &
@@ -208,19 +208,18 @@ launch_once() {  # NP COLL LAUNCH -> runs every variant's job together; 0 if all
             124|137) why="timeout after ${SERIES_TIMEOUT}s" ;;
             *) why="exit status $rc" ;;
         esac
-        local err=$LOG/np$np-$coll-${NAMES[$j]}.$launch.err
+        local events=$LOG/np$np-$coll-${NAMES[$j]}.$launch.events
         local is_rdma=0
         case ${NAMES[$j]} in rdma|rdma-*) is_rdma=1 ;; esac
         [ "${BENCH_PAIR_ALL_RDMA:-0}" = 1 ] && is_rdma=1
-        if [ -z "$why" ] && [ "$is_rdma" = 1 ] && ! served "$coll" "$np" "$err"; then
-            why="coll rdma did not serve the calls (no 'served' summary on every rank)"
+        if [ -z "$why" ] && [ "$is_rdma" = 1 ] && ! served "$coll" "$np" "$events"; then
+            why="coll rdma did not serve the calls (no comm_freed event counting them on every rank)"
         fi
-        if [ -z "$why" ] && [ "$is_rdma" = 1 ] &&
-            grep -E "coll:rdma: comm [0-9]+ rank [0-9]+: $coll handed to the module underneath: " "$err" | grep -vq 'bytes exceed'; then
-            why="coll rdma handed $coll(s) to the module underneath for a reason other than size (see the log)"
+        if [ -z "$why" ] && [ "$is_rdma" = 1 ] && handed_over_not_for_size "$coll" "$events"; then
+            why="coll rdma handed $coll(s) to the module underneath for a reason other than size (handover events)"
         fi
-        if [ -z "$why" ] && [ "$is_rdma" = 0 ] && grep -q 'coll:rdma:' "$err"; then
-            why="coll rdma was loaded in a job meant to be without it"
+        if [ -z "$why" ] && [ "$is_rdma" = 0 ] && ! no_events "$events"; then
+            why="coll rdma was loaded in a job meant to be without it (it wrote events)"
         fi
         if [ -n "$why" ]; then
             echo "   np=$np $coll ${NAMES[$j]}, launch $launch: $why (logs: $LOG/np$np-$coll-${NAMES[$j]}.$launch.*)" >&2
@@ -248,13 +247,12 @@ pooled() {
 # plot data file OUT/np$NP-$COLL-vs-$BASENAME.dat
 summarize() {
     local np=$1 coll=$2 base=$3 limit
-    # the size limit above which coll rdma handed calls over, from its verbose log
-    limit=$(sed -n "s/.*: $coll handed to the module underneath: .*coll_rdma_${coll}_max_bytes=\([0-9]*\).*/\1/p" \
-        "$LOG/np$np-$coll-${NAMES[$RDMA]}.1.err" 2>/dev/null | head -n1)
+    # the size limit above which coll rdma handed calls over, from its events
+    limit=$(size_limit_of "$coll" "$LOG/np$np-$coll-${NAMES[$RDMA]}.1.events")
     # ... and from which length the parallel reduction serves it anyway
+    # (comm_ready's parallel_min_bytes: null for none, and for barrier/bcast)
     local parallel_from
-    parallel_from=$(sed -n "s/.*: $coll of \([0-9]*\) bytes or more reduced in parallel.*/\1/p" \
-        "$LOG/np$np-$coll-${NAMES[$RDMA]}.1.err" 2>/dev/null | head -n1)
+    parallel_from=$(world_ready_field "$LOG/np$np-$coll-${NAMES[$RDMA]}.1.events" ".$coll.parallel_min_bytes // empty")
     pooled "$np" "$coll" | awk -v np="$np" -v coll="$coll" -v base="$base" -v rdma="$RDMA" -v limit="${limit:--1}" -v parallel_from="${parallel_from:--1}" \
         -v spread_max="$SPREAD_MAX" -v drift="$FLOOR_DRIFT" -v phase_split="$PHASE_SPLIT" -v bname="${NAMES[$base]}" -v out="$OUT" '
     function sortv(a, n,   i, j, x) { for (i = 2; i <= n; i++) { x = a[i]; j = i - 1
@@ -396,7 +394,7 @@ for np in $NPS; do
             ROWS[$b]="${ROWS[$b]:-}$rows"$'\n'
             [ -f "$OUT/np$np-$coll-vs-${NAMES[$b]}.dat" ] && plot "$OUT/np$np-$coll-vs-${NAMES[$b]}.dat" "${NAMES[$b]}" "$np" "$coll"
         done
-        handed=$(handed_for_size "$coll" "$LOG/np$np-$coll-rdma.1.err")
+        handed=$(size_handovers "$coll" "$LOG/np$np-$coll-rdma.1.events")
         [ "$handed" = 0 ] || echo "   note: coll rdma handed $coll(s) above its size limit to the module underneath on $handed rank(s): those rows measure that module behind coll rdma"
     done
 done

@@ -1,0 +1,403 @@
+# Sourced by ci/mpi-tests.sh: the runner of one case (run_test), its
+# checks on the events and the output, the /dev/shm leak check, and the
+# case selection (want, skip, --list). Invariants: a case leaves nothing of
+# its own in /dev/shm (or fails saying what it left); CHECKS, RUN_WRAPPER,
+# LAUNCH_WRAPPER and MPIRUN_WRAPPER apply to the next run_test only (it
+# empties them, run or not); PASSED, FAILED, SKIPPED and FAILED_NAMES count
+# every case for the closing line.
+
+PASSED=0 FAILED=0 SKIPPED=0
+FAILED_NAMES=()
+T_START=$(date +%s)
+
+shm_list() { (cd /dev/shm 2>/dev/null && ls -1 2>/dev/null | grep -E "^$1" || true) | sort; }
+
+# new entries of $2 not in $1 (both newline separated, sorted)
+new_entries() { comm -13 <(printf '%s\n' "$1" | sed '/^$/d') <(printf '%s\n' "$2" | sed '/^$/d'); }
+
+# Is /dev/shm/$1 mapped by a live process (another job's segment, not a leak)?
+mapped_by_someone() { grep -qsF "/dev/shm/$1" /proc/[0-9]*/maps 2>/dev/null; }
+
+# Was /dev/shm/$1 created by one of the processes listed (one pid a line) in
+# file $2? Segment names are coll_rdma.<origin>.<creator pid>.<start>.<nonce>,
+# in hex (btl-ibmc/src/shm/naming.rs). A segment another job left (a killed
+# or aborted rank of a concurrent test run) is not this test's leak.
+created_by() {
+    local pid_hex
+    pid_hex=$(printf '%s' "$1" | cut -d. -f3)
+    [[ $pid_hex =~ ^[0-9a-f]+$ ]] && [ -f "$2" ] && grep -qx "$((16#$pid_hex))" "$2"
+}
+# Every rank pid of this run, for the final check.
+RUN_PIDS_FILE=$(mktemp /tmp/mpi-tests-pids.XXXXXX)
+trap 'rm -f "$RUN_PIDS_FILE"' EXIT
+
+SHM_BEFORE_ALL=$(shm_list 'coll_rdma\.')
+
+# --list's line for case NAME; with --list-deps, the cases its CHECKS
+# compare with (set before run_test, so they are the case's own)
+list_case() {  # list_case NAME
+    local c deps=()
+    if [ "$LIST_DEPS" = 1 ]; then
+        for c in "${CHECKS[@]}"; do
+            [[ $c == smaller-window-than:* ]] && deps+=("${c#smaller-window-than:}")
+        done
+    fi
+    if [ "${#deps[@]}" -gt 0 ]; then printf '%s\t%s\n' "$1" "${deps[*]}"; else say "$1"; fi
+}
+
+want() {  # want NAME: should this test run?
+    # another transport or several hosts: section 1 only (the parameter
+    # tests below expect shared memory on one node)
+    if [ -n "$TRANSPORT$HOSTS" ] || [ "${#EXTRA_MCA[@]}" -gt 0 ]; then [[ $1 == np[0-9]*-* ]] || return 1; fi
+    if [ "$LIST" = 1 ]; then list_case "$1"; return 1; fi
+    [ -z "$ONLY" ] || printf '%s\n' "$1" | grep -Eq -- "$ONLY"
+}
+
+skip() {  # skip NAME REASON
+    want "$1" || return 0
+    SKIPPED=$((SKIPPED + 1))
+    printf '%-44s SKIP  (%s)\n' "$1" "$2"
+}
+
+# run_test NAME NP EXPECT [mpirun options...] -- PROGRAM [ARGS...]
+#   EXPECT: "ok" (program must pass), "fail" (checker self-test: the program
+#           must report failures) or "refused" (Open MPI must refuse the job:
+#           non-zero exit, no crash)
+#   Further checks are listed in the array CHECKS (set by the caller):
+#     Checks on what coll rdma decided and counted read its events
+#     (coll_rdma_events_file, docs/events.md), never its verbose lines; a
+#     run with any of them gets
+#     --mca coll_rdma_events_file DIR/events/rank-%r.jsonl:
+#     events    the counts at free match the program's expect lines per
+#               communicator and collective, nothing handed over but what
+#               the program expects (ci/events-check.sh)
+#     events-where-connected  the same, but a communicator that had no
+#               transport (ranks acting as nodes without an RDMA device
+#               between them) is left out; at least one other must have
+#               been served
+#     events-file:JQ  every rank wrote an events file, and the jq filter JQ
+#               holds (jq -e, over all ranks' events as one array: `-s`)
+#     ev:JQ     every rank wrote an events file, and JQ holds over all
+#               ranks' events as one array, each event with `world` (its
+#               process's rank in MPI_COMM_WORLD) added, with $np and the
+#               helpers of ci/served/checks.jq (every_rank_ready, ...)
+#     smaller-window-than:NAME  comm 0's window on rank 0 (comm_ready's
+#               window_bytes) is smaller than in the test NAME, run first
+#   Checks of wording a user must read (warnings and errors, which stay
+#   worded as they are; the tests name them so):
+#     says:STR  the fixed string STR appears in the output
+#     says-re:RE  the extended regular expression RE matches a line of it
+#     events-refused:DIR  every rank warned that coll_rdma_events_file
+#               (given by the caller) was refused and it runs on without
+#               events; DIR/victim (planted by the caller) still holds
+#               "keep" and DIR/absent (a dangling link's target) was not
+#               created
+#     quiet     no coll:rdma output at all but stall warnings (see nowarn)
+#     summary   at verbose 1: lines of at most 200 characters, no rank's
+#               detail, one summary line per communicator's rank 0 as it
+#               became ready and as it was freed, each agreeing with that
+#               rank's events (ci/served/summary-check.sh)
+#     noserve   coll rdma claimed no communicator (no comm_claimed event)
+#   Checks of the output of the programs and of Open MPI itself:
+#     grep:STR  the fixed string STR appears in the output
+#     re:RE     the extended regular expression RE matches a line of the output
+#     nore:RE   no line of the output matches RE
+#     nowarn:RE like nore:RE, but a stall warning ("coll:rdma: warning: rank R
+#               of N has waited S s for ...") is tolerated and counted: it
+#               says a wait was slow (a loaded machine can make a legitimate
+#               wait exceed coll_rdma_stall_warning), not that anything went
+#               wrong; a wait that never ends still fails by the timeout,
+#               and the stall-warning tests check these lines with re:/nore:
+#     gone:NAME /dev/shm/NAME no longer exists after the run
+#     leaks     the run must leave a segment of its own in /dev/shm (a test of
+#               the leak check itself; otherwise any is a failure)
+#     within:N  mpirun ended within N seconds (a job that must not hang)
+#     autotune  the barrier autotune (events): per process and context
+#               id no more plans or choices than communicators claimed;
+#               comm 0 has exactly one plan, and if a trial, every rank
+#               chose the same radix, one of the candidates and a row of
+#               rank 0's table
+#     memory    every rank's comm_ready on comm 0 (shm) states the segment
+#               size the layout formula gives for np ranks
+#     autotune-allreduce  the same for the allreduce degree, whose trial
+#               only runs once a call reaches the tree (so no choice is
+#               also right)
+#     launcher-ended  mpirun outlived the ranks and was ended for it (a test
+#               of watch_job itself)
+#   RUN_WRAPPER (array, set by the caller like CHECKS): a command that each
+#   rank runs with the program as its arguments (e.g. ci/per-rank-mca.sh)
+#   LAUNCH_WRAPPER (array, likewise): the same, but run first, with the
+#   streams that mpirun reads (before the output is sent to files)
+#   MPIRUN_WRAPPER (array, likewise): a command that runs mpirun itself
+#   with its arguments (e.g. in a private mount namespace)
+# A wait's report that it is slow (btl-ibmc's wait loops), not an error.
+STALL_WARNING_RE='coll:rdma: warning: rank [0-9]+ of [0-9]+ has waited [0-9]+\.[0-9] s for '
+CHECKS=()
+RUN_WRAPPER=()
+LAUNCH_WRAPPER=()
+MPIRUN_WRAPPER=()
+# events_hold DIR NP JQ: the jq expression JQ holds over the events of
+# every rank of the run in DIR (ev: above; the helpers are
+# ci/served/checks.jq); says why not on stdout
+events_hold() {
+    local dir=$1 np=$2 filter=$3 files=() f
+    for f in "$dir"/events/rank-*.jsonl; do [ -f "$f" ] && files+=("$f"); done
+    if [ "${#files[@]}" != "$np" ]; then
+        echo "${#files[@]} events file(s) in ${dir#"$ROOT"/}/events, expected $np"; return 1
+    fi
+    jq -e -n --argjson np "$np" -L "$ROOT/ci/served" \
+        "include \"checks\"; [inputs | .world = (input_filename | capture(\"rank-(?<r>[0-9]+)[.]jsonl\$\").r | tonumber)] | $filter" \
+        "${files[@]}" >/dev/null 2>"$dir/jq.err" && return 0
+    echo "the events do not satisfy: $filter $(head -c 300 "$dir/jq.err")"
+    return 1
+}
+
+# jq_string TEXT: TEXT as a string literal an ev: check can hold (quotes
+# and backslashes escaped as JSON does, which jq reads alike)
+jq_string() { jq -n --arg text "$1" '$text'; }
+
+declare -A WINDOW_BYTES=()
+# window_bytes DIR: the window per rank of comm 0 on rank 0 (its first
+# comm_ready event), empty without one
+window_bytes() {
+    jq -r 'select(.event == "comm_ready" and .cid == 0 and .rank == 0) | .window_bytes' \
+        "$1"/events/rank-*.jsonl 2>/dev/null | head -n 1 || true
+}
+
+run_test() {
+    local name=$1 np=$2 expect=$3
+    shift 3
+    local opts=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
+    shift
+    local prog=$1
+    shift
+    want "$name" || { CHECKS=(); RUN_WRAPPER=(); LAUNCH_WRAPPER=(); MPIRUN_WRAPPER=(); return 0; }  # (the next test must not inherit them)
+
+    local dir=$LOGROOT/$name
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    local c
+    for c in "${CHECKS[@]}"; do
+        case $c in
+            events|events-where-connected|events-file:*|ev:*|autotune|autotune-allreduce|memory|noserve|summary|smaller-window-than:*)
+                mkdir -p "$dir/events"
+                opts+=(--mca coll_rdma_events_file "$dir/events/rank-%r.jsonl")
+                break ;;
+        esac
+    done
+    local over=()
+    [ "$np" -gt 2 ] && over=(--oversubscribe)
+    local shm_before crt_before
+    shm_before=$(shm_list 'coll_rdma\.')
+    crt_before=$(shm_list 'crtest\.')
+    local placement=(--mca btl self,vader)
+    [ -n "$HOSTS" ] && placement=(--host "$HOSTS" --map-by node --mca btl self,vader,tcp)
+    local CAPTURE_OPTS CAPTURE_WRAPPER
+    capture_output "$dir/out"
+    local run_id
+    run_id=$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
+    local cmd=("${MPIRUN_WRAPPER[@]}" mpirun -np "$np" "${over[@]}" "${placement[@]}"
+        "${COMPONENT_PATH_OPTS[@]}" "${CAPTURE_OPTS[@]}" -x "CRTEST_RUN=$run_id"
+        "${opts[@]}" "${LAUNCH_WRAPPER[@]}" "${CAPTURE_WRAPPER[@]}" "${COMPONENT_PATH_ENV[@]}" "${RUN_WRAPPER[@]}"
+        "$ROOT/ci/record-pid.sh" "$dir/pids" "$BIN/$prog" "$@")
+    printf '%s\n' "${cmd[*]}" > "$dir/command"
+    local t0 t1 rc=0
+    t0=$(date +%s.%N)
+    local run_limit
+    run_limit=$(load_scaled_timeout)
+    # timeout's own limit, later than the watcher's, is the backstop; a
+    # watcher whose sleep was cut short (the job ended) does nothing
+    timeout -k 10 "$((run_limit + 600))" "${cmd[@]}" </dev/null >"$dir/mpirun.log" 2>&1 &
+    local job=$!
+    (set +e; watch_job "$dir" "$run_id" "$job" "$run_limit" "$np") </dev/null >/dev/null 2>&1 &
+    local watcher=$!
+    wait "$job" || rc=$?
+    pkill -P "$watcher" 2>/dev/null || true
+    kill "$watcher" 2>/dev/null || true
+    wait "$watcher" 2>/dev/null || true
+    [ -e "$dir/timed-out" ] && rc=124
+    # the launcher was ended after its ranks: their own statuses stand for
+    # its (the first non-zero one; a rank it had reaped already counts as 0)
+    local launcher_note=
+    if [ -e "$dir/launcher-outlived-ranks" ]; then
+        rc=$(awk '$2 != "reaped" && $2 != 0 { print $2; exit }' "$dir/launcher-outlived-ranks")
+        rc=${rc:-0}
+        launcher_note="mpirun was still there ${LAUNCHER_GRACE}s after every rank had exited (rank statuses: $(awk '{ printf "%s%s", sep, $2; sep = " " }' "$dir/launcher-outlived-ranks")); ended, the run judged on its ranks (what it was doing: ${dir#"$ROOT"/}/hung.txt)"
+    fi
+    t1=$(date +%s.%N)
+    local secs
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+
+    local why=()
+    # all output, one file per rank: stdout then stderr
+    local ranks=()
+    local f
+    for f in "$dir"/out/*/rank.*; do [ -d "$f" ] && ranks+=("$f"); done
+    cat "$dir/mpirun.log" "$dir"/out/*/rank.*/std* 2>/dev/null > "$dir/all.log" || true
+
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+        why+=("timed out after ${run_limit}s (load average $(cut -d' ' -f1-3 /proc/loadavg) at the end; what its processes were doing: ${dir#"$ROOT"/}/hung.txt)")
+    fi
+    if [ "$expect" = ok ]; then
+        [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ "$rc" = 137 ] || why+=("mpirun exited with status $rc")
+        # mpirun's own reason when it could not start a rank at all (its
+        # status is then 132, which looks like a SIGILL but is none)
+        grep -q 'unable to launch the specified application' "$dir/mpirun.log" 2>/dev/null &&
+            why+=("mpirun could not start the program: $(grep -A6 'unable to launch' "$dir/mpirun.log" | grep -E 'Executable:|Node:' | tr -s ' ' | paste -sd ' ')")
+        [ "${#ranks[@]}" = "$np" ] || why+=("output of ${#ranks[@]} rank(s) found, expected $np")
+        local bad
+        bad=$(grep -h '^FAIL:' "$dir"/out/*/rank.*/stdout 2>/dev/null | head -5 || true)
+        [ -z "$bad" ] || why+=("program reported failures:"$'\n'"$bad")
+        local okranks
+        okranks=$(cat "$dir"/out/*/rank.*/stdout 2>/dev/null | grep -c '^result: rank [0-9]* failures 0 ' || true)
+        [ "$okranks" = "$np" ] || why+=("$okranks of $np rank(s) printed a clean result line")
+    elif [ "$expect" = refused ]; then
+        [ "$rc" != 0 ] || why+=("the job ran although it should have been refused")
+        grep -Eq 'Segmentation fault|Signal: |Signal code' "$dir/all.log" &&
+            why+=("a process crashed instead of failing cleanly:"$'\n'"$(grep -E -m 8 'Signal|\[ *[0-9]+\]' "$dir/all.log")")
+    else
+        [ "$rc" != 0 ] || why+=("the program passed although its self-test broke it (skipped barriers, corrupted bytes)")
+        grep -q '^FAIL:' "$dir"/out/*/rank.*/stdout 2>/dev/null ||
+            why+=("no FAIL line although the self-test broke the program (skipped barriers, corrupted bytes)")
+    fi
+
+    local c stalls=0
+    for c in "${CHECKS[@]}"; do
+        case $c in
+            events|events-where-connected)
+                local flag=() out
+                [ "$c" = events-where-connected ] && flag=(--where-connected)
+                out=$(EXPECT_TRANSPORT="${EXPECT_TRANSPORT:-${TRANSPORT:-shm}}" "$ROOT/ci/events-check.sh" "$dir" "$np" "${flag[@]}" 2>&1) ||
+                    why+=("${out:-ci/events-check.sh failed without a word}") ;;
+            events-file:*)
+                local filter=${c#events-file:} files=()
+                for f in "$dir"/events/rank-*.jsonl; do [ -f "$f" ] && files+=("$f"); done
+                if [ "${#files[@]}" != "$np" ]; then
+                    why+=("${#files[@]} events file(s) in ${dir#"$ROOT"/}/events, expected $np")
+                elif ! jq -e -s "$filter" "${files[@]}" >/dev/null 2>"$dir/jq.err"; then
+                    why+=("the events do not satisfy: $filter $(head -c 300 "$dir/jq.err")")
+                fi ;;
+            ev:*)
+                local out
+                out=$(events_hold "$dir" "$np" "${c#ev:}") || why+=("$out") ;;
+            events-refused:*)
+                local planted=${c#events-refused:} warned
+                warned=$(grep -c "coll:rdma: warning: coll_rdma_events_file: cannot create .*; running on without events" "$dir/all.log" || true)
+                [ "$warned" = "$np" ] || why+=("$warned rank(s) warned that the events file was refused, expected $np")
+                [ "$(cat "$planted/victim" 2>/dev/null)" = keep ] || why+=("$planted/victim was written through the link")
+                [ ! -e "$planted/absent" ] || why+=("$planted/absent was created through the dangling link") ;;
+            autotune|autotune-allreduce)
+                local coll=barrier must_choose=true out
+                [ "$c" = autotune-allreduce ] && coll=allreduce must_choose=false
+                out=$(events_hold "$dir" "$np" "once_per_claim(\"autotune_plan\"; \"$coll\") and once_per_claim(\"autotune\"; \"$coll\")
+                    and autotune_agreed(\"$coll\"; $must_choose)") || why+=("$out") ;;
+            memory)
+                local out
+                out=$(events_hold "$dir" "$np" 'every_rank_ready(0; .transport == "shm" and .memory.shm_ranks == $np
+                    and .memory.total_bytes == shm_segment_bytes(.window_bytes; $np))') || why+=("$out") ;;
+            summary)
+                local out
+                out=$(bash "$ROOT/ci/served/summary-check.sh" "$dir" 2>&1) || why+=("verbose 1's summary: $out") ;;
+            quiet)
+                local printed
+                printed=$(grep 'coll:rdma:' "$dir/all.log" | grep -Ev -- "$STALL_WARNING_RE" || true)
+                [ -z "$printed" ] || why+=("coll:rdma printed something:"$'\n'"$(printf '%s\n' "$printed" | head -3)")
+                stalls=$(grep -cE -- "$STALL_WARNING_RE" "$dir/all.log" || true) ;;
+            noserve)
+                # (a process that disqualified coll rdma writes no events)
+                cat "$dir"/events/rank-*.jsonl 2>/dev/null | grep -q '"event":"comm_claimed"' &&
+                    why+=("coll rdma claimed a communicator (comm_claimed in ${dir#"$ROOT"/}/events)") ;;
+            says:*)
+                local s=${c#says:}
+                grep -qF -- "$s" "$dir/all.log" || why+=("missing message: $s") ;;
+            says-re:*)
+                local re=${c#says-re:}
+                grep -qE -- "$re" "$dir/all.log" || why+=("no line says: $re") ;;
+            grep:*)
+                local s=${c#grep:}
+                grep -qF -- "$s" "$dir/all.log" || why+=("missing message: $s") ;;
+            re:*)
+                local re=${c#re:}
+                grep -qE -- "$re" "$dir/all.log" || why+=("no line matches: $re") ;;
+            launcher-ended)
+                [ -n "$launcher_note" ] || why+=("mpirun outlived its ranks, but the run was not ended as such") ;;
+            smaller-window-than:*)
+                # comm 0's window on rank 0 is smaller than in the test named
+                # (run before this one), from the comm_ready events
+                local reference=${c#smaller-window-than:} mine theirs
+                mine=$(window_bytes "$dir")
+                theirs=${WINDOW_BYTES[$reference]:-}
+                if [ -z "$theirs" ]; then
+                    why+=("no window size from $reference, which must run first (select it too)")
+                elif [ -z "$mine" ] || [ "$mine" -ge "$theirs" ]; then
+                    why+=("comm 0's window is ${mine:-?} bytes per rank, not less than $theirs in $reference")
+                fi ;;
+            gone:*)
+                local g=${c#gone:}
+                if [ -e "/dev/shm/$g" ]; then
+                    why+=("/dev/shm/$g is still there")
+                    rm -f "/dev/shm/$g"
+                fi ;;
+            within:*)
+                local limit=${c#within:}
+                awk -v s="$secs" -v n="$limit" 'BEGIN { exit !(s <= n) }' ||
+                    why+=("mpirun took ${secs}s, more than ${limit}s") ;;
+            nore:*)
+                local re=${c#nore:}
+                grep -qE -- "$re" "$dir/all.log" &&
+                    why+=("unexpected output:"$'\n'"$(grep -E -- "$re" "$dir/all.log" | head -3)") ;;
+            nowarn:*)
+                local re=${c#nowarn:} unexpected
+                unexpected=$(grep -E -- "$re" "$dir/all.log" | grep -Ev -- "$STALL_WARNING_RE" || true)
+                [ -z "$unexpected" ] || why+=("unexpected output:"$'\n'"$(printf '%s\n' "$unexpected" | head -3)")
+                stalls=$(grep -cE -- "$STALL_WARNING_RE" "$dir/all.log" || true) ;;
+        esac
+    done
+
+    # leftovers in /dev/shm: segments this run's ranks created and left
+    local leaked=() e
+    [ -f "$dir/pids" ] && cat "$dir/pids" >>"$RUN_PIDS_FILE"
+    while IFS= read -r e; do
+        [ -n "$e" ] || continue
+        mapped_by_someone "$e" && continue
+        created_by "$e" "$dir/pids" || continue
+        leaked+=("$e")
+    done < <(new_entries "$shm_before" "$(shm_list 'coll_rdma\.')")
+    local must_leak=0
+    for c in "${CHECKS[@]}"; do [ "$c" = leaks ] && must_leak=1; done
+    if [ "$must_leak" = 1 ]; then
+        [ "${#leaked[@]}" -gt 0 ] || why+=("the leak check missed the segment this run left in /dev/shm")
+    elif [ "${#leaked[@]}" -gt 0 ]; then
+        why+=("left in /dev/shm: ${leaked[*]}")
+    fi
+    for e in "${leaked[@]}"; do rm -f "/dev/shm/$e"; done
+    while IFS= read -r e; do
+        [ -n "$e" ] && ! mapped_by_someone "$e" && rm -f "/dev/shm/$e"
+    done < <(new_entries "$crt_before" "$(shm_list 'crtest\.')")
+
+    # kept after the logs go, for a later test's smaller-window-than check
+    WINDOW_BYTES[$name]=$(window_bytes "$dir")
+    if [ "${#why[@]}" = 0 ]; then
+        PASSED=$((PASSED + 1))
+        if [ "$stalls" -gt 0 ]; then
+            printf '%-44s PASS  %6ss  (%s stall warning(s) accepted)\n' "$name" "$secs" "$stalls"
+        else
+            printf '%-44s PASS  %6ss\n' "$name" "$secs"
+        fi
+        [ -z "$launcher_note" ] || printf '      note: %s\n' "$launcher_note"
+        [ "$KEEP_LOGS" = 1 ] || [ -n "$launcher_note" ] || rm -rf "$dir"
+    else
+        FAILED=$((FAILED + 1))
+        FAILED_NAMES+=("$name")
+        printf '%-44s FAIL  %6ss  (logs: %s)\n' "$name" "$secs" "${dir#"$ROOT"/}"
+        [ -z "$launcher_note" ] || why+=("note: $launcher_note")
+        local w
+        for w in "${why[@]}"; do printf '%s\n' "$w" | sed 's/^/      /'; done
+        printf '      command: %s\n' "$(cat "$dir/command")"
+    fi
+    CHECKS=()
+    RUN_WRAPPER=()
+    LAUNCH_WRAPPER=()
+    MPIRUN_WRAPPER=()
+}
