@@ -30,6 +30,7 @@ mod reliable;
 mod reliable_frame;
 mod send_path;
 mod staging;
+mod ud_frame;
 mod ud_multicast;
 mod ud_source;
 mod work_request;
@@ -174,6 +175,22 @@ impl VerbsTransport {
     /// setup) and were dropped (0 without multicast).
     pub fn multicast_strangers_dropped(&self) -> u64 {
         self.multicast.as_ref().map_or(0, UdMulticast::strangers_dropped)
+    }
+
+    /// Multicast datagrams from the ranks' own sources that failed
+    /// authentication under the communicator's key (0 without multicast).
+    pub fn multicast_unauthenticated_dropped(&self) -> u64 {
+        self.multicast.as_ref().map_or(0, UdMulticast::unauthenticated_dropped)
+    }
+
+    /// Authenticated multicast datagrams dropped as replays (0 without multicast).
+    pub fn multicast_replays_dropped(&self) -> u64 {
+        self.multicast.as_ref().map_or(0, UdMulticast::replays_dropped)
+    }
+
+    /// How the multicast datagrams are sealed; None without multicast.
+    pub fn multicast_protection(&self) -> Option<crate::seal::Protection> {
+        self.multicast.as_ref().and_then(UdMulticast::protection)
     }
 
     #[inline]
