@@ -188,6 +188,16 @@ impl VerbsTransport {
         self.multicast.as_ref().map_or(0, UdMulticast::replays_dropped)
     }
 
+    /// Test hook: the next datagram that reached this rank's multicast
+    /// group, raw (header, body and tag, whoever sent it, this
+    /// communicator's or not), as an eavesdropper who joined the group
+    /// reads it; false when none is waiting.
+    #[cfg(any(test, feature = "fabric"))]
+    #[doc(hidden)]
+    pub fn eavesdrop_multicast(&self, out: &mut Vec<u8>) -> bool {
+        self.multicast.as_ref().is_some_and(|multicast| multicast.receive_raw(out))
+    }
+
     /// How the multicast datagrams are sealed; None without multicast.
     pub fn multicast_protection(&self) -> Option<crate::seal::Protection> {
         self.multicast.as_ref().and_then(UdMulticast::protection)

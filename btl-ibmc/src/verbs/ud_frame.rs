@@ -18,6 +18,7 @@
 
 use std::ops::Range;
 
+use super::record::{get_u32, get_u64};
 use crate::seal::{Counter, FrameSealer, KEY_BYTES, Protection, ReplayWindow};
 
 /// Communicator id, sender rank and nonce counter.
@@ -33,7 +34,7 @@ pub(crate) fn max_body(protection: Protection, mtu: usize) -> usize {
 /// The communicator and sender a datagram claims, read before anything
 /// else so that the adapter's view of its source can be checked first.
 pub(crate) fn claimed(datagram: &[u8]) -> Option<(u32, u32)> {
-    (datagram.len() >= DATAGRAM_HEADER).then(|| (u32_at(datagram, 0), u32_at(datagram, 4)))
+    (datagram.len() >= DATAGRAM_HEADER).then(|| (get_u32(datagram, 0), get_u32(datagram, 4)))
 }
 
 /// Why a datagram from a vouched-for source was dropped.
@@ -83,7 +84,7 @@ impl UdSeal {
     /// was dropped, with nothing changed.
     pub(crate) fn open(&self, datagram: &mut [u8], replay: &mut ReplayWindow) -> Result<Range<usize>, Dropped> {
         let Some((_, sender)) = claimed(datagram) else { return Err(Dropped::Unauthenticated) };
-        let counter = u64_at(datagram, 8);
+        let counter = get_u64(datagram, 8);
         if self.protection() == Protection::None {
             return if counter == self.job_nonce { Ok(DATAGRAM_HEADER..datagram.len()) } else { Err(Dropped::WrongJob) };
         }
@@ -96,16 +97,6 @@ impl UdSeal {
         }
         Ok(DATAGRAM_HEADER..plain_len)
     }
-}
-
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
-}
-
-fn u64_at(bytes: &[u8], at: usize) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&bytes[at..at + 8]);
-    u64::from_le_bytes(word)
 }
 
 #[cfg(test)]

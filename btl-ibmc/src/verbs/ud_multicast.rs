@@ -296,6 +296,29 @@ impl UdMulticast {
     /// Takes one datagram from another rank of this communicator into
     /// `out` and returns that rank.
     pub(crate) fn receive(&self, out: &mut Vec<u8>) -> Option<usize> {
+        self.receive_taking(out, |buffers, slot, completion, replay, out| self.take_datagram(buffers, slot, completion, replay, out))
+    }
+
+    /// Test hook: takes any datagram that reached the group into `out` as
+    /// it came off the wire (header, body and tag; whoever sent it), as an
+    /// eavesdropper who joined the group would read it.
+    #[cfg(any(test, feature = "fabric"))]
+    pub(crate) fn receive_raw(&self, out: &mut Vec<u8>) -> bool {
+        let copy_raw = |buffers: &RegisteredBuffer, slot: usize, completion: &Completion, _: &mut [ReplayWindow], out: &mut Vec<u8>| {
+            out.resize((completion.byte_len as usize).saturating_sub(GRH_BYTES).min(self.mtu), 0);
+            buffers.read_at(slot * self.receive_slot_bytes() + GRH_BYTES, out);
+            Some(0)
+        };
+        self.receive_taking(out, copy_raw).is_some()
+    }
+
+    /// Polls for received datagrams and hands each to `take` (which
+    /// copies what it accepts into `out`) until one is taken.
+    fn receive_taking(
+        &self,
+        out: &mut Vec<u8>,
+        take: impl Fn(&RegisteredBuffer, usize, &Completion, &mut [ReplayWindow], &mut Vec<u8>) -> Option<usize>,
+    ) -> Option<usize> {
         out.clear();
         let (cq, buffers) = (&self.recv_cq, &self.receive_buffers);
         if self.failure.is_set() {
@@ -323,7 +346,7 @@ impl UdMulticast {
                 return None;
             }
             let slot = completion.wr_id as usize;
-            let sender = self.take_datagram(buffers, slot, &completion, &mut side.replay, out);
+            let sender = take(buffers, slot, &completion, &mut side.replay, out);
             if let Err(why) = post_receive(self.membership.queue_pair(), buffers, slot, self.receive_slot_bytes()) {
                 self.failure.record(why);
                 return None;
