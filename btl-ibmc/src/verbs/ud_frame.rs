@@ -97,7 +97,19 @@ impl UdSeal {
         }
         Ok(DATAGRAM_HEADER..plain_len)
     }
+
+    /// `open`, then leaves only the body in `datagram`: what a receiver
+    /// hands up to rmcast.
+    pub(crate) fn take_body(&self, datagram: &mut Vec<u8>, replay: &mut ReplayWindow) -> Result<(), Dropped> {
+        let body = self.open(datagram, replay)?;
+        datagram.copy_within(body.clone(), 0);
+        datagram.truncate(body.len());
+        Ok(())
+    }
 }
+
+#[cfg(test)]
+mod rmcast_tests;
 
 #[cfg(test)]
 mod tests {

@@ -394,12 +394,8 @@ impl UdMulticast {
             self.strangers_dropped.fetch_add(1, Ordering::Relaxed);
             return None;
         };
-        let counted = match seal.open(out, &mut replay[sender]) {
-            Ok(body) => {
-                out.copy_within(body.clone(), 0);
-                out.truncate(body.len());
-                return Some(sender);
-            }
+        let counted = match seal.take_body(out, &mut replay[sender]) {
+            Ok(()) => return Some(sender),
             Err(Dropped::Unauthenticated) => &self.drops.unauthenticated,
             Err(Dropped::Replayed) => &self.drops.replayed,
             Err(Dropped::WrongJob) => &self.strangers_dropped,
