@@ -465,7 +465,7 @@ watch_job() {  # watch_job DIR RUN_ID JOB LIMIT NP
 STALL_WARNING_RE='coll:rdma: warning: rank [0-9]+ of [0-9]+ has waited [0-9]+\.[0-9] s for '
 # The warning a run asks for with coll_rdma_udp_protection or
 # coll_rdma_verbs_protection none (rank 0's, at verbose 1), not an error.
-UNPROTECTED_WARNING_RE='coll:rdma: comm [0-9]+: warning: (udp frames|verbs multicast datagrams) are neither authenticated nor encrypted'
+UNPROTECTED_WARNING_RE='coll:rdma: comm [0-9]+: warning: (udp frames|verbs multicast datagrams) unprotected \(coll_rdma_(udp|verbs)_protection=none\)'
 CHECKS=()
 RUN_WRAPPER=()
 LAUNCH_WRAPPER=()
@@ -756,7 +756,10 @@ if [ "$LIST" = 0 ]; then
 fi
 
 if [ "$MODE" = component ]; then
+    # verbose 1, unless the caller's --mca sets the level (one value:
+    # Open MPI joins a parameter given twice with a comma)
     V=(--mca coll_rdma_verbose 1)
+    [[ " ${EXTRA_MCA[*]} " != *" coll_rdma_verbose "* ]] || V=()
     [ -n "$TRANSPORT" ] && V+=(--mca coll_rdma_transport "$TRANSPORT")
     V+=("${EXTRA_MCA[@]}")
     # the checks read coll rdma's events (docs/events.md) with jq

@@ -225,7 +225,7 @@ one_guest_lane() {  # one_guest_lane GUEST
 }
 # bcast over UD multicast under a coll_rdma_verbs_protection other than the
 # default (encrypt, which the steps above run), the results checked by the
-# programs and verbose 1 saying how the datagrams went (issue 33: sealed
+# programs and verbose 2 saying how the datagrams went (issue 33: sealed
 # like udp's frames); the device tests' stranger case shows what another
 # communicator on the group reads under each protection
 protected_multicast_step() {  # protected_multicast_step GUEST "PROTECTION:HOW VERBOSE 1 SAYS IT"
@@ -233,7 +233,7 @@ protected_multicast_step() {  # protected_multicast_step GUEST "PROTECTION:HOW V
     step "one-guest-mpi-verbs-bcast-protection-$protection" "$LOGS/mpi-protection-$protection.log" -- \
         in_guest "$1" -- --timeout 900 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 \
         MPI_TESTS_LOGDIR="/run/rxe/mpi-tests-protection-$protection" PROTECTION="$protection" SAID="${2#*:}" \
-        sh -c 'ci/mpi-tests.sh --quick --transport verbs --mca coll_rdma_verbs_protection "$PROTECTION" --nps "3" --only bcast &&
+        sh -c 'ci/mpi-tests.sh --quick --transport verbs --mca coll_rdma_verbs_protection "$PROTECTION" --mca coll_rdma_verbose 2 --nps "3" --only bcast &&
                grep -rq "comm 0 rank 1: verbs multicast datagrams $SAID" "$MPI_TESTS_LOGDIR" ||
                { echo "FAIL: bcast under coll_rdma_verbs_protection $PROTECTION (or no rank said its datagrams were $SAID)"; exit 1; }'
 }

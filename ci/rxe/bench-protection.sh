@@ -33,7 +33,7 @@ sample() {  # sample PROTECTION SIZE -> "avg_us" or "FAIL"
     protection=$1 size=$2
     n=$(iters_for "$size")
     out=$(mpirun -np "$NP" --oversubscribe --bind-to none --mca btl self,vader --mca mca_base_component_path "SYS_DEFAULT:$COMPONENTS" \
-              --mca coll_rdma_transport verbs --mca coll_rdma_verbs_protection "$protection" --mca coll_rdma_verbose 1 \
+              --mca coll_rdma_transport verbs --mca coll_rdma_verbs_protection "$protection" --mca coll_rdma_verbose 2 \
               "$BIN" -q -c bcast -m "$size" -w 3 -n "$n" 2>&1)
     status=$?
     if ! printf '%s\n' "$out" | grep -q "verbs multicast datagrams"; then

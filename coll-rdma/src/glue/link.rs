@@ -176,16 +176,18 @@ fn verbs_config(request: &LinkRequest) -> btl_ibmc::VerbsConfig {
     }
 }
 
-/// Says at verbose 1 how verbs seals its multicast datagrams, and warns
-/// (once per communicator, on rank 0) when it does not.
+/// Says at verbose 2 how verbs seals its multicast datagrams, and warns
+/// at verbose 1 (once per communicator, on rank 0, as udp does) when it
+/// does not.
 #[cfg(feature = "verbs")]
 fn say_multicast_protection(request: &LinkRequest, protection: Option<Protection>) {
     let Some(protection) = protection else { return };
     tracing::info!("comm {} rank {}: verbs multicast datagrams {}", request.cid, request.rank, protection_said(protection));
     if protection == Protection::None && request.rank == 0 {
         tracing::info!(
-            "comm {}: warning: verbs multicast datagrams are neither authenticated nor encrypted (coll_rdma_verbs_protection=none): anyone \
-             who can open the RDMA device and join the group can read the bcast data and inject pieces; use it only on a fabric you trust",
+            target: super::output::SUMMARY,
+            "comm {}: warning: verbs multicast datagrams unprotected (coll_rdma_verbs_protection=none): anyone who can open \
+             the RDMA device and join the group can read bcasts and inject pieces",
             request.cid
         );
     }
