@@ -217,7 +217,10 @@ if [ "$LIST" = 0 ]; then
 fi
 
 if [ "$MODE" = component ]; then
+    # verbose 1, unless the caller's --mca sets the level (one value:
+    # Open MPI joins a parameter given twice with a comma)
     V=(--mca coll_rdma_verbose 1)
+    [[ " ${EXTRA_MCA[*]} " != *" coll_rdma_verbose "* ]] || V=()
     [ -n "$TRANSPORT" ] && V+=(--mca coll_rdma_transport "$TRANSPORT")
     V+=("${EXTRA_MCA[@]}")
     # the checks read coll rdma's events (docs/events.md) with jq

@@ -18,6 +18,7 @@ pub mod idle;
 pub mod multicast_group;
 pub mod padded;
 pub mod rmcast;
+pub mod seal;
 pub mod selected;
 pub mod shm;
 pub mod subset;
@@ -42,6 +43,7 @@ mod test_support;
 pub use padded::put_word_padded;
 #[cfg(any(test, feature = "fabric"))]
 pub use fabric::{Fabric, FabricConfig, FabricEndpoint};
+pub use seal::Protection;
 pub use selected::SelectedTransport;
 pub use thread_token::thread_token;
 pub use footprint::MemoryFootprint;

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use btl_ibmc::transport::{Datagrams, Endpoint, Exchange, MulticastKind, Transport, TransportError, Windows};
 use btl_ibmc::hybrid::{self, CrossNodePairs, HybridTransport};
 use btl_ibmc::verbs::{RELIABLE_MAX, VerbsConfig, VerbsSetupError, VerbsTransport, establish, probe};
-use btl_ibmc::{Fabric, FabricConfig};
+use btl_ibmc::{Fabric, FabricConfig, Protection};
 
 const LOCAL_RANKS: usize = 3;
 const DEADLINE: Duration = Duration::from_secs(240);
@@ -517,6 +517,95 @@ fn multicast_datagrams_reach_every_other_rank() {
     // allow a little for slow emulation, and demand most.
     for tally in &tallies {
         assert!(tally.received * 10 >= tally.expected * 9, "more than 10% of datagrams lost: {tally:?}");
+    }
+}
+
+/// What rank 0 and a stranger on its group saw of rank 1's datagrams.
+#[derive(Debug, Default)]
+struct Overheard {
+    /// Datagrams rank 0 took in through the transport, each checked.
+    delivered: usize,
+    /// Datagrams the stranger read off the group, and those in which a
+    /// 16-byte stretch of the payload appears as it was sent.
+    raw: usize,
+    raw_with_payload: usize,
+}
+
+/// Rank 1 multicasts datagrams full of a known payload while rank 0 takes
+/// them in and a stranger (a communicator of its own on the same device,
+/// joined to rank 0's group: what any process that can open the device
+/// can do) reads the group's traffic raw.
+fn overhear(transport: &VerbsTransport, config: &VerbsConfig, payload: &[u8; 16], count: usize) -> Overheard {
+    const STRANGER_READY: usize = 0;
+    const SENT: usize = 8;
+    let mut heard = Overheard::default();
+    let datagram: Vec<u8> = payload.iter().copied().cycle().take(transport.max_datagram()).collect();
+    if transport.rank() == 1 {
+        wait_until(|| transport.local_flag(STRANGER_READY) == 1, transport, "the stranger");
+        for _ in 0..count {
+            transport.multicast(&datagram).expect("multicast");
+            transport.progress();
+        }
+        transport.put_flag(0, SENT, 1).expect("flag");
+        return heard;
+    }
+    let group = transport.multicast_group().expect("rank 0 joined a group");
+    let stranger_config =
+        VerbsConfig { multicast_base: group, multicast_prefix_len: 32, multicast_id: config.multicast_id ^ 0x5A5A, ..config.clone() };
+    let stranger_fabric = Fabric::new(1, 64, FabricConfig::default());
+    let stranger = establish(&stranger_fabric[0], 0, 1, 4096, &stranger_config).expect("the stranger sets up");
+    assert_eq!(stranger.multicast_group(), Some(group), "the stranger joined another group");
+    transport.put_flag(1, STRANGER_READY, 1).expect("flag");
+    let (mut received, mut raw) = (Vec::new(), Vec::new());
+    let mut sent_at = None;
+    loop {
+        while transport.poll_multicast(&mut received).is_some() {
+            assert_eq!(received, datagram, "rank 0 took in a datagram that is not what rank 1 sent");
+            heard.delivered += 1;
+        }
+        while stranger.eavesdrop_multicast(&mut raw) {
+            heard.raw += 1;
+            heard.raw_with_payload += usize::from(raw.windows(payload.len()).any(|stretch| stretch == payload));
+        }
+        if sent_at.is_none() && transport.local_flag(SENT) == 1 {
+            sent_at = Some(Instant::now());
+        }
+        if sent_at.is_some_and(|at| (heard.delivered == count && heard.raw == count) || at.elapsed() > Duration::from_secs(3)) {
+            break;
+        }
+        transport.progress();
+        std::thread::yield_now();
+    }
+    stranger.quiesce().expect("the stranger quiesces");
+    heard
+}
+
+/// Polls `transport` until `done`, at most `DEADLINE`.
+fn wait_until(done: impl Fn() -> bool, transport: &VerbsTransport, what: &str) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < DEADLINE, "rank {}: waited for {what} past the deadline", transport.rank());
+        transport.progress();
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn a_stranger_on_the_group_reads_no_payload_byte_unless_datagrams_go_unencrypted() {
+    if !device_present() {
+        return;
+    }
+    const COUNT: usize = 50;
+    let payload = b"bcast payload 16";
+    for (index, protection) in Protection::ALL.into_iter().enumerate() {
+        let config = VerbsConfig { protection, ..config(120 + index as u32) };
+        let heard = run_local(2, 4096, &config, |transport| overhear(transport, &config, payload, COUNT)).swap_remove(0);
+        println!("{protection:?}: rank 0 took in {} of {COUNT}; a stranger on the group read {} raw, {} with the payload in clear", heard.delivered, heard.raw, heard.raw_with_payload);
+        // Loopback on one device: allow a little loss on slow emulation.
+        assert!(heard.delivered * 10 >= COUNT * 9, "{protection:?}: rank 0 took in {} of {COUNT}", heard.delivered);
+        assert!(heard.raw * 10 >= COUNT * 9, "{protection:?}: the stranger read {} of {COUNT}: it did not hear the group", heard.raw);
+        let expected_in_clear = if protection == Protection::Encrypt { 0 } else { heard.raw };
+        assert_eq!(heard.raw_with_payload, expected_in_clear, "{protection:?}: datagrams with the payload in clear");
     }
 }
 

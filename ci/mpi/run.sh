@@ -132,6 +132,9 @@ skip() {  # skip NAME REASON
 #   with its arguments (e.g. in a private mount namespace)
 # A wait's report that it is slow (btl-ibmc's wait loops), not an error.
 STALL_WARNING_RE='coll:rdma: warning: rank [0-9]+ of [0-9]+ has waited [0-9]+\.[0-9] s for '
+# The warning a run asks for with coll_rdma_udp_protection or
+# coll_rdma_verbs_protection none (rank 0's, at verbose 1), not an error.
+UNPROTECTED_WARNING_RE='coll:rdma: comm [0-9]+: warning: (udp frames|verbs multicast datagrams) unprotected \(coll_rdma_(udp|verbs)_protection=none\)'
 CHECKS=()
 RUN_WRAPPER=()
 LAUNCH_WRAPPER=()
@@ -349,7 +352,7 @@ run_test() {
                     why+=("unexpected output:"$'\n'"$(grep -E -- "$re" "$dir/all.log" | head -3)") ;;
             nowarn:*)
                 local re=${c#nowarn:} unexpected
-                unexpected=$(grep -E -- "$re" "$dir/all.log" | grep -Ev -- "$STALL_WARNING_RE" || true)
+                unexpected=$(grep -E -- "$re" "$dir/all.log" | grep -Ev -- "$STALL_WARNING_RE|$UNPROTECTED_WARNING_RE" || true)
                 [ -z "$unexpected" ] || why+=("unexpected output:"$'\n'"$(printf '%s\n' "$unexpected" | head -3)")
                 stalls=$(grep -cE -- "$STALL_WARNING_RE" "$dir/all.log" || true) ;;
         esac

@@ -49,7 +49,7 @@ pub use config::{ETHERNET_DATAGRAM_BYTES, IPV4_UDP_HEADER_BYTES, JUMBO_DATAGRAM_
 pub use establish::{DatagramChoice, UdpSetupError, establish};
 pub use faults::REORDER_SPAN;
 pub use interface::interface_address;
-pub use seal::Protection;
+pub use crate::seal::Protection;
 pub use socket::route_source;
 pub use stats::UdpStats;
 

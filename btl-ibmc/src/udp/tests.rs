@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::frame::{Stamp, encode_ack, encode_data, encode_multicast};
-use super::seal::TAG_BYTES;
+use crate::seal::TAG_BYTES;
 use super::socket::{open_group, open_own, receive};
 use super::{UdpConfig, UdpFaults, UdpStats, UdpTransport, establish};
 use crate::fabric::{Fabric, FabricConfig, FabricEndpoint};

@@ -5,6 +5,7 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 pub use crate::multicast_group::multicast_id_of;
+use crate::seal::Protection;
 
 /// Settings for [`establish`](super::establish) and [`probe`](super::probe).
 /// Every rank of a communicator must pass the same values except `device`,
@@ -49,6 +50,10 @@ pub struct VerbsConfig {
     pub reliable_receive_slots: u32,
     /// Receive buffers pre-posted on the multicast queue pair.
     pub multicast_receive_slots: u32,
+    /// How multicast datagrams are sealed (docs/security.md): encrypted
+    /// and authenticated by default, so that others who can open the
+    /// device and join the group neither read nor forge bcast pieces.
+    pub protection: Protection,
 }
 
 impl Default for VerbsConfig {
@@ -68,6 +73,7 @@ impl Default for VerbsConfig {
             send_queue_depth: 256,
             reliable_receive_slots: 32,
             multicast_receive_slots: 256,
+            protection: Protection::Encrypt,
         }
     }
 }

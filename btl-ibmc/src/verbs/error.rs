@@ -91,6 +91,8 @@ pub(crate) enum VerbsError {
     MulticastDisabled,
     /// Multicast was not tried because the queue pairs did not connect.
     NotConnected,
+    /// Rank 0 could not draw the key its datagrams are sealed under.
+    NoKey(String),
 }
 
 impl VerbsError {
@@ -127,6 +129,7 @@ impl std::fmt::Display for VerbsError {
             VerbsError::MtuTooSmall(mtu) => write!(f, "an MTU of {mtu} bytes leaves no room for datagrams"),
             VerbsError::MulticastDisabled => write!(f, "multicast disabled by configuration"),
             VerbsError::NotConnected => write!(f, "not attempted: connecting failed"),
+            VerbsError::NoKey(why) => write!(f, "no key to seal its datagrams: {why}"),
         }
     }
 }

@@ -2,9 +2,12 @@
 //! rank opens the device, registers its memory and creates one RC queue
 //! pair per peer; one allgather of fixed-size records tells every rank how
 //! to reach every other; each connects its queue pairs and joins the
-//! multicast group; a second allgather confirms both. Every verdict is
-//! computed from exchanged data, so all ranks get a transport or all get
-//! an error, and all agree on whether multicast is used.
+//! multicast group; a second allgather confirms both and hands every rank
+//! rank 0's key for the multicast datagrams (`ud_frame`), so the key
+//! travels only through the exchange, over Open MPI's own transports.
+//! Every verdict is computed from exchanged data, so all ranks get a
+//! transport or all get an error, and all agree on whether multicast is
+//! used and how its datagrams are sealed.
 
 use std::sync::{Arc, Mutex};
 
@@ -18,9 +21,11 @@ use super::rc::{LocalPort, RcQueuePair, RemoteQp};
 use super::record::{Endpoint, READY_LEN, Ready, Record, record_len};
 use super::reliable::{ReliableInbox, post_all_receives};
 use super::send_path::SendPath;
-use super::ud_multicast::{DATAGRAM_HEADER, JoinRequest, UdMulticast};
+use super::ud_frame::{UdSeal, max_body};
+use super::ud_multicast::{JoinRequest, UdMulticast};
 use super::ud_source::UdSource;
 use super::{RELIABLE_SLOT_BYTES, VerbsTransport};
+use crate::seal::{KEY_BYTES, Protection, draw_key, scrub};
 use crate::shm::NodeGroups;
 use crate::transport::Exchange;
 
@@ -112,17 +117,26 @@ pub(crate) unsafe fn establish_placed(
         (Err(_), _) => Err(VerbsError::NotConnected),
     };
     let multicast_nonce = if rank == 0 { crate::multicast_group::random_nonce() } else { 0 };
-    let ready = Ready {
+    let (multicast, mut key) = draw_datagram_key(multicast, rank, config.protection);
+    let mut ready = Ready {
         connected: connected.clone().map_err(|error| error.to_string()),
         multicast_joined: multicast.is_ok(),
         multicast_nonce,
         ud_qp_num: multicast.as_ref().map_or(0, UdMulticast::qp_num),
         ud_ipv4: multicast.as_ref().map_or([0; 4], |multicast| multicast.local_address().octets()),
+        protection: config.protection,
+        key,
     };
-    let mut readies = vec![0u8; size * READY_LEN];
-    exchange.allgather(&ready.encode(), &mut readies).map_err(VerbsSetupError::Exchange)?;
+    let mut mine = ready.encode();
+    let mut gathered = vec![0u8; size * READY_LEN];
+    let outcome = exchange.allgather(&mine, &mut gathered);
+    for copy in [&mut key[..], &mut ready.key[..], &mut mine[..]] {
+        scrub(copy);
+    }
+    let judged = outcome.map_err(VerbsSetupError::Exchange).and_then(|()| judge_readies(&gathered));
+    scrub(&mut gathered);
     connected?;
-    let (missing_multicast, readies) = judge_readies(&readies)?;
+    let (missing_multicast, mut readies) = judged?;
 
     let multicast = match (multicast, missing_multicast.is_empty()) {
         (Ok(mut multicast), true) => {
@@ -131,7 +145,9 @@ pub(crate) unsafe fn establish_placed(
                 .zip(&endpoints)
                 .map(|(ready, endpoint)| UdSource { qp_num: ready.ud_qp_num, ipv4: ready.ud_ipv4, gid: endpoint.gid })
                 .collect();
-            multicast.admit(sources, readies[0].multicast_nonce);
+            let leader = &readies[0];
+            let seal = UdSeal::new(leader.protection, &leader.key, config.multicast_id, rank as u32, leader.multicast_nonce);
+            multicast.admit(sources, leader.multicast_nonce, seal);
             tracing::debug!("verbs: rank {rank} joined {} (max datagram {})", config.multicast_group(), multicast.max_datagram());
             Some(multicast)
         }
@@ -149,6 +165,10 @@ pub(crate) unsafe fn establish_placed(
             None
         }
     };
+
+    for ready in &mut readies {
+        scrub(&mut ready.key);
+    }
 
     let send_path = SendPath::new(rank, size, links.staging.len(), config.signal_interval, config.send_queue_depth.min(links.device.max_qp_wr.max(2)));
     Ok(VerbsTransport {
@@ -333,7 +353,7 @@ fn join_multicast(links: &Links, config: &VerbsConfig, rank: usize, size: usize)
         .local_address
         .or(summary.ipv4)
         .ok_or_else(|| VerbsError::NoIpv4Address { gid_index: summary.gid_index, device: summary.device.clone() })?;
-    if summary.active_mtu <= DATAGRAM_HEADER {
+    if max_body(config.protection, summary.active_mtu) == 0 {
         return Err(VerbsError::MtuTooSmall(summary.active_mtu));
     }
     UdMulticast::join(&JoinRequest {
@@ -343,10 +363,28 @@ fn join_multicast(links: &Links, config: &VerbsConfig, rank: usize, size: usize)
         rank: u32::try_from(rank).unwrap_or(u32::MAX),
         size,
         mtu: summary.active_mtu,
+        protection: config.protection,
         receive_slots: config.multicast_receive_slots,
         timeout: config.join_timeout,
         device: summary.device.clone(),
     })
+}
+
+/// Rank 0's key for the multicast datagrams, drawn from the OS RNG where
+/// it joined and seals; zeros elsewhere. A rank 0 that cannot draw one
+/// joins nothing, so that every rank goes without multicast alike.
+fn draw_datagram_key(
+    multicast: Result<UdMulticast, VerbsError>,
+    rank: usize,
+    protection: Protection,
+) -> (Result<UdMulticast, VerbsError>, [u8; KEY_BYTES]) {
+    match multicast {
+        Ok(multicast) if rank == 0 && protection != Protection::None => match draw_key() {
+            Ok(key) => (Ok(multicast), key),
+            Err(why) => (Err(VerbsError::NoKey(why)), [0; KEY_BYTES]),
+        },
+        other => (other, [0; KEY_BYTES]),
+    }
 }
 
 /// The multicast id of this communicator: the caller's id (from the job
@@ -361,8 +399,9 @@ fn communicator_multicast_id(base: u32, leader: &Endpoint) -> u32 {
 }
 
 /// The verdict on the second exchange: an error if any rank failed to
-/// connect, else the ranks that could not join the multicast group, and
-/// every rank's record.
+/// connect or means to seal multicast datagrams otherwise than rank 0,
+/// else the ranks that could not join the multicast group, and every
+/// rank's record.
 fn judge_readies(readies: &[u8]) -> Result<(Vec<usize>, Vec<Ready>), VerbsSetupError> {
     let mut missing = Vec::new();
     let mut all = Vec::new();
@@ -373,6 +412,16 @@ fn judge_readies(readies: &[u8]) -> Result<(Vec<usize>, Vec<Ready>), VerbsSetupE
         })?;
         if let Err(reason) = ready.connected {
             return Err(VerbsSetupError::PeerFailed { rank, reason });
+        }
+        if let Some(leader) = all.first().filter(|leader: &&Ready| leader.protection != ready.protection) {
+            return Err(VerbsSetupError::Inconsistent {
+                rank,
+                detail: format!(
+                    "seals multicast datagrams as \"{}\", rank 0 as \"{}\" (coll_rdma_verbs_protection must be the same on every rank)",
+                    ready.protection.name(),
+                    leader.protection.name()
+                ),
+            });
         }
         if !ready.multicast_joined {
             missing.push(rank);
@@ -421,6 +470,26 @@ mod tests {
         assert_ne!(first, communicator_multicast_id(base, &leader(1, 0x200)), "another window on the same adapter");
         assert_ne!(first, communicator_multicast_id(base, &leader(2, 0x100)), "the same rkey on another adapter");
         assert_ne!(first, communicator_multicast_id(base + 1, &leader(1, 0x100)), "another job or context id");
+    }
+
+    fn ready(protection: Protection) -> Vec<u8> {
+        let key = [7; KEY_BYTES];
+        Ready { connected: Ok(()), multicast_joined: true, multicast_nonce: 1, ud_qp_num: 2, ud_ipv4: [10, 0, 0, 1], protection, key }.encode().to_vec()
+    }
+
+    #[test]
+    fn ranks_that_would_seal_datagrams_differently_are_refused_naming_both() {
+        let alike = [ready(Protection::Authenticate), ready(Protection::Authenticate)].concat();
+        let (missing, readies) = judge_readies(&alike).expect("the same protection on every rank");
+        assert!(missing.is_empty());
+        assert_eq!(readies[0].key, [7; KEY_BYTES], "rank 0's key reaches every rank");
+        let unlike = [ready(Protection::Encrypt), ready(Protection::Encrypt), ready(Protection::None)].concat();
+        match judge_readies(&unlike) {
+            Err(VerbsSetupError::Inconsistent { rank: 2, detail }) => {
+                assert!(detail.contains("\"none\", rank 0 as \"encrypt\"") && detail.contains("coll_rdma_verbs_protection"), "{detail}");
+            }
+            other => panic!("expected rank 2 named as inconsistent, got {other:?}"),
+        }
     }
 
     #[test]

@@ -30,6 +30,7 @@ mod reliable;
 mod reliable_frame;
 mod send_path;
 mod staging;
+mod ud_frame;
 mod ud_multicast;
 mod ud_source;
 mod work_request;
@@ -180,6 +181,32 @@ impl VerbsTransport {
     /// setup) and were dropped (0 without multicast).
     pub fn multicast_strangers_dropped(&self) -> u64 {
         self.multicast.as_ref().map_or(0, UdMulticast::strangers_dropped)
+    }
+
+    /// Multicast datagrams from the ranks' own sources that failed
+    /// authentication under the communicator's key (0 without multicast).
+    pub fn multicast_unauthenticated_dropped(&self) -> u64 {
+        self.multicast.as_ref().map_or(0, UdMulticast::unauthenticated_dropped)
+    }
+
+    /// Authenticated multicast datagrams dropped as replays (0 without multicast).
+    pub fn multicast_replays_dropped(&self) -> u64 {
+        self.multicast.as_ref().map_or(0, UdMulticast::replays_dropped)
+    }
+
+    /// Test hook: the next datagram that reached this rank's multicast
+    /// group, raw (header, body and tag, whoever sent it, this
+    /// communicator's or not), as an eavesdropper who joined the group
+    /// reads it; false when none is waiting.
+    #[cfg(any(test, feature = "fabric"))]
+    #[doc(hidden)]
+    pub fn eavesdrop_multicast(&self, out: &mut Vec<u8>) -> bool {
+        self.multicast.as_ref().is_some_and(|multicast| multicast.receive_raw(out))
+    }
+
+    /// How the multicast datagrams are sealed; None without multicast.
+    pub fn multicast_protection(&self) -> Option<crate::seal::Protection> {
+        self.multicast.as_ref().and_then(UdMulticast::protection)
     }
 
     #[inline]

@@ -24,26 +24,34 @@
 //!
 //! Second exchange (`READY_LEN` bytes): did connecting work, did the
 //! multicast join, and if so where this rank's datagrams come from (UD
-//! queue pair number, bound IPv4 address); rank 0's also carries the
-//! communicator's multicast nonce, drawn from the OS's random source.
+//! queue pair number, bound IPv4 address) and how the rank means to seal
+//! them; rank 0's also carries the communicator's multicast nonce and
+//! the key its datagrams are sealed under, both drawn from the OS's
+//! random source. This exchange runs over Open MPI's own transports,
+//! never over the fabric the key protects.
 //!
 //! | bytes   | field                                                   |
 //! |---------|---------------------------------------------------------|
 //! | 0..8    | magic "CRVERBR" + version                               |
-//! | 8       | 0 = connected, 1 = failed (text at 32..)                |
+//! | 8       | 0 = connected, 1 = failed (text at 64..)                |
 //! | 9       | 1 = joined the multicast group                          |
+//! | 10      | datagram protection (`Protection::code`)                |
 //! | 16..24  | multicast nonce (rank 0's is used)                      |
 //! | 24..28  | UD queue pair number                                    |
 //! | 28..32  | IPv4 address the UD queue pair sends from               |
-//! | 32..    | failure text, NUL-padded                                |
+//! | 32..64  | datagram key (rank 0's is used; zeros elsewhere)        |
+//! | 64..    | failure text, NUL-padded                                |
+
+use crate::seal::{KEY_BYTES, Protection};
 
 /// "CRVERBS" with a trailing version byte; bump when the encoding changes.
 const RECORD_MAGIC: u64 = 0x4352_5645_5242_5301;
-const READY_MAGIC: u64 = 0x4352_5645_5242_5203;
+const READY_MAGIC: u64 = 0x4352_5645_5242_5204;
 pub(crate) const TEXT_BYTES: usize = 96;
 const HEADER_LEN: usize = 176;
 const TEXT_AT: usize = 80;
-const READY_TEXT_AT: usize = 32;
+const KEY_AT: usize = 32;
+const READY_TEXT_AT: usize = KEY_AT + KEY_BYTES;
 pub(crate) const READY_LEN: usize = READY_TEXT_AT + TEXT_BYTES;
 
 pub(crate) const fn record_len(size: usize) -> usize {
@@ -141,6 +149,8 @@ pub(crate) struct Ready {
     pub(crate) multicast_nonce: u64,
     pub(crate) ud_qp_num: u32,
     pub(crate) ud_ipv4: [u8; 4],
+    pub(crate) protection: Protection,
+    pub(crate) key: [u8; KEY_BYTES],
 }
 
 impl Ready {
@@ -155,6 +165,8 @@ impl Ready {
         put_u64(&mut bytes, 16, self.multicast_nonce);
         put_u32(&mut bytes, 24, self.ud_qp_num);
         bytes[28..32].copy_from_slice(&self.ud_ipv4);
+        bytes[10] = self.protection.code();
+        bytes[KEY_AT..READY_TEXT_AT].copy_from_slice(&self.key);
         bytes
     }
 
@@ -173,6 +185,8 @@ impl Ready {
             multicast_nonce: get_u64(bytes, 16),
             ud_qp_num: get_u32(bytes, 24),
             ud_ipv4: [bytes[28], bytes[29], bytes[30], bytes[31]],
+            protection: Protection::from_code(bytes[10])?,
+            key: bytes[KEY_AT..READY_TEXT_AT].try_into().ok()?,
         })
     }
 }
@@ -199,13 +213,13 @@ fn put_u32(bytes: &mut [u8], at: usize, value: u32) {
     bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
 }
 
-fn get_u64(bytes: &[u8], at: usize) -> u64 {
+pub(super) fn get_u64(bytes: &[u8], at: usize) -> u64 {
     let mut word = [0u8; 8];
     word.copy_from_slice(&bytes[at..at + 8]);
     u64::from_le_bytes(word)
 }
 
-fn get_u32(bytes: &[u8], at: usize) -> u32 {
+pub(super) fn get_u32(bytes: &[u8], at: usize) -> u32 {
     let mut word = [0u8; 4];
     word.copy_from_slice(&bytes[at..at + 4]);
     u32::from_le_bytes(word)
@@ -244,9 +258,33 @@ mod tests {
     #[test]
     fn ready_records_round_trip() {
         for ready in [
-            Ready { connected: Ok(()), multicast_joined: true, multicast_nonce: u64::MAX - 5, ud_qp_num: 0x00AB_CDEF, ud_ipv4: [10, 1, 2, 3] },
-            Ready { connected: Ok(()), multicast_joined: false, multicast_nonce: 0, ud_qp_num: 0, ud_ipv4: [0; 4] },
-            Ready { connected: Err("ibv_modify_qp failed".into()), multicast_joined: false, multicast_nonce: 7, ud_qp_num: 0, ud_ipv4: [0; 4] },
+            Ready {
+                connected: Ok(()),
+                multicast_joined: true,
+                multicast_nonce: u64::MAX - 5,
+                ud_qp_num: 0x00AB_CDEF,
+                ud_ipv4: [10, 1, 2, 3],
+                protection: Protection::Encrypt,
+                key: std::array::from_fn(|i| i as u8 + 1),
+            },
+            Ready {
+                connected: Ok(()),
+                multicast_joined: false,
+                multicast_nonce: 0,
+                ud_qp_num: 0,
+                ud_ipv4: [0; 4],
+                protection: Protection::None,
+                key: [0; KEY_BYTES],
+            },
+            Ready {
+                connected: Err("ibv_modify_qp failed".into()),
+                multicast_joined: false,
+                multicast_nonce: 7,
+                ud_qp_num: 0,
+                ud_ipv4: [0; 4],
+                protection: Protection::Authenticate,
+                key: [0; KEY_BYTES],
+            },
         ] {
             assert_eq!(Ready::decode(&ready.encode()), Some(ready));
         }

@@ -1,10 +1,12 @@
 //! Unreliable multicast over a UD queue pair attached to a group through
-//! rdma_cm. Datagrams carry an 8-byte header (communicator id, sender rank)
-//! so a rank can drop its own loopback copies and, cheaply, what another
-//! communicator sent to a colliding group address. A datagram is handed
-//! up only if the rank its header names really sent it: the completion's
-//! source queue pair and the packet's source address must be that rank's,
-//! as exchanged at setup (`ud_source`); the rest is dropped and counted.
+//! rdma_cm. Datagrams carry a header (communicator id, sender rank, nonce
+//! counter: `ud_frame`) so a rank can drop its own loopback copies and,
+//! cheaply, what another communicator sent to a colliding group address.
+//! A datagram is handed up only if the rank its header names really sent
+//! it: the completion's source queue pair and the packet's source address
+//! must be that rank's, as exchanged at setup (`ud_source`), and, sealed
+//! (the default), its tag must verify under the communicator's key and
+//! its counter be new (`ud_frame`); the rest is dropped and counted.
 //! Datagrams may be lost; reliable multicast above repairs that.
 
 use std::collections::VecDeque;
@@ -20,14 +22,14 @@ use super::error::VerbsError;
 use super::links::Failure;
 use super::memory::{LOCAL_ONLY, RegisteredBuffer};
 use super::staging::{SendAccount, wait_for_send_room};
+use super::ud_frame::{Dropped, UdSeal, claimed, max_body};
 use super::ud_source::{GRH_BYTES, UdSource, vouch};
 use super::work_request::{RecvRequest, Segment, SendRequest, UdDestination};
 use crate::poison::lock;
+use crate::seal::{Protection, ReplayWindow};
 use crate::transport::TransportError;
 use crate::wait::OwnChannel;
 
-/// Communicator id and sender rank, little-endian u32 each.
-pub(crate) const DATAGRAM_HEADER: usize = 8;
 /// Send buffers: one per datagram in flight.
 const SEND_SLOTS: u32 = 64;
 const SEND_SIGNAL_INTERVAL: u32 = 16;
@@ -42,6 +44,8 @@ pub(crate) struct JoinRequest {
     pub(crate) size: usize,
     /// Largest UD payload (the port's active MTU).
     pub(crate) mtu: usize,
+    /// How datagrams will be sealed (the key comes with `admit`).
+    pub(crate) protection: Protection,
     pub(crate) receive_slots: u32,
     pub(crate) timeout: Duration,
     /// The device the RC side uses, to warn if rdma_cm picked another.
@@ -51,11 +55,22 @@ pub(crate) struct JoinRequest {
 struct SendSide {
     account: SendAccount,
     completions: Vec<Completion>,
+    /// The datagram being sealed, before it is copied to its send buffer.
+    datagram: Vec<u8>,
 }
 
 struct ReceiveSide {
     pending: VecDeque<Completion>,
     completions: Vec<Completion>,
+    /// Indexed by rank: the counters taken in from it.
+    replay: Vec<ReplayWindow>,
+}
+
+/// Datagrams from the ranks' own sources that were dropped, by reason.
+#[derive(Default)]
+struct Drops {
+    unauthenticated: AtomicU64,
+    replayed: AtomicU64,
 }
 
 /// One rank's multicast endpoint. What verbs needs at teardown follows
@@ -70,6 +85,8 @@ pub(crate) struct UdMulticast {
     /// This rank, named by its send waits' warnings.
     waiting: OwnChannel,
     mtu: usize,
+    /// Largest body `send` takes: the MTU less the header and the seal.
+    max_body: usize,
     send: Mutex<SendSide>,
     receive: Mutex<ReceiveSide>,
     failure: Failure,
@@ -78,7 +95,10 @@ pub(crate) struct UdMulticast {
     /// `admit`, so nothing is received before setup has finished.
     sources: Vec<UdSource>,
     nonce: u64,
+    /// None until `admit` hands the key over: nothing is sent before.
+    seal: Option<UdSeal>,
     strangers_dropped: AtomicU64,
+    drops: Drops,
     group: GroupAddress,
     membership: Membership,
     ah: AddressHandle,
@@ -124,13 +144,20 @@ impl UdMulticast {
             rank: request.rank,
             waiting: OwnChannel { rank: request.rank as usize, size: request.size },
             mtu: request.mtu,
-            send: Mutex::new(SendSide { account: SendAccount::new(SEND_SIGNAL_INTERVAL, SEND_SLOTS), completions: Vec::new() }),
-            receive: Mutex::new(ReceiveSide { pending: VecDeque::new(), completions: Vec::new() }),
+            max_body: max_body(request.protection, request.mtu),
+            send: Mutex::new(SendSide {
+                account: SendAccount::new(SEND_SIGNAL_INTERVAL, SEND_SLOTS),
+                completions: Vec::new(),
+                datagram: Vec::with_capacity(request.mtu),
+            }),
+            receive: Mutex::new(ReceiveSide { pending: VecDeque::new(), completions: Vec::new(), replay: Vec::new() }),
             failure: Failure::default(),
             send_waits: AtomicU64::new(0),
             sources: Vec::new(),
             nonce: 0,
+            seal: None,
             strangers_dropped: AtomicU64::new(0),
+            drops: Drops::default(),
             group,
             membership,
             ah,
@@ -155,11 +182,18 @@ impl UdMulticast {
         self.membership.queue_pair().qp_num()
     }
 
-    /// Where every rank's datagrams come from, and the communicator's
-    /// nonce, once setup has agreed on them.
-    pub(crate) fn admit(&mut self, sources: Vec<UdSource>, nonce: u64) {
+    /// Where every rank's datagrams come from, the communicator's nonce
+    /// and its datagrams' seal, once setup has agreed on them.
+    pub(crate) fn admit(&mut self, sources: Vec<UdSource>, nonce: u64, seal: UdSeal) {
+        lock(&self.receive).replay = sources.iter().map(|_| ReplayWindow::new()).collect();
         self.sources = sources;
         self.nonce = nonce;
+        self.seal = Some(seal);
+    }
+
+    /// How this communicator's datagrams are sealed (before `admit`: not yet).
+    pub(crate) fn protection(&self) -> Option<Protection> {
+        self.seal.as_ref().map(UdSeal::protection)
     }
 
     pub(crate) fn nonce(&self) -> u64 {
@@ -171,6 +205,18 @@ impl UdMulticast {
         self.strangers_dropped.load(Ordering::Relaxed)
     }
 
+    /// Datagrams from a rank's own source whose tag did not verify under
+    /// the communicator's key (forged, altered, another key's).
+    pub(crate) fn unauthenticated_dropped(&self) -> u64 {
+        self.drops.unauthenticated.load(Ordering::Relaxed)
+    }
+
+    /// Authenticated datagrams whose counter was taken in before or lay
+    /// too far behind (a replay).
+    pub(crate) fn replays_dropped(&self) -> u64 {
+        self.drops.replayed.load(Ordering::Relaxed)
+    }
+
     /// Datagrams `send` had to wait for a send buffer to come back.
     pub(crate) fn send_waits(&self) -> u64 {
         self.send_waits.load(Ordering::Relaxed)
@@ -178,7 +224,7 @@ impl UdMulticast {
 
     /// Largest payload `send` accepts.
     pub(crate) fn max_datagram(&self) -> usize {
-        self.mtu - DATAGRAM_HEADER
+        self.max_body
     }
 
     fn receive_slot_bytes(&self) -> usize {
@@ -192,9 +238,12 @@ impl UdMulticast {
         if datagram.len() > max {
             return Err(TransportError::TooLarge { len: datagram.len(), max });
         }
+        let Some(seal) = &self.seal else {
+            return Err(TransportError::Failed("a multicast send before setup handed the key over".into()));
+        };
         let buffers = &self.send_buffers;
         let mut side = lock(&self.send);
-        let SendSide { account, completions } = &mut *side;
+        let SendSide { account, completions, .. } = &mut *side;
         // Only this rank's own adapter returns the buffers (a UD send needs
         // nothing from the receivers), so waiting cannot depend on a peer.
         if wait_for_send_room(account, self.waiting, |account| self.poll_sends(account, completions))? {
@@ -202,17 +251,12 @@ impl UdMulticast {
         }
         let (seq, signalled) = side.account.next(false);
         let offset = (seq % u64::from(SEND_SLOTS)) as usize * self.mtu;
-        let mut header = [0u8; DATAGRAM_HEADER];
-        header[..4].copy_from_slice(&self.communicator.to_le_bytes());
-        header[4..].copy_from_slice(&self.rank.to_le_bytes());
-        buffers.write_at(offset, &header);
-        buffers.write_at(offset + DATAGRAM_HEADER, datagram);
+        // Sealed in ordinary memory, then copied: the adapter may still
+        // read other slots of the registered buffer meanwhile.
+        seal.encode(datagram, &mut side.datagram);
+        buffers.write_at(offset, &side.datagram);
 
-        let datagram_bytes = Segment {
-            address: buffers.address() + offset as u64,
-            len: (DATAGRAM_HEADER + datagram.len()) as u32,
-            lkey: buffers.lkey(),
-        };
+        let datagram_bytes = Segment { address: buffers.address() + offset as u64, len: side.datagram.len() as u32, lkey: buffers.lkey() };
         let destination = UdDestination { ah: self.ah.raw(), qp_num: self.group.qp_num, qkey: self.group.qkey };
         let mut request = SendRequest::ud_send(seq, datagram_bytes, destination, signalled);
         // SAFETY: the AH lives as long as `self`; the slot is registered and
@@ -229,7 +273,7 @@ impl UdMulticast {
         // Whoever holds the lock is polling already: a send waiting for a
         // buffer may run the progress engine, which comes back here.
         if let Ok(mut side) = self.send.try_lock() {
-            let SendSide { account, completions } = &mut *side;
+            let SendSide { account, completions, .. } = &mut *side;
             // A failure is recorded and answered by the next send.
             let _ = self.poll_sends(account, completions);
         }
@@ -252,6 +296,29 @@ impl UdMulticast {
     /// Takes one datagram from another rank of this communicator into
     /// `out` and returns that rank.
     pub(crate) fn receive(&self, out: &mut Vec<u8>) -> Option<usize> {
+        self.receive_taking(out, |buffers, slot, completion, replay, out| self.take_datagram(buffers, slot, completion, replay, out))
+    }
+
+    /// Test hook: takes any datagram that reached the group into `out` as
+    /// it came off the wire (header, body and tag; whoever sent it), as an
+    /// eavesdropper who joined the group would read it.
+    #[cfg(any(test, feature = "fabric"))]
+    pub(crate) fn receive_raw(&self, out: &mut Vec<u8>) -> bool {
+        let copy_raw = |buffers: &RegisteredBuffer, slot: usize, completion: &Completion, _: &mut [ReplayWindow], out: &mut Vec<u8>| {
+            out.resize((completion.byte_len as usize).saturating_sub(GRH_BYTES).min(self.mtu), 0);
+            buffers.read_at(slot * self.receive_slot_bytes() + GRH_BYTES, out);
+            Some(0)
+        };
+        self.receive_taking(out, copy_raw).is_some()
+    }
+
+    /// Polls for received datagrams and hands each to `take` (which
+    /// copies what it accepts into `out`) until one is taken.
+    fn receive_taking(
+        &self,
+        out: &mut Vec<u8>,
+        take: impl Fn(&RegisteredBuffer, usize, &Completion, &mut [ReplayWindow], &mut Vec<u8>) -> Option<usize>,
+    ) -> Option<usize> {
         out.clear();
         let (cq, buffers) = (&self.recv_cq, &self.receive_buffers);
         if self.failure.is_set() {
@@ -260,7 +327,7 @@ impl UdMulticast {
         let mut side = lock(&self.receive);
         loop {
             if side.pending.is_empty() {
-                let ReceiveSide { pending, completions } = &mut *side;
+                let ReceiveSide { pending, completions, .. } = &mut *side;
                 if let Err(why) = cq.poll(completions) {
                     self.failure.record(why);
                     return None;
@@ -279,7 +346,7 @@ impl UdMulticast {
                 return None;
             }
             let slot = completion.wr_id as usize;
-            let sender = self.copy_datagram(buffers, slot, &completion, out);
+            let sender = take(buffers, slot, &completion, &mut side.replay, out);
             if let Err(why) = post_receive(self.membership.queue_pair(), buffers, slot, self.receive_slot_bytes()) {
                 self.failure.record(why);
                 return None;
@@ -291,17 +358,27 @@ impl UdMulticast {
         }
     }
 
-    /// Copies a received datagram's payload into `out` and returns its
+    /// Copies a received datagram's body into `out` and returns its
     /// sender, unless it is our own loopback copy, another communicator's,
-    /// or not sent by the rank it names.
-    fn copy_datagram(&self, buffers: &RegisteredBuffer, slot: usize, completion: &Completion, out: &mut Vec<u8>) -> Option<usize> {
-        let payload_len = (completion.byte_len as usize).checked_sub(GRH_BYTES + DATAGRAM_HEADER)?;
+    /// not sent by the rank it names, or (sealed) fails its tag or replay
+    /// check: those are dropped and counted.
+    fn take_datagram(
+        &self,
+        buffers: &RegisteredBuffer,
+        slot: usize,
+        completion: &Completion,
+        replay: &mut [ReplayWindow],
+        out: &mut Vec<u8>,
+    ) -> Option<usize> {
+        let datagram_len = (completion.byte_len as usize).checked_sub(GRH_BYTES)?.min(self.mtu);
         let slot_start = slot * self.receive_slot_bytes();
         let start = slot_start + GRH_BYTES;
-        let mut header = [0u8; DATAGRAM_HEADER];
-        buffers.read_at(start, &mut header);
-        let communicator = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
-        let claimed = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+        out.resize(datagram_len, 0);
+        buffers.read_at(start, out);
+        let Some((communicator, claimed)) = claimed(out) else {
+            self.strangers_dropped.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
         if claimed == self.rank {
             return None;
         }
@@ -313,13 +390,18 @@ impl UdMulticast {
         let sender = (communicator == self.communicator)
             .then(|| vouch(claimed, self.rank as usize, &self.sources, completion.src_qp, grh.as_ref()))
             .flatten();
-        if sender.is_none() {
+        let (Some(sender), Some(seal)) = (sender, &self.seal) else {
             self.strangers_dropped.fetch_add(1, Ordering::Relaxed);
             return None;
-        }
-        out.resize(payload_len.min(self.max_datagram()), 0);
-        buffers.read_at(start + DATAGRAM_HEADER, out);
-        sender
+        };
+        let counted = match seal.take_body(out, &mut replay[sender]) {
+            Ok(()) => return Some(sender),
+            Err(Dropped::Unauthenticated) => &self.drops.unauthenticated,
+            Err(Dropped::Replayed) => &self.drops.replayed,
+            Err(Dropped::WrongJob) => &self.strangers_dropped,
+        };
+        counted.fetch_add(1, Ordering::Relaxed);
+        None
     }
 }
 
@@ -342,6 +424,14 @@ impl Drop for UdMulticast {
         if strangers > 0 {
             tracing::info!(
                 "verbs: rank {} dropped {strangers} datagram(s) on group {} that no rank of this communicator sent",
+                self.rank,
+                self.group_address
+            );
+        }
+        let (unauthenticated, replays) = (self.unauthenticated_dropped(), self.replays_dropped());
+        if unauthenticated + replays > 0 {
+            tracing::info!(
+                "verbs: rank {} dropped {unauthenticated} datagram(s) on group {} that failed authentication and {replays} replayed one(s)",
                 self.rank,
                 self.group_address
             );

@@ -39,6 +39,11 @@ pub(super) struct ProtocolSettings {
     values: Vec<(&'static str, u64)>,
 }
 
+/// A protection as its place in `Protection::ALL`.
+fn protection_index(protection: btl_ibmc::Protection) -> u64 {
+    btl_ibmc::Protection::ALL.iter().position(|&known| known == protection).unwrap_or(usize::MAX) as u64
+}
+
 /// A limit of `None` (never hand over) as a value no limit reaches.
 fn limit(max_bytes: Option<usize>) -> u64 {
     max_bytes.map_or(u64::MAX, |bytes| bytes as u64)
@@ -82,6 +87,7 @@ impl ProtocolSettings {
             // exchanges.
             ("verbs support built in (1 yes)", u64::from(cfg!(feature = "verbs"))),
             ("coll_rdma_verbs_multicast", settings.verbs.multicast as u64),
+            ("coll_rdma_verbs_protection (0 encrypt, 1 authenticate, 2 none)", protection_index(settings.verbs.protection)),
             ("coll_rdma_hierarchy (0 auto, 1 flat)", match settings.hierarchy {
                 Hierarchy::Auto => 0,
                 Hierarchy::Flat => 1,

@@ -128,7 +128,7 @@ fn own_udp_failure(request: &LinkRequest, why: String) -> String {
     why
 }
 
-/// The udp frames' protection, as the verbose line shows it.
+/// A transport's frames' protection, as the verbose line shows it.
 fn protection_said(protection: Protection) -> &'static str {
     match protection {
         Protection::Encrypt => "encrypted and authenticated (AES-256-GCM)",
@@ -171,24 +171,43 @@ fn verbs_config(request: &LinkRequest) -> btl_ibmc::VerbsConfig {
         gid_index: request.verbs.gid_index,
         multicast: request.verbs.multicast,
         multicast_id: multicast_id(request.cid),
+        protection: request.verbs.protection,
         ..btl_ibmc::VerbsConfig::default()
+    }
+}
+
+/// Says at verbose 2 how verbs seals its multicast datagrams, and warns
+/// at verbose 1 (once per communicator, on rank 0, as udp does) when it
+/// does not.
+#[cfg(feature = "verbs")]
+fn say_multicast_protection(request: &LinkRequest, protection: Option<Protection>) {
+    let Some(protection) = protection else { return };
+    tracing::info!("comm {} rank {}: verbs multicast datagrams {}", request.cid, request.rank, protection_said(protection));
+    if protection == Protection::None && request.rank == 0 {
+        tracing::info!(
+            target: super::output::SUMMARY,
+            "comm {}: warning: verbs multicast datagrams unprotected (coll_rdma_verbs_protection=none): anyone who can open \
+             the RDMA device and join the group can read bcasts and inject pieces",
+            request.cid
+        );
     }
 }
 
 #[cfg(feature = "verbs")]
 fn connect_verbs(exchange: &dyn Exchange, request: &LinkRequest) -> Result<SelectedTransport, String> {
-    btl_ibmc::verbs::establish(exchange, request.rank, request.size, request.window_len, &verbs_config(request))
-        .map(SelectedTransport::Verbs)
-        .map_err(|why| why.to_string())
+    let verbs = btl_ibmc::verbs::establish(exchange, request.rank, request.size, request.window_len, &verbs_config(request)).map_err(|why| why.to_string())?;
+    say_multicast_protection(request, verbs.multicast_protection());
+    Ok(SelectedTransport::Verbs(verbs))
 }
 
 #[cfg(feature = "verbs")]
 fn connect_hybrid(exchange: &dyn Exchange, request: &LinkRequest) -> Result<SelectedTransport, String> {
     let config = verbs_config(request);
     let pairs = request.leaders_above.map_or(btl_ibmc::hybrid::CrossNodePairs::Every, btl_ibmc::hybrid::CrossNodePairs::LeadersAbove);
-    btl_ibmc::hybrid::establish(exchange, request.rank, request.size, request.window_len, &config, request.verbs.pretend_nodes, pairs)
-        .map(SelectedTransport::Hybrid)
-        .map_err(|why| why.to_string())
+    let hybrid = btl_ibmc::hybrid::establish(exchange, request.rank, request.size, request.window_len, &config, request.verbs.pretend_nodes, pairs)
+        .map_err(|why| why.to_string())?;
+    say_multicast_protection(request, hybrid.verbs().multicast_protection());
+    Ok(SelectedTransport::Hybrid(hybrid))
 }
 
 #[cfg(not(feature = "verbs"))]

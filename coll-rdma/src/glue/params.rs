@@ -73,6 +73,8 @@ pub struct VerbsSettings {
     /// With two-level schedules, the most queue pairs a rank may hold
     /// across nodes before only leaders connect; `None`: every pair.
     pub queue_pairs_max: Option<usize>,
+    /// How UD multicast datagrams are sealed.
+    pub protection: btl_ibmc::Protection,
 }
 
 /// Validated parameter values.
@@ -270,6 +272,10 @@ pub fn validate(raw: RawParams) -> Settings {
             multicast: v.number(Id::VerbsMulticast) == 1,
             pretend_nodes: v.number(Id::TestPretendNodes) as usize,
             queue_pairs_max: usize::try_from(v.number(Id::HierarchyQueuePairsMax)).ok(),
+            protection: udp::parse_protection("coll_rdma_verbs_protection", v.text(Id::VerbsProtection)).unwrap_or_else(|why| {
+                tracing::warn!("{why}; using the default");
+                btl_ibmc::Protection::default()
+            }),
         },
         udp: udp_settings(v),
         barrier_radix: v.count(Id::BarrierRadix),
@@ -394,7 +400,7 @@ fn udp_settings(v: &Checked) -> UdpSettings {
         ack_interval: v.number(Id::UdpAckInterval) as usize,
         loss_tolerance_percent: v.number(Id::UdpLossTolerance) as u32,
         segmentation_offload: v.number(Id::UdpSegmentationOffload) != 0,
-        protection: or_default(udp::parse_protection(v.text(Id::UdpProtection)), defaults.protection),
+        protection: or_default(udp::parse_protection("coll_rdma_udp_protection", v.text(Id::UdpProtection)), defaults.protection),
         loss_percent: v.number(Id::TestUdpLossPercent) as u32,
         duplicate_percent: v.number(Id::TestUdpDuplicatePercent) as u32,
         reorder_percent: v.number(Id::TestUdpReorderPercent) as u32,
@@ -443,7 +449,15 @@ mod tests {
         assert_eq!(settings.hierarchy, Hierarchy::Auto);
         assert_eq!(
             settings.verbs,
-            VerbsSettings { device: None, port: 1, gid_index: None, multicast: true, pretend_nodes: 0, queue_pairs_max: Some(64) }
+            VerbsSettings {
+                device: None,
+                port: 1,
+                gid_index: None,
+                multicast: true,
+                pretend_nodes: 0,
+                queue_pairs_max: Some(64),
+                protection: btl_ibmc::Protection::Encrypt
+            }
         );
         assert_eq!((settings.barrier_radix, settings.spin_polls), (None, None));
         assert_eq!(settings.stall_warning, Duration::from_secs(10));

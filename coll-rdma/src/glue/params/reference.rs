@@ -19,7 +19,7 @@ const NOTES: &str = include_str!("reference/notes.md");
 /// The reference's sections, each a heading and its rows in table order.
 const GROUPS: &[(&str, &[Id])] = &[
     ("Selection and output", &[Id::Priority, Id::Verbose, Id::EventsFile]),
-    ("Transport", &[Id::Transport, Id::VerbsDevice, Id::VerbsPort, Id::VerbsGidIndex, Id::VerbsMulticast]),
+    ("Transport", &[Id::Transport, Id::VerbsDevice, Id::VerbsPort, Id::VerbsGidIndex, Id::VerbsMulticast, Id::VerbsProtection]),
     ("Schedule across nodes", &[Id::Hierarchy, Id::HierarchyQueuePairsMax]),
     (
         "udp transport",

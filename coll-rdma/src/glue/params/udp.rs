@@ -139,12 +139,12 @@ pub fn parse_port_range(text: &str) -> Result<(u16, u16), String> {
     Ok((first, last - first + 1))
 }
 
-/// `coll_rdma_udp_protection`: encrypt, authenticate or none.
-pub fn parse_protection(text: &str) -> Result<Protection, String> {
-    let known = [Protection::Encrypt, Protection::Authenticate, Protection::None];
+/// `coll_rdma_udp_protection` or `coll_rdma_verbs_protection` (`parameter`,
+/// named by the message): encrypt, authenticate or none.
+pub fn parse_protection(parameter: &str, text: &str) -> Result<Protection, String> {
     let wanted = text.trim().to_ascii_lowercase();
-    known.into_iter().find(|protection| protection.name() == wanted).ok_or_else(|| {
-        format!("coll_rdma_udp_protection=\"{text}\" is unknown (encrypt, authenticate, none)")
+    Protection::ALL.into_iter().find(|protection| protection.name() == wanted).ok_or_else(|| {
+        format!("{parameter}=\"{text}\" is unknown (encrypt, authenticate, none)")
     })
 }
 
@@ -154,11 +154,11 @@ mod tests {
 
     #[test]
     fn protections_parse_by_name_and_others_are_refused() {
-        assert_eq!(parse_protection("encrypt"), Ok(Protection::Encrypt));
-        assert_eq!(parse_protection(" Authenticate "), Ok(Protection::Authenticate));
-        assert_eq!(parse_protection("none"), Ok(Protection::None));
-        let why = parse_protection("aes").unwrap_err();
-        assert!(why.contains("\"aes\" is unknown (encrypt, authenticate, none)"), "{why}");
+        assert_eq!(parse_protection("coll_rdma_udp_protection", "encrypt"), Ok(Protection::Encrypt));
+        assert_eq!(parse_protection("coll_rdma_udp_protection", " Authenticate "), Ok(Protection::Authenticate));
+        assert_eq!(parse_protection("coll_rdma_verbs_protection", "none"), Ok(Protection::None));
+        let why = parse_protection("coll_rdma_verbs_protection", "aes").unwrap_err();
+        assert!(why.contains("coll_rdma_verbs_protection=\"aes\" is unknown (encrypt, authenticate, none)"), "{why}");
     }
 
     #[test]
