@@ -27,7 +27,7 @@ SELFCHECK  ?= $(if $(DESTDIR),0,1)
 FBCAST_SRC := coll-rdma/fbcast
 PREFIX     ?= $(HOME)/.local
 
-.PHONY: all build build-fbcast setup install check check-udp test-udp test-fbcast test-rust test-mpi tune test-tune test-scale soak sim params-doc check-rxe test-rxe check-ompi5 check-noheaders check-intree bench bench-udp bench-ompi5 clean help
+.PHONY: all build build-fbcast setup install check check-udp test-udp test-fbcast test-rust test-mpi tune test-tune test-scale soak sim params-doc check-rxe test-rxe check-ompi5 check-ompi5-source check-noheaders check-intree bench bench-udp bench-ompi5 clean help
 
 all: build
 
@@ -88,6 +88,9 @@ help:
 	@echo "                   (ci/ompi5/chroot.sh prepare, then ci/ompi5/check.sh inside;"
 	@echo "                   needs root; logs under $(BUILD)/ompi5/). make check runs it"
 	@echo "                   last; SKIP_OMPI5=1 leaves it out"
+	@echo "make check-ompi5-source  make install and plain mpirun with an Open MPI 5.0 built from"
+	@echo "                   source into /opt in the chroot (ci/ompi5/source-build.sh; SKIPPED"
+	@echo "                   unless its build step was run; not part of make check)"
 	@echo "make check-noheaders  build against Debian's configured Open MPI source tree"
 	@echo "                   (cached in /var/cache/coll-rdma) with the system's internal"
 	@echo "                   headers hidden, then a few MPI tests with that build;"
@@ -297,6 +300,17 @@ check-ompi5:
 	@bash ci/ompi5/chroot.sh prepare
 	@mkdir -p $(BUILD)/ompi5
 	@bash -o pipefail -c 'bash ci/ompi5/chroot.sh run -- bash ci/ompi5/check.sh 2>&1 | tee $(BUILD)/ompi5/check.log'
+
+# coll rdma with an Open MPI 5.0 built from source (--prefix, DSO components)
+# in the same chroot: make install and plain mpirun. SKIPPED until
+# `ci/ompi5/chroot.sh run -- bash ci/ompi5/source-build.sh build` has built
+# one (30 to 60 minutes), so not part of make check.
+check-ompi5-source:
+	@echo "== coll rdma with Open MPI 5.0 built from source (Debian 13 chroot)"
+	@chroot_dir=$${OMPI5_CHROOT:-/var/tmp/coll-rdma-ompi5-trixie}; \
+	if [ "$$(id -u)" != 0 ] || [ ! -f "$$chroot_dir/.coll-rdma-prepared" ]; then \
+	    echo "SKIPPED: needs root and the chroot of make check-ompi5 ($$chroot_dir)"; \
+	else bash ci/ompi5/chroot.sh run -- bash ci/ompi5/source-build.sh test; fi
 
 # Open MPI without its internal headers: build against Debian's configured
 # source tree with the system's hidden (ompi-patches/README.md).

