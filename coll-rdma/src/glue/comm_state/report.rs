@@ -327,11 +327,7 @@ pub(super) fn report_summary(id: CommId, transport: &str, bcast: Option<&Bcast>,
     if let Some(bcast) = bcast {
         report_multicast(id, bcast);
     }
-    for collective in Collective::ALL {
-        let tally = tallies.of(collective);
-        if !collective.is_blocking() && tally == Default::default() {
-            continue;
-        }
+    for (collective, tally) in tallies.reported() {
         tracing::info!(
             "comm {} rank {}: served {} {}(s) over {transport}, {} handed to the fallback",
             id.cid,

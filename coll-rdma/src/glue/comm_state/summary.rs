@@ -8,7 +8,7 @@
 
 use super::super::output::{SUMMARY, SUMMARY_MAX_CHARS};
 use super::ready::ReadyComm;
-use super::tally::{Collective, Tallies};
+use super::tally::Tallies;
 use super::CommId;
 use crate::collectives::bcast::Bcast;
 use btl_ibmc::Endpoint;
@@ -60,12 +60,8 @@ pub(super) fn say_freed_summary(id: CommId, transport: &str, tallies: &Tallies) 
     if id.rank != 0 {
         return;
     }
-    let counts: Vec<(&str, u64, u64)> = Collective::ALL
-        .iter()
-        .map(|&collective| (collective, tallies.of(collective)))
-        .filter(|(collective, tally)| collective.is_blocking() || (tally.served, tally.handed_over) != (0, 0))
-        .map(|(collective, tally)| (collective.name(), tally.served, tally.handed_over))
-        .collect();
+    let counts: Vec<(&str, u64, u64)> =
+        tallies.reported().map(|(collective, tally)| (collective.name(), tally.served, tally.handed_over)).collect();
     tracing::info!(target: SUMMARY, "{}", freed_line(id.cid, transport, &counts, tallies.has_failed()));
 }
 
@@ -112,6 +108,7 @@ fn fit(mut line: String) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tally::Collective;
     use super::*;
 
     fn widest() -> ReadyFigures<'static> {

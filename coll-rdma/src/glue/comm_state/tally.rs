@@ -47,6 +47,16 @@ impl Tallies {
         self.outcomes[collective as usize]
     }
 
+    /// The counts the reports give, in `Collective::ALL`'s order: every
+    /// blocking collective's, and a non-blocking or persistent kind's only
+    /// where it was called.
+    pub(super) fn reported(&self) -> impl Iterator<Item = (Collective, Tally)> + '_ {
+        Collective::ALL
+            .into_iter()
+            .map(|collective| (collective, self.of(collective)))
+            .filter(|(collective, tally)| collective.is_blocking() || *tally != Tally::default())
+    }
+
     pub(super) fn mark_failed(&mut self) {
         self.failed = true;
     }
@@ -83,6 +93,10 @@ mod tests {
         let expected = [(0, 0), (0, 0), (0, 1), (2, 0), (1, 0), (0, 0), (0, 0), (0, 0), (0, 0), (0, 0), (0, 0), (0, 1)]
             .map(|(served, handed_over)| Tally { served, handed_over });
         assert_eq!(counted, expected);
+        // The reports: the four blocking kinds, and of the others those called.
+        let reported: Vec<Collective> = tallies.reported().map(|(collective, _)| collective).collect();
+        let called = [Collective::Barrier, Collective::Allreduce, Collective::Reduce, Collective::Bcast, Collective::Ibarrier, Collective::ReduceInit];
+        assert_eq!(reported, called);
         assert!(!tallies.has_failed());
         tallies.mark_failed();
         assert!(tallies.has_failed());
