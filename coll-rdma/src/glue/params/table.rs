@@ -103,7 +103,7 @@ parameters! {
     Priority: c"priority", int(40, Rule::Unchecked), USER, Everyone,
         c"Priority of coll rdma (default 40, above coll tuned's 30, so installing it is enough to use it); a negative value keeps it from claiming any communicator";
     Verbose: c"verbose", int(0, Rule::AtLeast { min: 0, requirement: "must be >= 0" }), USER, Everyone,
-        c"Verbosity: 0 silent except warnings; 1 says per communicator what was selected and why, and what was served when it is freed; 2 and above trace";
+        c"Verbosity: 0 silent except warnings; 1 a summary per communicator from its rank 0 (transport and schedules when it is ready, calls served and handed over when it is freed); 2 adds every rank's choices, their reasons and its own counts; 3 and above trace";
     EventsFile: c"events_file", text(c""), USER, Everyone,
         c"Where each process writes coll rdma's events, one JSON object per line (docs/events.md): the communicators' transports and plans, autotune choices, hand-over reasons, failures and, when each communicator is freed, its calls served and handed over. %r stands for the rank in MPI_COMM_WORLD, %p for the process id, %% for %; a path without %r gets .<rank> appended, so that ranks never share a file. The file must not exist: it is created with mode 0600 and never through a symbolic link; the directory must exist. Empty (default): no events";
     Transport: c"transport", text(c"auto"), USER, Everyone,
