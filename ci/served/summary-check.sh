@@ -13,13 +13,17 @@
 #    its size, transport, barrier radix and tree degrees;
 #  - the lines said when communicators were freed are exactly one per
 #    comm_freed event of a communicator's rank 0, from that process, with
-#    its transport and each collective's served and handed-over counts.
+#    its transport and each collective's served and handed-over counts;
+#  - the caveats on calls with a non-commutative op handed over are
+#    exactly one per such handover event of a communicator's rank 0 (one
+#    per collective and reason category), from that process.
 # Prints what differs and exits 1, else prints nothing and exits 0.
 set -euo pipefail
 dir=$1
 problems=()
 said_ready=$(mktemp) said_freed=$(mktemp) logged_ready=$(mktemp) logged_freed=$(mktemp)
-trap 'rm -f "$said_ready" "$said_freed" "$logged_ready" "$logged_freed"' EXIT
+said_caveats=$(mktemp) logged_caveats=$(mktemp)
+trap 'rm -f "$said_ready" "$said_freed" "$logged_ready" "$logged_freed" "$said_caveats" "$logged_caveats"' EXIT
 
 shopt -s nullglob
 outputs=("$dir"/out/*/rank.*)
@@ -33,6 +37,7 @@ for out in "${outputs[@]}"; do
     detail=$(printf '%s\n' "$lines" | grep -E '^coll:rdma: comm [0-9]+ rank [0-9]+: ' | grep -Ev '^coll:rdma: comm [0-9]+ rank [0-9]+: (warning|error|freed with)' | head -2 || true)
     [ -z "$detail" ] || problems+=("world rank $world printed a rank's detail at verbose 1: $detail")
     printf '%s\n' "$lines" | sed -nE "s/^coll:rdma: comm ([0-9]+) \(([0-9]+) ranks\) over ([a-z+]+): barrier radix ([0-9]+)( two-level)?, allreduce degree ([0-9]+)( two-level)?, reduce degree ([0-9]+), .*/$world \1 \2 \3 \4 \6 \8/p" >>"$said_ready"
+    printf '%s\n' "$lines" | sed -nE "s/^coll:rdma: comm ([0-9]+): ([a-z_]+) with a non-commutative op handed to the module underneath \(([^)]*)\): .*/$world \1 \2 \3/p" >>"$said_caveats"
     printf '%s\n' "$lines" | sed -nE 's/^coll:rdma: comm ([0-9]+) freed: served over ([^:]+): ([^;]*); handed over: ([^;]*).*/\1|\2|\3|\4/p' |
         while IFS='|' read -r cid transport served handed; do
             printf '%s\n' "$served" | tr ',' '\n' | while read -r name count; do
@@ -52,6 +57,8 @@ for file in "${events[@]}"; do
     jq -r --arg w "$world" 'select(.event == "comm_freed" and .rank == 0) | . as $e | .calls | to_entries[]
         | select((.key | IN("barrier", "allreduce", "reduce", "bcast")) or .value.served + .value.handed_over > 0)
         | "\($w) \($e.cid) \($e.transport) \(.key) \(.value.served) \(.value.handed_over)"' "$file" >>"$logged_freed"
+    jq -r --arg w "$world" 'select(.event == "handover" and .rank == 0 and .commutative == false)
+        | "\($w) \(.cid) \(.collective) \(.category)"' "$file" >>"$logged_caveats"
 done
 
 compare() {  # compare WHAT SAID LOGGED
@@ -62,6 +69,7 @@ compare() {  # compare WHAT SAID LOGGED
 [ -s "$logged_ready" ] || problems+=("no communicator became ready (no comm_ready event of a rank 0)")
 compare "ready" "$said_ready" "$logged_ready"
 compare "freed" "$said_freed" "$logged_freed"
+compare "non-commutative caveat" "$said_caveats" "$logged_caveats"
 
 [ "${#problems[@]}" = 0 ] && exit 0
 printf '%s\n' "${problems[@]}"

@@ -299,6 +299,16 @@ impl HandoverReports {
             self.reported.push(key);
             handover_event(id, collective, why, order);
             tracing::info!("comm {} rank {}: {name} handed to the module underneath: {why}{caveat}", id.cid, id.rank);
+            // Whether the result is the one MPI defines is the user's to
+            // know at level 1 too (every rank hands the same calls over).
+            if order == FoldOrder::Canonical && id.rank == 0 {
+                tracing::info!(
+                    target: super::super::output::SUMMARY,
+                    "comm {}: {name} with a non-commutative op handed to the module underneath ({}): right only if it folds in rank order",
+                    id.cid,
+                    why.category()
+                );
+            }
         } else {
             tracing::debug!("comm {} rank {}: {name} handed to the module underneath: {why}{caveat}", id.cid, id.rank);
         }
