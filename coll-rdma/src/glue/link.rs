@@ -32,6 +32,8 @@ pub(super) struct LinkRequest<'a> {
     /// On the hybrid, only the nodes' leaders connect across nodes where
     /// some rank would otherwise hold more than this many queue pairs;
     /// `None`: every pair (the schedules may stay flat).
+    // a build without verbs has no hybrid to read it
+    #[cfg_attr(not(feature = "verbs"), allow(dead_code))]
     pub leaders_above: Option<usize>,
     /// `Some(pretend_refused)`: on shared memory, probe whether every rank
     /// can read every other's memory (single-copy bcast); the test setting
