@@ -101,15 +101,15 @@ fn connect_udp(exchange: &dyn Exchange, request: &LinkRequest) -> Result<Selecte
                 protection_said(config.protection),
                 injected_faults(request.udp)
             );
-            if config.protection == Protection::None && request.rank == 0 {
-                tracing::info!(
-                    target: super::output::SUMMARY,
-                    "comm {}: warning: udp frames unprotected (coll_rdma_udp_protection=none): anyone reaching group {} \
-                     or the ranks' ports can read bcasts and inject frames",
-                    request.cid,
-                    udp.group()
-                );
-            }
+            warn_if_unprotected(
+                request,
+                config.protection,
+                Unsealed {
+                    what: "udp frames",
+                    parameter: "coll_rdma_udp_protection",
+                    exposure: &format!("anyone reaching group {} or the ranks' ports can read bcasts and inject frames", udp.group()),
+                },
+            );
             Ok(SelectedTransport::Udp(udp))
         }
         Err(why @ UdpSetupError::Socket(_)) => Err(own_udp_failure(request, format!("udp: {why}"))),
@@ -136,6 +136,31 @@ fn protection_said(protection: Protection) -> &'static str {
         Protection::Encrypt => "encrypted and authenticated (AES-256-GCM)",
         Protection::Authenticate => "authenticated (AES-256-GCM), payload in clear",
         Protection::None => "unprotected",
+    }
+}
+
+/// Datagrams a transport would seal, as its warning names them when
+/// they go unprotected.
+struct Unsealed<'a> {
+    what: &'static str,
+    /// The MCA parameter set to `none`.
+    parameter: &'static str,
+    /// Who can then read and forge them.
+    exposure: &'a str,
+}
+
+/// Warns at verbose 1, once per communicator (on rank 0: every rank
+/// agreed on the protection), that `datagrams` go unprotected.
+fn warn_if_unprotected(request: &LinkRequest, protection: Protection, datagrams: Unsealed) {
+    if protection == Protection::None && request.rank == 0 {
+        tracing::info!(
+            target: super::output::SUMMARY,
+            "comm {}: warning: {} unprotected ({}=none): {}",
+            request.cid,
+            datagrams.what,
+            datagrams.parameter,
+            datagrams.exposure
+        );
     }
 }
 
@@ -179,20 +204,20 @@ fn verbs_config(request: &LinkRequest) -> btl_ibmc::VerbsConfig {
 }
 
 /// Says at verbose 2 how verbs seals its multicast datagrams, and warns
-/// at verbose 1 (once per communicator, on rank 0, as udp does) when it
-/// does not.
+/// at verbose 1 when it does not.
 #[cfg(feature = "verbs")]
 fn say_multicast_protection(request: &LinkRequest, protection: Option<Protection>) {
     let Some(protection) = protection else { return };
     tracing::info!("comm {} rank {}: verbs multicast datagrams {}", request.cid, request.rank, protection_said(protection));
-    if protection == Protection::None && request.rank == 0 {
-        tracing::info!(
-            target: super::output::SUMMARY,
-            "comm {}: warning: verbs multicast datagrams unprotected (coll_rdma_verbs_protection=none): anyone who can open \
-             the RDMA device and join the group can read bcasts and inject pieces",
-            request.cid
-        );
-    }
+    warn_if_unprotected(
+        request,
+        protection,
+        Unsealed {
+            what: "verbs multicast datagrams",
+            parameter: "coll_rdma_verbs_protection",
+            exposure: "anyone who can open the RDMA device and join the group can read bcasts and inject pieces",
+        },
+    );
 }
 
 #[cfg(feature = "verbs")]
