@@ -271,6 +271,7 @@ COMP_TESTS=(
     "autotune-noncommutative-np2" "autotune-noncommutative-np3" "autotune-noncommutative-np4"
     "spin-polls-0-np4" "spin-polls-1000-np2" "transport-shm-np3" "transport-verbs-without-device-np3"
     "transport-udp-missing-interface-np3" "transport-udp-loopback-mismatch-np4"
+    "transport-udp-protection-authenticate-np3" "transport-udp-protection-none-np3"
     "pretend-nodes-without-device-np4"
     "stall-warning-after-1s" "stall-warning-at-verbose-0-is-quiet-enough" "stall-warning-0-never"
     "bad-radix--3" "bad-radix-999" "bad-transport-bogus" "version-mismatch-9.9.9"

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::footprint::MemoryFootprint;
+use crate::seal::Protection;
 use crate::shm::{NodeGroups, ShmTransport};
 use crate::udp::UdpTransport;
 use crate::transport::{Datagrams, Endpoint, MulticastKind, PeerReads, ReliableChannel, Sleep, TransportError, Windows};
@@ -84,6 +85,21 @@ impl SelectedTransport {
             #[cfg(feature = "verbs")]
             SelectedTransport::Hybrid(hybrid) => Some(hybrid.verbs().single_packet_writes()),
             _ => None,
+        }
+    }
+
+    /// How the datagrams that cross a fabric others can reach are sealed:
+    /// every udp frame, or verbs' UD multicast (its RDMA writes are not
+    /// sealed); None where no such datagrams go (shared memory, verbs
+    /// without multicast).
+    pub fn datagram_protection(&self) -> Option<Protection> {
+        match self {
+            SelectedTransport::Shm(_) => None,
+            #[cfg(feature = "verbs")]
+            SelectedTransport::Verbs(verbs) => verbs.multicast_protection(),
+            #[cfg(feature = "verbs")]
+            SelectedTransport::Hybrid(hybrid) => hybrid.verbs().multicast_protection(),
+            SelectedTransport::Udp(udp) => Some(udp.protection()),
         }
     }
 

@@ -114,6 +114,11 @@ impl UdpTransport {
         self.counters.snapshot()
     }
 
+    /// How every frame of this communicator is sealed (every rank agreed).
+    pub fn protection(&self) -> Protection {
+        self.wire.seal.protection()
+    }
+
     /// The datagram size all ranks agreed on, and how.
     pub fn datagram_choice(&self) -> &DatagramChoice {
         &self.datagram_choice

@@ -4,13 +4,30 @@
 # run), and section 1a, MPI_THREAD_MULTIPLE over the transport or hosts
 # asked for.
 
+# Over udp (--transport udp) every rank's comm_ready on MPI_COMM_WORLD
+# reports the protection its frames run with: coll_rdma_udp_protection
+# as --mca gave it, else the default, encrypt; with none, rank 0 warns so.
+UDP_PROTECTED=()
+if [ "$TRANSPORT" = udp ] && [ "$MODE" = component ]; then
+    udp_protection=encrypt
+    for ((i = 1; i + 1 < ${#EXTRA_MCA[@]}; i += 3)); do
+        [ "${EXTRA_MCA[i]}" != coll_rdma_udp_protection ] || udp_protection=${EXTRA_MCA[i + 1]}
+    done
+    UDP_PROTECTED=("ev:every_rank_ready(0; .transport == \"udp\" and .protection == \"$udp_protection\")")
+    [ "$udp_protection" != none ] ||
+        UDP_PROTECTED+=("says-re:coll:rdma: comm 0: warning: udp frames unprotected \\(coll_rdma_udp_protection=none\\)")
+fi
+
 # 1. the three programs at every size
 for np in $NPS; do
-    CHECKS=("${SERVED[@]}"); run_test "np$np-barrier_order" "$np" ok "${V[@]}" -- barrier_order -n "$BO_N" -d 200
-    CHECKS=("${SERVED[@]}"); run_test "np$np-comm_lifecycle" "$np" ok "${V[@]}" -- comm_lifecycle -l "$CL_L"
-    CHECKS=("${SERVED[@]}"); run_test "np$np-coll_mix" "$np" ok "${V[@]}" -- coll_mix -i "$CM_I"
-    CHECKS=("${SERVED[@]}"); run_test "np$np-reduce_ops" "$np" ok "${V[@]}" -- reduce_ops "${RO[@]}"
-    CHECKS=("${SERVED[@]}")
+    # (a single rank has no transport, so no comm_ready)
+    SERVED_HERE=("${SERVED[@]}")
+    [ "$np" -gt 1 ] && SERVED_HERE+=("${UDP_PROTECTED[@]}")
+    CHECKS=("${SERVED_HERE[@]}"); run_test "np$np-barrier_order" "$np" ok "${V[@]}" -- barrier_order -n "$BO_N" -d 200
+    CHECKS=("${SERVED_HERE[@]}"); run_test "np$np-comm_lifecycle" "$np" ok "${V[@]}" -- comm_lifecycle -l "$CL_L"
+    CHECKS=("${SERVED_HERE[@]}"); run_test "np$np-coll_mix" "$np" ok "${V[@]}" -- coll_mix -i "$CM_I"
+    CHECKS=("${SERVED_HERE[@]}"); run_test "np$np-reduce_ops" "$np" ok "${V[@]}" -- reduce_ops "${RO[@]}"
+    CHECKS=("${SERVED_HERE[@]}")
     [ "$np" -gt 1 ] && [ -n "$BC_REASON" ] && CHECKS+=("$BC_REASON" "$BC_PATHS")
     run_test "np$np-bcast" "$np" ok "${V[@]}" -- bcast "${BC[@]}" "${BC_E[@]}"
 done

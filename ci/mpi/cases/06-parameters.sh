@@ -210,6 +210,22 @@ if [ -n "$OUTSIDE_ADDRESS" ] && [ "$OUTSIDE_ADDRESS" != 127.0.0.1 ]; then
 else
     skip "transport-udp-loopback-mismatch-np4" "no route towards 239.78.0.0/16 beyond loopback here"
 fi
+# 9d. udp's frames under each protection but the default (encrypt, which
+#     thread-multiple-udp-np2 and the netns bed's section 1 check): every
+#     rank's comm_ready reports the one asked for, bcasts are served over
+#     udp and the results are right; with none rank 0 warns so
+for protection in authenticate none; do
+    if [ -z "$OUTSIDE_ADDRESS" ] || [ "$OUTSIDE_ADDRESS" = 127.0.0.1 ]; then
+        skip "transport-udp-protection-$protection-np3" "no route towards 239.78.0.0/16 beyond loopback here"
+        continue
+    fi
+    CHECKS=("nowarn:coll:rdma:.*warning" "ev:every_rank_served(0; \"bcast\"; \"udp\")"
+        "ev:every_rank_ready(0; .transport == \"udp\" and .protection == \"$protection\")")
+    [ "$protection" != none ] ||
+        CHECKS+=("says-re:coll:rdma: comm 0: warning: udp frames unprotected \\(coll_rdma_udp_protection=none\\)")
+    run_test "transport-udp-protection-$protection-np3" 3 ok "${V[@]}" --mca coll_rdma_transport udp \
+        --mca coll_rdma_udp_protection "$protection" -- coll_mix -i 20
+done
 # 10. version mismatch: coll rdma steps aside, the job still runs correctly
 #    (the contract says "coll:rdma: built against ..."; the component
 #    prints it as a warning, "coll:rdma: warning: built against ...": both pass)

@@ -27,10 +27,12 @@ CHECKS=("${TM_SERVED[@]}")
 run_test "thread-multiple-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm --mca coll_rdma_test_pretend_nodes 2 "${V[@]}" \
     -- thread_multiple -t 4 -i 10 -c 10
 # ... over udp (multicast on the default interface; a 1 MiB reduction
-#     is above the udp limits and handed over for its size, nothing else)
+#     is above the udp limits and handed over for its size, nothing else;
+#     every communicator's frames sealed as by default: encrypt)
 if [ -n "${OUTSIDE_ADDRESS:-}" ] && [ "$OUTSIDE_ADDRESS" != 127.0.0.1 ]; then
     CHECKS=("says:coll:rdma: serving MPI_THREAD_MULTIPLE" "nowarn:coll:rdma:.*(warning|error)"
         'ev:all(events("handover"); .category == "size limit")'
+        'ev:[events("comm_ready")] | length >= $np and all(.[]; .transport == "udp" and .protection == "encrypt")'
         'ev:[events("comm_freed") | of_rank(0) | select(.transport == "udp")] as $freed
             | all("barrier", "bcast", "allreduce", "reduce"; . as $coll | any($freed[]; .calls[$coll].served > 0))')
     run_test "thread-multiple-udp-np2" 2 ok --mca coll_rdma_transport udp "${V[@]}" -- thread_multiple -t 4 -i 5 -c 5

@@ -27,6 +27,8 @@ use tuning::{AllreduceModel, BarrierModel};
 use crate::select::Collective;
 pub use storage::register;
 pub use udp::UdpSettings;
+#[cfg(test)]
+pub(super) use udp::parse_protection;
 pub use crate::select::policy::{BcastSettings, ReductionSettings, WindowLimit};
 use storage::read_raw;
 use table::{Id, Kind, COUNT, TABLE};

@@ -62,6 +62,9 @@ fn an_eavesdropper_on_the_group_and_its_port_reads_no_payload_byte() {
         let done = AtomicUsize::new(0);
         run_with(ranks, |rank, (_, udp)| {
             let transport = SelectedTransport::Udp(udp);
+            // What coll rdma's comm_ready event reports: the protection
+            // whose frames the eavesdropper is about to see.
+            assert_eq!(transport.datagram_protection(), Some(protection), "rank {rank}: the protection the transport reports");
             let mut multicast = ReliableMulticast::new(rank, SIZE, 0, rmcast);
             if rank == 0 {
                 multicast.send(&transport, &payload).unwrap_or_else(|e| panic!("{protection:?}: bcast: {e}"));

@@ -4,7 +4,7 @@
 //! on (`events::emit` calls the closure then), so with events off none of
 //! this costs anything.
 
-use btl_ibmc::{Datagrams, Endpoint, PeerReads};
+use btl_ibmc::{Datagrams, Endpoint, PeerReads, Protection};
 
 use super::super::events::{self, bytes_or_null, json, Value};
 use super::super::handover::Handover;
@@ -31,6 +31,7 @@ impl ReadyComm {
                 "window_bytes": window_bytes,
                 "leaders_only": self.plan.leaders_only.is_some(),
                 "verbs_single_packet_writes": self.transport.verbs_single_packet_writes(),
+                "protection": protection_field(self.transport.datagram_protection()),
                 "memory": {
                     "total_bytes": memory.total_bytes(),
                     "shm_segment_bytes": memory.shm_segment_bytes,
@@ -67,6 +68,15 @@ impl ReadyComm {
             })
         });
     }
+}
+
+/// How the transport's datagrams are sealed, as the parameter that chose
+/// it spells the value (`coll_rdma_udp_protection` over udp,
+/// `coll_rdma_verbs_protection` for verbs' multicast); null where no
+/// datagram crosses a fabric others reach (shared memory, verbs without
+/// multicast).
+fn protection_field(protection: Option<Protection>) -> Value {
+    protection.map_or(Value::Null, |protection| protection.name().into())
 }
 
 fn ring(lengths: RingLengths, slot_bytes: usize) -> Value {
@@ -156,4 +166,30 @@ pub(super) fn trial_table(rows: impl Iterator<Item = (usize, usize, u64, u64)>, 
         .map(|(value, steps, median_ns, max_ns)| json!({ "value": value, "steps": steps, "median_ns": median_ns, "max_ns": max_ns }))
         .collect();
     json!({ "calls_per_candidate": calls_per_candidate, "rows": rows })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::glue::params::parse_protection;
+
+    /// comm_ready's `protection` is what a user sets the parameters to, so
+    /// a check compares the two directly: each protection reads back as
+    /// itself through both parameters' parser, no two alike, and no
+    /// sealed datagrams give null.
+    #[test]
+    fn the_protection_field_names_the_parameter_value_or_is_null() {
+        let mut seen = Vec::new();
+        for protection in Protection::ALL {
+            let event = json!({ "protection": protection_field(Some(protection)) });
+            let text = event["protection"].as_str().unwrap_or_else(|| panic!("{protection:?}: a string in {event}"));
+            for parameter in ["coll_rdma_udp_protection", "coll_rdma_verbs_protection"] {
+                assert_eq!(parse_protection(parameter, text), Ok(protection), "{parameter}={text}");
+            }
+            assert!(!seen.contains(&text.to_string()), "{text} names two protections");
+            seen.push(text.to_string());
+        }
+        assert_eq!(seen, ["encrypt", "authenticate", "none"]);
+        assert_eq!(json!({ "protection": protection_field(None) }).to_string(), r#"{"protection":null}"#);
+    }
 }
