@@ -125,6 +125,84 @@ mod tests {
         assert_eq!(counters, [Ok(Some(Counter { to_group: false, value: 0 })), Ok(Some(Counter { to_group: false, value: 1 }))]);
     }
 
+    /// CPU time this thread has used (not wall time: the machine is
+    /// shared, and only this thread's own work is measured).
+    fn thread_cpu_time() -> std::time::Duration {
+        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `now` is a valid timespec for the kernel to fill.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+        assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+        std::time::Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+    }
+
+    /// Not a check: the CPU time to seal 1 MiB as the root's multicast
+    /// frames (laid end to end, as for one segmented send, each body as
+    /// long as `Protection::fitted_body` makes it on a 1500-byte MTU) and
+    /// to open them all again as a receiver does, per protection, `none`
+    /// (framing only) taking turns with the others in each round, so that
+    /// the machine's load falls on all alike; medians of the rounds. Run:
+    /// `cargo test --release -p btl-ibmc --no-default-features --lib
+    /// udp::seal::tests::cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a measurement, not a check; run on a quiet machine"]
+    fn cost_of_sealing_and_opening_one_mebibyte() {
+        const MEBIBYTE: usize = 1 << 20;
+        const DATAGRAM_BYTES: usize = 1472;
+        const ROUNDS: usize = 31;
+        const PASSES: usize = 8;
+        let payload = crate::test_support::pattern(33, MEBIBYTE);
+        let mut frames = Vec::with_capacity(2 * MEBIBYTE);
+        let mut lengths = Vec::new();
+        let mut pass = |sealer: &Sealer| -> std::time::Duration {
+            let body = sealer.protection().fitted_body(DATAGRAM_BYTES - frame::HEADER_BYTES - sealer.protection().overhead());
+            let started = thread_cpu_time();
+            for _ in 0..PASSES {
+                frames.clear();
+                lengths.clear();
+                for piece in payload.chunks(body) {
+                    let start = frames.len();
+                    frame::append_multicast(STAMP, piece, &mut frames);
+                    sealer.seal_at(&mut frames, start, true);
+                    lengths.push(frames.len() - start);
+                }
+                let mut opened = 0;
+                let mut rest = &mut frames[..];
+                for &len in &lengths {
+                    let (frame, tail) = std::mem::take(&mut rest).split_at_mut(len);
+                    rest = tail;
+                    let (plain, _) = sealer.open(frame, STAMP.communicator).expect("a frame sealed here opens");
+                    opened += plain.len() - frame::HEADER_BYTES;
+                }
+                assert_eq!(opened, MEBIBYTE, "{:?}: every byte sealed and opened", sealer.protection());
+            }
+            (thread_cpu_time() - started) / PASSES as u32
+        };
+        let mut micros: Vec<Vec<f64>> = vec![Vec::new(); Protection::ALL.len()];
+        for round in 0..ROUNDS {
+            for (index, protection) in Protection::ALL.into_iter().enumerate() {
+                // A fresh sealer a round: its counters never run out.
+                let spent = pass(&sealer(protection, round as u8));
+                micros[index].push(spent.as_secs_f64() * 1e6);
+            }
+        }
+        let median = |values: &[f64]| {
+            let mut sorted = values.to_vec();
+            sorted.sort_by(f64::total_cmp);
+            sorted[sorted.len() / 2]
+        };
+        let none = Protection::ALL.iter().position(|&protection| protection == Protection::None).expect("none is a protection");
+        println!("CPU time to seal and open 1 MiB of multicast frames ({DATAGRAM_BYTES}-byte datagrams), median of {ROUNDS} rounds of {PASSES} passes");
+        for (index, protection) in Protection::ALL.into_iter().enumerate() {
+            let ratios: Vec<f64> = micros[index].iter().zip(&micros[none]).map(|(us, base)| us / base).collect();
+            println!(
+                "  {:>12}: {:7.0} us a MiB (seal and open), {:5.2}x none's framing (median of the rounds' ratios)",
+                protection.name(),
+                median(&micros[index]),
+                median(&ratios)
+            );
+        }
+    }
+
     #[test]
     fn unprotected_frames_carry_and_demand_the_job_nonce() {
         let sealer = sealer(Protection::None, 1);
