@@ -79,6 +79,7 @@ impl Sealer {
 mod tests {
     use super::*;
     use crate::seal::TAG_BYTES;
+    use crate::test_support::thread_cpu_time;
     use crate::udp::frame::{Body, Stamp, decode, encode_ack, encode_multicast};
 
     const STAMP: Stamp = Stamp { communicator: 77, nonce: 0x1234, sender: 3 };
@@ -123,16 +124,6 @@ mod tests {
         assert_ne!(first, again, "the same frame sent twice went under one nonce");
         let counters: Vec<_> = [first, again].into_iter().map(|mut bytes| sealer.open(&mut bytes, STAMP.communicator).map(|(_, c)| c)).collect();
         assert_eq!(counters, [Ok(Some(Counter { to_group: false, value: 0 })), Ok(Some(Counter { to_group: false, value: 1 }))]);
-    }
-
-    /// CPU time this thread has used (not wall time: the machine is
-    /// shared, and only this thread's own work is measured).
-    fn thread_cpu_time() -> std::time::Duration {
-        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: `now` is a valid timespec for the kernel to fill.
-        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-        assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-        std::time::Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
     }
 
     /// Not a check: the CPU time to seal 1 MiB as the root's multicast

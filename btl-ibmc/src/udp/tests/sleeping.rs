@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{establish_all, finish, loopback_config, loopback_multicast_refusal};
-use crate::test_support::{PATIENCE, pattern, run_with, test_seed};
+use crate::test_support::{PATIENCE, pattern, run_with, test_seed, thread_cpu_time};
 use crate::transport::{Endpoint, Sleep, Windows};
 use crate::udp::{UdpFaults, UdpTransport};
 use crate::wait::{WaitPolicy, wait_at_least};
@@ -14,15 +14,6 @@ use crate::wait::{WaitPolicy, wait_at_least};
 /// A policy that goes past spinning at once, so the waits sleep.
 fn sleeping_policy(fault_timeout: Duration) -> WaitPolicy {
     WaitPolicy { spin_polls: 0, kernel_spin_polls: 0, stall_warning: Duration::MAX, fault_timeout: Some(fault_timeout) }
-}
-
-/// CPU time this thread has used.
-fn thread_cpu_time() -> Duration {
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `now` is a valid timespec for the kernel to fill.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
 }
 
 /// Takes in whatever is still on its way (setup's traffic) until a short
