@@ -72,9 +72,12 @@ mismatch_test "mismatch-autotune-np4" 4 coll_rdma_autotune 1 0 \
 # (a rank that does not select coll rdma for a communicator at all, its
 #  coll_rdma_priority -1, cannot take part in the setup exchange: the
 #  others warn at the stall warning and end the job at the fault
-#  timeout, instead of hanging inside the module underneath in silence)
+#  timeout, instead of hanging inside the module underneath in silence;
+#  the events say at which priority each rank claimed or declined)
 CHECKS=("says-re:coll:rdma: warning: rank [02] of 3 has waited [0-9.]+ s for every rank of the communicator to join coll rdma's setup exchange"
-    "says-re:coll:rdma: error: comm 0 rank [02]: .*gave up after .*the job is ended \(MPI_Abort with status 71\)")
+    "says-re:coll:rdma: error: comm 0 rank [02]: .*gave up after .*the job is ended \(MPI_Abort with status 71\)"
+    'ev:([events("comm_claimed") | on(0) | [.world, .priority]] | sort) == [[0, 40], [2, 40]]
+        and ([events("comm_not_claimed") | on(0) | [.world, .priority]] | sort) == [[1, -1]]')
 RUN_WRAPPER=("$ROOT/ci/per-rank-mca.sh" coll_rdma_priority 40 -1)
 run_test "claimed-on-some-ranks-only-np3" 3 refused --mca coll_rdma_stall_warning 1 --mca coll_rdma_fault_timeout_s 4 \
     "${V[@]}" -- coll_mix -i 5

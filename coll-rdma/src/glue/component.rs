@@ -161,7 +161,9 @@ unsafe extern "C" fn comm_query(comm: *mut sys::ompi_communicator_t, priority: *
             // SAFETY: as above.
             let rank = unsafe { sys::coll_rdma_shim_comm_rank(comm) } as usize;
             let origin = events::Origin { cid, rank, size: size as usize };
-            events::emit("comm_not_claimed", origin, || events::json!({ "name": comm_name(comm), "reason": why }));
+            events::emit("comm_not_claimed", origin, || {
+                events::json!({ "name": comm_name(comm), "priority": settings.priority, "reason": why })
+            });
             return null_mut();
         }
         let module = new_module();

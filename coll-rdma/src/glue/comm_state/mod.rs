@@ -116,7 +116,7 @@ pub(super) struct Native<'a> {
 impl CommState {
     pub fn new(cid: u32, rank: usize, size: usize, saved: Arc<SavedCollectives>, settings: &Settings) -> Self {
         let id = CommId { cid, rank, size };
-        events::emit("comm_claimed", id.origin(), || events::Value::Null);
+        events::emit("comm_claimed", id.origin(), || events::json!({ "priority": settings.priority }));
         CommState {
             shared: Shared {
                 id,
