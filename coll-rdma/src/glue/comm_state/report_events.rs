@@ -4,7 +4,7 @@
 //! on (`events::emit` calls the closure then), so with events off none of
 //! this costs anything.
 
-use btl_ibmc::{Datagrams, Endpoint, PeerReads, Protection};
+use btl_ibmc::{Datagrams, PeerReads, Protection};
 
 use super::super::events::{self, bytes_or_null, json, Value};
 use super::super::handover::Handover;
@@ -20,12 +20,13 @@ impl ReadyComm {
     /// each collective's schedule and the lengths each path serves.
     pub(super) fn report_plan_event(&self, window_bytes: usize) {
         events::emit("comm_ready", self.id.origin(), || {
+            let figures = self.figures();
             let reads = self.transport.reads_peer_memory();
             let parallel = |from: usize| if reads { bytes_or_null(from) } else { Value::Null };
             let bcast = self.bcast.config();
             let memory = self.transport.memory_footprint();
             json!({
-                "transport": self.transport.name(),
+                "transport": figures.transport,
                 "multicast": format!("{:?}", self.transport.multicast_kind()),
                 "reads_peer_memory": reads,
                 "window_bytes": window_bytes,
@@ -33,25 +34,25 @@ impl ReadyComm {
                 "verbs_single_packet_writes": self.transport.verbs_single_packet_writes(),
                 "protection": protection_field(self.transport.datagram_protection()),
                 "memory": {
-                    "total_bytes": memory.total_bytes(),
+                    "total_bytes": figures.memory_bytes,
                     "shm_segment_bytes": memory.shm_segment_bytes,
                     "shm_ranks": memory.shm_ranks,
                     "verbs_queue_pairs": memory.verbs_queue_pairs,
                 },
                 "barrier": {
-                    "radix": self.barrier.radix(),
+                    "radix": figures.barrier_radix,
                     "rounds": self.barrier.rounds(),
-                    "two_level": self.two_level_barrier.is_some(),
+                    "two_level": figures.barrier_two_level,
                 },
                 "allreduce": {
-                    "degree": self.allreduce.config().tree.degree,
-                    "two_level": self.allreduce.is_two_level(),
+                    "degree": figures.allreduce_degree,
+                    "two_level": figures.allreduce_two_level,
                     "max_bytes": self.limits.allreduce_max_bytes,
                     "parallel_min_bytes": parallel(self.allreduce.parallel().min_bytes()),
                     "ring": ring(self.limits.allreduce_ring, self.ring.segment_bytes()),
                 },
                 "reduce": {
-                    "degree": self.reduce.config().degree,
+                    "degree": figures.reduce_degree,
                     "max_bytes": self.limits.reduce_max_bytes,
                     "parallel_min_bytes": parallel(self.reduce.parallel().min_bytes()),
                     "slices_min_bytes": parallel(self.reduce.parallel().slices_min_bytes()),
@@ -61,9 +62,9 @@ impl ReadyComm {
                     "single_copy_min_bytes": parallel(bcast.single_copy_min_bytes),
                     "single_copy_max_bytes": self.limits.bcast_single_copy_max_bytes,
                     "max_bytes": self.limits.bcast_max_bytes,
-                    "put_tree": Bcast::uses_put_tree(&self.transport),
-                    "window_slots": bcast.multicast.window_slots,
-                    "slot_bytes": bcast.multicast.slot_bytes,
+                    "put_tree": figures.bcast_put_tree,
+                    "window_slots": figures.bcast_window_slots,
+                    "slot_bytes": figures.bcast_slot_bytes,
                 },
             })
         });

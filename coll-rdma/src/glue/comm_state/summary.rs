@@ -30,13 +30,12 @@ pub(super) struct ReadyFigures<'a> {
 }
 
 impl ReadyComm {
-    /// Rank 0's line once the communicator is ready.
-    pub(super) fn say_ready_summary(&self) {
-        if self.id.rank != 0 {
-            return;
-        }
+    /// The figures both reports of a ready communicator give: its summary
+    /// line here and its `comm_ready` event (`report_events.rs`), gathered
+    /// in this one place so the two cannot disagree.
+    pub(super) fn figures(&self) -> ReadyFigures<'_> {
         let bcast = self.bcast.config();
-        let figures = ReadyFigures {
+        ReadyFigures {
             cid: self.id.cid,
             size: self.id.size,
             transport: self.transport.name(),
@@ -49,8 +48,15 @@ impl ReadyComm {
             bcast_slot_bytes: bcast.multicast.slot_bytes,
             bcast_put_tree: Bcast::uses_put_tree(&self.transport),
             memory_bytes: self.transport.memory_footprint().total_bytes(),
-        };
-        tracing::info!(target: SUMMARY, "{}", ready_line(&figures));
+        }
+    }
+
+    /// Rank 0's line once the communicator is ready.
+    pub(super) fn say_ready_summary(&self) {
+        if self.id.rank != 0 {
+            return;
+        }
+        tracing::info!(target: SUMMARY, "{}", ready_line(&self.figures()));
     }
 }
 
