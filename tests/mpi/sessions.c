@@ -22,11 +22,18 @@
  *       each session runs with the values set before it: session 2 sets
  *       OMPI_MCA_coll_rdma_priority=-1 (coll rdma must serve nothing),
  *       session 3 sets 77, sessions after that repeat the cycle, and
- *       MPI_Init runs with the priority unset again. Each session's stderr is
- *       captured (then passed on) and must hold coll rdma's verbose line
- *       saying why it claimed or declined its communicator with that value:
- *       verbose output has to survive the re-initialisations too. Sets
- *       OMPI_MCA_coll_rdma_verbose=2 itself (the per-rank detail).
+ *       MPI_Init runs with the priority unset again. After each session
+ *       this rank's coll rdma events (docs/events.md) written during it
+ *       must hold a comm_claimed with that priority, or for -1 a
+ *       comm_not_claimed with it: the events file has to survive the
+ *       re-initialisations. The events go where
+ *       OMPI_MCA_coll_rdma_events_file says (the caller's file, which the
+ *       program only reads), else to a directory of the program's own
+ *       under TMPDIR, removed at the end. Each session's stderr is
+ *       captured (then passed on) and must hold some coll rdma output
+ *       (its "coll:rdma: " prefix; the wording is not read): verbose output
+ *       has to survive the re-initialisations too. Sets
+ *       OMPI_MCA_coll_rdma_verbose=2 itself (every rank's detail).
  *   -k  keep coll rdma's library loaded from the first communicator it
  *       serves to the end of the process (dlopen with RTLD_NODELETE), as
  *       glibc does by itself once a thread-local destructor is registered
@@ -45,7 +52,7 @@
  * PMIX_RANK, before any communicator exists), so that a job that outlived
  * its limit says where each rank was; per communicator and collective
  *   "sessions: served <phase> <collective> by <library basename>",
- * "sessions: FAIL ..." for each wrong result or missing verbose line, and a last line
+ * "sessions: FAIL ..." for each wrong result or missing event or output, and a last line
  * "sessions: rank R ok" or "sessions: rank R failed N". Exit status 0 only
  * when every check passed. Under an MPI without sessions (before MPI 4.0
  * and Open MPI 5.0) it
@@ -243,18 +250,145 @@ static void check_with_dup(const char *phase, MPI_Comm comm)
     MPI_Comm_free(&dup);
 }
 
-/* -m: what each session sets before it starts, and the verbose line each
- * rank must print during it (comm_query's reason, with the value). */
+/* -m: what each session sets before it starts, and the event about its
+ * communicators each rank must record during it. */
 struct session_settings {
     const char *priority; /* NULL: unset */
     int expect_rdma;
-    const char *verbose_line;
+    const char *event; /* comm_claimed or comm_not_claimed */
+    long event_priority; /* the event's "priority" */
 };
 static const struct session_settings settings_cycle[] = {
-    {NULL, 1, "claimed at priority 40 "},
-    {"-1", 0, "not claimed: coll_rdma_priority is -1"},
-    {"77", 1, "claimed at priority 77 "},
+    {NULL, 1, "comm_claimed", 40},
+    {"-1", 0, "comm_not_claimed", -1},
+    {"77", 1, "comm_claimed", 77},
 };
+
+/* -m: this process's coll rdma events file, and how much of it the
+ * sessions before the current one wrote. */
+static char events_path[512];
+static long events_seen_bytes;
+static char own_events_dir[256]; /* made here when the caller gave no file */
+
+/* The file coll rdma writes for PATTERN (coll_rdma_events_file's
+ * placeholders, docs/events.md): %r this process's rank in
+ * MPI_COMM_WORLD as the launcher gives it, %p its pid, %% a %; without %r
+ * ".<rank>" is appended. */
+static void expand_events_pattern(const char *pattern, char *path, size_t room)
+{
+    const char *launcher = getenv("OMPI_COMM_WORLD_RANK");
+    char rank[32], pid[32];
+    int has_rank = 0;
+    size_t used = 0;
+    if (launcher != NULL && *launcher != '\0' && strspn(launcher, "0123456789") == strlen(launcher)) {
+        snprintf(rank, sizeof rank, "%s", launcher);
+    } else {
+        snprintf(rank, sizeof rank, "pid%ld", (long)getpid());
+    }
+    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    path[0] = '\0';
+    for (const char *c = pattern; *c != '\0' && used + 1 < room; c++) {
+        const char *piece = NULL;
+        if (c[0] == '%' && c[1] == 'r') {
+            piece = rank;
+            has_rank = 1;
+        } else if (c[0] == '%' && c[1] == 'p') {
+            piece = pid;
+        } else if (c[0] == '%' && c[1] == '%') {
+            piece = "%";
+        }
+        if (piece != NULL) {
+            c++;
+        } else {
+            path[used] = *c;
+            path[++used] = '\0';
+            continue;
+        }
+        used += (size_t)snprintf(path + used, room - used, "%s", piece);
+    }
+    if (!has_rank && used < room) {
+        snprintf(path + used, room - used, ".%s", rank);
+    }
+}
+
+/* Where coll rdma writes this process's events: the caller's
+ * coll_rdma_events_file, else a file in a fresh directory of our own. Set
+ * before the first session opens the component. */
+static int locate_events_file(void)
+{
+    const char *pattern = getenv("OMPI_MCA_coll_rdma_events_file");
+    char own_pattern[300];
+    if (pattern == NULL || *pattern == '\0') {
+        const char *dir = getenv("TMPDIR");
+        snprintf(own_events_dir, sizeof own_events_dir, "%s/coll-rdma-sessions-events.XXXXXX", dir && *dir ? dir : "/tmp");
+        if (mkdtemp(own_events_dir) == NULL) {
+            own_events_dir[0] = '\0';
+            return -1;
+        }
+        snprintf(own_pattern, sizeof own_pattern, "%s/events-%%r.jsonl", own_events_dir);
+        setenv("OMPI_MCA_coll_rdma_events_file", own_pattern, 1);
+        pattern = own_pattern;
+    }
+    expand_events_pattern(pattern, events_path, sizeof events_path);
+    return 0;
+}
+
+static void remove_own_events_file(void)
+{
+    if (own_events_dir[0] != '\0') {
+        unlink(events_path);
+        rmdir(own_events_dir);
+    }
+}
+
+/* The value of top-level KEY in one event's line (compact JSON as coll
+ * rdma writes it: "key":value), copied into VALUE without quotes; 0 when
+ * absent. Keys are matched with their quotes, so a key's name inside a
+ * string value (escaped quotes there) never matches. */
+static int event_field(const char *line, const char *key, char *value, size_t room)
+{
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%s\":", key);
+    const char *at = strstr(line, quoted);
+    if (at == NULL || room == 0) {
+        return 0;
+    }
+    at += strlen(quoted);
+    int in_string = *at == '"';
+    at += in_string;
+    size_t length = in_string ? strcspn(at, "\"") : strcspn(at, ",}");
+    if (length >= room) {
+        length = room - 1;
+    }
+    memcpy(value, at, length);
+    value[length] = '\0';
+    return 1;
+}
+
+/* Whether the events written since the last call hold EVENT with
+ * "priority" PRIORITY; what was read is not read again. -1 when the file
+ * cannot be read. */
+static int new_events_hold(const char *event, long priority)
+{
+    FILE *file = fopen(events_path, "r");
+    if (file == NULL || fseek(file, events_seen_bytes, SEEK_SET) != 0) {
+        if (file != NULL) {
+            fclose(file);
+        }
+        return -1;
+    }
+    char line[8192], name[64], value[32];
+    int found = 0;
+    while (fgets(line, sizeof line, file) != NULL) {
+        if (event_field(line, "event", name, sizeof name) && strcmp(name, event) == 0 &&
+            event_field(line, "priority", value, sizeof value) && strtol(value, NULL, 10) == priority) {
+            found = 1;
+        }
+    }
+    events_seen_bytes = ftell(file);
+    fclose(file);
+    return found;
+}
 
 /* stderr redirected to a file for the length of one session */
 struct stderr_capture {
@@ -351,8 +485,8 @@ static void one_session(const char *name)
     mark_phase(label, "done");
 }
 
-/* A session with -m: the settings of its place in the cycle, its stderr
- * captured and searched for the verbose line those settings produce. */
+/* A session with -m: the settings of its place in the cycle; then its
+ * events must show them, and its stderr some coll rdma output. */
 static void session_with_changed_settings(const char *name, int k)
 {
     const struct session_settings *settings = &settings_cycle[(k - 1) % 3];
@@ -368,11 +502,18 @@ static void session_with_changed_settings(const char *name, int k)
     char *text = release_stderr(&capture);
     if (text == NULL) {
         FAIL("%s: cannot read the captured stderr", name);
-    } else if (strstr(text, settings->verbose_line) == NULL) {
-        FAIL("%s: coll_rdma_priority %s: no \"coll:rdma: ...%s\" among this rank's verbose output", name,
-             settings->priority ? settings->priority : "unset", settings->verbose_line);
+    } else if (strstr(text, "coll:rdma: ") == NULL) {
+        FAIL("%s: coll rdma printed nothing during this session (coll_rdma_verbose 2)", name);
     }
     free(text);
+    int held = new_events_hold(settings->event, settings->event_priority);
+    if (held < 0) {
+        FAIL("%s: cannot read coll rdma's events file %s", name, events_path);
+    } else if (!held) {
+        FAIL("%s: coll_rdma_priority %s: no %s event with priority %ld among this rank's events of the session (%s)",
+             name, settings->priority ? settings->priority : "unset", settings->event, settings->event_priority,
+             events_path);
+    }
     set_priority(NULL);
     expect_rdma = 1;
 }
@@ -404,6 +545,10 @@ int main(int argc, char **argv)
         my_world_rank = atoi(launcher_rank);
     }
 
+    if (change_settings && locate_events_file() != 0) {
+        FAIL("cannot make a directory for coll rdma's events under TMPDIR");
+        change_settings = 0;
+    }
     for (int k = 1; k <= sessions; k++) {
         char phase[32];
         snprintf(phase, sizeof phase, "session%d", k);
@@ -416,6 +561,7 @@ int main(int argc, char **argv)
     }
 
     if (skip_mpi_init) {
+        remove_own_events_file();
         /* each rank's own verdict: mpirun fails the job if any rank does */
         printf("sessions: rank %d %s", my_world_rank, failures ? "failed" : "ok");
         printf(failures ? " %d\n" : "\n", failures);
@@ -433,6 +579,7 @@ int main(int argc, char **argv)
     mark_phase("mpi-finalize", "begin");
     MPI_Finalize();
     mark_phase("mpi-finalize", "done");
+    remove_own_events_file();
     if (failures) {
         printf("sessions: rank %d failed %d\n", my_world_rank, failures);
     } else {
