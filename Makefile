@@ -289,6 +289,8 @@ check-rxe: build
 	@$(MAKE) --no-print-directory test-rxe
 
 test-rxe:
+	@echo "== the Soft-RoCE benches' sample, on this host (ci/rxe/bench-sample-test.sh)"
+	@bash ci/rxe/bench-sample-test.sh
 	@echo "== Soft-RoCE tests (verbs transport)"
 	@bash ci/rxe-tests.sh
 

@@ -26,26 +26,16 @@ ITERS=${BENCH_ITERS:-400}
 NP=${BENCH_NP:-2}
 OTHER=${BENCH_OTHER:-none}
 
+. "$ROOT/ci/rxe/bench-sample.sh"
 # iterations shrink with size so that a 1 MiB sample stays a few seconds
-iters_for() { n=$((ITERS * 16384 / $1)); [ "$n" -lt 4 ] && n=4; [ "$n" -gt "$ITERS" ] && n=$ITERS; echo $n; }
+iters_for() { scaled_iters "$1" 16384 4; }
 
 sample() {  # sample PROTECTION SIZE -> "avg_us" or "FAIL"
-    protection=$1 size=$2
-    n=$(iters_for "$size")
-    out=$(mpirun -np "$NP" --oversubscribe --bind-to none --mca btl self,vader --mca mca_base_component_path "SYS_DEFAULT:$COMPONENTS" \
-              --mca coll_rdma_transport verbs --mca coll_rdma_verbs_protection "$protection" --mca coll_rdma_verbose 2 \
-              "$BIN" -q -c bcast -m "$size" -w 3 -n "$n" 2>&1)
-    status=$?
-    if ! printf '%s\n' "$out" | grep -q "verbs multicast datagrams"; then
-        echo "# $protection sample: no multicast group in use:" >&2; printf '%s\n' "$out" | tail -5 >&2
-        echo FAIL; return
-    fi
-    line=$(printf '%s\n' "$out" | grep "^bcast ")
-    if [ $status != 0 ] || [ -z "$line" ] || printf '%s\n' "$out" | grep -q "WRONG RESULT"; then
-        echo "# $protection $size failed (status $status):" >&2; printf '%s\n' "$out" | tail -5 >&2
-        echo FAIL; return
-    fi
-    echo "$line" | awk '{print $3}'
+    # every rank must have the UD multicast group (coll rdma's comm_ready)
+    bench_sample "$1 sample" bcast "$NP" 'every_rank_ready(0; .transport == "verbs" and .multicast == "Datagram")' fail \
+        -np "$NP" --oversubscribe --bind-to none --mca btl self,vader --mca mca_base_component_path "SYS_DEFAULT:$COMPONENTS" \
+        --mca coll_rdma_transport verbs --mca coll_rdma_verbs_protection "$1" \
+        "$BIN" -q -c bcast -m "$2" -w 3 -n "$(iters_for "$2")"
 }
 
 echo "# bcast over verbs UD multicast, np $NP in one guest: encrypt against $OTHER; coll_latency, avg us per call over ranks; load $(cat /run/rxe/host-loadavg 2>/dev/null || echo '?') (host loadavg at guest start)"
