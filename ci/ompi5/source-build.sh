@@ -124,7 +124,7 @@ cmd_test() {
     local launcher_path
     launcher_path=$(sed -n 's/^OMPI_MCA_mca_base_component_path=//p' "$LOGS/rank-env.log")
 
-    local env_file selfcheck status
+    local env_file selfcheck
     home=$(mktemp -d "${TMPDIR:-/tmp}/coll-rdma-home.XXXXXX")
     trap 'rm -rf "$home"' EXIT
     env_file=$home/.openmpi/coll-rdma-env.sh
@@ -141,33 +141,23 @@ cmd_test() {
     fi
     sed -n '/component-path\|mpirun\|Wrote\|coll-rdma-selfcheck:/p' "$LOGS/install.log" | head -n 12 | sed 's/^/   /'
 
+    # shellcheck source=ci/ompi5/selfcheck-runs.sh
+    . "$ROOT/ci/ompi5/selfcheck-runs.sh"
     case ":$launcher_path:" in
     "::")
         [ ! -e "$env_file" ] && pass no-env-file-when-mpirun-sets-no-path \
             || fail no-env-file-when-mpirun-sets-no-path "mpirun sets no component path, but make install wrote $env_file"
-        HOME=$home timeout -k 5 "$TIMEOUT" "$selfcheck" >"$LOGS/selfcheck.log" 2>&1 ;;
+        check_selfcheck_ok selfcheck "$home" "$selfcheck" "$LOGS/selfcheck.log" ;;
     *":$home/.openmpi/components:"*)
         fail env-file "mpirun already names the install directory ($launcher_path): unexpected in a fresh HOME"
         return ;;
     *)
         [ -f "$env_file" ] && pass env-file-when-mpirun-replaces-path \
             || fail env-file-when-mpirun-replaces-path "mpirun sets \"$launcher_path\" but make install wrote no $env_file"
-        HOME=$home timeout -k 5 "$TIMEOUT" "$selfcheck" >"$LOGS/selfcheck-without-env.log" 2>&1
-        status=$?
-        if [ "$status" = 3 ] && grep -q 'leaves out' "$LOGS/selfcheck-without-env.log"; then
-            pass selfcheck-without-env
-        else
-            fail selfcheck-without-env "expected exit 3 naming the component path mpirun sets (got $status)"
-        fi
-        HOME=$home timeout -k 5 "$TIMEOUT" bash -c '. "$1" && "$2"' _ "$env_file" "$selfcheck" >"$LOGS/selfcheck.log" 2>&1 ;;
+        check_selfcheck_not_served "$home" "$selfcheck" "$LOGS/selfcheck-without-env.log"
+        check_selfcheck_ok selfcheck "$home" "$selfcheck" "$LOGS/selfcheck.log" "$env_file" ;;
     esac
-    status=$?
     sed 's/^/   /' "$LOGS/selfcheck.log" | grep 'coll-rdma-selfcheck:' | head -n 3
-    if [ "$status" = 0 ] && grep -q 'coll-rdma-selfcheck: OK' "$LOGS/selfcheck.log"; then
-        pass selfcheck
-    else
-        fail selfcheck "expected OK under plain mpirun (got exit $status)"
-    fi
 
     # the same program as the self-check's, to see which libmpi a rank maps
     # (Debian's /usr/lib has the same version)

@@ -16,7 +16,8 @@
 #    ci/ompi5/pmix-reinit-crash.c) and the environment file, each also with
 #    --mca coll rdma; three sessions with coll rdma's settings changed
 #    between them and its library kept loaded (sessions.c -m -k: each value
-#    must take effect, and verbose output must appear in every session); six sessions before MPI_Init with
+#    must take effect, as each rank's events say, and verbose output must
+#    appear in every session); six sessions before MPI_Init with
 #    OMPI5_SESSION_CYCLES=6. Served means more
 #    than claimed: coll rdma's tallies (its comm_freed events) must count calls
 #    it served on every communicator and none it handed over. A run that
@@ -82,21 +83,11 @@ if [ -f "$ENV_FILE" ] && grep -q PMIX_MCA_mca_base_component_path "$ENV_FILE"; t
 fi
 
 SELFCHECK=$HOME_DIR/.local/bin/coll-rdma-selfcheck
+# shellcheck source=ci/ompi5/selfcheck-runs.sh
+. "$ROOT/ci/ompi5/selfcheck-runs.sh"
 if [ -x "$SELFCHECK" ]; then
-    HOME=$HOME_DIR timeout -k 5 "$TIMEOUT" "$SELFCHECK" >"$LOGS/selfcheck-without-env.log" 2>&1
-    status=$?
-    if [ "$status" = 3 ] && grep -q 'leaves out' "$LOGS/selfcheck-without-env.log"; then
-        pass selfcheck-without-env
-    else
-        fail selfcheck-without-env "expected exit 3 (not served) naming the component path mpirun sets (got $status)"
-    fi
-    HOME=$HOME_DIR timeout -k 5 "$TIMEOUT" bash -c '. "$1" && "$2"' _ "$ENV_FILE" "$SELFCHECK" >"$LOGS/selfcheck-with-env.log" 2>&1
-    status=$?
-    if [ "$status" = 0 ] && grep -q 'coll-rdma-selfcheck: OK' "$LOGS/selfcheck-with-env.log"; then
-        pass selfcheck-with-env
-    else
-        fail selfcheck-with-env "expected OK after sourcing $ENV_FILE (got $status)"
-    fi
+    check_selfcheck_not_served "$HOME_DIR" "$SELFCHECK" "$LOGS/selfcheck-without-env.log"
+    check_selfcheck_ok selfcheck-with-env "$HOME_DIR" "$SELFCHECK" "$LOGS/selfcheck-with-env.log" "$ENV_FILE"
 else
     fail selfcheck-with-env "make install did not install $SELFCHECK"
 fi
@@ -288,8 +279,9 @@ run_sessions "sessions-mca-path-coll-rdma-np3" 3 - --mca mca_base_component_path
 [ -f "$ENV_FILE" ] && run_sessions "sessions-envfile-coll-rdma-np4" 4 "$ENV_FILE" --mca coll rdma
 # settings changed between sessions (tests/mpi/sessions.c -m): each
 # session must run with the coll_rdma_priority set before it (-1: coll rdma
-# serves nothing, 77: it claims at 77), and each rank's verbose output must
-# say so in the second and third session as in the first. With the library
+# serves nothing, 77: it claims at 77), and each rank's events (this run's
+# coll_rdma_events_file, which sessions.c reads) must say so in the second
+# and third session as in the first. With the library
 # kept loaded (-k): Open MPI otherwise unloads it at each finalisation, so
 # every session would start from fresh statics and hide state kept too long.
 # Without MPI_Init after the sessions (-n): after three sessions Open MPI
