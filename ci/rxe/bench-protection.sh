@@ -31,8 +31,10 @@ OTHER=${BENCH_OTHER:-none}
 iters_for() { scaled_iters "$1" 16384 4; }
 
 sample() {  # sample PROTECTION SIZE -> "avg_us" or "FAIL"
-    # every rank must have the UD multicast group (coll rdma's comm_ready)
-    bench_sample "$1 sample" bcast "$NP" 'every_rank_ready(0; .transport == "verbs" and .multicast == "Datagram")' fail \
+    # every rank must have the UD multicast group, sealed as asked (coll
+    # rdma's comm_ready)
+    bench_sample "$1 sample" bcast "$NP" \
+        "every_rank_ready(0; .transport == \"verbs\" and .multicast == \"Datagram\" and .protection == \"$1\")" fail \
         -np "$NP" --oversubscribe --bind-to none --mca btl self,vader --mca mca_base_component_path "SYS_DEFAULT:$COMPONENTS" \
         --mca coll_rdma_transport verbs --mca coll_rdma_verbs_protection "$1" \
         "$BIN" -q -c bcast -m "$2" -w 3 -n "$(iters_for "$2")"
