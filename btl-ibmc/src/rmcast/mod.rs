@@ -58,6 +58,8 @@ mod congestion_tests;
 #[cfg(test)]
 mod tail_tests;
 #[cfg(test)]
+mod tail_nack_tests;
+#[cfg(test)]
 mod random_loss_tests;
 #[cfg(test)]
 mod nack_retry_tests;

@@ -18,6 +18,17 @@
 //! original; receivers drop whichever arrives second, so correctness
 //! never depends on the copies, only the time to repair does.
 
+/// How long a leaf waiting for the rest of a message lets its stream be
+/// silent, from the last piece that arrived (one of that message), before
+/// it NACKs the missing end: one of its NACK RTOs (`leaf_rto`, SRTT + 4
+/// RTTVAR of its own NACKs, at least `RmcastConfig::nack_retry_floor`).
+/// A tail lost with its copy (p^2 per receiver) then costs an RTO and a
+/// round trip instead of the collector's timeout. The datagram flavour's
+/// leaves (`datagram::nack`) and the simulator both wait this long.
+pub fn tail_nack_wait(leaf_rto: std::time::Duration) -> std::time::Duration {
+    leaf_rto
+}
+
 /// Bytes of a piece's header on the wire (`wire`), for wire-cost figures.
 pub const PIECE_HEADER_BYTES: usize = super::wire::PIECE_HEADER_BYTES;
 
