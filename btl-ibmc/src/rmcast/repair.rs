@@ -1,5 +1,6 @@
-//! Which pieces a root multicasts twice before anyone asks: the one
-//! decision that both the datagram flavour (`datagram::sender`) and the
+//! Which pieces a root multicasts twice before anyone asks, and how long
+//! a leaf waits before it asks for a lost tail: the decisions that both
+//! the datagram flavour (`datagram::sender`, `datagram::nack`) and the
 //! simulator (tuning/sim) take from here, so that what the simulator
 //! measures is what runs.
 //!
@@ -12,7 +13,9 @@
 //! once the originals have gone out and been forwarded to the co-roots,
 //! turns a lost tail into a loss of both copies (p^2 under independent
 //! loss), and a receiver that lost an earlier piece sees the gap at the
-//! copy and NACKs it at once. docs/rmcast-congestion.md has the study.
+//! copy and NACKs it at once. A receiver that loses both copies (or the
+//! last several pieces) NACKs the missing end once its stream has been
+//! silent for `tail_nack_wait`. docs/rmcast-tail.md has the study.
 //!
 //! Invariant: a copy is the same frame (same sequence number) as its
 //! original; receivers drop whichever arrives second, so correctness
