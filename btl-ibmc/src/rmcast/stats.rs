@@ -66,8 +66,9 @@ pub struct RmcastStats {
     pub repairs_multicast: u64,
     /// Second multicasts of a message's last pieces (`RmcastConfig::tail_repeat`).
     pub tail_repeats: u64,
-    /// NACKs a leaf sent for the missing end of the message it was
-    /// receiving, which no later piece revealed (`RmcastConfig::tail_nack`).
+    /// NACK messages (of `nacks_sent`) a leaf sent for the missing end of
+    /// the message it was receiving, which no later piece revealed
+    /// (`RmcastConfig::tail_nack`).
     pub tail_nacks: u64,
 }
 

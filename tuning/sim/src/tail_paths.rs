@@ -74,6 +74,8 @@ pub struct Rules {
     pub tail_nack: bool,
     /// The leaf's NACK RTO, and the ceiling its doubling stops at.
     pub leaf_rto_ns: f64,
+    /// The explicit-ACK delay, the least wait before a tail NACK.
+    pub ack_delay_ns: f64,
     pub repeat_ceiling_ns: f64,
     /// The collector's timeout.
     pub timeout_ns: f64,
@@ -94,6 +96,7 @@ impl Rules {
             multicast_repairs: control_loss,
             tail_nack,
             leaf_rto_ns: floor.max(3.0 * nack_round_trip),
+            ack_delay_ns: ranks.calibration.rmcast.ack_delay_ns,
             repeat_ceiling_ns: config.congestion.rto_ceiling.as_nanos() as f64,
             timeout_ns: ranks.calibration.rmcast.timeout_ns,
         }
@@ -210,11 +213,11 @@ fn receiver_done(schedule: &Schedule, resend: &[f64], c: usize, rules: &Rules, d
 fn repaired(schedule: &Schedule, resend: &[f64], j: usize, revealed: Option<f64>, last_arrival: Option<f64>, rules: &Rules, draws: &mut Draws) -> (f64, Path) {
     let round = schedule.control_ns + resend[j];
     let control_loss = if rules.control_loss { rules.loss } else { 0.0 };
-    let leaf_rto = Duration::from_nanos(rules.leaf_rto_ns as u64);
+    let wait = tail_nack_wait(Duration::from_nanos(rules.leaf_rto_ns as u64), Duration::from_nanos(rules.ack_delay_ns as u64));
     let by_nack = match (revealed, last_arrival) {
         (Some(at), _) => Some((at, Path::Nack, Path::NackRepeated)),
         (None, Some(silent_from)) if rules.tail_nack => {
-            Some((silent_from + tail_nack_wait(leaf_rto).as_nanos() as f64, Path::TailNack, Path::TailNackRepeated))
+            Some((silent_from + wait.as_nanos() as f64, Path::TailNack, Path::TailNackRepeated))
         }
         _ => None,
     };
@@ -253,7 +256,7 @@ mod tests {
     }
 
     fn rules(loss: f64, tail_nack: bool) -> Rules {
-        Rules { loss, control_loss: false, multicast_repairs: false, tail_nack, leaf_rto_ns: 50_000.0, repeat_ceiling_ns: 1e9, timeout_ns: 1e6 }
+        Rules { loss, control_loss: false, multicast_repairs: false, tail_nack, leaf_rto_ns: 50_000.0, ack_delay_ns: 20_000.0, repeat_ceiling_ns: 1e9, timeout_ns: 1e6 }
     }
 
     #[test]

@@ -29,8 +29,9 @@
 //! too) is revealed by no later arrival. A leaf inside a receive knows
 //! where the message it waits for ends (`Receiver::expect`), so once a
 //! piece of that message has arrived and the stream has then been silent
-//! for the leaf's RTO (at most the repeat ceiling), it NACKs the missing rest of the message at once
-//! (`NackTimer::tail_due`, issue 36) instead of waiting for its
+//! for the leaf's RTO or the explicit-ACK delay, whichever is longer (at
+//! most the repeat ceiling; `repair::tail_nack_wait`), it NACKs the
+//! missing rest of the message at once (`NackTimer::tail_due`, issue 36) instead of waiting for its
 //! collector's timeout. The pieces asked for join the horizon, so a tail
 //! is NACKed once and then repeated by the rule above, with its back-off:
 //! at most one tail NACK per message and RTO from each leaf that lost
@@ -272,8 +273,8 @@ impl NackTimer {
     }
 
     /// The missing end of `message` (the pieces of the message being
-    /// received), once the stream has been silent for the leaf's RTO
-    /// since a piece of it arrived (`arrived_below`: one past the highest
+    /// received), once the stream has been silent for
+    /// `repair::tail_nack_wait` since a piece of it arrived (`arrived_below`: one past the highest
     /// piece that arrived); see the module header. At most once per piece:
     /// what it asks for joins the horizon, and repeats are `when_due`'s.
     pub(crate) fn tail_due(&mut self, message: &Range<u64>, contiguous: u64, arrived_below: u64, now: Instant) -> NackStep {
@@ -282,11 +283,10 @@ impl NackTimer {
             return NackStep::Nothing;
         }
         let silent_since = self.last_arrival.unwrap_or(now);
-        // Within the repeat ceiling, as repeats are: before its first
-        // sample the estimate is the explicit-ACK delay, which a long
-        // collector timeout makes long.
-        let leaf_rto = self.rtt.rto().min(self.policy.repeat_ceiling);
-        if now.saturating_duration_since(silent_since) < tail_nack_wait(leaf_rto) {
+        // Within the repeat ceiling, as repeats are: a long collector
+        // timeout makes the explicit-ACK delay long.
+        let wait = tail_nack_wait(self.rtt.rto(), self.policy.ack_delay).min(self.policy.repeat_ceiling);
+        if now.saturating_duration_since(silent_since) < wait {
             return NackStep::Nothing;
         }
         self.horizon = message.end;

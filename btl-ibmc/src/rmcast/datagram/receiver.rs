@@ -208,10 +208,7 @@ impl Receiver {
                 self.send_nacks(transport, range, stats)?;
             }
             NackStep::Again(range) => stats.nacks_repeated += self.send_nacks(transport, range, stats)?,
-            NackStep::Tail(range) => {
-                stats.tail_nacks += 1;
-                self.send_nacks(transport, range, stats)?;
-            }
+            NackStep::Tail(range) => stats.tail_nacks += self.send_nacks(transport, range, stats)?,
             NackStep::Suppressed => stats.nacks_suppressed += 1,
         }
         Ok(())
