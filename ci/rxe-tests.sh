@@ -219,12 +219,14 @@ step() {  # step NAME LOGFILE -- COMMAND...
     fi
 }
 
+printf '%-46s %5ss\n' "host-builds (the guests booting beside them)" "$((SECONDS - t0))"
+t1=$SECONDS
 join_boot >"$LOGS/boot.log" 2>&1 || {
     sed 's/^/  boot: /' "$LOGS/boot.log" "$LOGS/session.log" | tail -20
     say "0 passed, 1 failed (the guests did not boot)"
     exit 1
 }
-printf '%-46s %5ss\n' "boot-two-guests (beside the builds)" "$((SECONDS - t0))"
+printf '%-46s %5ss\n' "boot-two-guests (left after the builds)" "$((SECONDS - t1))"
 say "test bed ready ($(cat build/rxe/kernel-version 2>/dev/null || echo '?'), session $SESSION); logs in $LOGS/"
 
 # 1. one guest, two lanes side by side: each step's ranks all in one guest
