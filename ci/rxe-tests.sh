@@ -14,30 +14,33 @@
 #      datagrams, a missing device), then the MPI tests of barrier,
 #      allreduce/reduce and bcast with coll_rdma_transport=verbs forced
 #      between the guest's node-local ranks, and bcast once more with
-#      multicast turned off (the tree of RDMA writes), and bcast with
-#      coll_rdma_verbs_protection authenticate (guest 0) and none (guest 1),
-#      encrypt being the default the other steps run; then the same MPI
+#      multicast turned off (the tree of RDMA writes); then the same MPI
 #      tests with transport auto and coll_rdma_test_pretend_nodes=2, so that
 #      the guest's ranks act as two nodes (shm within, verbs between), with
 #      queue pairs across them only between the two leaders; the
 #      MPI_THREAD_MULTIPLE case (section 1a of ci/mpi-tests.sh) in both;
+#      the forced-verbs job runs under coll_rdma_verbs_protection none and
+#      the pretended nodes under authenticate, encrypt being the default
+#      the two-guest jobs run;
 #   2. two guests: the device tests' two-host case (a rank per guest: puts,
 #      reliable messages and multicast datagrams, every byte checked) with
 #      loss and delay on ALL traffic (netem: RC retransmits);
 #   3. two guests: one MPI job spanning them (transport auto, which must pick
 #      shm within each guest and verbs between them: RC RDMA writes and UD
-#      multicast), first clean (the MPI_THREAD_MULTIPLE case too), then with 5 %
-#      loss on the multicast path and queue pairs only between the leaders; the results are checked by the programs
-#      and the retransmissions counted from coll rdma's events; then
-#      the same job over the udp transport with netem dropping 5 % of every
-#      packet (the real kernel's loss, beside the netns bed's injected one);
+#      multicast), first clean, then its bcast with 5 % loss on the
+#      multicast path and queue pairs only between the leaders; the results
+#      are checked by the programs and the retransmissions counted from coll
+#      rdma's events; then bcast over the udp transport with netem dropping
+#      5 % of every packet (the real kernel's loss, beside the netns bed's
+#      injected one);
 #      then allreduce and reduce of 16 B to 16 MiB around the ring of RDMA
 #      writes, every neighbour in the other guest (ci/rxe/ring-reductions.sh);
 #   4. two guests, a barrier loop across them over verbs, and guest 1's link
 #      taken down in the middle: the job must end with an error, coll rdma
 #      saying why within its fault timeout (ci/rxe/link-down.sh).
-# All steps share one boot of two guests (a session of ci/rxe/guests.sh):
-# the one-guest steps run in one guest each, two at a time, and before every
+# All steps share one boot of two guests (a session of ci/rxe/guests.sh),
+# booted while the host builds the test programs: the one-guest steps run
+# in one guest each, two at a time, and before every
 # other step each guest's netem is set to what the step needs
 # (ci/rxe/netem.sh), so no step inherits the loss of the one before. If the guests die, the next step boots them
 # again (twice at most).
@@ -86,48 +89,7 @@ elif [ "$rc" != 0 ]; then
     exit 1
 fi
 
-# --------------------------------------------------------------- builds
 [ -f build/components/mca_coll_rdma.so ] || { say "build/components/mca_coll_rdma.so missing: run 'make build'"; exit 2; }
-# The MPI test programs are built here, on the host: a guest that compiled
-# one would write it into its own private overlay, where mpirun finds it for
-# that guest's ranks but the other guest's orted does not ("unable to launch
-# the specified application", mpirun status 132). The guests only check.
-bash ci/mpi-tests.sh --build-only >build/rxe-mpi-build.log 2>&1 ||
-    { sed 's/^/  mpi-tests build: /' build/rxe-mpi-build.log | tail -20; say "could not build the MPI test programs"; exit 2; }
-mkdir -p build/bench
-[ build/bench/coll_latency -nt bench/coll_latency.c ] ||
-    mpicc -O2 -Wall -o build/bench/coll_latency bench/coll_latency.c || { say "could not build bench/coll_latency.c"; exit 2; }
-DEVICE_TEST=$(cargo test --profile release-tests -p btl-ibmc --test verbs_device --no-run --message-format=json 2>/dev/null |
-    sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
-[ -x "$DEVICE_TEST" ] || { say "could not build btl-ibmc's verbs_device test"; exit 2; }
-
-# Each step's outcome, one "PASS NAME" or "FAIL NAME" line: steps that run
-# side by side (lanes, below) write here from their own subshells.
-RESULTS=build/rxe-tests.results
-: >"$RESULTS"
-step() {  # step NAME LOGFILE -- COMMAND...
-    local name=$1 log=$2
-    shift 3
-    if [ -n "${RXE_STEPS:-}" ] && ! printf '%s\n' "$name" | grep -qE -- "$RXE_STEPS"; then
-        printf '%-46s not run (RXE_STEPS)\n' "$name"
-        return 0
-    fi
-    local t0=$SECONDS status=0
-    "$@" >"$log" 2>&1 || status=$?
-    if [ "$status" = 0 ]; then
-        echo "PASS $name" >>"$RESULTS"
-        printf '%-46s PASS  %5ss\n' "$name" "$((SECONDS - t0))"
-    else
-        echo "FAIL $name" >>"$RESULTS"
-        printf '%-46s FAIL  %5ss  (log: %s)\n' "$name" "$((SECONDS - t0))" "$log"
-        # the matching lines, and after a failed MPI test the reasons that
-        # ci/mpi-tests.sh indents under it (CI shows only this summary)
-        awk 'reasons > 0 && /^(\[g[0-9]+\] )?      / { print; reasons--; next }
-             { reasons = 0 }
-             /FAIL|failed|error|panicked|TIMEOUT|could not start|did not finish booting|did not boot/ { print; if (/ FAIL  /) reasons = 12 }' "$log" |
-            head -40 | sed 's/^/      /'
-    fi
-}
 
 LOGS=build/rxe-tests
 rm -rf "$LOGS"
@@ -136,17 +98,39 @@ mkdir -p "$LOGS"
 # ------------------------------------------------------- the guests' boot
 SESSION=
 BOOTS=0
-stop_session() { [ -z "$SESSION" ] || "$GUESTS" session stop "$SESSION" >>"$LOGS/session.log" 2>&1 || true; }
+BOOT_PID=
+# start_boot: boots the two guests in the background (session start; its
+# directory, the session's name, lands in $LOGS/session-dir); join_boot
+# waits for that boot and sets SESSION, or fails
+start_boot() {
+    BOOTS=$((BOOTS + 1))
+    "$GUESTS" session start --guests 2 --timeout 14400 >"$LOGS/session-dir" 2>>"$LOGS/session.log" </dev/null &
+    BOOT_PID=$!
+}
+join_boot() {
+    local status=0
+    [ -n "$BOOT_PID" ] || return 1
+    wait "$BOOT_PID" || status=$?
+    BOOT_PID=
+    SESSION=$(cat "$LOGS/session-dir" 2>/dev/null || true)
+    [ "$status" = 0 ] && [ -n "$SESSION" ] || { SESSION=; return 1; }
+}
+# (a boot still under way is waited for, so that its guests are stopped too)
+stop_session() {
+    [ -z "$BOOT_PID" ] || join_boot || true
+    [ -z "$SESSION" ] || "$GUESTS" session stop "$SESSION" >>"$LOGS/session.log" 2>&1 || true
+}
 trap stop_session EXIT
 trap 'exit 130' INT TERM
-# Boots the two guests unless they are running: at the start, and again
-# (twice at most) after a step in which they died.
+# Boots the two guests unless they are running: again (twice at most)
+# after a step in which they died; the first boot is start_boot's, under
+# way while the host builds the test programs.
 ensure_guests() {
     if [ -n "$SESSION" ] && "$GUESTS" session alive "$SESSION" 2>/dev/null; then return 0; fi
     if [ "$BOOTS" -ge 3 ]; then echo "rxe: the guests died $BOOTS times: not booting them again"; return 1; fi
-    BOOTS=$((BOOTS + 1))
     [ -z "$SESSION" ] || echo "rxe: the guests are gone (session $SESSION): booting them again"
-    SESSION=$("$GUESTS" session start --guests 2 --timeout 14400 2>>"$LOGS/session.log") || { SESSION=; return 1; }
+    start_boot
+    join_boot
 }
 # in_guests [--mtu BYTES] NETEM -- [session exec options] -- COMMAND...: sets every guest's
 # egress impairment (ci/rxe/netem.sh words: none, mcast PCT, all PCT, spec
@@ -189,18 +173,71 @@ lanes() {
     for k in $(seq 0 $(($# - 1))); do cat "$LOGS/lane-$k.out"; done
 }
 
+# The guests boot (TCG: seconds to a minute) while the host builds below.
 t0=$SECONDS
-ensure_guests >"$LOGS/boot.log" 2>&1 || {
+start_boot
+
+# --------------------------------------------------------------- builds
+# The MPI test programs are built here, on the host: a guest that compiled
+# one would write it into its own private overlay, where mpirun finds it for
+# that guest's ranks but the other guest's orted does not ("unable to launch
+# the specified application", mpirun status 132). The guests only check.
+bash ci/mpi-tests.sh --build-only >build/rxe-mpi-build.log 2>&1 ||
+    { sed 's/^/  mpi-tests build: /' build/rxe-mpi-build.log | tail -20; say "could not build the MPI test programs"; exit 2; }
+mkdir -p build/bench
+[ build/bench/coll_latency -nt bench/coll_latency.c ] ||
+    mpicc -O2 -Wall -o build/bench/coll_latency bench/coll_latency.c || { say "could not build bench/coll_latency.c"; exit 2; }
+DEVICE_TEST=$(cargo test --profile release-tests -p btl-ibmc --test verbs_device --no-run --message-format=json 2>/dev/null |
+    sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
+[ -x "$DEVICE_TEST" ] || { say "could not build btl-ibmc's verbs_device test"; exit 2; }
+
+# Each step's outcome, one "PASS NAME" or "FAIL NAME" line: steps that run
+# side by side (lanes, below) write here from their own subshells.
+RESULTS=build/rxe-tests.results
+: >"$RESULTS"
+step() {  # step NAME LOGFILE -- COMMAND...
+    local name=$1 log=$2
+    shift 3
+    if [ -n "${RXE_STEPS:-}" ] && ! printf '%s\n' "$name" | grep -qE -- "$RXE_STEPS"; then
+        printf '%-46s not run (RXE_STEPS)\n' "$name"
+        return 0
+    fi
+    local t0=$SECONDS status=0
+    "$@" >"$log" 2>&1 || status=$?
+    if [ "$status" = 0 ]; then
+        echo "PASS $name" >>"$RESULTS"
+        printf '%-46s PASS  %5ss\n' "$name" "$((SECONDS - t0))"
+    else
+        echo "FAIL $name" >>"$RESULTS"
+        printf '%-46s FAIL  %5ss  (log: %s)\n' "$name" "$((SECONDS - t0))" "$log"
+        # the matching lines, and after a failed MPI test the reasons that
+        # ci/mpi-tests.sh indents under it (CI shows only this summary)
+        awk 'reasons > 0 && /^(\[g[0-9]+\] )?      / { print; reasons--; next }
+             { reasons = 0 }
+             /FAIL|failed|error|panicked|TIMEOUT|could not start|did not finish booting|did not boot/ { print; if (/ FAIL  /) reasons = 12 }' "$log" |
+            head -40 | sed 's/^/      /'
+    fi
+}
+
+printf '%-46s %5ss\n' "host-builds (the guests booting beside them)" "$((SECONDS - t0))"
+t1=$SECONDS
+join_boot >"$LOGS/boot.log" 2>&1 || {
     sed 's/^/  boot: /' "$LOGS/boot.log" "$LOGS/session.log" | tail -20
     say "0 passed, 1 failed (the guests did not boot)"
     exit 1
 }
-printf '%-46s %5ss\n' "boot-two-guests" "$((SECONDS - t0))"
+printf '%-46s %5ss\n' "boot-two-guests (left after the builds)" "$((SECONDS - t1))"
 say "test bed ready ($(cat build/rxe/kernel-version 2>/dev/null || echo '?'), session $SESSION); logs in $LOGS/"
 
 # 1. one guest, two lanes side by side: each step's ranks all in one guest
 #    (guest 0 or guest 1; the network they share carries no traffic of the
 #    other's, the multicast groups apart by their ids)
+# Each MPI job also runs bcast's UD multicast under a
+# coll_rdma_verbs_protection other than the default (encrypt, which the
+# two-guest jobs run): the results checked by the programs (issue 33:
+# sealed like udp's frames). What each protection puts on the wire is the
+# device tests' stranger case. (Until issue 34 each protection was a bcast
+# job of its own, np 3 on forced verbs: one minute of a lane each.)
 one_guest_lane() {  # one_guest_lane GUEST
     if [ "$1" = 0 ]; then
         step "one-guest-verbs-device-tests" "$LOGS/device.log" -- \
@@ -212,9 +249,11 @@ one_guest_lane() {  # one_guest_lane GUEST
         # choice at scale): a non-leader holds none across nodes, so any path that
         # still crossed from it would fail its put, and the programs check every
         # result; the two-guest jobs below keep every pair, the default at this size.
+        # The leaders' multicast datagrams authenticated, payload in clear.
         # The checks read each case's events (docs/events.md); thread_multiple
-        # checks its own, in ci/mpi-tests.sh)
-        step "one-guest-mpi-pretended-nodes-leaders-only" "$LOGS/mpi-pretend-nodes.log" -- \
+        # checks its own, in ci/mpi-tests.sh: it is the hybrid's threads case,
+        # the two-guest jobs run none)
+        step "one-guest-mpi-pretended-nodes-leaders-only-authenticate" "$LOGS/mpi-pretend-nodes.log" -- \
             in_guest 0 -- --timeout 1500 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 EXPECT_TRANSPORT="shm+verbs" MPI_TESTS_LOGDIR=/run/rxe/mpi-tests-pretend \
             ci/rxe/mpi-job.sh --cases 'barrier_order|reduce_ops|bcast' \
                 --every 'leaders_only_here(0; 0; 2; 1; true)' \
@@ -224,37 +263,22 @@ one_guest_lane() {  # one_guest_lane GUEST
                 --every 'hierarchy_of(0; 0) | .two_level.reduce' \
                 --every 'hierarchy_of(0; 0) | .nodes == 2 and .two_level.bcast and .bcast_stages.among_leaders == "datagram multicast"' \
                 --every 'hierarchy_of(0; 3) | .nodes == 2 and .two_level.bcast and .bcast_stages.within_nodes == "window reads" and .node_leader != 3' \
-                -- --quick --transport auto --mca coll_rdma_test_pretend_nodes 2 --mca coll_rdma_hierarchy_queue_pairs_max 0 --nps "4" \
+                -- --quick --transport auto --mca coll_rdma_test_pretend_nodes 2 --mca coll_rdma_hierarchy_queue_pairs_max 0 \
+                --mca coll_rdma_verbs_protection authenticate --nps "4" \
                 --only 'barrier_order|reduce_ops|bcast|thread_multiple'
-        protected_multicast_step 0 authenticate
     else
-        step "one-guest-mpi-transport-verbs" "$LOGS/mpi-one-guest.log" -- \
-            in_guest 1 -- --timeout 1500 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=0 MPI_TESTS_NO_BUILD=1 \
-            ci/mpi-tests.sh --quick --transport verbs --nps "3" --only 'barrier_order|reduce_ops|bcast|thread_multiple'
+        # (flat verbs between 3 ranks, multicast datagrams unprotected: the
+        # warning a user reads is checked too)
+        step "one-guest-mpi-transport-verbs-protection-none" "$LOGS/mpi-one-guest.log" -- \
+            in_guest 1 -- --timeout 1500 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 \
+            MPI_TESTS_LOGDIR=/run/rxe/mpi-tests-one-guest WARNED="coll:rdma: comm 0: warning: verbs multicast datagrams unprotected (coll_rdma_verbs_protection=none)" \
+            sh -c 'ci/mpi-tests.sh --quick --transport verbs --mca coll_rdma_verbs_protection none --nps "3" --only "barrier_order|reduce_ops|bcast|thread_multiple" &&
+                   { grep -rqF "$WARNED" "$MPI_TESTS_LOGDIR" || { echo "FAIL: no rank 0 warned: $WARNED"; exit 1; }; }'
         step "one-guest-mpi-verbs-bcast-put-tree" "$LOGS/mpi-put-tree.log" -- \
             in_guest 1 -- --timeout 900 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 MPI_TESTS_LOGDIR=/run/rxe/mpi-tests-put-tree \
             ci/rxe/mpi-job.sh --every 'every_rank_ready(0; .transport == "verbs" and .multicast == "None" and .bcast.put_tree)' \
                 -- --quick --transport verbs --mca coll_rdma_verbs_multicast 0 --nps "3" --only bcast
-        protected_multicast_step 1 none
     fi
-}
-# bcast over UD multicast under a coll_rdma_verbs_protection other than the
-# default (encrypt, which the steps above run), the results checked by the
-# programs and verbose 2 saying how the datagrams went (issue 33: sealed
-# like udp's frames); the device tests' stranger case shows what another
-# communicator on the group reads under each protection
-protected_multicast_step() {  # protected_multicast_step GUEST PROTECTION
-    # (what each protection puts on the wire is the device tests' stranger
-    # case; here the bcast's results and that verbs served it, from the
-    # program's checks and the events; under none, the warning a user reads)
-    local protection=$2 warned=
-    [ "$protection" = none ] && warned="coll:rdma: comm 0: warning: verbs multicast datagrams unprotected (coll_rdma_verbs_protection=none)"
-    step "one-guest-mpi-verbs-bcast-protection-$protection" "$LOGS/mpi-protection-$protection.log" -- \
-        in_guest "$1" -- --timeout 900 -- env HOST_LOADAVG_FILE=/run/rxe/host-loadavg HOST_CORES="$(nproc)" TEST_TIMEOUT=300 KEEP_LOGS=1 MPI_TESTS_NO_BUILD=1 \
-        MPI_TESTS_LOGDIR="/run/rxe/mpi-tests-protection-$protection" PROTECTION="$protection" WARNED="$warned" \
-        sh -c 'ci/mpi-tests.sh --quick --transport verbs --mca coll_rdma_verbs_protection "$PROTECTION" --nps "3" --only bcast &&
-               { [ -z "$WARNED" ] || grep -rqF "$WARNED" "$MPI_TESTS_LOGDIR"; } ||
-               { echo "FAIL: bcast under coll_rdma_verbs_protection $PROTECTION${WARNED:+ (or no rank 0 warned: $WARNED)}"; exit 1; }'
 }
 lanes one_guest_lane one_guest_lane
 
@@ -304,20 +328,35 @@ two_guest_job() {  # two_guest_job NAME LOG NPS TRANSPORT WORLD_OVER ONLY NETEM.
 # leaders' stage is the 2-rank job across the guests that np 2 (one rank per
 # guest) would run, and the reductions, flat on round-robin nodes, write
 # across the guests from every rank (np 2 took a third of this step).
-# The clean job runs the MPI_THREAD_MULTIPLE case too (section 1a of
-# ci/mpi-tests.sh: threads on their own communicators across the guests).
-two_guest_job "two-guests-mpi-clean" "$LOGS/mpi-two-guests.log" "4" auto shm+verbs 'barrier_order|reduce_ops|bcast|thread_multiple' none
+# The MPI_THREAD_MULTIPLE case (section 1a of ci/mpi-tests.sh) runs in the
+# one-guest jobs only: over the hybrid (the pretended nodes) and over flat
+# verbs; the threads meet coll rdma's state and the verbs completions the
+# same whether a queue pair's peer is in the guest or across the link.
+# (It ran here too until issue 34, a minute of this job.)
+two_guest_job "two-guests-mpi-clean" "$LOGS/mpi-two-guests.log" "4" auto shm+verbs 'barrier_order|reduce_ops|bcast' none
 # (with queue pairs only between the two guests' leaders: the leaders'
 # multicast stage under loss, every result checked, the events saying that a
-# non-leader holds no queue pair across the guests)
+# non-leader holds no queue pair across the guests). bcast only: of the
+# three programs, only bcast multicasts (the events of barrier_order and
+# reduce_ops count no multicast piece), so under multicast-only loss they
+# ran as the clean job does; their leaders-only paths are the pretended
+# nodes' step's (the same checks on one guest's rxe) and the device tests'
+# only_leaders_hold_queue_pairs_across_nodes_when_asked. (Until issue 34
+# this job ran all three: 2 of its 3.9 minutes.)
 EXTRA_MCA="--mca coll_rdma_hierarchy_queue_pairs_max 0" \
     EXPECT_EV='leaders_only_somewhere(0; 2; 0; false)' \
-    two_guest_job "two-guests-mpi-multicast-loss-$LOSS_PCT%-leaders-only" "$LOGS/mpi-two-guests-loss.log" "4" auto shm+verbs 'barrier_order|reduce_ops|bcast' mcast "$LOSS_PCT"
+    two_guest_job "two-guests-mpi-multicast-loss-$LOSS_PCT%-leaders-only" "$LOGS/mpi-two-guests-loss.log" "4" auto shm+verbs 'bcast' mcast "$LOSS_PCT"
 # the udp transport (issue 13) with the real kernel's loss: netem drops
 # $LOSS_PCT % of every packet leaving each guest (multicast, the reliable
 # channel's unicast and mpirun's own TCP alike), where the netns bed can only
-# inject loss inside the udp backend
-two_guest_job "two-guests-mpi-udp-netem-loss-$LOSS_PCT%" "$LOGS/mpi-two-guests-udp-loss.log" "4" udp udp 'barrier_order|reduce_ops|bcast' all "$LOSS_PCT"
+# inject loss inside the udp backend. bcast only (its multicast, NACKs and
+# retransmissions, and the barriers the program runs between its rounds):
+# barrier_order and reduce_ops over udp under 5 % loss at np 4 are the
+# netns bed's injected-loss run (ci/udp-tests.sh, "MPI tests across 4
+# hosts ... injected loss"), whose dropped datagrams take the same
+# recovery path. (Until issue 34 this job ran all three: 2.6 of its 4.1
+# minutes.)
+two_guest_job "two-guests-mpi-udp-netem-loss-$LOSS_PCT%" "$LOGS/mpi-two-guests-udp-loss.log" "4" udp udp 'bcast' all "$LOSS_PCT"
 
 # long allreduce and reduce around the ring of RDMA writes (issue 12):
 # 16 B to 16 MiB at 4 ranks whose ring neighbours are all in the other guest
