@@ -39,11 +39,16 @@
 //! call. The check costs a receiver one comparison of the flag value its
 //! wait has already read.
 
+use std::sync::Arc;
+
 use btl_ibmc::{TransportError, WaitPolicy, Windows};
 
+use super::put_tree_run::{PutTreeCursor, PutTreePlan};
+pub use super::put_tree_run::PutTreeRun;
+use crate::patterns::meet::{Meet, StallClock};
 use crate::patterns::region::RegionCursor;
 use crate::patterns::segments::Segments;
-use crate::patterns::slots::{Arrival, Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
+use crate::patterns::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
 use crate::patterns::tree::TreeLinks;
 
 /// A binomial tree: the degree-1 tree of `TreeLinks` doubles the ranks
@@ -82,12 +87,10 @@ impl TreeRegion {
 /// One rank's put-tree broadcast state for one communicator.
 #[derive(Clone, Debug)]
 pub struct PutTreeBcast {
-    rank: usize,
     size: usize,
     config: PutTreeConfig,
-    from_parent: Option<Stream>,
-    /// Descending rank order: the child with the largest subtree first.
-    to_children: Vec<Stream>,
+    /// Shared with the outstanding runs.
+    plan: Arc<PutTreePlan>,
     relay_ring: usize,
     relay_credit: usize,
     shape: SlotShape,
@@ -115,11 +118,13 @@ impl PutTreeBcast {
             shape: region.shape,
         };
         PutTreeBcast {
-            rank,
             size,
             config,
-            from_parent: links.parent.map(|parent| stream(parent.peer, rank, parent.position)),
-            to_children: links.children.iter().rev().map(|child| stream(rank, child.peer, child.position)).collect(),
+            plan: Arc::new(PutTreePlan {
+                rank,
+                from_parent: links.parent.map(|parent| stream(parent.peer, rank, parent.position)),
+                to_children: links.children.iter().rev().map(|child| stream(rank, child.peer, child.position)).collect(),
+            }),
             relay_ring: region.relay_ring,
             relay_credit: region.relay_credit,
             shape: region.shape,
@@ -140,49 +145,34 @@ impl PutTreeBcast {
 
     /// MPI_Bcast of `buf` from `root`; every rank passes the same root and
     /// length. Fails on every rank but the root if the root abandons the
-    /// call (`abandon_at_root`).
+    /// call (`abandon_at_root`). The run of `start`, driven to its end with
+    /// blocking waits.
     pub fn bcast<T: Windows + ?Sized>(&mut self, transport: &T, root: usize, buf: &mut [u8]) -> Result<(), TransportError> {
+        let policy = self.config.policy;
+        let mut run = self.start(root, buf)?;
+        let finished = run.resume(transport, Meet::Block(policy.without_side_progress()))?;
+        debug_assert!(finished, "a blocking run returns finished");
+        Ok(())
+    }
+
+    /// Starts one bcast as a resumable run (see `put_tree_run`). Takes the
+    /// call's sequence numbers now, so runs must be started in the
+    /// communicator's post order and advanced one at a time in that order
+    /// (`schedule_queue`).
+    pub fn start<'a>(&mut self, root: usize, buf: &'a mut [u8]) -> Result<PutTreeRun<'a>, TransportError> {
         if root >= self.size {
             return Err(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() });
         }
-        if buf.is_empty() || self.size == 1 {
-            return Ok(());
-        }
-        let segments = Segments::new(buf.len(), 1, self.config.segment_bytes)?;
-        let base = self.last_seq;
-        let count = segments.count();
-        let policy = self.config.policy;
-        let waits = policy.without_side_progress();
+        let cursor = if buf.is_empty() || self.size == 1 {
+            None
+        } else {
+            let segments = Segments::new(buf.len(), 1, self.config.segment_bytes)?;
+            let base = self.last_seq;
+            self.last_seq = base + segments.count() as u64;
+            Some(PutTreeCursor::new(segments, base))
+        };
         let relay = (root != 0).then(|| self.relay_from(root));
-        for index in 0..count {
-            let range = segments.range(index);
-            let segment = &mut buf[range];
-            let turn = Turn::new(index, count, base, Reuse::AcknowledgedEachCall);
-            if let Some(relay) = &relay {
-                let relay_turn = Turn::new(index, count, base, Reuse::ImpliedByDataFlow);
-                if self.rank == root {
-                    relay.send(transport, relay_turn.seq, segment, relay_turn.credit_needed(), waits)?;
-                } else if self.rank == 0 {
-                    if relay.receive_unless_abandoned(transport, relay_turn.seq, segment, waits)? == Arrival::Abandoned {
-                        return self.pass_on_abandonment(transport, root, buf.len(), turn, base + count as u64);
-                    }
-                    if relay_turn.must_acknowledge() {
-                        relay.acknowledge(transport, relay_turn.seq)?;
-                    }
-                }
-            }
-            if let Some(parent) = &self.from_parent {
-                if parent.receive_unless_abandoned(transport, turn.seq, segment, waits)? == Arrival::Abandoned {
-                    return self.pass_on_abandonment(transport, root, buf.len(), turn, base + count as u64);
-                }
-                parent.acknowledge(transport, turn.seq)?;
-            }
-            for child in &self.to_children {
-                child.send(transport, turn.seq, segment, turn.credit_needed(), waits)?;
-            }
-        }
-        self.last_seq = base + count as u64;
-        Ok(())
+        Ok(PutTreeRun::new(Arc::clone(&self.plan), root, relay, buf, cursor, StallClock::new(self.config.policy.fault_timeout)))
     }
 
     /// The root's side of a `len`-byte call whose message it cannot provide
@@ -193,7 +183,7 @@ impl PutTreeBcast {
     /// streams are out of step (the ranks stop at different points of the
     /// call): the communicator must not broadcast through this tree again.
     pub fn abandon_at_root<T: Windows + ?Sized>(&mut self, transport: &T, root: usize, len: usize) -> Result<(), TransportError> {
-        if root != self.rank {
+        if root != self.plan.rank {
             return Err(TransportError::OutOfRange { peer: root, offset: 0, len });
         }
         if len == 0 || self.size == 1 {
@@ -209,24 +199,8 @@ impl PutTreeBcast {
         self.mark_children(transport, Turn::new(0, count, base, Reuse::AcknowledgedEachCall))
     }
 
-    /// A receiver found segment `turn` marked abandoned by the root.
-    fn pass_on_abandonment<T: Windows + ?Sized>(
-        &mut self,
-        transport: &T,
-        root: usize,
-        len: usize,
-        turn: Turn,
-        call_end: u64,
-    ) -> Result<(), TransportError> {
-        self.last_seq = call_end;
-        self.mark_children(transport, turn)?;
-        Err(TransportError::Failed(format!(
-            "bcast from root {root}: the root could not provide its {len}-byte message (it said so down the put tree)"
-        )))
-    }
-
     fn mark_children<T: Windows + ?Sized>(&self, transport: &T, turn: Turn) -> Result<(), TransportError> {
-        for child in &self.to_children {
+        for child in &self.plan.to_children {
             child.send_abandoned(transport, turn.seq, turn.credit_needed(), self.config.policy.without_side_progress())?;
         }
         Ok(())

@@ -39,14 +39,21 @@
 //! A partial's credit waits for the parent to read an earlier segment of
 //! the stream, which depends on nothing the child does later.
 
+mod run;
+
+use std::sync::Arc;
+
 use btl_ibmc::{PeerReads, SideProgress, TransportError};
 
+pub use run::ReduceRun;
+use run::ReduceCursor;
+
 use crate::collectives::large_reduction::parallel::ParallelReduction;
-use crate::collectives::large_reduction::buffers::{Gather, ReductionBuffers};
+use crate::collectives::large_reduction::buffers::{Contribution, Gather, ReductionBuffers};
+use crate::patterns::meet::{Meet, StallClock};
 use crate::patterns::region::{RegionCursor, LINE};
-use crate::patterns::scratch;
 use crate::patterns::segments::{check_message, Segments};
-use crate::patterns::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
+use crate::patterns::slots::{SlotShape, Stream, CREDIT_BYTES};
 use crate::patterns::tree::{TreeLinks, TwoLevelTree};
 use crate::patterns::upward::{Upward, UpwardRegion};
 use crate::patterns::TreeStreamConfig;
@@ -92,6 +99,16 @@ impl ReduceRegion {
     }
 }
 
+/// What every run of one communicator's reduce uses and none changes.
+#[derive(Debug)]
+struct ReducePlan {
+    rank: usize,
+    upward: Upward,
+    /// Indexed by root; used on rank 0 only.
+    relays_out: Vec<Stream>,
+    relay_in: Stream,
+}
+
 /// One rank's reduce schedule and state for one communicator. Independent
 /// of `Allreduce`: the two may interleave on one communicator.
 #[derive(Debug)]
@@ -100,10 +117,8 @@ pub struct Reduce {
     size: usize,
     config: TreeStreamConfig,
     region_offset: usize,
-    upward: Upward,
-    /// Indexed by root; used on rank 0 only.
-    relays_out: Vec<Stream>,
-    relay_in: Stream,
+    /// Shared with the outstanding runs.
+    plan: Arc<ReducePlan>,
     parallel: ParallelReduction,
     last_seq: u64,
     epoch: u64,
@@ -132,9 +147,12 @@ impl Reduce {
             size,
             config,
             region_offset,
-            upward: Upward::new("reduce partial", rank, &links, region.upward),
-            relays_out,
-            relay_in: region.relay(rank),
+            plan: Arc::new(ReducePlan {
+                rank,
+                upward: Upward::new("reduce partial", rank, &links, region.upward),
+                relays_out,
+                relay_in: region.relay(rank),
+            }),
             parallel: ParallelReduction::new(rank, size, region.parallel),
             last_seq: 0,
             epoch: 0,
@@ -160,7 +178,9 @@ impl Reduce {
         }
         let region = ReduceRegion::new(self.region_offset, self.size, &self.config);
         assert!(links.children.iter().chain(links.parent.iter()).all(|link| link.position < needed), "a link beyond the rings it needs");
-        self.upward = Upward::new("reduce partial", self.rank, links, region.upward);
+        let upward = Upward::new("reduce partial", self.rank, links, region.upward);
+        let (relays_out, relay_in) = (self.plan.relays_out.clone(), self.plan.relay_in);
+        self.plan = Arc::new(ReducePlan { rank: self.rank, upward, relays_out, relay_in });
         Ok(())
     }
 
@@ -219,64 +239,115 @@ impl Reduce {
         send: &[u8],
         recv: Option<&mut [u8]>,
     ) -> Result<(), TransportError> {
-        if root >= self.size {
-            return Err(TransportError::Failed(format!("reduce root {root} outside a communicator of {}", self.size)));
-        }
-        let mut result = if self.rank == root {
-            match recv {
-                Some(buffer) => Some(buffer),
-                None => return Err(TransportError::Failed("the reduce root needs a receive buffer".to_string())),
-            }
-        } else {
-            None
-        };
+        let result = self.result_buffer(root, recv)?;
         check_message(op, send, result.as_ref().map(|buffer| buffer.len()))?;
-        if send.is_empty() {
-            return Ok(());
-        }
-        if self.size == 1 {
-            if let Some(buffer) = result {
-                buffer.copy_from_slice(send);
-            }
-            return Ok(());
-        }
         if self.parallel.applies(transport, send.len()) {
             let waits = self.config.policy.serving(side_progress);
             let recv = result.unwrap_or_default();
             return self.parallel.reduce(transport, waits, op, Gather::Root(root), ReductionBuffers::Separate { send, recv });
         }
-        let segments = Segments::new(send.len(), op.element_size(), self.config.segment_bytes)?;
-        self.epoch += 1;
-        let base = self.last_seq;
-        let count = segments.count();
         let policy = self.config.policy;
-        let waits = policy.serving(side_progress);
-        scratch(&mut self.partial, segments.full_len());
-        scratch(&mut self.incoming, segments.full_len());
-        for index in 0..count {
-            let turn = Turn::new(index, count, base, Reuse::AcknowledgedEachCall);
-            let relay_turn = Turn::new(index, count, base, Reuse::ImpliedByDataFlow);
-            let range = segments.range(index);
-            let incoming = &mut self.incoming[..range.len()];
-            let folds_into_result = self.rank == 0 && root == 0;
-            let partial = match result.as_deref_mut() {
-                Some(buffer) if folds_into_result => &mut buffer[range.clone()],
-                _ => &mut self.partial[..range.len()],
-            };
-            partial.copy_from_slice(&send[range.clone()]);
-            self.upward.segment(transport, op, turn, partial, incoming, waits)?;
-            if self.rank == 0 && root != 0 {
-                let credit = relay_turn.credit_needed();
-                self.relays_out[root].send(transport, relay_turn.seq, partial, credit, waits)?;
-            }
-            if let Some(buffer) = result.as_deref_mut().filter(|_| root != 0) {
-                self.relay_in.receive(transport, relay_turn.seq, &mut buffer[range], waits)?;
-                if relay_turn.must_acknowledge() {
-                    self.relay_in.acknowledge(transport, relay_turn.seq)?;
-                }
-            }
-        }
-        self.last_seq = base + count as u64;
+        let scratch = (std::mem::take(&mut self.partial), std::mem::take(&mut self.incoming));
+        let mut run = self.start_window(op, root, Contribution::Borrowed(send), result, scratch)?;
+        let finished = run.resume(transport, Meet::Block(policy.serving(side_progress)))?;
+        debug_assert!(finished, "a blocking run returns finished");
+        (self.partial, self.incoming) = run.into_scratch();
         Ok(())
+    }
+
+    /// Starts one reduce call as a resumable run (see `run`): what `reduce`
+    /// does, advanced by `Schedule::advance`. Takes the call's sequence
+    /// numbers now, so runs must be started in the communicator's post
+    /// order and advanced one at a time in that order (`schedule_queue`).
+    /// A length the parallel reduction would serve is refused
+    /// (`Unsupported`), for the caller to hand the call over.
+    pub fn start<'a, T: PeerReads + ?Sized, R: Reduction + ?Sized>(
+        &mut self,
+        transport: &T,
+        op: &'a R,
+        root: usize,
+        send: &'a [u8],
+        recv: Option<&'a mut [u8]>,
+    ) -> Result<ReduceRun<'a, R>, TransportError> {
+        let result = self.result_buffer(root, recv)?;
+        check_message(op, send, result.as_ref().map(|buffer| buffer.len()))?;
+        self.refuse_parallel(transport, send.len())?;
+        self.start_window(op, root, Contribution::Borrowed(send), result, Default::default())
+    }
+
+    /// `start` for MPI_IN_PLACE at the root: `buffer` holds the root's
+    /// contribution (copied now) and receives the result.
+    pub fn start_in_place_at_root<'a, T: PeerReads + ?Sized, R: Reduction + ?Sized>(
+        &mut self,
+        transport: &T,
+        op: &'a R,
+        root: usize,
+        buffer: &'a mut [u8],
+    ) -> Result<ReduceRun<'a, R>, TransportError> {
+        if root != self.rank {
+            return Err(TransportError::Failed(format!("rank {} is not the root {root} of an in-place reduce", self.rank)));
+        }
+        check_message(op, buffer, None)?;
+        self.refuse_parallel(transport, buffer.len())?;
+        let contribution = Contribution::Copied(buffer.to_vec());
+        self.start_window(op, root, contribution, Some(buffer), Default::default())
+    }
+
+    /// The root's buffer (required there), `None` elsewhere.
+    fn result_buffer<'a>(&self, root: usize, recv: Option<&'a mut [u8]>) -> Result<Option<&'a mut [u8]>, TransportError> {
+        if root >= self.size {
+            return Err(TransportError::Failed(format!("reduce root {root} outside a communicator of {}", self.size)));
+        }
+        if self.rank != root {
+            return Ok(None);
+        }
+        match recv {
+            Some(buffer) => Ok(Some(buffer)),
+            None => Err(TransportError::Failed("the reduce root needs a receive buffer".to_string())),
+        }
+    }
+
+    fn refuse_parallel<T: PeerReads + ?Sized>(&self, transport: &T, len: usize) -> Result<(), TransportError> {
+        if self.parallel.applies(transport, len) {
+            return Err(TransportError::Unsupported("a resumable parallel reduction (lengths from its threshold)"));
+        }
+        Ok(())
+    }
+
+    /// The run of a call the tree serves, its numbers taken; `scratch`
+    /// (partial, incoming) is lent.
+    fn start_window<'a, R: Reduction + ?Sized>(
+        &mut self,
+        op: &'a R,
+        root: usize,
+        send: Contribution<'a>,
+        mut result: Option<&'a mut [u8]>,
+        scratch: (Vec<u8>, Vec<u8>),
+    ) -> Result<ReduceRun<'a, R>, TransportError> {
+        let cursor = if send.is_empty() {
+            None
+        } else if self.size == 1 {
+            if let Some(buffer) = result.as_deref_mut() {
+                buffer.copy_from_slice(&send);
+            }
+            None
+        } else {
+            let segments = Segments::new(send.len(), op.element_size(), self.config.segment_bytes)?;
+            self.epoch += 1;
+            let base = self.last_seq;
+            self.last_seq = base + segments.count() as u64;
+            Some(ReduceCursor::new(segments, base))
+        };
+        Ok(ReduceRun {
+            plan: Arc::clone(&self.plan),
+            op,
+            root,
+            send,
+            result,
+            partial: scratch.0,
+            incoming: scratch.1,
+            cursor,
+            stall: StallClock::new(self.config.policy.fault_timeout),
+        })
     }
 }
