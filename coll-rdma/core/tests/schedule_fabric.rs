@@ -333,7 +333,7 @@ fn play_rank(rank: usize, size: usize, seed: u64, scripts: &[Vec<Call>], endpoin
 }
 
 fn scripts_for(size: usize, communicators: usize, calls: usize, seed: u64) -> Vec<Vec<Call>> {
-    (0..communicators).map(|comm| script(size, seed ^ (comm as u64 + 1) * 7919, calls)).collect()
+    (0..communicators).map(|comm| script(size, seed ^ ((comm as u64 + 1) * 7919), calls)).collect()
 }
 
 fn fabrics(size: usize, communicators: usize, seed: u64, put_delay_max: Duration) -> Vec<Vec<FabricEndpoint>> {

@@ -66,6 +66,7 @@ impl Upward {
     /// `incoming` is scratch of the same length. Resumable: `done` counts
     /// the steps already taken (0 on entry to the segment); returns whether
     /// the segment is finished, which under `Meet::Block` it always is.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn resume_segment<T: Windows + ?Sized, R: Reduction + ?Sized>(
         &self,
         transport: &T,
@@ -88,10 +89,10 @@ impl Upward {
             *done += 1;
         }
         if *done == self.from_children.len() {
-            if let Some(parent) = &self.to_parent {
-                if !parent.try_send(transport, turn.seq, partial, turn.credit_needed(), &self.parent_credit, meet)? {
-                    return Ok(false);
-                }
+            if let Some(parent) = &self.to_parent
+                && !parent.try_send(transport, turn.seq, partial, turn.credit_needed(), &self.parent_credit, meet)?
+            {
+                return Ok(false);
             }
             *done += 1;
         }
