@@ -17,6 +17,10 @@
 //!   (see `large_reduction::parallel`): each rank reduces its own slice of every
 //!   rank's input, then reads the others'.
 //!
+//! Each call of the exchange or the tree is a resumable run (`run`,
+//! `Allreduce::start`); the blocking call drives that run with blocking
+//! waits, so both forms share every line of the algorithm.
+//!
 //! Messages are cut into segments of at most `segment_bytes` that stream
 //! through two-slot rings (see `patterns::slots`), so window space is
 //! bounded by the configuration whatever the message length. A rank works on the

@@ -4,6 +4,9 @@
 //! by segment through two-slot rings (see `patterns::slots`); a root other
 //! than rank 0 first relays each segment to rank 0.
 //!
+//! Each call is a resumable run (`put_tree_run`, `PutTreeBcast::start`);
+//! the blocking call drives that run with blocking waits.
+//!
 //! The tree stays rooted at rank 0 whatever the root, for the reason given
 //! in `reduce`: every slot ring keeps a single writer across calls, which
 //! the credits below rely on. Every rank but 0, the root included, takes

@@ -8,6 +8,9 @@
 //! call instead (see `large_reduction::parallel`): each rank reduces its own slice
 //! of every rank's input, and the root reads the slices.
 //!
+//! Each tree call is a resumable run (`run`, `Reduce::start`); the
+//! blocking call drives that run with blocking waits.
+//!
 //! The tree stays rooted at rank 0 even for commutative operations: rooting
 //! it at the caller's root would give each slot a different writer from one
 //! call to the next, and the credits below rely on every slot ring having a
