@@ -3,7 +3,8 @@
 //! 0 and as rank 1 of two, over a transport whose every flag and credit has
 //! already arrived (puts and reads still copy the bytes). No peer runs, so
 //! the machine's load does not decide when a flag shows up: what is left is
-//! the per-call work of the collective's code, which is what a change of
+//! the per-call work of the collective's code (time on a core, from
+//! /proc/thread-self/schedstat, not wall time), which is what a change of
 //! its structure (the blocking call as a resumable run driven to its end)
 //! could make slower. Only the public blocking calls are used, so the same
 //! file measures any revision: build it on each and run them alternately
@@ -20,24 +21,10 @@ use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
 use coll_rdma_core::collectives::bcast::put_tree::{PutTreeBcast, PutTreeConfig};
 use coll_rdma_core::collectives::reduce::Reduce;
 use coll_rdma_core::patterns::TreeStreamConfig;
-use coll_rdma_core::reduction::Reduction;
 
-struct WordSum;
-
-impl Reduction for WordSum {
-    fn element_size(&self) -> usize {
-        8
-    }
-    fn is_commutative(&self) -> bool {
-        true
-    }
-    fn combine(&self, lower: &[u8], higher: &mut [u8]) {
-        for (low, high) in lower.chunks_exact(8).zip(higher.chunks_exact_mut(8)) {
-            let sum = u64::from_le_bytes(low.try_into().unwrap()).wrapping_add(u64::from_le_bytes((&*high).try_into().unwrap()));
-            high.copy_from_slice(&sum.to_le_bytes());
-        }
-    }
-}
+#[path = "../tests/common/mod.rs"]
+mod common;
+use common::WordSum;
 
 /// Every flag reads as arrived (below the bit that marks an abandoned
 /// segment); puts land in, and reads come from, one local buffer.
@@ -112,11 +99,25 @@ fn measure(rank: usize, kind: &str, len: usize, iterations: usize) -> f64 {
     for _ in 0..iterations / 10 {
         call(&mut recv);
     }
-    let start = Instant::now();
+    let start = on_cpu_ns();
     for _ in 0..iterations {
         call(black_box(&mut recv));
     }
-    start.elapsed().as_nanos() as f64 / iterations as f64
+    (on_cpu_ns() - start) as f64 / iterations as f64
+}
+
+/// Nanoseconds this thread has spent on a core (the kernel's schedstat),
+/// so that time spent preempted by the machine's other work is not
+/// counted; falls back to wall time where the file is missing.
+fn on_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|line| line.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| EPOCH.with(|epoch| epoch.elapsed().as_nanos() as u64))
+}
+
+thread_local! {
+    static EPOCH: Instant = Instant::now();
 }
 
 fn main() {

@@ -38,6 +38,44 @@ impl Meet<'_> {
     }
 }
 
+/// A run whose steps `Meet` drives: `resume` under `Meet::Block` is the
+/// blocking call, `advance_by_polling` the run's `Schedule::advance`.
+pub(crate) trait Resumable<T: ?Sized> {
+    /// Where the run stands, to tell a poll that moved from one that did not.
+    type Position: PartialEq;
+
+    /// Takes every step that `meet` lets it; returns whether the call is
+    /// finished (always, under `Meet::Block`).
+    fn resume(&mut self, transport: &T, meet: Meet<'_>) -> Result<bool, TransportError>;
+
+    fn position(&self) -> Self::Position;
+
+    fn stall_clock(&mut self) -> &mut StallClock;
+
+    /// The call and where it stands, for a run that stopped moving.
+    fn describe(&self) -> String;
+}
+
+/// `Schedule::advance` of every run: one `resume` by polls, booked on the
+/// run's stall clock.
+pub(crate) fn advance_by_polling<T, S>(run: &mut S, transport: &T) -> Result<Step, TransportError>
+where
+    T: Endpoint + ?Sized,
+    S: Resumable<T>,
+{
+    let before = run.position();
+    let step = if run.resume(transport, Meet::Poll)? { Step::Done } else { Step::Pending };
+    let moved = run.position() != before;
+    match run.stall_clock().book(transport, step, moved)? {
+        None => Ok(step),
+        Some(stuck) => Err(TransportError::Failed(format!(
+            "{} made no progress for {:.1} s (the fault timeout)",
+            run.describe(),
+            stuck.as_secs_f64()
+        ))),
+    }
+}
+
 /// What the blocking waits do between polls, for a run advanced by polls:
 /// between two calls that found it stuck, the transport gets one progress
 /// call and a health check (a dead peer fails the run), and a run stuck
@@ -54,30 +92,18 @@ impl StallClock {
     }
 
     /// Books the outcome of one poll-mode advance; `moved` says whether it
-    /// got anything done (a stuck run's clock keeps running).
-    pub(crate) fn book<T: Endpoint + ?Sized, D: FnOnce() -> String>(
-        &mut self,
-        transport: &T,
-        step: Step,
-        moved: bool,
-        describe: D,
-    ) -> Result<Step, TransportError> {
+    /// got anything done (a stuck run's clock keeps running). Returns how
+    /// long the run has been stuck once that passes the fault timeout.
+    fn book<T: Endpoint + ?Sized>(&mut self, transport: &T, step: Step, moved: bool) -> Result<Option<Duration>, TransportError> {
         if step == Step::Done || moved {
             self.stuck_since = None;
             if step == Step::Done {
-                return Ok(step);
+                return Ok(None);
             }
         }
         transport.progress();
         transport.health()?;
-        let since = *self.stuck_since.get_or_insert_with(Instant::now);
-        match self.fault_timeout {
-            Some(limit) if since.elapsed() > limit => Err(TransportError::Failed(format!(
-                "{} made no progress for {:.1} s (the fault timeout)",
-                describe(),
-                since.elapsed().as_secs_f64()
-            ))),
-            _ => Ok(Step::Pending),
-        }
+        let stuck = self.stuck_since.get_or_insert_with(Instant::now).elapsed();
+        Ok(self.fault_timeout.filter(|&limit| stuck > limit).map(|_| stuck))
     }
 }

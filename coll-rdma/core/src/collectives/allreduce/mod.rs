@@ -14,7 +14,7 @@
 //!
 //! * from the parallel threshold (`ParallelReduction::set_min_bytes`),
 //!   where every rank reads every other's memory, the parallel reduction
-//!   (see `large_reduction::parallel`): each rank reduces its own slice of every
+//!   (see `parallel_reduction`): each rank reduces its own slice of every
 //!   rank's input, then reads the others'.
 //!
 //! Each call of the exchange or the tree is a resumable run (`run`,
@@ -79,7 +79,7 @@ use run::{Path, TreeCursor};
 
 use crate::collectives::large_reduction::parallel::ParallelReduction;
 use crate::collectives::large_reduction::buffers::{Contribution, Gather, ReductionBuffers};
-use crate::patterns::meet::{Meet, StallClock};
+use crate::patterns::meet::{Meet, Resumable, StallClock};
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::segments::{check_message, Segments};
 use crate::patterns::slots::{SlotShape, Stream, Turn, CREDIT_BYTES};

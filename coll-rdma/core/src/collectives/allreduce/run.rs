@@ -28,7 +28,7 @@ use btl_ibmc::{TransportError, Windows};
 use super::exchange::ExchangeCursor;
 use super::{AllreducePlan, DOWN_LAG};
 use crate::collectives::large_reduction::buffers::Contribution;
-use crate::patterns::meet::{Meet, StallClock};
+use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Reuse, Turn};
 use crate::reduction::Reduction;
@@ -67,9 +67,16 @@ pub struct AllreduceRun<'a, R: ?Sized> {
 }
 
 impl<R: Reduction + ?Sized> AllreduceRun<'_, R> {
-    /// Takes every step that `meet` lets it; returns whether the call is
-    /// finished (always, under `Meet::Block`).
-    pub(super) fn resume<T: Windows + ?Sized>(&mut self, transport: &T, meet: Meet<'_>) -> Result<bool, TransportError> {
+    /// The scratch the run used, for the next blocking call to reuse.
+    pub(super) fn into_scratch(self) -> Vec<u8> {
+        self.incoming
+    }
+}
+
+impl<T: Windows + ?Sized, R: Reduction + ?Sized> Resumable<T> for AllreduceRun<'_, R> {
+    type Position = (usize, usize, usize, bool);
+
+    fn resume(&mut self, transport: &T, meet: Meet<'_>) -> Result<bool, TransportError> {
         let finished = match &mut self.path {
             Path::Finished => true,
             Path::Exchange { epoch, cursor } => {
@@ -86,13 +93,16 @@ impl<R: Reduction + ?Sized> AllreduceRun<'_, R> {
         Ok(finished)
     }
 
-    /// Where the run stands, to tell a poll that moved from one that did not.
     fn position(&self) -> (usize, usize, usize, bool) {
         match &self.path {
             Path::Finished => (usize::MAX, 0, 0, true),
             Path::Exchange { cursor, .. } => (cursor.next_sender, 0, 0, cursor.posted),
             Path::Tree(cursor) => (cursor.step, cursor.up_steps, cursor.down_steps, cursor.up_done),
         }
+    }
+
+    fn stall_clock(&mut self) -> &mut StallClock {
+        &mut self.stall
     }
 
     fn describe(&self) -> String {
@@ -102,22 +112,13 @@ impl<R: Reduction + ?Sized> AllreduceRun<'_, R> {
             Path::Tree(cursor) => format!("allreduce tree, segment sequence {}", cursor.base + cursor.step as u64),
         }
     }
-
-    /// The scratch the run used, for the next blocking call to reuse.
-    pub(super) fn into_scratch(self) -> Vec<u8> {
-        self.incoming
-    }
 }
 
 impl<T: Windows + ?Sized, R: Reduction + ?Sized> Schedule<T> for AllreduceRun<'_, R> {
     type Error = TransportError;
 
     fn advance(&mut self, transport: &mut T) -> Result<Step, TransportError> {
-        let before = self.position();
-        let step = if self.resume(&*transport, Meet::Poll)? { Step::Done } else { Step::Pending };
-        let moved = self.position() != before;
-        let description = self.describe();
-        self.stall.book(&*transport, step, moved, || description)
+        advance_by_polling(self, &*transport)
     }
 }
 

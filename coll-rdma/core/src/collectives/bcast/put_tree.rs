@@ -48,7 +48,7 @@ use btl_ibmc::{TransportError, WaitPolicy, Windows};
 
 use super::put_tree_run::{PutTreeCursor, PutTreePlan};
 pub use super::put_tree_run::PutTreeRun;
-use crate::patterns::meet::{Meet, StallClock};
+use crate::patterns::meet::{Meet, Resumable, StallClock};
 use crate::patterns::region::RegionCursor;
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
@@ -175,7 +175,8 @@ impl PutTreeBcast {
             Some(PutTreeCursor::new(segments, base))
         };
         let relay = (root != 0).then(|| self.relay_from(root));
-        Ok(PutTreeRun::new(Arc::clone(&self.plan), root, relay, buf, cursor, StallClock::new(self.config.policy.fault_timeout)))
+        let stall = StallClock::new(self.config.policy.fault_timeout);
+        Ok(PutTreeRun { plan: Arc::clone(&self.plan), root, relay, buf, cursor, stall })
     }
 
     /// The root's side of a `len`-byte call whose message it cannot provide

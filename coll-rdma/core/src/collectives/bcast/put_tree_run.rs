@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use btl_ibmc::{TransportError, Windows};
 
-use crate::patterns::meet::{Meet, StallClock};
+use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Arrival, KnownCredit, Reuse, Stream, Turn};
 use crate::schedule::{Schedule, Step};
@@ -52,29 +52,18 @@ impl PutTreeCursor {
 
 /// One rank's part of one put-tree bcast; made by `PutTreeBcast::start`.
 pub struct PutTreeRun<'a> {
-    plan: Arc<PutTreePlan>,
-    root: usize,
-    relay: Option<Stream>,
-    buf: &'a mut [u8],
-    cursor: Option<PutTreeCursor>,
-    stall: StallClock,
+    pub(super) plan: Arc<PutTreePlan>,
+    pub(super) root: usize,
+    pub(super) relay: Option<Stream>,
+    pub(super) buf: &'a mut [u8],
+    pub(super) cursor: Option<PutTreeCursor>,
+    pub(super) stall: StallClock,
 }
 
-impl<'a> PutTreeRun<'a> {
-    pub(super) fn new(
-        plan: Arc<PutTreePlan>,
-        root: usize,
-        relay: Option<Stream>,
-        buf: &'a mut [u8],
-        cursor: Option<PutTreeCursor>,
-        stall: StallClock,
-    ) -> Self {
-        PutTreeRun { plan, root, relay, buf, cursor, stall }
-    }
+impl<T: Windows + ?Sized> Resumable<T> for PutTreeRun<'_> {
+    type Position = Option<(usize, bool, bool, usize, bool)>;
 
-    /// Takes every step that `meet` lets it; returns whether the call is
-    /// finished (always, under `Meet::Block`).
-    pub(super) fn resume<T: Windows + ?Sized>(&mut self, transport: &T, meet: Meet<'_>) -> Result<bool, TransportError> {
+    fn resume(&mut self, transport: &T, meet: Meet<'_>) -> Result<bool, TransportError> {
         let Some(cursor) = self.cursor.as_mut() else {
             return Ok(true);
         };
@@ -144,16 +133,20 @@ impl<'a> PutTreeRun<'a> {
     fn position(&self) -> Option<(usize, bool, bool, usize, bool)> {
         self.cursor.as_ref().map(|c| (c.index, c.relayed, c.received, c.children_sent, c.abandoning.is_some()))
     }
+
+    fn stall_clock(&mut self) -> &mut StallClock {
+        &mut self.stall
+    }
+
+    fn describe(&self) -> String {
+        format!("put-tree bcast from root {} at {:?}", self.root, Resumable::<T>::position(self))
+    }
 }
 
 impl<T: Windows + ?Sized> Schedule<T> for PutTreeRun<'_> {
     type Error = TransportError;
 
     fn advance(&mut self, transport: &mut T) -> Result<Step, TransportError> {
-        let before = self.position();
-        let step = if self.resume(&*transport, Meet::Poll)? { Step::Done } else { Step::Pending };
-        let moved = self.position() != before;
-        let (root, position) = (self.root, self.position());
-        self.stall.book(&*transport, step, moved, || format!("put-tree bcast from root {root} at {position:?}"))
+        advance_by_polling(self, &*transport)
     }
 }

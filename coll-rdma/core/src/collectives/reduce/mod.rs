@@ -5,7 +5,7 @@
 //!
 //! From the parallel threshold (`ParallelReduction::set_min_bytes`), where
 //! every rank reads every other's memory, the parallel reduction serves the
-//! call instead (see `large_reduction::parallel`): each rank reduces its own slice
+//! call instead (see `parallel_reduction`): each rank reduces its own slice
 //! of every rank's input, and the root reads the slices.
 //!
 //! Each tree call is a resumable run (`run`, `Reduce::start`); the
@@ -53,7 +53,7 @@ use run::ReduceCursor;
 
 use crate::collectives::large_reduction::parallel::ParallelReduction;
 use crate::collectives::large_reduction::buffers::{Contribution, Gather, ReductionBuffers};
-use crate::patterns::meet::{Meet, StallClock};
+use crate::patterns::meet::{Meet, Resumable, StallClock};
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::segments::{check_message, Segments};
 use crate::patterns::slots::{SlotShape, Stream, CREDIT_BYTES};

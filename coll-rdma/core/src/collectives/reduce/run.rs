@@ -21,7 +21,7 @@ use btl_ibmc::{TransportError, Windows};
 
 use super::ReducePlan;
 use crate::collectives::large_reduction::buffers::Contribution;
-use crate::patterns::meet::{Meet, StallClock};
+use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
 use crate::patterns::scratch;
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Reuse, Turn};
@@ -58,9 +58,17 @@ pub struct ReduceRun<'a, R: ?Sized> {
 }
 
 impl<R: Reduction + ?Sized> ReduceRun<'_, R> {
-    /// Takes every step that `meet` lets it; returns whether the call is
-    /// finished (always, under `Meet::Block`).
-    pub(super) fn resume<T: Windows + ?Sized>(&mut self, transport: &T, meet: Meet<'_>) -> Result<bool, TransportError> {
+    /// The scratch the run used (partial, incoming), for the next blocking
+    /// call to reuse.
+    pub(super) fn into_scratch(self) -> (Vec<u8>, Vec<u8>) {
+        (self.partial, self.incoming)
+    }
+}
+
+impl<T: Windows + ?Sized, R: Reduction + ?Sized> Resumable<T> for ReduceRun<'_, R> {
+    type Position = Option<(usize, usize, bool, bool)>;
+
+    fn resume(&mut self, transport: &T, meet: Meet<'_>) -> Result<bool, TransportError> {
         let Some(cursor) = self.cursor.as_mut() else {
             return Ok(true);
         };
@@ -116,10 +124,12 @@ impl<R: Reduction + ?Sized> ReduceRun<'_, R> {
         self.cursor.as_ref().map(|cursor| (cursor.index, cursor.up_steps, cursor.up_done, cursor.relayed))
     }
 
-    /// The scratch the run used (partial, incoming), for the next blocking
-    /// call to reuse.
-    pub(super) fn into_scratch(self) -> (Vec<u8>, Vec<u8>) {
-        (self.partial, self.incoming)
+    fn stall_clock(&mut self) -> &mut StallClock {
+        &mut self.stall
+    }
+
+    fn describe(&self) -> String {
+        format!("reduce to root {} at (segment, step) {:?}", self.root, Resumable::<T>::position(self))
     }
 }
 
@@ -127,10 +137,6 @@ impl<T: Windows + ?Sized, R: Reduction + ?Sized> Schedule<T> for ReduceRun<'_, R
     type Error = TransportError;
 
     fn advance(&mut self, transport: &mut T) -> Result<Step, TransportError> {
-        let before = self.position();
-        let step = if self.resume(&*transport, Meet::Poll)? { Step::Done } else { Step::Pending };
-        let moved = self.position() != before;
-        let (root, position) = (self.root, self.position());
-        self.stall.book(&*transport, step, moved, || format!("reduce to root {root} at (segment, step) {position:?}"))
+        advance_by_polling(self, &*transport)
     }
 }
