@@ -80,6 +80,7 @@ use run::{Path, TreeCursor};
 use crate::collectives::large_reduction::parallel::ParallelReduction;
 use crate::collectives::large_reduction::buffers::{Contribution, Gather, ReductionBuffers};
 use crate::patterns::meet::{Meet, Resumable, StallClock};
+use crate::patterns::plan_ref::PlanRef;
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::segments::{check_message, Segments};
 use crate::patterns::slots::{SlotShape, Stream, Turn, CREDIT_BYTES};
@@ -384,8 +385,11 @@ impl Allreduce {
         if self.parallel.applies(transport, send.len()) {
             return self.parallel.reduce(transport, waits, op, Gather::All, ReductionBuffers::Separate { send, recv });
         }
-        let scratch = std::mem::take(&mut self.incoming);
-        let mut run = self.start_window(op, Contribution::Borrowed(send), recv, scratch)?;
+        let path = self.next_path(op, send, recv)?;
+        let incoming = std::mem::take(&mut self.incoming);
+        let stall = StallClock::new(policy.fault_timeout);
+        let send = Contribution::Borrowed(send);
+        let mut run = AllreduceRun { plan: PlanRef::Lent(&*self.plan), op, send, recv, incoming, path, stall };
         let finished = run.resume(transport, Meet::Block(waits))?;
         debug_assert!(finished, "a blocking run returns finished");
         self.incoming = run.into_scratch();
@@ -408,7 +412,7 @@ impl Allreduce {
     ) -> Result<AllreduceRun<'a, R>, TransportError> {
         check_message(op, send, Some(recv.len()))?;
         self.refuse_parallel(transport, send.len())?;
-        self.start_window(op, Contribution::Borrowed(send), recv, Vec::new())
+        self.start_window(op, Contribution::Borrowed(send), recv)
     }
 
     /// `start` for MPI_IN_PLACE: `buffer` holds this rank's contribution
@@ -422,7 +426,7 @@ impl Allreduce {
         check_message(op, buffer, None)?;
         self.refuse_parallel(transport, buffer.len())?;
         let contribution = Contribution::Copied(buffer.to_vec());
-        self.start_window(op, contribution, buffer, Vec::new())
+        self.start_window(op, contribution, buffer)
     }
 
     fn refuse_parallel<T: PeerReads + ?Sized>(&self, transport: &T, len: usize) -> Result<(), TransportError> {
@@ -432,19 +436,27 @@ impl Allreduce {
         Ok(())
     }
 
-    /// The run of a call the window serves (exchange or tree), its
-    /// numbers taken; `scratch` is lent for incoming contributions.
+    /// The resumable run of a call the window serves (exchange or tree),
+    /// its numbers taken.
     fn start_window<'a, R: Reduction + ?Sized>(
         &mut self,
         op: &'a R,
         send: Contribution<'a>,
         recv: &'a mut [u8],
-        scratch: Vec<u8>,
     ) -> Result<AllreduceRun<'a, R>, TransportError> {
-        let path = if send.is_empty() {
+        let path = self.next_path(op, &send, recv)?;
+        let plan = PlanRef::Shared(Arc::clone(&self.plan));
+        let stall = StallClock::new(self.config.tree.policy.fault_timeout);
+        Ok(AllreduceRun { plan, op, send, recv, incoming: Vec::new(), path, stall })
+    }
+
+    /// Where the next call starts (taking its epoch and sequence numbers),
+    /// or `Finished` for a call with nothing to exchange.
+    fn next_path<R: Reduction + ?Sized>(&mut self, op: &R, send: &[u8], recv: &mut [u8]) -> Result<Path, TransportError> {
+        Ok(if send.is_empty() {
             Path::Finished
         } else if self.size == 1 {
-            recv.copy_from_slice(&send);
+            recv.copy_from_slice(send);
             Path::Finished
         } else if self.uses_exchange(send.len()) {
             self.epoch += 1;
@@ -455,15 +467,6 @@ impl Allreduce {
             let base = self.last_seq;
             self.last_seq = base + segments.count() as u64;
             Path::Tree(TreeCursor::new(segments, base))
-        };
-        Ok(AllreduceRun {
-            plan: Arc::clone(&self.plan),
-            op,
-            send,
-            recv,
-            incoming: scratch,
-            path,
-            stall: StallClock::new(self.config.tree.policy.fault_timeout),
         })
     }
 }

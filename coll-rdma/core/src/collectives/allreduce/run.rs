@@ -21,13 +21,12 @@
 //! finished on this rank: `schedule_queue` keeps runs of one collective in
 //! post order.
 
-use std::sync::Arc;
-
 use btl_ibmc::{TransportError, Windows};
 
 use super::exchange::ExchangeCursor;
 use super::{AllreducePlan, DOWN_LAG};
 use crate::collectives::large_reduction::buffers::Contribution;
+use crate::patterns::plan_ref::PlanRef;
 use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Reuse, Turn};
@@ -57,7 +56,7 @@ impl TreeCursor {
 
 /// One rank's part of one allreduce call; made by `Allreduce::start`.
 pub struct AllreduceRun<'a, R: ?Sized> {
-    pub(super) plan: Arc<AllreducePlan>,
+    pub(super) plan: PlanRef<'a, AllreducePlan>,
     pub(super) op: &'a R,
     pub(super) send: Contribution<'a>,
     pub(super) recv: &'a mut [u8],

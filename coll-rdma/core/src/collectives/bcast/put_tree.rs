@@ -49,6 +49,7 @@ use btl_ibmc::{TransportError, WaitPolicy, Windows};
 use super::put_tree_run::{PutTreeCursor, PutTreePlan};
 pub use super::put_tree_run::PutTreeRun;
 use crate::patterns::meet::{Meet, Resumable, StallClock};
+use crate::patterns::plan_ref::PlanRef;
 use crate::patterns::region::RegionCursor;
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
@@ -152,7 +153,10 @@ impl PutTreeBcast {
     /// blocking waits.
     pub fn bcast<T: Windows + ?Sized>(&mut self, transport: &T, root: usize, buf: &mut [u8]) -> Result<(), TransportError> {
         let policy = self.config.policy;
-        let mut run = self.start(root, buf)?;
+        let cursor = self.next_cursor(root, buf.len())?;
+        let relay = (root != 0).then(|| self.relay_from(root));
+        let stall = StallClock::new(policy.fault_timeout);
+        let mut run = PutTreeRun { plan: PlanRef::Lent(&*self.plan), root, relay, buf, cursor, stall };
         let finished = run.resume(transport, Meet::Block(policy.without_side_progress()))?;
         debug_assert!(finished, "a blocking run returns finished");
         Ok(())
@@ -163,20 +167,25 @@ impl PutTreeBcast {
     /// communicator's post order and advanced one at a time in that order
     /// (`schedule_queue`).
     pub fn start<'a>(&mut self, root: usize, buf: &'a mut [u8]) -> Result<PutTreeRun<'a>, TransportError> {
-        if root >= self.size {
-            return Err(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() });
-        }
-        let cursor = if buf.is_empty() || self.size == 1 {
-            None
-        } else {
-            let segments = Segments::new(buf.len(), 1, self.config.segment_bytes)?;
-            let base = self.last_seq;
-            self.last_seq = base + segments.count() as u64;
-            Some(PutTreeCursor::new(segments, base))
-        };
+        let cursor = self.next_cursor(root, buf.len())?;
         let relay = (root != 0).then(|| self.relay_from(root));
         let stall = StallClock::new(self.config.policy.fault_timeout);
-        Ok(PutTreeRun { plan: Arc::clone(&self.plan), root, relay, buf, cursor, stall })
+        Ok(PutTreeRun { plan: PlanRef::Shared(Arc::clone(&self.plan)), root, relay, buf, cursor, stall })
+    }
+
+    /// Where the next call starts (taking its sequence numbers), or `None`
+    /// for a call with nothing to send.
+    fn next_cursor(&mut self, root: usize, len: usize) -> Result<Option<PutTreeCursor>, TransportError> {
+        if root >= self.size {
+            return Err(TransportError::OutOfRange { peer: root, offset: 0, len });
+        }
+        if len == 0 || self.size == 1 {
+            return Ok(None);
+        }
+        let segments = Segments::new(len, 1, self.config.segment_bytes)?;
+        let base = self.last_seq;
+        self.last_seq = base + segments.count() as u64;
+        Ok(Some(PutTreeCursor::new(segments, base)))
     }
 
     /// The root's side of a `len`-byte call whose message it cannot provide

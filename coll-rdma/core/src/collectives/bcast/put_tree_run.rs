@@ -15,10 +15,9 @@
 //! cross-call arguments of `put_tree` hold because a communicator's bcast
 //! runs advance one at a time in that order (`schedule_queue`).
 
-use std::sync::Arc;
-
 use btl_ibmc::{TransportError, Windows};
 
+use crate::patterns::plan_ref::PlanRef;
 use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Arrival, KnownCredit, Reuse, Stream, Turn};
@@ -52,7 +51,7 @@ impl PutTreeCursor {
 
 /// One rank's part of one put-tree bcast; made by `PutTreeBcast::start`.
 pub struct PutTreeRun<'a> {
-    pub(super) plan: Arc<PutTreePlan>,
+    pub(super) plan: PlanRef<'a, PutTreePlan>,
     pub(super) root: usize,
     pub(super) relay: Option<Stream>,
     pub(super) buf: &'a mut [u8],

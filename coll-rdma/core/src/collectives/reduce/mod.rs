@@ -54,6 +54,7 @@ use run::ReduceCursor;
 use crate::collectives::large_reduction::parallel::ParallelReduction;
 use crate::collectives::large_reduction::buffers::{Contribution, Gather, ReductionBuffers};
 use crate::patterns::meet::{Meet, Resumable, StallClock};
+use crate::patterns::plan_ref::PlanRef;
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::segments::{check_message, Segments};
 use crate::patterns::slots::{SlotShape, Stream, CREDIT_BYTES};
@@ -250,8 +251,13 @@ impl Reduce {
             return self.parallel.reduce(transport, waits, op, Gather::Root(root), ReductionBuffers::Separate { send, recv });
         }
         let policy = self.config.policy;
-        let scratch = (std::mem::take(&mut self.partial), std::mem::take(&mut self.incoming));
-        let mut run = self.start_window(op, root, Contribution::Borrowed(send), result, scratch)?;
+        let mut result = result;
+        let cursor = self.next_cursor(op, send, result.as_deref_mut())?;
+        let (partial, incoming) = (std::mem::take(&mut self.partial), std::mem::take(&mut self.incoming));
+        let stall = StallClock::new(policy.fault_timeout);
+        let send = Contribution::Borrowed(send);
+        let plan = PlanRef::Lent(&*self.plan);
+        let mut run = ReduceRun { plan, op, root, send, result, partial, incoming, cursor, stall };
         let finished = run.resume(transport, Meet::Block(policy.serving(side_progress)))?;
         debug_assert!(finished, "a blocking run returns finished");
         (self.partial, self.incoming) = run.into_scratch();
@@ -275,7 +281,7 @@ impl Reduce {
         let result = self.result_buffer(root, recv)?;
         check_message(op, send, result.as_ref().map(|buffer| buffer.len()))?;
         self.refuse_parallel(transport, send.len())?;
-        self.start_window(op, root, Contribution::Borrowed(send), result, Default::default())
+        self.start_window(op, root, Contribution::Borrowed(send), result)
     }
 
     /// `start` for MPI_IN_PLACE at the root: `buffer` holds the root's
@@ -293,7 +299,7 @@ impl Reduce {
         check_message(op, buffer, None)?;
         self.refuse_parallel(transport, buffer.len())?;
         let contribution = Contribution::Copied(buffer.to_vec());
-        self.start_window(op, root, contribution, Some(buffer), Default::default())
+        self.start_window(op, root, contribution, Some(buffer))
     }
 
     /// The root's buffer (required there), `None` elsewhere.
@@ -317,40 +323,35 @@ impl Reduce {
         Ok(())
     }
 
-    /// The run of a call the tree serves, its numbers taken; `scratch`
-    /// (partial, incoming) is lent.
+    /// The resumable run of a call the tree serves, its numbers taken.
     fn start_window<'a, R: Reduction + ?Sized>(
         &mut self,
         op: &'a R,
         root: usize,
         send: Contribution<'a>,
         mut result: Option<&'a mut [u8]>,
-        scratch: (Vec<u8>, Vec<u8>),
     ) -> Result<ReduceRun<'a, R>, TransportError> {
-        let cursor = if send.is_empty() {
-            None
-        } else if self.size == 1 {
-            if let Some(buffer) = result.as_deref_mut() {
-                buffer.copy_from_slice(&send);
+        let cursor = self.next_cursor(op, &send, result.as_deref_mut())?;
+        let (plan, stall) = (PlanRef::Shared(Arc::clone(&self.plan)), StallClock::new(self.config.policy.fault_timeout));
+        Ok(ReduceRun { plan, op, root, send, result, partial: Vec::new(), incoming: Vec::new(), cursor, stall })
+    }
+
+    /// Where the next call starts (taking its sequence numbers), or `None`
+    /// for a call with nothing to send.
+    fn next_cursor<R: Reduction + ?Sized>(&mut self, op: &R, send: &[u8], result: Option<&mut [u8]>) -> Result<Option<ReduceCursor>, TransportError> {
+        if send.is_empty() {
+            return Ok(None);
+        }
+        if self.size == 1 {
+            if let Some(buffer) = result {
+                buffer.copy_from_slice(send);
             }
-            None
-        } else {
-            let segments = Segments::new(send.len(), op.element_size(), self.config.segment_bytes)?;
-            self.epoch += 1;
-            let base = self.last_seq;
-            self.last_seq = base + segments.count() as u64;
-            Some(ReduceCursor::new(segments, base))
-        };
-        Ok(ReduceRun {
-            plan: Arc::clone(&self.plan),
-            op,
-            root,
-            send,
-            result,
-            partial: scratch.0,
-            incoming: scratch.1,
-            cursor,
-            stall: StallClock::new(self.config.policy.fault_timeout),
-        })
+            return Ok(None);
+        }
+        let segments = Segments::new(send.len(), op.element_size(), self.config.segment_bytes)?;
+        self.epoch += 1;
+        let base = self.last_seq;
+        self.last_seq = base + segments.count() as u64;
+        Ok(Some(ReduceCursor::new(segments, base)))
     }
 }

@@ -15,12 +15,11 @@
 //! cross-call arguments of `super` hold because a communicator's reduce
 //! runs advance one at a time in that order (`schedule_queue`).
 
-use std::sync::Arc;
-
 use btl_ibmc::{TransportError, Windows};
 
 use super::ReducePlan;
 use crate::collectives::large_reduction::buffers::Contribution;
+use crate::patterns::plan_ref::PlanRef;
 use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
 use crate::patterns::scratch;
 use crate::patterns::segments::Segments;
@@ -45,7 +44,7 @@ impl ReduceCursor {
 
 /// One rank's part of one reduce call; made by `Reduce::start`.
 pub struct ReduceRun<'a, R: ?Sized> {
-    pub(super) plan: Arc<ReducePlan>,
+    pub(super) plan: PlanRef<'a, ReducePlan>,
     pub(super) op: &'a R,
     pub(super) root: usize,
     pub(super) send: Contribution<'a>,
