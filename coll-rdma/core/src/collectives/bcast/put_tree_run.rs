@@ -17,8 +17,8 @@
 
 use btl_ibmc::{TransportError, Windows};
 
-use crate::patterns::plan_ref::PlanRef;
 use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
+use crate::patterns::plan_ref::PlanRef;
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Arrival, KnownCredit, Reuse, Stream, Turn};
 use crate::schedule::{Schedule, Step};

@@ -19,8 +19,8 @@ use btl_ibmc::{TransportError, Windows};
 
 use super::ReducePlan;
 use crate::collectives::large_reduction::buffers::Contribution;
-use crate::patterns::plan_ref::PlanRef;
 use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
+use crate::patterns::plan_ref::PlanRef;
 use crate::patterns::scratch;
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Reuse, Turn};
