@@ -25,6 +25,10 @@
 //!
 //! A run that fails leaves its lane's streams out of step, so the runs
 //! queued behind it in that lane fail too, naming the first failure.
+//!
+//! Each run carries a tag (the glue's MPI request, the tests' ticket) that
+//! `advance` hands back when the run ends; runs are `Send` because the
+//! queue moves with its communicator's state between threads.
 
 use std::collections::VecDeque;
 
@@ -35,45 +39,56 @@ use crate::schedule::{Schedule, Step};
 /// The part of the window a run uses: runs of one lane go one at a time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Lane {
+    Barrier,
     Allreduce,
     Reduce,
     Bcast,
 }
 
+const LANES: usize = 4;
+
 /// Names one posted run; tickets grow in post order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Ticket(pub u64);
 
-type Run<'a, T> = Box<dyn Schedule<T, Error = TransportError> + 'a>;
+pub type Run<'a, T> = Box<dyn Schedule<T, Error = TransportError> + Send + 'a>;
 
-struct Entry<'a, T: ?Sized> {
-    ticket: Ticket,
+struct Entry<'a, T: ?Sized, Tag> {
+    tag: Tag,
     lane: Lane,
     run: Run<'a, T>,
 }
 
 /// One communicator's outstanding runs, in post order.
-pub struct ScheduleQueue<'a, T: ?Sized> {
-    entries: VecDeque<Entry<'a, T>>,
+pub struct ScheduleQueue<'a, T: ?Sized, Tag = Ticket> {
+    entries: VecDeque<Entry<'a, T, Tag>>,
     next_ticket: u64,
     /// Lanes whose streams a failed run left out of step, with why.
     broken: Vec<(Lane, String)>,
 }
 
-impl<T: ?Sized> Default for ScheduleQueue<'_, T> {
+impl<T: ?Sized, Tag> Default for ScheduleQueue<'_, T, Tag> {
     fn default() -> Self {
         ScheduleQueue { entries: VecDeque::new(), next_ticket: 0, broken: Vec::new() }
     }
 }
 
-impl<'a, T: ?Sized> ScheduleQueue<'a, T> {
+impl<'a, T: ?Sized> ScheduleQueue<'a, T, Ticket> {
     /// Queues `run`, which the caller has just started (its numbers taken),
-    /// behind every earlier run of `lane`.
+    /// behind every earlier run of `lane`; its tag is a fresh ticket.
     pub fn post(&mut self, lane: Lane, run: Run<'a, T>) -> Ticket {
         let ticket = Ticket(self.next_ticket);
         self.next_ticket += 1;
-        self.entries.push_back(Entry { ticket, lane, run });
+        self.post_tagged(lane, run, ticket);
         ticket
+    }
+}
+
+impl<'a, T: ?Sized, Tag> ScheduleQueue<'a, T, Tag> {
+    /// Queues `run` (just started: its numbers taken) behind every earlier
+    /// run of `lane`, with `tag` to hand back when it ends.
+    pub fn post_tagged(&mut self, lane: Lane, run: Run<'a, T>, tag: Tag) {
+        self.entries.push_back(Entry { tag, lane, run });
     }
 
     /// Runs posted and not yet reported finished.
@@ -85,14 +100,20 @@ impl<'a, T: ?Sized> ScheduleQueue<'a, T> {
         self.entries.is_empty()
     }
 
+    /// Drops every run unfinished, handing back their tags (the
+    /// communicator is going away after a failure).
+    pub fn abandon(&mut self) -> impl Iterator<Item = Tag> + '_ {
+        self.entries.drain(..).map(|entry| entry.tag)
+    }
+
     /// Advances the oldest run of every lane, and each next one as soon as
     /// the one before it finishes; `finished` hears of every run that ended
     /// (done or failed), in the order they ended.
     pub fn advance<F>(&mut self, transport: &mut T, mut finished: F)
     where
-        F: FnMut(Ticket, Result<(), TransportError>),
+        F: FnMut(Tag, Result<(), TransportError>),
     {
-        let mut blocked: [bool; 3] = [false; 3];
+        let mut blocked = [false; LANES];
         let mut index = 0;
         while index < self.entries.len() {
             let lane = self.entries[index].lane;
@@ -111,14 +132,14 @@ impl<'a, T: ?Sized> ScheduleQueue<'a, T> {
                 }
                 Ok(true) => {
                     let entry = self.entries.remove(index).expect("index within the queue");
-                    finished(entry.ticket, Ok(()));
+                    finished(entry.tag, Ok(()));
                 }
                 Err(error) => {
                     if !self.broken.iter().any(|(broken, _)| *broken == lane) {
                         self.broken.push((lane, error.to_string()));
                     }
                     let entry = self.entries.remove(index).expect("index within the queue");
-                    finished(entry.ticket, Err(error));
+                    finished(entry.tag, Err(error));
                 }
             }
         }

@@ -27,8 +27,7 @@ use coll_rdma_core::collectives::bcast::put_tree::{PutTreeBcast, PutTreeConfig};
 use coll_rdma_core::collectives::reduce::Reduce;
 use coll_rdma_core::patterns::TreeStreamConfig;
 use coll_rdma_core::reduction::Reduction;
-use coll_rdma_core::schedule::Schedule;
-use coll_rdma_core::schedule_queue::{Lane, ScheduleQueue};
+use coll_rdma_core::schedule_queue::{Lane, Run, ScheduleQueue};
 
 use common::matrix::{matrix_product, read_matrix, write_matrix, MatrixProduct};
 use common::{word, WordSum, XorShift};
@@ -72,7 +71,7 @@ impl Call {
         self.elements * self.element_size()
     }
 
-    fn reduction(&self) -> &'static dyn Reduction {
+    fn reduction(&self) -> &'static (dyn Reduction + Sync) {
         match self.op {
             OpKind::Sum => &WordSum,
             OpKind::Matrix => &MatrixProduct,
@@ -265,7 +264,7 @@ impl<'b> Player<'b> {
             let (c, transport) = (&mut self.comms[comm], &self.endpoints[comm]);
             let op = call.reduction();
             let fail = |what: TransportError| format!("rank {rank}/{size} comm {comm} call {index} {call:?}: start: {what}");
-            let (lane, run): (Lane, Box<dyn Schedule<FabricEndpoint, Error = TransportError>>) = match call.kind {
+            let (lane, run): (Lane, Run<'_, FabricEndpoint>) = match call.kind {
                 Kind::Allreduce => (Lane::Allreduce, Box::new(c.allreduce.start(transport, op, send, recv).map_err(fail)?)),
                 Kind::AllreduceInPlace => (Lane::Allreduce, Box::new(c.allreduce.start_in_place(transport, op, recv).map_err(fail)?)),
                 Kind::Reduce { root } => {

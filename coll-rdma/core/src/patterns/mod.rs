@@ -9,7 +9,6 @@
 pub(crate) mod done_lines;
 pub(crate) mod in_step;
 pub(crate) mod meet;
-pub(crate) mod plan_ref;
 pub(crate) mod region;
 pub(crate) mod segments;
 pub(crate) mod slots;

@@ -14,12 +14,13 @@
 //!
 //! * from the parallel threshold (`ParallelReduction::set_min_bytes`),
 //!   where every rank reads every other's memory, the parallel reduction
-//!   (see `parallel_reduction`): each rank reduces its own slice of every
+//!   (see `large_reduction::parallel`): each rank reduces its own slice of every
 //!   rank's input, then reads the others'.
 //!
-//! Each call of the exchange or the tree is a resumable run (`run`,
-//! `Allreduce::start`); the blocking call drives that run with blocking
-//! waits, so both forms share every line of the algorithm.
+//! Each call of the exchange or the tree can also be a resumable run (`run`,
+//! `Allreduce::start`, for the non-blocking calls); both forms share the
+//! steps (`Meet` says whether a step waits or polls), but the blocking call
+//! keeps its own loop: driving a run costs it 1.5-1.7x at 8 B.
 //!
 //! Messages are cut into segments of at most `segment_bytes` that stream
 //! through two-slot rings (see `patterns::slots`), so window space is
@@ -70,7 +71,7 @@ mod run;
 
 use std::sync::Arc;
 
-use btl_ibmc::{PeerReads, SideProgress, TransportError, Windows};
+use btl_ibmc::{PeerReads, SideProgress, TransportError, Waits, Windows};
 
 pub use config::{AllreduceConfig, EXCHANGE_LIMIT_BYTES, RANGE_TOP_BYTES};
 use exchange::{ExchangeCursor, ExchangeSlots};
@@ -79,11 +80,11 @@ use run::{Path, TreeCursor};
 
 use crate::collectives::large_reduction::parallel::ParallelReduction;
 use crate::collectives::large_reduction::buffers::{Contribution, Gather, ReductionBuffers};
-use crate::patterns::meet::{Meet, Resumable, StallClock};
-use crate::patterns::plan_ref::PlanRef;
+use crate::patterns::meet::{Meet, StallClock};
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::segments::{check_message, Segments};
-use crate::patterns::slots::{SlotShape, Stream, Turn, CREDIT_BYTES};
+use crate::patterns::scratch;
+use crate::patterns::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
 use crate::patterns::tree::{TreeLinks, TwoLevelTree};
 use crate::patterns::upward::{Upward, UpwardRegion};
 use crate::reduction::Reduction;
@@ -369,8 +370,8 @@ impl Allreduce {
     /// Reduces `send` of every rank in rank order and leaves the result in
     /// `recv` on every rank. `send` and `recv` must not alias and have the
     /// same length, a multiple of the element size. Its waits serve
-    /// `side_progress` whenever they yield. The run of `start`, driven to
-    /// its end with blocking waits.
+    /// `side_progress` whenever they yield. Not a run of `start`: the
+    /// blocking call keeps its own loop, which costs less per call.
     pub fn allreduce<T: PeerReads + ?Sized, R: Reduction + ?Sized>(
         &mut self,
         transport: &T,
@@ -385,14 +386,57 @@ impl Allreduce {
         if self.parallel.applies(transport, send.len()) {
             return self.parallel.reduce(transport, waits, op, Gather::All, ReductionBuffers::Separate { send, recv });
         }
-        let path = self.next_path(op, send, recv)?;
-        let incoming = std::mem::take(&mut self.incoming);
-        let stall = StallClock::new(policy.fault_timeout);
-        let send = Contribution::Borrowed(send);
-        let mut run = AllreduceRun { plan: PlanRef::Lent(&*self.plan), op, send, recv, incoming, path, stall };
-        let finished = run.resume(transport, Meet::Block(waits))?;
-        debug_assert!(finished, "a blocking run returns finished");
-        self.incoming = run.into_scratch();
+        if send.is_empty() {
+            return Ok(());
+        }
+        if self.size == 1 {
+            recv.copy_from_slice(send);
+            return Ok(());
+        }
+        if self.uses_exchange(send.len()) {
+            self.epoch += 1;
+            let incoming = scratch(&mut self.incoming, send.len());
+            let mut cursor = ExchangeCursor::default();
+            let plan = &*self.plan;
+            plan.exchange.resume(transport, op, self.rank, self.epoch, send, recv, incoming, &mut cursor, Meet::Block(waits))?;
+            return Ok(());
+        }
+        let segments = Segments::new(send.len(), op.element_size(), self.config.tree.segment_bytes)?;
+        self.epoch += 1;
+        self.tree(transport, waits, op, &segments, send, recv)
+    }
+
+    /// The blocking tree: the same steps as a run's (`run::resume_tree`),
+    /// in one pass, without the run's bookkeeping (measured:
+    /// docs/nonblocking.md).
+    fn tree<T: Windows + ?Sized, R: Reduction + ?Sized>(
+        &mut self,
+        transport: &T,
+        waits: Waits<'_>,
+        op: &R,
+        segments: &Segments,
+        send: &[u8],
+        recv: &mut [u8],
+    ) -> Result<(), TransportError> {
+        let base = self.last_seq;
+        let count = segments.count();
+        scratch(&mut self.incoming, segments.full_len());
+        let plan = &*self.plan;
+        for step in 0..count + DOWN_LAG {
+            if step < count {
+                let turn = Turn::new(step, count, base, Reuse::ImpliedByDataFlow);
+                let range = segments.range(step);
+                let partial = &mut recv[range.clone()];
+                partial.copy_from_slice(&send[range.clone()]);
+                let incoming = &mut self.incoming[..range.len()];
+                plan.upward.resume_segment(transport, op, turn, partial, incoming, &mut 0, Meet::Block(waits))?;
+            }
+            if let Some(index) = step.checked_sub(DOWN_LAG) {
+                let turn = Turn::new(index, count, base, Reuse::ImpliedByDataFlow);
+                plan.resume_result_down(transport, turn, &mut recv[segments.range(index)], &mut 0, Meet::Block(waits))?;
+            }
+        }
+        self.last_seq = base + count as u64;
         Ok(())
     }
 
@@ -403,27 +447,27 @@ impl Allreduce {
     /// (`schedule_queue`). The parallel reduction has no resumable form
     /// yet: a length it would serve is refused (`Unsupported`), for the
     /// caller to hand the call over.
-    pub fn start<'a, T: PeerReads + ?Sized, R: Reduction + ?Sized>(
+    pub fn start<'a, T: PeerReads + ?Sized, R: Reduction>(
         &mut self,
         transport: &T,
-        op: &'a R,
+        op: R,
         send: &'a [u8],
         recv: &'a mut [u8],
     ) -> Result<AllreduceRun<'a, R>, TransportError> {
-        check_message(op, send, Some(recv.len()))?;
+        check_message(&op, send, Some(recv.len()))?;
         self.refuse_parallel(transport, send.len())?;
         self.start_window(op, Contribution::Borrowed(send), recv)
     }
 
     /// `start` for MPI_IN_PLACE: `buffer` holds this rank's contribution
     /// (copied now) and receives the result.
-    pub fn start_in_place<'a, T: PeerReads + ?Sized, R: Reduction + ?Sized>(
+    pub fn start_in_place<'a, T: PeerReads + ?Sized, R: Reduction>(
         &mut self,
         transport: &T,
-        op: &'a R,
+        op: R,
         buffer: &'a mut [u8],
     ) -> Result<AllreduceRun<'a, R>, TransportError> {
-        check_message(op, buffer, None)?;
+        check_message(&op, buffer, None)?;
         self.refuse_parallel(transport, buffer.len())?;
         let contribution = Contribution::Copied(buffer.to_vec());
         self.start_window(op, contribution, buffer)
@@ -438,14 +482,14 @@ impl Allreduce {
 
     /// The resumable run of a call the window serves (exchange or tree),
     /// its numbers taken.
-    fn start_window<'a, R: Reduction + ?Sized>(
+    fn start_window<'a, R: Reduction>(
         &mut self,
-        op: &'a R,
+        op: R,
         send: Contribution<'a>,
         recv: &'a mut [u8],
     ) -> Result<AllreduceRun<'a, R>, TransportError> {
-        let path = self.next_path(op, &send, recv)?;
-        let plan = PlanRef::Shared(Arc::clone(&self.plan));
+        let path = self.next_path(&op, &send, recv)?;
+        let plan = Arc::clone(&self.plan);
         let stall = StallClock::new(self.config.tree.policy.fault_timeout);
         Ok(AllreduceRun { plan, op, send, recv, incoming: Vec::new(), path, stall })
     }

@@ -27,7 +27,6 @@ use super::exchange::ExchangeCursor;
 use super::{AllreducePlan, DOWN_LAG};
 use crate::collectives::large_reduction::buffers::Contribution;
 use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
-use crate::patterns::plan_ref::PlanRef;
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Reuse, Turn};
 use crate::reduction::Reduction;
@@ -55,9 +54,9 @@ impl TreeCursor {
 }
 
 /// One rank's part of one allreduce call; made by `Allreduce::start`.
-pub struct AllreduceRun<'a, R: ?Sized> {
-    pub(super) plan: PlanRef<'a, AllreducePlan>,
-    pub(super) op: &'a R,
+pub struct AllreduceRun<'a, R> {
+    pub(super) plan: std::sync::Arc<AllreducePlan>,
+    pub(super) op: R,
     pub(super) send: Contribution<'a>,
     pub(super) recv: &'a mut [u8],
     pub(super) incoming: Vec<u8>,
@@ -65,14 +64,7 @@ pub struct AllreduceRun<'a, R: ?Sized> {
     pub(super) stall: StallClock,
 }
 
-impl<R: Reduction + ?Sized> AllreduceRun<'_, R> {
-    /// The scratch the run used, for the next blocking call to reuse.
-    pub(super) fn into_scratch(self) -> Vec<u8> {
-        self.incoming
-    }
-}
-
-impl<T: Windows + ?Sized, R: Reduction + ?Sized> Resumable<T> for AllreduceRun<'_, R> {
+impl<T: Windows + ?Sized, R: Reduction> Resumable<T> for AllreduceRun<'_, R> {
     type Position = (usize, usize, usize, bool);
 
     fn resume(&mut self, transport: &T, meet: Meet<'_>) -> Result<bool, TransportError> {
@@ -80,10 +72,10 @@ impl<T: Windows + ?Sized, R: Reduction + ?Sized> Resumable<T> for AllreduceRun<'
             Path::Finished => true,
             Path::Exchange { epoch, cursor } => {
                 let incoming = crate::patterns::scratch(&mut self.incoming, self.send.len());
-                self.plan.exchange.resume(transport, self.op, self.plan.rank, *epoch, &self.send, self.recv, incoming, cursor, meet)?
+                self.plan.exchange.resume(transport, &self.op, self.plan.rank, *epoch, &self.send, self.recv, incoming, cursor, meet)?
             }
             Path::Tree(cursor) => {
-                resume_tree(&self.plan, transport, self.op, &self.send, self.recv, &mut self.incoming, cursor, meet)?
+                resume_tree(&self.plan, transport, &self.op, &self.send, self.recv, &mut self.incoming, cursor, meet)?
             }
         };
         if finished {
@@ -113,7 +105,7 @@ impl<T: Windows + ?Sized, R: Reduction + ?Sized> Resumable<T> for AllreduceRun<'
     }
 }
 
-impl<T: Windows + ?Sized, R: Reduction + ?Sized> Schedule<T> for AllreduceRun<'_, R> {
+impl<T: Windows + ?Sized, R: Reduction> Schedule<T> for AllreduceRun<'_, R> {
     type Error = TransportError;
 
     fn advance(&mut self, transport: &mut T) -> Result<Step, TransportError> {

@@ -4,8 +4,9 @@
 //! by segment through two-slot rings (see `patterns::slots`); a root other
 //! than rank 0 first relays each segment to rank 0.
 //!
-//! Each call is a resumable run (`put_tree_run`, `PutTreeBcast::start`);
-//! the blocking call drives that run with blocking waits.
+//! Each call can also be a resumable run (`put_tree_run`,
+//! `PutTreeBcast::start`, for MPI_Ibcast); the blocking call keeps its own
+//! loop over the same steps.
 //!
 //! The tree stays rooted at rank 0 whatever the root, for the reason given
 //! in `reduce`: every slot ring keeps a single writer across calls, which
@@ -48,11 +49,10 @@ use btl_ibmc::{TransportError, WaitPolicy, Windows};
 
 use super::put_tree_run::{PutTreeCursor, PutTreePlan};
 pub use super::put_tree_run::PutTreeRun;
-use crate::patterns::meet::{Meet, Resumable, StallClock};
-use crate::patterns::plan_ref::PlanRef;
+use crate::patterns::meet::{Meet, StallClock};
 use crate::patterns::region::RegionCursor;
 use crate::patterns::segments::Segments;
-use crate::patterns::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
+use crate::patterns::slots::{Arrival, Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
 use crate::patterns::tree::TreeLinks;
 
 /// A binomial tree: the degree-1 tree of `TreeLinks` doubles the ranks
@@ -149,17 +149,70 @@ impl PutTreeBcast {
 
     /// MPI_Bcast of `buf` from `root`; every rank passes the same root and
     /// length. Fails on every rank but the root if the root abandons the
-    /// call (`abandon_at_root`). The run of `start`, driven to its end with
-    /// blocking waits.
+    /// call (`abandon_at_root`). Not a run of `start`: the blocking call
+    /// keeps its own loop, which costs less per call.
     pub fn bcast<T: Windows + ?Sized>(&mut self, transport: &T, root: usize, buf: &mut [u8]) -> Result<(), TransportError> {
-        let policy = self.config.policy;
-        let cursor = self.next_cursor(root, buf.len())?;
+        if root >= self.size {
+            return Err(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() });
+        }
+        if buf.is_empty() || self.size == 1 {
+            return Ok(());
+        }
+        let segments = Segments::new(buf.len(), 1, self.config.segment_bytes)?;
+        let base = self.last_seq;
+        let count = segments.count();
+        let waits = self.config.policy.without_side_progress();
         let relay = (root != 0).then(|| self.relay_from(root));
-        let stall = StallClock::new(policy.fault_timeout);
-        let mut run = PutTreeRun { plan: PlanRef::Lent(&*self.plan), root, relay, buf, cursor, stall };
-        let finished = run.resume(transport, Meet::Block(policy.without_side_progress()))?;
-        debug_assert!(finished, "a blocking run returns finished");
-        Ok(())
+        let plan = &*self.plan;
+        let mut abandoned = None;
+        'segments: for index in 0..count {
+            let range = segments.range(index);
+            let segment = &mut buf[range];
+            let turn = Turn::new(index, count, base, Reuse::AcknowledgedEachCall);
+            if let Some(relay) = &relay {
+                let relay_turn = Turn::new(index, count, base, Reuse::ImpliedByDataFlow);
+                if plan.rank == root {
+                    relay.send(transport, relay_turn.seq, segment, relay_turn.credit_needed(), waits)?;
+                } else if plan.rank == 0 {
+                    if relay.try_receive_unless_abandoned(transport, relay_turn.seq, segment, Meet::Block(waits))? == Some(Arrival::Abandoned) {
+                        abandoned = Some(turn);
+                        break 'segments;
+                    }
+                    if relay_turn.must_acknowledge() {
+                        relay.acknowledge(transport, relay_turn.seq)?;
+                    }
+                }
+            }
+            if let Some(parent) = &plan.from_parent {
+                if parent.try_receive_unless_abandoned(transport, turn.seq, segment, Meet::Block(waits))? == Some(Arrival::Abandoned) {
+                    abandoned = Some(turn);
+                    break 'segments;
+                }
+                parent.acknowledge(transport, turn.seq)?;
+            }
+            for child in &plan.to_children {
+                child.send(transport, turn.seq, segment, turn.credit_needed(), waits)?;
+            }
+        }
+        self.last_seq = base + count as u64;
+        match abandoned {
+            None => Ok(()),
+            Some(turn) => self.pass_on_abandonment(transport, root, buf.len(), turn),
+        }
+    }
+
+    /// A receiver found segment `turn` marked abandoned by the root.
+    fn pass_on_abandonment<T: Windows + ?Sized>(
+        &self,
+        transport: &T,
+        root: usize,
+        len: usize,
+        turn: Turn,
+    ) -> Result<(), TransportError> {
+        self.mark_children(transport, turn)?;
+        Err(TransportError::Failed(format!(
+            "bcast from root {root}: the root could not provide its {len}-byte message (it said so down the put tree)"
+        )))
     }
 
     /// Starts one bcast as a resumable run (see `put_tree_run`). Takes the
@@ -170,7 +223,7 @@ impl PutTreeBcast {
         let cursor = self.next_cursor(root, buf.len())?;
         let relay = (root != 0).then(|| self.relay_from(root));
         let stall = StallClock::new(self.config.policy.fault_timeout);
-        Ok(PutTreeRun { plan: PlanRef::Shared(Arc::clone(&self.plan)), root, relay, buf, cursor, stall })
+        Ok(PutTreeRun { plan: Arc::clone(&self.plan), root, relay, buf, cursor, stall })
     }
 
     /// Where the next call starts (taking its sequence numbers), or `None`

@@ -18,7 +18,6 @@
 use btl_ibmc::{TransportError, Windows};
 
 use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
-use crate::patterns::plan_ref::PlanRef;
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Arrival, KnownCredit, Reuse, Stream, Turn};
 use crate::schedule::{Schedule, Step};
@@ -51,7 +50,7 @@ impl PutTreeCursor {
 
 /// One rank's part of one put-tree bcast; made by `PutTreeBcast::start`.
 pub struct PutTreeRun<'a> {
-    pub(super) plan: PlanRef<'a, PutTreePlan>,
+    pub(super) plan: std::sync::Arc<PutTreePlan>,
     pub(super) root: usize,
     pub(super) relay: Option<Stream>,
     pub(super) buf: &'a mut [u8],

@@ -20,7 +20,6 @@ use btl_ibmc::{TransportError, Windows};
 use super::ReducePlan;
 use crate::collectives::large_reduction::buffers::Contribution;
 use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
-use crate::patterns::plan_ref::PlanRef;
 use crate::patterns::scratch;
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Reuse, Turn};
@@ -43,9 +42,9 @@ impl ReduceCursor {
 }
 
 /// One rank's part of one reduce call; made by `Reduce::start`.
-pub struct ReduceRun<'a, R: ?Sized> {
-    pub(super) plan: PlanRef<'a, ReducePlan>,
-    pub(super) op: &'a R,
+pub struct ReduceRun<'a, R> {
+    pub(super) plan: std::sync::Arc<ReducePlan>,
+    pub(super) op: R,
     pub(super) root: usize,
     pub(super) send: Contribution<'a>,
     /// The root's result buffer; `None` on every other rank.
@@ -56,15 +55,7 @@ pub struct ReduceRun<'a, R: ?Sized> {
     pub(super) stall: StallClock,
 }
 
-impl<R: Reduction + ?Sized> ReduceRun<'_, R> {
-    /// The scratch the run used (partial, incoming), for the next blocking
-    /// call to reuse.
-    pub(super) fn into_scratch(self) -> (Vec<u8>, Vec<u8>) {
-        (self.partial, self.incoming)
-    }
-}
-
-impl<T: Windows + ?Sized, R: Reduction + ?Sized> Resumable<T> for ReduceRun<'_, R> {
+impl<T: Windows + ?Sized, R: Reduction> Resumable<T> for ReduceRun<'_, R> {
     type Position = Option<(usize, usize, bool, bool)>;
 
     fn resume(&mut self, transport: &T, meet: Meet<'_>) -> Result<bool, TransportError> {
@@ -90,7 +81,7 @@ impl<T: Windows + ?Sized, R: Reduction + ?Sized> Resumable<T> for ReduceRun<'_, 
                     partial.copy_from_slice(&self.send[range.clone()]);
                 }
                 let incoming = &mut incoming[..range.len()];
-                if !plan.upward.resume_segment(transport, self.op, turn, partial, incoming, &mut cursor.up_steps, meet)? {
+                if !plan.upward.resume_segment(transport, &self.op, turn, partial, incoming, &mut cursor.up_steps, meet)? {
                     return Ok(false);
                 }
                 cursor.up_done = true;
@@ -132,7 +123,7 @@ impl<T: Windows + ?Sized, R: Reduction + ?Sized> Resumable<T> for ReduceRun<'_, 
     }
 }
 
-impl<T: Windows + ?Sized, R: Reduction + ?Sized> Schedule<T> for ReduceRun<'_, R> {
+impl<T: Windows + ?Sized, R: Reduction> Schedule<T> for ReduceRun<'_, R> {
     type Error = TransportError;
 
     fn advance(&mut self, transport: &mut T) -> Result<Step, TransportError> {
