@@ -822,6 +822,26 @@ for np in 1 2 3 4; do
     run_test "nonblocking_barrier-np$np" "$np" ok "${V[@]}" -- nonblocking_barrier -r "$NB_R" -n 1000
 done
 
+# 1c. MPI_Iallreduce, MPI_Ireduce (and MPI_Ibcast, still libnbc's) and the
+#     persistent allreduce and reduce (issue 35): several outstanding of
+#     every kind with moving roots, zero counts, MPI_IN_PLACE and a
+#     non-commutative user op, completed in reverse, random and Waitany
+#     order with blocking calls between, a late rank, 1000 persistent
+#     starts with changed buffers, calls pending across another
+#     communicator's dup and free; each result checked against a local
+#     reference. Verbose 1 must count the four kinds served over shm, none
+#     handed over.
+NR_R=200; [ "$QUICK" = 1 ] && NR_R=60
+for np in 1 2 3 4; do
+    CHECKS=("${SERVED[@]}")
+    if [ "$np" -gt 1 ] && [ "$MODE" = component ]; then
+        for kind in iallreduce ireduce allreduce_init reduce_init; do
+            CHECKS+=("re:coll:rdma: comm 0 rank [0-9]+: served [1-9][0-9]* $kind\(s\) over shm, 0 handed to the fallback")
+        done
+    fi
+    run_test "nonblocking_reductions-np$np" "$np" ok "${V[@]}" -- nonblocking_reductions -r "$NR_R" -n 1000
+done
+
 # 2. the checker must catch a broken barrier (works without the component:
 #    the test library skips every 50th MPI_Barrier)
 run_test "selftest-checker-catches-skipped-barriers" 3 fail -x CRTEST_SELFTEST_SKIP_BARRIER=1 \

@@ -13,11 +13,13 @@ use std::ffi::c_int;
 
 use ompi_sys as sys;
 
+use crate::schedule_queue::Lane;
 use super::comm_state::{Collective, CommState, Native, Step};
 use super::ffi_guard::guarded;
 use super::handover::Handover;
 use super::module::with_state;
-use super::request::{new_request, Persistent, RequestRef};
+use super::mpi_ireduction::mpi_error_of;
+use super::request::{new_request, Persistent, PersistentCall, RequestRef};
 
 pub(super) unsafe extern "C" fn ibarrier(
     comm: *mut sys::ompi_communicator_t,
@@ -79,11 +81,6 @@ unsafe fn start_persistent_barrier(persistent: Persistent, request: RequestRef) 
     }
 }
 
-/// The MPI error class a request reports for an Open MPI return code.
-fn mpi_error_of(rc: c_int) -> c_int {
-    if rc == sys::OMPI_SUCCESS as c_int { sys::MPI_SUCCESS as c_int } else { sys::MPI_ERR_OTHER as c_int }
-}
-
 impl CommState {
     /// The native state if a barrier can run resumably here, else why not.
     fn resumable_barrier(&mut self, comm: *mut sys::ompi_communicator_t) -> Result<Native<'_>, Handover> {
@@ -127,7 +124,7 @@ impl CommState {
             let fallback = self.shared.saved.nonblocking.barrier_init(comm, info, request_out);
             return self.shared.hand_over(Collective::BarrierInit, why, fallback);
         }
-        let persistent = Persistent { comm, module, start: start_persistent_barrier };
+        let persistent = Persistent { comm, module, call: PersistentCall::Barrier, start: start_persistent_barrier };
         let Some(request) = new_request(comm, Some(persistent)) else {
             return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
         };
@@ -159,7 +156,7 @@ impl Native<'_> {
         self.shared.count_call(collective);
         let ready = &mut *self.ready;
         let run = ready.barrier.start();
-        let outcome = ready.pending_barriers.post(run, request, &mut ready.transport);
+        let outcome = ready.pending_runs.post(Lane::Barrier, Box::new(run), request, &mut ready.transport);
         self.shared.finish(collective, outcome)
     }
 }

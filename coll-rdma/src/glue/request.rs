@@ -20,13 +20,24 @@ use std::ptr::null_mut;
 use ompi_sys as sys;
 
 use super::ffi_guard::guarded;
+use super::saved::ReductionCall;
 
 /// What MPI_Start does with a persistent request of ours.
 #[derive(Clone, Copy)]
 pub(super) struct Persistent {
     pub(super) comm: *mut sys::ompi_communicator_t,
     pub(super) module: *mut sys::mca_coll_base_module_t,
+    /// The arguments every start repeats.
+    pub(super) call: PersistentCall,
     pub(super) start: unsafe fn(Persistent, RequestRef) -> c_int,
+}
+
+/// The arguments of a persistent call, as given to its `*_init`.
+#[derive(Clone, Copy)]
+pub(super) enum PersistentCall {
+    Barrier,
+    /// An allreduce (`root` `None`) or a reduce.
+    Reduction { call: ReductionCall, root: Option<c_int> },
 }
 
 #[repr(C)]

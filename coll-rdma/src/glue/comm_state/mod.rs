@@ -48,7 +48,7 @@ use super::reduction_call::FoldOrder;
 use super::saved::SavedCollectives;
 #[cfg(test)] // the parameters' tests check a bcast configuration
 pub(super) use policy::bcast_config;
-pub(super) use pending::PendingBarriers;
+pub(super) use pending::PendingRuns;
 pub(super) use ready::ReadyComm;
 use report::HandoverReports;
 use setup::PendingSetup;
@@ -184,15 +184,15 @@ impl CommState {
     /// state failed: nothing advances them any more.
     pub(super) fn abandon_pending(&mut self) {
         if let Stage::Ready(ready) = &mut self.stage
-            && !ready.pending_barriers.is_empty()
+            && !ready.pending_runs.is_empty()
         {
             tracing::error!(
-                "comm {} rank {}: {} non-blocking barrier(s) under way end with an error (the communicator failed)",
+                "comm {} rank {}: {} non-blocking run(s) under way end with an error (the communicator failed)",
                 self.shared.id.cid,
                 self.shared.id.rank,
-                ready.pending_barriers.len()
+                ready.pending_runs.len()
             );
-            ready.pending_barriers.abandon();
+            ready.pending_runs.abandon();
         }
     }
 
@@ -201,7 +201,7 @@ impl CommState {
             && let Err(why) = ready.progress_background_work()
         {
             tracing::error!(
-                "comm {} rank {}: a non-blocking barrier failed: {why}; its request and every later one complete with an error, \
+                "comm {} rank {}: a non-blocking run failed: {why}; its request and every later one complete with an error, \
                  and later collectives on this communicator go to the module underneath",
                 self.shared.id.cid,
                 self.shared.id.rank
