@@ -23,7 +23,7 @@ use std::ffi::{c_int, c_void};
 use btl_ibmc::{SelectedTransport, TransportError};
 use ompi_sys as sys;
 
-use super::comm_state::{Collective, CommState, Native, Step};
+use super::comm_state::{Collective, CommState, Native, Step, Unserved};
 use super::datatype::OmpiReduction;
 use super::ffi_guard::guarded;
 use super::handover::Handover;
@@ -44,7 +44,7 @@ enum Planned {
     /// Nothing to exchange (a zero count): the request completes at once.
     Nothing,
     Run(Lane, Run<'static, SelectedTransport>),
-    HandOver(Handover),
+    HandOver(Unserved),
     /// Making the run failed (the communicator's state is not to be
     /// trusted any more).
     Failed(TransportError),
@@ -267,12 +267,12 @@ impl CommState {
     fn post_reduction(&mut self, call: &ReductionCall, root: Option<c_int>, post: PostAs) -> Step {
         let collective = collective_of(root, matches!(post, PostAs::Started(_)));
         let order = FoldOrder::of(call.op);
-        let planned = match self.enter(call.comm) {
-            Some(mut native) => {
+        let planned = match self.enter_if_set_up() {
+            Ok(mut native) => {
                 native.shared.count_call(collective);
                 native.reduction_run(call, root, order)
             }
-            None => Planned::HandOver(Handover::TransportUnavailable),
+            Err(why) => Planned::HandOver(why),
         };
         let request = match post {
             PostAs::Started(request) => request,
@@ -283,7 +283,7 @@ impl CommState {
                         Some(root) => Box::new(nonblocking.ireduce(*call, root, request_out)),
                         None => Box::new(nonblocking.iallreduce(*call, request_out)),
                     };
-                    return self.shared.hand_over_reduction(collective, why, order, fallback);
+                    return self.shared.decline(collective, why, order, fallback);
                 }
                 let Some(request) = new_request(call.comm, None) else {
                     return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
@@ -301,14 +301,14 @@ impl CommState {
                 request.finish(sys::MPI_SUCCESS as c_int);
                 self.shared.finish(collective, Ok(()))
             }
-            Planned::Run(lane, run) => match self.enter(call.comm) {
-                Some(native) => {
+            Planned::Run(lane, run) => match self.enter_if_set_up() {
+                Ok(native) => {
                     let ready = native.ready;
                     let outcome = ready.pending_runs.post(lane, run, request, &mut ready.transport);
                     native.shared.finish(collective, outcome)
                 }
                 // Unreachable: the state was entered just above.
-                None => Step::Done(sys::OMPI_ERROR as c_int),
+                Err(_) => Step::Done(sys::OMPI_ERROR as c_int),
             },
             Planned::Failed(why) => {
                 drop(request);
@@ -322,7 +322,7 @@ impl CommState {
                     Some(root) => Box::new(saved.reduce(*call, root)),
                     None => Box::new(saved.allreduce(*call)),
                 };
-                self.shared.hand_over_reduction(collective, why, order, move || {
+                self.shared.decline(collective, why, order, move || {
                     let rc = fallback();
                     request.finish(mpi_error_of(rc));
                     rc
@@ -342,9 +342,9 @@ impl CommState {
         let order = FoldOrder::of(call.op);
         // The path is settled here, once, by the selector the starts ask
         // again: the same shape gives the same answer.
-        let why = match self.enter(call.comm) {
-            Some(mut native) => native.reduction_handover(call, root, order),
-            None => Some(Handover::TransportUnavailable),
+        let why = match self.enter_if_set_up() {
+            Ok(mut native) => native.reduction_handover(call, root, order).map(Unserved::from),
+            Err(why) => Some(why),
         };
         if let Some(why) = why {
             let collective = collective_of(root, true);
@@ -353,7 +353,7 @@ impl CommState {
                 Some(root) => Box::new(nonblocking.reduce_init(*call, root, info, request_out)),
                 None => Box::new(nonblocking.allreduce_init(*call, info, request_out)),
             };
-            return self.shared.hand_over_reduction(collective, why, order, fallback);
+            return self.shared.decline(collective, why, order, fallback);
         }
         let persistent =
             Persistent { comm: call.comm, module, call: PersistentCall::Reduction { call: *call, root }, start: start_persistent_reduction };
@@ -406,7 +406,7 @@ impl Native<'_> {
         let span = match self.resumable_path(call, root, order) {
             Ok(Some(span)) => span,
             Ok(None) => return Planned::Nothing,
-            Err(why) => return Planned::HandOver(why),
+            Err(why) => return Planned::HandOver(why.into()),
         };
         match root {
             None => self.allreduce_run(call, &span),

@@ -55,6 +55,10 @@ use setup::PendingSetup;
 pub(super) use tally::Collective;
 use tally::Tallies;
 
+/// Why a non-blocking or persistent call before the setup is handed over.
+const SETUP_DEFERRED: &str = "the communicator is not set up yet: its first blocking collective sets it up, never a \
+     non-blocking one, which Open MPI may make from inside its progress loop";
+
 /// What a collective entry point does once it has let go of the state.
 pub(super) enum Step {
     Done(c_int),
@@ -90,6 +94,22 @@ pub(super) struct Shared {
     /// Every rank has just agreed that there is no transport: the module
     /// may put the functions underneath back into the communicator's table.
     bypass_requested: bool,
+    /// A non-blocking or persistent call came before the setup (said once).
+    setup_deferral_reported: bool,
+}
+
+/// Why a non-blocking or persistent call is not served natively.
+pub(super) enum Unserved {
+    /// The communicator has had no blocking collective yet, so it is not
+    /// set up: see `CommState::enter_if_set_up`.
+    BeforeSetup,
+    HandOver(Handover),
+}
+
+impl From<Handover> for Unserved {
+    fn from(why: Handover) -> Self {
+        Unserved::HandOver(why)
+    }
 }
 
 enum Stage {
@@ -124,6 +144,7 @@ impl CommState {
                 tallies: Tallies::default(),
                 handovers: HandoverReports::default(),
                 bypass_requested: false,
+                setup_deferral_reported: false,
             },
             stage: Stage::Pending(Box::new(PendingSetup::new(id, settings))),
         }
@@ -139,6 +160,21 @@ impl CommState {
         match &mut self.stage {
             Stage::Ready(ready) => Some(Native { shared: &mut self.shared, ready }),
             Stage::Pending(_) | Stage::Unavailable => None,
+        }
+    }
+
+    /// The ready stage for a non-blocking or persistent call, which never
+    /// sets the communicator up: Open MPI makes such calls from inside its
+    /// progress loop (MPI_Iallreduce agreeing on a new communicator's
+    /// context id), where the setup's blocking exchange would run Open
+    /// MPI's progress again from inside itself. Every rank makes the same
+    /// collectives in the same order, so every rank hands the same calls
+    /// over until the first blocking one sets the communicator up.
+    pub(super) fn enter_if_set_up(&mut self) -> Result<Native<'_>, Unserved> {
+        match &mut self.stage {
+            Stage::Ready(ready) => Ok(Native { shared: &mut self.shared, ready }),
+            Stage::Pending(_) => Err(Unserved::BeforeSetup),
+            Stage::Unavailable => Err(Handover::TransportUnavailable.into()),
         }
     }
 
@@ -288,6 +324,29 @@ impl Shared {
 }
 
 impl Shared {
+    /// Hands a non-blocking or persistent call that is not served to the
+    /// module underneath: counted with its reason as any hand-over, or,
+    /// before the communicator's setup, not counted (no decision about the
+    /// communicator is made yet) and said at debug level every time and
+    /// in a `setup_deferred` event once per communicator.
+    pub(super) fn decline(
+        &mut self,
+        collective: Collective,
+        why: Unserved,
+        order: FoldOrder,
+        fallback: impl FnOnce() -> c_int + 'static,
+    ) -> Step {
+        let why = match why {
+            Unserved::HandOver(why) => return self.hand_over_reduction(collective, why, order, fallback),
+            Unserved::BeforeSetup => SETUP_DEFERRED,
+        };
+        tracing::debug!("comm {} rank {}: {} handed to the module underneath: {why}", self.id.cid, self.id.rank, collective.name());
+        if !std::mem::replace(&mut self.setup_deferral_reported, true) {
+            events::emit("setup_deferred", self.id.origin(), || events::json!({ "collective": collective.name(), "reason": why }));
+        }
+        Step::HandOver(Box::new(fallback))
+    }
+
     /// Hands a non-blocking or persistent call whose resumable schedule
     /// does not exist yet to the module underneath (every time at debug
     /// level: it is no limit of this communicator). Not counted as handed
