@@ -4,11 +4,13 @@
 //!    the plan made (configurations, window layout, schedules), nothing is
 //!    sent. Open MPI's collectives cannot be used while modules are being
 //!    enabled, so agreement and the transport wait for the first collective.
-//! 2. The first collective call enters `CommState::enter`, which, on every
-//!    rank alike (all call the same collective), agrees on the settings and
-//!    connects. Success makes the stage `Ready(ReadyComm)`; any failure makes
-//!    it `Unavailable` for good, every rank having reached the same verdict,
-//!    and asks the module once to put the functions underneath back.
+//! 2. The first blocking collective call enters `CommState::enter`, which,
+//!    on every rank alike (all call the same collective), agrees on the
+//!    settings and connects. Success makes the stage `Ready(ReadyComm)`;
+//!    any failure makes it `Unavailable` for good, every rank having
+//!    reached the same verdict, and asks the module once to put the
+//!    functions underneath back. Non-blocking and persistent calls never
+//!    connect (`enter_if_set_up`): before this they go underneath.
 //! 3. `Stage::Ready`: the transport and everything that exists only with it
 //!    (schedules, two-level barrier, leader links, limits) live in
 //!    `ReadyComm`. The only way to it is `enter`, which hands the caller a
