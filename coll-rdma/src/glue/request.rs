@@ -20,18 +20,34 @@ use std::ptr::null_mut;
 use ompi_sys as sys;
 
 use super::ffi_guard::guarded;
+use super::saved::ReductionCall;
 
 /// What MPI_Start does with a persistent request of ours.
 #[derive(Clone, Copy)]
 pub(super) struct Persistent {
     pub(super) comm: *mut sys::ompi_communicator_t,
     pub(super) module: *mut sys::mca_coll_base_module_t,
+    /// The arguments every start repeats.
+    pub(super) call: PersistentCall,
     pub(super) start: unsafe fn(Persistent, RequestRef) -> c_int,
 }
 
+/// The arguments of a persistent call, as given to its `*_init`.
+#[derive(Clone, Copy)]
+pub(super) enum PersistentCall {
+    Barrier,
+    /// An allreduce (`root` `None`) or a reduce.
+    Reduction { call: ReductionCall, root: Option<c_int> },
+}
+
+// Derived from Open MPI's ompi_coll_base_nbc_request_t, not directly from
+// ompi_request_t: the MPI layer of Open MPI (MPI_Iallreduce, MPI_Ibcast, ...)
+// casts every collective request to it to retain a user op or a derived
+// datatype until completion (ompi_coll_base_retain_op/_datatypes), writing
+// and later reading (and freeing) the fields after ompi_request_t.
 #[repr(C)]
 pub(super) struct RdmaRequest {
-    base: sys::ompi_request_t,
+    base: sys::ompi_coll_base_nbc_request_t,
     persistent: Option<Persistent>,
 }
 
@@ -39,7 +55,7 @@ pub(super) struct RdmaRequest {
 // fields on first use, so it must be a mutable static.
 static mut RDMA_REQUEST_CLASS: sys::opal_class_t = sys::opal_class_t {
     cls_name: c"mca_coll_rdma_request_t".as_ptr(),
-    cls_parent: &raw mut sys::ompi_request_t_class,
+    cls_parent: &raw mut sys::ompi_coll_base_nbc_request_t_class,
     cls_construct: Some(construct),
     cls_destruct: None,
     cls_initialized: 0,
@@ -68,9 +84,9 @@ pub(super) fn new_request(comm: *mut sys::ompi_communicator_t, persistent: Optio
     // SAFETY: freshly constructed and not yet shared.
     unsafe {
         sys::coll_rdma_shim_request_init(request as *mut sys::ompi_request_t, comm, c_int::from(persistent.is_some()));
-        (*request).base.req_free = Some(free);
-        (*request).base.req_cancel = None;
-        (*request).base.req_start = persistent.map(|_| start as unsafe extern "C" fn(usize, *mut *mut sys::ompi_request_t) -> c_int);
+        (*request).base.super_.req_free = Some(free);
+        (*request).base.super_.req_cancel = None;
+        (*request).base.super_.req_start = persistent.map(|_| start as unsafe extern "C" fn(usize, *mut *mut sys::ompi_request_t) -> c_int);
         (*request).persistent = persistent;
         if persistent.is_none() {
             sys::coll_rdma_shim_request_activate(request as *mut sys::ompi_request_t);
