@@ -302,7 +302,7 @@ COMP_TESTS=(
     "mpi4py-collectives-np2" "mpi4py-collectives-np3"
     "thread-multiple-killed-thread-np3"
     "nonblocking-first-verbs-without-device-np3" "nonblocking-first-udp-missing-interface-np3"
-    "nonblocking-first-allreduce-max-bytes-0-np3"
+    "nonblocking-first-allreduce-max-bytes-0-np3" "nonblocking_reductions-freed-op-np3"
 )
 if [ "$MODE" = stock ]; then
     for t in "${COMP_TESTS[@]}"; do skip "$t" "needs the component"; done

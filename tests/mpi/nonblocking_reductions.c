@@ -13,8 +13,16 @@
  *   2. a persistent allreduce and a persistent reduce each started -n
  *      times (default 1000), their send buffers changed between starts;
  *   3. calls pending on MPI_COMM_WORLD while another communicator is
- *      duplicated, used and freed.
- * Options: -r <rounds of phase 1> (default 200), -n <persistent starts>.
+ *      duplicated, used and freed;
+ *   4. a persistent allreduce and reduce whose user op and datatype (a
+ *      duplicate of MPI_INT) the program frees right after *_init, as MPI
+ *      allows, then starts -f times (default 0: off): the requests must
+ *      keep both alive (a use of the freed objects crashes or gives wrong
+ *      sums, surely under GLIBC_TUNABLES=glibc.malloc.perturb=N). Off by
+ *      default because libnbc's persistent requests (Open MPI 4.1.4) do
+ *      not keep them alive, so only a run that coll rdma serves may ask.
+ * Options: -r <rounds of phase 1> (default 200), -n <persistent starts>,
+ * -f <starts of phase 4>.
  */
 #include "common.h"
 #include <stdint.h>
@@ -268,6 +276,71 @@ static void persistent(tcomm_t *world, long starts)
     T_MPI(MPI_Request_free(&rq[1]));
 }
 
+/* Phase 4's op: a wrapping int sum, commutative, that is not MPI_SUM. */
+static void nr_wrapping_sum(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    const int *a = in;
+    int *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = (int)((unsigned)a[i] + (unsigned)b[i]);
+}
+
+static int nr_int_value(int rank, long seq, int i) { return (int)(nr_value(rank, seq, i) >> 33); }
+
+/* Persistent requests whose op and datatype are freed after *_init. */
+static void freed_after_init(tcomm_t *world, long starts)
+{
+    MPI_Comm comm = world->comm;
+    int rank = world->rank, size = world->size, root = size / 2;
+    enum { count = 29 };
+    int all_send[count], all_recv[count], red_send[count], red_recv[count];
+    MPI_Datatype int_dup;
+    MPI_Op sum_op;
+    MPI_Request rq[2];
+    T_MPI(MPI_Type_dup(MPI_INT, &int_dup));
+    T_MPI(MPI_Op_create(nr_wrapping_sum, 1, &sum_op));
+    T_MPI(T_ALLREDUCE_INIT(all_send, all_recv, count, int_dup, sum_op, comm, MPI_INFO_NULL, &rq[0]));
+    T_MPI(T_REDUCE_INIT(red_send, red_recv, count, int_dup, sum_op, root, comm, MPI_INFO_NULL, &rq[1]));
+    T_MPI(MPI_Op_free(&sum_op));
+    T_MPI(MPI_Type_free(&int_dup));
+    /* Memory the freed objects gave back, reused and overwritten. */
+    for (int k = 0; k < 64; k++) {
+        void *scratch = malloc(256);
+        memset(scratch, 0x5a, 256);
+        free(scratch);
+    }
+    for (long s = 0; s < starts; s++) {
+        long seq = 3000000 + s;
+        for (int i = 0; i < count; i++) {
+            all_send[i] = nr_int_value(rank, seq, i);
+            red_send[i] = nr_int_value(rank, seq, i + count);
+        }
+        T_MPI(MPI_Startall(2, rq));
+        T_MPI(MPI_Waitall(2, rq, MPI_STATUSES_IGNORE));
+        for (int i = 0; i < count; i++) {
+            unsigned want_all = 0, want_red = 0;
+            for (int r = 0; r < size; r++) {
+                want_all += (unsigned)nr_int_value(r, seq, i);
+                want_red += (unsigned)nr_int_value(r, seq, i + count);
+            }
+            if (all_recv[i] != (int)want_all) {
+                T_FAIL("start %ld of a persistent allreduce with its op and datatype freed: element %d is %d, expected %d", s, i,
+                       all_recv[i], (int)want_all);
+                s = starts;
+                break;
+            }
+            if (rank == root && red_recv[i] != (int)want_red) {
+                T_FAIL("start %ld of a persistent reduce with its op and datatype freed: element %d is %d, expected %d", s, i,
+                       red_recv[i], (int)want_red);
+                s = starts;
+                break;
+            }
+        }
+    }
+    T_MPI(MPI_Request_free(&rq[0]));
+    T_MPI(MPI_Request_free(&rq[1]));
+}
+
 static void across_other_communicators(tcomm_t *world, long rounds)
 {
     int rank = world->rank, size = world->size;
@@ -294,6 +367,7 @@ int main(int argc, char **argv)
     t_init(&argc, &argv);
     long rounds = t_opt(argc, argv, "-r", 200);
     long starts = t_opt(argc, argv, "-n", 1000);
+    long freed_starts = t_opt(argc, argv, "-f", 0);
     T_MPI(MPI_Type_contiguous(2, MPI_UINT64_T, &nr_affine_type));
     T_MPI(MPI_Type_commit(&nr_affine_type));
     T_MPI(MPI_Op_create(nr_compose, 0, &nr_affine_op));
@@ -302,6 +376,7 @@ int main(int argc, char **argv)
     outstanding_rounds(&t_world, rounds);
     persistent(&t_world, starts);
     across_other_communicators(&t_world, rounds / 10 > 0 ? rounds / 10 : 1);
+    freed_after_init(&t_world, freed_starts);
     T_MPI(MPI_Op_free(&nr_affine_op));
     T_MPI(MPI_Type_free(&nr_affine_type));
     return t_finish("nonblocking_reductions");

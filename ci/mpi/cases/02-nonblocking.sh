@@ -28,7 +28,7 @@ done
 #     starts with changed buffers, calls pending across another
 #     communicator's dup and free; each result checked against a local
 #     reference. The events must count the four kinds served over shm,
-#     none handed over.
+#     none handed over, and verbose 1's summary must agree with them.
 NR_R=200; [ "$QUICK" = 1 ] && NR_R=60
 for np in 1 2 3 4; do
     CHECKS=("${SERVED[@]}")
@@ -36,9 +36,24 @@ for np in 1 2 3 4; do
         for kind in iallreduce ireduce allreduce_init reduce_init; do
             CHECKS+=("ev:every_rank_served(0; \"$kind\"; \"shm\")")
         done
+        # (rank 0's freed lines at verbose 1 count the four kinds too)
+        CHECKS+=(summary)
     fi
     run_test "nonblocking_reductions-np$np" "$np" ok "${V[@]}" -- nonblocking_reductions -r "$NR_R" -n 1000
 done
+# ... and a persistent allreduce and reduce whose user op and datatype (a
+#     duplicate of MPI_INT) the program frees right after *_init, then
+#     starts 200 times: the requests keep both alive, the sums are right
+#     with freed memory overwritten (glibc's perturb). Component only:
+#     libnbc's persistent requests (Open MPI 4.1.4) crash here.
+if [ "$MODE" = component ]; then
+    CHECKS=("${SERVED[@]}")
+    for kind in allreduce_init reduce_init; do
+        CHECKS+=("ev:every_rank_served(0; \"$kind\"; \"shm\")")
+    done
+    run_test "nonblocking_reductions-freed-op-np3" 3 ok -x GLIBC_TUNABLES=glibc.malloc.perturb=165 "${V[@]}" \
+        -- nonblocking_reductions -r 2 -n 2 -f 200
+fi
 
 # 1d. communicators whose first collective is a non-blocking or persistent
 #     one: Open MPI's own MPI_Iallreduce on MPI_COMM_WORLD when it
