@@ -20,8 +20,8 @@
  *             the jobs take turns measuring the floor (two rounds each)
  *     -C      a file every job maps (create it empty, or not at all: the first
  *             job creates it); its first word says whose turn it is
- *     -c      barrier, allreduce (default), reduce, bcast or ibarrier (MPI_Ibarrier
- *             posted, then MPI_Wait)
+ *     -c      barrier, allreduce (default), reduce, bcast, ibarrier, iallreduce or
+ *             ireduce (the non-blocking ones posted, then MPI_Wait)
  *     -m/-f   sizes in bytes MIN..MAX, each FACTOR (default 4) times the last;
  *             or a comma-separated list of sizes, measured in that order
  *     -P      rounds (default 21): a round visits every size in turn, from the
@@ -125,8 +125,8 @@
 #include <time.h>
 #include <unistd.h>
 
-enum coll { C_BARRIER, C_ALLREDUCE, C_REDUCE, C_BCAST, C_IBARRIER, C_NCOLLS };
-static const char *names[] = {"barrier", "allreduce", "reduce", "bcast", "ibarrier"};
+enum coll { C_BARRIER, C_ALLREDUCE, C_REDUCE, C_BCAST, C_IBARRIER, C_IALLREDUCE, C_IREDUCE, C_NCOLLS };
+static const char *names[] = {"barrier", "allreduce", "reduce", "bcast", "ibarrier", "iallreduce", "ireduce"};
 
 /* The shared control page. Separate 128-byte blocks so that the ping-pong
  * lines share no cache line (or adjacent-line prefetch pair) with the turn. */
@@ -213,6 +213,18 @@ static void run_on(MPI_Comm comm, enum coll c, void *sbuf, void *rbuf, size_t by
     case C_IBARRIER: {
         MPI_Request request;
         MPI_Ibarrier(comm, &request);
+        MPI_Wait(&request, MPI_STATUS_IGNORE);
+        break;
+    }
+    case C_IALLREDUCE: {
+        MPI_Request request;
+        MPI_Iallreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, comm, &request);
+        MPI_Wait(&request, MPI_STATUS_IGNORE);
+        break;
+    }
+    case C_IREDUCE: {
+        MPI_Request request;
+        MPI_Ireduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, root, comm, &request);
         MPI_Wait(&request, MPI_STATUS_IGNORE);
         break;
     }
@@ -483,13 +495,13 @@ static long calibrate(MPI_Comm comm, enum coll c, void *sbuf, void *rbuf, size_t
 static int check(MPI_Comm comm, enum coll c, unsigned char *sbuf, unsigned char *rbuf, size_t bytes, int root)
 {
     int bad = 0, any = 0;
-    if (c == C_ALLREDUCE || c == C_REDUCE) {
+    if (c == C_ALLREDUCE || c == C_REDUCE || c == C_IALLREDUCE || c == C_IREDUCE) {
         int count = (int)(bytes / sizeof(float));
         if (count < 1) count = 1;
         float *sf = (float *)sbuf, *rf = (float *)rbuf;
         for (int j = 0; j < count; j++) { sf[j] = 1.0f; rf[j] = -1.0f; }
         run_on(comm, c, sbuf, rbuf, bytes, root);
-        if (c == C_ALLREDUCE || rank == root)
+        if (c == C_ALLREDUCE || c == C_IALLREDUCE || rank == root)
             for (int j = 0; j < count; j++)
                 if (rf[j] != (float)nranks) { bad = 1; break; }
     } else if (c == C_BCAST && bytes > 0) {
@@ -667,7 +679,7 @@ static void usage_exit(const char *msg)
     if (rank == 0) {
         if (msg) fprintf(stderr, "coll_pairs: %s\n", msg);
         fprintf(stderr, "usage: coll_pairs -J JOB -K NJOBS -C CONTROL_FILE [-c barrier|allreduce|"
-                        "reduce|bcast|ibarrier] [-m MIN[:MAX]|SIZE,SIZE...] [-f FACTOR] [-P ROUNDS] [-t SAMPLE_MS] "
+                        "reduce|bcast|ibarrier|iallreduce|ireduce] [-m MIN[:MAX]|SIZE,SIZE...] [-f FACTOR] [-P ROUNDS] [-t SAMPLE_MS] "
                         "[-i MAX_ITERS] [-n MIN_ITERS] [-p PINGPONG_MAX] [-r ROOT] [-T WAIT_S] [-S slowest|span|evened|batch] "
                         "[-H THREADS]\n");
     }

@@ -18,7 +18,8 @@
 #             at another thread level; the others to have no trace of it).
 # environment (defaults in brackets):
 #   BENCH_PAIR_COLLS   collectives ["barrier allreduce reduce bcast ibarrier"] (barrier
-#                      and ibarrier, MPI_Ibarrier posted then waited: size 0)
+#                      and ibarrier, MPI_Ibarrier posted then waited: size 0);
+#                      iallreduce and ireduce (posted then waited) on request
 #   BENCH_PAIR_NPS     process counts ["2 4"]; above 2 oversubscribed, --bind-to none
 #   BENCH_PAIR_SIZES   MIN:MAX bytes [4:67108864], BENCH_PAIR_FACTOR step [4]
 #   BENCH_PAIRS        rounds (pairs) per size where the ranks fit the cores [21]

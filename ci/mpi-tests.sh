@@ -302,6 +302,8 @@ COMP_TESTS=(
     "thread-multiple-pretend-nodes-np4" "thread-multiple-udp-np2" "thread-multiple-two-threads-one-comm-np2"
     "mpi4py-collectives-np2" "mpi4py-collectives-np3"
     "thread-multiple-killed-thread-np3"
+    "nonblocking-first-verbs-without-device-np3" "nonblocking-first-udp-missing-interface-np3"
+    "nonblocking-first-allreduce-max-bytes-0-np3" "nonblocking_reductions-freed-op-np3"
 )
 if [ "$MODE" = stock ]; then
     for t in "${COMP_TESTS[@]}"; do skip "$t" "needs the component"; done

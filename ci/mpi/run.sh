@@ -95,8 +95,9 @@ skip() {  # skip NAME REASON
 #     quiet     no coll:rdma output at all but stall warnings (see nowarn)
 #     summary   at verbose 1: lines of at most 200 characters, no rank's
 #               detail, one summary line per communicator's rank 0 as it
-#               became ready and as it was freed, each agreeing with that
-#               rank's events (ci/served/summary-check.sh)
+#               became ready and one per family of calls made as it was
+#               freed, agreeing with that rank's events
+#               (ci/served/summary-check.sh)
 #     noserve   coll rdma claimed no communicator (no comm_claimed event)
 #   Checks of the output of the programs and of Open MPI itself:
 #     grep:STR  the fixed string STR appears in the output

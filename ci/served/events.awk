@@ -18,6 +18,12 @@ $1 == "unavailable" {
 $1 == "fault" { problem("comm " $2 ": a " $3 " failed midway (fault event)"); next }
 $1 == "handover" {
     cid = $2; kd = $3; category = $4; parameter = $5
+    # A non-blocking or persistent reduction above its blocking call's
+    # limit is handed over for the same reason; the test library does not
+    # count those calls (Open MPI makes MPI_Iallreduce itself when it
+    # creates a communicator), so they are no problem and nothing to match
+    blocking_kd = kd; sub(/^i/, "", blocking_kd); sub(/_init$/, "", blocking_kd)
+    if (blocking_kd != kd && category == "size_limit" && parameter == "coll_rdma_" blocking_kd "_max_bytes") next
     if (category == "datatype") cls = "noncontig"
     else if (category == "size_limit" && (parameter == "coll_rdma_" kd "_max_bytes" ||
         (kd == "bcast" && parameter == "coll_rdma_bcast_single_copy_max_bytes"))) cls = "above"

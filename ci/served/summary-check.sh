@@ -11,9 +11,11 @@
 #  - the lines said when communicators became ready are exactly one per
 #    comm_ready event of a communicator's rank 0, from that process, with
 #    its size, transport, barrier radix and tree degrees;
-#  - the lines said when communicators were freed are exactly one per
-#    comm_freed event of a communicator's rank 0, from that process, with
-#    its transport and each collective's served and handed-over counts;
+#  - the lines said when communicators were freed (one per family of
+#    calls made: blocking, non-blocking, persistent) give, together,
+#    exactly the counts of each comm_freed event of a communicator's rank
+#    0, from that process: its transport and each collective's served and
+#    handed-over counts;
 #  - the caveats on calls with a non-commutative op handed over are
 #    exactly one per such handover event of a communicator's rank 0 (one
 #    per collective and reason category), from that process.

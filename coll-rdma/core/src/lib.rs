@@ -10,7 +10,8 @@
 //! * `patterns`: the put streams, trees and window carving they share;
 //! * `layout`: where each collective's region sits in the window;
 //! * `reduction`: the operation a reduction applies, as the collectives see it;
-//! * `schedule`: the resumable form of a collective (non-blocking calls);
+//! * `schedule`: the resumable form of a collective (`Schedule`), and
+//!   `schedule_queue` the order in which a communicator's runs advance;
 //! * `select`: which path a call takes (one pure selector per collective);
 //! * `side_progress`: serving a bcast's background work from another
 //!   collective's waits;
@@ -21,6 +22,7 @@ pub mod layout;
 pub mod patterns;
 pub mod reduction;
 pub mod schedule;
+pub mod schedule_queue;
 pub mod select;
 pub mod side_progress;
 pub mod word_max;

@@ -13,3 +13,19 @@ pub trait Reduction {
     /// ompi_op_reduce(op, source, target): target = source op target).
     fn combine(&self, lower: &[u8], higher: &mut [u8]);
 }
+
+/// A run that owns its operation (`AllreduceRun`, `ReduceRun`) can also be
+/// lent one, as the blocking calls and the tests do.
+impl<R: Reduction + ?Sized> Reduction for &R {
+    fn element_size(&self) -> usize {
+        (**self).element_size()
+    }
+
+    fn is_commutative(&self) -> bool {
+        (**self).is_commutative()
+    }
+
+    fn combine(&self, lower: &[u8], higher: &mut [u8]) {
+        (**self).combine(lower, higher)
+    }
+}

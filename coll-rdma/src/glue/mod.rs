@@ -21,6 +21,7 @@ mod module;
 mod mpi_allreduce;
 mod mpi_barrier;
 mod mpi_ibarrier;
+mod mpi_ireduction;
 mod mpi_nonblocking_handover;
 mod mpi_bcast;
 mod mpi_reduce;

@@ -115,17 +115,17 @@ pub fn new_module() -> *mut sys::mca_coll_base_module_t {
 }
 
 /// The non-blocking and persistent slots (`mpi_ibarrier.rs`,
-/// `mpi_nonblocking_handover.rs`).
+/// `mpi_ireduction.rs`, `mpi_nonblocking_handover.rs`).
 fn register_nonblocking(base: &mut sys::mca_coll_base_module_t) {
-    use super::{mpi_ibarrier as barrier, mpi_nonblocking_handover as others};
+    use super::{mpi_ibarrier as barrier, mpi_ireduction as reductions, mpi_nonblocking_handover as others};
     base.coll_ibarrier = Some(barrier::ibarrier);
     base.coll_barrier_init = Some(barrier::barrier_init);
     base.coll_ibcast = Some(others::ibcast);
-    base.coll_iallreduce = Some(others::iallreduce);
-    base.coll_ireduce = Some(others::ireduce);
+    base.coll_iallreduce = Some(reductions::iallreduce);
+    base.coll_ireduce = Some(reductions::ireduce);
     base.coll_bcast_init = Some(others::bcast_init);
-    base.coll_allreduce_init = Some(others::allreduce_init);
-    base.coll_reduce_init = Some(others::reduce_init);
+    base.coll_allreduce_init = Some(reductions::allreduce_init);
+    base.coll_reduce_init = Some(reductions::reduce_init);
 }
 
 unsafe extern "C" fn enable(module: *mut sys::mca_coll_base_module_t, comm: *mut sys::ompi_communicator_t) -> c_int {

@@ -50,6 +50,9 @@ impl CommState {
 impl Native<'_> {
     fn allreduce(&mut self, call: &ReductionCall, order: FoldOrder) -> Step {
         self.shared.count_call(Collective::Allreduce);
+        if let Err(why) = self.ready.finish_pending_runs() {
+            return self.shared.finish(Collective::Allreduce, Err(why));
+        }
         let (shape, span) = reduction_shape(call, 0, order);
         let path = match select(&shape, &self.ready.plan) {
             Choice::Native(path) => path,
@@ -99,7 +102,7 @@ impl ReadyComm {
     /// Runs the autotune's degree trial before the first call of
     /// `call_bytes` that the tree serves (every rank takes the same
     /// decision: the length and the paths' limits are the same on all).
-    fn tune_degree_before(&mut self, call_bytes: usize) -> Result<(), TransportError> {
+    pub(super) fn tune_degree_before(&mut self, call_bytes: usize) -> Result<(), TransportError> {
         let transport = &self.transport;
         let config = self.allreduce.config();
         let bytes = trial_bytes(call_bytes, config.exchange_max_bytes, config.tree.segment_bytes);

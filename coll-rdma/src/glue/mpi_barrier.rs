@@ -38,9 +38,7 @@ impl Native<'_> {
     fn barrier(&mut self, comm: *mut sys::ompi_communicator_t) -> Step {
         self.shared.count_call(Collective::Barrier);
         let ready = &mut *self.ready;
-        // Non-blocking barriers posted earlier use the same slots and come
-        // first in every rank's order: finish them before this one.
-        if let Err(why) = ready.pending_barriers.drain(&mut ready.transport) {
+        if let Err(why) = ready.finish_pending_runs() {
             return self.shared.finish(Collective::Barrier, Err(why));
         }
         let transport = &ready.transport;

@@ -62,6 +62,9 @@ impl CommState {
 impl Native<'_> {
     fn bcast(&mut self, call: &BcastCall) -> Step {
         self.shared.count_call(Collective::Bcast);
+        if let Err(why) = self.ready.finish_pending_runs() {
+            return self.shared.finish(Collective::Bcast, Err(why));
+        }
         let (shape, span) = bcast_shape(call);
         let (bytes, agree_on_packing) = match select(&shape, &self.ready.plan) {
             Choice::Native(BcastPath::Empty) => return self.shared.finish(Collective::Bcast, Ok(())),

@@ -13,11 +13,14 @@ use std::ffi::c_int;
 
 use ompi_sys as sys;
 
-use super::comm_state::{Collective, CommState, Native, Step};
+use crate::schedule_queue::Lane;
+use super::comm_state::{Collective, CommState, Native, Step, Unserved};
 use super::ffi_guard::guarded;
 use super::handover::Handover;
 use super::module::with_state;
-use super::request::{new_request, Persistent, RequestRef};
+use super::mpi_ireduction::mpi_error_of;
+use super::reduction_call::FoldOrder;
+use super::request::{new_request, Persistent, PersistentCall, RequestRef};
 
 pub(super) unsafe extern "C" fn ibarrier(
     comm: *mut sys::ompi_communicator_t,
@@ -79,27 +82,22 @@ unsafe fn start_persistent_barrier(persistent: Persistent, request: RequestRef) 
     }
 }
 
-/// The MPI error class a request reports for an Open MPI return code.
-fn mpi_error_of(rc: c_int) -> c_int {
-    if rc == sys::OMPI_SUCCESS as c_int { sys::MPI_SUCCESS as c_int } else { sys::MPI_ERR_OTHER as c_int }
-}
-
 impl CommState {
     /// The native state if a barrier can run resumably here, else why not.
-    fn resumable_barrier(&mut self, comm: *mut sys::ompi_communicator_t) -> Result<Native<'_>, Handover> {
-        let native = self.enter(comm).ok_or(Handover::TransportUnavailable)?;
+    fn resumable_barrier(&mut self) -> Result<Native<'_>, Unserved> {
+        let native = self.enter_if_set_up()?;
         if native.ready.two_level_barrier.is_some() {
-            return Err(Handover::NoResumableSchedule("the two-level barrier"));
+            return Err(Handover::NoResumableSchedule("the two-level barrier").into());
         }
         Ok(native)
     }
 
     fn ibarrier(&mut self, comm: *mut sys::ompi_communicator_t, request_out: *mut *mut sys::ompi_request_t) -> Step {
-        let mut native = match self.resumable_barrier(comm) {
+        let mut native = match self.resumable_barrier() {
             Ok(native) => native,
             Err(why) => {
                 let fallback = self.shared.saved.nonblocking.ibarrier(comm, request_out);
-                return self.shared.hand_over(Collective::Ibarrier, why, fallback);
+                return self.shared.decline(Collective::Ibarrier, why, FoldOrder::Any, fallback);
             }
         };
         let Some(request) = new_request(comm, None) else {
@@ -123,11 +121,11 @@ impl CommState {
     ) -> Step {
         // The path is settled here, once: a communicator served natively now
         // stays so (its transport and barrier kind are fixed at setup).
-        if let Err(why) = self.resumable_barrier(comm) {
+        if let Err(why) = self.resumable_barrier() {
             let fallback = self.shared.saved.nonblocking.barrier_init(comm, info, request_out);
-            return self.shared.hand_over(Collective::BarrierInit, why, fallback);
+            return self.shared.decline(Collective::BarrierInit, why, FoldOrder::Any, fallback);
         }
-        let persistent = Persistent { comm, module, start: start_persistent_barrier };
+        let persistent = Persistent { comm, module, call: PersistentCall::Barrier, start: start_persistent_barrier };
         let Some(request) = new_request(comm, Some(persistent)) else {
             return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
         };
@@ -137,12 +135,12 @@ impl CommState {
     }
 
     fn start_barrier(&mut self, comm: *mut sys::ompi_communicator_t, request: RequestRef) -> Step {
-        match self.resumable_barrier(comm) {
+        match self.resumable_barrier() {
             Ok(mut native) => native.post_barrier(Collective::BarrierInit, request),
             Err(why) => {
                 // The communicator failed since the request was made.
                 let fallback = self.shared.saved.barrier(comm);
-                self.shared.hand_over(Collective::BarrierInit, why, move || {
+                self.shared.decline(Collective::BarrierInit, why, FoldOrder::Any, move || {
                     let rc = fallback();
                     request.finish(mpi_error_of(rc));
                     rc
@@ -159,7 +157,7 @@ impl Native<'_> {
         self.shared.count_call(collective);
         let ready = &mut *self.ready;
         let run = ready.barrier.start();
-        let outcome = ready.pending_barriers.post(run, request, &mut ready.transport);
+        let outcome = ready.pending_runs.post(Lane::Barrier, Box::new(run), request, &mut ready.transport);
         self.shared.finish(collective, outcome)
     }
 }

@@ -1,7 +1,7 @@
-//! MPI_Ibcast, MPI_Iallreduce, MPI_Ireduce and their persistent forms: the
-//! slots are ours, so that every such call is counted and can be served
-//! natively once their resumable schedules exist; until then each goes to
-//! the module underneath's function, saying so at verbose 2.
+//! MPI_Ibcast and its persistent form: the slots are ours, so that every
+//! such call is counted and can be served natively once the glue posts the
+//! put tree's resumable run; until then each goes to the module
+//! underneath's function, saying so at verbose 2.
 
 use std::ffi::{c_int, c_void};
 
@@ -10,8 +10,7 @@ use ompi_sys as sys;
 use super::comm_state::Collective;
 use super::ffi_guard::guarded;
 use super::module::with_state;
-use super::saved::ReductionCall;
-use super::saved_nonblocking::{BcastCall, Comm, Datatype, Info, Module, Op, Request};
+use super::saved_nonblocking::{BcastCall, Comm, Datatype, Info, Module, Request};
 
 /// Hands one call to the module underneath through our state (so that it
 /// is counted); `fallback` builds the call from the saved functions.
@@ -66,81 +65,5 @@ pub(super) unsafe extern "C" fn bcast_init(
     guarded("MPI_Bcast_init", sys::OMPI_ERROR as c_int, || {
         // SAFETY: as for `ibcast`.
         unsafe { hand_over(module, Collective::BcastInit, |saved| saved.nonblocking.bcast_init(call, info, request)) }
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // Open MPI's signature
-pub(super) unsafe extern "C" fn iallreduce(
-    send: *const c_void,
-    recv: *mut c_void,
-    count: c_int,
-    dtype: Datatype,
-    op: Op,
-    comm: Comm,
-    request: Request,
-    module: Module,
-) -> c_int {
-    let call = ReductionCall { send, recv, count, dtype, op, comm };
-    guarded("MPI_Iallreduce", sys::OMPI_ERROR as c_int, || {
-        // SAFETY: as for `ibcast`.
-        unsafe { hand_over(module, Collective::Iallreduce, |saved| saved.nonblocking.iallreduce(call, request)) }
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // Open MPI's signature
-pub(super) unsafe extern "C" fn allreduce_init(
-    send: *const c_void,
-    recv: *mut c_void,
-    count: c_int,
-    dtype: Datatype,
-    op: Op,
-    comm: Comm,
-    info: Info,
-    request: Request,
-    module: Module,
-) -> c_int {
-    let call = ReductionCall { send, recv, count, dtype, op, comm };
-    guarded("MPI_Allreduce_init", sys::OMPI_ERROR as c_int, || {
-        // SAFETY: as for `ibcast`.
-        unsafe { hand_over(module, Collective::AllreduceInit, |saved| saved.nonblocking.allreduce_init(call, info, request)) }
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // Open MPI's signature
-pub(super) unsafe extern "C" fn ireduce(
-    send: *const c_void,
-    recv: *mut c_void,
-    count: c_int,
-    dtype: Datatype,
-    op: Op,
-    root: c_int,
-    comm: Comm,
-    request: Request,
-    module: Module,
-) -> c_int {
-    let call = ReductionCall { send, recv, count, dtype, op, comm };
-    guarded("MPI_Ireduce", sys::OMPI_ERROR as c_int, || {
-        // SAFETY: as for `ibcast`.
-        unsafe { hand_over(module, Collective::Ireduce, |saved| saved.nonblocking.ireduce(call, root, request)) }
-    })
-}
-
-#[allow(clippy::too_many_arguments)] // Open MPI's signature
-pub(super) unsafe extern "C" fn reduce_init(
-    send: *const c_void,
-    recv: *mut c_void,
-    count: c_int,
-    dtype: Datatype,
-    op: Op,
-    root: c_int,
-    comm: Comm,
-    info: Info,
-    request: Request,
-    module: Module,
-) -> c_int {
-    let call = ReductionCall { send, recv, count, dtype, op, comm };
-    guarded("MPI_Reduce_init", sys::OMPI_ERROR as c_int, || {
-        // SAFETY: as for `ibcast`.
-        unsafe { hand_over(module, Collective::ReduceInit, |saved| saved.nonblocking.reduce_init(call, root, info, request)) }
     })
 }

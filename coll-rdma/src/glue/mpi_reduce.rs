@@ -48,6 +48,9 @@ impl CommState {
 impl Native<'_> {
     fn reduce(&mut self, call: &ReductionCall, root: c_int, order: FoldOrder) -> Step {
         self.shared.count_call(Collective::Reduce);
+        if let Err(why) = self.ready.finish_pending_runs() {
+            return self.shared.finish(Collective::Reduce, Err(why));
+        }
         // A negative root is left to the tree, which refuses it; MPI
         // checks roots before calling us.
         let (shape, span) = reduction_shape(call, usize::try_from(root).unwrap_or(usize::MAX), order);

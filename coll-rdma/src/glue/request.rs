@@ -11,7 +11,11 @@
 //! still under way is safe, and memory goes only when both are gone.
 //! A persistent request remembers its communicator and module for
 //! MPI_Start; it holds no reference on either (MPI requires the
-//! communicator to outlive the request's use).
+//! communicator to outlive the request's use). A persistent reduction
+//! holds one on its op and datatype from creation to destruction: MPI lets
+//! the application free both right after `*_init` and go on starting the
+//! request, and Open MPI's MPI layer retains them only for a request still
+//! pending when `*_init` returns, which an inactive persistent one is not.
 
 use std::ffi::c_int;
 use std::mem::size_of;
@@ -20,18 +24,34 @@ use std::ptr::null_mut;
 use ompi_sys as sys;
 
 use super::ffi_guard::guarded;
+use super::saved::ReductionCall;
 
 /// What MPI_Start does with a persistent request of ours.
 #[derive(Clone, Copy)]
 pub(super) struct Persistent {
     pub(super) comm: *mut sys::ompi_communicator_t,
     pub(super) module: *mut sys::mca_coll_base_module_t,
+    /// The arguments every start repeats.
+    pub(super) call: PersistentCall,
     pub(super) start: unsafe fn(Persistent, RequestRef) -> c_int,
 }
 
+/// The arguments of a persistent call, as given to its `*_init`.
+#[derive(Clone, Copy)]
+pub(super) enum PersistentCall {
+    Barrier,
+    /// An allreduce (`root` `None`) or a reduce.
+    Reduction { call: ReductionCall, root: Option<c_int> },
+}
+
+// Derived from Open MPI's ompi_coll_base_nbc_request_t, not directly from
+// ompi_request_t: the MPI layer of Open MPI (MPI_Iallreduce, MPI_Ibcast, ...)
+// casts every collective request to it to retain a user op or a derived
+// datatype until completion (ompi_coll_base_retain_op/_datatypes), writing
+// and later reading (and freeing) the fields after ompi_request_t.
 #[repr(C)]
 pub(super) struct RdmaRequest {
-    base: sys::ompi_request_t,
+    base: sys::ompi_coll_base_nbc_request_t,
     persistent: Option<Persistent>,
 }
 
@@ -39,9 +59,9 @@ pub(super) struct RdmaRequest {
 // fields on first use, so it must be a mutable static.
 static mut RDMA_REQUEST_CLASS: sys::opal_class_t = sys::opal_class_t {
     cls_name: c"mca_coll_rdma_request_t".as_ptr(),
-    cls_parent: &raw mut sys::ompi_request_t_class,
+    cls_parent: &raw mut sys::ompi_coll_base_nbc_request_t_class,
     cls_construct: Some(construct),
-    cls_destruct: None,
+    cls_destruct: Some(destruct),
     cls_initialized: 0,
     cls_depth: 0,
     cls_construct_array: null_mut(),
@@ -55,6 +75,20 @@ unsafe extern "C" fn construct(object: *mut sys::opal_object_t) {
     unsafe { (&raw mut (*(object as *mut RdmaRequest)).persistent).write(None) };
 }
 
+unsafe extern "C" fn destruct(object: *mut sys::opal_object_t) {
+    // SAFETY: Open MPI calls this once, when the last reference on one of
+    // our requests goes; `persistent` was written by `construct` or
+    // `new_request` and nothing reads it after this.
+    let persistent = unsafe { (*(object as *mut RdmaRequest)).persistent.take() };
+    if let Some(Persistent { call: PersistentCall::Reduction { call, .. }, .. }) = persistent {
+        // SAFETY: the references `new_request` took.
+        unsafe {
+            sys::coll_rdma_shim_obj_release(call.op as *mut sys::opal_object_t);
+            sys::coll_rdma_shim_obj_release(call.dtype as *mut sys::opal_object_t);
+        }
+    }
+}
+
 /// A new request on `comm`, owned by the caller (the application's
 /// reference); `None` if Open MPI could not allocate it. A persistent
 /// request starts inactive; any other is started at once.
@@ -65,12 +99,20 @@ pub(super) fn new_request(comm: *mut sys::ompi_communicator_t, persistent: Optio
     if request.is_null() {
         return None;
     }
+    if let Some(Persistent { call: PersistentCall::Reduction { call, .. }, .. }) = persistent {
+        // SAFETY: `*_init` hands us live op and datatype objects, both
+        // derived from opal_object_t; released in `destruct`.
+        unsafe {
+            sys::coll_rdma_shim_obj_retain(call.op as *mut sys::opal_object_t);
+            sys::coll_rdma_shim_obj_retain(call.dtype as *mut sys::opal_object_t);
+        }
+    }
     // SAFETY: freshly constructed and not yet shared.
     unsafe {
         sys::coll_rdma_shim_request_init(request as *mut sys::ompi_request_t, comm, c_int::from(persistent.is_some()));
-        (*request).base.req_free = Some(free);
-        (*request).base.req_cancel = None;
-        (*request).base.req_start = persistent.map(|_| start as unsafe extern "C" fn(usize, *mut *mut sys::ompi_request_t) -> c_int);
+        (*request).base.super_.req_free = Some(free);
+        (*request).base.super_.req_cancel = None;
+        (*request).base.super_.req_start = persistent.map(|_| start as unsafe extern "C" fn(usize, *mut *mut sys::ompi_request_t) -> c_int);
         (*request).persistent = persistent;
         if persistent.is_none() {
             sys::coll_rdma_shim_request_activate(request as *mut sys::ompi_request_t);

@@ -44,7 +44,7 @@ impl<F: Copy> Saved<F> {
     /// # Safety
     /// The slot must be one of a live communicator's table, and `ours` must
     /// keep another reference besides the slot's.
-    unsafe fn reinstall(&self, function: &mut Option<F>, module: &mut Module, ours: Module) -> bool {
+    pub(super) unsafe fn reinstall(&self, function: &mut Option<F>, module: &mut Module, ours: Module) -> bool {
         if *module != ours {
             return false;
         }
@@ -135,7 +135,8 @@ impl SavedCollectives {
         })
     }
 
-    /// Puts the saved barrier, allreduce, reduce and bcast back into
+    /// Puts the saved barrier, allreduce, reduce and bcast (and the
+    /// non-blocking and persistent forms underneath) back into
     /// `comm`'s table wherever `ours` provides them; returns the names of
     /// those put back.
     ///
@@ -161,6 +162,7 @@ impl SavedCollectives {
             if self.bcast.reinstall(&mut table.coll_bcast, &mut table.coll_bcast_module, ours) {
                 reinstalled.push("bcast");
             }
+            self.nonblocking.reinstall_into(comm, ours, &mut reinstalled);
         }
         reinstalled
     }
@@ -172,10 +174,12 @@ impl SavedCollectives {
     pub unsafe fn slots_held(comm: Comm, ours: Module) -> usize {
         // SAFETY: guaranteed by the caller.
         let table = unsafe { &*(*comm).c_coll };
-        [table.coll_barrier_module, table.coll_allreduce_module, table.coll_reduce_module, table.coll_bcast_module]
+        let blocking = [table.coll_barrier_module, table.coll_allreduce_module, table.coll_reduce_module, table.coll_bcast_module]
             .into_iter()
             .filter(|&module| module == ours)
-            .count()
+            .count();
+        // SAFETY: guaranteed by the caller.
+        blocking + unsafe { SavedNonblocking::slots_held(comm, ours) }
     }
 
     // The fallbacks are returned as closures to be run after our state is

@@ -73,6 +73,58 @@ impl SavedNonblocking {
         }
     }
 
+    /// Puts each saved function back into `comm`'s table where `ours`
+    /// sits, adding the names of those put back to `reinstalled`.
+    ///
+    /// # Safety
+    /// As `SavedCollectives::reinstall_into`.
+    pub unsafe fn reinstall_into(&self, comm: Comm, ours: Module, reinstalled: &mut Vec<&'static str>) {
+        // SAFETY: guaranteed by the caller.
+        let table = unsafe { &mut *(*comm).c_coll };
+        macro_rules! reinstall {
+            ($($name:ident: $slot:ident, $module:ident;)*) => {$(
+                if let Some(saved) = &self.$name {
+                    // SAFETY: guaranteed by the caller, for each slot.
+                    if unsafe { saved.reinstall(&mut table.$slot, &mut table.$module, ours) } {
+                        reinstalled.push(stringify!($name));
+                    }
+                }
+            )*};
+        }
+        reinstall! {
+            ibarrier: coll_ibarrier, coll_ibarrier_module;
+            ibcast: coll_ibcast, coll_ibcast_module;
+            iallreduce: coll_iallreduce, coll_iallreduce_module;
+            ireduce: coll_ireduce, coll_ireduce_module;
+            barrier_init: coll_barrier_init, coll_barrier_init_module;
+            bcast_init: coll_bcast_init, coll_bcast_init_module;
+            allreduce_init: coll_allreduce_init, coll_allreduce_init_module;
+            reduce_init: coll_reduce_init, coll_reduce_init_module;
+        }
+    }
+
+    /// How many of `comm`'s non-blocking and persistent slots hold `ours`.
+    ///
+    /// # Safety
+    /// As `SavedCollectives::slots_held`.
+    pub unsafe fn slots_held(comm: Comm, ours: Module) -> usize {
+        // SAFETY: guaranteed by the caller.
+        let table = unsafe { &*(*comm).c_coll };
+        [
+            table.coll_ibarrier_module,
+            table.coll_ibcast_module,
+            table.coll_iallreduce_module,
+            table.coll_ireduce_module,
+            table.coll_barrier_init_module,
+            table.coll_bcast_init_module,
+            table.coll_allreduce_init_module,
+            table.coll_reduce_init_module,
+        ]
+        .into_iter()
+        .filter(|&module| module == ours)
+        .count()
+    }
+
     // As in `saved.rs`, each returns a closure run after our state is
     // released; function and module were installed together.
 

@@ -8,6 +8,7 @@
 
 pub(crate) mod done_lines;
 pub(crate) mod in_step;
+pub(crate) mod meet;
 pub(crate) mod region;
 pub(crate) mod segments;
 pub(crate) mod slots;

@@ -11,10 +11,11 @@
 //! reads a segment out of the slot before it uses it, so acknowledging it
 //! right after the read lets the sender overwrite the slot at once.
 
-use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use btl_ibmc::{put_word_padded, wait_at_least, TransportError, Waits, Windows};
+use btl_ibmc::{put_word_padded, TransportError, Waits, Windows};
 
+use super::meet::Meet;
 use super::region::LINE;
 
 /// Slots per stream: two let a sender write one segment while the
@@ -124,8 +125,27 @@ impl Turn {
 /// read: the word's cache line stays with the receiver that writes it, and
 /// the sender saves a cache miss per call where the receiver keeps up (a
 /// reduce's child, which waits on nothing else from its parent).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct KnownCredit(Cell<u64>);
+/// Relaxed atomic rather than a `Cell` so that a plan holding it can be
+/// shared (`Arc`) by a communicator's outstanding runs; only the run at the
+/// head of the stream's queue touches it, so no ordering is needed.
+#[derive(Debug, Default)]
+pub(crate) struct KnownCredit(AtomicU64);
+
+impl KnownCredit {
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn set(&self, value: u64) {
+        self.0.store(value, Ordering::Relaxed)
+    }
+}
+
+impl Clone for KnownCredit {
+    fn clone(&self) -> Self {
+        KnownCredit(AtomicU64::new(self.get()))
+    }
+}
 
 /// One directed stream. `ring` is an offset in the receiver's window,
 /// `credit` one in the sender's; each has exactly one writer (the sender
@@ -168,14 +188,51 @@ impl Stream {
         known: &KnownCredit,
         waits: Waits<'_>,
     ) -> Result<(), TransportError> {
-        if credit_needed > known.0.get() {
-            let seen = wait_at_least(transport, self.credit, credit_needed, waits, || {
-                format!("{}: rank {} to free a slot for segment {seq}", self.what, self.receiver)
-            })?;
-            known.0.set(seen);
+        let sent = self.try_send(transport, seq, data, credit_needed, known, Meet::Block(waits))?;
+        debug_assert!(sent, "a blocking send returns once sent");
+        Ok(())
+    }
+
+    /// The resumable send: `false` when `meet` polls and the credit is not
+    /// there yet (nothing was written).
+    pub(crate) fn try_send<T: Windows + ?Sized>(
+        &self,
+        transport: &T,
+        seq: u64,
+        data: &[u8],
+        credit_needed: u64,
+        known: &KnownCredit,
+        meet: Meet<'_>,
+    ) -> Result<bool, TransportError> {
+        if !self.try_credit(transport, seq, credit_needed, known, meet)? {
+            return Ok(false);
         }
         let slot = self.slot(seq);
-        put_word_padded(transport, self.receiver, slot, data, self.shape.flag_offset(slot), seq)
+        put_word_padded(transport, self.receiver, slot, data, self.shape.flag_offset(slot), seq)?;
+        Ok(true)
+    }
+
+    fn try_credit<T: Windows + ?Sized>(
+        &self,
+        transport: &T,
+        seq: u64,
+        credit_needed: u64,
+        known: &KnownCredit,
+        meet: Meet<'_>,
+    ) -> Result<bool, TransportError> {
+        if credit_needed <= known.get() {
+            return Ok(true);
+        }
+        let seen = meet.local_at_least(transport, self.credit, credit_needed, || {
+            format!("{}: rank {} to free a slot for segment {seq}", self.what, self.receiver)
+        })?;
+        match seen {
+            Some(seen) => {
+                known.set(seen);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     /// Sender side, instead of `send`: tells the receiver that segment `seq`
@@ -188,12 +245,24 @@ impl Stream {
         credit_needed: u64,
         waits: Waits<'_>,
     ) -> Result<(), TransportError> {
-        if credit_needed > 0 {
-            wait_at_least(transport, self.credit, credit_needed, waits, || {
-                format!("{}: rank {} to free a slot for the abandoned segment {seq}", self.what, self.receiver)
-            })?;
+        let sent = self.try_send_abandoned(transport, seq, credit_needed, Meet::Block(waits))?;
+        debug_assert!(sent, "a blocking send returns once sent");
+        Ok(())
+    }
+
+    /// The resumable `send_abandoned`: `false` while the credit is missing.
+    pub(crate) fn try_send_abandoned<T: Windows + ?Sized>(
+        &self,
+        transport: &T,
+        seq: u64,
+        credit_needed: u64,
+        meet: Meet<'_>,
+    ) -> Result<bool, TransportError> {
+        if !self.try_credit(transport, seq, credit_needed, &KnownCredit::default(), meet)? {
+            return Ok(false);
         }
-        transport.put_flag(self.receiver, self.shape.flag_offset(self.slot(seq)), seq | ABANDONED)
+        transport.put_flag(self.receiver, self.shape.flag_offset(self.slot(seq)), seq | ABANDONED)?;
+        Ok(true)
     }
 
     /// Receiver side: waits for segment `seq` and copies it into `out`.
@@ -204,30 +273,49 @@ impl Stream {
         out: &mut [u8],
         waits: Waits<'_>,
     ) -> Result<(), TransportError> {
-        self.await_flag(transport, seq, waits)?;
-        transport.read_local(self.slot(seq), out);
+        let arrived = self.try_receive(transport, seq, out, Meet::Block(waits))?;
+        debug_assert!(arrived, "a blocking receive returns once received");
         Ok(())
     }
 
-    /// Receiver side, for streams whose sender may abandon a segment:
-    /// `receive`, unless the segment was marked abandoned (then `out` is
-    /// untouched).
-    pub(crate) fn receive_unless_abandoned<T: Windows + ?Sized>(
+    /// The resumable `receive`: `false` while segment `seq` is not there
+    /// (`out` untouched).
+    pub(crate) fn try_receive<T: Windows + ?Sized>(
         &self,
         transport: &T,
         seq: u64,
         out: &mut [u8],
-        waits: Waits<'_>,
-    ) -> Result<Arrival, TransportError> {
-        if self.await_flag(transport, seq, waits)? == seq | ABANDONED {
-            return Ok(Arrival::Abandoned);
+        meet: Meet<'_>,
+    ) -> Result<bool, TransportError> {
+        if self.await_flag(transport, seq, meet)?.is_none() {
+            return Ok(false);
         }
         transport.read_local(self.slot(seq), out);
-        Ok(Arrival::Segment)
+        Ok(true)
     }
 
-    fn await_flag<T: Windows + ?Sized>(&self, transport: &T, seq: u64, waits: Waits<'_>) -> Result<u64, TransportError> {
-        wait_at_least(transport, self.shape.flag_offset(self.slot(seq)), seq, waits, || {
+    /// The resumable receive for streams whose sender may abandon a
+    /// segment: `None` while segment `seq` is not there, else what came
+    /// (for `Abandoned`, `out` is untouched).
+    pub(crate) fn try_receive_unless_abandoned<T: Windows + ?Sized>(
+        &self,
+        transport: &T,
+        seq: u64,
+        out: &mut [u8],
+        meet: Meet<'_>,
+    ) -> Result<Option<Arrival>, TransportError> {
+        match self.await_flag(transport, seq, meet)? {
+            None => Ok(None),
+            Some(flag) if flag == seq | ABANDONED => Ok(Some(Arrival::Abandoned)),
+            Some(_) => {
+                transport.read_local(self.slot(seq), out);
+                Ok(Some(Arrival::Segment))
+            }
+        }
+    }
+
+    fn await_flag<T: Windows + ?Sized>(&self, transport: &T, seq: u64, meet: Meet<'_>) -> Result<Option<u64>, TransportError> {
+        meet.local_at_least(transport, self.shape.flag_offset(self.slot(seq)), seq, || {
             format!("{}: segment {seq} from rank {}", self.what, self.sender)
         })
     }
@@ -240,6 +328,8 @@ impl Stream {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
+
     use super::*;
 
     #[test]
@@ -329,7 +419,7 @@ mod tests {
         assert_eq!((transport.reads.get(), transport.puts.get()), (1, 4), "credit 4 was seen with the first read");
         transport.credit.set(6);
         stream.send_knowing(&transport, 9, &[1; 8], 5, &known, waits).unwrap();
-        assert_eq!((transport.reads.get(), known.0.get()), (2, 6), "a higher credit is read, and kept");
+        assert_eq!((transport.reads.get(), known.get()), (2, 6), "a higher credit is read, and kept");
         stream.send_knowing(&transport, 10, &[1; 8], 6, &known, waits).unwrap();
         stream.send(&transport, 11, &[1; 8], 6, waits).unwrap();
         assert_eq!(transport.reads.get(), 3, "send alone keeps nothing between calls");

@@ -2,8 +2,9 @@
 //! rank folds its children's partials into its own in ascending rank order,
 //! then passes the result to its parent.
 
-use btl_ibmc::{TransportError, Waits, Windows};
+use btl_ibmc::{TransportError, Windows};
 
+use super::meet::Meet;
 use super::slots::{KnownCredit, SlotShape, Stream, Turn};
 use super::tree::TreeLinks;
 use crate::reduction::Reduction;
@@ -62,27 +63,39 @@ impl Upward {
     /// Folds the children's partials of segment `turn` into `partial`,
     /// which holds this rank's own contribution on entry and the partial of
     /// its whole subtree on return, and sends that to the parent.
-    /// `incoming` is scratch of the same length.
-    pub(crate) fn segment<T: Windows + ?Sized, R: Reduction + ?Sized>(
+    /// `incoming` is scratch of the same length. Resumable: `done` counts
+    /// the steps already taken (0 on entry to the segment); returns whether
+    /// the segment is finished, which under `Meet::Block` it always is.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn resume_segment<T: Windows + ?Sized, R: Reduction + ?Sized>(
         &self,
         transport: &T,
         op: &R,
         turn: Turn,
         partial: &mut [u8],
         incoming: &mut [u8],
-        waits: Waits<'_>,
-    ) -> Result<(), TransportError> {
-        for child in &self.from_children {
-            child.receive(transport, turn.seq, incoming, waits)?;
+        done: &mut usize,
+        meet: Meet<'_>,
+    ) -> Result<bool, TransportError> {
+        while let Some(child) = self.from_children.get(*done) {
+            if !child.try_receive(transport, turn.seq, incoming, meet)? {
+                return Ok(false);
+            }
             if turn.must_acknowledge() {
                 child.acknowledge(transport, turn.seq)?;
             }
             op.combine(partial, incoming);
             partial.copy_from_slice(incoming);
+            *done += 1;
         }
-        if let Some(parent) = &self.to_parent {
-            parent.send_knowing(transport, turn.seq, partial, turn.credit_needed(), &self.parent_credit, waits)?;
+        if *done == self.from_children.len() {
+            if let Some(parent) = &self.to_parent
+                && !parent.try_send(transport, turn.seq, partial, turn.credit_needed(), &self.parent_credit, meet)?
+            {
+                return Ok(false);
+            }
+            *done += 1;
         }
-        Ok(())
+        Ok(true)
     }
 }

@@ -4,11 +4,13 @@
 //!    the plan made (configurations, window layout, schedules), nothing is
 //!    sent. Open MPI's collectives cannot be used while modules are being
 //!    enabled, so agreement and the transport wait for the first collective.
-//! 2. The first collective call enters `CommState::enter`, which, on every
-//!    rank alike (all call the same collective), agrees on the settings and
-//!    connects. Success makes the stage `Ready(ReadyComm)`; any failure makes
-//!    it `Unavailable` for good, every rank having reached the same verdict,
-//!    and asks the module once to put the functions underneath back.
+//! 2. The first blocking collective call enters `CommState::enter`, which,
+//!    on every rank alike (all call the same collective), agrees on the
+//!    settings and connects. Success makes the stage `Ready(ReadyComm)`;
+//!    any failure makes it `Unavailable` for good, every rank having
+//!    reached the same verdict, and asks the module once to put the
+//!    functions underneath back. Non-blocking and persistent calls never
+//!    connect (`enter_if_set_up`): before this they go underneath.
 //! 3. `Stage::Ready`: the transport and everything that exists only with it
 //!    (schedules, two-level barrier, leader links, limits) live in
 //!    `ReadyComm`. The only way to it is `enter`, which hands the caller a
@@ -49,12 +51,16 @@ use super::reduction_call::FoldOrder;
 use super::saved::SavedCollectives;
 #[cfg(test)] // the parameters' tests check a bcast configuration
 pub(super) use policy::bcast_config;
-pub(super) use pending::PendingBarriers;
+pub(super) use pending::PendingRuns;
 pub(super) use ready::ReadyComm;
 use report::HandoverReports;
 use setup::PendingSetup;
 pub(super) use tally::Collective;
 use tally::Tallies;
+
+/// Why a non-blocking or persistent call before the setup is handed over.
+const SETUP_DEFERRED: &str = "the communicator is not set up yet: its first blocking collective sets it up, never a \
+     non-blocking one, which Open MPI may make from inside its progress loop";
 
 /// What a collective entry point does once it has let go of the state.
 pub(super) enum Step {
@@ -91,6 +97,22 @@ pub(super) struct Shared {
     /// Every rank has just agreed that there is no transport: the module
     /// may put the functions underneath back into the communicator's table.
     bypass_requested: bool,
+    /// A non-blocking or persistent call came before the setup (said once).
+    setup_deferral_reported: bool,
+}
+
+/// Why a non-blocking or persistent call is not served natively.
+pub(super) enum Unserved {
+    /// The communicator has had no blocking collective yet, so it is not
+    /// set up: see `CommState::enter_if_set_up`.
+    BeforeSetup,
+    HandOver(Handover),
+}
+
+impl From<Handover> for Unserved {
+    fn from(why: Handover) -> Self {
+        Unserved::HandOver(why)
+    }
 }
 
 enum Stage {
@@ -125,6 +147,7 @@ impl CommState {
                 tallies: Tallies::default(),
                 handovers: HandoverReports::default(),
                 bypass_requested: false,
+                setup_deferral_reported: false,
             },
             stage: Stage::Pending(Box::new(PendingSetup::new(id, settings))),
         }
@@ -140,6 +163,21 @@ impl CommState {
         match &mut self.stage {
             Stage::Ready(ready) => Some(Native { shared: &mut self.shared, ready }),
             Stage::Pending(_) | Stage::Unavailable => None,
+        }
+    }
+
+    /// The ready stage for a non-blocking or persistent call, which never
+    /// sets the communicator up: Open MPI makes such calls from inside its
+    /// progress loop (MPI_Iallreduce agreeing on a new communicator's
+    /// context id), where the setup's blocking exchange would run Open
+    /// MPI's progress again from inside itself. Every rank makes the same
+    /// collectives in the same order, so every rank hands the same calls
+    /// over until the first blocking one sets the communicator up.
+    pub(super) fn enter_if_set_up(&mut self) -> Result<Native<'_>, Unserved> {
+        match &mut self.stage {
+            Stage::Ready(ready) => Ok(Native { shared: &mut self.shared, ready }),
+            Stage::Pending(_) => Err(Unserved::BeforeSetup),
+            Stage::Unavailable => Err(Handover::TransportUnavailable.into()),
         }
     }
 
@@ -185,15 +223,15 @@ impl CommState {
     /// state failed: nothing advances them any more.
     pub(super) fn abandon_pending(&mut self) {
         if let Stage::Ready(ready) = &mut self.stage
-            && !ready.pending_barriers.is_empty()
+            && !ready.pending_runs.is_empty()
         {
             tracing::error!(
-                "comm {} rank {}: {} non-blocking barrier(s) under way end with an error (the communicator failed)",
+                "comm {} rank {}: {} non-blocking run(s) under way end with an error (the communicator failed)",
                 self.shared.id.cid,
                 self.shared.id.rank,
-                ready.pending_barriers.len()
+                ready.pending_runs.len()
             );
-            ready.pending_barriers.abandon();
+            ready.pending_runs.abandon();
         }
     }
 
@@ -202,7 +240,7 @@ impl CommState {
             && let Err(why) = ready.progress_background_work()
         {
             tracing::error!(
-                "comm {} rank {}: a non-blocking barrier failed: {why}; its request and every later one complete with an error, \
+                "comm {} rank {}: a non-blocking run failed: {why}; its request and every later one complete with an error, \
                  and later collectives on this communicator go to the module underneath",
                 self.shared.id.cid,
                 self.shared.id.rank
@@ -289,6 +327,29 @@ impl Shared {
 }
 
 impl Shared {
+    /// Hands a non-blocking or persistent call that is not served to the
+    /// module underneath: counted with its reason as any hand-over, or,
+    /// before the communicator's setup, not counted (no decision about the
+    /// communicator is made yet) and said at debug level every time and
+    /// in a `setup_deferred` event once per communicator.
+    pub(super) fn decline(
+        &mut self,
+        collective: Collective,
+        why: Unserved,
+        order: FoldOrder,
+        fallback: impl FnOnce() -> c_int + 'static,
+    ) -> Step {
+        let why = match why {
+            Unserved::HandOver(why) => return self.hand_over_reduction(collective, why, order, fallback),
+            Unserved::BeforeSetup => SETUP_DEFERRED,
+        };
+        tracing::debug!("comm {} rank {}: {} handed to the module underneath: {why}", self.id.cid, self.id.rank, collective.name());
+        if !std::mem::replace(&mut self.setup_deferral_reported, true) {
+            events::emit("setup_deferred", self.id.origin(), || events::json!({ "collective": collective.name(), "reason": why }));
+        }
+        Step::HandOver(Box::new(fallback))
+    }
+
     /// Hands a non-blocking or persistent call whose resumable schedule
     /// does not exist yet to the module underneath (every time at debug
     /// level: it is no limit of this communicator). Not counted as handed

@@ -1,86 +1,81 @@
-//! The non-blocking barriers (MPI_Ibarrier, started persistent barriers) a
-//! communicator has under way, each with the request it completes.
+//! The non-blocking runs a communicator has under way (MPI_Ibarrier,
+//! MPI_Iallreduce, MPI_Ireduce and started persistent requests), each with
+//! the request it completes: the core's `ScheduleQueue`, tagged with those
+//! requests.
 //!
-//! Invariants: runs advance strictly in the order they were posted (a run
-//! writes into the slots the earlier ones wrote, and a slot's value must
-//! only grow: see `collectives::barrier::run`), so only the oldest one is
-//! ever advanced, and a later one takes its first step once all earlier
-//! ones are done; the queue is empty before a blocking barrier runs on the
-//! same slots (`drain`). A run that fails completes its request and every
-//! later one with an error.
+//! Invariants (the queue's): runs of one collective advance strictly in
+//! post order, one at a time (a run writes into the slots the earlier ones
+//! wrote, see `schedule_queue`); the queue is empty before a blocking
+//! collective runs on the communicator (`drain`). A run that fails
+//! completes its request, and every later one of its collective, with an
+//! error.
 
-use std::collections::VecDeque;
 use std::ffi::c_int;
 
-use btl_ibmc::{TransportError, Windows};
+use btl_ibmc::{SelectedTransport, TransportError};
 use ompi_sys as sys;
 
-use crate::collectives::barrier::run::BarrierRun;
-use crate::schedule::{Schedule, Step};
+use crate::schedule_queue::{Lane, Run, ScheduleQueue};
 use super::super::request::RequestRef;
 
 /// Polls of a drain between yields of the core (ranks may share cores).
 const DRAIN_SPINS_BEFORE_YIELD: u32 = 64;
 
 #[derive(Default)]
-pub(in crate::glue) struct PendingBarriers {
-    runs: VecDeque<(BarrierRun, RequestRef)>,
+pub(in crate::glue) struct PendingRuns {
+    queue: ScheduleQueue<'static, SelectedTransport, RequestRef>,
 }
 
-impl PendingBarriers {
+impl PendingRuns {
     pub(in crate::glue) fn is_empty(&self) -> bool {
-        self.runs.is_empty()
+        self.queue.is_empty()
     }
 
     pub(in crate::glue) fn len(&self) -> usize {
-        self.runs.len()
+        self.queue.len()
     }
 
     /// Drops every run; their requests complete with an error.
     pub(in crate::glue) fn abandon(&mut self) {
-        self.runs.clear();
+        self.queue.abandon().for_each(drop);
     }
 
-    /// Queues `run` behind the earlier ones; takes its first step now (its
-    /// arrival) if there are none.
-    pub(in crate::glue) fn post<T: Windows + ?Sized>(
+    /// Queues `run` behind the earlier ones of its collective and takes
+    /// every step that can be taken now (its first, if it is the oldest).
+    pub(in crate::glue) fn post(
         &mut self,
-        run: BarrierRun,
+        lane: Lane,
+        run: Run<'static, SelectedTransport>,
         request: RequestRef,
-        transport: &mut T,
+        transport: &mut SelectedTransport,
     ) -> Result<(), TransportError> {
-        self.runs.push_back((run, request));
-        if self.runs.len() == 1 { self.advance(transport) } else { Ok(()) }
+        self.queue.post_tagged(lane, run, request);
+        self.advance(transport)
     }
 
-    /// Advances the oldest run, and each next one once it is done, until
-    /// one must wait. An error ends every pending run with it.
-    pub(in crate::glue) fn advance<T: Windows + ?Sized>(&mut self, transport: &mut T) -> Result<(), TransportError> {
-        while let Some((run, _)) = self.runs.front_mut() {
-            match run.advance(transport) {
-                Ok(Step::Pending) => return Ok(()),
-                Ok(Step::Done) => {
-                    if let Some((_, request)) = self.runs.pop_front() {
-                        request.finish(sys::MPI_SUCCESS as c_int);
-                    }
-                }
-                Err(why) => {
-                    self.abandon();
-                    return Err(why);
-                }
+    /// Advances the oldest run of every collective, and each next one once
+    /// it is done, until each must wait; completes the requests of the runs
+    /// that ended. Returns the first failure.
+    pub(in crate::glue) fn advance(&mut self, transport: &mut SelectedTransport) -> Result<(), TransportError> {
+        let mut first_failure = None;
+        self.queue.advance(transport, |request, outcome| match outcome {
+            Ok(()) => request.finish(sys::MPI_SUCCESS as c_int),
+            Err(why) => {
+                request.finish(sys::MPI_ERR_OTHER as c_int);
+                first_failure.get_or_insert(why);
             }
-        }
-        Ok(())
+        });
+        first_failure.map_or(Ok(()), Err)
     }
 
-    /// Runs every pending barrier to its end (before a blocking barrier or
+    /// Runs every pending run to its end (before a blocking collective or
     /// the communicator's teardown). Bounded: each run fails after the
     /// fault timeout.
-    pub(in crate::glue) fn drain<T: Windows + ?Sized>(&mut self, transport: &mut T) -> Result<(), TransportError> {
+    pub(in crate::glue) fn drain(&mut self, transport: &mut SelectedTransport) -> Result<(), TransportError> {
         let mut polls = 0u32;
         loop {
             self.advance(transport)?;
-            if self.runs.is_empty() {
+            if self.queue.is_empty() {
                 return Ok(());
             }
             polls += 1;

@@ -9,7 +9,7 @@
 use btl_ibmc::{NoSideProgress, PeerReads, SelectedTransport, TransportError};
 
 use super::super::output;
-use super::{CommId, PendingBarriers};
+use super::{CommId, PendingRuns};
 use crate::collectives::allreduce::Allreduce;
 use crate::collectives::allreduce::autotune::DegreeTrial;
 use crate::collectives::barrier::autotune::TunedBarrier;
@@ -61,8 +61,8 @@ pub(in crate::glue) struct ReadyComm {
     pub(in crate::glue) ring: RingReduction,
     pub(in crate::glue) bcast: Bcast,
     pub(in crate::glue) limits: Limits,
-    /// Non-blocking barriers under way, on `barrier`'s slots.
-    pub(in crate::glue) pending_barriers: PendingBarriers,
+    /// Non-blocking runs under way (barriers, allreduces, reduces).
+    pub(in crate::glue) pending_runs: PendingRuns,
     /// What the selectors read (`crate::select`), settled once the setup's
     /// choices are made; its `leaders_only` is set where only the nodes'
     /// leaders hold queue pairs across nodes.
@@ -85,7 +85,7 @@ impl ReadyComm {
             ring,
             bcast,
             limits,
-            pending_barriers: PendingBarriers::default(),
+            pending_runs: PendingRuns::default(),
             plan: Plan::default(),
         };
         ready.settle_plan();
@@ -135,32 +135,43 @@ impl ReadyComm {
     /// collectives' waits, and by the progress engine between calls.
     /// Keeping the callback idle otherwise keeps it off the progress loop
     /// of every later MPI call.
-    /// Non-blocking barriers under way count too: they advance only there.
+    /// Non-blocking runs under way count too: they advance only there.
     pub(super) fn has_background_work(&self) -> bool {
-        !self.pending_barriers.is_empty() || self.bcast.needs_side_progress(&self.transport)
+        !self.pending_runs.is_empty() || self.bcast.needs_side_progress(&self.transport)
+    }
+
+    /// Finishes the non-blocking runs posted earlier, before a blocking
+    /// collective: they come first in every rank's order, and a blocking
+    /// call must not start on slots a run of its collective still uses.
+    #[inline]
+    pub(in crate::glue) fn finish_pending_runs(&mut self) -> Result<(), TransportError> {
+        if self.pending_runs.is_empty() {
+            return Ok(());
+        }
+        self.pending_runs.drain(&mut self.transport)
     }
 
     /// Serves ACKs, NACKs and retransmissions outside a collective call,
-    /// and advances the non-blocking barriers; fails if one of those did.
+    /// and advances the non-blocking runs; fails if one of those did.
     pub(super) fn progress_background_work(&mut self) -> Result<(), TransportError> {
         if let Err(why) = self.bcast.progress(&self.transport) {
             tracing::warn!("comm {} rank {}: bcast progress failed: {why}", self.id.cid, self.id.rank);
         }
-        self.pending_barriers.advance(&mut self.transport)
+        self.pending_runs.advance(&mut self.transport)
     }
 
     /// The protocols' closing steps when the communicator is freed (never
     /// after a failed call: their state is not to be trusted then).
     pub(super) fn close(&mut self) {
         let CommId { cid, rank, .. } = self.id;
-        if !self.pending_barriers.is_empty() {
+        if !self.pending_runs.is_empty() {
             tracing::info!(
                 target: output::SUMMARY,
-                "comm {cid} rank {rank}: freed with {} non-blocking barrier(s) under way: finishing them first",
-                self.pending_barriers.len()
+                "comm {cid} rank {rank}: freed with {} non-blocking run(s) under way: finishing them first",
+                self.pending_runs.len()
             );
-            if let Err(why) = self.pending_barriers.drain(&mut self.transport) {
-                tracing::warn!("comm {cid} rank {rank}: non-blocking barriers pending at teardown failed: {why}");
+            if let Err(why) = self.pending_runs.drain(&mut self.transport) {
+                tracing::warn!("comm {cid} rank {rank}: non-blocking runs pending at teardown failed: {why}");
             }
         }
         // A root returns from MPI_Bcast before its receivers acknowledge,

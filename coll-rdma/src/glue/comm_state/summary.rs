@@ -1,5 +1,7 @@
 //! What `coll_rdma_verbose` 1 says about a communicator: one line when it
-//! is ready and one when it is freed, from its rank 0 only, each at most
+//! is ready and one when it is freed (two or three where non-blocking or
+//! persistent calls were made: one per family of calls, so that the counts
+//! of all twelve kinds fit), from its rank 0 only, each at most
 //! `SUMMARY_MAX_CHARS` long, so that a job of a thousand ranks prints a
 //! couple of lines per communicator, not a thousand. Every rank's own
 //! detail (why each choice, what its transport set up, its own counts) is
@@ -8,7 +10,7 @@
 
 use super::super::output::{SUMMARY, SUMMARY_MAX_CHARS};
 use super::ready::ReadyComm;
-use super::tally::Tallies;
+use super::tally::{Collective, Tallies};
 use super::CommId;
 use crate::collectives::bcast::Bcast;
 use btl_ibmc::Endpoint;
@@ -60,15 +62,51 @@ impl ReadyComm {
     }
 }
 
-/// Rank 0's line when the communicator is freed: its own counts (every
+/// Rank 0's lines when the communicator is freed: its own counts (every
 /// rank makes the same calls on a communicator, so they stand for all).
 pub(super) fn say_freed_summary(id: CommId, transport: &str, tallies: &Tallies) {
     if id.rank != 0 {
         return;
     }
-    let counts: Vec<(&str, u64, u64)> =
-        tallies.reported().map(|(collective, tally)| (collective.name(), tally.served, tally.handed_over)).collect();
-    tracing::info!(target: SUMMARY, "{}", freed_line(id.cid, transport, &counts, tallies.has_failed()));
+    let counts: Vec<(Collective, u64, u64)> =
+        tallies.reported().map(|(collective, tally)| (collective, tally.served, tally.handed_over)).collect();
+    for line in freed_lines(id.cid, transport, &counts, tallies.has_failed()) {
+        tracing::info!(target: SUMMARY, "{line}");
+    }
+}
+
+/// The families of calls the freed lines count apart, in their order.
+#[derive(PartialEq, Eq, Clone, Copy)]
+enum Family {
+    Blocking,
+    NonBlocking,
+    Persistent,
+}
+
+fn family_of(collective: Collective) -> Family {
+    match collective {
+        Collective::Barrier | Collective::Allreduce | Collective::Reduce | Collective::Bcast => Family::Blocking,
+        Collective::Ibarrier | Collective::Ibcast | Collective::Iallreduce | Collective::Ireduce => Family::NonBlocking,
+        Collective::BarrierInit | Collective::BcastInit | Collective::AllreduceInit | Collective::ReduceInit => Family::Persistent,
+    }
+}
+
+/// `counts`: (collective, served, handed over) in the order to say them.
+/// One `freed_line` per family that has counts (the blocking one always;
+/// the failure is said on it).
+pub(super) fn freed_lines(cid: u32, transport: &str, counts: &[(Collective, u64, u64)], failed: bool) -> Vec<String> {
+    [Family::Blocking, Family::NonBlocking, Family::Persistent]
+        .into_iter()
+        .filter_map(|family| {
+            let of_family: Vec<(&str, u64, u64)> = counts
+                .iter()
+                .filter(|(collective, ..)| family_of(*collective) == family)
+                .map(|&(collective, served, handed_over)| (collective.name(), served, handed_over))
+                .collect();
+            (family == Family::Blocking || !of_family.is_empty())
+                .then(|| freed_line(cid, transport, &of_family, failed && family == Family::Blocking))
+        })
+        .collect()
 }
 
 pub(super) fn ready_line(figures: &ReadyFigures<'_>) -> String {
@@ -155,6 +193,37 @@ mod tests {
         assert_eq!(line, "comm 3 freed: served over shm: barrier 100, bcast 7, allreduce 0, reduce 5; handed over: bcast 2");
         let none = freed_line(0, "udp", &[("barrier", 1, 0)], false);
         assert!(none.ends_with("handed over: none"), "{none}");
+    }
+
+    #[test]
+    fn every_kind_is_counted_uncut_on_its_familys_line() {
+        // A million calls of each of the twelve kinds served on the widest
+        // communicator id and transport name, a failure said: no line is
+        // cut, each kind is said on exactly one.
+        let counts: Vec<(Collective, u64, u64)> = Collective::ALL.iter().map(|&c| (c, 999_999, 0)).collect();
+        let lines = freed_lines(u32::MAX, "shm+verbs", &counts, true);
+        assert_eq!(lines.len(), 3, "{lines:#?}");
+        for line in &lines {
+            assert!(line.chars().count() + "coll:rdma: ".len() <= SUMMARY_MAX_CHARS, "{} chars: {line}", line.chars().count());
+            assert!(!line.ends_with("..."), "cut: {line}");
+        }
+        for collective in Collective::ALL {
+            let said = format!(" {} 999999", collective.name());
+            let saying = lines.iter().filter(|line| line.contains(&format!("{said},")) || line.contains(&format!("{said};"))).count();
+            assert_eq!(saying, 1, "{said:?} on {saying} lines: {lines:#?}");
+        }
+        assert!(lines[0].contains("barrier 999999") && lines[0].ends_with("later ones went underneath"), "{}", lines[0]);
+        assert!(lines[1].contains("iallreduce 999999") && !lines[1].contains("failed"), "{}", lines[1]);
+        assert!(lines[2].contains("reduce_init 999999") && !lines[2].contains("failed"), "{}", lines[2]);
+        // Blocking calls only: one line, as before.
+        let blocking = [(Collective::Barrier, 4, 0), (Collective::Allreduce, 0, 0), (Collective::Reduce, 0, 0), (Collective::Bcast, 1, 0)];
+        assert_eq!(freed_lines(1, "shm", &blocking, false), ["comm 1 freed: served over shm: barrier 4, allreduce 0, reduce 0, bcast 1; handed over: none"]);
+        // Persistent calls but no non-blocking ones: no empty line for them.
+        let persistent = [(Collective::Barrier, 1, 0), (Collective::AllreduceInit, 7, 1)];
+        assert_eq!(
+            freed_lines(2, "udp", &persistent, false),
+            ["comm 2 freed: served over udp: barrier 1; handed over: none", "comm 2 freed: served over udp: allreduce_init 7; handed over: allreduce_init 1"]
+        );
     }
 
     #[test]

@@ -11,10 +11,14 @@
 //! read every slot of e's set. So a slot is never overwritten before it is
 //! read, without any acknowledgement. Tree calls in between do not matter:
 //! they too complete only once every rank has entered them. The flag never
-//! shows a later epoch than the reader expects, by the same argument.
+//! shows a later epoch than the reader expects, by the same argument. The
+//! argument needs call e finished on a rank before it puts for e+1, which
+//! holds for resumable runs too: a communicator's allreduce runs advance
+//! one at a time, in post order (`schedule_queue`).
 
-use btl_ibmc::{put_word_padded, wait_at_least, TransportError, Waits, Windows};
+use btl_ibmc::{put_word_padded, TransportError, Windows};
 
+use crate::patterns::meet::Meet;
 use crate::patterns::slots::SlotShape;
 use crate::reduction::Reduction;
 
@@ -44,9 +48,11 @@ impl ExchangeSlots {
         self.start + (set * self.size + sender) * self.shape.slot_bytes()
     }
 
-    /// Runs exchange call `epoch`; `incoming` is scratch of `send.len()`.
+    /// Runs exchange call `epoch` as far as `meet` lets it; `incoming` is
+    /// scratch of `send.len()` and `cursor` where an earlier advance of
+    /// this call stopped. Returns whether the call is finished.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn allreduce<T: Windows + ?Sized, R: Reduction + ?Sized>(
+    pub(crate) fn resume<T: Windows + ?Sized, R: Reduction + ?Sized>(
         &self,
         transport: &T,
         op: &R,
@@ -55,30 +61,46 @@ impl ExchangeSlots {
         send: &[u8],
         recv: &mut [u8],
         incoming: &mut [u8],
-        waits: Waits<'_>,
-    ) -> Result<(), TransportError> {
-        let mine = self.slot(epoch, rank);
-        // Starting after oneself spreads the first writes over all targets.
-        for distance in 1..self.size {
-            let peer = (rank + distance) % self.size;
-            put_word_padded(transport, peer, mine, send, self.shape.flag_offset(mine), epoch)?;
+        cursor: &mut ExchangeCursor,
+        meet: Meet<'_>,
+    ) -> Result<bool, TransportError> {
+        if !cursor.posted {
+            let mine = self.slot(epoch, rank);
+            // Starting after oneself spreads the first writes over all targets.
+            for distance in 1..self.size {
+                let peer = (rank + distance) % self.size;
+                put_word_padded(transport, peer, mine, send, self.shape.flag_offset(mine), epoch)?;
+            }
+            cursor.posted = true;
         }
-        for sender in 0..self.size {
+        while cursor.next_sender < self.size {
+            let sender = cursor.next_sender;
             let contribution: &mut [u8] = if sender == 0 { &mut *recv } else { &mut *incoming };
             if sender == rank {
                 contribution.copy_from_slice(send);
             } else {
                 let slot = self.slot(epoch, sender);
-                wait_at_least(transport, self.shape.flag_offset(slot), epoch, waits, || {
+                let arrived = meet.local_at_least(transport, self.shape.flag_offset(slot), epoch, || {
                     format!("allreduce {epoch} (exchange): contribution of rank {sender}")
                 })?;
+                if arrived.is_none() {
+                    return Ok(false);
+                }
                 transport.read_local(slot, contribution);
             }
             if sender > 0 {
                 op.combine(recv, incoming);
                 recv.copy_from_slice(incoming);
             }
+            cursor.next_sender += 1;
         }
-        Ok(())
+        Ok(true)
     }
+}
+
+/// How far one exchange call got: its puts, then the contributions folded.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ExchangeCursor {
+    pub(crate) posted: bool,
+    pub(crate) next_sender: usize,
 }

@@ -17,6 +17,11 @@
 //!   (see `large_reduction::parallel`): each rank reduces its own slice of every
 //!   rank's input, then reads the others'.
 //!
+//! Each call of the exchange or the tree can also be a resumable run (`run`,
+//! `Allreduce::start`, for the non-blocking calls); both forms share the
+//! steps (`Meet` says whether a step waits or polls), but the blocking call
+//! keeps its own loop: driving a run costs it 1.5-1.7x at 8 B.
+//!
 //! Messages are cut into segments of at most `segment_bytes` that stream
 //! through two-slot rings (see `patterns::slots`), so window space is
 //! bounded by the configuration whatever the message length. A rank works on the
@@ -62,17 +67,23 @@
 pub mod autotune;
 mod config;
 mod exchange;
+mod run;
+
+use std::sync::Arc;
 
 use btl_ibmc::{PeerReads, SideProgress, TransportError, Waits, Windows};
 
 pub use config::{AllreduceConfig, EXCHANGE_LIMIT_BYTES, RANGE_TOP_BYTES};
-use exchange::ExchangeSlots;
+use exchange::{ExchangeCursor, ExchangeSlots};
+pub use run::AllreduceRun;
+use run::{Path, TreeCursor};
 
 use crate::collectives::large_reduction::parallel::ParallelReduction;
-use crate::collectives::large_reduction::buffers::{Gather, ReductionBuffers};
+use crate::collectives::large_reduction::buffers::{Contribution, Gather, ReductionBuffers};
+use crate::patterns::meet::{Meet, StallClock};
 use crate::patterns::region::{RegionCursor, LINE};
-use crate::patterns::scratch;
 use crate::patterns::segments::{check_message, Segments};
+use crate::patterns::scratch;
 use crate::patterns::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
 use crate::patterns::tree::{TreeLinks, TwoLevelTree};
 use crate::patterns::upward::{Upward, UpwardRegion};
@@ -118,6 +129,53 @@ impl AllreduceRegion {
     }
 }
 
+/// What every run of one communicator's allreduce uses and none changes:
+/// this rank's streams and slots.
+#[derive(Debug)]
+struct AllreducePlan {
+    rank: usize,
+    upward: Upward,
+    result_from_parent: Option<Stream>,
+    /// Descending rank order: the child with the largest subtree first.
+    results_to_children: Vec<Stream>,
+    exchange: ExchangeSlots,
+}
+
+impl AllreducePlan {
+    /// Receives result segment `turn` from the parent (the root already
+    /// holds it) and forwards it to the children. Resumable like
+    /// `Upward::resume_segment`: step 0 is the parent's segment, step c the
+    /// send to child c.
+    fn resume_result_down<T: Windows + ?Sized>(
+        &self,
+        transport: &T,
+        turn: Turn,
+        result: &mut [u8],
+        done: &mut usize,
+        meet: Meet<'_>,
+    ) -> Result<bool, TransportError> {
+        if *done == 0 {
+            if let Some(parent) = &self.result_from_parent {
+                if !parent.try_receive(transport, turn.seq, result, meet)? {
+                    return Ok(false);
+                }
+                if turn.must_acknowledge() {
+                    parent.acknowledge(transport, turn.seq)?;
+                }
+            }
+            debug_assert!(self.result_from_parent.is_some() != self.upward.is_root());
+            *done = 1;
+        }
+        while let Some(child) = self.results_to_children.get(*done - 1) {
+            if !child.try_send(transport, turn.seq, result, turn.credit_needed(), &Default::default(), meet)? {
+                return Ok(false);
+            }
+            *done += 1;
+        }
+        Ok(true)
+    }
+}
+
 /// One rank's allreduce schedule and state for one communicator.
 #[derive(Debug)]
 pub struct Allreduce {
@@ -128,11 +186,9 @@ pub struct Allreduce {
     /// later (`set_degree`), the region never does.
     layout_config: AllreduceConfig,
     region_offset: usize,
-    upward: Upward,
-    result_from_parent: Option<Stream>,
-    /// Descending rank order: the child with the largest subtree first.
-    results_to_children: Vec<Stream>,
-    exchange: ExchangeSlots,
+    /// Shared with the outstanding runs, which may outlive a later change
+    /// of tree (`set_degree` requires them finished anyway).
+    plan: Arc<AllreducePlan>,
     /// The two-level tree serves every message (no exchange).
     two_level: bool,
     parallel: ParallelReduction,
@@ -156,17 +212,14 @@ impl Allreduce {
         assert_eq!(region_offset % LINE, 0, "the allreduce region must start on a cache line");
         let region = AllreduceRegion::new(region_offset, size, &config);
         let links = TreeLinks::new(rank, size, config.tree.degree);
-        let (upward, result_from_parent, results_to_children) = Self::streams(rank, &links, &region);
+        let exchange = ExchangeSlots::new(region.exchange, size, config.exchange_max_bytes);
         Allreduce {
             rank,
             size,
             config,
             layout_config: config,
             region_offset,
-            upward,
-            result_from_parent,
-            results_to_children,
-            exchange: ExchangeSlots::new(region.exchange, size, config.exchange_max_bytes),
+            plan: Arc::new(Self::plan(rank, &links, &region, exchange)),
             two_level: false,
             parallel: ParallelReduction::new(rank, size, region.parallel),
             epoch: 0,
@@ -175,7 +228,7 @@ impl Allreduce {
         }
     }
 
-    fn streams(rank: usize, links: &TreeLinks, region: &AllreduceRegion) -> (Upward, Option<Stream>, Vec<Stream>) {
+    fn plan(rank: usize, links: &TreeLinks, region: &AllreduceRegion, exchange: ExchangeSlots) -> AllreducePlan {
         let shape = region.upward.shape;
         let result_from_parent = links.parent.map(|parent| Stream {
             what: "allreduce result",
@@ -198,7 +251,8 @@ impl Allreduce {
                 shape,
             })
             .collect();
-        (Upward::new("allreduce partial", rank, links, region.upward), result_from_parent, results_to_children)
+        let upward = Upward::new("allreduce partial", rank, links, region.upward);
+        AllreducePlan { rank, upward, result_from_parent, results_to_children, exchange }
     }
 
     /// Switches to the two-level tree across nodes (`two_level_links`: the
@@ -218,7 +272,7 @@ impl Allreduce {
         }
         let region = AllreduceRegion::new(self.region_offset, self.size, &self.layout_config);
         assert!(links.children.iter().chain(links.parent.iter()).all(|link| link.position < needed), "a link beyond the rings it needs");
-        (self.upward, self.result_from_parent, self.results_to_children) = Self::streams(self.rank, links, &region);
+        self.plan = Arc::new(Self::plan(self.rank, links, &region, self.plan.exchange));
         self.two_level = true;
         Ok(())
     }
@@ -254,7 +308,7 @@ impl Allreduce {
         }
         let region = AllreduceRegion::new(self.region_offset, self.size, &self.layout_config);
         let links = TreeLinks::new(self.rank, self.size, degree);
-        (self.upward, self.result_from_parent, self.results_to_children) = Self::streams(self.rank, &links, &region);
+        self.plan = Arc::new(Self::plan(self.rank, &links, &region, self.plan.exchange));
         self.config.tree.degree = degree;
         Ok(())
     }
@@ -316,7 +370,8 @@ impl Allreduce {
     /// Reduces `send` of every rank in rank order and leaves the result in
     /// `recv` on every rank. `send` and `recv` must not alias and have the
     /// same length, a multiple of the element size. Its waits serve
-    /// `side_progress` whenever they yield.
+    /// `side_progress` whenever they yield. Not a run of `start`: the
+    /// blocking call keeps its own loop, which costs less per call.
     pub fn allreduce<T: PeerReads + ?Sized, R: Reduction + ?Sized>(
         &mut self,
         transport: &T,
@@ -326,6 +381,11 @@ impl Allreduce {
         recv: &mut [u8],
     ) -> Result<(), TransportError> {
         check_message(op, send, Some(recv.len()))?;
+        let policy = self.config.tree.policy;
+        let waits = policy.serving(side_progress);
+        if self.parallel.applies(transport, send.len()) {
+            return self.parallel.reduce(transport, waits, op, Gather::All, ReductionBuffers::Separate { send, recv });
+        }
         if send.is_empty() {
             return Ok(());
         }
@@ -333,30 +393,22 @@ impl Allreduce {
             recv.copy_from_slice(send);
             return Ok(());
         }
-        if self.parallel.applies(transport, send.len()) {
-            let waits = self.config.tree.policy.serving(side_progress);
-            return self.parallel.reduce(transport, waits, op, Gather::All, ReductionBuffers::Separate { send, recv });
-        }
         if self.uses_exchange(send.len()) {
             self.epoch += 1;
             let incoming = scratch(&mut self.incoming, send.len());
-            return self.exchange.allreduce(
-                transport,
-                op,
-                self.rank,
-                self.epoch,
-                send,
-                recv,
-                incoming,
-                self.config.tree.policy.serving(side_progress),
-            );
+            let mut cursor = ExchangeCursor::default();
+            let plan = &*self.plan;
+            plan.exchange.resume(transport, op, self.rank, self.epoch, send, recv, incoming, &mut cursor, Meet::Block(waits))?;
+            return Ok(());
         }
         let segments = Segments::new(send.len(), op.element_size(), self.config.tree.segment_bytes)?;
         self.epoch += 1;
-        let policy = self.config.tree.policy;
-        self.tree(transport, policy.serving(side_progress), op, &segments, send, recv)
+        self.tree(transport, waits, op, &segments, send, recv)
     }
 
+    /// The blocking tree: the same steps as a run's (`run::resume_tree`),
+    /// in one pass, without the run's bookkeeping (measured:
+    /// docs/nonblocking.md).
     fn tree<T: Windows + ?Sized, R: Reduction + ?Sized>(
         &mut self,
         transport: &T,
@@ -369,6 +421,7 @@ impl Allreduce {
         let base = self.last_seq;
         let count = segments.count();
         scratch(&mut self.incoming, segments.full_len());
+        let plan = &*self.plan;
         for step in 0..count + DOWN_LAG {
             if step < count {
                 let turn = Turn::new(step, count, base, Reuse::ImpliedByDataFlow);
@@ -376,36 +429,88 @@ impl Allreduce {
                 let partial = &mut recv[range.clone()];
                 partial.copy_from_slice(&send[range.clone()]);
                 let incoming = &mut self.incoming[..range.len()];
-                self.upward.segment(transport, op, turn, partial, incoming, waits)?;
+                plan.upward.resume_segment(transport, op, turn, partial, incoming, &mut 0, Meet::Block(waits))?;
             }
             if let Some(index) = step.checked_sub(DOWN_LAG) {
                 let turn = Turn::new(index, count, base, Reuse::ImpliedByDataFlow);
-                self.pass_result_down(transport, waits, turn, &mut recv[segments.range(index)])?;
+                plan.resume_result_down(transport, turn, &mut recv[segments.range(index)], &mut 0, Meet::Block(waits))?;
             }
         }
         self.last_seq = base + count as u64;
         Ok(())
     }
 
-    /// Receives result segment `turn` from the parent (the root already
-    /// holds it) and forwards it to the children.
-    fn pass_result_down<T: Windows + ?Sized>(
-        &self,
+    /// Starts one allreduce call as a resumable run (see `run`): what
+    /// `allreduce` does, advanced by `Schedule::advance`. Takes the call's
+    /// epoch and sequence numbers now, so runs must be started in the
+    /// communicator's post order and advanced one at a time in that order
+    /// (`schedule_queue`). The parallel reduction has no resumable form
+    /// yet: a length it would serve is refused (`Unsupported`), for the
+    /// caller to hand the call over.
+    pub fn start<'a, T: PeerReads + ?Sized, R: Reduction>(
+        &mut self,
         transport: &T,
-        waits: Waits<'_>,
-        turn: Turn,
-        result: &mut [u8],
-    ) -> Result<(), TransportError> {
-        if let Some(parent) = &self.result_from_parent {
-            parent.receive(transport, turn.seq, result, waits)?;
-            if turn.must_acknowledge() {
-                parent.acknowledge(transport, turn.seq)?;
-            }
-        }
-        debug_assert!(self.result_from_parent.is_some() != self.upward.is_root());
-        for child in &self.results_to_children {
-            child.send(transport, turn.seq, result, turn.credit_needed(), waits)?;
+        op: R,
+        send: &'a [u8],
+        recv: &'a mut [u8],
+    ) -> Result<AllreduceRun<'a, R>, TransportError> {
+        check_message(&op, send, Some(recv.len()))?;
+        self.refuse_parallel(transport, send.len())?;
+        self.start_window(op, Contribution::Borrowed(send), recv)
+    }
+
+    /// `start` for MPI_IN_PLACE: `buffer` holds this rank's contribution
+    /// (copied now) and receives the result.
+    pub fn start_in_place<'a, T: PeerReads + ?Sized, R: Reduction>(
+        &mut self,
+        transport: &T,
+        op: R,
+        buffer: &'a mut [u8],
+    ) -> Result<AllreduceRun<'a, R>, TransportError> {
+        check_message(&op, buffer, None)?;
+        self.refuse_parallel(transport, buffer.len())?;
+        let contribution = Contribution::Copied(buffer.to_vec());
+        self.start_window(op, contribution, buffer)
+    }
+
+    fn refuse_parallel<T: PeerReads + ?Sized>(&self, transport: &T, len: usize) -> Result<(), TransportError> {
+        if self.parallel.applies(transport, len) {
+            return Err(TransportError::Unsupported("a resumable parallel reduction (lengths from its threshold)"));
         }
         Ok(())
+    }
+
+    /// The resumable run of a call the window serves (exchange or tree),
+    /// its numbers taken.
+    fn start_window<'a, R: Reduction>(
+        &mut self,
+        op: R,
+        send: Contribution<'a>,
+        recv: &'a mut [u8],
+    ) -> Result<AllreduceRun<'a, R>, TransportError> {
+        let path = self.next_path(&op, &send, recv)?;
+        let plan = Arc::clone(&self.plan);
+        let stall = StallClock::new(self.config.tree.policy.fault_timeout);
+        Ok(AllreduceRun { plan, op, send, recv, incoming: Vec::new(), path, stall })
+    }
+
+    /// Where the next call starts (taking its epoch and sequence numbers),
+    /// or `Finished` for a call with nothing to exchange.
+    fn next_path<R: Reduction + ?Sized>(&mut self, op: &R, send: &[u8], recv: &mut [u8]) -> Result<Path, TransportError> {
+        Ok(if send.is_empty() {
+            Path::Finished
+        } else if self.size == 1 {
+            recv.copy_from_slice(send);
+            Path::Finished
+        } else if self.uses_exchange(send.len()) {
+            self.epoch += 1;
+            Path::Exchange { epoch: self.epoch, cursor: ExchangeCursor::default() }
+        } else {
+            let segments = Segments::new(send.len(), op.element_size(), self.config.tree.segment_bytes)?;
+            self.epoch += 1;
+            let base = self.last_seq;
+            self.last_seq = base + segments.count() as u64;
+            Path::Tree(TreeCursor::new(segments, base))
+        })
     }
 }

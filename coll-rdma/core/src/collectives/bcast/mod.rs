@@ -28,6 +28,7 @@ use tuning::{choose_co_roots, CoRootModel};
 use crate::patterns::region::RegionCursor;
 
 pub mod put_tree;
+mod put_tree_run;
 pub mod single_copy;
 pub mod two_level;
 

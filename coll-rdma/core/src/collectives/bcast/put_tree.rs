@@ -4,6 +4,10 @@
 //! by segment through two-slot rings (see `patterns::slots`); a root other
 //! than rank 0 first relays each segment to rank 0.
 //!
+//! Each call can also be a resumable run (`put_tree_run`,
+//! `PutTreeBcast::start`, for MPI_Ibcast); the blocking call keeps its own
+//! loop over the same steps.
+//!
 //! The tree stays rooted at rank 0 whatever the root, for the reason given
 //! in `reduce`: every slot ring keeps a single writer across calls, which
 //! the credits below rely on. Every rank but 0, the root included, takes
@@ -39,8 +43,13 @@
 //! call. The check costs a receiver one comparison of the flag value its
 //! wait has already read.
 
+use std::sync::Arc;
+
 use btl_ibmc::{TransportError, WaitPolicy, Windows};
 
+use super::put_tree_run::{PutTreeCursor, PutTreePlan};
+pub use super::put_tree_run::PutTreeRun;
+use crate::patterns::meet::{Meet, StallClock};
 use crate::patterns::region::RegionCursor;
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Arrival, Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
@@ -82,12 +91,10 @@ impl TreeRegion {
 /// One rank's put-tree broadcast state for one communicator.
 #[derive(Clone, Debug)]
 pub struct PutTreeBcast {
-    rank: usize,
     size: usize,
     config: PutTreeConfig,
-    from_parent: Option<Stream>,
-    /// Descending rank order: the child with the largest subtree first.
-    to_children: Vec<Stream>,
+    /// Shared with the outstanding runs.
+    plan: Arc<PutTreePlan>,
     relay_ring: usize,
     relay_credit: usize,
     shape: SlotShape,
@@ -115,11 +122,13 @@ impl PutTreeBcast {
             shape: region.shape,
         };
         PutTreeBcast {
-            rank,
             size,
             config,
-            from_parent: links.parent.map(|parent| stream(parent.peer, rank, parent.position)),
-            to_children: links.children.iter().rev().map(|child| stream(rank, child.peer, child.position)).collect(),
+            plan: Arc::new(PutTreePlan {
+                rank,
+                from_parent: links.parent.map(|parent| stream(parent.peer, rank, parent.position)),
+                to_children: links.children.iter().rev().map(|child| stream(rank, child.peer, child.position)).collect(),
+            }),
             relay_ring: region.relay_ring,
             relay_credit: region.relay_credit,
             shape: region.shape,
@@ -140,7 +149,8 @@ impl PutTreeBcast {
 
     /// MPI_Bcast of `buf` from `root`; every rank passes the same root and
     /// length. Fails on every rank but the root if the root abandons the
-    /// call (`abandon_at_root`).
+    /// call (`abandon_at_root`). Not a run of `start`: the blocking call
+    /// keeps its own loop, which costs less per call.
     pub fn bcast<T: Windows + ?Sized>(&mut self, transport: &T, root: usize, buf: &mut [u8]) -> Result<(), TransportError> {
         if root >= self.size {
             return Err(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() });
@@ -151,38 +161,84 @@ impl PutTreeBcast {
         let segments = Segments::new(buf.len(), 1, self.config.segment_bytes)?;
         let base = self.last_seq;
         let count = segments.count();
-        let policy = self.config.policy;
-        let waits = policy.without_side_progress();
+        let waits = self.config.policy.without_side_progress();
         let relay = (root != 0).then(|| self.relay_from(root));
-        for index in 0..count {
+        let plan = &*self.plan;
+        let mut abandoned = None;
+        'segments: for index in 0..count {
             let range = segments.range(index);
             let segment = &mut buf[range];
             let turn = Turn::new(index, count, base, Reuse::AcknowledgedEachCall);
             if let Some(relay) = &relay {
                 let relay_turn = Turn::new(index, count, base, Reuse::ImpliedByDataFlow);
-                if self.rank == root {
+                if plan.rank == root {
                     relay.send(transport, relay_turn.seq, segment, relay_turn.credit_needed(), waits)?;
-                } else if self.rank == 0 {
-                    if relay.receive_unless_abandoned(transport, relay_turn.seq, segment, waits)? == Arrival::Abandoned {
-                        return self.pass_on_abandonment(transport, root, buf.len(), turn, base + count as u64);
+                } else if plan.rank == 0 {
+                    if relay.try_receive_unless_abandoned(transport, relay_turn.seq, segment, Meet::Block(waits))? == Some(Arrival::Abandoned) {
+                        abandoned = Some(turn);
+                        break 'segments;
                     }
                     if relay_turn.must_acknowledge() {
                         relay.acknowledge(transport, relay_turn.seq)?;
                     }
                 }
             }
-            if let Some(parent) = &self.from_parent {
-                if parent.receive_unless_abandoned(transport, turn.seq, segment, waits)? == Arrival::Abandoned {
-                    return self.pass_on_abandonment(transport, root, buf.len(), turn, base + count as u64);
+            if let Some(parent) = &plan.from_parent {
+                if parent.try_receive_unless_abandoned(transport, turn.seq, segment, Meet::Block(waits))? == Some(Arrival::Abandoned) {
+                    abandoned = Some(turn);
+                    break 'segments;
                 }
                 parent.acknowledge(transport, turn.seq)?;
             }
-            for child in &self.to_children {
+            for child in &plan.to_children {
                 child.send(transport, turn.seq, segment, turn.credit_needed(), waits)?;
             }
         }
         self.last_seq = base + count as u64;
-        Ok(())
+        match abandoned {
+            None => Ok(()),
+            Some(turn) => self.pass_on_abandonment(transport, root, buf.len(), turn),
+        }
+    }
+
+    /// A receiver found segment `turn` marked abandoned by the root.
+    fn pass_on_abandonment<T: Windows + ?Sized>(
+        &self,
+        transport: &T,
+        root: usize,
+        len: usize,
+        turn: Turn,
+    ) -> Result<(), TransportError> {
+        self.mark_children(transport, turn)?;
+        Err(TransportError::Failed(format!(
+            "bcast from root {root}: the root could not provide its {len}-byte message (it said so down the put tree)"
+        )))
+    }
+
+    /// Starts one bcast as a resumable run (see `put_tree_run`). Takes the
+    /// call's sequence numbers now, so runs must be started in the
+    /// communicator's post order and advanced one at a time in that order
+    /// (`schedule_queue`).
+    pub fn start<'a>(&mut self, root: usize, buf: &'a mut [u8]) -> Result<PutTreeRun<'a>, TransportError> {
+        let cursor = self.next_cursor(root, buf.len())?;
+        let relay = (root != 0).then(|| self.relay_from(root));
+        let stall = StallClock::new(self.config.policy.fault_timeout);
+        Ok(PutTreeRun { plan: Arc::clone(&self.plan), root, relay, buf, cursor, stall })
+    }
+
+    /// Where the next call starts (taking its sequence numbers), or `None`
+    /// for a call with nothing to send.
+    fn next_cursor(&mut self, root: usize, len: usize) -> Result<Option<PutTreeCursor>, TransportError> {
+        if root >= self.size {
+            return Err(TransportError::OutOfRange { peer: root, offset: 0, len });
+        }
+        if len == 0 || self.size == 1 {
+            return Ok(None);
+        }
+        let segments = Segments::new(len, 1, self.config.segment_bytes)?;
+        let base = self.last_seq;
+        self.last_seq = base + segments.count() as u64;
+        Ok(Some(PutTreeCursor::new(segments, base)))
     }
 
     /// The root's side of a `len`-byte call whose message it cannot provide
@@ -193,7 +249,7 @@ impl PutTreeBcast {
     /// streams are out of step (the ranks stop at different points of the
     /// call): the communicator must not broadcast through this tree again.
     pub fn abandon_at_root<T: Windows + ?Sized>(&mut self, transport: &T, root: usize, len: usize) -> Result<(), TransportError> {
-        if root != self.rank {
+        if root != self.plan.rank {
             return Err(TransportError::OutOfRange { peer: root, offset: 0, len });
         }
         if len == 0 || self.size == 1 {
@@ -209,24 +265,8 @@ impl PutTreeBcast {
         self.mark_children(transport, Turn::new(0, count, base, Reuse::AcknowledgedEachCall))
     }
 
-    /// A receiver found segment `turn` marked abandoned by the root.
-    fn pass_on_abandonment<T: Windows + ?Sized>(
-        &mut self,
-        transport: &T,
-        root: usize,
-        len: usize,
-        turn: Turn,
-        call_end: u64,
-    ) -> Result<(), TransportError> {
-        self.last_seq = call_end;
-        self.mark_children(transport, turn)?;
-        Err(TransportError::Failed(format!(
-            "bcast from root {root}: the root could not provide its {len}-byte message (it said so down the put tree)"
-        )))
-    }
-
     fn mark_children<T: Windows + ?Sized>(&self, transport: &T, turn: Turn) -> Result<(), TransportError> {
-        for child in &self.to_children {
+        for child in &self.plan.to_children {
             child.send_abandoned(transport, turn.seq, turn.credit_needed(), self.config.policy.without_side_progress())?;
         }
         Ok(())

@@ -34,3 +34,21 @@ pub enum Gather {
     /// Reduce: this root only.
     Root(usize),
 }
+
+/// A run's own contribution: the caller's buffer, or a copy of it where the
+/// result will overwrite the buffer (MPI_IN_PLACE).
+pub(crate) enum Contribution<'a> {
+    Borrowed(&'a [u8]),
+    Copied(Vec<u8>),
+}
+
+impl std::ops::Deref for Contribution<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Contribution::Borrowed(bytes) => bytes,
+            Contribution::Copied(bytes) => bytes,
+        }
+    }
+}

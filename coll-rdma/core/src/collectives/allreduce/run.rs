@@ -1,0 +1,157 @@
+//! One allreduce call as a resumable run (`Schedule`): the exchange or the
+//! tree of `super`, cut at every point where the blocking call would wait.
+//!
+//! # States
+//!
+//! * `Finished`: nothing left (an empty message, one rank, or done).
+//! * `Exchange`: first every put of this rank's contribution (never
+//!   waits), then the fold in rank order; `next_sender` is the first
+//!   contribution not yet folded, so a missing one stops the fold there and
+//!   the next advance resumes with it.
+//! * `Tree`: step s works on the upward phase of segment s and then the
+//!   downward phase of segment s - `DOWN_LAG`, exactly the blocking order;
+//!   `up_steps` and `down_steps` count the sub-steps already taken (a
+//!   child's partial folded, the parent's result received, a child sent to),
+//!   so a missing flag or credit leaves the run where it stopped.
+//!
+//! Epoch and sequence numbers are taken when the run is started, in the
+//! communicator's post order, which MPI makes the same on every rank. The
+//! cross-call slot arguments of `super` hold as long as a run starts to
+//! touch the window only after the communicator's previous allreduce run
+//! finished on this rank: `schedule_queue` keeps runs of one collective in
+//! post order.
+
+use btl_ibmc::{TransportError, Windows};
+
+use super::exchange::ExchangeCursor;
+use super::{AllreducePlan, DOWN_LAG};
+use crate::collectives::large_reduction::buffers::Contribution;
+use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
+use crate::patterns::segments::Segments;
+use crate::patterns::slots::{Reuse, Turn};
+use crate::reduction::Reduction;
+use crate::schedule::{Schedule, Step};
+
+pub(super) enum Path {
+    Finished,
+    Exchange { epoch: u64, cursor: ExchangeCursor },
+    Tree(TreeCursor),
+}
+
+pub(super) struct TreeCursor {
+    pub(super) segments: Segments,
+    pub(super) base: u64,
+    pub(super) step: usize,
+    pub(super) up_done: bool,
+    pub(super) up_steps: usize,
+    pub(super) down_steps: usize,
+}
+
+impl TreeCursor {
+    pub(super) fn new(segments: Segments, base: u64) -> Self {
+        TreeCursor { segments, base, step: 0, up_done: false, up_steps: 0, down_steps: 0 }
+    }
+}
+
+/// One rank's part of one allreduce call; made by `Allreduce::start`.
+pub struct AllreduceRun<'a, R> {
+    pub(super) plan: std::sync::Arc<AllreducePlan>,
+    pub(super) op: R,
+    pub(super) send: Contribution<'a>,
+    pub(super) recv: &'a mut [u8],
+    pub(super) incoming: Vec<u8>,
+    pub(super) path: Path,
+    pub(super) stall: StallClock,
+}
+
+impl<T: Windows + ?Sized, R: Reduction> Resumable<T> for AllreduceRun<'_, R> {
+    type Position = (usize, usize, usize, bool);
+
+    fn resume(&mut self, transport: &T, meet: Meet<'_>) -> Result<bool, TransportError> {
+        let finished = match &mut self.path {
+            Path::Finished => true,
+            Path::Exchange { epoch, cursor } => {
+                let incoming = crate::patterns::scratch(&mut self.incoming, self.send.len());
+                self.plan.exchange.resume(transport, &self.op, self.plan.rank, *epoch, &self.send, self.recv, incoming, cursor, meet)?
+            }
+            Path::Tree(cursor) => {
+                resume_tree(&self.plan, transport, &self.op, &self.send, self.recv, &mut self.incoming, cursor, meet)?
+            }
+        };
+        if finished {
+            self.path = Path::Finished;
+        }
+        Ok(finished)
+    }
+
+    fn position(&self) -> (usize, usize, usize, bool) {
+        match &self.path {
+            Path::Finished => (usize::MAX, 0, 0, true),
+            Path::Exchange { cursor, .. } => (cursor.next_sender, 0, 0, cursor.posted),
+            Path::Tree(cursor) => (cursor.step, cursor.up_steps, cursor.down_steps, cursor.up_done),
+        }
+    }
+
+    fn stall_clock(&mut self) -> &mut StallClock {
+        &mut self.stall
+    }
+
+    fn describe(&self) -> String {
+        match &self.path {
+            Path::Finished => "allreduce".to_string(),
+            Path::Exchange { epoch, cursor } => format!("allreduce {epoch} (exchange), waiting for rank {}", cursor.next_sender),
+            Path::Tree(cursor) => format!("allreduce tree, segment sequence {}", cursor.base + cursor.step as u64),
+        }
+    }
+}
+
+impl<T: Windows + ?Sized, R: Reduction> Schedule<T> for AllreduceRun<'_, R> {
+    type Error = TransportError;
+
+    fn advance(&mut self, transport: &mut T) -> Result<Step, TransportError> {
+        advance_by_polling(self, &*transport)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn resume_tree<T: Windows + ?Sized, R: Reduction + ?Sized>(
+    plan: &AllreducePlan,
+    transport: &T,
+    op: &R,
+    send: &[u8],
+    recv: &mut [u8],
+    incoming: &mut Vec<u8>,
+    cursor: &mut TreeCursor,
+    meet: Meet<'_>,
+) -> Result<bool, TransportError> {
+    let count = cursor.segments.count();
+    let incoming = crate::patterns::scratch(incoming, cursor.segments.full_len());
+    while cursor.step < count + DOWN_LAG {
+        if cursor.step < count && !cursor.up_done {
+            let turn = Turn::new(cursor.step, count, cursor.base, Reuse::ImpliedByDataFlow);
+            let range = cursor.segments.range(cursor.step);
+            let partial = &mut recv[range.clone()];
+            if cursor.up_steps == 0 {
+                // Nothing folded yet: (re)start from this rank's own part.
+                partial.copy_from_slice(&send[range.clone()]);
+            }
+            let incoming = &mut incoming[..range.len()];
+            if !plan.upward.resume_segment(transport, op, turn, partial, incoming, &mut cursor.up_steps, meet)? {
+                return Ok(false);
+            }
+            cursor.up_done = true;
+        }
+        if let Some(index) = cursor.step.checked_sub(DOWN_LAG) {
+            let turn = Turn::new(index, count, cursor.base, Reuse::ImpliedByDataFlow);
+            let result = &mut recv[cursor.segments.range(index)];
+            if !plan.resume_result_down(transport, turn, result, &mut cursor.down_steps, meet)? {
+                return Ok(false);
+            }
+        }
+        cursor.step += 1;
+        cursor.up_done = false;
+        cursor.up_steps = 0;
+        cursor.down_steps = 0;
+    }
+    Ok(true)
+}

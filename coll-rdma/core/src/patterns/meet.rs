@@ -1,0 +1,109 @@
+//! How a run meets a word that has not arrived yet. The resumable form of a
+//! collective polls it once and returns `Step::Pending` (the progress loop
+//! calls again); the blocking form waits for it under the communicator's
+//! policy (spin, yield or sleep, side progress, stall warnings, fault
+//! timeout). Both drive the same state machine: a blocking call is the
+//! resumable run with `Meet::Block`, which never leaves a step unfinished.
+
+use std::time::{Duration, Instant};
+
+use btl_ibmc::{wait_at_least, Endpoint, TransportError, Waits, Windows};
+
+use crate::schedule::Step;
+
+#[derive(Clone, Copy)]
+pub(crate) enum Meet<'a> {
+    /// Look once; a word below its target leaves the step for later.
+    Poll,
+    /// Wait until the word is there.
+    Block(Waits<'a>),
+}
+
+impl Meet<'_> {
+    /// The local word at `offset` once it is at least `target`; `None` when
+    /// a poll found it below. `describe` explains a stall.
+    #[inline]
+    pub(crate) fn local_at_least<T, D>(self, transport: &T, offset: usize, target: u64, describe: D) -> Result<Option<u64>, TransportError>
+    where
+        T: Windows + ?Sized,
+        D: Fn() -> String,
+    {
+        match self {
+            Meet::Poll => {
+                let value = transport.local_flag(offset);
+                Ok((value >= target).then_some(value))
+            }
+            Meet::Block(waits) => wait_at_least(transport, offset, target, waits, describe).map(Some),
+        }
+    }
+}
+
+/// A run whose steps `Meet` drives: `resume` under `Meet::Block` is the
+/// blocking call, `advance_by_polling` the run's `Schedule::advance`.
+pub(crate) trait Resumable<T: ?Sized> {
+    /// Where the run stands, to tell a poll that moved from one that did not.
+    type Position: PartialEq;
+
+    /// Takes every step that `meet` lets it; returns whether the call is
+    /// finished (always, under `Meet::Block`).
+    fn resume(&mut self, transport: &T, meet: Meet<'_>) -> Result<bool, TransportError>;
+
+    fn position(&self) -> Self::Position;
+
+    fn stall_clock(&mut self) -> &mut StallClock;
+
+    /// The call and where it stands, for a run that stopped moving.
+    fn describe(&self) -> String;
+}
+
+/// `Schedule::advance` of every run: one `resume` by polls, booked on the
+/// run's stall clock.
+pub(crate) fn advance_by_polling<T, S>(run: &mut S, transport: &T) -> Result<Step, TransportError>
+where
+    T: Endpoint + ?Sized,
+    S: Resumable<T>,
+{
+    let before = run.position();
+    let step = if run.resume(transport, Meet::Poll)? { Step::Done } else { Step::Pending };
+    let moved = run.position() != before;
+    match run.stall_clock().book(transport, step, moved)? {
+        None => Ok(step),
+        Some(stuck) => Err(TransportError::Failed(format!(
+            "{} made no progress for {:.1} s (the fault timeout)",
+            run.describe(),
+            stuck.as_secs_f64()
+        ))),
+    }
+}
+
+/// What the blocking waits do between polls, for a run advanced by polls:
+/// between two calls that found it stuck, the transport gets one progress
+/// call and a health check (a dead peer fails the run), and a run stuck
+/// longer than the fault timeout fails instead of pending for ever.
+#[derive(Debug)]
+pub(crate) struct StallClock {
+    fault_timeout: Option<Duration>,
+    stuck_since: Option<Instant>,
+}
+
+impl StallClock {
+    pub(crate) fn new(fault_timeout: Option<Duration>) -> Self {
+        StallClock { fault_timeout, stuck_since: None }
+    }
+
+    /// Books the outcome of one poll-mode advance; `moved` says whether it
+    /// got anything done (a stuck run's clock keeps running). Returns how
+    /// long the run has been stuck once that passes the fault timeout.
+    fn book<T: Endpoint + ?Sized>(&mut self, transport: &T, step: Step, moved: bool) -> Result<Option<Duration>, TransportError> {
+        if step == Step::Done || moved {
+            self.stuck_since = None;
+            if step == Step::Done {
+                return Ok(None);
+            }
+        }
+        transport.progress();
+        transport.health()?;
+        let stuck = self.stuck_since.get_or_insert_with(Instant::now).elapsed();
+        Ok(self.fault_timeout.filter(|&limit| stuck > limit).map(|_| stuck))
+    }
+}

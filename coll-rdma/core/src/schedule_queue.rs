@@ -1,0 +1,147 @@
+//! The order in which one communicator's resumable runs advance.
+//!
+//! Each collective keeps its slots, rings and credit words in its own part
+//! of the window, and its cross-call arguments (why a slot is never
+//! rewritten before it is read, why a flag never shows a later call than
+//! its reader expects) assume what the blocking calls guarantee: a rank
+//! starts touching the window for call e+1 of a collective only after it
+//! finished call e. So runs go into lanes, one per collective's region:
+//!
+//! * within a lane, only the oldest unfinished run advances; the others
+//!   are Pending behind it, in post order;
+//! * lanes advance independently: their regions and sequence numbers are
+//!   disjoint, and since no run ever waits inside `advance`, one lane
+//!   stuck on a late peer never stops another.
+//!
+//! Sequence numbers and epochs are taken when a run is started (`start`
+//! of each collective), which must happen in post order; MPI makes every
+//! rank post a communicator's collectives in the same order, so every
+//! rank numbers them alike, whichever order the application later
+//! completes them in. A run whose lane is blocked does not hold its peers
+//! back beyond what the blocking calls would: its peers' runs of the same
+//! lane wait for the same predecessors. Hence no deadlock: every rank
+//! advances every lane's oldest run at every call, and the oldest runs of
+//! a lane are the same call on every rank.
+//!
+//! A run that fails leaves its lane's streams out of step, so the runs
+//! queued behind it in that lane fail too, naming the first failure.
+//!
+//! Each run carries a tag (the glue's MPI request, the tests' ticket) that
+//! `advance` hands back when the run ends; runs are `Send` because the
+//! queue moves with its communicator's state between threads.
+
+use std::collections::VecDeque;
+
+use btl_ibmc::TransportError;
+
+use crate::schedule::{Schedule, Step};
+
+/// The part of the window a run uses: runs of one lane go one at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Lane {
+    Barrier,
+    Allreduce,
+    Reduce,
+    Bcast,
+}
+
+const LANES: usize = 4;
+
+/// Names one posted run; tickets grow in post order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ticket(pub u64);
+
+pub type Run<'a, T> = Box<dyn Schedule<T, Error = TransportError> + Send + 'a>;
+
+struct Entry<'a, T: ?Sized, Tag> {
+    tag: Tag,
+    lane: Lane,
+    run: Run<'a, T>,
+}
+
+/// One communicator's outstanding runs, in post order.
+pub struct ScheduleQueue<'a, T: ?Sized, Tag = Ticket> {
+    entries: VecDeque<Entry<'a, T, Tag>>,
+    next_ticket: u64,
+    /// Lanes whose streams a failed run left out of step, with why.
+    broken: Vec<(Lane, String)>,
+}
+
+impl<T: ?Sized, Tag> Default for ScheduleQueue<'_, T, Tag> {
+    fn default() -> Self {
+        ScheduleQueue { entries: VecDeque::new(), next_ticket: 0, broken: Vec::new() }
+    }
+}
+
+impl<'a, T: ?Sized> ScheduleQueue<'a, T, Ticket> {
+    /// Queues `run`, which the caller has just started (its numbers taken),
+    /// behind every earlier run of `lane`; its tag is a fresh ticket.
+    pub fn post(&mut self, lane: Lane, run: Run<'a, T>) -> Ticket {
+        let ticket = Ticket(self.next_ticket);
+        self.next_ticket += 1;
+        self.post_tagged(lane, run, ticket);
+        ticket
+    }
+}
+
+impl<'a, T: ?Sized, Tag> ScheduleQueue<'a, T, Tag> {
+    /// Queues `run` (just started: its numbers taken) behind every earlier
+    /// run of `lane`, with `tag` to hand back when it ends.
+    pub fn post_tagged(&mut self, lane: Lane, run: Run<'a, T>, tag: Tag) {
+        self.entries.push_back(Entry { tag, lane, run });
+    }
+
+    /// Runs posted and not yet reported finished.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Drops every run unfinished, handing back their tags (the
+    /// communicator is going away after a failure).
+    pub fn abandon(&mut self) -> impl Iterator<Item = Tag> + '_ {
+        self.entries.drain(..).map(|entry| entry.tag)
+    }
+
+    /// Advances the oldest run of every lane, and each next one as soon as
+    /// the one before it finishes; `finished` hears of every run that ended
+    /// (done or failed), in the order they ended.
+    pub fn advance<F>(&mut self, transport: &mut T, mut finished: F)
+    where
+        F: FnMut(Tag, Result<(), TransportError>),
+    {
+        let mut blocked = [false; LANES];
+        let mut index = 0;
+        while index < self.entries.len() {
+            let lane = self.entries[index].lane;
+            if blocked[lane as usize] {
+                index += 1;
+                continue;
+            }
+            let outcome = match self.broken.iter().find(|(broken, _)| *broken == lane) {
+                Some((_, why)) => Err(TransportError::Failed(format!("an earlier run of this communicator failed: {why}"))),
+                None => self.entries[index].run.advance(transport).map(|step| step == Step::Done),
+            };
+            match outcome {
+                Ok(false) => {
+                    blocked[lane as usize] = true;
+                    index += 1;
+                }
+                Ok(true) => {
+                    let entry = self.entries.remove(index).expect("index within the queue");
+                    finished(entry.tag, Ok(()));
+                }
+                Err(error) => {
+                    if !self.broken.iter().any(|(broken, _)| *broken == lane) {
+                        self.broken.push((lane, error.to_string()));
+                    }
+                    let entry = self.entries.remove(index).expect("index within the queue");
+                    finished(entry.tag, Err(error));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,448 @@
+//! Resumable runs (`Schedule`) over the in-process fabric: every rank a
+//! thread holding one endpoint per communicator, several communicators at
+//! once, each with a script of allreduces (exchange and tree lengths),
+//! reduces and put-tree bcasts with moving roots, zero counts among them,
+//! the same on every rank. Each rank posts and advances them in its own
+//! random interleaving (seeded; every rank a different one): at each turn
+//! it either starts the next call of a random communicator (at most
+//! `MAX_OUTSTANDING` pending there) or advances a random communicator's
+//! queue, so calls finish in whatever order the interleaving gives. The
+//! fabric delays puts at random. Every result is compared with a fold the
+//! test computes serially from all ranks' inputs: the wrapping word sum,
+//! and the 2x2 matrix product, which is not commutative, so only the
+//! canonical rank order passes.
+//!
+//! Window puts are reliable on every transport (only datagrams are lost,
+//! duplicated or reordered, and these runs use none): the fabric's put
+//! delays are the faults that apply.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
+use btl_ibmc::{TransportError, WaitPolicy};
+use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
+use coll_rdma_core::collectives::bcast::put_tree::{PutTreeBcast, PutTreeConfig};
+use coll_rdma_core::collectives::reduce::Reduce;
+use coll_rdma_core::patterns::TreeStreamConfig;
+use coll_rdma_core::reduction::Reduction;
+use coll_rdma_core::schedule_queue::{Lane, Run, ScheduleQueue};
+
+use common::matrix::{matrix_product, read_matrix, write_matrix, MatrixProduct};
+use common::{word, WordSum, XorShift};
+
+/// A rank that has not finished its script by then takes it for a deadlock.
+const DEADLINE: Duration = Duration::from_secs(120);
+const MAX_OUTSTANDING: usize = 8;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Allreduce,
+    /// MPI_IN_PLACE on every rank.
+    AllreduceInPlace,
+    Reduce { root: usize },
+    Bcast { root: usize },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OpKind {
+    Sum,
+    Matrix,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Call {
+    kind: Kind,
+    op: OpKind,
+    /// Elements (8-byte words for the sum and bcast, 32-byte matrices).
+    elements: usize,
+}
+
+impl Call {
+    fn element_size(&self) -> usize {
+        match (self.kind, self.op) {
+            (Kind::Bcast { .. }, _) | (_, OpKind::Sum) => 8,
+            (_, OpKind::Matrix) => 32,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.elements * self.element_size()
+    }
+
+    fn reduction(&self) -> &'static (dyn Reduction + Sync) {
+        match self.op {
+            OpKind::Sum => &WordSum,
+            OpKind::Matrix => &MatrixProduct,
+        }
+    }
+}
+
+/// Segments small enough that tree lengths take several of them.
+fn tree_config() -> TreeStreamConfig {
+    TreeStreamConfig { degree: 2, segment_bytes: 256, policy: policy(), room_for_two_levels: false }
+}
+
+fn policy() -> WaitPolicy {
+    // Bounded: a run stuck this long fails (the stall clock) instead of hanging.
+    WaitPolicy { fault_timeout: Some(Duration::from_secs(60)), ..common::yielding_policy(20) }
+}
+
+fn allreduce_config() -> AllreduceConfig {
+    AllreduceConfig { tree: tree_config(), exchange_max_bytes: 64 }
+}
+
+fn bcast_config() -> PutTreeConfig {
+    PutTreeConfig { segment_bytes: 96, policy: policy() }
+}
+
+struct Offsets {
+    allreduce: usize,
+    reduce: usize,
+    bcast: usize,
+    window_len: usize,
+}
+
+fn offsets(size: usize) -> Offsets {
+    let align = |offset: usize| offset.next_multiple_of(64);
+    let reduce = align(Allreduce::region_len(size, &allreduce_config()));
+    let bcast = align(reduce + Reduce::region_len(size, &tree_config()));
+    let window_len = align(bcast + PutTreeBcast::region_len(size, &bcast_config()));
+    Offsets { allreduce: 0, reduce, bcast, window_len }
+}
+
+/// The same script on every rank: drawn from the communicator's seed.
+fn script(size: usize, seed: u64, calls: usize) -> Vec<Call> {
+    let mut rng = XorShift::new(seed);
+    (0..calls)
+        .map(|_| {
+            let op = if rng.below(2) == 0 { OpKind::Sum } else { OpKind::Matrix };
+            let kind = match rng.below(4) {
+                0 => Kind::Allreduce,
+                1 => Kind::AllreduceInPlace,
+                2 => Kind::Reduce { root: rng.below(size) },
+                _ => Kind::Bcast { root: rng.below(size) },
+            };
+            // Zero counts, exchange lengths (up to 64 bytes) and tree
+            // lengths of several segments.
+            let elements = match rng.below(5) {
+                0 => 0,
+                1 | 2 => 1 + rng.below(2),
+                _ => 3 + rng.below(30),
+            };
+            Call { kind, op, elements }
+        })
+        .collect()
+}
+
+/// Rank `rank`'s input to call `index` of communicator `comm`.
+fn input(comm: usize, index: usize, rank: usize, call: &Call) -> Vec<u8> {
+    let mut rng = XorShift::new(((comm as u64) << 40) ^ ((index as u64) << 20) ^ rank as u64 ^ 0xA5A5);
+    let mut bytes = vec![0u8; call.len()];
+    for chunk in bytes.chunks_exact_mut(8) {
+        // Small matrices keep the products readable in a failure message.
+        let value = if call.op == OpKind::Matrix { rng.next() % 5 } else { rng.next() };
+        chunk.copy_from_slice(&value.to_le_bytes());
+    }
+    bytes
+}
+
+/// The serial left-to-right fold of every rank's input, never through
+/// `Reduction::combine`.
+fn expected_fold(comm: usize, index: usize, size: usize, call: &Call) -> Vec<u8> {
+    let mut acc = input(comm, index, 0, call);
+    for rank in 1..size {
+        let next = input(comm, index, rank, call);
+        match call.op {
+            OpKind::Sum => {
+                for (a, n) in acc.chunks_exact_mut(8).zip(next.chunks_exact(8)) {
+                    a.copy_from_slice(&word(a).wrapping_add(word(n)).to_le_bytes());
+                }
+            }
+            OpKind::Matrix => {
+                for (a, n) in acc.chunks_exact_mut(32).zip(next.chunks_exact(32)) {
+                    let product = matrix_product(read_matrix(a), read_matrix(n));
+                    write_matrix(a, product);
+                }
+            }
+        }
+    }
+    acc
+}
+
+/// One call's buffers on one rank.
+struct Buffers {
+    send: Vec<u8>,
+    recv: Vec<u8>,
+}
+
+struct Communicator {
+    allreduce: Allreduce,
+    reduce: Reduce,
+    bcast: PutTreeBcast,
+}
+
+/// Rank `rank`'s buffers for every call of every script.
+fn rank_buffers(rank: usize, scripts: &[Vec<Call>]) -> Vec<Vec<Buffers>> {
+    scripts
+        .iter()
+        .enumerate()
+        .map(|(comm, script)| {
+            script
+                .iter()
+                .enumerate()
+                .map(|(index, call)| {
+                    let send = input(comm, index, rank, call);
+                    let recv = match call.kind {
+                        Kind::AllreduceInPlace | Kind::Bcast { .. } => send.clone(),
+                        Kind::Reduce { root } if root != rank => Vec::new(),
+                        _ => vec![0xEE; call.len()],
+                    };
+                    Buffers { send, recv }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// One rank playing its scripts: which calls it has posted, its queues.
+struct Player<'b> {
+    rank: usize,
+    size: usize,
+    scripts: &'b [Vec<Call>],
+    endpoints: Vec<FabricEndpoint>,
+    comms: Vec<Communicator>,
+    queues: Vec<ScheduleQueue<'b, FabricEndpoint>>,
+    unposted: Vec<std::slice::IterMut<'b, Buffers>>,
+    posted: Vec<usize>,
+    finished: Vec<usize>,
+    rng: XorShift,
+}
+
+impl<'b> Player<'b> {
+    fn new(rank: usize, size: usize, seed: u64, scripts: &'b [Vec<Call>], endpoints: Vec<FabricEndpoint>, buffers: &'b mut [Vec<Buffers>]) -> Self {
+        let offsets = offsets(size);
+        Player {
+            rank,
+            size,
+            scripts,
+            endpoints,
+            comms: (0..scripts.len())
+                .map(|_| Communicator {
+                    allreduce: Allreduce::new(rank, size, offsets.allreduce, allreduce_config()),
+                    reduce: Reduce::new(rank, size, offsets.reduce, tree_config()),
+                    bcast: PutTreeBcast::new(rank, size, offsets.bcast, bcast_config()),
+                })
+                .collect(),
+            queues: scripts.iter().map(|_| ScheduleQueue::default()).collect(),
+            unposted: buffers.iter_mut().map(|calls| calls.iter_mut()).collect(),
+            posted: vec![0; scripts.len()],
+            finished: vec![0; scripts.len()],
+            rng: XorShift::new(seed ^ (rank as u64 + 1).wrapping_mul(0x9E37_79B9)),
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.finished.iter().sum::<usize>() == self.scripts.iter().map(Vec::len).sum::<usize>()
+    }
+
+    fn where_it_is(&self) -> String {
+        format!("rank {}: posted {:?}, finished {:?}", self.rank, self.posted, self.finished)
+    }
+
+    /// One random move: start the next call of a random communicator, or
+    /// advance its queue.
+    fn turn(&mut self) -> Result<(), String> {
+        let (rank, size) = (self.rank, self.size);
+        let comm = self.rng.below(self.scripts.len());
+        let may_post = self.posted[comm] < self.scripts[comm].len() && self.queues[comm].len() < MAX_OUTSTANDING;
+        if may_post && self.rng.below(2) == 0 {
+            let index = self.posted[comm];
+            let call = self.scripts[comm][index];
+            let Buffers { send, recv } = self.unposted[comm].next().expect("a buffer per call");
+            let (c, transport) = (&mut self.comms[comm], &self.endpoints[comm]);
+            let op = call.reduction();
+            let fail = |what: TransportError| format!("rank {rank}/{size} comm {comm} call {index} {call:?}: start: {what}");
+            let (lane, run): (Lane, Run<'_, FabricEndpoint>) = match call.kind {
+                Kind::Allreduce => (Lane::Allreduce, Box::new(c.allreduce.start(transport, op, send, recv).map_err(fail)?)),
+                Kind::AllreduceInPlace => (Lane::Allreduce, Box::new(c.allreduce.start_in_place(transport, op, recv).map_err(fail)?)),
+                Kind::Reduce { root } => {
+                    let result = (root == rank).then_some(&mut recv[..]);
+                    (Lane::Reduce, Box::new(c.reduce.start(transport, op, root, send, result).map_err(fail)?))
+                }
+                Kind::Bcast { root } => (Lane::Bcast, Box::new(c.bcast.start(root, recv).map_err(fail)?)),
+            };
+            self.queues[comm].post(lane, run);
+            self.posted[comm] += 1;
+        } else if !self.queues[comm].is_empty() {
+            let mut failure = None;
+            let finished = &mut self.finished[comm];
+            self.queues[comm].advance(&mut self.endpoints[comm], |ticket, outcome| {
+                *finished += 1;
+                if let Err(why) = outcome {
+                    failure.get_or_insert(format!("rank {rank} comm {comm} call {}: {why}", ticket.0));
+                }
+            });
+            if let Some(failure) = failure {
+                return Err(failure);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Compares rank `rank`'s results with the serial folds.
+fn check_results(rank: usize, size: usize, scripts: &[Vec<Call>], buffers: &[Vec<Buffers>]) -> Result<(), String> {
+    for (comm, script) in scripts.iter().enumerate() {
+        for (index, call) in script.iter().enumerate() {
+            let got = &buffers[comm][index].recv;
+            let expected = match call.kind {
+                Kind::Allreduce | Kind::AllreduceInPlace => expected_fold(comm, index, size, call),
+                Kind::Reduce { root } if root == rank => expected_fold(comm, index, size, call),
+                Kind::Reduce { .. } => continue,
+                Kind::Bcast { root } => input(comm, index, root, call),
+            };
+            if *got != expected {
+                return Err(format!("rank {rank} comm {comm} call {index} {call:?}: got {got:?}, expected {expected:?}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Plays every communicator's script on `rank` in an interleaving drawn
+/// from `seed`, and checks its own results.
+fn play_rank(rank: usize, size: usize, seed: u64, scripts: &[Vec<Call>], endpoints: Vec<FabricEndpoint>) -> Result<(), String> {
+    let mut buffers = rank_buffers(rank, scripts);
+    {
+        let mut player = Player::new(rank, size, seed, scripts, endpoints, &mut buffers);
+        let started = Instant::now();
+        while !player.done() {
+            if started.elapsed() > DEADLINE {
+                return Err(format!("{} after {DEADLINE:?}: deadlock", player.where_it_is()));
+            }
+            player.turn()?;
+            if player.rng.below(8) == 0 {
+                std::thread::yield_now();
+            }
+        }
+    }
+    check_results(rank, size, scripts, &buffers)
+}
+
+fn scripts_for(size: usize, communicators: usize, calls: usize, seed: u64) -> Vec<Vec<Call>> {
+    (0..communicators).map(|comm| script(size, seed ^ ((comm as u64 + 1) * 7919), calls)).collect()
+}
+
+fn fabrics(size: usize, communicators: usize, seed: u64, put_delay_max: Duration) -> Vec<Vec<FabricEndpoint>> {
+    let window_len = offsets(size).window_len;
+    let mut per_rank: Vec<Vec<FabricEndpoint>> = (0..size).map(|_| Vec::new()).collect();
+    for comm in 0..communicators {
+        let config = FabricConfig { put_delay_max, seed: seed + comm as u64, ..FabricConfig::default() };
+        for (rank, endpoint) in Fabric::new(size, window_len, config).into_iter().enumerate() {
+            per_rank[rank].push(endpoint);
+        }
+    }
+    per_rank
+}
+
+fn run(size: usize, communicators: usize, calls: usize, seed: u64) {
+    let scripts = scripts_for(size, communicators, calls, seed);
+    let per_rank = fabrics(size, communicators, seed, Duration::from_micros(20));
+    let outcomes: Vec<Result<(), String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = per_rank
+            .into_iter()
+            .enumerate()
+            .map(|(rank, endpoints)| {
+                let scripts = &scripts;
+                scope.spawn(move || play_rank(rank, size, seed, scripts, endpoints))
+            })
+            .collect();
+        handles.into_iter().map(|handle| handle.join().unwrap_or_else(|_| Err("a rank panicked".to_string()))).collect()
+    });
+    let failures: Vec<&String> = outcomes.iter().filter_map(|outcome| outcome.as_ref().err()).collect();
+    assert!(failures.is_empty(), "size {size}, seed {seed}: {failures:#?}");
+}
+
+#[test]
+fn outstanding_runs_of_every_kind_finish_in_random_interleavings() {
+    for seed in [1, 2, 3, 4] {
+        for size in [2, 3, 5] {
+            run(size, 3, 24, seed);
+        }
+    }
+}
+
+#[test]
+fn sixty_four_ranks_run_interleaved_calls() {
+    run(64, 2, 10, 11);
+}
+
+#[test]
+fn a_single_rank_and_zero_counts_finish_at_once() {
+    run(1, 2, 12, 5);
+}
+
+/// Every rank on one thread, taking turns at random: a run that waited
+/// inside `advance` for a peer would wait for a rank that cannot move,
+/// and fail by its fault timeout instead of finishing.
+#[test]
+fn every_rank_on_one_thread_finishes_so_no_advance_waits() {
+    for seed in [21, 22, 23] {
+        let size = 4;
+        let scripts = scripts_for(size, 2, 20, seed);
+        let mut buffers: Vec<Vec<Vec<Buffers>>> = (0..size).map(|rank| rank_buffers(rank, &scripts)).collect();
+        {
+            let mut players: Vec<Player<'_>> = fabrics(size, 2, seed, Duration::ZERO)
+                .into_iter()
+                .zip(buffers.iter_mut())
+                .enumerate()
+                .map(|(rank, (endpoints, buffers))| Player::new(rank, size, seed, &scripts, endpoints, buffers))
+                .collect();
+            let mut rng = XorShift::new(seed);
+            let started = Instant::now();
+            while !players.iter().all(Player::done) {
+                assert!(started.elapsed() < DEADLINE, "seed {seed}: {:?}", players.iter().map(Player::where_it_is).collect::<Vec<_>>());
+                let player = rng.below(size);
+                if let Err(why) = players[player].turn() {
+                    panic!("seed {seed}: {why}");
+                }
+            }
+        }
+        for (rank, buffers) in buffers.iter().enumerate() {
+            check_results(rank, size, &scripts, buffers).unwrap_or_else(|why| panic!("seed {seed}: {why}"));
+        }
+    }
+}
+
+/// A peer that dies while a run waits for it ends the run with an error,
+/// and the runs queued behind it on the same lane fail too rather than
+/// wait on streams left out of step; another lane is untouched.
+#[test]
+fn a_dead_peer_fails_the_pending_run_and_those_behind_it() {
+    let size = 2;
+    let offsets = offsets(size);
+    let mut endpoints = Fabric::new(size, offsets.window_len, FabricConfig::default());
+    let mut first = endpoints.remove(0);
+    let mut allreduce = Allreduce::new(0, size, offsets.allreduce, allreduce_config());
+    let mut bcast = PutTreeBcast::new(0, size, offsets.bcast, bcast_config());
+    let (send, mut one, mut two, mut message) = (vec![1u8; 8], vec![0u8; 8], vec![0u8; 8], vec![7u8; 16]);
+    let mut queue: ScheduleQueue<'_, FabricEndpoint> = ScheduleQueue::default();
+    let waiting = queue.post(Lane::Allreduce, Box::new(allreduce.start(&first, &WordSum, &send, &mut one).unwrap()));
+    let behind = queue.post(Lane::Allreduce, Box::new(allreduce.start(&first, &WordSum, &send, &mut two).unwrap()));
+    // Rank 0 is the put tree's root: it only sends, so it finishes alone.
+    let other_lane = queue.post(Lane::Bcast, Box::new(bcast.start(0, &mut message).unwrap()));
+    let mut outcomes = Vec::new();
+    queue.advance(&mut first, |ticket, outcome| outcomes.push((ticket, outcome)));
+    assert_eq!(outcomes.len(), 1, "only the bcast can finish while rank 1 is silent: {outcomes:?}");
+    assert_eq!(outcomes[0], (other_lane, Ok(())));
+    first.mark_dead(1);
+    outcomes.clear();
+    queue.advance(&mut first, |ticket, outcome| outcomes.push((ticket, outcome)));
+    assert_eq!(outcomes.iter().map(|(ticket, _)| *ticket).collect::<Vec<_>>(), vec![waiting, behind]);
+    let messages: Vec<String> = outcomes.iter().map(|(_, outcome)| outcome.clone().unwrap_err().to_string()).collect();
+    assert!(messages[0].contains("rank 1 is unreachable"), "{messages:?}");
+    assert!(messages[1].contains("an earlier run of this communicator failed") && messages[1].contains("rank 1"), "{messages:?}");
+    assert!(queue.is_empty());
+}

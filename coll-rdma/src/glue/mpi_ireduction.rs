@@ -1,0 +1,476 @@
+//! MPI_Iallreduce, MPI_Ireduce and their persistent forms (MPIX_*_init on
+//! Open MPI 4.1, MPI_*_init on 5.0): the blocking calls' exchange and tree,
+//! resumable (`collectives::{allreduce,reduce}::run`), posted in the
+//! communicator's queue (`comm_state/pending.rs`) behind its earlier runs.
+//!
+//! A call asks the blocking call's selector (`crate::select`), so the same
+//! shape takes the same decision: served here where the blocking call
+//! would take a path that has a run (the one-rank copy, the exchange, the
+//! tree), handed to the module underneath's non-blocking function with the
+//! reason where it would not (the parallel and ring reductions, a reduce
+//! through the two-level allreduce) or where the blocking call hands over
+//! too. Datatypes, ops, MPI_IN_PLACE and zero counts go through the
+//! blocking calls' translation (`reduction_call.rs`).
+//!
+//! A run reads and writes the application's buffers until its request
+//! completes (MPI forbids touching them before), and keeps the op and
+//! datatype retained, since MPI lets the application free both once the
+//! call is posted.
+
+use std::cell::Cell;
+use std::ffi::{c_int, c_void};
+
+use btl_ibmc::{SelectedTransport, TransportError};
+use ompi_sys as sys;
+
+use super::comm_state::{Collective, CommState, Native, Step, Unserved};
+use super::datatype::OmpiReduction;
+use super::ffi_guard::guarded;
+use super::handover::Handover;
+use super::module::with_state;
+use super::reduction_call::{contribution_is_in_receive_buffer, reduction_shape, span_bytes, span_bytes_mut, FoldOrder};
+use super::request::{new_request, Persistent, PersistentCall, RequestRef};
+use super::saved::ReductionCall;
+use super::saved_nonblocking::{Datatype, Info, Module, Op, Request};
+use super::datatype::ContiguousSpan;
+use crate::reduction::Reduction;
+use crate::schedule_queue::{Lane, Run};
+use crate::select::allreduce::{select as select_allreduce, AllreducePath};
+use crate::select::reduce::{select as select_reduce, ReducePath};
+use crate::select::Choice;
+
+/// What a non-blocking reduction call turns into on this communicator.
+enum Planned {
+    /// Nothing to exchange (a zero count): the request completes at once.
+    Nothing,
+    Run(Lane, Run<'static, SelectedTransport>),
+    HandOver(Unserved),
+    /// Making the run failed (the communicator's state is not to be
+    /// trusted any more).
+    Failed(TransportError),
+}
+
+/// The op of a posted run, with its op and datatype retained until the run
+/// ends.
+struct RetainedReduction {
+    reduction: OmpiReduction,
+    op: *mut sys::ompi_op_t,
+    dtype: *mut sys::ompi_datatype_t,
+}
+
+// SAFETY: the op and datatype are Open MPI objects kept alive by the
+// references taken in `new`; applying an op (ompi_op_reduce) reads them
+// only, from whichever thread holds the communicator's state, one at a
+// time (the queue moves with that state).
+unsafe impl Send for RetainedReduction {}
+
+impl RetainedReduction {
+    fn new(call: &ReductionCall, span: &ContiguousSpan) -> Self {
+        // SAFETY: MPI hands us live op and datatype objects; both derive
+        // from opal_object_t (their first member), so the object system
+        // counts references on them as on any other. Released in `drop`.
+        unsafe {
+            sys::coll_rdma_shim_obj_retain(call.op as *mut sys::opal_object_t);
+            sys::coll_rdma_shim_obj_retain(call.dtype as *mut sys::opal_object_t);
+        }
+        RetainedReduction { reduction: OmpiReduction::new(call.op, call.dtype, span.element_bytes), op: call.op, dtype: call.dtype }
+    }
+}
+
+impl Drop for RetainedReduction {
+    fn drop(&mut self) {
+        // SAFETY: the references taken in `new`.
+        unsafe {
+            sys::coll_rdma_shim_obj_release(self.op as *mut sys::opal_object_t);
+            sys::coll_rdma_shim_obj_release(self.dtype as *mut sys::opal_object_t);
+        }
+    }
+}
+
+impl Reduction for RetainedReduction {
+    fn element_size(&self) -> usize {
+        self.reduction.element_size()
+    }
+
+    fn is_commutative(&self) -> bool {
+        self.reduction.is_commutative()
+    }
+
+    fn combine(&self, lower: &[u8], higher: &mut [u8]) {
+        self.reduction.combine(lower, higher)
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // Open MPI's signature
+pub(super) unsafe extern "C" fn iallreduce(
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dtype: Datatype,
+    op: Op,
+    comm: *mut sys::ompi_communicator_t,
+    request: Request,
+    module: Module,
+) -> c_int {
+    let call = ReductionCall { send, recv, count, dtype, op, comm };
+    guarded("MPI_Iallreduce", sys::OMPI_ERROR as c_int, || {
+        // SAFETY: Open MPI calls us with the module it enabled for `comm`
+        // and the caller's request handle.
+        unsafe {
+            with_state(
+                module,
+                |state| state.post_reduction(&call, None, PostAs::Now(request)),
+                |saved| saved.nonblocking.iallreduce(call, request)(),
+            )
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // Open MPI's signature
+pub(super) unsafe extern "C" fn ireduce(
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dtype: Datatype,
+    op: Op,
+    root: c_int,
+    comm: *mut sys::ompi_communicator_t,
+    request: Request,
+    module: Module,
+) -> c_int {
+    let call = ReductionCall { send, recv, count, dtype, op, comm };
+    guarded("MPI_Ireduce", sys::OMPI_ERROR as c_int, || {
+        // SAFETY: as for `iallreduce`.
+        unsafe {
+            with_state(
+                module,
+                |state| state.post_reduction(&call, Some(root), PostAs::Now(request)),
+                |saved| saved.nonblocking.ireduce(call, root, request)(),
+            )
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // Open MPI's signature
+pub(super) unsafe extern "C" fn allreduce_init(
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dtype: Datatype,
+    op: Op,
+    comm: *mut sys::ompi_communicator_t,
+    info: Info,
+    request: Request,
+    module: Module,
+) -> c_int {
+    let call = ReductionCall { send, recv, count, dtype, op, comm };
+    guarded("MPI_Allreduce_init", sys::OMPI_ERROR as c_int, || {
+        // SAFETY: as for `iallreduce`.
+        unsafe {
+            with_state(
+                module,
+                |state| state.init_reduction(&call, None, info, request, module),
+                |saved| saved.nonblocking.allreduce_init(call, info, request)(),
+            )
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // Open MPI's signature
+pub(super) unsafe extern "C" fn reduce_init(
+    send: *const c_void,
+    recv: *mut c_void,
+    count: c_int,
+    dtype: Datatype,
+    op: Op,
+    root: c_int,
+    comm: *mut sys::ompi_communicator_t,
+    info: Info,
+    request: Request,
+    module: Module,
+) -> c_int {
+    let call = ReductionCall { send, recv, count, dtype, op, comm };
+    guarded("MPI_Reduce_init", sys::OMPI_ERROR as c_int, || {
+        // SAFETY: as for `iallreduce`.
+        unsafe {
+            with_state(
+                module,
+                |state| state.init_reduction(&call, Some(root), info, request, module),
+                |saved| saved.nonblocking.reduce_init(call, root, info, request)(),
+            )
+        }
+    })
+}
+
+/// MPI_Start of a persistent allreduce or reduce of ours.
+///
+/// # Safety
+/// `persistent` must come from `init_reduction` on a communicator that is
+/// still alive, with the buffers it names (MPI requires both of a started
+/// request).
+pub(super) unsafe fn start_persistent_reduction(persistent: Persistent, request: RequestRef) -> c_int {
+    let Persistent { module, call, .. } = persistent;
+    let PersistentCall::Reduction { call, root } = call else {
+        tracing::error!("MPI_Start: a persistent request of coll rdma started as a reduction it is not");
+        return sys::OMPI_ERR_BAD_PARAM as c_int;
+    };
+    // Exactly one of the two closures below runs and takes the request.
+    let request = Cell::new(Some(request));
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        with_state(
+            module,
+            |state| match request.take() {
+                Some(request) => state.post_reduction(&call, root, PostAs::Started(request)),
+                None => Step::Done(sys::OMPI_ERROR as c_int),
+            },
+            |saved| {
+                // Nested in our own call, or after a failure: the blocking
+                // call underneath does the work at once.
+                let rc = match root {
+                    Some(root) => saved.reduce(call, root)(),
+                    None => saved.allreduce(call)(),
+                };
+                if let Some(request) = request.take() {
+                    request.finish(mpi_error_of(rc));
+                }
+                rc
+            },
+        )
+    }
+}
+
+/// The MPI error class a request reports for an Open MPI return code.
+pub(super) fn mpi_error_of(rc: c_int) -> c_int {
+    if rc == sys::OMPI_SUCCESS as c_int { sys::MPI_SUCCESS as c_int } else { sys::MPI_ERR_OTHER as c_int }
+}
+
+/// How a posted call gets its request.
+enum PostAs {
+    /// MPI_Iallreduce / MPI_Ireduce: a new request, into the caller's handle.
+    Now(Request),
+    /// MPI_Start of a persistent request: already made and activated.
+    Started(RequestRef),
+}
+
+/// Which call a reduction is: `root` is `None` for an allreduce.
+fn collective_of(root: Option<c_int>, persistent: bool) -> Collective {
+    match (root, persistent) {
+        (None, false) => Collective::Iallreduce,
+        (None, true) => Collective::AllreduceInit,
+        (Some(_), false) => Collective::Ireduce,
+        (Some(_), true) => Collective::ReduceInit,
+    }
+}
+
+impl CommState {
+    fn post_reduction(&mut self, call: &ReductionCall, root: Option<c_int>, post: PostAs) -> Step {
+        let collective = collective_of(root, matches!(post, PostAs::Started(_)));
+        let order = FoldOrder::of(call.op);
+        let planned = match self.enter_if_set_up() {
+            Ok(mut native) => {
+                native.shared.count_call(collective);
+                native.reduction_run(call, root, order)
+            }
+            Err(why) => Planned::HandOver(why),
+        };
+        let request = match post {
+            PostAs::Started(request) => request,
+            PostAs::Now(request_out) => {
+                if let Planned::HandOver(why) = planned {
+                    let nonblocking = &self.shared.saved.nonblocking;
+                    let fallback: Box<dyn FnOnce() -> c_int> = match root {
+                        Some(root) => Box::new(nonblocking.ireduce(*call, root, request_out)),
+                        None => Box::new(nonblocking.iallreduce(*call, request_out)),
+                    };
+                    return self.shared.decline(collective, why, order, fallback);
+                }
+                let Some(request) = new_request(call.comm, None) else {
+                    return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
+                };
+                // SAFETY: Open MPI passes the caller's handle; the request
+                // is a fresh, started one of ours.
+                unsafe {
+                    *request_out = request;
+                    RequestRef::retain(request)
+                }
+            }
+        };
+        match planned {
+            Planned::Nothing => {
+                request.finish(sys::MPI_SUCCESS as c_int);
+                self.shared.finish(collective, Ok(()))
+            }
+            Planned::Run(lane, run) => match self.enter_if_set_up() {
+                Ok(native) => {
+                    let ready = native.ready;
+                    let outcome = ready.pending_runs.post(lane, run, request, &mut ready.transport);
+                    native.shared.finish(collective, outcome)
+                }
+                // Unreachable: the state was entered just above.
+                Err(_) => Step::Done(sys::OMPI_ERROR as c_int),
+            },
+            Planned::Failed(why) => {
+                drop(request);
+                self.shared.finish(collective, Err(why))
+            }
+            Planned::HandOver(why) => {
+                // A started persistent request whose communicator can no
+                // longer serve it: the blocking call underneath, at once.
+                let saved = &self.shared.saved;
+                let fallback: Box<dyn FnOnce() -> c_int> = match root {
+                    Some(root) => Box::new(saved.reduce(*call, root)),
+                    None => Box::new(saved.allreduce(*call)),
+                };
+                self.shared.decline(collective, why, order, move || {
+                    let rc = fallback();
+                    request.finish(mpi_error_of(rc));
+                    rc
+                })
+            }
+        }
+    }
+
+    fn init_reduction(
+        &mut self,
+        call: &ReductionCall,
+        root: Option<c_int>,
+        info: Info,
+        request_out: Request,
+        module: Module,
+    ) -> Step {
+        let order = FoldOrder::of(call.op);
+        // The path is settled here, once, by the selector the starts ask
+        // again: the same shape gives the same answer.
+        let why = match self.enter_if_set_up() {
+            Ok(mut native) => native.reduction_handover(call, root, order).map(Unserved::from),
+            Err(why) => Some(why),
+        };
+        if let Some(why) = why {
+            let collective = collective_of(root, true);
+            let nonblocking = &self.shared.saved.nonblocking;
+            let fallback: Box<dyn FnOnce() -> c_int> = match root {
+                Some(root) => Box::new(nonblocking.reduce_init(*call, root, info, request_out)),
+                None => Box::new(nonblocking.allreduce_init(*call, info, request_out)),
+            };
+            return self.shared.decline(collective, why, order, fallback);
+        }
+        let persistent =
+            Persistent { comm: call.comm, module, call: PersistentCall::Reduction { call: *call, root }, start: start_persistent_reduction };
+        let Some(request) = new_request(call.comm, Some(persistent)) else {
+            return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
+        };
+        // SAFETY: Open MPI passes the caller's handle.
+        unsafe { *request_out = request };
+        Step::Done(sys::OMPI_SUCCESS as c_int)
+    }
+}
+
+impl Native<'_> {
+    /// Why the call would be handed over (`None`: served here).
+    fn reduction_handover(&mut self, call: &ReductionCall, root: Option<c_int>, order: FoldOrder) -> Option<Handover> {
+        self.resumable_path(call, root, order).err()
+    }
+
+    /// The selector's decision for the call, as far as a run can follow
+    /// it: `Ok(None)` for nothing to exchange, `Ok(Some(span))` for a run.
+    fn resumable_path(&mut self, call: &ReductionCall, root: Option<c_int>, order: FoldOrder) -> Result<Option<ContiguousSpan>, Handover> {
+        // A negative root is left to the tree, which refuses it; MPI checks
+        // roots before calling us.
+        let root_index = root.map_or(0, |root| usize::try_from(root).unwrap_or(usize::MAX));
+        let (shape, span) = reduction_shape(call, root_index, order);
+        let plan = &self.ready.plan;
+        let has_run = match root {
+            None => match select_allreduce(&shape, plan) {
+                Choice::HandOver(why) => return Err(why),
+                Choice::Native(AllreducePath::Empty) => return Ok(None),
+                Choice::Native(AllreducePath::Alone | AllreducePath::Exchange | AllreducePath::Tree) => Ok(()),
+                Choice::Native(AllreducePath::Parallel) => Err("the parallel reduction"),
+                Choice::Native(AllreducePath::Ring) => Err("the ring reduction"),
+            },
+            Some(_) => match select_reduce(&shape, plan) {
+                Choice::HandOver(why) => return Err(why),
+                Choice::Native(ReducePath::Empty) => return Ok(None),
+                Choice::Native(ReducePath::Alone | ReducePath::Tree) => Ok(()),
+                Choice::Native(ReducePath::Parallel) => Err("the parallel reduction"),
+                Choice::Native(ReducePath::Ring) => Err("the ring reduction"),
+                Choice::Native(ReducePath::ThroughAllreduce) => Err("a reduce through the two-level allreduce"),
+            },
+        };
+        has_run.map_err(Handover::NoResumableSchedule)?;
+        // The selector hands every datatype without a span over.
+        span.map(Some).map_err(Handover::Datatype)
+    }
+
+    fn reduction_run(&mut self, call: &ReductionCall, root: Option<c_int>, order: FoldOrder) -> Planned {
+        let span = match self.resumable_path(call, root, order) {
+            Ok(Some(span)) => span,
+            Ok(None) => return Planned::Nothing,
+            Err(why) => return Planned::HandOver(why.into()),
+        };
+        match root {
+            None => self.allreduce_run(call, &span),
+            Some(root) => self.reduce_run(call, root as usize, &span),
+        }
+    }
+
+    fn allreduce_run(&mut self, call: &ReductionCall, span: &ContiguousSpan) -> Planned {
+        let ready = &mut *self.ready;
+        if ready.allreduce_trial.is_some() {
+            // The degree trial (once per communicator) changes the tree,
+            // which no run may be using: the queue goes first.
+            let outcome = ready.pending_runs.drain(&mut ready.transport).and_then(|()| ready.tune_degree_before(span.bytes));
+            if let Err(why) = outcome {
+                return Planned::Failed(why);
+            }
+        }
+        let reduction = RetainedReduction::new(call, span);
+        // SAFETY: MPI guarantees recv holds `count` elements of `dtype`,
+        // which `span` describes, and that the application leaves it alone
+        // until the request completes; the run ends no later.
+        let recv = unsafe { span_bytes_mut(call.recv, span) };
+        let transport = &ready.transport;
+        let run = if contribution_is_in_receive_buffer(call, span) {
+            ready.allreduce.start_in_place(transport, reduction, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+        } else {
+            // SAFETY: as for recv; send is neither MPI_IN_PLACE nor
+            // overlapping recv.
+            let send = unsafe { span_bytes(call.send, span) };
+            ready.allreduce.start(transport, reduction, send, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+        };
+        match run {
+            Ok(run) => Planned::Run(Lane::Allreduce, run),
+            Err(why) => Planned::Failed(why),
+        }
+    }
+
+    fn reduce_run(&mut self, call: &ReductionCall, root: usize, span: &ContiguousSpan) -> Planned {
+        let ready = &mut *self.ready;
+        let reduction = RetainedReduction::new(call, span);
+        let transport = &ready.transport;
+        let at_root = root == ready.id.rank;
+        // The receive buffer is significant only at the root; MPI_IN_PLACE
+        // likewise only means something there.
+        let in_place = at_root && contribution_is_in_receive_buffer(call, span);
+        // SAFETY: at the root MPI guarantees recv holds `count` elements of
+        // `dtype`, left alone until the request completes; elsewhere it is
+        // not touched.
+        let recv = at_root.then(|| unsafe { span_bytes_mut(call.recv, span) });
+        let run = match recv {
+            Some(buffer) if in_place => {
+                ready.reduce.start_in_place_at_root(transport, reduction, root, buffer).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+            }
+            recv => {
+                // SAFETY: MPI guarantees send holds `count` elements of
+                // `dtype`, left alone until the request completes (it is
+                // not MPI_IN_PLACE: that is only allowed at the root).
+                let send = unsafe { span_bytes(call.send, span) };
+                ready.reduce.start(transport, reduction, root, send, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+            }
+        };
+        match run {
+            Ok(run) => Planned::Run(Lane::Reduce, run),
+            Err(why) => Planned::Failed(why),
+        }
+    }
+}

@@ -1,0 +1,383 @@
+/*
+ * nonblocking_reductions: MPI_Iallreduce, MPI_Ireduce and MPI_Ibcast, and
+ * the persistent allreduce and reduce (MPIX_*_init on Open MPI 4.1,
+ * MPI_*_init on 5.0). Every result is compared with a reference each rank
+ * computes locally from the formula every rank's contribution follows.
+ * Phases:
+ *   1. rounds of 1-8 outstanding calls of every kind (roots moving, counts
+ *      from 0 to a few thousand elements, sum of int64 or a
+ *      non-commutative user op on affine maps, MPI_IN_PLACE at random),
+ *      with blocking calls between the posts, completed in reverse, in a
+ *      random order, or by MPI_Waitany; one rank, rotating, posts late
+ *      (sleeps first);
+ *   2. a persistent allreduce and a persistent reduce each started -n
+ *      times (default 1000), their send buffers changed between starts;
+ *   3. calls pending on MPI_COMM_WORLD while another communicator is
+ *      duplicated, used and freed;
+ *   4. a persistent allreduce and reduce whose user op and datatype (a
+ *      duplicate of MPI_INT) the program frees right after *_init, as MPI
+ *      allows, then starts -f times (default 0: off): the requests must
+ *      keep both alive (a use of the freed objects crashes or gives wrong
+ *      sums, surely under GLIBC_TUNABLES=glibc.malloc.perturb=N). Off by
+ *      default because libnbc's persistent requests (Open MPI 4.1.4) do
+ *      not keep them alive, so only a run that coll rdma serves may ask.
+ * Options: -r <rounds of phase 1> (default 200), -n <persistent starts>,
+ * -f <starts of phase 4>.
+ */
+#include "common.h"
+#include <stdint.h>
+#include <unistd.h>
+
+#if OMPI_MAJOR_VERSION >= 5
+#define T_ALLREDUCE_INIT MPI_Allreduce_init
+#define T_REDUCE_INIT MPI_Reduce_init
+#else
+#include <mpi-ext.h>
+#define T_ALLREDUCE_INIT MPIX_Allreduce_init
+#define T_REDUCE_INIT MPIX_Reduce_init
+#endif
+
+#define NR_MAX_OUTSTANDING 8
+#define NR_LATE_SLEEP_US 20000
+
+enum nr_kind { NR_IALLREDUCE, NR_IREDUCE, NR_IBCAST, NR_KINDS };
+enum nr_op { NR_SUM, NR_AFFINE };
+
+/* One affine map x -> m x + c (mod 2^64); composing maps is associative
+ * and not commutative, which shows any fold out of rank order. */
+typedef struct { uint64_t m, c; } nr_affine_t;
+
+static MPI_Datatype nr_affine_type;
+static MPI_Op nr_affine_op;
+
+/* inout = in, then inout: the lower ranks' map is applied first. */
+static void nr_compose(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    nr_affine_t *a = in, *b = inout;
+    for (int i = 0; i < *len; i++) {
+        uint64_t m = a[i].m * b[i].m, c = b[i].m * a[i].c + b[i].c;
+        b[i].m = m;
+        b[i].c = c;
+    }
+}
+
+/* Contribution of `rank` to element i of call `seq` (odd multipliers keep
+ * the maps from collapsing to zero). */
+static uint64_t nr_value(int rank, long seq, int i)
+{
+    return t_mix(((uint64_t)seq << 32) ^ ((uint64_t)rank << 20) ^ (uint64_t)i);
+}
+
+typedef struct {
+    enum nr_kind kind;
+    enum nr_op op;
+    int count, root, in_place;
+    long seq;
+    void *send, *recv;
+    MPI_Request request;
+    int done;
+} nr_call_t;
+
+static size_t nr_elem_bytes(enum nr_op op) { return op == NR_SUM ? sizeof(int64_t) : sizeof(nr_affine_t); }
+
+static void nr_fill(enum nr_op op, void *buf, int rank, long seq, int count)
+{
+    for (int i = 0; i < count; i++) {
+        if (op == NR_SUM)
+            ((int64_t *)buf)[i] = (int64_t)(nr_value(rank, seq, i) >> 8);
+        else {
+            ((nr_affine_t *)buf)[i].m = nr_value(rank, seq, i) | 1;
+            ((nr_affine_t *)buf)[i].c = nr_value(rank, seq, i + 1000003);
+        }
+    }
+}
+
+/* The reduction's result for element i, folded in rank order. */
+static int nr_check_reduction(const nr_call_t *c, int size, const char *what)
+{
+    for (int i = 0; i < c->count; i++) {
+        if (c->op == NR_SUM) {
+            int64_t want = 0;
+            for (int r = 0; r < size; r++) want += (int64_t)(nr_value(r, c->seq, i) >> 8);
+            int64_t got = ((int64_t *)c->recv)[i];
+            if (got != want) {
+                T_FAIL("%s seq %ld (sum, %d elements, root %d, in place %d): element %d is %lld, expected %lld", what, c->seq,
+                       c->count, c->root, c->in_place, i, (long long)got, (long long)want);
+                return 0;
+            }
+        } else {
+            nr_affine_t acc = { 1, 0 };
+            for (int r = 0; r < size; r++) {
+                nr_affine_t x = { nr_value(r, c->seq, i) | 1, nr_value(r, c->seq, i + 1000003) };
+                int one = 1;
+                nr_compose(&acc, &x, &one, NULL);
+                acc = x;
+            }
+            nr_affine_t got = ((nr_affine_t *)c->recv)[i];
+            if (got.m != acc.m || got.c != acc.c) {
+                T_FAIL("%s seq %ld (user op, %d elements, root %d, in place %d): element %d out of rank order", what, c->seq,
+                       c->count, c->root, c->in_place, i);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+static MPI_Datatype nr_type(enum nr_op op) { return op == NR_SUM ? MPI_INT64_T : nr_affine_type; }
+static MPI_Op nr_mpi_op(enum nr_op op) { return op == NR_SUM ? MPI_SUM : nr_affine_op; }
+
+/* Up to 7200 bytes: the exchange and the tree, below the parallel
+ * reduction's threshold on shm (which has no run yet). */
+static const int nr_counts[] = { 0, 1, 3, 17, 100, 300, 450 };
+
+/* Draws and posts call `seq`; every rank draws alike (same seed). */
+static void nr_post(nr_call_t *c, MPI_Comm comm, int rank, int size, long seq)
+{
+    memset(c, 0, sizeof *c);
+    c->seq = seq;
+    c->kind = (enum nr_kind)(t_rand() % NR_KINDS);
+    c->op = (t_rand() % 3 == 0 && c->kind != NR_IBCAST) ? NR_AFFINE : NR_SUM;
+    c->count = nr_counts[t_rand() % (sizeof nr_counts / sizeof nr_counts[0])];
+    c->root = (int)(t_rand() % (uint32_t)size);
+    int in_place_draw = (int)(t_rand() % 3 == 0);
+    size_t bytes = (size_t)c->count * nr_elem_bytes(c->op) + 1;
+    c->send = malloc(bytes);
+    c->recv = malloc(bytes);
+    memset(c->recv, 0xA5, bytes);
+    switch (c->kind) {
+    case NR_IALLREDUCE:
+        c->in_place = in_place_draw;
+        nr_fill(c->op, c->in_place ? c->recv : c->send, rank, seq, c->count);
+        T_MPI(MPI_Iallreduce(c->in_place ? MPI_IN_PLACE : c->send, c->recv, c->count, nr_type(c->op), nr_mpi_op(c->op), comm,
+                             &c->request));
+        break;
+    case NR_IREDUCE:
+        c->in_place = in_place_draw && rank == c->root;
+        nr_fill(c->op, c->in_place ? c->recv : c->send, rank, seq, c->count);
+        T_MPI(MPI_Ireduce(c->in_place ? MPI_IN_PLACE : c->send, c->recv, c->count, nr_type(c->op), nr_mpi_op(c->op), c->root,
+                          comm, &c->request));
+        break;
+    default:
+        if (rank == c->root) nr_fill(NR_SUM, c->recv, c->root, seq, c->count);
+        T_MPI(MPI_Ibcast(c->recv, c->count * (int)nr_elem_bytes(c->op), MPI_BYTE, c->root, comm, &c->request));
+        break;
+    }
+}
+
+static void nr_check(nr_call_t *c, int rank, int size)
+{
+    switch (c->kind) {
+    case NR_IALLREDUCE:
+        nr_check_reduction(c, size, "iallreduce");
+        break;
+    case NR_IREDUCE:
+        if (rank == c->root) nr_check_reduction(c, size, "ireduce");
+        break;
+    default: {
+        size_t bytes = (size_t)c->count * nr_elem_bytes(c->op);
+        char *want = malloc(bytes + 1);
+        nr_fill(NR_SUM, want, c->root, c->seq, c->count);
+        if (memcmp(want, c->recv, bytes) != 0)
+            T_FAIL("ibcast seq %ld (%zu bytes, root %d): wrong bytes", c->seq, bytes, c->root);
+        free(want);
+    }
+    }
+    free(c->send);
+    free(c->recv);
+    c->done = 1;
+}
+
+/* A blocking allreduce checked on the spot, between the posts. */
+static void nr_blocking(MPI_Comm comm, int rank, int size, long seq)
+{
+    int64_t mine = rank + seq, sum = 0;
+    T_MPI(MPI_Allreduce(&mine, &sum, 1, MPI_INT64_T, MPI_SUM, comm));
+    int64_t want = (int64_t)size * (size - 1) / 2 + (int64_t)size * seq;
+    T_CHECK(sum == want, "blocking allreduce %ld between posts: %lld, expected %lld", seq, (long long)sum, (long long)want);
+}
+
+static void outstanding_rounds(tcomm_t *world, long rounds)
+{
+    MPI_Comm comm = world->comm;
+    int rank = world->rank, size = world->size;
+    long seq = 0;
+    nr_call_t calls[NR_MAX_OUTSTANDING];
+    for (long r = 0; r < rounds; r++) {
+        int n = 1 + (int)(t_rand() % NR_MAX_OUTSTANDING);
+        int order = (int)(t_rand() % 3);
+        if (rank == (int)(r % size)) usleep(NR_LATE_SLEEP_US);
+        for (int k = 0; k < n; k++) {
+            nr_post(&calls[k], comm, rank, size, seq++);
+            if (t_rand() % 4 == 0) nr_blocking(comm, rank, size, seq++);
+        }
+        if (order == 0) {
+            for (int k = n - 1; k >= 0; k--) {
+                T_MPI(MPI_Wait(&calls[k].request, MPI_STATUS_IGNORE));
+                nr_check(&calls[k], rank, size);
+            }
+        } else if (order == 1) {
+            /* A random order, drawn alike on every rank. */
+            int left = n;
+            while (left > 0) {
+                int pick = (int)(t_rand() % (uint32_t)left), k = 0;
+                for (;; k++)
+                    if (!calls[k].done && pick-- == 0) break;
+                T_MPI(MPI_Wait(&calls[k].request, MPI_STATUS_IGNORE));
+                nr_check(&calls[k], rank, size);
+                left--;
+            }
+        } else {
+            MPI_Request rq[NR_MAX_OUTSTANDING];
+            for (int k = 0; k < n; k++) rq[k] = calls[k].request;
+            for (int left = n; left > 0; left--) {
+                int index;
+                T_MPI(MPI_Waitany(n, rq, &index, MPI_STATUS_IGNORE));
+                T_CHECK(index >= 0 && index < n, "MPI_Waitany returned index %d of %d", index, n);
+                if (index >= 0 && index < n) nr_check(&calls[index], rank, size);
+            }
+        }
+    }
+}
+
+/* Persistent calls started `starts` times, contents changed between. */
+static void persistent(tcomm_t *world, long starts)
+{
+    MPI_Comm comm = world->comm;
+    int rank = world->rank, size = world->size;
+    const int count = 37;
+    nr_call_t all = { .kind = NR_IALLREDUCE, .op = NR_SUM, .count = count };
+    nr_call_t red = { .kind = NR_IREDUCE, .op = NR_AFFINE, .count = count, .root = size - 1 };
+    int64_t all_send[37] = { 0 }, all_recv[37] = { 0 };
+    nr_affine_t red_send[37] = { { 0, 0 } }, red_recv[37] = { { 0, 0 } };
+    all.send = all_send; all.recv = all_recv;
+    red.send = red_send; red.recv = red_recv;
+    MPI_Request rq[2];
+    T_MPI(T_ALLREDUCE_INIT(all_send, all_recv, count, MPI_INT64_T, MPI_SUM, comm, MPI_INFO_NULL, &rq[0]));
+    T_MPI(T_REDUCE_INIT(red_send, red_recv, count, nr_affine_type, nr_affine_op, red.root, comm, MPI_INFO_NULL, &rq[1]));
+    for (long s = 0; s < starts; s++) {
+        all.seq = red.seq = 1000000 + s;
+        nr_fill(NR_SUM, all_send, rank, all.seq, count);
+        nr_fill(NR_AFFINE, red_send, rank, red.seq, count);
+        if (s % 2) {
+            T_MPI(MPI_Startall(2, rq));
+            T_MPI(MPI_Waitall(2, rq, MPI_STATUSES_IGNORE));
+        } else {
+            T_MPI(MPI_Start(&rq[1]));
+            T_MPI(MPI_Start(&rq[0]));
+            T_MPI(MPI_Wait(&rq[0], MPI_STATUS_IGNORE));
+            T_MPI(MPI_Wait(&rq[1], MPI_STATUS_IGNORE));
+        }
+        if (!nr_check_reduction(&all, size, "persistent allreduce")) break;
+        if (rank == red.root && !nr_check_reduction(&red, size, "persistent reduce")) break;
+    }
+    T_MPI(MPI_Request_free(&rq[0]));
+    T_MPI(MPI_Request_free(&rq[1]));
+}
+
+/* Phase 4's op: a wrapping int sum, commutative, that is not MPI_SUM. */
+static void nr_wrapping_sum(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    const int *a = in;
+    int *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = (int)((unsigned)a[i] + (unsigned)b[i]);
+}
+
+static int nr_int_value(int rank, long seq, int i) { return (int)(nr_value(rank, seq, i) >> 33); }
+
+/* Persistent requests whose op and datatype are freed after *_init. */
+static void freed_after_init(tcomm_t *world, long starts)
+{
+    MPI_Comm comm = world->comm;
+    int rank = world->rank, size = world->size, root = size / 2;
+    enum { count = 29 };
+    int all_send[count], all_recv[count], red_send[count], red_recv[count];
+    MPI_Datatype int_dup;
+    MPI_Op sum_op;
+    MPI_Request rq[2];
+    T_MPI(MPI_Type_dup(MPI_INT, &int_dup));
+    T_MPI(MPI_Op_create(nr_wrapping_sum, 1, &sum_op));
+    T_MPI(T_ALLREDUCE_INIT(all_send, all_recv, count, int_dup, sum_op, comm, MPI_INFO_NULL, &rq[0]));
+    T_MPI(T_REDUCE_INIT(red_send, red_recv, count, int_dup, sum_op, root, comm, MPI_INFO_NULL, &rq[1]));
+    T_MPI(MPI_Op_free(&sum_op));
+    T_MPI(MPI_Type_free(&int_dup));
+    /* Memory the freed objects gave back, reused and overwritten. */
+    for (int k = 0; k < 64; k++) {
+        void *scratch = malloc(256);
+        memset(scratch, 0x5a, 256);
+        free(scratch);
+    }
+    for (long s = 0; s < starts; s++) {
+        long seq = 3000000 + s;
+        for (int i = 0; i < count; i++) {
+            all_send[i] = nr_int_value(rank, seq, i);
+            red_send[i] = nr_int_value(rank, seq, i + count);
+        }
+        T_MPI(MPI_Startall(2, rq));
+        T_MPI(MPI_Waitall(2, rq, MPI_STATUSES_IGNORE));
+        for (int i = 0; i < count; i++) {
+            unsigned want_all = 0, want_red = 0;
+            for (int r = 0; r < size; r++) {
+                want_all += (unsigned)nr_int_value(r, seq, i);
+                want_red += (unsigned)nr_int_value(r, seq, i + count);
+            }
+            if (all_recv[i] != (int)want_all) {
+                T_FAIL("start %ld of a persistent allreduce with its op and datatype freed: element %d is %d, expected %d", s, i,
+                       all_recv[i], (int)want_all);
+                s = starts;
+                break;
+            }
+            if (rank == root && red_recv[i] != (int)want_red) {
+                T_FAIL("start %ld of a persistent reduce with its op and datatype freed: element %d is %d, expected %d", s, i,
+                       red_recv[i], (int)want_red);
+                s = starts;
+                break;
+            }
+        }
+    }
+    T_MPI(MPI_Request_free(&rq[0]));
+    T_MPI(MPI_Request_free(&rq[1]));
+}
+
+static void across_other_communicators(tcomm_t *world, long rounds)
+{
+    int rank = world->rank, size = world->size;
+    for (long r = 0; r < rounds; r++) {
+        nr_call_t calls[2];
+        long seq = 2000000 + 2 * r;
+        nr_post(&calls[0], world->comm, rank, size, seq);
+        MPI_Comm dup;
+        T_MPI(MPI_Comm_dup(world->comm, &dup));
+        tcomm_t other;
+        t_derive(world, dup, &other);
+        nr_post(&calls[1], world->comm, rank, size, seq + 1);
+        nr_blocking(other.comm, rank, size, seq);
+        t_free(&other);
+        T_MPI(MPI_Wait(&calls[1].request, MPI_STATUS_IGNORE));
+        nr_check(&calls[1], rank, size);
+        T_MPI(MPI_Wait(&calls[0].request, MPI_STATUS_IGNORE));
+        nr_check(&calls[0], rank, size);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    t_init(&argc, &argv);
+    long rounds = t_opt(argc, argv, "-r", 200);
+    long starts = t_opt(argc, argv, "-n", 1000);
+    long freed_starts = t_opt(argc, argv, "-f", 0);
+    T_MPI(MPI_Type_contiguous(2, MPI_UINT64_T, &nr_affine_type));
+    T_MPI(MPI_Type_commit(&nr_affine_type));
+    T_MPI(MPI_Op_create(nr_compose, 0, &nr_affine_op));
+    t_srand(0x6e6272u); /* the same draws on every rank */
+    t_barrier(&t_world); /* sets coll rdma's transport up */
+    outstanding_rounds(&t_world, rounds);
+    persistent(&t_world, starts);
+    across_other_communicators(&t_world, rounds / 10 > 0 ? rounds / 10 : 1);
+    freed_after_init(&t_world, freed_starts);
+    T_MPI(MPI_Op_free(&nr_affine_op));
+    T_MPI(MPI_Type_free(&nr_affine_type));
+    return t_finish("nonblocking_reductions");
+}
