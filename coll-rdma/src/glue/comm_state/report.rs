@@ -368,15 +368,14 @@ fn report_multicast(id: CommId, bcast: &Bcast) {
         multicast.frames_rejected,
         multicast.overruns
     );
-    if multicast.nack_first_asks + multicast.tail_nacks + multicast.nacks_served + multicast.timeout_resends > 0 {
+    if multicast.nack_first_asks + multicast.nacks_served + multicast.timeout_resends > 0 {
         tracing::info!(
-            "comm {} rank {}: bcast repair: {} first NACK(s) waiting {:.2} round trip(s) on average, {} NACK(s) for a \
-             message's silent tail, {} NACK(s) repeated unanswered, {} served, {} timeout burst(s)",
+            "comm {} rank {}: bcast repair: {} first NACK(s) waiting {:.2} round trip(s) on average, {} NACK(s) repeated \
+             unanswered, {} served, {} timeout burst(s)",
             id.cid,
             id.rank,
             multicast.nack_first_asks,
             multicast.nack_wait_rtt_percent as f64 / 100.0 / multicast.nack_first_asks.max(1) as f64,
-            multicast.tail_nacks,
             multicast.nacks_repeated,
             multicast.nacks_served,
             multicast.timeout_resends

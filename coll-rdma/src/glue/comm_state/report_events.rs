@@ -152,7 +152,6 @@ pub(super) fn freed_event(id: CommId, transport: &str, bcast: Option<&Bcast>, ta
                 "pieces_delivered": multicast.pieces_delivered,
                 "retransmissions": multicast.retransmissions,
                 "nacks_sent": multicast.nacks_sent,
-                "tail_nacks": multicast.tail_nacks,
                 "frames_rejected": multicast.frames_rejected,
                 "overruns": multicast.overruns,
             });
