@@ -43,11 +43,6 @@ pub struct RmcastConfig {
     /// the forwards to the co-roots, so that a lost tail is repaired
     /// without the timeout (`repair`). 0 sends each piece once.
     pub tail_repeat: usize,
-    /// Datagram transports: a leaf inside a receive that has a piece of
-    /// the message, then nothing for its NACK RTO, NACKs the missing end
-    /// of the message (a tail lost with its copy), so that the collector's
-    /// timeout repairs nothing a leaf can ask for (`datagram::nack`).
-    pub tail_nack: bool,
     pub wait: WaitPolicy,
     /// A wait that lasts this long fails with an error instead of going
     /// on. `None` waits for ever, warning at the policy's intervals (MPI
@@ -217,7 +212,6 @@ impl Default for RmcastConfig {
             nack: true,
             nack_retry_floor: Some(DEFAULT_NACK_RETRY_FLOOR),
             tail_repeat: DEFAULT_TAIL_REPEAT,
-            tail_nack: true,
             wait: WaitPolicy::default(),
             give_up_after: None,
             congestion: CongestionConfig::default(),

@@ -107,7 +107,7 @@ pub(super) fn measure(setting: Setting, drop: f64, tail_repeat: usize, base: Rmc
 /// receiver), TAIL_BENCH_CO_ROOTS (15), TAIL_BENCH_TIMEOUT_MS (20, the
 /// collector's timeout), TAIL_BENCH_IDLE_US (0: a rank that has the message
 /// yields while it waits for the others; N: it sleeps N us) and
-/// TAIL_BENCH_REPEATS (the tail repeats to compare, "0 1"). Four more set
+/// TAIL_BENCH_REPEATS (the tail repeats to compare, "0 1"). Three more set
 /// the base configuration (`base_config`).
 fn settings() -> (Setting, f64, Vec<usize>) {
     let number = |name: &str, default: f64| std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default);
@@ -128,8 +128,6 @@ fn settings() -> (Setting, f64, Vec<usize>) {
     (setting, number("TAIL_BENCH_DROP", 0.001), repeats)
 }
 
-/// TAIL_BENCH_TAIL_NACK (`off`: a lost tail waits for the collector's
-/// timeout, as before issue 36's tail NACK; unset: on),
 /// TAIL_BENCH_PIECE (bytes per piece; unset: 4096, 1400 is udp's),
 /// TAIL_BENCH_CONGESTION (`on`, `off`; unset: auto, which is off on the
 /// fabric) and TAIL_BENCH_NACK (`before`: the NACK rule before issue 36's
@@ -145,9 +143,6 @@ fn base_config() -> RmcastConfig {
     let mut config = RmcastConfig { congestion: CongestionConfig { mode, ..base.congestion }, ..base };
     if let Some(piece) = std::env::var("TAIL_BENCH_PIECE").ok().and_then(|value| value.parse().ok()) {
         config.fragment_bytes = piece;
-    }
-    if std::env::var("TAIL_BENCH_TAIL_NACK").as_deref() == Ok("off") {
-        config.tail_nack = false;
     }
     if std::env::var("TAIL_BENCH_NACK").as_deref() == Ok("before") {
         config.congestion.nack_holdoff_percent = 50;
@@ -171,7 +166,7 @@ fn bench_bcast_latency_under_loss_against_the_loss_free_median() {
                 "tail repeat {tail_repeat}, loss {loss}: median {:.0} us, mean {:.0} us, p99 {:.0} us, max {:.0} us, \
                  mean/loss-free median {:.2}; {beyond_timeout} of {} bcasts took the timeout or longer; \
                  {} retransmissions, {} NACKs ({} repeats; waits before the first NACKs {:.2} SRTT on average), \
-                 {} timeout bursts, {} copies, {} tail NACKs",
+                 {} timeout bursts, {} copies",
                 run.quantile(0.5),
                 run.mean(),
                 run.quantile(0.99),
@@ -183,8 +178,7 @@ fn bench_bcast_latency_under_loss_against_the_loss_free_median() {
                 run.stats.nacks_repeated,
                 run.stats.nack_wait_rtt_percent as f64 / 100.0 / run.stats.nack_first_asks.max(1) as f64,
                 run.stats.timeout_resends,
-                run.stats.tail_repeats,
-                run.stats.tail_nacks
+                run.stats.tail_repeats
             );
         }
     }

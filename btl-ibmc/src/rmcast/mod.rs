@@ -18,8 +18,7 @@
 //!   writes into their collector's ACK array (`ack`, `region`); the root
 //!   and each co-root resend over the reliable channel to exactly the
 //!   members that have not acknowledged (`collector`). A receiver that sees
-//!   a gap may NACK it at once, and one whose message's end never came
-//!   (a lost tail) NACKs it after its RTO of silence.
+//!   a gap may NACK it at once.
 //! * With **congestion control** (`congestion`; on by default over udp),
 //!   the datagram flavour also paces each root with a congestion window
 //!   clocked by an acker, sets its timeouts from an RTT estimate, and
@@ -58,8 +57,6 @@ mod tests;
 mod congestion_tests;
 #[cfg(test)]
 mod tail_tests;
-#[cfg(test)]
-mod tail_nack_tests;
 #[cfg(test)]
 mod random_loss_tests;
 #[cfg(test)]

@@ -1,6 +1,5 @@
-//! Which pieces a root multicasts twice before anyone asks, and how long
-//! a leaf waits before it asks for a lost tail: the decisions that both
-//! the datagram flavour (`datagram::sender`, `datagram::nack`) and the
+//! Which pieces a root multicasts twice before anyone asks: the one
+//! decision that both the datagram flavour (`datagram::sender`) and the
 //! simulator (tuning/sim) take from here, so that what the simulator
 //! measures is what runs.
 //!
@@ -13,31 +12,11 @@
 //! once the originals have gone out and been forwarded to the co-roots,
 //! turns a lost tail into a loss of both copies (p^2 under independent
 //! loss), and a receiver that lost an earlier piece sees the gap at the
-//! copy and NACKs it at once. A receiver that loses both copies (or the
-//! last several pieces) NACKs the missing end once its stream has been
-//! silent for `tail_nack_wait`. docs/rmcast-tail.md has the study.
+//! copy and NACKs it at once. docs/rmcast-congestion.md has the study.
 //!
 //! Invariant: a copy is the same frame (same sequence number) as its
 //! original; receivers drop whichever arrives second, so correctness
 //! never depends on the copies, only the time to repair does.
-
-/// How long a leaf waiting for the rest of a message lets its stream be
-/// silent, from the last piece that arrived (one of that message), before
-/// it NACKs the missing end: one of its NACK RTOs (`leaf_rto`, SRTT + 4
-/// RTTVAR of its own NACKs, at least `RmcastConfig::nack_retry_floor`),
-/// but at least the explicit-ACK delay (`ack_delay`, a quarter of the
-/// collector's timeout). A root descheduled in the middle of a message
-/// also leaves the stream silent, and on a loaded node that lasts longer
-/// than a round trip: at 1,024 ranks on 2 cores a wait of the RTO alone
-/// drew a tail NACK for 40 % of the leaves of every loss-free bcast. A
-/// quarter of the timeout keeps the tail repair at least twice as quick as
-/// the collector's timer (whose RTO is at least twice that delay). A tail
-/// lost with its copy (p^2 per receiver) then costs this wait and a round
-/// trip instead of the collector's timeout. The datagram flavour's leaves
-/// (`datagram::nack`) and the simulator both wait this long.
-pub fn tail_nack_wait(leaf_rto: std::time::Duration, ack_delay: std::time::Duration) -> std::time::Duration {
-    leaf_rto.max(ack_delay)
-}
 
 /// Bytes of a piece's header on the wire (`wire`), for wire-cost figures.
 pub const PIECE_HEADER_BYTES: usize = super::wire::PIECE_HEADER_BYTES;

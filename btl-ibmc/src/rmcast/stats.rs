@@ -66,10 +66,6 @@ pub struct RmcastStats {
     pub repairs_multicast: u64,
     /// Second multicasts of a message's last pieces (`RmcastConfig::tail_repeat`).
     pub tail_repeats: u64,
-    /// NACK messages (of `nacks_sent`) a leaf sent for the missing end of
-    /// the message it was receiving, which no later piece revealed
-    /// (`RmcastConfig::tail_nack`).
-    pub tail_nacks: u64,
 }
 
 impl RmcastStats {
@@ -104,7 +100,6 @@ impl RmcastStats {
             timeout_resends: total.timeout_resends + one.timeout_resends,
             repairs_multicast: total.repairs_multicast + one.repairs_multicast,
             tail_repeats: total.tail_repeats + one.tail_repeats,
-            tail_nacks: total.tail_nacks + one.tail_nacks,
         })
     }
 }

@@ -58,194 +58,111 @@ fn pieces(bytes: usize, fragment: usize) -> Vec<usize> {
     (0..bytes.div_ceil(fragment)).map(|i| fragment.min(bytes - i * fragment)).collect()
 }
 
-/// The loss-free timeline of one multicast bcast from rank 0, as
-/// `Sender` and the co-roots run it: what the loss models (the exact
-/// distribution of `multicast`, the sampled recovery paths of
-/// `tail_paths`) start from.
-pub struct Schedule {
-    /// Bytes of each piece.
-    pub pieces: Vec<usize>,
-    /// When the root posts each piece.
-    pub posted: Vec<f64>,
-    /// `arrival[c][j]`: piece j's original at a rank of replica index c
-    /// of its node, before the receive overhead.
-    pub arrival: Vec<Vec<f64>>,
-    /// `delivered[c][j]`: when such a rank has delivered piece j.
-    pub delivered: Vec<Vec<f64>>,
-    /// When a repeated piece's copy is on the wire (`repair::repeated`).
-    pub copy_on_wire: Vec<Option<f64>>,
-    /// Leaves per replica index (co-roots receive reliably).
-    pub leaves: Vec<u64>,
-    /// When the last co-root has every piece.
-    pub co_root_done: f64,
-    /// One control message (ACK, NACK) across the network, taken in.
-    pub control_ns: f64,
-    /// Taking in one datagram.
-    pub net_receive_ns: f64,
-    node_replica_ns: f64,
-    copy_ns_per_byte: f64,
-}
-
-impl Schedule {
-    /// None with fewer than 2 ranks or no bytes.
-    pub fn new(ranks: &Ranks, bytes: usize, co_roots: usize) -> Option<Self> {
-        let size = ranks.size();
-        let calibration = ranks.calibration;
-        let settings = &calibration.rmcast;
-        let mcast = &calibration.multicast;
-        let pieces = pieces(bytes, settings.fragment_bytes);
-        if size < 2 || pieces.is_empty() {
-            return None;
-        }
-        let co_roots = co_roots.min(size - 1);
-        let groups = Groups::new(0, size, co_roots);
-        let per_node = ranks.ranks_per_node;
-        let copy = |b: usize| calibration.copy_ns_per_byte * b as f64;
-        let net_receive = calibration.net.overhead_ns;
-        let control = ranks.hop(0, size - 1).arrival_after_ns(CONTROL_BYTES) + net_receive;
-        let ack_levels = if co_roots > 0 { 2.0 } else { 1.0 };
-        let window = settings.window_slots.max(1);
-        let interval = settings.ack_interval.clamp(1, window);
-
-        // The co-roots' forwarding order (parents before children) and their
-        // CPUs, which forward piece after piece.
-        let mut forwarding = vec![0usize];
-        let mut next = 0;
-        while next < forwarding.len() {
-            let from = forwarding[next];
-            forwarding.extend(groups.forward_to(from));
-            next += 1;
-        }
-        let mut co_root_cpu = vec![0.0f64; co_roots + 1];
-        let mut co_root_done = 0.0f64;
-
-        // Per piece: when the root posts it, when it arrives at replica
-        // index c of a node, and when the slowest class has delivered it.
-        let mut posted = Vec::with_capacity(pieces.len());
-        let mut arrival: Vec<Vec<f64>> = vec![Vec::with_capacity(pieces.len()); per_node];
-        let mut delivered: Vec<Vec<f64>> = vec![Vec::with_capacity(pieces.len()); per_node];
-        let mut root_cpu = 0.0f64;
-        for (j, &b) in pieces.iter().enumerate() {
-            if j >= window {
-                // Credit for piece j - W: its ACK, lazily sent by the last
-                // member with the piece M-1 further on (or after the explicit
-                // ACK delay at the tail), through a co-root's word.
-                let acked = j - window;
-                let slowest = &delivered[per_node - 1];
-                let ack_sent = if acked + interval - 1 < j { slowest[acked + interval - 1] } else { slowest[acked] + settings.ack_delay_ns };
-                root_cpu = root_cpu.max(ack_sent + ack_levels * control);
-            }
-            root_cpu += copy(b);
-            let post = root_cpu;
-            posted.push(post);
-            root_cpu += mcast.post_ns + mcast.gap_per_byte_ns * b as f64;
-            let on_wire = post + mcast.post_ns + mcast.gap_per_byte_ns * b as f64 + mcast.latency_ns + ranks.extra_network_latency_ns;
-            for c in 0..per_node {
-                let a = on_wire + c as f64 * mcast.node_replica_ns;
-                let previous = delivered[c].last().copied().unwrap_or(0.0);
-                arrival[c].push(a);
-                delivered[c].push(previous.max(a) + net_receive + copy(b));
-            }
-            // Reliable forwarding to the co-roots: the root's sends follow its
-            // post; each co-root forwards once it has the piece.
-            let mut has = vec![f64::INFINITY; co_roots + 1];
-            has[0] = root_cpu;
-            for &relative in &forwarding {
-                let mut cpu = if relative == 0 { root_cpu } else { co_root_cpu[relative].max(has[relative]) };
-                for child in groups.forward_to(relative) {
-                    let hop = ranks.hop(relative, child);
-                    let reliable = cpu + hop.arrival_after_ns(b) + hop.overhead_ns;
-                    let by_multicast = on_wire + (child % per_node) as f64 * mcast.node_replica_ns + net_receive;
-                    has[child] = reliable.min(by_multicast);
-                    cpu += hop.cpu_interval_ns(b);
-                }
-                if relative == 0 {
-                    root_cpu = cpu;
-                } else {
-                    co_root_cpu[relative] = cpu;
-                    co_root_done = co_root_done.max(has[relative] + copy(b));
-                }
-            }
-        }
-
-        // The second copies of the repeated pieces: multicast after the last
-        // piece's forwards, as `Sender::flush` sends them.
-        let count = pieces.len();
-        let mut copy_on_wire = vec![None; count];
-        for (j, &b) in pieces.iter().enumerate().filter(|&(j, _)| repeated(j, count, settings.tail_repeat)) {
-            root_cpu += mcast.post_ns + mcast.gap_per_byte_ns * b as f64;
-            copy_on_wire[j] = Some(root_cpu + mcast.latency_ns + ranks.extra_network_latency_ns);
-        }
-
-        // Leaves by replica index: a co-root receives reliably, never a leaf.
-        let mut leaves = vec![0u64; per_node];
-        for rank in 1..size {
-            if let Role::Leaf { .. } = groups.role(rank) {
-                leaves[rank % per_node] += 1;
-            }
-        }
-        Some(Schedule {
-            pieces,
-            posted,
-            arrival,
-            delivered,
-            copy_on_wire,
-            leaves,
-            co_root_done,
-            control_ns: control,
-            net_receive_ns: net_receive,
-            node_replica_ns: mcast.node_replica_ns,
-            copy_ns_per_byte: calibration.copy_ns_per_byte,
-        })
-    }
-
-    /// Copying piece `j` out of (or into) a window.
-    pub fn copy_ns(&self, j: usize) -> f64 {
-        self.copy_ns_per_byte * self.pieces[j] as f64
-    }
-
-    /// When a rank of replica index `c` has piece `j` from its copy, if
-    /// the piece is repeated.
-    pub fn copy_delivered(&self, c: usize, j: usize) -> Option<f64> {
-        self.copy_on_wire[j].map(|on_wire| on_wire + c as f64 * self.node_replica_ns + self.net_receive_ns + self.copy_ns(j))
-    }
-
-    /// From the collector's decision to resend piece `j` to the leaf
-    /// having it, over the reliable channel.
-    pub fn resend_ns(&self, ranks: &Ranks, j: usize) -> f64 {
-        let hop = ranks.hop(0, ranks.size() - 1);
-        hop.arrival_after_ns(self.pieces[j]) + hop.overhead_ns + self.copy_ns(j)
-    }
-
-    /// A small message's round trip between two nodes.
-    pub fn round_trip_ns(&self) -> f64 {
-        2.0 * self.control_ns
-    }
-
-    /// When the bcast ends without loss: the last leaf class and co-root.
-    pub fn lossless_ns(&self) -> f64 {
-        let last = self.pieces.len() - 1;
-        (0..self.leaves.len()).filter(|&c| self.leaves[c] > 0).map(|c| self.delivered[c][last]).fold(self.co_root_done, f64::max)
-    }
-}
-
 /// The multicast from rank 0 to every other rank of `ranks`, with
 /// `co_roots` co-roots; every rank of a node is its own receiver (the
 /// adapter hands the datagram to each rank's queue pair in turn).
 pub fn multicast(ranks: &Ranks, bytes: usize, co_roots: usize) -> BcastOutcome {
-    let Some(schedule) = Schedule::new(ranks, bytes, co_roots) else {
-        return BcastOutcome::exact(0.0);
-    };
-    let Schedule { ref pieces, ref posted, ref arrival, ref delivered, ref leaves, co_root_done, .. } = schedule;
+    let size = ranks.size();
     let calibration = ranks.calibration;
     let settings = &calibration.rmcast;
+    let mcast = &calibration.multicast;
+    let pieces = pieces(bytes, settings.fragment_bytes);
+    if size < 2 || pieces.is_empty() {
+        return BcastOutcome::exact(0.0);
+    }
+    let co_roots = co_roots.min(size - 1);
+    let groups = Groups::new(0, size, co_roots);
     let per_node = ranks.ranks_per_node;
-    let net_receive = schedule.net_receive_ns;
-    let control = schedule.control_ns;
+    let copy = |b: usize| calibration.copy_ns_per_byte * b as f64;
+    let net_receive = calibration.net.overhead_ns;
+    let control = ranks.hop(0, size - 1).arrival_after_ns(CONTROL_BYTES) + net_receive;
+    let ack_levels = if co_roots > 0 { 2.0 } else { 1.0 };
+    let window = settings.window_slots.max(1);
+    let interval = settings.ack_interval.clamp(1, window);
+
+    // The co-roots' forwarding order (parents before children) and their
+    // CPUs, which forward piece after piece.
+    let mut forwarding = vec![0usize];
+    let mut next = 0;
+    while next < forwarding.len() {
+        let from = forwarding[next];
+        forwarding.extend(groups.forward_to(from));
+        next += 1;
+    }
+    let mut co_root_cpu = vec![0.0f64; co_roots + 1];
+    let mut co_root_done = 0.0f64;
+
+    // Per piece: when the root posts it, when it arrives at replica
+    // index c of a node, and when the slowest class has delivered it.
+    let mut posted = Vec::with_capacity(pieces.len());
+    let mut arrival: Vec<Vec<f64>> = vec![Vec::with_capacity(pieces.len()); per_node];
+    let mut delivered: Vec<Vec<f64>> = vec![Vec::with_capacity(pieces.len()); per_node];
+    let mut root_cpu = 0.0f64;
+    for (j, &b) in pieces.iter().enumerate() {
+        if j >= window {
+            // Credit for piece j - W: its ACK, lazily sent by the last
+            // member with the piece M-1 further on (or after the explicit
+            // ACK delay at the tail), through a co-root's word.
+            let acked = j - window;
+            let slowest = &delivered[per_node - 1];
+            let ack_sent = if acked + interval - 1 < j { slowest[acked + interval - 1] } else { slowest[acked] + settings.ack_delay_ns };
+            root_cpu = root_cpu.max(ack_sent + ack_levels * control);
+        }
+        root_cpu += copy(b);
+        let post = root_cpu;
+        posted.push(post);
+        root_cpu += mcast.post_ns + mcast.gap_per_byte_ns * b as f64;
+        let on_wire = post + mcast.post_ns + mcast.gap_per_byte_ns * b as f64 + mcast.latency_ns + ranks.extra_network_latency_ns;
+        for c in 0..per_node {
+            let a = on_wire + c as f64 * mcast.node_replica_ns;
+            let previous = delivered[c].last().copied().unwrap_or(0.0);
+            arrival[c].push(a);
+            delivered[c].push(previous.max(a) + net_receive + copy(b));
+        }
+        // Reliable forwarding to the co-roots: the root's sends follow its
+        // post; each co-root forwards once it has the piece.
+        let mut has = vec![f64::INFINITY; co_roots + 1];
+        has[0] = root_cpu;
+        for &relative in &forwarding {
+            let mut cpu = if relative == 0 { root_cpu } else { co_root_cpu[relative].max(has[relative]) };
+            for child in groups.forward_to(relative) {
+                let hop = ranks.hop(relative, child);
+                let reliable = cpu + hop.arrival_after_ns(b) + hop.overhead_ns;
+                let by_multicast = on_wire + (child % per_node) as f64 * mcast.node_replica_ns + net_receive;
+                has[child] = reliable.min(by_multicast);
+                cpu += hop.cpu_interval_ns(b);
+            }
+            if relative == 0 {
+                root_cpu = cpu;
+            } else {
+                co_root_cpu[relative] = cpu;
+                co_root_done = co_root_done.max(has[relative] + copy(b));
+            }
+        }
+    }
+
+    // The second copies of the repeated pieces: multicast after the last
+    // piece's forwards, as `Sender::flush` sends them.
     let count = pieces.len();
+    let mut copy_on_wire = vec![None; count];
+    for (j, &b) in pieces.iter().enumerate().filter(|&(j, _)| repeated(j, count, settings.tail_repeat)) {
+        root_cpu += mcast.post_ns + mcast.gap_per_byte_ns * b as f64;
+        copy_on_wire[j] = Some(root_cpu + mcast.latency_ns + ranks.extra_network_latency_ns);
+    }
+
+    // Leaves by replica index: a co-root receives reliably, never a leaf.
+    let mut leaves = vec![0u64; per_node];
+    for rank in 1..size {
+        if let Role::Leaf { .. } = groups.role(rank) {
+            leaves[rank % per_node] += 1;
+        }
+    }
     let last = count - 1;
-    let resend = |j: usize| schedule.resend_ns(ranks, j);
-    let round_trip = schedule.round_trip_ns();
+    let resend = |j: usize| {
+        let hop = ranks.hop(0, size - 1);
+        hop.arrival_after_ns(pieces[j]) + hop.overhead_ns + copy(pieces[j])
+    };
+    let round_trip = 2.0 * control;
     let timeout = settings.timeout_round_trips.map_or(settings.timeout_ns, |k| k * round_trip);
     let loss = calibration.multicast.loss;
     // When a receiver that lost piece j's original has it, per class: a
@@ -259,7 +176,7 @@ pub fn multicast(ranks: &Ranks, bytes: usize, co_roots: usize) -> BcastOutcome {
                 .map(|j| {
                     let nacked = j < last && settings.nack;
                     let repaired = if nacked { arrival[c][j + 1] + net_receive + control + resend(j) } else { posted[j] + timeout + resend(j) };
-                    let by_copy = schedule.copy_delivered(c, j);
+                    let by_copy = copy_on_wire[j].map(|on_wire| on_wire + c as f64 * mcast.node_replica_ns + net_receive + copy(pieces[j]));
                     let by_probe = settings
                         .tail_probe_round_trips
                         .filter(|_| j == last && settings.nack)
@@ -271,7 +188,8 @@ pub fn multicast(ranks: &Ranks, bytes: usize, co_roots: usize) -> BcastOutcome {
         })
         .collect();
     let base: Vec<f64> = (0..per_node).map(|c| delivered[c][last]).collect();
-    let lossless = schedule.lossless_ns();
+    let lossless =
+        (0..per_node).filter(|&c| leaves[c] > 0).map(|c| base[c]).fold(co_root_done, f64::max);
     let total_leaves: u64 = leaves.iter().sum();
     // A leaf waits for a timeout when it loses every chance of a piece that
     // no later piece reveals.

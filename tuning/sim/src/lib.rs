@@ -14,7 +14,6 @@ pub mod measured_pairs;
 pub mod ranks;
 pub mod scale;
 pub mod sources;
-pub mod tail_paths;
 pub mod validation;
 
 pub use calibration::Calibration;

@@ -203,11 +203,6 @@ impl Collector {
             return Ok(false);
         };
         stats.nacks_served += 1;
-        if wanted.start >= held.high {
-            // A tail NACK for pieces not sent (or not yet forwarded) here:
-            // they are on their way, and nothing was lost.
-            return Ok(true);
-        }
         if let Some(control) = &mut self.control {
             control.on_loss(index, wanted.start, held.high, false, now, stats);
         }

@@ -25,20 +25,6 @@
 //! Only the timer repeats a NACK: a range is never asked for twice within
 //! one interval (duplicate NACKs are what suppression is for).
 //!
-//! A lost tail (the last pieces of a message, the copy of the last one
-//! too) is revealed by no later arrival. A leaf inside a receive knows
-//! where the message it waits for ends (`Receiver::expect`), so once a
-//! piece of that message has arrived and the stream has then been silent
-//! for the leaf's RTO or the explicit-ACK delay, whichever is longer (at
-//! most the repeat ceiling; `repair::tail_nack_wait`), it NACKs the
-//! missing rest of the message at once (`NackTimer::tail_due`, issue 36) instead of waiting for its
-//! collector's timeout. The pieces asked for join the horizon, so a tail
-//! is NACKed once and then repeated by the rule above, with its back-off:
-//! at most one tail NACK per message and RTO from each leaf that lost
-//! it, none from one that did not. A leaf that has no piece of the
-//! message yet does not ask: the root may simply not have sent it (a
-//! late root would otherwise draw a NACK from every receiver).
-//!
 //! The leaf's SRTT comes from its own NACKs: the time until the first
 //! piece a NACK asked for arrives, from NACKs sent once only (Karn's
 //! rule). A sample is dropped if the leaf went longer than the
@@ -50,7 +36,6 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use crate::rmcast::congestion::RttEstimator;
-use crate::rmcast::repair::tail_nack_wait;
 use crate::rng::Rng;
 
 /// A NACK waiting out its holdoff.
@@ -89,9 +74,6 @@ pub(crate) struct NackPolicy {
     /// estimate's bound above follows the timeout, so that a slow round
     /// trip is still sampled; the repeats of a lost NACK must not).
     pub(crate) repeat_ceiling: Duration,
-    /// Whether a lost tail is NACKed once the stream falls silent
-    /// (`tail_due`); otherwise only the collector's timeout repairs it.
-    pub(crate) tail: bool,
 }
 
 impl NackPolicy {
@@ -104,7 +86,6 @@ impl NackPolicy {
             retry_floor: config.nack_retry_floor,
             ceiling: config.effective_rto_ceiling(),
             repeat_ceiling: config.congestion.rto_ceiling,
-            tail: config.tail_nack,
         }
     }
 }
@@ -121,8 +102,6 @@ pub(crate) struct NackTimer {
     rtt: RttEstimator,
     /// When the leaf last made progress (called in here).
     last_progress: Option<Instant>,
-    /// When the last piece of this stream was taken in.
-    last_arrival: Option<Instant>,
     rng: Rng,
 }
 
@@ -135,9 +114,6 @@ pub(crate) enum NackStep {
     Send { range: Range<u64>, waited_rtt_percent: u64 },
     /// A NACK sent before whose pieces have not come: ask again.
     Again(Range<u64>),
-    /// The missing end of the message being received, which no later
-    /// piece revealed (a lost tail): a first NACK for it.
-    Tail(Range<u64>),
     /// A waiting NACK became unnecessary.
     Suppressed,
 }
@@ -157,7 +133,6 @@ impl NackTimer {
             asked: Vec::new(),
             rtt: RttEstimator::new(policy.ack_delay, floor, ceiling),
             last_progress: None,
-            last_arrival: None,
             rng: Rng::new(seed),
         }
     }
@@ -223,7 +198,6 @@ impl NackTimer {
     /// Piece `seq` arrived and pieces below `contiguous` have all arrived.
     pub(crate) fn on_arrival(&mut self, seq: u64, contiguous: u64, now: Instant) -> NackStep {
         let revealed = self.reveal(seq, contiguous);
-        self.last_arrival = Some(now);
         self.progress(now);
         self.settle(contiguous, now);
         if let Some(gap) = revealed {
@@ -272,27 +246,6 @@ impl NackTimer {
         NackStep::Again(asked.range.start.max(contiguous)..asked.range.end)
     }
 
-    /// The missing end of `message` (the pieces of the message being
-    /// received), once the stream has been silent for
-    /// `repair::tail_nack_wait` since a piece of it arrived (`arrived_below`: one past the highest
-    /// piece that arrived); see the module header. At most once per piece:
-    /// what it asks for joins the horizon, and repeats are `when_due`'s.
-    pub(crate) fn tail_due(&mut self, message: &Range<u64>, contiguous: u64, arrived_below: u64, now: Instant) -> NackStep {
-        let from = self.horizon.max(contiguous);
-        if !self.policy.tail || from >= message.end || arrived_below <= message.start {
-            return NackStep::Nothing;
-        }
-        let silent_since = self.last_arrival.unwrap_or(now);
-        // Within the repeat ceiling, as repeats are: a long collector
-        // timeout makes the explicit-ACK delay long.
-        let wait = tail_nack_wait(self.rtt.rto(), self.policy.ack_delay).min(self.policy.repeat_ceiling);
-        if now.saturating_duration_since(silent_since) < wait {
-            return NackStep::Nothing;
-        }
-        self.horizon = message.end;
-        NackStep::Tail(self.asking(from..message.end, now))
-    }
-
     /// Whether a NACK is waiting.
     #[cfg(test)]
     pub(crate) fn waiting(&self) -> bool {
@@ -309,7 +262,7 @@ mod tests {
 
     /// `holdoff` in fractions of SRTT; no repeats unless `retry_floor`.
     fn timer(holdoff: f64, ack_delay: Duration, retry_floor: Option<Duration>, seed: u64) -> NackTimer {
-        NackTimer::new(NackPolicy { holdoff, ack_delay, retry_floor, ceiling: CEILING, repeat_ceiling: CEILING, tail: true }, seed)
+        NackTimer::new(NackPolicy { holdoff, ack_delay, retry_floor, ceiling: CEILING, repeat_ceiling: CEILING }, seed)
     }
 
     /// The range of a first NACK, whatever it waited.
@@ -430,7 +383,7 @@ mod tests {
     fn repeats_stay_within_the_repeat_ceiling_under_a_long_timeout() {
         let now = Instant::now();
         let long = Duration::from_secs(600);
-        let policy = NackPolicy { holdoff: 0.0, ack_delay: long / 4, retry_floor: Some(MS), ceiling: long, repeat_ceiling: 10 * MS, tail: true };
+        let policy = NackPolicy { holdoff: 0.0, ack_delay: long / 4, retry_floor: Some(MS), ceiling: long, repeat_ceiling: 10 * MS };
         let mut nack = NackTimer::new(policy, 3);
         // One answered NACK whose answer took 2 s (a starved process): the
         // RTO grows to seconds, within the estimate's ceiling.
@@ -444,34 +397,6 @@ mod tests {
             at += 10 * MS;
             assert_eq!(nack.when_due(5, at), NackStep::Again(5..9), "repeat {repeat}");
         }
-    }
-
-    /// A lost tail (pieces 8..10 of the message 5..10, its last ones): no
-    /// arrival reveals it. Once the stream has been silent for the leaf's
-    /// RTO (the 2 ms floor here, before any sample) the missing end is
-    /// NACKed once, then repeated by the RTO rule. A leaf with no piece of
-    /// the message asks nothing (the root may not have sent it), and one
-    /// with the tail NACK off waits for its collector.
-    #[test]
-    fn a_lost_tail_is_nacked_after_the_leafs_rto_of_silence_and_once() {
-        let now = Instant::now();
-        let message = 5..10;
-        let mut nack = timer(0.0, MS, Some(2 * MS), 3);
-        assert_eq!(nack.on_arrival(7, 8, now), NackStep::Nothing);
-        assert_eq!(nack.tail_due(&message, 8, 8, now + MS), NackStep::Nothing, "silent for less than the RTO");
-        assert_eq!(nack.tail_due(&message, 8, 8, now + 2 * MS), NackStep::Tail(8..10));
-        assert_eq!(nack.tail_due(&message, 8, 8, now + 3 * MS), NackStep::Nothing, "asked once");
-        assert_eq!(nack.when_due(8, now + 4 * MS), NackStep::Again(8..10), "then repeated at the RTO");
-        // Piece 9 arrives after the tail NACK: 8 is still asked for, not revealed again.
-        assert_eq!(nack.on_arrival(9, 8, now + 5 * MS), NackStep::Nothing);
-
-        let mut nothing_yet = timer(0.0, MS, Some(2 * MS), 3);
-        assert_eq!(nothing_yet.on_arrival(4, 5, now), NackStep::Nothing);
-        assert_eq!(nothing_yet.tail_due(&message, 5, 5, now + Duration::from_secs(1)), NackStep::Nothing, "no piece of the message");
-
-        let mut off = NackTimer::new(NackPolicy { holdoff: 0.0, ack_delay: MS, retry_floor: Some(2 * MS), ceiling: CEILING, repeat_ceiling: CEILING, tail: false }, 3);
-        assert_eq!(off.on_arrival(7, 8, now), NackStep::Nothing);
-        assert_eq!(off.tail_due(&message, 8, 8, now + Duration::from_secs(1)), NackStep::Nothing, "tail NACK off");
     }
 
     /// Due by `bound` after the gap is revealed at `at`, whatever the seed.

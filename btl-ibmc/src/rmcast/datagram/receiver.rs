@@ -55,9 +55,6 @@ pub(crate) struct Receiver {
     contiguous: u64,
     /// One past the highest piece that arrived.
     arrived_below: u64,
-    /// The pieces of the message the caller is receiving, or last
-    /// received: a leaf NACKs a lost end of it (`NackTimer::tail_due`).
-    expected: std::ops::Range<u64>,
     ring: PieceRing,
     /// Where this rank's word lives: (rank whose window, offset).
     ack_to: (usize, usize),
@@ -101,7 +98,6 @@ impl Receiver {
             delivered: 0,
             contiguous: 0,
             arrived_below: 0,
-            expected: 0..0,
             ring: PieceRing::detached(config.window()),
             ack_to,
             duty,
@@ -208,7 +204,6 @@ impl Receiver {
                 self.send_nacks(transport, range, stats)?;
             }
             NackStep::Again(range) => stats.nacks_repeated += self.send_nacks(transport, range, stats)?,
-            NackStep::Tail(range) => stats.tail_nacks += self.send_nacks(transport, range, stats)?,
             NackStep::Suppressed => stats.nacks_suppressed += 1,
         }
         Ok(())
@@ -223,11 +218,6 @@ impl Receiver {
             stats.nacks_sent += 1;
         }
         Ok(runs.len() as u64)
-    }
-
-    /// The caller is receiving the message made of pieces `message`.
-    pub(crate) fn expect(&mut self, message: std::ops::Range<u64>) {
-        self.expected = message;
     }
 
     /// The frame of the next piece to deliver, once it has arrived.
@@ -261,10 +251,6 @@ impl Receiver {
                     publish(transport, self.ack_to, count, stats)?;
                 }
                 if let Some(step) = nack.as_mut().map(|nack| nack.when_due(self.contiguous, now)) {
-                    self.take_nack_step(transport, step, stats)?;
-                }
-                if let Duty::Leaf { nack: Some(nack), .. } = &mut self.duty {
-                    let step = nack.tail_due(&self.expected, self.contiguous, self.arrived_below, now);
                     self.take_nack_step(transport, step, stats)?;
                 }
                 Ok(())
