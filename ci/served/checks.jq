@@ -116,3 +116,15 @@ def multicast_tally:
 # of TRANSPORTS (an array of names).
 def rank0_served_somewhere($coll; $transports):
     any(events("comm_freed") | of_rank(0); .transport as $t | .calls[$coll].served > 0 and any($transports[]; . == $t));
+
+# The `process` events (what holds for a whole process), one or more per
+# process of the job; false when some process wrote none.
+def process_facts: [events("process")] as $facts
+    | if ($facts | map(.world) | unique | length) == $np then $facts[] else error("a process wrote no process event") end;
+# Every process serves MPI_THREAD_MULTIPLE.
+def serving_thread_multiple: all(process_facts; .thread_multiple);
+# Every process opened underneath coll rdma one of the coll components
+# NAMES (an array) that `--mca coll rdma` left out; with [] none at all.
+def opened_underneath($names):
+    all(process_facts; .components_opened_underneath as $opened
+        | if $names == [] then $opened == [] else any($opened[]; IN($names[])) end);

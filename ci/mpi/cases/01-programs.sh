@@ -45,7 +45,7 @@ if [ -n "$TRANSPORT$HOSTS" ] && [ "$MODE" = component ]; then
     TM_OVER=$(printf '%s\n' ${EXPECT_TRANSPORT:-${TRANSPORT:-shm}} | jq -R . | jq -sc .)
     for np in $NPS; do
         [ "$np" -gt 1 ] || continue
-        CHECKS=("says:coll:rdma: serving MPI_THREAD_MULTIPLE" "nowarn:coll:rdma:.*(warning|error)")
+        CHECKS=("ev:serving_thread_multiple" "nowarn:coll:rdma:.*(warning|error)")
         for what in barrier bcast allreduce reduce; do
             CHECKS+=("ev:rank0_served_somewhere(\"$what\"; $TM_OVER)")
         done

@@ -16,7 +16,7 @@ TM_COUNTS='[.[] | select(.event == "comm_freed")] as $freed
     | all($freed[]; .calls | all(.[]; .handed_over == 0))
     and all("barrier", "bcast", "allreduce", "reduce"; . as $coll
         | any($freed[]; .rank == 0 and .calls[$coll].served > 0))'
-TM_SERVED=("says:coll:rdma: serving MPI_THREAD_MULTIPLE"
+TM_SERVED=("ev:serving_thread_multiple"
     "nowarn:coll:rdma:.*(warning|error)" "events-file:$TM_COUNTS")
 for np in 2 3 4; do
     CHECKS=("${TM_SERVED[@]}")
@@ -30,7 +30,7 @@ run_test "thread-multiple-pretend-nodes-np4" 4 ok --mca coll_rdma_transport shm 
 #     is above the udp limits and handed over for its size, nothing else;
 #     every communicator's frames sealed as by default: encrypt)
 if [ -n "${OUTSIDE_ADDRESS:-}" ] && [ "$OUTSIDE_ADDRESS" != 127.0.0.1 ]; then
-    CHECKS=("says:coll:rdma: serving MPI_THREAD_MULTIPLE" "nowarn:coll:rdma:.*(warning|error)"
+    CHECKS=("ev:serving_thread_multiple" "nowarn:coll:rdma:.*(warning|error)"
         'ev:all(events("handover"); .category == "size limit")'
         'ev:[events("comm_ready")] | length >= $np and all(.[]; .transport == "udp" and .protection == "encrypt")'
         'ev:[events("comm_freed") | of_rank(0) | select(.transport == "udp")] as $freed
@@ -75,7 +75,7 @@ for np in 2 3; do
         mv -f "$BIN/.mpi4py_collectives.py.$$" "$BIN/mpi4py_collectives.py"
     fi
     MPI4PY_SPLITS=$(( np >= 3 ? np + 2 : np ))
-    CHECKS=("says:coll:rdma: serving MPI_THREAD_MULTIPLE" "nowarn:coll:rdma:.*(warning|error)"
+    CHECKS=("ev:serving_thread_multiple" "nowarn:coll:rdma:.*(warning|error)"
         "events-file:[.[] | select(.event == \"comm_freed\")] as \$freed
             | ([.[] | select(.event == \"comm_claimed\")] | length) == (\$freed | length)
             and all(\$freed[]; .calls | all(.[]; .handed_over == 0))

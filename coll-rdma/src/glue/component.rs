@@ -11,7 +11,7 @@ use ompi_sys as sys;
 use super::comm_state::CommState;
 use super::ffi_guard::guarded;
 use super::module::new_module;
-use super::{components_underneath, events, output, params, pmix_path, version};
+use super::{components_underneath, events, output, params, pmix_path, process_facts, version};
 
 const fn name_field<const N: usize>(name: &str) -> [c_char; N] {
     let bytes = name.as_bytes();
@@ -73,6 +73,7 @@ unsafe extern "C" fn open() -> c_int {
     guarded("component open", sys::OMPI_ERROR as c_int, || {
         output::open_stream();
         let settings = params::reload();
+        process_facts::reset();
         pmix_path::remove_entries_that_give_pmix_nothing();
         // SAFETY: only the address is taken, to find our entry in the
         // framework's component list.
@@ -121,6 +122,7 @@ unsafe extern "C" fn init_query(_progress_threads: bool, mpi_thread_multiple: bo
         // communicators each hold their own state, and any thread may run
         // the progress callback (see `entry.rs`).
         if mpi_thread_multiple {
+            process_facts::serving_thread_multiple();
             output::say_once_per_job(
                 "serving MPI_THREAD_MULTIPLE: collectives on different communicators may run in different threads at once; \
                  two at once on one communicator end the job",
@@ -161,6 +163,7 @@ unsafe extern "C" fn comm_query(comm: *mut sys::ompi_communicator_t, priority: *
             // SAFETY: as above.
             let rank = unsafe { sys::coll_rdma_shim_comm_rank(comm) } as usize;
             let origin = events::Origin { cid, rank, size: size as usize };
+            process_facts::say_once(origin);
             events::emit("comm_not_claimed", origin, || {
                 events::json!({ "name": comm_name(comm), "priority": settings.priority, "reason": why })
             });

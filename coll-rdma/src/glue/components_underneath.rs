@@ -23,7 +23,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
 use ompi_sys as sys;
 
-use super::output;
+use super::{output, process_facts};
 
 /// What to do about the components the `coll` parameter left out.
 #[derive(Debug, PartialEq, Eq)]
@@ -103,6 +103,7 @@ pub fn complete(ours: *const sys::mca_base_component_t) {
              Open MPI will refuse communicators whose collectives coll rdma does not all provide"
         );
     } else {
+        process_facts::opened_underneath(&loaded);
         output::say_once_per_job(&format!(
             "--mca coll {shown}: also opened {} underneath coll rdma, which serves only barrier, bcast, \
              allreduce and reduce while Open MPI needs every collective of a communicator provided",

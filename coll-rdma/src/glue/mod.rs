@@ -28,6 +28,7 @@ mod mpi_reduce;
 mod output;
 mod params;
 mod pmix_path;
+mod process_facts;
 mod progress;
 mod reduction_call;
 mod reduction_paths;

@@ -44,7 +44,7 @@ use std::sync::Arc;
 use btl_ibmc::{Endpoint, TransportError};
 use ompi_sys as sys;
 
-use super::events;
+use super::{events, process_facts};
 use super::handover::Handover;
 use super::params::{Settings, TestFaults};
 use super::reduction_call::FoldOrder;
@@ -138,6 +138,7 @@ pub(super) struct Native<'a> {
 impl CommState {
     pub fn new(cid: u32, rank: usize, size: usize, saved: Arc<SavedCollectives>, settings: &Settings) -> Self {
         let id = CommId { cid, rank, size };
+        process_facts::say_once(id.origin());
         events::emit("comm_claimed", id.origin(), || events::json!({ "priority": settings.priority }));
         CommState {
             shared: Shared {
