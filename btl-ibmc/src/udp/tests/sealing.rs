@@ -180,17 +180,15 @@ fn forged_replayed_and_foreign_frames_are_dropped_counted_and_change_nothing() {
     }
 }
 
-#[test]
-fn ranks_asking_for_different_ciphers_all_refuse_the_transport_naming_them() {
-    let config = loopback_config(test_seed(), UdpFaults::default());
-    let verdicts = run_with(Fabric::new(3, 8, FabricConfig::default()), |rank, exchange| {
-        let cipher = if rank == 1 { Cipher::Aes256Gcm } else { Cipher::Aegis128L };
-        establish(&exchange, rank, 3, 64, &UdpConfig { cipher, ..config.clone() }).err()
-    });
+/// Sets up udp on 3 ranks, `odd` asking for `config_of(true)` and the
+/// others for `config_of(false)`: every rank must refuse it, naming `odd`
+/// and a detail holding every one of `named`.
+fn every_rank_refuses_the_odd_one(odd: usize, config_of: impl Fn(bool) -> UdpConfig + Sync, named: &[&str]) {
+    let verdicts = run_with(Fabric::new(3, 8, FabricConfig::default()), |rank, exchange| establish(&exchange, rank, 3, 64, &config_of(rank == odd)).err());
     for (rank, verdict) in verdicts.into_iter().enumerate() {
         match verdict {
-            Some(UdpSetupError::Inconsistent { rank: 1, detail }) => {
-                assert!(detail.contains("\"aes-256-gcm\"") && detail.contains("\"aegis-128l\"") && detail.contains("cipher"), "rank {rank}: {detail}");
+            Some(UdpSetupError::Inconsistent { rank: named_rank, detail }) if named_rank == odd => {
+                assert!(named.iter().all(|text| detail.contains(text)), "rank {rank}: {detail} should name {named:?}");
             }
             other => panic!("rank {rank}: {other:?}"),
         }
@@ -198,20 +196,17 @@ fn ranks_asking_for_different_ciphers_all_refuse_the_transport_naming_them() {
 }
 
 #[test]
+fn ranks_asking_for_different_ciphers_all_refuse_the_transport_naming_them() {
+    let config = loopback_config(test_seed(), UdpFaults::default());
+    let cipher_of = |odd: bool| if odd { Cipher::Aes256Gcm } else { Cipher::Aegis128L };
+    every_rank_refuses_the_odd_one(1, |odd| UdpConfig { cipher: cipher_of(odd), ..config.clone() }, &["\"aes-256-gcm\"", "\"aegis-128l\"", "cipher"]);
+}
+
+#[test]
 fn ranks_asking_for_different_protections_all_refuse_the_transport_naming_it() {
     let config = loopback_config(test_seed(), UdpFaults::default());
-    let verdicts = run_with(Fabric::new(3, 8, FabricConfig::default()), |rank, exchange| {
-        let protection = if rank == 2 { Protection::None } else { Protection::Encrypt };
-        establish(&exchange, rank, 3, 64, &UdpConfig { protection, ..config.clone() }).err()
-    });
-    for (rank, verdict) in verdicts.into_iter().enumerate() {
-        match verdict {
-            Some(UdpSetupError::Inconsistent { rank: 2, detail }) => {
-                assert!(detail.contains("\"none\"") && detail.contains("\"encrypt\""), "rank {rank}: {detail}");
-            }
-            other => panic!("rank {rank}: {other:?}"),
-        }
-    }
+    let protection_of = |odd: bool| if odd { Protection::None } else { Protection::Encrypt };
+    every_rank_refuses_the_odd_one(2, |odd| UdpConfig { protection: protection_of(odd), ..config.clone() }, &["\"none\"", "\"encrypt\""]);
 }
 
 /// Not a check: the cost of sealing to a bcast over udp on `lo`, two
