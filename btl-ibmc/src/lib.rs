@@ -43,7 +43,7 @@ mod test_support;
 pub use padded::put_word_padded;
 #[cfg(any(test, feature = "fabric"))]
 pub use fabric::{Fabric, FabricConfig, FabricEndpoint};
-pub use seal::Protection;
+pub use seal::{Cipher, Protection};
 pub use selected::SelectedTransport;
 pub use thread_token::thread_token;
 pub use footprint::MemoryFootprint;

@@ -103,6 +103,17 @@ impl SelectedTransport {
         }
     }
 
+    /// The AEAD that seals those datagrams, where they are sealed: udp's
+    /// agreed cipher, AES-256-GCM for verbs' UD multicast (its setup
+    /// names no other).
+    pub fn datagram_cipher(&self) -> Option<crate::seal::Cipher> {
+        self.datagram_protection().filter(|&protection| protection != Protection::None)?;
+        match self {
+            SelectedTransport::Udp(udp) => Some(udp.cipher()),
+            _ => Some(crate::seal::Cipher::Aes256Gcm),
+        }
+    }
+
     /// How peers are reached, for verbose output; None on plain shared memory.
     pub fn route_summary(&self) -> Option<String> {
         match self {

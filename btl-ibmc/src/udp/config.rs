@@ -6,7 +6,7 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use super::seal::Protection;
+use super::seal::{Cipher, Protection};
 
 /// Settings for [`establish`](super::establish). Every rank of a
 /// communicator must pass the same values except `interface`, which is
@@ -73,6 +73,9 @@ pub struct UdpConfig {
     /// How frames are protected on the wire (`seal`): encrypted and
     /// authenticated by default. Every rank must choose alike.
     pub protection: Protection,
+    /// The AEAD that seals them (AEGIS-128L by default). Every rank must
+    /// choose alike.
+    pub cipher: Cipher,
     /// Faults injected on receipt, before anything is checked; off by default.
     pub faults: UdpFaults,
 }
@@ -125,6 +128,7 @@ impl Default for UdpConfig {
             retransmit_ceiling: Duration::from_millis(20),
             segmentation_offload: true,
             protection: Protection::default(),
+            cipher: Cipher::default(),
             faults: UdpFaults::default(),
         }
     }

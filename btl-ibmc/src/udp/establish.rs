@@ -15,7 +15,7 @@
 //! from exchanged data, so all ranks get a transport or all an error.
 //!
 //! ```text
-//! record: [version u32 | opened u8 | protection u8 | 0 0 | size u32 | multicast id u32 | window_len u64 | nonce u64 |
+//! record: [version u32 | opened u8 | protection u8 | cipher u8 | 0 | size u32 | multicast id u32 | window_len u64 | nonce u64 |
 //!          ipv4 [4] | port u16 | datagram_bytes u16 | multicast base [4] | prefix u8 | 0 |
 //!          port base u16 | port count u16 | reliable window u32 | 0 u16 | key [32]]          88 bytes
 //! (the key is rank 0's; the others send zeros)
@@ -32,7 +32,7 @@ use super::engine::{Engine, Wire};
 use super::frame::{Stamp, least_datagram_bytes};
 use super::interface::interface_mtu;
 use super::probe::{Heard, MOST_ROUNDS, Prober, pairs_heard};
-use super::seal::{KEY_BYTES, Protection, Sealer, draw_key, scrub};
+use super::seal::{Cipher, KEY_BYTES, Protection, Sealer, draw_key, scrub};
 use super::socket::{accept_coalesced, open_group, open_own, route_source};
 use super::source::RankAddresses;
 use super::stats::Counters;
@@ -41,7 +41,7 @@ use crate::multicast_group::{multicast_id_of, random_nonce};
 use crate::transport::{Exchange, TransportError};
 use crate::words::words_for;
 
-const RECORD_VERSION: u32 = 0x5544_5002;
+const RECORD_VERSION: u32 = 0x5544_5003;
 const RECORD_LEN: usize = 88;
 
 /// Why a communicator got no udp transport; the same kind of answer on
@@ -106,6 +106,7 @@ struct Record {
     port_count: u16,
     reliable_window: u32,
     protection: Protection,
+    cipher: Cipher,
     key: [u8; KEY_BYTES],
 }
 
@@ -128,6 +129,7 @@ impl std::fmt::Debug for Record {
             .field("port_count", &self.port_count)
             .field("reliable_window", &self.reliable_window)
             .field("protection", &self.protection)
+            .field("cipher", &self.cipher)
             .field("key", &format_args!("{key}"))
             .finish()
     }
@@ -139,6 +141,7 @@ impl Record {
         bytes[0..4].copy_from_slice(&RECORD_VERSION.to_le_bytes());
         bytes[4] = u8::from(self.opened);
         bytes[5] = self.protection.code();
+        bytes[6] = self.cipher.code();
         bytes[8..12].copy_from_slice(&self.size.to_le_bytes());
         bytes[12..16].copy_from_slice(&self.multicast_id.to_le_bytes());
         bytes[16..24].copy_from_slice(&self.window_len.to_le_bytes());
@@ -164,6 +167,7 @@ impl Record {
             return None;
         }
         let protection = Protection::from_code(bytes[5])?;
+        let cipher = Cipher::from_code(bytes[6])?;
         let mut key = [0u8; KEY_BYTES];
         key.copy_from_slice(&bytes[56..88]);
         Some(Record {
@@ -180,6 +184,7 @@ impl Record {
             port_count: u16_at(48),
             reliable_window: u32_at(50),
             protection,
+            cipher,
             key,
         })
     }
@@ -199,11 +204,12 @@ impl Record {
                 record.port_count,
                 record.reliable_window,
                 record.protection.name(),
+                record.cipher.name(),
             )
         };
         (settings(self) != settings(leader)).then(|| {
             format!(
-                "asked for (size, multicast id, window, group base, prefix, port base, port count, reliable window, protection) = {:?}, rank 0 for {:?} (mixed settings or builds?)",
+                "asked for (size, multicast id, window, group base, prefix, port base, port count, reliable window, protection, cipher) = {:?}, rank 0 for {:?} (mixed settings or builds?)",
                 settings(self),
                 settings(leader)
             )
@@ -248,6 +254,7 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         port_count: config.port_count,
         reliable_window: u32::try_from(config.reliable_window).unwrap_or(u32::MAX),
         protection: config.protection,
+        cipher: config.cipher,
         key,
     };
     let mut gathered = vec![0u8; size * RECORD_LEN];
@@ -282,7 +289,7 @@ pub fn establish(exchange: &dyn Exchange, rank: usize, size: usize, window_len: 
         group,
         addresses: RankAddresses::new(records.iter().map(|record| record.address).collect()),
         stamp: Stamp { communicator, nonce: leader.nonce, sender: rank as u32 },
-        seal: Sealer::new(config.protection, &leader.key, rank as u32, leader.nonce),
+        seal: Sealer::new(config.protection, config.cipher, &leader.key, rank as u32, leader.nonce),
     };
     // The sealer holds the key now. A setup that fails before here never
     // seals under its key, so only this path wipes the copies.
@@ -476,6 +483,7 @@ mod tests {
             port_count: 1000,
             reliable_window: 256,
             protection: Protection::Encrypt,
+            cipher: Cipher::Aegis128L,
             key: [0xA5; KEY_BYTES],
         }
     }
@@ -488,6 +496,12 @@ mod tests {
         assert_eq!(Record::decode(&failed.encode()), Some(failed));
         let authenticated = Record { protection: Protection::Authenticate, ..record() };
         assert_eq!(Record::decode(&authenticated.encode()), Some(authenticated));
+        let by_gcm = Record { cipher: Cipher::Aes256Gcm, ..record() };
+        assert_eq!(Record::decode(&by_gcm.encode()), Some(by_gcm));
+        // A record naming no cipher (a zero, as the version before had there) is foreign.
+        let mut no_cipher = original.encode();
+        no_cipher[6] = 0;
+        assert_eq!(Record::decode(&no_cipher), None);
         let mut bytes = original.encode();
         bytes[0] ^= 1;
         assert_eq!(Record::decode(&bytes), None);

@@ -49,7 +49,7 @@ pub use config::{ETHERNET_DATAGRAM_BYTES, IPV4_UDP_HEADER_BYTES, JUMBO_DATAGRAM_
 pub use establish::{DatagramChoice, UdpSetupError, establish};
 pub use faults::REORDER_SPAN;
 pub use interface::interface_address;
-pub use crate::seal::Protection;
+pub use crate::seal::{Cipher, Protection};
 pub use socket::route_source;
 pub use stats::UdpStats;
 
@@ -117,6 +117,11 @@ impl UdpTransport {
     /// How every frame of this communicator is sealed (every rank agreed).
     pub fn protection(&self) -> Protection {
         self.wire.seal.protection()
+    }
+
+    /// The AEAD that seals them (every rank agreed; unused under `None`).
+    pub fn cipher(&self) -> Cipher {
+        self.wire.seal.cipher()
     }
 
     /// The datagram size all ranks agreed on, and how.

@@ -236,7 +236,7 @@ mod tests {
         let group_socket = socket();
         // The probes go to the socket the test reads from no more.
         let std::net::SocketAddr::V4(group) = group_socket.local_addr().expect("bound") else { unreachable!("bound to IPv4") };
-        let seal = crate::udp::seal::Sealer::new(crate::udp::Protection::Encrypt, &[7; crate::udp::seal::KEY_BYTES], 0, stamp.nonce);
+        let seal = crate::udp::seal::Sealer::new(crate::udp::Protection::Encrypt, crate::udp::Cipher::default(), &[7; crate::udp::seal::KEY_BYTES], 0, stamp.nonce);
         let wire = Wire { own_socket: socket(), group_socket, group, addresses, stamp, seal };
         let counters = Counters::default();
         let mut prober = Prober::new(&wire, 0, false);
@@ -279,9 +279,9 @@ mod tests {
         let group_socket = socket();
         let std::net::SocketAddr::V4(group) = group_socket.local_addr().expect("bound") else { unreachable!("bound to IPv4") };
         let key = [7; KEY_BYTES];
-        let seal = Sealer::new(crate::udp::Protection::Encrypt, &key, 0, stamp.nonce);
+        let seal = Sealer::new(crate::udp::Protection::Encrypt, crate::udp::Cipher::default(), &key, 0, stamp.nonce);
         let wire = Wire { own_socket: socket(), group_socket, group, addresses, stamp, seal };
-        let rank_one_sealer = Sealer::new(crate::udp::Protection::Encrypt, &key, 1, stamp.nonce);
+        let rank_one_sealer = Sealer::new(crate::udp::Protection::Encrypt, crate::udp::Cipher::default(), &key, 1, stamp.nonce);
         let probe_of_round = |round: u8| {
             let mut probe = Vec::new();
             frame::encode_probe(frame::Stamp { sender: 1, ..stamp }, round, &mut probe);

@@ -19,7 +19,7 @@
 use std::ops::Range;
 
 use super::record::{get_u32, get_u64};
-use crate::seal::{Counter, FrameSealer, KEY_BYTES, Protection, ReplayWindow};
+use crate::seal::{Cipher, Counter, FrameSealer, KEY_BYTES, Protection, ReplayWindow};
 
 /// Communicator id, sender rank and nonce counter.
 pub(crate) const DATAGRAM_HEADER: usize = 16;
@@ -58,8 +58,14 @@ pub(crate) struct UdSeal {
 }
 
 impl UdSeal {
+    /// Seals under AES-256-GCM: verbs' setup record names no cipher yet,
+    /// so every build must seal UD datagrams alike (udp's record names one).
     pub(crate) fn new(protection: Protection, key: &[u8; KEY_BYTES], communicator: u32, rank: u32, job_nonce: u64) -> UdSeal {
-        UdSeal { frames: FrameSealer::new(protection, key, rank), communicator, rank, job_nonce }
+        UdSeal::with_cipher(protection, Cipher::Aes256Gcm, key, communicator, rank, job_nonce)
+    }
+
+    pub(crate) fn with_cipher(protection: Protection, cipher: Cipher, key: &[u8; KEY_BYTES], communicator: u32, rank: u32, job_nonce: u64) -> UdSeal {
+        UdSeal { frames: FrameSealer::new(protection, cipher, key, rank), communicator, rank, job_nonce }
     }
 
     pub(crate) fn protection(&self) -> Protection {
@@ -123,6 +129,21 @@ mod tests {
         UdSeal::new(protection, &[key_byte; KEY_BYTES], COMMUNICATOR, rank, JOB_NONCE)
     }
 
+    /// The shared seal works alike under either cipher; verbs ships AES-256-GCM.
+    fn seal_by(protection: Protection, cipher: Cipher, key_byte: u8, rank: u32) -> UdSeal {
+        UdSeal::with_cipher(protection, cipher, &[key_byte; KEY_BYTES], COMMUNICATOR, rank, JOB_NONCE)
+    }
+
+    #[test]
+    fn verbs_seals_under_aes_256_gcm_whatever_udp_defaults_to() {
+        let mut datagram = Vec::new();
+        seal(Protection::Encrypt, 1, 2).encode(b"sealed the way every build of verbs seals", &mut datagram);
+        let mut replay = ReplayWindow::new();
+        let by = |cipher| receive(&seal_by(Protection::Encrypt, cipher, 1, 0), &datagram, &mut ReplayWindow::new());
+        assert!(by(Cipher::Aes256Gcm).is_ok() && by(Cipher::Aegis128L) == Err(Dropped::Unauthenticated));
+        assert!(receive(&seal(Protection::Encrypt, 1, 0), &datagram, &mut replay).is_ok());
+    }
+
     /// What a receiver hands up: the body, or why it dropped the datagram.
     fn receive(receiver: &UdSeal, datagram: &[u8], replay: &mut ReplayWindow) -> Result<Vec<u8>, Dropped> {
         let mut copy = datagram.to_vec();
@@ -150,14 +171,16 @@ mod tests {
     #[test]
     fn sealed_datagrams_hide_the_body_and_reach_the_other_ranks_once() {
         let body: Vec<u8> = (0..200u8).collect();
-        for protection in [Protection::Encrypt, Protection::Authenticate] {
-            let (sender, receiver) = (seal(protection, 1, 2), seal(protection, 1, 0));
+        let kinds = Cipher::ALL.into_iter().flat_map(|cipher| [Protection::Encrypt, Protection::Authenticate].map(|protection| (protection, cipher)));
+        for (protection, cipher) in kinds {
+            let (sender, receiver) = (seal_by(protection, cipher, 1, 2), seal_by(protection, cipher, 1, 0));
+            let protection = (protection, cipher);
             let mut datagram = Vec::new();
             sender.encode(&body, &mut datagram);
             assert_eq!(datagram.len(), DATAGRAM_HEADER + body.len() + TAG_BYTES);
             assert_eq!(claimed(&datagram), Some((COMMUNICATOR, 2)));
             let in_clear = datagram.windows(16).any(|window| window == &body[100..116]);
-            assert_eq!(in_clear, protection == Protection::Authenticate, "{protection:?}");
+            assert_eq!(in_clear, protection.0 == Protection::Authenticate, "{protection:?}");
             let mut replay = ReplayWindow::new();
             assert_eq!(receive(&receiver, &datagram, &mut replay), Ok(body.clone()), "{protection:?}");
             assert_eq!(receive(&receiver, &datagram, &mut replay), Err(Dropped::Replayed), "{protection:?}: the same datagram again");
@@ -166,6 +189,13 @@ mod tests {
 
     #[test]
     fn forged_altered_and_foreign_datagrams_are_dropped_and_change_nothing() {
+        for cipher in Cipher::ALL {
+            forgeries_are_dropped_under(cipher);
+        }
+    }
+
+    fn forgeries_are_dropped_under(cipher: Cipher) {
+        let seal = |protection, key_byte, rank| seal_by(protection, cipher, key_byte, rank);
         let (sender, receiver) = (seal(Protection::Encrypt, 1, 2), seal(Protection::Encrypt, 1, 0));
         let mut genuine = Vec::new();
         sender.encode(b"a genuine piece of sixteen*2 byte", &mut genuine);
@@ -182,7 +212,7 @@ mod tests {
         for bit in 0..genuine.len() * 8 {
             let mut flipped = genuine.clone();
             flipped[bit / 8] ^= 1 << (bit % 8);
-            assert!(receive(&receiver, &flipped, &mut replay).is_err(), "bit {bit} flipped passed");
+            assert!(receive(&receiver, &flipped, &mut replay).is_err(), "{cipher:?}: bit {bit} flipped passed");
         }
         for cut in 1..=DATAGRAM_HEADER + TAG_BYTES {
             assert!(receive(&receiver, &genuine[..genuine.len() - cut], &mut replay).is_err(), "{cut} bytes cut passed");

@@ -13,7 +13,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use btl_ibmc::udp::Protection;
+use btl_ibmc::udp::{Cipher, Protection};
 use btl_ibmc::shm::{self, ShmSetupError};
 use btl_ibmc::{CrossMemoryRefusal, Exchange, SelectedTransport, UdpSetupError};
 
@@ -98,7 +98,7 @@ fn connect_udp(exchange: &dyn Exchange, request: &LinkRequest) -> Result<Selecte
                 if request.udp.datagram_bytes.is_some() { " by coll_rdma_udp_fragment_bytes" } else { "" },
                 btl_ibmc::Datagrams::max_datagram(&udp),
                 config.ttl,
-                protection_said(config.protection),
+                protection_said(config.protection, config.cipher),
                 injected_faults(request.udp)
             );
             warn_if_unprotected(
@@ -131,11 +131,11 @@ fn own_udp_failure(request: &LinkRequest, why: String) -> String {
 }
 
 /// A transport's frames' protection, as the verbose line shows it.
-fn protection_said(protection: Protection) -> &'static str {
+fn protection_said(protection: Protection, cipher: Cipher) -> String {
     match protection {
-        Protection::Encrypt => "encrypted and authenticated (AES-256-GCM)",
-        Protection::Authenticate => "authenticated (AES-256-GCM), payload in clear",
-        Protection::None => "unprotected",
+        Protection::Encrypt => format!("encrypted and authenticated ({})", cipher.name()),
+        Protection::Authenticate => format!("authenticated ({}), payload in clear", cipher.name()),
+        Protection::None => "unprotected".to_string(),
     }
 }
 
@@ -208,7 +208,7 @@ fn verbs_config(request: &LinkRequest) -> btl_ibmc::VerbsConfig {
 #[cfg(feature = "verbs")]
 fn say_multicast_protection(request: &LinkRequest, protection: Option<Protection>) {
     let Some(protection) = protection else { return };
-    tracing::info!("comm {} rank {}: verbs multicast datagrams {}", request.cid, request.rank, protection_said(protection));
+    tracing::info!("comm {} rank {}: verbs multicast datagrams {}", request.cid, request.rank, protection_said(protection, Cipher::Aes256Gcm));
     warn_if_unprotected(
         request,
         protection,

@@ -28,7 +28,7 @@ use crate::select::Collective;
 pub use storage::register;
 pub use udp::UdpSettings;
 #[cfg(test)]
-pub(super) use udp::parse_protection;
+pub(super) use udp::{parse_cipher, parse_protection};
 pub use crate::select::policy::{BcastSettings, ReductionSettings, WindowLimit};
 use storage::read_raw;
 use table::{Id, Kind, COUNT, TABLE};
@@ -403,6 +403,7 @@ fn udp_settings(v: &Checked) -> UdpSettings {
         loss_tolerance_percent: v.number(Id::UdpLossTolerance) as u32,
         segmentation_offload: v.number(Id::UdpSegmentationOffload) != 0,
         protection: or_default(udp::parse_protection("coll_rdma_udp_protection", v.text(Id::UdpProtection)), defaults.protection),
+        cipher: or_default(udp::parse_cipher(v.text(Id::UdpCipher)), defaults.cipher),
         loss_percent: v.number(Id::TestUdpLossPercent) as u32,
         duplicate_percent: v.number(Id::TestUdpDuplicatePercent) as u32,
         reorder_percent: v.number(Id::TestUdpReorderPercent) as u32,
@@ -509,6 +510,7 @@ mod tests {
         raw.set_int(Id::UdpLossTolerance, 25);
         raw.set_int(Id::UdpSegmentationOffload, 0);
         raw.set_text(Id::UdpProtection, "authenticate".to_string());
+        raw.set_text(Id::UdpCipher, "aes-256-gcm".to_string());
         raw.set_int(Id::TestUdpLossPercent, 5);
         raw.set_int(Id::TestUdpDuplicatePercent, 100);
         raw.set_int(Id::TestUdpReorderPercent, 3);
@@ -529,6 +531,7 @@ mod tests {
             loss_tolerance_percent: 25,
             segmentation_offload: false,
             protection: btl_ibmc::udp::Protection::Authenticate,
+            cipher: btl_ibmc::udp::Cipher::Aes256Gcm,
             loss_percent: 5,
             duplicate_percent: 100,
             reorder_percent: 3,

@@ -17,7 +17,7 @@ use crate::test_support::{PATIENCE, pattern, run_with, test_seed};
 use crate::transport::{Datagrams, Endpoint, ReliableChannel};
 use crate::udp::frame::{encode_ack, encode_multicast};
 use crate::udp::socket::{open_group, receive};
-use crate::udp::{Protection, UdpConfig, UdpFaults, UdpSetupError, UdpStats, UdpTransport, establish};
+use crate::udp::{Cipher, Protection, UdpConfig, UdpFaults, UdpSetupError, UdpStats, UdpTransport, establish};
 
 /// Every datagram waiting on `socket`, taken until it stays quiet a while.
 fn drain(socket: &UdpSocket) -> Vec<Vec<u8>> {
@@ -52,13 +52,14 @@ fn an_eavesdropper_on_the_group_and_its_port_reads_no_payload_byte() {
     let rmcast = test_rmcast_config();
     // Authenticated and unprotected frames show the payload: proof that
     // the search would find it were it there.
-    for protection in [Protection::Encrypt, Protection::Authenticate, Protection::None] {
+    let kinds = Cipher::ALL.map(|cipher| (Protection::Encrypt, cipher)).into_iter().chain([(Protection::Authenticate, Cipher::default()), (Protection::None, Cipher::default())]);
+    for (protection, cipher) in kinds {
         let seed = test_seed();
-        let config = UdpConfig { protection, ..loopback_config(seed, UdpFaults::default()) };
+        let config = UdpConfig { protection, cipher, ..loopback_config(seed, UdpFaults::default()) };
         let ranks = establish_all(SIZE, region_len(SIZE, &rmcast), &config);
         // As another user would: bind the group's port with SO_REUSEADDR and join.
         let (eavesdropper, _) = open_group(ranks[0].1.group(), Ipv4Addr::LOCALHOST, 8 << 20).expect("the eavesdropper joins");
-        let payload = pattern(tag(0, 33, protection as usize), 32 * 1024);
+        let payload = pattern(tag(cipher as usize, 33, protection as usize), 32 * 1024);
         let done = AtomicUsize::new(0);
         run_with(ranks, |rank, (_, udp)| {
             let transport = SelectedTransport::Udp(udp);
@@ -67,23 +68,23 @@ fn an_eavesdropper_on_the_group_and_its_port_reads_no_payload_byte() {
             assert_eq!(transport.datagram_protection(), Some(protection), "rank {rank}: the protection the transport reports");
             let mut multicast = ReliableMulticast::new(rank, SIZE, 0, rmcast);
             if rank == 0 {
-                multicast.send(&transport, &payload).unwrap_or_else(|e| panic!("{protection:?}: bcast: {e}"));
+                multicast.send(&transport, &payload).unwrap_or_else(|e| panic!("{protection:?} {cipher:?}: bcast: {e}"));
             } else {
                 let mut got = vec![0xEE; payload.len()];
-                multicast.receive(&transport, 0, &mut got).unwrap_or_else(|e| panic!("{protection:?}: bcast: {e}"));
-                assert!(got == payload, "{protection:?}: the bcast arrived wrong");
+                multicast.receive(&transport, 0, &mut got).unwrap_or_else(|e| panic!("{protection:?} {cipher:?}: bcast: {e}"));
+                assert!(got == payload, "{protection:?} {cipher:?}: the bcast arrived wrong");
             }
-            multicast.drain(&transport).unwrap_or_else(|e| panic!("{protection:?}: drain: {e}"));
+            multicast.drain(&transport).unwrap_or_else(|e| panic!("{protection:?} {cipher:?}: drain: {e}"));
             let SelectedTransport::Udp(udp) = transport else { unreachable!() };
             finish(&udp, &done);
         });
         let captured = drain(&eavesdropper);
         let bytes: usize = captured.iter().map(Vec::len).sum();
-        assert!(bytes >= payload.len(), "{protection:?}: the eavesdropper caught only {bytes} bytes in {} datagrams", captured.len());
+        assert!(bytes >= payload.len(), "{protection:?} {cipher:?}: the eavesdropper caught only {bytes} bytes in {} datagrams", captured.len());
         assert_eq!(
             shows_payload(&captured, &payload),
             protection != Protection::Encrypt,
-            "{protection:?}: payload bytes in the {} datagrams captured",
+            "{protection:?} {cipher:?}: payload bytes in the {} datagrams captured",
             captured.len()
         );
     }
@@ -109,8 +110,9 @@ fn forged_replayed_and_foreign_frames_are_dropped_counted_and_change_nothing() {
         println!("SKIPPED forged_replayed_and_foreign_frames_are_dropped_counted_and_change_nothing: no multicast on lo here ({why})");
         return;
     }
-    for protection in [Protection::Encrypt, Protection::Authenticate] {
-        let config = UdpConfig { protection, ..loopback_config(test_seed(), UdpFaults::default()) };
+    let kinds = Cipher::ALL.into_iter().flat_map(|cipher| [Protection::Encrypt, Protection::Authenticate].map(|protection| (protection, cipher)));
+    for (protection, cipher) in kinds {
+        let config = UdpConfig { protection, cipher, ..loopback_config(test_seed(), UdpFaults::default()) };
         let mut ranks = establish_all(2, 64, &config).into_iter().map(|(_, transport)| transport);
         let (zero, one) = (ranks.next().unwrap(), ranks.next().unwrap());
         // Another communicator of the same job: another key.
@@ -121,7 +123,7 @@ fn forged_replayed_and_foreign_frames_are_dropped_counted_and_change_nothing() {
         // A genuine multicast, captured on its way.
         let first = pattern(tag(1, 0, 1), 200);
         one.multicast(&first).expect("multicast");
-        assert_eq!(receive_multicast(&zero, &one), (1, first.clone()), "{protection:?}");
+        assert_eq!(receive_multicast(&zero, &one), (1, first.clone()), "{protection:?} {cipher:?}");
         let captured = drain(&eavesdropper).into_iter().find(|datagram| datagram.len() == first.len() + 24 + protection.overhead()).expect("the multicast captured");
         let before = pump_until(&zero, 0, UdpStats::refused);
 
@@ -137,7 +139,7 @@ fn forged_replayed_and_foreign_frames_are_dropped_counted_and_change_nothing() {
         other.seal_as_sent(&mut foreign, true);
         one.send_raw(group, &foreign);
         let after = pump_until(&zero, before.refused() + 3, UdpStats::refused);
-        assert_eq!((after.replays_dropped, after.unauthenticated_dropped), (1, 2), "{protection:?}: {after:?}");
+        assert_eq!((after.replays_dropped, after.unauthenticated_dropped), (1, 2), "{protection:?} {cipher:?}: {after:?}");
 
         // A forged ACK with the sender's next sequence: rank 0 sends a
         // message, rank 1 loses it, and an ACK in rank 1's name claims it
@@ -146,53 +148,65 @@ fn forged_replayed_and_foreign_frames_are_dropped_counted_and_change_nothing() {
         zero.send_reliable(1, &message).expect("send_reliable");
         let started = Instant::now();
         while one.lose_waiting_unicast() == 0 {
-            assert!(started.elapsed() < PATIENCE, "{protection:?}: the message never reached rank 1's socket");
+            assert!(started.elapsed() < PATIENCE, "{protection:?} {cipher:?}: the message never reached rank 1's socket");
             std::thread::sleep(Duration::from_millis(1));
         }
         let mut ack = Vec::new();
         encode_ack(genuine, 1, 0, &mut ack);
         one.send_raw(port_of_zero, &ack);
         let after = pump_until(&zero, after.refused() + 1, UdpStats::refused);
-        assert_eq!(after.unauthenticated_dropped, 3, "{protection:?}: {after:?}");
+        assert_eq!(after.unauthenticated_dropped, 3, "{protection:?} {cipher:?}: {after:?}");
         let (started, mut out) = (Instant::now(), Vec::new());
         let sender = loop {
-            assert!(started.elapsed() < PATIENCE, "{protection:?}: the message was never sent again: {:?}", zero.stats());
+            assert!(started.elapsed() < PATIENCE, "{protection:?} {cipher:?}: the message was never sent again: {:?}", zero.stats());
             if let Some(sender) = one.poll_reliable(&mut out) {
                 break sender;
             }
             zero.progress();
             std::thread::yield_now();
         };
-        assert_eq!((sender, &out), (0, &message), "{protection:?}");
+        assert_eq!((sender, &out), (0, &message), "{protection:?} {cipher:?}");
 
         // Genuine traffic still flows, each once; nothing forged was delivered.
         let second = pattern(tag(1, 0, 3), 100);
         one.multicast(&second).expect("multicast");
-        assert_eq!(receive_multicast(&zero, &one), (1, second), "{protection:?}: after the forgeries");
+        assert_eq!(receive_multicast(&zero, &one), (1, second), "{protection:?} {cipher:?}: after the forgeries");
         let last = pump_until(&zero, 0, UdpStats::refused);
-        assert_eq!(zero.poll_multicast(&mut out), None, "{protection:?}: a forged or replayed multicast was delivered");
-        assert_eq!((last.replays_dropped, last.unauthenticated_dropped, last.wrong_job_dropped), (1, 3, 0), "{protection:?}: {last:?}");
+        assert_eq!(zero.poll_multicast(&mut out), None, "{protection:?} {cipher:?}: a forged or replayed multicast was delivered");
+        assert_eq!((last.replays_dropped, last.unauthenticated_dropped, last.wrong_job_dropped), (1, 3, 0), "{protection:?} {cipher:?}: {last:?}");
         assert!(zero.health().is_ok() && one.health().is_ok());
         let done = AtomicUsize::new(0);
         run_with(vec![zero, one], |_, transport| finish(&transport, &done));
     }
 }
 
-#[test]
-fn ranks_asking_for_different_protections_all_refuse_the_transport_naming_it() {
-    let config = loopback_config(test_seed(), UdpFaults::default());
-    let verdicts = run_with(Fabric::new(3, 8, FabricConfig::default()), |rank, exchange| {
-        let protection = if rank == 2 { Protection::None } else { Protection::Encrypt };
-        establish(&exchange, rank, 3, 64, &UdpConfig { protection, ..config.clone() }).err()
-    });
+/// Sets up udp on 3 ranks, `odd` asking for `config_of(true)` and the
+/// others for `config_of(false)`: every rank must refuse it, naming `odd`
+/// and a detail holding every one of `named`.
+fn every_rank_refuses_the_odd_one(odd: usize, config_of: impl Fn(bool) -> UdpConfig + Sync, named: &[&str]) {
+    let verdicts = run_with(Fabric::new(3, 8, FabricConfig::default()), |rank, exchange| establish(&exchange, rank, 3, 64, &config_of(rank == odd)).err());
     for (rank, verdict) in verdicts.into_iter().enumerate() {
         match verdict {
-            Some(UdpSetupError::Inconsistent { rank: 2, detail }) => {
-                assert!(detail.contains("\"none\"") && detail.contains("\"encrypt\""), "rank {rank}: {detail}");
+            Some(UdpSetupError::Inconsistent { rank: named_rank, detail }) if named_rank == odd => {
+                assert!(named.iter().all(|text| detail.contains(text)), "rank {rank}: {detail} should name {named:?}");
             }
             other => panic!("rank {rank}: {other:?}"),
         }
     }
+}
+
+#[test]
+fn ranks_asking_for_different_ciphers_all_refuse_the_transport_naming_them() {
+    let config = loopback_config(test_seed(), UdpFaults::default());
+    let cipher_of = |odd: bool| if odd { Cipher::Aes256Gcm } else { Cipher::Aegis128L };
+    every_rank_refuses_the_odd_one(1, |odd| UdpConfig { cipher: cipher_of(odd), ..config.clone() }, &["\"aes-256-gcm\"", "\"aegis-128l\"", "cipher"]);
+}
+
+#[test]
+fn ranks_asking_for_different_protections_all_refuse_the_transport_naming_it() {
+    let config = loopback_config(test_seed(), UdpFaults::default());
+    let protection_of = |odd: bool| if odd { Protection::None } else { Protection::Encrypt };
+    every_rank_refuses_the_odd_one(2, |odd| UdpConfig { protection: protection_of(odd), ..config.clone() }, &["\"none\"", "\"encrypt\""]);
 }
 
 /// Not a check: the cost of sealing to a bcast over udp on `lo`, two

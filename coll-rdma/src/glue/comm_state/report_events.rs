@@ -4,7 +4,7 @@
 //! on (`events::emit` calls the closure then), so with events off none of
 //! this costs anything.
 
-use btl_ibmc::{Datagrams, PeerReads, Protection};
+use btl_ibmc::{Cipher, Datagrams, PeerReads, Protection};
 
 use super::super::events::{self, bytes_or_null, json, Value};
 use super::super::handover::Handover;
@@ -33,6 +33,7 @@ impl ReadyComm {
                 "leaders_only": self.plan.leaders_only.is_some(),
                 "verbs_single_packet_writes": self.transport.verbs_single_packet_writes(),
                 "protection": protection_field(self.transport.datagram_protection()),
+                "cipher": cipher_field(self.transport.datagram_cipher()),
                 "memory": {
                     "total_bytes": figures.memory_bytes,
                     "shm_segment_bytes": memory.shm_segment_bytes,
@@ -78,6 +79,13 @@ impl ReadyComm {
 /// multicast).
 fn protection_field(protection: Option<Protection>) -> Value {
     protection.map_or(Value::Null, |protection| protection.name().into())
+}
+
+/// The AEAD that seals those datagrams, as `coll_rdma_udp_cipher` spells
+/// it (verbs' multicast is sealed by aes-256-gcm); null where nothing is
+/// sealed (no such datagrams, or `protection` none).
+fn cipher_field(cipher: Option<Cipher>) -> Value {
+    cipher.map_or(Value::Null, |cipher| cipher.name().into())
 }
 
 fn ring(lengths: RingLengths, slot_bytes: usize) -> Value {
@@ -172,7 +180,7 @@ pub(super) fn trial_table(rows: impl Iterator<Item = (usize, usize, u64, u64)>, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::glue::params::parse_protection;
+    use crate::glue::params::{parse_cipher, parse_protection};
 
     /// comm_ready's `protection` is what a user sets the parameters to, so
     /// a check compares the two directly: each protection reads back as
@@ -192,5 +200,21 @@ mod tests {
         }
         assert_eq!(seen, ["encrypt", "authenticate", "none"]);
         assert_eq!(json!({ "protection": protection_field(None) }).to_string(), r#"{"protection":null}"#);
+    }
+
+    /// comm_ready's `cipher` reads back through the parameter's parser as
+    /// the cipher it names, each cipher under its own name.
+    #[test]
+    fn the_cipher_field_names_the_parameter_value_or_is_null() {
+        let texts: Vec<String> = Cipher::ALL
+            .into_iter()
+            .map(|cipher| {
+                let text = cipher_field(Some(cipher)).as_str().map(str::to_string).unwrap_or_else(|| panic!("{cipher:?}: a string"));
+                assert_eq!(parse_cipher(&text), Ok(cipher), "{text}");
+                text
+            })
+            .collect();
+        assert_eq!(texts, ["aegis-128l", "aes-256-gcm"]);
+        assert_eq!(json!({ "cipher": cipher_field(None) }).to_string(), r#"{"cipher":null}"#);
     }
 }

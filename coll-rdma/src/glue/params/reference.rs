@@ -36,6 +36,7 @@ const GROUPS: &[(&str, &[Id])] = &[
             Id::UdpLossTolerance,
             Id::UdpSegmentationOffload,
             Id::UdpProtection,
+            Id::UdpCipher,
         ],
     ),
     (

@@ -6,7 +6,7 @@
 
 use std::net::Ipv4Addr;
 
-use btl_ibmc::udp::Protection;
+use btl_ibmc::udp::{Cipher, Protection};
 use btl_ibmc::{CongestionConfig, UdpConfig, UdpFaults};
 
 /// Validated settings of the udp transport.
@@ -37,6 +37,8 @@ pub struct UdpSettings {
     pub segmentation_offload: bool,
     /// How frames are sealed on the wire.
     pub protection: Protection,
+    /// The AEAD that seals them.
+    pub cipher: Cipher,
     /// Testing: receive-side fault injection, in percent.
     pub loss_percent: u32,
     pub duplicate_percent: u32,
@@ -63,6 +65,7 @@ impl Default for UdpSettings {
             loss_tolerance_percent: congestion.loss_tolerance_percent,
             segmentation_offload: config.segmentation_offload,
             protection: config.protection,
+            cipher: config.cipher,
             loss_percent: 0,
             duplicate_percent: 0,
             reorder_percent: 0,
@@ -89,6 +92,7 @@ impl UdpSettings {
             fit_interface_mtu: self.datagram_bytes.is_none(),
             segmentation_offload: self.segmentation_offload,
             protection: self.protection,
+            cipher: self.cipher,
             faults: UdpFaults {
                 drop: percent(self.loss_percent),
                 duplicate: percent(self.duplicate_percent),
@@ -148,9 +152,27 @@ pub fn parse_protection(parameter: &str, text: &str) -> Result<Protection, Strin
     })
 }
 
+/// `coll_rdma_udp_cipher`: aegis-128l or aes-256-gcm.
+pub fn parse_cipher(text: &str) -> Result<Cipher, String> {
+    let wanted = text.trim().to_ascii_lowercase();
+    Cipher::ALL.into_iter().find(|cipher| cipher.name() == wanted).ok_or_else(|| {
+        let names: Vec<&str> = Cipher::ALL.iter().map(|cipher| cipher.name()).collect();
+        format!("coll_rdma_udp_cipher=\"{text}\" is unknown ({})", names.join(", "))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ciphers_parse_by_name_and_others_are_refused() {
+        assert_eq!(parse_cipher("aegis-128l"), Ok(Cipher::Aegis128L));
+        assert_eq!(parse_cipher(" AES-256-GCM "), Ok(Cipher::Aes256Gcm));
+        let why = parse_cipher("aes").unwrap_err();
+        assert!(why.contains("coll_rdma_udp_cipher=\"aes\" is unknown (aegis-128l, aes-256-gcm)"), "{why}");
+        assert_eq!(UdpSettings::default().cipher, Cipher::Aegis128L, "the default");
+    }
 
     #[test]
     fn protections_parse_by_name_and_others_are_refused() {
