@@ -246,7 +246,7 @@ pub(super) fn mpi_error_of(rc: c_int) -> c_int {
 }
 
 /// How a posted call gets its request.
-enum PostAs {
+pub(super) enum PostAs {
     /// MPI_Iallreduce / MPI_Ireduce: a new request, into the caller's handle.
     Now(Request),
     /// MPI_Start of a persistent request: already made and activated.

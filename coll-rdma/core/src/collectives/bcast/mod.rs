@@ -252,6 +252,13 @@ impl Bcast {
         self.tree.start(root, buf)
     }
 
+    /// `abandon_at_root` for a call its receivers take as a run (`start`):
+    /// the put tree's mark. The runs started before it must be finished.
+    pub fn abandon_run_at_root<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, len: usize) -> Result<(), TransportError> {
+        self.calls += 1;
+        self.tree.abandon_at_root(transport, root, len)
+    }
+
     /// The root's side of a `len`-byte call whose message it cannot provide
     /// (its pack failed), instead of `bcast`: every other rank's call for it
     /// fails rather than waiting. The put tree forwards an "abandoned" mark;
