@@ -25,6 +25,7 @@ mod mpi_ibcast;
 mod mpi_ireduction;
 mod mpi_bcast;
 mod mpi_reduce;
+mod nonblocking_post;
 mod output;
 mod params;
 mod pmix_path;

@@ -19,7 +19,6 @@
 //! when the run is done (`PackedBcastRun`). Otherwise the run reads and
 //! writes the application's buffer until the request completes.
 
-use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 
 use btl_ibmc::{SelectedTransport, TransportError};
@@ -30,7 +29,7 @@ use super::ffi_guard::guarded;
 use super::handover::Handover;
 use super::module::with_state;
 use super::mpi_bcast::{bcast_shape, pack, unpack};
-use super::mpi_ireduction::{mpi_error_of, PostAs};
+use super::nonblocking_post::{start_persistent, Planned, PostAs};
 use super::reduction_call::{span_bytes_mut, FoldOrder};
 use super::request::{new_request, Persistent, PersistentCall, RequestRef};
 use super::saved_nonblocking::{BcastCall, Comm, Datatype, Info, Module, Request};
@@ -94,38 +93,15 @@ unsafe fn start_persistent_bcast(persistent: Persistent, request: RequestRef) ->
         tracing::error!("MPI_Start: a persistent request of coll rdma started as a bcast it is not");
         return sys::OMPI_ERR_BAD_PARAM as c_int;
     };
-    // Exactly one of the two closures below runs and takes the request.
-    let request = Cell::new(Some(request));
     // SAFETY: guaranteed by the caller.
     unsafe {
-        with_state(
+        start_persistent(
             module,
-            |state| match request.take() {
-                Some(request) => state.post_bcast(&call, PostAs::Started(request)),
-                None => Step::Done(sys::OMPI_ERROR as c_int),
-            },
-            |saved| {
-                // Nested in our own call, or after a failure: the blocking
-                // call underneath does the work at once.
-                let rc = saved.bcast(call.buffer, call.count, call.dtype, call.root, call.comm)();
-                if let Some(request) = request.take() {
-                    request.finish(mpi_error_of(rc));
-                }
-                rc
-            },
+            request,
+            |state, request| state.post_bcast(&call, PostAs::Started(request)),
+            |saved| saved.bcast(call.buffer, call.count, call.dtype, call.root, call.comm)(),
         )
     }
-}
-
-/// What a non-blocking bcast turns into on this communicator.
-enum Planned {
-    /// Nothing to send (a zero count): the request completes at once.
-    Nothing,
-    Run(Run<'static, SelectedTransport>),
-    HandOver(Unserved),
-    /// Making the run failed (the communicator's state is not to be
-    /// trusted any more).
-    Failed(TransportError),
 }
 
 impl CommState {
@@ -138,53 +114,15 @@ impl CommState {
             }
             Err(why) => Planned::HandOver(why),
         };
-        let request = match post {
-            PostAs::Started(request) => request,
-            PostAs::Now(request_out) => {
-                if let Planned::HandOver(why) = planned {
-                    let fallback = self.shared.saved.nonblocking.ibcast(*call, request_out);
-                    return self.shared.decline(collective, why, FoldOrder::Any, fallback);
-                }
-                let Some(request) = new_request(call.comm, None) else {
-                    return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
-                };
-                // SAFETY: Open MPI passes the caller's handle; the request
-                // is a fresh, started one of ours.
-                unsafe {
-                    *request_out = request;
-                    RequestRef::retain(request)
-                }
-            }
-        };
-        match planned {
-            Planned::Nothing => {
-                request.finish(sys::MPI_SUCCESS as c_int);
-                self.shared.finish(collective, Ok(()))
-            }
-            Planned::Run(run) => match self.enter_if_set_up() {
-                Ok(native) => {
-                    let ready = native.ready;
-                    let outcome = ready.pending_runs.post(Lane::Bcast, run, request, &mut ready.transport);
-                    native.shared.finish(collective, outcome)
-                }
-                // Unreachable: the state was entered just above.
-                Err(_) => Step::Done(sys::OMPI_ERROR as c_int),
-            },
-            Planned::Failed(why) => {
-                drop(request);
-                self.shared.finish(collective, Err(why))
-            }
-            Planned::HandOver(why) => {
-                // A started persistent request whose communicator can no
-                // longer serve it: the blocking call underneath, at once.
-                let fallback = self.shared.saved.bcast(call.buffer, call.count, call.dtype, call.root, call.comm);
-                self.shared.decline(collective, why, FoldOrder::Any, move || {
-                    let rc = fallback();
-                    request.finish(mpi_error_of(rc));
-                    rc
-                })
-            }
-        }
+        self.post_planned(
+            collective,
+            FoldOrder::Any,
+            call.comm,
+            planned,
+            post,
+            |saved, request_out| Box::new(saved.nonblocking.ibcast(*call, request_out)),
+            |saved| Box::new(saved.bcast(call.buffer, call.count, call.dtype, call.root, call.comm)),
+        )
     }
 
     fn init_bcast(&mut self, call: &BcastCall, info: Info, request_out: Request, module: Module) -> Step {
@@ -249,7 +187,7 @@ impl Native<'_> {
             Err(_) => return self.packed_bcast_run(call, root, bytes),
         };
         match run {
-            Ok(run) => Planned::Run(run),
+            Ok(run) => Planned::Run(Lane::Bcast, run),
             Err(why) => Planned::Failed(why),
         }
     }
@@ -272,7 +210,7 @@ impl Native<'_> {
         }
         let unpack_into = (!at_root).then(|| RetainedCall::new(*call));
         match PackedBcastRun::start(&mut ready.bcast, root, packed, unpack_into) {
-            Ok(run) => Planned::Run(Box::new(run)),
+            Ok(run) => Planned::Run(Lane::Bcast, Box::new(run)),
             Err(why) => Planned::Failed(why),
         }
     }
