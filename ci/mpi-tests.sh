@@ -298,6 +298,7 @@ COMP_TESTS=(
     "mismatch-transport-np3" "mismatch-udp-port-range-np3" "mismatch-pretend-nodes-np4" "mismatch-autotune-np4" "mismatch-barrier-radix-as-set-np4" "mismatch-hierarchy-queue-pairs-max-np4"
     "claimed-on-some-ranks-only-np3"
     "panic-allreduce-3-np3" "panic-barrier-1-np2" "panic-bcast-2-np3" "pack-failure-np3"
+    "nonblocking_bcast-window-only-np3"
     "module-size-mismatch-np3" "thread-multiple-np2" "thread-multiple-np3" "thread-multiple-np4"
     "thread-multiple-pretend-nodes-np4" "thread-multiple-udp-np2" "thread-multiple-two-threads-one-comm-np2"
     "mpi4py-collectives-np2" "mpi4py-collectives-np3"

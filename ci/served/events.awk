@@ -24,6 +24,10 @@ $1 == "handover" {
     # creates a communicator), so they are no problem and nothing to match
     blocking_kd = kd; sub(/^i/, "", blocking_kd); sub(/_init$/, "", blocking_kd)
     if (blocking_kd != kd && category == "size_limit" && parameter == "coll_rdma_" blocking_kd "_max_bytes") next
+    # ... and one whose blocking call would take a path without a
+    # resumable run (single copy, the parallel reduction) is handed over
+    # saying so: the cases that make such calls check those reasons.
+    if (blocking_kd != kd && category == "no_resumable_schedule") next
     if (category == "datatype") cls = "noncontig"
     else if (category == "size_limit" && (parameter == "coll_rdma_" kd "_max_bytes" ||
         (kd == "bcast" && parameter == "coll_rdma_bcast_single_copy_max_bytes"))) cls = "above"

@@ -20,23 +20,23 @@ for np in 1 2 3 4; do
     run_test "nonblocking_barrier-np$np" "$np" ok "${V[@]}" -- nonblocking_barrier -r "$NB_R" -n 1000
 done
 
-# 1c. MPI_Iallreduce, MPI_Ireduce (and MPI_Ibcast, still libnbc's) and the
+# 1c. MPI_Iallreduce, MPI_Ireduce, MPI_Ibcast and the
 #     persistent allreduce and reduce (issue 35): several outstanding of
 #     every kind with moving roots, zero counts, MPI_IN_PLACE and a
 #     non-commutative user op, completed in reverse, random and Waitany
 #     order with blocking calls between, a late rank, 1000 persistent
 #     starts with changed buffers, calls pending across another
 #     communicator's dup and free; each result checked against a local
-#     reference. The events must count the four kinds served over shm,
+#     reference. The events must count the five kinds served over shm,
 #     none handed over, and verbose 1's summary must agree with them.
 NR_R=200; [ "$QUICK" = 1 ] && NR_R=60
 for np in 1 2 3 4; do
     CHECKS=("${SERVED[@]}")
     if [ "$np" -gt 1 ] && [ "$MODE" = component ]; then
-        for kind in iallreduce ireduce allreduce_init reduce_init; do
+        for kind in iallreduce ireduce ibcast allreduce_init reduce_init; do
             CHECKS+=("ev:every_rank_served(0; \"$kind\"; \"shm\")")
         done
-        # (rank 0's freed lines at verbose 1 count the four kinds too)
+        # (rank 0's freed lines at verbose 1 count the five kinds too)
         CHECKS+=(summary)
     fi
     run_test "nonblocking_reductions-np$np" "$np" ok "${V[@]}" -- nonblocking_reductions -r "$NR_R" -n 1000
@@ -100,4 +100,33 @@ if [ "$MODE" = component ]; then
         'ev:[events("comm_freed") | on(0)] | all(.[]; .calls.iallreduce.served == 0 and .calls.ibarrier.served > 0)')
     run_test "nonblocking-first-allreduce-max-bytes-0-np3" 3 ok --mca coll_rdma_allreduce_max_bytes 0 "${V[@]}" \
         -- nonblocking_first -r "$NF_R"
+fi
+
+# 1e. MPI_Ibcast and the persistent bcast (issue 35): 1-4 outstanding with
+#     moving roots, 0 bytes to 1 MiB, blocking bcasts between the posts,
+#     completed by MPI_Waitall, MPI_Waitany or MPI_Test polling with
+#     computation between polls; derived datatypes (a vector on every
+#     rank, and contiguous at the root with a vector elsewhere); one
+#     persistent bcast per root started 1000 times with the buffers
+#     rewritten between starts, and one of zero count; every result
+#     compared with the root's bytes, computed by each rank. Served over
+#     shm by the put tree's run, where the blocking call takes the window;
+#     from 16 KiB, where the blocking call reads the root's buffer (single
+#     copy), handed over saying that path has no run. Without cross-memory
+#     reads (pretended) the window takes every length, and nothing is
+#     handed over. Before this, every call went to libnbc, uncounted.
+NBC_R=120; [ "$QUICK" = 1 ] && NBC_R=30
+NBC_SINGLE_COPY_ONLY='ev:all(events("handover") | select(.collective == "ibcast" or .collective == "bcast_init"); .category == "no resumable schedule" and (.reason | startswith("the single-copy bcast")))'
+for np in 1 2 3 4; do
+    CHECKS=("${SERVED[@]}")
+    if [ "$np" -gt 1 ] && [ "$MODE" = component ]; then
+        CHECKS+=('ev:[events("comm_freed") | on(0)] | length == $np and all(.[]; .transport == "shm" and .calls.ibcast.served > 0 and .calls.bcast_init.served > 0 and .calls.bcast_init.handed_over == 0)'
+            "$NBC_SINGLE_COPY_ONLY" summary)
+    fi
+    run_test "nonblocking_bcast-np$np" "$np" ok "${V[@]}" -- nonblocking_bcast -r "$NBC_R" -n 1000
+done
+if [ "$MODE" = component ]; then
+    CHECKS=("${SERVED[@]}" 'ev:every_rank_served(0; "ibcast"; "shm")' 'ev:every_rank_served(0; "bcast_init"; "shm")')
+    run_test "nonblocking_bcast-window-only-np3" 3 ok --mca coll_rdma_test_pretend_no_cross_memory 1 "${V[@]}" \
+        -- nonblocking_bcast -r "$NBC_R" -n 300
 fi

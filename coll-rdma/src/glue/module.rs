@@ -115,15 +115,15 @@ pub fn new_module() -> *mut sys::mca_coll_base_module_t {
 }
 
 /// The non-blocking and persistent slots (`mpi_ibarrier.rs`,
-/// `mpi_ireduction.rs`, `mpi_nonblocking_handover.rs`).
+/// `mpi_ireduction.rs`, `mpi_ibcast.rs`).
 fn register_nonblocking(base: &mut sys::mca_coll_base_module_t) {
-    use super::{mpi_ibarrier as barrier, mpi_ireduction as reductions, mpi_nonblocking_handover as others};
+    use super::{mpi_ibarrier as barrier, mpi_ibcast as bcasts, mpi_ireduction as reductions};
     base.coll_ibarrier = Some(barrier::ibarrier);
     base.coll_barrier_init = Some(barrier::barrier_init);
-    base.coll_ibcast = Some(others::ibcast);
+    base.coll_ibcast = Some(bcasts::ibcast);
     base.coll_iallreduce = Some(reductions::iallreduce);
     base.coll_ireduce = Some(reductions::ireduce);
-    base.coll_bcast_init = Some(others::bcast_init);
+    base.coll_bcast_init = Some(bcasts::bcast_init);
     base.coll_allreduce_init = Some(reductions::allreduce_init);
     base.coll_reduce_init = Some(reductions::reduce_init);
 }

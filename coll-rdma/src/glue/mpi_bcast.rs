@@ -20,6 +20,7 @@ use super::datatype::{contiguous_span, signature_bytes, ContiguousSpan, NotConti
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::reduction_call::span_bytes_mut;
+use super::saved_nonblocking::BcastCall;
 use crate::word_max::{bytes_to_words, words_to_bytes, U64Max};
 use crate::select::bcast::{select, BcastPath};
 use crate::select::{CallShape, Choice, DataShape};
@@ -38,14 +39,6 @@ pub(super) unsafe extern "C" fn bcast(
         let call = BcastCall { buffer, count, dtype, root, comm };
         unsafe { with_state(module, |state| state.bcast(&call), |saved| saved.bcast(buffer, count, dtype, root, comm)()) }
     })
-}
-
-struct BcastCall {
-    buffer: *mut c_void,
-    count: c_int,
-    dtype: *mut sys::ompi_datatype_t,
-    root: c_int,
-    comm: *mut sys::ompi_communicator_t,
 }
 
 impl CommState {
@@ -165,7 +158,7 @@ impl Shared {
 /// signature's size, which MPI makes the same on every rank whatever
 /// datatype each uses. A negative count is handed over before the data is
 /// read, so its datatype is read for no elements.
-fn bcast_shape(call: &BcastCall) -> (CallShape, Result<ContiguousSpan, NotContiguous>) {
+pub(super) fn bcast_shape(call: &BcastCall) -> (CallShape, Result<ContiguousSpan, NotContiguous>) {
     let count = usize::try_from(call.count).unwrap_or(0);
     let span = contiguous_span(call.dtype, count);
     let data = match (signature_bytes(call.dtype, count), span) {
@@ -187,7 +180,7 @@ fn lowest_packing_rank(size: usize, agreed: u64) -> Option<usize> {
     (agreed > 0).then(|| size.saturating_sub(agreed as usize))
 }
 
-fn pack(call: &BcastCall, packed: &mut [u8]) -> Result<(), c_int> {
+pub(super) fn pack(call: &BcastCall, packed: &mut [u8]) -> Result<(), c_int> {
     let Ok(packed_len) = c_int::try_from(packed.len()) else { return Err(sys::OMPI_ERROR as c_int) };
     let mut position: c_int = 0;
     // SAFETY: MPI_Pack reads `count` elements of `dtype` from the caller's
@@ -198,7 +191,7 @@ fn pack(call: &BcastCall, packed: &mut [u8]) -> Result<(), c_int> {
     if rc == 0 { Ok(()) } else { Err(rc) }
 }
 
-fn unpack(call: &BcastCall, packed: &[u8]) -> Result<(), c_int> {
+pub(super) fn unpack(call: &BcastCall, packed: &[u8]) -> Result<(), c_int> {
     let Ok(packed_len) = c_int::try_from(packed.len()) else { return Err(sys::OMPI_ERROR as c_int) };
     let mut position: c_int = 0;
     // SAFETY: MPI_Unpack reads the packed bytes and writes `count` elements

@@ -8,7 +8,6 @@
 //! transport, or the two-level barrier), the calls go to the module
 //! underneath, with the reason.
 
-use std::cell::Cell;
 use std::ffi::c_int;
 
 use ompi_sys as sys;
@@ -18,7 +17,7 @@ use super::comm_state::{Collective, CommState, Native, Step, Unserved};
 use super::ffi_guard::guarded;
 use super::handover::Handover;
 use super::module::with_state;
-use super::mpi_ireduction::mpi_error_of;
+use super::nonblocking_post::{mpi_error_of, start_persistent};
 use super::reduction_call::FoldOrder;
 use super::request::{new_request, Persistent, PersistentCall, RequestRef};
 
@@ -59,27 +58,8 @@ pub(super) unsafe extern "C" fn barrier_init(
 /// still alive (MPI requires it of a started request).
 unsafe fn start_persistent_barrier(persistent: Persistent, request: RequestRef) -> c_int {
     let Persistent { comm, module, .. } = persistent;
-    // Exactly one of the two closures below runs and takes the request.
-    let request = Cell::new(Some(request));
     // SAFETY: guaranteed by the caller.
-    unsafe {
-        with_state(
-            module,
-            |state| match request.take() {
-                Some(request) => state.start_barrier(comm, request),
-                None => Step::Done(sys::OMPI_ERROR as c_int),
-            },
-            |saved| {
-                // Nested in our own call, or after a failure: the blocking
-                // barrier underneath does the work at once.
-                let rc = saved.barrier(comm)();
-                if let Some(request) = request.take() {
-                    request.finish(mpi_error_of(rc));
-                }
-                rc
-            },
-        )
-    }
+    unsafe { start_persistent(module, request, |state, request| state.start_barrier(comm, request), |saved| saved.barrier(comm)()) }
 }
 
 impl CommState {

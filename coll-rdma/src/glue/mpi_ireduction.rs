@@ -17,10 +17,9 @@
 //! datatype retained, since MPI lets the application free both once the
 //! call is posted.
 
-use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 
-use btl_ibmc::{SelectedTransport, TransportError};
+use btl_ibmc::SelectedTransport;
 use ompi_sys as sys;
 
 use super::comm_state::{Collective, CommState, Native, Step, Unserved};
@@ -29,6 +28,7 @@ use super::ffi_guard::guarded;
 use super::handover::Handover;
 use super::module::with_state;
 use super::reduction_call::{contribution_is_in_receive_buffer, reduction_shape, span_bytes, span_bytes_mut, FoldOrder};
+use super::nonblocking_post::{start_persistent, Planned, PostAs};
 use super::request::{new_request, Persistent, PersistentCall, RequestRef};
 use super::saved::ReductionCall;
 use super::saved_nonblocking::{Datatype, Info, Module, Op, Request};
@@ -38,17 +38,6 @@ use crate::schedule_queue::{Lane, Run};
 use crate::select::allreduce::{select as select_allreduce, AllreducePath};
 use crate::select::reduce::{select as select_reduce, ReducePath};
 use crate::select::Choice;
-
-/// What a non-blocking reduction call turns into on this communicator.
-enum Planned {
-    /// Nothing to exchange (a zero count): the request completes at once.
-    Nothing,
-    Run(Lane, Run<'static, SelectedTransport>),
-    HandOver(Unserved),
-    /// Making the run failed (the communicator's state is not to be
-    /// trusted any more).
-    Failed(TransportError),
-}
 
 /// The op of a posted run, with its op and datatype retained until the run
 /// ends.
@@ -214,43 +203,18 @@ pub(super) unsafe fn start_persistent_reduction(persistent: Persistent, request:
         tracing::error!("MPI_Start: a persistent request of coll rdma started as a reduction it is not");
         return sys::OMPI_ERR_BAD_PARAM as c_int;
     };
-    // Exactly one of the two closures below runs and takes the request.
-    let request = Cell::new(Some(request));
     // SAFETY: guaranteed by the caller.
     unsafe {
-        with_state(
+        start_persistent(
             module,
-            |state| match request.take() {
-                Some(request) => state.post_reduction(&call, root, PostAs::Started(request)),
-                None => Step::Done(sys::OMPI_ERROR as c_int),
-            },
-            |saved| {
-                // Nested in our own call, or after a failure: the blocking
-                // call underneath does the work at once.
-                let rc = match root {
-                    Some(root) => saved.reduce(call, root)(),
-                    None => saved.allreduce(call)(),
-                };
-                if let Some(request) = request.take() {
-                    request.finish(mpi_error_of(rc));
-                }
-                rc
+            request,
+            |state, request| state.post_reduction(&call, root, PostAs::Started(request)),
+            |saved| match root {
+                Some(root) => saved.reduce(call, root)(),
+                None => saved.allreduce(call)(),
             },
         )
     }
-}
-
-/// The MPI error class a request reports for an Open MPI return code.
-pub(super) fn mpi_error_of(rc: c_int) -> c_int {
-    if rc == sys::OMPI_SUCCESS as c_int { sys::MPI_SUCCESS as c_int } else { sys::MPI_ERR_OTHER as c_int }
-}
-
-/// How a posted call gets its request.
-enum PostAs {
-    /// MPI_Iallreduce / MPI_Ireduce: a new request, into the caller's handle.
-    Now(Request),
-    /// MPI_Start of a persistent request: already made and activated.
-    Started(RequestRef),
 }
 
 /// Which call a reduction is: `root` is `None` for an allreduce.
@@ -274,61 +238,21 @@ impl CommState {
             }
             Err(why) => Planned::HandOver(why),
         };
-        let request = match post {
-            PostAs::Started(request) => request,
-            PostAs::Now(request_out) => {
-                if let Planned::HandOver(why) = planned {
-                    let nonblocking = &self.shared.saved.nonblocking;
-                    let fallback: Box<dyn FnOnce() -> c_int> = match root {
-                        Some(root) => Box::new(nonblocking.ireduce(*call, root, request_out)),
-                        None => Box::new(nonblocking.iallreduce(*call, request_out)),
-                    };
-                    return self.shared.decline(collective, why, order, fallback);
-                }
-                let Some(request) = new_request(call.comm, None) else {
-                    return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
-                };
-                // SAFETY: Open MPI passes the caller's handle; the request
-                // is a fresh, started one of ours.
-                unsafe {
-                    *request_out = request;
-                    RequestRef::retain(request)
-                }
-            }
-        };
-        match planned {
-            Planned::Nothing => {
-                request.finish(sys::MPI_SUCCESS as c_int);
-                self.shared.finish(collective, Ok(()))
-            }
-            Planned::Run(lane, run) => match self.enter_if_set_up() {
-                Ok(native) => {
-                    let ready = native.ready;
-                    let outcome = ready.pending_runs.post(lane, run, request, &mut ready.transport);
-                    native.shared.finish(collective, outcome)
-                }
-                // Unreachable: the state was entered just above.
-                Err(_) => Step::Done(sys::OMPI_ERROR as c_int),
+        self.post_planned(
+            collective,
+            order,
+            call.comm,
+            planned,
+            post,
+            |saved, request_out| match root {
+                Some(root) => Box::new(saved.nonblocking.ireduce(*call, root, request_out)),
+                None => Box::new(saved.nonblocking.iallreduce(*call, request_out)),
             },
-            Planned::Failed(why) => {
-                drop(request);
-                self.shared.finish(collective, Err(why))
-            }
-            Planned::HandOver(why) => {
-                // A started persistent request whose communicator can no
-                // longer serve it: the blocking call underneath, at once.
-                let saved = &self.shared.saved;
-                let fallback: Box<dyn FnOnce() -> c_int> = match root {
-                    Some(root) => Box::new(saved.reduce(*call, root)),
-                    None => Box::new(saved.allreduce(*call)),
-                };
-                self.shared.decline(collective, why, order, move || {
-                    let rc = fallback();
-                    request.finish(mpi_error_of(rc));
-                    rc
-                })
-            }
-        }
+            |saved| match root {
+                Some(root) => Box::new(saved.reduce(*call, root)),
+                None => Box::new(saved.allreduce(*call)),
+            },
+        )
     }
 
     fn init_reduction(

@@ -12,7 +12,7 @@
 //! A persistent request remembers its communicator and module for
 //! MPI_Start; it holds no reference on either (MPI requires the
 //! communicator to outlive the request's use). A persistent reduction
-//! holds one on its op and datatype from creation to destruction: MPI lets
+//! holds one on its op and datatype (a bcast on its datatype) from creation to destruction: MPI lets
 //! the application free both right after `*_init` and go on starting the
 //! request, and Open MPI's MPI layer retains them only for a request still
 //! pending when `*_init` returns, which an inactive persistent one is not.
@@ -25,6 +25,7 @@ use ompi_sys as sys;
 
 use super::ffi_guard::guarded;
 use super::saved::ReductionCall;
+use super::saved_nonblocking::BcastCall;
 
 /// What MPI_Start does with a persistent request of ours.
 #[derive(Clone, Copy)]
@@ -42,6 +43,19 @@ pub(super) enum PersistentCall {
     Barrier,
     /// An allreduce (`root` `None`) or a reduce.
     Reduction { call: ReductionCall, root: Option<c_int> },
+    Bcast(BcastCall),
+}
+
+impl PersistentCall {
+    /// The Open MPI objects a persistent request keeps alive from `*_init`
+    /// until it is freed (MPI lets the application free them before).
+    fn retained_objects(&self) -> Vec<*mut sys::opal_object_t> {
+        match self {
+            PersistentCall::Barrier => Vec::new(),
+            PersistentCall::Reduction { call, .. } => vec![call.op as *mut sys::opal_object_t, call.dtype as *mut sys::opal_object_t],
+            PersistentCall::Bcast(call) => vec![call.dtype as *mut sys::opal_object_t],
+        }
+    }
 }
 
 // Derived from Open MPI's ompi_coll_base_nbc_request_t, not directly from
@@ -80,12 +94,9 @@ unsafe extern "C" fn destruct(object: *mut sys::opal_object_t) {
     // our requests goes; `persistent` was written by `construct` or
     // `new_request` and nothing reads it after this.
     let persistent = unsafe { (*(object as *mut RdmaRequest)).persistent.take() };
-    if let Some(Persistent { call: PersistentCall::Reduction { call, .. }, .. }) = persistent {
+    for object in persistent.map_or(Vec::new(), |persistent| persistent.call.retained_objects()) {
         // SAFETY: the references `new_request` took.
-        unsafe {
-            sys::coll_rdma_shim_obj_release(call.op as *mut sys::opal_object_t);
-            sys::coll_rdma_shim_obj_release(call.dtype as *mut sys::opal_object_t);
-        }
+        unsafe { sys::coll_rdma_shim_obj_release(object) };
     }
 }
 
@@ -99,13 +110,10 @@ pub(super) fn new_request(comm: *mut sys::ompi_communicator_t, persistent: Optio
     if request.is_null() {
         return None;
     }
-    if let Some(Persistent { call: PersistentCall::Reduction { call, .. }, .. }) = persistent {
+    for object in persistent.map_or(Vec::new(), |persistent| persistent.call.retained_objects()) {
         // SAFETY: `*_init` hands us live op and datatype objects, both
         // derived from opal_object_t; released in `destruct`.
-        unsafe {
-            sys::coll_rdma_shim_obj_retain(call.op as *mut sys::opal_object_t);
-            sys::coll_rdma_shim_obj_retain(call.dtype as *mut sys::opal_object_t);
-        }
+        unsafe { sys::coll_rdma_shim_obj_retain(object) };
     }
     // SAFETY: freshly constructed and not yet shared.
     unsafe {

@@ -350,23 +350,6 @@ impl Shared {
         }
         Step::HandOver(Box::new(fallback))
     }
-
-    /// Hands a non-blocking or persistent call whose resumable schedule
-    /// does not exist yet to the module underneath (every time at debug
-    /// level: it is no limit of this communicator). Not counted as handed
-    /// over: no call of that kind is served here yet, and Open MPI makes
-    /// such calls itself (a communicator's creation agrees on its context
-    /// id with MPI_Iallreduce), which the summary would report as
-    /// fallbacks on every communicator.
-    pub(super) fn hand_over_until_scheduled(&mut self, collective: Collective, fallback: impl FnOnce() -> c_int + 'static) -> Step {
-        tracing::debug!(
-            "comm {} rank {}: {} served by the module underneath until its schedule lands",
-            self.id.cid,
-            self.id.rank,
-            collective.name()
-        );
-        Step::HandOver(Box::new(fallback))
-    }
 }
 
 impl Drop for CommState {

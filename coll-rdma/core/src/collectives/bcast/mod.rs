@@ -32,7 +32,7 @@ mod put_tree_run;
 pub mod single_copy;
 pub mod two_level;
 
-use put_tree::{PutTreeBcast, PutTreeConfig};
+use put_tree::{PutTreeBcast, PutTreeConfig, PutTreeRun};
 use single_copy::SingleCopyBcast;
 use two_level::TwoLevelBcast;
 
@@ -217,6 +217,46 @@ impl Bcast {
         } else {
             self.multicast.receive(transport, root, buf)
         }
+    }
+
+    /// Why a `len`-byte bcast has no resumable run on `transport`, or
+    /// `Ok` if `start` serves it. The run is the put tree's, on the tree's
+    /// own part of the window: where the transport has no multicast that
+    /// is the blocking call's path; on a shared window (shm) the blocking
+    /// call's window multicast has no resumable form (its sends and
+    /// receives wait inside btl-ibmc), and the tree's run is correct beside
+    /// it because the two use disjoint regions and sequence numbers. The
+    /// same answer on every rank.
+    pub fn resumable<T: Transport + ?Sized>(&self, transport: &T, len: usize) -> Result<(), &'static str> {
+        if self.two_level.is_some() {
+            return Err("the two-level bcast");
+        }
+        if self.uses_single_copy(transport, len) {
+            return Err("the single-copy bcast");
+        }
+        match transport.multicast_kind() {
+            MulticastKind::None | MulticastKind::SharedWindow => Ok(()),
+            MulticastKind::Datagram => Err("the datagram multicast bcast"),
+        }
+    }
+
+    /// Starts one bcast of `buf` from `root` as a resumable run, taking
+    /// its sequence numbers now: runs must be started in the
+    /// communicator's post order and advanced one at a time
+    /// (`schedule_queue`'s bcast lane). Only where `resumable` says so.
+    pub fn start<'a>(&mut self, root: usize, buf: &'a mut [u8]) -> Result<PutTreeRun<'a>, TransportError> {
+        if root >= self.size {
+            return Err(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() });
+        }
+        self.calls += 1;
+        self.tree.start(root, buf)
+    }
+
+    /// `abandon_at_root` for a call its receivers take as a run (`start`):
+    /// the put tree's mark. The runs started before it must be finished.
+    pub fn abandon_run_at_root<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, len: usize) -> Result<(), TransportError> {
+        self.calls += 1;
+        self.tree.abandon_at_root(transport, root, len)
     }
 
     /// The root's side of a `len`-byte call whose message it cannot provide

@@ -1,0 +1,273 @@
+//! `Bcast::start` (MPI_Ibcast's run) over the in-process fabric, as the
+//! glue drives it: every rank a thread with one `Bcast` and one schedule
+//! queue per communicator, a script of non-blocking bcasts with moving
+//! roots and lengths from zero to several segments, non-blocking
+//! allreduces in the same queue and blocking bcasts between them (each
+//! after finishing the queue, as the glue's blocking call does). Each rank
+//! posts and advances in its own seeded random interleaving. Both kinds
+//! of window a run serves are covered: a shared window (shm: the blocking
+//! call multicasts through the window while the runs take the put tree's
+//! region) and none (verbs without multicast: both take the tree).
+//!
+//! The reference: every rank's bcast buffer must equal the bytes the root
+//! was given (generated from the call's index, never sent), and every
+//! allreduce the wrapping sum of all ranks' inputs, computed serially.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
+use btl_ibmc::{MulticastKind, RmcastConfig, WaitPolicy};
+use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
+use coll_rdma_core::collectives::bcast::{Bcast, BcastConfig};
+use coll_rdma_core::patterns::TreeStreamConfig;
+use coll_rdma_core::schedule_queue::{Lane, Run, ScheduleQueue};
+
+use common::{word, WordSum, XorShift};
+
+/// A rank that has not finished its script by then takes it for a deadlock.
+const DEADLINE: Duration = Duration::from_secs(120);
+const MAX_OUTSTANDING: usize = 6;
+const SEGMENT: usize = 128;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Ibcast { root: usize },
+    Iallreduce,
+    /// The blocking call, after the queue is finished.
+    Bcast { root: usize },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Call {
+    kind: Kind,
+    /// Bytes (a multiple of 8 for the allreduce's words).
+    len: usize,
+}
+
+fn policy() -> WaitPolicy {
+    // Bounded: a run or wait stuck this long fails instead of hanging.
+    WaitPolicy { fault_timeout: Some(Duration::from_secs(60)), ..common::yielding_policy(20) }
+}
+
+fn bcast_config() -> BcastConfig {
+    let multicast = RmcastConfig {
+        slot_bytes: SEGMENT,
+        window_slots: 4,
+        wait: policy(),
+        give_up_after: Some(Duration::from_secs(60)),
+        ..RmcastConfig::default()
+    };
+    BcastConfig { multicast, ..BcastConfig::default() }
+}
+
+fn allreduce_config() -> AllreduceConfig {
+    AllreduceConfig { tree: TreeStreamConfig { degree: 2, segment_bytes: 256, policy: policy(), room_for_two_levels: false }, exchange_max_bytes: 64 }
+}
+
+/// The bcast region first, the allreduce's after it.
+fn allreduce_offset(size: usize) -> usize {
+    Bcast::region_len(size, &bcast_config()).next_multiple_of(64)
+}
+
+fn window_len(size: usize) -> usize {
+    (allreduce_offset(size) + Allreduce::region_len(size, &allreduce_config())).next_multiple_of(64)
+}
+
+/// The same script on every rank; consecutive bcasts change roots.
+fn script(size: usize, seed: u64, calls: usize) -> Vec<Call> {
+    let mut rng = XorShift::new(seed);
+    let lengths = [0, 1, 8, SEGMENT - 1, SEGMENT, SEGMENT + 1, 5 * SEGMENT + 3, 40 * SEGMENT];
+    let mut root = 0;
+    (0..calls)
+        .map(|_| {
+            root = (root + 1) % size;
+            let len = lengths[rng.below(lengths.len())];
+            match rng.below(6) {
+                0 | 1 | 2 => Call { kind: Kind::Ibcast { root }, len },
+                3 | 4 => Call { kind: Kind::Iallreduce, len: len.next_multiple_of(8).min(64 * 8) },
+                _ => Call { kind: Kind::Bcast { root }, len },
+            }
+        })
+        .collect()
+}
+
+/// Rank `rank`'s bytes for call `index`: a bcast root's message, or an
+/// allreduce input.
+fn input(index: usize, rank: usize, len: usize) -> Vec<u8> {
+    let mut rng = XorShift::new(((index as u64) << 20) ^ rank as u64 ^ 0xB0CA);
+    (0..len).map(|_| rng.next() as u8).collect()
+}
+
+fn expected(index: usize, size: usize, call: &Call) -> Vec<u8> {
+    match call.kind {
+        Kind::Ibcast { root } | Kind::Bcast { root } => input(index, root, call.len),
+        Kind::Iallreduce => {
+            let mut sum = vec![0u64; call.len / 8];
+            for rank in 0..size {
+                for (total, chunk) in sum.iter_mut().zip(input(index, rank, call.len).chunks_exact(8)) {
+                    *total = total.wrapping_add(word(chunk));
+                }
+            }
+            sum.iter().flat_map(|value| value.to_le_bytes()).collect()
+        }
+    }
+}
+
+/// Rank `rank`'s buffer for each call before it runs: a bcast root's holds
+/// its message, every other rank's a filler the result must overwrite.
+fn initial_buffers(rank: usize, script: &[Call]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let sends = script.iter().enumerate().map(|(index, call)| input(index, rank, call.len)).collect();
+    let buffers = script
+        .iter()
+        .enumerate()
+        .map(|(index, call)| match call.kind {
+            Kind::Ibcast { root } | Kind::Bcast { root } if root == rank => input(index, rank, call.len),
+            _ => vec![0xEE; call.len],
+        })
+        .collect();
+    (sends, buffers)
+}
+
+fn finish_queue(queue: &mut ScheduleQueue<'_, FabricEndpoint>, transport: &mut FabricEndpoint, what: &str) -> Result<usize, String> {
+    let started = Instant::now();
+    let mut finished = 0;
+    while !queue.is_empty() {
+        if started.elapsed() > DEADLINE {
+            return Err(format!("{what}: queue not finished after {DEADLINE:?}"));
+        }
+        let mut failure = None;
+        queue.advance(transport, |ticket, outcome| {
+            finished += 1;
+            if let Err(why) = outcome {
+                failure.get_or_insert(format!("{what}: run {}: {why}", ticket.0));
+            }
+        });
+        if let Some(failure) = failure {
+            return Err(failure);
+        }
+        std::thread::yield_now();
+    }
+    Ok(finished)
+}
+
+/// Plays the script on `rank`, in an interleaving drawn from `seed`, and
+/// checks its results.
+fn play_rank(rank: usize, size: usize, seed: u64, script: &[Call], mut transport: FabricEndpoint) -> Result<(), String> {
+    let (sends, mut buffers) = initial_buffers(rank, script);
+    {
+        let mut bcast = Bcast::new(rank, size, 0, bcast_config());
+        let mut allreduce = Allreduce::new(rank, size, allreduce_offset(size), allreduce_config());
+        let mut queue: ScheduleQueue<'_, FabricEndpoint> = ScheduleQueue::default();
+        let mut rng = XorShift::new(seed ^ (rank as u64 + 1).wrapping_mul(0x9E37_79B9));
+        let mut calls = sends.iter().zip(buffers.iter_mut()).zip(script).enumerate();
+        let started = Instant::now();
+        let mut next = calls.next();
+        let mut finished = 0;
+        while next.is_some() || !queue.is_empty() {
+            if started.elapsed() > DEADLINE {
+                return Err(format!("rank {rank}: {} of {} calls finished after {DEADLINE:?}", finished, script.len()));
+            }
+            let may_post = queue.len() < MAX_OUTSTANDING;
+            match next.take() {
+                Some((index, ((send, buffer), call))) if may_post && rng.below(2) == 0 => {
+                    let what = format!("rank {rank}/{size} call {index} {call:?}");
+                    match call.kind {
+                        Kind::Ibcast { root } => {
+                            bcast.resumable(&transport, call.len).map_err(|why| format!("{what}: no run: {why}"))?;
+                            let run: Run<'_, FabricEndpoint> = Box::new(bcast.start(root, buffer).map_err(|why| format!("{what}: {why}"))?);
+                            queue.post(Lane::Bcast, run);
+                        }
+                        Kind::Iallreduce => {
+                            let run = allreduce.start(&transport, WordSum, send, buffer).map_err(|why| format!("{what}: {why}"))?;
+                            queue.post(Lane::Allreduce, Box::new(run));
+                        }
+                        Kind::Bcast { root } => {
+                            finished += finish_queue(&mut queue, &mut transport, &what)?;
+                            bcast.bcast(&transport, root, buffer).map_err(|why| format!("{what}: {why}"))?;
+                            finished += 1;
+                        }
+                    }
+                    next = calls.next();
+                }
+                unposted => {
+                    next = unposted;
+                    queue.advance(&mut transport, |ticket, outcome| {
+                        finished += 1;
+                        if let Err(why) = outcome {
+                            panic!("rank {rank}: run {}: {why}", ticket.0);
+                        }
+                    });
+                }
+            }
+            if rng.below(8) == 0 {
+                std::thread::yield_now();
+            }
+        }
+        bcast.drain(&transport).map_err(|why| format!("rank {rank}: drain: {why}"))?;
+    }
+    for (index, call) in script.iter().enumerate() {
+        let expected = expected(index, size, call);
+        if buffers[index] != expected {
+            return Err(format!("rank {rank} call {index} {call:?}: got {:?}, expected {expected:?}", buffers[index]));
+        }
+    }
+    Ok(())
+}
+
+fn run(size: usize, kind: MulticastKind, calls: usize, seed: u64) {
+    let script = script(size, seed, calls);
+    assert!(script.iter().any(|call| matches!(call.kind, Kind::Ibcast { .. }) && call.len > SEGMENT), "the script must hold multi-segment ibcasts");
+    let fabric = FabricConfig { multicast_kind: kind, put_delay_max: Duration::from_micros(20), seed, ..FabricConfig::default() };
+    let endpoints = Fabric::new(size, window_len(size), fabric);
+    let outcomes: Vec<Result<(), String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = endpoints
+            .into_iter()
+            .enumerate()
+            .map(|(rank, endpoint)| {
+                let script = &script;
+                scope.spawn(move || play_rank(rank, size, seed, script, endpoint))
+            })
+            .collect();
+        handles.into_iter().map(|handle| handle.join().unwrap_or_else(|_| Err("a rank panicked".to_string()))).collect()
+    });
+    let failures: Vec<&String> = outcomes.iter().filter_map(|outcome| outcome.as_ref().err()).collect();
+    assert!(failures.is_empty(), "size {size}, {kind:?}, seed {seed}: {failures:#?}");
+}
+
+#[test]
+fn ibcasts_with_moving_roots_match_the_root_beside_other_runs_on_a_shared_window() {
+    for seed in [1, 2, 3] {
+        for size in [2, 3, 5] {
+            run(size, MulticastKind::SharedWindow, 30, seed);
+        }
+    }
+}
+
+#[test]
+fn ibcasts_and_blocking_bcasts_share_the_put_tree_without_multicast() {
+    for seed in [4, 5] {
+        for size in [2, 4] {
+            run(size, MulticastKind::None, 30, seed);
+        }
+    }
+}
+
+#[test]
+fn one_rank_and_zero_lengths_finish_at_once() {
+    run(1, MulticastKind::SharedWindow, 30, 6);
+}
+
+/// Where the blocking call's path has no run, `resumable` says which:
+/// datagram multicast (udp, verbs multicast).
+#[test]
+fn paths_without_a_run_are_named() {
+    let size = 2;
+    for (kind, expected) in [(MulticastKind::Datagram, Err("the datagram multicast bcast")), (MulticastKind::SharedWindow, Ok(())), (MulticastKind::None, Ok(()))] {
+        let fabric = FabricConfig { multicast_kind: kind, ..FabricConfig::default() };
+        let endpoints = Fabric::new(size, window_len(size), fabric);
+        let bcast = Bcast::new(0, size, 0, bcast_config());
+        assert_eq!(bcast.resumable(&endpoints[0], 1024), expected, "{kind:?}");
+    }
+}

@@ -1,0 +1,148 @@
+//! The last step of every non-blocking and persistent reduction and bcast
+//! (`mpi_ireduction.rs`, `mpi_ibcast.rs`), once the call is planned: its
+//! request made (MPI_I*) or taken (MPI_Start), then the run posted in the
+//! communicator's queue, completed at once (nothing to send), failed, or
+//! handed to the module underneath.
+//!
+//! A call handed over at post gets no request of ours: the module
+//! underneath's non-blocking function makes its own. A started persistent
+//! request whose communicator can no longer serve it is completed by the
+//! blocking call underneath, at once.
+
+use std::cell::Cell;
+use std::ffi::c_int;
+
+use btl_ibmc::{SelectedTransport, TransportError};
+use ompi_sys as sys;
+
+use super::comm_state::{Collective, CommState, Step, Unserved};
+use super::module::with_state;
+use super::reduction_call::FoldOrder;
+use super::request::{new_request, RequestRef};
+use super::saved::SavedCollectives;
+use super::saved_nonblocking::Request;
+use crate::schedule_queue::{Lane, Run};
+
+/// What a non-blocking call turns into on this communicator.
+pub(super) enum Planned {
+    /// Nothing to exchange (a zero count): the request completes at once.
+    Nothing,
+    Run(Lane, Run<'static, SelectedTransport>),
+    HandOver(Unserved),
+    /// Making the run failed (the communicator's state is not to be
+    /// trusted any more).
+    Failed(TransportError),
+}
+
+/// How a posted call gets its request.
+pub(super) enum PostAs {
+    /// MPI_I*: a new request, into the caller's handle.
+    Now(Request),
+    /// MPI_Start of a persistent request: already made and activated.
+    Started(RequestRef),
+}
+
+/// A call of the module underneath, ready to run once the state is let go.
+pub(super) type Underneath = Box<dyn FnOnce() -> c_int>;
+
+/// The MPI error class a request reports for an Open MPI return code.
+pub(super) fn mpi_error_of(rc: c_int) -> c_int {
+    if rc == sys::OMPI_SUCCESS as c_int { sys::MPI_SUCCESS as c_int } else { sys::MPI_ERR_OTHER as c_int }
+}
+
+impl CommState {
+    /// Carries `planned` out for a call on `comm`; `nonblocking` builds the
+    /// module underneath's non-blocking call into the caller's handle,
+    /// `blocking` its blocking one.
+    #[allow(clippy::too_many_arguments)] // one call's every fact
+    pub(super) fn post_planned(
+        &mut self,
+        collective: Collective,
+        order: FoldOrder,
+        comm: *mut sys::ompi_communicator_t,
+        planned: Planned,
+        post: PostAs,
+        nonblocking: impl FnOnce(&SavedCollectives, Request) -> Underneath,
+        blocking: impl FnOnce(&SavedCollectives) -> Underneath,
+    ) -> Step {
+        let request = match post {
+            PostAs::Started(request) => request,
+            PostAs::Now(request_out) => {
+                if let Planned::HandOver(why) = planned {
+                    let fallback = nonblocking(&self.shared.saved, request_out);
+                    return self.shared.decline(collective, why, order, fallback);
+                }
+                let Some(request) = new_request(comm, None) else {
+                    return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
+                };
+                // SAFETY: Open MPI passes the caller's handle; the request
+                // is a fresh, started one of ours.
+                unsafe {
+                    *request_out = request;
+                    RequestRef::retain(request)
+                }
+            }
+        };
+        match planned {
+            Planned::Nothing => {
+                request.finish(sys::MPI_SUCCESS as c_int);
+                self.shared.finish(collective, Ok(()))
+            }
+            Planned::Run(lane, run) => match self.enter_if_set_up() {
+                Ok(native) => {
+                    let ready = native.ready;
+                    let outcome = ready.pending_runs.post(lane, run, request, &mut ready.transport);
+                    native.shared.finish(collective, outcome)
+                }
+                // Unreachable: the call was planned in the set-up state.
+                Err(_) => Step::Done(sys::OMPI_ERROR as c_int),
+            },
+            Planned::Failed(why) => {
+                drop(request);
+                self.shared.finish(collective, Err(why))
+            }
+            Planned::HandOver(why) => {
+                let fallback = blocking(&self.shared.saved);
+                self.shared.decline(collective, why, order, move || {
+                    let rc = fallback();
+                    request.finish(mpi_error_of(rc));
+                    rc
+                })
+            }
+        }
+    }
+}
+
+/// MPI_Start of a persistent request of ours on `module`'s communicator:
+/// `post` queues its run from the state; nested in our own call, or after
+/// a failure, `underneath` makes the blocking call underneath at once and
+/// the request completes with its outcome.
+///
+/// # Safety
+/// As `with_state`.
+pub(super) unsafe fn start_persistent(
+    module: *mut sys::mca_coll_base_module_t,
+    request: RequestRef,
+    post: impl FnOnce(&mut CommState, RequestRef) -> Step,
+    underneath: impl FnOnce(&SavedCollectives) -> c_int,
+) -> c_int {
+    // Exactly one of the two closures below runs and takes the request.
+    let request = Cell::new(Some(request));
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        with_state(
+            module,
+            |state| match request.take() {
+                Some(request) => post(state, request),
+                None => Step::Done(sys::OMPI_ERROR as c_int),
+            },
+            |saved| {
+                let rc = underneath(saved);
+                if let Some(request) = request.take() {
+                    request.finish(mpi_error_of(rc));
+                }
+                rc
+            },
+        )
+    }
+}
