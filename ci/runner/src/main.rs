@@ -169,6 +169,20 @@ struct Tally {
     failed_names: Vec<String>,
 }
 
+/// Why a case that needs GIB GiB of free memory cannot run now, if it
+/// cannot (watch.sh's free_memory_kib: available memory, or less where a
+/// cgroup limits this one).
+fn too_little_memory(root: &Path, gib: u64) -> Option<String> {
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(". \"$1\"; free_memory_kib")
+        .arg("free_memory_kib")
+        .arg(root.join("ci/mpi/watch.sh"))
+        .output();
+    let free_kib: u64 = out.ok().and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok()).unwrap_or(0);
+    (free_kib < gib * 1024 * 1024).then(|| format!("needs {gib} GiB of free memory, {} MiB free", free_kib / 1024))
+}
+
 /// A fresh run id, as run.sh's (16 hex digits from /dev/urandom).
 fn run_id() -> String {
     let mut bytes = [0u8; 8];
@@ -312,6 +326,11 @@ fn main() {
     for case in cases.iter().filter(|c| wanted(&options, &c.name)) {
         if options.list {
             println!("{}", case.name);
+            continue;
+        }
+        if let Some(reason) = case.needs_free_memory_gib.and_then(|gib| too_little_memory(&options.launcher.root, gib)) {
+            println!("{:<44} SKIP  ({reason})", case.name);
+            tally.skipped += 1;
             continue;
         }
         match run_case(&options, case) {

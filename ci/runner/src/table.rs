@@ -16,6 +16,7 @@
 //! program = "reduce_ops"       # a program of build/tests/
 //! args = ["@RO_PARAM"]
 //! checks = ["@SERVED", 'ev:every_rank_ready(0; .allreduce.degree == {k})']
+//! needs_free_memory_gib = 8     # optional: SKIP (saying why) with less free
 //! ```
 //!
 //! Invariants: every case the runner returns has a non-empty name, a
@@ -53,12 +54,15 @@ pub struct Case {
     pub program: String,
     pub args: Vec<String>,
     pub checks: Vec<Check>,
+    /// Skipped, saying so, when less memory than this is free.
+    pub needs_free_memory_gib: Option<u64>,
 }
 
 /// Lists given by the caller, spliced where a table says `@NAME`.
 pub type Lists = BTreeMap<String, Vec<String>>;
 
-const CASE_KEYS: &[&str] = &["name", "each", "np", "expect", "mpirun", "program", "args", "checks"];
+const CASE_KEYS: &[&str] =
+    &["name", "each", "np", "expect", "mpirun", "program", "args", "checks", "needs_free_memory_gib"];
 
 /// The cases of the table TEXT (read from SOURCE, named in errors).
 pub fn parse(source: &str, text: &str, caller_lists: &Lists) -> Result<Vec<Case>, String> {
@@ -164,7 +168,24 @@ fn one_case(
     if name.is_empty() {
         return Err(format!("{label}: the name is empty"));
     }
-    Ok(Case { name, np, expect, mpirun: list("mpirun")?, program: text("program")?, args: list("args")?, checks })
+    let needs_free_memory_gib = match entry.get("needs_free_memory_gib") {
+        None => None,
+        Some(gib) => Some(
+            gib.as_integer()
+                .and_then(|g| u64::try_from(g).ok())
+                .ok_or(format!("{label}: needs_free_memory_gib must be a number of GiB"))?,
+        ),
+    };
+    Ok(Case {
+        name,
+        np,
+        expect,
+        mpirun: list("mpirun")?,
+        program: text("program")?,
+        args: list("args")?,
+        checks,
+        needs_free_memory_gib,
+    })
 }
 
 /// TEXT with every `{KEY}` of KEYS replaced; a `{KEY}` left for a key that
@@ -239,6 +260,9 @@ mod tests {
         let text = "[[case]]\nname = \"plain\"\nnp = 3\nexpect = \"refused\"\nprogram = \"p\"\n";
         let cases = parse("t", text, &Lists::new()).unwrap();
         assert_eq!(cases.len(), 1);
+        assert_eq!(cases[0].needs_free_memory_gib, None);
+        let huge = parse("t", &format!("{text}needs_free_memory_gib = 8\n"), &Lists::new()).unwrap();
+        assert_eq!(huge[0].needs_free_memory_gib, Some(8));
         assert_eq!((cases[0].np, cases[0].expect), (3, Expect::Refused));
         assert!(cases[0].mpirun.is_empty() && cases[0].args.is_empty() && cases[0].checks.is_empty());
     }
@@ -255,6 +279,7 @@ mod tests {
             (format!("[[case]]\n{base}checks = [\"smell:x\"]\n"), "smell:x"),
             (format!("[[case]]\n{base}[[case]]\n{base}"), "two cases are named 'c'"),
             (format!("[[case]]\n{base}each = []\n"), "'each' is empty"),
+            (format!("[[case]]\n{base}needs_free_memory_gib = -1\n"), "needs_free_memory_gib"),
             ("[[case]]\nnp = 2\nexpect = \"ok\"\nprogram = \"p\"\n".to_string(), "'name' is missing"),
             ("colour = 1\n".to_string(), "unknown top-level key 'colour'"),
         ];
