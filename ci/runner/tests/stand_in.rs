@@ -98,11 +98,15 @@ fn outcomes_checks_and_leaks_are_judged() {
         assert!(details.contains(reason), "{name} does not say '{reason}':\n{details}");
         assert!(details.contains("command: "), "{details}");
     }
-    // the leaked segments are gone again, the failed case's logs kept
-    assert!(!std::fs::read_dir("/dev/shm").unwrap().flatten().any(|e| e
-        .file_name()
-        .to_string_lossy()
-        .ends_with(".0.5e1f7e57")));
+    // the segments named as leaked (one per rank) are gone again, the
+    // failed case's logs kept
+    let (_, details) = verdict(&stdout, "leaks-np2");
+    let named = details.lines().find_map(|l| l.trim().strip_prefix("left in /dev/shm: ")).unwrap();
+    let named: Vec<&str> = named.split(' ').collect();
+    assert_eq!(named.len(), 2, "{details}");
+    for segment in named {
+        assert!(segment.ends_with(".0.5e1f7e57") && !Path::new("/dev/shm").join(segment).exists(), "{segment}");
+    }
     assert!(dir.join("logs/leaks-np2/all.log").exists() && !dir.join("logs/holds-np2").exists());
     assert_eq!(stdout.lines().last(), Some("4 passed, 4 failed"), "{stdout}");
     assert_eq!(status, 1);
