@@ -1,6 +1,7 @@
 # Sourced by ci/mpi-tests.sh: the runner of one case (run_test), its
 # checks on the events and the output, the /dev/shm leak check, and the
-# case selection (want, skip, --list). Invariants: a case leaves nothing of
+# case selection (want, skip, --list); run_table hands a case table
+# (ci/mpi/cases/*.toml) to ci/runner, which runs its cases alike. Invariants: a case leaves nothing of
 # its own in /dev/shm (or fails saying what it left); CHECKS, RUN_WRAPPER,
 # LAUNCH_WRAPPER and MPIRUN_WRAPPER apply to the next run_test only (it
 # empties them, run or not); PASSED, FAILED, SKIPPED and FAILED_NAMES count
