@@ -190,6 +190,20 @@ if [ "$LIST" = 0 ]; then
         fi
     done
 fi
+# the runner of the cases described as data (ci/runner, ci/mpi/cases/*.toml),
+# unless MPI_RUNNER names one: make check's profile, whose build of the
+# crates it uses the cargo tests left
+if [ "$MODE" = component ] && [ -z "${MPI_RUNNER:-}" ]; then
+    RUNNER_TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+    [ "$BUILD" = "$ROOT/build" ] || RUNNER_TARGET=${CARGO_TARGET_DIR:-$BUILD/target}
+    MPI_RUNNER=$RUNNER_TARGET/release-tests/mpi-runner
+    if [ "${MPI_TESTS_NO_BUILD:-0}" != 1 ]; then
+        (cd "$ROOT" && CARGO_TARGET_DIR=$RUNNER_TARGET cargo build -q --profile release-tests -p mpi-runner) \
+            >"$BUILD/mpi-runner-build.log" 2>&1 ||
+            { sed 's/^/  cargo: /' "$BUILD/mpi-runner-build.log" | tail -20 >&2; die "cannot build the case runner (cargo build -p mpi-runner)"; }
+    fi
+fi
+[ "$MODE" = stock ] || [ -x "$MPI_RUNNER" ] || die "$MPI_RUNNER is missing (MPI_TESTS_NO_BUILD=1: run 'ci/mpi-tests.sh --build-only' first)"
 [ "$BUILD_ONLY" = 1 ] && { say "mpi-tests: programs in $BIN are up to date"; exit 0; }
 
 # ------------------------------------------------------------------ helpers
@@ -309,8 +323,13 @@ COMP_TESTS=(
 if [ "$MODE" = stock ]; then
     for t in "${COMP_TESTS[@]}"; do skip "$t" "needs the component"; done
 else
+    # a .toml is a table the runner runs (run_table), a .sh is sourced
     for CASE_FILE in 05-selection 06-parameters 07-reductions 08-bcast 09-robustness 10-threads; do
-        . "$ROOT/ci/mpi/cases/$CASE_FILE.sh"
+        if [ -f "$ROOT/ci/mpi/cases/$CASE_FILE.toml" ]; then
+            run_table "$ROOT/ci/mpi/cases/$CASE_FILE.toml"
+        else
+            . "$ROOT/ci/mpi/cases/$CASE_FILE.sh"
+        fi
     done
 fi
 

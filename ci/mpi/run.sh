@@ -1,6 +1,7 @@
 # Sourced by ci/mpi-tests.sh: the runner of one case (run_test), its
 # checks on the events and the output, the /dev/shm leak check, and the
-# case selection (want, skip, --list). Invariants: a case leaves nothing of
+# case selection (want, skip, --list); run_table hands a case table
+# (ci/mpi/cases/*.toml) to ci/runner, which runs its cases alike. Invariants: a case leaves nothing of
 # its own in /dev/shm (or fails saying what it left); CHECKS, RUN_WRAPPER,
 # LAUNCH_WRAPPER and MPIRUN_WRAPPER apply to the next run_test only (it
 # empties them, run or not); PASSED, FAILED, SKIPPED and FAILED_NAMES count
@@ -404,4 +405,36 @@ run_test() {
     RUN_WRAPPER=()
     LAUNCH_WRAPPER=()
     MPIRUN_WRAPPER=()
+}
+
+# run_table TABLE: the cases the table TABLE (ci/mpi/cases/*.toml) describes,
+# run or listed here by the runner (ci/runner) with this suite's settings
+# and lists, their counts added to this suite's
+one_a_line() { [ $# = 0 ] || [ -z "$*" ] || printf '%s\n' "$@"; }
+run_table() {
+    local table=$1 tally args=() status=0 passed failed skipped
+    [ "$LIST" = 1 ] && args+=(--list)
+    [ -n "$ONLY" ] && args+=(--only "$ONLY")
+    if [ -n "$TRANSPORT$HOSTS" ] || [ "${#EXTRA_MCA[@]}" -gt 0 ]; then args+=(--section1-only); fi
+    [ -n "$TRANSPORT" ] && args+=(--transport "$TRANSPORT")
+    [ -n "$HOSTS" ] && args+=(--hosts "$HOSTS")
+    [ "$KEEP_LOGS" = 1 ] && args+=(--keep-logs)
+    # the suite's lists and values the tables splice (@NAME), one item a line
+    local name lists=(--list-var V "$(one_a_line "${V[@]}")" --list-var SERVED "$(one_a_line "${SERVED[@]}")"
+        --list-var SERVED_CHECK "$(one_a_line "${SERVED_CHECK:-}")"
+        --list-var RO "$(one_a_line "${RO[@]}")" --list-var RO_PARAM "$(one_a_line "${RO_PARAM[@]}")"
+        --list-var BC_PARAM "$(one_a_line "${BC_PARAM[@]}")" --list-var BC_E "$(one_a_line "${BC_E[@]}")"
+        --list-var BC_REASON "$(one_a_line "${BC_REASON:-}")")
+    tally=$(mktemp /tmp/mpi-tests-tally.XXXXXX)
+    "$MPI_RUNNER" --root "$ROOT" --bin "$BIN" --logdir "$LOGROOT" --ompi-major "$OMPI_MAJOR" \
+        --component-path "$COMPONENT_PATH" --timeout "$TIMEOUT" --timeout-max-factor "$TIMEOUT_MAX_FACTOR" \
+        --pids-file "$RUN_PIDS_FILE" --tally "$tally" --no-summary \
+        "${lists[@]}" "${args[@]}" "$table" || status=$?
+    if [ "$status" -gt 1 ] || ! read -r passed failed skipped <"$tally"; then
+        rm -f "$tally"
+        die "the case runner failed on ${table#"$ROOT"/} (status $status)"
+    fi
+    PASSED=$((PASSED + passed)) FAILED=$((FAILED + failed)) SKIPPED=$((SKIPPED + skipped))
+    while IFS= read -r name; do [ -z "$name" ] || FAILED_NAMES+=("$name"); done < <(tail -n +2 "$tally")
+    rm -f "$tally"
 }

@@ -1,0 +1,302 @@
+//! The checks a case lists (`checks = [...]`), as ci/mpi/run.sh's CHECKS
+//! words them, and how each judges a finished run.
+//!
+//! Invariant: a check either holds or adds one reason, worded as
+//! ci/mpi/run.sh words it, to the run's list of reasons; the runner knows
+//! a subset of run.sh's checks and refuses the others when the table is
+//! read (so a table never silently drops a check it names). The checks on
+//! coll rdma's events call the same tools as run.sh (jq with
+//! ci/served/checks.jq, ci/events-check.sh, ci/served/summary-check.sh).
+
+use std::path::Path;
+use std::process::Command;
+
+use regex::Regex;
+
+/// A wait's report that it is slow (btl-ibmc's wait loops), not an error.
+pub const STALL_WARNING_RE: &str = r"coll:rdma: warning: rank [0-9]+ of [0-9]+ has waited [0-9]+\.[0-9] s for ";
+/// The warning a run asks for with a protection of none, not an error.
+const UNPROTECTED_WARNING_RE: &str = r"coll:rdma: comm [0-9]+: warning: (udp frames|verbs multicast datagrams) unprotected \(coll_rdma_(udp|verbs)_protection=none\)";
+
+#[derive(Debug, Clone)]
+pub enum Check {
+    /// ci/events-check.sh: the counts at free match the program's expect lines.
+    Events { where_connected: bool },
+    /// A jq filter over every rank's events (ci/served/checks.jq's helpers).
+    EventsHold(String),
+    /// ci/served/summary-check.sh: verbose 1's summary lines.
+    Summary,
+    /// No coll:rdma output but stall warnings.
+    Quiet,
+    /// coll rdma claimed no communicator.
+    NoServe,
+    /// The fixed string appears in the output (`says:` and `grep:`).
+    Says { prefix: &'static str, text: String },
+    /// A line matches (`says-re:` and `re:`).
+    Matches { prefix: &'static str, pattern: Regex },
+    /// No line matches (`nore:`).
+    NoMatch(Regex),
+    /// No line matches but stall and protection warnings (`nowarn:`).
+    NoWarning(Regex),
+    /// mpirun ended within this many seconds.
+    Within(f64),
+    /// The run must leave a segment in /dev/shm (a test of the leak check).
+    Leaks,
+}
+
+impl PartialEq for Check {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl std::fmt::Display for Check {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Check::Events { where_connected: false } => write!(f, "events"),
+            Check::Events { where_connected: true } => write!(f, "events-where-connected"),
+            Check::EventsHold(filter) => write!(f, "ev:{filter}"),
+            Check::Summary => write!(f, "summary"),
+            Check::Quiet => write!(f, "quiet"),
+            Check::NoServe => write!(f, "noserve"),
+            Check::Says { prefix, text } => write!(f, "{prefix}{text}"),
+            Check::Matches { prefix, pattern } => write!(f, "{prefix}{pattern}"),
+            Check::NoMatch(pattern) => write!(f, "nore:{pattern}"),
+            Check::NoWarning(pattern) => write!(f, "nowarn:{pattern}"),
+            Check::Within(secs) => write!(f, "within:{secs}"),
+            Check::Leaks => write!(f, "leaks"),
+        }
+    }
+}
+
+/// What a check reads of a finished run.
+pub struct Run<'a> {
+    pub root: &'a Path,
+    /// The case's log directory (events/, out/, all.log).
+    pub dir: &'a Path,
+    pub np: u32,
+    /// mpirun's output and every rank's stdout and stderr.
+    pub all_log: &'a str,
+    pub secs: f64,
+    /// The transports the served calls may report (EXPECT_TRANSPORT).
+    pub expect_transport: &'a str,
+}
+
+impl Run<'_> {
+    /// The log directory as the reasons name it: relative to the checkout.
+    pub fn shown_dir(&self) -> String {
+        self.dir.strip_prefix(self.root).unwrap_or(self.dir).display().to_string()
+    }
+}
+
+fn pattern(text: &str) -> Result<Regex, String> {
+    Regex::new(text).map_err(|e| format!("'{text}' is not a regular expression the runner reads: {e}"))
+}
+
+impl Check {
+    pub fn parse(text: &str) -> Result<Check, String> {
+        let (word, rest) = text.split_once(':').unwrap_or((text, ""));
+        Ok(match (word, text) {
+            (_, "events") => Check::Events { where_connected: false },
+            (_, "events-where-connected") => Check::Events { where_connected: true },
+            (_, "summary") => Check::Summary,
+            (_, "quiet") => Check::Quiet,
+            (_, "noserve") => Check::NoServe,
+            (_, "leaks") => Check::Leaks,
+            ("ev", _) => Check::EventsHold(rest.to_string()),
+            ("says", _) => Check::Says { prefix: "says:", text: rest.to_string() },
+            ("grep", _) => Check::Says { prefix: "grep:", text: rest.to_string() },
+            ("says-re", _) => Check::Matches { prefix: "says-re:", pattern: pattern(rest)? },
+            ("re", _) => Check::Matches { prefix: "re:", pattern: pattern(rest)? },
+            ("nore", _) => Check::NoMatch(pattern(rest)?),
+            ("nowarn", _) => Check::NoWarning(pattern(rest)?),
+            ("within", _) => Check::Within(
+                rest.parse().ok().filter(|s: &f64| *s > 0.0).ok_or(format!("within:{rest}: not a number of seconds"))?,
+            ),
+            _ => {
+                return Err(format!(
+                    "check '{text}' is not one the runner knows (events, events-where-connected, ev:, summary, quiet, \
+                     noserve, says:, says-re:, grep:, re:, nore:, nowarn:, within:, leaks; the others are \
+                     ci/mpi/run.sh's)"
+                ));
+            }
+        })
+    }
+
+    /// Does the run need coll_rdma_events_file?
+    pub fn reads_events(&self) -> bool {
+        matches!(self, Check::Events { .. } | Check::EventsHold(_) | Check::Summary | Check::NoServe)
+    }
+
+    /// Judges RUN: the reason it fails, if it does, and the stall warnings
+    /// it accepted (for the checks that tolerate them).
+    pub fn judge(&self, run: &Run) -> (Option<String>, Option<usize>) {
+        let lines = || run.all_log.lines();
+        let stalls = || {
+            let stall = Regex::new(STALL_WARNING_RE).expect("a valid pattern");
+            lines().filter(|l| stall.is_match(l)).count()
+        };
+        let first_three = |found: Vec<&str>| found.iter().take(3).copied().collect::<Vec<_>>().join("\n");
+        match self {
+            Check::Events { where_connected } => {
+                let mut cmd = Command::new(run.root.join("ci/events-check.sh"));
+                cmd.arg(run.dir).arg(run.np.to_string()).env("EXPECT_TRANSPORT", run.expect_transport);
+                if *where_connected {
+                    cmd.arg("--where-connected");
+                }
+                (tool_says(cmd).err().map(|out| non_empty(out, "ci/events-check.sh failed without a word")), None)
+            }
+            Check::EventsHold(filter) => (events_hold(run, filter).err(), None),
+            Check::Summary => {
+                let mut cmd = Command::new("bash");
+                cmd.arg(run.root.join("ci/served/summary-check.sh")).arg(run.dir);
+                (tool_says(cmd).err().map(|out| format!("verbose 1's summary: {out}")), None)
+            }
+            Check::Quiet => {
+                let stall = Regex::new(STALL_WARNING_RE).expect("a valid pattern");
+                let printed: Vec<&str> = lines().filter(|l| l.contains("coll:rdma:") && !stall.is_match(l)).collect();
+                let why = (!printed.is_empty()).then(|| format!("coll:rdma printed something:\n{}", first_three(printed)));
+                (why, Some(stalls()))
+            }
+            Check::NoServe => {
+                let claimed = events_files(run.dir).iter().any(|f| {
+                    std::fs::read_to_string(f).is_ok_and(|text| text.contains("\"event\":\"comm_claimed\""))
+                });
+                let why = claimed
+                    .then(|| format!("coll rdma claimed a communicator (comm_claimed in {}/events)", run.shown_dir()));
+                (why, None)
+            }
+            Check::Says { text, .. } => {
+                ((!lines().any(|l| l.contains(text.as_str()))).then(|| format!("missing message: {text}")), None)
+            }
+            Check::Matches { prefix, pattern } => {
+                let worded = if *prefix == "re:" { "no line matches" } else { "no line says" };
+                ((!lines().any(|l| pattern.is_match(l))).then(|| format!("{worded}: {pattern}")), None)
+            }
+            Check::NoMatch(pattern) => {
+                let found: Vec<&str> = lines().filter(|l| pattern.is_match(l)).collect();
+                ((!found.is_empty()).then(|| format!("unexpected output:\n{}", first_three(found))), None)
+            }
+            Check::NoWarning(pattern) => {
+                let tolerated = Regex::new(&format!("{STALL_WARNING_RE}|{UNPROTECTED_WARNING_RE}")).expect("valid");
+                let found: Vec<&str> = lines().filter(|l| pattern.is_match(l) && !tolerated.is_match(l)).collect();
+                ((!found.is_empty()).then(|| format!("unexpected output:\n{}", first_three(found))), Some(stalls()))
+            }
+            Check::Within(limit) => {
+                ((run.secs > *limit).then(|| format!("mpirun took {:.1}s, more than {limit}s", run.secs)), None)
+            }
+            // judged with the /dev/shm leak check (the runner's main loop)
+            Check::Leaks => (None, None),
+        }
+    }
+}
+
+fn non_empty(text: String, otherwise: &str) -> String {
+    if text.is_empty() { otherwise.to_string() } else { text }
+}
+
+/// Runs CMD: Ok when it exits 0, else Err with what it printed (stdout and
+/// stderr, trailing newlines cut as the shell's `$(...)` does).
+fn tool_says(mut cmd: Command) -> Result<(), String> {
+    match cmd.stdin(std::process::Stdio::null()).output() {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => {
+            let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+            text.push_str(&String::from_utf8_lossy(&out.stderr));
+            Err(text.trim_end_matches('\n').to_string())
+        }
+        Err(e) => Err(format!("cannot run {:?}: {e}", cmd.get_program())),
+    }
+}
+
+/// DIR/events/rank-*.jsonl, sorted.
+fn events_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir.join("events"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.starts_with("rank-") && name.ends_with(".jsonl") && p.is_file()
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// The jq FILTER holds over every rank's events, each with `world` added
+/// (ci/mpi/run.sh's events_hold).
+fn events_hold(run: &Run, filter: &str) -> Result<(), String> {
+    let files = events_files(run.dir);
+    if files.len() != run.np as usize {
+        return Err(format!("{} events file(s) in {}/events, expected {}", files.len(), run.shown_dir(), run.np));
+    }
+    let program = format!(
+        "include \"checks\"; [inputs | .world = (input_filename | capture(\"rank-(?<r>[0-9]+)[.]jsonl$\").r | tonumber)] | {filter}"
+    );
+    let out = Command::new("jq")
+        .args(["-e", "-n", "--argjson", "np", &run.np.to_string(), "-L"])
+        .arg(run.root.join("ci/served"))
+        .arg(&program)
+        .args(&files)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run jq: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let _ = std::fs::write(run.dir.join("jq.err"), &out.stderr);
+    let err = String::from_utf8_lossy(&out.stderr[..out.stderr.len().min(300)]).into_owned();
+    Err(format!("the events do not satisfy: {filter} {err}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn judge(check: &str, log: &str) -> (Option<String>, Option<usize>) {
+        let run = Run {
+            root: Path::new("/nonexistent"),
+            dir: Path::new("/nonexistent/logs"),
+            np: 2,
+            all_log: log,
+            secs: 3.0,
+            expect_transport: "shm",
+        };
+        Check::parse(check).unwrap().judge(&run)
+    }
+
+    #[test]
+    fn output_checks_hold_or_say_why() {
+        let log = "coll:rdma: warning: rank 1 of 2 has waited 1.5 s for a peer\nresult: rank 0 failures 0 \n";
+        assert_eq!(judge("says:failures 0", log).0, None);
+        assert_eq!(judge("says:failures 1", log).0.unwrap(), "missing message: failures 1");
+        assert_eq!(judge("re:^result: rank [0-9]", log).0, None);
+        assert_eq!(judge("re:^rank", log).0.unwrap(), "no line matches: ^rank");
+        assert!(judge("nore:result", log).0.unwrap().starts_with("unexpected output:\nresult: rank 0"));
+        // a stall warning is tolerated by nowarn and counted
+        assert_eq!(judge("nowarn:coll:rdma:.*warning", log), (None, Some(1)));
+        let warned = format!("{log}coll:rdma: warning: something else\n");
+        assert!(judge("nowarn:coll:rdma:.*warning", &warned).0.unwrap().contains("something else"));
+        assert_eq!(judge("quiet", log), (None, Some(1)));
+        assert!(judge("quiet", &warned).0.unwrap().starts_with("coll:rdma printed something:"));
+        assert_eq!(judge("within:3", log).0, None);
+        assert_eq!(judge("within:2.5", log).0.unwrap(), "mpirun took 3.0s, more than 2.5s");
+    }
+
+    #[test]
+    fn an_event_check_without_events_files_fails() {
+        let (why, _) = judge("ev:true", "");
+        assert_eq!(why.unwrap(), "0 events file(s) in logs/events, expected 2");
+    }
+
+    #[test]
+    fn unknown_or_malformed_checks_are_refused() {
+        for text in ["smaller-window-than:x", "memory", "re:(", "within:soon", "within:-1"] {
+            assert!(Check::parse(text).is_err(), "{text} was accepted");
+        }
+        assert!(Check::parse("ev:true").unwrap().reads_events());
+        assert!(!Check::parse("says:x").unwrap().reads_events());
+    }
+}

@@ -1,0 +1,292 @@
+//! The case tables: TOML files that describe MPI test cases as data.
+//!
+//! A table holds an optional `[lists]` section and any number of `[[case]]`
+//! entries, in the order they run (and `--list` prints them):
+//!
+//! ```toml
+//! [lists]                      # named lists of strings, spliced with "@NAME"
+//! PR = ["--mca", "coll_rdma_allreduce_parallel_min_bytes", "16384"]
+//!
+//! [[case]]
+//! name = "allreduce-degree-{k}-np{np}"
+//! each = [{ k = 1, np = 5 }, { k = 2, np = 8 }]   # optional: one case per entry
+//! np = "{np}"                  # an integer, or a string that becomes one
+//! expect = "ok"                # ok | fail | refused (ci/mpi/run.sh's EXPECT)
+//! mpirun = ["@PR", "--mca", "coll_rdma_allreduce_degree", "{k}", "@V"]
+//! program = "reduce_ops"       # a program of build/tests/
+//! args = ["@RO_PARAM"]
+//! checks = ["@SERVED", 'ev:every_rank_ready(0; .allreduce.degree == {k})']
+//! needs_free_memory_gib = 8     # optional: SKIP (saying why) with less free
+//! ```
+//!
+//! Invariants: every case the runner returns has a non-empty name, a
+//! process count of at least 1, a known expectation and only checks the
+//! runner knows (`checks::Check`); `{KEY}` is replaced only for the keys of
+//! the case's own `each` entry (so a jq object such as `{ "served": 2 }` is
+//! never touched) and an element that is exactly `@NAME` is replaced by the
+//! list NAME's elements (the table's `[lists]`, then the caller's
+//! `--list-var`s). Anything else (an unknown key, a missing list, a key left
+//! unreplaced) is an error naming the case, never a case run differently.
+
+use std::collections::BTreeMap;
+
+use crate::checks::Check;
+
+/// What the run of a case must end as (ci/mpi/run.sh's EXPECT).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// The program passes: every rank prints a clean result line.
+    Ok,
+    /// A checker self-test: the program must report failures.
+    Fail,
+    /// Open MPI must refuse the job: a non-zero status, no crash.
+    Refused,
+}
+
+/// One case, after its `each` entry, its lists and its keys are applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Case {
+    pub name: String,
+    pub np: u32,
+    pub expect: Expect,
+    /// mpirun's options, before the program.
+    pub mpirun: Vec<String>,
+    pub program: String,
+    pub args: Vec<String>,
+    pub checks: Vec<Check>,
+    /// Skipped, saying so, when less memory than this is free.
+    pub needs_free_memory_gib: Option<u64>,
+}
+
+/// Lists given by the caller, spliced where a table says `@NAME`.
+pub type Lists = BTreeMap<String, Vec<String>>;
+
+const CASE_KEYS: &[&str] =
+    &["name", "each", "np", "expect", "mpirun", "program", "args", "checks", "needs_free_memory_gib"];
+
+/// The cases of the table TEXT (read from SOURCE, named in errors).
+pub fn parse(source: &str, text: &str, caller_lists: &Lists) -> Result<Vec<Case>, String> {
+    let doc: toml::Table = text.parse().map_err(|e| format!("{source}: not TOML: {e}"))?;
+    let mut lists = caller_lists.clone();
+    for (key, value) in &doc {
+        match key.as_str() {
+            "lists" => {
+                let table = value.as_table().ok_or(format!("{source}: [lists] must be a table"))?;
+                for (name, items) in table {
+                    lists.insert(name.clone(), strings(items, &format!("{source}: lists.{name}"))?);
+                }
+            }
+            "case" => {}
+            other => return Err(format!("{source}: unknown top-level key '{other}' (lists, case)")),
+        }
+    }
+    let Some(entries) = doc.get("case") else { return Ok(Vec::new()) };
+    let entries = entries.as_array().ok_or(format!("{source}: 'case' must be [[case]] entries"))?;
+    let mut cases = Vec::new();
+    for (index, entry) in entries.iter().enumerate() {
+        let entry = entry.as_table().ok_or(format!("{source}: case {} is not a table", index + 1))?;
+        let label = match entry.get("name").and_then(|n| n.as_str()) {
+            Some(name) => format!("{source}: case '{name}'"),
+            None => format!("{source}: case {}", index + 1),
+        };
+        if let Some(unknown) = entry.keys().find(|k| !CASE_KEYS.contains(&k.as_str())) {
+            return Err(format!("{label}: unknown key '{unknown}' ({})", CASE_KEYS.join(", ")));
+        }
+        for keys in each_entries(entry, &label)? {
+            cases.push(one_case(entry, &keys, &lists, &label)?);
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for case in &cases {
+        if !seen.insert(case.name.as_str()) {
+            return Err(format!("{source}: two cases are named '{}'", case.name));
+        }
+    }
+    Ok(cases)
+}
+
+/// The substitutions of each case an entry stands for: its `each` list, or
+/// one case without keys.
+fn each_entries(entry: &toml::Table, label: &str) -> Result<Vec<BTreeMap<String, String>>, String> {
+    let Some(each) = entry.get("each") else { return Ok(vec![BTreeMap::new()]) };
+    let each = each.as_array().ok_or(format!("{label}: 'each' must be a list of tables"))?;
+    if each.is_empty() {
+        return Err(format!("{label}: 'each' is empty (the case would never run)"));
+    }
+    each.iter()
+        .map(|keys| {
+            let keys = keys.as_table().ok_or(format!("{label}: every 'each' entry must be a table"))?;
+            keys.iter()
+                .map(|(key, value)| Ok((key.clone(), scalar(value, &format!("{label}: each.{key}"))?)))
+                .collect()
+        })
+        .collect()
+}
+
+fn one_case(
+    entry: &toml::Table,
+    keys: &BTreeMap<String, String>,
+    lists: &Lists,
+    label: &str,
+) -> Result<Case, String> {
+    let text = |field: &str| -> Result<String, String> {
+        let value = entry.get(field).ok_or(format!("{label}: '{field}' is missing"))?;
+        substitute(&scalar(value, &format!("{label}: {field}"))?, keys, label)
+    };
+    let list = |field: &str| -> Result<Vec<String>, String> {
+        let Some(value) = entry.get(field) else { return Ok(Vec::new()) };
+        let mut out = Vec::new();
+        for item in strings(value, &format!("{label}: {field}"))? {
+            match item.strip_prefix('@') {
+                Some(name) => {
+                    let spliced = lists.get(name).ok_or(format!("{label}: no list named '{name}' for {field}"))?;
+                    out.extend(spliced.iter().cloned());
+                }
+                None => out.push(substitute(&item, keys, label)?),
+            }
+        }
+        Ok(out)
+    };
+    let name = text("name")?;
+    let label = &format!("{label} ('{name}')");
+    let np_text = text("np")?;
+    let np = np_text
+        .parse::<u32>()
+        .ok()
+        .filter(|&n| n >= 1)
+        .ok_or(format!("{label}: np '{np_text}' is not a process count of 1 or more"))?;
+    let expect = match text("expect")?.as_str() {
+        "ok" => Expect::Ok,
+        "fail" => Expect::Fail,
+        "refused" => Expect::Refused,
+        other => return Err(format!("{label}: expect '{other}' is none of ok, fail, refused")),
+    };
+    let checks = list("checks")?
+        .iter()
+        .map(|c| Check::parse(c).map_err(|e| format!("{label}: {e}")))
+        .collect::<Result<_, _>>()?;
+    if name.is_empty() {
+        return Err(format!("{label}: the name is empty"));
+    }
+    let needs_free_memory_gib = match entry.get("needs_free_memory_gib") {
+        None => None,
+        Some(gib) => Some(
+            gib.as_integer()
+                .and_then(|g| u64::try_from(g).ok())
+                .ok_or(format!("{label}: needs_free_memory_gib must be a number of GiB"))?,
+        ),
+    };
+    Ok(Case {
+        name,
+        np,
+        expect,
+        mpirun: list("mpirun")?,
+        program: text("program")?,
+        args: list("args")?,
+        checks,
+        needs_free_memory_gib,
+    })
+}
+
+/// TEXT with every `{KEY}` of KEYS replaced; a `{KEY}` left for a key that
+/// an `each` entry lacks is an error (a name such as "degree-{k}" that was
+/// never expanded would otherwise run under that literal name).
+fn substitute(text: &str, keys: &BTreeMap<String, String>, label: &str) -> Result<String, String> {
+    let mut out = text.to_string();
+    for (key, value) in keys {
+        out = out.replace(&format!("{{{key}}}"), value);
+    }
+    let placeholder = regex::Regex::new(r"\{[A-Za-z_][A-Za-z0-9_]*\}").expect("a valid pattern");
+    if let Some(left) = placeholder.find(&out) {
+        return Err(format!("{label}: '{}' in \"{text}\" has no value in this case's 'each' entry", left.as_str()));
+    }
+    Ok(out)
+}
+
+fn scalar(value: &toml::Value, what: &str) -> Result<String, String> {
+    match value {
+        toml::Value::String(s) => Ok(s.clone()),
+        toml::Value::Integer(i) => Ok(i.to_string()),
+        other => Err(format!("{what}: expected a string or an integer, found {}", other.type_str())),
+    }
+}
+
+fn strings(value: &toml::Value, what: &str) -> Result<Vec<String>, String> {
+    let items = value.as_array().ok_or(format!("{what}: expected a list of strings"))?;
+    items.iter().map(|item| scalar(item, what)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lists(pairs: &[(&str, &[&str])]) -> Lists {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.iter().map(|s| s.to_string()).collect())).collect()
+    }
+
+    #[test]
+    fn each_entry_makes_one_case_with_its_keys_and_lists_spliced() {
+        let text = r#"
+            [lists]
+            PR = ["--mca", "a", "1"]
+            [[case]]
+            name = "degree-{k}-np{np}"
+            each = [{ k = 1, np = 5 }, { k = 7, np = "8" }]
+            np = "{np}"
+            expect = "ok"
+            mpirun = ["@PR", "--mca", "degree", "{k}", "@V"]
+            program = "reduce_ops"
+            args = ["-x", "{k}0"]
+            checks = ["@SERVED", 'ev:every_rank_ready(0; .degree == {k} and .calls == { "served": 2 })']
+        "#;
+        let caller = lists(&[("V", &["--mca", "verbose", "1"]), ("SERVED", &["events"])]);
+        let cases = parse("t.toml", text, &caller).unwrap();
+        assert_eq!(cases.len(), 2);
+        assert_eq!(cases[1].name, "degree-7-np8");
+        assert_eq!(cases[1].np, 8);
+        assert_eq!(cases[1].mpirun, ["--mca", "a", "1", "--mca", "degree", "7", "--mca", "verbose", "1"]);
+        assert_eq!(cases[0].args, ["-x", "10"]);
+        assert_eq!(
+            cases[1].checks,
+            [
+                Check::parse("events").unwrap(),
+                Check::parse(r#"ev:every_rank_ready(0; .degree == 7 and .calls == { "served": 2 })"#).unwrap()
+            ]
+        );
+    }
+
+    #[test]
+    fn a_case_without_each_or_lists_is_taken_as_written() {
+        let text = "[[case]]\nname = \"plain\"\nnp = 3\nexpect = \"refused\"\nprogram = \"p\"\n";
+        let cases = parse("t", text, &Lists::new()).unwrap();
+        assert_eq!(cases.len(), 1);
+        assert_eq!(cases[0].needs_free_memory_gib, None);
+        let huge = parse("t", &format!("{text}needs_free_memory_gib = 8\n"), &Lists::new()).unwrap();
+        assert_eq!(huge[0].needs_free_memory_gib, Some(8));
+        assert_eq!((cases[0].np, cases[0].expect), (3, Expect::Refused));
+        assert!(cases[0].mpirun.is_empty() && cases[0].args.is_empty() && cases[0].checks.is_empty());
+    }
+
+    #[test]
+    fn mistakes_are_errors_naming_the_case() {
+        let base = "name = \"c\"\nnp = 2\nexpect = \"ok\"\nprogram = \"p\"\n";
+        let bad = [
+            (format!("[[case]]\n{base}colour = 1\n"), "unknown key 'colour'"),
+            (format!("[[case]]\n{base}args = [\"@NOPE\"]\n"), "no list named 'NOPE'"),
+            (format!("[[case]]\n{base}args = [\"{{k}}\"]\n"), "'{k}'"),
+            ("[[case]]\nname = \"c\"\nnp = 0\nexpect = \"ok\"\nprogram = \"p\"\n".to_string(), "np '0'"),
+            ("[[case]]\nname = \"c\"\nnp = 2\nexpect = \"maybe\"\nprogram = \"p\"\n".to_string(), "expect 'maybe'"),
+            (format!("[[case]]\n{base}checks = [\"smell:x\"]\n"), "smell:x"),
+            (format!("[[case]]\n{base}[[case]]\n{base}"), "two cases are named 'c'"),
+            (format!("[[case]]\n{base}each = []\n"), "'each' is empty"),
+            (format!("[[case]]\n{base}needs_free_memory_gib = -1\n"), "needs_free_memory_gib"),
+            ("[[case]]\nnp = 2\nexpect = \"ok\"\nprogram = \"p\"\n".to_string(), "'name' is missing"),
+            ("colour = 1\n".to_string(), "unknown top-level key 'colour'"),
+        ];
+        for (text, wanted) in bad {
+            let err = parse("t.toml", &text, &Lists::new()).unwrap_err();
+            assert!(err.contains(wanted), "{text:?}: error '{err}' does not say '{wanted}'");
+            assert!(err.starts_with("t.toml"), "{err}");
+        }
+    }
+}

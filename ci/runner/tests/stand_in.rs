@@ -1,0 +1,160 @@
+//! The runner on small tables run by a stand-in for mpirun and stand-in
+//! programs (tests/stand-in/; no Open MPI needed): a case that holds
+//! passes, and a wrong expected outcome, a failing program, a check that
+//! cannot hold, a hang and a leaked /dev/shm segment each make a case FAIL
+//! with the reason run.sh gives; the closing line and the tally count them.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// A scratch directory of its own for TEST (removed first).
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mpi-runner-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs the runner on TABLE (written into DIR) with the stand-ins and
+/// TIMEOUT seconds per case: its exit status and stdout.
+fn run(dir: &Path, table: &str, timeout: u32, more: &[&str]) -> (i32, String) {
+    std::fs::write(dir.join("table.toml"), table).unwrap();
+    let stand_in = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stand-in");
+    let out = Command::new(env!("CARGO_BIN_EXE_mpi-runner"))
+        .arg("--root")
+        .arg(root())
+        .arg("--bin")
+        .arg(&stand_in)
+        .arg("--mpirun")
+        .arg(stand_in.join("mpirun"))
+        .arg("--logdir")
+        .arg(dir.join("logs"))
+        .args(["--timeout", &timeout.to_string(), "--timeout-max-factor", "1"])
+        .arg("--tally")
+        .arg(dir.join("tally"))
+        .args(more)
+        .arg(dir.join("table.toml"))
+        .env_remove("KEEP_LOGS")
+        .env_remove("EXPECT_TRANSPORT")
+        .output()
+        .unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn case(name: &str, np: u32, expect: &str, program: &str, checks: &[&str]) -> String {
+    let checks: Vec<String> = checks.iter().map(|c| format!("'{c}'")).collect();
+    format!(
+        "[[case]]\nname = \"{name}\"\nnp = {np}\nexpect = \"{expect}\"\nprogram = \"{program}\"\nchecks = [{}]\n",
+        checks.join(", ")
+    )
+}
+
+/// The verdict word (PASS or FAIL) of case NAME and the lines below it.
+fn verdict<'a>(stdout: &'a str, name: &str) -> (&'a str, String) {
+    let lines: Vec<&str> = stdout.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no line for {name} in:\n{stdout}"));
+    let word = lines[at].split_whitespace().nth(1).unwrap();
+    let details = lines[at + 1..].iter().take_while(|l| l.starts_with("      ")).copied().collect::<Vec<_>>();
+    (word, details.join("\n"))
+}
+
+#[test]
+fn outcomes_checks_and_leaks_are_judged() {
+    let dir = scratch("outcomes");
+    let table = [
+        case("holds-np2", 2, "ok", "good", &["says:failures 0", "re:^result: rank 1 "]),
+        case("self-test-np2", 2, "fail", "bad", &[]),
+        case("refused-np2", 2, "refused", "bad", &[]),
+        case("leak-expected-np1", 1, "ok", "leak", &["leaks"]),
+        case("wrong-expectation-np2", 2, "fail", "good", &[]),
+        case("program-fails-np3", 3, "ok", "bad", &[]),
+        case("check-cannot-hold-np2", 2, "ok", "good", &["says:no such line", "nore:failures"]),
+        case("leaks-np2", 2, "ok", "leak", &[]),
+    ]
+    .concat();
+    let (status, stdout) = run(&dir, &table, 120, &[]);
+    for name in ["holds-np2", "self-test-np2", "refused-np2", "leak-expected-np1"] {
+        assert_eq!(verdict(&stdout, name).0, "PASS", "{name}:\n{stdout}");
+    }
+    let fails = [
+        ("wrong-expectation-np2", "the program passed although its self-test broke it"),
+        ("program-fails-np3", "program reported failures:\n      FAIL: rank 0: sum 3, expected 4"),
+        ("program-fails-np3", "mpirun exited with status 1"),
+        ("program-fails-np3", "0 of 3 rank(s) printed a clean result line"),
+        ("check-cannot-hold-np2", "missing message: no such line"),
+        ("check-cannot-hold-np2", "unexpected output:\n      result: rank 0 failures 0"),
+        ("leaks-np2", "left in /dev/shm: coll_rdma.0."),
+    ];
+    for (name, reason) in fails {
+        let (word, details) = verdict(&stdout, name);
+        assert_eq!(word, "FAIL", "{name}:\n{stdout}");
+        assert!(details.contains(reason), "{name} does not say '{reason}':\n{details}");
+        assert!(details.contains("command: "), "{details}");
+    }
+    // the segments named as leaked (one per rank) are gone again, the
+    // failed case's logs kept
+    let (_, details) = verdict(&stdout, "leaks-np2");
+    let named = details.lines().find_map(|l| l.trim().strip_prefix("left in /dev/shm: ")).unwrap();
+    let named: Vec<&str> = named.split(' ').collect();
+    assert_eq!(named.len(), 2, "{details}");
+    for segment in named {
+        assert!(segment.ends_with(".0.5e1f7e57") && !Path::new("/dev/shm").join(segment).exists(), "{segment}");
+    }
+    assert!(dir.join("logs/leaks-np2/all.log").exists() && !dir.join("logs/holds-np2").exists());
+    assert_eq!(stdout.lines().last(), Some("4 passed, 4 failed"), "{stdout}");
+    assert_eq!(status, 1);
+    let tally = std::fs::read_to_string(dir.join("tally")).unwrap();
+    assert_eq!(
+        tally,
+        "4 4 0\nwrong-expectation-np2\nprogram-fails-np3\ncheck-cannot-hold-np2\nleaks-np2"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_hang_is_ended_at_the_limit_and_recorded() {
+    let dir = scratch("hang");
+    let (status, stdout) = run(&dir, &case("hangs-np2", 2, "ok", "hang", &[]), 2, &[]);
+    let (word, details) = verdict(&stdout, "hangs-np2");
+    assert_eq!(word, "FAIL", "{stdout}");
+    assert!(details.contains("timed out after 2s (load average "), "{details}");
+    let hung = std::fs::read_to_string(dir.join("logs/hangs-np2/hung.txt")).unwrap();
+    assert!(hung.contains("the job outlived its limit") && hung.contains("sleep 100000"), "{hung}");
+    assert_eq!(status, 1);
+    // the ranks were ended with the launcher
+    let pids = std::fs::read_to_string(dir.join("logs/hangs-np2/pids")).unwrap();
+    for pid in pids.lines() {
+        let alive = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
+        assert!(!alive, "rank {pid} still runs");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn listing_selects_as_the_suite_does() {
+    let dir = scratch("list");
+    let table = [
+        case("np2-section-one", 2, "ok", "good", &[]),
+        case("parameter-np2", 2, "ok", "good", &[]),
+    ]
+    .concat();
+    // --list prints every case, whatever --only says, and runs none
+    let (status, stdout) = run(&dir, &table, 60, &["--list", "--only", "nothing"]);
+    assert_eq!((status, stdout.as_str()), (0, "np2-section-one\nparameter-np2\n"));
+    let (_, stdout) = run(&dir, &table, 60, &["--list", "--section1-only"]);
+    assert_eq!(stdout, "np2-section-one\n");
+    let (status, stdout) = run(&dir, &table, 60, &["--only", "^param"]);
+    assert_eq!(status, 0);
+    assert!(stdout.starts_with("parameter-np2") && stdout.ends_with("1 passed, 0 failed\n"), "{stdout}");
+    // a bad table runs nothing and says why
+    let (status, stdout) = run(&dir, "[[case]]\nname = \"x\"\n", 60, &[]);
+    assert_eq!((status, stdout.as_str()), (2, ""));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
