@@ -204,8 +204,8 @@ STAGE      := CHECK_TIMES=$(CHECK_TIMES) bash ci/stage.sh
 check:
 	@$(STAGE) start
 	@$(STAGE) run build -- $(MAKE) --no-print-directory build
-	@echo "== check scripts: the core crate's dependency tree, the stage timer, the MPI tests' dealing"
-	@$(STAGE) run "check scripts" -- sh -c 'bash ci/core-deps-check.sh && bash ci/stage.sh --self-test && bash ci/mpi-tests-deal.sh --self-test'
+	@echo "== check scripts: the core crate's dependency tree, the stage timer, the MPI tests' dealing, the Open MPI 5 run's cases"
+	@$(STAGE) run "check scripts" -- sh -c 'bash ci/core-deps-check.sh && bash ci/stage.sh --self-test && bash ci/mpi-tests-deal.sh --self-test && bash ci/ompi5/cases-on-5.sh --self-test'
 	@$(STAGE) run "cargo tests" -- $(MAKE) --no-print-directory test-rust
 	@$(STAGE) run "MPI tests 4.1" -- $(MAKE) --no-print-directory test-mpi
 	@$(STAGE) run tuner -- $(MAKE) --no-print-directory test-tune

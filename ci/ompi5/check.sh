@@ -7,7 +7,10 @@
 #   ci/ompi5/check.sh [ci/mpi-tests.sh arguments...]
 #
 # The MPI tests run as ci/mpi-tests-jobs.sh deals them (two instances side by
-# side where the machine has room; --jobs N among the arguments says otherwise).
+# side where the machine has room; --jobs N among the arguments says otherwise),
+# less the cases left to the Open MPI 4.1 run (ci/ompi5/cases-left-to-4.1.tsv,
+# chosen by ci/ompi5/cases-on-5.sh; an --only among the arguments, or
+# OMPI5_ALL_CASES=1, runs every case it selects).
 #
 # Everything goes under build/ompi5/ (cargo's target, the component, the test
 # programs, the logs), apart from the host's 4.1 build in target/ and build/;
@@ -38,7 +41,10 @@ OMPI_MCA_mca_base_component_path="SYS_DEFAULT:$OUT/components" ompi_info 2>&1 | 
 echo "== make install and MPI 4 sessions as users run them (ci/ompi5/user-tests.sh)"
 bash ci/ompi5/user-tests.sh
 echo "== MPI tests (Open MPI 5)"
-MPI_TESTS_BUILD_DIR=$OUT MPI_TESTS_LOGDIR=${MPI_TESTS_LOGDIR:-$OUT/mpi-tests} bash ci/mpi-tests-jobs.sh "$@"
+selection=$(bash ci/ompi5/cases-on-5.sh "$@") || exit 2
+only=()
+[ -z "$selection" ] || mapfile -t only <<<"$selection"
+MPI_TESTS_BUILD_DIR=$OUT MPI_TESTS_LOGDIR=${MPI_TESTS_LOGDIR:-$OUT/mpi-tests} bash ci/mpi-tests-jobs.sh "${only[@]}" "$@"
 # fbcast uses the public MPI API only: built against Open MPI 5's mpicc and
 # tested with coll rdma (the stock mode runs on the host's Open MPI 4.1)
 echo "== cargo build --release -p coll-rdma-fbcast, fbcast tests (Open MPI 5, coll rdma)"
