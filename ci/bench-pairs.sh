@@ -244,6 +244,26 @@ pooled() {
     done
 }
 
+# The awk functions the table's arithmetic uses (summarize and the self-test):
+# sortv sorts a[1..n]; q is the p-quantile with linear interpolation;
+# median_ci95 is a distribution-free interval holding the median of the
+# population the sorted a[1..n] was drawn from with at least 95 % confidence:
+# the order statistics n/2 - 0.98 sqrt(n) (rounded down) and n/2 + 1 + 0.98
+# sqrt(n) (rounded up), from the binomial's normal approximation; "-" below
+# 6 pairs, where even [min, max] covers less than 97 %. It answers "is the
+# ratio below X?" where the spread (which says how far one pair can stray)
+# is wide only because each pair is noisy.
+AWK_STATS='
+    function sortv(a, n,   i, j, x) { for (i = 2; i <= n; i++) { x = a[i]; j = i - 1
+        while (j > 0 && a[j] > x) { a[j + 1] = a[j]; j-- } a[j + 1] = x } }
+    function q(a, n, p,   h, l) { h = (n - 1) * p + 1; l = int(h); return l >= n ? a[n] : a[l] + (h - l) * (a[l + 1] - a[l]) }
+    function median_ci95(a, n,   lo, hi) {
+        if (n < 6) return "-"
+        lo = int(n / 2 - 0.98 * sqrt(n)); if (lo < 1) lo = 1
+        hi = n / 2 + 1 + 0.98 * sqrt(n); if (hi > int(hi)) hi = int(hi) + 1; if (hi > n) hi = n
+        return sprintf("%.3f-%.3f", a[lo], a[hi]) }
+'
+
 # summarize NP COLL BASE -> table rows (rdma against variant BASE) and the
 # plot data file OUT/np$NP-$COLL-vs-$BASENAME.dat
 summarize() {
@@ -255,10 +275,7 @@ summarize() {
     local parallel_from
     parallel_from=$(world_ready_field "$LOG/np$np-$coll-${NAMES[$RDMA]}.1.events" ".$coll.parallel_min_bytes // empty")
     pooled "$np" "$coll" | awk -v np="$np" -v coll="$coll" -v base="$base" -v rdma="$RDMA" -v limit="${limit:--1}" -v parallel_from="${parallel_from:--1}" \
-        -v spread_max="$SPREAD_MAX" -v drift="$FLOOR_DRIFT" -v phase_split="$PHASE_SPLIT" -v bname="${NAMES[$base]}" -v out="$OUT" '
-    function sortv(a, n,   i, j, x) { for (i = 2; i <= n; i++) { x = a[i]; j = i - 1
-        while (j > 0 && a[j] > x) { a[j + 1] = a[j]; j-- } a[j + 1] = x } }
-    function q(a, n, p,   h, l) { h = (n - 1) * p + 1; l = int(h); return l >= n ? a[n] : a[l] + (h - l) * (a[l + 1] - a[l]) }
+        -v spread_max="$SPREAD_MAX" -v drift="$FLOOR_DRIFT" -v phase_split="$PHASE_SPLIT" -v bname="${NAMES[$base]}" -v out="$OUT" "$AWK_STATS"'
     function phase(a, n) { if (n == 0) return "-"; sortv(a, n); return sprintf("%.3f/%d", q(a, n, 0.5), n) }
     $1 == "sample" { s[$2, $4, $5] = $6; if (!($4 in seen)) { seen[$4] = 1; sizes[++ns] = $4 } if ($5 + 1 > nr) nr = $5 + 1 }
     $1 == "floor" { fl[$2, $3] = $4; mc[$2, $3] = $5 }
@@ -292,7 +309,7 @@ summarize() {
             note = spread > spread_max ? "NOT SETTLED" : "settled"
             if (use < 5) note = "NOT SETTLED (only " use " pairs)"
             if (limit >= 0 && size + 0 > limit + 0 && (parallel_from < 0 || size + 0 < parallel_from + 0)) note = note " (rdma handed over: above " limit " B)"
-            printf "%-4s %-10s %9s %10.3f %10.3f %8.3f %7.2f %5d/%-3d %8.3f %10.3f %8.2f %9s %9s  %s\n", np, coll, size, bmed, rmed, med, spread, use, n, fmed, mmed, (floor > 0 ? rmed / floor : 0), phase(fast, nfast), phase(slow, nslow), note
+            printf "%-4s %-10s %9s %10.3f %10.3f %8.3f %7.2f %5d/%-3d %8.3f %10.3f %8.2f %9s %9s %13s  %s\n", np, coll, size, bmed, rmed, med, spread, use, n, fmed, mmed, (floor > 0 ? rmed / floor : 0), phase(fast, nfast), phase(slow, nslow), median_ci95(u, use), note
             printf "%s %.4f %.4f %.4f %.4f %.4f %.4f %.4f\n", size, bmed, rmed, mmed, fmed, med, q1, q3 > (out "/np" np "-" coll "-vs-" bname ".dat")
             delete u; delete all; delete stable; delete bv; delete rv; delete fv; delete mv; delete fast; delete slow
         }
@@ -300,7 +317,7 @@ summarize() {
 }
 
 header() {
-    printf '%-4s %-10s %9s %10s %10s %8s %7s %9s %8s %10s %8s %9s %9s  %s\n' np coll size "${NAMES[$1]}_us" rdma_us ratio spread pairs floor_us memcpy_us to_floor fast slow settled
+    printf '%-4s %-10s %9s %10s %10s %8s %7s %9s %8s %10s %8s %9s %9s %13s  %s\n' np coll size "${NAMES[$1]}_us" rdma_us ratio spread pairs floor_us memcpy_us to_floor fast slow ratio_ci95 settled
 }
 
 # plot DAT BASE NP COLL: latency (log-log, both implementations and the memcpy
@@ -371,12 +388,18 @@ if [ "$SELF_TEST" = 1 ]; then
             done
         } >"$LOG/np2-allreduce-stock.$launch.out"
     done
-    got=$(summarize 2 allreduce 0 | awk '{ print $3, $6, $7, $8, $11, $12, $13, $14, $15 }')
-    want=$'64 0.700 0.29 5/5 7.00 - 0.700/5 NOT SETTLED\n256 0.650 3.77 4/5 7.00 - 0.650/4 NOT SETTLED\n1024 1.000 0.02 5/5 3.33 1.000/5 - settled'
+    got=$(summarize 2 allreduce 0 | awk '{ print $3, $6, $7, $8, $11, $12, $13, $14, $15, $16 }')
+    want=$'64 0.700 0.29 5/5 7.00 - 0.700/5 - NOT SETTLED\n256 0.650 3.77 4/5 7.00 - 0.650/4 - NOT SETTLED\n1024 1.000 0.02 5/5 3.33 1.000/5 - - settled'
     rm -rf "$OUT"
-    got=$(printf '%s\n' "$got" | awk '{ print $1, $2, $3, $4, $5, $6, $7, $8, ($9 == "" ? "" : $9) }' | sed 's/ *$//')
-    if [ "$got" = "$want" ]; then echo "bench-pairs self-test: passed (3 rows)"; exit 0; fi
-    printf 'bench-pairs self-test: FAILED\nwant:\n%s\ngot:\n%s\n' "$want" "$got" >&2
+    got=$(printf '%s\n' "$got" | awk '{ print $1, $2, $3, $4, $5, $6, $7, $8, $9, ($10 == "" ? "" : $10) }' | sed 's/ *$//')
+    # The median's interval on its own, worked out by hand: 1..100 -> the
+    # 40th and 61st (n/2 - 9.8 down, n/2 + 1 + 9.8 up); 1..25 -> 7th and 19th
+    # (12.5 - 4.9 down, 13.5 + 4.9 up); 1..6 -> 1st and 6th (clamped); 5 -> none.
+    ci=$(awk "$AWK_STATS"'BEGIN { for (n = 1; n <= 100; n++) a[n] = n; printf "%s", median_ci95(a, 100)
+        printf " %s %s %s\n", median_ci95(a, 25), median_ci95(a, 6), median_ci95(a, 5) }')
+    want_ci="40.000-61.000 7.000-19.000 1.000-6.000 -"
+    if [ "$got" = "$want" ] && [ "$ci" = "$want_ci" ]; then echo "bench-pairs self-test: passed (3 rows, 4 intervals)"; exit 0; fi
+    printf 'bench-pairs self-test: FAILED\nwant:\n%s\n%s\ngot:\n%s\n%s\n' "$want" "$want_ci" "$got" "$ci" >&2
     exit 1
 fi
 
