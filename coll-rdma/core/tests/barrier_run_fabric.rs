@@ -1,10 +1,11 @@
-//! The non-blocking dissemination barrier (`BarrierRun`) over the
-//! in-process fabric: threads as ranks, several communicators each with its
-//! own fabric, and one script of posts, blocking barriers and waits that
-//! every rank follows while advancing its pending runs at random in
-//! between. The property checked is the barrier's definition, per
-//! communicator: no rank finishes barrier k (blocking or not) before every
-//! rank has entered it; and every run ends.
+//! The non-blocking barriers (`BarrierRun`, the dissemination's, and
+//! `TwoLevelBarrierRun` across nodes) over the in-process fabric: threads
+//! as ranks, several communicators each with its own fabric, and one
+//! script of posts, blocking barriers and waits that every rank follows
+//! while advancing its pending runs at random in between. The property
+//! checked is the barrier's definition, per communicator: no rank finishes
+//! barrier k (blocking or not) before every rank has entered it; and every
+//! run ends.
 
 mod common;
 
@@ -16,12 +17,38 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
-use btl_ibmc::{SideProgress, WaitPolicy};
+use btl_ibmc::shm::NodeGroups;
+use btl_ibmc::{SideProgress, TransportError, WaitPolicy};
 use coll_rdma_core::collectives::allreduce::AllreduceConfig;
+use coll_rdma_core::collectives::barrier::two_level::TwoLevelBarrier;
 use coll_rdma_core::collectives::barrier::DisseminationBarrier;
-use coll_rdma_core::collectives::barrier::run::BarrierRun;
 use coll_rdma_core::layout::WindowLayout;
 use coll_rdma_core::schedule::{Schedule, Step};
+
+type BarrierRun = Box<dyn Schedule<FabricEndpoint, Error = TransportError> + Send>;
+
+/// The barrier a communicator runs: the flat dissemination, or two levels
+/// across the fabric's nodes (as the selector picks for one across nodes).
+enum Barrier {
+    Flat(DisseminationBarrier),
+    TwoLevel(TwoLevelBarrier),
+}
+
+impl Barrier {
+    fn start(&mut self) -> BarrierRun {
+        match self {
+            Barrier::Flat(barrier) => Box::new(barrier.start()),
+            Barrier::TwoLevel(barrier) => Box::new(barrier.start()),
+        }
+    }
+
+    fn run(&mut self, endpoint: &FabricEndpoint, side_progress: &dyn SideProgress) -> Result<(), TransportError> {
+        match self {
+            Barrier::Flat(barrier) => barrier.run(endpoint, side_progress),
+            Barrier::TwoLevel(barrier) => barrier.run(endpoint, side_progress),
+        }
+    }
+}
 
 /// What every rank does next, in the same order on every rank.
 #[derive(Clone, Copy, Debug)]
@@ -51,7 +78,7 @@ fn script(comms: usize, actions: usize, seed: u64) -> Vec<Action> {
 
 /// One rank's view of one communicator.
 struct RankComm {
-    barrier: DisseminationBarrier,
+    barrier: Barrier,
     endpoint: FabricEndpoint,
     /// Runs in the order posted, with the barrier's index on this comm.
     pending: VecDeque<(usize, BarrierRun)>,
@@ -59,6 +86,8 @@ struct RankComm {
     entered: usize,
     ledger: Arc<EntryLedger>,
     size: usize,
+    /// The first barrier this rank left too early, if any.
+    violation: Option<String>,
 }
 
 impl RankComm {
@@ -69,7 +98,12 @@ impl RankComm {
             match run.advance(&mut self.endpoint).map_err(|e| e.to_string())? {
                 Step::Pending => return Ok(()),
                 Step::Done => {
-                    self.ledger.check_leave(*k, self.size)?;
+                    // A violation is noted, not returned: the rank goes on
+                    // with the script, so that the others are not left
+                    // waiting for it and the test fails instead of hanging.
+                    if let Err(why) = self.ledger.check_leave(*k, self.size) {
+                        self.violation.get_or_insert(why);
+                    }
                     self.pending.pop_front();
                 }
             }
@@ -138,7 +172,9 @@ fn run_rank(comms: Vec<RankComm>, actions: &[Action], seed: u64) -> Result<(), S
                 this.ledger.enter(k);
                 let this = &mut *this;
                 this.barrier.run(&this.endpoint, &OtherComms(&comms)).map_err(|e| e.to_string())?;
-                this.ledger.check_leave(k, this.size)?;
+                if let Err(why) = this.ledger.check_leave(k, this.size) {
+                    this.violation.get_or_insert(why);
+                }
             }
             Action::Wait { comm, skip } => {
                 let target = {
@@ -158,24 +194,38 @@ fn run_rank(comms: Vec<RankComm>, actions: &[Action], seed: u64) -> Result<(), S
         advance_all(&comms)?;
         std::thread::yield_now();
     }
-    Ok(())
+    comms.into_iter().find_map(|comm| comm.into_inner().violation).map_or(Ok(()), Err)
 }
 
-fn interleaved(size: usize, radix: usize, comm_count: usize, actions: usize, seed: u64) -> Result<(), String> {
+/// `nodes`: None for the flat barrier, else the two-level one over them
+/// (leaders disseminating at `radix`), with slower puts between nodes.
+fn interleaved(size: usize, radix: usize, nodes: Option<&NodeGroups>, comm_count: usize, actions: usize, seed: u64) -> Result<(), String> {
     let layout = WindowLayout::with_reductions(size, radix, &AllreduceConfig::default());
+    let window_len = layout.window_len.max(layout.barrier_offset + TwoLevelBarrier::region_len(size));
     let script = Arc::new(script(comm_count, actions, seed));
     let policy = common::yielding_policy(50);
     let mut per_rank: Vec<Vec<RankComm>> = (0..size).map(|_| Vec::new()).collect();
     for comm in 0..comm_count {
-        let config = FabricConfig { put_delay_max: Duration::from_micros(20), seed: seed ^ comm as u64, ..FabricConfig::default() };
+        let config = FabricConfig {
+            put_delay_max: Duration::from_micros(20),
+            inter_node_put_delay: if nodes.is_some() { Duration::from_micros(30) } else { Duration::ZERO },
+            nodes: nodes.cloned(),
+            seed: seed ^ comm as u64,
+            ..FabricConfig::default()
+        };
         let ledger = Arc::new(EntryLedger::new(actions + 1));
-        for (rank, endpoint) in Fabric::new(size, layout.window_len, config).into_iter().enumerate() {
+        for (rank, endpoint) in Fabric::new(size, window_len, config).into_iter().enumerate() {
+            let barrier = match nodes {
+                None => Barrier::Flat(DisseminationBarrier::new(rank, size, radix, layout.barrier_offset, policy)),
+                Some(nodes) => Barrier::TwoLevel(TwoLevelBarrier::new(rank, nodes, radix, layout.barrier_offset, policy)),
+            };
             per_rank[rank].push(RankComm {
-                barrier: DisseminationBarrier::new(rank, size, radix, layout.barrier_offset, policy),
+                barrier,
                 endpoint,
                 pending: VecDeque::new(),
                 entered: 0,
                 ledger: Arc::clone(&ledger),
+                violation: None,
                 size,
             });
         }
@@ -201,7 +251,20 @@ fn interleaved(size: usize, radix: usize, comm_count: usize, actions: usize, see
 fn interleaved_runs_on_several_communicators_keep_the_barrier_property() {
     for (size, radix) in [(2, 1), (3, 1), (4, 1), (4, 2), (5, 2), (7, 1)] {
         for seed in 1..=3u64 {
-            interleaved(size, radix, 3, 120, seed * 0x9E37 + size as u64).unwrap();
+            interleaved(size, radix, None, 3, 120, seed * 0x9E37 + size as u64).unwrap();
+        }
+    }
+}
+
+#[test]
+fn interleaved_two_level_runs_keep_the_barrier_property_on_uneven_nodes() {
+    for (name, nodes) in common::nodes::uneven_layouts() {
+        for radix in [1, 2] {
+            for seed in 1..=2u64 {
+                interleaved(nodes.size(), radix, Some(&nodes), 2, 80, seed * 0x51ED + nodes.size() as u64)
+                    .map_err(|e| format!("nodes {name}: {e}"))
+                    .unwrap();
+            }
         }
     }
 }
@@ -235,4 +298,24 @@ fn a_run_that_waits_past_the_fault_timeout_fails() {
     std::thread::sleep(Duration::from_millis(20));
     let error = lonely.advance(&mut endpoints[0]).unwrap_err().to_string();
     assert!(error.contains("fault timeout"), "{error}");
+}
+
+#[test]
+fn two_level_runs_that_wait_past_the_fault_timeout_fail() {
+    // One node of two: rank 0 leads, rank 1 is its member. Each waits
+    // alone for the other (the member for its release, the leader for the
+    // member's arrival) and must give up with the fault timeout's error.
+    let nodes = common::nodes::blocks(&[2]);
+    let layout = WindowLayout::with_reductions(2, 1, &AllreduceConfig::default());
+    let window_len = layout.window_len.max(layout.barrier_offset + TwoLevelBarrier::region_len(2));
+    let policy = WaitPolicy { fault_timeout: Some(Duration::from_millis(5)), ..common::yielding_policy(50) };
+    for waiting_rank in [0, 1] {
+        let mut endpoints = Fabric::new(2, window_len, FabricConfig { nodes: Some(nodes.clone()), ..FabricConfig::default() });
+        let mut barrier = TwoLevelBarrier::new(waiting_rank, &nodes, 1, layout.barrier_offset, policy);
+        let mut lonely = barrier.start();
+        assert_eq!(lonely.advance(&mut endpoints[waiting_rank]).unwrap(), Step::Pending, "rank {waiting_rank}");
+        std::thread::sleep(Duration::from_millis(20));
+        let error = lonely.advance(&mut endpoints[waiting_rank]).unwrap_err().to_string();
+        assert!(error.contains("fault timeout"), "rank {waiting_rank}: {error}");
+    }
 }

@@ -15,7 +15,7 @@ use super::comm_state::{Collective, CommState, Native, Step};
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use crate::select::barrier::{select, BarrierPath};
-use crate::select::{CallShape, Choice, DataShape};
+use crate::select::{CallShape, Choice, DataShape, Plan};
 
 pub(super) unsafe extern "C" fn barrier(comm: *mut sys::ompi_communicator_t, module: *mut sys::mca_coll_base_module_t) -> c_int {
     guarded("MPI_Barrier", sys::OMPI_ERROR as c_int, || {
@@ -43,8 +43,7 @@ impl Native<'_> {
         }
         let transport = &ready.transport;
         let bcast_progress = BcastProgress::if_needed(transport, &mut ready.bcast);
-        let no_data = CallShape { count: 0, data: DataShape::Contiguous { bytes: 0, element_bytes: 0 }, commutative: false, root: 0 };
-        let path = match select(&no_data, &ready.plan) {
+        let path = match barrier_choice(&ready.plan) {
             Choice::Native(path) => path,
             Choice::HandOver(why) => {
                 let fallback = self.shared.saved.barrier(comm);
@@ -74,4 +73,11 @@ impl Native<'_> {
         }
         self.shared.finish(Collective::Barrier, outcome.map(|_| ()))
     }
+}
+
+/// The selector's path for a barrier (blocking or not) on a communicator
+/// with `plan`: a barrier has no data, so the call's shape is always this.
+pub(super) fn barrier_choice(plan: &Plan) -> Choice<BarrierPath> {
+    let no_data = CallShape { count: 0, data: DataShape::Contiguous { bytes: 0, element_bytes: 0 }, commutative: false, root: 0 };
+    select(&no_data, plan)
 }

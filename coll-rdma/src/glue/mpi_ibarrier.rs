@@ -1,22 +1,27 @@
 //! MPI_Ibarrier and the persistent barrier (MPIX_Barrier_init on Open MPI
-//! 4.1, MPI_Barrier_init on 5.0): the blocking barrier's dissemination,
-//! resumable (`collectives::barrier::run`), on the same slots and epochs.
+//! 4.1, MPI_Barrier_init on 5.0): the blocking barrier's path (the
+//! selector's: dissemination, or two levels across nodes), resumable
+//! (`collectives::barrier::run`, `two_level_run`), on the same slots and
+//! epochs.
 //! A call posts a run behind the communicator's earlier ones and takes its
 //! first step (this rank's arrival) at once; Open MPI's progress loop
 //! advances it (`progress.rs`), and a blocking barrier finishes it first.
-//! Where the blocking barrier is not served by the flat dissemination (no
-//! transport, or the two-level barrier), the calls go to the module
-//! underneath, with the reason.
+//! Where the blocking barrier is not served (no transport), the calls go
+//! to the module underneath, with the reason.
 
 use std::ffi::c_int;
 
 use ompi_sys as sys;
 
-use crate::schedule_queue::Lane;
+use btl_ibmc::SelectedTransport;
+
+use crate::schedule_queue::{Lane, Run};
+use crate::select::barrier::BarrierPath;
+use crate::select::Choice;
 use super::comm_state::{Collective, CommState, Native, Step, Unserved};
 use super::ffi_guard::guarded;
-use super::handover::Handover;
 use super::module::with_state;
+use super::mpi_barrier::barrier_choice;
 use super::nonblocking_post::{mpi_error_of, start_persistent};
 use super::reduction_call::FoldOrder;
 use super::request::{new_request, Persistent, PersistentCall, RequestRef};
@@ -66,10 +71,10 @@ impl CommState {
     /// The native state if a barrier can run resumably here, else why not.
     fn resumable_barrier(&mut self) -> Result<Native<'_>, Unserved> {
         let native = self.enter_if_set_up()?;
-        if native.ready.two_level_barrier.is_some() {
-            return Err(Handover::NoResumableSchedule("the two-level barrier").into());
+        match barrier_choice(&native.ready.plan) {
+            Choice::Native(_) => Ok(native),
+            Choice::HandOver(why) => Err(why.into()),
         }
-        Ok(native)
     }
 
     fn ibarrier(&mut self, comm: *mut sys::ompi_communicator_t, request_out: *mut *mut sys::ompi_request_t) -> Step {
@@ -136,8 +141,11 @@ impl Native<'_> {
     fn post_barrier(&mut self, collective: Collective, request: RequestRef) -> Step {
         self.shared.count_call(collective);
         let ready = &mut *self.ready;
-        let run = ready.barrier.start();
-        let outcome = ready.pending_runs.post(Lane::Barrier, Box::new(run), request, &mut ready.transport);
+        let run: Run<'static, SelectedTransport> = match (barrier_choice(&ready.plan), ready.two_level_barrier.as_mut()) {
+            (Choice::Native(BarrierPath::TwoLevel), Some(two_level)) => Box::new(two_level.start()),
+            _ => Box::new(ready.barrier.start()),
+        };
+        let outcome = ready.pending_runs.post(Lane::Barrier, run, request, &mut ready.transport);
         self.shared.finish(collective, outcome)
     }
 }

@@ -13,6 +13,7 @@
 pub mod autotune;
 pub mod run;
 pub mod two_level;
+pub mod two_level_run;
 
 use std::sync::Arc;
 

@@ -14,10 +14,13 @@
 //! arrived: so no rank leaves before every rank entered. A slot already at
 //! epoch + 1 is again harmless: its writer passed this barrier to get there.
 
+use std::sync::Arc;
+
 use btl_ibmc::shm::NodeGroups;
 use btl_ibmc::{wait_at_least, SideProgress, TransportError, WaitPolicy, Windows};
 use tuning::{round_fanouts, MAX_BARRIER_RADIX};
 
+use super::two_level_run::{Arrival, TwoLevelBarrierRun};
 use super::{DisseminationBarrier, SLOT_BYTES};
 
 /// Where this rank's part of the barrier happens.
@@ -28,14 +31,8 @@ enum Role {
     Member { leader: usize, arrival_slot: usize },
     /// Collects its node (each member at its arrival slot), joins the
     /// leaders' dissemination, releases.
-    Leader { members: Vec<Arrival>, leaders: DisseminationBarrier },
-}
-
-/// A member of a leader's node and where in the leader's window it reports.
-#[derive(Clone, Copy, Debug)]
-struct Arrival {
-    member: usize,
-    slot: usize,
+    /// (`members` is shared with the non-blocking runs.)
+    Leader { members: Arc<[Arrival]>, leaders: DisseminationBarrier },
 }
 
 /// One rank's two-level barrier for one communicator.
@@ -98,7 +95,8 @@ impl TwoLevelBarrier {
                     .members(rank)
                     .filter(|&member| member != rank)
                     .map(|member| Arrival { member, slot: region.arrival_slot(nodes.local_index(member)) })
-                    .collect(),
+                    .collect::<Vec<_>>()
+                    .into(),
                 leaders: DisseminationBarrier::among(position, &leader_ranks, leader_radix, region.leaders, policy),
             }
         } else {
@@ -133,6 +131,23 @@ impl TwoLevelBarrier {
     /// Barriers run so far.
     pub fn epoch(&self) -> u64 {
         self.epoch
+    }
+
+    /// Starts a non-blocking barrier: it takes the next epoch, as `run`
+    /// would, and the caller advances it (see `two_level_run.rs`). Runs
+    /// must advance in the order they were started, and `run` only once all
+    /// of them are done: each slot's value must only grow.
+    pub fn start(&mut self) -> TwoLevelBarrierRun {
+        self.epoch += 1;
+        let fault_timeout = self.policy.fault_timeout;
+        match &mut self.role {
+            Role::Member { leader, arrival_slot } => {
+                TwoLevelBarrierRun::member(*leader, *arrival_slot, self.release_slot, self.epoch, fault_timeout)
+            }
+            Role::Leader { members, leaders } => {
+                TwoLevelBarrierRun::leader(Arc::clone(members), leaders.start(), self.release_slot, self.epoch, fault_timeout)
+            }
+        }
     }
 
     /// Runs one barrier: returns once every rank of the communicator has
