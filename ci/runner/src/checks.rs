@@ -24,6 +24,17 @@ pub enum Check {
     Events { where_connected: bool },
     /// A jq filter over every rank's events (ci/served/checks.jq's helpers).
     EventsHold(String),
+    /// A jq filter over every rank's events as they are, one array (`jq -s`:
+    /// no `world`, no helpers; `events-file:`).
+    EventsFile(String),
+    /// The autotune of the barrier (`autotune`) or of the allreduce degree
+    /// (`autotune-allreduce`): no more plans or choices than communicators
+    /// claimed, one plan on comm 0 and one agreed choice (the barrier's
+    /// must be made; the allreduce's trial runs only once the tree serves).
+    Autotune { allreduce: bool },
+    /// Every rank's comm_ready on comm 0 states the shm segment's size the
+    /// layout formula gives for np ranks.
+    Memory,
     /// ci/served/summary-check.sh: verbose 1's summary lines.
     Summary,
     /// No coll:rdma output but stall warnings.
@@ -56,6 +67,10 @@ impl std::fmt::Display for Check {
             Check::Events { where_connected: false } => write!(f, "events"),
             Check::Events { where_connected: true } => write!(f, "events-where-connected"),
             Check::EventsHold(filter) => write!(f, "ev:{filter}"),
+            Check::EventsFile(filter) => write!(f, "events-file:{filter}"),
+            Check::Autotune { allreduce: false } => write!(f, "autotune"),
+            Check::Autotune { allreduce: true } => write!(f, "autotune-allreduce"),
+            Check::Memory => write!(f, "memory"),
             Check::Summary => write!(f, "summary"),
             Check::Quiet => write!(f, "quiet"),
             Check::NoServe => write!(f, "noserve"),
@@ -103,7 +118,11 @@ impl Check {
             (_, "quiet") => Check::Quiet,
             (_, "noserve") => Check::NoServe,
             (_, "leaks") => Check::Leaks,
+            (_, "autotune") => Check::Autotune { allreduce: false },
+            (_, "autotune-allreduce") => Check::Autotune { allreduce: true },
+            (_, "memory") => Check::Memory,
             ("ev", _) => Check::EventsHold(rest.to_string()),
+            ("events-file", _) => Check::EventsFile(rest.to_string()),
             ("says", _) => Check::Says { prefix: "says:", text: rest.to_string() },
             ("grep", _) => Check::Says { prefix: "grep:", text: rest.to_string() },
             ("says-re", _) => Check::Matches { prefix: "says-re:", pattern: pattern(rest)? },
@@ -115,9 +134,9 @@ impl Check {
             ),
             _ => {
                 return Err(format!(
-                    "check '{text}' is not one the runner knows (events, events-where-connected, ev:, summary, quiet, \
-                     noserve, says:, says-re:, grep:, re:, nore:, nowarn:, within:, leaks; the others are \
-                     ci/mpi/run.sh's)"
+                    "check '{text}' is not one the runner knows (events, events-where-connected, ev:, events-file:, \
+                     autotune, autotune-allreduce, memory, summary, quiet, noserve, says:, says-re:, grep:, re:, \
+                     nore:, nowarn:, within:, leaks; the others are ci/mpi/run.sh's)"
                 ));
             }
         })
@@ -125,7 +144,16 @@ impl Check {
 
     /// Does the run need coll_rdma_events_file?
     pub fn reads_events(&self) -> bool {
-        matches!(self, Check::Events { .. } | Check::EventsHold(_) | Check::Summary | Check::NoServe)
+        matches!(
+            self,
+            Check::Events { .. }
+                | Check::EventsHold(_)
+                | Check::EventsFile(_)
+                | Check::Autotune { .. }
+                | Check::Memory
+                | Check::Summary
+                | Check::NoServe
+        )
     }
 
     /// Judges RUN: the reason it fails, if it does, and the stall warnings
@@ -147,6 +175,20 @@ impl Check {
                 (tool_says(cmd).err().map(|out| non_empty(out, "ci/events-check.sh failed without a word")), None)
             }
             Check::EventsHold(filter) => (events_hold(run, filter).err(), None),
+            Check::EventsFile(filter) => (events_file_holds(run, filter).err(), None),
+            Check::Autotune { allreduce } => {
+                let (collective, must_choose) = if *allreduce { ("allreduce", false) } else { ("barrier", true) };
+                let filter = format!(
+                    "once_per_claim(\"autotune_plan\"; \"{collective}\") and once_per_claim(\"autotune\"; \"{collective}\") \
+                     and autotune_agreed(\"{collective}\"; {must_choose})"
+                );
+                (events_hold(run, &filter).err(), None)
+            }
+            Check::Memory => {
+                let filter = "every_rank_ready(0; .transport == \"shm\" and .memory.shm_ranks == $np \
+                              and .memory.total_bytes == shm_segment_bytes(.window_bytes; $np))";
+                (events_hold(run, filter).err(), None)
+            }
             Check::Summary => {
                 let mut cmd = Command::new("bash");
                 cmd.arg(run.root.join("ci/served/summary-check.sh")).arg(run.dir);
@@ -225,6 +267,32 @@ fn events_files(dir: &Path) -> Vec<std::path::PathBuf> {
     files
 }
 
+/// The jq FILTER holds over every rank's events read as they are, one
+/// array (ci/mpi/run.sh's events-file:).
+fn events_file_holds(run: &Run, filter: &str) -> Result<(), String> {
+    let files = events_files(run.dir);
+    if files.len() != run.np as usize {
+        return Err(format!("{} events file(s) in {}/events, expected {}", files.len(), run.shown_dir(), run.np));
+    }
+    let out = Command::new("jq")
+        .args(["-e", "-s", filter])
+        .args(&files)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run jq: {e}"))?;
+    jq_verdict(run, filter, out)
+}
+
+/// Ok when jq's filter held, else the reason (its error kept in DIR/jq.err).
+fn jq_verdict(run: &Run, filter: &str, out: std::process::Output) -> Result<(), String> {
+    if out.status.success() {
+        return Ok(());
+    }
+    let _ = std::fs::write(run.dir.join("jq.err"), &out.stderr);
+    let err = String::from_utf8_lossy(&out.stderr[..out.stderr.len().min(300)]).into_owned();
+    Err(format!("the events do not satisfy: {filter} {err}"))
+}
+
 /// The jq FILTER holds over every rank's events, each with `world` added
 /// (ci/mpi/run.sh's events_hold).
 fn events_hold(run: &Run, filter: &str) -> Result<(), String> {
@@ -243,12 +311,7 @@ fn events_hold(run: &Run, filter: &str) -> Result<(), String> {
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| format!("cannot run jq: {e}"))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    let _ = std::fs::write(run.dir.join("jq.err"), &out.stderr);
-    let err = String::from_utf8_lossy(&out.stderr[..out.stderr.len().min(300)]).into_owned();
-    Err(format!("the events do not satisfy: {filter} {err}"))
+    jq_verdict(run, filter, out)
 }
 
 #[cfg(test)]
@@ -291,12 +354,76 @@ mod tests {
         assert_eq!(why.unwrap(), "0 events file(s) in logs/events, expected 2");
     }
 
+    /// Judges CHECK over a run of NP ranks whose events files hold EVENTS
+    /// (one list of JSON lines per rank), with the checkout's jq helpers.
+    fn judge_events(check: &str, np: u32, events: &[&[&str]]) -> Option<String> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let dir = std::env::temp_dir().join(format!("mpi-runner-checks-{}-{check:.12}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("events")).unwrap();
+        for (rank, lines) in events.iter().enumerate() {
+            std::fs::write(dir.join(format!("events/rank-{rank}.jsonl")), lines.join("\n") + "\n").unwrap();
+        }
+        let run = Run { root: &root, dir: &dir, np, all_log: "", secs: 1.0, expect_transport: "shm" };
+        let why = Check::parse(check).unwrap().judge(&run).0;
+        std::fs::remove_dir_all(&dir).unwrap();
+        why
+    }
+
+    #[test]
+    fn events_file_reads_the_events_as_written() {
+        let rank = |r: u32| format!(r#"{{"v":1,"event":"comm_claimed","cid":0,"rank":{r}}}"#);
+        let (r0, r1) = (rank(0), rank(1));
+        let events: [&[&str]; 2] = [&[&r0], &[&r1]];
+        assert_eq!(judge_events(r#"events-file:all(.[]; .v == 1) and length == 2"#, 2, &events), None);
+        // no `world` is added, as run.sh's jq -s reads them
+        let why = judge_events("events-file:all(.[]; .world != null)", 2, &events).unwrap();
+        assert!(why.starts_with("the events do not satisfy: all(.[]; .world != null)"), "{why}");
+        assert!(judge_events("events-file:true", 3, &events).unwrap().starts_with("2 events file(s)"));
+    }
+
+    #[test]
+    fn memory_compares_the_segment_with_the_layout() {
+        // 2 ranks, a 8000-byte window: 4096 + 2 * 8192 + 4 * 66816 = 287744,
+        // rounded up to pages: 290816
+        let ready = |r: u32, total: u64| {
+            format!(
+                r#"{{"event":"comm_ready","cid":0,"rank":{r},"transport":"shm","window_bytes":8000,"memory":{{"shm_ranks":2,"total_bytes":{total}}}}}"#
+            )
+        };
+        let (good0, good1, bad1) = (ready(0, 290816), ready(1, 290816), ready(1, 287744));
+        assert_eq!(judge_events("memory", 2, &[&[&good0], &[&good1]]), None);
+        let why = judge_events("memory", 2, &[&[&good0], &[&bad1]]).unwrap();
+        assert!(why.starts_with("the events do not satisfy: every_rank_ready(0;"), "{why}");
+    }
+
+    #[test]
+    fn autotune_wants_one_plan_and_one_agreed_choice() {
+        let claimed = |r: u32| format!(r#"{{"event":"comm_claimed","cid":0,"rank":{r}}}"#);
+        let plan = r#"{"event":"autotune_plan","collective":"barrier","cid":0,"rank":0,"plan":"trial","candidates":[2,3]}"#;
+        let chose = |r: u32, radix: u32| {
+            format!(
+                r#"{{"event":"autotune","collective":"barrier","cid":0,"rank":{r},"chosen":{radix},"table":{{"rows":[{{"value":2}},{{"value":3}}]}}}}"#
+            )
+        };
+        let (c0, c1) = (claimed(0), claimed(1));
+        let (agree0, agree1, differ1) = (chose(0, 3), chose(1, 3), chose(1, 2));
+        assert_eq!(judge_events("autotune", 2, &[&[&c0, plan, &agree0], &[&c1, &agree1]]), None);
+        assert!(judge_events("autotune", 2, &[&[&c0, plan, &agree0], &[&c1, &differ1]]).is_some());
+        // the barrier's choice must be made; the allreduce's need not
+        assert!(judge_events("autotune", 2, &[&[&c0, plan], &[&c1]]).is_some());
+        let plan = plan.replace("barrier", "allreduce");
+        assert_eq!(judge_events("autotune-allreduce", 2, &[&[&c0, &plan], &[&c1]]), None);
+    }
+
     #[test]
     fn unknown_or_malformed_checks_are_refused() {
-        for text in ["smaller-window-than:x", "memory", "re:(", "within:soon", "within:-1"] {
+        for text in ["smaller-window-than:x", "gone:x", "re:(", "within:soon", "within:-1"] {
             assert!(Check::parse(text).is_err(), "{text} was accepted");
         }
-        assert!(Check::parse("ev:true").unwrap().reads_events());
+        for text in ["ev:true", "events-file:true", "autotune", "autotune-allreduce", "memory"] {
+            assert!(Check::parse(text).unwrap().reads_events(), "{text}");
+        }
         assert!(!Check::parse("says:x").unwrap().reads_events());
     }
 }

@@ -183,6 +183,20 @@ fn too_little_memory(root: &Path, gib: u64) -> Option<String> {
     (free_kib < gib * 1024 * 1024).then(|| format!("needs {gib} GiB of free memory, {} MiB free", free_kib / 1024))
 }
 
+/// Does the shell condition SH (a case's skip_unless) hold? Run by bash in
+/// the checkout, with the caller's environment.
+fn condition_holds(root: &Path, sh: &str) -> bool {
+    std::process::Command::new("bash")
+        .arg("-c")
+        .arg(sh)
+        .current_dir(root)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// A fresh run id, as run.sh's (16 hex digits from /dev/urandom).
 fn run_id() -> String {
     let mut bytes = [0u8; 8];
@@ -206,7 +220,11 @@ fn run_case(options: &Options, case: &Case) -> std::io::Result<bool> {
     let shm_dir = Path::new("/dev/shm");
     let (shm_before, crtest_before) = (shm::list(shm_dir, "coll_rdma."), shm::list(shm_dir, "crtest."));
     let id = run_id();
-    let cmd = options.launcher.command(&dir, &id, case.np, &opts, &case.program, &case.args);
+    let mut run_wrapper = case.run_wrapper.clone();
+    if let Some(first) = run_wrapper.first_mut().filter(|w| w.contains('/') && !w.starts_with('/')) {
+        *first = root.join(&first).display().to_string();
+    }
+    let cmd = options.launcher.command(&dir, &id, case.np, &opts, &run_wrapper, &case.program, &case.args);
     std::fs::write(dir.join("command"), cmd.join(" ") + "\n")?;
     let ended = options.launcher.run(&dir, &id, case.np, &cmd)?;
 
@@ -328,7 +346,9 @@ fn main() {
             println!("{}", case.name);
             continue;
         }
-        if let Some(reason) = case.needs_free_memory_gib.and_then(|gib| too_little_memory(&options.launcher.root, gib)) {
+        let unmet = case.skip_unless.as_ref().filter(|c| !condition_holds(&options.launcher.root, &c.sh)).map(|c| c.why.clone());
+        let too_little = || case.needs_free_memory_gib.and_then(|gib| too_little_memory(&options.launcher.root, gib));
+        if let Some(reason) = unmet.or_else(too_little) {
             println!("{:<44} SKIP  ({reason})", case.name);
             tally.skipped += 1;
             continue;

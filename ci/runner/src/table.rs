@@ -17,6 +17,8 @@
 //! args = ["@RO_PARAM"]
 //! checks = ["@SERVED", 'ev:every_rank_ready(0; .allreduce.degree == {k})']
 //! needs_free_memory_gib = 8     # optional: SKIP (saying why) with less free
+//! run_wrapper = ["ci/per-rank-mca.sh", "x", "1", "2"]  # optional: each rank runs the program through it
+//! skip_unless = { sh = "command -v jq", why = "needs jq" }  # optional: SKIP unless bash -c sh succeeds
 //! ```
 //!
 //! Invariants: every case the runner returns has a non-empty name, a
@@ -56,13 +58,38 @@ pub struct Case {
     pub checks: Vec<Check>,
     /// Skipped, saying so, when less memory than this is free.
     pub needs_free_memory_gib: Option<u64>,
+    /// A command each rank runs with the program as its arguments (run.sh's
+    /// RUN_WRAPPER; a relative first word is the checkout's).
+    pub run_wrapper: Vec<String>,
+    /// Skipped, saying why, unless this shell condition holds when the case's
+    /// turn comes.
+    pub skip_unless: Option<Condition>,
+}
+
+/// A shell condition a case needs (`skip_unless`), and what SKIP says
+/// when it does not hold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    pub sh: String,
+    pub why: String,
 }
 
 /// Lists given by the caller, spliced where a table says `@NAME`.
 pub type Lists = BTreeMap<String, Vec<String>>;
 
-const CASE_KEYS: &[&str] =
-    &["name", "each", "np", "expect", "mpirun", "program", "args", "checks", "needs_free_memory_gib"];
+const CASE_KEYS: &[&str] = &[
+    "name",
+    "each",
+    "np",
+    "expect",
+    "mpirun",
+    "program",
+    "args",
+    "checks",
+    "needs_free_memory_gib",
+    "run_wrapper",
+    "skip_unless",
+];
 
 /// The cases of the table TEXT (read from SOURCE, named in errors).
 pub fn parse(source: &str, text: &str, caller_lists: &Lists) -> Result<Vec<Case>, String> {
@@ -176,6 +203,20 @@ fn one_case(
                 .ok_or(format!("{label}: needs_free_memory_gib must be a number of GiB"))?,
         ),
     };
+    let skip_unless = match entry.get("skip_unless") {
+        None => None,
+        Some(condition) => {
+            let condition = condition.as_table().ok_or(format!("{label}: skip_unless must be {{ sh = ..., why = ... }}"))?;
+            if let Some(unknown) = condition.keys().find(|k| !["sh", "why"].contains(&k.as_str())) {
+                return Err(format!("{label}: skip_unless has an unknown key '{unknown}' (sh, why)"));
+            }
+            let field = |key: &str| -> Result<String, String> {
+                let value = condition.get(key).ok_or(format!("{label}: skip_unless needs '{key}'"))?;
+                substitute(&scalar(value, &format!("{label}: skip_unless.{key}"))?, keys, label)
+            };
+            Some(Condition { sh: field("sh")?, why: field("why")? })
+        }
+    };
     Ok(Case {
         name,
         np,
@@ -185,6 +226,8 @@ fn one_case(
         args: list("args")?,
         checks,
         needs_free_memory_gib,
+        run_wrapper: list("run_wrapper")?,
+        skip_unless,
     })
 }
 
@@ -265,6 +308,24 @@ mod tests {
         assert_eq!(huge[0].needs_free_memory_gib, Some(8));
         assert_eq!((cases[0].np, cases[0].expect), (3, Expect::Refused));
         assert!(cases[0].mpirun.is_empty() && cases[0].args.is_empty() && cases[0].checks.is_empty());
+        assert!(cases[0].run_wrapper.is_empty() && cases[0].skip_unless.is_none());
+    }
+
+    #[test]
+    fn wrappers_and_conditions_take_the_keys_of_each_entry() {
+        let text = r#"
+            [[case]]
+            name = "mpi4py-np{np}"
+            each = [{ np = 2 }]
+            np = "{np}"
+            expect = "ok"
+            program = "p"
+            run_wrapper = ["ci/per-rank-mca.sh", "@PARAM", "{np}"]
+            skip_unless = { sh = "test {np} -gt 1", why = "needs {np} ranks" }
+        "#;
+        let cases = parse("t", text, &lists(&[("PARAM", &["x", "1"])])).unwrap();
+        assert_eq!(cases[0].run_wrapper, ["ci/per-rank-mca.sh", "x", "1", "2"]);
+        assert_eq!(cases[0].skip_unless, Some(Condition { sh: "test 2 -gt 1".into(), why: "needs 2 ranks".into() }));
     }
 
     #[test]
@@ -280,6 +341,9 @@ mod tests {
             (format!("[[case]]\n{base}[[case]]\n{base}"), "two cases are named 'c'"),
             (format!("[[case]]\n{base}each = []\n"), "'each' is empty"),
             (format!("[[case]]\n{base}needs_free_memory_gib = -1\n"), "needs_free_memory_gib"),
+            (format!("[[case]]\n{base}skip_unless = \"true\"\n"), "skip_unless must be"),
+            (format!("[[case]]\n{base}skip_unless = {{ sh = \"true\" }}\n"), "skip_unless needs 'why'"),
+            (format!("[[case]]\n{base}skip_unless = {{ sh = \"true\", why = \"w\", or = 1 }}\n"), "unknown key 'or'"),
             ("[[case]]\nnp = 2\nexpect = \"ok\"\nprogram = \"p\"\n".to_string(), "'name' is missing"),
             ("colour = 1\n".to_string(), "unknown top-level key 'colour'"),
         ];

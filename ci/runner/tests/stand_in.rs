@@ -158,3 +158,34 @@ fn listing_selects_as_the_suite_does() {
     assert_eq!((status, stdout.as_str()), (2, ""));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn wrappers_run_each_rank_and_unmet_conditions_skip() {
+    let dir = scratch("wrapper");
+    let table = r#"
+        [[case]]
+        name = "wrapped-np2"
+        np = 2
+        expect = "ok"
+        program = "good"
+        run_wrapper = ["sh", "-c", 'echo "wrapped rank $OMPI_COMM_WORLD_RANK"; exec "$@"', "wrapper"]
+        checks = ["says:wrapped rank 0", "says:wrapped rank 1"]
+        skip_unless = { sh = "test -x ci/runner/tests/stand-in/good", why = "no stand-in" }
+
+        [[case]]
+        name = "unmet-np2"
+        np = 2
+        expect = "ok"
+        program = "bad"
+        skip_unless = { sh = "exit 1", why = "the condition does not hold here" }
+    "#;
+    let (status, stdout) = run(&dir, table, 60, &[]);
+    assert_eq!(verdict(&stdout, "wrapped-np2").0, "PASS", "{stdout}");
+    assert!(stdout.contains("unmet-np2") && stdout.contains("SKIP  (the condition does not hold here)"), "{stdout}");
+    assert_eq!(stdout.lines().last(), Some("1 passed, 0 failed, 1 skipped"), "{stdout}");
+    assert_eq!(status, 0);
+    // listed all the same
+    let (_, listed) = run(&dir, table, 60, &["--list"]);
+    assert_eq!(listed, "wrapped-np2\nunmet-np2\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
