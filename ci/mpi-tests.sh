@@ -203,8 +203,25 @@ if [ "$MODE" = component ] && [ -z "${MPI_RUNNER:-}" ]; then
             { sed 's/^/  cargo: /' "$BUILD/mpi-runner-build.log" | tail -20 >&2; die "cannot build the case runner (cargo build -p mpi-runner)"; }
     fi
 fi
+# mpi4py's program, into build/tests/ beside the others; by a rename, since
+# instances of ci/mpi-tests-jobs.sh may be running it meanwhile
+if [ "$LIST" = 0 ] && ! cmp -s "$ROOT/tests/python/mpi4py_collectives.py" "$BIN/mpi4py_collectives.py"; then
+    install -m 0755 "$ROOT/tests/python/mpi4py_collectives.py" "$BIN/.mpi4py_collectives.py.$$"
+    mv -f "$BIN/.mpi4py_collectives.py.$$" "$BIN/mpi4py_collectives.py"
+fi
 [ "$MODE" = stock ] || [ -x "$MPI_RUNNER" ] || die "$MPI_RUNNER is missing (MPI_TESTS_NO_BUILD=1: run 'ci/mpi-tests.sh --build-only' first)"
 [ "$BUILD_ONLY" = 1 ] && { say "mpi-tests: programs in $BIN are up to date"; exit 0; }
+
+# The address udp's multicast leaves by (the source address of the route
+# towards the group range; where there is no `ip`, as in the Open MPI 5
+# chroot, the first address that `hostname -I` lists): the udp cases need
+# one beyond loopback; exported for the tables' skip_unless
+if command -v ip >/dev/null; then
+    OUTSIDE_ADDRESS=$(ip -4 route get 239.78.0.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -1 || true)
+else
+    OUTSIDE_ADDRESS=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+(\.[0-9]+){3}$' | grep -v '^127\.' | head -1 || true)
+fi
+export OUTSIDE_ADDRESS
 
 # ------------------------------------------------------------------ helpers
 . "$ROOT/ci/mpi/run.sh"

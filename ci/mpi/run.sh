@@ -435,6 +435,7 @@ run_table() {
         die "the case runner failed on ${table#"$ROOT"/} (status $status)"
     fi
     PASSED=$((PASSED + passed)) FAILED=$((FAILED + failed)) SKIPPED=$((SKIPPED + skipped))
-    while IFS= read -r name; do [ -z "$name" ] || FAILED_NAMES+=("$name"); done < <(tail -n +2 "$tally")
+    # (the last name has no newline after it)
+    while IFS= read -r name || [ -n "$name" ]; do [ -z "$name" ] || FAILED_NAMES+=("$name"); done < <(tail -n +2 "$tally")
     rm -f "$tally"
 }

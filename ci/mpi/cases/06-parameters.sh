@@ -195,14 +195,8 @@ udp_fallback_test "transport-udp-missing-interface-np3" 3 "[0-9]+" \
     --mca coll_rdma_udp_interface no-such-if0
 # (communicators of the even or of the odd ranks alone share one
 # address, so udp serves them)
-# (the source address of the route towards the group range; where there
-# is no `ip`, as in the Open MPI 5 chroot, the first address that
-# `hostname -I` lists)
-if command -v ip >/dev/null; then
-    OUTSIDE_ADDRESS=$(ip -4 route get 239.78.0.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -1 || true)
-else
-    OUTSIDE_ADDRESS=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+(\.[0-9]+){3}$' | grep -v '^127\.' | head -1 || true)
-fi
+# (OUTSIDE_ADDRESS: ci/mpi-tests.sh's, the source address of the route
+# towards the group range)
 if [ -n "$OUTSIDE_ADDRESS" ] && [ "$OUTSIDE_ADDRESS" != 127.0.0.1 ]; then
     RUN_WRAPPER=("$ROOT/ci/per-rank-mca.sh" coll_rdma_udp_interface 127.0.0.1 "$OUTSIDE_ADDRESS")
     udp_fallback_test "transport-udp-loopback-mismatch-np4" 4 0 \
