@@ -340,13 +340,11 @@ COMP_TESTS=(
 if [ "$MODE" = stock ]; then
     for t in "${COMP_TESTS[@]}"; do skip "$t" "needs the component"; done
 else
-    # a .toml is a table the runner runs (run_table), a .sh is sourced
+    # a .sh is sourced, a .toml is a table the runner runs (run_table);
+    # a theme with both runs the .sh's cases first
     for CASE_FILE in 05-selection 06-parameters 07-reductions 08-bcast 09-robustness 10-threads; do
-        if [ -f "$ROOT/ci/mpi/cases/$CASE_FILE.toml" ]; then
-            run_table "$ROOT/ci/mpi/cases/$CASE_FILE.toml"
-        else
-            . "$ROOT/ci/mpi/cases/$CASE_FILE.sh"
-        fi
+        [ ! -f "$ROOT/ci/mpi/cases/$CASE_FILE.sh" ] || . "$ROOT/ci/mpi/cases/$CASE_FILE.sh"
+        [ ! -f "$ROOT/ci/mpi/cases/$CASE_FILE.toml" ] || run_table "$ROOT/ci/mpi/cases/$CASE_FILE.toml"
     done
 fi
 
