@@ -32,6 +32,11 @@ pub enum Check {
     /// claimed, one plan on comm 0 and one agreed choice (the barrier's
     /// must be made; the allreduce's trial runs only once the tree serves).
     Autotune { allreduce: bool },
+    /// Every rank warned that coll_rdma_events_file was refused and ran on;
+    /// the links planted in this directory (relative: in the case's log
+    /// directory) were not written through: `victim` still holds "keep",
+    /// the dangling link's `absent` was not created.
+    EventsRefused(String),
     /// Every rank's comm_ready on comm 0 states the shm segment's size the
     /// layout formula gives for np ranks.
     Memory,
@@ -71,6 +76,7 @@ impl std::fmt::Display for Check {
             Check::Autotune { allreduce: false } => write!(f, "autotune"),
             Check::Autotune { allreduce: true } => write!(f, "autotune-allreduce"),
             Check::Memory => write!(f, "memory"),
+            Check::EventsRefused(planted) => write!(f, "events-refused:{planted}"),
             Check::Summary => write!(f, "summary"),
             Check::Quiet => write!(f, "quiet"),
             Check::NoServe => write!(f, "noserve"),
@@ -123,6 +129,7 @@ impl Check {
             (_, "memory") => Check::Memory,
             ("ev", _) => Check::EventsHold(rest.to_string()),
             ("events-file", _) => Check::EventsFile(rest.to_string()),
+            ("events-refused", _) if !rest.is_empty() => Check::EventsRefused(rest.to_string()),
             ("says", _) => Check::Says { prefix: "says:", text: rest.to_string() },
             ("grep", _) => Check::Says { prefix: "grep:", text: rest.to_string() },
             ("says-re", _) => Check::Matches { prefix: "says-re:", pattern: pattern(rest)? },
@@ -135,7 +142,7 @@ impl Check {
             _ => {
                 return Err(format!(
                     "check '{text}' is not one the runner knows (events, events-where-connected, ev:, events-file:, \
-                     autotune, autotune-allreduce, memory, summary, quiet, noserve, says:, says-re:, grep:, re:, \
+                     events-refused:, autotune, autotune-allreduce, memory, summary, quiet, noserve, says:, says-re:, grep:, re:, \
                      nore:, nowarn:, within:, leaks; the others are ci/mpi/run.sh's)"
                 ));
             }
@@ -183,6 +190,27 @@ impl Check {
                      and autotune_agreed(\"{collective}\"; {must_choose})"
                 );
                 (events_hold(run, &filter).err(), None)
+            }
+            Check::EventsRefused(planted) => {
+                let planted = run.dir.join(planted);
+                let warning = Regex::new(
+                    "coll:rdma: warning: coll_rdma_events_file: cannot create .*; running on without events",
+                )
+                .expect("a valid pattern");
+                let warned = lines().filter(|l| warning.is_match(l)).count();
+                let mut why = Vec::new();
+                if warned != run.np as usize {
+                    why.push(format!("{warned} rank(s) warned that the events file was refused, expected {}", run.np));
+                }
+                if std::fs::read_to_string(planted.join("victim")).map(|t| t.trim_end().to_string()).ok().as_deref()
+                    != Some("keep")
+                {
+                    why.push(format!("{}/victim was written through the link", planted.display()));
+                }
+                if planted.join("absent").exists() {
+                    why.push(format!("{}/absent was created through the dangling link", planted.display()));
+                }
+                ((!why.is_empty()).then(|| why.join("\n")), None)
             }
             Check::Memory => {
                 let filter = "every_rank_ready(0; .transport == \"shm\" and .memory.shm_ranks == $np \
@@ -417,8 +445,28 @@ mod tests {
     }
 
     #[test]
+    fn events_refused_wants_every_rank_to_warn_and_the_links_untouched() {
+        let dir = std::env::temp_dir().join(format!("mpi-runner-refused-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("planted")).unwrap();
+        std::fs::write(dir.join("planted/victim"), "keep\n").unwrap();
+        let warning = "coll:rdma: warning: coll_rdma_events_file: cannot create /x/ev.0 (a link); running on without events\n";
+        let judge = |log: &str| {
+            let run = Run { root: Path::new("/"), dir: &dir, np: 2, all_log: log, secs: 1.0, expect_transport: "shm" };
+            Check::parse("events-refused:planted").unwrap().judge(&run).0
+        };
+        assert_eq!(judge(&warning.repeat(2)), None);
+        assert_eq!(judge(warning).unwrap(), "1 rank(s) warned that the events file was refused, expected 2");
+        std::fs::write(dir.join("planted/absent"), "").unwrap();
+        std::fs::write(dir.join("planted/victim"), "{\"v\":1}\n").unwrap();
+        let why = judge(&warning.repeat(2)).unwrap();
+        assert!(why.contains("victim was written through") && why.contains("absent was created through"), "{why}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn unknown_or_malformed_checks_are_refused() {
-        for text in ["smaller-window-than:x", "gone:x", "re:(", "within:soon", "within:-1"] {
+        for text in ["smaller-window-than:x", "gone:x", "events-refused:", "re:(", "within:soon", "within:-1"] {
             assert!(Check::parse(text).is_err(), "{text} was accepted");
         }
         for text in ["ev:true", "events-file:true", "autotune", "autotune-allreduce", "memory"] {

@@ -197,6 +197,24 @@ fn condition_holds(root: &Path, sh: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Runs a case's SETUP script (bash, in the checkout, CASE_DIR=DIR): Err
+/// with what it printed when it fails.
+fn run_setup(root: &Path, dir: &Path, setup: &str) -> Result<(), String> {
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(setup)
+        .current_dir(root)
+        .env("CASE_DIR", dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run bash: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&out.stderr).trim_end().to_string();
+    Err(format!("status {}{}", out.status.code().unwrap_or(-1), if said.is_empty() { String::new() } else { format!(", {said}") }))
+}
+
 /// A fresh run id, as run.sh's (16 hex digits from /dev/urandom).
 fn run_id() -> String {
     let mut bytes = [0u8; 8];
@@ -212,7 +230,16 @@ fn run_case(options: &Options, case: &Case) -> std::io::Result<bool> {
     let dir = options.logdir.join(&case.name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let mut opts = case.mpirun.clone();
+    let in_dir = |items: &[String]| -> Vec<String> {
+        items.iter().map(|item| item.replace(table::CASE_DIR, &dir.display().to_string())).collect()
+    };
+    if let Some(setup) = &case.setup {
+        if let Err(why) = run_setup(root, &dir, setup) {
+            println!("{:<44} FAIL  (its setup failed: {why}; logs: {})", case.name, dir.display());
+            return Ok(false);
+        }
+    }
+    let mut opts = in_dir(&case.mpirun);
     if case.checks.iter().any(Check::reads_events) {
         std::fs::create_dir_all(dir.join("events"))?;
         opts.extend(["--mca".into(), "coll_rdma_events_file".into(), dir.join("events/rank-%r.jsonl").display().to_string()]);
@@ -220,11 +247,11 @@ fn run_case(options: &Options, case: &Case) -> std::io::Result<bool> {
     let shm_dir = Path::new("/dev/shm");
     let (shm_before, crtest_before) = (shm::list(shm_dir, "coll_rdma."), shm::list(shm_dir, "crtest."));
     let id = run_id();
-    let mut run_wrapper = case.run_wrapper.clone();
+    let mut run_wrapper = in_dir(&case.run_wrapper);
     if let Some(first) = run_wrapper.first_mut().filter(|w| w.contains('/') && !w.starts_with('/')) {
         *first = root.join(&first).display().to_string();
     }
-    let cmd = options.launcher.command(&dir, &id, case.np, &opts, &run_wrapper, &case.program, &case.args);
+    let cmd = options.launcher.command(&dir, &id, case.np, &opts, &run_wrapper, &case.program, &in_dir(&case.args));
     std::fs::write(dir.join("command"), cmd.join(" ") + "\n")?;
     let ended = options.launcher.run(&dir, &id, case.np, &cmd)?;
 

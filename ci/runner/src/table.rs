@@ -19,7 +19,12 @@
 //! needs_free_memory_gib = 8     # optional: SKIP (saying why) with less free
 //! run_wrapper = ["ci/per-rank-mca.sh", "x", "1", "2"]  # optional: each rank runs the program through it
 //! skip_unless = { sh = "command -v jq", why = "needs jq" }  # optional: SKIP unless bash -c sh succeeds
+//! setup = 'mkdir -p "$CASE_DIR/x"'  # optional: bash runs it first, in its log directory
 //! ```
+//!
+//! `{case_dir}` stands, in mpirun, args and run_wrapper, for the case's log
+//! directory (known only when it runs: `CASE_DIR`), so that a setup's
+//! fixtures can be named.
 //!
 //! Invariants: every case the runner returns has a non-empty name, a
 //! process count of at least 1, a known expectation and only checks the
@@ -64,7 +69,13 @@ pub struct Case {
     /// Skipped, saying why, unless this shell condition holds when the case's
     /// turn comes.
     pub skip_unless: Option<Condition>,
+    /// A bash script run before the launch, with CASE_DIR (its log
+    /// directory) in its environment: fixtures the case needs.
+    pub setup: Option<String>,
 }
+
+/// The placeholder of the case's log directory, replaced when it runs.
+pub const CASE_DIR: &str = "{case_dir}";
 
 /// A shell condition a case needs (`skip_unless`), and what SKIP says
 /// when it does not hold.
@@ -89,6 +100,7 @@ const CASE_KEYS: &[&str] = &[
     "needs_free_memory_gib",
     "run_wrapper",
     "skip_unless",
+    "setup",
 ];
 
 /// The cases of the table TEXT (read from SOURCE, named in errors).
@@ -228,6 +240,7 @@ fn one_case(
         needs_free_memory_gib,
         run_wrapper: list("run_wrapper")?,
         skip_unless,
+        setup: entry.get("setup").map(|_| text("setup")).transpose()?,
     })
 }
 
@@ -240,7 +253,7 @@ fn substitute(text: &str, keys: &BTreeMap<String, String>, label: &str) -> Resul
         out = out.replace(&format!("{{{key}}}"), value);
     }
     let placeholder = regex::Regex::new(r"\{[A-Za-z_][A-Za-z0-9_]*\}").expect("a valid pattern");
-    if let Some(left) = placeholder.find(&out) {
+    if let Some(left) = placeholder.find_iter(&out).find(|p| p.as_str() != CASE_DIR) {
         return Err(format!("{label}: '{}' in \"{text}\" has no value in this case's 'each' entry", left.as_str()));
     }
     Ok(out)
@@ -326,6 +339,24 @@ mod tests {
         let cases = parse("t", text, &lists(&[("PARAM", &["x", "1"])])).unwrap();
         assert_eq!(cases[0].run_wrapper, ["ci/per-rank-mca.sh", "x", "1", "2"]);
         assert_eq!(cases[0].skip_unless, Some(Condition { sh: "test 2 -gt 1".into(), why: "needs 2 ranks".into() }));
+        assert_eq!(cases[0].setup, None);
+    }
+
+    #[test]
+    fn the_case_dir_is_left_for_the_run() {
+        let text = r#"
+            [[case]]
+            name = "planted-np{np}"
+            each = [{ np = 2 }]
+            np = "{np}"
+            expect = "ok"
+            program = "p"
+            mpirun = ["--mca", "coll_rdma_events_file", "{case_dir}/planted/ev.%r"]
+            setup = 'mkdir "$CASE_DIR/planted" && echo {np}'
+        "#;
+        let cases = parse("t", text, &Lists::new()).unwrap();
+        assert_eq!(cases[0].mpirun[2], "{case_dir}/planted/ev.%r");
+        assert_eq!(cases[0].setup.as_deref(), Some(r#"mkdir "$CASE_DIR/planted" && echo 2"#));
     }
 
     #[test]

@@ -160,7 +160,7 @@ fn listing_selects_as_the_suite_does() {
 }
 
 #[test]
-fn wrappers_run_each_rank_and_unmet_conditions_skip() {
+fn wrappers_setups_and_conditions_shape_the_run() {
     let dir = scratch("wrapper");
     let table = r#"
         [[case]]
@@ -178,14 +178,33 @@ fn wrappers_run_each_rank_and_unmet_conditions_skip() {
         expect = "ok"
         program = "bad"
         skip_unless = { sh = "exit 1", why = "the condition does not hold here" }
+
+        [[case]]
+        name = "set-up-np2"
+        np = 2
+        expect = "ok"
+        program = "good"
+        setup = 'echo "hello from setup" >"$CASE_DIR/greeting"'
+        run_wrapper = ["sh", "-c", 'cat "$0"; exec "$@"', "{case_dir}/greeting"]
+        checks = ["says:hello from setup"]
+
+        [[case]]
+        name = "setup-fails-np2"
+        np = 2
+        expect = "ok"
+        program = "good"
+        setup = "echo no fixtures here >&2; exit 3"
     "#;
     let (status, stdout) = run(&dir, table, 60, &[]);
     assert_eq!(verdict(&stdout, "wrapped-np2").0, "PASS", "{stdout}");
     assert!(stdout.contains("unmet-np2") && stdout.contains("SKIP  (the condition does not hold here)"), "{stdout}");
-    assert_eq!(stdout.lines().last(), Some("1 passed, 0 failed, 1 skipped"), "{stdout}");
-    assert_eq!(status, 0);
+    assert_eq!(verdict(&stdout, "set-up-np2").0, "PASS", "{stdout}");
+    let failed = stdout.lines().find(|l| l.starts_with("setup-fails-np2")).unwrap();
+    assert!(failed.contains("FAIL  (its setup failed: status 3, no fixtures here;"), "{failed}");
+    assert_eq!(stdout.lines().last(), Some("2 passed, 1 failed, 1 skipped"), "{stdout}");
+    assert_eq!(status, 1);
     // listed all the same
     let (_, listed) = run(&dir, table, 60, &["--list"]);
-    assert_eq!(listed, "wrapped-np2\nunmet-np2\n");
+    assert_eq!(listed, "wrapped-np2\nunmet-np2\nset-up-np2\nsetup-fails-np2\n");
     std::fs::remove_dir_all(&dir).unwrap();
 }
