@@ -271,6 +271,14 @@ if [ "$MODE" = component ]; then
     # limit below 64 MiB; comm_ready says which path serves which lengths
     BC_REASON='ev:handed_over("bcast"; true) | not'
     BC_PATHS='ev:rank0_ready(0; if .reads_peer_memory then .bcast.single_copy_min_bytes == 16384 else .bcast.single_copy_min_bytes == null end)'
+    # coll han (priority 35 in Open MPI 5.0, above tuned; 0 in 4.1) steps
+    # aside on every communicator of one node: Open MPI 5 says so at
+    # coll_base_verbose 10, which the han cases check (05-selection.toml)
+    HAN=() HAN_VERBOSE=()
+    if [ "$OMPI_MAJOR" -ge 5 ]; then
+        HAN=("re:coll:han:comm_query \(0/MPI_COMM_WORLD\): comm has only local processes; disqualifying myself")
+        HAN_VERBOSE=(--mca coll_base_verbose 10)
+    fi
 else
     V=()
     SERVED=()

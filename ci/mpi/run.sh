@@ -424,7 +424,9 @@ run_table() {
         --list-var SERVED_CHECK "$(one_a_line "${SERVED_CHECK:-}")"
         --list-var RO "$(one_a_line "${RO[@]}")" --list-var RO_PARAM "$(one_a_line "${RO_PARAM[@]}")"
         --list-var BC_PARAM "$(one_a_line "${BC_PARAM[@]}")" --list-var BC_E "$(one_a_line "${BC_E[@]}")"
-        --list-var BC_REASON "$(one_a_line "${BC_REASON:-}")")
+        --list-var BC_REASON "$(one_a_line "${BC_REASON:-}")" --list-var BC_PATHS "$(one_a_line "${BC_PATHS:-}")"
+        --list-var BC "$(one_a_line "${BC[@]}")" --list-var CM_I "$CM_I" --list-var BO_N "$BO_N" --list-var CL_L "$CL_L"
+        --list-var HAN "$(one_a_line "${HAN[@]}")" --list-var HAN_VERBOSE "$(one_a_line "${HAN_VERBOSE[@]}")")
     tally=$(mktemp /tmp/mpi-tests-tally.XXXXXX)
     "$MPI_RUNNER" --root "$ROOT" --bin "$BIN" --logdir "$LOGROOT" --ompi-major "$OMPI_MAJOR" \
         --component-path "$COMPONENT_PATH" --timeout "$TIMEOUT" --timeout-max-factor "$TIMEOUT_MAX_FACTOR" \
