@@ -190,10 +190,10 @@ if [ "$LIST" = 0 ]; then
         fi
     done
 fi
-# the runner of the cases described as data (ci/runner, ci/mpi/cases/*.toml),
-# unless MPI_RUNNER names one: make check's profile, whose build of the
-# crates it uses the cargo tests left
-if [ "$MODE" = component ] && [ -z "${MPI_RUNNER:-}" ]; then
+# the runner of the cases described as data (ci/runner, ci/mpi/cases/*.toml;
+# --stock runs some too), unless MPI_RUNNER names one: make check's
+# profile, whose build of the crates it uses the cargo tests left
+if [ -z "${MPI_RUNNER:-}" ]; then
     RUNNER_TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
     [ "$BUILD" = "$ROOT/build" ] || RUNNER_TARGET=${CARGO_TARGET_DIR:-$BUILD/target}
     MPI_RUNNER=$RUNNER_TARGET/release-tests/mpi-runner
@@ -209,7 +209,7 @@ if [ "$LIST" = 0 ] && ! cmp -s "$ROOT/tests/python/mpi4py_collectives.py" "$BIN/
     install -m 0755 "$ROOT/tests/python/mpi4py_collectives.py" "$BIN/.mpi4py_collectives.py.$$"
     mv -f "$BIN/.mpi4py_collectives.py.$$" "$BIN/mpi4py_collectives.py"
 fi
-[ "$MODE" = stock ] || [ -x "$MPI_RUNNER" ] || die "$MPI_RUNNER is missing (MPI_TESTS_NO_BUILD=1: run 'ci/mpi-tests.sh --build-only' first)"
+[ -x "$MPI_RUNNER" ] || die "$MPI_RUNNER is missing (MPI_TESTS_NO_BUILD=1: run 'ci/mpi-tests.sh --build-only' first)"
 [ "$BUILD_ONLY" = 1 ] && { say "mpi-tests: programs in $BIN are up to date"; exit 0; }
 
 # The address udp's multicast leaves by (the source address of the route
@@ -247,6 +247,7 @@ if [ "$LIST" = 0 ]; then
     [ "$MODE" = component ] && say "   component: $COMPDIR/mca_coll_rdma.so ($(stat -c '%s bytes, %y' "$COMPDIR/mca_coll_rdma.so" | cut -d. -f1))"
 fi
 
+HAN=() HAN_VERBOSE=()
 if [ "$MODE" = component ]; then
     # verbose 1, unless the caller's --mca sets the level (one value:
     # Open MPI joins a parameter given twice with a comma)
@@ -274,7 +275,6 @@ if [ "$MODE" = component ]; then
     # coll han (priority 35 in Open MPI 5.0, above tuned; 0 in 4.1) steps
     # aside on every communicator of one node: Open MPI 5 says so at
     # coll_base_verbose 10, which the han cases check (05-selection.toml)
-    HAN=() HAN_VERBOSE=()
     if [ "$OMPI_MAJOR" -ge 5 ]; then
         HAN=("re:coll:han:comm_query \(0/MPI_COMM_WORLD\): comm has only local processes; disqualifying myself")
         HAN_VERBOSE=(--mca coll_base_verbose 10)
@@ -289,9 +289,11 @@ fi
 
 # The cases, in the order they run (and --list prints them), one file per
 # theme in ci/mpi/cases/: those that run without the component, then
-# (component mode) those that need it.
+# (component mode) those that need it. A .sh is sourced, a .toml is a table
+# the runner runs (run_table); a theme with both runs the .sh's cases first.
 for CASE_FILE in 01-programs 02-nonblocking 03-selftests 04-excluded; do
-    . "$ROOT/ci/mpi/cases/$CASE_FILE.sh"
+    [ ! -f "$ROOT/ci/mpi/cases/$CASE_FILE.sh" ] || . "$ROOT/ci/mpi/cases/$CASE_FILE.sh"
+    [ ! -f "$ROOT/ci/mpi/cases/$CASE_FILE.toml" ] || run_table "$ROOT/ci/mpi/cases/$CASE_FILE.toml"
 done
 
 COMP_TESTS=(
@@ -348,8 +350,6 @@ COMP_TESTS=(
 if [ "$MODE" = stock ]; then
     for t in "${COMP_TESTS[@]}"; do skip "$t" "needs the component"; done
 else
-    # a .sh is sourced, a .toml is a table the runner runs (run_table);
-    # a theme with both runs the .sh's cases first
     for CASE_FILE in 05-selection 06-parameters 07-reductions 08-bcast 09-robustness 10-threads; do
         [ ! -f "$ROOT/ci/mpi/cases/$CASE_FILE.sh" ] || . "$ROOT/ci/mpi/cases/$CASE_FILE.sh"
         [ ! -f "$ROOT/ci/mpi/cases/$CASE_FILE.toml" ] || run_table "$ROOT/ci/mpi/cases/$CASE_FILE.toml"
