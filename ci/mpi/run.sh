@@ -1,7 +1,9 @@
 # Sourced by ci/mpi-tests.sh: the runner of one case (run_test), its
 # checks on the events and the output, the /dev/shm leak check, and the
 # case selection (want, skip, --list); run_table hands a case table
-# (ci/mpi/cases/*.toml) to ci/runner, which runs its cases alike. Invariants: a case leaves nothing of
+# (ci/mpi/cases/*.toml) to ci/runner, which runs its cases alike (the
+# checks only tables use, events-file: and events-refused:, are the
+# runner's alone: ci/runner/src/checks.rs). Invariants: a case leaves nothing of
 # its own in /dev/shm (or fails saying what it left); CHECKS, RUN_WRAPPER,
 # LAUNCH_WRAPPER and MPIRUN_WRAPPER apply to the next run_test only (it
 # empties them, run or not); PASSED, FAILED, SKIPPED and FAILED_NAMES count
@@ -76,8 +78,6 @@ skip() {  # skip NAME REASON
 #               transport (ranks acting as nodes without an RDMA device
 #               between them) is left out; at least one other must have
 #               been served
-#     events-file:JQ  every rank wrote an events file, and the jq filter JQ
-#               holds (jq -e, over all ranks' events as one array: `-s`)
 #     ev:JQ     every rank wrote an events file, and JQ holds over all
 #               ranks' events as one array, each event with `world` (its
 #               process's rank in MPI_COMM_WORLD) added, with $np and the
@@ -88,11 +88,6 @@ skip() {  # skip NAME REASON
 #   worded as they are; the tests name them so):
 #     says:STR  the fixed string STR appears in the output
 #     says-re:RE  the extended regular expression RE matches a line of it
-#     events-refused:DIR  every rank warned that coll_rdma_events_file
-#               (given by the caller) was refused and it runs on without
-#               events; DIR/victim (planted by the caller) still holds
-#               "keep" and DIR/absent (a dangling link's target) was not
-#               created
 #     quiet     no coll:rdma output at all but stall warnings (see nowarn)
 #     summary   at verbose 1: lines of at most 200 characters, no rank's
 #               detail, one summary line per communicator's rank 0 as it
@@ -185,7 +180,7 @@ run_test() {
     local c
     for c in "${CHECKS[@]}"; do
         case $c in
-            events|events-where-connected|events-file:*|ev:*|autotune|autotune-allreduce|memory|noserve|summary|smaller-window-than:*)
+            events|events-where-connected|ev:*|autotune|autotune-allreduce|memory|noserve|summary|smaller-window-than:*)
                 mkdir -p "$dir/events"
                 opts+=(--mca coll_rdma_events_file "$dir/events/rank-%r.jsonl")
                 break ;;
@@ -275,23 +270,9 @@ run_test() {
                 [ "$c" = events-where-connected ] && flag=(--where-connected)
                 out=$(EXPECT_TRANSPORT="${EXPECT_TRANSPORT:-${TRANSPORT:-shm}}" "$ROOT/ci/events-check.sh" "$dir" "$np" "${flag[@]}" 2>&1) ||
                     why+=("${out:-ci/events-check.sh failed without a word}") ;;
-            events-file:*)
-                local filter=${c#events-file:} files=()
-                for f in "$dir"/events/rank-*.jsonl; do [ -f "$f" ] && files+=("$f"); done
-                if [ "${#files[@]}" != "$np" ]; then
-                    why+=("${#files[@]} events file(s) in ${dir#"$ROOT"/}/events, expected $np")
-                elif ! jq -e -s "$filter" "${files[@]}" >/dev/null 2>"$dir/jq.err"; then
-                    why+=("the events do not satisfy: $filter $(head -c 300 "$dir/jq.err")")
-                fi ;;
             ev:*)
                 local out
                 out=$(events_hold "$dir" "$np" "${c#ev:}") || why+=("$out") ;;
-            events-refused:*)
-                local planted=${c#events-refused:} warned
-                warned=$(grep -c "coll:rdma: warning: coll_rdma_events_file: cannot create .*; running on without events" "$dir/all.log" || true)
-                [ "$warned" = "$np" ] || why+=("$warned rank(s) warned that the events file was refused, expected $np")
-                [ "$(cat "$planted/victim" 2>/dev/null)" = keep ] || why+=("$planted/victim was written through the link")
-                [ ! -e "$planted/absent" ] || why+=("$planted/absent was created through the dangling link") ;;
             autotune|autotune-allreduce)
                 local coll=barrier must_choose=true out
                 [ "$c" = autotune-allreduce ] && coll=allreduce must_choose=false
