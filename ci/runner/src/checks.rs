@@ -37,6 +37,9 @@ pub enum Check {
     /// directory) were not written through: `victim` still holds "keep",
     /// the dangling link's `absent` was not created.
     EventsRefused(String),
+    /// comm 0's window on rank 0 (its comm_ready's window_bytes) is smaller
+    /// than in the case named, run before this one by the same runner.
+    SmallerWindowThan(String),
     /// Every rank's comm_ready on comm 0 states the shm segment's size the
     /// layout formula gives for np ranks.
     Memory,
@@ -77,6 +80,7 @@ impl std::fmt::Display for Check {
             Check::Autotune { allreduce: true } => write!(f, "autotune-allreduce"),
             Check::Memory => write!(f, "memory"),
             Check::EventsRefused(planted) => write!(f, "events-refused:{planted}"),
+            Check::SmallerWindowThan(case) => write!(f, "smaller-window-than:{case}"),
             Check::Summary => write!(f, "summary"),
             Check::Quiet => write!(f, "quiet"),
             Check::NoServe => write!(f, "noserve"),
@@ -101,6 +105,8 @@ pub struct Run<'a> {
     pub secs: f64,
     /// The transports the served calls may report (EXPECT_TRANSPORT).
     pub expect_transport: &'a str,
+    /// comm 0's window on rank 0 in the cases run before, by name.
+    pub earlier_windows: &'a std::collections::BTreeMap<String, u64>,
 }
 
 impl Run<'_> {
@@ -115,6 +121,15 @@ fn pattern(text: &str) -> Result<Regex, String> {
 }
 
 impl Check {
+    /// The case this check compares with, which must run first (in the
+    /// same runner: --list-deps names it).
+    pub fn runs_after(&self) -> Option<&str> {
+        match self {
+            Check::SmallerWindowThan(case) => Some(case),
+            _ => None,
+        }
+    }
+
     pub fn parse(text: &str) -> Result<Check, String> {
         let (word, rest) = text.split_once(':').unwrap_or((text, ""));
         Ok(match (word, text) {
@@ -130,6 +145,7 @@ impl Check {
             ("ev", _) => Check::EventsHold(rest.to_string()),
             ("events-file", _) => Check::EventsFile(rest.to_string()),
             ("events-refused", _) if !rest.is_empty() => Check::EventsRefused(rest.to_string()),
+            ("smaller-window-than", _) if !rest.is_empty() => Check::SmallerWindowThan(rest.to_string()),
             ("says", _) => Check::Says { prefix: "says:", text: rest.to_string() },
             ("grep", _) => Check::Says { prefix: "grep:", text: rest.to_string() },
             ("says-re", _) => Check::Matches { prefix: "says-re:", pattern: pattern(rest)? },
@@ -142,7 +158,7 @@ impl Check {
             _ => {
                 return Err(format!(
                     "check '{text}' is not one the runner knows (events, events-where-connected, ev:, events-file:, \
-                     events-refused:, autotune, autotune-allreduce, memory, summary, quiet, noserve, says:, says-re:, grep:, re:, \
+                     events-refused:, smaller-window-than:, autotune, autotune-allreduce, memory, summary, quiet, noserve, says:, says-re:, grep:, re:, \
                      nore:, nowarn:, within:, leaks; the others are ci/mpi/run.sh's)"
                 ));
             }
@@ -158,6 +174,7 @@ impl Check {
                 | Check::EventsFile(_)
                 | Check::Autotune { .. }
                 | Check::Memory
+                | Check::SmallerWindowThan(_)
                 | Check::Summary
                 | Check::NoServe
         )
@@ -211,6 +228,17 @@ impl Check {
                     why.push(format!("{}/absent was created through the dangling link", planted.display()));
                 }
                 ((!why.is_empty()).then(|| why.join("\n")), None)
+            }
+            Check::SmallerWindowThan(reference) => {
+                let why = match (run.earlier_windows.get(reference), window_bytes(run.dir)) {
+                    (None, _) => Some(format!("no window size from {reference}, which must run first (select it too)")),
+                    (Some(theirs), mine) if mine.is_none_or(|mine| mine >= *theirs) => Some(format!(
+                        "comm 0's window is {} bytes per rank, not less than {theirs} in {reference}",
+                        mine.map_or("?".to_string(), |m| m.to_string())
+                    )),
+                    _ => None,
+                };
+                (why, None)
             }
             Check::Memory => {
                 let filter = "every_rank_ready(0; .transport == \"shm\" and .memory.shm_ranks == $np \
@@ -295,6 +323,22 @@ fn events_files(dir: &Path) -> Vec<std::path::PathBuf> {
     files
 }
 
+/// comm 0's window per rank on rank 0 (its first comm_ready event) in the
+/// run logged in DIR, if it has one.
+pub fn window_bytes(dir: &Path) -> Option<u64> {
+    let files = events_files(dir);
+    if files.is_empty() {
+        return None;
+    }
+    let out = Command::new("jq")
+        .args(["-r", r#"select(.event == "comm_ready" and .cid == 0 and .rank == 0) | .window_bytes"#])
+        .args(&files)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout).lines().next()?.trim().parse().ok()
+}
+
 /// The jq FILTER holds over every rank's events read as they are, one
 /// array (ci/mpi/run.sh's events-file:).
 fn events_file_holds(run: &Run, filter: &str) -> Result<(), String> {
@@ -354,6 +398,7 @@ mod tests {
             all_log: log,
             secs: 3.0,
             expect_transport: "shm",
+            earlier_windows: &Default::default(),
         };
         Check::parse(check).unwrap().judge(&run)
     }
@@ -392,7 +437,7 @@ mod tests {
         for (rank, lines) in events.iter().enumerate() {
             std::fs::write(dir.join(format!("events/rank-{rank}.jsonl")), lines.join("\n") + "\n").unwrap();
         }
-        let run = Run { root: &root, dir: &dir, np, all_log: "", secs: 1.0, expect_transport: "shm" };
+        let run = Run { root: &root, dir: &dir, np, all_log: "", secs: 1.0, expect_transport: "shm", earlier_windows: &Default::default() };
         let why = Check::parse(check).unwrap().judge(&run).0;
         std::fs::remove_dir_all(&dir).unwrap();
         why
@@ -452,7 +497,7 @@ mod tests {
         std::fs::write(dir.join("planted/victim"), "keep\n").unwrap();
         let warning = "coll:rdma: warning: coll_rdma_events_file: cannot create /x/ev.0 (a link); running on without events\n";
         let judge = |log: &str| {
-            let run = Run { root: Path::new("/"), dir: &dir, np: 2, all_log: log, secs: 1.0, expect_transport: "shm" };
+            let run = Run { root: Path::new("/"), dir: &dir, np: 2, all_log: log, secs: 1.0, expect_transport: "shm", earlier_windows: &Default::default() };
             Check::parse("events-refused:planted").unwrap().judge(&run).0
         };
         assert_eq!(judge(&warning.repeat(2)), None);
@@ -465,8 +510,33 @@ mod tests {
     }
 
     #[test]
+    fn smaller_window_than_compares_with_the_earlier_case() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let dir = std::env::temp_dir().join(format!("mpi-runner-window-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("events")).unwrap();
+        let ready = |rank: u32, window: u64| {
+            format!(r#"{{"event":"comm_ready","cid":0,"rank":{rank},"window_bytes":{window}}}"#)
+        };
+        std::fs::write(dir.join("events/rank-0.jsonl"), format!("{}\n{}\n", ready(0, 5000), ready(0, 9000))).unwrap();
+        std::fs::write(dir.join("events/rank-1.jsonl"), ready(1, 1) + "\n").unwrap();
+        assert_eq!(window_bytes(&dir), Some(5000));
+        let earlier: std::collections::BTreeMap<String, u64> = [("big".to_string(), 6000), ("small".to_string(), 5000)].into();
+        let judge = |check: &str| {
+            let run =
+                Run { root: &root, dir: &dir, np: 2, all_log: "", secs: 1.0, expect_transport: "shm", earlier_windows: &earlier };
+            Check::parse(check).unwrap().judge(&run).0
+        };
+        assert_eq!(judge("smaller-window-than:big"), None);
+        assert_eq!(judge("smaller-window-than:small").unwrap(), "comm 0's window is 5000 bytes per rank, not less than 5000 in small");
+        assert!(judge("smaller-window-than:absent").unwrap().starts_with("no window size from absent, which must run first"));
+        assert_eq!(Check::parse("smaller-window-than:big").unwrap().runs_after(), Some("big"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn unknown_or_malformed_checks_are_refused() {
-        for text in ["smaller-window-than:x", "gone:x", "events-refused:", "re:(", "within:soon", "within:-1"] {
+        for text in ["smaller-window-than:", "gone:x", "events-refused:", "re:(", "within:soon", "within:-1"] {
             assert!(Check::parse(text).is_err(), "{text} was accepted");
         }
         for text in ["ev:true", "events-file:true", "autotune", "autotune-allreduce", "memory"] {

@@ -19,7 +19,7 @@ mod shm;
 mod table;
 mod verdict;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -45,8 +45,10 @@ usage: mpi-runner [options] TABLE...
                       TEST_TIMEOUT_MAX_FACTOR or 6)
   --only REGEX        run only the cases whose name REGEX matches
   --list              print the case names, run nothing
-  --list-deps         the same (no table case orders itself after another yet)
+  --list-deps         the same, each name followed by a tab and the cases it
+                      must run after (its smaller-window-than:), if any
   --list-var NAME ITEMS  the list @NAME of the tables: ITEMS one element a line
+  --var NAME VALUE    {NAME} in the tables' strings stands for VALUE
   --keep-logs         keep the logs of passing cases (default KEEP_LOGS=1)
   --pids-file FILE    append every rank's pid to FILE (the caller's final leak check)
   --tally FILE        write 'PASSED FAILED SKIPPED' and the failed names there
@@ -59,7 +61,10 @@ struct Options {
     section1_only: bool,
     only: Option<regex::Regex>,
     list: bool,
+    /// --list-deps: each name followed by a tab and the cases it runs after.
+    list_deps: bool,
     lists: Lists,
+    vars: table::Vars,
     keep_logs: bool,
     pids_file: Option<PathBuf>,
     tally: Option<PathBuf>,
@@ -76,9 +81,10 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
     let mut timeout = env_or("TEST_TIMEOUT", "120");
     let mut factor = env_or("TEST_TIMEOUT_MAX_FACTOR", "6");
     let (mut only, mut pids_file, mut tally) = (None, None, None);
-    let (mut list, mut section1_only, mut summary) = (false, false, true);
+    let (mut list, mut list_deps, mut section1_only, mut summary) = (false, false, false, true);
     let mut keep_logs = std::env::var("KEEP_LOGS").is_ok_and(|k| k == "1");
     let mut lists = Lists::new();
+    let mut vars = table::Vars::new();
     let mut tables = Vec::new();
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -102,7 +108,12 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
                 let re = value("a regular expression")?;
                 only = Some(regex::Regex::new(&re).map_err(|e| format!("--only '{re}': {e}"))?);
             }
-            "--list" | "--list-deps" => list = true,
+            "--list" => list = true,
+            "--list-deps" => (list, list_deps) = (true, true),
+            "--var" => {
+                let name = value("a name and its value")?;
+                vars.insert(name, value("a value")?);
+            }
             "--list-var" => {
                 let name = value("a name and its items")?;
                 let items = value("the items, one a line")?;
@@ -140,7 +151,9 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
         section1_only,
         only,
         list,
+        list_deps,
         lists,
+        vars,
         keep_logs,
         pids_file,
         tally,
@@ -225,7 +238,7 @@ fn run_id() -> String {
 }
 
 /// Runs CASE and prints its PASS or FAIL line; true when it passed.
-fn run_case(options: &Options, case: &Case) -> std::io::Result<bool> {
+fn run_case(options: &Options, case: &Case, windows: &mut BTreeMap<String, u64>) -> std::io::Result<bool> {
     let root = &options.launcher.root;
     let dir = options.logdir.join(&case.name);
     let _ = std::fs::remove_dir_all(&dir);
@@ -251,7 +264,8 @@ fn run_case(options: &Options, case: &Case) -> std::io::Result<bool> {
     if let Some(first) = run_wrapper.first_mut().filter(|w| w.contains('/') && !w.starts_with('/')) {
         *first = root.join(&first).display().to_string();
     }
-    let cmd = options.launcher.command(&dir, &id, case.np, &opts, &run_wrapper, &case.program, &in_dir(&case.args));
+    let mut cmd = in_dir(&case.mpirun_wrapper);
+    cmd.extend(options.launcher.command(&dir, &id, case.np, &opts, &run_wrapper, &case.program, &in_dir(&case.args)));
     std::fs::write(dir.join("command"), cmd.join(" ") + "\n")?;
     let ended = options.launcher.run(&dir, &id, case.np, &cmd)?;
 
@@ -266,6 +280,7 @@ fn run_case(options: &Options, case: &Case) -> std::io::Result<bool> {
         secs: ended.secs,
         expect_transport: &std::env::var("EXPECT_TRANSPORT")
             .unwrap_or_else(|_| options.transport.clone().unwrap_or_else(|| "shm".into())),
+        earlier_windows: windows,
     };
     let mut why = Vec::new();
     if ended.rc == 124 || ended.rc == 137 {
@@ -284,6 +299,11 @@ fn run_case(options: &Options, case: &Case) -> std::io::Result<bool> {
         let (reason, accepted) = check.judge(&run);
         why.extend(reason);
         stalls = accepted.unwrap_or(stalls);
+    }
+    let shown_dir = run.shown_dir();
+    // kept after the logs go, for a later case's smaller-window-than
+    if let Some(window) = checks::window_bytes(&dir) {
+        windows.insert(case.name.clone(), window);
     }
 
     // leftovers in /dev/shm: segments this run's ranks created and left
@@ -326,7 +346,7 @@ fn run_case(options: &Options, case: &Case) -> std::io::Result<bool> {
         }
         return Ok(true);
     }
-    println!("{:<44} FAIL  {secs:>6}s  (logs: {})", case.name, run.shown_dir());
+    println!("{:<44} FAIL  {secs:>6}s  (logs: {shown_dir})", case.name);
     why.extend(ended.launcher_note.iter().map(|note| format!("note: {note}")));
     for reason in &why {
         for line in reason.lines() {
@@ -353,7 +373,7 @@ fn main() {
     for table in &options.tables {
         let parsed = std::fs::read_to_string(table)
             .map_err(|e| format!("{}: {e}", table.display()))
-            .and_then(|text| table::parse(&table.display().to_string(), &text, &options.lists));
+            .and_then(|text| table::parse(&table.display().to_string(), &text, &options.lists, &options.vars));
         match parsed {
             Ok(more) => cases.extend(more),
             Err(e) => {
@@ -368,9 +388,15 @@ fn main() {
         std::process::exit(2);
     }
     let mut tally = Tally::default();
+    let mut windows = BTreeMap::new();
     for case in cases.iter().filter(|c| wanted(&options, &c.name)) {
         if options.list {
-            println!("{}", case.name);
+            let after: Vec<&str> = case.checks.iter().filter_map(Check::runs_after).collect();
+            if options.list_deps && !after.is_empty() {
+                println!("{}\t{}", case.name, after.join(" "));
+            } else {
+                println!("{}", case.name);
+            }
             continue;
         }
         let unmet = case.skip_unless.as_ref().filter(|c| !condition_holds(&options.launcher.root, &c.sh)).map(|c| c.why.clone());
@@ -380,7 +406,7 @@ fn main() {
             tally.skipped += 1;
             continue;
         }
-        match run_case(&options, case) {
+        match run_case(&options, case, &mut windows) {
             Ok(true) => tally.passed += 1,
             Ok(false) => {
                 tally.failed += 1;

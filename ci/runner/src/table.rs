@@ -20,11 +20,13 @@
 //! run_wrapper = ["ci/per-rank-mca.sh", "x", "1", "2"]  # optional: each rank runs the program through it
 //! skip_unless = { sh = "command -v jq", why = "needs jq" }  # optional: SKIP unless bash -c sh succeeds
 //! setup = 'mkdir -p "$CASE_DIR/x"'  # optional: bash runs it first, in its log directory
+//! mpirun_wrapper = ["unshare", "-m", "..."]  # optional: runs mpirun with its arguments
 //! ```
 //!
 //! `{case_dir}` stands, in mpirun, args and run_wrapper, for the case's log
 //! directory (known only when it runs: `CASE_DIR`), so that a setup's
-//! fixtures can be named.
+//! fixtures can be named; `{NAME}` for a caller's `--var NAME VALUE` is
+//! replaced like an `each` key (the entry's own keys win).
 //!
 //! Invariants: every case the runner returns has a non-empty name, a
 //! process count of at least 1, a known expectation and only checks the
@@ -66,6 +68,8 @@ pub struct Case {
     /// A command each rank runs with the program as its arguments (run.sh's
     /// RUN_WRAPPER; a relative first word is the checkout's).
     pub run_wrapper: Vec<String>,
+    /// A command that runs mpirun with its arguments (run.sh's MPIRUN_WRAPPER).
+    pub mpirun_wrapper: Vec<String>,
     /// Skipped, saying why, unless this shell condition holds when the case's
     /// turn comes.
     pub skip_unless: Option<Condition>,
@@ -87,6 +91,8 @@ pub struct Condition {
 
 /// Lists given by the caller, spliced where a table says `@NAME`.
 pub type Lists = BTreeMap<String, Vec<String>>;
+/// Values given by the caller, replaced where a table says `{NAME}`.
+pub type Vars = BTreeMap<String, String>;
 
 const CASE_KEYS: &[&str] = &[
     "name",
@@ -99,12 +105,13 @@ const CASE_KEYS: &[&str] = &[
     "checks",
     "needs_free_memory_gib",
     "run_wrapper",
+    "mpirun_wrapper",
     "skip_unless",
     "setup",
 ];
 
 /// The cases of the table TEXT (read from SOURCE, named in errors).
-pub fn parse(source: &str, text: &str, caller_lists: &Lists) -> Result<Vec<Case>, String> {
+pub fn parse(source: &str, text: &str, caller_lists: &Lists, caller_vars: &Vars) -> Result<Vec<Case>, String> {
     let doc: toml::Table = text.parse().map_err(|e| format!("{source}: not TOML: {e}"))?;
     let mut lists = caller_lists.clone();
     for (key, value) in &doc {
@@ -132,7 +139,9 @@ pub fn parse(source: &str, text: &str, caller_lists: &Lists) -> Result<Vec<Case>
             return Err(format!("{label}: unknown key '{unknown}' ({})", CASE_KEYS.join(", ")));
         }
         for keys in each_entries(entry, &label)? {
-            cases.push(one_case(entry, &keys, &lists, &label)?);
+            let mut keys_and_vars = caller_vars.clone();
+            keys_and_vars.extend(keys);
+            cases.push(one_case(entry, &keys_and_vars, &lists, &label)?);
         }
     }
     let mut seen = std::collections::BTreeSet::new();
@@ -239,6 +248,7 @@ fn one_case(
         checks,
         needs_free_memory_gib,
         run_wrapper: list("run_wrapper")?,
+        mpirun_wrapper: list("mpirun_wrapper")?,
         skip_unless,
         setup: entry.get("setup").map(|_| text("setup")).transpose()?,
     })
@@ -296,7 +306,7 @@ mod tests {
             checks = ["@SERVED", 'ev:every_rank_ready(0; .degree == {k} and .calls == { "served": 2 })']
         "#;
         let caller = lists(&[("V", &["--mca", "verbose", "1"]), ("SERVED", &["events"])]);
-        let cases = parse("t.toml", text, &caller).unwrap();
+        let cases = parse("t.toml", text, &caller, &Vars::new()).unwrap();
         assert_eq!(cases.len(), 2);
         assert_eq!(cases[1].name, "degree-7-np8");
         assert_eq!(cases[1].np, 8);
@@ -314,10 +324,10 @@ mod tests {
     #[test]
     fn a_case_without_each_or_lists_is_taken_as_written() {
         let text = "[[case]]\nname = \"plain\"\nnp = 3\nexpect = \"refused\"\nprogram = \"p\"\n";
-        let cases = parse("t", text, &Lists::new()).unwrap();
+        let cases = parse("t", text, &Lists::new(), &Vars::new()).unwrap();
         assert_eq!(cases.len(), 1);
         assert_eq!(cases[0].needs_free_memory_gib, None);
-        let huge = parse("t", &format!("{text}needs_free_memory_gib = 8\n"), &Lists::new()).unwrap();
+        let huge = parse("t", &format!("{text}needs_free_memory_gib = 8\n"), &Lists::new(), &Vars::new()).unwrap();
         assert_eq!(huge[0].needs_free_memory_gib, Some(8));
         assert_eq!((cases[0].np, cases[0].expect), (3, Expect::Refused));
         assert!(cases[0].mpirun.is_empty() && cases[0].args.is_empty() && cases[0].checks.is_empty());
@@ -336,7 +346,7 @@ mod tests {
             run_wrapper = ["ci/per-rank-mca.sh", "@PARAM", "{np}"]
             skip_unless = { sh = "test {np} -gt 1", why = "needs {np} ranks" }
         "#;
-        let cases = parse("t", text, &lists(&[("PARAM", &["x", "1"])])).unwrap();
+        let cases = parse("t", text, &lists(&[("PARAM", &["x", "1"])]), &Vars::new()).unwrap();
         assert_eq!(cases[0].run_wrapper, ["ci/per-rank-mca.sh", "x", "1", "2"]);
         assert_eq!(cases[0].skip_unless, Some(Condition { sh: "test 2 -gt 1".into(), why: "needs 2 ranks".into() }));
         assert_eq!(cases[0].setup, None);
@@ -354,9 +364,28 @@ mod tests {
             mpirun = ["--mca", "coll_rdma_events_file", "{case_dir}/planted/ev.%r"]
             setup = 'mkdir "$CASE_DIR/planted" && echo {np}'
         "#;
-        let cases = parse("t", text, &Lists::new()).unwrap();
+        let cases = parse("t", text, &Lists::new(), &Vars::new()).unwrap();
         assert_eq!(cases[0].mpirun[2], "{case_dir}/planted/ev.%r");
         assert_eq!(cases[0].setup.as_deref(), Some(r#"mkdir "$CASE_DIR/planted" && echo 2"#));
+    }
+
+    #[test]
+    fn caller_vars_fill_placeholders_and_each_keys_win() {
+        let text = r#"
+            [[case]]
+            name = "v-{np}"
+            each = [{ np = 2, VERSION = "mine" }, { np = 3 }]
+            np = "{np}"
+            expect = "ok"
+            program = "p"
+            mpirun_wrapper = ["unshare", "{VERSION}"]
+            checks = ['says-re:built against {VERSION}']
+        "#;
+        let vars: Vars = [("VERSION".to_string(), "4\\.1\\.4".to_string())].into();
+        let cases = parse("t", text, &Lists::new(), &vars).unwrap();
+        assert_eq!(cases[0].mpirun_wrapper, ["unshare", "mine"]);
+        assert_eq!(cases[1].checks, [Check::parse(r"says-re:built against 4\.1\.4").unwrap()]);
+        assert!(parse("t", text, &Lists::new(), &Vars::new()).unwrap_err().contains("'{VERSION}'"));
     }
 
     #[test]
@@ -379,7 +408,7 @@ mod tests {
             ("colour = 1\n".to_string(), "unknown top-level key 'colour'"),
         ];
         for (text, wanted) in bad {
-            let err = parse("t.toml", &text, &Lists::new()).unwrap_err();
+            let err = parse("t.toml", &text, &Lists::new(), &Vars::new()).unwrap_err();
             assert!(err.contains(wanted), "{text:?}: error '{err}' does not say '{wanted}'");
             assert!(err.starts_with("t.toml"), "{err}");
         }

@@ -150,6 +150,10 @@ fn listing_selects_as_the_suite_does() {
     assert_eq!((status, stdout.as_str()), (0, "np2-section-one\nparameter-np2\n"));
     let (_, stdout) = run(&dir, &table, 60, &["--list", "--section1-only"]);
     assert_eq!(stdout, "np2-section-one\n");
+    // --list-deps names the case a smaller-window-than: compares with
+    let after = format!("{table}{}", case("after-np2", 2, "ok", "good", &["smaller-window-than:parameter-np2"]));
+    let (_, stdout) = run(&dir, &after, 60, &["--list-deps"]);
+    assert_eq!(stdout, "np2-section-one\nparameter-np2\nafter-np2\tparameter-np2\n");
     let (status, stdout) = run(&dir, &table, 60, &["--only", "^param"]);
     assert_eq!(status, 0);
     assert!(stdout.starts_with("parameter-np2") && stdout.ends_with("1 passed, 0 failed\n"), "{stdout}");
@@ -169,7 +173,8 @@ fn wrappers_setups_and_conditions_shape_the_run() {
         expect = "ok"
         program = "good"
         run_wrapper = ["sh", "-c", 'echo "wrapped rank $OMPI_COMM_WORLD_RANK"; exec "$@"', "wrapper"]
-        checks = ["says:wrapped rank 0", "says:wrapped rank 1"]
+        mpirun_wrapper = ["sh", "-c", 'echo "mpirun through the wrapper"; exec "$@"', "wrapper"]
+        checks = ["says:wrapped rank 0", "says:wrapped rank 1", "says:mpirun through the wrapper"]
         skip_unless = { sh = "test -x ci/runner/tests/stand-in/good", why = "no stand-in" }
 
         [[case]]
