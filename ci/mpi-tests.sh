@@ -222,6 +222,15 @@ else
     OUTSIDE_ADDRESS=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+(\.[0-9]+){3}$' | grep -v '^127\.' | head -1 || true)
 fi
 export OUTSIDE_ADDRESS
+# why verbs cannot be set up here, forced or across pretended nodes, as the
+# ranks' comm_unavailable says: no device, or (the Open MPI 5 chroot's
+# build, docs/ompi5-port.md) no verbs in this build (the component links
+# libibverbs exactly when it has the verbs transport)
+if grep -qa 'libibverbs\.so' "$COMPDIR/mca_coll_rdma.so" 2>/dev/null; then
+    NO_DEVICE_WHY="no RDMA device found" NO_DEVICE_ACROSS_WHY="verbs between the nodes failed: no RDMA device found"
+else
+    NO_DEVICE_WHY="this build of coll rdma has no verbs support" NO_DEVICE_ACROSS_WHY=$NO_DEVICE_WHY
+fi
 
 # ------------------------------------------------------------------ helpers
 . "$ROOT/ci/mpi/run.sh"

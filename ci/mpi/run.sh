@@ -1,9 +1,11 @@
 # Sourced by ci/mpi-tests.sh: the runner of one case (run_test), its
 # checks on the events and the output, the /dev/shm leak check, and the
 # case selection (want, skip, --list); run_table hands a case table
-# (ci/mpi/cases/*.toml) to ci/runner, which runs its cases alike (the
-# checks only tables use, events-file: and events-refused:, are the
-# runner's alone: ci/runner/src/checks.rs). Invariants: a case leaves nothing of
+# (ci/mpi/cases/*.toml) to ci/runner, which runs its cases alike. The
+# checks only tables use are the runner's alone (ci/runner/src/checks.rs:
+# says:, quiet, noserve, nore:, within:, events-file:, events-refused:,
+# autotune, autotune-allreduce, memory, smaller-window-than:); run_test
+# keeps those the shell case files still use. Invariants: a case leaves nothing of
 # its own in /dev/shm (or fails saying what it left); CHECKS, RUN_WRAPPER,
 # LAUNCH_WRAPPER and MPIRUN_WRAPPER apply to the next run_test only (it
 # empties them, run or not); PASSED, FAILED, SKIPPED and FAILED_NAMES count
@@ -36,23 +38,11 @@ trap 'rm -f "$RUN_PIDS_FILE"' EXIT
 
 SHM_BEFORE_ALL=$(shm_list 'coll_rdma\.')
 
-# --list's line for case NAME; with --list-deps, the cases its CHECKS
-# compare with (set before run_test, so they are the case's own)
-list_case() {  # list_case NAME
-    local c deps=()
-    if [ "$LIST_DEPS" = 1 ]; then
-        for c in "${CHECKS[@]}"; do
-            [[ $c == smaller-window-than:* ]] && deps+=("${c#smaller-window-than:}")
-        done
-    fi
-    if [ "${#deps[@]}" -gt 0 ]; then printf '%s\t%s\n' "$1" "${deps[*]}"; else say "$1"; fi
-}
-
 want() {  # want NAME: should this test run?
     # another transport or several hosts: section 1 only (the parameter
     # tests below expect shared memory on one node)
     if [ -n "$TRANSPORT$HOSTS" ] || [ "${#EXTRA_MCA[@]}" -gt 0 ]; then [[ $1 == np[0-9]*-* ]] || return 1; fi
-    if [ "$LIST" = 1 ]; then list_case "$1"; return 1; fi
+    if [ "$LIST" = 1 ]; then say "$1"; return 1; fi
     [ -z "$ONLY" ] || printf '%s\n' "$1" | grep -Eq -- "$ONLY"
 }
 
@@ -82,24 +72,18 @@ skip() {  # skip NAME REASON
 #               ranks' events as one array, each event with `world` (its
 #               process's rank in MPI_COMM_WORLD) added, with $np and the
 #               helpers of ci/served/checks.jq (every_rank_ready, ...)
-#     smaller-window-than:NAME  comm 0's window on rank 0 (comm_ready's
-#               window_bytes) is smaller than in the test NAME, run first
 #   Checks of wording a user must read (warnings and errors, which stay
 #   worded as they are; the tests name them so):
-#     says:STR  the fixed string STR appears in the output
 #     says-re:RE  the extended regular expression RE matches a line of it
-#     quiet     no coll:rdma output at all but stall warnings (see nowarn)
 #     summary   at verbose 1: lines of at most 200 characters, no rank's
 #               detail, one summary line per communicator's rank 0 as it
 #               became ready and one per family of calls made as it was
 #               freed, agreeing with that rank's events
 #               (ci/served/summary-check.sh)
-#     noserve   coll rdma claimed no communicator (no comm_claimed event)
 #   Checks of the output of the programs and of Open MPI itself:
 #     grep:STR  the fixed string STR appears in the output
 #     re:RE     the extended regular expression RE matches a line of the output
-#     nore:RE   no line of the output matches RE
-#     nowarn:RE like nore:RE, but a stall warning ("coll:rdma: warning: rank R
+#     nowarn:RE no line of the output matches RE, but a stall warning ("coll:rdma: warning: rank R
 #               of N has waited S s for ...") is tolerated and counted: it
 #               says a wait was slow (a loaded machine can make a legitimate
 #               wait exceed coll_rdma_stall_warning), not that anything went
@@ -108,17 +92,6 @@ skip() {  # skip NAME REASON
 #     gone:NAME /dev/shm/NAME no longer exists after the run
 #     leaks     the run must leave a segment of its own in /dev/shm (a test of
 #               the leak check itself; otherwise any is a failure)
-#     within:N  mpirun ended within N seconds (a job that must not hang)
-#     autotune  the barrier autotune (events): per process and context
-#               id no more plans or choices than communicators claimed;
-#               comm 0 has exactly one plan, and if a trial, every rank
-#               chose the same radix, one of the candidates and a row of
-#               rank 0's table
-#     memory    every rank's comm_ready on comm 0 (shm) states the segment
-#               size the layout formula gives for np ranks
-#     autotune-allreduce  the same for the allreduce degree, whose trial
-#               only runs once a call reaches the tree (so no choice is
-#               also right)
 #     launcher-ended  mpirun outlived the ranks and was ended for it (a test
 #               of watch_job itself)
 #   RUN_WRAPPER (array, set by the caller like CHECKS): a command that each
@@ -156,14 +129,6 @@ events_hold() {
 # and backslashes escaped as JSON does, which jq reads alike)
 jq_string() { jq -n --arg text "$1" '$text'; }
 
-declare -A WINDOW_BYTES=()
-# window_bytes DIR: the window per rank of comm 0 on rank 0 (its first
-# comm_ready event), empty without one
-window_bytes() {
-    jq -r 'select(.event == "comm_ready" and .cid == 0 and .rank == 0) | .window_bytes' \
-        "$1"/events/rank-*.jsonl 2>/dev/null | head -n 1 || true
-}
-
 run_test() {
     local name=$1 np=$2 expect=$3
     shift 3
@@ -180,7 +145,7 @@ run_test() {
     local c
     for c in "${CHECKS[@]}"; do
         case $c in
-            events|events-where-connected|ev:*|autotune|autotune-allreduce|memory|noserve|summary|smaller-window-than:*)
+            events|events-where-connected|ev:*|summary)
                 mkdir -p "$dir/events"
                 opts+=(--mca coll_rdma_events_file "$dir/events/rank-%r.jsonl")
                 break ;;
@@ -273,30 +238,9 @@ run_test() {
             ev:*)
                 local out
                 out=$(events_hold "$dir" "$np" "${c#ev:}") || why+=("$out") ;;
-            autotune|autotune-allreduce)
-                local coll=barrier must_choose=true out
-                [ "$c" = autotune-allreduce ] && coll=allreduce must_choose=false
-                out=$(events_hold "$dir" "$np" "once_per_claim(\"autotune_plan\"; \"$coll\") and once_per_claim(\"autotune\"; \"$coll\")
-                    and autotune_agreed(\"$coll\"; $must_choose)") || why+=("$out") ;;
-            memory)
-                local out
-                out=$(events_hold "$dir" "$np" 'every_rank_ready(0; .transport == "shm" and .memory.shm_ranks == $np
-                    and .memory.total_bytes == shm_segment_bytes(.window_bytes; $np))') || why+=("$out") ;;
             summary)
                 local out
                 out=$(bash "$ROOT/ci/served/summary-check.sh" "$dir" 2>&1) || why+=("verbose 1's summary: $out") ;;
-            quiet)
-                local printed
-                printed=$(grep 'coll:rdma:' "$dir/all.log" | grep -Ev -- "$STALL_WARNING_RE" || true)
-                [ -z "$printed" ] || why+=("coll:rdma printed something:"$'\n'"$(printf '%s\n' "$printed" | head -3)")
-                stalls=$(grep -cE -- "$STALL_WARNING_RE" "$dir/all.log" || true) ;;
-            noserve)
-                # (a process that disqualified coll rdma writes no events)
-                cat "$dir"/events/rank-*.jsonl 2>/dev/null | grep -q '"event":"comm_claimed"' &&
-                    why+=("coll rdma claimed a communicator (comm_claimed in ${dir#"$ROOT"/}/events)") ;;
-            says:*)
-                local s=${c#says:}
-                grep -qF -- "$s" "$dir/all.log" || why+=("missing message: $s") ;;
             says-re:*)
                 local re=${c#says-re:}
                 grep -qE -- "$re" "$dir/all.log" || why+=("no line says: $re") ;;
@@ -308,31 +252,12 @@ run_test() {
                 grep -qE -- "$re" "$dir/all.log" || why+=("no line matches: $re") ;;
             launcher-ended)
                 [ -n "$launcher_note" ] || why+=("mpirun outlived its ranks, but the run was not ended as such") ;;
-            smaller-window-than:*)
-                # comm 0's window on rank 0 is smaller than in the test named
-                # (run before this one), from the comm_ready events
-                local reference=${c#smaller-window-than:} mine theirs
-                mine=$(window_bytes "$dir")
-                theirs=${WINDOW_BYTES[$reference]:-}
-                if [ -z "$theirs" ]; then
-                    why+=("no window size from $reference, which must run first (select it too)")
-                elif [ -z "$mine" ] || [ "$mine" -ge "$theirs" ]; then
-                    why+=("comm 0's window is ${mine:-?} bytes per rank, not less than $theirs in $reference")
-                fi ;;
             gone:*)
                 local g=${c#gone:}
                 if [ -e "/dev/shm/$g" ]; then
                     why+=("/dev/shm/$g is still there")
                     rm -f "/dev/shm/$g"
                 fi ;;
-            within:*)
-                local limit=${c#within:}
-                awk -v s="$secs" -v n="$limit" 'BEGIN { exit !(s <= n) }' ||
-                    why+=("mpirun took ${secs}s, more than ${limit}s") ;;
-            nore:*)
-                local re=${c#nore:}
-                grep -qE -- "$re" "$dir/all.log" &&
-                    why+=("unexpected output:"$'\n'"$(grep -E -- "$re" "$dir/all.log" | head -3)") ;;
             nowarn:*)
                 local re=${c#nowarn:} unexpected
                 unexpected=$(grep -E -- "$re" "$dir/all.log" | grep -Ev -- "$STALL_WARNING_RE|$UNPROTECTED_WARNING_RE" || true)
@@ -362,8 +287,6 @@ run_test() {
         [ -n "$e" ] && ! mapped_by_someone "$e" && rm -f "/dev/shm/$e"
     done < <(new_entries "$crt_before" "$(shm_list 'crtest\.')")
 
-    # kept after the logs go, for a later test's smaller-window-than check
-    WINDOW_BYTES[$name]=$(window_bytes "$dir")
     if [ "${#why[@]}" = 0 ]; then
         PASSED=$((PASSED + 1))
         if [ "$stalls" -gt 0 ]; then
@@ -395,6 +318,7 @@ one_a_line() { [ $# = 0 ] || [ -z "$*" ] || printf '%s\n' "$@"; }
 run_table() {
     local table=$1 tally args=() status=0 passed failed skipped
     [ "$LIST" = 1 ] && args+=(--list)
+    [ "$LIST_DEPS" = 1 ] && args+=(--list-deps)
     [ -n "$ONLY" ] && args+=(--only "$ONLY")
     if [ -n "$TRANSPORT$HOSTS" ] || [ "${#EXTRA_MCA[@]}" -gt 0 ]; then args+=(--section1-only); fi
     [ -n "$TRANSPORT" ] && args+=(--transport "$TRANSPORT")
@@ -407,7 +331,10 @@ run_table() {
         --list-var BC_PARAM "$(one_a_line "${BC_PARAM[@]}")" --list-var BC_E "$(one_a_line "${BC_E[@]}")"
         --list-var BC_REASON "$(one_a_line "${BC_REASON:-}")" --list-var BC_PATHS "$(one_a_line "${BC_PATHS:-}")"
         --list-var BC "$(one_a_line "${BC[@]}")" --list-var CM_I "$CM_I" --list-var BO_N "$BO_N" --list-var CL_L "$CL_L"
-        --list-var HAN "$(one_a_line "${HAN[@]}")" --list-var HAN_VERBOSE "$(one_a_line "${HAN_VERBOSE[@]}")")
+        --list-var HAN "$(one_a_line "${HAN[@]}")" --list-var HAN_VERBOSE "$(one_a_line "${HAN_VERBOSE[@]}")"
+        --var OMPI_VERSION_RE "${OMPI_VERSION//./\\.}" --var OUTSIDE_ADDRESS "$OUTSIDE_ADDRESS"
+        --var OUTSIDE_ADDRESS_RE "${OUTSIDE_ADDRESS//./\\.}" --var OUTSIDE_ADDRESS_JQ "${OUTSIDE_ADDRESS//./\\\\.}"
+        --var NO_DEVICE_WHY "$NO_DEVICE_WHY" --var NO_DEVICE_ACROSS_WHY "$NO_DEVICE_ACROSS_WHY")
     tally=$(mktemp /tmp/mpi-tests-tally.XXXXXX)
     "$MPI_RUNNER" --root "$ROOT" --bin "$BIN" --logdir "$LOGROOT" --ompi-major "$OMPI_MAJOR" \
         --component-path "$COMPONENT_PATH" --timeout "$TIMEOUT" --timeout-max-factor "$TIMEOUT_MAX_FACTOR" \
