@@ -21,6 +21,7 @@
 //! skip_unless = { sh = "command -v jq", why = "needs jq" }  # optional: SKIP unless bash -c sh succeeds
 //! setup = 'mkdir -p "$CASE_DIR/x"'  # optional: bash runs it first, in its log directory
 //! mpirun_wrapper = ["unshare", "-m", "..."]  # optional: runs mpirun with its arguments
+//! needs_component = true        # optional: left out (not even listed) with --stock
 //! ```
 //!
 //! `{case_dir}` stands, in mpirun, args and run_wrapper, for the case's log
@@ -70,6 +71,8 @@ pub struct Case {
     pub run_wrapper: Vec<String>,
     /// A command that runs mpirun with its arguments (run.sh's MPIRUN_WRAPPER).
     pub mpirun_wrapper: Vec<String>,
+    /// Only run with the component (--stock leaves the case out).
+    pub needs_component: bool,
     /// Skipped, saying why, unless this shell condition holds when the case's
     /// turn comes.
     pub skip_unless: Option<Condition>,
@@ -106,6 +109,7 @@ const CASE_KEYS: &[&str] = &[
     "needs_free_memory_gib",
     "run_wrapper",
     "mpirun_wrapper",
+    "needs_component",
     "skip_unless",
     "setup",
 ];
@@ -249,6 +253,10 @@ fn one_case(
         needs_free_memory_gib,
         run_wrapper: list("run_wrapper")?,
         mpirun_wrapper: list("mpirun_wrapper")?,
+        needs_component: match entry.get("needs_component") {
+            None => false,
+            Some(value) => value.as_bool().ok_or(format!("{label}: needs_component must be true or false"))?,
+        },
         skip_unless,
         setup: entry.get("setup").map(|_| text("setup")).transpose()?,
     })
@@ -402,6 +410,7 @@ mod tests {
             (format!("[[case]]\n{base}each = []\n"), "'each' is empty"),
             (format!("[[case]]\n{base}needs_free_memory_gib = -1\n"), "needs_free_memory_gib"),
             (format!("[[case]]\n{base}skip_unless = \"true\"\n"), "skip_unless must be"),
+            (format!("[[case]]\n{base}needs_component = 1\n"), "needs_component must be"),
             (format!("[[case]]\n{base}skip_unless = {{ sh = \"true\" }}\n"), "skip_unless needs 'why'"),
             (format!("[[case]]\n{base}skip_unless = {{ sh = \"true\", why = \"w\", or = 1 }}\n"), "unknown key 'or'"),
             ("[[case]]\nnp = 2\nexpect = \"ok\"\nprogram = \"p\"\n".to_string(), "'name' is missing"),

@@ -213,3 +213,34 @@ fn wrappers_setups_and_conditions_shape_the_run() {
     assert_eq!(listed, "wrapped-np2\nunmet-np2\nset-up-np2\nsetup-fails-np2\n");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn stock_leaves_out_component_cases_and_event_checks() {
+    let dir = scratch("stock");
+    let table = r#"
+        [[case]]
+        name = "both-np2"
+        np = 2
+        expect = "ok"
+        program = "good"
+        checks = ["ev:true", "says:failures 0"]
+
+        [[case]]
+        name = "component-only-np2"
+        np = 2
+        expect = "ok"
+        program = "good"
+        needs_component = true
+    "#;
+    let (_, listed) = run(&dir, table, 60, &["--list", "--stock"]);
+    assert_eq!(listed, "both-np2\n");
+    // without the component the events check is dropped (the stand-in
+    // writes no events, so it would fail), the output check kept
+    let (status, stdout) = run(&dir, table, 60, &["--stock"]);
+    assert_eq!((status, stdout.lines().last()), (0, Some("1 passed, 0 failed")), "{stdout}");
+    let (status, stdout) = run(&dir, table, 60, &["--stock", "--only", "both"]);
+    assert_eq!(status, 0, "{stdout}");
+    let (status, stdout) = run(&dir, table, 60, &["--only", "both"]);
+    assert!(status == 1 && stdout.contains("0 events file(s)"), "{stdout}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
