@@ -244,9 +244,11 @@ mkdir -p "$LOGROOT"
 if [ "$QUICK" = 1 ]; then
     BO_N=1000; CL_L=100; CM_I=30; NPS="1 2 3 4"; RO=(-m 1000 -x 40); RO_PARAM=(-m 1000 -x 20)
     BC=(-n 300 -B 1 -L 50 -x 60); BC_PARAM=(-n 300 -B 1 -L 50 -x 40)
+    NB_R=60; NR_R=60; NF_R=5; NBC_R=30
 else
     BO_N=20000; CL_L=1000; CM_I=300; NPS="1 2 3 4 5 8"; RO=(-x 150); RO_PARAM=(-m 1000 -x 60)
     BC=(-n 3000); BC_PARAM=(-n 1000 -B 1 -L 100 -x 100)
+    NB_R=200; NR_R=200; NF_R=20; NBC_R=120
 fi
 [ -n "$NPS_SET" ] && NPS=$NPS_SET
 

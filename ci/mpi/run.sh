@@ -319,6 +319,7 @@ run_table() {
     local table=$1 tally args=() status=0 passed failed skipped
     [ "$LIST" = 1 ] && args+=(--list)
     [ "$LIST_DEPS" = 1 ] && args+=(--list-deps)
+    [ "$MODE" = stock ] && args+=(--stock)
     [ -n "$ONLY" ] && args+=(--only "$ONLY")
     if [ -n "$TRANSPORT$HOSTS" ] || [ "${#EXTRA_MCA[@]}" -gt 0 ]; then args+=(--section1-only); fi
     [ -n "$TRANSPORT" ] && args+=(--transport "$TRANSPORT")
@@ -331,6 +332,8 @@ run_table() {
         --list-var BC_PARAM "$(one_a_line "${BC_PARAM[@]}")" --list-var BC_E "$(one_a_line "${BC_E[@]}")"
         --list-var BC_REASON "$(one_a_line "${BC_REASON:-}")" --list-var BC_PATHS "$(one_a_line "${BC_PATHS:-}")"
         --list-var BC "$(one_a_line "${BC[@]}")" --list-var CM_I "$CM_I" --list-var BO_N "$BO_N" --list-var CL_L "$CL_L"
+        --list-var NB_R "$NB_R" --list-var NR_R "$NR_R" --list-var NF_R "$NF_R" --list-var NBC_R "$NBC_R"
+        --var COMPONENT_SO "$COMPDIR/mca_coll_rdma.so"
         --list-var HAN "$(one_a_line "${HAN[@]}")" --list-var HAN_VERBOSE "$(one_a_line "${HAN_VERBOSE[@]}")"
         --var OMPI_VERSION_RE "${OMPI_VERSION//./\\.}" --var OUTSIDE_ADDRESS "$OUTSIDE_ADDRESS"
         --var OUTSIDE_ADDRESS_RE "${OUTSIDE_ADDRESS//./\\.}" --var OUTSIDE_ADDRESS_JQ "${OUTSIDE_ADDRESS//./\\\\.}"
