@@ -343,25 +343,7 @@ mod tests {
     }
 
     #[test]
-    fn wrappers_and_conditions_take_the_keys_of_each_entry() {
-        let text = r#"
-            [[case]]
-            name = "mpi4py-np{np}"
-            each = [{ np = 2 }]
-            np = "{np}"
-            expect = "ok"
-            program = "p"
-            run_wrapper = ["ci/per-rank-mca.sh", "@PARAM", "{np}"]
-            skip_unless = { sh = "test {np} -gt 1", why = "needs {np} ranks" }
-        "#;
-        let cases = parse("t", text, &lists(&[("PARAM", &["x", "1"])]), &Vars::new()).unwrap();
-        assert_eq!(cases[0].run_wrapper, ["ci/per-rank-mca.sh", "x", "1", "2"]);
-        assert_eq!(cases[0].skip_unless, Some(Condition { sh: "test 2 -gt 1".into(), why: "needs 2 ranks".into() }));
-        assert_eq!(cases[0].setup, None);
-    }
-
-    #[test]
-    fn the_case_dir_is_left_for_the_run() {
+    fn wrappers_conditions_and_setups_take_the_keys_of_each_entry() {
         let text = r#"
             [[case]]
             name = "planted-np{np}"
@@ -369,10 +351,15 @@ mod tests {
             np = "{np}"
             expect = "ok"
             program = "p"
+            run_wrapper = ["ci/per-rank-mca.sh", "@PARAM", "{np}"]
+            skip_unless = { sh = "test {np} -gt 1", why = "needs {np} ranks" }
             mpirun = ["--mca", "coll_rdma_events_file", "{case_dir}/planted/ev.%r"]
             setup = 'mkdir "$CASE_DIR/planted" && echo {np}'
         "#;
-        let cases = parse("t", text, &Lists::new(), &Vars::new()).unwrap();
+        let cases = parse("t", text, &lists(&[("PARAM", &["x", "1"])]), &Vars::new()).unwrap();
+        assert_eq!(cases[0].run_wrapper, ["ci/per-rank-mca.sh", "x", "1", "2"]);
+        assert_eq!(cases[0].skip_unless, Some(Condition { sh: "test 2 -gt 1".into(), why: "needs 2 ranks".into() }));
+        // the case's log directory is left for the run
         assert_eq!(cases[0].mpirun[2], "{case_dir}/planted/ev.%r");
         assert_eq!(cases[0].setup.as_deref(), Some(r#"mkdir "$CASE_DIR/planted" && echo 2"#));
     }
