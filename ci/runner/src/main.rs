@@ -251,11 +251,11 @@ fn run_case(options: &Options, case: &Case, windows: &mut BTreeMap<String, u64>)
     let in_dir = |items: &[String]| -> Vec<String> {
         items.iter().map(|item| item.replace(table::CASE_DIR, &dir.display().to_string())).collect()
     };
-    if let Some(setup) = &case.setup {
-        if let Err(why) = run_setup(root, &dir, setup) {
-            println!("{:<44} FAIL  (its setup failed: {why}; logs: {})", case.name, dir.display());
-            return Ok(false);
-        }
+    if let Some(setup) = &case.setup
+        && let Err(why) = run_setup(root, &dir, setup)
+    {
+        println!("{:<44} FAIL  (its setup failed: {why}; logs: {})", case.name, dir.display());
+        return Ok(false);
     }
     let mut opts = in_dir(&case.mpirun);
     if case.checks.iter().any(Check::reads_events) {
@@ -270,7 +270,9 @@ fn run_case(options: &Options, case: &Case, windows: &mut BTreeMap<String, u64>)
         *first = root.join(&first).display().to_string();
     }
     let mut cmd = in_dir(&case.mpirun_wrapper);
-    cmd.extend(options.launcher.command(&dir, &id, case.np, &opts, &run_wrapper, &case.program, &in_dir(&case.args)));
+    let args = in_dir(&case.args);
+    let ranks_run = launch::RanksRun { wrapper: &run_wrapper, program: &case.program, args: &args };
+    cmd.extend(options.launcher.command(&dir, &id, case.np, &opts, &ranks_run));
     std::fs::write(dir.join("command"), cmd.join(" ") + "\n")?;
     let ended = options.launcher.run(&dir, &id, case.np, &cmd)?;
 
