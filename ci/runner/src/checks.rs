@@ -61,6 +61,8 @@ pub enum Check {
     Within(f64),
     /// The run must leave a segment in /dev/shm (a test of the leak check).
     Leaks,
+    /// mpirun outlived its ranks and was ended for it (a test of the watcher).
+    LauncherEnded,
 }
 
 impl PartialEq for Check {
@@ -90,6 +92,7 @@ impl std::fmt::Display for Check {
             Check::NoWarning(pattern) => write!(f, "nowarn:{pattern}"),
             Check::Within(secs) => write!(f, "within:{secs}"),
             Check::Leaks => write!(f, "leaks"),
+            Check::LauncherEnded => write!(f, "launcher-ended"),
         }
     }
 }
@@ -105,6 +108,8 @@ pub struct Run<'a> {
     pub secs: f64,
     /// The transports the served calls may report (EXPECT_TRANSPORT).
     pub expect_transport: &'a str,
+    /// Set when mpirun outlived its ranks and was ended for it.
+    pub launcher_note: Option<&'a str>,
     /// comm 0's window on rank 0 in the cases run before, by name.
     pub earlier_windows: &'a std::collections::BTreeMap<String, u64>,
 }
@@ -139,6 +144,7 @@ impl Check {
             (_, "quiet") => Check::Quiet,
             (_, "noserve") => Check::NoServe,
             (_, "leaks") => Check::Leaks,
+            (_, "launcher-ended") => Check::LauncherEnded,
             (_, "autotune") => Check::Autotune { allreduce: false },
             (_, "autotune-allreduce") => Check::Autotune { allreduce: true },
             (_, "memory") => Check::Memory,
@@ -159,7 +165,7 @@ impl Check {
                 return Err(format!(
                     "check '{text}' is not one the runner knows (events, events-where-connected, ev:, events-file:, \
                      events-refused:, smaller-window-than:, autotune, autotune-allreduce, memory, summary, quiet, noserve, says:, says-re:, grep:, re:, \
-                     nore:, nowarn:, within:, leaks; the others are ci/mpi/run.sh's)"
+                     nore:, nowarn:, within:, leaks, launcher-ended; the others are ci/mpi/run.sh's)"
                 ));
             }
         })
@@ -285,6 +291,10 @@ impl Check {
             }
             // judged with the /dev/shm leak check (the runner's main loop)
             Check::Leaks => (None, None),
+            Check::LauncherEnded => {
+                let why = run.launcher_note.is_none().then(|| "mpirun outlived its ranks, but the run was not ended as such".into());
+                (why, None)
+            }
         }
     }
 }
@@ -398,6 +408,7 @@ mod tests {
             all_log: log,
             secs: 3.0,
             expect_transport: "shm",
+            launcher_note: None,
             earlier_windows: &Default::default(),
         };
         Check::parse(check).unwrap().judge(&run)
@@ -437,7 +448,7 @@ mod tests {
         for (rank, lines) in events.iter().enumerate() {
             std::fs::write(dir.join(format!("events/rank-{rank}.jsonl")), lines.join("\n") + "\n").unwrap();
         }
-        let run = Run { root: &root, dir: &dir, np, all_log: "", secs: 1.0, expect_transport: "shm", earlier_windows: &Default::default() };
+        let run = Run { root: &root, dir: &dir, np, all_log: "", secs: 1.0, expect_transport: "shm", launcher_note: None, earlier_windows: &Default::default() };
         let why = Check::parse(check).unwrap().judge(&run).0;
         std::fs::remove_dir_all(&dir).unwrap();
         why
@@ -497,7 +508,7 @@ mod tests {
         std::fs::write(dir.join("planted/victim"), "keep\n").unwrap();
         let warning = "coll:rdma: warning: coll_rdma_events_file: cannot create /x/ev.0 (a link); running on without events\n";
         let judge = |log: &str| {
-            let run = Run { root: Path::new("/"), dir: &dir, np: 2, all_log: log, secs: 1.0, expect_transport: "shm", earlier_windows: &Default::default() };
+            let run = Run { root: Path::new("/"), dir: &dir, np: 2, all_log: log, secs: 1.0, expect_transport: "shm", launcher_note: None, earlier_windows: &Default::default() };
             Check::parse("events-refused:planted").unwrap().judge(&run).0
         };
         assert_eq!(judge(&warning.repeat(2)), None);
@@ -524,7 +535,7 @@ mod tests {
         let earlier: std::collections::BTreeMap<String, u64> = [("big".to_string(), 6000), ("small".to_string(), 5000)].into();
         let judge = |check: &str| {
             let run =
-                Run { root: &root, dir: &dir, np: 2, all_log: "", secs: 1.0, expect_transport: "shm", earlier_windows: &earlier };
+                Run { root: &root, dir: &dir, np: 2, all_log: "", secs: 1.0, expect_transport: "shm", launcher_note: None, earlier_windows: &earlier };
             Check::parse(check).unwrap().judge(&run).0
         };
         assert_eq!(judge("smaller-window-than:big"), None);
@@ -539,6 +550,7 @@ mod tests {
         for text in ["smaller-window-than:", "gone:x", "events-refused:", "re:(", "within:soon", "within:-1"] {
             assert!(Check::parse(text).is_err(), "{text} was accepted");
         }
+        assert!(judge("launcher-ended", "").0.unwrap().contains("was not ended as such"));
         for text in ["ev:true", "events-file:true", "autotune", "autotune-allreduce", "memory"] {
             assert!(Check::parse(text).unwrap().reads_events(), "{text}");
         }

@@ -37,6 +37,8 @@ pub struct Launcher {
 /// RUN_WRAPPER: after the output capture and the component path, before
 /// ci/record-pid.sh, so the pid recorded is the program's).
 pub struct RanksRun<'a> {
+    /// Run first, before the output capture (run.sh's LAUNCH_WRAPPER).
+    pub launch_wrapper: &'a [String],
     pub wrapper: &'a [String],
     pub program: &'a str,
     pub args: &'a [String],
@@ -77,6 +79,7 @@ impl Launcher {
         }
         cmd.extend(["-x".into(), format!("CRTEST_RUN={run_id}")]);
         cmd.extend(opts.iter().cloned());
+        cmd.extend(ranks_run.launch_wrapper.iter().cloned());
         cmd.extend(rank_wrapper);
         cmd.extend(ranks_run.wrapper.iter().cloned());
         cmd.push(self.root.join("ci/record-pid.sh").display().to_string());
@@ -240,7 +243,7 @@ mod tests {
         let opts = ["--mca".to_string(), "x".into(), "1".into()];
         let wrapper = ["env".to_string(), "A=1".into()];
         let args = ["-n".to_string(), "3".into()];
-        let ranks_run = RanksRun { wrapper: &wrapper, program: "bcast", args: &args };
+        let ranks_run = RanksRun { launch_wrapper: &[], wrapper: &wrapper, program: "bcast", args: &args };
         let cmd = launcher(4, None).command(Path::new("/l/c"), "ab", 3, &opts, &ranks_run);
         assert_eq!(
             cmd.join(" "),
@@ -248,10 +251,10 @@ mod tests {
              SYS_DEFAULT:/r/build/components --output-filename /l/c/out:nocopy -x CRTEST_RUN=ab --mca x 1 \
              env A=1 /r/ci/record-pid.sh /l/c/pids /r/build/tests/bcast -n 3"
         );
-        let cmd = launcher(5, Some("a,b")).command(Path::new("/l/c"), "ab", 2, &[], &RanksRun { wrapper: &[], program: "bcast", args: &[] });
+        let cmd = launcher(5, Some("a,b")).command(Path::new("/l/c"), "ab", 2, &[], &RanksRun { launch_wrapper: &["lw".into()], wrapper: &[], program: "bcast", args: &[] });
         assert_eq!(
             cmd.join(" "),
-            "mpirun -np 2 --host a,b --map-by node --mca btl self,vader,tcp -x CRTEST_RUN=ab /r/ci/rank-output.sh \
+            "mpirun -np 2 --host a,b --map-by node --mca btl self,vader,tcp -x CRTEST_RUN=ab lw /r/ci/rank-output.sh \
              /l/c/out env OMPI_MCA_mca_base_component_path=SYS_DEFAULT:/r/build/components /r/ci/record-pid.sh \
              /l/c/pids /r/build/tests/bcast"
         );

@@ -215,7 +215,7 @@ fn condition_holds(root: &Path, sh: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Runs a case's SETUP script (bash, in the checkout, CASE_DIR=DIR): Err
+/// Runs a case's SETUP (or teardown) script (bash, in the checkout, CASE_DIR=DIR): Err
 /// with what it printed when it fails.
 fn run_setup(root: &Path, dir: &Path, setup: &str) -> Result<(), String> {
     let out = std::process::Command::new("bash")
@@ -271,7 +271,9 @@ fn run_case(options: &Options, case: &Case, windows: &mut BTreeMap<String, u64>)
     }
     let mut cmd = in_dir(&case.mpirun_wrapper);
     let args = in_dir(&case.args);
-    let ranks_run = launch::RanksRun { wrapper: &run_wrapper, program: &case.program, args: &args };
+    let launch_wrapper = in_dir(&case.launch_wrapper);
+    let ranks_run =
+        launch::RanksRun { launch_wrapper: &launch_wrapper, wrapper: &run_wrapper, program: &case.program, args: &args };
     cmd.extend(options.launcher.command(&dir, &id, case.np, &opts, &ranks_run));
     std::fs::write(dir.join("command"), cmd.join(" ") + "\n")?;
     let ended = options.launcher.run(&dir, &id, case.np, &cmd)?;
@@ -285,8 +287,10 @@ fn run_case(options: &Options, case: &Case, windows: &mut BTreeMap<String, u64>)
         np: case.np,
         all_log: &all_log,
         secs: ended.secs,
-        expect_transport: &std::env::var("EXPECT_TRANSPORT")
-            .unwrap_or_else(|_| options.transport.clone().unwrap_or_else(|| "shm".into())),
+        expect_transport: &case.expect_transport.clone().unwrap_or_else(|| {
+            std::env::var("EXPECT_TRANSPORT").unwrap_or_else(|_| options.transport.clone().unwrap_or_else(|| "shm".into()))
+        }),
+        launcher_note: ended.launcher_note.as_deref(),
         earlier_windows: windows,
     };
     let mut why = Vec::new();
@@ -336,6 +340,12 @@ fn run_case(options: &Options, case: &Case, windows: &mut BTreeMap<String, u64>)
         if !shm::mapped_by_someone(name) {
             let _ = std::fs::remove_file(shm_dir.join(name));
         }
+    }
+
+    if let Some(teardown) = &case.teardown
+        && let Err(failed) = run_setup(root, &dir, teardown)
+    {
+        why.push(format!("its teardown failed: {failed}"));
     }
 
     let secs = format!("{:.1}", ended.secs);

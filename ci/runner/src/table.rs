@@ -22,6 +22,9 @@
 //! setup = 'mkdir -p "$CASE_DIR/x"'  # optional: bash runs it first, in its log directory
 //! mpirun_wrapper = ["unshare", "-m", "..."]  # optional: runs mpirun with its arguments
 //! needs_component = true        # optional: left out (not even listed) with --stock
+//! launch_wrapper = ["sh", "-c", "..."]  # optional: each rank, before the output capture
+//! teardown = 'rm -f "$CASE_DIR/x"'    # optional: bash runs it once the run is judged
+//! expect_transport = "shm udp"  # optional: the transports served calls may report
 //! ```
 //!
 //! `{case_dir}` stands, in mpirun, args and run_wrapper, for the case's log
@@ -73,6 +76,14 @@ pub struct Case {
     pub mpirun_wrapper: Vec<String>,
     /// Only run with the component (--stock leaves the case out).
     pub needs_component: bool,
+    /// A command each rank runs first, before the output capture (run.sh's
+    /// LAUNCH_WRAPPER).
+    pub launch_wrapper: Vec<String>,
+    /// A bash script run once the run is judged (and before its logs go),
+    /// with CASE_DIR: what the case leaves that the runner does not clear.
+    pub teardown: Option<String>,
+    /// The transports the served calls may report, in place of the caller's.
+    pub expect_transport: Option<String>,
     /// Skipped, saying why, unless this shell condition holds when the case's
     /// turn comes.
     pub skip_unless: Option<Condition>,
@@ -110,6 +121,9 @@ const CASE_KEYS: &[&str] = &[
     "run_wrapper",
     "mpirun_wrapper",
     "needs_component",
+    "launch_wrapper",
+    "teardown",
+    "expect_transport",
     "skip_unless",
     "setup",
 ];
@@ -253,6 +267,9 @@ fn one_case(
         needs_free_memory_gib,
         run_wrapper: list("run_wrapper")?,
         mpirun_wrapper: list("mpirun_wrapper")?,
+        launch_wrapper: list("launch_wrapper")?,
+        teardown: entry.get("teardown").map(|_| text("teardown")).transpose()?,
+        expect_transport: entry.get("expect_transport").map(|_| text("expect_transport")).transpose()?,
         needs_component: match entry.get("needs_component") {
             None => false,
             Some(value) => value.as_bool().ok_or(format!("{label}: needs_component must be true or false"))?,
@@ -362,6 +379,7 @@ mod tests {
         // the case's log directory is left for the run
         assert_eq!(cases[0].mpirun[2], "{case_dir}/planted/ev.%r");
         assert_eq!(cases[0].setup.as_deref(), Some(r#"mkdir "$CASE_DIR/planted" && echo 2"#));
+        assert_eq!((cases[0].teardown.as_deref(), cases[0].expect_transport.as_deref()), (None, None));
     }
 
     #[test]

@@ -190,8 +190,10 @@ fn wrappers_setups_and_conditions_shape_the_run() {
         expect = "ok"
         program = "good"
         setup = 'echo "hello from setup" >"$CASE_DIR/greeting"'
+        launch_wrapper = ["sh", "-c", 'echo "launched first"; exec "$@"', "launch"]
         run_wrapper = ["sh", "-c", 'cat "$0"; exec "$@"', "{case_dir}/greeting"]
-        checks = ["says:hello from setup"]
+        teardown = 'touch "$CASE_DIR/../torn-down"'
+        checks = ["says:hello from setup", "says:launched first"]
 
         [[case]]
         name = "setup-fails-np2"
@@ -204,6 +206,7 @@ fn wrappers_setups_and_conditions_shape_the_run() {
     assert_eq!(verdict(&stdout, "wrapped-np2").0, "PASS", "{stdout}");
     assert!(stdout.contains("unmet-np2") && stdout.contains("SKIP  (the condition does not hold here)"), "{stdout}");
     assert_eq!(verdict(&stdout, "set-up-np2").0, "PASS", "{stdout}");
+    assert!(dir.join("logs/torn-down").exists(), "the teardown did not run");
     let failed = stdout.lines().find(|l| l.starts_with("setup-fails-np2")).unwrap();
     assert!(failed.contains("FAIL  (its setup failed: status 3, no fixtures here;"), "{failed}");
     assert_eq!(stdout.lines().last(), Some("2 passed, 1 failed, 1 skipped"), "{stdout}");
