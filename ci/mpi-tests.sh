@@ -268,7 +268,7 @@ if [ "$MODE" = component ]; then
     V+=("${EXTRA_MCA[@]}")
     # the checks read coll rdma's events (docs/events.md) with jq
     command -v jq >/dev/null || die "jq not found (run ci/setup.sh): the checks read coll rdma's events with it"
-    SERVED_CHECK=events SERVED_WHERE_CONNECTED=events-where-connected
+    SERVED_CHECK=events
     SERVED=("$SERVED_CHECK" "nowarn:coll:rdma:.*warning")
     # bcast: coll rdma's root returns at once while its messages fit in the
     # window, even with a receiver asleep (stock Open MPI's tuned does not)

@@ -1,15 +1,14 @@
 # Sourced by ci/mpi-tests.sh: the runner of one case (run_test), its
 # checks on the events and the output, the /dev/shm leak check, and the
 # case selection (want, skip, --list); run_table hands a case table
-# (ci/mpi/cases/*.toml) to ci/runner, which runs its cases alike. The
-# checks only tables use are the runner's alone (ci/runner/src/checks.rs:
-# says:, quiet, noserve, nore:, within:, events-file:, events-refused:,
-# autotune, autotune-allreduce, memory, smaller-window-than:); run_test
-# keeps those the shell case files still use. Invariants: a case leaves nothing of
-# its own in /dev/shm (or fails saying what it left); CHECKS, RUN_WRAPPER,
-# LAUNCH_WRAPPER and MPIRUN_WRAPPER apply to the next run_test only (it
-# empties them, run or not); PASSED, FAILED, SKIPPED and FAILED_NAMES count
-# every case for the closing line.
+# (ci/mpi/cases/*.toml) to ci/runner, which runs its cases alike. run_test
+# keeps only the checks the shell case files still use (01-programs.sh,
+# the killed creator of ci/mpi/special.sh); every other check and wrapper
+# is the runner's alone (ci/runner/src/checks.rs, table.rs). Invariants: a
+# case leaves nothing of its own in /dev/shm (or fails saying what it
+# left); CHECKS applies to the next run_test only (it empties it, run or
+# not); PASSED, FAILED, SKIPPED and FAILED_NAMES count every case for the
+# closing line.
 
 PASSED=0 FAILED=0 SKIPPED=0
 FAILED_NAMES=()
@@ -64,10 +63,6 @@ skip() {  # skip NAME REASON
 #     events    the counts at free match the program's expect lines per
 #               communicator and collective, nothing handed over but what
 #               the program expects (ci/events-check.sh)
-#     events-where-connected  the same, but a communicator that had no
-#               transport (ranks acting as nodes without an RDMA device
-#               between them) is left out; at least one other must have
-#               been served
 #     ev:JQ     every rank wrote an events file, and JQ holds over all
 #               ranks' events as one array, each event with `world` (its
 #               process's rank in MPI_COMM_WORLD) added, with $np and the
@@ -75,14 +70,7 @@ skip() {  # skip NAME REASON
 #   Checks of wording a user must read (warnings and errors, which stay
 #   worded as they are; the tests name them so):
 #     says-re:RE  the extended regular expression RE matches a line of it
-#     summary   at verbose 1: lines of at most 200 characters, no rank's
-#               detail, one summary line per communicator's rank 0 as it
-#               became ready and one per family of calls made as it was
-#               freed, agreeing with that rank's events
-#               (ci/served/summary-check.sh)
 #   Checks of the output of the programs and of Open MPI itself:
-#     grep:STR  the fixed string STR appears in the output
-#     re:RE     the extended regular expression RE matches a line of the output
 #     nowarn:RE no line of the output matches RE, but a stall warning ("coll:rdma: warning: rank R
 #               of N has waited S s for ...") is tolerated and counted: it
 #               says a wait was slow (a loaded machine can make a legitimate
@@ -90,25 +78,12 @@ skip() {  # skip NAME REASON
 #               wrong; a wait that never ends still fails by the timeout,
 #               and the stall-warning tests check these lines with re:/nore:
 #     gone:NAME /dev/shm/NAME no longer exists after the run
-#     leaks     the run must leave a segment of its own in /dev/shm (a test of
-#               the leak check itself; otherwise any is a failure)
-#     launcher-ended  mpirun outlived the ranks and was ended for it (a test
-#               of watch_job itself)
-#   RUN_WRAPPER (array, set by the caller like CHECKS): a command that each
-#   rank runs with the program as its arguments (e.g. ci/per-rank-mca.sh)
-#   LAUNCH_WRAPPER (array, likewise): the same, but run first, with the
-#   streams that mpirun reads (before the output is sent to files)
-#   MPIRUN_WRAPPER (array, likewise): a command that runs mpirun itself
-#   with its arguments (e.g. in a private mount namespace)
 # A wait's report that it is slow (btl-ibmc's wait loops), not an error.
 STALL_WARNING_RE='coll:rdma: warning: rank [0-9]+ of [0-9]+ has waited [0-9]+\.[0-9] s for '
 # The warning a run asks for with coll_rdma_udp_protection or
 # coll_rdma_verbs_protection none (rank 0's, at verbose 1), not an error.
 UNPROTECTED_WARNING_RE='coll:rdma: comm [0-9]+: warning: (udp frames|verbs multicast datagrams) unprotected \(coll_rdma_(udp|verbs)_protection=none\)'
 CHECKS=()
-RUN_WRAPPER=()
-LAUNCH_WRAPPER=()
-MPIRUN_WRAPPER=()
 # events_hold DIR NP JQ: the jq expression JQ holds over the events of
 # every rank of the run in DIR (ev: above; the helpers are
 # ci/served/checks.jq); says why not on stdout
@@ -125,10 +100,6 @@ events_hold() {
     return 1
 }
 
-# jq_string TEXT: TEXT as a string literal an ev: check can hold (quotes
-# and backslashes escaped as JSON does, which jq reads alike)
-jq_string() { jq -n --arg text "$1" '$text'; }
-
 run_test() {
     local name=$1 np=$2 expect=$3
     shift 3
@@ -137,7 +108,7 @@ run_test() {
     shift
     local prog=$1
     shift
-    want "$name" || { CHECKS=(); RUN_WRAPPER=(); LAUNCH_WRAPPER=(); MPIRUN_WRAPPER=(); return 0; }  # (the next test must not inherit them)
+    want "$name" || { CHECKS=(); return 0; }  # (the next test must not inherit them)
 
     local dir=$LOGROOT/$name
     rm -rf "$dir"
@@ -145,7 +116,7 @@ run_test() {
     local c
     for c in "${CHECKS[@]}"; do
         case $c in
-            events|events-where-connected|ev:*|summary)
+            events|ev:*)
                 mkdir -p "$dir/events"
                 opts+=(--mca coll_rdma_events_file "$dir/events/rank-%r.jsonl")
                 break ;;
@@ -162,9 +133,9 @@ run_test() {
     capture_output "$dir/out"
     local run_id
     run_id=$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
-    local cmd=("${MPIRUN_WRAPPER[@]}" mpirun -np "$np" "${over[@]}" "${placement[@]}"
+    local cmd=(mpirun -np "$np" "${over[@]}" "${placement[@]}"
         "${COMPONENT_PATH_OPTS[@]}" "${CAPTURE_OPTS[@]}" -x "CRTEST_RUN=$run_id"
-        "${opts[@]}" "${LAUNCH_WRAPPER[@]}" "${CAPTURE_WRAPPER[@]}" "${COMPONENT_PATH_ENV[@]}" "${RUN_WRAPPER[@]}"
+        "${opts[@]}" "${CAPTURE_WRAPPER[@]}" "${COMPONENT_PATH_ENV[@]}"
         "$ROOT/ci/record-pid.sh" "$dir/pids" "$BIN/$prog" "$@")
     printf '%s\n' "${cmd[*]}" > "$dir/command"
     local t0 t1 rc=0
@@ -230,28 +201,16 @@ run_test() {
     local c stalls=0
     for c in "${CHECKS[@]}"; do
         case $c in
-            events|events-where-connected)
-                local flag=() out
-                [ "$c" = events-where-connected ] && flag=(--where-connected)
-                out=$(EXPECT_TRANSPORT="${EXPECT_TRANSPORT:-${TRANSPORT:-shm}}" "$ROOT/ci/events-check.sh" "$dir" "$np" "${flag[@]}" 2>&1) ||
+            events)
+                local out
+                out=$(EXPECT_TRANSPORT="${EXPECT_TRANSPORT:-${TRANSPORT:-shm}}" "$ROOT/ci/events-check.sh" "$dir" "$np" 2>&1) ||
                     why+=("${out:-ci/events-check.sh failed without a word}") ;;
             ev:*)
                 local out
                 out=$(events_hold "$dir" "$np" "${c#ev:}") || why+=("$out") ;;
-            summary)
-                local out
-                out=$(bash "$ROOT/ci/served/summary-check.sh" "$dir" 2>&1) || why+=("verbose 1's summary: $out") ;;
             says-re:*)
                 local re=${c#says-re:}
                 grep -qE -- "$re" "$dir/all.log" || why+=("no line says: $re") ;;
-            grep:*)
-                local s=${c#grep:}
-                grep -qF -- "$s" "$dir/all.log" || why+=("missing message: $s") ;;
-            re:*)
-                local re=${c#re:}
-                grep -qE -- "$re" "$dir/all.log" || why+=("no line matches: $re") ;;
-            launcher-ended)
-                [ -n "$launcher_note" ] || why+=("mpirun outlived its ranks, but the run was not ended as such") ;;
             gone:*)
                 local g=${c#gone:}
                 if [ -e "/dev/shm/$g" ]; then
@@ -275,13 +234,7 @@ run_test() {
         created_by "$e" "$dir/pids" || continue
         leaked+=("$e")
     done < <(new_entries "$shm_before" "$(shm_list 'coll_rdma\.')")
-    local must_leak=0
-    for c in "${CHECKS[@]}"; do [ "$c" = leaks ] && must_leak=1; done
-    if [ "$must_leak" = 1 ]; then
-        [ "${#leaked[@]}" -gt 0 ] || why+=("the leak check missed the segment this run left in /dev/shm")
-    elif [ "${#leaked[@]}" -gt 0 ]; then
-        why+=("left in /dev/shm: ${leaked[*]}")
-    fi
+    [ "${#leaked[@]}" = 0 ] || why+=("left in /dev/shm: ${leaked[*]}")
     for e in "${leaked[@]}"; do rm -f "/dev/shm/$e"; done
     while IFS= read -r e; do
         [ -n "$e" ] && ! mapped_by_someone "$e" && rm -f "/dev/shm/$e"
@@ -306,9 +259,6 @@ run_test() {
         printf '      command: %s\n' "$(cat "$dir/command")"
     fi
     CHECKS=()
-    RUN_WRAPPER=()
-    LAUNCH_WRAPPER=()
-    MPIRUN_WRAPPER=()
 }
 
 # run_table TABLE: the cases the table TABLE (ci/mpi/cases/*.toml) describes,
@@ -333,7 +283,7 @@ run_table() {
         --list-var BC_REASON "$(one_a_line "${BC_REASON:-}")" --list-var BC_PATHS "$(one_a_line "${BC_PATHS:-}")"
         --list-var BC "$(one_a_line "${BC[@]}")" --list-var CM_I "$CM_I" --list-var BO_N "$BO_N" --list-var CL_L "$CL_L"
         --list-var NB_R "$NB_R" --list-var NR_R "$NR_R" --list-var NF_R "$NF_R" --list-var NBC_R "$NBC_R"
-        --var COMPONENT_SO "$COMPDIR/mca_coll_rdma.so"
+        --var COMPONENT_SO "$COMPDIR/mca_coll_rdma.so" --var EXPECT_TRANSPORT_HERE "${EXPECT_TRANSPORT:-${TRANSPORT:-shm}}"
         --list-var HAN "$(one_a_line "${HAN[@]}")" --list-var HAN_VERBOSE "$(one_a_line "${HAN_VERBOSE[@]}")"
         --var OMPI_VERSION_RE "${OMPI_VERSION//./\\.}" --var OUTSIDE_ADDRESS "$OUTSIDE_ADDRESS"
         --var OUTSIDE_ADDRESS_RE "${OUTSIDE_ADDRESS//./\\.}" --var OUTSIDE_ADDRESS_JQ "${OUTSIDE_ADDRESS//./\\\\.}"
