@@ -1,11 +1,14 @@
 # Sourced by ci/mpi-tests.sh: the runner of one case (run_test), its
 # checks on the events and the output, the /dev/shm leak check, and the
 # case selection (want, skip, --list); run_table hands a case table
-# (ci/mpi/cases/*.toml) to ci/runner, which runs its cases alike. Invariants: a case leaves nothing of
-# its own in /dev/shm (or fails saying what it left); CHECKS, RUN_WRAPPER,
-# LAUNCH_WRAPPER and MPIRUN_WRAPPER apply to the next run_test only (it
-# empties them, run or not); PASSED, FAILED, SKIPPED and FAILED_NAMES count
-# every case for the closing line.
+# (ci/mpi/cases/*.toml) to ci/runner, which runs its cases alike. run_test
+# keeps only the checks the shell case files still use (01-programs.sh,
+# the killed creator of ci/mpi/special.sh); every other check and wrapper
+# is the runner's alone (ci/runner/src/checks.rs, table.rs). Invariants: a
+# case leaves nothing of its own in /dev/shm (or fails saying what it
+# left); CHECKS applies to the next run_test only (it empties it, run or
+# not); PASSED, FAILED, SKIPPED and FAILED_NAMES count every case for the
+# closing line.
 
 PASSED=0 FAILED=0 SKIPPED=0
 FAILED_NAMES=()
@@ -34,23 +37,11 @@ trap 'rm -f "$RUN_PIDS_FILE"' EXIT
 
 SHM_BEFORE_ALL=$(shm_list 'coll_rdma\.')
 
-# --list's line for case NAME; with --list-deps, the cases its CHECKS
-# compare with (set before run_test, so they are the case's own)
-list_case() {  # list_case NAME
-    local c deps=()
-    if [ "$LIST_DEPS" = 1 ]; then
-        for c in "${CHECKS[@]}"; do
-            [[ $c == smaller-window-than:* ]] && deps+=("${c#smaller-window-than:}")
-        done
-    fi
-    if [ "${#deps[@]}" -gt 0 ]; then printf '%s\t%s\n' "$1" "${deps[*]}"; else say "$1"; fi
-}
-
 want() {  # want NAME: should this test run?
     # another transport or several hosts: section 1 only (the parameter
     # tests below expect shared memory on one node)
     if [ -n "$TRANSPORT$HOSTS" ] || [ "${#EXTRA_MCA[@]}" -gt 0 ]; then [[ $1 == np[0-9]*-* ]] || return 1; fi
-    if [ "$LIST" = 1 ]; then list_case "$1"; return 1; fi
+    if [ "$LIST" = 1 ]; then say "$1"; return 1; fi
     [ -z "$ONLY" ] || printf '%s\n' "$1" | grep -Eq -- "$ONLY"
 }
 
@@ -72,75 +63,27 @@ skip() {  # skip NAME REASON
 #     events    the counts at free match the program's expect lines per
 #               communicator and collective, nothing handed over but what
 #               the program expects (ci/events-check.sh)
-#     events-where-connected  the same, but a communicator that had no
-#               transport (ranks acting as nodes without an RDMA device
-#               between them) is left out; at least one other must have
-#               been served
-#     events-file:JQ  every rank wrote an events file, and the jq filter JQ
-#               holds (jq -e, over all ranks' events as one array: `-s`)
 #     ev:JQ     every rank wrote an events file, and JQ holds over all
 #               ranks' events as one array, each event with `world` (its
 #               process's rank in MPI_COMM_WORLD) added, with $np and the
 #               helpers of ci/served/checks.jq (every_rank_ready, ...)
-#     smaller-window-than:NAME  comm 0's window on rank 0 (comm_ready's
-#               window_bytes) is smaller than in the test NAME, run first
 #   Checks of wording a user must read (warnings and errors, which stay
 #   worded as they are; the tests name them so):
-#     says:STR  the fixed string STR appears in the output
 #     says-re:RE  the extended regular expression RE matches a line of it
-#     events-refused:DIR  every rank warned that coll_rdma_events_file
-#               (given by the caller) was refused and it runs on without
-#               events; DIR/victim (planted by the caller) still holds
-#               "keep" and DIR/absent (a dangling link's target) was not
-#               created
-#     quiet     no coll:rdma output at all but stall warnings (see nowarn)
-#     summary   at verbose 1: lines of at most 200 characters, no rank's
-#               detail, one summary line per communicator's rank 0 as it
-#               became ready and one per family of calls made as it was
-#               freed, agreeing with that rank's events
-#               (ci/served/summary-check.sh)
-#     noserve   coll rdma claimed no communicator (no comm_claimed event)
 #   Checks of the output of the programs and of Open MPI itself:
-#     grep:STR  the fixed string STR appears in the output
-#     re:RE     the extended regular expression RE matches a line of the output
-#     nore:RE   no line of the output matches RE
-#     nowarn:RE like nore:RE, but a stall warning ("coll:rdma: warning: rank R
+#     nowarn:RE no line of the output matches RE, but a stall warning ("coll:rdma: warning: rank R
 #               of N has waited S s for ...") is tolerated and counted: it
 #               says a wait was slow (a loaded machine can make a legitimate
 #               wait exceed coll_rdma_stall_warning), not that anything went
 #               wrong; a wait that never ends still fails by the timeout,
 #               and the stall-warning tests check these lines with re:/nore:
 #     gone:NAME /dev/shm/NAME no longer exists after the run
-#     leaks     the run must leave a segment of its own in /dev/shm (a test of
-#               the leak check itself; otherwise any is a failure)
-#     within:N  mpirun ended within N seconds (a job that must not hang)
-#     autotune  the barrier autotune (events): per process and context
-#               id no more plans or choices than communicators claimed;
-#               comm 0 has exactly one plan, and if a trial, every rank
-#               chose the same radix, one of the candidates and a row of
-#               rank 0's table
-#     memory    every rank's comm_ready on comm 0 (shm) states the segment
-#               size the layout formula gives for np ranks
-#     autotune-allreduce  the same for the allreduce degree, whose trial
-#               only runs once a call reaches the tree (so no choice is
-#               also right)
-#     launcher-ended  mpirun outlived the ranks and was ended for it (a test
-#               of watch_job itself)
-#   RUN_WRAPPER (array, set by the caller like CHECKS): a command that each
-#   rank runs with the program as its arguments (e.g. ci/per-rank-mca.sh)
-#   LAUNCH_WRAPPER (array, likewise): the same, but run first, with the
-#   streams that mpirun reads (before the output is sent to files)
-#   MPIRUN_WRAPPER (array, likewise): a command that runs mpirun itself
-#   with its arguments (e.g. in a private mount namespace)
 # A wait's report that it is slow (btl-ibmc's wait loops), not an error.
 STALL_WARNING_RE='coll:rdma: warning: rank [0-9]+ of [0-9]+ has waited [0-9]+\.[0-9] s for '
 # The warning a run asks for with coll_rdma_udp_protection or
 # coll_rdma_verbs_protection none (rank 0's, at verbose 1), not an error.
 UNPROTECTED_WARNING_RE='coll:rdma: comm [0-9]+: warning: (udp frames|verbs multicast datagrams) unprotected \(coll_rdma_(udp|verbs)_protection=none\)'
 CHECKS=()
-RUN_WRAPPER=()
-LAUNCH_WRAPPER=()
-MPIRUN_WRAPPER=()
 # events_hold DIR NP JQ: the jq expression JQ holds over the events of
 # every rank of the run in DIR (ev: above; the helpers are
 # ci/served/checks.jq); says why not on stdout
@@ -157,18 +100,6 @@ events_hold() {
     return 1
 }
 
-# jq_string TEXT: TEXT as a string literal an ev: check can hold (quotes
-# and backslashes escaped as JSON does, which jq reads alike)
-jq_string() { jq -n --arg text "$1" '$text'; }
-
-declare -A WINDOW_BYTES=()
-# window_bytes DIR: the window per rank of comm 0 on rank 0 (its first
-# comm_ready event), empty without one
-window_bytes() {
-    jq -r 'select(.event == "comm_ready" and .cid == 0 and .rank == 0) | .window_bytes' \
-        "$1"/events/rank-*.jsonl 2>/dev/null | head -n 1 || true
-}
-
 run_test() {
     local name=$1 np=$2 expect=$3
     shift 3
@@ -177,7 +108,7 @@ run_test() {
     shift
     local prog=$1
     shift
-    want "$name" || { CHECKS=(); RUN_WRAPPER=(); LAUNCH_WRAPPER=(); MPIRUN_WRAPPER=(); return 0; }  # (the next test must not inherit them)
+    want "$name" || { CHECKS=(); return 0; }  # (the next test must not inherit them)
 
     local dir=$LOGROOT/$name
     rm -rf "$dir"
@@ -185,7 +116,7 @@ run_test() {
     local c
     for c in "${CHECKS[@]}"; do
         case $c in
-            events|events-where-connected|events-file:*|ev:*|autotune|autotune-allreduce|memory|noserve|summary|smaller-window-than:*)
+            events|ev:*)
                 mkdir -p "$dir/events"
                 opts+=(--mca coll_rdma_events_file "$dir/events/rank-%r.jsonl")
                 break ;;
@@ -202,9 +133,9 @@ run_test() {
     capture_output "$dir/out"
     local run_id
     run_id=$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
-    local cmd=("${MPIRUN_WRAPPER[@]}" mpirun -np "$np" "${over[@]}" "${placement[@]}"
+    local cmd=(mpirun -np "$np" "${over[@]}" "${placement[@]}"
         "${COMPONENT_PATH_OPTS[@]}" "${CAPTURE_OPTS[@]}" -x "CRTEST_RUN=$run_id"
-        "${opts[@]}" "${LAUNCH_WRAPPER[@]}" "${CAPTURE_WRAPPER[@]}" "${COMPONENT_PATH_ENV[@]}" "${RUN_WRAPPER[@]}"
+        "${opts[@]}" "${CAPTURE_WRAPPER[@]}" "${COMPONENT_PATH_ENV[@]}"
         "$ROOT/ci/record-pid.sh" "$dir/pids" "$BIN/$prog" "$@")
     printf '%s\n' "${cmd[*]}" > "$dir/command"
     local t0 t1 rc=0
@@ -270,88 +201,22 @@ run_test() {
     local c stalls=0
     for c in "${CHECKS[@]}"; do
         case $c in
-            events|events-where-connected)
-                local flag=() out
-                [ "$c" = events-where-connected ] && flag=(--where-connected)
-                out=$(EXPECT_TRANSPORT="${EXPECT_TRANSPORT:-${TRANSPORT:-shm}}" "$ROOT/ci/events-check.sh" "$dir" "$np" "${flag[@]}" 2>&1) ||
+            events)
+                local out
+                out=$(EXPECT_TRANSPORT="${EXPECT_TRANSPORT:-${TRANSPORT:-shm}}" "$ROOT/ci/events-check.sh" "$dir" "$np" 2>&1) ||
                     why+=("${out:-ci/events-check.sh failed without a word}") ;;
-            events-file:*)
-                local filter=${c#events-file:} files=()
-                for f in "$dir"/events/rank-*.jsonl; do [ -f "$f" ] && files+=("$f"); done
-                if [ "${#files[@]}" != "$np" ]; then
-                    why+=("${#files[@]} events file(s) in ${dir#"$ROOT"/}/events, expected $np")
-                elif ! jq -e -s "$filter" "${files[@]}" >/dev/null 2>"$dir/jq.err"; then
-                    why+=("the events do not satisfy: $filter $(head -c 300 "$dir/jq.err")")
-                fi ;;
             ev:*)
                 local out
                 out=$(events_hold "$dir" "$np" "${c#ev:}") || why+=("$out") ;;
-            events-refused:*)
-                local planted=${c#events-refused:} warned
-                warned=$(grep -c "coll:rdma: warning: coll_rdma_events_file: cannot create .*; running on without events" "$dir/all.log" || true)
-                [ "$warned" = "$np" ] || why+=("$warned rank(s) warned that the events file was refused, expected $np")
-                [ "$(cat "$planted/victim" 2>/dev/null)" = keep ] || why+=("$planted/victim was written through the link")
-                [ ! -e "$planted/absent" ] || why+=("$planted/absent was created through the dangling link") ;;
-            autotune|autotune-allreduce)
-                local coll=barrier must_choose=true out
-                [ "$c" = autotune-allreduce ] && coll=allreduce must_choose=false
-                out=$(events_hold "$dir" "$np" "once_per_claim(\"autotune_plan\"; \"$coll\") and once_per_claim(\"autotune\"; \"$coll\")
-                    and autotune_agreed(\"$coll\"; $must_choose)") || why+=("$out") ;;
-            memory)
-                local out
-                out=$(events_hold "$dir" "$np" 'every_rank_ready(0; .transport == "shm" and .memory.shm_ranks == $np
-                    and .memory.total_bytes == shm_segment_bytes(.window_bytes; $np))') || why+=("$out") ;;
-            summary)
-                local out
-                out=$(bash "$ROOT/ci/served/summary-check.sh" "$dir" 2>&1) || why+=("verbose 1's summary: $out") ;;
-            quiet)
-                local printed
-                printed=$(grep 'coll:rdma:' "$dir/all.log" | grep -Ev -- "$STALL_WARNING_RE" || true)
-                [ -z "$printed" ] || why+=("coll:rdma printed something:"$'\n'"$(printf '%s\n' "$printed" | head -3)")
-                stalls=$(grep -cE -- "$STALL_WARNING_RE" "$dir/all.log" || true) ;;
-            noserve)
-                # (a process that disqualified coll rdma writes no events)
-                cat "$dir"/events/rank-*.jsonl 2>/dev/null | grep -q '"event":"comm_claimed"' &&
-                    why+=("coll rdma claimed a communicator (comm_claimed in ${dir#"$ROOT"/}/events)") ;;
-            says:*)
-                local s=${c#says:}
-                grep -qF -- "$s" "$dir/all.log" || why+=("missing message: $s") ;;
             says-re:*)
                 local re=${c#says-re:}
                 grep -qE -- "$re" "$dir/all.log" || why+=("no line says: $re") ;;
-            grep:*)
-                local s=${c#grep:}
-                grep -qF -- "$s" "$dir/all.log" || why+=("missing message: $s") ;;
-            re:*)
-                local re=${c#re:}
-                grep -qE -- "$re" "$dir/all.log" || why+=("no line matches: $re") ;;
-            launcher-ended)
-                [ -n "$launcher_note" ] || why+=("mpirun outlived its ranks, but the run was not ended as such") ;;
-            smaller-window-than:*)
-                # comm 0's window on rank 0 is smaller than in the test named
-                # (run before this one), from the comm_ready events
-                local reference=${c#smaller-window-than:} mine theirs
-                mine=$(window_bytes "$dir")
-                theirs=${WINDOW_BYTES[$reference]:-}
-                if [ -z "$theirs" ]; then
-                    why+=("no window size from $reference, which must run first (select it too)")
-                elif [ -z "$mine" ] || [ "$mine" -ge "$theirs" ]; then
-                    why+=("comm 0's window is ${mine:-?} bytes per rank, not less than $theirs in $reference")
-                fi ;;
             gone:*)
                 local g=${c#gone:}
                 if [ -e "/dev/shm/$g" ]; then
                     why+=("/dev/shm/$g is still there")
                     rm -f "/dev/shm/$g"
                 fi ;;
-            within:*)
-                local limit=${c#within:}
-                awk -v s="$secs" -v n="$limit" 'BEGIN { exit !(s <= n) }' ||
-                    why+=("mpirun took ${secs}s, more than ${limit}s") ;;
-            nore:*)
-                local re=${c#nore:}
-                grep -qE -- "$re" "$dir/all.log" &&
-                    why+=("unexpected output:"$'\n'"$(grep -E -- "$re" "$dir/all.log" | head -3)") ;;
             nowarn:*)
                 local re=${c#nowarn:} unexpected
                 unexpected=$(grep -E -- "$re" "$dir/all.log" | grep -Ev -- "$STALL_WARNING_RE|$UNPROTECTED_WARNING_RE" || true)
@@ -369,20 +234,12 @@ run_test() {
         created_by "$e" "$dir/pids" || continue
         leaked+=("$e")
     done < <(new_entries "$shm_before" "$(shm_list 'coll_rdma\.')")
-    local must_leak=0
-    for c in "${CHECKS[@]}"; do [ "$c" = leaks ] && must_leak=1; done
-    if [ "$must_leak" = 1 ]; then
-        [ "${#leaked[@]}" -gt 0 ] || why+=("the leak check missed the segment this run left in /dev/shm")
-    elif [ "${#leaked[@]}" -gt 0 ]; then
-        why+=("left in /dev/shm: ${leaked[*]}")
-    fi
+    [ "${#leaked[@]}" = 0 ] || why+=("left in /dev/shm: ${leaked[*]}")
     for e in "${leaked[@]}"; do rm -f "/dev/shm/$e"; done
     while IFS= read -r e; do
         [ -n "$e" ] && ! mapped_by_someone "$e" && rm -f "/dev/shm/$e"
     done < <(new_entries "$crt_before" "$(shm_list 'crtest\.')")
 
-    # kept after the logs go, for a later test's smaller-window-than check
-    WINDOW_BYTES[$name]=$(window_bytes "$dir")
     if [ "${#why[@]}" = 0 ]; then
         PASSED=$((PASSED + 1))
         if [ "$stalls" -gt 0 ]; then
@@ -402,9 +259,6 @@ run_test() {
         printf '      command: %s\n' "$(cat "$dir/command")"
     fi
     CHECKS=()
-    RUN_WRAPPER=()
-    LAUNCH_WRAPPER=()
-    MPIRUN_WRAPPER=()
 }
 
 # run_table TABLE: the cases the table TABLE (ci/mpi/cases/*.toml) describes,
@@ -414,6 +268,8 @@ one_a_line() { [ $# = 0 ] || [ -z "$*" ] || printf '%s\n' "$@"; }
 run_table() {
     local table=$1 tally args=() status=0 passed failed skipped
     [ "$LIST" = 1 ] && args+=(--list)
+    [ "$LIST_DEPS" = 1 ] && args+=(--list-deps)
+    [ "$MODE" = stock ] && args+=(--stock)
     [ -n "$ONLY" ] && args+=(--only "$ONLY")
     if [ -n "$TRANSPORT$HOSTS" ] || [ "${#EXTRA_MCA[@]}" -gt 0 ]; then args+=(--section1-only); fi
     [ -n "$TRANSPORT" ] && args+=(--transport "$TRANSPORT")
@@ -424,7 +280,14 @@ run_table() {
         --list-var SERVED_CHECK "$(one_a_line "${SERVED_CHECK:-}")"
         --list-var RO "$(one_a_line "${RO[@]}")" --list-var RO_PARAM "$(one_a_line "${RO_PARAM[@]}")"
         --list-var BC_PARAM "$(one_a_line "${BC_PARAM[@]}")" --list-var BC_E "$(one_a_line "${BC_E[@]}")"
-        --list-var BC_REASON "$(one_a_line "${BC_REASON:-}")")
+        --list-var BC_REASON "$(one_a_line "${BC_REASON:-}")" --list-var BC_PATHS "$(one_a_line "${BC_PATHS:-}")"
+        --list-var BC "$(one_a_line "${BC[@]}")" --list-var CM_I "$CM_I" --list-var BO_N "$BO_N" --list-var CL_L "$CL_L"
+        --list-var NB_R "$NB_R" --list-var NR_R "$NR_R" --list-var NF_R "$NF_R" --list-var NBC_R "$NBC_R"
+        --var COMPONENT_SO "$COMPDIR/mca_coll_rdma.so" --var EXPECT_TRANSPORT_HERE "${EXPECT_TRANSPORT:-${TRANSPORT:-shm}}"
+        --list-var HAN "$(one_a_line "${HAN[@]}")" --list-var HAN_VERBOSE "$(one_a_line "${HAN_VERBOSE[@]}")"
+        --var OMPI_VERSION_RE "${OMPI_VERSION//./\\.}" --var OUTSIDE_ADDRESS "$OUTSIDE_ADDRESS"
+        --var OUTSIDE_ADDRESS_RE "${OUTSIDE_ADDRESS//./\\.}" --var OUTSIDE_ADDRESS_JQ "${OUTSIDE_ADDRESS//./\\\\.}"
+        --var NO_DEVICE_WHY "$NO_DEVICE_WHY" --var NO_DEVICE_ACROSS_WHY "$NO_DEVICE_ACROSS_WHY")
     tally=$(mktemp /tmp/mpi-tests-tally.XXXXXX)
     "$MPI_RUNNER" --root "$ROOT" --bin "$BIN" --logdir "$LOGROOT" --ompi-major "$OMPI_MAJOR" \
         --component-path "$COMPONENT_PATH" --timeout "$TIMEOUT" --timeout-max-factor "$TIMEOUT_MAX_FACTOR" \
@@ -435,6 +298,7 @@ run_table() {
         die "the case runner failed on ${table#"$ROOT"/} (status $status)"
     fi
     PASSED=$((PASSED + passed)) FAILED=$((FAILED + failed)) SKIPPED=$((SKIPPED + skipped))
-    while IFS= read -r name; do [ -z "$name" ] || FAILED_NAMES+=("$name"); done < <(tail -n +2 "$tally")
+    # (the last name has no newline after it)
+    while IFS= read -r name || [ -n "$name" ]; do [ -z "$name" ] || FAILED_NAMES+=("$name"); done < <(tail -n +2 "$tally")
     rm -f "$tally"
 }

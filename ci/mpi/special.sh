@@ -1,45 +1,6 @@
-# Sourced by ci/mpi-tests.sh: cases that are more than one run_test
-# (a forced transport on a machine that lacks it, a rank killed at its
-# worst moment); called from the case files like run_test.
-
-# without_device_test NAME NP WHY PARAM VALUE: with --mca PARAM VALUE a
-# communicator needs verbs; on a machine without an RDMA device every rank
-# must report "transport unavailable (WHY...)" and hand every call over:
-# the first by itself, the later ones by installing the functions underneath
-# on the communicator, so that they no longer pass through coll rdma (no
-# collective counts more than the one handed-over call)
-# A component built without the verbs transport (the Open MPI 5 chroot's,
-# docs/ompi5-port.md) gives that as the reason instead, with the same fallback.
-without_device_test() {
-    local name=$1 np=$2 why=$3 param=$4 value=$5
-    if [ -n "$(ls -A /sys/class/infiniband 2>/dev/null)" ]; then
-        skip "$name" "this machine has an RDMA device (the Soft-RoCE tests cover verbs)"
-        return
-    fi
-    # (the component links libibverbs exactly when it has the verbs transport)
-    grep -qa 'libibverbs\.so' "$COMPDIR/mca_coll_rdma.so" 2>/dev/null ||
-        why="this build of coll rdma has no verbs support"
-    CHECKS=("ev:unavailable_everywhere(0; \"transport\"; $(jq_string "^transport unavailable \\($why"))"
-        'ev:all(events("comm_freed") | select(.transport == "no transport"); all(.calls[]; .handed_over <= 1))')
-    run_test "$name" "$np" ok --mca "$param" "$value" "${V[@]}" -- coll_mix -i 20
-}
-
-# udp_fallback_test NAME NP CIDS WHY [mpirun options...]: with
-# coll_rdma_transport udp and a udp setup that cannot work on
-# MPI_COMM_WORLD, every rank reports "transport unavailable (udp: WHY...)"
-# (WHY an extended regular expression) for it, rank 0 as a warning
-# (printed at any verbosity: the user asked for udp), and hands every call
-# over: nothing is served on the communicators whose context ids match the
-# regular expression CIDS, and the program's results are checked as always
-udp_fallback_test() {
-    local name=$1 np=$2 cids=$3 why=$4 r
-    shift 4
-    # (the wording a user must read: rank 0's warning at any verbosity)
-    CHECKS=("says-re:coll:rdma: warning: comm 0 rank 0: transport unavailable \(udp: $why.*\); collectives fall back to the module underneath"
-        "ev:unavailable_everywhere(0; \"transport\"; $(jq_string "^transport unavailable \\(udp: $why"))"
-        "ev:all(events(\"comm_freed\") | select(.cid | tostring | test(\"^($cids)\$\")); all(.calls[]; .served == 0))")
-    run_test "$name" "$np" ok "$@" "${V[@]}" --mca coll_rdma_transport udp -- coll_mix -i 20
-}
+# Sourced by ci/mpi-tests.sh: a case that is more than one run_test (a
+# rank killed at its worst moment); called from its case file like
+# run_test.
 
 # Rank 0 killed (SIGKILL) inside the transport setup, after creating its
 # shared-memory segment and before the other rank (held between the settings

@@ -24,6 +24,25 @@ pub enum Check {
     Events { where_connected: bool },
     /// A jq filter over every rank's events (ci/served/checks.jq's helpers).
     EventsHold(String),
+    /// A jq filter over every rank's events as they are, one array (`jq -s`:
+    /// no `world`, no helpers; `events-file:`).
+    EventsFile(String),
+    /// The autotune of the barrier (`autotune`) or of the allreduce degree
+    /// (`autotune-allreduce`): no more plans or choices than communicators
+    /// claimed, one plan on comm 0 and one agreed choice (the barrier's
+    /// must be made; the allreduce's trial runs only once the tree serves).
+    Autotune { allreduce: bool },
+    /// Every rank warned that coll_rdma_events_file was refused and ran on;
+    /// the links planted in this directory (relative: in the case's log
+    /// directory) were not written through: `victim` still holds "keep",
+    /// the dangling link's `absent` was not created.
+    EventsRefused(String),
+    /// comm 0's window on rank 0 (its comm_ready's window_bytes) is smaller
+    /// than in the case named, run before this one by the same runner.
+    SmallerWindowThan(String),
+    /// Every rank's comm_ready on comm 0 states the shm segment's size the
+    /// layout formula gives for np ranks.
+    Memory,
     /// ci/served/summary-check.sh: verbose 1's summary lines.
     Summary,
     /// No coll:rdma output but stall warnings.
@@ -42,6 +61,8 @@ pub enum Check {
     Within(f64),
     /// The run must leave a segment in /dev/shm (a test of the leak check).
     Leaks,
+    /// mpirun outlived its ranks and was ended for it (a test of the watcher).
+    LauncherEnded,
 }
 
 impl PartialEq for Check {
@@ -56,6 +77,12 @@ impl std::fmt::Display for Check {
             Check::Events { where_connected: false } => write!(f, "events"),
             Check::Events { where_connected: true } => write!(f, "events-where-connected"),
             Check::EventsHold(filter) => write!(f, "ev:{filter}"),
+            Check::EventsFile(filter) => write!(f, "events-file:{filter}"),
+            Check::Autotune { allreduce: false } => write!(f, "autotune"),
+            Check::Autotune { allreduce: true } => write!(f, "autotune-allreduce"),
+            Check::Memory => write!(f, "memory"),
+            Check::EventsRefused(planted) => write!(f, "events-refused:{planted}"),
+            Check::SmallerWindowThan(case) => write!(f, "smaller-window-than:{case}"),
             Check::Summary => write!(f, "summary"),
             Check::Quiet => write!(f, "quiet"),
             Check::NoServe => write!(f, "noserve"),
@@ -65,6 +92,7 @@ impl std::fmt::Display for Check {
             Check::NoWarning(pattern) => write!(f, "nowarn:{pattern}"),
             Check::Within(secs) => write!(f, "within:{secs}"),
             Check::Leaks => write!(f, "leaks"),
+            Check::LauncherEnded => write!(f, "launcher-ended"),
         }
     }
 }
@@ -80,6 +108,10 @@ pub struct Run<'a> {
     pub secs: f64,
     /// The transports the served calls may report (EXPECT_TRANSPORT).
     pub expect_transport: &'a str,
+    /// Set when mpirun outlived its ranks and was ended for it.
+    pub launcher_note: Option<&'a str>,
+    /// comm 0's window on rank 0 in the cases run before, by name.
+    pub earlier_windows: &'a std::collections::BTreeMap<String, u64>,
 }
 
 impl Run<'_> {
@@ -94,6 +126,15 @@ fn pattern(text: &str) -> Result<Regex, String> {
 }
 
 impl Check {
+    /// The case this check compares with, which must run first (in the
+    /// same runner: --list-deps names it).
+    pub fn runs_after(&self) -> Option<&str> {
+        match self {
+            Check::SmallerWindowThan(case) => Some(case),
+            _ => None,
+        }
+    }
+
     pub fn parse(text: &str) -> Result<Check, String> {
         let (word, rest) = text.split_once(':').unwrap_or((text, ""));
         Ok(match (word, text) {
@@ -103,7 +144,14 @@ impl Check {
             (_, "quiet") => Check::Quiet,
             (_, "noserve") => Check::NoServe,
             (_, "leaks") => Check::Leaks,
+            (_, "launcher-ended") => Check::LauncherEnded,
+            (_, "autotune") => Check::Autotune { allreduce: false },
+            (_, "autotune-allreduce") => Check::Autotune { allreduce: true },
+            (_, "memory") => Check::Memory,
             ("ev", _) => Check::EventsHold(rest.to_string()),
+            ("events-file", _) => Check::EventsFile(rest.to_string()),
+            ("events-refused", _) if !rest.is_empty() => Check::EventsRefused(rest.to_string()),
+            ("smaller-window-than", _) if !rest.is_empty() => Check::SmallerWindowThan(rest.to_string()),
             ("says", _) => Check::Says { prefix: "says:", text: rest.to_string() },
             ("grep", _) => Check::Says { prefix: "grep:", text: rest.to_string() },
             ("says-re", _) => Check::Matches { prefix: "says-re:", pattern: pattern(rest)? },
@@ -115,9 +163,9 @@ impl Check {
             ),
             _ => {
                 return Err(format!(
-                    "check '{text}' is not one the runner knows (events, events-where-connected, ev:, summary, quiet, \
-                     noserve, says:, says-re:, grep:, re:, nore:, nowarn:, within:, leaks; the others are \
-                     ci/mpi/run.sh's)"
+                    "check '{text}' is not one the runner knows (events, events-where-connected, ev:, events-file:, \
+                     events-refused:, smaller-window-than:, autotune, autotune-allreduce, memory, summary, quiet, noserve, says:, says-re:, grep:, re:, \
+                     nore:, nowarn:, within:, leaks, launcher-ended; the others are ci/mpi/run.sh's)"
                 ));
             }
         })
@@ -125,7 +173,17 @@ impl Check {
 
     /// Does the run need coll_rdma_events_file?
     pub fn reads_events(&self) -> bool {
-        matches!(self, Check::Events { .. } | Check::EventsHold(_) | Check::Summary | Check::NoServe)
+        matches!(
+            self,
+            Check::Events { .. }
+                | Check::EventsHold(_)
+                | Check::EventsFile(_)
+                | Check::Autotune { .. }
+                | Check::Memory
+                | Check::SmallerWindowThan(_)
+                | Check::Summary
+                | Check::NoServe
+        )
     }
 
     /// Judges RUN: the reason it fails, if it does, and the stall warnings
@@ -147,6 +205,52 @@ impl Check {
                 (tool_says(cmd).err().map(|out| non_empty(out, "ci/events-check.sh failed without a word")), None)
             }
             Check::EventsHold(filter) => (events_hold(run, filter).err(), None),
+            Check::EventsFile(filter) => (events_file_holds(run, filter).err(), None),
+            Check::Autotune { allreduce } => {
+                let (collective, must_choose) = if *allreduce { ("allreduce", false) } else { ("barrier", true) };
+                let filter = format!(
+                    "once_per_claim(\"autotune_plan\"; \"{collective}\") and once_per_claim(\"autotune\"; \"{collective}\") \
+                     and autotune_agreed(\"{collective}\"; {must_choose})"
+                );
+                (events_hold(run, &filter).err(), None)
+            }
+            Check::EventsRefused(planted) => {
+                let planted = run.dir.join(planted);
+                let warning = Regex::new(
+                    "coll:rdma: warning: coll_rdma_events_file: cannot create .*; running on without events",
+                )
+                .expect("a valid pattern");
+                let warned = lines().filter(|l| warning.is_match(l)).count();
+                let mut why = Vec::new();
+                if warned != run.np as usize {
+                    why.push(format!("{warned} rank(s) warned that the events file was refused, expected {}", run.np));
+                }
+                if std::fs::read_to_string(planted.join("victim")).map(|t| t.trim_end().to_string()).ok().as_deref()
+                    != Some("keep")
+                {
+                    why.push(format!("{}/victim was written through the link", planted.display()));
+                }
+                if planted.join("absent").exists() {
+                    why.push(format!("{}/absent was created through the dangling link", planted.display()));
+                }
+                ((!why.is_empty()).then(|| why.join("\n")), None)
+            }
+            Check::SmallerWindowThan(reference) => {
+                let why = match (run.earlier_windows.get(reference), window_bytes(run.dir)) {
+                    (None, _) => Some(format!("no window size from {reference}, which must run first (select it too)")),
+                    (Some(theirs), mine) if mine.is_none_or(|mine| mine >= *theirs) => Some(format!(
+                        "comm 0's window is {} bytes per rank, not less than {theirs} in {reference}",
+                        mine.map_or("?".to_string(), |m| m.to_string())
+                    )),
+                    _ => None,
+                };
+                (why, None)
+            }
+            Check::Memory => {
+                let filter = "every_rank_ready(0; .transport == \"shm\" and .memory.shm_ranks == $np \
+                              and .memory.total_bytes == shm_segment_bytes(.window_bytes; $np))";
+                (events_hold(run, filter).err(), None)
+            }
             Check::Summary => {
                 let mut cmd = Command::new("bash");
                 cmd.arg(run.root.join("ci/served/summary-check.sh")).arg(run.dir);
@@ -187,6 +291,10 @@ impl Check {
             }
             // judged with the /dev/shm leak check (the runner's main loop)
             Check::Leaks => (None, None),
+            Check::LauncherEnded => {
+                let why = run.launcher_note.is_none().then(|| "mpirun outlived its ranks, but the run was not ended as such".into());
+                (why, None)
+            }
         }
     }
 }
@@ -225,6 +333,48 @@ fn events_files(dir: &Path) -> Vec<std::path::PathBuf> {
     files
 }
 
+/// comm 0's window per rank on rank 0 (its first comm_ready event) in the
+/// run logged in DIR, if it has one.
+pub fn window_bytes(dir: &Path) -> Option<u64> {
+    let files = events_files(dir);
+    if files.is_empty() {
+        return None;
+    }
+    let out = Command::new("jq")
+        .args(["-r", r#"select(.event == "comm_ready" and .cid == 0 and .rank == 0) | .window_bytes"#])
+        .args(&files)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout).lines().next()?.trim().parse().ok()
+}
+
+/// The jq FILTER holds over every rank's events read as they are, one
+/// array (ci/mpi/run.sh's events-file:).
+fn events_file_holds(run: &Run, filter: &str) -> Result<(), String> {
+    let files = events_files(run.dir);
+    if files.len() != run.np as usize {
+        return Err(format!("{} events file(s) in {}/events, expected {}", files.len(), run.shown_dir(), run.np));
+    }
+    let out = Command::new("jq")
+        .args(["-e", "-s", filter])
+        .args(&files)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run jq: {e}"))?;
+    jq_verdict(run, filter, out)
+}
+
+/// Ok when jq's filter held, else the reason (its error kept in DIR/jq.err).
+fn jq_verdict(run: &Run, filter: &str, out: std::process::Output) -> Result<(), String> {
+    if out.status.success() {
+        return Ok(());
+    }
+    let _ = std::fs::write(run.dir.join("jq.err"), &out.stderr);
+    let err = String::from_utf8_lossy(&out.stderr[..out.stderr.len().min(300)]).into_owned();
+    Err(format!("the events do not satisfy: {filter} {err}"))
+}
+
 /// The jq FILTER holds over every rank's events, each with `world` added
 /// (ci/mpi/run.sh's events_hold).
 fn events_hold(run: &Run, filter: &str) -> Result<(), String> {
@@ -243,12 +393,7 @@ fn events_hold(run: &Run, filter: &str) -> Result<(), String> {
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| format!("cannot run jq: {e}"))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    let _ = std::fs::write(run.dir.join("jq.err"), &out.stderr);
-    let err = String::from_utf8_lossy(&out.stderr[..out.stderr.len().min(300)]).into_owned();
-    Err(format!("the events do not satisfy: {filter} {err}"))
+    jq_verdict(run, filter, out)
 }
 
 #[cfg(test)]
@@ -263,6 +408,8 @@ mod tests {
             all_log: log,
             secs: 3.0,
             expect_transport: "shm",
+            launcher_note: None,
+            earlier_windows: &Default::default(),
         };
         Check::parse(check).unwrap().judge(&run)
     }
@@ -291,12 +438,122 @@ mod tests {
         assert_eq!(why.unwrap(), "0 events file(s) in logs/events, expected 2");
     }
 
+    /// Judges CHECK over a run of NP ranks whose events files hold EVENTS
+    /// (one list of JSON lines per rank), with the checkout's jq helpers.
+    fn judge_events(check: &str, np: u32, events: &[&[&str]]) -> Option<String> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let dir = std::env::temp_dir().join(format!("mpi-runner-checks-{}-{check:.12}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("events")).unwrap();
+        for (rank, lines) in events.iter().enumerate() {
+            std::fs::write(dir.join(format!("events/rank-{rank}.jsonl")), lines.join("\n") + "\n").unwrap();
+        }
+        let run = Run { root: &root, dir: &dir, np, all_log: "", secs: 1.0, expect_transport: "shm", launcher_note: None, earlier_windows: &Default::default() };
+        let why = Check::parse(check).unwrap().judge(&run).0;
+        std::fs::remove_dir_all(&dir).unwrap();
+        why
+    }
+
+    #[test]
+    fn events_file_reads_the_events_as_written() {
+        let rank = |r: u32| format!(r#"{{"v":1,"event":"comm_claimed","cid":0,"rank":{r}}}"#);
+        let (r0, r1) = (rank(0), rank(1));
+        let events: [&[&str]; 2] = [&[&r0], &[&r1]];
+        assert_eq!(judge_events(r#"events-file:all(.[]; .v == 1) and length == 2"#, 2, &events), None);
+        // no `world` is added, as run.sh's jq -s reads them
+        let why = judge_events("events-file:all(.[]; .world != null)", 2, &events).unwrap();
+        assert!(why.starts_with("the events do not satisfy: all(.[]; .world != null)"), "{why}");
+        assert!(judge_events("events-file:true", 3, &events).unwrap().starts_with("2 events file(s)"));
+    }
+
+    #[test]
+    fn memory_compares_the_segment_with_the_layout() {
+        // 2 ranks, a 8000-byte window: 4096 + 2 * 8192 + 4 * 66816 = 287744,
+        // rounded up to pages: 290816
+        let ready = |r: u32, total: u64| {
+            format!(
+                r#"{{"event":"comm_ready","cid":0,"rank":{r},"transport":"shm","window_bytes":8000,"memory":{{"shm_ranks":2,"total_bytes":{total}}}}}"#
+            )
+        };
+        let (good0, good1, bad1) = (ready(0, 290816), ready(1, 290816), ready(1, 287744));
+        assert_eq!(judge_events("memory", 2, &[&[&good0], &[&good1]]), None);
+        let why = judge_events("memory", 2, &[&[&good0], &[&bad1]]).unwrap();
+        assert!(why.starts_with("the events do not satisfy: every_rank_ready(0;"), "{why}");
+    }
+
+    #[test]
+    fn autotune_wants_one_plan_and_one_agreed_choice() {
+        let claimed = |r: u32| format!(r#"{{"event":"comm_claimed","cid":0,"rank":{r}}}"#);
+        let plan = r#"{"event":"autotune_plan","collective":"barrier","cid":0,"rank":0,"plan":"trial","candidates":[2,3]}"#;
+        let chose = |r: u32, radix: u32| {
+            format!(
+                r#"{{"event":"autotune","collective":"barrier","cid":0,"rank":{r},"chosen":{radix},"table":{{"rows":[{{"value":2}},{{"value":3}}]}}}}"#
+            )
+        };
+        let (c0, c1) = (claimed(0), claimed(1));
+        let (agree0, agree1, differ1) = (chose(0, 3), chose(1, 3), chose(1, 2));
+        assert_eq!(judge_events("autotune", 2, &[&[&c0, plan, &agree0], &[&c1, &agree1]]), None);
+        assert!(judge_events("autotune", 2, &[&[&c0, plan, &agree0], &[&c1, &differ1]]).is_some());
+        // the barrier's choice must be made; the allreduce's need not
+        assert!(judge_events("autotune", 2, &[&[&c0, plan], &[&c1]]).is_some());
+        let plan = plan.replace("barrier", "allreduce");
+        assert_eq!(judge_events("autotune-allreduce", 2, &[&[&c0, &plan], &[&c1]]), None);
+    }
+
+    #[test]
+    fn events_refused_wants_every_rank_to_warn_and_the_links_untouched() {
+        let dir = std::env::temp_dir().join(format!("mpi-runner-refused-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("planted")).unwrap();
+        std::fs::write(dir.join("planted/victim"), "keep\n").unwrap();
+        let warning = "coll:rdma: warning: coll_rdma_events_file: cannot create /x/ev.0 (a link); running on without events\n";
+        let judge = |log: &str| {
+            let run = Run { root: Path::new("/"), dir: &dir, np: 2, all_log: log, secs: 1.0, expect_transport: "shm", launcher_note: None, earlier_windows: &Default::default() };
+            Check::parse("events-refused:planted").unwrap().judge(&run).0
+        };
+        assert_eq!(judge(&warning.repeat(2)), None);
+        assert_eq!(judge(warning).unwrap(), "1 rank(s) warned that the events file was refused, expected 2");
+        std::fs::write(dir.join("planted/absent"), "").unwrap();
+        std::fs::write(dir.join("planted/victim"), "{\"v\":1}\n").unwrap();
+        let why = judge(&warning.repeat(2)).unwrap();
+        assert!(why.contains("victim was written through") && why.contains("absent was created through"), "{why}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn smaller_window_than_compares_with_the_earlier_case() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let dir = std::env::temp_dir().join(format!("mpi-runner-window-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("events")).unwrap();
+        let ready = |rank: u32, window: u64| {
+            format!(r#"{{"event":"comm_ready","cid":0,"rank":{rank},"window_bytes":{window}}}"#)
+        };
+        std::fs::write(dir.join("events/rank-0.jsonl"), format!("{}\n{}\n", ready(0, 5000), ready(0, 9000))).unwrap();
+        std::fs::write(dir.join("events/rank-1.jsonl"), ready(1, 1) + "\n").unwrap();
+        assert_eq!(window_bytes(&dir), Some(5000));
+        let earlier: std::collections::BTreeMap<String, u64> = [("big".to_string(), 6000), ("small".to_string(), 5000)].into();
+        let judge = |check: &str| {
+            let run =
+                Run { root: &root, dir: &dir, np: 2, all_log: "", secs: 1.0, expect_transport: "shm", launcher_note: None, earlier_windows: &earlier };
+            Check::parse(check).unwrap().judge(&run).0
+        };
+        assert_eq!(judge("smaller-window-than:big"), None);
+        assert_eq!(judge("smaller-window-than:small").unwrap(), "comm 0's window is 5000 bytes per rank, not less than 5000 in small");
+        assert!(judge("smaller-window-than:absent").unwrap().starts_with("no window size from absent, which must run first"));
+        assert_eq!(Check::parse("smaller-window-than:big").unwrap().runs_after(), Some("big"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn unknown_or_malformed_checks_are_refused() {
-        for text in ["smaller-window-than:x", "memory", "re:(", "within:soon", "within:-1"] {
+        for text in ["smaller-window-than:", "gone:x", "events-refused:", "re:(", "within:soon", "within:-1"] {
             assert!(Check::parse(text).is_err(), "{text} was accepted");
         }
-        assert!(Check::parse("ev:true").unwrap().reads_events());
+        assert!(judge("launcher-ended", "").0.unwrap().contains("was not ended as such"));
+        for text in ["ev:true", "events-file:true", "autotune", "autotune-allreduce", "memory"] {
+            assert!(Check::parse(text).unwrap().reads_events(), "{text}");
+        }
         assert!(!Check::parse("says:x").unwrap().reads_events());
     }
 }

@@ -33,6 +33,17 @@ pub struct Launcher {
     pub timeout_max_factor: f64,
 }
 
+/// What each rank runs: PROGRAM ARGS, through WRAPPER (run.sh's
+/// RUN_WRAPPER: after the output capture and the component path, before
+/// ci/record-pid.sh, so the pid recorded is the program's).
+pub struct RanksRun<'a> {
+    /// Run first, before the output capture (run.sh's LAUNCH_WRAPPER).
+    pub launch_wrapper: &'a [String],
+    pub wrapper: &'a [String],
+    pub program: &'a str,
+    pub args: &'a [String],
+}
+
 /// How a launch ended.
 pub struct Ended {
     /// The status as a shell reports it (exit code, or 128 + signal; 124
@@ -46,7 +57,7 @@ pub struct Ended {
 
 impl Launcher {
     /// The command line of a run of PROGRAM ARGS on NP ranks, logging to DIR.
-    pub fn command(&self, dir: &Path, run_id: &str, np: u32, opts: &[String], program: &str, args: &[String]) -> Vec<String> {
+    pub fn command(&self, dir: &Path, run_id: &str, np: u32, opts: &[String], ranks_run: &RanksRun) -> Vec<String> {
         let out = dir.join("out").display().to_string();
         let mut cmd = vec![self.mpirun.clone(), "-np".into(), np.to_string()];
         if np > 2 {
@@ -68,11 +79,13 @@ impl Launcher {
         }
         cmd.extend(["-x".into(), format!("CRTEST_RUN={run_id}")]);
         cmd.extend(opts.iter().cloned());
+        cmd.extend(ranks_run.launch_wrapper.iter().cloned());
         cmd.extend(rank_wrapper);
+        cmd.extend(ranks_run.wrapper.iter().cloned());
         cmd.push(self.root.join("ci/record-pid.sh").display().to_string());
         cmd.push(dir.join("pids").display().to_string());
-        cmd.push(self.bin.join(program).display().to_string());
-        cmd.extend(args.iter().cloned());
+        cmd.push(self.bin.join(ranks_run.program).display().to_string());
+        cmd.extend(ranks_run.args.iter().cloned());
         cmd
     }
 
@@ -228,17 +241,20 @@ mod tests {
     #[test]
     fn the_command_is_run_shs() {
         let opts = ["--mca".to_string(), "x".into(), "1".into()];
-        let cmd = launcher(4, None).command(Path::new("/l/c"), "ab", 3, &opts, "bcast", &["-n".into(), "3".into()]);
+        let wrapper = ["env".to_string(), "A=1".into()];
+        let args = ["-n".to_string(), "3".into()];
+        let ranks_run = RanksRun { launch_wrapper: &[], wrapper: &wrapper, program: "bcast", args: &args };
+        let cmd = launcher(4, None).command(Path::new("/l/c"), "ab", 3, &opts, &ranks_run);
         assert_eq!(
             cmd.join(" "),
             "mpirun -np 3 --oversubscribe --mca btl self,vader --mca mca_base_component_path \
              SYS_DEFAULT:/r/build/components --output-filename /l/c/out:nocopy -x CRTEST_RUN=ab --mca x 1 \
-             /r/ci/record-pid.sh /l/c/pids /r/build/tests/bcast -n 3"
+             env A=1 /r/ci/record-pid.sh /l/c/pids /r/build/tests/bcast -n 3"
         );
-        let cmd = launcher(5, Some("a,b")).command(Path::new("/l/c"), "ab", 2, &[], "bcast", &[]);
+        let cmd = launcher(5, Some("a,b")).command(Path::new("/l/c"), "ab", 2, &[], &RanksRun { launch_wrapper: &["lw".into()], wrapper: &[], program: "bcast", args: &[] });
         assert_eq!(
             cmd.join(" "),
-            "mpirun -np 2 --host a,b --map-by node --mca btl self,vader,tcp -x CRTEST_RUN=ab /r/ci/rank-output.sh \
+            "mpirun -np 2 --host a,b --map-by node --mca btl self,vader,tcp -x CRTEST_RUN=ab lw /r/ci/rank-output.sh \
              /l/c/out env OMPI_MCA_mca_base_component_path=SYS_DEFAULT:/r/build/components /r/ci/record-pid.sh \
              /l/c/pids /r/build/tests/bcast"
         );

@@ -19,7 +19,7 @@ mod shm;
 mod table;
 mod verdict;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -40,13 +40,17 @@ usage: mpi-runner [options] TABLE...
   --hosts HOSTS       mpirun --host HOSTS, TCP between hosts
   --transport NAME    the transport the events must report (EXPECT_TRANSPORT wins)
   --section1-only     run only the cases named np<N>-... (another transport, hosts, --mca)
+  --stock             stock Open MPI, no component: leave out the cases that need
+                      it and the checks on its events
   --timeout S         seconds per run on an idle machine (default TEST_TIMEOUT or 120)
   --timeout-max-factor F  the most the load per core stretches it (default
                       TEST_TIMEOUT_MAX_FACTOR or 6)
   --only REGEX        run only the cases whose name REGEX matches
   --list              print the case names, run nothing
-  --list-deps         the same (no table case orders itself after another yet)
+  --list-deps         the same, each name followed by a tab and the cases it
+                      must run after (its smaller-window-than:), if any
   --list-var NAME ITEMS  the list @NAME of the tables: ITEMS one element a line
+  --var NAME VALUE    {NAME} in the tables' strings stands for VALUE
   --keep-logs         keep the logs of passing cases (default KEEP_LOGS=1)
   --pids-file FILE    append every rank's pid to FILE (the caller's final leak check)
   --tally FILE        write 'PASSED FAILED SKIPPED' and the failed names there
@@ -57,9 +61,13 @@ struct Options {
     logdir: PathBuf,
     transport: Option<String>,
     section1_only: bool,
+    stock: bool,
     only: Option<regex::Regex>,
     list: bool,
+    /// --list-deps: each name followed by a tab and the cases it runs after.
+    list_deps: bool,
     lists: Lists,
+    vars: table::Vars,
     keep_logs: bool,
     pids_file: Option<PathBuf>,
     tally: Option<PathBuf>,
@@ -76,9 +84,10 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
     let mut timeout = env_or("TEST_TIMEOUT", "120");
     let mut factor = env_or("TEST_TIMEOUT_MAX_FACTOR", "6");
     let (mut only, mut pids_file, mut tally) = (None, None, None);
-    let (mut list, mut section1_only, mut summary) = (false, false, true);
+    let (mut list, mut list_deps, mut section1_only, mut stock, mut summary) = (false, false, false, false, true);
     let mut keep_logs = std::env::var("KEEP_LOGS").is_ok_and(|k| k == "1");
     let mut lists = Lists::new();
+    let mut vars = table::Vars::new();
     let mut tables = Vec::new();
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -96,13 +105,19 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
             "--hosts" => hosts = Some(value("a host list")?),
             "--transport" => transport = Some(value("a name")?),
             "--section1-only" => section1_only = true,
+            "--stock" => stock = true,
             "--timeout" => timeout = value("seconds")?,
             "--timeout-max-factor" => factor = value("a factor")?,
             "--only" => {
                 let re = value("a regular expression")?;
                 only = Some(regex::Regex::new(&re).map_err(|e| format!("--only '{re}': {e}"))?);
             }
-            "--list" | "--list-deps" => list = true,
+            "--list" => list = true,
+            "--list-deps" => (list, list_deps) = (true, true),
+            "--var" => {
+                let name = value("a name and its value")?;
+                vars.insert(name, value("a value")?);
+            }
             "--list-var" => {
                 let name = value("a name and its items")?;
                 let items = value("the items, one a line")?;
@@ -138,9 +153,12 @@ fn parse_args(args: Vec<String>) -> Result<Options, String> {
         logdir: logdir.unwrap_or_else(|| root.join("build/mpi-tests")),
         transport,
         section1_only,
+        stock,
         only,
         list,
+        list_deps,
         lists,
+        vars,
         keep_logs,
         pids_file,
         tally,
@@ -183,6 +201,38 @@ fn too_little_memory(root: &Path, gib: u64) -> Option<String> {
     (free_kib < gib * 1024 * 1024).then(|| format!("needs {gib} GiB of free memory, {} MiB free", free_kib / 1024))
 }
 
+/// Does the shell condition SH (a case's skip_unless) hold? Run by bash in
+/// the checkout, with the caller's environment.
+fn condition_holds(root: &Path, sh: &str) -> bool {
+    std::process::Command::new("bash")
+        .arg("-c")
+        .arg(sh)
+        .current_dir(root)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Runs a case's SETUP (or teardown) script (bash, in the checkout, CASE_DIR=DIR): Err
+/// with what it printed when it fails.
+fn run_setup(root: &Path, dir: &Path, setup: &str) -> Result<(), String> {
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(setup)
+        .current_dir(root)
+        .env("CASE_DIR", dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run bash: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&out.stderr).trim_end().to_string();
+    Err(format!("status {}{}", out.status.code().unwrap_or(-1), if said.is_empty() { String::new() } else { format!(", {said}") }))
+}
+
 /// A fresh run id, as run.sh's (16 hex digits from /dev/urandom).
 fn run_id() -> String {
     let mut bytes = [0u8; 8];
@@ -193,12 +243,21 @@ fn run_id() -> String {
 }
 
 /// Runs CASE and prints its PASS or FAIL line; true when it passed.
-fn run_case(options: &Options, case: &Case) -> std::io::Result<bool> {
+fn run_case(options: &Options, case: &Case, windows: &mut BTreeMap<String, u64>) -> std::io::Result<bool> {
     let root = &options.launcher.root;
     let dir = options.logdir.join(&case.name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let mut opts = case.mpirun.clone();
+    let in_dir = |items: &[String]| -> Vec<String> {
+        items.iter().map(|item| item.replace(table::CASE_DIR, &dir.display().to_string())).collect()
+    };
+    if let Some(setup) = &case.setup
+        && let Err(why) = run_setup(root, &dir, setup)
+    {
+        println!("{:<44} FAIL  (its setup failed: {why}; logs: {})", case.name, dir.display());
+        return Ok(false);
+    }
+    let mut opts = in_dir(&case.mpirun);
     if case.checks.iter().any(Check::reads_events) {
         std::fs::create_dir_all(dir.join("events"))?;
         opts.extend(["--mca".into(), "coll_rdma_events_file".into(), dir.join("events/rank-%r.jsonl").display().to_string()]);
@@ -206,7 +265,16 @@ fn run_case(options: &Options, case: &Case) -> std::io::Result<bool> {
     let shm_dir = Path::new("/dev/shm");
     let (shm_before, crtest_before) = (shm::list(shm_dir, "coll_rdma."), shm::list(shm_dir, "crtest."));
     let id = run_id();
-    let cmd = options.launcher.command(&dir, &id, case.np, &opts, &case.program, &case.args);
+    let mut run_wrapper = in_dir(&case.run_wrapper);
+    if let Some(first) = run_wrapper.first_mut().filter(|w| w.contains('/') && !w.starts_with('/')) {
+        *first = root.join(&first).display().to_string();
+    }
+    let mut cmd = in_dir(&case.mpirun_wrapper);
+    let args = in_dir(&case.args);
+    let launch_wrapper = in_dir(&case.launch_wrapper);
+    let ranks_run =
+        launch::RanksRun { launch_wrapper: &launch_wrapper, wrapper: &run_wrapper, program: &case.program, args: &args };
+    cmd.extend(options.launcher.command(&dir, &id, case.np, &opts, &ranks_run));
     std::fs::write(dir.join("command"), cmd.join(" ") + "\n")?;
     let ended = options.launcher.run(&dir, &id, case.np, &cmd)?;
 
@@ -219,8 +287,11 @@ fn run_case(options: &Options, case: &Case) -> std::io::Result<bool> {
         np: case.np,
         all_log: &all_log,
         secs: ended.secs,
-        expect_transport: &std::env::var("EXPECT_TRANSPORT")
-            .unwrap_or_else(|_| options.transport.clone().unwrap_or_else(|| "shm".into())),
+        expect_transport: &case.expect_transport.clone().unwrap_or_else(|| {
+            std::env::var("EXPECT_TRANSPORT").unwrap_or_else(|_| options.transport.clone().unwrap_or_else(|| "shm".into()))
+        }),
+        launcher_note: ended.launcher_note.as_deref(),
+        earlier_windows: windows,
     };
     let mut why = Vec::new();
     if ended.rc == 124 || ended.rc == 137 {
@@ -239,6 +310,11 @@ fn run_case(options: &Options, case: &Case) -> std::io::Result<bool> {
         let (reason, accepted) = check.judge(&run);
         why.extend(reason);
         stalls = accepted.unwrap_or(stalls);
+    }
+    let shown_dir = run.shown_dir();
+    // kept after the logs go, for a later case's smaller-window-than
+    if let Some(window) = checks::window_bytes(&dir) {
+        windows.insert(case.name.clone(), window);
     }
 
     // leftovers in /dev/shm: segments this run's ranks created and left
@@ -266,6 +342,12 @@ fn run_case(options: &Options, case: &Case) -> std::io::Result<bool> {
         }
     }
 
+    if let Some(teardown) = &case.teardown
+        && let Err(failed) = run_setup(root, &dir, teardown)
+    {
+        why.push(format!("its teardown failed: {failed}"));
+    }
+
     let secs = format!("{:.1}", ended.secs);
     if why.is_empty() {
         if stalls > 0 {
@@ -281,7 +363,7 @@ fn run_case(options: &Options, case: &Case) -> std::io::Result<bool> {
         }
         return Ok(true);
     }
-    println!("{:<44} FAIL  {secs:>6}s  (logs: {})", case.name, run.shown_dir());
+    println!("{:<44} FAIL  {secs:>6}s  (logs: {shown_dir})", case.name);
     why.extend(ended.launcher_note.iter().map(|note| format!("note: {note}")));
     for reason in &why {
         for line in reason.lines() {
@@ -308,8 +390,13 @@ fn main() {
     for table in &options.tables {
         let parsed = std::fs::read_to_string(table)
             .map_err(|e| format!("{}: {e}", table.display()))
-            .and_then(|text| table::parse(&table.display().to_string(), &text, &options.lists));
+            .and_then(|text| table::parse(&table.display().to_string(), &text, &options.lists, &options.vars));
         match parsed {
+            // (stock Open MPI writes no events: those checks go too)
+            Ok(more) if options.stock => cases.extend(more.into_iter().filter(|c| !c.needs_component).map(|mut c| {
+                c.checks.retain(|check| !check.reads_events());
+                c
+            })),
             Ok(more) => cases.extend(more),
             Err(e) => {
                 eprintln!("mpi-runner: {e}");
@@ -323,17 +410,25 @@ fn main() {
         std::process::exit(2);
     }
     let mut tally = Tally::default();
+    let mut windows = BTreeMap::new();
     for case in cases.iter().filter(|c| wanted(&options, &c.name)) {
         if options.list {
-            println!("{}", case.name);
+            let after: Vec<&str> = case.checks.iter().filter_map(Check::runs_after).collect();
+            if options.list_deps && !after.is_empty() {
+                println!("{}\t{}", case.name, after.join(" "));
+            } else {
+                println!("{}", case.name);
+            }
             continue;
         }
-        if let Some(reason) = case.needs_free_memory_gib.and_then(|gib| too_little_memory(&options.launcher.root, gib)) {
+        let unmet = case.skip_unless.as_ref().filter(|c| !condition_holds(&options.launcher.root, &c.sh)).map(|c| c.why.clone());
+        let too_little = || case.needs_free_memory_gib.and_then(|gib| too_little_memory(&options.launcher.root, gib));
+        if let Some(reason) = unmet.or_else(too_little) {
             println!("{:<44} SKIP  ({reason})", case.name);
             tally.skipped += 1;
             continue;
         }
-        match run_case(&options, case) {
+        match run_case(&options, case, &mut windows) {
             Ok(true) => tally.passed += 1,
             Ok(false) => {
                 tally.failed += 1;

@@ -17,7 +17,20 @@
 //! args = ["@RO_PARAM"]
 //! checks = ["@SERVED", 'ev:every_rank_ready(0; .allreduce.degree == {k})']
 //! needs_free_memory_gib = 8     # optional: SKIP (saying why) with less free
+//! run_wrapper = ["ci/per-rank-mca.sh", "x", "1", "2"]  # optional: each rank runs the program through it
+//! skip_unless = { sh = "command -v jq", why = "needs jq" }  # optional: SKIP unless bash -c sh succeeds
+//! setup = 'mkdir -p "$CASE_DIR/x"'  # optional: bash runs it first, in its log directory
+//! mpirun_wrapper = ["unshare", "-m", "..."]  # optional: runs mpirun with its arguments
+//! needs_component = true        # optional: left out (not even listed) with --stock
+//! launch_wrapper = ["sh", "-c", "..."]  # optional: each rank, before the output capture
+//! teardown = 'rm -f "$CASE_DIR/x"'    # optional: bash runs it once the run is judged
+//! expect_transport = "shm udp"  # optional: the transports served calls may report
 //! ```
+//!
+//! `{case_dir}` stands, in mpirun, args and run_wrapper, for the case's log
+//! directory (known only when it runs: `CASE_DIR`), so that a setup's
+//! fixtures can be named; `{NAME}` for a caller's `--var NAME VALUE` is
+//! replaced like an `each` key (the entry's own keys win).
 //!
 //! Invariants: every case the runner returns has a non-empty name, a
 //! process count of at least 1, a known expectation and only checks the
@@ -56,16 +69,67 @@ pub struct Case {
     pub checks: Vec<Check>,
     /// Skipped, saying so, when less memory than this is free.
     pub needs_free_memory_gib: Option<u64>,
+    /// A command each rank runs with the program as its arguments (run.sh's
+    /// RUN_WRAPPER; a relative first word is the checkout's).
+    pub run_wrapper: Vec<String>,
+    /// A command that runs mpirun with its arguments (run.sh's MPIRUN_WRAPPER).
+    pub mpirun_wrapper: Vec<String>,
+    /// Only run with the component (--stock leaves the case out).
+    pub needs_component: bool,
+    /// A command each rank runs first, before the output capture (run.sh's
+    /// LAUNCH_WRAPPER).
+    pub launch_wrapper: Vec<String>,
+    /// A bash script run once the run is judged (and before its logs go),
+    /// with CASE_DIR: what the case leaves that the runner does not clear.
+    pub teardown: Option<String>,
+    /// The transports the served calls may report, in place of the caller's.
+    pub expect_transport: Option<String>,
+    /// Skipped, saying why, unless this shell condition holds when the case's
+    /// turn comes.
+    pub skip_unless: Option<Condition>,
+    /// A bash script run before the launch, with CASE_DIR (its log
+    /// directory) in its environment: fixtures the case needs.
+    pub setup: Option<String>,
+}
+
+/// The placeholder of the case's log directory, replaced when it runs.
+pub const CASE_DIR: &str = "{case_dir}";
+
+/// A shell condition a case needs (`skip_unless`), and what SKIP says
+/// when it does not hold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    pub sh: String,
+    pub why: String,
 }
 
 /// Lists given by the caller, spliced where a table says `@NAME`.
 pub type Lists = BTreeMap<String, Vec<String>>;
+/// Values given by the caller, replaced where a table says `{NAME}`.
+pub type Vars = BTreeMap<String, String>;
 
-const CASE_KEYS: &[&str] =
-    &["name", "each", "np", "expect", "mpirun", "program", "args", "checks", "needs_free_memory_gib"];
+const CASE_KEYS: &[&str] = &[
+    "name",
+    "each",
+    "np",
+    "expect",
+    "mpirun",
+    "program",
+    "args",
+    "checks",
+    "needs_free_memory_gib",
+    "run_wrapper",
+    "mpirun_wrapper",
+    "needs_component",
+    "launch_wrapper",
+    "teardown",
+    "expect_transport",
+    "skip_unless",
+    "setup",
+];
 
 /// The cases of the table TEXT (read from SOURCE, named in errors).
-pub fn parse(source: &str, text: &str, caller_lists: &Lists) -> Result<Vec<Case>, String> {
+pub fn parse(source: &str, text: &str, caller_lists: &Lists, caller_vars: &Vars) -> Result<Vec<Case>, String> {
     let doc: toml::Table = text.parse().map_err(|e| format!("{source}: not TOML: {e}"))?;
     let mut lists = caller_lists.clone();
     for (key, value) in &doc {
@@ -93,7 +157,9 @@ pub fn parse(source: &str, text: &str, caller_lists: &Lists) -> Result<Vec<Case>
             return Err(format!("{label}: unknown key '{unknown}' ({})", CASE_KEYS.join(", ")));
         }
         for keys in each_entries(entry, &label)? {
-            cases.push(one_case(entry, &keys, &lists, &label)?);
+            let mut keys_and_vars = caller_vars.clone();
+            keys_and_vars.extend(keys);
+            cases.push(one_case(entry, &keys_and_vars, &lists, &label)?);
         }
     }
     let mut seen = std::collections::BTreeSet::new();
@@ -176,6 +242,20 @@ fn one_case(
                 .ok_or(format!("{label}: needs_free_memory_gib must be a number of GiB"))?,
         ),
     };
+    let skip_unless = match entry.get("skip_unless") {
+        None => None,
+        Some(condition) => {
+            let condition = condition.as_table().ok_or(format!("{label}: skip_unless must be {{ sh = ..., why = ... }}"))?;
+            if let Some(unknown) = condition.keys().find(|k| !["sh", "why"].contains(&k.as_str())) {
+                return Err(format!("{label}: skip_unless has an unknown key '{unknown}' (sh, why)"));
+            }
+            let field = |key: &str| -> Result<String, String> {
+                let value = condition.get(key).ok_or(format!("{label}: skip_unless needs '{key}'"))?;
+                substitute(&scalar(value, &format!("{label}: skip_unless.{key}"))?, keys, label)
+            };
+            Some(Condition { sh: field("sh")?, why: field("why")? })
+        }
+    };
     Ok(Case {
         name,
         np,
@@ -185,6 +265,17 @@ fn one_case(
         args: list("args")?,
         checks,
         needs_free_memory_gib,
+        run_wrapper: list("run_wrapper")?,
+        mpirun_wrapper: list("mpirun_wrapper")?,
+        launch_wrapper: list("launch_wrapper")?,
+        teardown: entry.get("teardown").map(|_| text("teardown")).transpose()?,
+        expect_transport: entry.get("expect_transport").map(|_| text("expect_transport")).transpose()?,
+        needs_component: match entry.get("needs_component") {
+            None => false,
+            Some(value) => value.as_bool().ok_or(format!("{label}: needs_component must be true or false"))?,
+        },
+        skip_unless,
+        setup: entry.get("setup").map(|_| text("setup")).transpose()?,
     })
 }
 
@@ -197,7 +288,7 @@ fn substitute(text: &str, keys: &BTreeMap<String, String>, label: &str) -> Resul
         out = out.replace(&format!("{{{key}}}"), value);
     }
     let placeholder = regex::Regex::new(r"\{[A-Za-z_][A-Za-z0-9_]*\}").expect("a valid pattern");
-    if let Some(left) = placeholder.find(&out) {
+    if let Some(left) = placeholder.find_iter(&out).find(|p| p.as_str() != CASE_DIR) {
         return Err(format!("{label}: '{}' in \"{text}\" has no value in this case's 'each' entry", left.as_str()));
     }
     Ok(out)
@@ -240,7 +331,7 @@ mod tests {
             checks = ["@SERVED", 'ev:every_rank_ready(0; .degree == {k} and .calls == { "served": 2 })']
         "#;
         let caller = lists(&[("V", &["--mca", "verbose", "1"]), ("SERVED", &["events"])]);
-        let cases = parse("t.toml", text, &caller).unwrap();
+        let cases = parse("t.toml", text, &caller, &Vars::new()).unwrap();
         assert_eq!(cases.len(), 2);
         assert_eq!(cases[1].name, "degree-7-np8");
         assert_eq!(cases[1].np, 8);
@@ -258,13 +349,56 @@ mod tests {
     #[test]
     fn a_case_without_each_or_lists_is_taken_as_written() {
         let text = "[[case]]\nname = \"plain\"\nnp = 3\nexpect = \"refused\"\nprogram = \"p\"\n";
-        let cases = parse("t", text, &Lists::new()).unwrap();
+        let cases = parse("t", text, &Lists::new(), &Vars::new()).unwrap();
         assert_eq!(cases.len(), 1);
         assert_eq!(cases[0].needs_free_memory_gib, None);
-        let huge = parse("t", &format!("{text}needs_free_memory_gib = 8\n"), &Lists::new()).unwrap();
+        let huge = parse("t", &format!("{text}needs_free_memory_gib = 8\n"), &Lists::new(), &Vars::new()).unwrap();
         assert_eq!(huge[0].needs_free_memory_gib, Some(8));
         assert_eq!((cases[0].np, cases[0].expect), (3, Expect::Refused));
         assert!(cases[0].mpirun.is_empty() && cases[0].args.is_empty() && cases[0].checks.is_empty());
+        assert!(cases[0].run_wrapper.is_empty() && cases[0].skip_unless.is_none());
+    }
+
+    #[test]
+    fn wrappers_conditions_and_setups_take_the_keys_of_each_entry() {
+        let text = r#"
+            [[case]]
+            name = "planted-np{np}"
+            each = [{ np = 2 }]
+            np = "{np}"
+            expect = "ok"
+            program = "p"
+            run_wrapper = ["ci/per-rank-mca.sh", "@PARAM", "{np}"]
+            skip_unless = { sh = "test {np} -gt 1", why = "needs {np} ranks" }
+            mpirun = ["--mca", "coll_rdma_events_file", "{case_dir}/planted/ev.%r"]
+            setup = 'mkdir "$CASE_DIR/planted" && echo {np}'
+        "#;
+        let cases = parse("t", text, &lists(&[("PARAM", &["x", "1"])]), &Vars::new()).unwrap();
+        assert_eq!(cases[0].run_wrapper, ["ci/per-rank-mca.sh", "x", "1", "2"]);
+        assert_eq!(cases[0].skip_unless, Some(Condition { sh: "test 2 -gt 1".into(), why: "needs 2 ranks".into() }));
+        // the case's log directory is left for the run
+        assert_eq!(cases[0].mpirun[2], "{case_dir}/planted/ev.%r");
+        assert_eq!(cases[0].setup.as_deref(), Some(r#"mkdir "$CASE_DIR/planted" && echo 2"#));
+        assert_eq!((cases[0].teardown.as_deref(), cases[0].expect_transport.as_deref()), (None, None));
+    }
+
+    #[test]
+    fn caller_vars_fill_placeholders_and_each_keys_win() {
+        let text = r#"
+            [[case]]
+            name = "v-{np}"
+            each = [{ np = 2, VERSION = "mine" }, { np = 3 }]
+            np = "{np}"
+            expect = "ok"
+            program = "p"
+            mpirun_wrapper = ["unshare", "{VERSION}"]
+            checks = ['says-re:built against {VERSION}']
+        "#;
+        let vars: Vars = [("VERSION".to_string(), "4\\.1\\.4".to_string())].into();
+        let cases = parse("t", text, &Lists::new(), &vars).unwrap();
+        assert_eq!(cases[0].mpirun_wrapper, ["unshare", "mine"]);
+        assert_eq!(cases[1].checks, [Check::parse(r"says-re:built against 4\.1\.4").unwrap()]);
+        assert!(parse("t", text, &Lists::new(), &Vars::new()).unwrap_err().contains("'{VERSION}'"));
     }
 
     #[test]
@@ -280,11 +414,15 @@ mod tests {
             (format!("[[case]]\n{base}[[case]]\n{base}"), "two cases are named 'c'"),
             (format!("[[case]]\n{base}each = []\n"), "'each' is empty"),
             (format!("[[case]]\n{base}needs_free_memory_gib = -1\n"), "needs_free_memory_gib"),
+            (format!("[[case]]\n{base}skip_unless = \"true\"\n"), "skip_unless must be"),
+            (format!("[[case]]\n{base}needs_component = 1\n"), "needs_component must be"),
+            (format!("[[case]]\n{base}skip_unless = {{ sh = \"true\" }}\n"), "skip_unless needs 'why'"),
+            (format!("[[case]]\n{base}skip_unless = {{ sh = \"true\", why = \"w\", or = 1 }}\n"), "unknown key 'or'"),
             ("[[case]]\nnp = 2\nexpect = \"ok\"\nprogram = \"p\"\n".to_string(), "'name' is missing"),
             ("colour = 1\n".to_string(), "unknown top-level key 'colour'"),
         ];
         for (text, wanted) in bad {
-            let err = parse("t.toml", &text, &Lists::new()).unwrap_err();
+            let err = parse("t.toml", &text, &Lists::new(), &Vars::new()).unwrap_err();
             assert!(err.contains(wanted), "{text:?}: error '{err}' does not say '{wanted}'");
             assert!(err.starts_with("t.toml"), "{err}");
         }

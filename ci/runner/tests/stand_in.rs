@@ -150,11 +150,100 @@ fn listing_selects_as_the_suite_does() {
     assert_eq!((status, stdout.as_str()), (0, "np2-section-one\nparameter-np2\n"));
     let (_, stdout) = run(&dir, &table, 60, &["--list", "--section1-only"]);
     assert_eq!(stdout, "np2-section-one\n");
+    // --list-deps names the case a smaller-window-than: compares with
+    let after = format!("{table}{}", case("after-np2", 2, "ok", "good", &["smaller-window-than:parameter-np2"]));
+    let (_, stdout) = run(&dir, &after, 60, &["--list-deps"]);
+    assert_eq!(stdout, "np2-section-one\nparameter-np2\nafter-np2\tparameter-np2\n");
     let (status, stdout) = run(&dir, &table, 60, &["--only", "^param"]);
     assert_eq!(status, 0);
     assert!(stdout.starts_with("parameter-np2") && stdout.ends_with("1 passed, 0 failed\n"), "{stdout}");
     // a bad table runs nothing and says why
     let (status, stdout) = run(&dir, "[[case]]\nname = \"x\"\n", 60, &[]);
     assert_eq!((status, stdout.as_str()), (2, ""));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn wrappers_setups_and_conditions_shape_the_run() {
+    let dir = scratch("wrapper");
+    let table = r#"
+        [[case]]
+        name = "wrapped-np2"
+        np = 2
+        expect = "ok"
+        program = "good"
+        run_wrapper = ["sh", "-c", 'echo "wrapped rank $OMPI_COMM_WORLD_RANK"; exec "$@"', "wrapper"]
+        mpirun_wrapper = ["sh", "-c", 'echo "mpirun through the wrapper"; exec "$@"', "wrapper"]
+        checks = ["says:wrapped rank 0", "says:wrapped rank 1", "says:mpirun through the wrapper"]
+        skip_unless = { sh = "test -x ci/runner/tests/stand-in/good", why = "no stand-in" }
+
+        [[case]]
+        name = "unmet-np2"
+        np = 2
+        expect = "ok"
+        program = "bad"
+        skip_unless = { sh = "exit 1", why = "the condition does not hold here" }
+
+        [[case]]
+        name = "set-up-np2"
+        np = 2
+        expect = "ok"
+        program = "good"
+        setup = 'echo "hello from setup" >"$CASE_DIR/greeting"'
+        launch_wrapper = ["sh", "-c", 'echo "launched first"; exec "$@"', "launch"]
+        run_wrapper = ["sh", "-c", 'cat "$0"; exec "$@"', "{case_dir}/greeting"]
+        teardown = 'touch "$CASE_DIR/../torn-down"'
+        checks = ["says:hello from setup", "says:launched first"]
+
+        [[case]]
+        name = "setup-fails-np2"
+        np = 2
+        expect = "ok"
+        program = "good"
+        setup = "echo no fixtures here >&2; exit 3"
+    "#;
+    let (status, stdout) = run(&dir, table, 60, &[]);
+    assert_eq!(verdict(&stdout, "wrapped-np2").0, "PASS", "{stdout}");
+    assert!(stdout.contains("unmet-np2") && stdout.contains("SKIP  (the condition does not hold here)"), "{stdout}");
+    assert_eq!(verdict(&stdout, "set-up-np2").0, "PASS", "{stdout}");
+    assert!(dir.join("logs/torn-down").exists(), "the teardown did not run");
+    let failed = stdout.lines().find(|l| l.starts_with("setup-fails-np2")).unwrap();
+    assert!(failed.contains("FAIL  (its setup failed: status 3, no fixtures here;"), "{failed}");
+    assert_eq!(stdout.lines().last(), Some("2 passed, 1 failed, 1 skipped"), "{stdout}");
+    assert_eq!(status, 1);
+    // listed all the same
+    let (_, listed) = run(&dir, table, 60, &["--list"]);
+    assert_eq!(listed, "wrapped-np2\nunmet-np2\nset-up-np2\nsetup-fails-np2\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn stock_leaves_out_component_cases_and_event_checks() {
+    let dir = scratch("stock");
+    let table = r#"
+        [[case]]
+        name = "both-np2"
+        np = 2
+        expect = "ok"
+        program = "good"
+        checks = ["ev:true", "says:failures 0"]
+
+        [[case]]
+        name = "component-only-np2"
+        np = 2
+        expect = "ok"
+        program = "good"
+        needs_component = true
+    "#;
+    let (_, listed) = run(&dir, table, 60, &["--list", "--stock"]);
+    assert_eq!(listed, "both-np2\n");
+    // without the component the events check is dropped (the stand-in
+    // writes no events, so it would fail), the output check kept
+    let (status, stdout) = run(&dir, table, 60, &["--stock"]);
+    assert_eq!((status, stdout.lines().last()), (0, Some("1 passed, 0 failed")), "{stdout}");
+    let (status, stdout) = run(&dir, table, 60, &["--stock", "--only", "both"]);
+    assert_eq!(status, 0, "{stdout}");
+    let (status, stdout) = run(&dir, table, 60, &["--only", "both"]);
+    assert!(status == 1 && stdout.contains("0 events file(s)"), "{stdout}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
