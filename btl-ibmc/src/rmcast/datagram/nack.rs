@@ -18,9 +18,10 @@
 //! piece of it still missing has not come by the leaf's RTO (SRTT + 4
 //! RTTVAR of its own NACKs, at least `RmcastConfig::nack_retry_floor`), it
 //! is sent again for what is still missing, and the interval doubles for
-//! that range, at most `RmcastConfig::nack_retry_doublings` times (2) and
-//! up to the collectors' RTO ceiling: random loss is not congestion, and
-//! a repeat that failed is as likely to get through as the first. This repairs a lost NACK
+//! that range, up to the collectors' RTO ceiling, and over udp at most
+//! twice (`CongestionConfig::nack_retry_doublings`): random loss is not
+//! congestion, and a repeat that failed is as likely to get through as
+//! the first. This repairs a lost NACK
 //! or a lost repair in a few round trips, where it otherwise waited for
 //! the collector's timer (10 ms or more over udp) or, over udp, for the
 //! reliable channel's own retransmission of the lost record (up to 20 ms).
