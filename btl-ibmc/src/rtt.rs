@@ -42,6 +42,20 @@ impl RttEstimator {
     }
 }
 
+/// The repeat schedule of a retransmission timer: `base` doubled once per
+/// expiry so far, at most `most_doublings` times, and never beyond
+/// `longest` unless `base` itself is longer (a ceiling set higher).
+///
+/// Why a bound on the doublings (issue 36): under random loss a repeat
+/// that failed is as likely to get through as the first try, so doubling
+/// per failure buys nothing, and a loaded node's inflated base makes a
+/// few failures in a row cost a large part of a second. A small bound
+/// (a few times the base) still spaces the repeats to a peer that is
+/// only slow to be scheduled.
+pub(crate) fn backed_off(base: Duration, expiries: u32, most_doublings: u32, longest: Duration) -> Duration {
+    base.saturating_mul(1 << expiries.min(most_doublings).min(31)).min(longest.max(base))
+}
+
 /// A retransmission timer's timeout: the estimate's RTO, doubled at each
 /// expiry (RFC 6298, 5.5) up to `longest`, until a fresh sample ends the
 /// backoff. Karn's rule makes that sample one from a piece sent once, so
@@ -62,8 +76,7 @@ impl BackedOffTimeout {
     }
 
     pub(crate) fn current(&self) -> Duration {
-        let rto = self.estimate.rto();
-        rto.saturating_mul(1 << self.doublings.min(31)).min(self.longest.max(rto))
+        backed_off(self.estimate.rto(), self.doublings, self.most_doublings, self.longest)
     }
 
     /// The timer ran out: the next timeout is twice as long.
@@ -156,6 +169,35 @@ mod tests {
             fast.sample(Duration::from_micros(100));
         }
         assert_eq!(fast.current(), ms(2), "100 us round trips sit at the floor");
+    }
+
+    /// The schedule as a table: (base ms, expiries, most doublings,
+    /// longest ms) -> ms.
+    #[test]
+    fn the_repeat_schedule_doubles_per_expiry_within_its_bounds() {
+        let ms = Duration::from_millis;
+        let table = [
+            // No expiry yet: the base, whatever the bounds.
+            ((20, 0, 2, 2000), 20),
+            ((20, 0, 0, 2000), 20),
+            // Doubling per expiry up to the most doublings (2: 4x the base).
+            ((20, 1, 2, 2000), 40),
+            ((20, 2, 2, 2000), 80),
+            ((20, 3, 2, 2000), 80),
+            ((20, 40, 2, 2000), 80),
+            // The bound before issue 36's change, six doublings: 1.28 s.
+            ((20, 6, 6, 2000), 1280),
+            ((20, 9, 6, 2000), 1280),
+            // Never beyond the longest, unless the base is longer.
+            ((20, 6, 6, 1000), 1000),
+            ((3000, 2, 2, 2000), 3000),
+            // No doubling at all.
+            ((20, 5, 0, 2000), 20),
+        ];
+        for ((base, expiries, most, longest), expected) in table {
+            assert_eq!(backed_off(ms(base), expiries, most, ms(longest)), ms(expected), "{base} ms, {expiries} expiries, {most} doublings, {longest} ms");
+        }
+        assert_eq!(backed_off(Duration::MAX, 3, 40, Duration::MAX), Duration::MAX, "saturates");
     }
 
     #[test]

@@ -38,6 +38,14 @@ pub struct RmcastConfig {
     /// a lost NACK or a lost repair then costs a few round trips instead of
     /// the collector's timeout. None never repeats a NACK.
     pub nack_retry_floor: Option<Duration>,
+    /// The most times that interval doubles for one range that stays
+    /// unanswered (`rtt::backed_off`); at most `MAX_REPEAT_DOUBLINGS`, the
+    /// default. Where congestion control runs (udp, whose reliable channel
+    /// loses NACKs at random), `CongestionConfig::nack_retry_doublings`
+    /// replaces it: 2 there. Elsewhere (verbs) a NACK is never lost, a
+    /// repeat answers only a slow root or a lost multicast repair, and the
+    /// doubling keeps a loaded node's spurious repeats few.
+    pub nack_retry_doublings: u32,
     /// Datagram transports: the last this many pieces of every message
     /// (every piece of a shorter one) are multicast twice, the copy after
     /// the forwards to the co-roots, so that a lost tail is repaired
@@ -101,6 +109,13 @@ pub struct CongestionConfig {
     /// the gap. 0 (the default) NACKs at once; 50 was the rule before
     /// issue 36. At most 1000.
     pub nack_holdoff_percent: u32,
+    /// Where congestion control runs, `RmcastConfig::nack_retry_doublings`
+    /// in place of the general one (None keeps it): `DEFAULT_REPEAT_DOUBLINGS`
+    /// (2) by default, since random loss is not congestion and a repeat
+    /// that failed is as likely to get through as the first (issue 36;
+    /// docs/rmcast-tail.md). The glue sets it from
+    /// `coll_rdma_udp_repair_backoff`, with the udp reliable channel's.
+    pub nack_retry_doublings: Option<u32>,
 }
 
 impl Default for CongestionConfig {
@@ -118,6 +133,7 @@ impl Default for CongestionConfig {
             ack_interval: None,
             loss_tolerance_percent: DEFAULT_LOSS_TOLERANCE_PERCENT,
             nack_holdoff_percent: 0,
+            nack_retry_doublings: Some(DEFAULT_REPEAT_DOUBLINGS),
         }
     }
 }
@@ -192,6 +208,18 @@ pub const DEFAULT_TAIL_REPEAT: usize = 1;
 /// which a lost NACK waited for before.
 pub const DEFAULT_NACK_RETRY_FLOOR: Duration = Duration::from_millis(1);
 
+/// How often a repeat timer that random loss defeats doubles, by default
+/// (a leaf's NACK repeat under congestion control, i.e. over udp, and the
+/// udp reliable channel's retransmission timer): twice, so a third
+/// failure in a row waits 4x the base.
+/// Doubling without a bound (up to a second) made a few losses in a row
+/// cost a large part of a second on a loaded node (issue 36).
+pub const DEFAULT_REPEAT_DOUBLINGS: u32 = 2;
+/// The most doublings a repeat timer may be given: 2^16 times its base;
+/// the NACK repeat's rule where congestion control does not run (its
+/// doubling then stops at the RTO ceiling, as before issue 36).
+pub const MAX_REPEAT_DOUBLINGS: u32 = 16;
+
 /// Retransmission timeouts double while a receiver stays silent, up to this
 /// many times the configured timeout.
 pub(crate) const BACKOFF_LIMIT: u32 = 64;
@@ -211,6 +239,7 @@ impl Default for RmcastConfig {
             timeout: Duration::from_millis(20),
             nack: true,
             nack_retry_floor: Some(DEFAULT_NACK_RETRY_FLOOR),
+            nack_retry_doublings: MAX_REPEAT_DOUBLINGS,
             tail_repeat: DEFAULT_TAIL_REPEAT,
             wait: WaitPolicy::default(),
             give_up_after: None,
@@ -238,6 +267,9 @@ impl RmcastConfig {
         }
         if self.nack_retry_floor.is_some_and(|floor| floor.is_zero()) {
             return Err("the NACK retry floor must be positive (None turns repeats off)".to_string());
+        }
+        if let Some(doublings) = Some(self.nack_retry_doublings).into_iter().chain(self.congestion.nack_retry_doublings).find(|&d| d > MAX_REPEAT_DOUBLINGS) {
+            return Err(format!("a NACK repeat may double at most {MAX_REPEAT_DOUBLINGS} times, not {doublings}"));
         }
         self.congestion.validate()
     }

@@ -64,7 +64,9 @@ mod nack_retry_tests;
 #[cfg(test)]
 mod loss_bench;
 
-pub use config::{CongestionConfig, CongestionMode, DEFAULT_LOSS_TOLERANCE_PERCENT, DEFAULT_TAIL_REPEAT, RmcastConfig};
+pub use config::{
+    CongestionConfig, CongestionMode, DEFAULT_LOSS_TOLERANCE_PERCENT, DEFAULT_REPEAT_DOUBLINGS, DEFAULT_TAIL_REPEAT, MAX_REPEAT_DOUBLINGS, RmcastConfig,
+};
 pub use groups::{Groups, Member, Role};
 pub use region::region_len;
 pub use stats::RmcastStats;

@@ -62,10 +62,21 @@ pub struct RmcastStats {
     /// Bursts a collector resent because a member's word stood still for
     /// its timeout.
     pub timeout_resends: u64,
+    /// Gauges (`sum` takes the largest), in microseconds: the longest a
+    /// leaf waited before repeating a NACK, and the longest (backed-off)
+    /// timeout a collector's timer ran before a burst. Issue 36: which
+    /// timer sets a lossy bcast's slow calls.
+    pub longest_nack_repeat_micros: u64,
+    pub longest_timeout_resend_micros: u64,
     /// NACKed pieces the root multicast once more.
     pub repairs_multicast: u64,
     /// Second multicasts of a message's last pieces (`RmcastConfig::tail_repeat`).
     pub tail_repeats: u64,
+}
+
+/// `duration` in whole microseconds, saturating, for the gauges above.
+pub(crate) fn micros(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
 }
 
 impl RmcastStats {
@@ -98,6 +109,8 @@ impl RmcastStats {
             nack_wait_rtt_percent: total.nack_wait_rtt_percent + one.nack_wait_rtt_percent,
             nacks_repeated: total.nacks_repeated + one.nacks_repeated,
             timeout_resends: total.timeout_resends + one.timeout_resends,
+            longest_nack_repeat_micros: total.longest_nack_repeat_micros.max(one.longest_nack_repeat_micros),
+            longest_timeout_resend_micros: total.longest_timeout_resend_micros.max(one.longest_timeout_resend_micros),
             repairs_multicast: total.repairs_multicast + one.repairs_multicast,
             tail_repeats: total.tail_repeats + one.tail_repeats,
         })

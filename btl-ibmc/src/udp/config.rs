@@ -55,8 +55,8 @@ pub struct UdpConfig {
     /// trips (RFC 6298), kept within `retransmit_floor..=retransmit_ceiling`.
     /// When no ACK from the peer has advanced for that long, the oldest
     /// fragments it has not acknowledged go again, and the timeout doubles
-    /// at each expiry until a fresh sample, at most six times, never
-    /// beyond 2 s (or the ceiling, if that is higher).
+    /// at each expiry until a fresh sample, at most `retransmit_doublings`
+    /// times, never beyond 2 s (or the ceiling, if that is higher).
     pub retransmit_after: Duration,
     /// Well above a LAN's round trip, so that a peer merely slow to poll
     /// is not sent fragments again and again.
@@ -65,6 +65,12 @@ pub struct UdpConfig {
     /// followed a loaded node's scheduling delays made repairs late
     /// (`reliable`'s module comment says by how much).
     pub retransmit_ceiling: Duration,
+    /// How often the retransmission timeout doubles while a peer's ACKs
+    /// stay away (0..=`MAX_REPEAT_DOUBLINGS`): 2 by default, at most 4x
+    /// the round-trip estimate; 6 was the rule before issue 36. Random
+    /// loss defeats a resend as often as the first send, so the doublings
+    /// only space resends to a peer slow to be scheduled.
+    pub retransmit_doublings: u32,
     /// Whether runs of multicast datagrams go out in one segmented send
     /// (UDP GSO) and arrive in one receive (UDP GRO) where the kernel
     /// offers it. On by default; either side works with the other's
@@ -126,6 +132,7 @@ impl Default for UdpConfig {
             retransmit_after: Duration::from_millis(20),
             retransmit_floor: Duration::from_millis(2),
             retransmit_ceiling: Duration::from_millis(20),
+            retransmit_doublings: crate::rmcast::DEFAULT_REPEAT_DOUBLINGS,
             segmentation_offload: true,
             protection: Protection::default(),
             cipher: Cipher::default(),
@@ -171,6 +178,13 @@ impl UdpConfig {
                 self.retransmit_ceiling, self.retransmit_floor
             ));
         }
+        if self.retransmit_doublings > crate::rmcast::MAX_REPEAT_DOUBLINGS {
+            return Some(format!(
+                "the retransmission timeout may double at most {} times, not {}",
+                crate::rmcast::MAX_REPEAT_DOUBLINGS,
+                self.retransmit_doublings
+            ));
+        }
         for (name, p) in [("drop", self.faults.drop), ("duplicate", self.faults.duplicate), ("reorder", self.faults.reorder)] {
             if !(0.0..=1.0).contains(&p) {
                 return Some(format!("the injected {name} probability {p} is not in [0, 1]"));
@@ -204,7 +218,12 @@ impl UdpConfig {
 
     /// How the reliable channel times its retransmissions.
     pub(crate) fn retransmit_timing(&self) -> super::reliable::RetransmitTiming {
-        super::reliable::RetransmitTiming { initial: self.retransmit_after, floor: self.retransmit_floor, ceiling: self.retransmit_ceiling }
+        super::reliable::RetransmitTiming {
+            initial: self.retransmit_after,
+            floor: self.retransmit_floor,
+            ceiling: self.retransmit_ceiling,
+            most_doublings: self.retransmit_doublings,
+        }
     }
 
     /// The datagram size this rank proposes at setup, on an interface

@@ -407,9 +407,15 @@ impl Engine {
         self.awaiting_acks.retain(|&peer| {
             let outgoing = &mut outgoing[peer];
             let to = cx.wire.addresses[peer];
+            let timeout = outgoing.timeout();
             match outgoing.resend_due(now, |frame| cx.wire.send_sealed(frame, to, sealed)) {
                 Ok(resent) => {
                     cx.counters.retransmissions.fetch_add(resent as u64, std::sync::atomic::Ordering::Relaxed);
+                    if resent > 0 {
+                        Counters::bump(&cx.counters.timer_resends);
+                        let micros = u64::try_from(timeout.as_micros()).unwrap_or(u64::MAX);
+                        cx.counters.longest_timer_micros.fetch_max(micros, std::sync::atomic::Ordering::Relaxed);
+                    }
                 }
                 Err(why) => {
                     failure.get_or_insert(why);

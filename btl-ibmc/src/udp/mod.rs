@@ -548,14 +548,16 @@ impl Drop for UdpTransport {
         if stats.multicast_sent + stats.multicast_received > 0 {
             tracing::info!(
                 "udp: rank {} sent {} multicast datagram(s), {} segmented send(s) among them; received {}, {} coalesced receive(s); \
-                 {} reliable fragment(s) sent, {} retransmitted",
+                 {} reliable fragment(s) sent, {} retransmitted, {} timer burst(s) (longest timeout {} us)",
                 self.rank,
                 stats.multicast_sent,
                 stats.segmented_sends,
                 stats.multicast_received,
                 stats.coalesced_receives,
                 stats.fragments_sent,
-                stats.retransmissions
+                stats.retransmissions,
+                stats.timer_resends,
+                stats.longest_timer_micros
             );
         }
         if stats.refused() > 0 {

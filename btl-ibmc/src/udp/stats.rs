@@ -18,6 +18,12 @@ pub struct UdpStats {
     /// idle hook reaching the transport again), sent right after it.
     pub records_deferred: u64,
     pub retransmissions: u64,
+    /// Times a peer's retransmission timer ran out and resent a burst, and
+    /// the longest timeout (backed off) that ran out before one, in
+    /// microseconds (a gauge: the largest seen). Issue 36: which timer
+    /// sets a lossy bcast's slow calls.
+    pub timer_resends: u64,
+    pub longest_timer_micros: u64,
     /// Round trips the reliable channel timed (ACKs whose newest fragment
     /// went once), which set its retransmission timeouts.
     pub rtt_samples: u64,
@@ -79,6 +85,8 @@ pub(crate) struct Counters {
     pub(crate) fragments_sent: AtomicU64,
     pub(crate) records_deferred: AtomicU64,
     pub(crate) retransmissions: AtomicU64,
+    pub(crate) timer_resends: AtomicU64,
+    pub(crate) longest_timer_micros: AtomicU64,
     pub(crate) rtt_samples: AtomicU64,
     pub(crate) acks_sent: AtomicU64,
     pub(crate) duplicates_dropped: AtomicU64,
@@ -111,6 +119,8 @@ impl Counters {
             fragments_sent: get(&self.fragments_sent),
             records_deferred: get(&self.records_deferred),
             retransmissions: get(&self.retransmissions),
+            timer_resends: get(&self.timer_resends),
+            longest_timer_micros: get(&self.longest_timer_micros),
             rtt_samples: get(&self.rtt_samples),
             acks_sent: get(&self.acks_sent),
             duplicates_dropped: get(&self.duplicates_dropped),

@@ -401,6 +401,7 @@ fn udp_settings(v: &Checked) -> UdpSettings {
         window_slots: v.number(Id::UdpWindow) as usize,
         ack_interval: v.number(Id::UdpAckInterval) as usize,
         loss_tolerance_percent: v.number(Id::UdpLossTolerance) as u32,
+        repair_backoff: v.number(Id::UdpRepairBackoff) as u32,
         segmentation_offload: v.number(Id::UdpSegmentationOffload) != 0,
         protection: or_default(udp::parse_protection("coll_rdma_udp_protection", v.text(Id::UdpProtection)), defaults.protection),
         cipher: or_default(udp::parse_cipher(v.text(Id::UdpCipher)), defaults.cipher),
@@ -508,6 +509,7 @@ mod tests {
         raw.set_int(Id::UdpWindow, 300);
         raw.set_int(Id::UdpAckInterval, 12);
         raw.set_int(Id::UdpLossTolerance, 25);
+        raw.set_int(Id::UdpRepairBackoff, 5);
         raw.set_int(Id::UdpSegmentationOffload, 0);
         raw.set_text(Id::UdpProtection, "authenticate".to_string());
         raw.set_text(Id::UdpCipher, "aes-256-gcm".to_string());
@@ -529,6 +531,7 @@ mod tests {
             window_slots: 300,
             ack_interval: 12,
             loss_tolerance_percent: 25,
+            repair_backoff: 5,
             segmentation_offload: false,
             protection: btl_ibmc::udp::Protection::Authenticate,
             cipher: btl_ibmc::udp::Cipher::Aes256Gcm,
@@ -547,11 +550,14 @@ mod tests {
         raw.set_int(Id::UdpWindow, 100);
         raw.set_int(Id::UdpAckInterval, 200);
         raw.set_int(Id::UdpLossTolerance, 0);
+        raw.set_int(Id::UdpRepairBackoff, 6);
         let settings = validate(raw);
         let (config, _) = super::super::comm_state::bcast_config(&settings.bcast, &settings.udp, 4, btl_ibmc::WaitPolicy::default());
         let congestion = config.multicast.congestion;
         assert_eq!((congestion.cwnd_initial, congestion.ssthresh_initial), (3, 40));
         assert_eq!(congestion.loss_tolerance_percent, 0, "0: every new loss halves, as TCP does");
+        assert_eq!(congestion.nack_retry_doublings, Some(6), "the NACK repeat's doublings over udp");
+        assert_eq!(settings.udp.config(1, std::net::Ipv4Addr::LOCALHOST, 0).retransmit_doublings, 6, "and the reliable channel's");
         assert_eq!((congestion.window_slots, congestion.ack_interval), (Some(100), Some(100)), "M is lowered to the window");
         // The general window stays what coll_rdma_bcast_window says: shared memory uses it.
         assert_eq!((config.multicast.window_slots, config.multicast.ack_interval), (64, 8));

@@ -22,7 +22,7 @@ use super::ring::PieceRing;
 use crate::rmcast::config::{BACKOFF_LIMIT, RmcastConfig};
 use crate::rmcast::congestion::Control;
 use crate::rmcast::groups::Member;
-use crate::rmcast::stats::RmcastStats;
+use crate::rmcast::stats::{RmcastStats, micros};
 use crate::transport::{ReliableChannel, TransportError, Windows};
 
 struct Watched {
@@ -180,6 +180,7 @@ impl Collector {
             };
             if !watched.member.is_co_root {
                 stats.timeout_resends += 1;
+                stats.longest_timeout_resend_micros = stats.longest_timeout_resend_micros.max(micros(watched.timeout));
                 resend(transport, held.ring, watched.member.rank, watched.acked..burst_end, stats)?;
             }
             watched.changed_at = now;

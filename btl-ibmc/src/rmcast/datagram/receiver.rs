@@ -31,7 +31,7 @@ use crate::rmcast::ack::LazyAck;
 use crate::rmcast::config::RmcastConfig;
 use crate::rmcast::groups::{Groups, Role};
 use crate::rmcast::region::DatagramRegion;
-use crate::rmcast::stats::RmcastStats;
+use crate::rmcast::stats::{RmcastStats, micros};
 use crate::rmcast::wire::{PieceHeader, encode_nack};
 use crate::transport::{ReliableChannel, TransportError, Windows};
 
@@ -250,7 +250,9 @@ impl Receiver {
                     stats.explicit_acks += 1;
                     publish(transport, self.ack_to, count, stats)?;
                 }
-                if let Some(step) = nack.as_mut().map(|nack| nack.when_due(self.contiguous, now)) {
+                if let Some(nack) = nack.as_mut() {
+                    let step = nack.when_due(self.contiguous, now);
+                    stats.longest_nack_repeat_micros = stats.longest_nack_repeat_micros.max(micros(nack.longest_repeat_wait()));
                     self.take_nack_step(transport, step, stats)?;
                 }
                 Ok(())

@@ -84,6 +84,8 @@ pub struct UdpWindow {
     pub window_slots: usize,
     pub ack_interval: usize,
     pub loss_tolerance_percent: u32,
+    /// The NACK repeat's doublings over udp (`coll_rdma_udp_repair_backoff`).
+    pub repair_backoff: u32,
 }
 
 /// The configuration of one reduction collective: the model's choices,
@@ -162,6 +164,7 @@ pub fn bcast_config(chosen: &BcastSettings, udp: UdpWindow, size: usize, policy:
     multicast.congestion.window_slots = Some(udp.window_slots);
     multicast.congestion.ack_interval = Some(udp.ack_interval.min(udp.window_slots));
     multicast.congestion.loss_tolerance_percent = udp.loss_tolerance_percent.min(100);
+    multicast.congestion.nack_retry_doublings = Some(udp.repair_backoff.min(btl_ibmc::rmcast::MAX_REPEAT_DOUBLINGS));
     multicast.window_slots = chosen.window_slots;
     multicast.slot_bytes = chosen.slot_bytes;
     multicast.fragment_bytes = chosen.fragment_bytes;

@@ -43,6 +43,7 @@ pub(in crate::glue) fn bcast_config(chosen: &BcastSettings, udp: &UdpSettings, s
         window_slots: udp.window_slots,
         ack_interval: udp.ack_interval,
         loss_tolerance_percent: udp.loss_tolerance_percent,
+        repair_backoff: udp.repair_backoff,
     };
     policy::bcast_config(chosen, window, size, wait)
 }

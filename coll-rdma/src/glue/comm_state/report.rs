@@ -371,14 +371,16 @@ fn report_multicast(id: CommId, bcast: &Bcast) {
     if multicast.nack_first_asks + multicast.nacks_served + multicast.timeout_resends > 0 {
         tracing::info!(
             "comm {} rank {}: bcast repair: {} first NACK(s) waiting {:.2} round trip(s) on average, {} NACK(s) repeated \
-             unanswered, {} served, {} timeout burst(s)",
+             unanswered (the longest after {} us), {} served, {} timeout burst(s) (the longest timeout {} us)",
             id.cid,
             id.rank,
             multicast.nack_first_asks,
             multicast.nack_wait_rtt_percent as f64 / 100.0 / multicast.nack_first_asks.max(1) as f64,
             multicast.nacks_repeated,
+            multicast.longest_nack_repeat_micros,
             multicast.nacks_served,
-            multicast.timeout_resends
+            multicast.timeout_resends,
+            multicast.longest_timeout_resend_micros
         );
     }
     if multicast.cwnd > 0 {

@@ -105,6 +105,12 @@ impl PendingSetup {
                  loss for more than {} % of the last window of fragments (coll_rdma_udp_loss_tolerance)",
                 bcast_config.multicast.congestion.loss_tolerance_percent
             );
+            tracing::info!(
+                "comm {cid} rank {rank}: over udp, a repair that random loss defeats is repeated at most {}x its round-trip \
+                 timeout apart (coll_rdma_udp_repair_backoff {}: the reliable channel and bcast NACKs)",
+                1u64 << bcast_config.multicast.congestion.nack_retry_doublings.unwrap_or(0).min(16),
+                bcast_config.multicast.congestion.nack_retry_doublings.unwrap_or(0)
+            );
         }
         let mut barrier_len = TunedBarrier::region_len(size, &barrier_radices);
         if two_levels_possible {

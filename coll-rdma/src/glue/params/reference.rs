@@ -34,6 +34,7 @@ const GROUPS: &[(&str, &[Id])] = &[
             Id::UdpWindow,
             Id::UdpAckInterval,
             Id::UdpLossTolerance,
+            Id::UdpRepairBackoff,
             Id::UdpSegmentationOffload,
             Id::UdpProtection,
             Id::UdpCipher,

@@ -12,7 +12,7 @@ use std::ffi::CStr;
 
 use ompi_sys as sys;
 use sys::{OPAL_INFO_LVL_2 as USER, OPAL_INFO_LVL_5 as TUNER, OPAL_INFO_LVL_9 as DEV};
-use btl_ibmc::rmcast::{DEFAULT_LOSS_TOLERANCE_PERCENT, DEFAULT_TAIL_REPEAT};
+use btl_ibmc::rmcast::{DEFAULT_LOSS_TOLERANCE_PERCENT, DEFAULT_REPEAT_DOUBLINGS, DEFAULT_TAIL_REPEAT, MAX_REPEAT_DOUBLINGS};
 use tuning::{AllreduceModel, BarrierModel, MAX_BARRIER_RADIX};
 
 use super::rule::{Rule, Span};
@@ -144,6 +144,8 @@ parameters! {
         c"M of the lazy, skewed ACKs over the udp transport, in place of coll_rdma_bcast_ack_interval there: each receiver acknowledges every M fragments (every ACK is a datagram the root takes in; 1..=4096, lowered to the window; default 32)";
     UdpLossTolerance: c"udp_loss_tolerance", int(DEFAULT_LOSS_TOLERANCE_PERCENT as i32, Rule::Clamped { min: 0, max: 100 }), TUNER, Everyone,
         c"Percent of the last congestion window of fragments (at least 64) that one receiver may report lost before a bcast over udp takes it for congestion and halves its window; fewer reports are random loss, repaired without slowing down (0..=100, default 10; 0 halves on every new loss, as TCP does; a timeout always shrinks the window)";
+    UdpRepairBackoff: c"udp_repair_backoff", int(DEFAULT_REPEAT_DOUBLINGS as i32, Rule::Clamped { min: 0, max: MAX_REPEAT_DOUBLINGS as i32 }), TUNER, Everyone,
+        c"How many times the udp transport's repeat timers double while random loss keeps defeating a repair: the reliable channel's retransmission timeout towards a peer whose ACKs stay away, and a bcast receiver's interval before it repeats a NACK whose pieces have not come. 2 (default): at most 4x the measured round-trip timeout, so a third loss in a row of the same repair waits no longer than the second; 6 was the rule before (up to 64x, a large part of a second on a loaded node). A lost repair is as likely to get through the next time, so doubling buys nothing against random loss; the bound still spaces the repeats to a rank slow to be scheduled (0..=16, default 2)";
     UdpSegmentationOffload: c"udp_segmentation_offload", int(1, SWITCH), TUNER, Everyone,
         c"1 (default): a bcast root over udp hands runs of up to 64 KiB of datagrams to the kernel in one segmented send (UDP GSO, Linux 4.18), and receivers take them in with one receive (UDP GRO, Linux 5.0), where the kernel offers it (else one datagram per system call, said at verbose 2); the datagrams on the wire are the same. 0: one datagram per system call";
     UdpProtection: c"udp_protection", text(c"encrypt"), USER, Everyone,

@@ -33,6 +33,10 @@ pub struct UdpSettings {
     /// Percent of a window of fragments one receiver may report lost
     /// before the bcast's window halves (`CongestionConfig::loss_tolerance_percent`).
     pub loss_tolerance_percent: u32,
+    /// How often the reliable channel's retransmission timeout and a bcast
+    /// leaf's NACK repeat double while random loss defeats a repair
+    /// (`UdpConfig::retransmit_doublings`, `CongestionConfig::nack_retry_doublings`).
+    pub repair_backoff: u32,
     /// UDP GSO and GRO where the kernel offers them.
     pub segmentation_offload: bool,
     /// How frames are sealed on the wire.
@@ -63,6 +67,7 @@ impl Default for UdpSettings {
             window_slots: super::table::UDP_WINDOW as usize,
             ack_interval: super::table::UDP_ACK_INTERVAL as usize,
             loss_tolerance_percent: congestion.loss_tolerance_percent,
+            repair_backoff: config.retransmit_doublings,
             segmentation_offload: config.segmentation_offload,
             protection: config.protection,
             cipher: config.cipher,
@@ -91,6 +96,7 @@ impl UdpSettings {
             datagram_bytes: self.datagram_bytes.unwrap_or(super::table::UDP_LARGEST_FITTED_DATAGRAM_BYTES),
             fit_interface_mtu: self.datagram_bytes.is_none(),
             segmentation_offload: self.segmentation_offload,
+            retransmit_doublings: self.repair_backoff,
             protection: self.protection,
             cipher: self.cipher,
             faults: UdpFaults {
