@@ -259,7 +259,31 @@ if [ "$LIST" = 0 ]; then
 fi
 
 HAN=() HAN_VERBOSE=()
+# Section 1a (01-programs.toml) runs at the counts above 1, and only over
+# the transport or hosts asked for: THREAD_NPS, empty otherwise; TM_OVER
+# is the transports its served calls may report, as a JSON array
+THREAD_NPS=()
+TM_OVER=$(printf '"%s",' ${EXPECT_TRANSPORT:-${TRANSPORT:-shm}})
+TM_OVER="[${TM_OVER%,}]"
+# Over udp (--transport udp) every rank's comm_ready on MPI_COMM_WORLD
+# reports the protection its frames run with: coll_rdma_udp_protection
+# as --mca gave it, else the default, encrypt; with none, rank 0 warns so
+# (section 1's checks at more than one rank).
+UDP_PROTECTED=()
 if [ "$MODE" = component ]; then
+    if [ -n "$TRANSPORT$HOSTS" ]; then
+        for np in $NPS; do [ "$np" -le 1 ] || THREAD_NPS+=("$np"); done
+    fi
+    if [ "$TRANSPORT" = udp ]; then
+        udp_protection=encrypt
+        for ((i = 1; i + 1 < ${#EXTRA_MCA[@]}; i += 3)); do
+            [ "${EXTRA_MCA[i]}" != coll_rdma_udp_protection ] || udp_protection=${EXTRA_MCA[i + 1]}
+        done
+        UDP_PROTECTED=("ev:every_rank_ready(0; .transport == \"udp\" and .protection == \"$udp_protection\")")
+        [ "$udp_protection" != none ] ||
+            UDP_PROTECTED+=("says-re:coll:rdma: comm 0: warning: udp frames unprotected \\(coll_rdma_udp_protection=none\\)")
+    fi
+
     # verbose 1, unless the caller's --mca sets the level (one value:
     # Open MPI joins a parameter given twice with a comma)
     V=(--mca coll_rdma_verbose 1)

@@ -1,14 +1,14 @@
 # Sourced by ci/mpi-tests.sh: the runner of one case (run_test), its
-# checks on the events and the output, the /dev/shm leak check, and the
-# case selection (want, skip, --list); run_table hands a case table
-# (ci/mpi/cases/*.toml) to ci/runner, which runs its cases alike. run_test
-# keeps only the checks the shell case files still use (01-programs.sh,
-# the killed creator of ci/mpi/special.sh); every other check and wrapper
-# is the runner's alone (ci/runner/src/checks.rs, table.rs). Invariants: a
-# case leaves nothing of its own in /dev/shm (or fails saying what it
-# left); CHECKS applies to the next run_test only (it empties it, run or
-# not); PASSED, FAILED, SKIPPED and FAILED_NAMES count every case for the
-# closing line.
+# checks, the /dev/shm leak check, and the case selection (want, skip,
+# --list); run_table hands a case table (ci/mpi/cases/*.toml) to
+# ci/runner, which runs its cases alike. run_test is left for the one case
+# that is not a table row, the killed creator of ci/mpi/special.sh, with
+# only the two checks it uses (events, gone:); every other check and
+# wrapper is the runner's alone (ci/runner/src/checks.rs, table.rs).
+# Invariants: a case leaves nothing of its own in /dev/shm (or fails
+# saying what it left); CHECKS applies to the next run_test only (it
+# empties it, run or not); PASSED, FAILED, SKIPPED and FAILED_NAMES count
+# every case for the closing line.
 
 PASSED=0 FAILED=0 SKIPPED=0
 FAILED_NAMES=()
@@ -56,50 +56,13 @@ skip() {  # skip NAME REASON
 #           must report failures) or "refused" (Open MPI must refuse the job:
 #           non-zero exit, no crash)
 #   Further checks are listed in the array CHECKS (set by the caller):
-#     Checks on what coll rdma decided and counted read its events
-#     (coll_rdma_events_file, docs/events.md), never its verbose lines; a
-#     run with any of them gets
-#     --mca coll_rdma_events_file DIR/events/rank-%r.jsonl:
-#     events    the counts at free match the program's expect lines per
-#               communicator and collective, nothing handed over but what
-#               the program expects (ci/events-check.sh)
-#     ev:JQ     every rank wrote an events file, and JQ holds over all
-#               ranks' events as one array, each event with `world` (its
-#               process's rank in MPI_COMM_WORLD) added, with $np and the
-#               helpers of ci/served/checks.jq (every_rank_ready, ...)
-#   Checks of wording a user must read (warnings and errors, which stay
-#   worded as they are; the tests name them so):
-#     says-re:RE  the extended regular expression RE matches a line of it
-#   Checks of the output of the programs and of Open MPI itself:
-#     nowarn:RE no line of the output matches RE, but a stall warning ("coll:rdma: warning: rank R
-#               of N has waited S s for ...") is tolerated and counted: it
-#               says a wait was slow (a loaded machine can make a legitimate
-#               wait exceed coll_rdma_stall_warning), not that anything went
-#               wrong; a wait that never ends still fails by the timeout,
-#               and the stall-warning tests check these lines with re:/nore:
+#     events    the counts at free in coll rdma's events
+#               (coll_rdma_events_file, docs/events.md) match the program's
+#               expect lines per communicator and collective, nothing handed
+#               over but what the program expects (ci/events-check.sh); the
+#               run gets --mca coll_rdma_events_file DIR/events/rank-%r.jsonl
 #     gone:NAME /dev/shm/NAME no longer exists after the run
-# A wait's report that it is slow (btl-ibmc's wait loops), not an error.
-STALL_WARNING_RE='coll:rdma: warning: rank [0-9]+ of [0-9]+ has waited [0-9]+\.[0-9] s for '
-# The warning a run asks for with coll_rdma_udp_protection or
-# coll_rdma_verbs_protection none (rank 0's, at verbose 1), not an error.
-UNPROTECTED_WARNING_RE='coll:rdma: comm [0-9]+: warning: (udp frames|verbs multicast datagrams) unprotected \(coll_rdma_(udp|verbs)_protection=none\)'
 CHECKS=()
-# events_hold DIR NP JQ: the jq expression JQ holds over the events of
-# every rank of the run in DIR (ev: above; the helpers are
-# ci/served/checks.jq); says why not on stdout
-events_hold() {
-    local dir=$1 np=$2 filter=$3 files=() f
-    for f in "$dir"/events/rank-*.jsonl; do [ -f "$f" ] && files+=("$f"); done
-    if [ "${#files[@]}" != "$np" ]; then
-        echo "${#files[@]} events file(s) in ${dir#"$ROOT"/}/events, expected $np"; return 1
-    fi
-    jq -e -n --argjson np "$np" -L "$ROOT/ci/served" \
-        "include \"checks\"; [inputs | .world = (input_filename | capture(\"rank-(?<r>[0-9]+)[.]jsonl\$\").r | tonumber)] | $filter" \
-        "${files[@]}" >/dev/null 2>"$dir/jq.err" && return 0
-    echo "the events do not satisfy: $filter $(head -c 300 "$dir/jq.err")"
-    return 1
-}
-
 run_test() {
     local name=$1 np=$2 expect=$3
     shift 3
@@ -116,7 +79,7 @@ run_test() {
     local c
     for c in "${CHECKS[@]}"; do
         case $c in
-            events|ev:*)
+            events)
                 mkdir -p "$dir/events"
                 opts+=(--mca coll_rdma_events_file "$dir/events/rank-%r.jsonl")
                 break ;;
@@ -198,30 +161,20 @@ run_test() {
             why+=("no FAIL line although the self-test broke the program (skipped barriers, corrupted bytes)")
     fi
 
-    local c stalls=0
+    local c
     for c in "${CHECKS[@]}"; do
         case $c in
             events)
                 local out
                 out=$(EXPECT_TRANSPORT="${EXPECT_TRANSPORT:-${TRANSPORT:-shm}}" "$ROOT/ci/events-check.sh" "$dir" "$np" 2>&1) ||
                     why+=("${out:-ci/events-check.sh failed without a word}") ;;
-            ev:*)
-                local out
-                out=$(events_hold "$dir" "$np" "${c#ev:}") || why+=("$out") ;;
-            says-re:*)
-                local re=${c#says-re:}
-                grep -qE -- "$re" "$dir/all.log" || why+=("no line says: $re") ;;
             gone:*)
                 local g=${c#gone:}
                 if [ -e "/dev/shm/$g" ]; then
                     why+=("/dev/shm/$g is still there")
                     rm -f "/dev/shm/$g"
                 fi ;;
-            nowarn:*)
-                local re=${c#nowarn:} unexpected
-                unexpected=$(grep -E -- "$re" "$dir/all.log" | grep -Ev -- "$STALL_WARNING_RE|$UNPROTECTED_WARNING_RE" || true)
-                [ -z "$unexpected" ] || why+=("unexpected output:"$'\n'"$(printf '%s\n' "$unexpected" | head -3)")
-                stalls=$(grep -cE -- "$STALL_WARNING_RE" "$dir/all.log" || true) ;;
+            *) why+=("run_test knows no check '$c' (the case tables' checks are ci/runner's)") ;;
         esac
     done
 
@@ -242,11 +195,7 @@ run_test() {
 
     if [ "${#why[@]}" = 0 ]; then
         PASSED=$((PASSED + 1))
-        if [ "$stalls" -gt 0 ]; then
-            printf '%-44s PASS  %6ss  (%s stall warning(s) accepted)\n' "$name" "$secs" "$stalls"
-        else
-            printf '%-44s PASS  %6ss\n' "$name" "$secs"
-        fi
+        printf '%-44s PASS  %6ss\n' "$name" "$secs"
         [ -z "$launcher_note" ] || printf '      note: %s\n' "$launcher_note"
         [ "$KEEP_LOGS" = 1 ] || [ -n "$launcher_note" ] || rm -rf "$dir"
     else
@@ -282,6 +231,8 @@ run_table() {
         --list-var BC_PARAM "$(one_a_line "${BC_PARAM[@]}")" --list-var BC_E "$(one_a_line "${BC_E[@]}")"
         --list-var BC_REASON "$(one_a_line "${BC_REASON:-}")" --list-var BC_PATHS "$(one_a_line "${BC_PATHS:-}")"
         --list-var BC "$(one_a_line "${BC[@]}")" --list-var CM_I "$CM_I" --list-var BO_N "$BO_N" --list-var CL_L "$CL_L"
+        --list-var NPS "$(one_a_line $NPS)" --list-var THREAD_NPS "$(one_a_line "${THREAD_NPS[@]}")"
+        --list-var UDP_PROTECTED "$(one_a_line "${UDP_PROTECTED[@]}")" --var TM_OVER "$TM_OVER"
         --list-var NB_R "$NB_R" --list-var NR_R "$NR_R" --list-var NF_R "$NF_R" --list-var NBC_R "$NBC_R"
         --var COMPONENT_SO "$COMPDIR/mca_coll_rdma.so" --var EXPECT_TRANSPORT_HERE "${EXPECT_TRANSPORT:-${TRANSPORT:-shm}}"
         --list-var HAN "$(one_a_line "${HAN[@]}")" --list-var HAN_VERBOSE "$(one_a_line "${HAN_VERBOSE[@]}")"

@@ -25,7 +25,16 @@
 //! launch_wrapper = ["sh", "-c", "..."]  # optional: each rank, before the output capture
 //! teardown = 'rm -f "$CASE_DIR/x"'    # optional: bash runs it once the run is judged
 //! expect_transport = "shm udp"  # optional: the transports served calls may report
+//! multi_rank_checks = ["@UDP_PROTECTED"]  # optional: more checks, only where np > 1
 //! ```
+//!
+//! Instead of `[[case]]` entries, a table may hold `[[block]]` entries,
+//! each with its `[[block.case]]` entries and an optional
+//! `each_from = { list = "NPS", as = "np" }`: the block's cases all run for
+//! the list's first element (`{np}` standing for it), then all for the
+//! next, and so on (a list the caller gives at run time, such as the
+//! suite's `--nps`; an empty one leaves the block out). A table holds
+//! cases or blocks, not both (TOML keeps no order between the two).
 //!
 //! `{case_dir}` stands, in mpirun, args and run_wrapper, for the case's log
 //! directory (known only when it runs: `CASE_DIR`), so that a setup's
@@ -66,6 +75,8 @@ pub struct Case {
     pub mpirun: Vec<String>,
     pub program: String,
     pub args: Vec<String>,
+    /// The checks; `multi_rank_checks` are among them where np > 1 (a
+    /// single rank sets up no transport, so it reports no comm_ready).
     pub checks: Vec<Check>,
     /// Skipped, saying so, when less memory than this is free.
     pub needs_free_memory_gib: Option<u64>,
@@ -117,6 +128,7 @@ const CASE_KEYS: &[&str] = &[
     "program",
     "args",
     "checks",
+    "multi_rank_checks",
     "needs_free_memory_gib",
     "run_wrapper",
     "mpirun_wrapper",
@@ -140,24 +152,36 @@ pub fn parse(source: &str, text: &str, caller_lists: &Lists, caller_vars: &Vars)
                     lists.insert(name.clone(), strings(items, &format!("{source}: lists.{name}"))?);
                 }
             }
-            "case" => {}
-            other => return Err(format!("{source}: unknown top-level key '{other}' (lists, case)")),
+            "case" | "block" => {}
+            other => return Err(format!("{source}: unknown top-level key '{other}' (lists, case, block)")),
         }
     }
-    let Some(entries) = doc.get("case") else { return Ok(Vec::new()) };
-    let entries = entries.as_array().ok_or(format!("{source}: 'case' must be [[case]] entries"))?;
+    if doc.contains_key("case") && doc.contains_key("block") {
+        // (TOML keeps no order between the two, so the run order would be a guess)
+        return Err(format!("{source}: both [[case]] and [[block]]: put the cases in a block"));
+    }
+    let mut entries = Vec::new();
+    if let Some(cases) = doc.get("case") {
+        entries.extend(case_entries(cases, source)?.into_iter().map(|entry| (entry, BTreeMap::new())));
+    }
+    if let Some(blocks) = doc.get("block") {
+        let blocks = blocks.as_array().ok_or(format!("{source}: 'block' must be [[block]] entries"))?;
+        for (index, block) in blocks.iter().enumerate() {
+            entries.extend(block_entries(block, &lists, &format!("{source}: block {}", index + 1))?);
+        }
+    }
     let mut cases = Vec::new();
-    for (index, entry) in entries.iter().enumerate() {
-        let entry = entry.as_table().ok_or(format!("{source}: case {} is not a table", index + 1))?;
+    for (entry, block_keys) in entries {
         let label = match entry.get("name").and_then(|n| n.as_str()) {
             Some(name) => format!("{source}: case '{name}'"),
-            None => format!("{source}: case {}", index + 1),
+            None => format!("{source}: a case without a name"),
         };
         if let Some(unknown) = entry.keys().find(|k| !CASE_KEYS.contains(&k.as_str())) {
             return Err(format!("{label}: unknown key '{unknown}' ({})", CASE_KEYS.join(", ")));
         }
         for keys in each_entries(entry, &label)? {
             let mut keys_and_vars = caller_vars.clone();
+            keys_and_vars.extend(block_keys.clone());
             keys_and_vars.extend(keys);
             cases.push(one_case(entry, &keys_and_vars, &lists, &label)?);
         }
@@ -169,6 +193,51 @@ pub fn parse(source: &str, text: &str, caller_lists: &Lists, caller_vars: &Vars)
         }
     }
     Ok(cases)
+}
+
+/// The `[[case]]` entries of VALUE (a table's or a block's `case`).
+fn case_entries<'a>(value: &'a toml::Value, label: &str) -> Result<Vec<&'a toml::Table>, String> {
+    let entries = value.as_array().ok_or(format!("{label}: 'case' must be [[case]] entries"))?;
+    entries
+        .iter()
+        .enumerate()
+        .map(|(index, entry)| entry.as_table().ok_or(format!("{label}: case {} is not a table", index + 1)))
+        .collect()
+}
+
+/// A block's cases, in the order they run: all of them for the first
+/// element of its `each_from` list (the key `as` names standing for the
+/// element), then all for the next, and so on; once, without a key, when
+/// it has no `each_from`. An empty list is no case at all (the caller's
+/// way of leaving a block out).
+fn block_entries<'a>(
+    block: &'a toml::Value,
+    lists: &Lists,
+    label: &str,
+) -> Result<Vec<(&'a toml::Table, BTreeMap<String, String>)>, String> {
+    let block = block.as_table().ok_or(format!("{label} is not a table"))?;
+    if let Some(unknown) = block.keys().find(|k| !["each_from", "case"].contains(&k.as_str())) {
+        return Err(format!("{label}: unknown key '{unknown}' (each_from, case)"));
+    }
+    let cases = case_entries(block.get("case").ok_or(format!("{label} has no [[block.case]]"))?, label)?;
+    let Some(each_from) = block.get("each_from") else {
+        return Ok(cases.into_iter().map(|case| (case, BTreeMap::new())).collect());
+    };
+    let each_from = each_from.as_table().ok_or(format!("{label}: each_from must be {{ list = ..., as = ... }}"))?;
+    if let Some(unknown) = each_from.keys().find(|k| !["list", "as"].contains(&k.as_str())) {
+        return Err(format!("{label}: each_from has an unknown key '{unknown}' (list, as)"));
+    }
+    let field = |key: &str| -> Result<String, String> {
+        let value = each_from.get(key).ok_or(format!("{label}: each_from needs '{key}'"))?;
+        scalar(value, &format!("{label}: each_from.{key}"))
+    };
+    let (name, key) = (field("list")?, field("as")?);
+    let elements = lists.get(&name).ok_or(format!("{label}: no list named '{name}' for each_from"))?;
+    let mut out = Vec::new();
+    for element in elements {
+        out.extend(cases.iter().map(|&case| (case, BTreeMap::from([(key.clone(), element.clone())]))));
+    }
+    Ok(out)
 }
 
 /// The substitutions of each case an entry stands for: its `each` list, or
@@ -227,7 +296,13 @@ fn one_case(
         "refused" => Expect::Refused,
         other => return Err(format!("{label}: expect '{other}' is none of ok, fail, refused")),
     };
-    let checks = list("checks")?
+    let mut checks = list("checks")?;
+    // (read at every count, so that a mistake in it shows at np 1 too)
+    let multi_rank_checks = list("multi_rank_checks")?;
+    if np > 1 {
+        checks.extend(multi_rank_checks);
+    }
+    let checks = checks
         .iter()
         .map(|c| Check::parse(c).map_err(|e| format!("{label}: {e}")))
         .collect::<Result<_, _>>()?;
@@ -399,6 +474,87 @@ mod tests {
         assert_eq!(cases[0].mpirun_wrapper, ["unshare", "mine"]);
         assert_eq!(cases[1].checks, [Check::parse(r"says-re:built against 4\.1\.4").unwrap()]);
         assert!(parse("t", text, &Lists::new(), &Vars::new()).unwrap_err().contains("'{VERSION}'"));
+    }
+
+    #[test]
+    fn a_block_repeats_its_cases_in_turn_for_each_element_of_the_callers_list() {
+        let text = r#"
+            [[block]]
+            each_from = { list = "NPS", as = "np" }
+            [[block.case]]
+            name = "np{np}-a"
+            np = "{np}"
+            expect = "ok"
+            program = "a"
+            [[block.case]]
+            name = "np{np}-b-{k}"
+            each = [{ k = 1 }, { k = 2 }]
+            np = "{np}"
+            expect = "ok"
+            program = "b"
+            [[block]]
+            each_from = { list = "NPS2", as = "np" }
+            [[block.case]]
+            name = "np{np}-c"
+            np = "{np}"
+            expect = "ok"
+            program = "c"
+        "#;
+        let names = |nps: &[&str], nps2: &[&str]| -> Vec<String> {
+            let caller = lists(&[("NPS", nps), ("NPS2", nps2)]);
+            parse("t", text, &caller, &Vars::new()).unwrap().into_iter().map(|c| c.name).collect()
+        };
+        assert_eq!(
+            names(&["3", "1"], &["2"]),
+            ["np3-a", "np3-b-1", "np3-b-2", "np1-a", "np1-b-1", "np1-b-2", "np2-c"]
+        );
+        // an empty list leaves its block out
+        assert_eq!(names(&["4"], &[]), ["np4-a", "np4-b-1", "np4-b-2"]);
+    }
+
+    #[test]
+    fn multi_rank_checks_join_the_checks_only_above_one_rank() {
+        let text = r#"
+            [[block]]
+            each_from = { list = "NPS", as = "np" }
+            [[block.case]]
+            name = "np{np}"
+            np = "{np}"
+            expect = "ok"
+            program = "p"
+            checks = ["@SERVED"]
+            multi_rank_checks = ["@MORE", "ev:every_rank_ready(0; .n == {np})"]
+        "#;
+        let caller = lists(&[("NPS", &["1", "2"]), ("SERVED", &["events"]), ("MORE", &["quiet"])]);
+        let cases = parse("t", text, &caller, &Vars::new()).unwrap();
+        assert_eq!(cases[0].checks, [Check::parse("events").unwrap()]);
+        let at_two = ["events", "quiet", "ev:every_rank_ready(0; .n == 2)"];
+        assert_eq!(cases[1].checks, at_two.map(|c| Check::parse(c).unwrap()));
+        // a mistake in them shows at one rank too
+        let only_one = lists(&[("NPS", &["1"]), ("SERVED", &["events"])]);
+        assert!(parse("t", text, &only_one, &Vars::new()).unwrap_err().contains("no list named 'MORE'"));
+    }
+
+    #[test]
+    fn block_mistakes_are_errors() {
+        let case = "[[block.case]]\nname = \"c{n}\"\nnp = 2\nexpect = \"ok\"\nprogram = \"p\"\n";
+        let from = "[[block]]\neach_from = { list = \"L\", as = \"n\" }\n";
+        let bad = [
+            (format!("{from}{case}[[case]]\nname = \"d\"\nnp = 2\nexpect = \"ok\"\nprogram = \"p\"\n"), "put the cases in a block"),
+            (format!("[[block]]\neach_from = {{ list = \"NOPE\", as = \"n\" }}\n{case}"), "no list named 'NOPE' for each_from"),
+            (format!("[[block]]\neach_from = {{ list = \"L\" }}\n{case}"), "each_from needs 'as'"),
+            (format!("[[block]]\neach_from = \"L\"\n{case}"), "each_from must be"),
+            (format!("[[block]]\neach_from = {{ list = \"L\", as = \"n\", step = 2 }}\n{case}"), "unknown key 'step'"),
+            (format!("[[block]]\ncolour = 1\n{case}"), "unknown key 'colour'"),
+            ("[[block]]\neach_from = { list = \"L\", as = \"n\" }\n".to_string(), "has no [[block.case]]"),
+            (format!("[[block]]\n{case}"), "'{n}'"),
+            (format!("{from}{case}{from}{case}"), "two cases are named 'c1'"),
+        ];
+        for (text, wanted) in bad {
+            let err = parse("t.toml", &text, &lists(&[("L", &["1"])]), &Vars::new()).unwrap_err();
+            assert!(err.contains(wanted), "{text:?}: error '{err}' does not say '{wanted}'");
+            assert!(err.starts_with("t.toml"), "{err}");
+        }
     }
 
     #[test]
