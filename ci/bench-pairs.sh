@@ -383,19 +383,22 @@ header() {
 # line) and ratio (median with the quartiles of the per-pair ratios) against
 # size, as DAT without .dat plus -latency.png / -ratio.png
 PLOTS=()
+# run_gnuplot STEM: the gnuplot script on stdin after the settings every
+# plot shares (PNG, size on x); errors in STEM.gnuplot.log; 1 if it failed
+run_gnuplot() {
+    { printf '%s\n' 'set terminal pngcairo size 900,600 noenhanced' 'set xlabel "bytes"' 'set key top left' 'set grid'; cat; } |
+        gnuplot 2>"$1.gnuplot.log" || { echo "   gnuplot failed, see $1.gnuplot.log" >&2; return 1; }
+}
+
 plot() {
     local dat=$1 base=$2 np=$3 coll=$4 stem=${1%.dat}
     command -v gnuplot >/dev/null || { echo "   no gnuplot (Debian package gnuplot-nox): no plots" >&2; return 0; }
     awk '$1 > 0' "$dat" | grep -q . || return 0   # barrier (size 0) has no size axis
-    gnuplot <<EOF_PLOT 2>"$stem.gnuplot.log" || { echo "   gnuplot failed, see $stem.gnuplot.log" >&2; return 0; }
-set terminal pngcairo size 900,600 noenhanced
+    run_gnuplot "$stem" <<EOF_PLOT || return 0
 set output "$stem-latency.png"
 set title "$coll, np=$np: us per call (median of paired samples) against size"
 set logscale xy
-set xlabel "bytes"
 set ylabel "us"
-set key top left
-set grid
 plot "$dat" using (\$1 > 0 ? \$1 : 1/0):2 with linespoints title "$base", \
      "" using (\$1 > 0 ? \$1 : 1/0):3 with linespoints title "coll rdma", \
      "" using (\$1 > 0 ? \$1 : 1/0):(\$4 > 0 ? \$4 : 1/0) with lines dashtype 2 title "memcpy of N bytes (one rank)", \
@@ -417,15 +420,11 @@ EOF_PLOT
 plot_overlap() {
     local dat=$1 base=$2 np=$3 coll=$4 stem=${1%.dat}
     command -v gnuplot >/dev/null || return 0
-    gnuplot <<EOF_PLOT 2>"$stem.gnuplot.log" || { echo "   gnuplot failed, see $stem.gnuplot.log" >&2; return 0; }
-set terminal pngcairo size 900,600 noenhanced
+    run_gnuplot "$stem" <<EOF_PLOT || return 0
 set output "$stem.png"
 set title "$coll, np=$np: overlap % (OSU-style, median of paired samples) against size"
 set logscale x
-set xlabel "bytes"
 set ylabel "overlap %"
-set key top left
-set grid
 plot "$dat" using 1:2 with linespoints title "$base", "" using 1:3 with linespoints title "coll rdma"
 EOF_PLOT
     PLOTS+=("$stem.png")
