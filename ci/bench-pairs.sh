@@ -420,6 +420,7 @@ EOF_PLOT
 plot_overlap() {
     local dat=$1 base=$2 np=$3 coll=$4 stem=${1%.dat}
     command -v gnuplot >/dev/null || return 0
+    awk '$1 > 0' "$dat" | grep -q . || return 0   # ibarrier (size 0) has no size axis
     run_gnuplot "$stem" <<EOF_PLOT || return 0
 set output "$stem.png"
 set title "$coll, np=$np: overlap % (OSU-style, median of paired samples) against size"
