@@ -390,10 +390,16 @@ run_gnuplot() {
         gnuplot 2>"$1.gnuplot.log" || { echo "   gnuplot failed, see $1.gnuplot.log" >&2; return 1; }
 }
 
+# plottable DAT: gnuplot is there and DAT has a size above 0 (a barrier's
+# only size, 0, has no place on a log axis)
+plottable() {
+    command -v gnuplot >/dev/null || { echo "   no gnuplot (Debian package gnuplot-nox): no plots" >&2; return 1; }
+    awk '$1 > 0' "$1" | grep -q .
+}
+
 plot() {
     local dat=$1 base=$2 np=$3 coll=$4 stem=${1%.dat}
-    command -v gnuplot >/dev/null || { echo "   no gnuplot (Debian package gnuplot-nox): no plots" >&2; return 0; }
-    awk '$1 > 0' "$dat" | grep -q . || return 0   # barrier (size 0) has no size axis
+    plottable "$dat" || return 0
     run_gnuplot "$stem" <<EOF_PLOT || return 0
 set output "$stem-latency.png"
 set title "$coll, np=$np: us per call (median of paired samples) against size"
@@ -419,8 +425,7 @@ EOF_PLOT
 # DAT without .dat plus .png
 plot_overlap() {
     local dat=$1 base=$2 np=$3 coll=$4 stem=${1%.dat}
-    command -v gnuplot >/dev/null || return 0
-    awk '$1 > 0' "$dat" | grep -q . || return 0   # ibarrier (size 0) has no size axis
+    plottable "$dat" || return 0
     run_gnuplot "$stem" <<EOF_PLOT || return 0
 set output "$stem.png"
 set title "$coll, np=$np: overlap % (OSU-style, median of paired samples) against size"
@@ -538,6 +543,7 @@ elapsed=$((SECONDS - t0))
     else echo "np=2 --bind-to core, more ranks --oversubscribe --bind-to none; --mca btl self,vader."; fi
     [ "$THREADS" -le 1 ] || echo "Threads: $THREADS per rank (coll_pairs -H $THREADS, MPI_THREAD_MULTIPLE), each on its own duplicate of MPI_COMM_WORLD, running the collective at once; a sample's figure is the slowest thread's mean time per call."
     for np in $NPS; do
+        [ "$MODE" = latency ] || continue   # the overlap line above says what an overlap sample is
         case $(metric_at "$np") in
             span) echo "np=$np: a sample's figure is the mean span of a call, from the last rank's entry to the last rank's exit, calls separated by coll_pairs' own barrier (the same in every job): with more ranks than cores, a rank's own time says where the scheduler put the wait." ;;
             evened) echo "np=$np: a sample's figure is the span of a call (as for span) with the ranks' turns at entering last weighted alike: the mean over the ranks that entered last in at least 1 % of the calls of the mean span of those calls." ;;

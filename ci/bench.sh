@@ -35,7 +35,7 @@
 # same two; (d) persistent start + wait against the blocking call, both
 # coll rdma:
 #   BENCH_NB_COLLS ["ibarrier ibcast iallreduce ireduce"; "" leaves the
-#   tables out], BENCH_NB_NPS ["2 4"] for (a) and (b),
+#   tables out], BENCH_NB_NPS ["2"; "2 4" adds np=4] for (a) and (b),
 #   BENCH_NB_OVERLAP_NPS ["2"], BENCH_NB_PERSISTENT_NPS ["2"],
 #   BENCH_NB_PERSISTENT_COLLS [the *_init forms of BENCH_NB_COLLS],
 #   BENCH_NB_OUTSTANDING [1; 0 leaves (b) out], BENCH_NB_SIZES

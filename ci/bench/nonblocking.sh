@@ -20,7 +20,7 @@ NB_DIR=""
 if [ -n "$NB_COLLS" ] && [ "$STOCK_ONLY" = 0 ]; then
     NB_DIR=$RESULTS/$stamp-$host-nonblocking
     nb_start=$SECONDS
-    nb_nps=${BENCH_NB_NPS:-2 4}
+    nb_nps=${BENCH_NB_NPS:-2}
     nb_sizes=${BENCH_NB_SIZES:-4:67108864}
     nb_libnbc='libnbc=--mca coll ^rdma'
     # nb_pairs TABLE COLLS NPS SIZES MODE VARIANT... -> ci/bench-pairs.sh
