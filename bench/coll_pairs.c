@@ -15,13 +15,19 @@
  *   coll_pairs -J JOB -K NJOBS -C CONTROL_FILE [-c COLL] [-m MIN[:MAX]|SIZE,SIZE...]
  *              [-f FACTOR] [-P ROUNDS] [-t SAMPLE_MS] [-i MAX_ITERS] [-n MIN_ITERS]
  *              [-p PINGPONG_MAX] [-r ROOT] [-T WAIT_S] [-S slowest|span|batch] [-H THREADS]
+ *              [-M latency|overlap]
  *     -J/-K   this job's index among NJOBS jobs (2 or more) running together
  *             (each waits until all have started);
  *             the jobs take turns measuring the floor (two rounds each)
  *     -C      a file every job maps (create it empty, or not at all: the first
  *             job creates it); its first word says whose turn it is
- *     -c      barrier, allreduce (default), reduce, bcast, ibarrier, iallreduce or
- *             ireduce (the non-blocking ones posted, then MPI_Wait)
+ *     -c      barrier, allreduce (default), reduce, bcast; ibarrier, iallreduce,
+ *             ireduce, ibcast (posted, then MPI_Wait); barrier_init,
+ *             allreduce_init, reduce_init, bcast_init (persistent: made once
+ *             per size, untimed, at the size's first call, then MPI_Start and
+ *             MPI_Wait; MPIX_*_init from mpi-ext.h where MPI is older than 4,
+ *             as on Open MPI 4.1); iallreduce_8rev (8 MPI_Iallreduce posted
+ *             into 8 result buffers, then waited for newest first)
  *     -m/-f   sizes in bytes MIN..MAX, each FACTOR (default 4) times the last;
  *             or a comma-separated list of sizes, measured in that order
  *     -P      rounds (default 21): a round visits every size in turn, from the
@@ -45,6 +51,9 @@
  *             duplicate of MPI_COMM_WORLD, running the same collective at
  *             the same time (2 or more initialise at MPI_THREAD_MULTIPLE;
  *             -S slowest only): see "Threads" below
+ *     -M      latency (default), or overlap: the OSU-style overlap of a
+ *             non-blocking call (ibarrier, iallreduce, ireduce, ibcast;
+ *             -S slowest, -H 1): see overlapped_calls
  *
  * Each sample: a barrier, then calls timed one by one with an (untimed)
  * barrier after each; the sample's figure is, with -S slowest (the default),
@@ -89,7 +98,9 @@
  *
  * Environment: COLL_PAIRS_THREAD_LEVEL=multiple initialises the job at
  * MPI_THREAD_MULTIPLE (one thread still makes every call), to price that
- * level against a job at the default level.
+ * level against a job at the default level. COLL_PAIRS_BLOCKING=1 measures
+ * the blocking call that -c's collective is a form of (allreduce for
+ * allreduce_init), to pair it with a job of the other form.
  *
  * Threads (-H THREADS, 2 or more): every warm-up, check and sample runs in
  * THREADS threads at once per rank, thread i on its own duplicate of
@@ -103,7 +114,13 @@
  * outside the threads' timed calls.
  *
  * Output of rank 0 of each job, one line each ('#' lines are comments):
- *   sample JOB COLL SIZE ROUND US ITERS
+ *   counted as: NAME                            (a comment: the name under
+ *                                               which coll rdma's events
+ *                                               count the measured calls)
+ *   sample JOB COLL SIZE ROUND US ITERS         (-M overlap: US is the time
+ *                                               per call left exposed, the
+ *                                               mean total - mean compute)
+ *   overlap JOB COLL SIZE ROUND PERCENT PURE_US TOTAL_US COMPUTE_US  (-M overlap)
  *   floor  SIZE K PINGPONG_RT_US MEMCPY_US      (K = 0..ROUNDS: floor K of a
  *                                               size is measured just before
  *                                               that size's samples of round K)
@@ -125,8 +142,27 @@
 #include <time.h>
 #include <unistd.h>
 
-enum coll { C_BARRIER, C_ALLREDUCE, C_REDUCE, C_BCAST, C_IBARRIER, C_IALLREDUCE, C_IREDUCE, C_NCOLLS };
-static const char *names[] = {"barrier", "allreduce", "reduce", "bcast", "ibarrier", "iallreduce", "ireduce"};
+enum coll {
+    C_BARRIER, C_ALLREDUCE, C_REDUCE, C_BCAST, C_IBARRIER, C_IALLREDUCE, C_IREDUCE, C_IBCAST,
+    C_BARRIER_INIT, C_ALLREDUCE_INIT, C_REDUCE_INIT, C_BCAST_INIT, C_IALLREDUCE_8REV, C_NCOLLS
+};
+static const char *names[] = {"barrier", "allreduce", "reduce", "bcast", "ibarrier", "iallreduce", "ireduce", "ibcast",
+                              "barrier_init", "allreduce_init", "reduce_init", "bcast_init", "iallreduce_8rev"};
+
+/* The persistent collectives: MPI 4's names on Open MPI 5, the MPIX_
+ * extension (mpi-ext.h) on 4.1. */
+#if MPI_VERSION >= 4
+#define PAIRS_BARRIER_INIT MPI_Barrier_init
+#define PAIRS_ALLREDUCE_INIT MPI_Allreduce_init
+#define PAIRS_REDUCE_INIT MPI_Reduce_init
+#define PAIRS_BCAST_INIT MPI_Bcast_init
+#else
+#include <mpi-ext.h>
+#define PAIRS_BARRIER_INIT MPIX_Barrier_init
+#define PAIRS_ALLREDUCE_INIT MPIX_Allreduce_init
+#define PAIRS_REDUCE_INIT MPIX_Reduce_init
+#define PAIRS_BCAST_INIT MPIX_Bcast_init
+#endif
 
 /* The shared control page. Separate 128-byte blocks so that the ping-pong
  * lines share no cache line (or adjacent-line prefetch pair) with the turn. */
@@ -139,6 +175,8 @@ struct control {
     _Alignas(128) _Atomic uint32_t node_arrived; /* the span's separating barrier */
     _Alignas(128) _Atomic uint32_t node_released;
 };
+
+enum { MAX_SIZES = 72 };
 
 static int rank, nranks, job, njobs;
 static struct control *ctl;
@@ -202,34 +240,115 @@ static void pass_turn(uint32_t t)
     syscall(SYS_futex, &ctl->turn, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-static void run_on(MPI_Comm comm, enum coll c, void *sbuf, void *rbuf, size_t bytes, int root)
+/* A collective's calls: how to post one and what to wait for. Non-blocking
+ * kinds are posted, then waited for; persistent kinds (*_init) are started
+ * on a request made once per communicator, size and root (see planned), then
+ * waited for; iallreduce_8rev posts OUTSTANDING iallreduces, each into its
+ * own part of rbuf, and waits for them newest first. */
+enum { OUTSTANDING = 8 };
+
+/* The blocking call that c is a form of (c itself for a blocking one). */
+static enum coll blocking_form(enum coll c)
+{
+    switch (c) {
+    case C_IBARRIER: case C_BARRIER_INIT: return C_BARRIER;
+    case C_IALLREDUCE: case C_ALLREDUCE_INIT: case C_IALLREDUCE_8REV: return C_ALLREDUCE;
+    case C_IREDUCE: case C_REDUCE_INIT: return C_REDUCE;
+    case C_IBCAST: case C_BCAST_INIT: return C_BCAST;
+    default: return c;
+    }
+}
+
+/* The name under which coll rdma's events count c's calls (docs/events.md):
+ * ci/bench-pairs.sh checks the job's comm_freed events for it. */
+static const char *counted_as(enum coll c)
+{
+    return c == C_IALLREDUCE_8REV ? names[C_IALLREDUCE] : names[c];
+}
+
+static int is_persistent(enum coll c)
+{
+    return c == C_BARRIER_INIT || c == C_ALLREDUCE_INIT || c == C_REDUCE_INIT || c == C_BCAST_INIT;
+}
+
+/* How many of rbuf's parts of the call's size one call writes. */
+static int result_copies(enum coll c) { return c == C_IALLREDUCE_8REV ? OUTSTANDING : 1; }
+
+/* The persistent requests made so far, one per communicator, collective,
+ * size and root, kept until the end: making one is a collective call whose
+ * cost belongs to no sample, and the rounds visit every size in turn. Each
+ * rank makes them in the same order (the calls' order), as MPI requires.
+ * Only one thread makes calls when a persistent kind is measured (-H 1). */
+static struct planned {
+    MPI_Comm comm;
+    enum coll c;
+    size_t bytes;
+    int root;
+    MPI_Request request;
+} planned[MAX_SIZES];
+static int nplanned;
+
+static MPI_Request planned_request(MPI_Comm comm, enum coll c, void *sbuf, void *rbuf, int count, int root, size_t bytes)
+{
+    for (int i = 0; i < nplanned; i++)
+        if (planned[i].comm == comm && planned[i].c == c && planned[i].bytes == bytes && planned[i].root == root)
+            return planned[i].request;
+    if (nplanned == MAX_SIZES) fail("too many persistent requests (sizes) for one run");
+    MPI_Request request;
+    switch (c) {
+    case C_BARRIER_INIT: PAIRS_BARRIER_INIT(comm, MPI_INFO_NULL, &request); break;
+    case C_ALLREDUCE_INIT: PAIRS_ALLREDUCE_INIT(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, comm, MPI_INFO_NULL, &request); break;
+    case C_REDUCE_INIT: PAIRS_REDUCE_INIT(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, root, comm, MPI_INFO_NULL, &request); break;
+    default: PAIRS_BCAST_INIT(sbuf, (int)(bytes ? bytes : 1), MPI_BYTE, root, comm, MPI_INFO_NULL, &request); break;
+    }
+    planned[nplanned++] = (struct planned){comm, c, bytes, root, request};
+    return request;
+}
+
+static void free_planned(void)
+{
+    for (int i = 0; i < nplanned; i++) MPI_Request_free(&planned[i].request);
+    nplanned = 0;
+}
+
+/* Posts one call of c (a blocking kind runs to its end here) and leaves in
+ * requests what is to be waited for, in the order to wait; returns how many. */
+static int post(MPI_Comm comm, enum coll c, void *sbuf, void *rbuf, size_t bytes, int root, MPI_Request *requests)
 {
     int count = (int)(bytes / sizeof(float));
     if (count < 1) count = 1;
+    int bcount = (int)(bytes ? bytes : 1);
+    if (is_persistent(c)) {
+        requests[0] = planned_request(comm, c, sbuf, rbuf, count, root, bytes);
+        MPI_Start(&requests[0]);
+        return 1;
+    }
     switch (c) {
-    case C_BARRIER: MPI_Barrier(comm); break;
-    case C_ALLREDUCE: MPI_Allreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, comm); break;
-    case C_REDUCE: MPI_Reduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, root, comm); break;
-    case C_IBARRIER: {
-        MPI_Request request;
-        MPI_Ibarrier(comm, &request);
-        MPI_Wait(&request, MPI_STATUS_IGNORE);
-        break;
+    case C_BARRIER: MPI_Barrier(comm); return 0;
+    case C_ALLREDUCE: MPI_Allreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, comm); return 0;
+    case C_REDUCE: MPI_Reduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, root, comm); return 0;
+    case C_BCAST: MPI_Bcast(sbuf, bcount, MPI_BYTE, root, comm); return 0;
+    case C_IBARRIER: MPI_Ibarrier(comm, &requests[0]); return 1;
+    case C_IALLREDUCE: MPI_Iallreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, comm, &requests[0]); return 1;
+    case C_IREDUCE: MPI_Ireduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, root, comm, &requests[0]); return 1;
+    case C_IBCAST: MPI_Ibcast(sbuf, bcount, MPI_BYTE, root, comm, &requests[0]); return 1;
+    default: /* C_IALLREDUCE_8REV */
+        for (int i = 0; i < OUTSTANDING; i++)
+            MPI_Iallreduce(sbuf, (float *)rbuf + (size_t)i * (size_t)count, count, MPI_FLOAT, MPI_SUM, comm,
+                           &requests[OUTSTANDING - 1 - i]);
+        return OUTSTANDING;
     }
-    case C_IALLREDUCE: {
-        MPI_Request request;
-        MPI_Iallreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, comm, &request);
-        MPI_Wait(&request, MPI_STATUS_IGNORE);
-        break;
-    }
-    case C_IREDUCE: {
-        MPI_Request request;
-        MPI_Ireduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, root, comm, &request);
-        MPI_Wait(&request, MPI_STATUS_IGNORE);
-        break;
-    }
-    default: MPI_Bcast(sbuf, (int)(bytes ? bytes : 1), MPI_BYTE, root, comm); break;
-    }
+}
+
+static void wait_in_order(MPI_Request *requests, int n)
+{
+    for (int i = 0; i < n; i++) MPI_Wait(&requests[i], MPI_STATUS_IGNORE);
+}
+
+static void run_on(MPI_Comm comm, enum coll c, void *sbuf, void *rbuf, size_t bytes, int root)
+{
+    MPI_Request requests[OUTSTANDING];
+    wait_in_order(requests, post(comm, c, sbuf, rbuf, bytes, root, requests));
 }
 
 static void run_once(enum coll c, void *sbuf, void *rbuf, size_t bytes, int root)
@@ -330,8 +449,6 @@ static double span_figure(const double *entries, const double *exits, int nr, lo
     free(class_calls);
     return figure;
 }
-
-enum { MAX_SIZES = 72 };
 
 /* The sizes of -m: MIN[:MAX], each FACTOR times the last (0 is followed by
  * 1), or SIZE,SIZE... in the order given. Returns how many (at most max), or
@@ -437,6 +554,102 @@ static int span_self_test(void)
     return bad;
 }
 
+/* -M overlap: the OSU-style overlap figure of a sample of n calls. Each
+ * rank first times n calls posted then waited for (pure: communication
+ * only), then n calls with a computation between post and wait: a spin for
+ * the slowest rank's pure time that makes no MPI call, so only what the
+ * post did and what progresses by itself overlaps it. From the means over
+ * the ranks of the times per call, overlap % = 100 (1 - (total - compute)
+ * / pure): 100 when the communication hid behind the computation entirely,
+ * 0 when none of it did, below 0 when the computation delayed it (kept, not
+ * clamped: a paired median should see it). */
+struct overlap {
+    double pure, total, compute; /* seconds per call */
+};
+
+static double overlap_percent(struct overlap o)
+{
+    return o.pure > 0 ? 100.0 * (1.0 - (o.total - o.compute) / o.pure) : 0.0;
+}
+
+static void spin_for(double seconds)
+{
+    double t0 = monotonic_s();
+    while (monotonic_s() - t0 < seconds) {
+    }
+}
+
+/* The means over comm's ranks of the sample's pure, total and compute times. */
+static struct overlap overlapped_calls(MPI_Comm comm, enum coll c, void *sbuf, void *rbuf, size_t bytes, int root, long n)
+{
+    struct overlap mine = {timed_calls(comm, c, sbuf, rbuf, bytes, root, n), 0.0, 0.0}, mean;
+    double slowest_pure = 0.0;
+    MPI_Allreduce(&mine.pure, &slowest_pure, 1, MPI_DOUBLE, MPI_MAX, comm);
+    MPI_Request requests[OUTSTANDING];
+    MPI_Barrier(comm);
+    for (long i = 0; i < n; i++) {
+        double t0 = now();
+        int pending = post(comm, c, sbuf, rbuf, bytes, root, requests);
+        double t1 = now();
+        spin_for(slowest_pure);
+        double t2 = now();
+        wait_in_order(requests, pending);
+        mine.total += now() - t0;
+        mine.compute += t2 - t1;
+        MPI_Barrier(comm);
+    }
+    mine.total /= (double)n;
+    mine.compute /= (double)n;
+    double sums[3], times[3] = {mine.pure, mine.total, mine.compute};
+    MPI_Allreduce(times, sums, 3, MPI_DOUBLE, MPI_SUM, comm);
+    mean.pure = sums[0] / nranks;
+    mean.total = sums[1] / nranks;
+    mean.compute = sums[2] / nranks;
+    return mean;
+}
+
+/* overlap_percent, blocking_form and counted_as against answers worked out
+ * by hand; 0 if all match. */
+static int forms_self_test(void)
+{
+    static const struct { struct overlap o; double want; } cases[] = {
+        {{10, 12, 10}, 80.0},  /* 2 of 10 us left exposed */
+        {{10, 20, 10}, 0.0},   /* none hidden */
+        {{10, 10.5, 10.5}, 100.0}, /* all hidden */
+        {{10, 25, 10}, -50.0}, /* the computation delayed it by half */
+        {{4, 9, 6}, 25.0},
+        {{0, 1, 1}, 0.0},      /* no pure time: no figure */
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "overlap case %zu", i);
+        bad |= off_by(what, overlap_percent(cases[i].o), cases[i].want);
+    }
+    static const struct { enum coll c, form; const char *counted; int persistent, copies; } kinds[] = {
+        {C_IBARRIER, C_BARRIER, "ibarrier", 0, 1},
+        {C_BARRIER_INIT, C_BARRIER, "barrier_init", 1, 1},
+        {C_IBCAST, C_BCAST, "ibcast", 0, 1},
+        {C_BCAST_INIT, C_BCAST, "bcast_init", 1, 1},
+        {C_ALLREDUCE_INIT, C_ALLREDUCE, "allreduce_init", 1, 1},
+        {C_REDUCE_INIT, C_REDUCE, "reduce_init", 1, 1},
+        {C_IREDUCE, C_REDUCE, "ireduce", 0, 1},
+        {C_IALLREDUCE_8REV, C_ALLREDUCE, "iallreduce", 0, OUTSTANDING},
+        {C_ALLREDUCE, C_ALLREDUCE, "allreduce", 0, 1},
+    };
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        enum coll c = kinds[i].c;
+        if (blocking_form(c) != kinds[i].form || strcmp(counted_as(c), kinds[i].counted) != 0 ||
+            is_persistent(c) != kinds[i].persistent || result_copies(c) != kinds[i].copies) {
+            fprintf(stderr, "%s: blocking form %s, counted as %s, persistent %d, %d result(s)\n", names[c],
+                    names[blocking_form(c)], counted_as(c), is_persistent(c), result_copies(c));
+            bad = 1;
+        }
+    }
+    printf("coll_pairs self-test: %s\n", bad ? "FAILED" : "passed (overlap figure, forms of the collectives)");
+    return bad;
+}
+
 /* Rank 0: seconds per call as the mean span of n calls (see -S span), or,
  * with evened set, the mean over the ranks that entered last of the mean span
  * of their calls (see -S evened); the other ranks return 0. Entry and exit
@@ -495,16 +708,19 @@ static long calibrate(MPI_Comm comm, enum coll c, void *sbuf, void *rbuf, size_t
 static int check(MPI_Comm comm, enum coll c, unsigned char *sbuf, unsigned char *rbuf, size_t bytes, int root)
 {
     int bad = 0, any = 0;
-    if (c == C_ALLREDUCE || c == C_REDUCE || c == C_IALLREDUCE || c == C_IREDUCE) {
+    enum coll form = blocking_form(c);
+    if (form == C_ALLREDUCE || form == C_REDUCE) {
         int count = (int)(bytes / sizeof(float));
         if (count < 1) count = 1;
+        long results = (long)count * result_copies(c);
         float *sf = (float *)sbuf, *rf = (float *)rbuf;
-        for (int j = 0; j < count; j++) { sf[j] = 1.0f; rf[j] = -1.0f; }
+        for (int j = 0; j < count; j++) sf[j] = 1.0f;
+        for (long j = 0; j < results; j++) rf[j] = -1.0f;
         run_on(comm, c, sbuf, rbuf, bytes, root);
-        if (c == C_ALLREDUCE || c == C_IALLREDUCE || rank == root)
-            for (int j = 0; j < count; j++)
+        if (form == C_ALLREDUCE || rank == root)
+            for (long j = 0; j < results; j++)
                 if (rf[j] != (float)nranks) { bad = 1; break; }
-    } else if (c == C_BCAST && bytes > 0) {
+    } else if (form == C_BCAST && bytes > 0) {
         for (size_t j = 0; j < bytes; j++)
             sbuf[j] = rank == root ? (unsigned char)(j * 7 + bytes + (j >> 9)) : (unsigned char)~j;
         run_on(comm, c, sbuf, rbuf, bytes, root);
@@ -679,9 +895,10 @@ static void usage_exit(const char *msg)
     if (rank == 0) {
         if (msg) fprintf(stderr, "coll_pairs: %s\n", msg);
         fprintf(stderr, "usage: coll_pairs -J JOB -K NJOBS -C CONTROL_FILE [-c barrier|allreduce|"
-                        "reduce|bcast|ibarrier|iallreduce|ireduce] [-m MIN[:MAX]|SIZE,SIZE...] [-f FACTOR] [-P ROUNDS] [-t SAMPLE_MS] "
+                        "reduce|bcast|ibarrier|iallreduce|ireduce|ibcast|barrier_init|allreduce_init|reduce_init|bcast_init|"
+                        "iallreduce_8rev] [-m MIN[:MAX]|SIZE,SIZE...] [-f FACTOR] [-P ROUNDS] [-t SAMPLE_MS] "
                         "[-i MAX_ITERS] [-n MIN_ITERS] [-p PINGPONG_MAX] [-r ROOT] [-T WAIT_S] [-S slowest|span|evened|batch] "
-                        "[-H THREADS]\n");
+                        "[-H THREADS] [-M latency|overlap]\n");
     }
     MPI_Finalize();
     exit(msg ? 2 : 0);
@@ -690,7 +907,7 @@ static void usage_exit(const char *msg)
 int main(int argc, char **argv)
 {
     /* no MPI: checks the arithmetic of the span figures (make check) */
-    if (argc == 2 && strcmp(argv[1], "--self-test") == 0) return span_self_test() | sizes_self_test() | floor_self_test();
+    if (argc == 2 && strcmp(argv[1], "--self-test") == 0) return span_self_test() | sizes_self_test() | forms_self_test() | floor_self_test();
     /* -H (read here, before MPI is initialised; checked with the other
      * options) */
     int nlanes = 1;
@@ -721,6 +938,7 @@ int main(int argc, char **argv)
     int root = 0;
     const char *ctl_path = NULL;
     enum figure { SLOWEST, SPAN, EVENED, BATCH } figure = SLOWEST;
+    int overlap_mode = 0;
     job = -1;
     njobs = 0;
     for (int i = 1; i < argc; i++) {
@@ -748,6 +966,10 @@ int main(int argc, char **argv)
         else if (strcmp(a, "-K") == 0) njobs = atoi(v);
         else if (strcmp(a, "-C") == 0) ctl_path = v;
         else if (strcmp(a, "-H") == 0) { /* read before MPI_Init */ }
+        else if (strcmp(a, "-M") == 0) {
+            if (strcmp(v, "overlap") == 0) overlap_mode = 1;
+            else if (strcmp(v, "latency") != 0) usage_exit("-M takes latency or overlap");
+        }
         else if (strcmp(a, "-S") == 0) {
             if (strcmp(v, "span") == 0) figure = SPAN;
             else if (strcmp(v, "evened") == 0) figure = EVENED;
@@ -763,11 +985,19 @@ int main(int argc, char **argv)
     if (root < 0 || root >= nranks) usage_exit("root out of range");
     if (nlanes < 1 || nlanes > 16) usage_exit("bad -H (1 to 16 threads)");
     if (nlanes > 1 && figure != SLOWEST) usage_exit("-H with 2 threads or more takes -S slowest only");
+    /* COLL_PAIRS_BLOCKING=1: the blocking call that -c's collective is a
+     * form of, so that a job of it pairs with one of the non-blocking or
+     * persistent form (ci/bench/nonblocking.sh) */
+    const char *blocking = getenv("COLL_PAIRS_BLOCKING");
+    if (blocking && strcmp(blocking, "1") == 0) c = blocking_form(c);
+    if (nlanes > 1 && is_persistent(c)) usage_exit("-H with 2 threads or more takes no persistent collective");
+    if (overlap_mode && (nlanes > 1 || figure != SLOWEST || c == blocking_form(c) || is_persistent(c) || c == C_IALLREDUCE_8REV))
+        usage_exit("-M overlap takes ibarrier, ibcast, iallreduce or ireduce, -S slowest and -H 1");
     size_t sizes[MAX_SIZES];
     const char *why = NULL;
     int nsizes = parse_sizes(size_spec, factor, sizes, MAX_SIZES, &why);
     if (nsizes < 0) usage_exit(why);
-    if (c == C_BARRIER || c == C_IBARRIER) { sizes[0] = 0; nsizes = 1; }
+    if (blocking_form(c) == C_BARRIER) { sizes[0] = 0; nsizes = 1; }
     size_t max_size = 0;
     for (int z = 0; z < nsizes; z++)
         if (sizes[z] > max_size) max_size = sizes[z];
@@ -782,10 +1012,11 @@ int main(int argc, char **argv)
     struct lane lanes[nlanes];
     memset(lanes, 0, sizeof lanes);
     for (int i = 0; i < nlanes; i++) {
-        if (posix_memalign((void **)&lanes[i].sbuf, 4096, alloc) || posix_memalign((void **)&lanes[i].rbuf, 4096, alloc))
+        size_t results_alloc = alloc * (size_t)result_copies(c);
+        if (posix_memalign((void **)&lanes[i].sbuf, 4096, alloc) || posix_memalign((void **)&lanes[i].rbuf, 4096, results_alloc))
             fail("out of memory");
         memset(lanes[i].sbuf, 1, alloc);
-        memset(lanes[i].rbuf, 0, alloc);
+        memset(lanes[i].rbuf, 0, results_alloc);
         lanes[i].comm = MPI_COMM_WORLD;
         if (nlanes > 1) {
             char name[64];
@@ -802,7 +1033,9 @@ int main(int argc, char **argv)
                figure == SPAN    ? "mean span from the last entry to the last exit"
                : figure == EVENED ? "mean span, each rank's calls as the last to enter weighted alike"
                : figure == BATCH ? "wall time per call and the barrier after it"
+               : overlap_mode    ? "mean over the ranks of the time per call not hidden by the computation (total - compute)"
                                  : "slowest rank's mean time per call");
+        printf("# counted as: %s\n", counted_as(c));
         fflush(stdout);
     }
     wait_for_every_job();
@@ -869,7 +1102,13 @@ int main(int argc, char **argv)
                 double slowest = 0.0;
                 if (figure == SPAN || figure == EVENED) slowest = spanned_calls(c, sbuf, rbuf, size, root, calls[z], figure == EVENED);
                 else if (figure == BATCH) slowest = batched_calls(c, sbuf, rbuf, size, root, calls[z]);
-                else {
+                else if (overlap_mode) {
+                    struct overlap o = overlapped_calls(MPI_COMM_WORLD, c, sbuf, rbuf, size, root, calls[z]);
+                    slowest = o.total - o.compute;
+                    if (rank == 0)
+                        printf("overlap %d %s %zu %ld %.2f %.4f %.4f %.4f\n", job, names[c], size, k, overlap_percent(o),
+                               o.pure * 1e6, o.total * 1e6, o.compute * 1e6);
+                } else {
                     struct step step = {SAMPLE, c, size, alloc, root, 0.0, 0, 0, calls[z]};
                     run_lanes(lanes, nlanes, &step);
                     double mine = lanes[0].seconds;
@@ -886,6 +1125,7 @@ int main(int argc, char **argv)
         }
         if (rank == 0) fflush(stdout);
     }
+    free_planned();
     for (int i = 0; i < nlanes; i++) {
         if (nlanes > 1) MPI_Comm_free(&lanes[i].comm);
         free(lanes[i].sbuf);

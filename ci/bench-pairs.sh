@@ -19,7 +19,19 @@
 # environment (defaults in brackets):
 #   BENCH_PAIR_COLLS   collectives ["barrier allreduce reduce bcast ibarrier"] (barrier
 #                      and ibarrier, MPI_Ibarrier posted then waited: size 0);
-#                      iallreduce and ireduce (posted then waited) on request
+#                      on request any other of coll_pairs -c: iallreduce,
+#                      ireduce, ibcast (posted then waited), the persistent
+#                      barrier_init, allreduce_init, reduce_init, bcast_init,
+#                      iallreduce_8rev (ci/bench/nonblocking.sh)
+#   BENCH_PAIR_MODE    latency, or overlap: coll_pairs -M overlap, the
+#                      OSU-style overlap of a non-blocking call, tabled as
+#                      each variant's median overlap % and the median of the
+#                      per-pair differences (rdma - other) [latency]
+#   BENCH_PAIR_HANDOVER_OK  handover categories (docs/events.md) a coll rdma
+#                      job may meet besides "size limit", as a JSON array,
+#                      e.g. '["no resumable schedule"]' for the non-blocking
+#                      calls whose blocking path has no run yet; their
+#                      reasons are noted under the series' table [[]]
 #   BENCH_PAIR_NPS     process counts ["2 4"]; above 2 oversubscribed, --bind-to none
 #   BENCH_PAIR_SIZES   MIN:MAX bytes [4:67108864], BENCH_PAIR_FACTOR step [4]
 #   BENCH_PAIRS        rounds (pairs) per size where the ranks fit the cores [21]
@@ -119,6 +131,10 @@ FLOOR_DRIFT=${BENCH_FLOOR_DRIFT:-1.5}
 PHASE_SPLIT=${BENCH_PHASE_SPLIT:-0.25}
 SERIES_TIMEOUT=${BENCH_PAIR_TIMEOUT:-900}
 THREADS=${BENCH_PAIR_THREADS:-1}
+MODE=${BENCH_PAIR_MODE:-latency}
+HANDOVER_OK=$(jq -c --argjson extra "${BENCH_PAIR_HANDOVER_OK:-[]}" -n '["size limit"] + $extra') ||
+    { echo "bench-pairs: BENCH_PAIR_HANDOVER_OK must be a JSON array of categories" >&2; exit 2; }
+case $MODE in latency|overlap) ;; *) echo "bench-pairs: BENCH_PAIR_MODE must be latency or overlap" >&2; exit 2 ;; esac
 OMPI_MAJOR=${OMPI_MAJOR:-4}
 [ "$SELF_TEST" = 0 ] || { SPREAD_MAX=0.2; FLOOR_DRIFT=1.5; PHASE_SPLIT=0.25; LAUNCHES=2; PAIRS=5; PAIRS_OVER=5; }
 [ "$LAUNCHES" -ge 1 ] && [ "$LAUNCHES" -le "$PAIRS" ] && [ "$LAUNCHES" -le "$PAIRS_OVER" ] ||
@@ -157,6 +173,16 @@ served() {
         --arg coll "$1" --argjson want "$want"
 }
 
+# counted_name OUTFILE COLL: the name under which the job's calls are
+# counted in coll rdma's events, as the job says ("# counted as:", e.g.
+# allreduce for a job measuring the blocking form, iallreduce for
+# iallreduce_8rev); COLL when it does not say
+counted_name() {
+    local name
+    name=$(awk '/^# counted as:/ { print $4; exit }' "$1" 2>/dev/null)
+    echo "${name:-$2}"
+}
+
 metric_at() { # NP -> coll_pairs' -S for that process count
     case ${BENCH_PAIR_METRIC:-slowest} in
         auto) oversubscribed "$1" && echo span || echo slowest ;;
@@ -179,7 +205,7 @@ launch_once() {  # NP COLL LAUNCH -> runs every variant's job together; 0 if all
     [ -z "${BENCH_PAIR_PLACEMENT:-}" ] || { read -ra place <<<"$BENCH_PAIR_PLACEMENT"; over=() btl=(); }
     read -ra launcher <<<"${BENCH_PAIR_MPIRUN:-mpirun}"
     local sizes=$SIZES threads=()
-    case $coll in barrier|ibarrier) sizes=0 ;; esac
+    case $coll in barrier|ibarrier|barrier_init) sizes=0 ;; esac
     [ "$THREADS" -le 1 ] || threads=(-H "$THREADS")
     ctl=/dev/shm/coll-pairs-$$-np$np-$coll
     rm -f "$ctl"
@@ -195,7 +221,7 @@ launch_once() {  # NP COLL LAUNCH -> runs every variant's job together; 0 if all
         timeout -k 5 "$SERIES_TIMEOUT" "${launcher[@]}" -np "$np" "${over[@]}" "${place[@]}" "${btl[@]}" \
             "${opt_path[@]}" "${args[@]}" "${EVENTS_MCA[@]}" --mca coll_rdma_verbose 1 \
             "${env_path[@]}" "$BIN" -J "$j" -K "$K" -C "$ctl" -c "$coll" -m "$sizes" -f "$FACTOR" \
-            -P "$(rounds_of_launch "$launch" "$np")" -t "$SAMPLE_MS" -T 120 -S "$(metric_at "$np")" "${threads[@]}" \
+            -P "$(rounds_of_launch "$launch" "$np")" -t "$SAMPLE_MS" -T 120 -S "$(metric_at "$np")" -M "$MODE" "${threads[@]}" \
             </dev/null >"$LOG/np$np-$coll-${NAMES[$j]}.$launch.out" 2>"$LOG/np$np-$coll-${NAMES[$j]}.$launch.err" &
         pids+=($!)
     done
@@ -210,14 +236,16 @@ launch_once() {  # NP COLL LAUNCH -> runs every variant's job together; 0 if all
             *) why="exit status $rc" ;;
         esac
         local events=$LOG/np$np-$coll-${NAMES[$j]}.$launch.events
+        local counted
+        counted=$(counted_name "$LOG/np$np-$coll-${NAMES[$j]}.$launch.out" "$coll")
         local is_rdma=0
         case ${NAMES[$j]} in rdma|rdma-*) is_rdma=1 ;; esac
         [ "${BENCH_PAIR_ALL_RDMA:-0}" = 1 ] && is_rdma=1
-        if [ -z "$why" ] && [ "$is_rdma" = 1 ] && ! served "$coll" "$np" "$events"; then
-            why="coll rdma did not serve the calls (no comm_freed event counting them on every rank)"
+        if [ -z "$why" ] && [ "$is_rdma" = 1 ] && ! served "$counted" "$np" "$events"; then
+            why="coll rdma did not serve the calls (no comm_freed event counting ${counted}s on every rank)"
         fi
-        if [ -z "$why" ] && [ "$is_rdma" = 1 ] && handed_over_not_for_size "$coll" "$events"; then
-            why="coll rdma handed $coll(s) to the module underneath for a reason other than size (handover events)"
+        if [ -z "$why" ] && [ "$is_rdma" = 1 ] && handed_over_except "$counted" "$events" "$HANDOVER_OK"; then
+            why="coll rdma handed $counted(s) to the module underneath for a reason not in $HANDOVER_OK (handover events)"
         fi
         if [ -z "$why" ] && [ "$is_rdma" = 0 ] && ! no_events "$events"; then
             why="coll rdma was loaded in a job meant to be without it (it wrote events)"
@@ -239,7 +267,7 @@ pooled() {
     for launch in $(seq 1 "$LAUNCHES"); do
         rounds=$(rounds_of_launch "$launch" "$1")
         cat "$LOG/np$1-$2-"*".$launch.out" 2>/dev/null |
-            awk -v first="$first" '$1 == "sample" { $5 += first; print } $1 == "floor" { $3 += first; print }'
+            awk -v first="$first" '$1 == "sample" || $1 == "overlap" { $5 += first; print } $1 == "floor" { $3 += first; print }'
         first=$((first + rounds + 1))
     done
 }
@@ -257,11 +285,9 @@ AWK_STATS='
     function sortv(a, n,   i, j, x) { for (i = 2; i <= n; i++) { x = a[i]; j = i - 1
         while (j > 0 && a[j] > x) { a[j + 1] = a[j]; j-- } a[j + 1] = x } }
     function q(a, n, p,   h, l) { h = (n - 1) * p + 1; l = int(h); return l >= n ? a[n] : a[l] + (h - l) * (a[l + 1] - a[l]) }
-    function median_ci95(a, n,   lo, hi) {
-        if (n < 6) return "-"
-        lo = int(n / 2 - 0.98 * sqrt(n)); if (lo < 1) lo = 1
-        hi = n / 2 + 1 + 0.98 * sqrt(n); if (hi > int(hi)) hi = int(hi) + 1; if (hi > n) hi = n
-        return sprintf("%.3f-%.3f", a[lo], a[hi]) }
+    function ci95_lo(n,   lo) { lo = int(n / 2 - 0.98 * sqrt(n)); return lo < 1 ? 1 : lo }
+    function ci95_hi(n,   hi) { hi = n / 2 + 1 + 0.98 * sqrt(n); if (hi > int(hi)) hi = int(hi) + 1; return hi > n ? n : hi }
+    function median_ci95(a, n) { return n < 6 ? "-" : sprintf("%.3f-%.3f", a[ci95_lo(n)], a[ci95_hi(n)]) }
 '
 
 # summarize NP COLL BASE -> table rows (rdma against variant BASE) and the
@@ -316,6 +342,39 @@ summarize() {
     }'
 }
 
+# summarize_overlap NP COLL BASE -> table rows of an overlap series (rdma
+# against variant BASE): each variant's median overlap %, the median of the
+# per-pair differences rdma - BASE in percentage points with its 95 %
+# interval (as median_ci95, "lo..hi"), the pairs, and each variant's median
+# pure post+wait time (us); the plot data go to
+# OUT/np$NP-$COLL-overlap-vs-$BASENAME.dat. A difference, not a ratio: an
+# overlap near 0 % makes a ratio meaningless.
+summarize_overlap() {
+    local np=$1 coll=$2 base=$3
+    pooled "$np" "$coll" | awk -v np="$np" -v coll="$coll" -v base="$base" -v rdma="$RDMA" -v bname="${NAMES[$base]}" -v out="$OUT" "$AWK_STATS"'
+    $1 == "overlap" { o[$2, $4, $5] = $6; p[$2, $4, $5] = $7; if (!($4 in seen)) { seen[$4] = 1; sizes[++ns] = $4 } if ($5 + 1 > nr) nr = $5 + 1 }
+    END {
+        for (z = 1; z <= ns; z++) {
+            size = sizes[z]; n = 0; nb = 0; nrd = 0
+            for (k = 0; k < nr; k++) {
+                if ((base, size, k) in o) { bo[++nb] = o[base, size, k]; bp[nb] = p[base, size, k] }
+                if ((rdma, size, k) in o) { ro[++nrd] = o[rdma, size, k]; rp[nrd] = p[rdma, size, k] }
+                if (((base, size, k) in o) && ((rdma, size, k) in o)) d[++n] = o[rdma, size, k] - o[base, size, k]
+            }
+            if (n == 0) { printf "%-4s %-10s %9s  no pairs\n", np, coll, size; continue }
+            sortv(bo, nb); sortv(ro, nrd); sortv(bp, nb); sortv(rp, nrd); sortv(d, n)
+            ci = n < 6 ? "-" : sprintf("%.1f..%.1f", d[ci95_lo(n)], d[ci95_hi(n)])
+            printf "%-4s %-10s %9s %9.1f %9.1f %9.1f %15s %5d %10.3f %10.3f\n", np, coll, size, q(bo, nb, 0.5), q(ro, nrd, 0.5), q(d, n, 0.5), ci, n, q(bp, nb, 0.5), q(rp, nrd, 0.5)
+            printf "%s %.2f %.2f %.2f\n", size, q(bo, nb, 0.5), q(ro, nrd, 0.5), q(d, n, 0.5) > (out "/np" np "-" coll "-overlap-vs-" bname ".dat")
+            delete bo; delete ro; delete bp; delete rp; delete d
+        }
+    }'
+}
+
+header_overlap() {
+    printf '%-4s %-10s %9s %9s %9s %9s %15s %5s %10s %10s\n' np coll size "${NAMES[$1]}_ovl%" rdma_ovl% diff_pts diff_ci95 pairs "${NAMES[$1]}_pure" rdma_pure
+}
+
 header() {
     printf '%-4s %-10s %9s %10s %10s %8s %7s %9s %8s %10s %8s %9s %9s %13s  %s\n' np coll size "${NAMES[$1]}_us" rdma_us ratio spread pairs floor_us memcpy_us to_floor fast slow ratio_ci95 settled
 }
@@ -324,19 +383,28 @@ header() {
 # line) and ratio (median with the quartiles of the per-pair ratios) against
 # size, as DAT without .dat plus -latency.png / -ratio.png
 PLOTS=()
+# run_gnuplot STEM: the gnuplot script on stdin after the settings every
+# plot shares (PNG, size on x); errors in STEM.gnuplot.log; 1 if it failed
+run_gnuplot() {
+    { printf '%s\n' 'set terminal pngcairo size 900,600 noenhanced' 'set xlabel "bytes"' 'set key top left' 'set grid'; cat; } |
+        gnuplot 2>"$1.gnuplot.log" || { echo "   gnuplot failed, see $1.gnuplot.log" >&2; return 1; }
+}
+
+# plottable DAT: gnuplot is there and DAT has a size above 0 (a barrier's
+# only size, 0, has no place on a log axis)
+plottable() {
+    command -v gnuplot >/dev/null || { echo "   no gnuplot (Debian package gnuplot-nox): no plots" >&2; return 1; }
+    awk '$1 > 0' "$1" | grep -q .
+}
+
 plot() {
     local dat=$1 base=$2 np=$3 coll=$4 stem=${1%.dat}
-    command -v gnuplot >/dev/null || { echo "   no gnuplot (Debian package gnuplot-nox): no plots" >&2; return 0; }
-    awk '$1 > 0' "$dat" | grep -q . || return 0   # barrier (size 0) has no size axis
-    gnuplot <<EOF_PLOT 2>"$stem.gnuplot.log" || { echo "   gnuplot failed, see $stem.gnuplot.log" >&2; return 0; }
-set terminal pngcairo size 900,600 noenhanced
+    plottable "$dat" || return 0
+    run_gnuplot "$stem" <<EOF_PLOT || return 0
 set output "$stem-latency.png"
 set title "$coll, np=$np: us per call (median of paired samples) against size"
 set logscale xy
-set xlabel "bytes"
 set ylabel "us"
-set key top left
-set grid
 plot "$dat" using (\$1 > 0 ? \$1 : 1/0):2 with linespoints title "$base", \
      "" using (\$1 > 0 ? \$1 : 1/0):3 with linespoints title "coll rdma", \
      "" using (\$1 > 0 ? \$1 : 1/0):(\$4 > 0 ? \$4 : 1/0) with lines dashtype 2 title "memcpy of N bytes (one rank)", \
@@ -351,6 +419,21 @@ plot "$dat" using (\$1 > 0 ? \$1 : 1/0):6:7:8 with yerrorlines title "rdma / $ba
      1 with lines dashtype 2 title "1.0"
 EOF_PLOT
     PLOTS+=("$stem-latency.png" "$stem-ratio.png")
+}
+
+# plot_overlap DAT BASE NP COLL: each variant's overlap % against size, as
+# DAT without .dat plus .png
+plot_overlap() {
+    local dat=$1 base=$2 np=$3 coll=$4 stem=${1%.dat}
+    plottable "$dat" || return 0
+    run_gnuplot "$stem" <<EOF_PLOT || return 0
+set output "$stem.png"
+set title "$coll, np=$np: overlap % (OSU-style, median of paired samples) against size"
+set logscale x
+set ylabel "overlap %"
+plot "$dat" using 1:2 with linespoints title "$base", "" using 1:3 with linespoints title "coll rdma"
+EOF_PLOT
+    PLOTS+=("$stem.png")
 }
 
 if [ "$SELF_TEST" = 1 ]; then
@@ -380,6 +463,8 @@ if [ "$SELF_TEST" = 1 ]; then
                 echo "sample 0 allreduce 256 $local_k 10 1"; echo "sample 1 allreduce 256 $local_k ${r[$k]} 1"
                 q=(10 10.5 9.5 10 10.2)
                 echo "sample 0 allreduce 1024 $local_k 10 1"; echo "sample 1 allreduce 1024 $local_k ${q[$k]} 1"
+                o=(0 10 20 30 40) p=(1 2 3 4 5)
+                echo "overlap 0 iallreduce 64 $local_k ${o[$k]} ${p[$k]} 0 0"; echo "overlap 1 iallreduce 64 $local_k 50 2 0 0"
             done
             for k in $(seq "$first" $((last + 1))); do
                 echo "floor 64 $((k - first)) 1 0.5"
@@ -388,6 +473,11 @@ if [ "$SELF_TEST" = 1 ]; then
             done
         } >"$LOG/np2-allreduce-stock.$launch.out"
     done
+    # overlap: libnbc 0 10 20 30 40 %, rdma 50 % in every round -> medians
+    # 20 and 50, differences 50 40 30 20 10 -> median 30, 5 pairs (no
+    # interval below 6); pure times 1..5 -> 3, and 2.
+    got_overlap=$(summarize_overlap 2 allreduce 0 | awk '{ print $3, $4, $5, $6, $7, $8, $9, $10 }')
+    want_overlap="64 20.0 50.0 30.0 - 5 3.000 2.000"
     got=$(summarize 2 allreduce 0 | awk '{ print $3, $6, $7, $8, $11, $12, $13, $14, $15, $16 }')
     want=$'64 0.700 0.29 5/5 7.00 - 0.700/5 - NOT SETTLED\n256 0.650 3.77 4/5 7.00 - 0.650/4 - NOT SETTLED\n1024 1.000 0.02 5/5 3.33 1.000/5 - - settled'
     rm -rf "$OUT"
@@ -398,28 +488,42 @@ if [ "$SELF_TEST" = 1 ]; then
     ci=$(awk "$AWK_STATS"'BEGIN { for (n = 1; n <= 100; n++) a[n] = n; printf "%s", median_ci95(a, 100)
         printf " %s %s %s\n", median_ci95(a, 25), median_ci95(a, 6), median_ci95(a, 5) }')
     want_ci="40.000-61.000 7.000-19.000 1.000-6.000 -"
-    if [ "$got" = "$want" ] && [ "$ci" = "$want_ci" ]; then echo "bench-pairs self-test: passed (3 rows, 4 intervals)"; exit 0; fi
-    printf 'bench-pairs self-test: FAILED\nwant:\n%s\n%s\ngot:\n%s\n%s\n' "$want" "$want_ci" "$got" "$ci" >&2
+    if [ "$got" = "$want" ] && [ "$ci" = "$want_ci" ] && [ "$got_overlap" = "$want_overlap" ]; then
+        echo "bench-pairs self-test: passed (3 rows, 4 intervals, 1 overlap row)"; exit 0
+    fi
+    printf 'bench-pairs self-test: FAILED\nwant:\n%s\n%s\n%s\ngot:\n%s\n%s\n%s\n' "$want" "$want_ci" "$want_overlap" "$got" "$ci" "$got_overlap" >&2
     exit 1
 fi
 
 t0=$SECONDS
 declare -A ROWS
+NOTES=()
 for np in $NPS; do
     for coll in $COLLS; do
         echo "== pairs: $coll at np=$np, ${NAMES[*]} taking turns, $(pairs_at "$np") rounds of ${SAMPLE_MS} ms samples from $LAUNCHES launch(es), each round visiting every size"
         if ! series "$np" "$coll"; then problems=$((problems + 1)); fi
         for b in "${!NAMES[@]}"; do
             [ "$b" = "$RDMA" ] && continue
-            rows=$(summarize "$np" "$coll" "$b")
             [ "$K" -gt 2 ] && echo "   rdma against ${NAMES[$b]}:"
-            header "$b" | sed 's/^/   /'
+            if [ "$MODE" = overlap ]; then
+                rows=$(summarize_overlap "$np" "$coll" "$b")
+                header_overlap "$b" | sed 's/^/   /'
+            else
+                rows=$(summarize "$np" "$coll" "$b")
+                header "$b" | sed 's/^/   /'
+            fi
             printf '%s\n' "$rows" | sed 's/^/   /'
             ROWS[$b]="${ROWS[$b]:-}$rows"$'\n'
             [ -f "$OUT/np$np-$coll-vs-${NAMES[$b]}.dat" ] && plot "$OUT/np$np-$coll-vs-${NAMES[$b]}.dat" "${NAMES[$b]}" "$np" "$coll"
+            [ -f "$OUT/np$np-$coll-overlap-vs-${NAMES[$b]}.dat" ] && plot_overlap "$OUT/np$np-$coll-overlap-vs-${NAMES[$b]}.dat" "${NAMES[$b]}" "$np" "$coll"
         done
-        handed=$(size_handovers "$coll" "$LOG/np$np-$coll-rdma.1.events")
-        [ "$handed" = 0 ] || echo "   note: coll rdma handed $coll(s) above its size limit to the module underneath on $handed rank(s): those rows measure that module behind coll rdma"
+        counted=$(counted_name "$LOG/np$np-$coll-rdma.1.out" "$coll")
+        handed=$(size_handovers "$counted" "$LOG/np$np-$coll-rdma.1.events")
+        [ "$handed" = 0 ] || echo "   note: coll rdma handed $counted(s) above its size limit to the module underneath on $handed rank(s): those rows measure that module behind coll rdma"
+        if [ "$HANDOVER_OK" != '["size limit"]' ]; then
+            reasons=$(handover_reasons "$counted" "$LOG/np$np-$coll-rdma.1.events")
+            [ -z "$reasons" ] || NOTES+=("np=$np $counted: coll rdma handed some calls to the module underneath ($reasons): the rows of those sizes measure that module behind coll rdma")
+        fi
     done
 done
 elapsed=$((SECONDS - t0))
@@ -428,15 +532,18 @@ elapsed=$((SECONDS - t0))
         [ "$b" = "$RDMA" ] && continue
         echo "coll rdma against ${NAMES[$b]} (${ARGS[$b]:-default selection}), paired samples:"
         echo
-        header "$b"
+        if [ "$MODE" = overlap ]; then header_overlap "$b"; else header "$b"; fi
         printf '%s' "${ROWS[$b]:-}" | grep -v '^$' || true
         echo
     done
+    [ "$MODE" = latency ] || echo "Overlap (coll_pairs -M overlap): per sample, every rank times N calls posted then waited for (pure), then N calls with a spin of the slowest rank's pure time between post and wait (no MPI call in it); overlap % = 100 (1 - (total - compute) / pure) from the means over the ranks; 100: all hidden, 0: none, below 0: the computation delayed the call. diff_pts: median of the per-pair differences rdma - other, in percentage points; pure: median post+wait us."
+    [ "${#NOTES[@]}" = 0 ] || printf 'Note: %s\n' "${NOTES[@]}"
     echo "Jobs: $(for j in "${!NAMES[@]}"; do printf '%s: mpirun %s; ' "${NAMES[$j]}" "${ARGS[$j]:-(default selection)}"; done)"
     if [ -n "${BENCH_PAIR_PLACEMENT:-}" ]; then echo "Placement: ${BENCH_PAIR_MPIRUN:-mpirun} $BENCH_PAIR_PLACEMENT."
     else echo "np=2 --bind-to core, more ranks --oversubscribe --bind-to none; --mca btl self,vader."; fi
     [ "$THREADS" -le 1 ] || echo "Threads: $THREADS per rank (coll_pairs -H $THREADS, MPI_THREAD_MULTIPLE), each on its own duplicate of MPI_COMM_WORLD, running the collective at once; a sample's figure is the slowest thread's mean time per call."
     for np in $NPS; do
+        [ "$MODE" = latency ] || continue   # the overlap line above says what an overlap sample is
         case $(metric_at "$np") in
             span) echo "np=$np: a sample's figure is the mean span of a call, from the last rank's entry to the last rank's exit, calls separated by coll_pairs' own barrier (the same in every job): with more ranks than cores, a rank's own time says where the scheduler put the wait." ;;
             evened) echo "np=$np: a sample's figure is the span of a call (as for span) with the ranks' turns at entering last weighted alike: the mean over the ranks that entered last in at least 1 % of the calls of the mean span of those calls." ;;

@@ -28,6 +28,21 @@
 #   main table], BENCH_MT_THREADS [2], BENCH_MT_PAIRS [15] rounds per size,
 #   BENCH_MT_LAUNCHES [3]. Results in bench/results/<date>-<host>-thread-multiple/
 #   and bench/results/latest-thread-multiple.txt.
+# the non-blocking and persistent tables (issue 35; ci/bench/nonblocking.sh),
+# paired as above: (a) post + wait of each non-blocking call and (b) 8
+# MPI_Iallreduce of 8 B outstanding, waited for newest first, coll rdma
+# against libnbc (--mca coll ^rdma); (c) the OSU-style overlap figure, the
+# same two; (d) persistent start + wait against the blocking call, both
+# coll rdma:
+#   BENCH_NB_COLLS ["ibarrier ibcast iallreduce ireduce"; "" leaves the
+#   tables out], BENCH_NB_NPS ["2"; "2 4" adds np=4] for (a) and (b),
+#   BENCH_NB_OVERLAP_NPS ["2"], BENCH_NB_PERSISTENT_NPS ["2"],
+#   BENCH_NB_PERSISTENT_COLLS [the *_init forms of BENCH_NB_COLLS],
+#   BENCH_NB_OUTSTANDING [1; 0 leaves (b) out], BENCH_NB_SIZES
+#   [4:67108864], BENCH_NB_FACTOR [8], BENCH_NB_PAIRS [15],
+#   BENCH_NB_PAIRS_OVERSUBSCRIBED [45], BENCH_NB_LAUNCHES [3]. Results in
+#   bench/results/<date>-<host>-nonblocking/ and
+#   bench/results/latest-nonblocking.txt.
 # whole runs alternating (one mpirun per variant and repetition; these mix the
 # VM's fast and slow phases, so their ratios are less trustworthy):
 #   BENCH_COLLS    collectives, each COLL or COLL:SIZE [""; the paired table
@@ -216,7 +231,7 @@ t_start=$(date +%s)
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 RAW=""
 problems=0
-for BENCH_PART in paired whole-runs sweep degrees bcast; do
+for BENCH_PART in paired nonblocking whole-runs sweep degrees bcast; do
     . "$ROOT/ci/bench/$BENCH_PART.sh"
 done
 
@@ -238,6 +253,10 @@ elapsed=$(( $(date +%s) - t_start ))
     fi
     if [ -n "$MT_DIR" ] && [ -f "$MT_DIR/thread-multiple.txt" ]; then
         cat "$MT_DIR/thread-multiple.txt"
+        echo
+    fi
+    if [ -n "$NB_DIR" ] && [ -f "$NB_DIR/nonblocking.txt" ]; then
+        cat "$NB_DIR/nonblocking.txt"
         echo
     fi
     if [ -n "$COLLS" ]; then
@@ -317,6 +336,7 @@ elapsed=$(( $(date +%s) - t_start ))
 cp "$RESULTS/$stamp-$host.txt" "$RESULTS/latest.txt"
 [ -z "$PAIRS_DIR" ] || [ ! -f "$PAIRS_DIR/pairs.txt" ] || cp "$PAIRS_DIR/pairs.txt" "$RESULTS/latest-pairs.txt"
 [ -z "$MT_DIR" ] || [ ! -f "$MT_DIR/thread-multiple.txt" ] || cp "$MT_DIR/thread-multiple.txt" "$RESULTS/latest-thread-multiple.txt"
+[ -z "$NB_DIR" ] || [ ! -f "$NB_DIR/nonblocking.txt" ] || cp "$NB_DIR/nonblocking.txt" "$RESULTS/latest-nonblocking.txt"
 # make sim uses it in place of the committed this-vm-shm.conf
 [ -z "$PAIRS_DIR" ] || [ ! -f "$PAIRS_DIR/this-vm-shm.conf" ] || cp "$PAIRS_DIR/this-vm-shm.conf" "$RESULTS/latest-calibration.conf"
 

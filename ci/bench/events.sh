@@ -71,7 +71,25 @@ size_handovers() {
 # handed_over_not_for_size COLL DIR: some rank handed a COLL over, on any
 # communicator, for another reason than its size
 handed_over_not_for_size() {
-    events_hold "$2" 'any(.[]; .event == "handover" and .collective == $coll and .category != "size limit")' --arg coll "$1"
+    handed_over_except "$1" "$2" '["size limit"]'
+}
+
+# handed_over_except COLL DIR CATEGORIES: some rank handed a COLL over, on
+# any communicator, for a reason whose category (docs/events.md) is not in
+# the JSON array CATEGORIES
+handed_over_except() {
+    events_hold "$2" 'any(.[]; .event == "handover" and .collective == $coll and (.category | IN($ok[]) | not))' \
+        --arg coll "$1" --argjson ok "$3"
+}
+
+# handover_reasons COLL DIR: the distinct reasons for which ranks handed a
+# COLL over on MPI_COMM_WORLD, joined by "; " (empty for none)
+handover_reasons() {
+    local f files=()
+    for f in "$2"/rank-*.jsonl; do [ -f "$f" ] && files+=("$f"); done
+    [ "${#files[@]}" -gt 0 ] || return 0
+    jq -r -s --arg coll "$1" '[.[] | select(.event == "handover" and .cid == 0 and .collective == $coll) | .reason]
+        | unique | join("; ")' "${files[@]}" 2>/dev/null || true
 }
 
 # size_limit_of COLL DIR: the coll_rdma_COLL_max_bytes (bytes) above which
