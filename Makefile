@@ -14,12 +14,8 @@ endif
 BUILD      := build
 COMPDIR    := $(BUILD)/components
 COMPONENT  := $(COMPDIR)/mca_coll_rdma.so
-# cargo's profile for make build: release, what is shipped. check-noheaders
-# builds with release-tests (release without its LTO, Cargo.toml), which make
-# check's cargo tests have built already: what it checks is the headers.
-CARGO_PROFILE ?= release
 # cargo's output follows CARGO_TARGET_DIR (make check-noheaders builds apart)
-CARGO_OUT  := $(or $(CARGO_TARGET_DIR),target)/$(CARGO_PROFILE)
+CARGO_OUT  := $(or $(CARGO_TARGET_DIR),target)/release
 INSTALLDIR := $(if $(DESTDIR),$(DESTDIR),$(HOME)/.openmpi/components)
 # Written by make install where mpirun replaces the ranks' component path
 # (Open MPI 5): the exports that make the ranks search INSTALLDIR
@@ -129,12 +125,12 @@ setup:
 
 # Cargo decides what to rebuild, so this always asks it.
 build: setup
-	@echo "== cargo build --profile $(CARGO_PROFILE) -p coll-rdma$(if $(OMPI_SOURCE), (headers from $(OMPI_SOURCE)))"
+	@echo "== cargo build --release -p coll-rdma$(if $(OMPI_SOURCE), (headers from $(OMPI_SOURCE)))"
 	@if [ -n "$(OMPI_SOURCE)" ]; then \
 	    dirs=$$(bash ompi-patches/source-tree-include-dirs.sh "$(OMPI_SOURCE)") || exit 1; \
 	    echo "   OMPI_INCLUDE_DIRS=$$dirs"; export OMPI_INCLUDE_DIRS="$$dirs"; \
 	fi; \
-	$(CARGO) build --profile $(CARGO_PROFILE) -p coll-rdma
+	$(CARGO) build --release -p coll-rdma
 	@so=$(CARGO_OUT)/libmca_coll_rdma.so; \
 	if [ ! -f "$$so" ] && [ -f $(CARGO_OUT)/libcoll_rdma.so ]; then \
 	    so=$(CARGO_OUT)/libcoll_rdma.so; \
@@ -153,9 +149,9 @@ build: setup
 # code, mpicc) leaves the component built and installable; the stale fbcast
 # files are removed, so that make test-fbcast (and make check) fail on it.
 build-fbcast:
-	@echo "== cargo build --profile $(CARGO_PROFILE) -p coll-rdma-fbcast"
+	@echo "== cargo build --release -p coll-rdma-fbcast"
 	@mkdir -p $(BUILD)/bin $(BUILD)/lib $(BUILD)/include
-	@if $(CARGO) build --profile $(CARGO_PROFILE) -p coll-rdma-fbcast \
+	@if $(CARGO) build --release -p coll-rdma-fbcast \
 	    && install -m 0755 $(CARGO_OUT)/fbcast $(BUILD)/bin/fbcast.tmp && mv -f $(BUILD)/bin/fbcast.tmp $(BUILD)/bin/fbcast \
 	    && install -m 0755 $(CARGO_OUT)/libcoll_rdma_fbcast.so $(BUILD)/lib/libcoll_rdma_fbcast.so.tmp \
 	    && mv -f $(BUILD)/lib/libcoll_rdma_fbcast.so.tmp $(BUILD)/lib/libcoll_rdma_fbcast.so \
