@@ -43,8 +43,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
         SUDO=(sudo)
     fi
     export DEBIAN_FRONTEND=noninteractive
-    "${SUDO[@]}" apt-get update -q
-    "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+    # (another installer on the machine, e.g. a test bed's preparation
+    # beside make check, holds dpkg's lock for a while: wait for it)
+    "${SUDO[@]}" apt-get -o DPkg::Lock::Timeout=600 update -q
+    "${SUDO[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}"
     for p in "${missing[@]}"; do
         installed "$p" || fail "package $p is still not installed"
     done

@@ -65,6 +65,12 @@ fetch() {
 }
 
 prepare() {
+    # one preparer at a time (make check starts one in the background,
+    # ci/check-prepare.sh, and check-noheaders runs its own): a second
+    # waits, then finds the tree configured
+    mkdir -p "$CACHE"
+    exec 8>"$CACHE/ompi-source.lock"
+    flock 8
     if [ -f "$STAMP" ] && [ -f "$TREE/ompi/include/mpi.h" ]; then
         log "cached: $TREE (configured $(cat "$STAMP"))"
         echo "$TREE"; return 0
@@ -77,8 +83,8 @@ prepare() {
     if [ ${#missing[@]} -gt 0 ] && [ -z "${OMPI_SOURCE_CONFIGURE_OPTS:-}" ]; then
         log "apt-get install ${missing[*]}"
         # A fresh image may have empty package lists (setup.sh updates them only when it installs).
-        apt-get update -qq >/dev/null
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+        apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
     fi
     log "configure $OPTS (log: $DIR/configure.log)"
     local start=$SECONDS

@@ -125,7 +125,7 @@ fetch_missing_headers() {
 cmd_prepare() {
     lock
     local t0=$SECONDS
-    command -v debootstrap >/dev/null || { log "installing debootstrap"; apt-get install -y debootstrap; }
+    command -v debootstrap >/dev/null || { log "installing debootstrap"; apt-get -o DPkg::Lock::Timeout=600 install -y debootstrap; }
     if [ ! -f "$ROOT/.coll-rdma-debootstrap-done" ]; then
         # A half-finished debootstrap cannot be resumed reliably: start over.
         [ -d "$ROOT" ] && { log "removing incomplete $ROOT"; cmd_destroy_unlocked; }

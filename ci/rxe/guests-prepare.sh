@@ -24,9 +24,13 @@ ensure_packages() {
     [ "$(id -u)" = 0 ] || skip "not root and packages missing: ${missing[*]}"
     say "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >"$BUILD/apt.log" 2>&1; then
-        apt-get update -q >>"$BUILD/apt.log" 2>&1 || true
-        apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$BUILD/apt.log" 2>&1 ||
+    # (dpkg serves one installer at a time: wait for another, e.g. the
+    # Open MPI 5 chroot's preparation installing debootstrap, rather than
+    # skip the whole test bed)
+    local wait=(-o DPkg::Lock::Timeout=600)
+    if ! apt-get "${wait[@]}" install -y -q --no-install-recommends "${missing[@]}" >"$BUILD/apt.log" 2>&1; then
+        apt-get "${wait[@]}" update -q >>"$BUILD/apt.log" 2>&1 || true
+        apt-get "${wait[@]}" install -y -q --no-install-recommends "${missing[@]}" >>"$BUILD/apt.log" 2>&1 ||
             skip "cannot install ${missing[*]} (see $BUILD/apt.log)"
     fi
 }
