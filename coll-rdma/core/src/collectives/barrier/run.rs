@@ -49,15 +49,22 @@ impl BarrierRun {
     }
 
     fn check_fault_timeout(&mut self) -> Result<(), TransportError> {
-        let since = *self.waiting_since.get_or_insert_with(Instant::now);
-        match self.fault_timeout {
-            Some(limit) if since.elapsed() > limit => Err(TransportError::Failed(format!(
+        match past_fault_timeout(&mut self.waiting_since, self.fault_timeout) {
+            Some(limit) => Err(TransportError::Failed(format!(
                 "non-blocking barrier {}: round {} waited more than the fault timeout ({limit:?}) for its notifications",
                 self.epoch, self.round
             ))),
-            _ => Ok(()),
+            None => Ok(()),
         }
     }
+}
+
+/// The fault timeout, once the current wait (started at `waiting_since`,
+/// which its first call sets) has lasted longer than it; None meanwhile
+/// or without one. Shared by the barrier runs, flat and two-level.
+pub(super) fn past_fault_timeout(waiting_since: &mut Option<Instant>, fault_timeout: Option<Duration>) -> Option<Duration> {
+    let since = *waiting_since.get_or_insert_with(Instant::now);
+    fault_timeout.filter(|&limit| since.elapsed() > limit)
 }
 
 impl<T: Windows + ?Sized> Schedule<T> for BarrierRun {

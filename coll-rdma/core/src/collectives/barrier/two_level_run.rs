@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use btl_ibmc::{TransportError, Windows};
 
-use super::run::BarrierRun;
+use super::run::{past_fault_timeout, BarrierRun};
 use crate::schedule::{Schedule, Step};
 
 /// A member of a leader's node and the slot in the leader's window where
@@ -84,13 +84,12 @@ fn pending_unless_timed_out(
     epoch: u64,
     what: impl FnOnce() -> String,
 ) -> Result<Step, TransportError> {
-    let since = *waiting_since.get_or_insert_with(Instant::now);
-    match fault_timeout {
-        Some(limit) if since.elapsed() > limit => Err(TransportError::Failed(format!(
+    match past_fault_timeout(waiting_since, fault_timeout) {
+        Some(limit) => Err(TransportError::Failed(format!(
             "non-blocking two-level barrier {epoch}: waited more than the fault timeout ({limit:?}) for {}",
             what()
         ))),
-        _ => Ok(Step::Pending),
+        None => Ok(Step::Pending),
     }
 }
 
