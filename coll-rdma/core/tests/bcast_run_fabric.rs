@@ -7,7 +7,11 @@
 //! posts and advances in its own seeded random interleaving. Both kinds
 //! of window a run serves are covered: a shared window (shm: the blocking
 //! call multicasts through the window while the runs take the put tree's
-//! region) and none (verbs without multicast: both take the tree).
+//! region) and none (verbs without multicast: both take the tree); and
+//! ranks that read each other's memory (shm with cross-memory attach),
+//! where longer messages go in one copy from the root's buffer, blocking
+//! and run alike, up to lengths at which the root writes a share into
+//! every receiver.
 //!
 //! The reference: every rank's bcast buffer must equal the bytes the root
 //! was given (generated from the call's index, never sent), and every
@@ -20,6 +24,7 @@ use std::time::{Duration, Instant};
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::{MulticastKind, RmcastConfig, WaitPolicy};
 use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
+use coll_rdma_core::collectives::bcast::single_copy::root_share;
 use coll_rdma_core::collectives::bcast::{Bcast, BcastConfig};
 use coll_rdma_core::patterns::TreeStreamConfig;
 use coll_rdma_core::schedule_queue::{Lane, Run, ScheduleQueue};
@@ -51,6 +56,24 @@ fn policy() -> WaitPolicy {
     WaitPolicy { fault_timeout: Some(Duration::from_secs(60)), ..common::yielding_policy(20) }
 }
 
+/// Where ranks read each other's memory, the shortest message sent in one
+/// copy: the script's longer lengths.
+const SINGLE_COPY_FROM: usize = 5 * SEGMENT;
+/// Past `single_copy::ROOT_SHARE_MIN_BYTES`: the root writes a share.
+const WITH_ROOT_SHARE: usize = 300_007;
+
+#[derive(Clone, Copy, Debug)]
+struct Bed {
+    kind: MulticastKind,
+    /// Ranks read each other's memory, and long messages go in one copy.
+    cross_memory: bool,
+}
+
+fn bcast_config_on(bed: Bed) -> BcastConfig {
+    let single_copy_min_bytes = if bed.cross_memory { SINGLE_COPY_FROM } else { usize::MAX };
+    BcastConfig { single_copy_min_bytes, ..bcast_config() }
+}
+
 fn bcast_config() -> BcastConfig {
     let multicast = RmcastConfig {
         slot_bytes: SEGMENT,
@@ -76,9 +99,12 @@ fn window_len(size: usize) -> usize {
 }
 
 /// The same script on every rank; consecutive bcasts change roots.
-fn script(size: usize, seed: u64, calls: usize) -> Vec<Call> {
+fn script(size: usize, seed: u64, calls: usize, bed: Bed) -> Vec<Call> {
     let mut rng = XorShift::new(seed);
-    let lengths = [0, 1, 8, SEGMENT - 1, SEGMENT, SEGMENT + 1, 5 * SEGMENT + 3, 40 * SEGMENT];
+    let mut lengths = vec![0, 1, 8, SEGMENT - 1, SEGMENT, SEGMENT + 1, 5 * SEGMENT + 3, 40 * SEGMENT];
+    if bed.cross_memory {
+        lengths.extend([SINGLE_COPY_FROM, WITH_ROOT_SHARE]);
+    }
     let mut root = 0;
     (0..calls)
         .map(|_| {
@@ -152,12 +178,32 @@ fn finish_queue(queue: &mut ScheduleQueue<'_, FabricEndpoint>, transport: &mut F
     Ok(finished)
 }
 
+/// Bytes `rank` writes into its receivers as the root of the script's
+/// single-copy calls, blocking and run alike: their share of every message
+/// long enough (`root_share`). Shows that the runs take the single copy.
+fn root_shares(rank: usize, size: usize, script: &[Call], bed: Bed) -> u64 {
+    if !bed.cross_memory {
+        return 0;
+    }
+    let rooted_here = |call: &&Call| matches!(call.kind, Kind::Ibcast { root } | Kind::Bcast { root } if root == rank);
+    script
+        .iter()
+        .filter(rooted_here)
+        .filter(|call| call.len >= SINGLE_COPY_FROM)
+        .map(|call| (root_share(call.len, size) * (size - 1)) as u64)
+        .sum()
+}
+
 /// Plays the script on `rank`, in an interleaving drawn from `seed`, and
 /// checks its results.
-fn play_rank(rank: usize, size: usize, seed: u64, script: &[Call], mut transport: FabricEndpoint) -> Result<(), String> {
+fn play_rank(rank: usize, size: usize, seed: u64, script: &[Call], mut transport: FabricEndpoint, bed: Bed) -> Result<(), String> {
+    if bed.cross_memory {
+        // Collective: every rank's thread makes this call.
+        transport.enable_cross_memory(false).map_err(|why| format!("rank {rank}: cross-memory attach refused: {why:?}"))?;
+    }
     let (sends, mut buffers) = initial_buffers(rank, script);
     {
-        let mut bcast = Bcast::new(rank, size, 0, bcast_config());
+        let mut bcast = Bcast::new(rank, size, 0, bcast_config_on(bed));
         let mut allreduce = Allreduce::new(rank, size, allreduce_offset(size), allreduce_config());
         let mut queue: ScheduleQueue<'_, FabricEndpoint> = ScheduleQueue::default();
         let mut rng = XorShift::new(seed ^ (rank as u64 + 1).wrapping_mul(0x9E37_79B9));
@@ -176,7 +222,7 @@ fn play_rank(rank: usize, size: usize, seed: u64, script: &[Call], mut transport
                     match call.kind {
                         Kind::Ibcast { root } => {
                             bcast.resumable(&transport, call.len).map_err(|why| format!("{what}: no run: {why}"))?;
-                            let run: Run<'_, FabricEndpoint> = Box::new(bcast.start(root, buffer).map_err(|why| format!("{what}: {why}"))?);
+                            let run: Run<'_, FabricEndpoint> = Box::new(bcast.start(&transport, root, buffer).map_err(|why| format!("{what}: {why}"))?);
                             queue.post(Lane::Bcast, run);
                         }
                         Kind::Iallreduce => {
@@ -206,6 +252,11 @@ fn play_rank(rank: usize, size: usize, seed: u64, script: &[Call], mut transport
             }
         }
         bcast.drain(&transport).map_err(|why| format!("rank {rank}: drain: {why}"))?;
+        let shares_written = bcast.single_copy_root_share_bytes();
+        let shares_expected = root_shares(rank, size, script, bed);
+        if shares_written != shares_expected {
+            return Err(format!("rank {rank}: wrote {shares_written} bytes into receivers as a single-copy root, expected {shares_expected}"));
+        }
     }
     for (index, call) in script.iter().enumerate() {
         let expected = expected(index, size, call);
@@ -216,8 +267,9 @@ fn play_rank(rank: usize, size: usize, seed: u64, script: &[Call], mut transport
     Ok(())
 }
 
-fn run(size: usize, kind: MulticastKind, calls: usize, seed: u64) {
-    let script = script(size, seed, calls);
+fn run(size: usize, bed: Bed, calls: usize, seed: u64) {
+    let script = script(size, seed, calls, bed);
+    let kind = bed.kind;
     assert!(script.iter().any(|call| matches!(call.kind, Kind::Ibcast { .. }) && call.len > SEGMENT), "the script must hold multi-segment ibcasts");
     let fabric = FabricConfig { multicast_kind: kind, put_delay_max: Duration::from_micros(20), seed, ..FabricConfig::default() };
     let endpoints = Fabric::new(size, window_len(size), fabric);
@@ -227,20 +279,20 @@ fn run(size: usize, kind: MulticastKind, calls: usize, seed: u64) {
             .enumerate()
             .map(|(rank, endpoint)| {
                 let script = &script;
-                scope.spawn(move || play_rank(rank, size, seed, script, endpoint))
+                scope.spawn(move || play_rank(rank, size, seed, script, endpoint, bed))
             })
             .collect();
         handles.into_iter().map(|handle| handle.join().unwrap_or_else(|_| Err("a rank panicked".to_string()))).collect()
     });
     let failures: Vec<&String> = outcomes.iter().filter_map(|outcome| outcome.as_ref().err()).collect();
-    assert!(failures.is_empty(), "size {size}, {kind:?}, seed {seed}: {failures:#?}");
+    assert!(failures.is_empty(), "size {size}, {bed:?}, seed {seed}: {failures:#?}");
 }
 
 #[test]
 fn ibcasts_with_moving_roots_match_the_root_beside_other_runs_on_a_shared_window() {
     for seed in [1, 2, 3] {
         for size in [2, 3, 5] {
-            run(size, MulticastKind::SharedWindow, 30, seed);
+            run(size, Bed { kind: MulticastKind::SharedWindow, cross_memory: false }, 30, seed);
         }
     }
 }
@@ -249,14 +301,32 @@ fn ibcasts_with_moving_roots_match_the_root_beside_other_runs_on_a_shared_window
 fn ibcasts_and_blocking_bcasts_share_the_put_tree_without_multicast() {
     for seed in [4, 5] {
         for size in [2, 4] {
-            run(size, MulticastKind::None, 30, seed);
+            run(size, Bed { kind: MulticastKind::None, cross_memory: false }, 30, seed);
+        }
+    }
+}
+
+#[test]
+fn ibcasts_in_one_copy_mix_with_blocking_ones_and_the_put_tree() {
+    let bed = Bed { kind: MulticastKind::SharedWindow, cross_memory: true };
+    let sizes = [2, 3, 5];
+    // The first two seeds whose scripts post, at every size, an ibcast
+    // long enough for the root to write shares.
+    let with_root_share = |seed: u64, size: usize| {
+        script(size, seed, 30, bed).iter().any(|call| matches!(call.kind, Kind::Ibcast { .. }) && call.len >= WITH_ROOT_SHARE)
+    };
+    let seeds: Vec<u64> = (7..).filter(|&seed| sizes.iter().all(|&size| with_root_share(seed, size))).take(2).collect();
+    for seed in seeds {
+        for size in sizes {
+            run(size, bed, 30, seed);
         }
     }
 }
 
 #[test]
 fn one_rank_and_zero_lengths_finish_at_once() {
-    run(1, MulticastKind::SharedWindow, 30, 6);
+    run(1, Bed { kind: MulticastKind::SharedWindow, cross_memory: false }, 30, 6);
+    run(1, Bed { kind: MulticastKind::SharedWindow, cross_memory: true }, 30, 6);
 }
 
 /// Where the blocking call's path has no run, `resumable` says which:

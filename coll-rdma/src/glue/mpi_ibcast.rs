@@ -1,13 +1,13 @@
 //! MPI_Ibcast and the persistent bcast (MPIX_Bcast_init on Open MPI 4.1,
-//! MPI_Bcast_init on 5.0): the put tree's bcast, resumable
-//! (`collectives::bcast::put_tree_run`), posted in the communicator's
-//! queue (`comm_state/pending.rs`) behind its earlier runs.
+//! MPI_Bcast_init on 5.0): the single-copy bcast or the put tree's,
+//! resumable (`collectives::bcast::BcastRun`), posted in the
+//! communicator's queue (`comm_state/pending.rs`) behind its earlier runs.
 //!
 //! A call asks the blocking call's selector (`crate::select::bcast`), so
 //! the same shape takes the same decision: handed to the module
 //! underneath's non-blocking function with the reason where the blocking
-//! call hands over, or where it would take a path without a run (single
-//! copy, datagram multicast, the two-level stages, above 2^31 - 1 bytes:
+//! call hands over, or where it would take a path without a run (datagram
+//! multicast, the two-level stages, above 2^31 - 1 bytes:
 //! `Bcast::resumable`). On shm the blocking call multicasts through the
 //! root's window, which has no resumable form; the run takes the put
 //! tree's own region of the same window instead (see `Bcast::resumable`).
@@ -33,11 +33,10 @@ use super::nonblocking_post::{start_persistent, Planned, PostAs};
 use super::reduction_call::{span_bytes_mut, FoldOrder};
 use super::request::{new_request, Persistent, PersistentCall, RequestRef};
 use super::saved_nonblocking::{BcastCall, Comm, Datatype, Info, Module, Request};
-use crate::collectives::bcast::put_tree::PutTreeRun;
-use crate::collectives::bcast::Bcast;
+use crate::collectives::bcast::{Bcast, BcastRun};
 use crate::schedule::{Schedule, Step as RunStep};
 use crate::schedule_queue::{Lane, Run};
-use crate::select::bcast::{select, BcastPath, BcastRoute};
+use crate::select::bcast::{select, BcastPath};
 use crate::select::Choice;
 
 pub(super) unsafe extern "C" fn ibcast(
@@ -154,9 +153,6 @@ impl Native<'_> {
         let bytes = match select(&shape, &self.ready.plan) {
             Choice::HandOver(why) => return Err(why),
             Choice::Native(BcastPath::Empty) => return Ok(0),
-            Choice::Native(BcastPath::Send { route: BcastRoute::SingleCopy, .. }) => {
-                return Err(Handover::NoResumableSchedule("the single-copy bcast"));
-            }
             Choice::Native(BcastPath::Send { agree_on_packing: true, .. }) => {
                 return Err(Handover::NoResumableSchedule("a bcast of more than 2^31 - 1 bytes"));
             }
@@ -174,7 +170,7 @@ impl Native<'_> {
         };
         let root = call.root as usize;
         let (_, span) = bcast_shape(call);
-        let bcast = &mut self.ready.bcast;
+        let ready = &mut *self.ready;
         let run = match span {
             Ok(span) => {
                 // SAFETY: MPI guarantees the buffer holds `count` elements
@@ -182,7 +178,7 @@ impl Native<'_> {
                 // application leaves it alone until the request completes;
                 // the run ends no later.
                 let buffer = unsafe { span_bytes_mut(call.buffer, &span) };
-                bcast.start(root, buffer).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+                ready.bcast.start(&ready.transport, root, buffer).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
             }
             Err(_) => return self.packed_bcast_run(call, root, bytes),
         };
@@ -198,7 +194,7 @@ impl Native<'_> {
         let mut packed = vec![0u8; bytes].into_boxed_slice();
         if at_root && let Err(rc) = pack(call, &mut packed) {
             // The receivers' runs wait for this message: after the earlier
-            // runs, the put tree tells them it will not come.
+            // runs, the run's path tells them it will not come.
             let told = ready.finish_pending_runs().and_then(|()| ready.bcast.abandon_run_at_root(&ready.transport, root, bytes));
             return Planned::Failed(TransportError::Failed(format!(
                 "the bcast root could not pack its {bytes}-byte message (error {rc}); its receivers were told ({})",
@@ -209,7 +205,7 @@ impl Native<'_> {
             )));
         }
         let unpack_into = (!at_root).then(|| RetainedCall::new(*call));
-        match PackedBcastRun::start(&mut ready.bcast, root, packed, unpack_into) {
+        match PackedBcastRun::start(&mut ready.bcast, &ready.transport, root, packed, unpack_into) {
             Ok(run) => Planned::Run(Lane::Bcast, Box::new(run)),
             Err(why) => Planned::Failed(why),
         }
@@ -237,13 +233,12 @@ impl Drop for RetainedCall {
 }
 
 /// A bcast run over a packed copy of the message, for a rank whose
-/// datatype is not contiguous: it owns the copy the put tree's run
-/// borrows, and a receiver unpacks from it once the run is done.
+/// datatype is not contiguous: it owns the copy the run borrows, and a receiver unpacks from it once the run is done.
 ///
 /// Invariant: `packed` is a leaked `Box<[u8]>`, freed in `drop` only
 /// after `run`, the one borrower, is gone.
 struct PackedBcastRun {
-    run: Option<PutTreeRun<'static>>,
+    run: Option<BcastRun<'static>>,
     packed: *mut [u8],
     unpack_into: Option<RetainedCall>,
 }
@@ -255,12 +250,18 @@ struct PackedBcastRun {
 unsafe impl Send for PackedBcastRun {}
 
 impl PackedBcastRun {
-    fn start(bcast: &mut Bcast, root: usize, packed: Box<[u8]>, unpack_into: Option<RetainedCall>) -> Result<Self, TransportError> {
+    fn start(
+        bcast: &mut Bcast,
+        transport: &SelectedTransport,
+        root: usize,
+        packed: Box<[u8]>,
+        unpack_into: Option<RetainedCall>,
+    ) -> Result<Self, TransportError> {
         let mut this = PackedBcastRun { run: None, packed: Box::into_raw(packed), unpack_into };
         // SAFETY: the allocation lives until `drop`, which drops the run
         // first (see the invariant).
         let buffer: &'static mut [u8] = unsafe { &mut *this.packed };
-        this.run = Some(bcast.start(root, buffer)?);
+        this.run = Some(bcast.start(transport, root, buffer)?);
         Ok(this)
     }
 }

@@ -29,10 +29,14 @@ use crate::patterns::region::RegionCursor;
 
 pub mod put_tree;
 mod put_tree_run;
+mod run;
 pub mod single_copy;
+mod single_copy_run;
 pub mod two_level;
 
-use put_tree::{PutTreeBcast, PutTreeConfig, PutTreeRun};
+pub use run::BcastRun;
+
+use put_tree::{PutTreeBcast, PutTreeConfig};
 use single_copy::SingleCopyBcast;
 use two_level::TwoLevelBcast;
 
@@ -220,19 +224,21 @@ impl Bcast {
     }
 
     /// Why a `len`-byte bcast has no resumable run on `transport`, or
-    /// `Ok` if `start` serves it. The run is the put tree's, on the tree's
-    /// own part of the window: where the transport has no multicast that
-    /// is the blocking call's path; on a shared window (shm) the blocking
-    /// call's window multicast has no resumable form (its sends and
-    /// receives wait inside btl-ibmc), and the tree's run is correct beside
-    /// it because the two use disjoint regions and sequence numbers. The
-    /// same answer on every rank.
+    /// `Ok` if `start` serves it. Where the blocking call copies from the
+    /// root's buffer (`single_copy`), the run is single copy's. Otherwise
+    /// the run is the put tree's, on the tree's own part of the window:
+    /// where the transport has no multicast that is the blocking call's
+    /// path; on a shared window (shm) the blocking call's window multicast
+    /// has no resumable form (its sends and receives wait inside
+    /// btl-ibmc), and the tree's run is correct beside it because the two
+    /// use disjoint regions and sequence numbers. The same answer on every
+    /// rank.
     pub fn resumable<T: Transport + ?Sized>(&self, transport: &T, len: usize) -> Result<(), &'static str> {
         if self.two_level.is_some() {
             return Err("the two-level bcast");
         }
         if self.uses_single_copy(transport, len) {
-            return Err("the single-copy bcast");
+            return Ok(());
         }
         match transport.multicast_kind() {
             MulticastKind::None | MulticastKind::SharedWindow => Ok(()),
@@ -244,18 +250,25 @@ impl Bcast {
     /// its sequence numbers now: runs must be started in the
     /// communicator's post order and advanced one at a time
     /// (`schedule_queue`'s bcast lane). Only where `resumable` says so.
-    pub fn start<'a>(&mut self, root: usize, buf: &'a mut [u8]) -> Result<PutTreeRun<'a>, TransportError> {
+    pub fn start<'a, T: Transport + ?Sized>(&mut self, transport: &T, root: usize, buf: &'a mut [u8]) -> Result<BcastRun<'a>, TransportError> {
         if root >= self.size {
             return Err(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() });
         }
         self.calls += 1;
-        self.tree.start(root, buf)
+        if self.uses_single_copy(transport, buf.len()) {
+            return self.single_copy.start(root, buf).map(BcastRun::SingleCopy);
+        }
+        self.tree.start(root, buf).map(BcastRun::PutTree)
     }
 
     /// `abandon_at_root` for a call its receivers take as a run (`start`):
-    /// the put tree's mark. The runs started before it must be finished.
+    /// single copy's or the put tree's mark. The runs started before it
+    /// must be finished.
     pub fn abandon_run_at_root<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, len: usize) -> Result<(), TransportError> {
         self.calls += 1;
+        if self.uses_single_copy(transport, len) {
+            return self.single_copy.abandon_at_root(transport, root, len);
+        }
         self.tree.abandon_at_root(transport, root, len)
     }
 

@@ -55,19 +55,25 @@
 //! ([`ABANDONED`]); every receiver fails its call, and the root does not
 //! wait. The ranks are then out of step: the caller stops using the state.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use btl_ibmc::{wait_at_least, wait_for_any_peer_at_least, PeerReads, TransportError, WaitPolicy};
 
 use crate::patterns::done_lines::DoneLines;
 use crate::patterns::in_step::{await_peer_step, PeerStep};
+use crate::patterns::meet::StallClock;
 use crate::patterns::region::{RegionCursor, LINE};
 
+use super::single_copy_run::{RunState, SingleCopyRun};
+
 /// The announced length of a call whose root has no message.
-const ABANDONED: u64 = u64::MAX;
+pub(super) const ABANDONED: u64 = u64::MAX;
 
 /// In an announcement line (the root's) and a receiver line (a receiver's).
-const ADDRESS_WORD: usize = 0;
-const LENGTH_WORD: usize = 8;
-const FLAG_WORD: usize = 16;
+pub(super) const ADDRESS_WORD: usize = 0;
+pub(super) const LENGTH_WORD: usize = 8;
+pub(super) const FLAG_WORD: usize = 16;
 
 /// Shortest message of which the root copies a share. Below it, a second
 /// synchronisation per receiver costs more than the copy it splits.
@@ -89,12 +95,12 @@ pub fn root_share(len: usize, size: usize) -> usize {
 /// receiver), one share word (written by the root of the call into this
 /// rank as its receiver) and one done line per rank (written by that rank
 /// as this rank's receiver).
-#[derive(Debug)]
-struct SingleCopyRegion {
-    announcement: usize,
-    receiver: usize,
-    share: usize,
-    done: DoneLines,
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SingleCopyRegion {
+    pub(super) announcement: usize,
+    pub(super) receiver: usize,
+    pub(super) share: usize,
+    pub(super) done: DoneLines,
     end: usize,
 }
 
@@ -116,9 +122,11 @@ pub struct SingleCopyBcast {
     size: usize,
     region: SingleCopyRegion,
     policy: WaitPolicy,
-    /// Single-copy calls so far, on every rank alike.
+    /// Single-copy calls so far, on every rank alike (runs included,
+    /// counted when started).
     calls: u64,
-    root_share_bytes: u64,
+    /// Shared with the runs, which write shares too.
+    root_share_bytes: Arc<AtomicU64>,
 }
 
 impl SingleCopyBcast {
@@ -128,7 +136,7 @@ impl SingleCopyBcast {
     }
 
     pub fn new(rank: usize, size: usize, region_offset: usize, policy: WaitPolicy) -> Self {
-        SingleCopyBcast { rank, size, region: SingleCopyRegion::new(region_offset, size), policy, calls: 0, root_share_bytes: 0 }
+        SingleCopyBcast { rank, size, region: SingleCopyRegion::new(region_offset, size), policy, calls: 0, root_share_bytes: Arc::default() }
     }
 
     /// MPI_Bcast of `buf` from `root` in one copy. Every rank passes the
@@ -161,7 +169,32 @@ impl SingleCopyBcast {
     /// Bytes the root wrote into receivers' buffers so far (its share of
     /// every call it rooted).
     pub fn root_share_bytes(&self) -> u64 {
-        self.root_share_bytes
+        self.root_share_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Starts one bcast of `buf` from `root` as a resumable run
+    /// (`single_copy_run`), taking its call number now: runs must be
+    /// started in the communicator's post order and advanced one at a
+    /// time in that order, a blocking call only once they are finished
+    /// (`schedule_queue`).
+    pub fn start<'a>(&mut self, root: usize, buf: &'a mut [u8]) -> Result<SingleCopyRun<'a>, TransportError> {
+        if root >= self.size {
+            return Err(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() });
+        }
+        self.calls += 1;
+        let state = if self.size == 1 { RunState::Finished } else { RunState::Begin };
+        Ok(SingleCopyRun {
+            rank: self.rank,
+            size: self.size,
+            root,
+            call: self.calls,
+            region: self.region,
+            share: root_share(buf.len(), self.size),
+            buf,
+            state,
+            root_share_bytes: Arc::clone(&self.root_share_bytes),
+            stall: StallClock::new(self.policy.fault_timeout),
+        })
     }
 
     /// The root's side of a call whose message it cannot provide: every
@@ -176,22 +209,12 @@ impl SingleCopyBcast {
     }
 
     fn announce<T: PeerReads + ?Sized>(&self, transport: &T, address: u64, length: u64) {
-        let line = self.region.announcement;
-        transport.set_local_flag(line + ADDRESS_WORD, address);
-        transport.set_local_flag(line + LENGTH_WORD, length);
-        // Release (every local flag store is): a receiver that sees the
-        // call number sees the address and length above, and the root's
-        // buffer as the program wrote it before MPI_Bcast.
-        transport.set_local_flag(line + FLAG_WORD, self.calls);
+        announce(transport, &self.region, self.calls, address, length);
     }
 
     /// The receiver's side of the root's share: where the root may write.
     fn offer_buffer<T: PeerReads + ?Sized>(&self, transport: &T, buf: &mut [u8]) {
-        let line = self.region.receiver;
-        transport.set_local_flag(line + ADDRESS_WORD, buf.as_mut_ptr() as usize as u64);
-        transport.set_local_flag(line + LENGTH_WORD, buf.len() as u64);
-        // Release: a root that sees the call number sees the two words above.
-        transport.set_local_flag(line + FLAG_WORD, self.calls);
+        offer_buffer(transport, &self.region, self.calls, buf);
     }
 
     /// The root writes `share` (its message's tail) into every receiver
@@ -227,19 +250,8 @@ impl SingleCopyBcast {
         Ok(())
     }
 
-    /// Writes `share` into `receiver`, which has offered its buffer for
-    /// this call, if its length is the message's, and says whether it did.
     fn write_share<T: PeerReads + ?Sized>(&mut self, transport: &T, receiver: usize, len: usize, share: &[u8]) -> Result<(), TransportError> {
-        let line = self.region.receiver;
-        let address = transport.peer_flag(receiver, line + ADDRESS_WORD)?;
-        let length = transport.peer_flag(receiver, line + LENGTH_WORD)?;
-        // A receiver whose length differs returns without waiting for its
-        // share word: nothing may be written into it.
-        let written = length == len as u64 && transport.write_peer_memory(receiver, address + (len - share.len()) as u64, share).is_ok();
-        if written {
-            self.root_share_bytes += share.len() as u64;
-        }
-        transport.put_flag(receiver, self.region.share, 2 * self.calls + u64::from(written))
+        write_share(transport, &self.region, self.calls, receiver, len, share, &self.root_share_bytes)
     }
 
     fn await_receivers<T: PeerReads + ?Sized>(&self, transport: &T) -> Result<(), TransportError> {
@@ -258,12 +270,7 @@ impl SingleCopyBcast {
             // The root writes nothing into a buffer of another length, and
             // waits for this line before it returns.
             region.done.say_done(transport, root, self.rank, call)?;
-            let theirs = if length == ABANDONED { "no message (it could not pack it)".to_string() } else { format!("{length} bytes") };
-            return Err(TransportError::Failed(format!(
-                "rank {}: bcast root {root} has {theirs}, this rank expects {} bytes",
-                self.rank,
-                buf.len()
-            )));
+            return Err(length_mismatch(self.rank, root, length, buf.len()));
         }
         let (rest, tail) = buf.split_at_mut(buf.len() - share);
         let mut copied = transport.read_peer_memory(root, address, rest);
@@ -284,6 +291,56 @@ impl SingleCopyBcast {
         region.done.say_done(transport, root, self.rank, call)?;
         copied
     }
+}
+
+/// The root stores where its message lies and its length for call `call`.
+pub(super) fn announce<T: PeerReads + ?Sized>(transport: &T, region: &SingleCopyRegion, call: u64, address: u64, length: u64) {
+    let line = region.announcement;
+    transport.set_local_flag(line + ADDRESS_WORD, address);
+    transport.set_local_flag(line + LENGTH_WORD, length);
+    // Release (every local flag store is): a receiver that sees the call
+    // number sees the address and length above, and the root's buffer as
+    // the program wrote it before the call.
+    transport.set_local_flag(line + FLAG_WORD, call);
+}
+
+/// The receiver's side of the root's share: where the root may write.
+pub(super) fn offer_buffer<T: PeerReads + ?Sized>(transport: &T, region: &SingleCopyRegion, call: u64, buf: &mut [u8]) {
+    let line = region.receiver;
+    transport.set_local_flag(line + ADDRESS_WORD, buf.as_mut_ptr() as usize as u64);
+    transport.set_local_flag(line + LENGTH_WORD, buf.len() as u64);
+    // Release: a root that sees the call number sees the two words above.
+    transport.set_local_flag(line + FLAG_WORD, call);
+}
+
+/// The root writes `share` (its message's tail) into `receiver`, which
+/// has offered its buffer for call `call`, if its length is the message's,
+/// and says whether it did.
+pub(super) fn write_share<T: PeerReads + ?Sized>(
+    transport: &T,
+    region: &SingleCopyRegion,
+    call: u64,
+    receiver: usize,
+    len: usize,
+    share: &[u8],
+    written_bytes: &AtomicU64,
+) -> Result<(), TransportError> {
+    let line = region.receiver;
+    let address = transport.peer_flag(receiver, line + ADDRESS_WORD)?;
+    let length = transport.peer_flag(receiver, line + LENGTH_WORD)?;
+    // A receiver whose length differs returns without waiting for its
+    // share word: nothing may be written into it.
+    let written = length == len as u64 && transport.write_peer_memory(receiver, address + (len - share.len()) as u64, share).is_ok();
+    if written {
+        written_bytes.fetch_add(share.len() as u64, Ordering::Relaxed);
+    }
+    transport.put_flag(receiver, region.share, 2 * call + u64::from(written))
+}
+
+/// A receiver's error for a root whose announced length is not its own.
+pub(super) fn length_mismatch(rank: usize, root: usize, announced: u64, expected: usize) -> TransportError {
+    let theirs = if announced == ABANDONED { "no message (it could not pack it)".to_string() } else { format!("{announced} bytes") };
+    TransportError::Failed(format!("rank {rank}: bcast root {root} has {theirs}, this rank expects {expected} bytes"))
 }
 
 #[cfg(test)]
