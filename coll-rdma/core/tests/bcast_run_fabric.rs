@@ -341,3 +341,49 @@ fn paths_without_a_run_are_named() {
         assert_eq!(bcast.resumable(&endpoints[0], 1024), expected, "{kind:?}");
     }
 }
+
+/// A single-copy run whose peer never takes part fails once it has made
+/// no progress for the fault timeout, on the root (no receiver says done)
+/// and on a receiver (no announcement) alike, instead of pending for ever.
+#[test]
+fn a_single_copy_run_alone_fails_after_the_fault_timeout() {
+    use coll_rdma_core::schedule::{Schedule, Step};
+    let fault_timeout = Duration::from_millis(300);
+    let config = BcastConfig {
+        single_copy_min_bytes: SINGLE_COPY_FROM,
+        multicast: RmcastConfig { wait: WaitPolicy { fault_timeout: Some(fault_timeout), ..policy() }, ..bcast_config().multicast },
+        ..bcast_config()
+    };
+    for lonely in [0, 1] {
+        let size = 2;
+        let endpoints = Fabric::new(size, window_len(size), FabricConfig { multicast_kind: MulticastKind::SharedWindow, ..FabricConfig::default() });
+        let outcomes: Vec<Option<String>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = endpoints
+                .into_iter()
+                .enumerate()
+                .map(|(rank, mut endpoint)| {
+                    scope.spawn(move || {
+                        endpoint.enable_cross_memory(false).expect("cross-memory attach");
+                        if rank != lonely {
+                            return None;
+                        }
+                        let mut bcast = Bcast::new(rank, size, 0, config);
+                        let mut buf = vec![7u8; WITH_ROOT_SHARE];
+                        let mut run = bcast.start(&endpoint, 0, &mut buf).expect("start");
+                        let started = Instant::now();
+                        loop {
+                            match run.advance(&mut endpoint) {
+                                Ok(Step::Pending) if started.elapsed() < DEADLINE => std::thread::yield_now(),
+                                Ok(step) => return Some(format!("rank {rank}: {step:?} after {:?}", started.elapsed())),
+                                Err(why) => return Some(format!("failed after {:?}: {why}", started.elapsed())),
+                            }
+                        }
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|handle| handle.join().expect("rank thread")).collect()
+        });
+        let outcome = outcomes[lonely].clone().expect("the lonely rank's outcome");
+        assert!(outcome.starts_with("failed") && outcome.contains("made no progress"), "rank {lonely} alone: {outcome}");
+    }
+}
