@@ -9,7 +9,7 @@ use btl_ibmc::{wait_at_least, PeerReads, TransportError, Waits};
 use super::region::{RegionCursor, LINE};
 
 /// One line per rank, identical on every rank.
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct DoneLines {
     first: usize,
 }
