@@ -62,6 +62,10 @@
 //! Deadlock: the only waits are for announcements (every rank announces
 //! before it waits) and for done lines (every rank says done before it
 //! waits), so no wait depends on a step taken after some other wait.
+//!
+//! The steps are one state machine (`parallel_run::ParallelCall`): the
+//! blocking call resumes it once with every wait waiting, a non-blocking
+//! or persistent call polls it as a run (`ParallelRun`).
 
 use std::ops::Range;
 
