@@ -22,7 +22,10 @@
  *      default because libnbc's persistent requests (Open MPI 4.1.4) do
  *      not keep them alive, so only a run that coll rdma serves may ask.
  * Options: -r <rounds of phase 1> (default 200), -n <persistent starts>,
- * -f <starts of phase 4>.
+ * -f <starts of phase 4>, -l 1: long vectors (phase 1 draws only
+ * iallreduces and ireduces, of 0 to 8 MiB, mostly 64 KiB-4 MiB; phase 2's
+ * persistent calls are 512 KiB and 1 MiB long), where shm takes the
+ * parallel reduction.
  */
 #include "common.h"
 #include <stdint.h>
@@ -129,17 +132,24 @@ static MPI_Datatype nr_type(enum nr_op op) { return op == NR_SUM ? MPI_INT64_T :
 static MPI_Op nr_mpi_op(enum nr_op op) { return op == NR_SUM ? MPI_SUM : nr_affine_op; }
 
 /* Up to 7200 bytes: the exchange and the tree, below the parallel
- * reduction's threshold on shm (which has no run yet). */
+ * reduction's threshold on shm. */
 static const int nr_counts[] = { 0, 1, 3, 17, 100, 300, 450 };
+/* -l 1: 64 KiB to 4 MiB of int64 (8 MiB of affine maps), and a few short
+ * ones in the same queues. */
+static const int nr_long_counts[] = { 0, 3, 8192, 8193, 32768, 131072, 524288 };
+static int nr_long;
 
 /* Draws and posts call `seq`; every rank draws alike (same seed). */
 static void nr_post(nr_call_t *c, MPI_Comm comm, int rank, int size, long seq)
 {
     memset(c, 0, sizeof *c);
     c->seq = seq;
-    c->kind = (enum nr_kind)(t_rand() % NR_KINDS);
+    c->kind = (enum nr_kind)(t_rand() % (nr_long ? NR_IBCAST : NR_KINDS));
     c->op = (t_rand() % 3 == 0 && c->kind != NR_IBCAST) ? NR_AFFINE : NR_SUM;
-    c->count = nr_counts[t_rand() % (sizeof nr_counts / sizeof nr_counts[0])];
+    if (nr_long)
+        c->count = nr_long_counts[t_rand() % (sizeof nr_long_counts / sizeof nr_long_counts[0])];
+    else
+        c->count = nr_counts[t_rand() % (sizeof nr_counts / sizeof nr_counts[0])];
     c->root = (int)(t_rand() % (uint32_t)size);
     int in_place_draw = (int)(t_rand() % 3 == 0);
     size_t bytes = (size_t)c->count * nr_elem_bytes(c->op) + 1;
@@ -196,6 +206,16 @@ static void nr_blocking(MPI_Comm comm, int rank, int size, long seq)
     T_MPI(MPI_Allreduce(&mine, &sum, 1, MPI_INT64_T, MPI_SUM, comm));
     int64_t want = (int64_t)size * (size - 1) / 2 + (int64_t)size * seq;
     T_CHECK(sum == want, "blocking allreduce %ld between posts: %lld, expected %lld", seq, (long long)sum, (long long)want);
+    if (!nr_long) return;
+    /* -l 1: a long one too, which takes the parallel reduction. */
+    nr_call_t c = { .kind = NR_IALLREDUCE, .op = NR_SUM, .count = 16384, .seq = seq };
+    c.send = malloc((size_t)c.count * sizeof(int64_t));
+    c.recv = malloc((size_t)c.count * sizeof(int64_t));
+    nr_fill(NR_SUM, c.send, rank, seq, c.count);
+    T_MPI(MPI_Allreduce(c.send, c.recv, c.count, MPI_INT64_T, MPI_SUM, comm));
+    nr_check_reduction(&c, size, "blocking long allreduce");
+    free(c.send);
+    free(c.recv);
 }
 
 static void outstanding_rounds(tcomm_t *world, long rounds)
@@ -246,11 +266,11 @@ static void persistent(tcomm_t *world, long starts)
 {
     MPI_Comm comm = world->comm;
     int rank = world->rank, size = world->size;
-    const int count = 37;
+    const int count = nr_long ? 65536 : 37;
     nr_call_t all = { .kind = NR_IALLREDUCE, .op = NR_SUM, .count = count };
     nr_call_t red = { .kind = NR_IREDUCE, .op = NR_AFFINE, .count = count, .root = size - 1 };
-    int64_t all_send[37] = { 0 }, all_recv[37] = { 0 };
-    nr_affine_t red_send[37] = { { 0, 0 } }, red_recv[37] = { { 0, 0 } };
+    int64_t *all_send = calloc((size_t)count, sizeof *all_send), *all_recv = calloc((size_t)count, sizeof *all_recv);
+    nr_affine_t *red_send = calloc((size_t)count, sizeof *red_send), *red_recv = calloc((size_t)count, sizeof *red_recv);
     all.send = all_send; all.recv = all_recv;
     red.send = red_send; red.recv = red_recv;
     MPI_Request rq[2];
@@ -274,6 +294,10 @@ static void persistent(tcomm_t *world, long starts)
     }
     T_MPI(MPI_Request_free(&rq[0]));
     T_MPI(MPI_Request_free(&rq[1]));
+    free(all_send);
+    free(all_recv);
+    free(red_send);
+    free(red_recv);
 }
 
 /* Phase 4's op: a wrapping int sum, commutative, that is not MPI_SUM. */
@@ -368,6 +392,7 @@ int main(int argc, char **argv)
     long rounds = t_opt(argc, argv, "-r", 200);
     long starts = t_opt(argc, argv, "-n", 1000);
     long freed_starts = t_opt(argc, argv, "-f", 0);
+    nr_long = (int)t_opt(argc, argv, "-l", 0);
     T_MPI(MPI_Type_contiguous(2, MPI_UINT64_T, &nr_affine_type));
     T_MPI(MPI_Type_commit(&nr_affine_type));
     T_MPI(MPI_Op_create(nr_compose, 0, &nr_affine_op));

@@ -29,8 +29,8 @@ use coll_rdma_core::patterns::TreeStreamConfig;
 use coll_rdma_core::reduction::Reduction;
 use coll_rdma_core::schedule_queue::{Lane, Run, ScheduleQueue};
 
-use common::matrix::{matrix_product, read_matrix, write_matrix, MatrixProduct};
-use common::{word, WordSum, XorShift};
+use common::matrix::{random_words, serial_fold, MatrixProduct};
+use common::{WordSum, XorShift};
 
 /// A rank that has not finished its script by then takes it for a deadlock.
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -139,36 +139,12 @@ fn script(size: usize, seed: u64, calls: usize) -> Vec<Call> {
 /// Rank `rank`'s input to call `index` of communicator `comm`.
 fn input(comm: usize, index: usize, rank: usize, call: &Call) -> Vec<u8> {
     let mut rng = XorShift::new(((comm as u64) << 40) ^ ((index as u64) << 20) ^ rank as u64 ^ 0xA5A5);
-    let mut bytes = vec![0u8; call.len()];
-    for chunk in bytes.chunks_exact_mut(8) {
-        // Small matrices keep the products readable in a failure message.
-        let value = if call.op == OpKind::Matrix { rng.next() % 5 } else { rng.next() };
-        chunk.copy_from_slice(&value.to_le_bytes());
-    }
-    bytes
+    random_words(&mut rng, call.len(), call.op == OpKind::Matrix)
 }
 
-/// The serial left-to-right fold of every rank's input, never through
-/// `Reduction::combine`.
+/// The serial left-to-right fold of every rank's input.
 fn expected_fold(comm: usize, index: usize, size: usize, call: &Call) -> Vec<u8> {
-    let mut acc = input(comm, index, 0, call);
-    for rank in 1..size {
-        let next = input(comm, index, rank, call);
-        match call.op {
-            OpKind::Sum => {
-                for (a, n) in acc.chunks_exact_mut(8).zip(next.chunks_exact(8)) {
-                    a.copy_from_slice(&word(a).wrapping_add(word(n)).to_le_bytes());
-                }
-            }
-            OpKind::Matrix => {
-                for (a, n) in acc.chunks_exact_mut(32).zip(next.chunks_exact(32)) {
-                    let product = matrix_product(read_matrix(a), read_matrix(n));
-                    write_matrix(a, product);
-                }
-            }
-        }
-    }
-    acc
+    serial_fold(call.op == OpKind::Matrix, (0..size).map(|rank| input(comm, index, rank, call)))
 }
 
 /// One call's buffers on one rank.

@@ -6,16 +6,18 @@
 //! A call asks the blocking call's selector (`crate::select`), so the same
 //! shape takes the same decision: served here where the blocking call
 //! would take a path that has a run (the one-rank copy, the exchange, the
-//! tree), handed to the module underneath's non-blocking function with the
-//! reason where it would not (the parallel and ring reductions, a reduce
-//! through the two-level allreduce) or where the blocking call hands over
-//! too. Datatypes, ops, MPI_IN_PLACE and zero counts go through the
-//! blocking calls' translation (`reduction_call.rs`).
+//! tree, the parallel reduction), handed to the module underneath's
+//! non-blocking function with the reason where it would not (the ring
+//! reduction, the parallel reduction's read tree, a reduce through the
+//! two-level allreduce) or where the blocking call hands over too.
+//! Datatypes, ops, MPI_IN_PLACE and zero counts go through the blocking
+//! calls' translation (`reduction_call.rs`).
 //!
 //! A run reads and writes the application's buffers until its request
-//! completes (MPI forbids touching them before), and keeps the op and
-//! datatype retained, since MPI lets the application free both once the
-//! call is posted.
+//! completes (MPI forbids touching them before; the parallel reduction's
+//! peers read and write them too, through the addresses it announces),
+//! and keeps the op and datatype retained, since MPI lets the application
+//! free both once the call is posted.
 
 use std::ffi::{c_int, c_void};
 
@@ -33,6 +35,7 @@ use super::request::{new_request, Persistent, PersistentCall, RequestRef};
 use super::saved::ReductionCall;
 use super::saved_nonblocking::{Datatype, Info, Module, Op, Request};
 use super::datatype::ContiguousSpan;
+use crate::collectives::large_reduction::buffers::Gather;
 use crate::reduction::Reduction;
 use crate::schedule_queue::{Lane, Run};
 use crate::select::allreduce::{select as select_allreduce, AllreducePath};
@@ -308,15 +311,18 @@ impl Native<'_> {
             None => match select_allreduce(&shape, plan) {
                 Choice::HandOver(why) => return Err(why),
                 Choice::Native(AllreducePath::Empty) => return Ok(None),
-                Choice::Native(AllreducePath::Alone | AllreducePath::Exchange | AllreducePath::Tree) => Ok(()),
-                Choice::Native(AllreducePath::Parallel) => Err("the parallel reduction"),
+                Choice::Native(AllreducePath::Alone | AllreducePath::Exchange | AllreducePath::Tree | AllreducePath::Parallel) => Ok(()),
                 Choice::Native(AllreducePath::Ring) => Err("the ring reduction"),
             },
             Some(_) => match select_reduce(&shape, plan) {
                 Choice::HandOver(why) => return Err(why),
                 Choice::Native(ReducePath::Empty) => return Ok(None),
                 Choice::Native(ReducePath::Alone | ReducePath::Tree) => Ok(()),
-                Choice::Native(ReducePath::Parallel) => Err("the parallel reduction"),
+                Choice::Native(ReducePath::Parallel) => {
+                    let bytes = span.as_ref().map_or(0, |span| span.bytes);
+                    let read_tree = self.ready.reduce.parallel().takes_read_tree(bytes, Gather::Root(root_index), shape.commutative);
+                    if read_tree { Err("the parallel reduction's read tree") } else { Ok(()) }
+                }
                 Choice::Native(ReducePath::Ring) => Err("the ring reduction"),
                 Choice::Native(ReducePath::ThroughAllreduce) => Err("a reduce through the two-level allreduce"),
             },

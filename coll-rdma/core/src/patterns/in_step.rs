@@ -26,6 +26,12 @@ pub(crate) struct PeerStep<'a> {
 pub(crate) fn await_peer_step<T: PeerReads + ?Sized>(transport: &T, waits: Waits<'_>, at: &PeerStep<'_>) -> Result<(), TransportError> {
     let PeerStep { rank, peer, word, call, step } = *at;
     let seen = wait_for_peer_at_least(transport, peer, word, call, waits, || format!("rank {peer}'s {step} {call}, for rank {rank}"))?;
+    check_in_step(at, seen)
+}
+
+/// A peer's step word `seen` at least `at.call` must be `at.call`.
+pub(crate) fn check_in_step(at: &PeerStep<'_>, seen: u64) -> Result<(), TransportError> {
+    let PeerStep { rank, peer, call, step, .. } = *at;
     if seen != call {
         return Err(TransportError::Failed(format!(
             "rank {rank}: rank {peer} is at {step} {seen} while this rank is at {call}; the ranks are out of step"

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use btl_ibmc::{wait_at_least, Endpoint, TransportError, Waits, Windows};
+use btl_ibmc::{wait_at_least, wait_for_peer_at_least, Endpoint, PeerReads, TransportError, Waits, Windows};
 
 use crate::schedule::Step;
 
@@ -34,6 +34,23 @@ impl Meet<'_> {
                 Ok((value >= target).then_some(value))
             }
             Meet::Block(waits) => wait_at_least(transport, offset, target, waits, describe).map(Some),
+        }
+    }
+
+    /// `peer`'s word at `offset` once it is at least `target` (acquire),
+    /// as `local_at_least` for a word read out of a peer's window.
+    #[inline]
+    pub(crate) fn peer_at_least<T, D>(self, transport: &T, peer: usize, offset: usize, target: u64, describe: D) -> Result<Option<u64>, TransportError>
+    where
+        T: PeerReads + ?Sized,
+        D: Fn() -> String,
+    {
+        match self {
+            Meet::Poll => {
+                let value = transport.peer_flag(peer, offset)?;
+                Ok((value >= target).then_some(value))
+            }
+            Meet::Block(waits) => wait_for_peer_at_least(transport, peer, offset, target, waits, describe).map(Some),
         }
     }
 }

@@ -48,3 +48,35 @@ impl Reduction for MatrixProduct {
         }
     }
 }
+
+/// `len` bytes of little-endian words drawn from `rng`, for matrices (when
+/// `matrix`) small ones, which keep the products readable in a failure
+/// message.
+pub fn random_words(rng: &mut super::XorShift, len: usize, matrix: bool) -> Vec<u8> {
+    let mut bytes = vec![0u8; len];
+    for chunk in bytes.chunks_exact_mut(8) {
+        let value = if matrix { rng.next() % 5 } else { rng.next() };
+        chunk.copy_from_slice(&value.to_le_bytes());
+    }
+    bytes
+}
+
+/// The serial left-to-right fold of `inputs` (in rank order), never
+/// through `Reduction::combine`: the matrix product when `matrix`, else
+/// the wrapping word sum.
+pub fn serial_fold(matrix: bool, inputs: impl IntoIterator<Item = Vec<u8>>) -> Vec<u8> {
+    let mut inputs = inputs.into_iter();
+    let mut acc = inputs.next().unwrap_or_default();
+    for next in inputs {
+        if matrix {
+            for (a, n) in acc.chunks_exact_mut(32).zip(next.chunks_exact(32)) {
+                write_matrix(a, matrix_product(read_matrix(a), read_matrix(n)));
+            }
+        } else {
+            for (a, n) in acc.chunks_exact_mut(8).zip(next.chunks_exact(8)) {
+                a.copy_from_slice(&super::word(a).wrapping_add(super::word(n)).to_le_bytes());
+            }
+        }
+    }
+    acc
+}

@@ -76,9 +76,14 @@ use btl_ibmc::{PeerReads, SideProgress, TransportError, Waits, Windows};
 pub use config::{AllreduceConfig, EXCHANGE_LIMIT_BYTES, RANGE_TOP_BYTES};
 use exchange::{ExchangeCursor, ExchangeSlots};
 pub use run::AllreduceRun;
+
+/// An allreduce call's run: the window's (exchange or tree), or the
+/// parallel reduction's.
+pub type AllreduceStart<'a, R> = OrParallel<'a, AllreduceRun<'a, R>, R>;
 use run::{Path, TreeCursor};
 
 use crate::collectives::large_reduction::parallel::ParallelReduction;
+use crate::collectives::large_reduction::parallel_run::OrParallel;
 use crate::collectives::large_reduction::buffers::{Contribution, Gather, ReductionBuffers};
 use crate::patterns::meet::{Meet, StallClock};
 use crate::patterns::region::{RegionCursor, LINE};
@@ -444,40 +449,42 @@ impl Allreduce {
     /// `allreduce` does, advanced by `Schedule::advance`. Takes the call's
     /// epoch and sequence numbers now, so runs must be started in the
     /// communicator's post order and advanced one at a time in that order
-    /// (`schedule_queue`). The parallel reduction has no resumable form
-    /// yet: a length it would serve is refused (`Unsupported`), for the
-    /// caller to hand the call over.
+    /// (`schedule_queue`). A length the parallel reduction serves starts
+    /// its run, which reads and writes the buffers themselves.
     pub fn start<'a, T: PeerReads + ?Sized, R: Reduction>(
         &mut self,
         transport: &T,
         op: R,
         send: &'a [u8],
         recv: &'a mut [u8],
-    ) -> Result<AllreduceRun<'a, R>, TransportError> {
+    ) -> Result<AllreduceStart<'a, R>, TransportError> {
         check_message(&op, send, Some(recv.len()))?;
-        self.refuse_parallel(transport, send.len())?;
-        self.start_window(op, Contribution::Borrowed(send), recv)
+        if self.parallel.applies(transport, send.len()) {
+            return self.start_parallel(op, ReductionBuffers::Separate { send, recv });
+        }
+        self.start_window(op, Contribution::Borrowed(send), recv).map(OrParallel::Window)
     }
 
     /// `start` for MPI_IN_PLACE: `buffer` holds this rank's contribution
-    /// (copied now) and receives the result.
+    /// (copied now for the window's paths; the parallel reduction works in
+    /// the buffer itself) and receives the result.
     pub fn start_in_place<'a, T: PeerReads + ?Sized, R: Reduction>(
         &mut self,
         transport: &T,
         op: R,
         buffer: &'a mut [u8],
-    ) -> Result<AllreduceRun<'a, R>, TransportError> {
+    ) -> Result<AllreduceStart<'a, R>, TransportError> {
         check_message(&op, buffer, None)?;
-        self.refuse_parallel(transport, buffer.len())?;
+        if self.parallel.applies(transport, buffer.len()) {
+            return self.start_parallel(op, ReductionBuffers::InPlace(buffer));
+        }
         let contribution = Contribution::Copied(buffer.to_vec());
-        self.start_window(op, contribution, buffer)
+        self.start_window(op, contribution, buffer).map(OrParallel::Window)
     }
 
-    fn refuse_parallel<T: PeerReads + ?Sized>(&self, transport: &T, len: usize) -> Result<(), TransportError> {
-        if self.parallel.applies(transport, len) {
-            return Err(TransportError::Unsupported("a resumable parallel reduction (lengths from its threshold)"));
-        }
-        Ok(())
+    fn start_parallel<'a, R: Reduction>(&mut self, op: R, buffers: ReductionBuffers<'a>) -> Result<AllreduceStart<'a, R>, TransportError> {
+        let fault_timeout = self.config.tree.policy.fault_timeout;
+        self.parallel.start(op, Gather::All, buffers, fault_timeout).map(OrParallel::Parallel)
     }
 
     /// The resumable run of a call the window serves (exchange or tree),

@@ -7,5 +7,6 @@
 
 pub mod buffers;
 pub mod parallel;
+pub mod parallel_run;
 pub mod read_tree;
 pub mod ring;

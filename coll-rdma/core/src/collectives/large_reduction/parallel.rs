@@ -62,15 +62,22 @@
 //! Deadlock: the only waits are for announcements (every rank announces
 //! before it waits) and for done lines (every rank says done before it
 //! waits), so no wait depends on a step taken after some other wait.
+//!
+//! The steps are one state machine (`parallel_run::ParallelCall`): the
+//! blocking call resumes it once with every wait waiting, a non-blocking
+//! or persistent call polls it as a run (`ParallelRun`).
 
 use std::ops::Range;
 
 use btl_ibmc::{PeerReads, TransportError, Waits};
 
-use super::read_tree::{ReadTree, ReadTreeBuffers, TreeCall};
+use std::time::Duration;
+
 use super::buffers::{Gather, ReductionBuffers};
+use super::parallel_run::{ParallelCall, ParallelRun};
+use super::read_tree::{ReadTree, ReadTreeBuffers, TreeCall};
 use crate::patterns::done_lines::DoneLines;
-use crate::patterns::in_step::{await_peer_step, check_peer_length, PeerStep};
+use crate::patterns::meet::Meet;
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::scratch;
 use crate::patterns::segments::check_message;
@@ -94,17 +101,17 @@ pub const CHUNK_BYTES: usize = 512 * 1024;
 const ROOT_WEIGHT: u64 = 3;
 const OTHER_WEIGHT: u64 = 2;
 
-const INPUT_ADDRESS_WORD: usize = 0;
-const RESULT_ADDRESS_WORD: usize = 8;
-const LENGTH_WORD: usize = 16;
-const FLAG_WORD: usize = 24;
+pub(super) const INPUT_ADDRESS_WORD: usize = 0;
+pub(super) const RESULT_ADDRESS_WORD: usize = 8;
+pub(super) const LENGTH_WORD: usize = 16;
+pub(super) const FLAG_WORD: usize = 24;
 // Words 32-55 of the line are the read tree's (`read_tree`).
 
 /// The region, identical on every rank.
-#[derive(Debug)]
-struct ParallelRegion {
-    announcement: usize,
-    done: DoneLines,
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ParallelRegion {
+    pub announcement: usize,
+    pub done: DoneLines,
     end: usize,
 }
 
@@ -162,14 +169,14 @@ pub fn slice_of(rank: usize, size: usize, len: usize, element_size: usize, share
 /// Where a peer's input lies and where its result goes (0: it does not
 /// gather), as it announced them.
 #[derive(Clone, Copy, Debug, Default)]
-struct PeerBuffers {
-    input: u64,
-    result: u64,
+pub(super) struct PeerBuffers {
+    pub input: u64,
+    pub result: u64,
 }
 
 /// Buffers reused from call to call, each at most a chunk long.
 #[derive(Debug)]
-struct ChunkBuffers {
+pub(super) struct ChunkBuffers {
     /// Bytes folded at a time (`CHUNK_BYTES` unless set).
     chunk_bytes: usize,
     /// A peer's input chunk on its way into the fold.
@@ -298,7 +305,9 @@ impl ParallelReduction {
     /// only rank r's (the other ranks pass `recv` for their contribution
     /// only, and may pass an empty one). Every rank passes the same length
     /// (a multiple of the element size), operation and `gather`, and the
-    /// transport reads peer memory on every rank (agreed at setup).
+    /// transport reads peer memory on every rank (agreed at setup). The
+    /// same state machine as a run's (`parallel_run`), resumed once with
+    /// every wait waiting.
     pub fn reduce<T: PeerReads + ?Sized, R: Reduction + ?Sized>(
         &mut self,
         transport: &T,
@@ -307,110 +316,118 @@ impl ParallelReduction {
         gather: Gather,
         mut buffers: ReductionBuffers<'_>,
     ) -> Result<(), TransportError> {
-        let len = buffers.len();
-        if matches!(gather, Gather::Root(root) if root >= self.size) {
-            return Err(TransportError::Failed(format!("reduce root {gather:?} outside a communicator of {}", self.size)));
+        self.check_call(op, gather, &buffers)?;
+        if let Some(tree) = self.read_tree_for(buffers.len(), gather, op.is_commutative()) {
+            self.calls += 1;
+            self.read_tree_calls += 1;
+            let at = TreeCall {
+                tree,
+                call: self.calls,
+                announcement: self.region.announcement,
+                done: &self.region.done,
+                chunk_bytes: self.chunks.chunk_bytes,
+            };
+            return self.tree_buffers.reduce(transport, waits, op, &at, buffers);
         }
-        let gathers = match gather {
-            Gather::All => true,
-            Gather::Root(root) => root == self.rank,
-        };
-        match &buffers {
-            ReductionBuffers::Separate { send, recv } if gathers => check_message(op, send, Some(recv.len()))?,
-            ReductionBuffers::Separate { send, .. } => check_message(op, send, None)?,
-            ReductionBuffers::InPlace(buffer) => check_message(op, buffer, None)?,
+        let mut call = self.next_call(op, gather, &buffers);
+        call.resume(transport, op, &mut buffers, &mut self.peers, &mut self.chunks, Meet::Block(waits)).map(drop)
+    }
+
+    /// Starts one call as a resumable run (`parallel_run`): what `reduce`
+    /// does, advanced by `Schedule::advance`. Takes the call's number now,
+    /// so runs must be started in the communicator's post order and
+    /// advanced one at a time in that order, after every earlier call
+    /// (`schedule_queue`). A short reduce that the read tree would gather
+    /// has no run: it is refused (`Unsupported`, see `takes_read_tree`)
+    /// before it takes a number. A run stuck longer than `fault_timeout`
+    /// fails.
+    pub fn start<'a, R: Reduction>(
+        &mut self,
+        op: R,
+        gather: Gather,
+        buffers: ReductionBuffers<'a>,
+        fault_timeout: Option<Duration>,
+    ) -> Result<ParallelRun<'a, R>, TransportError> {
+        self.check_call(&op, gather, &buffers)?;
+        if self.takes_read_tree(buffers.len(), gather, op.is_commutative()) {
+            return Err(TransportError::Unsupported("a resumable read tree (short parallel reduces on 4 ranks or more)"));
         }
-        self.calls += 1;
-        let shares = match gather {
+        let call = self.next_call(&op, gather, &buffers);
+        Ok(ParallelRun::new(call, op, buffers, self.chunks.chunk_bytes, fault_timeout))
+    }
+
+    /// Whether a `len`-byte call that `applies` goes down the read tree,
+    /// which has no run. The same answer on every rank.
+    pub fn takes_read_tree(&self, len: usize, gather: Gather, commutative: bool) -> bool {
+        self.read_tree_for(len, gather, commutative).is_some()
+    }
+
+    fn read_tree_for(&self, len: usize, gather: Gather, commutative: bool) -> Option<ReadTree> {
+        match self.shares(len, gather) {
+            Shares::RootAlone(root) if ReadTree::serves(self.size, root, commutative) => Some(ReadTree::new(self.rank, self.size, root)),
+            _ => None,
+        }
+    }
+
+    fn shares(&self, len: usize, gather: Gather) -> Shares {
+        match gather {
             Gather::All => Shares::Equal { workers: self.workers },
             Gather::Root(root) if len < self.slices_min_bytes => Shares::RootAlone(root),
             Gather::Root(root) => Shares::RootWeighted { root, workers: self.workers },
-        };
-        if let Shares::RootAlone(root) = shares {
-            if ReadTree::serves(self.size, root, op.is_commutative()) {
-                self.read_tree_calls += 1;
-                let at = TreeCall {
-                    tree: ReadTree::new(self.rank, self.size, root),
-                    call: self.calls,
-                    announcement: self.region.announcement,
-                    done: &self.region.done,
-                    chunk_bytes: self.chunks.chunk_bytes,
-                };
-                return self.tree_buffers.reduce(transport, waits, op, &at, buffers);
-            }
+        }
+    }
+
+    fn check_call<R: Reduction + ?Sized>(&self, op: &R, gather: Gather, buffers: &ReductionBuffers<'_>) -> Result<(), TransportError> {
+        if matches!(gather, Gather::Root(root) if root >= self.size) {
+            return Err(TransportError::Failed(format!("reduce root {gather:?} outside a communicator of {}", self.size)));
+        }
+        match buffers {
+            ReductionBuffers::Separate { send, recv } if gathers(gather, self.rank) => check_message(op, send, Some(recv.len())),
+            ReductionBuffers::Separate { send, .. } => check_message(op, send, None),
+            ReductionBuffers::InPlace(buffer) => check_message(op, buffer, None),
+        }
+    }
+
+    /// The next call in slices (the read tree's calls aside), its number
+    /// taken.
+    fn next_call<R: Reduction + ?Sized>(&mut self, op: &R, gather: Gather, buffers: &ReductionBuffers<'_>) -> ParallelCall {
+        self.calls += 1;
+        let len = buffers.len();
+        let shares = self.shares(len, gather);
+        if let Shares::RootAlone(_) = shares {
             self.root_alone_calls += 1;
         }
         let mine = slice_of(self.rank, self.size, len, op.element_size(), shares);
-        let result_address = match &buffers {
-            ReductionBuffers::Separate { recv, .. } if gathers => address(recv),
-            ReductionBuffers::InPlace(buffer) if gathers => address(buffer),
-            _ => 0,
-        };
-        let input_address = address(buffers.input());
-        self.announce(transport, input_address, result_address, len as u64);
-        // A rank with nothing to reduce touches no peer's memory, so it
-        // needs no peer's addresses: it only waits until its own input has
-        // been read (the root checks that the ranks are in step).
-        if !mine.is_empty() {
-            self.await_announcements(transport, waits, len as u64)?;
-            let plan = FoldPlan::new(self.rank, self.size, op.is_commutative(), gathers && matches!(buffers, ReductionBuffers::InPlace(_)));
-            self.chunks.reduce_and_deliver(transport, op, &self.peers, self.rank, &plan, &mine, gathers, &mut buffers)?;
-        }
-        self.say_done(transport)?;
-        self.await_readers(transport, waits)
+        let gathers = gathers(gather, self.rank);
+        let in_place = gathers && matches!(buffers, ReductionBuffers::InPlace(_));
+        let plan = FoldPlan::new(self.rank, self.size, op.is_commutative(), in_place);
+        ParallelCall::new((self.rank, self.size), self.region, self.calls, mine, plan, gathers, buffers)
     }
+}
 
-    fn announce<T: PeerReads + ?Sized>(&self, transport: &T, input: u64, result: u64, len: u64) {
-        let line = self.region.announcement;
-        transport.set_local_flag(line + INPUT_ADDRESS_WORD, input);
-        transport.set_local_flag(line + RESULT_ADDRESS_WORD, result);
-        transport.set_local_flag(line + LENGTH_WORD, len);
-        // Release (every local flag store is): a peer that sees the call
-        // number sees the words above, and the buffers as the program
-        // wrote them before the call.
-        transport.set_local_flag(line + FLAG_WORD, self.calls);
-    }
-
-    /// Fills `peers` with every peer's announced buffers.
-    fn await_announcements<T: PeerReads + ?Sized>(&mut self, transport: &T, waits: Waits<'_>, len: u64) -> Result<(), TransportError> {
-        let line = self.region.announcement;
-        let call = self.calls;
-        for peer in (0..self.size).filter(|&peer| peer != self.rank) {
-            let step = PeerStep { rank: self.rank, peer, word: line + FLAG_WORD, call, step: "parallel reduction announcement" };
-            await_peer_step(transport, waits, &step)?;
-            check_peer_length(transport, self.rank, peer, line + LENGTH_WORD, len)?;
-            self.peers[peer] = PeerBuffers {
-                input: transport.peer_flag(peer, line + INPUT_ADDRESS_WORD)?,
-                result: transport.peer_flag(peer, line + RESULT_ADDRESS_WORD)?,
-            };
-        }
-        Ok(())
-    }
-
-    /// Tells every peer this rank will read and write nothing more of its
-    /// memory in this call.
-    fn say_done<T: PeerReads + ?Sized>(&self, transport: &T) -> Result<(), TransportError> {
-        for peer in (0..self.size).filter(|&peer| peer != self.rank) {
-            self.region.done.say_done(transport, peer, self.rank, self.calls)?;
-        }
-        Ok(())
-    }
-
-    fn await_readers<T: PeerReads + ?Sized>(&self, transport: &T, waits: Waits<'_>) -> Result<(), TransportError> {
-        self.region.done.await_readers(transport, self.rank, self.size, self.calls, waits, "parallel reduction")
+/// Whether `rank` ends with the result.
+fn gathers(gather: Gather, rank: usize) -> bool {
+    match gather {
+        Gather::All => true,
+        Gather::Root(root) => root == rank,
     }
 }
 
 impl ChunkBuffers {
-    fn new(chunk_bytes: usize) -> Self {
+    pub(super) fn new(chunk_bytes: usize) -> Self {
         ChunkBuffers { chunk_bytes, staging: Vec::new(), own_input: Vec::new(), outgoing: Vec::new() }
     }
 
-    /// Folds `rank`'s slice `mine` of every rank's input, chunk by chunk,
+    /// Bytes folded at a time for `element_size`-byte elements.
+    pub(super) fn chunk_len(&self, element_size: usize) -> usize {
+        (self.chunk_bytes / element_size).max(1) * element_size
+    }
+
+    /// Folds the part `mine` of `rank`'s slice of every rank's input, chunk by chunk,
     /// in the order `plan` gives, and writes each folded chunk into every
     /// gathering peer's result buffer (and into its own when `gathers`).
     #[allow(clippy::too_many_arguments)]
-    fn reduce_and_deliver<T: PeerReads + ?Sized, R: Reduction + ?Sized>(
+    pub(super) fn reduce_and_deliver<T: PeerReads + ?Sized, R: Reduction + ?Sized>(
         &mut self,
         transport: &T,
         op: &R,
@@ -421,8 +438,7 @@ impl ChunkBuffers {
         gathers: bool,
         buffers: &mut ReductionBuffers<'_>,
     ) -> Result<(), TransportError> {
-        let element_size = op.element_size();
-        let chunk_len = (self.chunk_bytes / element_size).max(1) * element_size;
+        let chunk_len = self.chunk_len(op.element_size());
         let staged_len = chunk_len.min(mine.len());
         // Where this rank's result goes: its own buffer when it gathers
         // (in place: the buffer that also holds its input).
@@ -503,7 +519,7 @@ enum Seed {
 /// When this rank's input is folded after the accumulator was overwritten
 /// in place, it must be set aside first (`own_set_aside`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct FoldPlan {
+pub(super) struct FoldPlan {
     seed: Seed,
     /// The other member of the innermost pair, folded first (none for a
     /// single rank); then every rank below the pair, downwards.
@@ -513,7 +529,7 @@ struct FoldPlan {
 }
 
 impl FoldPlan {
-    fn new(rank: usize, size: usize, commutative: bool, in_place: bool) -> Self {
+    pub(super) fn new(rank: usize, size: usize, commutative: bool, in_place: bool) -> Self {
         let last = size - 1;
         let below_pair = 0..last.saturating_sub(1);
         let (seed, pair_fold) = if size == 1 {
@@ -540,9 +556,6 @@ impl FoldPlan {
     }
 }
 
-fn address(bytes: &[u8]) -> u64 {
-    bytes.as_ptr() as usize as u64
-}
 
 #[cfg(test)]
 mod tests {

@@ -49,9 +49,13 @@ use std::sync::Arc;
 use btl_ibmc::{PeerReads, SideProgress, TransportError};
 
 pub use run::ReduceRun;
+
+/// A reduce call's run: the tree's, or the parallel reduction's.
+pub type ReduceStart<'a, R> = OrParallel<'a, ReduceRun<'a, R>, R>;
 use run::ReduceCursor;
 
 use crate::collectives::large_reduction::parallel::ParallelReduction;
+use crate::collectives::large_reduction::parallel_run::OrParallel;
 use crate::collectives::large_reduction::buffers::{Contribution, Gather, ReductionBuffers};
 use crate::patterns::meet::{Meet, StallClock};
 use crate::patterns::region::{RegionCursor, LINE};
@@ -301,8 +305,9 @@ impl Reduce {
     /// does, advanced by `Schedule::advance`. Takes the call's sequence
     /// numbers now, so runs must be started in the communicator's post
     /// order and advanced one at a time in that order (`schedule_queue`).
-    /// A length the parallel reduction would serve is refused
-    /// (`Unsupported`), for the caller to hand the call over.
+    /// A length the parallel reduction serves starts its run, which reads
+    /// and writes the buffers themselves (the read tree's short reduces
+    /// are refused: `ParallelReduction::takes_read_tree`).
     pub fn start<'a, T: PeerReads + ?Sized, R: Reduction>(
         &mut self,
         transport: &T,
@@ -310,11 +315,14 @@ impl Reduce {
         root: usize,
         send: &'a [u8],
         recv: Option<&'a mut [u8]>,
-    ) -> Result<ReduceRun<'a, R>, TransportError> {
+    ) -> Result<ReduceStart<'a, R>, TransportError> {
         let result = self.result_buffer(root, recv)?;
         check_message(&op, send, result.as_ref().map(|buffer| buffer.len()))?;
-        self.refuse_parallel(transport, send.len())?;
-        self.start_window(op, root, Contribution::Borrowed(send), result)
+        if self.parallel.applies(transport, send.len()) {
+            let buffers = ReductionBuffers::Separate { send, recv: result.unwrap_or_default() };
+            return self.start_parallel(op, root, buffers);
+        }
+        self.start_window(op, root, Contribution::Borrowed(send), result).map(OrParallel::Window)
     }
 
     /// `start` for MPI_IN_PLACE at the root: `buffer` holds the root's
@@ -325,14 +333,16 @@ impl Reduce {
         op: R,
         root: usize,
         buffer: &'a mut [u8],
-    ) -> Result<ReduceRun<'a, R>, TransportError> {
+    ) -> Result<ReduceStart<'a, R>, TransportError> {
         if root != self.rank {
             return Err(TransportError::Failed(format!("rank {} is not the root {root} of an in-place reduce", self.rank)));
         }
         check_message(&op, buffer, None)?;
-        self.refuse_parallel(transport, buffer.len())?;
+        if self.parallel.applies(transport, buffer.len()) {
+            return self.start_parallel(op, root, ReductionBuffers::InPlace(buffer));
+        }
         let contribution = Contribution::Copied(buffer.to_vec());
-        self.start_window(op, root, contribution, Some(buffer))
+        self.start_window(op, root, contribution, Some(buffer)).map(OrParallel::Window)
     }
 
     /// The root's buffer (required there), `None` elsewhere.
@@ -349,11 +359,9 @@ impl Reduce {
         }
     }
 
-    fn refuse_parallel<T: PeerReads + ?Sized>(&self, transport: &T, len: usize) -> Result<(), TransportError> {
-        if self.parallel.applies(transport, len) {
-            return Err(TransportError::Unsupported("a resumable parallel reduction (lengths from its threshold)"));
-        }
-        Ok(())
+    fn start_parallel<'a, R: Reduction>(&mut self, op: R, root: usize, buffers: ReductionBuffers<'a>) -> Result<ReduceStart<'a, R>, TransportError> {
+        let fault_timeout = self.config.policy.fault_timeout;
+        self.parallel.start(op, Gather::Root(root), buffers, fault_timeout).map(OrParallel::Parallel)
     }
 
     /// The resumable run of a call the tree serves, its numbers taken.
