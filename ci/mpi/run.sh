@@ -210,12 +210,12 @@ run_test() {
     CHECKS=()
 }
 
-# run_table TABLE: the cases the table TABLE (ci/mpi/cases/*.toml) describes,
-# run or listed here by the runner (ci/runner) with this suite's settings
-# and lists, their counts added to this suite's
+# run_table TABLE...: the cases the tables (ci/mpi/cases/*.toml) describe,
+# in order, run or listed here by one run of the runner (ci/runner) with
+# this suite's settings and lists, their counts added to this suite's
 one_a_line() { [ $# = 0 ] || [ -z "$*" ] || printf '%s\n' "$@"; }
 run_table() {
-    local table=$1 tally args=() status=0 passed failed skipped
+    local tables=("$@") tally args=() status=0 passed failed skipped
     [ "$LIST" = 1 ] && args+=(--list)
     [ "$LIST_DEPS" = 1 ] && args+=(--list-deps)
     [ "$MODE" = stock ] && args+=(--stock)
@@ -243,10 +243,10 @@ run_table() {
     "$MPI_RUNNER" --root "$ROOT" --bin "$BIN" --logdir "$LOGROOT" --ompi-major "$OMPI_MAJOR" \
         --component-path "$COMPONENT_PATH" --timeout "$TIMEOUT" --timeout-max-factor "$TIMEOUT_MAX_FACTOR" \
         --pids-file "$RUN_PIDS_FILE" --tally "$tally" --no-summary \
-        "${lists[@]}" "${args[@]}" "$table" || status=$?
+        "${lists[@]}" "${args[@]}" "${tables[@]}" || status=$?
     if [ "$status" -gt 1 ] || ! read -r passed failed skipped <"$tally"; then
         rm -f "$tally"
-        die "the case runner failed on ${table#"$ROOT"/} (status $status)"
+        die "the case runner failed on ${tables[*]#"$ROOT"/} (status $status)"
     fi
     PASSED=$((PASSED + passed)) FAILED=$((FAILED + failed)) SKIPPED=$((SKIPPED + skipped))
     # (the last name has no newline after it)

@@ -36,7 +36,8 @@
  *              signature: N MPI_INT vs 1 contiguous type of N ints vs
  *              MPI_Type_vector(N/2, 2, 3, MPI_INT) vs N/2 MPI_2INT vs N
  *              ints resized to an 8-byte extent; bytes vs a vector of every
- *              other byte; an empty datatype (count > 0, 0 bytes);
+ *              other byte (around one slot, several slots and, -B and -D
+ *              permitting, 1 MiB); an empty datatype (count > 0, 0 bytes);
  *   b2b:       -n back-to-back bcasts, root, size and communicator drawn
  *              from a random sequence every rank shares (most of them
  *              small, some several slots long);
@@ -60,7 +61,10 @@
  *          (default 3000), -B <0|1|2> (largest messages: 0 none above the
  *          small sizes, 1 up to 1 MiB, 2 also 64 MiB; default 2), -L <late
  *          receiver's sleep in ms> (default 200), -x <mixed iterations>
- *          (default 300), -E (a root whose bcasts fit in the window must
+ *          (default 300), -D <k> (with -B 1 or 2, the datatypes phase sends
+ *          1 MiB with every k-th pair only, the first included: default 1,
+ *          each; the Soft-RoCE guests, where every byte is emulated, send it
+ *          with 3 of the 13 pairs), -E (a root whose bcasts fit in the window must
  *          not wait for a late receiver: coll rdma's promise on shared
  *          memory; the ranks must share one machine).
  */
@@ -69,6 +73,8 @@
 #define GUARD 64
 
 static long slot = 4096, window = 64;
+/* the datatypes phase sends 1 MiB with every big_pair_every-th pair (-D) */
+static long big_pair_every = 1;
 
 /* ------------------------------------------------------------ the pattern */
 static inline uint64_t pat_word(uint64_t tag, uint64_t j)
@@ -346,7 +352,7 @@ static void phase_datatypes(bcomm_t *c, int big)
         size_t s = (size_t)slot;
         /* around one slot, several slots, 1 MiB; rounded to the unit */
         size_t sizes[] = {unit, s - 1, s, s + 1, 4 * s + 16, (size_t)MiB};
-        int nsizes = big >= 1 ? 6 : 5;
+        int nsizes = big >= 1 && p % (size_t)big_pair_every == 0 ? 6 : 5;
         for (int k = 0; k < nsizes; k++) {
             size_t bytes = sizes[k] / unit * unit;
             if (bytes == 0) bytes = unit;
@@ -583,6 +589,8 @@ int main(int argc, char **argv)
     int big = (int)t_opt(argc, argv, "-B", 2);
     long sleep_ms = t_opt(argc, argv, "-L", 200);
     long mixed = t_opt(argc, argv, "-x", 300);
+    big_pair_every = t_opt(argc, argv, "-D", 1);
+    if (big_pair_every < 1) big_pair_every = 1;
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "-E") == 0) expect_early = 1;
     const char *corrupt = getenv("CRTEST_SELFTEST_CORRUPT_BCAST");
@@ -595,7 +603,8 @@ int main(int argc, char **argv)
 
     if (t_wrank == 0)
         printf("info: slot size %ld, window %ld, bcast_max_bytes %lld, %ld back-to-back, "
-               "big level %d\n", slot, window, t_bc_max_bytes, iters, big);
+               "big level %d, 1 MiB datatype pairs 1 in %ld\n", slot, window, t_bc_max_bytes,
+               iters, big, big_pair_every);
 
     bcomm_t world, dup, half, rev, tail;
     world.t = t_world;
