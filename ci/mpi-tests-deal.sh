@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # Deals ci/mpi-tests.sh's cases to JOBS instances that run side by side
 # (ci/mpi-tests-jobs.sh), keeping every case in the same instance as the
-# cases it depends on.
+# cases it depends on, and the instances' expected seconds close.
 #
-# usage: ci/mpi-tests-deal.sh JOBS < cases     (cases: ci/mpi-tests.sh --list-deps)
+# usage: ci/mpi-tests-deal.sh JOBS [SECONDS] < cases
+#                             (cases: ci/mpi-tests.sh --list-deps)
+#        ci/mpi-tests-deal.sh --measure JOB_OUTPUT...
 #        ci/mpi-tests-deal.sh --self-test
 # Input: one case a line in the order ci/mpi-tests.sh runs them, its name,
 # then optionally a tab and the names (space-separated) of the cases it must
 # run after (a smaller-window-than: check reads their window size).
+# SECONDS: a table "NAME<tab>SECONDS" (# comments) of what each case took in
+# an earlier run (ci/mpi/case-seconds.tsv); a case it lacks weighs 2 s.
+# Without it every case weighs the same.
 # Output: "K<tab>NAME" for every case, K in 1..JOBS, in the input order.
+# --measure prints such a table from instances' output (job-K.out: one
+# "NAME PASS N.Ns" line per case).
 #
 # Invariants:
 # - every input case is dealt exactly once;
@@ -20,14 +27,25 @@
 #   select it too;
 # - a dependency listed after its dependent is an error (exit 2): it could
 #   never run first;
-# - groups (a case with its dependencies) go, in input order, to the instance
-#   with the fewest cases so far (the lowest K on a tie), so instances of
-#   singletons are dealt round-robin as before.
+# - groups (a case with its dependencies), heaviest first (input order
+#   among equals), go to the instance with the fewest seconds so far (the
+#   lowest K on a tie): the longest-processing-time rule, which keeps the
+#   last instance to finish within 4/3 of the best dealing's (Graham);
+#   groups of equal weight are dealt round-robin.
 set -uo pipefail
 
-deal() { # JOBS
-    awk -F'\t' -v jobs="$1" '
+deal() { # JOBS [SECONDS]
+    awk -F'\t' -v jobs="$1" -v seconds="${2:-}" '
         function root(x) { while (parent[x] != x) x = parent[x]; return x }
+        BEGIN {
+            if (seconds != "") {
+                while ((getline line < seconds) > 0) {
+                    if (line ~ /^#/ || line == "") continue
+                    split(line, f, "\t"); took[f[1]] = f[2] + 0
+                }
+                close(seconds)
+            }
+        }
         NF == 0 || $1 == "" { next }
         {
             name = $1
@@ -52,19 +70,33 @@ deal() { # JOBS
                     if (a != b) parent[a] = b
                 }
             }
-            for (k = 1; k <= jobs; k++) load[k] = 0
-            for (i = 1; i <= n; i++) size[root(order[i])]++
+            # the groups in input order (of their first case), with their weight
+            groups = 0
             for (i = 1; i <= n; i++) {
                 r = root(order[i])
-                if (!(r in job)) {
-                    best = 1
-                    for (k = 2; k <= jobs; k++) if (load[k] < load[best]) best = k
-                    job[r] = best; load[best] += size[r]
-                }
-                printf "%d\t%s\n", job[r], order[i]
+                if (!(r in weight)) { group[++groups] = r; weight[r] = 0 }
+                weight[r] += (seconds == "") ? 1 : ((order[i] in took) ? took[order[i]] : 2)
             }
+            # heaviest first, stable (insertion sort: some 200 groups)
+            for (i = 2; i <= groups; i++) {
+                g = group[i]
+                for (j = i - 1; j >= 1 && weight[group[j]] < weight[g]; j--) group[j + 1] = group[j]
+                group[j + 1] = g
+            }
+            for (k = 1; k <= jobs; k++) load[k] = 0
+            for (i = 1; i <= groups; i++) {
+                best = 1
+                for (k = 2; k <= jobs; k++) if (load[k] < load[best]) best = k
+                job[group[i]] = best; load[best] += weight[group[i]]
+            }
+            for (i = 1; i <= n; i++) printf "%d\t%s\n", job[root(order[i])], order[i]
         }
     '
+}
+
+# measure JOB_OUTPUT...: "NAME<tab>SECONDS" of every passed case with a time
+measure() {
+    awk '{ for (i = 2; i < NF; i++) if ($i == "PASS" && $(i + 1) ~ /^[0-9.]+s$/) { t = $(i + 1); sub(/s$/, "", t); print $(i - 1) "\t" t; break } }' "$@" | sort
 }
 
 self_test() {
@@ -92,13 +124,31 @@ self_test() {
     check "a dependency left out by --only is ignored" [ "$(paste -sd, <<<"$out")" = $'1\tp,2\tq' ]
     out=$(printf 'a\nb\n' | deal 5)
     check "more instances than cases leaves some empty" [ "$(cut -f1 <<<"$out" | paste -sd,)" = "1,2" ]
+    # weights: the 30 s case alone in one instance, the five 5 s ones in
+    # the other (by count, round-robin, it would be 30+5+5 against 10)
+    local table
+    table=$(mktemp)
+    printf '# a comment\nh\t30\nq1\t5\nq2\t5\nq3\t5\nq4\t5\nq5\t5\n' >"$table"
+    out=$(printf 'q1\nh\nq2\nq3\nq4\nq5\n' | deal 2 "$table")
+    check "the heaviest case is dealt first, the others balance it" \
+        [ "$(awk -F'\t' '$2 == "h" { h = $1 } $2 != "h" { print ($1 == h) }' <<<"$out" | sort -u)" = 0 ]
+    check "weighted: every case dealt once, in input order" [ "$(cut -f2 <<<"$out" | paste -sd,)" = "q1,h,q2,q3,q4,q5" ]
+    out=$(printf 'q1\nnew\tq1\nh\n' | deal 2 "$table")
+    check "a group weighs the sum of its cases, an unknown case 2 s (7 s vs 30 s)" \
+        [ "$(awk -F'\t' '{ k[$2] = $1 } END { print (k["q1"] == k["new"] && k["q1"] != k["h"]) }' <<<"$out")" = 1 ]
+    printf 'np2-bcast                                    PASS     2.0s\n[1/2] radix-7-np8    PASS     1.6s  (note)\nx  FAIL  1.0s\n' >"$table"
+    check "--measure reads NAME PASS N.Ns lines, prefixed or not" \
+        [ "$(measure "$table" | paste -sd,)" = $'np2-bcast\t2.0,radix-7-np8\t1.6' ]
+    rm -f "$table"
     echo "mpi-tests-deal self-test: $passed passed, $failed failed"
     [ "$failed" = 0 ]
 }
 
 case ${1:-} in
     --self-test) self_test ;;
+    --measure) shift; measure "$@" ;;
     [1-9]*) [[ $1 =~ ^[1-9][0-9]*$ ]] || { echo "mpi-tests-deal: JOBS must be a positive number, not '$1'" >&2; exit 2; }
-            deal "$1" ;;
-    *) echo "usage: ci/mpi-tests-deal.sh JOBS < cases | --self-test" >&2; exit 2 ;;
+            [ -z "${2:-}" ] || [ -r "$2" ] || { echo "mpi-tests-deal: cannot read the seconds table '$2'" >&2; exit 2; }
+            deal "$1" "${2:-}" ;;
+    *) echo "usage: ci/mpi-tests-deal.sh JOBS [SECONDS] < cases | --measure JOB_OUTPUT... | --self-test" >&2; exit 2 ;;
 esac

@@ -23,6 +23,10 @@
 #   of exact names;
 # - a case runs in the same instance as the cases its checks compare with
 #   (smaller-window-than:), after them (ci/mpi-tests-deal.sh);
+# - the instances get about equal shares of the seconds the cases took in
+#   an earlier run (MPI_TESTS_CASE_SECONDS, default ci/mpi/case-seconds.tsv;
+#   the Open MPI 5 run has its own): dealt by count, one instance of the
+#   fresh-clone check took 438 s while the other ended after 318 s;
 # - the programs are compiled once, before any instance starts (they would
 #   race to write the same files in build/tests/);
 # - each instance has its own log directory, MPI_TESTS_LOGDIR/job-K
@@ -87,7 +91,7 @@ fi
 total=$(wc -l <<<"$names")
 [ "$JOBS" -le "$total" ] || JOBS=$total
 
-dealt=$(bash "$ROOT/ci/mpi-tests-deal.sh" "$JOBS" <<<"$cases") || exit 2
+dealt=$(bash "$ROOT/ci/mpi-tests-deal.sh" "$JOBS" "${MPI_TESTS_CASE_SECONDS:-$ROOT/ci/mpi/case-seconds.tsv}" <<<"$cases") || exit 2
 # fewer groups than instances leave the last ones empty (the dealing fills
 # the lowest numbers first)
 JOBS=$(cut -f1 <<<"$dealt" | sort -n | tail -n 1)

@@ -44,7 +44,8 @@ echo "== MPI tests (Open MPI 5)"
 selection=$(bash ci/ompi5/cases-on-5.sh "$@") || exit 2
 only=()
 [ -z "$selection" ] || mapfile -t only <<<"$selection"
-MPI_TESTS_BUILD_DIR=$OUT MPI_TESTS_LOGDIR=${MPI_TESTS_LOGDIR:-$OUT/mpi-tests} bash ci/mpi-tests-jobs.sh "${only[@]}" "$@"
+MPI_TESTS_CASE_SECONDS=$ROOT/ci/ompi5/case-seconds.tsv \
+    MPI_TESTS_BUILD_DIR=$OUT MPI_TESTS_LOGDIR=${MPI_TESTS_LOGDIR:-$OUT/mpi-tests} bash ci/mpi-tests-jobs.sh "${only[@]}" "$@"
 # fbcast uses the public MPI API only: built against Open MPI 5's mpicc and
 # tested with coll rdma (the stock mode runs on the host's Open MPI 4.1)
 echo "== cargo build --release -p coll-rdma-fbcast, fbcast tests (Open MPI 5, coll rdma)"

@@ -99,7 +99,7 @@ fi
 # glibc fills freed memory (and keeps no per-thread cache of it), so that a
 # use of memory PMIx freed at the previous session's end crashes every time,
 # not only when something happened to reuse it.
-# A run that outlives SESSIONS_TIMEOUT has every rank's stack taken (gdb)
+# A run that outlives its limit (sessions_limit, below) has every rank's stack taken (gdb)
 # before it is ended, into LOGS/NAME.timeout-N.stacks. It fails at once when
 # a stack has a frame of ours (coll rdma or its transports), when the log
 # shows a crash ("received signal") or a wrong result, or when the stacks
@@ -186,17 +186,19 @@ run_sessions() {
     local attempt status ok job waited stacks p log=$LOGS/$name.log timeouts=0 refusals=0 where=
     local events=$LOGS/$name.events
     rm -f "$LOGS/$name".timeout-* "$LOGS/$name".refused-*
+    local limit
     for attempt in 1 2 3; do
+        limit=$(sessions_limit)
         # coll rdma's events (docs/events.md), afresh for each attempt: it
         # never writes into a file that exists
         rm -rf "$events"; mkdir -p "$events"
         # the outer timeout only backs up the watch below
-        HOME=$HOME_DIR timeout -k 5 "$((SESSIONS_TIMEOUT + 60))" bash -c '[ "$1" = - ] || . "$1"; shift; exec "$@"' _ "$env_file" \
+        HOME=$HOME_DIR timeout -k 5 "$((limit + 60))" bash -c '[ "$1" = - ] || . "$1"; shift; exec "$@"' _ "$env_file" \
             mpirun -np "$np" "${over[@]}" --mca btl self,tcp --mca btl_tcp_if_include lo "${POISON_FREED[@]}" \
             --mca coll_rdma_verbose 1 --mca coll_rdma_events_file "$events/rank-%r.jsonl" \
             "${options[@]}" "$BIN/sessions" -r "$@" >"$log" 2>&1 &
         job=$! waited=0
-        while kill -0 "$job" 2>/dev/null && [ "$waited" -lt "$SESSIONS_TIMEOUT" ]; do sleep 1; waited=$((waited + 1)); done
+        while kill -0 "$job" 2>/dev/null && [ "$waited" -lt "$limit" ]; do sleep 1; waited=$((waited + 1)); done
         if ! kill -0 "$job" 2>/dev/null; then
             wait "$job"; status=$?
             if [ "$status" != 0 ] && [ "$attempt" -lt 3 ] && tcp_btl_failed "$log"; then
@@ -218,7 +220,7 @@ run_sessions() {
         timeouts=$((timeouts + 1))
         where=$(where_ranks_wait "$log" "$stacks")
         if [ "$readable" != 0 ]; then
-            fail "$name" "timed out after ${SESSIONS_TIMEOUT} s and the ranks' stacks could not be read ($stacks); not run again"
+            fail "$name" "timed out after ${limit} s and the ranks' stacks could not be read ($stacks); not run again"
             return
         fi
         # a rank waiting inside coll rdma for a peer that is itself still
@@ -226,17 +228,17 @@ run_sessions() {
         local ours_on_stack=0
         has_our_frame "$stacks" && ours_on_stack=1
         if [ "$ours_on_stack" = 1 ] && ! a_rank_hangs_in_ompi_init "$stacks"; then
-            fail "$name" "timed out after ${SESSIONS_TIMEOUT} s with coll rdma on a stack ($stacks): $where"
+            fail "$name" "timed out after ${limit} s with coll rdma on a stack ($stacks): $where"
             grep -E '^(#| )' "$stacks" | grep -E "$OURS" | head -n 5 | sed 's/^/    /'
             return
         fi
         if grep -qE 'received signal|sessions: FAIL' "$log"; then
-            fail "$name" "timed out after ${SESSIONS_TIMEOUT} s after a crash or a wrong result"
+            fail "$name" "timed out after ${limit} s after a crash or a wrong result"
             return
         fi
         local why="no coll rdma frame on any stack"
         [ "$ours_on_stack" = 1 ] && why="a rank still in Open MPI's initialisation, the others waiting for it"
-        echo "RETRY $name: attempt $attempt timed out after ${SESSIONS_TIMEOUT} s, $why: $where"
+        echo "RETRY $name: attempt $attempt timed out after ${limit} s, $why: $where"
     done
     ok=$(grep -c '^sessions: rank [0-9]* ok$' "$log")
     # served, not only claimed: coll rdma's own tallies (its comm_freed
@@ -269,7 +271,17 @@ run_sessions() {
         pass "$name$retried"
     fi
 }
-SESSIONS_TIMEOUT=${SESSIONS_TIMEOUT:-60}
+# sessions_limit: the seconds a sessions run may take before its stacks are
+# read: SESSIONS_TIMEOUT if set, else 20 (an unhung run takes about 1 s)
+# times the load per core when the run starts (1 to 6), as ci/mpi-tests.sh
+# scales its limits. Open MPI 5.0.7's own hang between sessions, retried
+# above, costs the limit each time it comes: a fixed 60 s made it a minute
+# of the fresh-clone check.
+sessions_limit() {
+    if [ -n "${SESSIONS_TIMEOUT:-}" ]; then echo "$SESSIONS_TIMEOUT"; return; fi
+    awk -v load="$(cut -d' ' -f1 /proc/loadavg)" -v cores="$(nproc)" \
+        'BEGIN { f = load / cores; if (f < 1) f = 1; if (f > 6) f = 6; printf "%d\n", 20 * f + 0.5 }'
+}
 # the form that crashed, at 2 to 4 ranks
 for np in 2 3 4; do
     run_sessions "sessions-mca-path-np$np" "$np" - --mca mca_base_component_path "SYS_DEFAULT:$COMPDIR"

@@ -5,8 +5,8 @@
 //! limit the watcher marks the run as timed out (DIR/timed-out), records
 //! what its processes were doing (DIR/hung.txt, by watch.sh's
 //! record_hung_job: states, kernel stacks, gdb's user stacks) and ends it;
-//! a launcher still there TEST_LAUNCHER_GRACE seconds after every rank
-//! exited is recorded and ended the same way and the run judged on its
+//! a launcher still there TEST_LAUNCHER_GRACE seconds (or the case's
+//! launcher_grace_seconds) after every rank exited is recorded and ended the same way and the run judged on its
 //! ranks' statuses (DIR/launcher-outlived-ranks); timeout(1), later, is the
 //! backstop.
 
@@ -104,8 +104,9 @@ impl Launcher {
         (self.timeout as f64 * factor + 0.5) as u64
     }
 
-    /// Runs CMD (from `command`) with its output in DIR/mpirun.log, watched.
-    pub fn run(&self, dir: &Path, run_id: &str, np: u32, cmd: &[String]) -> std::io::Result<Ended> {
+    /// Runs CMD (from `command`) with its output in DIR/mpirun.log, watched;
+    /// GRACE, if given, in place of TEST_LAUNCHER_GRACE.
+    pub fn run(&self, dir: &Path, run_id: &str, np: u32, cmd: &[String], grace: Option<u64>) -> std::io::Result<Ended> {
         let limit = self.load_scaled_timeout();
         let log = std::fs::File::create(dir.join("mpirun.log"))?;
         let start = Instant::now();
@@ -116,7 +117,9 @@ impl Launcher {
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()?;
-        let grace = std::env::var("TEST_LAUNCHER_GRACE").ok().and_then(|g| g.parse().ok()).unwrap_or(20u64);
+        let grace = grace
+            .or_else(|| std::env::var("TEST_LAUNCHER_GRACE").ok().and_then(|g| g.parse().ok()))
+            .unwrap_or(20u64);
         let mut exited_since: Option<Instant> = None;
         let mut launcher_note = None;
         let mut ended_by_watcher = false;

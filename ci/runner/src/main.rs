@@ -276,7 +276,7 @@ fn run_case(options: &Options, case: &Case, windows: &mut BTreeMap<String, u64>)
         launch::RanksRun { launch_wrapper: &launch_wrapper, wrapper: &run_wrapper, program: &case.program, args: &args };
     cmd.extend(options.launcher.command(&dir, &id, case.np, &opts, &ranks_run));
     std::fs::write(dir.join("command"), cmd.join(" ") + "\n")?;
-    let ended = options.launcher.run(&dir, &id, case.np, &cmd)?;
+    let ended = options.launcher.run(&dir, &id, case.np, &cmd, case.launcher_grace_seconds)?;
 
     let ranks = verdict::rank_dirs(&dir);
     let all_log = verdict::all_output(&dir, &ranks);

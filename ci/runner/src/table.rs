@@ -24,6 +24,7 @@
 //! needs_component = true        # optional: left out (not even listed) with --stock
 //! launch_wrapper = ["sh", "-c", "..."]  # optional: each rank, before the output capture
 //! teardown = 'rm -f "$CASE_DIR/x"'    # optional: bash runs it once the run is judged
+//! launcher_grace_seconds = 5    # optional: in place of TEST_LAUNCHER_GRACE (20)
 //! expect_transport = "shm udp"  # optional: the transports served calls may report
 //! multi_rank_checks = ["@UDP_PROTECTED"]  # optional: more checks, only where np > 1
 //! ```
@@ -93,6 +94,9 @@ pub struct Case {
     /// A bash script run once the run is judged (and before its logs go),
     /// with CASE_DIR: what the case leaves that the runner does not clear.
     pub teardown: Option<String>,
+    /// Seconds mpirun may outlive all its ranks before it is ended, in
+    /// place of TEST_LAUNCHER_GRACE (ci/runner/src/launch.rs).
+    pub launcher_grace_seconds: Option<u64>,
     /// The transports the served calls may report, in place of the caller's.
     pub expect_transport: Option<String>,
     /// Skipped, saying why, unless this shell condition holds when the case's
@@ -135,6 +139,7 @@ const CASE_KEYS: &[&str] = &[
     "needs_component",
     "launch_wrapper",
     "teardown",
+    "launcher_grace_seconds",
     "expect_transport",
     "skip_unless",
     "setup",
@@ -317,6 +322,16 @@ fn one_case(
                 .ok_or(format!("{label}: needs_free_memory_gib must be a number of GiB"))?,
         ),
     };
+    let launcher_grace_seconds = match entry.get("launcher_grace_seconds") {
+        None => None,
+        Some(seconds) => Some(
+            seconds
+                .as_integer()
+                .and_then(|s| u64::try_from(s).ok())
+                .filter(|s| *s > 0)
+                .ok_or(format!("{label}: launcher_grace_seconds must be a number of seconds above 0"))?,
+        ),
+    };
     let skip_unless = match entry.get("skip_unless") {
         None => None,
         Some(condition) => {
@@ -344,6 +359,7 @@ fn one_case(
         mpirun_wrapper: list("mpirun_wrapper")?,
         launch_wrapper: list("launch_wrapper")?,
         teardown: entry.get("teardown").map(|_| text("teardown")).transpose()?,
+        launcher_grace_seconds,
         expect_transport: entry.get("expect_transport").map(|_| text("expect_transport")).transpose()?,
         needs_component: match entry.get("needs_component") {
             None => false,
@@ -429,6 +445,9 @@ mod tests {
         assert_eq!(cases[0].needs_free_memory_gib, None);
         let huge = parse("t", &format!("{text}needs_free_memory_gib = 8\n"), &Lists::new(), &Vars::new()).unwrap();
         assert_eq!(huge[0].needs_free_memory_gib, Some(8));
+        assert_eq!(cases[0].launcher_grace_seconds, None);
+        let graced = parse("t", &format!("{text}launcher_grace_seconds = 5\n"), &Lists::new(), &Vars::new()).unwrap();
+        assert_eq!(graced[0].launcher_grace_seconds, Some(5));
         assert_eq!((cases[0].np, cases[0].expect), (3, Expect::Refused));
         assert!(cases[0].mpirun.is_empty() && cases[0].args.is_empty() && cases[0].checks.is_empty());
         assert!(cases[0].run_wrapper.is_empty() && cases[0].skip_unless.is_none());
@@ -570,6 +589,7 @@ mod tests {
             (format!("[[case]]\n{base}[[case]]\n{base}"), "two cases are named 'c'"),
             (format!("[[case]]\n{base}each = []\n"), "'each' is empty"),
             (format!("[[case]]\n{base}needs_free_memory_gib = -1\n"), "needs_free_memory_gib"),
+            (format!("[[case]]\n{base}launcher_grace_seconds = 0\n"), "launcher_grace_seconds"),
             (format!("[[case]]\n{base}skip_unless = \"true\"\n"), "skip_unless must be"),
             (format!("[[case]]\n{base}needs_component = 1\n"), "needs_component must be"),
             (format!("[[case]]\n{base}skip_unless = {{ sh = \"true\" }}\n"), "skip_unless needs 'why'"),
