@@ -57,6 +57,47 @@ fn sealed_frames_open_only_whole_and_under_their_key() {
     }
 }
 
+/// A body opened into a buffer of its own (a multicast payload queued
+/// for the caller) is the body sealed, whatever the buffer held before
+/// (a recycled one, longer or shorter); a frame that fails to open, by a
+/// flipped bit anywhere, a cut or another key, leaves the buffer empty:
+/// neither the forged body, decrypted or not, nor what it held before.
+#[test]
+fn a_body_opened_into_a_buffer_is_the_sealed_body_or_nothing() {
+    let body = b"a bcast piece opened into the buffer it is queued in, forty-nine";
+    for (cipher, protection) in sealed_kinds() {
+        let kind = (cipher, protection);
+        let ours = FrameSealer::new(protection, cipher, &[1; KEY_BYTES], 3);
+        let theirs = FrameSealer::new(protection, cipher, &[2; KEY_BYTES], 3);
+        let sealed = frame(&ours, 3, body, true);
+        let counter = u64::from_le_bytes(sealed[4..12].try_into().expect("8 bytes"));
+        let previous_holdings = [Vec::new(), vec![0xAB; 7], vec![0xCD; body.len()], vec![0xEF; 3 * body.len()]];
+        for held in previous_holdings {
+            let mut buffer = held.clone();
+            let opened = ours.open_body_into(&mut sealed.clone(), HEADER, 3, counter, &mut buffer);
+            assert_eq!(opened, Ok(sealed.len() - TAG_BYTES), "{kind:?}");
+            assert_eq!(buffer, body, "{kind:?}: opened into a buffer of {} bytes", held.len());
+
+            for bit in 0..sealed.len() * 8 {
+                let (mut flipped, mut buffer) = (sealed.clone(), held.clone());
+                flipped[bit / 8] ^= 1 << (bit % 8);
+                let counter_read = u64::from_le_bytes(flipped[4..12].try_into().expect("8 bytes"));
+                assert_eq!(ours.open_body_into(&mut flipped, HEADER, 3, counter_read, &mut buffer), Err(Unauthenticated), "{kind:?}: bit {bit}");
+                assert!(buffer.is_empty(), "{kind:?}: bit {bit} flipped left {} bytes in the buffer", buffer.len());
+            }
+            for cut in [1, TAG_BYTES, sealed.len() - HEADER, sealed.len()] {
+                let mut buffer = held.clone();
+                let mut short = sealed[..sealed.len() - cut].to_vec();
+                assert_eq!(ours.open_body_into(&mut short, HEADER, 3, counter, &mut buffer), Err(Unauthenticated), "{kind:?}: {cut} cut");
+                assert!(buffer.is_empty(), "{kind:?}: a frame cut by {cut} left bytes in the buffer");
+            }
+            let mut buffer = held.clone();
+            assert_eq!(theirs.open_body_into(&mut sealed.clone(), HEADER, 3, counter, &mut buffer), Err(Unauthenticated), "{kind:?}");
+            assert!(buffer.is_empty(), "{kind:?}: another key's frame left bytes in the buffer");
+        }
+    }
+}
+
 #[test]
 fn a_frame_opens_only_as_the_sender_and_counter_it_was_sealed_for() {
     for (cipher, protection) in sealed_kinds() {

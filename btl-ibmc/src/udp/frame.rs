@@ -81,6 +81,14 @@ pub(crate) fn claimed_sender(bytes: &[u8]) -> Option<u32> {
     Some(u32_at(bytes, 16))
 }
 
+/// Whether a frame of at least a header says it is a multicast frame:
+/// read before it is opened, only to choose where its body is opened
+/// into (the kind is sealed with the header, so a frame that lies about
+/// it fails to open).
+pub(crate) fn says_multicast(bytes: &[u8]) -> bool {
+    bytes[3] == MULTICAST
+}
+
 /// The communicator a frame of at least a header names.
 pub(crate) fn communicator(bytes: &[u8]) -> u32 {
     u32_at(bytes, 4)

@@ -23,15 +23,16 @@ impl MulticastInbox {
         MulticastInbox { queue: VecDeque::new(), bytes: 0, limit }
     }
 
-    /// Queues `payload` from `sender`; false (and nothing queued) when it
-    /// would pass the limit.
-    pub(crate) fn push(&mut self, sender: usize, payload: &[u8]) -> bool {
+    /// Queues `payload` from `sender` (in a buffer of its own, so that it
+    /// is not copied); false, with nothing queued, when it would pass the
+    /// limit.
+    pub(crate) fn push(&mut self, sender: usize, payload: Vec<u8>) -> bool {
         let cost = payload.len() + ENTRY_OVERHEAD;
         if self.bytes + cost > self.limit {
             return false;
         }
         self.bytes += cost;
-        self.queue.push_back((sender, payload.to_vec()));
+        self.queue.push_back((sender, payload));
         true
     }
 
@@ -54,12 +55,12 @@ mod tests {
     fn the_queue_is_bounded_by_bytes_and_popping_makes_room() {
         let mut inbox = MulticastInbox::new(3 * (1000 + ENTRY_OVERHEAD));
         for sender in 0..3 {
-            assert!(inbox.push(sender, &[sender as u8; 1000]));
+            assert!(inbox.push(sender, vec![sender as u8; 1000]));
         }
-        assert!(!inbox.push(9, &[9; 1000]), "a fourth 1000-byte datagram fits a limit of three");
-        assert!(!inbox.push(9, &[]), "even an empty one costs its entry");
+        assert!(!inbox.push(9, vec![9; 1000]), "a fourth 1000-byte datagram fits a limit of three");
+        assert!(!inbox.push(9, Vec::new()), "even an empty one costs its entry");
         assert_eq!(inbox.pop(), Some((0, vec![0; 1000])));
-        assert!(inbox.push(3, &[3; 1000]));
+        assert!(inbox.push(3, vec![3; 1000]));
         let rest: Vec<usize> = std::iter::from_fn(|| inbox.pop()).map(|(sender, payload)| {
             assert_eq!(payload, vec![sender as u8; 1000]);
             sender
@@ -68,7 +69,7 @@ mod tests {
         assert!(inbox.is_empty() && inbox.bytes == 0);
         // Small datagrams: the limit is on bytes, not on a count.
         let mut small = MulticastInbox::new(MOST_QUEUED_MULTICAST_BYTES);
-        let fitted = std::iter::repeat_with(|| small.push(0, &[1; 8])).take_while(|&fitted| fitted).count();
+        let fitted = std::iter::repeat_with(|| small.push(0, vec![1; 8])).take_while(|&fitted| fitted).count();
         assert_eq!(fitted, MOST_QUEUED_MULTICAST_BYTES / (8 + ENTRY_OVERHEAD));
     }
 }
