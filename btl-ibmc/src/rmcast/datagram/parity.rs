@@ -15,14 +15,17 @@
 //!   block: what it holds is bounded by the window plus one block;
 //! * a gap inside a protected block is not NACKed while its parity may
 //!   still rebuild it (`withholds`); once it cannot (a later block's
-//!   parity came, or the block's parity ran out) it is NACKed at once,
-//!   and the leaf's NACK timer repeats anything still missing at its RTO
-//!   as before, so a block whose parity is lost whole still gets repaired.
+//!   parity came, the block's parity ran out, or nothing of the block
+//!   came for the leaf's NACK retry interval: `give_up_quiet`, so a block
+//!   whose last parity is lost while the root waits for window room is
+//!   not left to the collector's timer) it is NACKed at once, and the
+//!   leaf's NACK timer repeats it as any other NACK.
 //!
 //! Shards are pieces padded with zeros to an even length (the code works
 //! on 16-bit symbols); a parity frame carries one shard.
 
 use std::ops::Range;
+use std::time::{Duration, Instant};
 
 use crate::rmcast::wire::{PIECE_HEADER_BYTES, ParityHeader, PieceHeader, Protection, encode_parity, encode_protected_piece};
 
@@ -143,11 +146,13 @@ struct Block {
     highest: Option<u8>,
     /// Past hope of a rebuild (or refused one): NACKed, and not withheld.
     given_up: bool,
+    /// When a piece or parity of it last arrived.
+    last_heard: Instant,
 }
 
 impl Block {
-    fn new(geometry: Geometry) -> Self {
-        Block { geometry, crc: None, shards: vec![None; usize::from(geometry.protection.parity)], highest: None, given_up: false }
+    fn new(geometry: Geometry, now: Instant) -> Self {
+        Block { geometry, crc: None, shards: vec![None; usize::from(geometry.protection.parity)], highest: None, given_up: false, last_heard: now }
     }
 
     fn parity_held(&self) -> usize {
@@ -201,12 +206,27 @@ impl ParityBlocks {
 
     /// A protected piece arrived: its block becomes known, so a gap in it
     /// waits for the parity.
-    pub(crate) fn note_piece(&mut self, header: &PieceHeader, protection: Protection) {
-        if let Some(geometry) = Geometry::of_piece(header, protection, self.piece_bytes)
-            && !self.blocks.iter().any(|block| block.geometry.first_seq == geometry.first_seq)
-        {
-            self.blocks.push(Block::new(geometry));
+    pub(crate) fn note_piece(&mut self, header: &PieceHeader, protection: Protection, now: Instant) {
+        let Some(geometry) = Geometry::of_piece(header, protection, self.piece_bytes) else {
+            return;
+        };
+        match self.blocks.iter_mut().find(|block| block.geometry.first_seq == geometry.first_seq) {
+            Some(block) => block.last_heard = now,
+            None => self.blocks.push(Block::new(geometry, now)),
         }
+    }
+
+    /// Gives up the blocks still withheld of which nothing came for
+    /// `patience`, returning those that miss a piece, to NACK.
+    pub(crate) fn give_up_quiet<'a>(&mut self, now: Instant, patience: Duration, held: impl Fn(u64) -> Option<&'a [u8]>) -> Vec<Range<u64>> {
+        let mut quiet = Vec::new();
+        for block in self.blocks.iter_mut().filter(|block| !block.given_up && now.saturating_duration_since(block.last_heard) >= patience) {
+            block.given_up = true;
+            if block.geometry.seqs().any(|seq| held(seq).is_none()) {
+                quiet.push(block.geometry.seqs());
+            }
+        }
+        quiet
     }
 
     /// Whether a NACK for piece `seq` should wait: its block's parity may
@@ -224,11 +244,13 @@ impl ParityBlocks {
     /// `window` (pieces below its start have all arrived); `held(seq)`
     /// gives a data piece's payload if the stream holds it. Rebuilds what
     /// it can.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn take<'a>(
         &mut self,
         header: &ParityHeader,
         shard: &[u8],
         window: Range<u64>,
+        now: Instant,
         held: impl Fn(u64) -> Option<&'a [u8]>,
         work: &mut ParityWork,
     ) -> ParityOutcome {
@@ -255,11 +277,12 @@ impl ParityBlocks {
         let at = match self.blocks.iter().position(|block| block.geometry.first_seq == geometry.first_seq) {
             Some(at) => at,
             None => {
-                self.blocks.push(Block::new(geometry));
+                self.blocks.push(Block::new(geometry, now));
                 self.blocks.len() - 1
             }
         };
         let block = &mut self.blocks[at];
+        block.last_heard = now;
         if block.geometry != geometry || block.crc.is_some_and(|crc| crc != header.crc) {
             return ParityOutcome::Refused(format!("parity for pieces {:?} that disagrees with its block", geometry.seqs()));
         }
@@ -376,13 +399,13 @@ mod tests {
         let held_frames: Vec<Option<&Vec<u8>>> = data.iter().enumerate().map(|(index, frame)| (!lost.contains(&(100 + index as u64))).then_some(frame)).collect();
         for frame in held_frames.iter().flatten() {
             let Ok(Frame::Piece(header, _)) = decode(frame, NONCE) else { unreachable!() };
-            blocks.note_piece(&header, protection);
+            blocks.note_piece(&header, protection, Instant::now());
         }
         let held = |seq: u64| held_frames.get(seq.checked_sub(100)? as usize).copied().flatten().map(|frame| &frame[PIECE_HEADER_BYTES..]);
         let mut work = ParityWork::default();
         for (_, frame) in parity.iter().enumerate().filter(|(index, _)| !parity_lost.contains(index)) {
             let (header, shard) = parity_header(frame);
-            assert_eq!(blocks.take(&header, shard, 100..10_000, held, &mut work), ParityOutcome::Kept);
+            assert_eq!(blocks.take(&header, shard, 100..10_000, Instant::now(), held, &mut work), ParityOutcome::Kept);
         }
         (bytes, data, work)
     }
@@ -415,6 +438,24 @@ mod tests {
     }
 
     #[test]
+    fn a_withheld_block_of_which_nothing_comes_is_given_up_after_the_patience() {
+        let protection = Protection { block_pieces: 4, parity: 2 };
+        let (_, data, _) = message(36, protection);
+        let start = Instant::now();
+        let mut blocks = ParityBlocks::new(0, NONCE, PIECE);
+        let held = |seq: u64| (seq != 101).then(|| &data[(seq - 100) as usize][PIECE_HEADER_BYTES..]);
+        for seq in [100, 102, 103] {
+            let Ok(Frame::Piece(header, _)) = decode(&data[seq - 100], NONCE) else { unreachable!() };
+            blocks.note_piece(&header, protection, start);
+        }
+        assert!(blocks.withholds(101));
+        let patience = Duration::from_millis(5);
+        assert!(blocks.give_up_quiet(start + Duration::from_millis(4), patience, held).is_empty());
+        assert_eq!(blocks.give_up_quiet(start + patience, patience, held), vec![100..104]);
+        assert!(!blocks.withholds(101) && blocks.give_up_quiet(start + patience * 2, patience, held).is_empty(), "given up once");
+    }
+
+    #[test]
     fn a_corrupt_parity_shard_is_refused_by_the_crc_and_nothing_is_rebuilt() {
         let protection = Protection { block_pieces: 4, parity: 2 };
         let (_, data, parity) = message(36, protection);
@@ -422,20 +463,20 @@ mod tests {
         let held = |seq: u64| (seq != 101).then(|| &data[(seq - 100) as usize][PIECE_HEADER_BYTES..]);
         for frame in data.iter().filter(|frame| held(decode(frame, NONCE).map(|f| if let Frame::Piece(h, _) = f { h.seq } else { 0 }).unwrap()).is_some()) {
             let Ok(Frame::Piece(header, _)) = decode(frame, NONCE) else { unreachable!() };
-            blocks.note_piece(&header, protection);
+            blocks.note_piece(&header, protection, Instant::now());
         }
         let mut corrupt = parity[0].clone();
         corrupt[PIECE_HEADER_BYTES + 3] ^= 0x40;
         let (header, shard) = parity_header(&corrupt);
         let mut work = ParityWork::default();
-        assert_eq!(blocks.take(&header, shard, 100..200, held, &mut work), ParityOutcome::Kept);
+        assert_eq!(blocks.take(&header, shard, 100..200, Instant::now(), held, &mut work), ParityOutcome::Kept);
         assert!(work.rebuilt.is_empty(), "a corrupt shard rebuilt {:?}", work.rebuilt);
         assert_eq!((work.corrupt, work.hopeless.clone()), (1, vec![100..104]));
         assert!(!blocks.withholds(101), "a refused block is NACKed, not withheld");
         // A parity frame whose CRC disagrees with the block's first is refused.
         let (header, shard) = parity_header(&parity[1]);
         let forged = ParityHeader { crc: header.crc ^ 1, ..header };
-        assert!(matches!(blocks.take(&forged, shard, 100..200, held, &mut ParityWork::default()), ParityOutcome::Refused(_)));
+        assert!(matches!(blocks.take(&forged, shard, 100..200, Instant::now(), held, &mut ParityWork::default()), ParityOutcome::Refused(_)));
     }
 
     #[test]
@@ -445,20 +486,20 @@ mod tests {
         let none = |_seq: u64| None;
         let mut blocks = ParityBlocks::new(0, NONCE, PIECE);
         let (header, shard) = parity_header(&parity[2]);
-        assert!(matches!(blocks.take(&header, shard, 100..105, none, &mut ParityWork::default()), ParityOutcome::Refused(_)), "beyond the window");
-        assert!(matches!(blocks.take(&header, &shard[1..], 100..200, none, &mut ParityWork::default()), ParityOutcome::Refused(_)), "short shard");
+        assert!(matches!(blocks.take(&header, shard, 100..105, Instant::now(), none, &mut ParityWork::default()), ParityOutcome::Refused(_)), "beyond the window");
+        assert!(matches!(blocks.take(&header, &shard[1..], 100..200, Instant::now(), none, &mut ParityWork::default()), ParityOutcome::Refused(_)), "short shard");
         let odd = ParityHeader { first_piece: 3, ..header };
-        assert!(matches!(blocks.take(&odd, shard, 100..200, none, &mut ParityWork::default()), ParityOutcome::Refused(_)), "not a block start");
+        assert!(matches!(blocks.take(&odd, shard, 100..200, Instant::now(), none, &mut ParityWork::default()), ParityOutcome::Refused(_)), "not a block start");
         assert_eq!(blocks.blocks_held(), 0);
         for frame in &data {
             let Ok(Frame::Piece(header, _)) = decode(frame, NONCE) else { unreachable!() };
-            blocks.note_piece(&header, protection);
+            blocks.note_piece(&header, protection, Instant::now());
         }
         assert_eq!(blocks.blocks_held(), 3);
         assert!(blocks.withholds(105) && !blocks.withholds(110));
         blocks.forget_below(108);
         assert_eq!(blocks.blocks_held(), 1, "complete blocks are dropped");
-        assert_eq!(blocks.take(&header, shard, 110..200, none, &mut ParityWork::default()), ParityOutcome::Kept, "stale parity");
+        assert_eq!(blocks.take(&header, shard, 110..200, Instant::now(), none, &mut ParityWork::default()), ParityOutcome::Kept, "stale parity");
         assert_eq!(blocks.blocks_held(), 0);
     }
 }

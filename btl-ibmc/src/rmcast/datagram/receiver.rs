@@ -190,7 +190,7 @@ impl Receiver {
                 stats.forwarded += 1;
             }
         }
-        self.parity.note_piece(&header, protection_of(frame));
+        self.parity.note_piece(&header, protection_of(frame), now);
         while self.ring.holds(self.contiguous) {
             self.contiguous += 1;
         }
@@ -260,12 +260,20 @@ impl Receiver {
         let mut work = ParityWork::default();
         let ring = &self.ring;
         let held = |seq: u64| ring.frame(seq).map(|frame| &frame[PIECE_HEADER_BYTES..]);
-        if let ParityOutcome::Refused(why) = self.parity.take(header, shard, window, held, &mut work) {
+        if let ParityOutcome::Refused(why) = self.parity.take(header, shard, window, now, held, &mut work) {
             return Ok(Err(why));
         }
-        stats.parity_blocks_given_up += work.hopeless.len() as u64;
         stats.parity_blocks_corrupt += work.corrupt;
-        for block in work.hopeless {
+        self.nack_given_up(transport, work.hopeless, now, stats)?;
+        Ok(Ok(work.rebuilt))
+    }
+
+    /// A leaf NACKs at once the blocks its parity can no longer rebuild,
+    /// and its timer repeats those NACKs like its own.
+    fn nack_given_up<T: ReliableChannel + ?Sized>(&mut self, transport: &T, blocks: Vec<std::ops::Range<u64>>, now: Instant, stats: &mut RmcastStats) -> Result<(), TransportError> {
+        stats.parity_blocks_given_up += blocks.len() as u64;
+
+        for block in blocks {
             let range = block.start.max(self.contiguous)..block.end;
             if range.is_empty() || !matches!(self.duty, Duty::Leaf { nack: Some(_), .. }) {
                 continue;
@@ -276,7 +284,7 @@ impl Receiver {
                 nack.sent_outside(range, now);
             }
         }
-        Ok(Ok(work.rebuilt))
+        Ok(())
     }
 
     /// The frame of the next piece to deliver, once it has arrived.
@@ -310,6 +318,14 @@ impl Receiver {
                     publish(transport, self.ack_to, count, stats)?;
                 }
                 if let Some(nack) = nack.as_mut() {
+                    let ring = &self.ring;
+                    let quiet = self.parity.give_up_quiet(now, nack.retry_interval(), |seq| ring.frame(seq));
+                    // Only what is known lost: the rest of a quiet block
+                    // may not have been sent yet (the root waits for room).
+                    let arrived_below = self.arrived_below;
+                    let quiet = quiet.into_iter().map(|block| block.start..block.end.min(arrived_below)).collect();
+                    self.nack_given_up(transport, quiet, now, stats)?;
+                    let Duty::Leaf { nack: Some(nack), .. } = &mut self.duty else { unreachable!() };
                     let step = nack.when_due(self.contiguous, now);
                     stats.longest_nack_repeat_micros = stats.longest_nack_repeat_micros.max(micros(nack.longest_repeat_wait()));
                     self.take_nack_step(transport, step, stats)?;

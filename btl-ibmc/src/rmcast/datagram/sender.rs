@@ -190,7 +190,7 @@ impl Sender {
             return Ok(false);
         }
         let resent = stats.retransmissions - resent_before;
-        let protected = self.ring.frame(repairs.start).is_some_and(|frame| protection_of(frame).is_some());
+        let protected = self.parity_in_force > 0 && self.ring.frame(repairs.start).is_some_and(|frame| protection_of(frame).is_some());
         self.lost_reported += resent + if protected && resent > 0 { self.parity_in_force } else { 0 };
         if self.multicast_repairs {
             for seq in repairs {
