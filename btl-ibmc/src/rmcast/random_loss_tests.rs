@@ -87,7 +87,7 @@ fn isolated_random_losses_do_not_shrink_the_window_below_a_message() {
         per_call(total.retransmissions),
         per_call(total.repairs_multicast)
     );
-    // Parity (on by default) rebuilds most losses without a NACK.
+    // Parity, where on, rebuilds most losses without a NACK.
     assert!(
         total.nacks_sent + total.pieces_rebuilt >= CALLS as u64,
         "5 % loss over {CALLS} x {PIECES} pieces must cause NACKs or rebuilds: {total:?}"
