@@ -51,6 +51,16 @@ pub struct RmcastConfig {
     /// the forwards to the co-roots, so that a lost tail is repaired
     /// without the timeout (`repair`). 0 sends each piece once.
     pub tail_repeat: usize,
+    /// Datagram transports: forward error correction. Each block of a
+    /// message's data pieces is followed by parity pieces of a
+    /// Reed-Solomon code, as many as the loss the root sees calls for
+    /// (`repair::parity_plan`), at most this percentage of the block's data
+    /// pieces; none while no loss is seen. 0 turns parity off.
+    pub parity_percent: u32,
+    /// The loss per datagram and receiver the root assumes at least when
+    /// it sets the parity (0: only the loss it sees). For a network known
+    /// to be lossy, and for tests that need parity from the first bcast.
+    pub parity_assumed_loss: f64,
     pub wait: WaitPolicy,
     /// A wait that lasts this long fails with an error instead of going
     /// on. `None` waits for ever, warning at the policy's intervals (MPI
@@ -220,6 +230,12 @@ pub const DEFAULT_REPEAT_DOUBLINGS: u32 = 2;
 /// doubling then stops at the RTO ceiling, as before issue 36).
 pub const MAX_REPEAT_DOUBLINGS: u32 = 16;
 
+/// `RmcastConfig::parity_percent` by default: off until measured over udp
+/// (issue 36; docs/rmcast-tail.md, "Parity"). 25 (at most a quarter of a
+/// block; 5 % loss at 3 receivers calls for 8 parity pieces per 47,
+/// `repair::parity_plan`) is what the fabric tests run.
+pub const DEFAULT_PARITY_PERCENT: u32 = 0;
+
 /// Retransmission timeouts double while a receiver stays silent, up to this
 /// many times the configured timeout.
 pub(crate) const BACKOFF_LIMIT: u32 = 64;
@@ -241,6 +257,8 @@ impl Default for RmcastConfig {
             nack_retry_floor: Some(DEFAULT_NACK_RETRY_FLOOR),
             nack_retry_doublings: MAX_REPEAT_DOUBLINGS,
             tail_repeat: DEFAULT_TAIL_REPEAT,
+            parity_percent: DEFAULT_PARITY_PERCENT,
+            parity_assumed_loss: 0.0,
             wait: WaitPolicy::default(),
             give_up_after: None,
             congestion: CongestionConfig::default(),
@@ -261,6 +279,12 @@ impl RmcastConfig {
             if value == 0 {
                 return Err(format!("{name} must be at least 1"));
             }
+        }
+        if self.parity_percent > 100 {
+            return Err(format!("parity is at most 100 % of a block, not {} %", self.parity_percent));
+        }
+        if !(0.0..=1.0).contains(&self.parity_assumed_loss) {
+            return Err(format!("the assumed loss must be a share between 0 and 1, not {}", self.parity_assumed_loss));
         }
         if self.timeout.is_zero() {
             return Err("the retransmission timeout must be positive".to_string());

@@ -62,10 +62,12 @@ mod random_loss_tests;
 #[cfg(test)]
 mod nack_retry_tests;
 #[cfg(test)]
+mod parity_tests;
+#[cfg(test)]
 mod loss_bench;
 
 pub use config::{
-    CongestionConfig, CongestionMode, DEFAULT_LOSS_TOLERANCE_PERCENT, DEFAULT_REPEAT_DOUBLINGS, DEFAULT_TAIL_REPEAT, MAX_REPEAT_DOUBLINGS, RmcastConfig,
+    CongestionConfig, CongestionMode, DEFAULT_LOSS_TOLERANCE_PERCENT, DEFAULT_PARITY_PERCENT, DEFAULT_REPEAT_DOUBLINGS, DEFAULT_TAIL_REPEAT, MAX_REPEAT_DOUBLINGS, RmcastConfig,
 };
 pub use groups::{Groups, Member, Role};
 pub use region::region_len;

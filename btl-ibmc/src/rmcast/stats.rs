@@ -72,6 +72,15 @@ pub struct RmcastStats {
     pub repairs_multicast: u64,
     /// Second multicasts of a message's last pieces (`RmcastConfig::tail_repeat`).
     pub tail_repeats: u64,
+    /// Forward error correction (`repair::parity_plan`): parity pieces a
+    /// root multicast, data pieces a receiver rebuilt from parity, blocks
+    /// whose parity could not rebuild them (NACKed instead), of which
+    /// refused by the CRC check, and parity frames refused outright.
+    pub parity_sent: u64,
+    pub pieces_rebuilt: u64,
+    pub parity_blocks_given_up: u64,
+    pub parity_blocks_corrupt: u64,
+    pub parity_refused: u64,
 }
 
 /// `duration` in whole microseconds, saturating, for the gauges above.
@@ -113,6 +122,11 @@ impl RmcastStats {
             longest_timeout_resend_micros: total.longest_timeout_resend_micros.max(one.longest_timeout_resend_micros),
             repairs_multicast: total.repairs_multicast + one.repairs_multicast,
             tail_repeats: total.tail_repeats + one.tail_repeats,
+            parity_sent: total.parity_sent + one.parity_sent,
+            pieces_rebuilt: total.pieces_rebuilt + one.pieces_rebuilt,
+            parity_blocks_given_up: total.parity_blocks_given_up + one.parity_blocks_given_up,
+            parity_blocks_corrupt: total.parity_blocks_corrupt + one.parity_blocks_corrupt,
+            parity_refused: total.parity_refused + one.parity_refused,
         })
     }
 }

@@ -87,6 +87,11 @@ impl Collector {
         self.floor
     }
 
+    /// Members that are leaves: those that NACK to this collector.
+    pub(crate) fn leaf_members(&self) -> usize {
+        self.watched.iter().filter(|watched| !watched.member.is_co_root).count()
+    }
+
     /// The highest piece count congestion control lets the root have sent.
     pub(crate) fn send_limit(&self) -> u64 {
         self.control.as_ref().map_or(u64::MAX, |control| control.send_limit())

@@ -6,6 +6,7 @@
 
 mod collector;
 mod nack;
+mod parity;
 mod receiver;
 mod ring;
 mod sender;
@@ -18,9 +19,9 @@ use sender::Sender;
 
 use super::config::RmcastConfig;
 use super::region::DatagramRegion;
-use super::repair::repeated;
+use super::repair::{ParityPlan, repeated};
 use super::stats::RmcastStats;
-use super::wire::{Frame, PIECE_HEADER_BYTES, decode};
+use super::wire::{Frame, PARITY_HEADER_BYTES, PIECE_HEADER_BYTES, Protection, decode};
 use super::{pieces, pieces_mut, protocol_error};
 use crate::transport::{Datagrams, ReliableChannel, TransportError, Windows};
 
@@ -53,6 +54,8 @@ pub(crate) struct DatagramFlavour {
     congestion: bool,
     region: DatagramRegion,
     piece_bytes: usize,
+    /// Whether a parity frame (a shard of a padded piece) fits a datagram.
+    parity_fits: bool,
     sender: Option<Sender>,
     /// Indexed by root; made when the root's first piece or call comes.
     /// Each holds counts only (tens of bytes, O(members) at a co-root);
@@ -86,6 +89,7 @@ impl DatagramFlavour {
             rejection_reported: false,
             region: DatagramRegion::new(region_offset, size, &config),
             piece_bytes: config.fragment_bytes.min(room),
+            parity_fits: PARITY_HEADER_BYTES + parity::shard_bytes(config.fragment_bytes.min(room)) <= max_datagram,
             config,
             congestion,
             sender: None,
@@ -109,8 +113,8 @@ impl DatagramFlavour {
     }
 
     fn receiver_and_rings(&mut self, root: usize) -> (&mut Receiver, &mut RingPool) {
-        let (me, size, nonce, config, congestion, region) = (self.me, self.size, self.nonce, &self.config, self.congestion, &self.region);
-        let receiver = self.receivers[root].get_or_insert_with(|| Receiver::new(me, root, size, nonce, config, congestion, region, Instant::now()));
+        let (me, size, nonce, config, congestion, region, piece_bytes) = (self.me, self.size, self.nonce, &self.config, self.congestion, &self.region, self.piece_bytes);
+        let receiver = self.receivers[root].get_or_insert_with(|| Receiver::new(me, root, size, nonce, config, congestion, region, piece_bytes, Instant::now()));
         (receiver, &mut self.rings)
     }
 
@@ -144,20 +148,45 @@ impl DatagramFlavour {
     }
 
     pub(crate) fn send<T: Windows + Datagrams + ReliableChannel + ?Sized>(&mut self, transport: &T, message: &[u8], stats: &mut RmcastStats) -> Result<(), TransportError> {
-        let count = message.len().div_ceil(self.piece_bytes);
+        let (count, piece_bytes) = (message.len().div_ceil(self.piece_bytes), self.piece_bytes);
         let tail_repeat = self.config.tail_repeat;
-        for (index, (offset, piece)) in pieces(message, self.piece_bytes).enumerate() {
+        let plan = self.plan_parity(count);
+        let protection = Protection { block_pieces: plan.block_pieces as u8, parity: plan.parity as u8 };
+        for (index, (offset, piece)) in pieces(message, piece_bytes).enumerate() {
             if !self.sender().has_credit() {
                 self.sender().flush(transport, stats)?;
                 self.wait_for_credit(transport, stats)?;
             }
             let sender = self.sender();
-            sender.queue(message.len(), offset, piece, repeated(index, count, tail_repeat), Instant::now());
+            sender.queue(message.len(), offset, piece, repeated(index, count, tail_repeat), protection, Instant::now());
+            if protection.is_some() && ((index + 1) % plan.block_pieces == 0 || index + 1 == count) {
+                let first = index - index % plan.block_pieces;
+                let block: Vec<&[u8]> = message[first * piece_bytes..(offset + piece.len())].chunks(piece_bytes).collect();
+                sender.queue_parity(protection, first as u32, message.len(), &block, piece_bytes)?;
+                // Out at once, before any piece of the next block: a
+                // receiver's slots of this block's delivered pieces are
+                // reused only by pieces W later (W >= a block), so they are
+                // still held when the parity comes to rebuild from them.
+                sender.flush(transport, stats)?;
+            }
             if sender.queued() >= MOST_QUEUED_PIECES {
                 sender.flush(transport, stats)?;
             }
         }
         self.sender().flush(transport, stats)
+    }
+
+    /// The parity for a message of `count` pieces: none where a parity
+    /// frame does not fit a datagram, the message has more pieces than
+    /// the frame can number, or a block would be wider than the window.
+    fn plan_parity(&mut self, count: usize) -> ParityPlan {
+        let (receivers, most_percent, assumed_loss) = (self.size - 1, self.config.parity_percent, self.config.parity_assumed_loss);
+        if !self.parity_fits || u32::try_from(count).is_err() {
+            return ParityPlan::NONE;
+        }
+        let plan = self.sender().plan_parity(count, receivers, most_percent, assumed_loss);
+        // A block wider than the window could not be rebuilt from slots.
+        if plan.parity > 0 && plan.block_pieces as u64 <= self.config.window() { plan } else { ParityPlan::NONE }
     }
 
     #[cold]
@@ -300,6 +329,26 @@ impl DatagramFlavour {
                     receiver.accept(transport, header, bytes, now, rings, stats)?
                 }
             }
+            (Frame::Parity(header, _), _) if header.root >= self.size || header.root == self.me => {
+                self.reject(arrival, format_args!("parity claims root {}", header.root), stats);
+            }
+            // Only the root multicasts its parity; nobody passes it on.
+            (Frame::Parity(header, _), Arrival::Multicast { sender }) if sender != header.root => {
+                self.reject(arrival, format_args!("parity of root {} multicast by rank {sender}", header.root), stats);
+            }
+            (Frame::Parity(header, _), Arrival::Reliable { .. }) => {
+                self.reject(arrival, format_args!("parity of root {} not multicast", header.root), stats);
+            }
+            (Frame::Parity(header, shard), Arrival::Multicast { .. }) => {
+                let taken = self.receiver(header.root).take_parity(transport, &header, shard, now, stats)?;
+                match taken {
+                    Ok(rebuilt) => self.take_rebuilt(transport, header.root, rebuilt, now, stats)?,
+                    Err(why) => {
+                        stats.parity_refused += 1;
+                        self.reject(arrival, format_args!("{why}"), stats);
+                    }
+                }
+            }
             (Frame::Nack { root, .. }, Arrival::Multicast { .. }) => {
                 self.reject(arrival, format_args!("NACK for root {root} not over the reliable channel"), stats);
             }
@@ -314,6 +363,29 @@ impl DatagramFlavour {
                 if !served {
                     self.reject(arrival, format_args!("NACK for root {root} from rank {asker}, which this rank does not collect for"), stats);
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes in pieces rebuilt from parity like multicast arrivals.
+    fn take_rebuilt<T: Windows + Datagrams + ReliableChannel + ?Sized>(
+        &mut self,
+        transport: &T,
+        root: usize,
+        rebuilt: Vec<Vec<u8>>,
+        now: Instant,
+        stats: &mut RmcastStats,
+    ) -> Result<(), TransportError> {
+        for frame in rebuilt {
+            let Ok(Frame::Piece(header, _)) = decode(&frame, self.nonce) else {
+                return Err(protocol_error(root, 0, "was rebuilt into a frame that is not a piece"));
+            };
+            if self.receiver(root).wants(transport, header.seq, stats) {
+                self.make_room_for(root);
+                let (receiver, rings) = self.receiver_and_rings(root);
+                receiver.accept(transport, header, &frame, now, rings, stats)?;
+                stats.pieces_rebuilt += 1;
             }
         }
         Ok(())

@@ -258,6 +258,26 @@ impl NackTimer {
         NackStep::Again(asked.range.start.max(contiguous)..asked.range.end)
     }
 
+    /// How long before a NACK is first repeated: the leaf's RTO, at least
+    /// the retry floor. A block withheld for its parity that hears nothing
+    /// this long is given up (`parity`).
+    pub(crate) fn retry_interval(&self) -> Duration {
+        self.rtt.rto().max(self.policy.retry_floor.unwrap_or(Duration::ZERO))
+    }
+
+    /// Forgets the NACK just decided (by `on_arrival` or `when_due`):
+    /// the leaf did not send it, since parity may still rebuild its
+    /// pieces (`parity`). It is neither repeated nor sampled.
+    pub(crate) fn withdraw_last(&mut self) {
+        self.asked.pop();
+    }
+
+    /// Records a NACK for `range` the leaf sent at `now` on its own (a
+    /// block its parity could not rebuild), to be repeated like any other.
+    pub(crate) fn sent_outside(&mut self, range: Range<u64>, now: Instant) {
+        self.asking(range, now);
+    }
+
     /// The longest a NACK waited before it was repeated.
     pub(crate) fn longest_repeat_wait(&self) -> Duration {
         self.longest_repeat_wait

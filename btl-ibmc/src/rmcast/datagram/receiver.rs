@@ -26,13 +26,14 @@ use std::time::Instant;
 
 use super::collector::{Collector, Held};
 use super::nack::{NackPolicy, NackStep, NackTimer};
+use super::parity::{ParityBlocks, ParityOutcome, ParityWork};
 use super::ring::{PieceRing, RingPool};
 use crate::rmcast::ack::LazyAck;
 use crate::rmcast::config::RmcastConfig;
 use crate::rmcast::groups::{Groups, Role};
 use crate::rmcast::region::DatagramRegion;
 use crate::rmcast::stats::{RmcastStats, micros};
-use crate::rmcast::wire::{PieceHeader, encode_nack};
+use crate::rmcast::wire::{PIECE_HEADER_BYTES, ParityHeader, PieceHeader, encode_nack, protection_of};
 use crate::transport::{ReliableChannel, TransportError, Windows};
 
 enum Duty {
@@ -59,6 +60,8 @@ pub(crate) struct Receiver {
     /// Where this rank's word lives: (rank whose window, offset).
     ack_to: (usize, usize),
     duty: Duty,
+    /// Protected blocks that still miss a piece (`parity`).
+    parity: ParityBlocks,
 }
 
 impl Receiver {
@@ -73,6 +76,7 @@ impl Receiver {
         config: &RmcastConfig,
         congestion: bool,
         region: &DatagramRegion,
+        piece_bytes: usize,
         now: Instant,
     ) -> Self {
         let groups = Groups::new(root, size, config.co_roots_for(size));
@@ -101,6 +105,7 @@ impl Receiver {
             ring: PieceRing::detached(config.window()),
             ack_to,
             duty,
+            parity: ParityBlocks::new(root, nonce, piece_bytes),
         }
     }
 
@@ -185,9 +190,11 @@ impl Receiver {
                 stats.forwarded += 1;
             }
         }
+        self.parity.note_piece(&header, protection_of(frame), now);
         while self.ring.holds(self.contiguous) {
             self.contiguous += 1;
         }
+        self.parity.forget_below(self.contiguous);
         if let Duty::Leaf { nack: Some(nack), .. } = &mut self.duty {
             let step = nack.on_arrival(seq, self.contiguous, now);
             self.take_nack_step(transport, step, stats)?;
@@ -195,15 +202,25 @@ impl Receiver {
         Ok(())
     }
 
-    fn take_nack_step<T: Windows + ReliableChannel + ?Sized>(&self, transport: &T, step: NackStep, stats: &mut RmcastStats) -> Result<(), TransportError> {
+    fn take_nack_step<T: Windows + ReliableChannel + ?Sized>(&mut self, transport: &T, step: NackStep, stats: &mut RmcastStats) -> Result<(), TransportError> {
         match step {
             NackStep::Nothing => {}
             NackStep::Send { range, waited_rtt_percent } => {
                 stats.nack_first_asks += 1;
                 stats.nack_wait_rtt_percent += waited_rtt_percent;
-                self.send_nacks(transport, range, stats)?;
+                // A gap that parity may still rebuild waits for it: if
+                // all of it does, the NACK is withdrawn from the timer
+                // (no repeat, no sample); a block given up is NACKed then.
+                let withheld = |seq: u64| self.parity.withholds(seq);
+                if range.clone().all(|seq| self.ring.holds(seq) || withheld(seq)) {
+                    if let Duty::Leaf { nack: Some(nack), .. } = &mut self.duty {
+                        nack.withdraw_last();
+                    }
+                } else {
+                    self.send_nacks(transport, range, withheld, stats)?;
+                }
             }
-            NackStep::Again(range) => stats.nacks_repeated += self.send_nacks(transport, range, stats)?,
+            NackStep::Again(range) => stats.nacks_repeated += self.send_nacks(transport, range, |_| false, stats)?,
             NackStep::Suppressed => stats.nacks_suppressed += 1,
         }
         Ok(())
@@ -211,13 +228,63 @@ impl Receiver {
 
     /// NACKs the pieces of `range` still missing, one message per run;
     /// returns how many messages that took.
-    fn send_nacks<T: ReliableChannel + ?Sized>(&self, transport: &T, range: std::ops::Range<u64>, stats: &mut RmcastStats) -> Result<u64, TransportError> {
-        let runs = missing_runs(range, MAX_NACK_RUNS, |seq| self.ring.holds(seq));
+    /// `withheld` pieces are left out.
+    fn send_nacks<T: ReliableChannel + ?Sized>(
+        &self,
+        transport: &T,
+        range: std::ops::Range<u64>,
+        withheld: impl Fn(u64) -> bool,
+        stats: &mut RmcastStats,
+    ) -> Result<u64, TransportError> {
+        let runs = missing_runs(range, MAX_NACK_RUNS, |seq| self.ring.holds(seq) || withheld(seq));
         for missing in &runs {
             transport.send_reliable(self.ack_to.0, &encode_nack(self.root, self.nonce, missing.start, missing.end))?;
             stats.nacks_sent += 1;
         }
         Ok(runs.len() as u64)
+    }
+
+    /// Takes in a parity frame of this root's (screened by the caller: the
+    /// root multicast it). Returns the pieces it rebuilt, as frames to take
+    /// in like arrivals, or why it was refused. A leaf NACKs at once the
+    /// blocks its parity can no longer rebuild.
+    pub(crate) fn take_parity<T: Windows + ReliableChannel + ?Sized>(
+        &mut self,
+        transport: &T,
+        header: &ParityHeader,
+        shard: &[u8],
+        now: Instant,
+        stats: &mut RmcastStats,
+    ) -> Result<Result<Vec<Vec<u8>>, String>, TransportError> {
+        let window = self.contiguous..self.base() + self.window;
+        let mut work = ParityWork::default();
+        let ring = &self.ring;
+        let held = |seq: u64| ring.frame(seq).map(|frame| &frame[PIECE_HEADER_BYTES..]);
+        if let ParityOutcome::Refused(why) = self.parity.take(header, shard, window, now, held, &mut work) {
+            return Ok(Err(why));
+        }
+        stats.parity_blocks_corrupt += work.corrupt;
+        self.nack_given_up(transport, work.hopeless, now, stats)?;
+        Ok(Ok(work.rebuilt))
+    }
+
+    /// A leaf NACKs at once the blocks its parity can no longer rebuild,
+    /// and its timer repeats those NACKs like its own.
+    fn nack_given_up<T: ReliableChannel + ?Sized>(&mut self, transport: &T, blocks: Vec<std::ops::Range<u64>>, now: Instant, stats: &mut RmcastStats) -> Result<(), TransportError> {
+        stats.parity_blocks_given_up += blocks.len() as u64;
+
+        for block in blocks {
+            let range = block.start.max(self.contiguous)..block.end;
+            if range.is_empty() || !matches!(self.duty, Duty::Leaf { nack: Some(_), .. }) {
+                continue;
+            }
+            if self.send_nacks(transport, range.clone(), |_| false, stats)? > 0
+                && let Duty::Leaf { nack: Some(nack), .. } = &mut self.duty
+            {
+                nack.sent_outside(range, now);
+            }
+        }
+        Ok(())
     }
 
     /// The frame of the next piece to deliver, once it has arrived.
@@ -251,6 +318,14 @@ impl Receiver {
                     publish(transport, self.ack_to, count, stats)?;
                 }
                 if let Some(nack) = nack.as_mut() {
+                    let ring = &self.ring;
+                    let quiet = self.parity.give_up_quiet(now, nack.retry_interval(), |seq| ring.frame(seq));
+                    // Only what is known lost: the rest of a quiet block
+                    // may not have been sent yet (the root waits for room).
+                    let arrived_below = self.arrived_below;
+                    let quiet = quiet.into_iter().map(|block| block.start..block.end.min(arrived_below)).collect();
+                    self.nack_given_up(transport, quiet, now, stats)?;
+                    let Duty::Leaf { nack: Some(nack), .. } = &mut self.duty else { unreachable!() };
                     let step = nack.when_due(self.contiguous, now);
                     stats.longest_nack_repeat_micros = stats.longest_nack_repeat_micros.max(micros(nack.longest_repeat_wait()));
                     self.take_nack_step(transport, step, stats)?;

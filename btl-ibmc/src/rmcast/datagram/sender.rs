@@ -8,17 +8,26 @@
 //! bounds its writer's slots from below, so every receiver still has a
 //! free slot for s: nothing sent can overrun a receiver. Congestion
 //! control may hold s back further (s < the acker's count + cwnd), never
-//! let it go earlier.
+//! let it go earlier. Parity pieces (`parity`) take no sequence number
+//! and no slot: receivers keep them outside their window of pieces, so
+//! they need no credit.
+//!
+//! The root's loss estimate (`repair::LossEstimate`), which sets the
+//! parity, counts the pieces its leaf members NACK per piece sent to
+//! them; a NACK of a protected block adds the block's parity count as
+//! well, since that member lost more than the parity.
 
 use std::time::Instant;
 
 use super::collector::{Collector, Held};
 use super::ring::PieceRing;
 use crate::rmcast::config::RmcastConfig;
+use crate::rmcast::repair::{LossEstimate, ParityPlan, parity_plan};
 use crate::rmcast::groups::Groups;
 use crate::rmcast::region::DatagramRegion;
 use crate::rmcast::stats::RmcastStats;
-use crate::rmcast::wire::{PieceHeader, encode_piece};
+use crate::rmcast::wire::{PieceHeader, Protection, encode_protected_piece, protection_of};
+use super::parity::encode_block;
 use crate::transport::{Datagrams, ReliableChannel, TransportError, Windows};
 
 pub(crate) struct Sender {
@@ -37,6 +46,14 @@ pub(crate) struct Sender {
     multicast_repairs: bool,
     /// Queued pieces to multicast a second time at the flush (`repair`).
     repeats: Vec<u64>,
+    /// Parity frames to multicast at the flush, after the pieces.
+    parity: Vec<Vec<u8>>,
+    loss: LossEstimate,
+    /// Since the last estimate: pieces sent, pieces reported lost.
+    pieces_since_estimate: u64,
+    lost_reported: u64,
+    /// Parity pieces per block of the last message.
+    parity_in_force: u64,
 }
 
 impl Sender {
@@ -54,6 +71,11 @@ impl Sender {
             forward_to: groups.forward_to(me),
             multicast_repairs: congestion,
             repeats: Vec::new(),
+            parity: Vec::new(),
+            loss: LossEstimate::default(),
+            pieces_since_estimate: 0,
+            lost_reported: 0,
+            parity_in_force: 0,
         }
     }
 
@@ -74,14 +96,37 @@ impl Sender {
     /// `flush`, which must come before anything else (a wait, a progress)
     /// touches this stream. The caller has checked `has_credit`;
     /// `repeat`: the flush multicasts it twice (`repair::repeated`).
-    pub(crate) fn queue(&mut self, message_len: usize, offset: usize, payload: &[u8], repeat: bool, now: Instant) {
+    /// `protection`: its block's parity (`repair::ParityPlan`), named in
+    /// the frame.
+    pub(crate) fn queue(&mut self, message_len: usize, offset: usize, payload: &[u8], repeat: bool, protection: Protection, now: Instant) {
         debug_assert!(self.has_credit(), "piece {} sent without credit", self.next_seq);
         let header = PieceHeader { root: self.me, nonce: self.nonce, seq: self.next_seq, message_len: message_len as u64, offset: offset as u64 };
-        self.ring.store(self.next_seq, now, |out| encode_piece(header, payload, out));
+        self.ring.store(self.next_seq, now, |out| encode_protected_piece(header, protection, payload, out));
         if repeat {
             self.repeats.push(self.next_seq);
         }
         self.next_seq += 1;
+    }
+
+    /// Queues the parity of the block just queued: `pieces`, the last
+    /// queued, are pieces `first_piece..` of a message of `message_len`.
+    pub(crate) fn queue_parity(&mut self, protection: Protection, first_piece: u32, message_len: usize, pieces: &[&[u8]], piece_bytes: usize) -> Result<(), TransportError> {
+        let first_seq = self.next_seq - pieces.len() as u64;
+        encode_block(self.me, self.nonce, protection, first_seq, first_piece, message_len as u64, pieces, piece_bytes, &mut self.parity)
+            .map_err(TransportError::Failed)
+    }
+
+    /// The parity for the next message, of `pieces`, to `receivers`, at
+    /// most `most_percent` % of a block; first takes the NACKs since the
+    /// last message into the loss estimate.
+    pub(crate) fn plan_parity(&mut self, pieces: usize, receivers: usize, most_percent: u32, assumed_loss: f64) -> ParityPlan {
+        let nackers = self.collector.leaf_members() as u64;
+        self.loss.observe(self.pieces_since_estimate * nackers, self.lost_reported);
+        self.pieces_since_estimate = pieces as u64;
+        self.lost_reported = 0;
+        let plan = parity_plan(pieces, self.loss.rate().max(assumed_loss), receivers, most_percent);
+        self.parity_in_force = plan.parity as u64;
+        plan
     }
 
     /// Pieces queued and not yet sent.
@@ -110,6 +155,12 @@ impl Sender {
         }
         stats.pieces_sent += frames.len() as u64;
         self.sent_below = queued.end;
+        if !self.parity.is_empty() {
+            let parity: Vec<&[u8]> = self.parity.iter().map(Vec::as_slice).collect();
+            transport.multicast_batch(&parity)?;
+            stats.parity_sent += parity.len() as u64;
+            self.parity.clear();
+        }
         for seq in self.repeats.drain(..) {
             if let Some(frame) = self.ring.frame(seq) {
                 transport.multicast(frame)?;
@@ -134,9 +185,13 @@ impl Sender {
         stats: &mut RmcastStats,
     ) -> Result<bool, TransportError> {
         let repairs = self.ring.holdable(wanted.start..wanted.end.min(self.next_seq));
+        let resent_before = stats.retransmissions;
         if !self.collector.serve_nack(transport, Held { ring: &self.ring, high: self.next_seq }, asker, wanted, now, stats)? {
             return Ok(false);
         }
+        let resent = stats.retransmissions - resent_before;
+        let protected = self.parity_in_force > 0 && self.ring.frame(repairs.start).is_some_and(|frame| protection_of(frame).is_some());
+        self.lost_reported += resent + if protected && resent > 0 { self.parity_in_force } else { 0 };
         if self.multicast_repairs {
             for seq in repairs {
                 if self.ring.first_multicast_again(seq)
