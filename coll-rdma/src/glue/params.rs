@@ -343,6 +343,7 @@ pub fn validate(raw: RawParams) -> Settings {
             timeout: Duration::from_millis(v.number(Id::BcastTimeoutMs) as u64),
             nack: v.number(Id::BcastNack) == 1,
             tail_repeat: v.number(Id::BcastTailRepeat) as usize,
+            parity_percent: v.number(Id::BcastParityPercent) as u32,
             max_bytes: window_limit_of(v.choice(Id::BcastMaxBytes)),
             single_copy_min_bytes: v.count(Id::BcastSingleCopyMinBytes),
             single_copy_max_bytes: v.count(Id::BcastSingleCopyMaxBytes),

@@ -29,6 +29,9 @@ pub struct BcastSettings {
     pub nack: bool,
     /// Trailing pieces of every message multicast twice (datagram transports).
     pub tail_repeat: usize,
+    /// Most parity pieces per block, in percent of its data pieces
+    /// (datagram transports; 0: no parity).
+    pub parity_percent: u32,
     /// The limit of the window paths (copy in and out, multicast, put tree).
     pub max_bytes: WindowLimit,
     /// Messages of at least this many bytes go in one copy where every
@@ -172,6 +175,7 @@ pub fn bcast_config(chosen: &BcastSettings, udp: UdpWindow, size: usize, policy:
     multicast.timeout = chosen.timeout;
     multicast.nack = chosen.nack;
     multicast.tail_repeat = chosen.tail_repeat;
+    multicast.parity_percent = chosen.parity_percent;
     multicast.wait = policy;
     config.single_copy_min_bytes = chosen.single_copy_min_bytes.unwrap_or(usize::MAX);
     match chosen.co_roots {

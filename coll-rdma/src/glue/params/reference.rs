@@ -87,6 +87,7 @@ const GROUPS: &[(&str, &[Id])] = &[
             Id::BcastTimeoutMs,
             Id::BcastNack,
             Id::BcastTailRepeat,
+            Id::BcastParityPercent,
             Id::BcastMaxBytes,
             Id::BcastSingleCopyMinBytes,
             Id::BcastSingleCopyMaxBytes,

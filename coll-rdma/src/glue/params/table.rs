@@ -12,7 +12,7 @@ use std::ffi::CStr;
 
 use ompi_sys as sys;
 use sys::{OPAL_INFO_LVL_2 as USER, OPAL_INFO_LVL_5 as TUNER, OPAL_INFO_LVL_9 as DEV};
-use btl_ibmc::rmcast::{DEFAULT_LOSS_TOLERANCE_PERCENT, DEFAULT_REPEAT_DOUBLINGS, DEFAULT_TAIL_REPEAT, MAX_REPEAT_DOUBLINGS};
+use btl_ibmc::rmcast::{DEFAULT_LOSS_TOLERANCE_PERCENT, DEFAULT_PARITY_PERCENT, DEFAULT_REPEAT_DOUBLINGS, DEFAULT_TAIL_REPEAT, MAX_REPEAT_DOUBLINGS};
 use tuning::{AllreduceModel, BarrierModel, MAX_BARRIER_RADIX};
 
 use super::rule::{Rule, Span};
@@ -240,6 +240,8 @@ parameters! {
         c"1: a receiver that sees a gap asks its collector at once (a loss costs one round trip, not a timeout); 0: rely on timeouts";
     BcastTailRepeat: c"bcast_tail_repeat", int(DEFAULT_TAIL_REPEAT as i32, Rule::Clamped { min: 0, max: 4096 }), TUNER, Everyone,
         c"Datagram transports (verbs UD, udp): the root multicasts the last this many pieces of every bcast message (every piece of a shorter one) a second time, after its forwards to the co-roots, so that a receiver that lost a message's tail takes the copy instead of waiting for coll_rdma_bcast_timeout_ms (0..=4096; 0 sends each piece once; default 1, chosen with the simulator, docs/scale)";
+    BcastParityPercent: c"bcast_parity_percent", int(DEFAULT_PARITY_PERCENT as i32, Rule::Clamped { min: 0, max: 100 }), TUNER, Everyone,
+        c"Datagram transports (verbs UD, udp): the root follows each block of up to 64 pieces of a bcast message with Reed-Solomon parity pieces, as many as the loss it has seen calls for but at most this percentage of the block, so that a receiver that lost no more pieces of a block than it has parity rebuilds them without a NACK (0..=100; 0, the default, sends no parity; none is sent while no loss is seen)";
     BcastMaxBytes: c"bcast_max_bytes", int(-2, Rule::AutoOr { auto: -2, valid: Span::From(-1) }), TUNER, Everyone,
         c"Bcast messages larger than this many bytes that go through the window (copy in, copy out; the multicast; the put tree where a transport has no multicast) are handed to the module underneath: -2 (default) chooses per communicator from the model for the transport in use (tuning: what the root spends per byte against the module underneath's pipelined tree), never below 67108864 (64 MiB), and says so at verbose level 2; -1 never hands them over; 0 or more fixes it. Single-copy messages have their own limit (coll_rdma_bcast_single_copy_max_bytes)";
     BcastSingleCopyMinBytes: c"bcast_single_copy_min_bytes", int(16384, Rule::ByteLimit), TUNER, Everyone,
