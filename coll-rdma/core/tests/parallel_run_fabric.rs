@@ -29,9 +29,10 @@ use coll_rdma_core::collectives::reduce::Reduce;
 use coll_rdma_core::patterns::TreeStreamConfig;
 use coll_rdma_core::reduction::Reduction;
 use coll_rdma_core::schedule::{Schedule, Step};
-use coll_rdma_core::schedule_queue::{Lane, Run, ScheduleQueue};
+use coll_rdma_core::schedule_queue::{Lane, Run};
 
 use common::matrix::{random_words, serial_fold, MatrixProduct};
+use common::turns::Turns;
 use common::{WordSum, XorShift};
 
 /// A rank that has not finished its script by then takes it for a deadlock.
@@ -210,11 +211,8 @@ struct Player<'b> {
     scripts: &'b [Vec<Call>],
     endpoints: Vec<FabricEndpoint>,
     comms: Vec<Communicator>,
-    queues: Vec<ScheduleQueue<'b, FabricEndpoint>>,
     unposted: Vec<std::slice::IterMut<'b, Buffers>>,
-    posted: Vec<usize>,
-    finished: Vec<usize>,
-    rng: XorShift,
+    turns: Turns<'b>,
 }
 
 impl<'b> Player<'b> {
@@ -225,42 +223,30 @@ impl<'b> Player<'b> {
             scripts,
             endpoints,
             comms: scripts.iter().map(|_| Communicator::new(rank, size)).collect(),
-            queues: scripts.iter().map(|_| ScheduleQueue::default()).collect(),
             unposted: buffers.iter_mut().map(|calls| calls.iter_mut()).collect(),
-            posted: vec![0; scripts.len()],
-            finished: vec![0; scripts.len()],
-            rng: XorShift::new(seed ^ (rank as u64 + 1).wrapping_mul(0x9E37_79B9)),
+            turns: Turns::new(rank, seed, scripts.iter().map(Vec::len).collect()),
         }
-    }
-
-    fn done(&self) -> bool {
-        self.finished.iter().sum::<usize>() == self.scripts.iter().map(Vec::len).sum::<usize>()
-    }
-
-    fn where_it_is(&self) -> String {
-        format!("rank {}: posted {:?}, finished {:?}", self.rank, self.posted, self.finished)
     }
 
     /// One random move: post the next call of a random communicator (a
     /// blocking one is made at once, after its queue), or advance its queue.
     fn turn(&mut self) -> Result<(), String> {
-        let comm = self.rng.below(self.scripts.len());
-        let may_post = self.posted[comm] < self.scripts[comm].len() && self.queues[comm].len() < MAX_OUTSTANDING;
-        if may_post && self.rng.below(2) == 0 {
-            let call = self.scripts[comm][self.posted[comm]];
+        let (comm, posting) = self.turns.draw(MAX_OUTSTANDING);
+        if posting {
+            let call = self.scripts[comm][self.turns.posted[comm]];
             if call.blocking {
                 self.blocking(comm)?;
             } else {
                 self.post(comm)?;
             }
-        } else if !self.queues[comm].is_empty() {
-            self.advance(comm)?;
+        } else if !self.turns.queues[comm].is_empty() {
+            self.turns.advance(comm, &mut self.endpoints[comm])?;
         }
         Ok(())
     }
 
     fn post(&mut self, comm: usize) -> Result<(), String> {
-        let (rank, size, index) = (self.rank, self.size, self.posted[comm]);
+        let (rank, size, index) = (self.rank, self.size, self.turns.posted[comm]);
         let call = self.scripts[comm][index];
         let Buffers { send, recv } = self.unposted[comm].next().expect("a buffer per call");
         let (c, transport) = (&mut self.comms[comm], &self.endpoints[comm]);
@@ -277,34 +263,20 @@ impl<'b> Player<'b> {
                 (Lane::Reduce, Box::new(c.reduce.start(transport, op, root, send, result).map_err(fail)?))
             }
         };
-        self.queues[comm].post(lane, run);
-        self.posted[comm] += 1;
+        self.turns.post(comm, lane, run);
         Ok(())
-    }
-
-    fn advance(&mut self, comm: usize) -> Result<(), String> {
-        let rank = self.rank;
-        let mut failure = None;
-        let finished = &mut self.finished[comm];
-        self.queues[comm].advance(&mut self.endpoints[comm], |ticket, outcome| {
-            *finished += 1;
-            if let Err(why) = outcome {
-                failure.get_or_insert(format!("rank {rank} comm {comm} call {}: {why}", ticket.0));
-            }
-        });
-        failure.map_or(Ok(()), Err)
     }
 
     /// The blocking call, after every run of the communicator finished.
     fn blocking(&mut self, comm: usize) -> Result<(), String> {
         let started = Instant::now();
-        while !self.queues[comm].is_empty() {
+        while !self.turns.queues[comm].is_empty() {
             if started.elapsed() > DEADLINE {
-                return Err(format!("{}: the queue did not drain", self.where_it_is()));
+                return Err(format!("{}: the queue did not drain", self.turns.where_it_is()));
             }
-            self.advance(comm)?;
+            self.turns.advance(comm, &mut self.endpoints[comm])?;
         }
-        let (rank, index) = (self.rank, self.posted[comm]);
+        let (rank, index) = (self.rank, self.turns.posted[comm]);
         let call = self.scripts[comm][index];
         let Buffers { send, recv } = self.unposted[comm].next().expect("a buffer per call");
         let (c, transport) = (&mut self.comms[comm], &self.endpoints[comm]);
@@ -316,8 +288,8 @@ impl<'b> Player<'b> {
             Kind::Reduce { root, .. } => c.reduce.reduce(transport, &NoSideProgress, op, root, send, (root == rank).then_some(&mut recv[..])),
         };
         outcome.map_err(|why| format!("rank {rank} comm {comm} call {index} {call:?} (blocking): {why}"))?;
-        self.posted[comm] += 1;
-        self.finished[comm] += 1;
+        self.turns.posted[comm] += 1;
+        self.turns.finished[comm] += 1;
         Ok(())
     }
 }
@@ -379,9 +351,9 @@ fn run_threads(size: usize, calls: usize, seed: u64) {
                     let parallel = {
                         let mut player = Player::new(rank, size, seed, scripts, endpoints, &mut buffers);
                         let started = Instant::now();
-                        while !player.done() {
+                        while !player.turns.done() {
                             if started.elapsed() > DEADLINE {
-                                return Err(format!("{} after {DEADLINE:?}: deadlock", player.where_it_is()));
+                                return Err(format!("{} after {DEADLINE:?}: deadlock", player.turns.where_it_is()));
                             }
                             player.turn()?;
                         }
@@ -426,8 +398,8 @@ fn every_rank_on_one_thread_finishes_so_no_parallel_run_waits_inside_advance() {
                 .collect();
             let mut rng = XorShift::new(seed);
             let started = Instant::now();
-            while !players.iter().all(Player::done) {
-                assert!(started.elapsed() < DEADLINE, "seed {seed}: {:?}", players.iter().map(Player::where_it_is).collect::<Vec<_>>());
+            while !players.iter().all(|player| player.turns.done()) {
+                assert!(started.elapsed() < DEADLINE, "seed {seed}: {:?}", players.iter().map(|player| player.turns.where_it_is()).collect::<Vec<_>>());
                 let player = rng.below(size);
                 players[player].turn().unwrap_or_else(|why| panic!("seed {seed}: {why}"));
             }

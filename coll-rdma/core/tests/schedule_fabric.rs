@@ -30,6 +30,7 @@ use coll_rdma_core::reduction::Reduction;
 use coll_rdma_core::schedule_queue::{Lane, Run, ScheduleQueue};
 
 use common::matrix::{random_words, serial_fold, MatrixProduct};
+use common::turns::Turns;
 use common::{WordSum, XorShift};
 
 /// A rank that has not finished its script by then takes it for a deadlock.
@@ -182,18 +183,15 @@ fn rank_buffers(rank: usize, scripts: &[Vec<Call>]) -> Vec<Vec<Buffers>> {
         .collect()
 }
 
-/// One rank playing its scripts: which calls it has posted, its queues.
+/// One rank playing its scripts: its communicators and their calls.
 struct Player<'b> {
     rank: usize,
     size: usize,
     scripts: &'b [Vec<Call>],
     endpoints: Vec<FabricEndpoint>,
     comms: Vec<Communicator>,
-    queues: Vec<ScheduleQueue<'b, FabricEndpoint>>,
     unposted: Vec<std::slice::IterMut<'b, Buffers>>,
-    posted: Vec<usize>,
-    finished: Vec<usize>,
-    rng: XorShift,
+    turns: Turns<'b>,
 }
 
 impl<'b> Player<'b> {
@@ -211,36 +209,24 @@ impl<'b> Player<'b> {
                     bcast: PutTreeBcast::new(rank, size, offsets.bcast, bcast_config()),
                 })
                 .collect(),
-            queues: scripts.iter().map(|_| ScheduleQueue::default()).collect(),
             unposted: buffers.iter_mut().map(|calls| calls.iter_mut()).collect(),
-            posted: vec![0; scripts.len()],
-            finished: vec![0; scripts.len()],
-            rng: XorShift::new(seed ^ (rank as u64 + 1).wrapping_mul(0x9E37_79B9)),
+            turns: Turns::new(rank, seed, scripts.iter().map(Vec::len).collect()),
         }
-    }
-
-    fn done(&self) -> bool {
-        self.finished.iter().sum::<usize>() == self.scripts.iter().map(Vec::len).sum::<usize>()
-    }
-
-    fn where_it_is(&self) -> String {
-        format!("rank {}: posted {:?}, finished {:?}", self.rank, self.posted, self.finished)
     }
 
     /// One random move: start the next call of a random communicator, or
     /// advance its queue.
     fn turn(&mut self) -> Result<(), String> {
         let (rank, size) = (self.rank, self.size);
-        let comm = self.rng.below(self.scripts.len());
-        let may_post = self.posted[comm] < self.scripts[comm].len() && self.queues[comm].len() < MAX_OUTSTANDING;
-        if may_post && self.rng.below(2) == 0 {
-            let index = self.posted[comm];
+        let (comm, posting) = self.turns.draw(MAX_OUTSTANDING);
+        if posting {
+            let index = self.turns.posted[comm];
             let call = self.scripts[comm][index];
             let Buffers { send, recv } = self.unposted[comm].next().expect("a buffer per call");
             let (c, transport) = (&mut self.comms[comm], &self.endpoints[comm]);
             let op = call.reduction();
             let fail = |what: TransportError| format!("rank {rank}/{size} comm {comm} call {index} {call:?}: start: {what}");
-            let (lane, run): (Lane, Run<'_, FabricEndpoint>) = match call.kind {
+            let (lane, run): (Lane, Run<'b, FabricEndpoint>) = match call.kind {
                 Kind::Allreduce => (Lane::Allreduce, Box::new(c.allreduce.start(transport, op, send, recv).map_err(fail)?)),
                 Kind::AllreduceInPlace => (Lane::Allreduce, Box::new(c.allreduce.start_in_place(transport, op, recv).map_err(fail)?)),
                 Kind::Reduce { root } => {
@@ -249,20 +235,9 @@ impl<'b> Player<'b> {
                 }
                 Kind::Bcast { root } => (Lane::Bcast, Box::new(c.bcast.start(root, recv).map_err(fail)?)),
             };
-            self.queues[comm].post(lane, run);
-            self.posted[comm] += 1;
-        } else if !self.queues[comm].is_empty() {
-            let mut failure = None;
-            let finished = &mut self.finished[comm];
-            self.queues[comm].advance(&mut self.endpoints[comm], |ticket, outcome| {
-                *finished += 1;
-                if let Err(why) = outcome {
-                    failure.get_or_insert(format!("rank {rank} comm {comm} call {}: {why}", ticket.0));
-                }
-            });
-            if let Some(failure) = failure {
-                return Err(failure);
-            }
+            self.turns.post(comm, lane, run);
+        } else if !self.turns.queues[comm].is_empty() {
+            self.turns.advance(comm, &mut self.endpoints[comm])?;
         }
         Ok(())
     }
@@ -294,12 +269,12 @@ fn play_rank(rank: usize, size: usize, seed: u64, scripts: &[Vec<Call>], endpoin
     {
         let mut player = Player::new(rank, size, seed, scripts, endpoints, &mut buffers);
         let started = Instant::now();
-        while !player.done() {
+        while !player.turns.done() {
             if started.elapsed() > DEADLINE {
-                return Err(format!("{} after {DEADLINE:?}: deadlock", player.where_it_is()));
+                return Err(format!("{} after {DEADLINE:?}: deadlock", player.turns.where_it_is()));
             }
             player.turn()?;
-            if player.rng.below(8) == 0 {
+            if player.turns.rng.below(8) == 0 {
                 std::thread::yield_now();
             }
         }
@@ -378,8 +353,8 @@ fn every_rank_on_one_thread_finishes_so_no_advance_waits() {
                 .collect();
             let mut rng = XorShift::new(seed);
             let started = Instant::now();
-            while !players.iter().all(Player::done) {
-                assert!(started.elapsed() < DEADLINE, "seed {seed}: {:?}", players.iter().map(Player::where_it_is).collect::<Vec<_>>());
+            while !players.iter().all(|player| player.turns.done()) {
+                assert!(started.elapsed() < DEADLINE, "seed {seed}: {:?}", players.iter().map(|player| player.turns.where_it_is()).collect::<Vec<_>>());
                 let player = rng.below(size);
                 if let Err(why) = players[player].turn() {
                     panic!("seed {seed}: {why}");

@@ -103,6 +103,7 @@ impl Reduction for WordSum {
 
 pub mod matrix;
 pub mod nodes;
+pub mod turns;
 pub mod watchdog;
 
 /// A reduction call as the fabric tests' scripts play it.

@@ -1,0 +1,71 @@
+//! A rank's bookkeeping while it plays scripts of runs on several
+//! communicators in a random interleaving (the run fabric tests): per
+//! communicator its schedule queue and how many calls it posted and saw
+//! finish, and the draw that picks each move. Invariant: `finished[c] <=
+//! posted[c]`; a test's own calls (what to post, the blocking ones) stay
+//! in the test.
+
+use btl_ibmc::fabric::FabricEndpoint;
+use coll_rdma_core::schedule_queue::{Lane, Run, ScheduleQueue};
+
+use super::XorShift;
+
+pub struct Turns<'b> {
+    pub rank: usize,
+    pub queues: Vec<ScheduleQueue<'b, FabricEndpoint>>,
+    pub posted: Vec<usize>,
+    pub finished: Vec<usize>,
+    pub rng: XorShift,
+    /// Calls in each communicator's script.
+    lengths: Vec<usize>,
+}
+
+impl<'b> Turns<'b> {
+    pub fn new(rank: usize, seed: u64, lengths: Vec<usize>) -> Self {
+        let communicators = lengths.len();
+        Turns {
+            rank,
+            queues: (0..communicators).map(|_| ScheduleQueue::default()).collect(),
+            posted: vec![0; communicators],
+            finished: vec![0; communicators],
+            rng: XorShift::new(seed ^ (rank as u64 + 1).wrapping_mul(0x9E37_79B9)),
+            lengths,
+        }
+    }
+
+    pub fn done(&self) -> bool {
+        self.finished.iter().sum::<usize>() == self.lengths.iter().sum::<usize>()
+    }
+
+    pub fn where_it_is(&self) -> String {
+        format!("rank {}: posted {:?}, finished {:?}", self.rank, self.posted, self.finished)
+    }
+
+    /// The next move: a random communicator, and whether to post its next
+    /// call (one is left and fewer than `max_outstanding` are queued, on a
+    /// coin toss) rather than advance its queue.
+    pub fn draw(&mut self, max_outstanding: usize) -> (usize, bool) {
+        let comm = self.rng.below(self.lengths.len());
+        let may_post = self.posted[comm] < self.lengths[comm] && self.queues[comm].len() < max_outstanding;
+        (comm, may_post && self.rng.below(2) == 0)
+    }
+
+    pub fn post(&mut self, comm: usize, lane: Lane, run: Run<'b, FabricEndpoint>) {
+        self.queues[comm].post(lane, run);
+        self.posted[comm] += 1;
+    }
+
+    /// One advance of `comm`'s queue; the first failed run's error.
+    pub fn advance(&mut self, comm: usize, transport: &mut FabricEndpoint) -> Result<(), String> {
+        let rank = self.rank;
+        let mut failure = None;
+        let finished = &mut self.finished[comm];
+        self.queues[comm].advance(transport, |ticket, outcome| {
+            *finished += 1;
+            if let Err(why) = outcome {
+                failure.get_or_insert(format!("rank {rank} comm {comm} call {}: {why}", ticket.0));
+            }
+        });
+        failure.map_or(Ok(()), Err)
+    }
+}
