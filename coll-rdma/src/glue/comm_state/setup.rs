@@ -96,9 +96,11 @@ impl PendingSetup {
         if rank == 0 {
             tracing::info!(
                 "comm {cid} rank {rank}: bcast over datagrams multicasts the last {} piece(s) of every message twice \
-                 (coll_rdma_bcast_tail_repeat), so a lost tail is repaired without the {} ms timeout",
+                 (coll_rdma_bcast_tail_repeat), so a lost tail is repaired without the {} ms timeout; once it sees loss, \
+                 the root follows each block with parity of up to {} % of it (coll_rdma_bcast_parity_percent)",
                 bcast_config.multicast.tail_repeat,
-                bcast_config.multicast.timeout.as_millis()
+                bcast_config.multicast.timeout.as_millis(),
+                bcast_config.multicast.parity_percent
             );
             tracing::info!(
                 "comm {cid} rank {rank}: bcast congestion control (udp) halves its window only when one receiver reports \
