@@ -377,7 +377,7 @@ step "two-guests-ring-reductions-to-16MiB" "$LOGS/ring-reductions.log" -- \
 # 4. a link goes down during a barrier loop (issue 9, item 6): no hang.
 #    Last, since it takes guest 1's link down and up again.
 step "two-guests-link-down-during-barriers" "$LOGS/link-down.log" -- \
-    in_guests none -- --timeout 900 -- env FAULT_TIMEOUT_S=10 LINK_DOWN_S=45 sh ci/rxe/link-down.sh
+    in_guests none -- --timeout 900 -- env FAULT_TIMEOUT_S=20 LINK_DOWN_S=45 sh ci/rxe/link-down.sh
 { grep -E "^\[g0\] (PASS|FAIL|info: guest)" "$LOGS/link-down.log" || true; } | sed "s/^/      /"
 
 # the bcast multicast counts of each two-guest job (ci/rxe/mpi-job.sh sums

@@ -85,8 +85,10 @@ pub fn block_pieces(pieces: usize) -> usize {
 /// loss-free wire carries no parity), nor for a one-piece message (the
 /// tail repeat already sends it twice).
 ///
-/// The one decision both the sender (`datagram`) and the simulator
-/// (tuning/sim) take.
+/// The sender's decision (`datagram`). The simulator (tuning/sim) does
+/// not model parity yet: its loss tables are of the tail repeat alone.
+/// A block's parity is at least one piece where any is sent, so blocks
+/// of fewer than 100 / `most_percent` pieces get one.
 pub fn parity_plan(pieces: usize, loss: f64, receivers: usize, most_percent: u32) -> ParityPlan {
     if pieces < 2 || most_percent == 0 || receivers == 0 || loss.is_nan() || loss < LEAST_LOSS {
         return ParityPlan::NONE;

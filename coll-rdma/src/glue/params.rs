@@ -337,8 +337,7 @@ pub fn validate(raw: RawParams) -> Settings {
             slot_bytes: v.number(Id::BcastSlotSize) as usize,
             fragment_bytes: v.number(Id::BcastFragmentSize) as usize,
             co_roots: v.count(Id::BcastCoRoots),
-            // Lowered to the window where it is used (see RmcastConfig), so a
-            // small window alone draws no warning about this parameter.
+            // Lowered to the window where used (RmcastConfig): no warning.
             ack_interval: v.number(Id::BcastAckInterval) as usize,
             timeout: Duration::from_millis(v.number(Id::BcastTimeoutMs) as u64),
             nack: v.number(Id::BcastNack) == 1,

@@ -276,15 +276,27 @@ impl ParityBlocks {
         }
         let at = match self.blocks.iter().position(|block| block.geometry.first_seq == geometry.first_seq) {
             Some(at) => at,
+            // A block none of whose pieces came can be rebuilt from parity
+            // alone only if it has as many parity pieces as data pieces;
+            // otherwise it is not kept, so parity frames naming blocks no
+            // piece named (forged, where frames are not sealed) hold no
+            // state.
+            None if u64::from(geometry.protection.parity) < geometry.seqs().end - geometry.seqs().start => return ParityOutcome::Kept,
             None => {
                 self.blocks.push(Block::new(geometry, now));
                 self.blocks.len() - 1
             }
         };
         let block = &mut self.blocks[at];
-        block.last_heard = now;
         if block.geometry != geometry || block.crc.is_some_and(|crc| crc != header.crc) {
             return ParityOutcome::Refused(format!("parity for pieces {:?} that disagrees with its block", geometry.seqs()));
+        }
+        // Only parity that agrees with its block keeps it withheld: a
+        // stream of refused frames must not put off its NACK.
+        block.last_heard = now;
+        if block.given_up {
+            // NACKed already: its parity is of no use any more.
+            return ParityOutcome::Kept;
         }
         block.crc = Some(header.crc);
         block.highest = block.highest.max(Some(header.index));
@@ -292,9 +304,7 @@ impl ParityBlocks {
         if slot.is_none() {
             *slot = Some(shard.to_vec());
         }
-        if !block.given_up {
-            self.rebuild(at, &held, work);
-        }
+        self.rebuild(at, &held, work);
         ParityOutcome::Kept
     }
 
@@ -491,6 +501,11 @@ mod tests {
         let odd = ParityHeader { first_piece: 3, ..header };
         assert!(matches!(blocks.take(&odd, shard, 100..200, Instant::now(), none, &mut ParityWork::default()), ParityOutcome::Refused(_)), "not a block start");
         assert_eq!(blocks.blocks_held(), 0);
+        // Fewer parity than data pieces cannot rebuild a block of which no
+        // piece came: such parity (forged, where frames are not sealed)
+        // holds no state.
+        assert_eq!(blocks.take(&header, shard, 100..200, Instant::now(), none, &mut ParityWork::default()), ParityOutcome::Kept, "parity of an unnamed block");
+        assert_eq!(blocks.blocks_held(), 0, "parity of a block no piece named is not kept");
         for frame in &data {
             let Ok(Frame::Piece(header, _)) = decode(frame, NONCE) else { unreachable!() };
             blocks.note_piece(&header, protection, Instant::now());

@@ -13,7 +13,8 @@
 //! * Root: `Shares` writes the root's share into each receiver as soon as
 //!   that receiver's offer is there (a late receiver holds up no other),
 //!   then `AwaitReaders` until every receiver said done: only then may the
-//!   application touch the buffer again.
+//!   application touch the buffer again, even where writing a share
+//!   failed (the run then fails, but only once the receivers are done).
 //! * Receiver: `AwaitAnnouncement` until the root's flag reads this call,
 //!   then copies all but the root's share at once; `AwaitShare` until the
 //!   root says whether it wrote the share (reading it itself if not), then
@@ -36,7 +37,9 @@ use crate::schedule::{Schedule, Step};
 pub(super) enum RunState {
     Begin,
     Shares { pending: Vec<usize> },
-    AwaitReaders,
+    /// `failure`: the root's call failed (writing a share), but receivers
+    /// may still be reading its buffer, so it waits for them all the same.
+    AwaitReaders { failure: Option<TransportError> },
     AwaitAnnouncement,
     AwaitShare { address: u64, copied: Result<(), TransportError> },
     Finished,
@@ -48,7 +51,7 @@ impl RunState {
         match self {
             RunState::Begin => (0, 0),
             RunState::Shares { pending } => (1, pending.len()),
-            RunState::AwaitReaders => (2, 0),
+            RunState::AwaitReaders { .. } => (2, 0),
             RunState::AwaitAnnouncement => (3, 0),
             RunState::AwaitShare { .. } => (4, 0),
             RunState::Finished => (5, 0),
@@ -78,7 +81,7 @@ impl SingleCopyRun<'_> {
             if self.share > 0 {
                 RunState::Shares { pending: (0..self.size).filter(|&receiver| receiver != self.rank).collect() }
             } else {
-                RunState::AwaitReaders
+                RunState::AwaitReaders { failure: None }
             }
         } else {
             offer_buffer(transport, &self.region, self.call, self.buf);
@@ -116,6 +119,9 @@ impl SingleCopyRun<'_> {
             return Ok(None);
         }
         if seen > call {
+            // Said all the same, so that the root does not wait for this
+            // rank's reads until its fault timeout.
+            self.region.done.say_done(transport, root, self.rank, call)?;
             return Err(TransportError::Failed(format!(
                 "rank {}: rank {root} is at single-copy bcast announcement {seen} while this rank is at {call}; the ranks are out of step",
                 self.rank
@@ -164,18 +170,21 @@ impl<T: PeerReads + ?Sized> Resumable<T> for SingleCopyRun<'_> {
             self.state = match state {
                 RunState::Finished => return Ok(true),
                 RunState::Begin => self.begin(transport),
-                RunState::Shares { pending } => {
-                    let pending = self.write_shares(transport, pending)?;
-                    if !pending.is_empty() {
+                RunState::Shares { pending } => match self.write_shares(transport, pending) {
+                    Ok(pending) if !pending.is_empty() => {
                         self.state = RunState::Shares { pending };
                         return Ok(false);
                     }
-                    RunState::AwaitReaders
-                }
-                RunState::AwaitReaders => {
+                    Ok(_) => RunState::AwaitReaders { failure: None },
+                    Err(why) => RunState::AwaitReaders { failure: Some(why) },
+                },
+                RunState::AwaitReaders { failure } => {
                     if !self.readers_done(transport) {
-                        self.state = RunState::AwaitReaders;
+                        self.state = RunState::AwaitReaders { failure };
                         return Ok(false);
+                    }
+                    if let Some(why) = failure {
+                        return Err(why);
                     }
                     RunState::Finished
                 }

@@ -16,7 +16,11 @@
 //!   returns, so that one progress call is not held for a whole slice.
 //!   Then done n goes to every peer (never waits).
 //! * `Readers { next_reader }`: every peer's done line in this rank's
-//!   window, in rank order, until `Finished`.
+//!   window, in rank order, until `Finished`. A call that fails after
+//!   `Announce` (a peer out of step or of another length, a failed read
+//!   or write) says done and goes through `Readers` too before it returns
+//!   its error: until then peers may still read its input and write its
+//!   result.
 //!
 //! A run's call number is taken when it is started, in post order; it
 //! touches its announcement line only from the `Announce` state, which a
@@ -74,6 +78,10 @@ pub(super) struct ParallelCall {
     /// 0 where this rank does not gather.
     pub result_address: u64,
     stage: Stage,
+    /// Why the call failed after it announced: its peers may still read
+    /// and write its buffers, so it says done and waits for their done
+    /// lines like a call that succeeded, then returns this.
+    failure: Option<TransportError>,
 }
 
 impl ParallelCall {
@@ -94,7 +102,7 @@ impl ParallelCall {
         };
         let input_address = address(buffers.input());
         let len = buffers.len();
-        ParallelCall { rank, size, region, call, len, mine, plan, gathers, input_address, result_address, stage: Stage::Announce }
+        ParallelCall { rank, size, region, call, len, mine, plan, gathers, input_address, result_address, stage: Stage::Announce, failure: None }
     }
 
     /// Takes every step `meet` lets it; returns whether the call is over
@@ -125,16 +133,24 @@ impl ParallelCall {
                     };
                 }
                 Stage::Announcements { next_peer } => {
+                    let mut failed = None;
                     for peer in (next_peer..self.size).filter(|&peer| peer != self.rank) {
-                        match self.peer_announcement(transport, peer, meet)? {
-                            Some(buffers) => peers[peer] = buffers,
-                            None => {
+                        match self.peer_announcement(transport, peer, meet) {
+                            Ok(Some(buffers)) => peers[peer] = buffers,
+                            Ok(None) => {
                                 self.stage = Stage::Announcements { next_peer: peer };
                                 return Ok(false);
                             }
+                            Err(why) => {
+                                failed = Some(why);
+                                break;
+                            }
                         }
                     }
-                    self.stage = Stage::Fold { next: self.mine.start };
+                    match failed {
+                        Some(why) => self.fail(transport, why),
+                        None => self.stage = Stage::Fold { next: self.mine.start },
+                    }
                 }
                 Stage::Fold { next } => {
                     let chunk_len = chunks.chunk_len(op.element_size());
@@ -143,7 +159,10 @@ impl ParallelCall {
                         Meet::Block(_) => usize::MAX,
                     };
                     let end = next.saturating_add(budget).min(self.mine.end);
-                    chunks.reduce_and_deliver(transport, op, peers, self.rank, &self.plan, &(next..end), self.gathers, buffers)?;
+                    if let Err(why) = chunks.reduce_and_deliver(transport, op, peers, self.rank, &self.plan, &(next..end), self.gathers, buffers) {
+                        self.fail(transport, why);
+                        continue;
+                    }
                     if end < self.mine.end {
                         self.stage = Stage::Fold { next: end };
                         return Ok(false);
@@ -162,6 +181,9 @@ impl ParallelCall {
                         }
                     }
                     self.stage = Stage::Finished;
+                    if let Some(why) = self.failure.take() {
+                        return Err(why);
+                    }
                 }
                 Stage::Finished => return Ok(true),
             }
@@ -194,6 +216,17 @@ impl ParallelCall {
             input: transport.peer_flag(peer, line + INPUT_ADDRESS_WORD)?,
             result: transport.peer_flag(peer, line + RESULT_ADDRESS_WORD)?,
         }))
+    }
+
+    /// The call failed at `why` after announcing: it reads and writes no
+    /// peer's memory any more, says so, and waits for its readers before
+    /// it returns the error (`Readers`).
+    fn fail<T: PeerReads + ?Sized>(&mut self, transport: &T, why: TransportError) {
+        // A done line that cannot be written leaves that peer to its fault
+        // timeout; the error to return is still `why`.
+        let _ = self.say_done(transport);
+        self.failure = Some(why);
+        self.stage = Stage::Readers { next_reader: 0 };
     }
 
     /// Tells every peer this rank will read and write nothing more of its
