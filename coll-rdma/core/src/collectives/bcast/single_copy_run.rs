@@ -30,6 +30,7 @@ use std::sync::Arc;
 use btl_ibmc::{PeerReads, TransportError};
 
 use super::single_copy::{length_mismatch, offer_buffer, write_share, SingleCopyRegion, ADDRESS_WORD, FLAG_WORD, LENGTH_WORD};
+use crate::patterns::in_step::{check_in_step, PeerStep};
 use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
 use crate::schedule::{Schedule, Step};
 
@@ -118,14 +119,12 @@ impl SingleCopyRun<'_> {
         if seen < call {
             return Ok(None);
         }
-        if seen > call {
+        let step = PeerStep { rank: self.rank, peer: root, word: announcement + FLAG_WORD, call, step: "single-copy bcast announcement" };
+        if let Err(out_of_step) = check_in_step(&step, seen) {
             // Said all the same, so that the root does not wait for this
             // rank's reads until its fault timeout.
             self.region.done.say_done(transport, root, self.rank, call)?;
-            return Err(TransportError::Failed(format!(
-                "rank {}: rank {root} is at single-copy bcast announcement {seen} while this rank is at {call}; the ranks are out of step",
-                self.rank
-            )));
+            return Err(out_of_step);
         }
         let address = transport.peer_flag(root, announcement + ADDRESS_WORD)?;
         let length = transport.peer_flag(root, announcement + LENGTH_WORD)?;
