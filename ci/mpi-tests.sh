@@ -240,8 +240,6 @@ fi
 
 # ------------------------------------------------------------------ helpers
 . "$ROOT/ci/mpi/run.sh"
-. "$ROOT/ci/mpi/watch.sh"
-. "$ROOT/ci/mpi/special.sh"
 
 # ------------------------------------------------------------------- tests
 rm -rf "$LOGROOT"
@@ -333,10 +331,9 @@ fi
 
 # The cases, in the order they run (and --list prints them), one file per
 # theme in ci/mpi/cases/: those that run without the component, then
-# (component mode) those that need it. A .sh is sourced, a .toml is a table
-# the runner runs (run_table); a theme with both runs the .sh's cases first.
-# With --transport, --hosts or --mca only section 1's cases run (np<N>-...,
-# none of them in a .sh): then every table goes to one run of the runner
+# (component mode) those that need it, each a table the runner runs
+# (run_table). With --transport, --hosts or --mca only section 1's cases
+# run (np<N>-...): then every table goes to one run of the runner
 # after the last (case_table), in the same order, rather than one run each,
 # whose start costs over a second in an emulated Soft-RoCE guest.
 DEFERRED_TABLES=()
@@ -348,8 +345,7 @@ case_table() {
     fi
 }
 for CASE_FILE in 01-programs 02-nonblocking 03-selftests 04-excluded; do
-    [ ! -f "$ROOT/ci/mpi/cases/$CASE_FILE.sh" ] || . "$ROOT/ci/mpi/cases/$CASE_FILE.sh"
-    [ ! -f "$ROOT/ci/mpi/cases/$CASE_FILE.toml" ] || case_table "$ROOT/ci/mpi/cases/$CASE_FILE.toml"
+    case_table "$ROOT/ci/mpi/cases/$CASE_FILE.toml"
 done
 
 COMP_TESTS=(
@@ -407,8 +403,7 @@ if [ "$MODE" = stock ]; then
     for t in "${COMP_TESTS[@]}"; do skip "$t" "needs the component"; done
 else
     for CASE_FILE in 05-selection 06-parameters 07-reductions 08-bcast 09-robustness 10-threads; do
-        [ ! -f "$ROOT/ci/mpi/cases/$CASE_FILE.sh" ] || . "$ROOT/ci/mpi/cases/$CASE_FILE.sh"
-        [ ! -f "$ROOT/ci/mpi/cases/$CASE_FILE.toml" ] || case_table "$ROOT/ci/mpi/cases/$CASE_FILE.toml"
+        case_table "$ROOT/ci/mpi/cases/$CASE_FILE.toml"
     done
 fi
 [ "${#DEFERRED_TABLES[@]}" = 0 ] || run_table "${DEFERRED_TABLES[@]}"

@@ -1,22 +1,7 @@
-# Sourced by ci/mpi-tests.sh: how long a run may take and what ends it.
-# Invariant: every mpirun ends, whatever its ranks do: the watcher ends a
-# run at its load-scaled limit (recording what it was doing first) and a
-# launcher that outlives its ranks; timeout(1), later, is the backstop.
-# Reads TIMEOUT, TIMEOUT_MAX_FACTOR, HOST_LOADAVG_FILE, HOST_CORES.
-
-# TIMEOUT scaled by the load per core now (see TEST_TIMEOUT above): the
-# tests' sizes are fixed, and on a machine running other work beside them a
-# correct run takes longer in proportion.
-# Inside a Soft-RoCE guest the host's load slows the run without showing in
-# the guest's own load average; ci/rxe/guests.sh mirrors the host's
-# /proc/loadavg into HOST_LOADAVG_FILE, and the larger load per core counts.
-load_scaled_timeout() {
-    local host=${HOST_LOADAVG_FILE:-}
-    [ -n "$host" ] && [ -r "$host" ] || host=/dev/null
-    awk -v base="$TIMEOUT" -v cores="$(nproc)" -v host_cores="${HOST_CORES:-1}" -v most="$TIMEOUT_MAX_FACTOR" '
-        FNR == 1 { l = $1 / (FILENAME == "/proc/loadavg" ? cores : host_cores); if (l > f) f = l }
-        END { if (f < 1) f = 1; if (f > most) f = most; printf "%d\n", base * f + 0.5 }' /proc/loadavg "$host"
-}
+# Called by the case runner (ci/runner/src/launch.rs, main.rs), which
+# watches every run itself: the memory a case may take (free_memory_kib)
+# and what a hung job's processes were doing (record_hung_job), in one
+# place for every suite.
 
 # KiB of memory a job may still take: the kernel's estimate of available
 # memory, or less where a cgroup (v2 or v1) limits this one; 0 if unknown.
@@ -90,60 +75,4 @@ record_hung_job() {  # record_hung_job DIR RUN [WHY]
             done
         fi
     } >"$out" 2>&1
-}
-
-# Exit statuses of a job's ranks once none is running any more: one line
-# "PID STATUS" per rank still waiting to be reaped (STATUS as a shell reports
-# it: the exit code, or 128 + the signal), "PID reaped" for one already
-# reaped; nothing and status 1 while a rank runs or NP pids are not yet in
-# PIDS_FILE. Only for ranks on this machine (no --hosts).
-exited_ranks() {  # exited_ranks PIDS_FILE NP
-    local pids=() p stat state
-    [ -f "$1" ] && read -ra pids <<<"$(tr '\n' ' ' <"$1")"
-    [ "${#pids[@]}" -ge "$2" ] || return 1
-    local lines=()
-    for p in "${pids[@]}"; do
-        if ! stat=$(cat "/proc/$p/stat" 2>/dev/null); then lines+=("$p reaped"); continue; fi
-        # fields after the command name, which may hold spaces: state is
-        # the 3rd field of the line, exit_code (waitpid's form) the 52nd
-        stat=${stat##*) }
-        read -ra fields <<<"$stat"
-        state=${fields[0]}
-        [ "$state" = Z ] || [ "$state" = X ] || return 1
-        local code=${fields[49]:-0}
-        if [ $((code & 127)) = 0 ]; then lines+=("$p $((code >> 8))"); else lines+=("$p $((128 + (code & 127)))"); fi
-    done
-    printf '%s\n' "${lines[@]}"
-}
-
-# Watches a running test job (JOB: the pid of its `timeout`): at LIMIT
-# seconds it marks the run as timed out, records what the job is doing and
-# ends it. Open MPI 5's launcher sometimes never exits after ranks ended
-# with a non-zero status (prterun stuck on a lock of its own, the ranks
-# left as its zombies; seen in the checker self-tests, whose ranks fail on
-# purpose): when every rank has exited and the launcher is still there
-# LAUNCHER_GRACE seconds later, the watcher records the ranks' statuses in
-# DIR/launcher-outlived-ranks, records the job as for a time-out and ends
-# the launcher, and the run is judged on what its ranks did.
-LAUNCHER_GRACE=${TEST_LAUNCHER_GRACE:-20}
-watch_job() {  # watch_job DIR RUN_ID JOB LIMIT NP
-    local dir=$1 run=$2 job=$3 limit=$4 np=$5 statuses
-    local start=$SECONDS exited_since=
-    while [ $((SECONDS - start)) -lt "$limit" ]; do
-        sleep 2 || return 0
-        if [ -z "$HOSTS" ] && statuses=$(exited_ranks "$dir/pids" "$np"); then
-            exited_since=${exited_since:-$SECONDS}
-            if [ $((SECONDS - exited_since)) -ge "$LAUNCHER_GRACE" ]; then
-                printf '%s\n' "$statuses" >"$dir/launcher-outlived-ranks"
-                record_hung_job "$dir" "$run" "mpirun is still there $((SECONDS - exited_since))s after every rank exited"
-                kill -TERM "$job"
-                return 0
-            fi
-        else
-            exited_since=
-        fi
-    done
-    : >"$dir/timed-out"
-    record_hung_job "$dir" "$run"
-    kill -TERM "$job"
 }

@@ -7,15 +7,23 @@
 #
 #   ci/ompi5/target-cache.sh seed TARGET    copy each cached profile
 #                                           directory into TARGET when
-#                                           TARGET has none
+#                                           TARGET has none: the key's, else
+#                                           the newest other key's
 #   ci/ompi5/target-cache.sh store TARGET   after a good build: keep each of
 #                                           TARGET's profile directories
 #                                           not cached for the key yet
 #
 # Invariants:
-# - the key is Cargo.lock and the toolchain (rustc -vV): another lock file or
-#   compiler starts from nothing; storing a new key removes the older ones,
-#   so the cache holds one build of each profile (about 0.5 GB);
+# - the key is Cargo.lock and the toolchain (rustc -vV); storing a new key
+#   removes the older ones, so the cache holds one build of each profile
+#   (about 0.5 GB);
+# - another lock file or compiler starts from the newest older key's build
+#   (the fresh-clone check after a dependency changed rebuilt all of them,
+#   64 s of the Open MPI 5 stage): cargo names each artefact by a hash of
+#   its crate, version, features, profile and rustc, so the ones that
+#   differ are built anew beside the old and the rest are reused; the
+#   stale ones ride along, so an older build over SEED_MAX_MIB is not taken
+#   (a start from nothing then resets the growth);
 # - cargo still decides what to rebuild: a seeded target is only a start, so
 #   a stale or partial entry costs time, never a wrong build (the workspace's
 #   own crates, from another clone's path, are always rebuilt);
@@ -29,6 +37,20 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CACHE=${OMPI5_TARGET_CACHE:-/var/cache/coll-rdma/ompi5-target}
 
 say() { echo "== target-cache: $*"; }
+# the largest older build (one profile) a seed takes, in MiB
+SEED_MAX_MIB=${OMPI5_TARGET_SEED_MAX_MIB:-1024}
+
+# The newest entry of another key holding PROFILE, within SEED_MAX_MIB; none
+# when there is no such entry.
+older_entry() { # PROFILE
+    local dir
+    for dir in $(ls -1dt "$CACHE"/*/ 2>/dev/null); do
+        dir=${dir%/}
+        [ "$dir" != "$entry" ] && [ -d "$dir/$1" ] || continue
+        [ "$(du -sm "$dir/$1" | cut -f1)" -le "$SEED_MAX_MIB" ] && echo "$dir"
+        return 0
+    done
+}
 
 cache_key() {
     { cat "$ROOT/Cargo.lock"; rustc -vV; } | sha256sum | cut -c1-16
@@ -48,6 +70,10 @@ case $1 in
                 mkdir -p "$target"
                 cp -a "$entry/$profile" "$target/"
                 say "seeded $target/$profile from $entry"
+            elif older=$(older_entry "$profile") && [ -n "$older" ]; then
+                mkdir -p "$target"
+                cp -a "$older/$profile" "$target/"
+                say "seeded $target/$profile from $older (an older Cargo.lock or rustc than key $key): cargo rebuilds what differs"
             else
                 say "nothing cached for $profile, Cargo.lock and $(rustc --version) (key $key): building every dependency"
             fi

@@ -3,7 +3,8 @@
 //! run_test runs the cases written as shell: one mpirun per case under a
 //! load-scaled time limit and a hang watcher (src/launch.rs), the expected
 //! outcome (src/verdict.rs), the listed checks (src/checks.rs) and the
-//! /dev/shm leak check (src/shm.rs); one PASS or FAIL line per case in
+//! /dev/shm leak check (src/shm.rs), a first run whose segment creator is
+//! killed where a case asks for one (src/killed_first.rs); one PASS or FAIL line per case in
 //! run.sh's format and the closing line "N passed, N failed" (", N skipped"
 //! when some were).
 //!
@@ -14,6 +15,7 @@
 //! (then nothing runs).
 
 mod checks;
+mod killed_first;
 mod launch;
 mod shm;
 mod table;
@@ -242,6 +244,13 @@ fn run_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Appends PIDS to the caller's --pids-file (its final leak check), if any.
+fn record_pids(options: &Options, pids: &[u32]) -> std::io::Result<()> {
+    let Some(file) = &options.pids_file else { return Ok(()) };
+    let mut all = std::fs::OpenOptions::new().create(true).append(true).open(file)?;
+    pids.iter().try_for_each(|pid| writeln!(all, "{pid}"))
+}
+
 /// Runs CASE and prints its PASS or FAIL line; true when it passed.
 fn run_case(options: &Options, case: &Case, windows: &mut BTreeMap<String, u64>) -> std::io::Result<bool> {
     let root = &options.launcher.root;
@@ -257,6 +266,23 @@ fn run_case(options: &Options, case: &Case, windows: &mut BTreeMap<String, u64>)
         println!("{:<44} FAIL  (its setup failed: {why}; logs: {})", case.name, dir.display());
         return Ok(false);
     }
+    // the orphan a first run left, for the check after this case's run
+    let mut orphan = None;
+    if let Some(first) = &case.creator_killed_first {
+        match killed_first::run(&options.launcher, &dir, case.np, &case.program, first, &run_id()) {
+            Ok((left, pids)) => {
+                record_pids(options, &pids)?;
+                orphan = Some(left);
+            }
+            Err(why) => {
+                println!("{:<44} FAIL  ({why}; logs: {})", case.name, dir.display());
+                return Ok(false);
+            }
+        }
+    }
+    // gone before this run: another job's setup on this machine (a second
+    // test run) reaped it first, which is the behaviour under test
+    let reaped_by_another = orphan.as_ref().is_some_and(|o| !Path::new("/dev/shm").join(&o.segment).exists());
     let mut opts = in_dir(&case.mpirun);
     if case.checks.iter().any(Check::reads_events) {
         std::fs::create_dir_all(dir.join("events"))?;
@@ -317,14 +343,19 @@ fn run_case(options: &Options, case: &Case, windows: &mut BTreeMap<String, u64>)
         windows.insert(case.name.clone(), window);
     }
 
+    if let Some(orphan) = &orphan
+        && shm_dir.join(&orphan.segment).exists()
+    {
+        why.push(format!(
+            "/dev/shm/{} (its creator, pid {}, killed in the first run) is still there: this run's setup did not reap it",
+            orphan.segment, orphan.creator
+        ));
+        let _ = std::fs::remove_file(shm_dir.join(&orphan.segment));
+    }
+
     // leftovers in /dev/shm: segments this run's ranks created and left
     let pids = shm::read_pids(&dir.join("pids"));
-    if let Some(file) = &options.pids_file {
-        let mut all = std::fs::OpenOptions::new().create(true).append(true).open(file)?;
-        for pid in &pids {
-            writeln!(all, "{pid}")?;
-        }
-    }
+    record_pids(options, &pids.iter().copied().collect::<Vec<_>>())?;
     let leaked = shm::leaked(&shm_before, &shm::list(shm_dir, "coll_rdma."), &pids, shm::mapped_by_someone);
     if case.checks.contains(&Check::Leaks) {
         if leaked.is_empty() {
@@ -352,6 +383,8 @@ fn run_case(options: &Options, case: &Case, windows: &mut BTreeMap<String, u64>)
     if why.is_empty() {
         if stalls > 0 {
             println!("{:<44} PASS  {secs:>6}s  ({stalls} stall warning(s) accepted)", case.name);
+        } else if reaped_by_another {
+            println!("{:<44} PASS  {secs:>6}s  (the killed creator's segment was reaped by another job's setup first)", case.name);
         } else {
             println!("{:<44} PASS  {secs:>6}s", case.name);
         }

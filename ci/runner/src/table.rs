@@ -27,6 +27,9 @@
 //! launcher_grace_seconds = 5    # optional: in place of TEST_LAUNCHER_GRACE (20)
 //! expect_transport = "shm udp"  # optional: the transports served calls may report
 //! multi_rank_checks = ["@UDP_PROTECTED"]  # optional: more checks, only where np > 1
+//! creator_killed_first = { mpirun = ["--mca", "..."], args = ["-n", "10"] }  # optional:
+//!                               # a first run whose segment creator is killed; the
+//!                               # case's run must leave the orphan gone (killed_first.rs)
 //! ```
 //!
 //! Instead of `[[case]]` entries, a table may hold `[[block]]` entries,
@@ -54,6 +57,7 @@
 use std::collections::BTreeMap;
 
 use crate::checks::Check;
+use crate::killed_first::CreatorKilledFirst;
 
 /// What the run of a case must end as (ci/mpi/run.sh's EXPECT).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +109,8 @@ pub struct Case {
     /// A bash script run before the launch, with CASE_DIR (its log
     /// directory) in its environment: fixtures the case needs.
     pub setup: Option<String>,
+    /// A first run whose segment creator is killed, before the case's own.
+    pub creator_killed_first: Option<CreatorKilledFirst>,
 }
 
 /// The placeholder of the case's log directory, replaced when it runs.
@@ -143,6 +149,7 @@ const CASE_KEYS: &[&str] = &[
     "expect_transport",
     "skip_unless",
     "setup",
+    "creator_killed_first",
 ];
 
 /// The cases of the table TEXT (read from SOURCE, named in errors).
@@ -273,8 +280,8 @@ fn one_case(
         let value = entry.get(field).ok_or(format!("{label}: '{field}' is missing"))?;
         substitute(&scalar(value, &format!("{label}: {field}"))?, keys, label)
     };
-    let list = |field: &str| -> Result<Vec<String>, String> {
-        let Some(value) = entry.get(field) else { return Ok(Vec::new()) };
+    let list_in = |table: &toml::Table, field: &str| -> Result<Vec<String>, String> {
+        let Some(value) = table.get(field) else { return Ok(Vec::new()) };
         let mut out = Vec::new();
         for item in strings(value, &format!("{label}: {field}"))? {
             match item.strip_prefix('@') {
@@ -287,6 +294,7 @@ fn one_case(
         }
         Ok(out)
     };
+    let list = |field: &str| list_in(entry, field);
     let name = text("name")?;
     let label = &format!("{label} ('{name}')");
     let np_text = text("np")?;
@@ -346,6 +354,16 @@ fn one_case(
             Some(Condition { sh: field("sh")?, why: field("why")? })
         }
     };
+    let creator_killed_first = match entry.get("creator_killed_first") {
+        None => None,
+        Some(first) => {
+            let first = first.as_table().ok_or(format!("{label}: creator_killed_first must be {{ mpirun = [...], args = [...] }}"))?;
+            if let Some(unknown) = first.keys().find(|k| !["mpirun", "args"].contains(&k.as_str())) {
+                return Err(format!("{label}: creator_killed_first has an unknown key '{unknown}' (mpirun, args)"));
+            }
+            Some(CreatorKilledFirst { mpirun: list_in(first, "mpirun")?, args: list_in(first, "args")? })
+        }
+    };
     Ok(Case {
         name,
         np,
@@ -367,6 +385,7 @@ fn one_case(
         },
         skip_unless,
         setup: entry.get("setup").map(|_| text("setup")).transpose()?,
+        creator_killed_first,
     })
 }
 
@@ -474,6 +493,26 @@ mod tests {
         assert_eq!(cases[0].mpirun[2], "{case_dir}/planted/ev.%r");
         assert_eq!(cases[0].setup.as_deref(), Some(r#"mkdir "$CASE_DIR/planted" && echo 2"#));
         assert_eq!((cases[0].teardown.as_deref(), cases[0].expect_transport.as_deref()), (None, None));
+        assert_eq!(cases[0].creator_killed_first, None);
+    }
+
+    #[test]
+    fn the_killed_first_run_takes_lists_and_keys() {
+        let text = r#"
+            [[case]]
+            name = "killed-np{np}"
+            each = [{ np = 2 }]
+            np = "{np}"
+            expect = "ok"
+            program = "p"
+            creator_killed_first = { mpirun = ["--mca", "pause", "60", "@V"], args = ["-n", "{np}0"] }
+        "#;
+        let cases = parse("t", text, &lists(&[("V", &["--mca", "v", "1"])]), &Vars::new()).unwrap();
+        let first = cases[0].creator_killed_first.as_ref().unwrap();
+        assert_eq!(first.mpirun, ["--mca", "pause", "60", "--mca", "v", "1"]);
+        assert_eq!(first.args, ["-n", "20"]);
+        let odd = text.replace("args = [", "sleep = 1, args = [");
+        assert!(parse("t", &odd, &lists(&[("V", &[])]), &Vars::new()).unwrap_err().contains("unknown key 'sleep'"));
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! programs (tests/stand-in/; no Open MPI needed): a case that holds
 //! passes, and a wrong expected outcome, a failing program, a check that
 //! cannot hold, a hang and a leaked /dev/shm segment each make a case FAIL
-//! with the reason run.sh gives; the closing line and the tally count them.
+//! with the reason run.sh gave, and so does a killed creator's orphan that
+//! the next run does not reap; the closing line and the tally count them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -246,4 +247,44 @@ fn stock_leaves_out_component_cases_and_event_checks() {
     let (status, stdout) = run(&dir, table, 60, &["--only", "both"]);
     assert!(status == 1 && stdout.contains("0 events file(s)"), "{stdout}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_killed_creators_orphan_must_be_reaped_by_the_next_run() {
+    let dir = scratch("killed-first");
+    // a nonce of this test run's own (hex, as the segment names' fields)
+    let nonce = format!("c4ea7e{:x}", std::process::id());
+    let killed_case = |name: &str, first: &str, then: &str| {
+        format!(
+            "[[case]]\nname = \"{name}\"\nnp = 2\nexpect = \"ok\"\nprogram = \"creator\"\n\
+             creator_killed_first = {{ args = [\"{first}\", \"{nonce}\"] }}\nargs = [\"{then}\", \"{nonce}\"]\n"
+        )
+    };
+    let table = [
+        killed_case("reaped-np2", "hold", "reap"),
+        killed_case("left-np2", "hold", "leave"),
+        killed_case("missed-np2", "none", "reap"),
+    ]
+    .concat();
+    let (status, stdout) = run(&dir, &table, 60, &[]);
+    assert_eq!(verdict(&stdout, "reaped-np2").0, "PASS", "{stdout}");
+    let (word, details) = verdict(&stdout, "left-np2");
+    assert!(word == "FAIL" && details.contains("is still there: this run's setup did not reap it"), "{stdout}");
+    let missed = stdout.lines().find(|l| l.starts_with("missed-np2")).unwrap();
+    assert!(missed.contains("FAIL  (no coll_rdma.* segment of this job appeared"), "{stdout}");
+    assert_eq!((status, stdout.lines().last()), (1, Some("1 passed, 2 failed")), "{stdout}");
+    // the orphan left by left-np2 is removed by the runner
+    let left = shm_with(&nonce);
+    assert!(left.is_empty(), "left in /dev/shm: {left:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The /dev/shm entries whose names end with NONCE.
+fn shm_with(nonce: &str) -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|name| name.ends_with(nonce))
+        .collect()
 }
