@@ -13,7 +13,8 @@
 #   --emulated    --quick's phases, cases and sizes repeated less again:
 #                 barrier_order 250 barriers (not 1000), bcast 100
 #                 back to back, 20 mixed and 1 MiB with 3 of its 13 datatype
-#                 pairs, reduce_ops 10 interleaved (for the Soft-RoCE guests,
+#                 pairs, reduce_ops 10 interleaved and each predefined
+#                 op/type pair at one of its 4 counts (for the Soft-RoCE guests,
 #                 where every instruction is emulated; the host runs --quick)
 #   --only REGEX  run only the tests whose name matches REGEX (grep -E)
 #   --list        print the test names and exit
@@ -263,7 +264,7 @@ else
     NB_R=200; NR_R=200; NF_R=20; NBC_R=120
 fi
 if [ "$QUICK" = emulated ]; then
-    BO_N=250; RO=(-m 1000 -x 10); BC=(-n 100 -B 1 -L 50 -x 20 -D 6)
+    BO_N=250; RO=(-m 1000 -x 10 -k 4); BC=(-n 100 -B 1 -L 50 -x 20 -D 6)
 fi
 [ -n "$NPS_SET" ] && NPS=$NPS_SET
 
