@@ -13,7 +13,8 @@
 #   --emulated    --quick's phases, cases and sizes repeated less again:
 #                 barrier_order 250 barriers (not 1000), bcast 100
 #                 back to back, 20 mixed and 1 MiB with 3 of its 13 datatype
-#                 pairs, reduce_ops 10 interleaved (for the Soft-RoCE guests,
+#                 pairs, reduce_ops 10 interleaved and each predefined
+#                 op/type pair at one of its 4 counts (for the Soft-RoCE guests,
 #                 where every instruction is emulated; the host runs --quick)
 #   --only REGEX  run only the tests whose name matches REGEX (grep -E)
 #   --list        print the test names and exit
@@ -133,10 +134,12 @@ done
 # $HOME/.openmpi/components (USER_DEFAULT) is deliberately left out so that an
 # installed, possibly stale, copy of the component can never be picked up.
 COMPONENT_PATH="SYS_DEFAULT:$COMPDIR"
-SYSDIR=$(ompi_info --path pkglibdir | awk '{print $2}')
-OMPI_VERSION=$(ompi_info --parsable | awk -F: '$1=="ompi" && $2=="version" && $3=="full" {print $4}')
+# Open MPI's version from its wrapper compiler (the same package as the
+# library); ompi_info, which opens every component (5 s a run in an
+# emulated Soft-RoCE guest), runs once, below, in component mode only.
+OMPI_VERSION=$(mpicc --showme:version 2>/dev/null | sed -n 's/.*Open MPI \([0-9][^ ]*\).*/\1/p' | head -1)
 OMPI_MAJOR=${OMPI_VERSION%%.*}
-[[ $OMPI_MAJOR =~ ^[0-9]+$ ]] || die "cannot read Open MPI's version from ompi_info (got '$OMPI_VERSION')"
+[[ $OMPI_MAJOR =~ ^[0-9]+$ ]] || die "cannot read Open MPI's version from mpicc --showme:version (got '$OMPI_VERSION')"
 # mpirun's options that differ between the 4.x launcher (ORTE) and 5.x's
 # (PRRTE): capture_output DIR sets CAPTURE_OPTS (mpirun options) and
 # CAPTURE_WRAPPER (a command each rank runs its program with) so that each
@@ -170,12 +173,16 @@ MPICC_FLAGS+=("${user_cflags[@]}")
 if [ "$MODE" = component ] && [ "$LIST" = 0 ] && [ "$BUILD_ONLY" = 0 ]; then
     [ -f "$COMPDIR/mca_coll_rdma.so" ] ||
         die "$COMPDIR/mca_coll_rdma.so is missing: run 'make build' first (or use --stock)"
+    # one ompi_info: Open MPI's own component directory, and whether coll
+    # rdma loads from ours
+    ompi_info_out=$(OMPI_MCA_mca_base_component_path=$COMPONENT_PATH \
+        ompi_info --parsable --path pkglibdir --param coll rdma --level 9 2>&1 || true)
+    SYSDIR=$(printf '%s\n' "$ompi_info_out" | sed -n 's/^path:pkglibdir://p' | head -1)
     if [ -n "$SYSDIR" ] && [ -e "$SYSDIR/mca_coll_rdma.so" ]; then
         die "$SYSDIR/mca_coll_rdma.so exists: a copy in Open MPI's own component directory would be loaded next to ours; remove it"
     fi
-    if ! OMPI_MCA_mca_base_component_path=$COMPONENT_PATH \
-        ompi_info --param coll rdma --level 9 2>&1 | grep 'coll_rdma_priority' >/dev/null; then
-        OMPI_MCA_mca_base_component_path=$COMPONENT_PATH ompi_info --param coll rdma --level 9 2>&1 | sed 's/^/  ompi_info: /' | head -20
+    if ! printf '%s\n' "$ompi_info_out" | grep -q 'coll_rdma_priority'; then
+        printf '%s\n' "$ompi_info_out" | sed 's/^/  ompi_info: /' | head -20
         die "ompi_info does not list coll rdma from $COMPDIR (see above)"
     fi
 fi
@@ -255,7 +262,7 @@ else
     NB_R=200; NR_R=200; NF_R=20; NBC_R=120
 fi
 if [ "$QUICK" = emulated ]; then
-    BO_N=250; RO=(-m 1000 -x 10); BC=(-n 100 -B 1 -L 50 -x 20 -D 6)
+    BO_N=250; RO=(-m 1000 -x 10 -k 4); BC=(-n 100 -B 1 -L 50 -x 20 -D 6)
 fi
 [ -n "$NPS_SET" ] && NPS=$NPS_SET
 

@@ -85,11 +85,6 @@ def ready_of($cid; $rank): [events("comm_ready") | on($cid) | of_rank($rank)] | 
 def leaders_only_here($cid; $rank; $nodes; $pairs; $leads):
     (ready_of($cid; $rank) | .leaders_only == true and .memory.verbs_queue_pairs == $pairs)
     and (hierarchy_of($cid; $rank) | .levels == "two-level" and .nodes == $nodes and (.node_leader == $rank) == $leads);
-# ... on some rank of CID.
-def leaders_only_somewhere($cid; $nodes; $pairs; $leads):
-    . as $all
-    | any([events("comm_ready") | on($cid) | .rank] | unique | .[];
-        . as $rank | $all | leaders_only_here($cid; $rank; $nodes; $pairs; $leads));
 
 # Every rank of CID runs the barrier on two levels, across NODES nodes of
 # FEWEST to MOST ranks.
