@@ -111,6 +111,23 @@ void coll_rdma_shim_request_complete(struct ompi_request_t *request, int error)
     ompi_request_complete(request, true);
 }
 
+coll_rdma_shim_wait_fn coll_rdma_shim_request_wait_fn(void)
+{
+    return __atomic_load_n(&ompi_request_functions.req_wait, __ATOMIC_ACQUIRE);
+}
+
+int coll_rdma_shim_request_wait_replace(coll_rdma_shim_wait_fn expected, coll_rdma_shim_wait_fn replacement)
+{
+    ompi_request_wait_fn_t current = expected;
+    return __atomic_compare_exchange_n(&ompi_request_functions.req_wait, &current, replacement, 0,
+                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ? 1 : 0;
+}
+
+int coll_rdma_shim_request_is_complete(struct ompi_request_t *request)
+{
+    return REQUEST_COMPLETE(request) ? 1 : 0;
+}
+
 void coll_rdma_shim_request_fini(struct ompi_request_t *request)
 {
     OMPI_REQUEST_FINI(request);

@@ -61,6 +61,17 @@ void coll_rdma_shim_request_complete(struct ompi_request_t *request, int error);
 void coll_rdma_shim_request_fini(struct ompi_request_t *request);
 /* *request = MPI_REQUEST_NULL. */
 void coll_rdma_shim_request_set_null(struct ompi_request_t **request);
+/* MPI_Wait's implementation: Open MPI's ompi_request_functions.req_wait,
+ * one table for every kind of request, through which MPI_Wait calls. */
+struct ompi_status_public_t;
+typedef int (*coll_rdma_shim_wait_fn)(struct ompi_request_t **request, struct ompi_status_public_t *status);
+coll_rdma_shim_wait_fn coll_rdma_shim_request_wait_fn(void);
+/* Puts `replacement` into req_wait if `expected` is still there (atomically);
+ * 1 if it did. */
+int coll_rdma_shim_request_wait_replace(coll_rdma_shim_wait_fn expected, coll_rdma_shim_wait_fn replacement);
+/* REQUEST_COMPLETE: 1 once the request completed, and for an inactive
+ * persistent one. */
+int coll_rdma_shim_request_is_complete(struct ompi_request_t *request);
 /* Whether a request of another module (the module underneath's
  * non-blocking collective) has completed; progresses once when it has not
  * (ompi_request_test). 1 completed, 0 not yet; a negative value is the

@@ -22,7 +22,18 @@
  *      ibarrier and then enters a blocking MPI_Allreduce on another
  *      communicator, while the others wait on the ibarrier before joining
  *      that allreduce: only if the rank's blocking wait advances the other
- *      communicator's pending barrier can anyone finish.
+ *      communicator's pending barrier can anyone finish;
+ *   5. completed at start: every rank but one (rotating) posts an ibarrier
+ *      or starts the persistent barrier, then tells that rank with a
+ *      message; it posts or starts only then, so at np 2 (one round) its
+ *      request is complete on return (MPI_Request_get_status says so
+ *      before anything else progresses it), and it completes the request
+ *      by MPI_Wait, MPI_Test, MPI_Waitany or MPI_Request_free;
+ *   6. MPI_Wait must progress the rest of MPI: rank 0 waits on a barrier
+ *      that rank 1 joins only once its blocking MPI_Send of 1 MiB to rank
+ *      0 is done, which needs rank 0's progress (its receive is posted
+ *      before the wait); a wait that only polled coll rdma's runs would
+ *      hang.
  * Options: -r <rounds of phase 1> (default 200), -n <persistent starts>.
  */
 #include "common.h"
@@ -188,6 +199,92 @@ static void behind_a_blocking_collective(tcomm_t *world, long rounds)
     t_free(&other);
 }
 
+/* Completes the request the way `how` says: MPI_Wait, MPI_Test (which
+ * must say complete at once where `complete` says it is), MPI_Waitany, or
+ * MPI_Request_free (only where `complete`). */
+static void complete_one(MPI_Request *rq, int how, int complete, int persistent)
+{
+    int flag = 0, index = MPI_UNDEFINED;
+    switch (how) {
+    case 0: T_MPI(MPI_Wait(rq, MPI_STATUS_IGNORE)); break;
+    case 1:
+        T_MPI(MPI_Test(rq, &flag, MPI_STATUS_IGNORE));
+        T_CHECK(flag || !complete, "MPI_Test: a request complete at start is not complete");
+        while (!flag) T_MPI(MPI_Test(rq, &flag, MPI_STATUS_IGNORE));
+        break;
+    case 2:
+        T_MPI(MPI_Waitany(1, rq, &index, MPI_STATUS_IGNORE));
+        T_CHECK(index == 0, "MPI_Waitany index %d", index);
+        break;
+    default: T_MPI(MPI_Request_free(rq)); return;
+    }
+    T_CHECK((*rq == MPI_REQUEST_NULL) == !persistent, "the request handle after completion (persistent %d)", persistent);
+}
+
+static void completed_at_start(tcomm_t *world, long rounds)
+{
+    MPI_Request persistent_rq = MPI_REQUEST_NULL;
+    /* only at np 2 is the last rank's barrier complete at start (one round) */
+    int at_start = world->size == 2;
+    for (long r = 0; r < rounds; r++) {
+        int last = (int)(r % world->size), persistent = (int)(r / world->size % 2);
+        int how = (int)(r % (at_start ? 4 : 3)), frees = how == 3;
+        if (persistent && persistent_rq == MPI_REQUEST_NULL)
+            T_MPI(T_BARRIER_INIT(world->comm, MPI_INFO_NULL, &persistent_rq));
+        nb_times_t t = { .n = 1 };
+        MPI_Request rq;
+        if (world->rank == last)
+            for (int peer = 0; peer < world->size; peer++)
+                if (peer != last) T_MPI(MPI_Recv(NULL, 0, MPI_BYTE, peer, 5, world->comm, MPI_STATUS_IGNORE));
+        t.entered[0] = host_now();
+        if (persistent) {
+            rq = persistent_rq;
+            T_MPI(MPI_Start(&rq));
+        } else {
+            T_MPI(MPI_Ibarrier(world->comm, &rq));
+        }
+        if (world->rank == last && at_start) {
+            int flag = 0;
+            T_MPI(MPI_Request_get_status(rq, &flag, MPI_STATUS_IGNORE));
+            T_CHECK(flag, "round %ld: the last rank's %s barrier was not complete at start", r,
+                    persistent ? "persistent" : "non-blocking");
+        }
+        if (world->rank == last) {
+            complete_one(&rq, how, at_start, persistent);
+        } else {
+            T_MPI(MPI_Send(NULL, 0, MPI_BYTE, last, 5, world->comm));
+            T_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+            if (persistent && frees) T_MPI(MPI_Request_free(&rq));
+        }
+        t.left[0] = host_now();
+        if (persistent) persistent_rq = frees ? MPI_REQUEST_NULL : rq;
+        /* a freed request's completion time is not known: skip its check */
+        if (!frees) check_order(world->comm, &t, "barrier completed at start", r);
+    }
+    if (persistent_rq != MPI_REQUEST_NULL) T_MPI(MPI_Request_free(&persistent_rq));
+}
+
+static void wait_progresses_the_rest(tcomm_t *world, long rounds)
+{
+    enum { BYTES = 1 << 20 };
+    if (world->size < 2) return;
+    char *buf = malloc(BYTES);
+    T_CHECK(buf != NULL, "no memory");
+    for (long r = 0; r < rounds; r++) {
+        MPI_Request rq, recv = MPI_REQUEST_NULL;
+        memset(buf, world->rank == 1 ? (int)(r & 0x7f) : 0xff, BYTES);
+        if (world->rank == 0) T_MPI(MPI_Irecv(buf, BYTES, MPI_BYTE, 1, 6, world->comm, &recv));
+        if (world->rank == 1) T_MPI(MPI_Send(buf, BYTES, MPI_BYTE, 0, 6, world->comm));
+        T_MPI(MPI_Ibarrier(world->comm, &rq));
+        T_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+        if (world->rank == 0) {
+            T_MPI(MPI_Wait(&recv, MPI_STATUS_IGNORE));
+            T_CHECK(buf[0] == (char)(r & 0x7f) && buf[BYTES - 1] == (char)(r & 0x7f), "round %ld: the message", r);
+        }
+    }
+    free(buf);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -198,5 +295,7 @@ int main(int argc, char **argv)
     persistent(&t_world, starts);
     across_other_communicators(&t_world, rounds / 10 > 0 ? rounds / 10 : 1);
     behind_a_blocking_collective(&t_world, rounds / 10 > 0 ? rounds / 10 : 1);
+    completed_at_start(&t_world, rounds);
+    wait_progresses_the_rest(&t_world, rounds / 10 > 0 ? rounds / 10 : 1);
     return t_finish("nonblocking_barrier");
 }

@@ -17,3 +17,14 @@ pub trait Schedule<T: ?Sized> {
     /// Does every step that needs no waiting.
     fn advance(&mut self, transport: &mut T) -> Result<Step, Self::Error>;
 }
+
+/// A boxed run is a run: the queue's runs are boxed, and a caller that
+/// tries a run before queueing it (`ScheduleQueue::lane_is_idle`) may hold
+/// one boxed already.
+impl<T: ?Sized, S: Schedule<T> + ?Sized> Schedule<T> for Box<S> {
+    type Error = S::Error;
+
+    fn advance(&mut self, transport: &mut T) -> Result<Step, Self::Error> {
+        (**self).advance(transport)
+    }
+}

@@ -26,6 +26,12 @@
 //! A run that fails leaves its lane's streams out of step, so the runs
 //! queued behind it in that lane fail too, naming the first failure.
 //!
+//! A caller may advance a run of an idle lane (`lane_is_idle`: nothing of
+//! that lane queued, nothing failed there) before queueing it, and keep
+//! it out of the queue if that finishes it: it is then the lane's oldest,
+//! as the queue would have advanced it. A failure there is recorded
+//! (`record_failure`) as one in the queue would be.
+//!
 //! Each run carries a tag (the glue's MPI request, the tests' ticket) that
 //! `advance` hands back when the run ends; runs are `Send` because the
 //! queue moves with its communicator's state between threads.
@@ -91,6 +97,21 @@ impl<'a, T: ?Sized, Tag> ScheduleQueue<'a, T, Tag> {
         self.entries.push_back(Entry { tag, lane, run });
     }
 
+    /// Whether a run of `lane` posted now would be the lane's oldest and
+    /// may advance: none of the lane is queued and none failed.
+    pub fn lane_is_idle(&self, lane: Lane) -> bool {
+        !self.broken.iter().any(|(broken, _)| *broken == lane) && !self.entries.iter().any(|entry| entry.lane == lane)
+    }
+
+    /// Puts `lane` out of step after a run of it failed with `error`
+    /// (whether the run was queued or not): every later run of the lane
+    /// fails, naming the first failure.
+    pub fn record_failure(&mut self, lane: Lane, error: &TransportError) {
+        if !self.broken.iter().any(|(broken, _)| *broken == lane) {
+            self.broken.push((lane, error.to_string()));
+        }
+    }
+
     /// Runs posted and not yet reported finished.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -135,13 +156,67 @@ impl<'a, T: ?Sized, Tag> ScheduleQueue<'a, T, Tag> {
                     finished(entry.tag, Ok(()));
                 }
                 Err(error) => {
-                    if !self.broken.iter().any(|(broken, _)| *broken == lane) {
-                        self.broken.push((lane, error.to_string()));
-                    }
+                    self.record_failure(lane, &error);
                     let entry = self.entries.remove(index).expect("index within the queue");
                     finished(entry.tag, Err(error));
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Done after `pending` advances that returned Pending.
+    struct Countdown {
+        pending: u32,
+    }
+
+    impl Schedule<()> for Countdown {
+        type Error = TransportError;
+
+        fn advance(&mut self, _transport: &mut ()) -> Result<Step, TransportError> {
+            if self.pending == 0 {
+                return Ok(Step::Done);
+            }
+            self.pending -= 1;
+            Ok(Step::Pending)
+        }
+    }
+
+    #[test]
+    fn a_lane_is_idle_until_a_run_of_it_is_queued_or_fails() {
+        let mut queue: ScheduleQueue<'_, ()> = ScheduleQueue::default();
+        assert!(queue.lane_is_idle(Lane::Barrier) && queue.lane_is_idle(Lane::Bcast));
+        let ticket = queue.post(Lane::Barrier, Box::new(Countdown { pending: 1 }));
+        assert!(!queue.lane_is_idle(Lane::Barrier), "a queued barrier run is the lane's oldest");
+        assert!(queue.lane_is_idle(Lane::Bcast), "lanes are independent");
+        let mut finished = Vec::new();
+        queue.advance(&mut (), |tag, outcome| finished.push((tag, outcome.is_ok())));
+        queue.advance(&mut (), |tag, outcome| finished.push((tag, outcome.is_ok())));
+        assert_eq!(finished, vec![(ticket, true)]);
+        assert!(queue.lane_is_idle(Lane::Barrier), "idle again once its runs finished");
+
+        queue.record_failure(Lane::Bcast, &TransportError::Failed("a run outside the queue".into()));
+        assert!(!queue.lane_is_idle(Lane::Bcast), "a failed lane is never idle again");
+        let later = queue.post(Lane::Bcast, Box::new(Countdown { pending: 0 }));
+        let mut failures = Vec::new();
+        queue.advance(&mut (), |tag, outcome| failures.push((tag, outcome.map_err(|why| why.to_string()))));
+        assert_eq!(failures.len(), 1);
+        assert_eq!(failures[0].0, later);
+        let why = failures[0].1.clone().expect_err("a run behind a failure fails");
+        assert!(why.contains("a run outside the queue"), "{why}");
+    }
+
+    #[test]
+    fn a_boxed_run_advances_as_the_run_inside() {
+        let mut boxed: Run<'_, ()> = Box::new(Countdown { pending: 1 });
+        let mut outer: Box<Run<'_, ()>> = Box::new(boxed);
+        assert_eq!(outer.advance(&mut ()).ok(), Some(Step::Pending));
+        assert_eq!(outer.advance(&mut ()).ok(), Some(Step::Done));
+        boxed = *outer;
+        assert_eq!(boxed.advance(&mut ()).ok(), Some(Step::Done));
     }
 }

@@ -104,6 +104,7 @@ fn progress_open_mpi() {
 unsafe extern "C" fn close() -> c_int {
     guarded("component close", sys::OMPI_SUCCESS as c_int, || {
         super::progress::unregister_from_opal();
+        super::own_wait::uninstall();
         output::close_stream();
         sys::OMPI_SUCCESS as c_int
     })

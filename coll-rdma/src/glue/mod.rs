@@ -27,6 +27,7 @@ mod mpi_bcast;
 mod mpi_reduce;
 mod nonblocking_post;
 mod output;
+mod own_wait;
 mod params;
 mod pmix_path;
 mod process_facts;

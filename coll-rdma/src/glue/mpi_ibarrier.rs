@@ -13,8 +13,9 @@ use std::ffi::c_int;
 
 use ompi_sys as sys;
 
-use btl_ibmc::SelectedTransport;
+use btl_ibmc::{SelectedTransport, TransportError};
 
+use crate::schedule::Schedule;
 use crate::schedule_queue::{Lane, Run};
 use crate::select::barrier::BarrierPath;
 use crate::select::Choice;
@@ -135,17 +136,25 @@ impl CommState {
     }
 }
 
+/// A barrier run as the queue holds it.
+fn boxed<S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static>(run: S) -> Run<'static, SelectedTransport> {
+    Box::new(run)
+}
+
 impl Native<'_> {
     /// Queues a barrier run for `request` behind the earlier ones, taking
     /// its first step if there are none.
     fn post_barrier(&mut self, collective: Collective, request: RequestRef) -> Step {
         self.shared.count_call(collective);
         let ready = &mut *self.ready;
-        let run: Run<'static, SelectedTransport> = match (barrier_choice(&ready.plan), ready.two_level_barrier.as_mut()) {
-            (Choice::Native(BarrierPath::TwoLevel), Some(two_level)) => Box::new(two_level.start()),
-            _ => Box::new(ready.barrier.start()),
+        request.spin_in_wait(ready.wait_spin_polls());
+        let (pending, transport) = (&mut ready.pending_runs, &mut ready.transport);
+        let outcome = match (barrier_choice(&ready.plan), ready.two_level_barrier.as_mut()) {
+            (Choice::Native(BarrierPath::TwoLevel), Some(two_level)) => {
+                pending.post(Lane::Barrier, two_level.start(), boxed, request, transport)
+            }
+            _ => pending.post(Lane::Barrier, ready.barrier.start(), boxed, request, transport),
         };
-        let outcome = ready.pending_runs.post(Lane::Barrier, run, request, &mut ready.transport);
         self.shared.finish(collective, outcome)
     }
 }

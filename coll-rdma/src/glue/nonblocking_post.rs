@@ -91,7 +91,8 @@ impl CommState {
             Planned::Run(lane, run) => match self.enter_if_set_up() {
                 Ok(native) => {
                     let ready = native.ready;
-                    let outcome = ready.pending_runs.post(lane, run, request, &mut ready.transport);
+                    request.spin_in_wait(ready.wait_spin_polls());
+                    let outcome = ready.pending_runs.post(lane, run, |run| run, request, &mut ready.transport);
                     native.shared.finish(collective, outcome)
                 }
                 // Unreachable: the call was planned in the set-up state.

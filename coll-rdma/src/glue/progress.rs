@@ -54,7 +54,9 @@ pub(super) fn register(module: *mut RdmaModule) {
 /// left, so that jobs that never leave any (shared memory has none) keep
 /// Open MPI's progress loop free of our call.
 fn register_with_opal() {
-    if REGISTERED_WITH_OPAL.swap(true, Ordering::AcqRel) {
+    // A load first: every non-blocking call that goes on pending gets here,
+    // and a read-modify-write would cost each of them a locked instruction.
+    if REGISTERED_WITH_OPAL.load(Ordering::Acquire) || REGISTERED_WITH_OPAL.swap(true, Ordering::AcqRel) {
         return;
     }
     // SAFETY: a plain C callback with the signature opal expects; it
@@ -101,16 +103,26 @@ unsafe extern "C" fn progress_callback() -> c_int {
         return 0;
     }
     guarded("progress callback", 0, || {
-        // Never wait for the registry: a destructor on another thread may
-        // hold it, and progress must not block.
-        let Ok(modules) = MODULES.try_lock() else { return 0 };
-        for module in modules.iter() {
-            // SAFETY: registered modules are alive while the lock is held.
-            unsafe { progress_state(module.0) };
-        }
+        serve_modules_once();
         // Completed requests (non-blocking barriers) are not reported as
         // events: that would stop an oversubscribed rank's progress loop
         // from yielding its core to the rank it is waiting for.
         0
     })
+}
+
+/// One pass over every module with work (the callback's, also made by
+/// MPI_Wait on a request of ours, `own_wait.rs`); false once none has any.
+pub(super) fn serve_modules_once() -> bool {
+    if MODULES_WITH_WORK.load(Ordering::Acquire) == 0 {
+        return false;
+    }
+    // Never wait for the registry: a destructor on another thread may
+    // hold it, and progress must not block.
+    let Ok(modules) = MODULES.try_lock() else { return true };
+    for module in modules.iter() {
+        // SAFETY: registered modules are alive while the lock is held.
+        unsafe { progress_state(module.0) };
+    }
+    true
 }

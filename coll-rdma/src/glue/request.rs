@@ -20,10 +20,12 @@
 use std::ffi::c_int;
 use std::mem::size_of;
 use std::ptr::null_mut;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use ompi_sys as sys;
 
 use super::ffi_guard::guarded;
+use super::own_wait;
 use super::saved::ReductionCall;
 use super::saved_nonblocking::BcastCall;
 
@@ -67,6 +69,11 @@ impl PersistentCall {
 pub(super) struct RdmaRequest {
     base: sys::ompi_coll_base_nbc_request_t,
     persistent: Option<Persistent>,
+    /// Passes of coll rdma's own progress MPI_Wait makes on this request
+    /// before Open MPI's wait loop (`own_wait.rs`); set at each post or
+    /// start from the communicator's wait policy, read by the waiter
+    /// (atomic: MPI lets another thread wait than the one that started).
+    wait_spin_polls: AtomicU32,
 }
 
 // Open MPI's class descriptor; its object system writes the initialisation
@@ -86,7 +93,11 @@ static mut RDMA_REQUEST_CLASS: sys::opal_class_t = sys::opal_class_t {
 unsafe extern "C" fn construct(object: *mut sys::opal_object_t) {
     // SAFETY: Open MPI calls this on a freshly allocated object of our
     // class's size; the parent constructors initialised only `base`.
-    unsafe { (&raw mut (*(object as *mut RdmaRequest)).persistent).write(None) };
+    unsafe {
+        let request = object as *mut RdmaRequest;
+        (&raw mut (*request).persistent).write(None);
+        (&raw mut (*request).wait_spin_polls).write(AtomicU32::new(0));
+    }
 }
 
 unsafe extern "C" fn destruct(object: *mut sys::opal_object_t) {
@@ -104,6 +115,7 @@ unsafe extern "C" fn destruct(object: *mut sys::opal_object_t) {
 /// reference); `None` if Open MPI could not allocate it. A persistent
 /// request starts inactive; any other is started at once.
 pub(super) fn new_request(comm: *mut sys::ompi_communicator_t, persistent: Option<Persistent>) -> Option<*mut sys::ompi_request_t> {
+    own_wait::install();
     // SAFETY: the class derives from ompi_request_t's; opal_obj_new
     // allocates cls_sizeof bytes and runs the constructors.
     let request = unsafe { sys::coll_rdma_shim_obj_new(&raw mut RDMA_REQUEST_CLASS) } as *mut RdmaRequest;
@@ -127,6 +139,21 @@ pub(super) fn new_request(comm: *mut sys::ompi_communicator_t, persistent: Optio
         }
     }
     Some(request as *mut sys::ompi_request_t)
+}
+
+/// How many passes of coll rdma's progress MPI_Wait may spend on
+/// `request` before Open MPI's wait loop; `None` if it is not ours.
+///
+/// # Safety
+/// `request` must be a live Open MPI request.
+pub(super) unsafe fn wait_spin_polls_if_ours(request: *mut sys::ompi_request_t) -> Option<u32> {
+    // SAFETY: every request is an Open MPI object; its class tells ours.
+    let class = unsafe { (*(request as *mut sys::opal_object_t)).obj_class };
+    if class != &raw mut RDMA_REQUEST_CLASS {
+        return None;
+    }
+    // SAFETY: of our class, so an RdmaRequest.
+    Some(unsafe { (*(request as *mut RdmaRequest)).wait_spin_polls.load(Ordering::Relaxed) })
 }
 
 /// `req_free`: MPI_Request_free, or MPI_Wait/MPI_Test once a
@@ -192,6 +219,13 @@ impl RequestRef {
         // SAFETY: guaranteed by the caller; released in `finish`.
         unsafe { sys::coll_rdma_shim_obj_retain(request as *mut sys::opal_object_t) };
         RequestRef(request)
+    }
+
+    /// Lets MPI_Wait on the request spend up to `polls` passes of coll
+    /// rdma's own progress before Open MPI's wait loop (`own_wait.rs`).
+    pub(super) fn spin_in_wait(&self, polls: u32) {
+        // SAFETY: our reference keeps the request, one of ours, alive.
+        unsafe { (*(self.0 as *mut RdmaRequest)).wait_spin_polls.store(polls, Ordering::Relaxed) };
     }
 
     /// Completes the request with `mpi_error` (an MPI error class).

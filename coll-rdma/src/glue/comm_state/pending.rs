@@ -15,6 +15,7 @@ use std::ffi::c_int;
 use btl_ibmc::{SelectedTransport, TransportError};
 use ompi_sys as sys;
 
+use crate::schedule::{Schedule, Step};
 use crate::schedule_queue::{Lane, Run, ScheduleQueue};
 use super::super::request::RequestRef;
 
@@ -42,15 +43,38 @@ impl PendingRuns {
 
     /// Queues `run` behind the earlier ones of its collective and takes
     /// every step that can be taken now (its first, if it is the oldest).
-    pub(in crate::glue) fn post(
+    /// A run that is its lane's oldest and finishes at that first step (a
+    /// barrier whose peers have all arrived) completes its request at
+    /// once and never enters the queue: no allocation, and MPI_Wait finds
+    /// the request complete. `boxed` makes the queue's run of it.
+    pub(in crate::glue) fn post<S>(
         &mut self,
         lane: Lane,
-        run: Run<'static, SelectedTransport>,
+        mut run: S,
+        boxed: impl FnOnce(S) -> Run<'static, SelectedTransport>,
         request: RequestRef,
         transport: &mut SelectedTransport,
-    ) -> Result<(), TransportError> {
-        self.queue.post_tagged(lane, run, request);
-        self.advance(transport)
+    ) -> Result<(), TransportError>
+    where
+        S: Schedule<SelectedTransport, Error = TransportError>,
+    {
+        if !self.queue.lane_is_idle(lane) {
+            self.queue.post_tagged(lane, boxed(run), request);
+            return self.advance(transport);
+        }
+        let others_queued = !self.queue.is_empty();
+        match run.advance(transport) {
+            Ok(Step::Pending) => self.queue.post_tagged(lane, boxed(run), request),
+            Ok(Step::Done) => request.finish(sys::MPI_SUCCESS as c_int),
+            Err(why) => {
+                self.queue.record_failure(lane, &why);
+                request.finish(sys::MPI_ERR_OTHER as c_int);
+                return Err(why);
+            }
+        }
+        // The other lanes' oldest runs get their turn, as in any pass;
+        // this run just had its own.
+        if others_queued { self.advance(transport) } else { Ok(()) }
     }
 
     /// Advances the oldest run of every collective, and each next one once

@@ -6,7 +6,7 @@
 //! It is owned by the communicator's state, not by any call's stack: whoever
 //! holds the state (one collective, or the progress callback) may borrow it.
 
-use btl_ibmc::{NoSideProgress, PeerReads, SelectedTransport, TransportError};
+use btl_ibmc::{Endpoint, NoSideProgress, PeerReads, SelectedTransport, TransportError};
 
 use super::super::output;
 use super::{CommId, PendingRuns};
@@ -140,6 +140,16 @@ impl ReadyComm {
         !self.pending_runs.is_empty() || self.bcast.needs_side_progress(&self.transport)
     }
 
+    /// How many passes MPI_Wait makes over coll rdma's own progress on a
+    /// request of this communicator before Open MPI's wait loop takes over
+    /// (`own_wait.rs`): the blocking waits' spin polls, so none where ranks
+    /// outnumber cores, and where the data comes through the kernel its
+    /// own count.
+    pub(in crate::glue) fn wait_spin_polls(&self) -> u32 {
+        let policy = self.barrier.wait_policy();
+        if self.transport.sleeps_in_kernel() { policy.kernel_spin_polls } else { policy.spin_polls }
+    }
+
     /// Finishes the non-blocking runs posted earlier, before a blocking
     /// collective: they come first in every rank's order, and a blocking
     /// call must not start on slots a run of its collective still uses.
@@ -151,10 +161,15 @@ impl ReadyComm {
         self.pending_runs.drain(&mut self.transport)
     }
 
-    /// Serves ACKs, NACKs and retransmissions outside a collective call,
-    /// and advances the non-blocking runs; fails if one of those did.
+    /// Serves ACKs, NACKs and retransmissions outside a collective call
+    /// where the bcast needs that (as the blocking calls' waits do,
+    /// `BcastProgress::if_needed`: not on a shared window, whose pass would
+    /// only slow every poll of a pending run), and advances the
+    /// non-blocking runs; fails if one of those did.
     pub(super) fn progress_background_work(&mut self) -> Result<(), TransportError> {
-        if let Err(why) = self.bcast.progress(&self.transport) {
+        if self.bcast.needs_side_progress(&self.transport)
+            && let Err(why) = self.bcast.progress(&self.transport)
+        {
             tracing::warn!("comm {} rank {}: bcast progress failed: {why}", self.id.cid, self.id.rank);
         }
         self.pending_runs.advance(&mut self.transport)

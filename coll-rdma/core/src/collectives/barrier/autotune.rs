@@ -243,6 +243,12 @@ impl TunedBarrier {
         Ok(Some(outcome))
     }
 
+    /// How the barrier's waits go: the communicator's policy, the same
+    /// for every candidate.
+    pub fn wait_policy(&self) -> WaitPolicy {
+        self.barriers[self.active].policy()
+    }
+
     /// Starts a non-blocking barrier, outside the trial's count (untimed,
     /// like `run_untimed`): every rank starts the same candidate, as every
     /// rank makes the same calls in the same order.

@@ -103,6 +103,11 @@ impl DisseminationBarrier {
         self.radix
     }
 
+    /// How this barrier's waits go (the communicator's policy).
+    pub fn policy(&self) -> WaitPolicy {
+        self.policy
+    }
+
     pub fn rounds(&self) -> usize {
         self.rounds.len()
     }

@@ -62,9 +62,13 @@ impl BarrierRun {
 /// The fault timeout, once the current wait (started at `waiting_since`,
 /// which its first call sets) has lasted longer than it; None meanwhile
 /// or without one. Shared by the barrier runs, flat and two-level.
+/// Without a timeout the clock is never read: a run that goes on pending
+/// at its start (most do, as one rank arrives first) would pay a clock
+/// read on every start for nothing.
 pub(super) fn past_fault_timeout(waiting_since: &mut Option<Instant>, fault_timeout: Option<Duration>) -> Option<Duration> {
+    let limit = fault_timeout?;
     let since = *waiting_since.get_or_insert_with(Instant::now);
-    fault_timeout.filter(|&limit| since.elapsed() > limit)
+    (since.elapsed() > limit).then_some(limit)
 }
 
 impl<T: Windows + ?Sized> Schedule<T> for BarrierRun {
@@ -72,8 +76,7 @@ impl<T: Windows + ?Sized> Schedule<T> for BarrierRun {
 
     fn advance(&mut self, transport: &mut T) -> Result<Step, TransportError> {
         transport.progress();
-        let rounds = Arc::clone(&self.rounds);
-        while let Some(round) = rounds.get(self.round) {
+        while let Some(round) = self.rounds.get(self.round) {
             if !self.notified {
                 for to in &round.notify {
                     transport.put_flag(to.peer, to.slot_offset, self.epoch)?;
