@@ -19,7 +19,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
+use btl_ibmc::fabric::{run_ranks_watched, Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::{NoSideProgress, TransportError, WaitPolicy};
 use coll_rdma_core::collectives::large_reduction::buffers::{Gather, ReductionBuffers};
 use coll_rdma_core::collectives::large_reduction::ring::RingReduction;
@@ -33,6 +33,7 @@ use common::{word, WordSum, XorShift};
 
 /// A rank that has not finished its script by then takes it for a deadlock.
 const DEADLINE: Duration = Duration::from_secs(120);
+const PATIENCE: Duration = Duration::from_secs(300);
 const MAX_OUTSTANDING: usize = 6;
 const SEGMENT_BYTES: usize = 40;
 
@@ -283,36 +284,29 @@ fn scripts_for(size: usize, communicators: usize, calls: usize, seed: u64, with_
 fn run_threads(size: usize, calls: usize, seed: u64) {
     let scripts = scripts_for(size, 1, calls, seed, true);
     let per_rank = fabrics(size, 1, seed, Duration::from_micros(20));
-    let outcomes: Vec<Result<(), String>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = per_rank
-            .into_iter()
-            .enumerate()
-            .map(|(rank, endpoints)| {
-                let scripts = &scripts;
-                scope.spawn(move || {
-                    let mut buffers = rank_buffers(rank, scripts);
-                    let ring_calls = {
-                        let mut player = Player::new(rank, size, seed, scripts, endpoints, &mut buffers);
-                        let started = Instant::now();
-                        while !player.turns.done() {
-                            if started.elapsed() > DEADLINE {
-                                return Err(format!("{} after {DEADLINE:?}: deadlock", player.turns.where_it_is()));
-                            }
-                            player.turn()?;
-                        }
-                        player.ring_calls()
-                    };
-                    if ring_calls != counted_calls(scripts) {
-                        return Err(format!("rank {rank}: {ring_calls} ring calls, {} expected", counted_calls(scripts)));
-                    }
-                    check_results(rank, size, scripts, &buffers)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|handle| handle.join().unwrap_or_else(|_| Err("a rank panicked".to_string()))).collect()
-    });
+    let outcomes = run_ranks_watched(per_rank, PATIENCE, move |rank, endpoints| play_alone(rank, size, seed, &scripts, endpoints));
     let failures: Vec<&String> = outcomes.iter().filter_map(|outcome| outcome.as_ref().err()).collect();
     assert!(failures.is_empty(), "size {size}, seed {seed}: {failures:#?}");
+}
+
+/// One rank's whole script on its own thread, then its results checked.
+fn play_alone(rank: usize, size: usize, seed: u64, scripts: &[Vec<Call>], endpoints: Vec<FabricEndpoint>) -> Result<(), String> {
+    let mut buffers = rank_buffers(rank, scripts);
+    let ring_calls = {
+        let mut player = Player::new(rank, size, seed, scripts, endpoints, &mut buffers);
+        let started = Instant::now();
+        while !player.turns.done() {
+            if started.elapsed() > DEADLINE {
+                return Err(format!("{} after {DEADLINE:?}: deadlock", player.turns.where_it_is()));
+            }
+            player.turn()?;
+        }
+        player.ring_calls()
+    };
+    if ring_calls != counted_calls(scripts) {
+        return Err(format!("rank {rank}: {ring_calls} ring calls, {} expected", counted_calls(scripts)));
+    }
+    check_results(rank, size, scripts, &buffers)
 }
 
 #[test]
