@@ -49,9 +49,12 @@ pub enum Lane {
     Allreduce,
     Reduce,
     Bcast,
+    /// The ring reduction's region, which allreduce and reduce share: their
+    /// ring calls number one pair of streams between them.
+    Ring,
 }
 
-const LANES: usize = 4;
+const LANES: usize = 5;
 
 /// Names one posted run; tickets grow in post order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

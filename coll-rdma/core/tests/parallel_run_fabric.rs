@@ -1,4 +1,5 @@
-//! The parallel reduction's runs (`large_reduction::parallel_run`) over the
+//! The parallel reduction's runs (`large_reduction::parallel_run`, and its
+//! `read_tree_run`) over the
 //! in-process fabric with cross-memory attach: every rank with one
 //! endpoint per communicator, each communicator with a script of
 //! allreduces and reduces (in place and not, moving roots), most of them
@@ -12,7 +13,9 @@
 //! ranks, which MPI forbids); ranks taking turns on one thread use two
 //! communicators. Chunks are a few elements long, so a run folds its slice
 //! over many advances, and there are more ranks than slice holders
-//! (`set_workers`) at 3 and 5 ranks. Every result is compared with a
+//! (`set_workers`) at 3 and 5 ranks; at 4 and 5 ranks short reduces
+//! (commutative, or rooted at rank 0) go down the read tree, which folds
+//! each child's partial over many advances too. Every result is compared with a
 //! serial left-to-right fold computed here (the wrapping word sum, and the
 //! 2x2 matrix product, which is not commutative); every contribution must
 //! come back untouched.
@@ -24,7 +27,6 @@ use std::time::{Duration, Instant};
 use btl_ibmc::fabric::{run_ranks_watched, Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::{MulticastKind, NoSideProgress, TransportError, WaitPolicy};
 use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
-use coll_rdma_core::collectives::large_reduction::buffers::{Gather, ReductionBuffers};
 use coll_rdma_core::collectives::reduce::Reduce;
 use coll_rdma_core::patterns::TreeStreamConfig;
 use coll_rdma_core::reduction::Reduction;
@@ -124,12 +126,9 @@ fn workers(size: usize) -> usize {
     if size >= 3 { 2 } else { usize::MAX }
 }
 
-/// Below it a reduce is reduced by the root alone; on 4 ranks or more the
-/// read tree would take such a reduce, which has no run, so every reduce
-/// is split there.
-fn slices_min_bytes(size: usize) -> usize {
-    if size >= 4 { 0 } else { 200 }
-}
+/// Below it a reduce is reduced by the root alone, or on 4 ranks or more
+/// gathered down the read tree (commutative, or rooted at rank 0).
+const SLICES_MIN_BYTES: usize = 200;
 
 /// The same script on every rank.
 fn script(size: usize, seed: u64, calls: usize, with_blocking: bool) -> Vec<Call> {
@@ -194,7 +193,7 @@ impl Communicator {
             parallel.set_min_bytes(PARALLEL_MIN_BYTES);
             parallel.set_workers(workers(size));
             parallel.set_chunk_bytes(CHUNK_BYTES);
-            parallel.set_slices_min_bytes(slices_min_bytes(size));
+            parallel.set_slices_min_bytes(SLICES_MIN_BYTES);
         }
         Communicator { allreduce, reduce }
     }
@@ -202,6 +201,11 @@ impl Communicator {
     /// Parallel reductions so far (blocking and runs).
     fn parallel_calls(&self) -> u64 {
         self.allreduce.parallel().calls() + self.reduce.parallel().calls()
+    }
+
+    /// Of those, the reduces gathered down the read tree.
+    fn read_tree_calls(&self) -> u64 {
+        self.reduce.parallel().read_tree_calls()
     }
 }
 
@@ -383,13 +387,14 @@ fn parallel_runs_mixed_with_blocking_calls_match_the_serial_fold_in_random_inter
 
 /// Every rank on one thread, taking turns at random: a run that waited
 /// inside `advance` for a peer would wait for a rank that cannot move, and
-/// fail by its fault timeout instead of finishing.
+/// fail by its fault timeout instead of finishing. At 4 and 5 ranks the
+/// short reduces go down the read tree, whose runs must have served some.
 #[test]
 fn every_rank_on_one_thread_finishes_so_no_parallel_run_waits_inside_advance() {
-    for (size, seed) in [(2, 31), (3, 32), (4, 33)] {
+    for (size, seed) in [(2, 31), (3, 32), (4, 33), (5, 34)] {
         let scripts = scripts_for(size, 2, 24, seed, false);
         let mut buffers: Vec<Vec<Vec<Buffers>>> = (0..size).map(|rank| rank_buffers(rank, &scripts)).collect();
-        {
+        let read_tree_calls = {
             let mut players: Vec<Player<'_>> = fabrics(size, 2, seed, Duration::ZERO)
                 .into_iter()
                 .zip(buffers.iter_mut())
@@ -403,7 +408,9 @@ fn every_rank_on_one_thread_finishes_so_no_parallel_run_waits_inside_advance() {
                 let player = rng.below(size);
                 players[player].turn().unwrap_or_else(|why| panic!("seed {seed}: {why}"));
             }
-        }
+            players[0].comms.iter().map(Communicator::read_tree_calls).sum::<u64>()
+        };
+        assert_eq!(read_tree_calls > 0, size >= 4, "size {size}: {read_tree_calls} read tree calls");
         for (rank, buffers) in buffers.iter().enumerate() {
             check_results(rank, size, &scripts, buffers).unwrap_or_else(|why| panic!("seed {seed}: {why}"));
         }
@@ -445,19 +452,4 @@ fn a_run_folds_its_slice_a_chunk_per_advance() {
     drop(runs);
     let expected: Vec<u8> = (0..elements as u64).flat_map(|i| (2 * i * 10 + 1).to_le_bytes()).collect();
     assert!(results.iter().all(|result| *result == expected));
-}
-
-/// The read tree (a short reduce on 4 ranks or more) has no run: `start`
-/// refuses it before it takes a call number, so the next call still
-/// matches its peers'.
-#[test]
-fn a_reduce_the_read_tree_would_take_is_refused_without_a_number() {
-    let mut comm = Communicator::new(0, 4);
-    comm.reduce.parallel_mut().set_slices_min_bytes(usize::MAX);
-    let (send, mut recv) = (vec![1u8; 64], vec![0u8; 64]);
-    let buffers = ReductionBuffers::Separate { send: &send, recv: &mut recv };
-    assert!(comm.reduce.parallel().takes_read_tree(64, Gather::Root(0), true));
-    let refused = comm.reduce.parallel_mut().start(&WordSum, Gather::Root(0), buffers, None);
-    assert!(matches!(refused, Err(TransportError::Unsupported(_))), "{:?}", refused.err());
-    assert_eq!(comm.reduce.parallel().calls(), 0);
 }

@@ -6,16 +6,17 @@
 //! A call asks the blocking call's selector (`crate::select`), so the same
 //! shape takes the same decision: served here where the blocking call
 //! would take a path that has a run (the one-rank copy, the exchange, the
-//! tree, the parallel reduction), handed to the module underneath's
-//! non-blocking function with the reason where it would not (the ring
-//! reduction, the parallel reduction's read tree, a reduce through the
-//! two-level allreduce) or where the blocking call hands over too.
+//! tree, the parallel reduction and its read tree, the ring reduction),
+//! handed to the module underneath's non-blocking function with the reason
+//! where it would not (a reduce through the two-level allreduce) or where
+//! the blocking call hands over too.
 //! Datatypes, ops, MPI_IN_PLACE and zero counts go through the blocking
 //! calls' translation (`reduction_call.rs`).
 //!
 //! A run reads and writes the application's buffers until its request
 //! completes (MPI forbids touching them before; the parallel reduction's
-//! peers read and write them too, through the addresses it announces),
+//! peers read and write them too, through the addresses it announces; the
+//! ring's run sends straight from the input and reduces in the result),
 //! and keeps the op and datatype retained, since MPI lets the application
 //! free both once the call is posted.
 
@@ -220,6 +221,16 @@ pub(super) unsafe fn start_persistent_reduction(persistent: Persistent, request:
     }
 }
 
+/// What serves a call that has a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RunPath {
+    /// The collective's own path (`Allreduce::start`, `Reduce::start`:
+    /// exchange, tree, parallel reduction and its read tree, one rank).
+    Window,
+    /// The ring reduction both collectives share (`reduction_paths.rs`).
+    Ring,
+}
+
 /// Which call a reduction is: `root` is `None` for an allreduce.
 fn collective_of(root: Option<c_int>, persistent: bool) -> Collective {
     match (root, persistent) {
@@ -300,8 +311,9 @@ impl Native<'_> {
     }
 
     /// The selector's decision for the call, as far as a run can follow
-    /// it: `Ok(None)` for nothing to exchange, `Ok(Some(span))` for a run.
-    fn resumable_path(&mut self, call: &ReductionCall, root: Option<c_int>, order: FoldOrder) -> Result<Option<ContiguousSpan>, Handover> {
+    /// it: `Ok(None)` for nothing to exchange, `Ok(Some(..))` for a run on
+    /// the path named.
+    fn resumable_path(&mut self, call: &ReductionCall, root: Option<c_int>, order: FoldOrder) -> Result<Option<(ContiguousSpan, RunPath)>, Handover> {
         // A negative root is left to the tree, which refuses it; MPI checks
         // roots before calling us.
         let root_index = root.map_or(0, |root| usize::try_from(root).unwrap_or(usize::MAX));
@@ -311,36 +323,35 @@ impl Native<'_> {
             None => match select_allreduce(&shape, plan) {
                 Choice::HandOver(why) => return Err(why),
                 Choice::Native(AllreducePath::Empty) => return Ok(None),
-                Choice::Native(AllreducePath::Alone | AllreducePath::Exchange | AllreducePath::Tree | AllreducePath::Parallel) => Ok(()),
-                Choice::Native(AllreducePath::Ring) => Err("the ring reduction"),
+                Choice::Native(AllreducePath::Alone | AllreducePath::Exchange | AllreducePath::Tree | AllreducePath::Parallel) => Ok(RunPath::Window),
+                Choice::Native(AllreducePath::Ring) => Ok(RunPath::Ring),
             },
             Some(_) => match select_reduce(&shape, plan) {
                 Choice::HandOver(why) => return Err(why),
                 Choice::Native(ReducePath::Empty) => return Ok(None),
-                Choice::Native(ReducePath::Alone | ReducePath::Tree) => Ok(()),
-                Choice::Native(ReducePath::Parallel) => {
-                    let bytes = span.as_ref().map_or(0, |span| span.bytes);
-                    let read_tree = self.ready.reduce.parallel().takes_read_tree(bytes, Gather::Root(root_index), shape.commutative);
-                    if read_tree { Err("the parallel reduction's read tree") } else { Ok(()) }
-                }
-                Choice::Native(ReducePath::Ring) => Err("the ring reduction"),
+                Choice::Native(ReducePath::Alone | ReducePath::Tree | ReducePath::Parallel) => Ok(RunPath::Window),
+                Choice::Native(ReducePath::Ring) => Ok(RunPath::Ring),
                 Choice::Native(ReducePath::ThroughAllreduce) => Err("a reduce through the two-level allreduce"),
             },
         };
-        has_run.map_err(Handover::NoResumableSchedule)?;
+        let path = has_run.map_err(Handover::NoResumableSchedule)?;
         // The selector hands every datatype without a span over.
-        span.map(Some).map_err(Handover::Datatype)
+        span.map(|span| Some((span, path))).map_err(Handover::Datatype)
     }
 
     fn reduction_run(&mut self, call: &ReductionCall, root: Option<c_int>, order: FoldOrder) -> Planned {
-        let span = match self.resumable_path(call, root, order) {
-            Ok(Some(span)) => span,
+        let (span, path) = match self.resumable_path(call, root, order) {
+            Ok(Some(found)) => found,
             Ok(None) => return Planned::Nothing,
             Err(why) => return Planned::HandOver(why.into()),
         };
-        match root {
-            None => self.allreduce_run(call, &span),
-            Some(root) => self.reduce_run(call, root as usize, &span),
+        match (path, root) {
+            (RunPath::Ring, root) => {
+                let gather = root.map_or(Gather::All, |root| Gather::Root(root as usize));
+                self.ring_run(call, &span, gather, RetainedReduction::new(call, &span))
+            }
+            (RunPath::Window, None) => self.allreduce_run(call, &span),
+            (RunPath::Window, Some(root)) => self.reduce_run(call, root as usize, &span),
         }
     }
 

@@ -76,6 +76,7 @@ use std::time::Duration;
 use super::buffers::{Gather, ReductionBuffers};
 use super::parallel_run::{ParallelCall, ParallelRun};
 use super::read_tree::{ReadTree, ReadTreeBuffers, TreeCall};
+use super::read_tree_run::TreeRunCall;
 use crate::patterns::done_lines::DoneLines;
 use crate::patterns::meet::Meet;
 use crate::patterns::region::{RegionCursor, LINE};
@@ -337,9 +338,8 @@ impl ParallelReduction {
     /// does, advanced by `Schedule::advance`. Takes the call's number now,
     /// so runs must be started in the communicator's post order and
     /// advanced one at a time in that order, after every earlier call
-    /// (`schedule_queue`). A short reduce that the read tree would gather
-    /// has no run: it is refused (`Unsupported`, see `takes_read_tree`)
-    /// before it takes a number. A run stuck longer than `fault_timeout`
+    /// (`schedule_queue`). A short reduce that the read tree gathers runs
+    /// down it (`read_tree_run`). A run stuck longer than `fault_timeout`
     /// fails.
     pub fn start<'a, R: Reduction>(
         &mut self,
@@ -349,15 +349,18 @@ impl ParallelReduction {
         fault_timeout: Option<Duration>,
     ) -> Result<ParallelRun<'a, R>, TransportError> {
         self.check_call(&op, gather, &buffers)?;
-        if self.takes_read_tree(buffers.len(), gather, op.is_commutative()) {
-            return Err(TransportError::Unsupported("a resumable read tree (short parallel reduces on 4 ranks or more)"));
+        if let Some(tree) = self.read_tree_for(buffers.len(), gather, op.is_commutative()) {
+            self.calls += 1;
+            self.read_tree_calls += 1;
+            let call = TreeRunCall::new(tree, self.calls, self.region.announcement, self.region.done, self.chunks.chunk_bytes);
+            return Ok(ParallelRun::down_the_tree(call, op, buffers, fault_timeout));
         }
         let call = self.next_call(&op, gather, &buffers);
         Ok(ParallelRun::new(call, op, buffers, self.chunks.chunk_bytes, fault_timeout))
     }
 
-    /// Whether a `len`-byte call that `applies` goes down the read tree,
-    /// which has no run. The same answer on every rank.
+    /// Whether a `len`-byte call that `applies` goes down the read tree.
+    /// The same answer on every rank.
     pub fn takes_read_tree(&self, len: usize, gather: Gather, commutative: bool) -> bool {
         self.read_tree_for(len, gather, commutative).is_some()
     }

@@ -29,6 +29,10 @@
 //! collective advance one at a time (`schedule_queue`). So the cross-call
 //! arguments of `parallel` hold unchanged. The run reads and writes the
 //! caller's buffers (its peers do too) until it is `Finished`.
+//!
+//! A short reduce on 4 ranks or more goes down the read tree instead
+//! (`read_tree_run`'s state machine, in the same run and the same lane,
+//! numbered among the same calls).
 
 use std::ops::Range;
 use std::time::Duration;
@@ -37,6 +41,7 @@ use btl_ibmc::{Endpoint, PeerReads, TransportError};
 
 use super::buffers::ReductionBuffers;
 use super::parallel::{ChunkBuffers, FoldPlan, ParallelRegion, PeerBuffers, FLAG_WORD, INPUT_ADDRESS_WORD, LENGTH_WORD, RESULT_ADDRESS_WORD};
+use super::read_tree_run::{TreeRunCall, TreeScratch, TreeStage};
 use crate::patterns::in_step::{check_in_step, check_peer_length, PeerStep};
 use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
 use crate::reduction::Reduction;
@@ -243,34 +248,73 @@ pub(super) fn address(bytes: &[u8]) -> u64 {
     bytes.as_ptr() as usize as u64
 }
 
+/// Which protocol a run follows: slices, or (a short reduce on 4 ranks or
+/// more) the read tree, both numbered among the parallel reduction's calls.
+#[derive(Debug)]
+pub(super) enum RunCall {
+    Slices(ParallelCall),
+    Tree(TreeRunCall),
+}
+
+/// Where a run stands, to tell a poll that moved from one that did not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RunPosition {
+    Slices(Stage),
+    Tree(TreeStage),
+}
+
 /// One rank's part of one parallel reduction call, resumable; made by
 /// `ParallelReduction::start`. It owns its fold buffers, so that a call
 /// queued behind others needs nothing of the instance's.
 pub struct ParallelRun<'a, R> {
-    pub(super) call: ParallelCall,
-    pub(super) op: R,
-    pub(super) buffers: ReductionBuffers<'a>,
-    pub(super) peers: Vec<PeerBuffers>,
-    pub(super) chunks: ChunkBuffers,
-    pub(super) stall: StallClock,
+    call: RunCall,
+    op: R,
+    buffers: ReductionBuffers<'a>,
+    peers: Vec<PeerBuffers>,
+    chunks: ChunkBuffers,
+    /// The read tree's partial (an inner node's; its address is published,
+    /// so it is sized once, at `Publish`) and staging buffers.
+    tree_partial: Vec<u8>,
+    tree_staging: Vec<u8>,
+    stall: StallClock,
 }
 
 impl<'a, R> ParallelRun<'a, R> {
     pub(super) fn new(call: ParallelCall, op: R, buffers: ReductionBuffers<'a>, chunk_bytes: usize, fault_timeout: Option<Duration>) -> Self {
         let peers = vec![PeerBuffers::default(); call.size];
-        ParallelRun { call, op, buffers, peers, chunks: ChunkBuffers::new(chunk_bytes), stall: StallClock::new(fault_timeout) }
+        Self::with(RunCall::Slices(call), op, buffers, peers, chunk_bytes, fault_timeout)
+    }
+
+    pub(super) fn down_the_tree(call: TreeRunCall, op: R, buffers: ReductionBuffers<'a>, fault_timeout: Option<Duration>) -> Self {
+        let chunk_bytes = call.chunk_bytes;
+        Self::with(RunCall::Tree(call), op, buffers, Vec::new(), chunk_bytes, fault_timeout)
+    }
+
+    fn with(call: RunCall, op: R, buffers: ReductionBuffers<'a>, peers: Vec<PeerBuffers>, chunk_bytes: usize, fault_timeout: Option<Duration>) -> Self {
+        let chunks = ChunkBuffers::new(chunk_bytes);
+        let stall = StallClock::new(fault_timeout);
+        ParallelRun { call, op, buffers, peers, chunks, tree_partial: Vec::new(), tree_staging: Vec::new(), stall }
     }
 }
 
 impl<T: PeerReads + ?Sized, R: Reduction> Resumable<T> for ParallelRun<'_, R> {
-    type Position = Stage;
+    type Position = RunPosition;
 
     fn resume(&mut self, transport: &T, meet: Meet<'_>) -> Result<bool, TransportError> {
-        self.call.resume(transport, &self.op, &mut self.buffers, &mut self.peers, &mut self.chunks, meet)
+        match &mut self.call {
+            RunCall::Slices(call) => call.resume(transport, &self.op, &mut self.buffers, &mut self.peers, &mut self.chunks, meet),
+            RunCall::Tree(call) => {
+                let scratch = TreeScratch { partial: &mut self.tree_partial, staging: &mut self.tree_staging };
+                call.resume(transport, &self.op, &mut self.buffers, scratch, meet)
+            }
+        }
     }
 
-    fn position(&self) -> Stage {
-        self.call.stage
+    fn position(&self) -> RunPosition {
+        match &self.call {
+            RunCall::Slices(call) => RunPosition::Slices(call.stage),
+            RunCall::Tree(call) => RunPosition::Tree(call.stage),
+        }
     }
 
     fn stall_clock(&mut self) -> &mut StallClock {
@@ -278,7 +322,10 @@ impl<T: PeerReads + ?Sized, R: Reduction> Resumable<T> for ParallelRun<'_, R> {
     }
 
     fn describe(&self) -> String {
-        format!("parallel reduction {} of rank {} at {:?}", self.call.call, self.call.rank, self.call.stage)
+        match &self.call {
+            RunCall::Slices(call) => format!("parallel reduction {} of rank {} at {:?}", call.call, call.rank, call.stage),
+            RunCall::Tree(call) => format!("parallel reduction {} (read tree) of rank {} at {:?}", call.call, call.tree.rank(), call.stage),
+        }
     }
 }
 

@@ -38,22 +38,26 @@
 //! n, which the parent writes after reading the word. Every wait is for a
 //! step that depends only on the waiter's descendants (ready) or on its
 //! ancestors having read it (done), so there is no cycle.
+//!
+//! The steps are one state machine (`read_tree_run::TreeRunCall`): the
+//! blocking reduce resumes it once with every wait waiting, a non-blocking
+//! or persistent reduce polls it inside the parallel reduction's run.
 
-use btl_ibmc::{wait_at_least, PeerReads, TransportError, Waits};
+use btl_ibmc::{PeerReads, TransportError, Waits};
 
 use super::buffers::ReductionBuffers;
+use super::read_tree_run::{TreeRunCall, TreeScratch};
 use crate::patterns::done_lines::DoneLines;
-use crate::patterns::in_step::{await_peer_step, check_peer_length, PeerStep};
-use crate::patterns::scratch;
+use crate::patterns::meet::Meet;
 use crate::reduction::Reduction;
 
 /// In the announcement line (see the module's protocol).
-const PARTIAL_ADDRESS_WORD: usize = 32;
-const LENGTH_WORD: usize = 40;
-const READY_WORD: usize = 48;
+pub(super) const PARTIAL_ADDRESS_WORD: usize = 32;
+pub(super) const LENGTH_WORD: usize = 40;
+pub(super) const READY_WORD: usize = 48;
 
 /// An inner node keeps its partial buffer between calls up to this length.
-const KEPT_PARTIAL_BYTES: usize = 4 << 20;
+pub(super) const KEPT_PARTIAL_BYTES: usize = 4 << 20;
 
 /// One call down the tree, as every step of it needs it.
 pub(crate) struct TreeCall<'a> {
@@ -80,7 +84,8 @@ pub(crate) struct ReadTreeBuffers {
 
 impl ReadTreeBuffers {
     /// This rank's part of the reduce `at`: `buffers` as
-    /// `ParallelReduction::reduce` takes them.
+    /// `ParallelReduction::reduce` takes them. The same state machine as a
+    /// run's (`read_tree_run`), resumed once with every wait waiting.
     pub(crate) fn reduce<T: PeerReads + ?Sized, R: Reduction + ?Sized>(
         &mut self,
         transport: &T,
@@ -89,97 +94,15 @@ impl ReadTreeBuffers {
         at: &TreeCall<'_>,
         mut buffers: ReductionBuffers<'_>,
     ) -> Result<(), TransportError> {
-        let (tree, call, line) = (&at.tree, at.call, at.announcement);
-        let len = buffers.len();
-        let is_root = tree.parent().is_none();
-        let partial_address = if tree.is_leaf() {
-            buffers.input().as_ptr()
-        } else if is_root {
-            std::ptr::null()
-        } else {
-            scratch(&mut self.partial, len).as_ptr()
-        };
-        transport.set_local_flag(line + PARTIAL_ADDRESS_WORD, partial_address as usize as u64);
-        transport.set_local_flag(line + LENGTH_WORD, len as u64);
-        if !tree.is_leaf() {
-            self.fold_children(transport, waits, op, at, &mut buffers)?;
+        let mut call = TreeRunCall::new(at.tree, at.call, at.announcement, *at.done, at.chunk_bytes);
+        let scratch = TreeScratch { partial: &mut self.partial, staging: &mut self.staging };
+        let outcome = call.resume(transport, op, &mut buffers, scratch, Meet::Block(waits)).map(drop);
+        if self.partial.len() > KEPT_PARTIAL_BYTES {
+            // Read by now; a whole vector's worth is not kept after a
+            // long reduce (unsplit only where slices are turned off).
+            self.partial = Vec::new();
         }
-        if let Some(parent) = tree.parent() {
-            // Release: the parent that sees the call number sees the words
-            // above and, at an inner node, the folded partial.
-            transport.set_local_flag(line + READY_WORD, call);
-            wait_at_least(transport, at.done.line(parent), call, waits, || {
-                format!("rank {parent} to read rank {}'s partial in reduce tree {call}", tree.rank)
-            })?;
-            if self.partial.len() > KEPT_PARTIAL_BYTES {
-                // Read by now; a whole vector's worth is not kept after a
-                // long reduce (unsplit only where slices are turned off).
-                self.partial = Vec::new();
-            }
-        }
-        Ok(())
-    }
-
-    /// Folds every child's partial into this rank's accumulator, nearest
-    /// child first (`acc = acc op partial`, so the accumulator starts as this
-    /// rank's own input), and releases each child as soon as it is read:
-    /// the nearest children are often leaves, ready at once, and are read
-    /// while a farther child still folds its own subtree.
-    fn fold_children<T: PeerReads + ?Sized, R: Reduction + ?Sized>(
-        &mut self,
-        transport: &T,
-        waits: Waits<'_>,
-        op: &R,
-        at: &TreeCall<'_>,
-        buffers: &mut ReductionBuffers<'_>,
-    ) -> Result<(), TransportError> {
-        let (tree, call, line) = (&at.tree, at.call, at.announcement);
-        let len = buffers.len();
-        let element_size = op.element_size();
-        let chunk_len = (at.chunk_bytes / element_size).max(1) * element_size;
-        let is_root = tree.parent().is_none();
-        // In place at the root the accumulator already holds this rank's
-        // input; elsewhere the first child's partial is read straight into
-        // the accumulator and the input folded under it.
-        let acc_holds_own = is_root && matches!(buffers, ReductionBuffers::InPlace(_));
-        let ReadTreeBuffers { partial, staging } = self;
-        let staging = scratch(staging, chunk_len.min(len));
-        for (index, child) in tree.children().enumerate() {
-            let step = PeerStep { rank: tree.rank, peer: child, word: line + READY_WORD, call, step: "reduce tree partial" };
-            await_peer_step(transport, waits, &step)?;
-            check_peer_length(transport, tree.rank, child, line + LENGTH_WORD, len as u64)?;
-            let address = transport.peer_flag(child, line + PARTIAL_ADDRESS_WORD)?;
-            let mut start = 0;
-            while start < len {
-                let chunk = start..(start + chunk_len).min(len);
-                let n = chunk.len();
-                let (own, acc): (&[u8], &mut [u8]) = match buffers {
-                    ReductionBuffers::Separate { send, recv } if is_root => (&send[chunk.clone()], &mut recv[chunk.clone()]),
-                    ReductionBuffers::Separate { send, .. } => (&send[chunk.clone()], &mut partial[chunk.clone()]),
-                    ReductionBuffers::InPlace(buffer) if is_root => (&[], &mut buffer[chunk.clone()]),
-                    ReductionBuffers::InPlace(buffer) => (&buffer[chunk.clone()], &mut partial[chunk.clone()]),
-                };
-                let from = address + chunk.start as u64;
-                if index == 0 && !acc_holds_own {
-                    transport.read_peer_memory(child, from, acc)?;
-                    op.combine(own, acc);
-                } else {
-                    let theirs = &mut staging[..n];
-                    transport.read_peer_memory(child, from, theirs)?;
-                    if op.is_commutative() {
-                        // acc op theirs, exactly, as theirs op acc.
-                        op.combine(theirs, acc);
-                    } else {
-                        op.combine(acc, theirs);
-                        acc.copy_from_slice(theirs);
-                    }
-                }
-                start = chunk.end;
-            }
-            // Release, after the reads returned: the child may return.
-            at.done.say_done(transport, child, tree.rank, call)?;
-        }
-        Ok(())
+        outcome
     }
 }
 
@@ -206,6 +129,10 @@ impl ReadTree {
     pub fn new(rank: usize, size: usize, root: usize) -> Self {
         assert!(rank < size && root < size, "rank {rank} and root {root} among {size}");
         ReadTree { rank, size, root }
+    }
+
+    pub fn rank(&self) -> usize {
+        self.rank
     }
 
     fn virtual_rank(&self) -> usize {

@@ -49,17 +49,21 @@
 //! segment two before it; every rank has received all but at most one of
 //! the segments its left neighbour sent before the one the neighbour is
 //! sending, so with two slots some rank can always proceed.
+//!
+//! The steps are one state machine (`ring_run::RingCall`): the blocking
+//! call resumes it once with every wait waiting, a non-blocking or
+//! persistent call polls it as a run (`RingRun`).
 
-use std::ops::Range;
+use std::time::Duration;
 
 use btl_ibmc::{TransportError, Waits, Windows};
 
-use super::parallel::{slice_of, Shares};
 use super::buffers::{Gather, ReductionBuffers};
+use super::ring_run::{operands, Position, RingCall, RingRun};
+use crate::patterns::meet::Meet;
 use crate::patterns::region::RegionCursor;
-use crate::patterns::scratch;
-use crate::patterns::segments::{check_message, Segments};
-use crate::patterns::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
+use crate::patterns::segments::check_message;
+use crate::patterns::slots::{KnownCredit, SlotShape, Stream, CREDIT_BYTES};
 use crate::reduction::Reduction;
 
 /// The lengths a collective sends around the ring (when the parallel
@@ -102,7 +106,8 @@ pub struct RingReduction {
     segment_bytes: usize,
     from_left: Stream,
     to_right: Stream,
-    /// Segments sent to the right and received from the left so far.
+    /// Segments sent to the right and received from the left by the calls
+    /// started so far (a call takes its numbers when it starts).
     sent: u64,
     received: u64,
     calls: u64,
@@ -165,15 +170,49 @@ impl RingReduction {
     /// Reduces every rank's contribution (a commutative `op`); with
     /// `Gather::All` every rank's buffers receive the result, with
     /// `Gather::Root(r)` rank r's only (the others may pass an empty
-    /// `recv`). Every rank passes the same length, op and `gather`.
+    /// `recv`). Every rank passes the same length, op and `gather`. The
+    /// same state machine as a run's (`ring_run`), resumed once with every
+    /// wait waiting.
     pub fn reduce<T: Windows + ?Sized, R: Reduction + ?Sized>(
         &mut self,
         transport: &T,
         waits: Waits<'_>,
         op: &R,
         gather: Gather,
-        buffers: ReductionBuffers<'_>,
+        mut buffers: ReductionBuffers<'_>,
     ) -> Result<(), TransportError> {
+        let gathers = self.check_call(op, gather, &buffers)?;
+        let mut call = self.next_call(op, buffers.len())?;
+        let mut accumulator = std::mem::take(&mut self.accumulator);
+        let (input, result) = operands(&mut buffers, gathers, &mut accumulator);
+        let outcome = call.resume(transport, op, input, result, &mut self.incoming, Meet::Block(waits)).map(drop);
+        if accumulator.capacity() <= KEPT_ACCUMULATOR_BYTES {
+            self.accumulator = accumulator;
+        }
+        outcome
+    }
+
+    /// Starts one call as a resumable run (`ring_run`): what `reduce` does,
+    /// advanced by `Schedule::advance`. Takes the call's segment numbers
+    /// now, so runs must be started in the communicator's post order and
+    /// advanced one at a time in that order, after every earlier ring call
+    /// of either collective (`schedule_queue`'s ring lane). A run stuck
+    /// longer than `fault_timeout` fails.
+    pub fn start<'a, R: Reduction>(
+        &mut self,
+        op: R,
+        gather: Gather,
+        buffers: ReductionBuffers<'a>,
+        fault_timeout: Option<Duration>,
+    ) -> Result<RingRun<'a, R>, TransportError> {
+        let gathers = self.check_call(&op, gather, &buffers)?;
+        let call = self.next_call(&op, buffers.len())?;
+        Ok(RingRun::new(call, op, buffers, gathers, fault_timeout))
+    }
+
+    /// Refuses a call the ring cannot serve, identically on every rank,
+    /// before anything moves; else whether this rank gathers the result.
+    fn check_call<R: Reduction + ?Sized>(&self, op: &R, gather: Gather, buffers: &ReductionBuffers<'_>) -> Result<bool, TransportError> {
         if matches!(gather, Gather::Root(root) if root >= self.size) {
             return Err(TransportError::Failed(format!("reduce root {gather:?} outside a communicator of {}", self.size)));
         }
@@ -181,130 +220,36 @@ impl RingReduction {
             return Err(TransportError::Failed("the ring folds blocks in different orders: commutative operations only".to_string()));
         }
         let gathers = matches!(gather, Gather::All) || gather == Gather::Root(self.rank);
-        // Where this rank's input comes from (none: it is already where
-        // the reduction runs) and where the reduction runs (none: in this
-        // rank's accumulator, since it receives no result).
-        let (input, result): (Option<&[u8]>, Option<&mut [u8]>) = match buffers {
-            ReductionBuffers::Separate { send, recv } => {
-                check_message(op, send, gathers.then_some(recv.len()))?;
-                (Some(send), gathers.then_some(recv))
-            }
-            ReductionBuffers::InPlace(buffer) => {
-                check_message(op, buffer, None)?;
-                if gathers { (None, Some(buffer)) } else { (Some(&*buffer), None) }
-            }
-        };
-        let mut accumulator = std::mem::take(&mut self.accumulator);
-        let result = match result {
-            Some(result) => result,
-            None => scratch(&mut accumulator, input.map_or(0, <[u8]>::len)),
-        };
-        if let Some(input) = input {
-            result.copy_from_slice(input);
+        match buffers {
+            ReductionBuffers::Separate { send, recv } => check_message(op, send, gathers.then_some(recv.len()))?,
+            ReductionBuffers::InPlace(buffer) => check_message(op, buffer, None)?,
         }
-        let outcome = self.around_the_ring(transport, waits, op, result);
-        if accumulator.capacity() <= KEPT_ACCUMULATOR_BYTES {
-            self.accumulator = accumulator;
-        }
-        outcome
+        Ok(gathers)
     }
 
-    /// `result` holds this rank's contribution and ends with the reduction
-    /// of every rank's.
-    fn around_the_ring<T: Windows + ?Sized, R: Reduction + ?Sized>(
-        &mut self,
-        transport: &T,
-        waits: Waits<'_>,
-        op: &R,
-        result: &mut [u8],
-    ) -> Result<(), TransportError> {
-        if result.is_empty() || self.size == 1 {
-            return Ok(());
+    /// The next call of `len` bytes, its segment numbers taken on both
+    /// streams.
+    fn next_call<R: Reduction + ?Sized>(&mut self, op: &R, len: usize) -> Result<RingCall, TransportError> {
+        let mut call = RingCall {
+            rank: self.rank,
+            size: self.size,
+            segment_bytes: self.segment_bytes,
+            to_right: self.to_right,
+            from_left: self.from_left,
+            known_credit: KnownCredit::default(),
+            sent: self.sent,
+            received: self.received,
+            call: self.calls,
+            position: Position::default(),
+        };
+        if len == 0 || self.size == 1 {
+            return Ok(call);
         }
+        let (sending, receiving) = call.segments(len, op.element_size())?;
+        self.sent += sending;
+        self.received += receiving;
         self.calls += 1;
-        let (rank, size, len) = (self.rank, self.size, result.len());
-        let block = |index: usize| slice_of(index % size, size, len, op.element_size(), Shares::EVERY_RANK_EQUAL);
-        // Reduce-scatter: what rank r sends in step s it folded in step s-1
-        // (its own input at s = 0), so each block gathers one more rank's
-        // contribution per hop and is whole at its P-1-th.
-        for step in 0..size - 1 {
-            self.step(transport, waits, op, result, block(rank + size - step), block(rank + 2 * size - step - 1), Arriving::Folded)?;
-        }
-        // Allgather: rank r starts with block r+1 whole and forwards each
-        // block the step after it arrives, so every block reaches all.
-        for step in 0..size - 1 {
-            self.step(transport, waits, op, result, block(rank + 1 + size - step), block(rank + size - step), Arriving::Copied)?;
-        }
-        Ok(())
+        call.call = self.calls;
+        Ok(call)
     }
-
-    /// One step of either phase: puts `outgoing` of `result` to the right
-    /// neighbour segment by segment, taking `arriving` from the left one
-    /// segment behind each put.
-    #[allow(clippy::too_many_arguments)] // one step's whole context
-    fn step<T: Windows + ?Sized, R: Reduction + ?Sized>(
-        &mut self,
-        transport: &T,
-        waits: Waits<'_>,
-        op: &R,
-        result: &mut [u8],
-        outgoing: Range<usize>,
-        arriving: Range<usize>,
-        how: Arriving,
-    ) -> Result<(), TransportError> {
-        let out_segments = Segments::new(outgoing.len(), op.element_size(), self.segment_bytes)?;
-        let in_segments = Segments::new(arriving.len(), op.element_size(), self.segment_bytes)?;
-        let incoming = match how {
-            Arriving::Folded => scratch(&mut self.incoming, in_segments.full_len()),
-            Arriving::Copied => &mut [],
-        };
-        for index in 0..out_segments.count().max(in_segments.count()) {
-            if index < out_segments.count() {
-                let range = out_segments.range(index);
-                send(&self.to_right, transport, waits, &mut self.sent, &result[outgoing.start + range.start..outgoing.start + range.end])?;
-            }
-            if index < in_segments.count() {
-                let range = in_segments.range(index);
-                let target = &mut result[arriving.start + range.start..arriving.start + range.end];
-                match how {
-                    Arriving::Folded => {
-                        let incoming = &mut incoming[..range.len()];
-                        receive(&self.from_left, transport, waits, &mut self.received, incoming)?;
-                        op.combine(incoming, target);
-                    }
-                    Arriving::Copied => receive(&self.from_left, transport, waits, &mut self.received, target)?,
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// What becomes of a segment from the left neighbour.
-#[derive(Clone, Copy, Debug)]
-enum Arriving {
-    /// Reduce-scatter: folded into this rank's partial of its block.
-    Folded,
-    /// Allgather: a reduced block's bytes, copied into the result.
-    Copied,
-}
-
-/// Puts the next segment to the right neighbour once its slot is free.
-fn send<T: Windows + ?Sized>(stream: &Stream, transport: &T, waits: Waits<'_>, sent: &mut u64, data: &[u8]) -> Result<(), TransportError> {
-    // The stream numbers segments across calls, not per call, so every
-    // segment is the next one of a one-segment turn: `Turn` then gives its
-    // number and the credit that frees its slot (its occupant's, two back).
-    let turn = Turn::new(0, 1, *sent, Reuse::AcknowledgedEachCall);
-    stream.send(transport, turn.seq, data, turn.credit_needed(), waits)?;
-    *sent = turn.seq;
-    Ok(())
-}
-
-/// Takes the next segment from the left neighbour and frees its slot.
-fn receive<T: Windows + ?Sized>(stream: &Stream, transport: &T, waits: Waits<'_>, received: &mut u64, out: &mut [u8]) -> Result<(), TransportError> {
-    let seq = *received + 1;
-    stream.receive(transport, seq, out, waits)?;
-    stream.acknowledge(transport, seq)?;
-    *received = seq;
-    Ok(())
 }
