@@ -267,14 +267,14 @@ test-udp:
 # cargo test --workspace (make check) runs these too; these targets run them alone.
 test-scale:
 	@echo "== scale tests (fabric, 64/256/1024 ranks; flat and in node groups over shm rings)"
-	@$(CARGO) test --release -p coll-rdma-core --test scale_fabric --test scale_hybrid_fabric -- --nocapture
+	@$(CARGO) test --profile release-tests -p coll-rdma-core --test scale -- --nocapture
 
 # Longer runs of what make check runs briefly: more calls, seeds, loss and
 # node group shapes at 64 to 1024 ranks.
 soak:
 	@echo "== soak (fabric, 64/256/1024 ranks, long runs)"
-	@$(CARGO) test --release -p coll-rdma-core --test scale_fabric -- --ignored --nocapture --test-threads 1
-	@COLL_RDMA_SOAK=1 $(CARGO) test --release -p coll-rdma-core --test scale_hybrid_fabric -- --nocapture --test-threads 1
+	@$(CARGO) test --profile release-tests -p coll-rdma-core --test scale -- scale_fabric:: --ignored --nocapture --test-threads 1
+	@COLL_RDMA_SOAK=1 $(CARGO) test --profile release-tests -p coll-rdma-core --test scale -- scale_hybrid_fabric:: --nocapture --test-threads 1
 
 # docs/parameters.md is rendered from the parameter table; the unit test
 # parameter_reference_is_current compares it (make check runs it) and,

@@ -9,7 +9,9 @@
 #                         [--pin CPU] [--out DIR]
 #   --runs N        runs of every test binary (default 10)
 #   --focus-runs N  runs of the binaries that exercise loss, nodes, co-roots,
-#                   faults or two levels (default 40; counts --runs)
+#                   faults or two levels (default 40; counts --runs): btl-ibmc's
+#                   and the core's two, fabric and scale, which hold every
+#                   fabric test file as a module
 #   --jobs N        binaries run at once (default 3)
 #   --only REGEX    only the binaries whose name matches REGEX (grep -E)
 #   --pin CPU       run every binary on that one CPU (taskset): its rank
@@ -21,7 +23,7 @@
 set -euo pipefail
 
 runs=10 focus_runs=40 jobs=3 only='' pin='' out=''
-focus='bcast_two_level_fabric|barrier_two_level_fabric|bcast_fabric|allreduce_fabric|scale_fabric|scale_hybrid_fabric|fault_fabric|bcast_single_copy|parallel_reduction|btl_ibmc'
+focus='fabric|scale|btl_ibmc'
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) runs=$2; shift 2 ;;

@@ -11,7 +11,7 @@
 //! * the trial stays within its bound (k·m trial calls, at most k·m + 1
 //!   barriers) and one candidate means no trial.
 
-mod common;
+use crate::common;
 
 use common::matrix::MatrixProduct;
 use common::XorShift;

@@ -18,7 +18,7 @@
 //! slower), where only node leaders may write across nodes (rank 0 also
 //! relays a reduce's result to a root on another node).
 
-mod common;
+use crate::common;
 
 use common::matrix::{matrix_product, read_matrix, write_matrix};
 use common::nodes::blocks;

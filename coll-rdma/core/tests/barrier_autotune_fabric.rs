@@ -11,7 +11,7 @@
 //! * without the agreement (each rank keeping its own favourite) the
 //!   barrier stops working: the agreement is what makes it safe.
 
-mod common;
+use crate::common;
 
 use common::XorShift;
 

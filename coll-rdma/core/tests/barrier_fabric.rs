@@ -3,7 +3,7 @@
 //! The property checked is the barrier's definition: no rank leaves
 //! barrier k before every rank has entered barrier k.
 
-mod common;
+use crate::common;
 
 use common::{EntryLedger, XorShift};
 

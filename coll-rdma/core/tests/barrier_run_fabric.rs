@@ -7,7 +7,7 @@
 //! barrier k (blocking or not) before every rank has entered it; and every
 //! run ends.
 
-mod common;
+use crate::common;
 
 use common::{EntryLedger, XorShift};
 

@@ -8,7 +8,7 @@
 //! across nodes, which the flat dissemination on the same nodes does not
 //! (so that check can fail).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

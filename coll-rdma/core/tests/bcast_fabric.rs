@@ -12,7 +12,7 @@
 //! fixed so a failure replays; `BCAST_SEED=<n>` shifts them all to explore
 //! other fault schedules.
 
-mod common;
+use crate::common;
 
 use common::XorShift;
 

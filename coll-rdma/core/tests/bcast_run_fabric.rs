@@ -17,7 +17,7 @@
 //! was given (generated from the call's index, never sent), and every
 //! allreduce the wrapping sum of all ranks' inputs, computed serially.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -11,7 +11,7 @@
 //! check can fail). A root that abandons its call fails every other
 //! rank's instead of leaving it waiting.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! watched: a rank that is still waiting at the deadline fails the test
 //! with a list of who waits for what.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -10,7 +10,7 @@
 //! arithmetic (never through `Reduction::combine`); the affine-map
 //! composition is not commutative, so any other operand order fails.
 
-mod common;
+use crate::common;
 
 use common::ReductionKind as Kind;
 

@@ -20,7 +20,7 @@
 //! 2x2 matrix product, which is not commutative); every contribution must
 //! come back untouched.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

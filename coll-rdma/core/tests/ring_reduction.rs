@@ -11,7 +11,7 @@
 //! lies about being commutative is caught by the same check, which shows
 //! it can fail.
 
-mod common;
+use crate::common;
 
 use common::ReductionKind as Kind;
 

@@ -20,13 +20,13 @@
 //! ones (more calls, more loss; `SOAK_ROUNDS=<n>` runs n seeds per size).
 //! `SCALE_SEED=<n>` shifts every seed.
 
-mod common;
+use crate::common;
 
 use common::watchdog::{Progress, thread_name};
 use common::XorShift;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
@@ -49,9 +49,6 @@ const PIECE: usize = 512;
 /// One size's run must end by then, or it is reported as a hang.
 const CHECK_DEADLINE: Duration = Duration::from_secs(150);
 const SOAK_DEADLINE: Duration = Duration::from_secs(1200);
-
-/// Only one size runs at a time: each already has more threads than cores.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Soak rounds per size (each with its own seed): `SOAK_ROUNDS` or `default`.
 fn soak_rounds(default: u64) -> u64 {
@@ -431,7 +428,7 @@ enum Variant {
 }
 
 fn run_and_check(size: usize, variant: Variant, calls: usize, drop: f64, seed: u64, deadline: Duration) {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = crate::one_large_run_at_a_time();
     let mut plan = Plan::new(size, calls, drop, seed);
     if let Variant::ExchangeUpTo(bytes) = variant {
         plan.reductions.exchange_max_bytes = bytes;
@@ -534,7 +531,7 @@ fn the_references_tell_orders_and_damage_apart() {
 /// the threads finish instead of spinning on in the background.
 #[test]
 fn the_watchdog_names_who_waits_for_what() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = crate::one_large_run_at_a_time();
     let mut plan = Plan::new(16, 4, 0.0, 0x0DD_BA11);
     plan.calls = vec![Call::Bcast { root: 0, len: 10 }, Call::Barrier, Call::Allreduce { op: Op::Sum, count: 2 }, Call::Barrier];
     plan.expected = vec![None, None, Some(reference(plan.seed, 2, 16, Op::Sum, 2)), None];

@@ -12,7 +12,7 @@
 //! has lasted over a second describes itself), and every wait gives up
 //! after the fault timeout with its description.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
@@ -133,6 +133,7 @@ impl Barrier {
 fn run_at_scale(scale: Scale) {
     let Scale { size, group, seed, two_level, .. } = scale;
     assert_eq!(size % group, 0);
+    let _alone = crate::one_large_run_at_a_time();
     let started = Instant::now();
     // Generous: ranks are threads, a thousand of them on a couple of busy
     // cores. The watchdog fires first, so a hang lists every stalled wait.

@@ -16,7 +16,7 @@
 //! duplicated or reordered, and these runs use none): the fabric's put
 //! delays are the faults that apply.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
