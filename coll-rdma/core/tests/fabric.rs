@@ -27,6 +27,7 @@ mod fault_fabric;
 mod parallel_reduction;
 mod parallel_run_fabric;
 mod ring_reduction;
+mod ring_run_fabric;
 mod schedule_fabric;
 
 /// With `autotests = false` (Cargo.toml) a file of tests/ that neither

@@ -15,7 +15,7 @@
 //! wrapping word sum of every rank's input computed here, not through
 //! `Reduction::combine`; every contribution must come back untouched.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
