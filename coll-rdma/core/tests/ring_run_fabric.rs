@@ -28,7 +28,8 @@ use coll_rdma_core::reduction::Reduction;
 use coll_rdma_core::schedule::{Schedule, Step};
 use coll_rdma_core::schedule_queue::Lane;
 
-use common::turns::Turns;
+use common::buffers::{rank_buffers, Buffers, ReductionCall};
+use common::turns::{play_on_one_thread, TakesTurns, Turns};
 use common::{word, WordSum, XorShift};
 
 /// A rank that has not finished its script by then takes it for a deadlock.
@@ -132,26 +133,16 @@ fn expected_sum(comm: usize, index: usize, size: usize, call: &Call) -> Vec<u8> 
         .collect()
 }
 
-/// One call's buffers on one rank: in place, `recv` starts as the input.
-struct Buffers {
-    send: Vec<u8>,
-    recv: Vec<u8>,
-}
-
-fn rank_buffers(rank: usize, scripts: &[Vec<Call>]) -> Vec<Vec<Buffers>> {
-    let buffers_of = |comm: usize, index: usize, call: &Call| {
-        let send = input(comm, index, rank, call);
-        let recv = if call.in_place_at(rank) {
-            send.clone()
-        } else if call.gathers_at(rank) {
-            vec![0xEE; call.len()]
-        } else {
-            Vec::new()
-        };
-        Buffers { send, recv }
-    };
-    let calls_of = |(comm, script): (usize, &Vec<Call>)| script.iter().enumerate().map(|(index, call)| buffers_of(comm, index, call)).collect();
-    scripts.iter().enumerate().map(calls_of).collect()
+impl ReductionCall for Call {
+    fn len(&self) -> usize {
+        Call::len(self)
+    }
+    fn in_place_at(&self, rank: usize) -> bool {
+        Call::in_place_at(self, rank)
+    }
+    fn gathers_at(&self, rank: usize) -> bool {
+        Call::gathers_at(self, rank)
+    }
 }
 
 /// `call`'s buffers as the ring takes them on `rank`.
@@ -241,6 +232,15 @@ impl<'b> Player<'b> {
     }
 }
 
+impl<'b> TakesTurns<'b> for Player<'b> {
+    fn turns(&self) -> &Turns<'b> {
+        &self.turns
+    }
+    fn take_turn(&mut self) -> Result<(), String> {
+        self.turn()
+    }
+}
+
 fn check_results(rank: usize, size: usize, scripts: &[Vec<Call>], buffers: &[Vec<Buffers>]) -> Result<(), String> {
     for (comm, script) in scripts.iter().enumerate() {
         for (index, call) in script.iter().enumerate() {
@@ -291,7 +291,7 @@ fn run_threads(size: usize, calls: usize, seed: u64) {
 
 /// One rank's whole script on its own thread, then its results checked.
 fn play_alone(rank: usize, size: usize, seed: u64, scripts: &[Vec<Call>], endpoints: Vec<FabricEndpoint>) -> Result<(), String> {
-    let mut buffers = rank_buffers(rank, scripts);
+    let mut buffers = rank_buffers(rank, scripts, input);
     let ring_calls = {
         let mut player = Player::new(rank, size, seed, scripts, endpoints, &mut buffers);
         let started = Instant::now();
@@ -325,7 +325,7 @@ fn ring_runs_mixed_with_blocking_ring_calls_match_the_sum_in_random_interleaving
 fn every_rank_on_one_thread_finishes_so_no_ring_run_waits_inside_advance() {
     for (size, seed) in [(2, 31), (3, 32), (4, 33)] {
         let scripts = scripts_for(size, 2, 24, seed, false);
-        let mut buffers: Vec<Vec<Vec<Buffers>>> = (0..size).map(|rank| rank_buffers(rank, &scripts)).collect();
+        let mut buffers: Vec<Vec<Vec<Buffers>>> = (0..size).map(|rank| rank_buffers(rank, &scripts, input)).collect();
         {
             let mut players: Vec<Player<'_>> = fabrics(size, 2, seed, Duration::ZERO)
                 .into_iter()
@@ -333,13 +333,7 @@ fn every_rank_on_one_thread_finishes_so_no_ring_run_waits_inside_advance() {
                 .enumerate()
                 .map(|(rank, (endpoints, buffers))| Player::new(rank, size, seed, &scripts, endpoints, buffers))
                 .collect();
-            let mut rng = XorShift::new(seed);
-            let started = Instant::now();
-            while !players.iter().all(|player| player.turns.done()) {
-                assert!(started.elapsed() < DEADLINE, "seed {seed}: {:?}", players.iter().map(|player| player.turns.where_it_is()).collect::<Vec<_>>());
-                let player = rng.below(size);
-                players[player].turn().unwrap_or_else(|why| panic!("seed {seed}: {why}"));
-            }
+            play_on_one_thread(&mut players, seed, DEADLINE);
         }
         for (rank, buffers) in buffers.iter().enumerate() {
             check_results(rank, size, &scripts, buffers).unwrap_or_else(|why| panic!("seed {seed}: {why}"));

@@ -30,7 +30,7 @@ use coll_rdma_core::reduction::Reduction;
 use coll_rdma_core::schedule_queue::{Lane, Run, ScheduleQueue};
 
 use common::matrix::{random_words, serial_fold, MatrixProduct};
-use common::turns::Turns;
+use common::turns::{play_on_one_thread, TakesTurns, Turns};
 use common::{WordSum, XorShift};
 
 /// A rank that has not finished its script by then takes it for a deadlock.
@@ -243,6 +243,15 @@ impl<'b> Player<'b> {
     }
 }
 
+impl<'b> TakesTurns<'b> for Player<'b> {
+    fn turns(&self) -> &Turns<'b> {
+        &self.turns
+    }
+    fn take_turn(&mut self) -> Result<(), String> {
+        self.turn()
+    }
+}
+
 /// Compares rank `rank`'s results with the serial folds.
 fn check_results(rank: usize, size: usize, scripts: &[Vec<Call>], buffers: &[Vec<Buffers>]) -> Result<(), String> {
     for (comm, script) in scripts.iter().enumerate() {
@@ -351,15 +360,7 @@ fn every_rank_on_one_thread_finishes_so_no_advance_waits() {
                 .enumerate()
                 .map(|(rank, (endpoints, buffers))| Player::new(rank, size, seed, &scripts, endpoints, buffers))
                 .collect();
-            let mut rng = XorShift::new(seed);
-            let started = Instant::now();
-            while !players.iter().all(|player| player.turns.done()) {
-                assert!(started.elapsed() < DEADLINE, "seed {seed}: {:?}", players.iter().map(|player| player.turns.where_it_is()).collect::<Vec<_>>());
-                let player = rng.below(size);
-                if let Err(why) = players[player].turn() {
-                    panic!("seed {seed}: {why}");
-                }
-            }
+            play_on_one_thread(&mut players, seed, DEADLINE);
         }
         for (rank, buffers) in buffers.iter().enumerate() {
             check_results(rank, size, &scripts, buffers).unwrap_or_else(|why| panic!("seed {seed}: {why}"));

@@ -101,6 +101,7 @@ impl Reduction for WordSum {
     }
 }
 
+pub mod buffers;
 pub mod matrix;
 pub mod nodes;
 pub mod turns;

@@ -5,6 +5,8 @@
 //! posted[c]`; a test's own calls (what to post, the blocking ones) stay
 //! in the test.
 
+use std::time::{Duration, Instant};
+
 use btl_ibmc::fabric::FabricEndpoint;
 use coll_rdma_core::schedule_queue::{Lane, Run, ScheduleQueue};
 
@@ -67,5 +69,26 @@ impl<'b> Turns<'b> {
             }
         });
         failure.map_or(Ok(()), Err)
+    }
+}
+
+/// A rank of a run fabric test: its bookkeeping and its next move.
+pub trait TakesTurns<'b> {
+    fn turns(&self) -> &Turns<'b>;
+    /// One move (post, advance or a blocking call); the first failure.
+    fn take_turn(&mut self) -> Result<(), String>;
+}
+
+/// Every rank on the calling thread, a random one moving at a time, until
+/// all scripts are played: a run that waited inside `advance` for a peer
+/// would wait for a rank that cannot move, and fail `deadline`.
+pub fn play_on_one_thread<'b, P: TakesTurns<'b>>(players: &mut [P], seed: u64, deadline: Duration) {
+    let mut rng = XorShift::new(seed);
+    let started = Instant::now();
+    while !players.iter().all(|player| player.turns().done()) {
+        let positions = || players.iter().map(|player| player.turns().where_it_is()).collect::<Vec<_>>();
+        assert!(started.elapsed() < deadline, "seed {seed}: {:?}", positions());
+        let player = rng.below(players.len());
+        players[player].take_turn().unwrap_or_else(|why| panic!("seed {seed}: {why}"));
     }
 }
