@@ -177,12 +177,16 @@ if [ "$MODE" = component ] && [ "$LIST" = 0 ] && [ "$BUILD_ONLY" = 0 ]; then
     # rdma loads from ours
     ompi_info_out=$(OMPI_MCA_mca_base_component_path=$COMPONENT_PATH \
         ompi_info --parsable --path pkglibdir --param coll rdma --level 9 2>&1 || true)
-    SYSDIR=$(printf '%s\n' "$ompi_info_out" | sed -n 's/^path:pkglibdir://p' | head -1)
+    # Here-strings, not pipes: with pipefail, a reader that stops early
+    # (grep -q at its first match) breaks the writer's pipe once the
+    # kernel shrinks pipe buffers, and a 60 KB listing then reads as a
+    # failure.
+    SYSDIR=$(sed -n '/^path:pkglibdir:/{s///p;q}' <<<"$ompi_info_out")
     if [ -n "$SYSDIR" ] && [ -e "$SYSDIR/mca_coll_rdma.so" ]; then
         die "$SYSDIR/mca_coll_rdma.so exists: a copy in Open MPI's own component directory would be loaded next to ours; remove it"
     fi
-    if ! printf '%s\n' "$ompi_info_out" | grep -q 'coll_rdma_priority'; then
-        printf '%s\n' "$ompi_info_out" | sed 's/^/  ompi_info: /' | head -20
+    if ! grep -q 'coll_rdma_priority' <<<"$ompi_info_out"; then
+        head -20 <<<"$ompi_info_out" | sed 's/^/  ompi_info: /'
         die "ompi_info does not list coll rdma from $COMPDIR (see above)"
     fi
 fi
