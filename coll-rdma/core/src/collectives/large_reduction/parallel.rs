@@ -75,7 +75,7 @@ use std::time::Duration;
 
 use super::buffers::{Gather, ReductionBuffers};
 use super::parallel_run::{ParallelCall, ParallelRun};
-use super::read_tree::{ReadTree, ReadTreeBuffers, TreeCall};
+use super::read_tree::{ReadTree, ReadTreeBuffers};
 use super::read_tree_run::TreeRunCall;
 use crate::patterns::done_lines::DoneLines;
 use crate::patterns::meet::Meet;
@@ -319,16 +319,8 @@ impl ParallelReduction {
     ) -> Result<(), TransportError> {
         self.check_call(op, gather, &buffers)?;
         if let Some(tree) = self.read_tree_for(buffers.len(), gather, op.is_commutative()) {
-            self.calls += 1;
-            self.read_tree_calls += 1;
-            let at = TreeCall {
-                tree,
-                call: self.calls,
-                announcement: self.region.announcement,
-                done: &self.region.done,
-                chunk_bytes: self.chunks.chunk_bytes,
-            };
-            return self.tree_buffers.reduce(transport, waits, op, &at, buffers);
+            let call = self.next_tree_call(tree);
+            return self.tree_buffers.reduce(transport, waits, op, call, buffers);
         }
         let mut call = self.next_call(op, gather, &buffers);
         call.resume(transport, op, &mut buffers, &mut self.peers, &mut self.chunks, Meet::Block(waits)).map(drop)
@@ -350,13 +342,18 @@ impl ParallelReduction {
     ) -> Result<ParallelRun<'a, R>, TransportError> {
         self.check_call(&op, gather, &buffers)?;
         if let Some(tree) = self.read_tree_for(buffers.len(), gather, op.is_commutative()) {
-            self.calls += 1;
-            self.read_tree_calls += 1;
-            let call = TreeRunCall::new(tree, self.calls, self.region.announcement, self.region.done, self.chunks.chunk_bytes);
-            return Ok(ParallelRun::down_the_tree(call, op, buffers, fault_timeout));
+            return Ok(ParallelRun::down_the_tree(self.next_tree_call(tree), op, buffers, fault_timeout));
         }
         let call = self.next_call(&op, gather, &buffers);
         Ok(ParallelRun::new(call, op, buffers, self.chunks.chunk_bytes, fault_timeout))
+    }
+
+    /// The next call, down the read tree: numbered among this reduction's
+    /// calls, its words in the same announcement line.
+    fn next_tree_call(&mut self, tree: ReadTree) -> TreeRunCall {
+        self.calls += 1;
+        self.read_tree_calls += 1;
+        TreeRunCall::new(tree, self.calls, self.region.announcement, self.region.done, self.chunks.chunk_bytes)
     }
 
     /// Whether a `len`-byte call that `applies` goes down the read tree.

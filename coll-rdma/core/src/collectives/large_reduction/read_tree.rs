@@ -47,7 +47,6 @@ use btl_ibmc::{PeerReads, TransportError, Waits};
 
 use super::buffers::ReductionBuffers;
 use super::read_tree_run::{TreeRunCall, TreeScratch};
-use crate::patterns::done_lines::DoneLines;
 use crate::patterns::meet::Meet;
 use crate::reduction::Reduction;
 
@@ -57,21 +56,7 @@ pub(super) const LENGTH_WORD: usize = 40;
 pub(super) const READY_WORD: usize = 48;
 
 /// An inner node keeps its partial buffer between calls up to this length.
-pub(super) const KEPT_PARTIAL_BYTES: usize = 4 << 20;
-
-/// One call down the tree, as every step of it needs it.
-pub(crate) struct TreeCall<'a> {
-    pub tree: ReadTree,
-    /// The parallel reduction's call number.
-    pub call: u64,
-    /// The parallel reduction's announcement line (the tree's words are in
-    /// it) and its done lines.
-    pub announcement: usize,
-    pub done: &'a DoneLines,
-    /// Folds go in chunks of this many bytes (rounded down to whole
-    /// elements).
-    pub chunk_bytes: usize,
-}
+const KEPT_PARTIAL_BYTES: usize = 4 << 20;
 
 /// Buffers reused from call to call.
 #[derive(Debug, Default)]
@@ -83,7 +68,7 @@ pub(crate) struct ReadTreeBuffers {
 }
 
 impl ReadTreeBuffers {
-    /// This rank's part of the reduce `at`: `buffers` as
+    /// This rank's part of the reduce `call`: `buffers` as
     /// `ParallelReduction::reduce` takes them. The same state machine as a
     /// run's (`read_tree_run`), resumed once with every wait waiting.
     pub(crate) fn reduce<T: PeerReads + ?Sized, R: Reduction + ?Sized>(
@@ -91,10 +76,9 @@ impl ReadTreeBuffers {
         transport: &T,
         waits: Waits<'_>,
         op: &R,
-        at: &TreeCall<'_>,
+        mut call: TreeRunCall,
         mut buffers: ReductionBuffers<'_>,
     ) -> Result<(), TransportError> {
-        let mut call = TreeRunCall::new(at.tree, at.call, at.announcement, *at.done, at.chunk_bytes);
         let scratch = TreeScratch { partial: &mut self.partial, staging: &mut self.staging };
         let outcome = call.resume(transport, op, &mut buffers, scratch, Meet::Block(waits)).map(drop);
         if self.partial.len() > KEPT_PARTIAL_BYTES {
