@@ -115,6 +115,12 @@ impl WaitPolicy {
         WaitPolicy { spin_polls: polls, kernel_spin_polls: polls, ..self }
     }
 
+    /// The polls a wait spins before it yields or sleeps: the kernel's
+    /// count where the transport's data comes through the kernel.
+    pub fn spin_polls_where(&self, sleeps_in_kernel: bool) -> u32 {
+        if sleeps_in_kernel { self.kernel_spin_polls } else { self.spin_polls }
+    }
+
     /// How waits go on a transport, in a sentence for verbose output.
     pub fn describe(&self, transport: &(impl Endpoint + ?Sized)) -> String {
         if transport.sleeps_in_kernel() {

@@ -149,9 +149,7 @@ impl Waiter {
     #[cold]
     fn fit_to<C: WaitContext + ?Sized>(&mut self, context: &C) {
         self.fitted = true;
-        if context.sleeps_in_kernel() {
-            self.spin_polls = self.policy.kernel_spin_polls;
-        }
+        self.spin_polls = self.policy.spin_polls_where(context.sleeps_in_kernel());
     }
 
     #[cold]

@@ -147,13 +147,15 @@ impl Native<'_> {
     fn post_barrier(&mut self, collective: Collective, request: RequestRef) -> Step {
         self.shared.count_call(collective);
         let ready = &mut *self.ready;
-        request.spin_in_wait(ready.wait_spin_polls());
-        let (pending, transport) = (&mut ready.pending_runs, &mut ready.transport);
         let outcome = match (barrier_choice(&ready.plan), ready.two_level_barrier.as_mut()) {
             (Choice::Native(BarrierPath::TwoLevel), Some(two_level)) => {
-                pending.post(Lane::Barrier, two_level.start(), boxed, request, transport)
+                let run = two_level.start();
+                ready.post_run(Lane::Barrier, run, boxed, request)
             }
-            _ => pending.post(Lane::Barrier, ready.barrier.start(), boxed, request, transport),
+            _ => {
+                let run = ready.barrier.start();
+                ready.post_run(Lane::Barrier, run, boxed, request)
+            }
         };
         self.shared.finish(collective, outcome)
     }

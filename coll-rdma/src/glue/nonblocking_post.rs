@@ -91,8 +91,7 @@ impl CommState {
             Planned::Run(lane, run) => match self.enter_if_set_up() {
                 Ok(native) => {
                     let ready = native.ready;
-                    request.spin_in_wait(ready.wait_spin_polls());
-                    let outcome = ready.pending_runs.post(lane, run, |run| run, request, &mut ready.transport);
+                    let outcome = ready.post_run(lane, run, |run| run, request);
                     native.shared.finish(collective, outcome)
                 }
                 // Unreachable: the call was planned in the set-up state.

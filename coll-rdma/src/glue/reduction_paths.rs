@@ -4,14 +4,14 @@
 //! (`ring_run`), posted in the ring's lane, which allreduce and reduce
 //! share since they share the ring's streams.
 
-use btl_ibmc::SelectedTransport;
+use btl_ibmc::{SelectedTransport, WaitPolicy};
 
 use crate::collectives::large_reduction::buffers::{Gather, ReductionBuffers};
 use crate::reduction::Reduction;
 use crate::schedule_queue::{Lane, Run};
 use crate::side_progress::BcastProgress;
 
-use super::comm_state::{Collective, Native, Step};
+use super::comm_state::{Collective, Native, ReadyComm, Step};
 use super::datatype::ContiguousSpan;
 use super::nonblocking_post::Planned;
 use super::reduction_call::{contribution_is_in_receive_buffer, span_bytes, span_bytes_mut, NativeMessage};
@@ -26,10 +26,11 @@ impl Native<'_> {
         // SAFETY: the call is under way for as long as the ring uses the
         // buffers (it returns when the ring is done).
         let buffers = unsafe { ring_buffers(call, &message.span, gather, ready.id.rank) };
-        let (collective, policy) = match gather {
-            Gather::All => (Collective::Allreduce, ready.allreduce.config().tree.policy),
-            Gather::Root(_) => (Collective::Reduce, ready.reduce.config().policy),
+        let collective = match gather {
+            Gather::All => Collective::Allreduce,
+            Gather::Root(_) => Collective::Reduce,
         };
+        let policy = ready.ring_policy(gather);
         let bcast_progress = BcastProgress::if_needed(transport, &mut ready.bcast);
         let outcome = ready.ring.reduce(transport, policy.serving(&bcast_progress), &message.reduction, gather, buffers);
         self.shared.finish(collective, outcome)
@@ -39,16 +40,24 @@ impl Native<'_> {
     /// numbers taken now, in post order.
     pub(super) fn ring_run<R: Reduction + Send + 'static>(&mut self, call: &ReductionCall, span: &ContiguousSpan, gather: Gather, op: R) -> Planned {
         let ready = &mut *self.ready;
-        let fault_timeout = match gather {
-            Gather::All => ready.allreduce.config().tree.policy.fault_timeout,
-            Gather::Root(_) => ready.reduce.config().policy.fault_timeout,
-        };
+        let fault_timeout = ready.ring_policy(gather).fault_timeout;
         // SAFETY: MPI leaves the buffers to the request until it completes,
         // and the run ends no later.
         let buffers = unsafe { ring_buffers(call, span, gather, ready.id.rank) };
         match ready.ring.start(op, gather, buffers, fault_timeout) {
             Ok(run) => Planned::Run(Lane::Ring, Box::new(run) as Run<'static, SelectedTransport>),
             Err(why) => Planned::Failed(why),
+        }
+    }
+}
+
+impl ReadyComm {
+    /// How the ring's waits go for a call of the collective `gather` names:
+    /// that collective's own policy, whichever path serves it.
+    fn ring_policy(&self, gather: Gather) -> WaitPolicy {
+        match gather {
+            Gather::All => self.allreduce.config().tree.policy,
+            Gather::Root(_) => self.reduce.config().policy,
         }
     }
 }

@@ -9,6 +9,7 @@
 use btl_ibmc::{Endpoint, NoSideProgress, PeerReads, SelectedTransport, TransportError};
 
 use super::super::output;
+use super::super::request::RequestRef;
 use super::{CommId, PendingRuns};
 use crate::collectives::allreduce::Allreduce;
 use crate::collectives::allreduce::autotune::DegreeTrial;
@@ -17,6 +18,8 @@ use crate::collectives::barrier::two_level::TwoLevelBarrier;
 use crate::collectives::bcast::Bcast;
 use crate::collectives::reduce::Reduce;
 use crate::collectives::large_reduction::ring::{RingLengths, RingReduction};
+use crate::schedule::Schedule;
+use crate::schedule_queue::{Lane, Run};
 use crate::select::{BcastPlan, Plan, ReductionPlan};
 
 /// The collectives' schedules, built when the module is enabled (they need
@@ -140,14 +143,23 @@ impl ReadyComm {
         !self.pending_runs.is_empty() || self.bcast.needs_side_progress(&self.transport)
     }
 
-    /// How many passes MPI_Wait makes over coll rdma's own progress on a
-    /// request of this communicator before Open MPI's wait loop takes over
-    /// (`own_wait.rs`): the blocking waits' spin polls, so none where ranks
-    /// outnumber cores, and where the data comes through the kernel its
-    /// own count.
-    pub(in crate::glue) fn wait_spin_polls(&self) -> u32 {
-        let policy = self.barrier.wait_policy();
-        if self.transport.sleeps_in_kernel() { policy.kernel_spin_polls } else { policy.spin_polls }
+    /// Posts `run` for `request` in `lane` (`PendingRuns::post`). MPI_Wait
+    /// on the request then makes as many passes over coll rdma's own
+    /// progress before Open MPI's wait loop takes over (`own_wait.rs`) as
+    /// the blocking waits spin: none where ranks outnumber cores, and
+    /// where the data comes through the kernel its own count.
+    pub(in crate::glue) fn post_run<S>(
+        &mut self,
+        lane: Lane,
+        run: S,
+        boxed: impl FnOnce(S) -> Run<'static, SelectedTransport>,
+        request: RequestRef,
+    ) -> Result<(), TransportError>
+    where
+        S: Schedule<SelectedTransport, Error = TransportError>,
+    {
+        request.spin_in_wait(self.barrier.wait_policy().spin_polls_where(self.transport.sleeps_in_kernel()));
+        self.pending_runs.post(lane, run, boxed, request, &mut self.transport)
     }
 
     /// Finishes the non-blocking runs posted earlier, before a blocking
