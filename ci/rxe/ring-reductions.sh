@@ -7,19 +7,20 @@
 # two slots reused within a step and across calls: 16 MiB takes the same
 # path with 4 times the segments, 70 s of emulated copies and checksums,
 # and the host's MPI tests run it over shm, reduce_ops-parallel-refused-
-# ring-np3 and -np5 with -L 2000000), both collectives in one job (ci/rxe/ring-reductions.c: each call's result
-# checked element by element, "WRONG RESULT" otherwise; one launch across
-# the guests, where one per collective cost a minute more). coll rdma's
-# events (docs/events.md, read with the helpers of ci/served/checks.jq)
-# must say, for each collective, that the ring serves, that no call was
-# handed over and that every RDMA write is one packet (Soft-RoCE).
+# ring-np3 and -np5 with -L 2000000), both collectives in one job
+# (ci/rxe/ring-reductions.c: each call's result checked element by
+# element, "WRONG RESULT" otherwise; one launch across the guests, where
+# one per collective cost a minute more). coll rdma's events
+# (docs/events.md, read with the helpers of ci/served/checks.jq) must say,
+# for each collective, that the ring serves, that no call was handed over
+# and that every RDMA write is one packet (Soft-RoCE).
 # Needs build/rxe/bin/ring-reductions (built on the host by ci/rxe-tests.sh).
 set -u
 cd "$(dirname "$0")/../.."
 PROGRAM=build/rxe/bin/ring-reductions
 MIN_BYTES=16 MAX_BYTES=4194304 FACTOR=4
-# the sizes the program runs, MIN_BYTES * FACTOR^k up to MAX_BYTES
-SIZES=$(awk -v b="$MIN_BYTES" -v max="$MAX_BYTES" -v f="$FACTOR" 'BEGIN { for (n = 0; b <= max; b *= f) n++; print n }')
+# how many sizes the program runs: MIN_BYTES * FACTOR^k up to MAX_BYTES
+SIZE_COUNT=$(awk -v b="$MIN_BYTES" -v max="$MAX_BYTES" -v f="$FACTOR" 'BEGIN { for (n = 0; b <= max; b *= f) n++; print n }')
 [ -x "$PROGRAM" ] || { echo "FAIL: $PROGRAM missing (ci/rxe-tests.sh builds it on the host)"; exit 1; }
 status=0
 out=/run/rxe/ring-reductions.txt
@@ -39,7 +40,7 @@ for coll in allreduce reduce; do
     sizes=$(grep -c "^$coll [0-9]* ok$" "$out")
     echo "$coll: mpirun status $rc, $sizes size(s) right: $(grep "^$coll [0-9]* ok$" "$out" | awk '{printf "%s ", $2}')"
     grep "^$coll .*WRONG RESULT" "$out" | head -3
-    if [ "$sizes" != "$SIZES" ]; then
+    if [ "$sizes" != "$SIZE_COUNT" ]; then
         echo "FAIL: $coll did not complete every size with the right result"; status=1
     fi
     # no parallel reduction (shm+verbs cannot read peers' memory across

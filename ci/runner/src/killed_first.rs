@@ -19,6 +19,7 @@
 //! - a failure to hit the window (no segment appeared, or the kill left
 //!   nothing behind) is a failure of the case, never a pass.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -56,7 +57,7 @@ pub fn run(
     program: &str,
     first: &CreatorKilledFirst,
     run_id: &str,
-) -> Result<(Orphan, Vec<u32>), String> {
+) -> Result<(Orphan, BTreeSet<u32>), String> {
     let first_dir = dir.join("killed-first");
     std::fs::create_dir_all(&first_dir).map_err(|e| format!("cannot create {}: {e}", first_dir.display()))?;
     let shm_dir = Path::new("/dev/shm");
@@ -95,13 +96,13 @@ pub fn run(
     };
     // the job ends: mpirun sees a rank die and ends the held one
     let _ = job.wait();
-    let pids = shm::read_pids(&pids_file).into_iter().collect();
+    let pids = shm::read_pids(&pids_file);
     outcome.map(|orphan| (orphan, pids))
 }
 
 /// The first new segment whose creator is a rank of the job (PIDS_FILE),
 /// polled until it appears, the job ends or APPEAR_WITHIN passes.
-fn wait_for_own_segment(before: &std::collections::BTreeSet<String>, pids_file: &Path, job: &mut std::process::Child) -> Option<Orphan> {
+fn wait_for_own_segment(before: &BTreeSet<String>, pids_file: &Path, job: &mut std::process::Child) -> Option<Orphan> {
     let start = Instant::now();
     while start.elapsed() < APPEAR_WITHIN {
         let ranks = shm::read_pids(pids_file);

@@ -245,10 +245,10 @@ fn run_id() -> String {
 }
 
 /// Appends PIDS to the caller's --pids-file (its final leak check), if any.
-fn record_pids(options: &Options, pids: &[u32]) -> std::io::Result<()> {
+fn record_pids(options: &Options, pids: impl IntoIterator<Item = u32>) -> std::io::Result<()> {
     let Some(file) = &options.pids_file else { return Ok(()) };
     let mut all = std::fs::OpenOptions::new().create(true).append(true).open(file)?;
-    pids.iter().try_for_each(|pid| writeln!(all, "{pid}"))
+    pids.into_iter().try_for_each(|pid| writeln!(all, "{pid}"))
 }
 
 /// Runs CASE and prints its PASS or FAIL line; true when it passed.
@@ -271,7 +271,7 @@ fn run_case(options: &Options, case: &Case, windows: &mut BTreeMap<String, u64>)
     if let Some(first) = &case.creator_killed_first {
         match killed_first::run(&options.launcher, &dir, case.np, &case.program, first, &run_id()) {
             Ok((left, pids)) => {
-                record_pids(options, &pids)?;
+                record_pids(options, pids)?;
                 orphan = Some(left);
             }
             Err(why) => {
@@ -355,7 +355,7 @@ fn run_case(options: &Options, case: &Case, windows: &mut BTreeMap<String, u64>)
 
     // leftovers in /dev/shm: segments this run's ranks created and left
     let pids = shm::read_pids(&dir.join("pids"));
-    record_pids(options, &pids.iter().copied().collect::<Vec<_>>())?;
+    record_pids(options, pids.iter().copied())?;
     let leaked = shm::leaked(&shm_before, &shm::list(shm_dir, "coll_rdma."), &pids, shm::mapped_by_someone);
     if case.checks.contains(&Check::Leaks) {
         if leaked.is_empty() {
