@@ -91,6 +91,7 @@ impl EntryLock {
     }
 
     /// Records, while still inside, whether the state has background work.
+    #[inline]
     pub(super) fn note_background_work(&self, has_work: bool) -> WorkChange {
         debug_assert!(self.word.load(Ordering::Relaxed) != FREE, "the flag changes only while the state is held");
         // Only holders write the flag, so this read is exact; most calls

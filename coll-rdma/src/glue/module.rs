@@ -199,6 +199,7 @@ impl Held {
 
     /// Records whether background work is left, while still holding the
     /// state, and tells the progress registry when that changes.
+    #[inline]
     fn leave_background_work(&self, has_work: bool) {
         // SAFETY: the module outlives every holder.
         match unsafe { &(*self.module).entry }.note_background_work(has_work) {

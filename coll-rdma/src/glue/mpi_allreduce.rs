@@ -16,7 +16,7 @@ use super::module::with_state;
 use super::handover::Handover;
 use super::reduction_call::{contribution_is_in_receive_buffer, reduction_shape, span_bytes, span_bytes_mut, FoldOrder, NativeMessage};
 use super::saved::ReductionCall;
-use crate::select::allreduce::{select, AllreducePath};
+use crate::select::allreduce::AllreducePath;
 use crate::select::Choice;
 
 pub(super) unsafe extern "C" fn allreduce(
@@ -54,7 +54,7 @@ impl Native<'_> {
             return self.shared.finish(Collective::Allreduce, Err(why));
         }
         let (shape, span) = reduction_shape(call, 0, order);
-        let path = match select(&shape, &self.ready.plan) {
+        let path = match self.ready.decisions.allreduce(&shape) {
             Choice::Native(path) => path,
             Choice::HandOver(why) => return self.shared.hand_over_allreduce(call, why, order),
         };
@@ -102,7 +102,18 @@ impl ReadyComm {
     /// Runs the autotune's degree trial before the first call of
     /// `call_bytes` that the tree serves (every rank takes the same
     /// decision: the length and the paths' limits are the same on all).
+    #[inline]
     pub(super) fn tune_degree_before(&mut self, call_bytes: usize) -> Result<(), TransportError> {
+        // Every call after the trial's: one load, before any arithmetic.
+        if self.allreduce_trial.is_none() {
+            return Ok(());
+        }
+        self.run_degree_trial_before(call_bytes)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn run_degree_trial_before(&mut self, call_bytes: usize) -> Result<(), TransportError> {
         let transport = &self.transport;
         let config = self.allreduce.config();
         let bytes = trial_bytes(call_bytes, config.exchange_max_bytes, config.tree.segment_bytes);
@@ -125,6 +136,9 @@ impl ReadyComm {
         let keep_measured = &mut |_: usize, nanos: u64| nanos;
         let (outcome, agreement_ns) = trial.run(&mut self.allreduce, transport, &bcast_progress, bytes, &mut sync, keep_measured)?;
         self.report_allreduce_trial(&outcome, agreement_ns);
+        // The degree changes no input of the selectors, but an answer
+        // given before the trial is not worth keeping past it.
+        self.decisions.forget();
         Ok(())
     }
 }

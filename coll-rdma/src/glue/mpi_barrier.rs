@@ -43,7 +43,7 @@ impl Native<'_> {
         }
         let transport = &ready.transport;
         let bcast_progress = BcastProgress::if_needed(transport, &mut ready.bcast);
-        let path = match barrier_choice(&ready.plan) {
+        let path = match barrier_choice(ready.decisions.plan()) {
             Choice::Native(path) => path,
             Choice::HandOver(why) => {
                 let fallback = self.shared.saved.barrier(comm);

@@ -59,7 +59,7 @@ impl Native<'_> {
             return self.shared.finish(Collective::Bcast, Err(why));
         }
         let (shape, span) = bcast_shape(call);
-        let (bytes, agree_on_packing) = match select(&shape, &self.ready.plan) {
+        let (bytes, agree_on_packing) = match select(&shape, self.ready.decisions.plan()) {
             Choice::Native(BcastPath::Empty) => return self.shared.finish(Collective::Bcast, Ok(())),
             // The window and single copy are `Bcast::bcast`'s to run (by
             // the rules the selector shares); `packs` is `span.is_err()`.

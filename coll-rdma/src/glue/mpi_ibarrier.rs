@@ -72,7 +72,7 @@ impl CommState {
     /// The native state if a barrier can run resumably here, else why not.
     fn resumable_barrier(&mut self) -> Result<Native<'_>, Unserved> {
         let native = self.enter_if_set_up()?;
-        match barrier_choice(&native.ready.plan) {
+        match barrier_choice(native.ready.decisions.plan()) {
             Choice::Native(_) => Ok(native),
             Choice::HandOver(why) => Err(why.into()),
         }
@@ -147,7 +147,7 @@ impl Native<'_> {
     fn post_barrier(&mut self, collective: Collective, request: RequestRef) -> Step {
         self.shared.count_call(collective);
         let ready = &mut *self.ready;
-        let outcome = match (barrier_choice(&ready.plan), ready.two_level_barrier.as_mut()) {
+        let outcome = match (barrier_choice(ready.decisions.plan()), ready.two_level_barrier.as_mut()) {
             (Choice::Native(BarrierPath::TwoLevel), Some(two_level)) => {
                 let run = two_level.start();
                 ready.post_run(Lane::Barrier, run, boxed, request)

@@ -150,7 +150,7 @@ impl Native<'_> {
     /// else why it is handed over.
     fn resumable_bcast(&mut self, call: &BcastCall) -> Result<usize, Handover> {
         let (shape, _) = bcast_shape(call);
-        let bytes = match select(&shape, &self.ready.plan) {
+        let bytes = match select(&shape, self.ready.decisions.plan()) {
             Choice::HandOver(why) => return Err(why),
             Choice::Native(BcastPath::Empty) => return Ok(0),
             Choice::Native(BcastPath::Send { agree_on_packing: true, .. }) => {

@@ -39,8 +39,8 @@ use super::datatype::ContiguousSpan;
 use crate::collectives::large_reduction::buffers::Gather;
 use crate::reduction::Reduction;
 use crate::schedule_queue::{Lane, Run};
-use crate::select::allreduce::{select as select_allreduce, AllreducePath};
-use crate::select::reduce::{select as select_reduce, ReducePath};
+use crate::select::allreduce::AllreducePath;
+use crate::select::reduce::ReducePath;
 use crate::select::Choice;
 
 /// The op of a posted run, with its op and datatype retained until the run
@@ -318,15 +318,15 @@ impl Native<'_> {
         // roots before calling us.
         let root_index = root.map_or(0, |root| usize::try_from(root).unwrap_or(usize::MAX));
         let (shape, span) = reduction_shape(call, root_index, order);
-        let plan = &self.ready.plan;
+        let decisions = &mut self.ready.decisions;
         let has_run = match root {
-            None => match select_allreduce(&shape, plan) {
+            None => match decisions.allreduce(&shape) {
                 Choice::HandOver(why) => return Err(why),
                 Choice::Native(AllreducePath::Empty) => return Ok(None),
                 Choice::Native(AllreducePath::Alone | AllreducePath::Exchange | AllreducePath::Tree | AllreducePath::Parallel) => Ok(RunPath::Window),
                 Choice::Native(AllreducePath::Ring) => Ok(RunPath::Ring),
             },
-            Some(_) => match select_reduce(&shape, plan) {
+            Some(_) => match decisions.reduce(&shape) {
                 Choice::HandOver(why) => return Err(why),
                 Choice::Native(ReducePath::Empty) => return Ok(None),
                 Choice::Native(ReducePath::Alone | ReducePath::Tree | ReducePath::Parallel) => Ok(RunPath::Window),

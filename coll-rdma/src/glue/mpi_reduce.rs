@@ -13,7 +13,7 @@ use super::module::with_state;
 use super::handover::Handover;
 use super::reduction_call::{contribution_is_in_receive_buffer, reduction_shape, span_bytes, span_bytes_mut, FoldOrder, NativeMessage};
 use super::saved::ReductionCall;
-use crate::select::reduce::{select, ReducePath};
+use crate::select::reduce::ReducePath;
 use crate::select::Choice;
 
 #[allow(clippy::too_many_arguments)] // Open MPI's reduce signature
@@ -54,7 +54,7 @@ impl Native<'_> {
         // A negative root is left to the tree, which refuses it; MPI
         // checks roots before calling us.
         let (shape, span) = reduction_shape(call, usize::try_from(root).unwrap_or(usize::MAX), order);
-        let path = match select(&shape, &self.ready.plan) {
+        let path = match self.ready.decisions.reduce(&shape) {
             Choice::Native(path) => path,
             Choice::HandOver(why) => return self.shared.hand_over_reduce(call, root, why, order),
         };

@@ -20,6 +20,7 @@ pub use tree::{two_level_links, TwoLevelTree};
 pub use tree_stream::TreeStreamConfig;
 
 /// `buffer` grown to at least `len` bytes, as a slice of exactly `len`.
+#[inline]
 pub(crate) fn scratch(buffer: &mut Vec<u8>, len: usize) -> &mut [u8] {
     if buffer.len() < len {
         buffer.resize(len, 0);

@@ -16,6 +16,7 @@ pub(crate) struct Segments {
 
 impl Segments {
     /// Segments of at most `limit` bytes holding whole elements of `element_size`.
+    #[inline]
     pub(crate) fn new(total: usize, element_size: usize, limit: usize) -> Result<Self, TransportError> {
         let full = limit / element_size * element_size;
         if full == 0 {
@@ -25,14 +26,17 @@ impl Segments {
     }
 
     /// Bytes of the largest segment (every one but possibly the last).
+    #[inline]
     pub(crate) fn full_len(&self) -> usize {
         self.full.min(self.total)
     }
 
+    #[inline]
     pub(crate) fn count(&self) -> usize {
         self.total.div_ceil(self.full)
     }
 
+    #[inline]
     pub(crate) fn range(&self, index: usize) -> Range<usize> {
         let start = index * self.full;
         start..(start + self.full).min(self.total)

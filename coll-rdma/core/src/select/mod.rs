@@ -22,6 +22,7 @@ pub mod allreduce;
 pub mod barrier;
 pub mod bcast;
 mod handover;
+mod memo;
 pub mod policy;
 pub mod reduce;
 
@@ -30,6 +31,7 @@ use std::ffi::c_int;
 use btl_ibmc::shm::NodeGroups;
 
 pub use handover::{Handover, NotContiguous};
+pub use memo::Decisions;
 
 use crate::collectives::large_reduction::ring::RingLengths;
 
@@ -91,7 +93,7 @@ impl Collective {
 }
 
 /// One collective call as the selectors see it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CallShape {
     /// The count as the caller passed it (negative is handed over).
     pub count: c_int,
@@ -103,7 +105,7 @@ pub struct CallShape {
 }
 
 /// What `count` elements of the call's datatype are.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum DataShape {
     /// One gap-free byte range of `bytes`, elements of `element_bytes`.
     Contiguous { bytes: usize, element_bytes: usize },

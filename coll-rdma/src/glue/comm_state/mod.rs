@@ -92,6 +92,9 @@ pub(super) struct Shared {
     pub(super) id: CommId,
     pub(super) saved: Arc<SavedCollectives>,
     test_faults: TestFaults,
+    /// A fault that strikes inside a call is set (`count_call`): false
+    /// outside tests, so each call pays one test for them.
+    call_faults_armed: bool,
     tallies: Tallies,
     handovers: HandoverReports,
     /// Every rank has just agreed that there is no transport: the module
@@ -145,6 +148,7 @@ impl CommState {
                 id,
                 saved,
                 test_faults: settings.test_faults,
+                call_faults_armed: settings.test_faults.panic_at.is_some() || settings.test_faults.thread_stop_at.is_some(),
                 tallies: Tallies::default(),
                 handovers: HandoverReports::default(),
                 bypass_requested: false,
@@ -157,6 +161,7 @@ impl CommState {
     /// The ready stage, connecting first if this is the communicator's first
     /// collective (every rank calls this in the same collective call, and
     /// all reach the same verdict); `None` when there is no transport.
+    #[inline]
     pub(super) fn enter(&mut self, comm: *mut sys::ompi_communicator_t) -> Option<Native<'_>> {
         if matches!(self.stage, Stage::Pending(_)) {
             self.connect(comm);
@@ -182,6 +187,8 @@ impl CommState {
         }
     }
 
+    #[cold]
+    #[inline(never)]
     fn connect(&mut self, comm: *mut sys::ompi_communicator_t) {
         // Unavailable while connecting: a panic inside leaves no half-made
         // stage behind (the module marks the state failed anyway).
@@ -257,8 +264,17 @@ impl Shared {
     /// the recovery from one, and a thread stopped for good
     /// (coll_rdma_test_thread_stop_at), to check that a dead thread ends
     /// the job with a diagnostic.
+    #[inline]
     pub(super) fn count_call(&mut self, collective: Collective) {
         let calls = self.tallies.entered(collective);
+        if self.call_faults_armed {
+            self.strike_injected_fault(collective, calls);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn strike_injected_fault(&mut self, collective: Collective, calls: u64) {
         if self.test_faults.panic_at == Some((collective, calls)) {
             panic!("coll_rdma_test_panic_at={}:{} (testing only)", collective.name(), calls);
         }
@@ -280,26 +296,29 @@ impl Shared {
     }
 
     /// Counts a call served natively, or reports why it failed.
+    #[inline]
     pub(super) fn finish(&mut self, collective: Collective, outcome: Result<(), TransportError>) -> Step {
         match outcome {
             Ok(()) => {
                 self.tallies.served(collective);
                 Step::Done(sys::OMPI_SUCCESS as c_int)
             }
-            Err(why) => {
-                tracing::error!(
-                    "comm {} rank {}: {} failed: {why}; later collectives on this communicator go to the module underneath",
-                    self.id.cid,
-                    self.id.rank,
-                    collective.name()
-                );
-                events::emit("fault", self.id.origin(), || {
-                    events::json!({ "collective": collective.name(), "error": why.to_string() })
-                });
-                self.tallies.mark_failed();
-                Step::Done(sys::OMPI_ERROR as c_int)
-            }
+            Err(why) => self.fail(collective, why),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn fail(&mut self, collective: Collective, why: TransportError) -> Step {
+        tracing::error!(
+            "comm {} rank {}: {} failed: {why}; later collectives on this communicator go to the module underneath",
+            self.id.cid,
+            self.id.rank,
+            collective.name()
+        );
+        events::emit("fault", self.id.origin(), || events::json!({ "collective": collective.name(), "error": why.to_string() }));
+        self.tallies.mark_failed();
+        Step::Done(sys::OMPI_ERROR as c_int)
     }
 
     pub(super) fn mark_failed(&mut self) {

@@ -20,7 +20,7 @@ use crate::collectives::reduce::Reduce;
 use crate::collectives::large_reduction::ring::{RingLengths, RingReduction};
 use crate::schedule::Schedule;
 use crate::schedule_queue::{Lane, Run};
-use crate::select::{BcastPlan, Plan, ReductionPlan};
+use crate::select::{BcastPlan, Decisions, Plan, ReductionPlan};
 
 /// The collectives' schedules, built when the module is enabled (they need
 /// only the window's layout) and moved into the `ReadyComm`.
@@ -67,9 +67,11 @@ pub(in crate::glue) struct ReadyComm {
     /// Non-blocking runs under way (barriers, allreduces, reduces).
     pub(in crate::glue) pending_runs: PendingRuns,
     /// What the selectors read (`crate::select`), settled once the setup's
-    /// choices are made; its `leaders_only` is set where only the nodes'
-    /// leaders hold queue pairs across nodes.
-    pub(in crate::glue) plan: Plan,
+    /// choices are made (its `leaders_only` is set where only the nodes'
+    /// leaders hold queue pairs across nodes), with the allreduce's and
+    /// reduce's last answers on it: a call of the last call's shape takes
+    /// the remembered path without asking the selector again.
+    pub(in crate::glue) decisions: Decisions,
 }
 
 impl ReadyComm {
@@ -89,7 +91,7 @@ impl ReadyComm {
             bcast,
             limits,
             pending_runs: PendingRuns::default(),
-            plan: Plan::default(),
+            decisions: Decisions::default(),
         };
         ready.settle_plan();
         ready
@@ -103,7 +105,8 @@ impl ReadyComm {
         let reads_peers = self.transport.reads_peer_memory();
         let allreduce = self.allreduce.config();
         let ring_slot_bytes = self.ring.segment_bytes();
-        self.plan = Plan {
+        let leaders_only = self.decisions.plan_mut().leaders_only.take();
+        self.decisions.replace(Plan {
             size: self.id.size,
             allreduce: ReductionPlan {
                 max_bytes: self.limits.allreduce_max_bytes,
@@ -129,8 +132,8 @@ impl ReadyComm {
                 window_serves_up_to: self.bcast.config().substrate_max_bytes,
             },
             two_level_barrier: self.two_level_barrier.is_some(),
-            leaders_only: self.plan.leaders_only.take(),
-        };
+            leaders_only,
+        });
     }
 
     /// Whether the bcast needs serving outside its own calls (see

@@ -30,7 +30,7 @@ impl ReadyComm {
                 "multicast": format!("{:?}", self.transport.multicast_kind()),
                 "reads_peer_memory": reads,
                 "window_bytes": window_bytes,
-                "leaders_only": self.plan.leaders_only.is_some(),
+                "leaders_only": self.decisions.plan().leaders_only.is_some(),
                 "verbs_single_packet_writes": self.transport.verbs_single_packet_writes(),
                 "protection": protection_field(self.transport.datagram_protection()),
                 "cipher": cipher_field(self.transport.datagram_cipher()),

@@ -410,7 +410,7 @@ impl ReadyComm {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        self.plan.leaders_only = Some(LeadersOnly { nodes, flat });
+        self.decisions.plan_mut().leaders_only = Some(LeadersOnly { nodes, flat });
     }
 
     /// Puts bcast on its two-level stages, and says at verbose level 2

@@ -28,6 +28,7 @@ pub(super) struct Tallies {
 }
 
 impl Tallies {
+    #[inline]
     pub(super) fn served(&mut self, collective: Collective) {
         self.outcomes[collective as usize].served += 1;
     }
@@ -37,6 +38,7 @@ impl Tallies {
     }
 
     /// Counts one entered call and returns how many there have been.
+    #[inline]
     pub(super) fn entered(&mut self, collective: Collective) -> u64 {
         let calls = &mut self.calls[collective as usize];
         *calls += 1;
@@ -61,6 +63,7 @@ impl Tallies {
         self.failed = true;
     }
 
+    #[inline]
     pub(super) fn has_failed(&self) -> bool {
         self.failed
     }

@@ -346,9 +346,10 @@ impl Reduce {
     }
 
     /// The root's buffer (required there), `None` elsewhere.
+    #[inline]
     fn result_buffer<'a>(&self, root: usize, recv: Option<&'a mut [u8]>) -> Result<Option<&'a mut [u8]>, TransportError> {
         if root >= self.size {
-            return Err(TransportError::Failed(format!("reduce root {root} outside a communicator of {}", self.size)));
+            return Err(self.root_outside(root));
         }
         if self.rank != root {
             return Ok(None);
@@ -357,6 +358,11 @@ impl Reduce {
             Some(buffer) => Ok(Some(buffer)),
             None => Err(TransportError::Failed("the reduce root needs a receive buffer".to_string())),
         }
+    }
+
+    #[cold]
+    fn root_outside(&self, root: usize) -> TransportError {
+        TransportError::Failed(format!("reduce root {root} outside a communicator of {}", self.size))
     }
 
     fn start_parallel<'a, R: Reduction>(&mut self, op: R, root: usize, buffers: ReductionBuffers<'a>) -> Result<ReduceStart<'a, R>, TransportError> {
