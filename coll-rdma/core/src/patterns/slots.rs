@@ -132,10 +132,12 @@ impl Turn {
 pub(crate) struct KnownCredit(AtomicU64);
 
 impl KnownCredit {
+    #[inline]
     fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
 
+    #[inline]
     fn set(&self, value: u64) {
         self.0.store(value, Ordering::Relaxed)
     }
@@ -212,6 +214,9 @@ impl Stream {
         Ok(true)
     }
 
+    /// Whether the credit for `seq` is there: known already (one load,
+    /// inline), or read from the credit word as `meet` lets it.
+    #[inline]
     fn try_credit<T: Windows + ?Sized>(
         &self,
         transport: &T,
@@ -223,6 +228,18 @@ impl Stream {
         if credit_needed <= known.get() {
             return Ok(true);
         }
+        self.read_credit(transport, seq, credit_needed, known, meet)
+    }
+
+    #[inline(never)]
+    fn read_credit<T: Windows + ?Sized>(
+        &self,
+        transport: &T,
+        seq: u64,
+        credit_needed: u64,
+        known: &KnownCredit,
+        meet: Meet<'_>,
+    ) -> Result<bool, TransportError> {
         let seen = meet.local_at_least(transport, self.credit, credit_needed, || {
             format!("{}: rank {} to free a slot for segment {seq}", self.what, self.receiver)
         })?;

@@ -16,7 +16,10 @@
 //! same choice (its verbose words come from `Handover`'s `Display`).
 //!
 //! `policy` holds the choices made once per communicator that the plan
-//! rests on (configurations, radix, autotune candidates).
+//! rests on (configurations, radix, autotune candidates). `memo`'s
+//! `Decisions` owns a communicator's plan and remembers the allreduce's
+//! and reduce's last answer, so that a loop of calls of one shape asks
+//! the selector once; any change of the plan forgets it.
 
 pub mod allreduce;
 pub mod barrier;
