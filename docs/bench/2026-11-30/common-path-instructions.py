@@ -22,9 +22,16 @@ WAIT_FUNCTION = re.compile(
 WAIT_SOURCE = re.compile(r'btl-ibmc/src/wait|patterns/meet\.rs')
 
 
+# A name record: `ob`/`cob` an object, `fn`/`cfn` a function, `fl`, `fi`,
+# `fe` (code inlined from another file), `cfi`/`cfl` a source file. The
+# `c` forms name a call's target and leave the current one as it is.
+RECORD = re.compile(r'^(c?ob|c?fn|fl|fi|fe|cfi|cfl)=\((\d+)\)(?: (.*))?$')
+TABLE = {'ob': 'ob', 'cob': 'ob', 'fn': 'fn', 'cfn': 'fn', 'fl': 'fl', 'fi': 'fl', 'fe': 'fl', 'cfi': 'fl', 'cfl': 'fl'}
+
+
 def common_path(path, calls):
-    names, objects, files = {}, {}, {}
-    function, obj, source = None, None, ''
+    names = {'ob': {}, 'fn': {}, 'fl': {}}
+    current = {'ob': None, 'fn': None, 'fl': ''}
     skip_call_cost = False
     address = 0
     costs = {}
@@ -32,26 +39,14 @@ def common_path(path, calls):
         line = line.rstrip('\n')
         if not line:
             continue
-        m = re.match(r'^(c?ob)=\((\d+)\)(?: (.*))?$', line)
+        m = RECORD.match(line)
         if m:
-            if m.group(3):
-                objects[m.group(2)] = m.group(3)
-            if m.group(1) == 'ob':
-                obj = objects[m.group(2)]
-            continue
-        m = re.match(r'^(c?fn)=\((\d+)\)(?: (.*))?$', line)
-        if m:
-            if m.group(3):
-                names[m.group(2)] = m.group(3)
-            if m.group(1) == 'fn':
-                function = names[m.group(2)]
-            continue
-        m = re.match(r'^(fl|fi|fe|cfi|cfl)=\((\d+)\)(?: (.*))?$', line)
-        if m:
-            if m.group(3):
-                files[m.group(2)] = m.group(3)
-            if m.group(1) in ('fl', 'fi', 'fe'):
-                source = files[m.group(2)]
+            kind, ident, text = m.groups()
+            table = names[TABLE[kind]]
+            if text:
+                table[ident] = text
+            if not kind.startswith('c'):
+                current[TABLE[kind]] = table[ident]
             continue
         if line.startswith('calls='):
             skip_call_cost = True  # the next line is the call's inclusive cost
@@ -65,6 +60,7 @@ def common_path(path, calls):
             if skip_call_cost:
                 skip_call_cost = False
                 continue
+            obj, function, source = current['ob'], current['fn'], current['fl']
             if obj and 'mca_coll_rdma' in obj and function and not WAIT_FUNCTION.search(function) \
                     and not WAIT_SOURCE.search(source):
                 key = (function, address)
