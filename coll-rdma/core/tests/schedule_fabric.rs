@@ -12,6 +12,10 @@
 //! and the 2x2 matrix product, which is not commutative, so only the
 //! canonical rank order passes.
 //!
+//! On pretended nodes the allreduce takes the two-level tree, and the
+//! scripts add reduces that go through it (`ReducePath::ThroughAllreduce`:
+//! the root keeps the allreduce's result, the others drop theirs).
+//!
 //! Window puts are reliable on every transport (only datagrams are lost,
 //! duplicated or reordered, and these runs use none): the fabric's put
 //! delays are the faults that apply.
@@ -25,7 +29,8 @@ use btl_ibmc::{TransportError, WaitPolicy};
 use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
 use coll_rdma_core::collectives::bcast::put_tree::{PutTreeBcast, PutTreeConfig};
 use coll_rdma_core::collectives::reduce::Reduce;
-use coll_rdma_core::patterns::TreeStreamConfig;
+use btl_ibmc::shm::NodeGroups;
+use coll_rdma_core::patterns::{two_level_links, TreeStreamConfig};
 use coll_rdma_core::reduction::Reduction;
 use coll_rdma_core::schedule_queue::{Lane, Run, ScheduleQueue};
 
@@ -43,6 +48,9 @@ enum Kind {
     /// MPI_IN_PLACE on every rank.
     AllreduceInPlace,
     Reduce { root: usize },
+    /// A reduce through the two-level allreduce: the root's run is an
+    /// allreduce's, the others' drop the result.
+    ReduceThroughAllreduce { root: usize },
     Bcast { root: usize },
 }
 
@@ -80,9 +88,10 @@ impl Call {
     }
 }
 
-/// Segments small enough that tree lengths take several of them.
+/// Segments small enough that tree lengths take several of them; rings
+/// enough for the two-level tree on the pretended nodes.
 fn tree_config() -> TreeStreamConfig {
-    TreeStreamConfig { degree: 2, segment_bytes: 256, policy: policy(), room_for_two_levels: false }
+    TreeStreamConfig { degree: 2, segment_bytes: 256, policy: policy(), room_for_two_levels: true }
 }
 
 fn policy() -> WaitPolicy {
@@ -113,17 +122,19 @@ fn offsets(size: usize) -> Offsets {
     Offsets { allreduce: 0, reduce, bcast, window_len }
 }
 
-/// The same script on every rank: drawn from the communicator's seed.
-fn script(size: usize, seed: u64, calls: usize) -> Vec<Call> {
+/// The same script on every rank: drawn from the communicator's seed;
+/// reduces through the allreduce only where it is `two_level`.
+fn script(size: usize, seed: u64, calls: usize, two_level: bool) -> Vec<Call> {
     let mut rng = XorShift::new(seed);
     (0..calls)
         .map(|_| {
             let op = if rng.below(2) == 0 { OpKind::Sum } else { OpKind::Matrix };
-            let kind = match rng.below(4) {
+            let kind = match rng.below(if two_level { 6 } else { 4 }) {
                 0 => Kind::Allreduce,
                 1 => Kind::AllreduceInPlace,
                 2 => Kind::Reduce { root: rng.below(size) },
-                _ => Kind::Bcast { root: rng.below(size) },
+                3 => Kind::Bcast { root: rng.below(size) },
+                _ => Kind::ReduceThroughAllreduce { root: rng.below(size) },
             };
             // Zero counts, exchange lengths (up to 64 bytes) and tree
             // lengths of several segments.
@@ -173,7 +184,7 @@ fn rank_buffers(rank: usize, scripts: &[Vec<Call>]) -> Vec<Vec<Buffers>> {
                     let send = input(comm, index, rank, call);
                     let recv = match call.kind {
                         Kind::AllreduceInPlace | Kind::Bcast { .. } => send.clone(),
-                        Kind::Reduce { root } if root != rank => Vec::new(),
+                        Kind::Reduce { root } | Kind::ReduceThroughAllreduce { root } if root != rank => Vec::new(),
                         _ => vec![0xEE; call.len()],
                     };
                     Buffers { send, recv }
@@ -195,20 +206,36 @@ struct Player<'b> {
 }
 
 impl<'b> Player<'b> {
-    fn new(rank: usize, size: usize, seed: u64, scripts: &'b [Vec<Call>], endpoints: Vec<FabricEndpoint>, buffers: &'b mut [Vec<Buffers>]) -> Self {
+    /// `nodes`: the pretended nodes, where the allreduce takes the
+    /// two-level tree; `None` for the flat one.
+    fn new(
+        rank: usize,
+        size: usize,
+        seed: u64,
+        scripts: &'b [Vec<Call>],
+        nodes: Option<&NodeGroups>,
+        endpoints: Vec<FabricEndpoint>,
+        buffers: &'b mut [Vec<Buffers>],
+    ) -> Self {
         let offsets = offsets(size);
+        let communicator = || {
+            let mut allreduce = Allreduce::new(rank, size, offsets.allreduce, allreduce_config());
+            if let Some(nodes) = nodes {
+                let tree = two_level_links(rank, nodes, tree_config().degree);
+                allreduce.use_two_level_tree(&tree).unwrap_or_else(|why| panic!("rank {rank}: no two-level tree: {why}"));
+            }
+            Communicator {
+                allreduce,
+                reduce: Reduce::new(rank, size, offsets.reduce, tree_config()),
+                bcast: PutTreeBcast::new(rank, size, offsets.bcast, bcast_config()),
+            }
+        };
         Player {
             rank,
             size,
             scripts,
             endpoints,
-            comms: (0..scripts.len())
-                .map(|_| Communicator {
-                    allreduce: Allreduce::new(rank, size, offsets.allreduce, allreduce_config()),
-                    reduce: Reduce::new(rank, size, offsets.reduce, tree_config()),
-                    bcast: PutTreeBcast::new(rank, size, offsets.bcast, bcast_config()),
-                })
-                .collect(),
+            comms: (0..scripts.len()).map(|_| communicator()).collect(),
             unposted: buffers.iter_mut().map(|calls| calls.iter_mut()).collect(),
             turns: Turns::new(rank, seed, scripts.iter().map(Vec::len).collect()),
         }
@@ -232,6 +259,12 @@ impl<'b> Player<'b> {
                 Kind::Reduce { root } => {
                     let result = (root == rank).then_some(&mut recv[..]);
                     (Lane::Reduce, Box::new(c.reduce.start(transport, op, root, send, result).map_err(fail)?))
+                }
+                Kind::ReduceThroughAllreduce { root } if root == rank => {
+                    (Lane::Allreduce, Box::new(c.allreduce.start(transport, op, send, recv).map_err(fail)?))
+                }
+                Kind::ReduceThroughAllreduce { .. } => {
+                    (Lane::Allreduce, Box::new(c.allreduce.start_result_dropped(transport, op, send).map_err(fail)?))
                 }
                 Kind::Bcast { root } => (Lane::Bcast, Box::new(c.bcast.start(root, recv).map_err(fail)?)),
             };
@@ -259,8 +292,10 @@ fn check_results(rank: usize, size: usize, scripts: &[Vec<Call>], buffers: &[Vec
             let got = &buffers[comm][index].recv;
             let expected = match call.kind {
                 Kind::Allreduce | Kind::AllreduceInPlace => expected_fold(comm, index, size, call),
-                Kind::Reduce { root } if root == rank => expected_fold(comm, index, size, call),
-                Kind::Reduce { .. } => continue,
+                Kind::Reduce { root } | Kind::ReduceThroughAllreduce { root } if root == rank => expected_fold(comm, index, size, call),
+                // Given no buffer, and still none.
+                Kind::Reduce { .. } | Kind::ReduceThroughAllreduce { .. } if got.is_empty() => continue,
+                Kind::Reduce { .. } | Kind::ReduceThroughAllreduce { .. } => return Err(format!("rank {rank} call {index}: {call:?} grew a result")),
                 Kind::Bcast { root } => input(comm, index, root, call),
             };
             if *got != expected {
@@ -273,10 +308,10 @@ fn check_results(rank: usize, size: usize, scripts: &[Vec<Call>], buffers: &[Vec
 
 /// Plays every communicator's script on `rank` in an interleaving drawn
 /// from `seed`, and checks its own results.
-fn play_rank(rank: usize, size: usize, seed: u64, scripts: &[Vec<Call>], endpoints: Vec<FabricEndpoint>) -> Result<(), String> {
+fn play_rank(rank: usize, size: usize, seed: u64, scripts: &[Vec<Call>], nodes: Option<&NodeGroups>, endpoints: Vec<FabricEndpoint>) -> Result<(), String> {
     let mut buffers = rank_buffers(rank, scripts);
     {
-        let mut player = Player::new(rank, size, seed, scripts, endpoints, &mut buffers);
+        let mut player = Player::new(rank, size, seed, scripts, nodes, endpoints, &mut buffers);
         let started = Instant::now();
         while !player.turns.done() {
             if started.elapsed() > DEADLINE {
@@ -291,8 +326,8 @@ fn play_rank(rank: usize, size: usize, seed: u64, scripts: &[Vec<Call>], endpoin
     check_results(rank, size, scripts, &buffers)
 }
 
-fn scripts_for(size: usize, communicators: usize, calls: usize, seed: u64) -> Vec<Vec<Call>> {
-    (0..communicators).map(|comm| script(size, seed ^ ((comm as u64 + 1) * 7919), calls)).collect()
+fn scripts_for(size: usize, communicators: usize, calls: usize, seed: u64, two_level: bool) -> Vec<Vec<Call>> {
+    (0..communicators).map(|comm| script(size, seed ^ ((comm as u64 + 1) * 7919), calls, two_level)).collect()
 }
 
 fn fabrics(size: usize, communicators: usize, seed: u64, put_delay_max: Duration) -> Vec<Vec<FabricEndpoint>> {
@@ -308,7 +343,12 @@ fn fabrics(size: usize, communicators: usize, seed: u64, put_delay_max: Duration
 }
 
 fn run(size: usize, communicators: usize, calls: usize, seed: u64) {
-    let scripts = scripts_for(size, communicators, calls, seed);
+    run_on(size, None, communicators, calls, seed);
+}
+
+/// `run` with the allreduce's two-level tree on `nodes` where given.
+fn run_on(size: usize, nodes: Option<&NodeGroups>, communicators: usize, calls: usize, seed: u64) {
+    let scripts = scripts_for(size, communicators, calls, seed, nodes.is_some());
     let per_rank = fabrics(size, communicators, seed, Duration::from_micros(20));
     let outcomes: Vec<Result<(), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = per_rank
@@ -316,7 +356,7 @@ fn run(size: usize, communicators: usize, calls: usize, seed: u64) {
             .enumerate()
             .map(|(rank, endpoints)| {
                 let scripts = &scripts;
-                scope.spawn(move || play_rank(rank, size, seed, scripts, endpoints))
+                scope.spawn(move || play_rank(rank, size, seed, scripts, nodes, endpoints))
             })
             .collect();
         handles.into_iter().map(|handle| handle.join().unwrap_or_else(|_| Err("a rank panicked".to_string()))).collect()
@@ -331,6 +371,17 @@ fn outstanding_runs_of_every_kind_finish_in_random_interleavings() {
         for size in [2, 3, 5] {
             run(size, 3, 24, seed);
         }
+    }
+}
+
+/// Pretended nodes of consecutive ranks (so the two-level tree keeps the
+/// rank order for the matrix product): reduces through the two-level
+/// allreduce, with moving roots, among allreduces, reduces and bcasts.
+#[test]
+fn reduces_through_the_two_level_allreduce_finish_among_other_runs() {
+    for (seed, sizes) in [(31, &[3, 2][..]), (32, &[2, 1, 2][..]), (33, &[1, 4][..]), (34, &[2, 2, 2][..])] {
+        let nodes = common::nodes::blocks(sizes);
+        run_on(nodes.size(), Some(&nodes), 3, 24, seed);
     }
 }
 
@@ -351,14 +402,17 @@ fn a_single_rank_and_zero_counts_finish_at_once() {
 fn every_rank_on_one_thread_finishes_so_no_advance_waits() {
     for seed in [21, 22, 23] {
         let size = 4;
-        let scripts = scripts_for(size, 2, 20, seed);
+        // The last seed on pretended nodes of 2 and 2 (the two-level
+        // allreduce, and reduces through it).
+        let nodes = (seed == 23).then(|| common::nodes::blocks(&[2, 2]));
+        let scripts = scripts_for(size, 2, 20, seed, nodes.is_some());
         let mut buffers: Vec<Vec<Vec<Buffers>>> = (0..size).map(|rank| rank_buffers(rank, &scripts)).collect();
         {
             let mut players: Vec<Player<'_>> = fabrics(size, 2, seed, Duration::ZERO)
                 .into_iter()
                 .zip(buffers.iter_mut())
                 .enumerate()
-                .map(|(rank, (endpoints, buffers))| Player::new(rank, size, seed, &scripts, endpoints, buffers))
+                .map(|(rank, (endpoints, buffers))| Player::new(rank, size, seed, &scripts, nodes.as_ref(), endpoints, buffers))
                 .collect();
             play_on_one_thread(&mut players, seed, DEADLINE);
         }
