@@ -14,7 +14,10 @@
 //!
 //! On pretended nodes the allreduce takes the two-level tree, and the
 //! scripts add reduces that go through it (`ReducePath::ThroughAllreduce`:
-//! the root keeps the allreduce's result, the others drop theirs).
+//! the root keeps the allreduce's result, the others drop theirs); the
+//! bcasts take the two-level bcast's run (`Bcast::start`: the root's
+//! node, the leaders, the other nodes, each stage on the put tree, the
+//! fabric offering no multicast).
 //!
 //! Window puts are reliable on every transport (only datagrams are lost,
 //! duplicated or reordered, and these runs use none): the fabric's put
@@ -25,9 +28,10 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
-use btl_ibmc::{TransportError, WaitPolicy};
+use btl_ibmc::{MulticastKind, RmcastConfig, TransportError, WaitPolicy};
 use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
 use coll_rdma_core::collectives::bcast::put_tree::{PutTreeBcast, PutTreeConfig};
+use coll_rdma_core::collectives::bcast::{Bcast, BcastConfig};
 use coll_rdma_core::collectives::reduce::Reduce;
 use btl_ibmc::shm::NodeGroups;
 use coll_rdma_core::patterns::{two_level_links, TreeStreamConfig};
@@ -107,10 +111,17 @@ fn bcast_config() -> PutTreeConfig {
     PutTreeConfig { segment_bytes: 96, policy: policy() }
 }
 
+/// The two-level bcast's: the put tree's segments in every stage.
+fn two_level_bcast_config() -> BcastConfig {
+    let multicast = RmcastConfig { slot_bytes: 96, window_slots: 4, wait: policy(), ..RmcastConfig::default() };
+    BcastConfig { multicast, room_for_two_levels: true, ..BcastConfig::default() }
+}
+
 struct Offsets {
     allreduce: usize,
     reduce: usize,
     bcast: usize,
+    two_level_bcast: usize,
     window_len: usize,
 }
 
@@ -118,8 +129,9 @@ fn offsets(size: usize) -> Offsets {
     let align = |offset: usize| offset.next_multiple_of(64);
     let reduce = align(Allreduce::region_len(size, &allreduce_config()));
     let bcast = align(reduce + Reduce::region_len(size, &tree_config()));
-    let window_len = align(bcast + PutTreeBcast::region_len(size, &bcast_config()));
-    Offsets { allreduce: 0, reduce, bcast, window_len }
+    let two_level_bcast = align(bcast + PutTreeBcast::region_len(size, &bcast_config()));
+    let window_len = align(two_level_bcast + Bcast::region_len(size, &two_level_bcast_config()));
+    Offsets { allreduce: 0, reduce, bcast, two_level_bcast, window_len }
 }
 
 /// The same script on every rank: drawn from the communicator's seed;
@@ -169,6 +181,8 @@ struct Communicator {
     allreduce: Allreduce,
     reduce: Reduce,
     bcast: PutTreeBcast,
+    /// On pretended nodes: serves the bcasts instead of `bcast`.
+    two_level_bcast: Option<Bcast>,
 }
 
 /// Rank `rank`'s buffers for every call of every script.
@@ -220,14 +234,18 @@ impl<'b> Player<'b> {
         let offsets = offsets(size);
         let communicator = || {
             let mut allreduce = Allreduce::new(rank, size, offsets.allreduce, allreduce_config());
-            if let Some(nodes) = nodes {
+            let two_level_bcast = nodes.map(|nodes| {
                 let tree = two_level_links(rank, nodes, tree_config().degree);
                 allreduce.use_two_level_tree(&tree).unwrap_or_else(|why| panic!("rank {rank}: no two-level tree: {why}"));
-            }
+                let mut bcast = Bcast::new(rank, size, offsets.two_level_bcast, two_level_bcast_config());
+                bcast.use_two_levels(nodes, 1).unwrap_or_else(|why| panic!("rank {rank}: no two-level bcast: {why}"));
+                bcast
+            });
             Communicator {
                 allreduce,
                 reduce: Reduce::new(rank, size, offsets.reduce, tree_config()),
                 bcast: PutTreeBcast::new(rank, size, offsets.bcast, bcast_config()),
+                two_level_bcast,
             }
         };
         Player {
@@ -266,7 +284,14 @@ impl<'b> Player<'b> {
                 Kind::ReduceThroughAllreduce { .. } => {
                     (Lane::Allreduce, Box::new(c.allreduce.start_result_dropped(transport, op, send).map_err(fail)?))
                 }
-                Kind::Bcast { root } => (Lane::Bcast, Box::new(c.bcast.start(root, recv).map_err(fail)?)),
+                Kind::Bcast { root } => match c.two_level_bcast.as_mut() {
+                    Some(bcast) => {
+                        let len = recv.len();
+                        bcast.resumable(transport, len).map_err(|why| fail(TransportError::Failed(why.to_string())))?;
+                        (Lane::Bcast, Box::new(bcast.start(transport, root, recv).map_err(fail)?))
+                    }
+                    None => (Lane::Bcast, Box::new(c.bcast.start(root, recv).map_err(fail)?)),
+                },
             };
             self.turns.post(comm, lane, run);
         } else if !self.turns.queues[comm].is_empty() {
@@ -330,11 +355,14 @@ fn scripts_for(size: usize, communicators: usize, calls: usize, seed: u64, two_l
     (0..communicators).map(|comm| script(size, seed ^ ((comm as u64 + 1) * 7919), calls, two_level)).collect()
 }
 
-fn fabrics(size: usize, communicators: usize, seed: u64, put_delay_max: Duration) -> Vec<Vec<FabricEndpoint>> {
+/// Fabrics imitating a network; on pretended `nodes` one without
+/// multicast (as verbs without it), so that the two-level bcast has runs.
+fn fabrics(size: usize, nodes: Option<&NodeGroups>, communicators: usize, seed: u64, put_delay_max: Duration) -> Vec<Vec<FabricEndpoint>> {
     let window_len = offsets(size).window_len;
     let mut per_rank: Vec<Vec<FabricEndpoint>> = (0..size).map(|_| Vec::new()).collect();
+    let multicast_kind = if nodes.is_some() { MulticastKind::None } else { MulticastKind::Datagram };
     for comm in 0..communicators {
-        let config = FabricConfig { put_delay_max, seed: seed + comm as u64, ..FabricConfig::default() };
+        let config = FabricConfig { put_delay_max, multicast_kind, nodes: nodes.cloned(), seed: seed + comm as u64, ..FabricConfig::default() };
         for (rank, endpoint) in Fabric::new(size, window_len, config).into_iter().enumerate() {
             per_rank[rank].push(endpoint);
         }
@@ -349,7 +377,7 @@ fn run(size: usize, communicators: usize, calls: usize, seed: u64) {
 /// `run` with the allreduce's two-level tree on `nodes` where given.
 fn run_on(size: usize, nodes: Option<&NodeGroups>, communicators: usize, calls: usize, seed: u64) {
     let scripts = scripts_for(size, communicators, calls, seed, nodes.is_some());
-    let per_rank = fabrics(size, communicators, seed, Duration::from_micros(20));
+    let per_rank = fabrics(size, nodes, communicators, seed, Duration::from_micros(20));
     let outcomes: Vec<Result<(), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = per_rank
             .into_iter()
@@ -376,9 +404,10 @@ fn outstanding_runs_of_every_kind_finish_in_random_interleavings() {
 
 /// Pretended nodes of consecutive ranks (so the two-level tree keeps the
 /// rank order for the matrix product): reduces through the two-level
-/// allreduce, with moving roots, among allreduces, reduces and bcasts.
+/// allreduce and two-level bcasts, with moving roots, among allreduces and
+/// reduces.
 #[test]
-fn reduces_through_the_two_level_allreduce_finish_among_other_runs() {
+fn two_level_runs_finish_among_other_runs_on_pretended_nodes() {
     for (seed, sizes) in [(31, &[3, 2][..]), (32, &[2, 1, 2][..]), (33, &[1, 4][..]), (34, &[2, 2, 2][..])] {
         let nodes = common::nodes::blocks(sizes);
         run_on(nodes.size(), Some(&nodes), 3, 24, seed);
@@ -403,12 +432,12 @@ fn every_rank_on_one_thread_finishes_so_no_advance_waits() {
     for seed in [21, 22, 23] {
         let size = 4;
         // The last seed on pretended nodes of 2 and 2 (the two-level
-        // allreduce, and reduces through it).
+        // allreduce and reduces through it, the two-level bcast).
         let nodes = (seed == 23).then(|| common::nodes::blocks(&[2, 2]));
         let scripts = scripts_for(size, 2, 20, seed, nodes.is_some());
         let mut buffers: Vec<Vec<Vec<Buffers>>> = (0..size).map(|rank| rank_buffers(rank, &scripts)).collect();
         {
-            let mut players: Vec<Player<'_>> = fabrics(size, 2, seed, Duration::ZERO)
+            let mut players: Vec<Player<'_>> = fabrics(size, nodes.as_ref(), 2, seed, Duration::ZERO)
                 .into_iter()
                 .zip(buffers.iter_mut())
                 .enumerate()

@@ -33,8 +33,10 @@ mod run;
 pub mod single_copy;
 mod single_copy_run;
 pub mod two_level;
+mod two_level_run;
 
-pub use run::BcastRun;
+pub use run::{BcastRun, FlatBcastRun};
+pub use two_level_run::TwoLevelBcastRun;
 
 use put_tree::{PutTreeBcast, PutTreeConfig};
 use single_copy::SingleCopyBcast;
@@ -193,7 +195,10 @@ impl Bcast {
     /// Bytes this rank, as a single-copy root, wrote into its receivers'
     /// buffers (`single_copy::root_share`).
     pub fn single_copy_root_share_bytes(&self) -> u64 {
-        self.single_copy.root_share_bytes()
+        match &self.two_level {
+            Some(two_level) => two_level.single_copy_root_share_bytes(),
+            None => self.single_copy.root_share_bytes(),
+        }
     }
 
     /// MPI_Bcast of `buf` from `root`: the root's bytes end up in `buf` on
@@ -233,15 +238,19 @@ impl Bcast {
     /// btl-ibmc), and the tree's run is correct beside it because the two
     /// use disjoint regions and sequence numbers. The same answer on every
     /// rank.
+    ///
+    /// In two levels (`two_level_run`) each stage takes the run its own
+    /// blocking path would by the same rules: a node's stage never has
+    /// datagrams (shared windows or puts), and the leaders' stage has the
+    /// communicator's multicast, so only the datagram multicast among the
+    /// leaders (udp, verbs multicast) has no run.
     pub fn resumable<T: Transport + ?Sized>(&self, transport: &T, len: usize) -> Result<(), &'static str> {
-        if self.two_level.is_some() {
-            return Err("the two-level bcast");
-        }
         if self.uses_single_copy(transport, len) {
             return Ok(());
         }
         match transport.multicast_kind() {
             MulticastKind::None | MulticastKind::SharedWindow => Ok(()),
+            MulticastKind::Datagram if self.two_level.is_some() => Err("the two-level bcast's datagram multicast among the leaders"),
             MulticastKind::Datagram => Err("the datagram multicast bcast"),
         }
     }
@@ -255,17 +264,32 @@ impl Bcast {
             return Err(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() });
         }
         self.calls += 1;
-        if self.uses_single_copy(transport, buf.len()) {
-            return self.single_copy.start(root, buf).map(BcastRun::SingleCopy);
+        match self.two_level.as_mut() {
+            Some(two_level) => two_level.start(transport, root, buf).map(|run| BcastRun::TwoLevel(Box::new(run))),
+            None => self.start_flat(transport, root, buf).map(BcastRun::Flat),
         }
-        self.tree.start(root, buf).map(BcastRun::PutTree)
+    }
+
+    /// `start` on the flat paths; a two-level stage's (see `bcast_flat`).
+    fn start_flat<'a, T: Transport + ?Sized>(&mut self, transport: &T, root: usize, buf: &'a mut [u8]) -> Result<FlatBcastRun<'a>, TransportError> {
+        if self.uses_single_copy(transport, buf.len()) {
+            return self.single_copy.start(root, buf).map(FlatBcastRun::SingleCopy);
+        }
+        self.tree.start(root, buf).map(FlatBcastRun::PutTree)
     }
 
     /// `abandon_at_root` for a call its receivers take as a run (`start`):
-    /// single copy's or the put tree's mark. The runs started before it
-    /// must be finished.
+    /// single copy's or the put tree's mark, in each stage this rank roots
+    /// where two levels serve. The runs started before it must be
+    /// finished.
     pub fn abandon_run_at_root<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, len: usize) -> Result<(), TransportError> {
         self.calls += 1;
+        if let Some(two_level) = self.two_level.as_mut() {
+            if root != self.rank {
+                return Err(TransportError::OutOfRange { peer: root, offset: 0, len });
+            }
+            return two_level.abandon_run_at_root(transport, len);
+        }
         if self.uses_single_copy(transport, len) {
             return self.single_copy.abandon_at_root(transport, root, len);
         }
