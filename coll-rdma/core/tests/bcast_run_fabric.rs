@@ -460,3 +460,61 @@ fn a_single_copy_run_alone_fails_after_the_fault_timeout() {
         assert!(outcome.starts_with("failed") && outcome.contains("made no progress"), "rank {lonely} alone: {outcome}");
     }
 }
+
+/// A root that cannot provide its message (the glue's failed pack:
+/// `abandon_run_at_root`) in two levels: every other rank's run fails,
+/// through every stage (the root's node, the leaders from the root's
+/// leader, the other node from its leader), long before the fault
+/// timeout, on the put tree and in one copy, from a leader and from a
+/// rank that leads nothing.
+#[test]
+fn an_abandoned_two_level_bcast_fails_every_run_through_the_stages() {
+    use coll_rdma_core::schedule::{Schedule, Step};
+    let nodes: &'static [usize] = &[2, 2];
+    let size = 4;
+    // Far below the stage runs' fault timeout (`policy`, 60 s).
+    let deadline = Duration::from_secs(20);
+    for (len, cross_memory) in [(3 * SEGMENT + 1, false), (SINGLE_COPY_FROM + 9, true)] {
+        for root in [1, 0] {
+            let bed = Bed { kind: MulticastKind::SharedWindow, cross_memory, nodes: Some(nodes) };
+            let fabric = FabricConfig { multicast_kind: bed.kind, nodes: bed.nodes(), ..FabricConfig::default() };
+            let endpoints = Fabric::new(size, window_len(size), fabric);
+            let outcomes: Vec<String> = std::thread::scope(|scope| {
+                let handles: Vec<_> = endpoints
+                    .into_iter()
+                    .enumerate()
+                    .map(|(rank, mut endpoint)| {
+                        scope.spawn(move || {
+                            if cross_memory {
+                                endpoint.enable_cross_memory(false).expect("cross-memory attach");
+                            }
+                            let mut bcast = Bcast::new(rank, size, 0, bcast_config_on(bed));
+                            bcast.use_two_levels(&blocks(nodes), 1).expect("room for two levels");
+                            if rank == root {
+                                return match bcast.abandon_run_at_root(&endpoint, root, len) {
+                                    Ok(()) => "abandoned".to_string(),
+                                    Err(why) => format!("could not abandon: {why}"),
+                                };
+                            }
+                            let mut buf = vec![0u8; len];
+                            let mut run = bcast.start(&endpoint, root, &mut buf).expect("start");
+                            let started = Instant::now();
+                            loop {
+                                match run.advance(&mut endpoint) {
+                                    Ok(Step::Pending) if started.elapsed() < deadline => std::thread::yield_now(),
+                                    Ok(step) => return format!("{step:?} after {:?}", started.elapsed()),
+                                    Err(why) => return format!("failed: {why}"),
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|handle| handle.join().expect("rank thread")).collect()
+            });
+            for (rank, outcome) in outcomes.iter().enumerate() {
+                let expected = if rank == root { "abandoned" } else { "failed: " };
+                assert!(outcome.starts_with(expected), "root {root}, {len} bytes, rank {rank}: {outcome} (all: {outcomes:?})");
+            }
+        }
+    }
+}

@@ -290,6 +290,12 @@ impl Bcast {
             }
             return two_level.abandon_run_at_root(transport, len);
         }
+        self.abandon_run_at_root_flat(transport, root, len)
+    }
+
+    /// `abandon_run_at_root` on the flat paths; a two-level stage's (which
+    /// must not recurse into stages, see `bcast_flat`).
+    fn abandon_run_at_root_flat<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, len: usize) -> Result<(), TransportError> {
         if self.uses_single_copy(transport, len) {
             return self.single_copy.abandon_at_root(transport, root, len);
         }

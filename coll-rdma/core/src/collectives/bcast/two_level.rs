@@ -79,7 +79,8 @@ impl Stage {
     }
 
     fn abandon_run_at_root<T: Transport + ?Sized>(&mut self, transport: &T, len: usize) -> Result<(), TransportError> {
-        self.bcast.abandon_run_at_root(&self.subset.view(transport), self.subset.position(), len)
+        self.bcast.calls += 1;
+        self.bcast.abandon_run_at_root_flat(&self.subset.view(transport), self.subset.position(), len)
     }
 
     /// Broadcasts from the communicator's rank `root`, a member.
