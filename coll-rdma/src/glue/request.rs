@@ -8,7 +8,9 @@
 //! the request until MPI_Wait/MPI_Test (or MPI_Request_free) calls
 //! `req_free`; while a run is under way its queue holds a second one
 //! (`RequestRef`), released right after completion. So freeing a request
-//! still under way is safe, and memory goes only when both are gone.
+//! still under way is safe, and memory goes only when both are gone: a
+//! non-persistent request's object then waits in `request_pool` for the
+//! next post.
 //! A persistent request remembers its communicator and module for
 //! MPI_Start; it holds no reference on either (MPI requires the
 //! communicator to outlive the request's use). A persistent reduction
@@ -26,6 +28,7 @@ use ompi_sys as sys;
 
 use super::ffi_guard::guarded;
 use super::own_wait;
+use super::request_pool;
 use super::saved::ReductionCall;
 use super::saved_nonblocking::BcastCall;
 
@@ -116,9 +119,12 @@ unsafe extern "C" fn destruct(object: *mut sys::opal_object_t) {
 /// request starts inactive; any other is started at once.
 pub(super) fn new_request(comm: *mut sys::ompi_communicator_t, persistent: Option<Persistent>) -> Option<*mut sys::ompi_request_t> {
     own_wait::install();
+    // A spare object of a finished call is constructed and unreachable
+    // (`request_pool`); everything a post sets is set again below.
+    let spare = if persistent.is_none() { request_pool::take() } else { None };
     // SAFETY: the class derives from ompi_request_t's; opal_obj_new
     // allocates cls_sizeof bytes and runs the constructors.
-    let request = unsafe { sys::coll_rdma_shim_obj_new(&raw mut RDMA_REQUEST_CLASS) } as *mut RdmaRequest;
+    let request = spare.unwrap_or_else(|| unsafe { sys::coll_rdma_shim_obj_new(&raw mut RDMA_REQUEST_CLASS) }) as *mut RdmaRequest;
     if request.is_null() {
         return None;
     }
@@ -134,6 +140,7 @@ pub(super) fn new_request(comm: *mut sys::ompi_communicator_t, persistent: Optio
         (*request).base.super_.req_cancel = None;
         (*request).base.super_.req_start = persistent.map(|_| start as unsafe extern "C" fn(usize, *mut *mut sys::ompi_request_t) -> c_int);
         (*request).persistent = persistent;
+        (*request).wait_spin_polls.store(0, Ordering::Relaxed);
         if persistent.is_none() {
             sys::coll_rdma_shim_request_activate(request as *mut sys::ompi_request_t);
         }
@@ -156,6 +163,27 @@ pub(super) unsafe fn wait_spin_polls_if_ours(request: *mut sys::ompi_request_t) 
     Some(unsafe { (*(request as *mut RdmaRequest)).wait_spin_polls.load(Ordering::Relaxed) })
 }
 
+/// Gives up one reference on a request of ours: the last one of a
+/// non-persistent request leaves it to `request_pool` for the next post.
+///
+/// # Safety
+/// The caller must hold a reference on `request`, one of ours, and not use
+/// it after.
+unsafe fn release_reference(request: *mut sys::ompi_request_t) {
+    // SAFETY: guaranteed by the caller; `persistent` is written once, when
+    // the request is made (or taken from the pool), before it is shared.
+    let persistent = unsafe { (*(request as *mut RdmaRequest)).persistent.is_some() };
+    let object = request as *mut sys::opal_object_t;
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        if persistent {
+            sys::coll_rdma_shim_obj_release(object);
+        } else {
+            request_pool::release(object);
+        }
+    }
+}
+
 /// `req_free`: MPI_Request_free, or MPI_Wait/MPI_Test once a
 /// non-persistent request completed. Gives up the application's reference.
 unsafe extern "C" fn free(request: *mut *mut sys::ompi_request_t) -> c_int {
@@ -164,7 +192,7 @@ unsafe extern "C" fn free(request: *mut *mut sys::ompi_request_t) -> c_int {
         // requests, which holds a reference.
         unsafe {
             sys::coll_rdma_shim_request_fini(*request);
-            sys::coll_rdma_shim_obj_release(*request as *mut sys::opal_object_t);
+            release_reference(*request);
             sys::coll_rdma_shim_request_set_null(request);
         }
         sys::OMPI_SUCCESS as c_int
@@ -237,7 +265,7 @@ impl RequestRef {
         // still has one, is released only by req_free).
         unsafe {
             sys::coll_rdma_shim_request_complete(request, mpi_error);
-            sys::coll_rdma_shim_obj_release(request as *mut sys::opal_object_t);
+            release_reference(request);
         }
     }
 }
