@@ -77,6 +77,8 @@ pub(super) struct RdmaRequest {
     /// start from the communicator's wait policy, read by the waiter
     /// (atomic: MPI lets another thread wait than the one that started).
     wait_spin_polls: AtomicU32,
+    /// The communicator whose runs MPI_Wait polls (`own_wait.rs`).
+    comm: *mut sys::ompi_communicator_t,
 }
 
 // Open MPI's class descriptor; its object system writes the initialisation
@@ -100,6 +102,7 @@ unsafe extern "C" fn construct(object: *mut sys::opal_object_t) {
         let request = object as *mut RdmaRequest;
         (&raw mut (*request).persistent).write(None);
         (&raw mut (*request).wait_spin_polls).write(AtomicU32::new(0));
+        (&raw mut (*request).comm).write(null_mut());
     }
 }
 
@@ -141,6 +144,7 @@ pub(super) fn new_request(comm: *mut sys::ompi_communicator_t, persistent: Optio
         (*request).base.super_.req_start = persistent.map(|_| start as unsafe extern "C" fn(usize, *mut *mut sys::ompi_request_t) -> c_int);
         (*request).persistent = persistent;
         (*request).wait_spin_polls.store(0, Ordering::Relaxed);
+        (*request).comm = comm;
         if persistent.is_none() {
             sys::coll_rdma_shim_request_activate(request as *mut sys::ompi_request_t);
         }
@@ -148,19 +152,22 @@ pub(super) fn new_request(comm: *mut sys::ompi_communicator_t, persistent: Optio
     Some(request as *mut sys::ompi_request_t)
 }
 
-/// How many passes of coll rdma's progress MPI_Wait may spend on
-/// `request` before Open MPI's wait loop; `None` if it is not ours.
+/// How many passes over its communicator's runs MPI_Wait may spend on
+/// `request` before Open MPI's wait loop, and that communicator; `None`
+/// if it is not ours.
 ///
 /// # Safety
 /// `request` must be a live Open MPI request.
-pub(super) unsafe fn wait_spin_polls_if_ours(request: *mut sys::ompi_request_t) -> Option<u32> {
+pub(super) unsafe fn wait_spin_polls_if_ours(request: *mut sys::ompi_request_t) -> Option<(u32, *mut sys::ompi_communicator_t)> {
     // SAFETY: every request is an Open MPI object; its class tells ours.
     let class = unsafe { (*(request as *mut sys::opal_object_t)).obj_class };
     if class != &raw mut RDMA_REQUEST_CLASS {
         return None;
     }
-    // SAFETY: of our class, so an RdmaRequest.
-    Some(unsafe { (*(request as *mut RdmaRequest)).wait_spin_polls.load(Ordering::Relaxed) })
+    let request = request as *mut RdmaRequest;
+    // SAFETY: of our class, so an RdmaRequest; `comm` is written when the
+    // request is made, before the application has it.
+    Some(unsafe { ((*request).wait_spin_polls.load(Ordering::Relaxed), (*request).comm) })
 }
 
 /// Gives up one reference on a request of ours: the last one of a
