@@ -137,6 +137,20 @@ impl<'a, T: ?Sized, Tag> ScheduleQueue<'a, T, Tag> {
     where
         F: FnMut(Tag, Result<(), TransportError>),
     {
+        if self.entries.len() == 1 && self.broken.is_empty() {
+            // One run under way (a waiting rank's every poll, mostly): the
+            // loop below without its bookkeeping, which cost as much as
+            // the run's own look at its flag.
+            let outcome = self.entries[0].run.advance(transport);
+            if !matches!(outcome, Ok(Step::Pending)) {
+                let entry = self.entries.pop_front().expect("one run queued");
+                if let Err(error) = &outcome {
+                    self.record_failure(entry.lane, error);
+                }
+                finished(entry.tag, outcome.map(|_| ()));
+            }
+            return;
+        }
         let mut blocked = [false; LANES];
         let mut index = 0;
         while index < self.entries.len() {
@@ -211,6 +225,46 @@ mod tests {
         assert_eq!(failures[0].0, later);
         let why = failures[0].1.clone().expect_err("a run behind a failure fails");
         assert!(why.contains("a run outside the queue"), "{why}");
+    }
+
+    /// Fails at its first advance.
+    struct Failing;
+
+    impl Schedule<()> for Failing {
+        type Error = TransportError;
+
+        fn advance(&mut self, _transport: &mut ()) -> Result<Step, TransportError> {
+            Err(TransportError::Failed("a lone run's fault".into()))
+        }
+    }
+
+    #[test]
+    fn a_lone_run_finishes_or_fails_as_one_among_others_would() {
+        // One run queued takes the short way through `advance`; it must
+        // end, fail and break its lane exactly as the loop does.
+        let mut queue: ScheduleQueue<'_, ()> = ScheduleQueue::default();
+        let done = queue.post(Lane::Reduce, Box::new(Countdown { pending: 2 }));
+        let mut finished = Vec::new();
+        for _ in 0..3 {
+            queue.advance(&mut (), |tag, outcome| finished.push((tag, outcome.is_ok())));
+        }
+        assert_eq!(finished, vec![(done, true)], "done at its third advance, reported once");
+        assert!(queue.is_empty() && queue.lane_is_idle(Lane::Reduce));
+
+        let failed = queue.post(Lane::Reduce, Box::new(Failing));
+        let mut failures = Vec::new();
+        queue.advance(&mut (), |tag, outcome| failures.push((tag, outcome.map_err(|why| why.to_string()))));
+        assert_eq!(failures.len(), 1);
+        assert_eq!(failures[0].0, failed);
+        assert!(failures[0].1.as_ref().is_err_and(|why| why.contains("a lone run's fault")));
+        assert!(queue.is_empty());
+        assert!(!queue.lane_is_idle(Lane::Reduce), "the failure broke the lane");
+        let behind = queue.post(Lane::Reduce, Box::new(Countdown { pending: 0 }));
+        let mut later = Vec::new();
+        queue.advance(&mut (), |tag, outcome| later.push((tag, outcome.map_err(|why| why.to_string()))));
+        assert_eq!(later.len(), 1);
+        assert_eq!(later[0].0, behind);
+        assert!(later[0].1.as_ref().is_err_and(|why| why.contains("a lone run's fault")), "{:?}", later[0].1);
     }
 
     #[test]
