@@ -219,12 +219,19 @@ mod tests {
         queue.record_failure(Lane::Bcast, &TransportError::Failed("a run outside the queue".into()));
         assert!(!queue.lane_is_idle(Lane::Bcast), "a failed lane is never idle again");
         let later = queue.post(Lane::Bcast, Box::new(Countdown { pending: 0 }));
-        let mut failures = Vec::new();
-        queue.advance(&mut (), |tag, outcome| failures.push((tag, outcome.map_err(|why| why.to_string()))));
-        assert_eq!(failures.len(), 1);
-        assert_eq!(failures[0].0, later);
-        let why = failures[0].1.clone().expect_err("a run behind a failure fails");
+        let why = one_advance_ends(&mut queue, later).expect_err("a run behind a failure fails");
         assert!(why.contains("a run outside the queue"), "{why}");
+    }
+
+    /// Advances `queue` once, which must end exactly the run `ticket`:
+    /// its outcome, an error as its message.
+    fn one_advance_ends(queue: &mut ScheduleQueue<'_, ()>, ticket: Ticket) -> Result<(), String> {
+        let mut ended = Vec::new();
+        queue.advance(&mut (), |tag, outcome| ended.push((tag, outcome.map_err(|why| why.to_string()))));
+        assert_eq!(ended.len(), 1, "one run ends");
+        let (tag, outcome) = ended.pop().expect("one run ended");
+        assert_eq!(tag, ticket);
+        outcome
     }
 
     /// Fails at its first advance.
@@ -252,19 +259,13 @@ mod tests {
         assert!(queue.is_empty() && queue.lane_is_idle(Lane::Reduce));
 
         let failed = queue.post(Lane::Reduce, Box::new(Failing));
-        let mut failures = Vec::new();
-        queue.advance(&mut (), |tag, outcome| failures.push((tag, outcome.map_err(|why| why.to_string()))));
-        assert_eq!(failures.len(), 1);
-        assert_eq!(failures[0].0, failed);
-        assert!(failures[0].1.as_ref().is_err_and(|why| why.contains("a lone run's fault")));
+        let why = one_advance_ends(&mut queue, failed).expect_err("the lone run fails");
+        assert!(why.contains("a lone run's fault"), "{why}");
         assert!(queue.is_empty());
         assert!(!queue.lane_is_idle(Lane::Reduce), "the failure broke the lane");
         let behind = queue.post(Lane::Reduce, Box::new(Countdown { pending: 0 }));
-        let mut later = Vec::new();
-        queue.advance(&mut (), |tag, outcome| later.push((tag, outcome.map_err(|why| why.to_string()))));
-        assert_eq!(later.len(), 1);
-        assert_eq!(later[0].0, behind);
-        assert!(later[0].1.as_ref().is_err_and(|why| why.contains("a lone run's fault")), "{:?}", later[0].1);
+        let why = one_advance_ends(&mut queue, behind).expect_err("a run behind a failure fails");
+        assert!(why.contains("a lone run's fault"), "{why}");
     }
 
     #[test]
