@@ -27,7 +27,8 @@
  *      requests (glue/request_pool.rs), so an object must come back only
  *      once both the program and the run let it go (reused earlier, the
  *      freed call's completion would complete a later request before its
- *      result is there);
+ *      result is there; the freed calls' own results are not checked:
+ *      nothing tells the program when they are over);
  * Options: -r <rounds of phase 1> (default 200), -n <persistent starts>,
  * -f <starts of phase 4>, -l 1: long vectors (phase 1 draws only
  * iallreduces and ireduces, of 0 to 8 MiB, mostly 64 KiB-4 MiB; phase 2's
@@ -396,13 +397,18 @@ static void across_other_communicators(tcomm_t *world, long rounds)
 static void freed_while_pending(tcomm_t *world, long rounds)
 {
     int rank = world->rank, size = world->size;
+    /* A freed call's buffers stay valid to the end: nothing tells the
+     * program when the call is over (never freed: the module underneath,
+     * with --stock, may finish it late). */
+    int64_t *freed_buffers = calloc((size_t)(2 * rounds), sizeof(int64_t));
     for (long r = 0; r < rounds; r++) {
         long seq = 3000000 + 3 * r;
         int late = (int)(r % size);
-        int64_t freed_in = rank + seq, freed_out = 0;
+        int64_t *freed_in = &freed_buffers[2 * r], *freed_out = &freed_buffers[2 * r + 1];
+        *freed_in = rank + seq;
         MPI_Request freed;
         if (rank == late) usleep(NR_LATE_SLEEP_US / 10);
-        T_MPI(MPI_Iallreduce(&freed_in, &freed_out, 1, MPI_INT64_T, MPI_SUM, world->comm, &freed));
+        T_MPI(MPI_Iallreduce(freed_in, freed_out, 1, MPI_INT64_T, MPI_SUM, world->comm, &freed));
         T_MPI(MPI_Request_free(&freed));
         T_CHECK(freed == MPI_REQUEST_NULL, "MPI_Request_free left the handle set");
         /* The next calls take spare objects; the late rank holds them back
@@ -417,10 +423,6 @@ static void freed_while_pending(tcomm_t *world, long rounds)
             T_CHECK(out == want, "round %ld call %d after a freed request: %lld, expected %lld", r, k, (long long)out,
                     (long long)want);
         }
-        /* The freed call finished before the later ones of its lane. */
-        int64_t want = (int64_t)size * (size - 1) / 2 + (int64_t)size * seq;
-        T_CHECK(freed_out == want, "round %ld: the freed call's result %lld, expected %lld", r, (long long)freed_out,
-                (long long)want);
     }
 }
 
