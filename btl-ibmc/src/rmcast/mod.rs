@@ -37,6 +37,11 @@
 //! it takes in arrivals and does whatever ACK, NACK, forward or
 //! retransmission is due.
 //!
+//! The datagram flavour's send and receive are also offered as steps
+//! (`start_send`, `step_send`, `start_receive`, `step_receive`) that never
+//! wait, for a resumable bcast; the blocking send and receive are those
+//! steps with a wait between them (`datagram::transfer`).
+//!
 //! After an error the instance is unusable: a stream may have stopped
 //! between two pieces.
 
@@ -231,8 +236,7 @@ impl ReliableMulticast {
     /// What `transfer` waits for, for a run that stopped moving.
     pub fn describe_transfer(&self, transfer: &Transfer) -> String {
         match &self.flavour {
-            Flavour::Datagram(flavour) if transfer.root == self.rank => flavour.describe_send(),
-            Flavour::Datagram(flavour) => flavour.describe_receive(transfer.root),
+            Flavour::Datagram(flavour) => flavour.describe_transfer(transfer),
             Flavour::Shared(_) | Flavour::Undecided => format!("{transfer:?}"),
         }
     }

@@ -27,7 +27,8 @@ use coll_rdma_core::patterns::TreeStreamConfig;
 use coll_rdma_core::schedule::{Schedule, Step};
 use coll_rdma_core::schedule_queue::{Lane, Run, ScheduleQueue};
 
-use common::{word, WordSum, XorShift};
+use common::bcast_script::{expected, initial_buffers, Call, Kind};
+use common::{WordSum, XorShift};
 
 /// A rank that has not finished its script by then takes it for a deadlock.
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -36,20 +37,6 @@ const MAX_OUTSTANDING: usize = 6;
 /// window five times over.
 const PIECE: usize = 120;
 const WINDOW: usize = 8;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Ibcast { root: usize },
-    Iallreduce,
-    /// The blocking call, after the queue is finished.
-    Bcast { root: usize },
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Call {
-    kind: Kind,
-    len: usize,
-}
 
 #[derive(Clone, Copy, Debug)]
 struct Faults {
@@ -121,42 +108,6 @@ fn script(size: usize, seed: u64, calls: usize, blocking: bool) -> Vec<Call> {
             }
         })
         .collect()
-}
-
-fn input(index: usize, rank: usize, len: usize) -> Vec<u8> {
-    let mut rng = XorShift::new(((index as u64) << 20) ^ rank as u64 ^ 0xDA7A);
-    (0..len).map(|_| rng.next() as u8).collect()
-}
-
-fn expected(index: usize, size: usize, call: &Call) -> Vec<u8> {
-    match call.kind {
-        Kind::Ibcast { root } | Kind::Bcast { root } => input(index, root, call.len),
-        Kind::Iallreduce => {
-            let mut sum = vec![0u64; call.len / 8];
-            for rank in 0..size {
-                for (total, chunk) in sum.iter_mut().zip(input(index, rank, call.len).chunks_exact(8)) {
-                    *total = total.wrapping_add(word(chunk));
-                }
-            }
-            sum.iter().flat_map(|value| value.to_le_bytes()).collect()
-        }
-    }
-}
-
-/// Rank `rank`'s inputs, and its buffer for each call before it runs: a
-/// bcast root's holds its message, every other rank's a filler the result
-/// must overwrite.
-fn initial_buffers(rank: usize, script: &[Call]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
-    let sends = script.iter().enumerate().map(|(index, call)| input(index, rank, call.len)).collect();
-    let buffers = script
-        .iter()
-        .enumerate()
-        .map(|(index, call)| match call.kind {
-            Kind::Ibcast { root } | Kind::Bcast { root } if root == rank => input(index, rank, call.len),
-            _ => vec![0xEE; call.len],
-        })
-        .collect();
-    (sends, buffers)
 }
 
 /// The multicast's counts the tests look at, summed over ranks.

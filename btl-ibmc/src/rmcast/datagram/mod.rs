@@ -149,21 +149,31 @@ impl DatagramFlavour {
         self.receivers.iter().flatten().filter(|receiver| receiver.has_slots()).count()
     }
 
-    /// The blocking send: `step_send` until every piece is out, waiting
-    /// between steps; a step that queued a piece starts the wait afresh.
+    /// The blocking send: `step_send` until every piece is out.
     pub(crate) fn send<T: Windows + Datagrams + ReliableChannel + ?Sized>(&mut self, transport: &T, message: &[u8], stats: &mut RmcastStats) -> Result<(), TransportError> {
         let mut transfer = Transfer::new(self.me, message.len());
+        self.step_until_done(transport, &mut transfer, |this, transfer| this.step_send(transport, transfer, message, stats))
+    }
+
+    /// Takes `step` until it says done, waiting between steps; a step
+    /// that moved the transfer starts the wait afresh, so the stall limit
+    /// applies to each wait, not to the whole message.
+    fn step_until_done<T, S>(&mut self, transport: &T, transfer: &mut Transfer, mut step: S) -> Result<(), TransportError>
+    where
+        T: Windows + Datagrams + ReliableChannel + ?Sized,
+        S: FnMut(&mut Self, &mut Transfer) -> Result<bool, TransportError>,
+    {
         let mut waiter = self.config.waiter();
         loop {
             let before = transfer.pieces_done;
-            if self.step_send(transport, &mut transfer, message, stats)? {
+            if step(self, transfer)? {
                 return Ok(());
             }
             if transfer.pieces_done != before {
                 waiter = self.config.waiter();
             }
-            let sender = self.sender();
-            waiter.pause(transport, || sender.describe_full_window())?;
+            let this = &*self;
+            waiter.pause(transport, || this.describe_transfer(transfer))?;
         }
     }
 
@@ -180,8 +190,7 @@ impl DatagramFlavour {
         if plan.parity > 0 && plan.block_pieces as u64 <= self.config.window() { plan } else { ParityPlan::NONE }
     }
 
-    /// The blocking receive: `step_receive` until every piece is in,
-    /// waiting between steps; a step that delivered starts the wait afresh.
+    /// The blocking receive: `step_receive` until every piece is in.
     pub(crate) fn receive<T: Windows + Datagrams + ReliableChannel + ?Sized>(
         &mut self,
         transport: &T,
@@ -190,18 +199,7 @@ impl DatagramFlavour {
         stats: &mut RmcastStats,
     ) -> Result<(), TransportError> {
         let mut transfer = Transfer::new(root, message.len());
-        let mut waiter = self.config.waiter();
-        loop {
-            let before = transfer.pieces_done;
-            if self.step_receive(transport, &mut transfer, message, stats)? {
-                return Ok(());
-            }
-            if transfer.pieces_done != before {
-                waiter = self.config.waiter();
-            }
-            let this = &*self;
-            waiter.pause(transport, || this.describe_receive(root))?;
-        }
+        self.step_until_done(transport, &mut transfer, |this, transfer| this.step_receive(transport, transfer, message, stats))
     }
 
     /// Takes in everything that arrived and does what is due: ACKs,

@@ -21,6 +21,7 @@
 use std::time::Instant;
 
 use super::DatagramFlavour;
+use super::sender::Sender;
 use crate::rmcast::repair::{ParityPlan, repeated};
 use crate::rmcast::stats::RmcastStats;
 use crate::rmcast::wire::{Frame, Protection, decode};
@@ -181,16 +182,14 @@ impl DatagramFlavour {
         Ok(true)
     }
 
-    /// What a root's transfer waits for, for a stalled run.
-    pub(crate) fn describe_send(&self) -> String {
-        self.sender.as_ref().map_or_else(|| "nothing (no piece sent yet)".to_string(), |sender| sender.describe_full_window())
-    }
-
-    /// What a receiver's transfer waits for, for a stalled wait.
-    pub(crate) fn describe_receive(&self, root: usize) -> String {
-        match self.receivers.get(root).and_then(Option::as_ref) {
-            Some(receiver) => format!("piece {} from root {root} (pieces below {} have arrived)", receiver.delivered(), receiver.contiguous()),
-            None => format!("the first piece from root {root}"),
+    /// What `transfer` waits for, for a stalled wait or run.
+    pub(crate) fn describe_transfer(&self, transfer: &Transfer) -> String {
+        if transfer.root == self.me {
+            return self.sender.as_ref().map_or_else(|| "nothing (no piece sent yet)".to_string(), Sender::describe_full_window);
+        }
+        match self.receivers.get(transfer.root).and_then(Option::as_ref) {
+            Some(receiver) => format!("piece {} from root {} (pieces below {} have arrived)", receiver.delivered(), transfer.root, receiver.contiguous()),
+            None => format!("the first piece from root {}", transfer.root),
         }
     }
 }

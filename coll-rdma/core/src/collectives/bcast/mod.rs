@@ -13,6 +13,10 @@
 //! must [`Bcast::drain`], or a receiver could be left waiting for a
 //! retransmission that no one will send.
 //!
+//! MPI_Ibcast's run over datagram multicast (`datagram_run`) steps the
+//! same `ReliableMulticast` the blocking calls use; the two share it
+//! through a handle that one of them holds at a time.
+//!
 //! Every length goes through the substrate. Messages are pieces in the
 //! window, so window space stays fixed whatever the length; above
 //! `substrate_max_bytes` the glue may prefer the module underneath
