@@ -409,7 +409,7 @@ impl Native<'_> {
         if ready.allreduce_trial.is_some() {
             // The degree trial (once per communicator) changes the tree,
             // which no run may be using: the queue goes first.
-            let outcome = ready.pending_runs.drain(&mut ready.transport).and_then(|()| ready.tune_degree_before(span.bytes));
+            let outcome = ready.finish_pending_runs().and_then(|()| ready.tune_degree_before(span.bytes));
             if let Err(why) = outcome {
                 return Planned::Failed(why);
             }

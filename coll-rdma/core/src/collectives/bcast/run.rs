@@ -3,8 +3,9 @@
 //! or the two-level stages' (`two_level_run`), each stage a flat run over
 //! its subset.
 
-use btl_ibmc::{PeerReads, Transport, TransportError};
+use btl_ibmc::{Transport, TransportError};
 
+use super::datagram_run::DatagramRun;
 use super::put_tree::PutTreeRun;
 use super::single_copy_run::SingleCopyRun;
 use super::two_level_run::TwoLevelBcastRun;
@@ -37,6 +38,7 @@ impl<T: Transport + ?Sized> Schedule<T> for BcastRun<'_> {
 pub enum FlatBcastRun<'a> {
     PutTree(PutTreeRun<'a>),
     SingleCopy(SingleCopyRun<'a>),
+    Datagram(DatagramRun<'a>),
 }
 
 impl<'a> FlatBcastRun<'a> {
@@ -46,6 +48,7 @@ impl<'a> FlatBcastRun<'a> {
         match self {
             FlatBcastRun::PutTree(run) => std::mem::take(&mut run.buf),
             FlatBcastRun::SingleCopy(run) => std::mem::take(&mut run.buf),
+            FlatBcastRun::Datagram(run) => std::mem::take(&mut run.buf),
         }
     }
 
@@ -55,6 +58,7 @@ impl<'a> FlatBcastRun<'a> {
         let parked = match self {
             FlatBcastRun::PutTree(run) => &mut run.buf,
             FlatBcastRun::SingleCopy(run) => &mut run.buf,
+            FlatBcastRun::Datagram(run) => &mut run.buf,
         };
         debug_assert!(parked.is_empty(), "a run lent a buffer while it holds one");
         *parked = buf;
@@ -68,17 +72,19 @@ impl<'a> FlatBcastRun<'a> {
         match self {
             FlatBcastRun::PutTree(run) => run.abandon_at_root(),
             FlatBcastRun::SingleCopy(run) => run.abandon_at_root(),
+            FlatBcastRun::Datagram(run) => run.abandon_at_root(),
         }
     }
 }
 
-impl<T: PeerReads + ?Sized> Schedule<T> for FlatBcastRun<'_> {
+impl<T: Transport + ?Sized> Schedule<T> for FlatBcastRun<'_> {
     type Error = TransportError;
 
     fn advance(&mut self, transport: &mut T) -> Result<Step, TransportError> {
         match self {
             FlatBcastRun::PutTree(run) => run.advance(transport),
             FlatBcastRun::SingleCopy(run) => run.advance(transport),
+            FlatBcastRun::Datagram(run) => run.advance(transport),
         }
     }
 }
