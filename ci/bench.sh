@@ -36,7 +36,7 @@
 # coll rdma:
 #   BENCH_NB_COLLS ["ibarrier ibcast iallreduce ireduce"; "" leaves the
 #   tables out], BENCH_NB_NPS ["2"; "2 4" adds np=4] for (a) and (b),
-#   BENCH_NB_OVERLAP_NPS ["2"], BENCH_NB_PERSISTENT_NPS ["2"],
+#   BENCH_NB_OVERLAP_NPS ["2"; "" leaves (c) out], BENCH_NB_PERSISTENT_NPS ["2"],
 #   BENCH_NB_PERSISTENT_COLLS [the *_init forms of BENCH_NB_COLLS],
 #   BENCH_NB_OUTSTANDING [1; 0 leaves (b) out], BENCH_NB_SIZES
 #   [4:67108864], BENCH_NB_FACTOR [8], BENCH_NB_PAIRS [15],

@@ -43,8 +43,11 @@ if [ -n "$NB_COLLS" ] && [ "$STOCK_ONLY" = 0 ]; then
         echo "== 8 MPI_Iallreduce of 8 B outstanding, waited for newest first: coll rdma against libnbc"
         nb_pairs outstanding iallreduce_8rev "$nb_nps" 8 latency "$nb_libnbc" 'rdma='
     fi
-    echo "== non-blocking collectives: OSU-style overlap, coll rdma against libnbc"
-    nb_pairs overlap "$NB_COLLS" "${BENCH_NB_OVERLAP_NPS:-2}" "$nb_sizes" overlap "$nb_libnbc" 'rdma='
+    nb_overlap_nps=${BENCH_NB_OVERLAP_NPS-2}
+    if [ -n "$nb_overlap_nps" ]; then
+        echo "== non-blocking collectives: OSU-style overlap, coll rdma against libnbc"
+        nb_pairs overlap "$NB_COLLS" "$nb_overlap_nps" "$nb_sizes" overlap "$nb_libnbc" 'rdma='
+    fi
     if [ -n "$nb_persistent" ]; then
         echo "== persistent collectives: start + wait against the blocking call, both coll rdma"
         BENCH_PAIR_ALL_RDMA=1 nb_pairs persistent "$nb_persistent" "${BENCH_NB_PERSISTENT_NPS:-2}" "$nb_sizes" latency \

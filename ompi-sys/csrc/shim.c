@@ -23,6 +23,16 @@ void coll_rdma_shim_obj_release(struct opal_object_t *obj)
     OBJ_RELEASE(obj);
 }
 
+int coll_rdma_shim_obj_drop_reference(struct opal_object_t *obj)
+{
+    return opal_obj_update(obj, -1);
+}
+
+void coll_rdma_shim_obj_revive(struct opal_object_t *obj)
+{
+    obj->obj_reference_count = 1;
+}
+
 int coll_rdma_shim_comm_rank(struct ompi_communicator_t *comm)
 {
     return ompi_comm_rank(comm);

@@ -14,6 +14,11 @@ struct ompi_communicator_t;
 struct opal_object_t *coll_rdma_shim_obj_new(struct opal_class_t *cls);
 void coll_rdma_shim_obj_retain(struct opal_object_t *obj);
 void coll_rdma_shim_obj_release(struct opal_object_t *obj);
+/* Gives up one reference without destroying the object at zero: returns
+ * the count left (0: nobody else holds it, the caller may reuse it). */
+int coll_rdma_shim_obj_drop_reference(struct opal_object_t *obj);
+/* Gives an object nobody holds (count 0, constructed) one reference again. */
+void coll_rdma_shim_obj_revive(struct opal_object_t *obj);
 
 int coll_rdma_shim_comm_rank(struct ompi_communicator_t *comm);
 int coll_rdma_shim_comm_size(struct ompi_communicator_t *comm);

@@ -21,6 +21,14 @@
  *      sums, surely under GLIBC_TUNABLES=glibc.malloc.perturb=N). Off by
  *      default because libnbc's persistent requests (Open MPI 4.1.4) do
  *      not keep them alive, so only a run that coll rdma serves may ask.
+ *   5. requests the program frees (MPI_Request_free) while their calls are
+ *      still under way, a late rank holding them back, followed by calls
+ *      waited for at once: coll rdma reuses the objects of finished
+ *      requests (glue/request_pool.rs), so an object must come back only
+ *      once both the program and the run let it go (reused earlier, the
+ *      freed call's completion would complete a later request before its
+ *      result is there; the freed calls' own results are not checked:
+ *      nothing tells the program when they are over);
  * Options: -r <rounds of phase 1> (default 200), -n <persistent starts>,
  * -f <starts of phase 4>, -l 1: long vectors (phase 1 draws only
  * iallreduces and ireduces, of 0 to 8 MiB, mostly 64 KiB-4 MiB; phase 2's
@@ -386,6 +394,38 @@ static void across_other_communicators(tcomm_t *world, long rounds)
     }
 }
 
+static void freed_while_pending(tcomm_t *world, long rounds)
+{
+    int rank = world->rank, size = world->size;
+    /* A freed call's buffers stay valid to the end: nothing tells the
+     * program when the call is over (never freed: the module underneath,
+     * with --stock, may finish it late). */
+    int64_t *freed_buffers = calloc((size_t)(2 * rounds), sizeof(int64_t));
+    for (long r = 0; r < rounds; r++) {
+        long seq = 3000000 + 3 * r;
+        int late = (int)(r % size);
+        int64_t *freed_in = &freed_buffers[2 * r], *freed_out = &freed_buffers[2 * r + 1];
+        *freed_in = rank + seq;
+        MPI_Request freed;
+        if (rank == late) usleep(NR_LATE_SLEEP_US / 10);
+        T_MPI(MPI_Iallreduce(freed_in, freed_out, 1, MPI_INT64_T, MPI_SUM, world->comm, &freed));
+        T_MPI(MPI_Request_free(&freed));
+        T_CHECK(freed == MPI_REQUEST_NULL, "MPI_Request_free left the handle set");
+        /* The next calls take spare objects; the late rank holds them back
+         * again, so each is still under way when waited for. */
+        for (int k = 1; k <= 2; k++) {
+            if (rank == late) usleep(NR_LATE_SLEEP_US / 10);
+            int64_t in = rank + seq + k, out = -1;
+            MPI_Request request;
+            T_MPI(MPI_Iallreduce(&in, &out, 1, MPI_INT64_T, MPI_SUM, world->comm, &request));
+            T_MPI(MPI_Wait(&request, MPI_STATUS_IGNORE));
+            int64_t want = (int64_t)size * (size - 1) / 2 + (int64_t)size * (seq + k);
+            T_CHECK(out == want, "round %ld call %d after a freed request: %lld, expected %lld", r, k, (long long)out,
+                    (long long)want);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -402,6 +442,7 @@ int main(int argc, char **argv)
     persistent(&t_world, starts);
     across_other_communicators(&t_world, rounds / 10 > 0 ? rounds / 10 : 1);
     freed_after_init(&t_world, freed_starts);
+    freed_while_pending(&t_world, rounds / 10 > 0 ? rounds / 10 : 1);
     T_MPI(MPI_Op_free(&nr_affine_op));
     T_MPI(MPI_Type_free(&nr_affine_type));
     return t_finish("nonblocking_reductions");

@@ -3,8 +3,11 @@
  * collectives on their own communicator at the same time (barrier; bcast
  * with moving roots at sizes for the window and for single copy; allreduce
  * and reduce short and long), every result checked against a value computed
- * locally. Meanwhile one thread polls MPI_Iprobe and MPI_Test, and another
- * creates, uses and frees communicators.
+ * locally; short and medium allreduces also as MPI_Iallreduce waited for at
+ * once, so that the workers' MPI_Waits poll their communicators' runs at
+ * the same time (coll rdma's own wait, glue/own_wait.rs). Meanwhile one
+ * thread polls MPI_Iprobe and MPI_Test, and another creates, uses and
+ * frees communicators.
  *
  * With -e the program misuses MPI on purpose: two threads of rank 0 call
  * MPI_Barrier on one communicator at once, while the other ranks never do
@@ -84,6 +87,17 @@ static void check_reductions(struct worker *w, int it)
             long want = 0;
             for (int r = 0; r < n; r++) want += rank_value(r, w->index, it, j);
             if (out[j] != want) { fail(w, "allreduce", it, j, out[j], want); break; }
+        }
+        if (count <= 512) {
+            MPI_Request request;
+            for (long j = 0; j < count; j++) out[j] = -1;
+            MPI_Iallreduce(in, out, count, MPI_LONG, MPI_SUM, w->comm, &request);
+            MPI_Wait(&request, MPI_STATUS_IGNORE);
+            for (long j = 0; j < count; j++) {
+                long want = 0;
+                for (int r = 0; r < n; r++) want += rank_value(r, w->index, it, j);
+                if (out[j] != want) { fail(w, "iallreduce", it, j, out[j], want); break; }
+            }
         }
         for (long j = 0; j < count; j++) out[j] = -1;
         MPI_Reduce(in, out, count, MPI_LONG, MPI_MAX, root, w->comm);

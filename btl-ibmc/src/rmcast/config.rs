@@ -352,6 +352,15 @@ impl RmcastConfig {
     pub(crate) fn waiter(&self) -> Waiter {
         Waiter::new(&self.wait).giving_up_by(self.give_up_after)
     }
+
+    /// How long a wait of the multicast lasts before it fails, the same
+    /// limit as `waiter`'s: for a resumable run's stall clock.
+    pub fn stall_limit(&self) -> Option<Duration> {
+        match (self.wait.fault_timeout, self.give_up_after) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 #[cfg(test)]

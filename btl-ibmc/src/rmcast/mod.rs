@@ -37,6 +37,11 @@
 //! it takes in arrivals and does whatever ACK, NACK, forward or
 //! retransmission is due.
 //!
+//! The datagram flavour's send and receive are also offered as steps
+//! (`start_send`, `step_send`, `start_receive`, `step_receive`) that never
+//! wait, for a resumable bcast; the blocking send and receive are those
+//! steps with a wait between them (`datagram::transfer`).
+//!
 //! After an error the instance is unusable: a stream may have stopped
 //! between two pieces.
 
@@ -72,6 +77,7 @@ pub use config::{
 pub use groups::{Groups, Member, Role};
 pub use region::region_len;
 pub use stats::RmcastStats;
+pub use datagram::Transfer;
 
 use crate::transport::{Datagrams, MulticastKind, Transport, TransportError};
 use datagram::DatagramFlavour;
@@ -164,6 +170,75 @@ impl ReliableMulticast {
         }
         stats.messages_received += 1;
         Ok(())
+    }
+
+    /// Starts sending a `len`-byte message from this rank as resumable
+    /// steps (`step_send`) instead of `send`; the datagram flavour only.
+    /// Its pieces are numbered when queued, so a rank steps its transfers
+    /// one at a time in call order, between its blocking calls.
+    pub fn start_send(&self, len: usize) -> Transfer {
+        Transfer::new(self.rank, len)
+    }
+
+    /// Starts receiving `root`'s next message, of `len` bytes, as resumable
+    /// steps (`step_receive`) instead of `receive`; in order as `start_send`.
+    pub fn start_receive(&self, root: usize, len: usize) -> Result<Transfer, TransportError> {
+        if root >= self.size || root == self.rank {
+            return Err(TransportError::Failed(format!("rank {} cannot receive from root {root} of {} ranks", self.rank, self.size)));
+        }
+        Ok(Transfer::new(root, len))
+    }
+
+    /// One step of `send`: queues and sends every piece of `message` the
+    /// window has room for, takes in arrivals once if it is full, and
+    /// returns whether every piece is out. Never waits.
+    pub fn step_send<T: Transport + ?Sized>(&mut self, transport: &T, transfer: &mut Transfer, message: &[u8]) -> Result<bool, TransportError> {
+        if transfer.root != self.rank || transfer.len != message.len() {
+            return Err(TransportError::Failed(format!("a send of {} bytes stepped with the transfer of {transfer:?}", message.len())));
+        }
+        if self.size == 1 || message.is_empty() {
+            return Ok(true);
+        }
+        let stats = &mut self.stats;
+        let done = match Self::decide(&mut self.flavour, self.rank, self.size, self.region_offset, &self.config, transport)? {
+            Flavour::Datagram(flavour) => flavour.step_send(transport, transfer, message, stats)?,
+            Flavour::Shared(_) => return Err(TransportError::Unsupported("resumable sends on a shared window")),
+            Flavour::Undecided => unreachable!(),
+        };
+        if done {
+            stats.messages_sent += 1;
+        }
+        Ok(done)
+    }
+
+    /// One step of `receive`: delivers every piece that has arrived into
+    /// `message`, takes in arrivals once if the next is missing, and
+    /// returns whether every piece is in. Never waits.
+    pub fn step_receive<T: Transport + ?Sized>(&mut self, transport: &T, transfer: &mut Transfer, message: &mut [u8]) -> Result<bool, TransportError> {
+        if transfer.root == self.rank || transfer.len != message.len() {
+            return Err(TransportError::Failed(format!("a receive of {} bytes stepped with the transfer of {transfer:?}", message.len())));
+        }
+        if message.is_empty() {
+            return Ok(true);
+        }
+        let stats = &mut self.stats;
+        let done = match Self::decide(&mut self.flavour, self.rank, self.size, self.region_offset, &self.config, transport)? {
+            Flavour::Datagram(flavour) => flavour.step_receive(transport, transfer, message, stats)?,
+            Flavour::Shared(_) => return Err(TransportError::Unsupported("resumable receives on a shared window")),
+            Flavour::Undecided => unreachable!(),
+        };
+        if done {
+            stats.messages_received += 1;
+        }
+        Ok(done)
+    }
+
+    /// What `transfer` waits for, for a run that stopped moving.
+    pub fn describe_transfer(&self, transfer: &Transfer) -> String {
+        match &self.flavour {
+            Flavour::Datagram(flavour) => flavour.describe_transfer(transfer),
+            Flavour::Shared(_) | Flavour::Undecided => format!("{transfer:?}"),
+        }
     }
 
     /// Does whatever is due without waiting: takes in arrivals, writes

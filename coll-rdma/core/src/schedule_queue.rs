@@ -137,6 +137,20 @@ impl<'a, T: ?Sized, Tag> ScheduleQueue<'a, T, Tag> {
     where
         F: FnMut(Tag, Result<(), TransportError>),
     {
+        if self.entries.len() == 1 && self.broken.is_empty() {
+            // One run under way (a waiting rank's every poll, mostly): the
+            // loop below without its bookkeeping, which cost as much as
+            // the run's own look at its flag.
+            let outcome = self.entries[0].run.advance(transport);
+            if !matches!(outcome, Ok(Step::Pending)) {
+                let entry = self.entries.pop_front().expect("one run queued");
+                if let Err(error) = &outcome {
+                    self.record_failure(entry.lane, error);
+                }
+                finished(entry.tag, outcome.map(|_| ()));
+            }
+            return;
+        }
         let mut blocked = [false; LANES];
         let mut index = 0;
         while index < self.entries.len() {
@@ -205,12 +219,53 @@ mod tests {
         queue.record_failure(Lane::Bcast, &TransportError::Failed("a run outside the queue".into()));
         assert!(!queue.lane_is_idle(Lane::Bcast), "a failed lane is never idle again");
         let later = queue.post(Lane::Bcast, Box::new(Countdown { pending: 0 }));
-        let mut failures = Vec::new();
-        queue.advance(&mut (), |tag, outcome| failures.push((tag, outcome.map_err(|why| why.to_string()))));
-        assert_eq!(failures.len(), 1);
-        assert_eq!(failures[0].0, later);
-        let why = failures[0].1.clone().expect_err("a run behind a failure fails");
+        let why = one_advance_ends(&mut queue, later).expect_err("a run behind a failure fails");
         assert!(why.contains("a run outside the queue"), "{why}");
+    }
+
+    /// Advances `queue` once, which must end exactly the run `ticket`:
+    /// its outcome, an error as its message.
+    fn one_advance_ends(queue: &mut ScheduleQueue<'_, ()>, ticket: Ticket) -> Result<(), String> {
+        let mut ended = Vec::new();
+        queue.advance(&mut (), |tag, outcome| ended.push((tag, outcome.map_err(|why| why.to_string()))));
+        assert_eq!(ended.len(), 1, "one run ends");
+        let (tag, outcome) = ended.pop().expect("one run ended");
+        assert_eq!(tag, ticket);
+        outcome
+    }
+
+    /// Fails at its first advance.
+    struct Failing;
+
+    impl Schedule<()> for Failing {
+        type Error = TransportError;
+
+        fn advance(&mut self, _transport: &mut ()) -> Result<Step, TransportError> {
+            Err(TransportError::Failed("a lone run's fault".into()))
+        }
+    }
+
+    #[test]
+    fn a_lone_run_finishes_or_fails_as_one_among_others_would() {
+        // One run queued takes the short way through `advance`; it must
+        // end, fail and break its lane exactly as the loop does.
+        let mut queue: ScheduleQueue<'_, ()> = ScheduleQueue::default();
+        let done = queue.post(Lane::Reduce, Box::new(Countdown { pending: 2 }));
+        let mut finished = Vec::new();
+        for _ in 0..3 {
+            queue.advance(&mut (), |tag, outcome| finished.push((tag, outcome.is_ok())));
+        }
+        assert_eq!(finished, vec![(done, true)], "done at its third advance, reported once");
+        assert!(queue.is_empty() && queue.lane_is_idle(Lane::Reduce));
+
+        let failed = queue.post(Lane::Reduce, Box::new(Failing));
+        let why = one_advance_ends(&mut queue, failed).expect_err("the lone run fails");
+        assert!(why.contains("a lone run's fault"), "{why}");
+        assert!(queue.is_empty());
+        assert!(!queue.lane_is_idle(Lane::Reduce), "the failure broke the lane");
+        let behind = queue.post(Lane::Reduce, Box::new(Countdown { pending: 0 }));
+        let why = one_advance_ends(&mut queue, behind).expect_err("a run behind a failure fails");
+        assert!(why.contains("a lone run's fault"), "{why}");
     }
 
     #[test]

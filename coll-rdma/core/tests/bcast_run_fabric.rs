@@ -13,6 +13,11 @@
 //! and run alike, up to lengths at which the root writes a share into
 //! every receiver.
 //!
+//! On pretended nodes (`Bed::nodes`) the bcast takes its two levels, runs
+//! and blocking calls alike: the root's node, the leaders, each node from
+//! its leader, every stage on the put tree's run or single copy's, over
+//! every kind of window above.
+//!
 //! The reference: every rank's bcast buffer must equal the bytes the root
 //! was given (generated from the call's index, never sent), and every
 //! allreduce the wrapping sum of all ranks' inputs, computed serially.
@@ -22,6 +27,7 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
+use btl_ibmc::shm::NodeGroups;
 use btl_ibmc::{MulticastKind, RmcastConfig, WaitPolicy};
 use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
 use coll_rdma_core::collectives::bcast::single_copy::root_share;
@@ -29,27 +35,14 @@ use coll_rdma_core::collectives::bcast::{Bcast, BcastConfig};
 use coll_rdma_core::patterns::TreeStreamConfig;
 use coll_rdma_core::schedule_queue::{Lane, Run, ScheduleQueue};
 
-use common::{word, WordSum, XorShift};
+use common::bcast_script::{expected, initial_buffers, Call, Kind};
+use common::nodes::blocks;
+use common::{WordSum, XorShift};
 
 /// A rank that has not finished its script by then takes it for a deadlock.
 const DEADLINE: Duration = Duration::from_secs(120);
 const MAX_OUTSTANDING: usize = 6;
 const SEGMENT: usize = 128;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Ibcast { root: usize },
-    Iallreduce,
-    /// The blocking call, after the queue is finished.
-    Bcast { root: usize },
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Call {
-    kind: Kind,
-    /// Bytes (a multiple of 8 for the allreduce's words).
-    len: usize,
-}
 
 fn policy() -> WaitPolicy {
     // Bounded: a run or wait stuck this long fails instead of hanging.
@@ -67,6 +60,19 @@ struct Bed {
     kind: MulticastKind,
     /// Ranks read each other's memory, and long messages go in one copy.
     cross_memory: bool,
+    /// The sizes of the pretended nodes (consecutive ranks), where the
+    /// bcast takes two levels; `None`: flat.
+    nodes: Option<&'static [usize]>,
+}
+
+impl Bed {
+    fn flat(kind: MulticastKind, cross_memory: bool) -> Self {
+        Bed { kind, cross_memory, nodes: None }
+    }
+
+    fn nodes(&self) -> Option<NodeGroups> {
+        self.nodes.map(blocks)
+    }
 }
 
 fn bcast_config_on(bed: Bed) -> BcastConfig {
@@ -82,7 +88,8 @@ fn bcast_config() -> BcastConfig {
         give_up_after: Some(Duration::from_secs(60)),
         ..RmcastConfig::default()
     };
-    BcastConfig { multicast, ..BcastConfig::default() }
+    // Room for a node's stage, which the pretended nodes' bcasts take.
+    BcastConfig { multicast, room_for_two_levels: true, ..BcastConfig::default() }
 }
 
 fn allreduce_config() -> AllreduceConfig {
@@ -119,43 +126,6 @@ fn script(size: usize, seed: u64, calls: usize, bed: Bed) -> Vec<Call> {
         .collect()
 }
 
-/// Rank `rank`'s bytes for call `index`: a bcast root's message, or an
-/// allreduce input.
-fn input(index: usize, rank: usize, len: usize) -> Vec<u8> {
-    let mut rng = XorShift::new(((index as u64) << 20) ^ rank as u64 ^ 0xB0CA);
-    (0..len).map(|_| rng.next() as u8).collect()
-}
-
-fn expected(index: usize, size: usize, call: &Call) -> Vec<u8> {
-    match call.kind {
-        Kind::Ibcast { root } | Kind::Bcast { root } => input(index, root, call.len),
-        Kind::Iallreduce => {
-            let mut sum = vec![0u64; call.len / 8];
-            for rank in 0..size {
-                for (total, chunk) in sum.iter_mut().zip(input(index, rank, call.len).chunks_exact(8)) {
-                    *total = total.wrapping_add(word(chunk));
-                }
-            }
-            sum.iter().flat_map(|value| value.to_le_bytes()).collect()
-        }
-    }
-}
-
-/// Rank `rank`'s buffer for each call before it runs: a bcast root's holds
-/// its message, every other rank's a filler the result must overwrite.
-fn initial_buffers(rank: usize, script: &[Call]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
-    let sends = script.iter().enumerate().map(|(index, call)| input(index, rank, call.len)).collect();
-    let buffers = script
-        .iter()
-        .enumerate()
-        .map(|(index, call)| match call.kind {
-            Kind::Ibcast { root } | Kind::Bcast { root } if root == rank => input(index, rank, call.len),
-            _ => vec![0xEE; call.len],
-        })
-        .collect();
-    (sends, buffers)
-}
-
 fn finish_queue(queue: &mut ScheduleQueue<'_, FabricEndpoint>, transport: &mut FabricEndpoint, what: &str) -> Result<usize, String> {
     let started = Instant::now();
     let mut finished = 0;
@@ -185,12 +155,32 @@ fn root_shares(rank: usize, size: usize, script: &[Call], bed: Bed) -> u64 {
     if !bed.cross_memory {
         return 0;
     }
-    let rooted_here = |call: &&Call| matches!(call.kind, Kind::Ibcast { root } | Kind::Bcast { root } if root == rank);
-    script
-        .iter()
-        .filter(rooted_here)
-        .filter(|call| call.len >= SINGLE_COPY_FROM)
-        .map(|call| (root_share(call.len, size) * (size - 1)) as u64)
+    let root_of = |call: &Call| match call.kind {
+        Kind::Ibcast { root } | Kind::Bcast { root } => Some(root),
+        Kind::Iallreduce => None,
+    };
+    let long = script.iter().filter(|call| call.len >= SINGLE_COPY_FROM);
+    // What this rank writes as the root of a stage of `members` ranks.
+    let shares = |len: usize, members: usize| (root_share(len, members) * (members - 1)) as u64;
+    let Some(nodes) = bed.nodes() else {
+        return long.filter(|call| root_of(call) == Some(rank)).map(|call| shares(call.len, size)).sum();
+    };
+    // In two levels: the root's node from the root, the leaders from the
+    // root's leader, every other node from its leader.
+    let (node, leaders) = (nodes.local_count(rank), nodes.count());
+    let leads = nodes.leader_of(rank) == rank;
+    long.filter_map(|call| root_of(call).map(|root| (call.len, root)))
+        .map(|(len, root)| {
+            let on_roots_node = nodes.same_node(rank, root);
+            let mut bytes = 0;
+            if root == rank || (leads && !on_roots_node) {
+                bytes += shares(len, node);
+            }
+            if leads && nodes.leader_of(root) == rank {
+                bytes += shares(len, leaders);
+            }
+            bytes
+        })
         .sum()
 }
 
@@ -204,6 +194,9 @@ fn play_rank(rank: usize, size: usize, seed: u64, script: &[Call], mut transport
     let (sends, mut buffers) = initial_buffers(rank, script);
     {
         let mut bcast = Bcast::new(rank, size, 0, bcast_config_on(bed));
+        if let Some(nodes) = bed.nodes() {
+            bcast.use_two_levels(&nodes, 1).map_err(|why| format!("rank {rank}: no two levels: {why}"))?;
+        }
         let mut allreduce = Allreduce::new(rank, size, allreduce_offset(size), allreduce_config());
         let mut queue: ScheduleQueue<'_, FabricEndpoint> = ScheduleQueue::default();
         let mut rng = XorShift::new(seed ^ (rank as u64 + 1).wrapping_mul(0x9E37_79B9));
@@ -271,7 +264,7 @@ fn run(size: usize, bed: Bed, calls: usize, seed: u64) {
     let script = script(size, seed, calls, bed);
     let kind = bed.kind;
     assert!(script.iter().any(|call| matches!(call.kind, Kind::Ibcast { .. }) && call.len > SEGMENT), "the script must hold multi-segment ibcasts");
-    let fabric = FabricConfig { multicast_kind: kind, put_delay_max: Duration::from_micros(20), seed, ..FabricConfig::default() };
+    let fabric = FabricConfig { multicast_kind: kind, put_delay_max: Duration::from_micros(20), nodes: bed.nodes(), seed, ..FabricConfig::default() };
     let endpoints = Fabric::new(size, window_len(size), fabric);
     let outcomes: Vec<Result<(), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = endpoints
@@ -292,7 +285,7 @@ fn run(size: usize, bed: Bed, calls: usize, seed: u64) {
 fn ibcasts_with_moving_roots_match_the_root_beside_other_runs_on_a_shared_window() {
     for seed in [1, 2, 3] {
         for size in [2, 3, 5] {
-            run(size, Bed { kind: MulticastKind::SharedWindow, cross_memory: false }, 30, seed);
+            run(size, Bed::flat(MulticastKind::SharedWindow, false), 30, seed);
         }
     }
 }
@@ -301,14 +294,14 @@ fn ibcasts_with_moving_roots_match_the_root_beside_other_runs_on_a_shared_window
 fn ibcasts_and_blocking_bcasts_share_the_put_tree_without_multicast() {
     for seed in [4, 5] {
         for size in [2, 4] {
-            run(size, Bed { kind: MulticastKind::None, cross_memory: false }, 30, seed);
+            run(size, Bed::flat(MulticastKind::None, false), 30, seed);
         }
     }
 }
 
 #[test]
 fn ibcasts_in_one_copy_mix_with_blocking_ones_and_the_put_tree() {
-    let bed = Bed { kind: MulticastKind::SharedWindow, cross_memory: true };
+    let bed = Bed::flat(MulticastKind::SharedWindow, true);
     let sizes = [2, 3, 5];
     // The first two seeds whose scripts post, at every size, an ibcast
     // long enough for the root to write shares.
@@ -323,22 +316,51 @@ fn ibcasts_in_one_copy_mix_with_blocking_ones_and_the_put_tree() {
     }
 }
 
+/// Pretended nodes of uneven sizes: the two-level bcast's runs among
+/// blocking two-level bcasts and allreduce runs, with moving roots, on a
+/// shared window, without multicast, and with cross-memory reads (single
+/// copy in every stage from 5 segments, shares written from 300,007
+/// bytes).
 #[test]
-fn one_rank_and_zero_lengths_finish_at_once() {
-    run(1, Bed { kind: MulticastKind::SharedWindow, cross_memory: false }, 30, 6);
-    run(1, Bed { kind: MulticastKind::SharedWindow, cross_memory: true }, 30, 6);
+fn two_level_ibcasts_match_the_root_on_pretended_nodes() {
+    let layouts: [&'static [usize]; 4] = [&[3, 2], &[1, 2, 2], &[2, 1], &[1, 1, 1, 2]];
+    for (index, nodes) in layouts.into_iter().enumerate() {
+        let seed = 40 + index as u64;
+        let size = nodes.iter().sum();
+        for (kind, cross_memory) in [(MulticastKind::SharedWindow, false), (MulticastKind::None, false), (MulticastKind::SharedWindow, true)] {
+            run(size, Bed { kind, cross_memory, nodes: Some(nodes) }, 30, seed);
+        }
+    }
 }
 
-/// Where the blocking call's path has no run, `resumable` says which:
-/// datagram multicast (udp, verbs multicast).
 #[test]
-fn paths_without_a_run_are_named() {
+fn one_rank_and_zero_lengths_finish_at_once() {
+    run(1, Bed::flat(MulticastKind::SharedWindow, false), 30, 6);
+    run(1, Bed::flat(MulticastKind::SharedWindow, true), 30, 6);
+}
+
+/// Every flat path has a run: datagram multicast (udp, verbs multicast,
+/// `datagram_run_fabric`), a shared window and none.
+#[test]
+fn every_flat_path_has_a_run() {
     let size = 2;
-    for (kind, expected) in [(MulticastKind::Datagram, Err("the datagram multicast bcast")), (MulticastKind::SharedWindow, Ok(())), (MulticastKind::None, Ok(()))] {
+    for (kind, expected) in [(MulticastKind::Datagram, Ok(())), (MulticastKind::SharedWindow, Ok(())), (MulticastKind::None, Ok(()))] {
         let fabric = FabricConfig { multicast_kind: kind, ..FabricConfig::default() };
         let endpoints = Fabric::new(size, window_len(size), fabric);
         let bcast = Bcast::new(0, size, 0, bcast_config());
         assert_eq!(bcast.resumable(&endpoints[0], 1024), expected, "{kind:?}");
+    }
+    // In two levels only the leaders' datagram multicast: the nodes'
+    // stages never multicast datagrams.
+    let nodes = blocks(&[1, 1]);
+    for (kind, expected) in
+        [(MulticastKind::Datagram, Err("the two-level bcast's datagram multicast among the leaders")), (MulticastKind::None, Ok(()))]
+    {
+        let fabric = FabricConfig { multicast_kind: kind, nodes: Some(nodes.clone()), ..FabricConfig::default() };
+        let endpoints = Fabric::new(size, window_len(size), fabric);
+        let mut bcast = Bcast::new(0, size, 0, bcast_config());
+        bcast.use_two_levels(&nodes, 1).expect("room for two levels");
+        assert_eq!(bcast.resumable(&endpoints[0], 1024), expected, "two levels, {kind:?}");
     }
 }
 
@@ -385,5 +407,63 @@ fn a_single_copy_run_alone_fails_after_the_fault_timeout() {
         });
         let outcome = outcomes[lonely].clone().expect("the lonely rank's outcome");
         assert!(outcome.starts_with("failed") && outcome.contains("made no progress"), "rank {lonely} alone: {outcome}");
+    }
+}
+
+/// A root that cannot provide its message (the glue's failed pack:
+/// `abandon_run_at_root`) in two levels: every other rank's run fails,
+/// through every stage (the root's node, the leaders from the root's
+/// leader, the other node from its leader), long before the fault
+/// timeout, on the put tree and in one copy, from a leader and from a
+/// rank that leads nothing.
+#[test]
+fn an_abandoned_two_level_bcast_fails_every_run_through_the_stages() {
+    use coll_rdma_core::schedule::{Schedule, Step};
+    let nodes: &'static [usize] = &[2, 2];
+    let size = 4;
+    // Far below the stage runs' fault timeout (`policy`, 60 s).
+    let deadline = Duration::from_secs(20);
+    for (len, cross_memory) in [(3 * SEGMENT + 1, false), (SINGLE_COPY_FROM + 9, true)] {
+        for root in [1, 0] {
+            let bed = Bed { kind: MulticastKind::SharedWindow, cross_memory, nodes: Some(nodes) };
+            let fabric = FabricConfig { multicast_kind: bed.kind, nodes: bed.nodes(), ..FabricConfig::default() };
+            let endpoints = Fabric::new(size, window_len(size), fabric);
+            let outcomes: Vec<String> = std::thread::scope(|scope| {
+                let handles: Vec<_> = endpoints
+                    .into_iter()
+                    .enumerate()
+                    .map(|(rank, mut endpoint)| {
+                        scope.spawn(move || {
+                            if cross_memory {
+                                endpoint.enable_cross_memory(false).expect("cross-memory attach");
+                            }
+                            let mut bcast = Bcast::new(rank, size, 0, bcast_config_on(bed));
+                            bcast.use_two_levels(&blocks(nodes), 1).expect("room for two levels");
+                            if rank == root {
+                                return match bcast.abandon_run_at_root(&endpoint, root, len) {
+                                    Ok(()) => "abandoned".to_string(),
+                                    Err(why) => format!("could not abandon: {why}"),
+                                };
+                            }
+                            let mut buf = vec![0u8; len];
+                            let mut run = bcast.start(&endpoint, root, &mut buf).expect("start");
+                            let started = Instant::now();
+                            loop {
+                                match run.advance(&mut endpoint) {
+                                    Ok(Step::Pending) if started.elapsed() < deadline => std::thread::yield_now(),
+                                    Ok(step) => return format!("{step:?} after {:?}", started.elapsed()),
+                                    Err(why) => return format!("failed: {why}"),
+                                }
+                            }
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|handle| handle.join().expect("rank thread")).collect()
+            });
+            for (rank, outcome) in outcomes.iter().enumerate() {
+                let expected = if rank == root { "abandoned" } else { "failed: " };
+                assert!(outcome.starts_with(expected), "root {root}, {len} bytes, rank {rank}: {outcome} (all: {outcomes:?})");
+            }
+        }
     }
 }

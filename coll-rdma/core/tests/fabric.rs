@@ -23,6 +23,7 @@ mod bcast_fabric;
 mod bcast_run_fabric;
 mod bcast_single_copy;
 mod bcast_two_level_fabric;
+mod datagram_run_fabric;
 mod fault_fabric;
 mod parallel_reduction;
 mod parallel_run_fabric;

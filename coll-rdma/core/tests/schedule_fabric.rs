@@ -12,6 +12,13 @@
 //! and the 2x2 matrix product, which is not commutative, so only the
 //! canonical rank order passes.
 //!
+//! On pretended nodes the allreduce takes the two-level tree, and the
+//! scripts add reduces that go through it (`ReducePath::ThroughAllreduce`:
+//! the root keeps the allreduce's result, the others drop theirs); the
+//! bcasts take the two-level bcast's run (`Bcast::start`: the root's
+//! node, the leaders, the other nodes, each stage on the put tree, the
+//! fabric offering no multicast).
+//!
 //! Window puts are reliable on every transport (only datagrams are lost,
 //! duplicated or reordered, and these runs use none): the fabric's put
 //! delays are the faults that apply.
@@ -21,11 +28,13 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
-use btl_ibmc::{TransportError, WaitPolicy};
+use btl_ibmc::{MulticastKind, RmcastConfig, TransportError, WaitPolicy};
 use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
 use coll_rdma_core::collectives::bcast::put_tree::{PutTreeBcast, PutTreeConfig};
+use coll_rdma_core::collectives::bcast::{Bcast, BcastConfig};
 use coll_rdma_core::collectives::reduce::Reduce;
-use coll_rdma_core::patterns::TreeStreamConfig;
+use btl_ibmc::shm::NodeGroups;
+use coll_rdma_core::patterns::{two_level_links, TreeStreamConfig};
 use coll_rdma_core::reduction::Reduction;
 use coll_rdma_core::schedule_queue::{Lane, Run, ScheduleQueue};
 
@@ -43,6 +52,9 @@ enum Kind {
     /// MPI_IN_PLACE on every rank.
     AllreduceInPlace,
     Reduce { root: usize },
+    /// A reduce through the two-level allreduce: the root's run is an
+    /// allreduce's, the others' drop the result.
+    ReduceThroughAllreduce { root: usize },
     Bcast { root: usize },
 }
 
@@ -80,9 +92,10 @@ impl Call {
     }
 }
 
-/// Segments small enough that tree lengths take several of them.
+/// Segments small enough that tree lengths take several of them; rings
+/// enough for the two-level tree on the pretended nodes.
 fn tree_config() -> TreeStreamConfig {
-    TreeStreamConfig { degree: 2, segment_bytes: 256, policy: policy(), room_for_two_levels: false }
+    TreeStreamConfig { degree: 2, segment_bytes: 256, policy: policy(), room_for_two_levels: true }
 }
 
 fn policy() -> WaitPolicy {
@@ -98,10 +111,17 @@ fn bcast_config() -> PutTreeConfig {
     PutTreeConfig { segment_bytes: 96, policy: policy() }
 }
 
+/// The two-level bcast's: the put tree's segments in every stage.
+fn two_level_bcast_config() -> BcastConfig {
+    let multicast = RmcastConfig { slot_bytes: 96, window_slots: 4, wait: policy(), ..RmcastConfig::default() };
+    BcastConfig { multicast, room_for_two_levels: true, ..BcastConfig::default() }
+}
+
 struct Offsets {
     allreduce: usize,
     reduce: usize,
     bcast: usize,
+    two_level_bcast: usize,
     window_len: usize,
 }
 
@@ -109,21 +129,24 @@ fn offsets(size: usize) -> Offsets {
     let align = |offset: usize| offset.next_multiple_of(64);
     let reduce = align(Allreduce::region_len(size, &allreduce_config()));
     let bcast = align(reduce + Reduce::region_len(size, &tree_config()));
-    let window_len = align(bcast + PutTreeBcast::region_len(size, &bcast_config()));
-    Offsets { allreduce: 0, reduce, bcast, window_len }
+    let two_level_bcast = align(bcast + PutTreeBcast::region_len(size, &bcast_config()));
+    let window_len = align(two_level_bcast + Bcast::region_len(size, &two_level_bcast_config()));
+    Offsets { allreduce: 0, reduce, bcast, two_level_bcast, window_len }
 }
 
-/// The same script on every rank: drawn from the communicator's seed.
-fn script(size: usize, seed: u64, calls: usize) -> Vec<Call> {
+/// The same script on every rank: drawn from the communicator's seed;
+/// reduces through the allreduce only where it is `two_level`.
+fn script(size: usize, seed: u64, calls: usize, two_level: bool) -> Vec<Call> {
     let mut rng = XorShift::new(seed);
     (0..calls)
         .map(|_| {
             let op = if rng.below(2) == 0 { OpKind::Sum } else { OpKind::Matrix };
-            let kind = match rng.below(4) {
+            let kind = match rng.below(if two_level { 6 } else { 4 }) {
                 0 => Kind::Allreduce,
                 1 => Kind::AllreduceInPlace,
                 2 => Kind::Reduce { root: rng.below(size) },
-                _ => Kind::Bcast { root: rng.below(size) },
+                3 => Kind::Bcast { root: rng.below(size) },
+                _ => Kind::ReduceThroughAllreduce { root: rng.below(size) },
             };
             // Zero counts, exchange lengths (up to 64 bytes) and tree
             // lengths of several segments.
@@ -158,6 +181,8 @@ struct Communicator {
     allreduce: Allreduce,
     reduce: Reduce,
     bcast: PutTreeBcast,
+    /// On pretended nodes: serves the bcasts instead of `bcast`.
+    two_level_bcast: Option<Bcast>,
 }
 
 /// Rank `rank`'s buffers for every call of every script.
@@ -173,7 +198,7 @@ fn rank_buffers(rank: usize, scripts: &[Vec<Call>]) -> Vec<Vec<Buffers>> {
                     let send = input(comm, index, rank, call);
                     let recv = match call.kind {
                         Kind::AllreduceInPlace | Kind::Bcast { .. } => send.clone(),
-                        Kind::Reduce { root } if root != rank => Vec::new(),
+                        Kind::Reduce { root } | Kind::ReduceThroughAllreduce { root } if root != rank => Vec::new(),
                         _ => vec![0xEE; call.len()],
                     };
                     Buffers { send, recv }
@@ -195,20 +220,40 @@ struct Player<'b> {
 }
 
 impl<'b> Player<'b> {
-    fn new(rank: usize, size: usize, seed: u64, scripts: &'b [Vec<Call>], endpoints: Vec<FabricEndpoint>, buffers: &'b mut [Vec<Buffers>]) -> Self {
+    /// `nodes`: the pretended nodes, where the allreduce takes the
+    /// two-level tree; `None` for the flat one.
+    fn new(
+        rank: usize,
+        size: usize,
+        seed: u64,
+        scripts: &'b [Vec<Call>],
+        nodes: Option<&NodeGroups>,
+        endpoints: Vec<FabricEndpoint>,
+        buffers: &'b mut [Vec<Buffers>],
+    ) -> Self {
         let offsets = offsets(size);
+        let communicator = || {
+            let mut allreduce = Allreduce::new(rank, size, offsets.allreduce, allreduce_config());
+            let two_level_bcast = nodes.map(|nodes| {
+                let tree = two_level_links(rank, nodes, tree_config().degree);
+                allreduce.use_two_level_tree(&tree).unwrap_or_else(|why| panic!("rank {rank}: no two-level tree: {why}"));
+                let mut bcast = Bcast::new(rank, size, offsets.two_level_bcast, two_level_bcast_config());
+                bcast.use_two_levels(nodes, 1).unwrap_or_else(|why| panic!("rank {rank}: no two-level bcast: {why}"));
+                bcast
+            });
+            Communicator {
+                allreduce,
+                reduce: Reduce::new(rank, size, offsets.reduce, tree_config()),
+                bcast: PutTreeBcast::new(rank, size, offsets.bcast, bcast_config()),
+                two_level_bcast,
+            }
+        };
         Player {
             rank,
             size,
             scripts,
             endpoints,
-            comms: (0..scripts.len())
-                .map(|_| Communicator {
-                    allreduce: Allreduce::new(rank, size, offsets.allreduce, allreduce_config()),
-                    reduce: Reduce::new(rank, size, offsets.reduce, tree_config()),
-                    bcast: PutTreeBcast::new(rank, size, offsets.bcast, bcast_config()),
-                })
-                .collect(),
+            comms: (0..scripts.len()).map(|_| communicator()).collect(),
             unposted: buffers.iter_mut().map(|calls| calls.iter_mut()).collect(),
             turns: Turns::new(rank, seed, scripts.iter().map(Vec::len).collect()),
         }
@@ -233,7 +278,20 @@ impl<'b> Player<'b> {
                     let result = (root == rank).then_some(&mut recv[..]);
                     (Lane::Reduce, Box::new(c.reduce.start(transport, op, root, send, result).map_err(fail)?))
                 }
-                Kind::Bcast { root } => (Lane::Bcast, Box::new(c.bcast.start(root, recv).map_err(fail)?)),
+                Kind::ReduceThroughAllreduce { root } if root == rank => {
+                    (Lane::Allreduce, Box::new(c.allreduce.start(transport, op, send, recv).map_err(fail)?))
+                }
+                Kind::ReduceThroughAllreduce { .. } => {
+                    (Lane::Allreduce, Box::new(c.allreduce.start_result_dropped(transport, op, send).map_err(fail)?))
+                }
+                Kind::Bcast { root } => match c.two_level_bcast.as_mut() {
+                    Some(bcast) => {
+                        let len = recv.len();
+                        bcast.resumable(transport, len).map_err(|why| fail(TransportError::Failed(why.to_string())))?;
+                        (Lane::Bcast, Box::new(bcast.start(transport, root, recv).map_err(fail)?))
+                    }
+                    None => (Lane::Bcast, Box::new(c.bcast.start(root, recv).map_err(fail)?)),
+                },
             };
             self.turns.post(comm, lane, run);
         } else if !self.turns.queues[comm].is_empty() {
@@ -259,8 +317,10 @@ fn check_results(rank: usize, size: usize, scripts: &[Vec<Call>], buffers: &[Vec
             let got = &buffers[comm][index].recv;
             let expected = match call.kind {
                 Kind::Allreduce | Kind::AllreduceInPlace => expected_fold(comm, index, size, call),
-                Kind::Reduce { root } if root == rank => expected_fold(comm, index, size, call),
-                Kind::Reduce { .. } => continue,
+                Kind::Reduce { root } | Kind::ReduceThroughAllreduce { root } if root == rank => expected_fold(comm, index, size, call),
+                // Given no buffer, and still none.
+                Kind::Reduce { .. } | Kind::ReduceThroughAllreduce { .. } if got.is_empty() => continue,
+                Kind::Reduce { .. } | Kind::ReduceThroughAllreduce { .. } => return Err(format!("rank {rank} call {index}: {call:?} grew a result")),
                 Kind::Bcast { root } => input(comm, index, root, call),
             };
             if *got != expected {
@@ -273,10 +333,10 @@ fn check_results(rank: usize, size: usize, scripts: &[Vec<Call>], buffers: &[Vec
 
 /// Plays every communicator's script on `rank` in an interleaving drawn
 /// from `seed`, and checks its own results.
-fn play_rank(rank: usize, size: usize, seed: u64, scripts: &[Vec<Call>], endpoints: Vec<FabricEndpoint>) -> Result<(), String> {
+fn play_rank(rank: usize, size: usize, seed: u64, scripts: &[Vec<Call>], nodes: Option<&NodeGroups>, endpoints: Vec<FabricEndpoint>) -> Result<(), String> {
     let mut buffers = rank_buffers(rank, scripts);
     {
-        let mut player = Player::new(rank, size, seed, scripts, endpoints, &mut buffers);
+        let mut player = Player::new(rank, size, seed, scripts, nodes, endpoints, &mut buffers);
         let started = Instant::now();
         while !player.turns.done() {
             if started.elapsed() > DEADLINE {
@@ -291,15 +351,18 @@ fn play_rank(rank: usize, size: usize, seed: u64, scripts: &[Vec<Call>], endpoin
     check_results(rank, size, scripts, &buffers)
 }
 
-fn scripts_for(size: usize, communicators: usize, calls: usize, seed: u64) -> Vec<Vec<Call>> {
-    (0..communicators).map(|comm| script(size, seed ^ ((comm as u64 + 1) * 7919), calls)).collect()
+fn scripts_for(size: usize, communicators: usize, calls: usize, seed: u64, two_level: bool) -> Vec<Vec<Call>> {
+    (0..communicators).map(|comm| script(size, seed ^ ((comm as u64 + 1) * 7919), calls, two_level)).collect()
 }
 
-fn fabrics(size: usize, communicators: usize, seed: u64, put_delay_max: Duration) -> Vec<Vec<FabricEndpoint>> {
+/// Fabrics imitating a network; on pretended `nodes` one without
+/// multicast (as verbs without it), so that the two-level bcast has runs.
+fn fabrics(size: usize, nodes: Option<&NodeGroups>, communicators: usize, seed: u64, put_delay_max: Duration) -> Vec<Vec<FabricEndpoint>> {
     let window_len = offsets(size).window_len;
     let mut per_rank: Vec<Vec<FabricEndpoint>> = (0..size).map(|_| Vec::new()).collect();
+    let multicast_kind = if nodes.is_some() { MulticastKind::None } else { MulticastKind::Datagram };
     for comm in 0..communicators {
-        let config = FabricConfig { put_delay_max, seed: seed + comm as u64, ..FabricConfig::default() };
+        let config = FabricConfig { put_delay_max, multicast_kind, nodes: nodes.cloned(), seed: seed + comm as u64, ..FabricConfig::default() };
         for (rank, endpoint) in Fabric::new(size, window_len, config).into_iter().enumerate() {
             per_rank[rank].push(endpoint);
         }
@@ -308,15 +371,20 @@ fn fabrics(size: usize, communicators: usize, seed: u64, put_delay_max: Duration
 }
 
 fn run(size: usize, communicators: usize, calls: usize, seed: u64) {
-    let scripts = scripts_for(size, communicators, calls, seed);
-    let per_rank = fabrics(size, communicators, seed, Duration::from_micros(20));
+    run_on(size, None, communicators, calls, seed);
+}
+
+/// `run` with the allreduce's two-level tree on `nodes` where given.
+fn run_on(size: usize, nodes: Option<&NodeGroups>, communicators: usize, calls: usize, seed: u64) {
+    let scripts = scripts_for(size, communicators, calls, seed, nodes.is_some());
+    let per_rank = fabrics(size, nodes, communicators, seed, Duration::from_micros(20));
     let outcomes: Vec<Result<(), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = per_rank
             .into_iter()
             .enumerate()
             .map(|(rank, endpoints)| {
                 let scripts = &scripts;
-                scope.spawn(move || play_rank(rank, size, seed, scripts, endpoints))
+                scope.spawn(move || play_rank(rank, size, seed, scripts, nodes, endpoints))
             })
             .collect();
         handles.into_iter().map(|handle| handle.join().unwrap_or_else(|_| Err("a rank panicked".to_string()))).collect()
@@ -331,6 +399,18 @@ fn outstanding_runs_of_every_kind_finish_in_random_interleavings() {
         for size in [2, 3, 5] {
             run(size, 3, 24, seed);
         }
+    }
+}
+
+/// Pretended nodes of consecutive ranks (so the two-level tree keeps the
+/// rank order for the matrix product): reduces through the two-level
+/// allreduce and two-level bcasts, with moving roots, among allreduces and
+/// reduces.
+#[test]
+fn two_level_runs_finish_among_other_runs_on_pretended_nodes() {
+    for (seed, sizes) in [(31, &[3, 2][..]), (32, &[2, 1, 2][..]), (33, &[1, 4][..]), (34, &[2, 2, 2][..])] {
+        let nodes = common::nodes::blocks(sizes);
+        run_on(nodes.size(), Some(&nodes), 3, 24, seed);
     }
 }
 
@@ -351,14 +431,17 @@ fn a_single_rank_and_zero_counts_finish_at_once() {
 fn every_rank_on_one_thread_finishes_so_no_advance_waits() {
     for seed in [21, 22, 23] {
         let size = 4;
-        let scripts = scripts_for(size, 2, 20, seed);
+        // The last seed on pretended nodes of 2 and 2 (the two-level
+        // allreduce and reduces through it, the two-level bcast).
+        let nodes = (seed == 23).then(|| common::nodes::blocks(&[2, 2]));
+        let scripts = scripts_for(size, 2, 20, seed, nodes.is_some());
         let mut buffers: Vec<Vec<Vec<Buffers>>> = (0..size).map(|rank| rank_buffers(rank, &scripts)).collect();
         {
-            let mut players: Vec<Player<'_>> = fabrics(size, 2, seed, Duration::ZERO)
+            let mut players: Vec<Player<'_>> = fabrics(size, nodes.as_ref(), 2, seed, Duration::ZERO)
                 .into_iter()
                 .zip(buffers.iter_mut())
                 .enumerate()
-                .map(|(rank, (endpoints, buffers))| Player::new(rank, size, seed, &scripts, endpoints, buffers))
+                .map(|(rank, (endpoints, buffers))| Player::new(rank, size, seed, &scripts, nodes.as_ref(), endpoints, buffers))
                 .collect();
             play_on_one_thread(&mut players, seed, DEADLINE);
         }

@@ -105,6 +105,7 @@ unsafe extern "C" fn close() -> c_int {
     guarded("component close", sys::OMPI_SUCCESS as c_int, || {
         super::progress::unregister_from_opal();
         super::own_wait::uninstall();
+        super::request_pool::destroy_all();
         output::close_stream();
         sys::OMPI_SUCCESS as c_int
     })

@@ -35,6 +35,7 @@ mod progress;
 mod reduction_call;
 mod reduction_paths;
 mod request;
+mod request_pool;
 mod saved;
 mod saved_nonblocking;
 mod udp_interface;

@@ -332,6 +332,57 @@ pub(super) unsafe fn progress_state(module: *mut RdmaModule) -> bool {
     finished
 }
 
+/// `progress_state` for MPI_Wait on a request of this module's
+/// communicator (`own_wait.rs`): up to `passes` passes in one hold of the
+/// state, stopping once `done` says so; the entry, the thread token and
+/// the work flag are paid once, not at every pass. Returns false once the
+/// state has no work left (or failed), true otherwise (also when another
+/// thread holds it: that one serves it).
+///
+/// # Safety
+/// `module` must be a live, enabled module of ours, and stay so until this
+/// returns (the caller holds the progress registry).
+pub(super) unsafe fn progress_state_until(module: *mut RdmaModule, passes: u32, done: &impl Fn() -> bool) -> bool {
+    // SAFETY: guaranteed by the caller.
+    let (entry, failed) = unsafe { (&(*module).entry, &(*module).failed) };
+    if !entry.needs_progress() || failed.load(Ordering::Acquire) {
+        // SAFETY: as above; retires the flag of a failed state.
+        return !unsafe { progress_state(module) };
+    }
+    // SAFETY: guaranteed by the caller.
+    let Some(mut held) = (unsafe { Held::try_enter_progress(module, thread_token()) }) else {
+        return true;
+    };
+    let state = held.state();
+    let mut finished = false;
+    for _ in 0..passes {
+        state.progress_background_work();
+        if state.has_failed() || !state.has_background_work() {
+            finished = true;
+            break;
+        }
+        if done() {
+            break;
+        }
+        std::hint::spin_loop();
+    }
+    if state.has_failed() {
+        held.mark_failed();
+        held.state().abandon_pending();
+    }
+    held.leave_background_work(!finished);
+    !finished
+}
+
+/// The communicator `module` was enabled on.
+///
+/// # Safety
+/// `module` must be a live module of ours.
+pub(super) unsafe fn module_comm(module: *mut RdmaModule) -> *mut sys::ompi_communicator_t {
+    // SAFETY: guaranteed by the caller.
+    unsafe { (*module).comm }
+}
+
 /// Whether the progress callback counts `module` as having work.
 ///
 /// # Safety

@@ -6,10 +6,10 @@
 //! A call asks the blocking call's selector (`crate::select`), so the same
 //! shape takes the same decision: served here where the blocking call
 //! would take a path that has a run (the one-rank copy, the exchange, the
-//! tree, the parallel reduction and its read tree, the ring reduction),
-//! handed to the module underneath's non-blocking function with the reason
-//! where it would not (a reduce through the two-level allreduce) or where
-//! the blocking call hands over too.
+//! tree, the parallel reduction and its read tree, the ring reduction, a
+//! reduce through the two-level allreduce), handed to the module
+//! underneath's non-blocking function where the blocking call hands over
+//! too, with the same reason.
 //! Datatypes, ops, MPI_IN_PLACE and zero counts go through the blocking
 //! calls' translation (`reduction_call.rs`).
 //!
@@ -229,6 +229,10 @@ enum RunPath {
     Window,
     /// The ring reduction both collectives share (`reduction_paths.rs`).
     Ring,
+    /// A reduce whose root only the two-level allreduce reaches
+    /// (`LeadersOnly::reduce`): an allreduce run on every rank, whose
+    /// result the root keeps and the others drop.
+    ThroughAllreduce,
 }
 
 /// Which call a reduction is: `root` is `None` for an allreduce.
@@ -331,12 +335,20 @@ impl Native<'_> {
                 Choice::Native(ReducePath::Empty) => return Ok(None),
                 Choice::Native(ReducePath::Alone | ReducePath::Tree | ReducePath::Parallel) => Ok(RunPath::Window),
                 Choice::Native(ReducePath::Ring) => Ok(RunPath::Ring),
-                Choice::Native(ReducePath::ThroughAllreduce) => Err("a reduce through the two-level allreduce"),
+                Choice::Native(ReducePath::ThroughAllreduce) => Ok(RunPath::ThroughAllreduce),
             },
         };
         let path = has_run.map_err(Handover::NoResumableSchedule)?;
         // The selector hands every datatype without a span over.
-        span.map(|span| Some((span, path))).map_err(Handover::Datatype)
+        let span = span.map_err(Handover::Datatype)?;
+        // Unreachable today: only a transport that connects just the
+        // leaders sends a reduce through the allreduce, and none of those
+        // reads peers' memory (`Allreduce::start_result_dropped`).
+        let plan = self.ready.decisions.plan();
+        if path == RunPath::ThroughAllreduce && plan.allreduce.parallel_takes(plan.size, span.bytes) {
+            return Err(Handover::NoResumableSchedule("a reduce through the parallel allreduce"));
+        }
+        Ok(Some((span, path)))
     }
 
     fn reduction_run(&mut self, call: &ReductionCall, root: Option<c_int>, order: FoldOrder) -> Planned {
@@ -350,8 +362,46 @@ impl Native<'_> {
                 let gather = root.map_or(Gather::All, |root| Gather::Root(root as usize));
                 self.ring_run(call, &span, gather, RetainedReduction::new(call, &span))
             }
-            (RunPath::Window, None) => self.allreduce_run(call, &span),
+            (RunPath::Window | RunPath::ThroughAllreduce, None) => self.allreduce_run(call, &span),
             (RunPath::Window, Some(root)) => self.reduce_run(call, root as usize, &span),
+            (RunPath::ThroughAllreduce, Some(root)) => self.reduce_through_allreduce_run(call, root as usize, &span),
+        }
+    }
+
+    /// The run of a reduce that goes through the two-level allreduce (the
+    /// blocking call's `reduce_through_allreduce`): the root's allreduce
+    /// run reduces into its receive buffer (in place where MPI_IN_PLACE),
+    /// every other rank's into a buffer the run owns and drops, so their
+    /// receive buffers stay untouched. In the allreduce's lane: it is an
+    /// allreduce call, numbered and ordered among the others. No degree
+    /// trial first, as in the blocking call (the two-level tree keeps its
+    /// degree).
+    fn reduce_through_allreduce_run(&mut self, call: &ReductionCall, root: usize, span: &ContiguousSpan) -> Planned {
+        let ready = &mut *self.ready;
+        let transport = &ready.transport;
+        let reduction = RetainedReduction::new(call, span);
+        let run = if root == ready.id.rank {
+            // SAFETY: at the root MPI guarantees recv holds `count`
+            // elements of `dtype`, left alone until the request completes.
+            let recv = unsafe { span_bytes_mut(call.recv, span) };
+            if contribution_is_in_receive_buffer(call, span) {
+                ready.allreduce.start_in_place(transport, reduction, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+            } else {
+                // SAFETY: as for recv; send is neither MPI_IN_PLACE nor
+                // overlapping recv.
+                let send = unsafe { span_bytes(call.send, span) };
+                ready.allreduce.start(transport, reduction, send, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+            }
+        } else {
+            // SAFETY: MPI guarantees send holds `count` elements of
+            // `dtype`, left alone until the request completes (not
+            // MPI_IN_PLACE: that is only allowed at the root).
+            let send = unsafe { span_bytes(call.send, span) };
+            ready.allreduce.start_result_dropped(transport, reduction, send).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+        };
+        match run {
+            Ok(run) => Planned::Run(Lane::Allreduce, run),
+            Err(why) => Planned::Failed(why),
         }
     }
 
@@ -360,7 +410,7 @@ impl Native<'_> {
         if ready.allreduce_trial.is_some() {
             // The degree trial (once per communicator) changes the tree,
             // which no run may be using: the queue goes first.
-            let outcome = ready.pending_runs.drain(&mut ready.transport).and_then(|()| ready.tune_degree_before(span.bytes));
+            let outcome = ready.finish_pending_runs().and_then(|()| ready.tune_degree_before(span.bytes));
             if let Err(why) = outcome {
                 return Planned::Failed(why);
             }

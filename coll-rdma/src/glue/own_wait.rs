@@ -1,5 +1,5 @@
-//! MPI_Wait on a request of ours polls coll rdma's own runs before Open
-//! MPI's wait loop takes over. Open MPI's loop calls `opal_progress` on
+//! MPI_Wait on a request of ours polls its communicator's runs before
+//! Open MPI's wait loop takes over. Open MPI's loop calls `opal_progress` on
 //! every turn: every component's progress function and ours, and every
 //! eighth turn its event library's clock, so a barrier whose last peer
 //! arrives while this rank waits is noticed a whole turn late, and its
@@ -15,9 +15,12 @@
 //! - every call ends in the function that was in the table before us, with
 //!   the same arguments: a request not ours goes straight to it, one of
 //!   ours after at most its `wait_spin_polls` passes (the communicator's
-//!   spin polls: none where ranks outnumber cores). Bounded, because a
+//!   spin polls: none where ranks outnumber cores), each a pass over the
+//!   runs of the request's communicator alone (`serve_communicator_until`,
+//!   which enters its state once for many passes). Bounded, because a
 //!   peer may need this process's other progress (a point-to-point
-//!   rendezvous), which only Open MPI's loop serves; no pass waits;
+//!   rendezvous, another communicator's runs), which only Open MPI's loop
+//!   serves; no pass waits;
 //! - the table points at us only while this library is open: `uninstall`
 //!   runs at component close, and takes us out only if nothing replaced
 //!   us since (then whoever did chains to us, and we stay).
@@ -29,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use ompi_sys as sys;
 
 use super::ffi_guard::guarded;
-use super::progress::serve_modules_once;
+use super::progress::serve_communicator_until;
 use super::request::wait_spin_polls_if_ours;
 
 type WaitFn = unsafe extern "C" fn(*mut *mut sys::ompi_request_t, *mut sys::ompi_status_public_t) -> c_int;
@@ -83,16 +86,11 @@ unsafe extern "C" fn wait(request: *mut *mut sys::ompi_request_t, status: *mut s
     // request (MPI_REQUEST_NULL never gets here).
     let pending = unsafe { *request };
     // SAFETY: as above.
-    if let Some(polls) = unsafe { wait_spin_polls_if_ours(pending) }.filter(|&polls| polls > 0) {
+    if let Some((polls, comm)) = unsafe { wait_spin_polls_if_ours(pending) }.filter(|&(polls, _)| polls > 0) {
         guarded("MPI_Wait", (), || {
-            for _ in 0..polls {
-                // SAFETY: as above; the application's reference keeps
-                // it alive until the wait below frees it.
-                if unsafe { sys::coll_rdma_shim_request_is_complete(pending) } != 0 || !serve_modules_once() {
-                    break;
-                }
-                std::hint::spin_loop();
-            }
+            // SAFETY: as above; the application's reference keeps it
+            // alive until the wait below frees it.
+            serve_communicator_until(comm, polls, || unsafe { sys::coll_rdma_shim_request_is_complete(pending) } != 0);
         });
     }
     let chained = CHAINED.load(Ordering::Acquire);

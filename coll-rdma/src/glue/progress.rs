@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use ompi_sys as sys;
 
 use super::ffi_guard::guarded;
-use super::module::{has_pending_work, progress_state, RdmaModule};
+use super::module::{has_pending_work, module_comm, progress_state, progress_state_until, RdmaModule};
 
 struct ModulePtr(*mut RdmaModule);
 
@@ -111,9 +111,9 @@ unsafe extern "C" fn progress_callback() -> c_int {
     })
 }
 
-/// One pass over every module with work (the callback's, also made by
-/// MPI_Wait on a request of ours, `own_wait.rs`); false once none has any.
-pub(super) fn serve_modules_once() -> bool {
+/// One pass over every module with work (the callback's); false once none
+/// has any.
+fn serve_modules_once() -> bool {
     if MODULES_WITH_WORK.load(Ordering::Acquire) == 0 {
         return false;
     }
@@ -125,4 +125,39 @@ pub(super) fn serve_modules_once() -> bool {
         unsafe { progress_state(module.0) };
     }
     true
+}
+
+/// Passes per hold of the registry in `serve_communicator_until`: another
+/// thread's progress pass that finds the registry held skips its turn, so
+/// holds stay short.
+const PASSES_PER_HOLD: u32 = 32;
+
+/// Up to `passes` passes over the runs of `comm` alone, until `done` says
+/// so: MPI_Wait on a request of ours (`own_wait.rs`). The registry and
+/// the communicator's state are entered once per `PASSES_PER_HOLD` passes,
+/// not at every pass as `serve_modules_once` does for the whole registry:
+/// the locks, the thread token and the work flag cost a waiting rank's
+/// poll more than the run's own look at its flags. Other communicators
+/// wait for Open MPI's loop meanwhile, which is why callers bound
+/// `passes`.
+pub(super) fn serve_communicator_until(comm: *mut sys::ompi_communicator_t, passes: u32, done: impl Fn() -> bool) {
+    let mut left = passes;
+    while left > 0 && !done() {
+        let hold = left.min(PASSES_PER_HOLD);
+        left -= hold;
+        if MODULES_WITH_WORK.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        // Never wait for the registry (see `serve_modules_once`).
+        let Ok(modules) = MODULES.try_lock() else {
+            std::hint::spin_loop();
+            continue;
+        };
+        // SAFETY: registered modules are alive while the lock is held.
+        let Some(module) = modules.iter().find(|module| unsafe { module_comm(module.0) } == comm) else { return };
+        // SAFETY: as above; the lock is held until this returns.
+        if !unsafe { progress_state_until(module.0, hold, &done) } {
+            return;
+        }
+    }
 }

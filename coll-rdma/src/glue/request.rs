@@ -8,7 +8,9 @@
 //! the request until MPI_Wait/MPI_Test (or MPI_Request_free) calls
 //! `req_free`; while a run is under way its queue holds a second one
 //! (`RequestRef`), released right after completion. So freeing a request
-//! still under way is safe, and memory goes only when both are gone.
+//! still under way is safe, and memory goes only when both are gone: a
+//! non-persistent request's object then waits in `request_pool` for the
+//! next post.
 //! A persistent request remembers its communicator and module for
 //! MPI_Start; it holds no reference on either (MPI requires the
 //! communicator to outlive the request's use). A persistent reduction
@@ -26,6 +28,7 @@ use ompi_sys as sys;
 
 use super::ffi_guard::guarded;
 use super::own_wait;
+use super::request_pool;
 use super::saved::ReductionCall;
 use super::saved_nonblocking::BcastCall;
 
@@ -74,6 +77,8 @@ pub(super) struct RdmaRequest {
     /// start from the communicator's wait policy, read by the waiter
     /// (atomic: MPI lets another thread wait than the one that started).
     wait_spin_polls: AtomicU32,
+    /// The communicator whose runs MPI_Wait polls (`own_wait.rs`).
+    comm: *mut sys::ompi_communicator_t,
 }
 
 // Open MPI's class descriptor; its object system writes the initialisation
@@ -97,6 +102,7 @@ unsafe extern "C" fn construct(object: *mut sys::opal_object_t) {
         let request = object as *mut RdmaRequest;
         (&raw mut (*request).persistent).write(None);
         (&raw mut (*request).wait_spin_polls).write(AtomicU32::new(0));
+        (&raw mut (*request).comm).write(null_mut());
     }
 }
 
@@ -116,9 +122,12 @@ unsafe extern "C" fn destruct(object: *mut sys::opal_object_t) {
 /// request starts inactive; any other is started at once.
 pub(super) fn new_request(comm: *mut sys::ompi_communicator_t, persistent: Option<Persistent>) -> Option<*mut sys::ompi_request_t> {
     own_wait::install();
+    // A spare object of a finished call is constructed and unreachable
+    // (`request_pool`); everything a post sets is set again below.
+    let spare = if persistent.is_none() { request_pool::take() } else { None };
     // SAFETY: the class derives from ompi_request_t's; opal_obj_new
     // allocates cls_sizeof bytes and runs the constructors.
-    let request = unsafe { sys::coll_rdma_shim_obj_new(&raw mut RDMA_REQUEST_CLASS) } as *mut RdmaRequest;
+    let request = spare.unwrap_or_else(|| unsafe { sys::coll_rdma_shim_obj_new(&raw mut RDMA_REQUEST_CLASS) }) as *mut RdmaRequest;
     if request.is_null() {
         return None;
     }
@@ -134,6 +143,8 @@ pub(super) fn new_request(comm: *mut sys::ompi_communicator_t, persistent: Optio
         (*request).base.super_.req_cancel = None;
         (*request).base.super_.req_start = persistent.map(|_| start as unsafe extern "C" fn(usize, *mut *mut sys::ompi_request_t) -> c_int);
         (*request).persistent = persistent;
+        (*request).wait_spin_polls.store(0, Ordering::Relaxed);
+        (*request).comm = comm;
         if persistent.is_none() {
             sys::coll_rdma_shim_request_activate(request as *mut sys::ompi_request_t);
         }
@@ -141,19 +152,43 @@ pub(super) fn new_request(comm: *mut sys::ompi_communicator_t, persistent: Optio
     Some(request as *mut sys::ompi_request_t)
 }
 
-/// How many passes of coll rdma's progress MPI_Wait may spend on
-/// `request` before Open MPI's wait loop; `None` if it is not ours.
+/// How many passes over its communicator's runs MPI_Wait may spend on
+/// `request` before Open MPI's wait loop, and that communicator; `None`
+/// if it is not ours.
 ///
 /// # Safety
 /// `request` must be a live Open MPI request.
-pub(super) unsafe fn wait_spin_polls_if_ours(request: *mut sys::ompi_request_t) -> Option<u32> {
+pub(super) unsafe fn wait_spin_polls_if_ours(request: *mut sys::ompi_request_t) -> Option<(u32, *mut sys::ompi_communicator_t)> {
     // SAFETY: every request is an Open MPI object; its class tells ours.
     let class = unsafe { (*(request as *mut sys::opal_object_t)).obj_class };
     if class != &raw mut RDMA_REQUEST_CLASS {
         return None;
     }
-    // SAFETY: of our class, so an RdmaRequest.
-    Some(unsafe { (*(request as *mut RdmaRequest)).wait_spin_polls.load(Ordering::Relaxed) })
+    let request = request as *mut RdmaRequest;
+    // SAFETY: of our class, so an RdmaRequest; `comm` is written when the
+    // request is made, before the application has it.
+    Some(unsafe { ((*request).wait_spin_polls.load(Ordering::Relaxed), (*request).comm) })
+}
+
+/// Gives up one reference on a request of ours: the last one of a
+/// non-persistent request leaves it to `request_pool` for the next post.
+///
+/// # Safety
+/// The caller must hold a reference on `request`, one of ours, and not use
+/// it after.
+unsafe fn release_reference(request: *mut sys::ompi_request_t) {
+    // SAFETY: guaranteed by the caller; `persistent` is written once, when
+    // the request is made (or taken from the pool), before it is shared.
+    let persistent = unsafe { (*(request as *mut RdmaRequest)).persistent.is_some() };
+    let object = request as *mut sys::opal_object_t;
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        if persistent {
+            sys::coll_rdma_shim_obj_release(object);
+        } else {
+            request_pool::release(object);
+        }
+    }
 }
 
 /// `req_free`: MPI_Request_free, or MPI_Wait/MPI_Test once a
@@ -164,7 +199,7 @@ unsafe extern "C" fn free(request: *mut *mut sys::ompi_request_t) -> c_int {
         // requests, which holds a reference.
         unsafe {
             sys::coll_rdma_shim_request_fini(*request);
-            sys::coll_rdma_shim_obj_release(*request as *mut sys::opal_object_t);
+            release_reference(*request);
             sys::coll_rdma_shim_request_set_null(request);
         }
         sys::OMPI_SUCCESS as c_int
@@ -237,7 +272,7 @@ impl RequestRef {
         // still has one, is released only by req_free).
         unsafe {
             sys::coll_rdma_shim_request_complete(request, mpi_error);
-            sys::coll_rdma_shim_obj_release(request as *mut sys::opal_object_t);
+            release_reference(request);
         }
     }
 }

@@ -10,19 +10,21 @@ mod parity;
 mod receiver;
 mod ring;
 mod sender;
+mod transfer;
 
 use std::time::Instant;
 
 use receiver::Receiver;
 use ring::RingPool;
 use sender::Sender;
+pub use transfer::Transfer;
 
 use super::config::RmcastConfig;
 use super::region::DatagramRegion;
-use super::repair::{ParityPlan, repeated};
+use super::repair::ParityPlan;
 use super::stats::RmcastStats;
-use super::wire::{Frame, PARITY_HEADER_BYTES, PIECE_HEADER_BYTES, Protection, decode};
-use super::{pieces, pieces_mut, protocol_error};
+use super::wire::{Frame, PARITY_HEADER_BYTES, PIECE_HEADER_BYTES, decode};
+use super::protocol_error;
 use crate::transport::{Datagrams, ReliableChannel, TransportError, Windows};
 
 /// Pieces a root queues before it sends them as one batch: as many as
@@ -147,33 +149,32 @@ impl DatagramFlavour {
         self.receivers.iter().flatten().filter(|receiver| receiver.has_slots()).count()
     }
 
+    /// The blocking send: `step_send` until every piece is out.
     pub(crate) fn send<T: Windows + Datagrams + ReliableChannel + ?Sized>(&mut self, transport: &T, message: &[u8], stats: &mut RmcastStats) -> Result<(), TransportError> {
-        let (count, piece_bytes) = (message.len().div_ceil(self.piece_bytes), self.piece_bytes);
-        let tail_repeat = self.config.tail_repeat;
-        let plan = self.plan_parity(count);
-        let protection = Protection { block_pieces: plan.block_pieces as u8, parity: plan.parity as u8 };
-        for (index, (offset, piece)) in pieces(message, piece_bytes).enumerate() {
-            if !self.sender().has_credit() {
-                self.sender().flush(transport, stats)?;
-                self.wait_for_credit(transport, stats)?;
+        let mut transfer = Transfer::new(self.me, message.len());
+        self.step_until_done(transport, &mut transfer, |this, transfer| this.step_send(transport, transfer, message, stats))
+    }
+
+    /// Takes `step` until it says done, waiting between steps; a step
+    /// that moved the transfer starts the wait afresh, so the stall limit
+    /// applies to each wait, not to the whole message.
+    fn step_until_done<T, S>(&mut self, transport: &T, transfer: &mut Transfer, mut step: S) -> Result<(), TransportError>
+    where
+        T: Windows + Datagrams + ReliableChannel + ?Sized,
+        S: FnMut(&mut Self, &mut Transfer) -> Result<bool, TransportError>,
+    {
+        let mut waiter = self.config.waiter();
+        loop {
+            let before = transfer.pieces_done;
+            if step(self, transfer)? {
+                return Ok(());
             }
-            let sender = self.sender();
-            sender.queue(message.len(), offset, piece, repeated(index, count, tail_repeat), protection, Instant::now());
-            if protection.is_some() && ((index + 1) % plan.block_pieces == 0 || index + 1 == count) {
-                let first = index - index % plan.block_pieces;
-                let block: Vec<&[u8]> = message[first * piece_bytes..(offset + piece.len())].chunks(piece_bytes).collect();
-                sender.queue_parity(protection, first as u32, message.len(), &block, piece_bytes)?;
-                // Out at once, before any piece of the next block: a
-                // receiver's slots of this block's delivered pieces are
-                // reused only by pieces W later (W >= a block), so they are
-                // still held when the parity comes to rebuild from them.
-                sender.flush(transport, stats)?;
+            if transfer.pieces_done != before {
+                waiter = self.config.waiter();
             }
-            if sender.queued() >= MOST_QUEUED_PIECES {
-                sender.flush(transport, stats)?;
-            }
+            let this = &*self;
+            waiter.pause(transport, || this.describe_transfer(transfer))?;
         }
-        self.sender().flush(transport, stats)
     }
 
     /// The parity for a message of `count` pieces: none where a parity
@@ -189,26 +190,7 @@ impl DatagramFlavour {
         if plan.parity > 0 && plan.block_pieces as u64 <= self.config.window() { plan } else { ParityPlan::NONE }
     }
 
-    #[cold]
-    fn wait_for_credit<T: Windows + Datagrams + ReliableChannel + ?Sized>(&mut self, transport: &T, stats: &mut RmcastStats) -> Result<(), TransportError> {
-        self.progress(transport, stats)?;
-        if self.sender().has_credit() {
-            return Ok(());
-        }
-        stats.window_full_stalls += 1;
-        let me = self.me;
-        tracing::debug!("rank {me}: window full, waiting for {}", self.sender().describe_full_window());
-        let mut waiter = self.config.waiter();
-        loop {
-            self.progress(transport, stats)?;
-            let sender = self.sender();
-            if sender.has_credit() {
-                return Ok(());
-            }
-            waiter.pause(transport, || sender.describe_full_window())?;
-        }
-    }
-
+    /// The blocking receive: `step_receive` until every piece is in.
     pub(crate) fn receive<T: Windows + Datagrams + ReliableChannel + ?Sized>(
         &mut self,
         transport: &T,
@@ -216,45 +198,8 @@ impl DatagramFlavour {
         message: &mut [u8],
         stats: &mut RmcastStats,
     ) -> Result<(), TransportError> {
-        let (message_len, nonce) = (message.len(), self.nonce);
-        for (offset, piece) in pieces_mut(message, self.piece_bytes) {
-            if self.receiver(root).next_frame().is_none() {
-                self.wait_for_piece(transport, root, stats)?;
-            }
-            let receiver = self.receiver(root);
-            let seq = receiver.delivered();
-            let frame = receiver.next_frame().ok_or_else(|| protocol_error(root, seq, "vanished from its slot"))?;
-            let Ok(Frame::Piece(header, payload)) = decode(frame, nonce) else {
-                return Err(protocol_error(root, seq, "holds a frame that is not a piece"));
-            };
-            if header.seq != seq || header.message_len != message_len as u64 || header.offset != offset as u64 || payload.len() != piece.len() {
-                return Err(TransportError::Failed(format!(
-                    "bcast from root {root} disagrees on the message: piece {seq} is bytes {}..{} of {} at the root, \
-                     this rank expects bytes {offset}..{} of {message_len}",
-                    header.offset,
-                    header.offset + payload.len() as u64,
-                    header.message_len,
-                    offset + piece.len()
-                )));
-            }
-            piece.copy_from_slice(payload);
-            receiver.delivered_one(transport, stats)?;
-        }
-        Ok(())
-    }
-
-    #[cold]
-    fn wait_for_piece<T: Windows + Datagrams + ReliableChannel + ?Sized>(&mut self, transport: &T, root: usize, stats: &mut RmcastStats) -> Result<(), TransportError> {
-        let mut waiter = self.config.waiter();
-        loop {
-            self.progress(transport, stats)?;
-            let receiver = self.receiver(root);
-            if receiver.next_frame().is_some() {
-                return Ok(());
-            }
-            let (seq, contiguous) = (receiver.delivered(), receiver.contiguous());
-            waiter.pause(transport, || format!("piece {seq} from root {root} (pieces below {contiguous} have arrived)"))?;
-        }
+        let mut transfer = Transfer::new(root, message.len());
+        self.step_until_done(transport, &mut transfer, |this, transfer| this.step_receive(transport, transfer, message, stats))
     }
 
     /// Takes in everything that arrived and does what is due: ACKs,

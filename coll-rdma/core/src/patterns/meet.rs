@@ -97,6 +97,10 @@ where
 /// between two calls that found it stuck, the transport gets one progress
 /// call and a health check (a dead peer fails the run), and a run stuck
 /// longer than the fault timeout fails instead of pending for ever.
+/// Without a fault timeout (the default) the clock is never read, as in
+/// the barrier runs (`past_fault_timeout`): a waiting rank's MPI_Wait
+/// books every poll, and a clock read was a quarter of a poll's
+/// instructions.
 #[derive(Debug)]
 pub(crate) struct StallClock {
     fault_timeout: Option<Duration>,
@@ -120,7 +124,8 @@ impl StallClock {
         }
         transport.progress();
         transport.health()?;
+        let Some(limit) = self.fault_timeout else { return Ok(None) };
         let stuck = self.stuck_since.get_or_insert_with(Instant::now).elapsed();
-        Ok(self.fault_timeout.filter(|&limit| stuck > limit).map(|_| stuck))
+        Ok((stuck > limit).then_some(stuck))
     }
 }

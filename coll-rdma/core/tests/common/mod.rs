@@ -101,6 +101,7 @@ impl Reduction for WordSum {
     }
 }
 
+pub mod bcast_script;
 pub mod buffers;
 pub mod matrix;
 pub mod nodes;

@@ -93,11 +93,14 @@ impl PendingRuns {
     }
 
     /// Runs every pending run to its end (before a blocking collective or
-    /// the communicator's teardown). Bounded: each run fails after the
-    /// fault timeout.
-    pub(in crate::glue) fn drain(&mut self, transport: &mut SelectedTransport) -> Result<(), TransportError> {
+    /// the communicator's teardown), calling `side_progress` at every pass
+    /// (the bcast's ACKs and retransmissions, which a peer's run may be
+    /// waiting for while this rank's queue holds no bcast run). Bounded:
+    /// each run fails after the fault timeout.
+    pub(in crate::glue) fn drain(&mut self, transport: &mut SelectedTransport, mut side_progress: impl FnMut(&SelectedTransport)) -> Result<(), TransportError> {
         let mut polls = 0u32;
         loop {
+            side_progress(transport);
             self.advance(transport)?;
             if self.queue.is_empty() {
                 return Ok(());

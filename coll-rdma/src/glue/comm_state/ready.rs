@@ -173,7 +173,8 @@ impl ReadyComm {
         if self.pending_runs.is_empty() {
             return Ok(());
         }
-        self.pending_runs.drain(&mut self.transport)
+        let ReadyComm { pending_runs, transport, bcast, id, .. } = self;
+        pending_runs.drain(transport, |transport| serve_bcast(bcast, transport, id))
     }
 
     /// Serves ACKs, NACKs and retransmissions outside a collective call
@@ -182,11 +183,7 @@ impl ReadyComm {
     /// only slow every poll of a pending run), and advances the
     /// non-blocking runs; fails if one of those did.
     pub(super) fn progress_background_work(&mut self) -> Result<(), TransportError> {
-        if self.bcast.needs_side_progress(&self.transport)
-            && let Err(why) = self.bcast.progress(&self.transport)
-        {
-            tracing::warn!("comm {} rank {}: bcast progress failed: {why}", self.id.cid, self.id.rank);
-        }
+        serve_bcast(&mut self.bcast, &self.transport, &self.id);
         self.pending_runs.advance(&mut self.transport)
     }
 
@@ -200,7 +197,7 @@ impl ReadyComm {
                 "comm {cid} rank {rank}: freed with {} non-blocking run(s) under way: finishing them first",
                 self.pending_runs.len()
             );
-            if let Err(why) = self.pending_runs.drain(&mut self.transport) {
+            if let Err(why) = self.finish_pending_runs() {
                 tracing::warn!("comm {cid} rank {rank}: non-blocking runs pending at teardown failed: {why}");
             }
         }
@@ -226,5 +223,17 @@ impl ReadyComm {
         if let Err(why) = closed {
             tracing::warn!("comm {} rank {}: closing barrier failed: {why}", cid, rank);
         }
+    }
+}
+
+/// Serves the bcast's ACKs, NACKs and retransmissions where it needs
+/// that outside its own calls (`Bcast::needs_side_progress`): between
+/// calls, and at every pass of a drain of the queue, whose runs may wait
+/// on a peer that waits for this rank's retransmission.
+fn serve_bcast(bcast: &mut Bcast, transport: &SelectedTransport, id: &CommId) {
+    if bcast.needs_side_progress(transport)
+        && let Err(why) = bcast.progress(transport)
+    {
+        tracing::warn!("comm {} rank {}: bcast progress failed: {why}", id.cid, id.rank);
     }
 }

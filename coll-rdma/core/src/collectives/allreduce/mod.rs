@@ -80,7 +80,7 @@ pub use run::AllreduceRun;
 /// An allreduce call's run: the window's (exchange or tree), or the
 /// parallel reduction's.
 pub type AllreduceStart<'a, R> = OrParallel<'a, AllreduceRun<'a, R>, R>;
-use run::{Path, TreeCursor};
+use run::{Path, ResultBuffer, TreeCursor};
 
 use crate::collectives::large_reduction::parallel::ParallelReduction;
 use crate::collectives::large_reduction::parallel_run::OrParallel;
@@ -462,7 +462,34 @@ impl Allreduce {
         if self.parallel.applies(transport, send.len()) {
             return self.start_parallel(op, ReductionBuffers::Separate { send, recv });
         }
-        self.start_window(op, Contribution::Borrowed(send), recv).map(OrParallel::Window)
+        self.start_window(op, Contribution::Borrowed(send), ResultBuffer::Caller(recv)).map(OrParallel::Window)
+    }
+
+    /// `start` for a rank that contributes `send` and drops the result: a
+    /// reduce's rank other than the root where the reduce goes through
+    /// this allreduce (`select::reduce::ReducePath::ThroughAllreduce`).
+    /// The run reduces into a buffer of its own, numbered and ordered as
+    /// any other allreduce run, so the root's run of the same call (a
+    /// plain `start`) meets it. Not for lengths the parallel reduction
+    /// takes: its peers write into the result buffer through its address,
+    /// which a reduce's rank need not have (none where that path exists:
+    /// only a transport that connects just the nodes' leaders sends a
+    /// reduce through the allreduce, and none of those reads peers'
+    /// memory); such a length is refused.
+    pub fn start_result_dropped<'a, T: PeerReads + ?Sized, R: Reduction>(
+        &mut self,
+        transport: &T,
+        op: R,
+        send: &'a [u8],
+    ) -> Result<AllreduceRun<'a, R>, TransportError> {
+        check_message(&op, send, None)?;
+        if self.parallel.applies(transport, send.len()) {
+            return Err(TransportError::Failed(format!(
+                "an allreduce of {} bytes whose result this rank drops: the parallel reduction needs a result buffer",
+                send.len()
+            )));
+        }
+        self.start_window(op, Contribution::Borrowed(send), ResultBuffer::Dropped(vec![0; send.len()]))
     }
 
     /// `start` for MPI_IN_PLACE: `buffer` holds this rank's contribution
@@ -479,7 +506,7 @@ impl Allreduce {
             return self.start_parallel(op, ReductionBuffers::InPlace(buffer));
         }
         let contribution = Contribution::Copied(buffer.to_vec());
-        self.start_window(op, contribution, buffer).map(OrParallel::Window)
+        self.start_window(op, contribution, ResultBuffer::Caller(buffer)).map(OrParallel::Window)
     }
 
     fn start_parallel<'a, R: Reduction>(&mut self, op: R, buffers: ReductionBuffers<'a>) -> Result<AllreduceStart<'a, R>, TransportError> {
@@ -493,9 +520,9 @@ impl Allreduce {
         &mut self,
         op: R,
         send: Contribution<'a>,
-        recv: &'a mut [u8],
+        mut recv: ResultBuffer<'a>,
     ) -> Result<AllreduceRun<'a, R>, TransportError> {
-        let path = self.next_path(&op, &send, recv)?;
+        let path = self.next_path(&op, &send, &mut recv)?;
         let plan = Arc::clone(&self.plan);
         let stall = StallClock::new(self.config.tree.policy.fault_timeout);
         Ok(AllreduceRun { plan, op, send, recv, incoming: Vec::new(), path, stall })

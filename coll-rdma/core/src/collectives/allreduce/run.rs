@@ -53,12 +53,41 @@ impl TreeCursor {
     }
 }
 
+/// Where a run leaves its result: the caller's buffer, or a buffer the
+/// run owns and drops with it (a reduce's ranks other than the root,
+/// where the two-level allreduce carries the reduce: `Allreduce::
+/// start_result_dropped`).
+pub(super) enum ResultBuffer<'a> {
+    Caller(&'a mut [u8]),
+    Dropped(Vec<u8>),
+}
+
+impl std::ops::Deref for ResultBuffer<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            ResultBuffer::Caller(bytes) => bytes,
+            ResultBuffer::Dropped(bytes) => bytes,
+        }
+    }
+}
+
+impl std::ops::DerefMut for ResultBuffer<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match self {
+            ResultBuffer::Caller(bytes) => bytes,
+            ResultBuffer::Dropped(bytes) => bytes,
+        }
+    }
+}
+
 /// One rank's part of one allreduce call; made by `Allreduce::start`.
 pub struct AllreduceRun<'a, R> {
     pub(super) plan: std::sync::Arc<AllreducePlan>,
     pub(super) op: R,
     pub(super) send: Contribution<'a>,
-    pub(super) recv: &'a mut [u8],
+    pub(super) recv: ResultBuffer<'a>,
     pub(super) incoming: Vec<u8>,
     pub(super) path: Path,
     pub(super) stall: StallClock,
@@ -72,10 +101,10 @@ impl<T: Windows + ?Sized, R: Reduction> Resumable<T> for AllreduceRun<'_, R> {
             Path::Finished => true,
             Path::Exchange { epoch, cursor } => {
                 let incoming = crate::patterns::scratch(&mut self.incoming, self.send.len());
-                self.plan.exchange.resume(transport, &self.op, self.plan.rank, *epoch, &self.send, self.recv, incoming, cursor, meet)?
+                self.plan.exchange.resume(transport, &self.op, self.plan.rank, *epoch, &self.send, &mut self.recv, incoming, cursor, meet)?
             }
             Path::Tree(cursor) => {
-                resume_tree(&self.plan, transport, &self.op, &self.send, self.recv, &mut self.incoming, cursor, meet)?
+                resume_tree(&self.plan, transport, &self.op, &self.send, &mut self.recv, &mut self.incoming, cursor, meet)?
             }
         };
         if finished {

@@ -13,6 +13,10 @@
 //! must [`Bcast::drain`], or a receiver could be left waiting for a
 //! retransmission that no one will send.
 //!
+//! MPI_Ibcast's run over datagram multicast (`datagram_run`) steps the
+//! same `ReliableMulticast` the blocking calls use; the two share it
+//! through a handle that one of them holds at a time.
+//!
 //! Every length goes through the substrate. Messages are pieces in the
 //! window, so window space stays fixed whatever the length; above
 //! `substrate_max_bytes` the glue may prefer the module underneath
@@ -27,16 +31,21 @@ use tuning::{choose_co_roots, CoRootModel};
 
 use crate::patterns::region::RegionCursor;
 
+mod datagram_run;
 pub mod put_tree;
 mod put_tree_run;
 mod run;
 pub mod single_copy;
 mod single_copy_run;
 pub mod two_level;
+mod two_level_run;
 
-pub use run::BcastRun;
+pub use datagram_run::DatagramRun;
+pub use run::{BcastRun, FlatBcastRun};
+pub use two_level_run::TwoLevelBcastRun;
 
 use put_tree::{PutTreeBcast, PutTreeConfig};
+use datagram_run::SharedMulticast;
 use single_copy::SingleCopyBcast;
 use two_level::TwoLevelBcast;
 
@@ -79,7 +88,7 @@ pub struct Bcast {
     rank: usize,
     size: usize,
     config: BcastConfig,
-    multicast: ReliableMulticast,
+    multicast: SharedMulticast,
     tree: PutTreeBcast,
     single_copy: SingleCopyBcast,
     /// Serves every call instead of the flat paths once set.
@@ -101,7 +110,7 @@ impl Bcast {
     /// window. Panics on an invalid configuration.
     pub fn new(rank: usize, size: usize, region_offset: usize, config: BcastConfig) -> Self {
         let regions = Regions::new(region_offset, size, &config);
-        let multicast = ReliableMulticast::new(rank, size, regions.multicast, config.multicast);
+        let multicast = SharedMulticast::new(ReliableMulticast::new(rank, size, regions.multicast, config.multicast));
         let tree = PutTreeBcast::new(rank, size, regions.tree, tree_config(&config));
         let single_copy = SingleCopyBcast::new(rank, size, regions.single_copy, config.multicast.wait);
         Bcast {
@@ -186,14 +195,17 @@ impl Bcast {
     pub fn stats(&self) -> RmcastStats {
         match &self.two_level {
             Some(two_level) => two_level.stats(),
-            None => self.multicast.stats(),
+            None => self.multicast.peek().stats(),
         }
     }
 
     /// Bytes this rank, as a single-copy root, wrote into its receivers'
     /// buffers (`single_copy::root_share`).
     pub fn single_copy_root_share_bytes(&self) -> u64 {
-        self.single_copy.root_share_bytes()
+        match &self.two_level {
+            Some(two_level) => two_level.single_copy_root_share_bytes(),
+            None => self.single_copy.root_share_bytes(),
+        }
     }
 
     /// MPI_Bcast of `buf` from `root`: the root's bytes end up in `buf` on
@@ -217,33 +229,43 @@ impl Bcast {
         } else if Self::uses_put_tree(transport) {
             self.tree.bcast(transport, root, buf)
         } else if root == self.rank {
-            self.multicast.send(transport, buf)
+            self.multicast.get()?.send(transport, buf)
         } else {
-            self.multicast.receive(transport, root, buf)
+            self.multicast.get()?.receive(transport, root, buf)
         }
     }
 
     /// Why a `len`-byte bcast has no resumable run on `transport`, or
     /// `Ok` if `start` serves it. Where the blocking call copies from the
-    /// root's buffer (`single_copy`), the run is single copy's. Otherwise
-    /// the run is the put tree's, on the tree's own part of the window:
-    /// where the transport has no multicast that is the blocking call's
-    /// path; on a shared window (shm) the blocking call's window multicast
-    /// has no resumable form (its sends and receives wait inside
-    /// btl-ibmc), and the tree's run is correct beside it because the two
-    /// use disjoint regions and sequence numbers. The same answer on every
-    /// rank.
+    /// root's buffer (`single_copy`), the run is single copy's; where it
+    /// multicasts datagrams (udp, verbs multicast), the run is the same
+    /// reliable multicast, stepped (`datagram_run`). Otherwise the run is
+    /// the put tree's, on the tree's own part of the window: where the
+    /// transport has no multicast that is the blocking call's path; on a
+    /// shared window (shm) the blocking call's window multicast has no
+    /// resumable form (its sends and receives wait inside btl-ibmc), and
+    /// the tree's run is correct beside it because the two use disjoint
+    /// regions and sequence numbers. The same answer on every rank.
+    ///
+    /// In two levels (`two_level_run`) each stage takes the run its own
+    /// blocking path would by the same rules: a node's stage never has
+    /// datagrams (shared windows or puts), and the leaders' stage has the
+    /// communicator's multicast; the datagram multicast among the leaders
+    /// (udp, verbs multicast) has no run there yet.
     pub fn resumable<T: Transport + ?Sized>(&self, transport: &T, len: usize) -> Result<(), &'static str> {
-        if self.two_level.is_some() {
-            return Err("the two-level bcast");
-        }
         if self.uses_single_copy(transport, len) {
             return Ok(());
         }
         match transport.multicast_kind() {
-            MulticastKind::None | MulticastKind::SharedWindow => Ok(()),
-            MulticastKind::Datagram => Err("the datagram multicast bcast"),
+            MulticastKind::Datagram if self.two_level.is_some() => Err("the two-level bcast's datagram multicast among the leaders"),
+            MulticastKind::None | MulticastKind::SharedWindow | MulticastKind::Datagram => Ok(()),
         }
+    }
+
+    /// Whether the flat bcast's runs and blocking calls share the datagram
+    /// multicast (rather than the put tree or single copy).
+    fn uses_datagram_multicast<T: Transport + ?Sized>(&self, transport: &T, len: usize) -> bool {
+        transport.multicast_kind() == MulticastKind::Datagram && !self.uses_single_copy(transport, len)
     }
 
     /// Starts one bcast of `buf` from `root` as a resumable run, taking
@@ -255,19 +277,46 @@ impl Bcast {
             return Err(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() });
         }
         self.calls += 1;
-        if self.uses_single_copy(transport, buf.len()) {
-            return self.single_copy.start(root, buf).map(BcastRun::SingleCopy);
+        match self.two_level.as_mut() {
+            Some(two_level) => two_level.start(transport, root, buf).map(|run| BcastRun::TwoLevel(Box::new(run))),
+            None => self.start_flat(transport, root, buf).map(BcastRun::Flat),
         }
-        self.tree.start(root, buf).map(BcastRun::PutTree)
+    }
+
+    /// `start` on the flat paths; a two-level stage's (see `bcast_flat`).
+    fn start_flat<'a, T: Transport + ?Sized>(&mut self, transport: &T, root: usize, buf: &'a mut [u8]) -> Result<FlatBcastRun<'a>, TransportError> {
+        if self.uses_single_copy(transport, buf.len()) {
+            return self.single_copy.start(root, buf).map(FlatBcastRun::SingleCopy);
+        }
+        if self.uses_datagram_multicast(transport, buf.len()) {
+            return DatagramRun::start(&self.multicast, self.rank, root, buf).map(FlatBcastRun::Datagram);
+        }
+        self.tree.start(root, buf).map(FlatBcastRun::PutTree)
     }
 
     /// `abandon_at_root` for a call its receivers take as a run (`start`):
-    /// single copy's or the put tree's mark. The runs started before it
-    /// must be finished.
+    /// single copy's or the put tree's mark, in each stage this rank roots
+    /// where two levels serve. The runs started before it must be
+    /// finished.
     pub fn abandon_run_at_root<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, len: usize) -> Result<(), TransportError> {
         self.calls += 1;
+        if let Some(two_level) = self.two_level.as_mut() {
+            if root != self.rank {
+                return Err(TransportError::OutOfRange { peer: root, offset: 0, len });
+            }
+            return two_level.abandon_run_at_root(transport, len);
+        }
+        self.abandon_run_at_root_flat(transport, root, len)
+    }
+
+    /// `abandon_run_at_root` on the flat paths; a two-level stage's (which
+    /// must not recurse into stages, see `bcast_flat`).
+    fn abandon_run_at_root_flat<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, len: usize) -> Result<(), TransportError> {
         if self.uses_single_copy(transport, len) {
             return self.single_copy.abandon_at_root(transport, root, len);
+        }
+        if self.uses_datagram_multicast(transport, len) {
+            return self.abandon_at_root_flat(transport, len);
         }
         self.tree.abandon_at_root(transport, root, len)
     }
@@ -297,7 +346,7 @@ impl Bcast {
             self.tree.abandon_at_root(transport, root, len)
         } else {
             let unexpected_length = vec![0u8; if len == 1 { 2 } else { 1 }];
-            self.multicast.send(transport, &unexpected_length)
+            self.multicast.get()?.send(transport, &unexpected_length)
         }
     }
 
@@ -314,7 +363,7 @@ impl Bcast {
         if Self::uses_put_tree(transport) {
             return Ok(());
         }
-        self.multicast.progress(transport)
+        self.multicast.get()?.progress(transport)
     }
 
     /// Whether another collective's waits, and the progress engine between
@@ -338,7 +387,7 @@ impl Bcast {
         if let Some(two_level) = &self.two_level {
             return two_level.is_idle();
         }
-        self.multicast.is_idle()
+        self.multicast.peek().is_idle()
     }
 
     /// Waits until this rank is idle; every rank calls it before the
@@ -355,7 +404,7 @@ impl Bcast {
         if Self::uses_put_tree(transport) {
             return Ok(());
         }
-        self.multicast.drain(transport)
+        self.multicast.get()?.drain(transport)
     }
 
     /// As `ReliableMulticast::settle`: ACKs written and, on `as_root`, this
@@ -364,7 +413,7 @@ impl Bcast {
         if Self::uses_put_tree(transport) {
             return Ok(());
         }
-        self.multicast.settle(transport, as_root)
+        self.multicast.get()?.settle(transport, as_root)
     }
 }
 

@@ -9,7 +9,11 @@
 //! from the parent (`received`), then the sends to the children
 //! (`children_sent` of them). A rank that finds a segment marked abandoned
 //! switches to `Abandoning`: it marks its children one by one (each may
-//! wait for a credit), then fails the run.
+//! wait for a credit), then fails the run. A root told to abandon its
+//! message before the run began (`abandon_at_root`: a two-level stage
+//! after an earlier one failed) abandons likewise, first relaying the
+//! mark to rank 0 if it is not rank 0 (`relayed`), as
+//! `PutTreeBcast::abandon_at_root` does.
 //!
 //! Sequence numbers are taken when the run is started, in post order; the
 //! cross-call arguments of `put_tree` hold because a communicator's bcast
@@ -56,6 +60,19 @@ pub struct PutTreeRun<'a> {
     pub(super) buf: &'a mut [u8],
     pub(super) cursor: Option<PutTreeCursor>,
     pub(super) stall: StallClock,
+}
+
+impl PutTreeRun<'_> {
+    /// See `FlatBcastRun::abandon_at_root`: the first segment goes out
+    /// marked abandoned instead of the message.
+    pub(super) fn abandon_at_root(&mut self) {
+        debug_assert_eq!(self.plan.rank, self.root, "only a root abandons its message");
+        if let Some(cursor) = self.cursor.as_mut() {
+            debug_assert_eq!((cursor.index, cursor.relayed, cursor.children_sent), (0, false, 0), "abandoned after it began");
+            let turn = Turn::new(0, cursor.segments.count(), cursor.base, Reuse::AcknowledgedEachCall);
+            cursor.abandoning = Some(turn);
+        }
+    }
 }
 
 impl<T: Windows + ?Sized> Resumable<T> for PutTreeRun<'_> {
@@ -112,6 +129,13 @@ impl<T: Windows + ?Sized> Resumable<T> for PutTreeRun<'_> {
             cursor.children_sent = 0;
         }
         if let Some(turn) = cursor.abandoning {
+            if let Some(relay) = self.relay.as_ref().filter(|_| plan.rank == self.root && !cursor.relayed) {
+                let relay_turn = Turn::new(cursor.index, count, cursor.base, Reuse::ImpliedByDataFlow);
+                if !relay.try_send_abandoned(transport, relay_turn.seq, relay_turn.credit_needed(), meet)? {
+                    return Ok(false);
+                }
+                cursor.relayed = true;
+            }
             while let Some(child) = plan.to_children.get(cursor.children_sent) {
                 if !child.try_send_abandoned(transport, turn.seq, turn.credit_needed(), meet)? {
                     return Ok(false);

@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use btl_ibmc::{PeerReads, TransportError};
 
-use super::single_copy::{length_mismatch, offer_buffer, write_share, SingleCopyRegion, ADDRESS_WORD, FLAG_WORD, LENGTH_WORD};
+use super::single_copy::{length_mismatch, offer_buffer, write_share, SingleCopyRegion, ABANDONED, ADDRESS_WORD, FLAG_WORD, LENGTH_WORD};
 use crate::patterns::in_step::{check_in_step, PeerStep};
 use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
 use crate::schedule::{Schedule, Step};
@@ -43,6 +43,10 @@ pub(super) enum RunState {
     AwaitReaders { failure: Option<TransportError> },
     AwaitAnnouncement,
     AwaitShare { address: u64, copied: Result<(), TransportError> },
+    /// A root that will not provide its message (`abandon_at_root`):
+    /// announces the abandoned length, which every receiver refuses, and
+    /// fails without waiting (as `SingleCopyBcast::abandon_at_root`).
+    Abandoning,
     Finished,
 }
 
@@ -55,7 +59,8 @@ impl RunState {
             RunState::AwaitReaders { .. } => (2, 0),
             RunState::AwaitAnnouncement => (3, 0),
             RunState::AwaitShare { .. } => (4, 0),
-            RunState::Finished => (5, 0),
+            RunState::Abandoning => (5, 0),
+            RunState::Finished => (6, 0),
         }
     }
 }
@@ -76,6 +81,14 @@ pub struct SingleCopyRun<'a> {
 }
 
 impl SingleCopyRun<'_> {
+    /// See `FlatBcastRun::abandon_at_root`.
+    pub(super) fn abandon_at_root(&mut self) {
+        debug_assert_eq!(self.rank, self.root, "only a root abandons its message");
+        if matches!(self.state, RunState::Begin) {
+            self.state = RunState::Abandoning;
+        }
+    }
+
     fn begin<T: PeerReads + ?Sized>(&mut self, transport: &T) -> RunState {
         if self.rank == self.root {
             super::single_copy::announce(transport, &self.region, self.call, self.buf.as_ptr() as usize as u64, self.buf.len() as u64);
@@ -169,6 +182,13 @@ impl<T: PeerReads + ?Sized> Resumable<T> for SingleCopyRun<'_> {
             self.state = match state {
                 RunState::Finished => return Ok(true),
                 RunState::Begin => self.begin(transport),
+                RunState::Abandoning => {
+                    super::single_copy::announce(transport, &self.region, self.call, 0, ABANDONED);
+                    return Err(TransportError::Failed(format!(
+                        "single-copy bcast {} from root {}: abandoned at the root (its receivers were told)",
+                        self.call, self.root
+                    )));
+                }
                 RunState::Shares { pending } => match self.write_shares(transport, pending) {
                     Ok(pending) if !pending.is_empty() => {
                         self.state = RunState::Shares { pending };

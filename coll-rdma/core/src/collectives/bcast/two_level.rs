@@ -23,10 +23,16 @@
 //! The leaders' stage uses the flat bcast's region; each node's stage has
 //! one region more (a flat bcast's for the whole communicator, since the
 //! window is laid out before the nodes are known).
+//!
+//! The same stages in the same order make the resumable run
+//! (`two_level_run`, `start`): each stage's flat run over its subset.
+
+use std::sync::Arc;
 
 use btl_ibmc::shm::NodeGroups;
 use btl_ibmc::{MulticastKind, Reach, RmcastStats, Subset, Transport, TransportError};
 
+use super::two_level_run::{StageRun, TwoLevelBcastRun};
 use super::{Bcast, BcastConfig};
 
 /// One rank's stages of the two-level bcast.
@@ -43,7 +49,8 @@ pub struct TwoLevelBcast {
 /// A flat bcast over a subset.
 #[derive(Debug)]
 struct Stage {
-    subset: Subset,
+    /// Shared with the stage's runs, which view the transport through it.
+    subset: Arc<Subset>,
     bcast: Bcast,
 }
 
@@ -51,12 +58,34 @@ impl Stage {
     fn new(rank: usize, size: usize, ranks: Vec<usize>, reach: Reach, region_offset: usize, config: BcastConfig) -> Self {
         let subset = Subset::new(rank, size, ranks, reach);
         let bcast = Bcast::new(subset.position(), subset.len(), region_offset, config);
-        Stage { subset, bcast }
+        Stage { subset: Arc::new(subset), bcast }
+    }
+
+    /// The communicator's rank `root` as a member's position.
+    fn position_of(&self, root: usize, len: usize) -> Result<usize, TransportError> {
+        self.subset.position_of(root).ok_or(TransportError::OutOfRange { peer: root, offset: 0, len })
+    }
+
+    /// Starts this stage's run of a bcast from the communicator's rank
+    /// `root`, a member, taking the stage's numbers now; hands the run
+    /// back parked, with `buf` (see `FlatBcastRun::take_buffer`).
+    fn start<'a, T: Transport + ?Sized>(&mut self, transport: &T, root: usize, buf: &'a mut [u8]) -> Result<(StageRun<'a>, &'a mut [u8]), TransportError> {
+        let position = self.position_of(root, buf.len())?;
+        self.bcast.calls += 1;
+        let mut run = self.bcast.start_flat(&self.subset.view(transport), position, buf)?;
+        let buf = run.take_buffer();
+        let as_root = position == self.subset.position();
+        Ok((StageRun { subset: Arc::clone(&self.subset), run, as_root }, buf))
+    }
+
+    fn abandon_run_at_root<T: Transport + ?Sized>(&mut self, transport: &T, len: usize) -> Result<(), TransportError> {
+        self.bcast.calls += 1;
+        self.bcast.abandon_run_at_root_flat(&self.subset.view(transport), self.subset.position(), len)
     }
 
     /// Broadcasts from the communicator's rank `root`, a member.
     fn bcast<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, buf: &mut [u8]) -> Result<(), TransportError> {
-        let root = self.subset.position_of(root).ok_or(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() })?;
+        let root = self.position_of(root, buf.len())?;
         self.bcast.calls += 1;
         self.bcast.bcast_flat(&self.subset.view(transport), root, buf)
     }
@@ -77,6 +106,12 @@ impl TwoLevelBcast {
         let node = Stage::new(rank, size, nodes.members(rank).collect(), Reach::Node, node_offset, node);
         let leaders = (nodes.leader_of(rank) == rank).then(|| Stage::new(rank, size, nodes.leaders(), Reach::Network, leaders_offset, leaders));
         TwoLevelBcast { nodes: nodes.clone(), rank, node, leaders, scratch: Vec::new() }
+    }
+
+    /// As [`Bcast::single_copy_root_share_bytes`], over both stages.
+    pub fn single_copy_root_share_bytes(&self) -> u64 {
+        let stages = std::iter::once(&self.node).chain(self.leaders.as_ref());
+        stages.map(|stage| stage.bcast.single_copy_root_share_bytes()).sum()
     }
 
     pub fn is_leader(&self) -> bool {
@@ -131,6 +166,42 @@ impl TwoLevelBcast {
         }
         self.discard_datagrams(transport);
         Ok(())
+    }
+
+    /// As [`Bcast::start`]: the stages `bcast` takes, in its order, each
+    /// started now (its numbers taken in the communicator's post order)
+    /// and run one after the other (`two_level_run`).
+    pub(super) fn start<'a, T: Transport + ?Sized>(&mut self, transport: &T, root: usize, buf: &'a mut [u8]) -> Result<TwoLevelBcastRun<'a>, TransportError> {
+        let on_roots_node = self.nodes.same_node(self.rank, root);
+        let mut stages = Vec::with_capacity(3);
+        let mut buf = buf;
+        if on_roots_node {
+            let (stage, back) = self.node.start(transport, root, buf)?;
+            stages.push(stage);
+            buf = back;
+        }
+        if let Some(leaders) = self.leaders.as_mut() {
+            let (stage, back) = leaders.start(transport, self.nodes.leader_of(root), buf)?;
+            stages.push(stage);
+            buf = back;
+        }
+        if !on_roots_node {
+            let (stage, back) = self.node.start(transport, self.nodes.leader_of(self.rank), buf)?;
+            stages.push(stage);
+            buf = back;
+        }
+        Ok(TwoLevelBcastRun::new(stages, buf))
+    }
+
+    /// As [`Bcast::abandon_run_at_root`], on the root of a call the
+    /// others take as runs: its node's stage, and the leaders' if it
+    /// leads; the other leaders' runs pass it on (`two_level_run`).
+    pub(super) fn abandon_run_at_root<T: Transport + ?Sized>(&mut self, transport: &T, len: usize) -> Result<(), TransportError> {
+        let node = self.node.abandon_run_at_root(transport, len);
+        if let Some(leaders) = self.leaders.as_mut() {
+            let _ = leaders.abandon_run_at_root(transport, len);
+        }
+        node
     }
 
     /// As [`Bcast::abandon_at_root`], on the root: its node's stage, and

@@ -1,0 +1,368 @@
+//! The datagram-multicast bcast's run (`Bcast::start` where the transport
+//! multicasts datagrams: udp, verbs UD multicast) over the in-process
+//! fabric, which drops, duplicates and reorders datagrams. Each rank has
+//! one `Bcast` and one schedule queue, driven as the glue drives them:
+//! every progress pass serves the bcast's side progress (ACKs, NACKs,
+//! retransmissions) and then advances the queue, and a blocking call
+//! first finishes the queue with the same side progress at every pass.
+//! Scripts post several outstanding ibcasts with moving roots and lengths
+//! from zero to many windows of pieces, iallreduces in the same queue,
+//! and blocking bcasts between them; ranks as threads (each in its own
+//! seeded interleaving), and all ranks on one thread (so no advance may
+//! wait: one that did would hang the test).
+//!
+//! The reference: every rank's bcast buffer must equal the bytes the root
+//! was given (generated from the call's index, never sent), and every
+//! allreduce the wrapping sum of all ranks' inputs, computed serially.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
+use btl_ibmc::{MulticastKind, RmcastConfig, RmcastStats, WaitPolicy};
+use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
+use coll_rdma_core::collectives::bcast::{Bcast, BcastConfig, BcastRun};
+use coll_rdma_core::patterns::TreeStreamConfig;
+use coll_rdma_core::schedule::{Schedule, Step};
+use coll_rdma_core::schedule_queue::{Lane, Run, ScheduleQueue};
+
+use common::bcast_script::{expected, initial_buffers, Call, Kind};
+use common::{WordSum, XorShift};
+
+/// A rank that has not finished its script by then takes it for a deadlock.
+const DEADLINE: Duration = Duration::from_secs(120);
+const MAX_OUTSTANDING: usize = 6;
+/// Bytes per piece, and pieces per window: a 40-piece message fills the
+/// window five times over.
+const PIECE: usize = 120;
+const WINDOW: usize = 8;
+
+#[derive(Clone, Copy, Debug)]
+struct Faults {
+    drop: f64,
+    seed: u64,
+}
+
+fn policy() -> WaitPolicy {
+    // Ranks are threads on a couple of cores: spin little. Bounded: a run
+    // or wait stuck this long fails instead of hanging.
+    WaitPolicy { fault_timeout: Some(Duration::from_secs(60)), ..common::yielding_policy(20) }
+}
+
+fn bcast_config() -> BcastConfig {
+    let multicast = RmcastConfig {
+        fragment_bytes: PIECE,
+        window_slots: WINDOW,
+        co_roots: 1,
+        timeout: Duration::from_millis(4),
+        wait: policy(),
+        give_up_after: Some(Duration::from_secs(60)),
+        ..RmcastConfig::default()
+    };
+    BcastConfig { multicast, ..BcastConfig::default() }
+}
+
+fn allreduce_config() -> AllreduceConfig {
+    AllreduceConfig { tree: TreeStreamConfig { degree: 2, segment_bytes: 256, policy: policy(), room_for_two_levels: false }, exchange_max_bytes: 64 }
+}
+
+fn allreduce_offset(size: usize) -> usize {
+    Bcast::region_len(size, &bcast_config()).next_multiple_of(64)
+}
+
+fn window_len(size: usize) -> usize {
+    (allreduce_offset(size) + Allreduce::region_len(size, &allreduce_config())).next_multiple_of(64)
+}
+
+fn fabric(size: usize, faults: Faults) -> Vec<FabricEndpoint> {
+    let config = FabricConfig {
+        multicast_kind: MulticastKind::Datagram,
+        multicast_drop: faults.drop,
+        multicast_duplicate: 0.05,
+        multicast_reorder: 0.1,
+        put_delay_max: Duration::from_micros(20),
+        reliable_delay_max: Duration::from_micros(50),
+        seed: faults.seed,
+        ..FabricConfig::default()
+    };
+    Fabric::new(size, window_len(size), config)
+}
+
+/// The same script on every rank; consecutive bcasts change roots.
+/// `blocking`: whether blocking bcasts come between the runs.
+fn script(size: usize, seed: u64, calls: usize, blocking: bool) -> Vec<Call> {
+    let mut rng = XorShift::new(seed);
+    let lengths = [0, 1, PIECE - 1, PIECE, PIECE + 1, 5 * PIECE + 3, 40 * PIECE];
+    let mut root = 0;
+    (0..calls)
+        .map(|index| {
+            root = (root + 1 + rng.below(2)) % size;
+            // Every third call is a long one, so that windows fill.
+            let len = if index % 3 == 0 { 40 * PIECE } else { lengths[rng.below(lengths.len())] };
+            match rng.below(6) {
+                0..=2 => Call { kind: Kind::Ibcast { root }, len },
+                3 | 4 => Call { kind: Kind::Iallreduce, len: len.next_multiple_of(8).min(64 * 8) },
+                _ if blocking => Call { kind: Kind::Bcast { root }, len },
+                _ => Call { kind: Kind::Ibcast { root }, len },
+            }
+        })
+        .collect()
+}
+
+/// The multicast's counts the tests look at, summed over ranks.
+#[derive(Debug, Default)]
+struct Totals {
+    window_full_stalls: u64,
+    retransmissions: u64,
+    pieces_rebuilt: u64,
+    duplicates_dropped: u64,
+    messages_received: u64,
+}
+
+impl Totals {
+    fn add(&mut self, stats: &RmcastStats) {
+        self.window_full_stalls += stats.window_full_stalls;
+        self.retransmissions += stats.retransmissions;
+        self.pieces_rebuilt += stats.pieces_rebuilt;
+        self.duplicates_dropped += stats.duplicates_dropped;
+        self.messages_received += stats.messages_received;
+    }
+}
+
+fn check(rank: usize, size: usize, script: &[Call], buffers: &[Vec<u8>]) -> Result<(), String> {
+    for (index, call) in script.iter().enumerate() {
+        let expected = expected(index, size, call);
+        if buffers[index] != expected {
+            return Err(format!("rank {rank} call {index} {call:?}: got {:?}, expected {expected:?}", &buffers[index][..buffers[index].len().min(16)]));
+        }
+    }
+    Ok(())
+}
+
+/// One rank's collectives and queue, as the glue keeps them.
+struct Rank<'a> {
+    rank: usize,
+    transport: FabricEndpoint,
+    bcast: Bcast,
+    allreduce: Allreduce,
+    queue: ScheduleQueue<'a, FabricEndpoint>,
+    finished: usize,
+}
+
+impl<'a> Rank<'a> {
+    fn new(rank: usize, size: usize, transport: FabricEndpoint) -> Self {
+        let bcast = Bcast::new(rank, size, 0, bcast_config());
+        let allreduce = Allreduce::new(rank, size, allreduce_offset(size), allreduce_config());
+        Rank { rank, transport, bcast, allreduce, queue: ScheduleQueue::default(), finished: 0 }
+    }
+
+    /// Starts a non-blocking call and queues its run.
+    fn post(&mut self, index: usize, call: &Call, send: &'a [u8], buffer: &'a mut [u8]) -> Result<(), String> {
+        let what = format!("rank {} call {index} {call:?}", self.rank);
+        match call.kind {
+            Kind::Ibcast { root } => {
+                self.bcast.resumable(&self.transport, call.len).map_err(|why| format!("{what}: no run: {why}"))?;
+                let run: BcastRun<'a> = self.bcast.start(&self.transport, root, buffer).map_err(|why| format!("{what}: {why}"))?;
+                let run: Run<'a, FabricEndpoint> = Box::new(run);
+                self.queue.post(Lane::Bcast, run);
+            }
+            Kind::Iallreduce => {
+                let run = self.allreduce.start(&self.transport, WordSum, send, buffer).map_err(|why| format!("{what}: {why}"))?;
+                self.queue.post(Lane::Allreduce, Box::new(run));
+            }
+            Kind::Bcast { .. } => unreachable!("a blocking call is not posted"),
+        }
+        Ok(())
+    }
+
+    /// One progress pass, as the glue's callback makes it: the bcast's
+    /// side progress, then every lane's oldest run.
+    fn progress(&mut self) -> Result<(), String> {
+        let rank = self.rank;
+        self.bcast.progress(&self.transport).map_err(|why| format!("rank {rank}: bcast progress: {why}"))?;
+        let mut failure = None;
+        let finished = &mut self.finished;
+        self.queue.advance(&mut self.transport, |ticket, outcome| {
+            *finished += 1;
+            if let Err(why) = outcome {
+                failure.get_or_insert(format!("rank {rank}: run {}: {why}", ticket.0));
+            }
+        });
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Progress passes until the queue is empty (a blocking call's first
+    /// step, and the end of a script).
+    fn finish_queue(&mut self) -> Result<(), String> {
+        let started = Instant::now();
+        while !self.queue.is_empty() {
+            if started.elapsed() > DEADLINE {
+                return Err(format!("rank {}: queue not finished after {DEADLINE:?}", self.rank));
+            }
+            self.progress()?;
+            std::thread::yield_now();
+        }
+        Ok(())
+    }
+}
+
+/// Plays the script on `rank`'s own thread, in an interleaving drawn from
+/// `seed`; returns its multicast's counts.
+fn play_rank(rank: usize, size: usize, seed: u64, script: &[Call], transport: FabricEndpoint) -> Result<RmcastStats, String> {
+    let (sends, mut buffers) = initial_buffers(rank, script);
+    let stats = {
+        let mut this = Rank::new(rank, size, transport);
+        let mut rng = XorShift::new(seed ^ (rank as u64 + 1).wrapping_mul(0x9E37_79B9));
+        let mut calls = sends.iter().zip(buffers.iter_mut()).zip(script).enumerate();
+        let started = Instant::now();
+        let mut next = calls.next();
+        while next.is_some() || !this.queue.is_empty() {
+            if started.elapsed() > DEADLINE {
+                return Err(format!("rank {rank}: {} of {} calls finished after {DEADLINE:?}", this.finished, script.len()));
+            }
+            match next.take() {
+                Some((index, ((send, buffer), call))) if this.queue.len() < MAX_OUTSTANDING && rng.below(2) == 0 => {
+                    if let Kind::Bcast { root } = call.kind {
+                        this.finish_queue()?;
+                        this.bcast.bcast(&this.transport, root, buffer).map_err(|why| format!("rank {rank} call {index} {call:?}: {why}"))?;
+                        this.finished += 1;
+                    } else {
+                        this.post(index, call, send, buffer)?;
+                    }
+                    next = calls.next();
+                }
+                unposted => {
+                    next = unposted;
+                    this.progress()?;
+                }
+            }
+            if rng.below(8) == 0 {
+                std::thread::yield_now();
+            }
+        }
+        this.bcast.drain(&this.transport).map_err(|why| format!("rank {rank}: drain: {why}"))?;
+        this.bcast.stats()
+    };
+    check(rank, size, script, &buffers)?;
+    Ok(stats)
+}
+
+fn run_on_threads(size: usize, calls: usize, faults: Faults) -> Totals {
+    let script = script(size, faults.seed, calls, true);
+    assert!(script.iter().any(|call| matches!(call.kind, Kind::Ibcast { .. }) && call.len > WINDOW * PIECE), "the script must fill windows");
+    let outcomes: Vec<Result<RmcastStats, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = fabric(size, faults)
+            .into_iter()
+            .enumerate()
+            .map(|(rank, endpoint)| {
+                let script = &script;
+                scope.spawn(move || play_rank(rank, size, faults.seed, script, endpoint))
+            })
+            .collect();
+        handles.into_iter().map(|handle| handle.join().unwrap_or_else(|_| Err("a rank panicked".to_string()))).collect()
+    });
+    let failures: Vec<&String> = outcomes.iter().filter_map(|outcome| outcome.as_ref().err()).collect();
+    assert!(failures.is_empty(), "size {size}, {faults:?}: {failures:#?}");
+    let mut totals = Totals::default();
+    outcomes.iter().flatten().for_each(|stats| totals.add(stats));
+    totals
+}
+
+/// Every rank on this thread: each turn, one rank (drawn at random) posts
+/// its next call or makes one progress pass. Nothing may wait: a run that
+/// waited for a peer would wait for ever, the peer being on this thread.
+fn run_on_one_thread(size: usize, calls: usize, faults: Faults) -> Totals {
+    let script = script(size, faults.seed, calls, false);
+    let mut inputs: Vec<(Vec<Vec<u8>>, Vec<Vec<u8>>)> = (0..size).map(|rank| initial_buffers(rank, &script)).collect();
+    let mut stats = Totals::default();
+    {
+        let mut ranks = Vec::new();
+        let mut pending = Vec::new();
+        for ((rank, endpoint), (sends, buffers)) in fabric(size, faults).into_iter().enumerate().zip(inputs.iter_mut()) {
+            ranks.push(Rank::new(rank, size, endpoint));
+            pending.push(sends.iter().zip(buffers.iter_mut()).zip(&script).enumerate().peekable());
+        }
+        let mut rng = XorShift::new(faults.seed ^ 0x0E7E);
+        let started = Instant::now();
+        while ranks.iter().zip(&mut pending).any(|(this, calls)| calls.peek().is_some() || !this.queue.is_empty()) {
+            assert!(started.elapsed() < DEADLINE, "size {size}, {faults:?}: calls finished per rank after {DEADLINE:?}: {:?}", ranks.iter().map(|r| r.finished).collect::<Vec<_>>());
+            let rank = rng.below(size);
+            let this = &mut ranks[rank];
+            if this.queue.len() < MAX_OUTSTANDING && rng.below(2) == 0 && let Some((index, ((send, buffer), call))) = pending[rank].next() {
+                this.post(index, call, send, buffer).unwrap_or_else(|why| panic!("{faults:?}: {why}"));
+            } else {
+                this.progress().unwrap_or_else(|why| panic!("{faults:?}: {why}"));
+            }
+        }
+        // Settling waits for the peers' ACKs, which they write as they
+        // progress: every rank's turn by polls, none waiting.
+        while !ranks.iter().all(|this| this.bcast.is_idle()) {
+            assert!(started.elapsed() < DEADLINE, "size {size}, {faults:?}: not idle after {DEADLINE:?}");
+            for this in &mut ranks {
+                this.progress().unwrap_or_else(|why| panic!("{faults:?}: {why}"));
+            }
+        }
+        for this in &ranks {
+            stats.add(&this.bcast.stats());
+        }
+    }
+    for (rank, (_, buffers)) in inputs.iter().enumerate() {
+        check(rank, size, &script, buffers).unwrap_or_else(|why| panic!("size {size}, {faults:?}: {why}"));
+    }
+    stats
+}
+
+#[test]
+fn ibcasts_with_moving_roots_match_the_root_on_a_clean_fabric() {
+    for (seed, size) in [(1, 2), (2, 3), (3, 5)] {
+        let stats = run_on_threads(size, 30, Faults { drop: 0.0, seed });
+        assert!(stats.window_full_stalls > 0, "size {size}: long messages should fill the window: {stats:?}");
+    }
+}
+
+#[test]
+fn ibcasts_survive_loss_duplication_and_reordering_beside_blocking_calls() {
+    // At 2 ranks the one receiver is the co-root, which the root also
+    // sends every piece reliably; from 4 on, leaves get only datagrams.
+    for (seed, size) in [(11, 2), (12, 4), (13, 5)] {
+        let stats = run_on_threads(size, 30, Faults { drop: 0.05, seed });
+        println!("size {size}: {stats:?}");
+        assert!(size == 2 || stats.retransmissions + stats.pieces_rebuilt > 0, "size {size}: 5 % loss should need repairs: {stats:?}");
+        assert!(stats.duplicates_dropped > 0, "size {size}: duplicates should be dropped: {stats:?}");
+    }
+}
+
+#[test]
+fn ibcasts_of_every_rank_advance_on_one_thread_without_waiting() {
+    for (seed, size, drop) in [(21, 2, 0.0), (22, 4, 0.05), (23, 5, 0.05)] {
+        let stats = run_on_one_thread(size, 40, Faults { drop, seed });
+        assert!(stats.messages_received > 0 && stats.window_full_stalls > 0, "size {size}: {stats:?}");
+    }
+}
+
+/// A run whose peers never take part fails once it has made no progress
+/// for the multicast's limit, on a receiver (no piece comes) and on a root
+/// (its window fills and no ACK comes), instead of pending for ever.
+#[test]
+fn a_datagram_run_alone_fails_after_the_fault_timeout() {
+    let limit = Duration::from_millis(300);
+    let config = BcastConfig { multicast: RmcastConfig { give_up_after: Some(limit), ..bcast_config().multicast }, ..bcast_config() };
+    for (rank, root) in [(1, 0), (0, 0)] {
+        let size = 2;
+        let mut endpoint = fabric(size, Faults { drop: 0.0, seed: 31 }).swap_remove(rank);
+        let mut bcast = Bcast::new(rank, size, 0, config);
+        let mut buf = vec![7u8; 40 * PIECE];
+        let mut run = bcast.start(&endpoint, root, &mut buf).expect("start");
+        let started = Instant::now();
+        let outcome = loop {
+            match run.advance(&mut endpoint) {
+                Ok(Step::Pending) if started.elapsed() < DEADLINE => std::thread::yield_now(),
+                Ok(step) => break format!("{step:?} after {:?}", started.elapsed()),
+                Err(why) => break format!("failed after {:?}: {why}", started.elapsed()),
+            }
+        };
+        assert!(outcome.starts_with("failed") && outcome.contains("made no progress"), "rank {rank}, root {root}: {outcome}");
+        assert!(outcome.contains("datagram-multicast bcast"), "{outcome}");
+    }
+}
