@@ -50,7 +50,7 @@ help:
 	@echo "                   with DESTDIR): only wrong results or a failing job fail the install; a"
 	@echo "                   check that cannot run is a note, a component not serving a warning"
 	@echo "make check         build (the test beds' one-time preparation starts beside it, ci/check-prepare.sh),"
-	@echo "                   ci/core-deps-check.sh, cargo test --profile release-tests --workspace, ci/mpi-tests.sh,"
+	@echo "                   ci/core-deps-check.sh, ci/cargo-units-check.sh, cargo test --profile release-tests --workspace, ci/mpi-tests.sh,"
 	@echo "                   ci/tune-tests.sh, ci/fbcast-tests.sh, ci/udp-tests.sh (SKIP_UDP=1 leaves it out),"
 	@echo "                   ci/rxe-tests.sh (verbs on Soft-RoCE in qemu guests),"
 	@echo "                   check-noheaders, check-ompi5; ends with each stage's seconds"
@@ -222,8 +222,8 @@ check:
 	@$(STAGE) run build -- sh -c '$(MAKE) --no-print-directory setup \
 	    && SKIP_OMPI5=$(SKIP_OMPI5) SKIP_NOHEADERS=$(SKIP_NOHEADERS) bash ci/check-prepare.sh start \
 	    && $(MAKE) --no-print-directory build'
-	@echo "== check scripts: the core crate's dependency tree, the stage timer, the background preparation, the MPI tests' dealing, the Open MPI 5 run's cases"
-	@$(STAGE) run "check scripts" -- sh -c 'bash ci/core-deps-check.sh && bash ci/stage.sh --self-test && bash ci/check-prepare.sh --self-test && bash ci/mpi-tests-deal.sh --self-test && bash ci/ompi5/cases-on-5.sh --self-test'
+	@echo "== check scripts: the core crate's dependency tree, no cargo unit built twice, the stage timer, the background preparation, the MPI tests' dealing, the Open MPI 5 run's cases"
+	@$(STAGE) run "check scripts" -- sh -c 'bash ci/core-deps-check.sh && bash ci/cargo-units-check.sh && bash ci/stage.sh --self-test && bash ci/check-prepare.sh --self-test && bash ci/mpi-tests-deal.sh --self-test && bash ci/ompi5/cases-on-5.sh --self-test'
 	@$(STAGE) run "cargo tests" -- $(MAKE) --no-print-directory test-rust
 	@$(STAGE) run "MPI tests 4.1" -- $(MAKE) --no-print-directory test-mpi
 	@$(STAGE) run tuner -- $(MAKE) --no-print-directory test-tune
