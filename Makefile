@@ -34,7 +34,7 @@ all: build
 help:
 	@echo "make / make build  set up (ci/setup.sh), cargo build --release -p coll-rdma,"
 	@echo "                   copy the component to $(COMPONENT); then build-fbcast"
-	@echo "make build-fbcast  cargo build --release -p coll-rdma-fbcast: fbcast to $(BUILD)/bin/,"
+	@echo "make build-fbcast  cargo build --release -p coll-rdma -p coll-rdma-fbcast: fbcast to $(BUILD)/bin/,"
 	@echo "                   its library to $(BUILD)/lib/, its header to $(BUILD)/include/"
 	@echo "                   (a failure here is a warning: the component stays built)"
 	@echo "make build OMPI_SOURCE=/path/to/openmpi-X.Y.Z"
@@ -50,7 +50,7 @@ help:
 	@echo "                   with DESTDIR): only wrong results or a failing job fail the install; a"
 	@echo "                   check that cannot run is a note, a component not serving a warning"
 	@echo "make check         build (the test beds' one-time preparation starts beside it, ci/check-prepare.sh),"
-	@echo "                   ci/core-deps-check.sh, cargo test --profile release-tests --workspace, ci/mpi-tests.sh,"
+	@echo "                   ci/core-deps-check.sh, ci/cargo-units-check.sh, cargo test --profile release-tests --workspace, ci/mpi-tests.sh,"
 	@echo "                   ci/tune-tests.sh, ci/fbcast-tests.sh, ci/udp-tests.sh (SKIP_UDP=1 leaves it out),"
 	@echo "                   ci/rxe-tests.sh (verbs on Soft-RoCE in qemu guests),"
 	@echo "                   check-noheaders, check-ompi5; ends with each stage's seconds"
@@ -123,13 +123,19 @@ setup:
 	@echo "== setup"
 	@bash ci/setup.sh
 
+# With OMPI_SOURCE, the shell words that export OMPI_INCLUDE_DIRS (the
+# configured tree's headers) to the cargo builds after them, or fail: both
+# cargo builds of make build need them, or the second would rebuild ompi-sys
+# (its build script reads OMPI_INCLUDE_DIRS) against the system's headers.
+OMPI_SOURCE_ENV = if [ -n "$(OMPI_SOURCE)" ]; then \
+	    dirs=$$(bash ompi-patches/source-tree-include-dirs.sh "$(OMPI_SOURCE)") || exit 1; \
+	    echo "   OMPI_INCLUDE_DIRS=$$dirs"; export OMPI_INCLUDE_DIRS="$$dirs"; \
+	fi;
+
 # Cargo decides what to rebuild, so this always asks it.
 build: setup
 	@echo "== cargo build --release -p coll-rdma$(if $(OMPI_SOURCE), (headers from $(OMPI_SOURCE)))"
-	@if [ -n "$(OMPI_SOURCE)" ]; then \
-	    dirs=$$(bash ompi-patches/source-tree-include-dirs.sh "$(OMPI_SOURCE)") || exit 1; \
-	    echo "   OMPI_INCLUDE_DIRS=$$dirs"; export OMPI_INCLUDE_DIRS="$$dirs"; \
-	fi; \
+	@$(OMPI_SOURCE_ENV) \
 	$(CARGO) build --release -p coll-rdma
 	@so=$(CARGO_OUT)/libmca_coll_rdma.so; \
 	if [ ! -f "$$so" ] && [ -f $(CARGO_OUT)/libcoll_rdma.so ]; then \
@@ -148,10 +154,19 @@ build: setup
 # fbcast apart from the component, after it: a failure here (e.g. blake3's C
 # code, mpicc) leaves the component built and installable; the stale fbcast
 # files are removed, so that make test-fbcast (and make check) fail on it.
+# Cargo is asked for both packages, not fbcast's alone: it resolves the
+# features of shared dependencies over the packages it is asked for, and
+# fbcast alone gets bindgen's build-time dependencies (regex and the crates
+# under it) with fewer features than the component, so it compiled bindgen,
+# regex, regex-automata, regex-syntax, itertools, log, either and bitflags
+# a second time (8 of its 23 units; cargo --unit-graph shows it). With both,
+# every unit of the component's build is reused as it is and only fbcast's
+# own are compiled (issue 34).
 build-fbcast:
-	@echo "== cargo build --release -p coll-rdma-fbcast"
+	@echo "== cargo build --release -p coll-rdma -p coll-rdma-fbcast (the component is built already)"
 	@mkdir -p $(BUILD)/bin $(BUILD)/lib $(BUILD)/include
-	@if $(CARGO) build --release -p coll-rdma-fbcast \
+	@$(OMPI_SOURCE_ENV) \
+	if $(CARGO) build --release -p coll-rdma -p coll-rdma-fbcast \
 	    && install -m 0755 $(CARGO_OUT)/fbcast $(BUILD)/bin/fbcast.tmp && mv -f $(BUILD)/bin/fbcast.tmp $(BUILD)/bin/fbcast \
 	    && install -m 0755 $(CARGO_OUT)/libcoll_rdma_fbcast.so $(BUILD)/lib/libcoll_rdma_fbcast.so.tmp \
 	    && mv -f $(BUILD)/lib/libcoll_rdma_fbcast.so.tmp $(BUILD)/lib/libcoll_rdma_fbcast.so \
@@ -207,8 +222,8 @@ check:
 	@$(STAGE) run build -- sh -c '$(MAKE) --no-print-directory setup \
 	    && SKIP_OMPI5=$(SKIP_OMPI5) SKIP_NOHEADERS=$(SKIP_NOHEADERS) bash ci/check-prepare.sh start \
 	    && $(MAKE) --no-print-directory build'
-	@echo "== check scripts: the core crate's dependency tree, the stage timer, the background preparation, the MPI tests' dealing, the Open MPI 5 run's cases"
-	@$(STAGE) run "check scripts" -- sh -c 'bash ci/core-deps-check.sh && bash ci/stage.sh --self-test && bash ci/check-prepare.sh --self-test && bash ci/mpi-tests-deal.sh --self-test && bash ci/ompi5/cases-on-5.sh --self-test'
+	@echo "== check scripts: the core crate's dependency tree, no cargo unit built twice, the stage timer, the background preparation, the MPI tests' dealing, the Open MPI 5 run's cases"
+	@$(STAGE) run "check scripts" -- sh -c 'bash ci/core-deps-check.sh && bash ci/cargo-units-check.sh && bash ci/stage.sh --self-test && bash ci/check-prepare.sh --self-test && bash ci/mpi-tests-deal.sh --self-test && bash ci/ompi5/cases-on-5.sh --self-test'
 	@$(STAGE) run "cargo tests" -- $(MAKE) --no-print-directory test-rust
 	@$(STAGE) run "MPI tests 4.1" -- $(MAKE) --no-print-directory test-mpi
 	@$(STAGE) run tuner -- $(MAKE) --no-print-directory test-tune

@@ -99,7 +99,7 @@ EOF
     check "the steps run at nice 19 (got $(tr -d ' ' <"$scratch/nice" 2>/dev/null))" [ "$(tr -d ' ' <"$scratch/nice" 2>/dev/null)" = 19 ]
     out=$(SKIP_OMPI5=1 SKIP_NOHEADERS=1 bash -c '. "$1"; steps' sh "$0" 2>/dev/null | cut -f1 | paste -sd,)
     check "SKIP_OMPI5=1 SKIP_NOHEADERS=1 leave only rxe (got $out)" [ "$out" = rxe ]
-    out=$(bash -c '. "$1"; steps' sh "$0" 2>/dev/null | cut -f1 | paste -sd,)
+    out=$(env -u SKIP_OMPI5 -u SKIP_NOHEADERS bash -c '. "$1"; steps' sh "$0" 2>/dev/null | cut -f1 | paste -sd,)
     if [ "$(id -u)" = 0 ]; then
         check "by default (root) rxe, ompi5, noheaders (got $out)" [ "$out" = rxe,ompi5,noheaders ]
     else

@@ -190,7 +190,12 @@ mkdir -p build/bench
 mkdir -p build/rxe/bin
 [ build/rxe/bin/ring-reductions -nt ci/rxe/ring-reductions.c ] ||
     mpicc -O2 -Wall -o build/rxe/bin/ring-reductions ci/rxe/ring-reductions.c || { say "could not build ci/rxe/ring-reductions.c"; exit 2; }
-DEVICE_TEST=$(cargo test --profile release-tests -p btl-ibmc --test verbs_device --no-run --message-format=json 2>/dev/null |
+# (--workspace, as make test-rust builds it, not -p btl-ibmc: cargo resolves
+# features over the packages it is asked for, and btl-ibmc's alone differ,
+# so -p btl-ibmc compiled btl-ibmc, rdma-sys, bindgen 0.59, clang-sys,
+# proc-macro2 and quote a second time in this stage, 16 units; with
+# --workspace the cargo tests' build serves it as it is, issue 34)
+DEVICE_TEST=$(cargo test --profile release-tests --workspace --test verbs_device --no-run --message-format=json 2>/dev/null |
     sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
 [ -x "$DEVICE_TEST" ] || { say "could not build btl-ibmc's verbs_device test"; exit 2; }
 

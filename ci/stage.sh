@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where make check's time goes: each stage runs through this script, which
-# appends one row (stage, seconds, status) to a table, and the last step
+# appends one row (stage, seconds, status, CPU seconds) to a table, and the last step
 # prints the table. A failing stage prints the table so far before make
 # stops, so every run, red or green, ends with its timings.
 #
@@ -14,17 +14,30 @@
 #   ci/stage.sh --self-test              check the above on a scratch table
 #
 # The table is $CHECK_TIMES (default build/check-times.tsv), tab-separated:
-# stage, seconds (rounded), status, why (skipped stages). Seconds are wall time: on a loaded machine
-# they say where the wait was, not what each stage costs alone.
+# stage, seconds (rounded), status, why (skipped stages), CPU seconds.
+# Seconds are wall time: on a loaded machine they say where the wait was,
+# not what each stage costs alone. CPU seconds (user + system of the stage's
+# processes, as the kernel accounts them to their waiting parents: daemons
+# that leave their parent, e.g. a qemu guest that forks away, are not in
+# it) are what a stage takes from whatever runs beside it, idle or loaded.
 set -u
 
 TABLE=${CHECK_TIMES:-build/check-times.tsv}
 
 die() { echo "stage.sh: $*" >&2; exit 2; }
 
-record() { # NAME SECONDS STATUS [WHY]
+record() { # NAME SECONDS STATUS WHY [CPU_SECONDS]
     mkdir -p "$(dirname "$TABLE")" || die "cannot create the directory of $TABLE"
-    printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:-}" >> "$TABLE" || die "cannot append to $TABLE"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "${5:-0}" >> "$TABLE" || die "cannot append to $TABLE"
+}
+
+# The CPU seconds (user + system, rounded) of this shell's waited-for
+# children so far: cutime and cstime of /proc/PID/stat (fields 16 and 17
+# after the command name, which is "bash" here), in clock ticks. (Not
+# bash's `times`: a command substitution would run it in a fresh subshell,
+# whose children have used nothing.)
+children_cpu_seconds() {
+    awk -v tick="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%d\n", ($14 + $15) / tick + 0.5 }' "/proc/$$/stat"
 }
 
 report() {
@@ -32,13 +45,13 @@ report() {
     echo "== stage timings ($TABLE)"
     awk -F'\t' '
         function clock(s) { return sprintf("%d:%02d", int(s / 60), s % 60) }
-        BEGIN { printf "  %-22s %8s %7s  %s\n", "stage", "seconds", "m:ss", "status" }
+        BEGIN { printf "  %-22s %8s %7s %8s  %s\n", "stage", "seconds", "m:ss", "cpu s", "status" }
         NF >= 3 {
-            printf "  %-22s %8d %7s  %s%s\n", $1, $2, clock($2), $3, ($4 == "" ? "" : " (" $4 ")")
-            total += $2; count[$3]++
+            printf "  %-22s %8d %7s %8d  %s%s\n", $1, $2, clock($2), $5, $3, ($4 == "" ? "" : " (" $4 ")")
+            total += $2; cpu += $5; count[$3]++
         }
         END {
-            printf "  %-22s %8d %7s\n", "total", total, clock(total)
+            printf "  %-22s %8d %7s %8d\n", "total", total, clock(total), cpu
             printf "stages: %d passed, %d failed, %d skipped\n", count["passed"], count["failed"], count["skipped"]
         }' "$TABLE"
 }
@@ -52,9 +65,9 @@ run() { # NAME -- CMD...
     status=$?
     seconds=$((($(date +%s%N) - started + 500000000) / 1000000000))
     if [ "$status" = 0 ]; then
-        record "$name" "$seconds" passed
+        record "$name" "$seconds" passed "" "$(children_cpu_seconds)"
     else
-        record "$name" "$seconds" failed
+        record "$name" "$seconds" failed "" "$(children_cpu_seconds)"
         report
     fi
     return "$status"
@@ -82,10 +95,17 @@ self_test() {
     check "the rows in order, with their status" \
         [ "$(awk -F'\t' '{ print $1 "/" $3 }' "$CHECK_TIMES" | paste -sd,)" = "quick one/passed,slow/failed,udp/skipped" ]
     check "the slow stage took 1 s or more" awk -F'\t' '$1 == "slow" && $2 >= 1 { found = 1 } END { exit !found }' "$CHECK_TIMES"
+    check "the sleeping stage used under 1 CPU second" awk -F'\t' '$1 == "slow" && $5 < 1 { found = 1 } END { exit !found }' "$CHECK_TIMES"
     check "a skipped stage says why" grep -q '^  udp .* skipped (SKIP_UDP=1)$' <<<"$out"
     check "the closing line counts each status" [ "$(tail -n 1 <<<"$out")" = "stages: 1 passed, 1 failed, 1 skipped" ]
     check "the total row sums the seconds" \
         [ "$(awk '$1 == "total" { print $2 }' <<<"$out")" = "$(awk -F'\t' '{ s += $2 } END { print s }' "$CHECK_TIMES")" ]
+    # (a grandchild that spins for 1.2 s of its own CPU time, however long
+    # that takes on a loaded machine: the stage's CPU seconds include it)
+    bash "$0" run spinning -- sh -c "python3 -c 'import time
+while time.process_time() < 1.2: pass'" >/dev/null
+    check "the spinning stage's CPU seconds count its grandchild (1 or more)" \
+        awk -F'\t' '$1 == "spinning" && $5 >= 1 { found = 1 } END { exit !found }' "$CHECK_TIMES"
     bash "$0" start
     check "start empties the table" [ ! -s "$CHECK_TIMES" ]
     check "run without a command is refused" eval '! bash "$0" run lonely -- 2>/dev/null'
@@ -96,7 +116,7 @@ self_test() {
 case "${1:-}" in
     start) mkdir -p "$(dirname "$TABLE")" && : > "$TABLE" || die "cannot empty $TABLE" ;;
     run) shift; run "$@" ;;
-    skip) [ $# = 3 ] || die "usage: ci/stage.sh skip NAME WHY"; record "$2" 0 skipped "$3" ;;
+    skip) [ $# = 3 ] || die "usage: ci/stage.sh skip NAME WHY"; record "$2" 0 skipped "$3" 0 ;;
     report) report ;;
     --self-test) self_test ;;
     *) die "usage: ci/stage.sh start | run NAME -- CMD... | skip NAME WHY | report | --self-test" ;;
