@@ -29,13 +29,12 @@ use std::time::{Duration, Instant};
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::shm::NodeGroups;
 use btl_ibmc::{MulticastKind, RmcastConfig, WaitPolicy};
-use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
+use coll_rdma_core::collectives::allreduce::Allreduce;
 use coll_rdma_core::collectives::bcast::single_copy::root_share;
 use coll_rdma_core::collectives::bcast::{Bcast, BcastConfig};
-use coll_rdma_core::patterns::TreeStreamConfig;
 use coll_rdma_core::schedule_queue::{Lane, Run, ScheduleQueue};
 
-use common::bcast_script::{expected, initial_buffers, Call, Kind};
+use common::bcast_script::{allreduce_config, allreduce_offset, expected, initial_buffers, policy, window_len, Call, Kind};
 use common::nodes::blocks;
 use common::{WordSum, XorShift};
 
@@ -44,10 +43,6 @@ const DEADLINE: Duration = Duration::from_secs(120);
 const MAX_OUTSTANDING: usize = 6;
 const SEGMENT: usize = 128;
 
-fn policy() -> WaitPolicy {
-    // Bounded: a run or wait stuck this long fails instead of hanging.
-    WaitPolicy { fault_timeout: Some(Duration::from_secs(60)), ..common::yielding_policy(20) }
-}
 
 /// Where ranks read each other's memory, the shortest message sent in one
 /// copy: the script's longer lengths.
@@ -92,18 +87,8 @@ fn bcast_config() -> BcastConfig {
     BcastConfig { multicast, room_for_two_levels: true, ..BcastConfig::default() }
 }
 
-fn allreduce_config() -> AllreduceConfig {
-    AllreduceConfig { tree: TreeStreamConfig { degree: 2, segment_bytes: 256, policy: policy(), room_for_two_levels: false }, exchange_max_bytes: 64 }
-}
 
-/// The bcast region first, the allreduce's after it.
-fn allreduce_offset(size: usize) -> usize {
-    Bcast::region_len(size, &bcast_config()).next_multiple_of(64)
-}
 
-fn window_len(size: usize) -> usize {
-    (allreduce_offset(size) + Allreduce::region_len(size, &allreduce_config())).next_multiple_of(64)
-}
 
 /// The same script on every rank; consecutive bcasts change roots.
 fn script(size: usize, seed: u64, calls: usize, bed: Bed) -> Vec<Call> {
@@ -197,7 +182,7 @@ fn play_rank(rank: usize, size: usize, seed: u64, script: &[Call], mut transport
         if let Some(nodes) = bed.nodes() {
             bcast.use_two_levels(&nodes, 1).map_err(|why| format!("rank {rank}: no two levels: {why}"))?;
         }
-        let mut allreduce = Allreduce::new(rank, size, allreduce_offset(size), allreduce_config());
+        let mut allreduce = Allreduce::new(rank, size, allreduce_offset(size, &bcast_config()), allreduce_config());
         let mut queue: ScheduleQueue<'_, FabricEndpoint> = ScheduleQueue::default();
         let mut rng = XorShift::new(seed ^ (rank as u64 + 1).wrapping_mul(0x9E37_79B9));
         let mut calls = sends.iter().zip(buffers.iter_mut()).zip(script).enumerate();
@@ -265,7 +250,7 @@ fn run(size: usize, bed: Bed, calls: usize, seed: u64) {
     let kind = bed.kind;
     assert!(script.iter().any(|call| matches!(call.kind, Kind::Ibcast { .. }) && call.len > SEGMENT), "the script must hold multi-segment ibcasts");
     let fabric = FabricConfig { multicast_kind: kind, put_delay_max: Duration::from_micros(20), nodes: bed.nodes(), seed, ..FabricConfig::default() };
-    let endpoints = Fabric::new(size, window_len(size), fabric);
+    let endpoints = Fabric::new(size, window_len(size, &bcast_config()), fabric);
     let outcomes: Vec<Result<(), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = endpoints
             .into_iter()
@@ -346,7 +331,7 @@ fn every_flat_path_has_a_run() {
     let size = 2;
     for (kind, expected) in [(MulticastKind::Datagram, Ok(())), (MulticastKind::SharedWindow, Ok(())), (MulticastKind::None, Ok(()))] {
         let fabric = FabricConfig { multicast_kind: kind, ..FabricConfig::default() };
-        let endpoints = Fabric::new(size, window_len(size), fabric);
+        let endpoints = Fabric::new(size, window_len(size, &bcast_config()), fabric);
         let bcast = Bcast::new(0, size, 0, bcast_config());
         assert_eq!(bcast.resumable(&endpoints[0], 1024), expected, "{kind:?}");
     }
@@ -357,7 +342,7 @@ fn every_flat_path_has_a_run() {
         [(MulticastKind::Datagram, Err("the two-level bcast's datagram multicast among the leaders")), (MulticastKind::None, Ok(()))]
     {
         let fabric = FabricConfig { multicast_kind: kind, nodes: Some(nodes.clone()), ..FabricConfig::default() };
-        let endpoints = Fabric::new(size, window_len(size), fabric);
+        let endpoints = Fabric::new(size, window_len(size, &bcast_config()), fabric);
         let mut bcast = Bcast::new(0, size, 0, bcast_config());
         bcast.use_two_levels(&nodes, 1).expect("room for two levels");
         assert_eq!(bcast.resumable(&endpoints[0], 1024), expected, "two levels, {kind:?}");
@@ -378,7 +363,7 @@ fn a_single_copy_run_alone_fails_after_the_fault_timeout() {
     };
     for lonely in [0, 1] {
         let size = 2;
-        let endpoints = Fabric::new(size, window_len(size), FabricConfig { multicast_kind: MulticastKind::SharedWindow, ..FabricConfig::default() });
+        let endpoints = Fabric::new(size, window_len(size, &bcast_config()), FabricConfig { multicast_kind: MulticastKind::SharedWindow, ..FabricConfig::default() });
         let outcomes: Vec<Option<String>> = std::thread::scope(|scope| {
             let handles: Vec<_> = endpoints
                 .into_iter()
@@ -427,7 +412,7 @@ fn an_abandoned_two_level_bcast_fails_every_run_through_the_stages() {
         for root in [1, 0] {
             let bed = Bed { kind: MulticastKind::SharedWindow, cross_memory, nodes: Some(nodes) };
             let fabric = FabricConfig { multicast_kind: bed.kind, nodes: bed.nodes(), ..FabricConfig::default() };
-            let endpoints = Fabric::new(size, window_len(size), fabric);
+            let endpoints = Fabric::new(size, window_len(size, &bcast_config()), fabric);
             let outcomes: Vec<String> = std::thread::scope(|scope| {
                 let handles: Vec<_> = endpoints
                     .into_iter()

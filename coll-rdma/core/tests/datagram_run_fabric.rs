@@ -20,14 +20,13 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
-use btl_ibmc::{MulticastKind, RmcastConfig, RmcastStats, WaitPolicy};
-use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
+use btl_ibmc::{MulticastKind, RmcastConfig, RmcastStats};
+use coll_rdma_core::collectives::allreduce::Allreduce;
 use coll_rdma_core::collectives::bcast::{Bcast, BcastConfig, BcastRun};
-use coll_rdma_core::patterns::TreeStreamConfig;
 use coll_rdma_core::schedule::{Schedule, Step};
 use coll_rdma_core::schedule_queue::{Lane, Run, ScheduleQueue};
 
-use common::bcast_script::{expected, initial_buffers, Call, Kind};
+use common::bcast_script::{allreduce_config, allreduce_offset, expected, initial_buffers, policy, window_len, Call, Kind};
 use common::{WordSum, XorShift};
 
 /// A rank that has not finished its script by then takes it for a deadlock.
@@ -44,11 +43,6 @@ struct Faults {
     seed: u64,
 }
 
-fn policy() -> WaitPolicy {
-    // Ranks are threads on a couple of cores: spin little. Bounded: a run
-    // or wait stuck this long fails instead of hanging.
-    WaitPolicy { fault_timeout: Some(Duration::from_secs(60)), ..common::yielding_policy(20) }
-}
 
 fn bcast_config() -> BcastConfig {
     let multicast = RmcastConfig {
@@ -63,17 +57,8 @@ fn bcast_config() -> BcastConfig {
     BcastConfig { multicast, ..BcastConfig::default() }
 }
 
-fn allreduce_config() -> AllreduceConfig {
-    AllreduceConfig { tree: TreeStreamConfig { degree: 2, segment_bytes: 256, policy: policy(), room_for_two_levels: false }, exchange_max_bytes: 64 }
-}
 
-fn allreduce_offset(size: usize) -> usize {
-    Bcast::region_len(size, &bcast_config()).next_multiple_of(64)
-}
 
-fn window_len(size: usize) -> usize {
-    (allreduce_offset(size) + Allreduce::region_len(size, &allreduce_config())).next_multiple_of(64)
-}
 
 fn fabric(size: usize, faults: Faults) -> Vec<FabricEndpoint> {
     let config = FabricConfig {
@@ -86,7 +71,7 @@ fn fabric(size: usize, faults: Faults) -> Vec<FabricEndpoint> {
         seed: faults.seed,
         ..FabricConfig::default()
     };
-    Fabric::new(size, window_len(size), config)
+    Fabric::new(size, window_len(size, &bcast_config()), config)
 }
 
 /// The same script on every rank; consecutive bcasts change roots.
@@ -153,7 +138,7 @@ struct Rank<'a> {
 impl<'a> Rank<'a> {
     fn new(rank: usize, size: usize, transport: FabricEndpoint) -> Self {
         let bcast = Bcast::new(rank, size, 0, bcast_config());
-        let allreduce = Allreduce::new(rank, size, allreduce_offset(size), allreduce_config());
+        let allreduce = Allreduce::new(rank, size, allreduce_offset(size, &bcast_config()), allreduce_config());
         Rank { rank, transport, bcast, allreduce, queue: ScheduleQueue::default(), finished: 0 }
     }
 

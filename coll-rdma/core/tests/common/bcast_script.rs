@@ -3,8 +3,35 @@
 //! and blocking bcasts, each rank's bytes generated from the call's index
 //! (never sent), and the results every rank must end with.
 
+use std::time::Duration;
+
+use btl_ibmc::WaitPolicy;
+use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
+use coll_rdma_core::collectives::bcast::{Bcast, BcastConfig};
+use coll_rdma_core::patterns::TreeStreamConfig;
+
 use super::word;
 use super::XorShift;
+
+/// Ranks are threads on a couple of cores: spin little. Bounded: a run or
+/// wait stuck this long fails instead of hanging.
+pub fn policy() -> WaitPolicy {
+    WaitPolicy { fault_timeout: Some(Duration::from_secs(60)), ..super::yielding_policy(20) }
+}
+
+/// The allreduce the scripts' `Iallreduce` calls run.
+pub fn allreduce_config() -> AllreduceConfig {
+    AllreduceConfig { tree: TreeStreamConfig { degree: 2, segment_bytes: 256, policy: policy(), room_for_two_levels: false }, exchange_max_bytes: 64 }
+}
+
+/// The bcast region first, the allreduce's after it.
+pub fn allreduce_offset(size: usize, bcast: &BcastConfig) -> usize {
+    Bcast::region_len(size, bcast).next_multiple_of(64)
+}
+
+pub fn window_len(size: usize, bcast: &BcastConfig) -> usize {
+    (allreduce_offset(size, bcast) + Allreduce::region_len(size, &allreduce_config())).next_multiple_of(64)
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
