@@ -64,7 +64,7 @@ pub(in crate::glue) struct ReadyComm {
     pub(in crate::glue) ring: RingReduction,
     pub(in crate::glue) bcast: Bcast,
     pub(in crate::glue) limits: Limits,
-    /// Non-blocking runs under way (barriers, allreduces, reduces).
+    /// Non-blocking and persistent runs under way, of every collective.
     pub(in crate::glue) pending_runs: PendingRuns,
     /// What the selectors read (`crate::select`), settled once the setup's
     /// choices are made (its `leaders_only` is set where only the nodes'

@@ -199,6 +199,9 @@ impl TwoLevelBcast {
     pub(super) fn abandon_run_at_root<T: Transport + ?Sized>(&mut self, transport: &T, len: usize) -> Result<(), TransportError> {
         let node = self.node.abandon_run_at_root(transport, len);
         if let Some(leaders) = self.leaders.as_mut() {
+            // The node stage's failure is the one the caller reports; the
+            // leaders' abandonment is best effort on a call already lost
+            // (a leader that misses it ends at its fault timeout).
             let _ = leaders.abandon_run_at_root(transport, len);
         }
         node
