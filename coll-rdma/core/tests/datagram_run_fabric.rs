@@ -11,6 +11,12 @@
 //! seeded interleaving), and all ranks on one thread (so no advance may
 //! wait: one that did would hang the test).
 //!
+//! On pretended nodes (`Nodes`) the bcast takes its two levels, runs and
+//! blocking calls alike: the root's node and every other node on the
+//! put tree (this fabric has no shared windows), the leaders over the
+//! lossy datagram multicast, whose runs are the datagram run, served by
+//! the same side progress.
+//!
 //! The reference: every rank's bcast buffer must equal the bytes the root
 //! was given (generated from the call's index, never sent), and every
 //! allreduce the wrapping sum of all ranks' inputs, computed serially.
@@ -27,6 +33,7 @@ use coll_rdma_core::schedule::{Schedule, Step};
 use coll_rdma_core::schedule_queue::{Lane, Run, ScheduleQueue};
 
 use common::bcast_script::{allreduce_config, allreduce_offset, expected, initial_buffers, policy, window_len, Call, Kind};
+use common::nodes::blocks;
 use common::{WordSum, XorShift};
 
 /// A rank that has not finished its script by then takes it for a deadlock.
@@ -43,6 +50,10 @@ struct Faults {
     seed: u64,
 }
 
+/// The sizes of the pretended nodes (consecutive ranks), where the bcast
+/// takes two levels; `None`: flat over every rank.
+type Nodes = Option<&'static [usize]>;
+
 
 fn bcast_config() -> BcastConfig {
     let multicast = RmcastConfig {
@@ -54,13 +65,15 @@ fn bcast_config() -> BcastConfig {
         give_up_after: Some(Duration::from_secs(60)),
         ..RmcastConfig::default()
     };
-    BcastConfig { multicast, ..BcastConfig::default() }
+    // Room for a node's stage, which the pretended nodes' bcasts take (a
+    // flat bcast leaves it unused).
+    BcastConfig { multicast, room_for_two_levels: true, ..BcastConfig::default() }
 }
 
 
 
 
-fn fabric(size: usize, faults: Faults) -> Vec<FabricEndpoint> {
+fn fabric(size: usize, faults: Faults, nodes: Nodes) -> Vec<FabricEndpoint> {
     let config = FabricConfig {
         multicast_kind: MulticastKind::Datagram,
         multicast_drop: faults.drop,
@@ -68,6 +81,8 @@ fn fabric(size: usize, faults: Faults) -> Vec<FabricEndpoint> {
         multicast_reorder: 0.1,
         put_delay_max: Duration::from_micros(20),
         reliable_delay_max: Duration::from_micros(50),
+        inter_node_put_delay: Duration::from_micros(20),
+        nodes: nodes.map(blocks),
         seed: faults.seed,
         ..FabricConfig::default()
     };
@@ -103,9 +118,18 @@ struct Totals {
     pieces_rebuilt: u64,
     duplicates_dropped: u64,
     messages_received: u64,
+    /// The ranks that multicast a datagram, in rank order.
+    multicast_senders: Vec<usize>,
 }
 
 impl Totals {
+    /// Counts `senders` among the ranks that multicast.
+    fn add_senders(&mut self, senders: Vec<usize>) {
+        self.multicast_senders.extend(senders);
+        self.multicast_senders.sort_unstable();
+        self.multicast_senders.dedup();
+    }
+
     fn add(&mut self, stats: &RmcastStats) {
         self.window_full_stalls += stats.window_full_stalls;
         self.retransmissions += stats.retransmissions;
@@ -136,8 +160,12 @@ struct Rank<'a> {
 }
 
 impl<'a> Rank<'a> {
-    fn new(rank: usize, size: usize, transport: FabricEndpoint) -> Self {
-        let bcast = Bcast::new(rank, size, 0, bcast_config());
+    /// Panics where the bcast cannot take the nodes' two levels.
+    fn new(rank: usize, size: usize, transport: FabricEndpoint, nodes: Nodes) -> Self {
+        let mut bcast = Bcast::new(rank, size, 0, bcast_config());
+        if let Some(nodes) = nodes {
+            bcast.use_two_levels(&blocks(nodes), 1).unwrap_or_else(|why| panic!("rank {rank}: no two levels on {nodes:?}: {why}"));
+        }
         let allreduce = Allreduce::new(rank, size, allreduce_offset(size, &bcast_config()), allreduce_config());
         Rank { rank, transport, bcast, allreduce, queue: ScheduleQueue::default(), finished: 0 }
     }
@@ -193,11 +221,11 @@ impl<'a> Rank<'a> {
 }
 
 /// Plays the script on `rank`'s own thread, in an interleaving drawn from
-/// `seed`; returns its multicast's counts.
-fn play_rank(rank: usize, size: usize, seed: u64, script: &[Call], transport: FabricEndpoint) -> Result<RmcastStats, String> {
+/// `seed`; returns its multicast's counts and the ranks seen multicasting.
+fn play_rank(rank: usize, size: usize, seed: u64, script: &[Call], transport: FabricEndpoint, nodes: Nodes) -> Result<(RmcastStats, Vec<usize>), String> {
     let (sends, mut buffers) = initial_buffers(rank, script);
     let stats = {
-        let mut this = Rank::new(rank, size, transport);
+        let mut this = Rank::new(rank, size, transport, nodes);
         let mut rng = XorShift::new(seed ^ (rank as u64 + 1).wrapping_mul(0x9E37_79B9));
         let mut calls = sends.iter().zip(buffers.iter_mut()).zip(script).enumerate();
         let started = Instant::now();
@@ -227,45 +255,48 @@ fn play_rank(rank: usize, size: usize, seed: u64, script: &[Call], transport: Fa
             }
         }
         this.bcast.drain(&this.transport).map_err(|why| format!("rank {rank}: drain: {why}"))?;
-        this.bcast.stats()
+        (this.bcast.stats(), this.transport.multicast_senders())
     };
     check(rank, size, script, &buffers)?;
     Ok(stats)
 }
 
-fn run_on_threads(size: usize, calls: usize, faults: Faults) -> Totals {
+fn run_on_threads(size: usize, calls: usize, faults: Faults, nodes: Nodes) -> Totals {
     let script = script(size, faults.seed, calls, true);
     assert!(script.iter().any(|call| matches!(call.kind, Kind::Ibcast { .. }) && call.len > WINDOW * PIECE), "the script must fill windows");
-    let outcomes: Vec<Result<RmcastStats, String>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = fabric(size, faults)
+    let outcomes: Vec<Result<(RmcastStats, Vec<usize>), String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = fabric(size, faults, nodes)
             .into_iter()
             .enumerate()
             .map(|(rank, endpoint)| {
                 let script = &script;
-                scope.spawn(move || play_rank(rank, size, faults.seed, script, endpoint))
+                scope.spawn(move || play_rank(rank, size, faults.seed, script, endpoint, nodes))
             })
             .collect();
         handles.into_iter().map(|handle| handle.join().unwrap_or_else(|_| Err("a rank panicked".to_string()))).collect()
     });
     let failures: Vec<&String> = outcomes.iter().filter_map(|outcome| outcome.as_ref().err()).collect();
-    assert!(failures.is_empty(), "size {size}, {faults:?}: {failures:#?}");
+    assert!(failures.is_empty(), "size {size}, nodes {nodes:?}, {faults:?}: {failures:#?}");
     let mut totals = Totals::default();
-    outcomes.iter().flatten().for_each(|stats| totals.add(stats));
+    for (stats, senders) in outcomes.into_iter().flatten() {
+        totals.add(&stats);
+        totals.add_senders(senders);
+    }
     totals
 }
 
 /// Every rank on this thread: each turn, one rank (drawn at random) posts
 /// its next call or makes one progress pass. Nothing may wait: a run that
 /// waited for a peer would wait for ever, the peer being on this thread.
-fn run_on_one_thread(size: usize, calls: usize, faults: Faults) -> Totals {
+fn run_on_one_thread(size: usize, calls: usize, faults: Faults, nodes: Nodes) -> Totals {
     let script = script(size, faults.seed, calls, false);
     let mut inputs: Vec<(Vec<Vec<u8>>, Vec<Vec<u8>>)> = (0..size).map(|rank| initial_buffers(rank, &script)).collect();
     let mut stats = Totals::default();
     {
         let mut ranks = Vec::new();
         let mut pending = Vec::new();
-        for ((rank, endpoint), (sends, buffers)) in fabric(size, faults).into_iter().enumerate().zip(inputs.iter_mut()) {
-            ranks.push(Rank::new(rank, size, endpoint));
+        for ((rank, endpoint), (sends, buffers)) in fabric(size, faults, nodes).into_iter().enumerate().zip(inputs.iter_mut()) {
+            ranks.push(Rank::new(rank, size, endpoint, nodes));
             pending.push(sends.iter().zip(buffers.iter_mut()).zip(&script).enumerate().peekable());
         }
         let mut rng = XorShift::new(faults.seed ^ 0x0E7E);
@@ -290,6 +321,7 @@ fn run_on_one_thread(size: usize, calls: usize, faults: Faults) -> Totals {
         }
         for this in &ranks {
             stats.add(&this.bcast.stats());
+            stats.add_senders(this.transport.multicast_senders());
         }
     }
     for (rank, (_, buffers)) in inputs.iter().enumerate() {
@@ -301,7 +333,7 @@ fn run_on_one_thread(size: usize, calls: usize, faults: Faults) -> Totals {
 #[test]
 fn ibcasts_with_moving_roots_match_the_root_on_a_clean_fabric() {
     for (seed, size) in [(1, 2), (2, 3), (3, 5)] {
-        let stats = run_on_threads(size, 30, Faults { drop: 0.0, seed });
+        let stats = run_on_threads(size, 30, Faults { drop: 0.0, seed }, None);
         assert!(stats.window_full_stalls > 0, "size {size}: long messages should fill the window: {stats:?}");
     }
 }
@@ -311,7 +343,7 @@ fn ibcasts_survive_loss_duplication_and_reordering_beside_blocking_calls() {
     // At 2 ranks the one receiver is the co-root, which the root also
     // sends every piece reliably; from 4 on, leaves get only datagrams.
     for (seed, size) in [(11, 2), (12, 4), (13, 5)] {
-        let stats = run_on_threads(size, 30, Faults { drop: 0.05, seed });
+        let stats = run_on_threads(size, 30, Faults { drop: 0.05, seed }, None);
         println!("size {size}: {stats:?}");
         assert!(size == 2 || stats.retransmissions + stats.pieces_rebuilt > 0, "size {size}: 5 % loss should need repairs: {stats:?}");
         assert!(stats.duplicates_dropped > 0, "size {size}: duplicates should be dropped: {stats:?}");
@@ -321,8 +353,57 @@ fn ibcasts_survive_loss_duplication_and_reordering_beside_blocking_calls() {
 #[test]
 fn ibcasts_of_every_rank_advance_on_one_thread_without_waiting() {
     for (seed, size, drop) in [(21, 2, 0.0), (22, 4, 0.05), (23, 5, 0.05)] {
-        let stats = run_on_one_thread(size, 40, Faults { drop, seed });
+        let stats = run_on_one_thread(size, 40, Faults { drop, seed }, None);
         assert!(stats.messages_received > 0 && stats.window_full_stalls > 0, "size {size}: {stats:?}");
+    }
+}
+
+/// Pretended nodes of uneven sizes (consecutive ranks), each test's
+/// layouts: their leaders number 2 to 4, so with one co-root the
+/// leaders past the second get the leaders' pieces by datagram alone.
+const LAYOUTS: [&[usize]; 4] = [&[2, 3], &[1, 2, 2], &[3, 1, 1], &[2, 1, 2, 1]];
+
+/// Only the leaders multicast (the two levels were taken: in a flat bcast
+/// every root multicasts), and they did.
+fn only_leaders_multicast(nodes: &[usize], totals: &Totals) {
+    let leaders = blocks(nodes).leaders();
+    assert!(!totals.multicast_senders.is_empty(), "nodes {nodes:?}: nobody multicast");
+    assert!(totals.multicast_senders.iter().all(|sender| leaders.contains(sender)), "nodes {nodes:?}: {:?} multicast, leaders are {leaders:?}", totals.multicast_senders);
+}
+
+/// The two-level bcast's runs (the root's node and the others on the put
+/// tree, the leaders' stage the datagram run) with moving roots among
+/// blocking two-level bcasts and allreduce runs, under 5 % loss,
+/// duplication and reordering of the leaders' datagrams. Before the
+/// leaders' datagram stage had a run, `resumable` refused every ibcast
+/// here ("no run: the two-level bcast's datagram multicast among the
+/// leaders").
+#[test]
+fn two_level_ibcasts_with_datagram_leaders_survive_loss_beside_blocking_calls() {
+    let mut repairs = 0;
+    let mut duplicates = 0;
+    for (index, nodes) in LAYOUTS.into_iter().enumerate() {
+        let size = nodes.iter().sum();
+        let totals = run_on_threads(size, 30, Faults { drop: 0.05, seed: 50 + index as u64 }, Some(nodes));
+        println!("nodes {nodes:?}: {totals:?}");
+        only_leaders_multicast(nodes, &totals);
+        repairs += totals.retransmissions + totals.pieces_rebuilt;
+        duplicates += totals.duplicates_dropped;
+    }
+    assert!(repairs > 0, "5 % loss among 3 or 4 leaders should need repairs");
+    assert!(duplicates > 0, "duplicated datagrams should be dropped");
+}
+
+/// The same runs with every rank on this thread (no blocking calls): no
+/// stage's advance may wait, the leaders' datagram stage included.
+#[test]
+fn two_level_ibcasts_with_datagram_leaders_advance_on_one_thread_without_waiting() {
+    for (index, nodes) in LAYOUTS.into_iter().enumerate() {
+        let size = nodes.iter().sum();
+        let drop = if index == 0 { 0.0 } else { 0.05 };
+        let totals = run_on_one_thread(size, 40, Faults { drop, seed: 60 + index as u64 }, Some(nodes));
+        only_leaders_multicast(nodes, &totals);
+        assert!(totals.messages_received > 0 && totals.window_full_stalls > 0, "nodes {nodes:?}: {totals:?}");
     }
 }
 
@@ -335,7 +416,7 @@ fn a_datagram_run_alone_fails_after_the_fault_timeout() {
     let config = BcastConfig { multicast: RmcastConfig { give_up_after: Some(limit), ..bcast_config().multicast }, ..bcast_config() };
     for (rank, root) in [(1, 0), (0, 0)] {
         let size = 2;
-        let mut endpoint = fabric(size, Faults { drop: 0.0, seed: 31 }).swap_remove(rank);
+        let mut endpoint = fabric(size, Faults { drop: 0.0, seed: 31 }, None).swap_remove(rank);
         let mut bcast = Bcast::new(rank, size, 0, config);
         let mut buf = vec![7u8; 40 * PIECE];
         let mut run = bcast.start(&endpoint, root, &mut buf).expect("start");

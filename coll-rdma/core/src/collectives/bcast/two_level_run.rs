@@ -1,6 +1,7 @@
 //! One two-level bcast as a resumable run (`Schedule`): the blocking
 //! call's stages (`two_level`) in its order, each stage the flat run
-//! (`FlatBcastRun`: put tree or single copy, as the stage's own `start`
+//! (`FlatBcastRun`: put tree, single copy or, among the leaders over a
+//! datagram multicast, the datagram run, as the stage's own `start`
 //! picks) over the stage's subset.
 //!
 //! # States
@@ -25,6 +26,20 @@
 //! only as its lane's oldest (`schedule_queue`), so a rank's stages of
 //! call e+1 begin after all of its stages of call e ended, as in the
 //! blocking call.
+//!
+//! The leaders' stage over datagram multicast (verbs UD multicast) ends,
+//! at the root's leader, once its last piece is sent, as the flat
+//! datagram run does; unlike the blocking call it does not settle there
+//! (wait for every leader's ACK). The blocking call settles because the
+//! waits of its node stages serve only those stages, so a root leader
+//! that went on would never resend a lost piece; a run returns to the
+//! progress loop instead of waiting, and the bcast's side progress
+//! (`Bcast::progress`, which serves the leaders' stage) runs at every
+//! pass while runs are pending and at every pass of the drain before a
+//! blocking call (the glue's `ReadyComm`; `datagram_run` for the flat
+//! run). Settling inside a run would hold the root leader's request
+//! until the slowest leader acknowledged, where MPI asks only that the
+//! message be out of the application's buffer (it is in the window).
 
 use std::sync::Arc;
 
