@@ -1,19 +1,19 @@
 //! MPI_Ibcast and the persistent bcast (MPIX_Bcast_init on Open MPI 4.1,
 //! MPI_Bcast_init on 5.0): the single-copy bcast, the datagram multicast
-//! (udp, verbs multicast) or the put tree's, flat or (but for datagrams)
-//! in the two-level stages, resumable (`collectives::bcast::BcastRun`),
-//! posted in the communicator's queue (`comm_state/pending.rs`) behind
-//! its earlier runs.
+//! (udp, verbs multicast) or the put tree's, flat or in the two-level
+//! stages (the leaders' datagram multicast included), resumable
+//! (`collectives::bcast::BcastRun`), posted in the communicator's queue
+//! (`comm_state/pending.rs`) behind its earlier runs.
 //!
 //! A call asks the blocking call's selector (`crate::select::bcast`), so
 //! the same shape takes the same decision: handed to the module
 //! underneath's non-blocking function with the reason where the blocking
-//! call hands over, or where it would take a path without a run (datagram
-//! multicast among the two-level leaders, above 2^31 - 1 bytes:
-//! `Bcast::resumable`). A datagram run needs the bcast's side progress
-//! while it is pending and after it (a root's retransmissions): the
-//! progress callback serves it at every pass and so does the drain before
-//! a blocking call (`ReadyComm::finish_pending_runs`). On shm the blocking call multicasts through the
+//! call hands over, or where it would take a path without a run (above
+//! 2^31 - 1 bytes; `Bcast::resumable`). A datagram run, flat or the
+//! leaders' stage, needs the bcast's side progress while it is pending
+//! and after it (a root's retransmissions): the progress callback serves
+//! it at every pass and so does the drain before a blocking call
+//! (`ReadyComm::finish_pending_runs`). On shm the blocking call multicasts through the
 //! root's window, which has no resumable form; the run takes the put
 //! tree's own region of the same window instead (see `Bcast::resumable`).
 //!
