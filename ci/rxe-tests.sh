@@ -364,7 +364,11 @@ two_guest_job() {  # two_guest_job NAME LOG NPS TRANSPORT WORLD_OVER ONLY NETEM.
 # leader's window), and the leaders-only checks are the pretended nodes'
 # step's (the same events on one guest's rxe, bcast included) and the
 # device tests' only_leaders_hold_queue_pairs_across_nodes_when_asked.
-two_guest_job "two-guests-mpi-multicast-loss-$LOSS_PCT%" "$LOGS/mpi-two-guests-loss.log" "4" auto shm+verbs 'barrier_order|reduce_ops|bcast' mcast "$LOSS_PCT"
+# Section 1b's nonblocking_rmcast runs here too (issue 35): ibcasts and
+# persistent bcasts as two-level runs whose leaders' stage, the datagram
+# multicast's run, recovers the lost pieces through the bcast's side
+# progress; every rank serves both kinds, none handed over.
+two_guest_job "two-guests-mpi-multicast-loss-$LOSS_PCT%" "$LOGS/mpi-two-guests-loss.log" "4" auto shm+verbs 'barrier_order|reduce_ops|bcast|nonblocking_rmcast' mcast "$LOSS_PCT"
 # the udp transport (issue 13) with the real kernel's loss: netem drops
 # $LOSS_PCT % of every packet leaving each guest (multicast, the reliable
 # channel's unicast and mpirun's own TCP alike), where the netns bed can only
