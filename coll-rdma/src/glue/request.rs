@@ -253,6 +253,14 @@ unsafe extern "C" fn start(count: usize, requests: *mut *mut sys::ompi_request_t
                 tracing::error!("MPI_Start on a coll rdma request that is not persistent");
                 return sys::OMPI_ERR_BAD_PARAM as c_int;
             };
+            // MPI forbids starting an active request, and Open MPI 4.1's
+            // MPI_Start does not check: restarted, its run (or the request
+            // it wraps) would be queued twice.
+            // SAFETY: a live request of ours (the application holds it).
+            if unsafe { sys::coll_rdma_shim_request_is_complete(request as *mut sys::ompi_request_t) } == 0 {
+                tracing::error!("MPI_Start on a persistent collective request of coll rdma that is still active");
+                return sys::OMPI_ERR_REQUEST as c_int;
+            }
             // SAFETY: an inactive persistent request of ours, started by
             // its owner: nothing else touches it now.
             unsafe { sys::coll_rdma_shim_request_activate(request as *mut sys::ompi_request_t) };
