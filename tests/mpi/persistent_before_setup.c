@@ -49,31 +49,15 @@
 
 enum { PB_BARRIER, PB_SUM, PB_AFFINE, PB_REDUCE, PB_BCAST, PB_VECTOR, PB_REQUESTS };
 
-/* One affine map x -> m x + c (mod 2^64): composing maps is associative and
- * not commutative, which shows any fold out of rank order. */
-typedef struct { uint64_t m, c; } pb_affine_t;
-
-/* inout = in, then inout: the lower ranks' map is applied first. */
-static void pb_compose(void *in, void *inout, int *len, MPI_Datatype *type)
-{
-    (void)type;
-    pb_affine_t *a = in, *b = inout;
-    for (int i = 0; i < *len; i++) {
-        uint64_t m = a[i].m * b[i].m, c = b[i].m * a[i].c + b[i].c;
-        b[i].m = m;
-        b[i].c = c;
-    }
-}
-
 /* Contribution of `rank` to element i of round `seq`'s call `what`. */
 static uint64_t pb_value(int rank, long seq, int what, int i)
 {
     return t_mix(((uint64_t)seq << 32) ^ ((uint64_t)what << 28) ^ ((uint64_t)rank << 16) ^ (uint64_t)i);
 }
 
-static pb_affine_t pb_map(int rank, long seq, int i)
+static t_affine_t pb_map(int rank, long seq, int i)
 {
-    pb_affine_t x = { pb_value(rank, seq, PB_AFFINE, i) | 1, pb_value(rank, seq, PB_AFFINE, i + 100003) };
+    t_affine_t x = { pb_value(rank, seq, PB_AFFINE, i) | 1, pb_value(rank, seq, PB_AFFINE, i + 100003) };
     return x;
 }
 
@@ -83,7 +67,7 @@ typedef struct {
     int here;                      /* ranks of the communicator on this node */
     MPI_Request rq[PB_REQUESTS];
     uint64_t sum_send[PB_COUNT], sum_recv[PB_COUNT];
-    pb_affine_t maps_send[PB_MAPS], maps_recv[PB_MAPS];
+    t_affine_t maps_send[PB_MAPS], maps_recv[PB_MAPS];
     uint64_t red_send[PB_COUNT], red_recv[PB_COUNT];
     uint64_t bcast[PB_COUNT];
     uint64_t vector[2 * PB_COUNT]; /* every other element carried */
@@ -101,7 +85,7 @@ static void pb_make(pb_set_t *s, tcomm_t *t, int free_after_init)
     MPI_Op affine_op;
     T_MPI(MPI_Type_contiguous(2, MPI_UINT64_T, &affine_type));
     T_MPI(MPI_Type_commit(&affine_type));
-    T_MPI(MPI_Op_create(pb_compose, 0, &affine_op));
+    T_MPI(MPI_Op_create(t_affine_compose, 0, &affine_op));
     T_MPI(MPI_Type_vector(PB_COUNT, 1, 2, MPI_UINT64_T, &vector_type));
     T_MPI(MPI_Type_commit(&vector_type));
     T_MPI(T_BARRIER_INIT(comm, MPI_INFO_NULL, &s->rq[PB_BARRIER]));
@@ -172,11 +156,11 @@ static void pb_check(pb_set_t *s, long seq)
         }
     }
     for (int i = 0; i < PB_MAPS; i++) {
-        pb_affine_t acc = pb_map(0, seq, i);
+        t_affine_t acc = pb_map(0, seq, i);
         for (int r = 1; r < size; r++) {
-            pb_affine_t x = pb_map(r, seq, i);
+            t_affine_t x = pb_map(r, seq, i);
             int one = 1;
-            pb_compose(&acc, &x, &one, NULL);
+            t_affine_compose(&acc, &x, &one, NULL);
             acc = x;
         }
         if (s->maps_recv[i].m != acc.m || s->maps_recv[i].c != acc.c) {
