@@ -38,10 +38,11 @@
 //!   it is complete whenever the wrapper is freed;
 //! - while the wrapped request runs, its callback data holds a reference
 //!   on the wrapper (`RequestRef::into_raw`), given up by the callback: a
-//!   wrapper the application frees while active lives until then, and the
-//!   wrapped request is freed by the wrapper's destructor (`Wrapped`'s
-//!   drop), possibly inside that callback, which therefore tells Open MPI
-//!   to touch the request no more (returns 1);
+//!   wrapper the application frees while active (erroneous in MPI, and
+//!   refused by libnbc's own requests, yet harmless here) lives until
+//!   then, and the wrapped request is freed by the wrapper's destructor
+//!   (`Wrapped`'s drop), possibly inside that callback, which therefore
+//!   tells Open MPI to touch the request no more (returns 1);
 //! - the path only ever moves from undecided to ours or to underneath, at
 //!   a start, by the thread that starts (MPI lets one thread start a
 //!   request at a time).
