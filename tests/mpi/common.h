@@ -240,6 +240,24 @@ T_API uint64_t t_mix(uint64_t x)
     return x;
 }
 
+/* One affine map x -> m x + c (mod 2^64), for reductions with a user op:
+ * composing maps is associative and not commutative, which shows any fold
+ * out of rank order. */
+typedef struct { uint64_t m, c; } t_affine_t;
+
+/* An MPI user op over t_affine_t: inout = in, then inout (the lower
+ * ranks' map is applied first). */
+T_API void t_affine_compose(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    t_affine_t *a = in, *b = inout;
+    for (int i = 0; i < *len; i++) {
+        uint64_t m = a[i].m * b[i].m, c = b[i].m * a[i].c + b[i].c;
+        b[i].m = m;
+        b[i].c = c;
+    }
+}
+
 /* Find or insert the entry of a key (lock free, linear probing). */
 T_API uint32_t t_entry_for(uint64_t key)
 {

@@ -54,24 +54,8 @@
 enum nr_kind { NR_IALLREDUCE, NR_IREDUCE, NR_IBCAST, NR_KINDS };
 enum nr_op { NR_SUM, NR_AFFINE };
 
-/* One affine map x -> m x + c (mod 2^64); composing maps is associative
- * and not commutative, which shows any fold out of rank order. */
-typedef struct { uint64_t m, c; } nr_affine_t;
-
 static MPI_Datatype nr_affine_type;
 static MPI_Op nr_affine_op;
-
-/* inout = in, then inout: the lower ranks' map is applied first. */
-static void nr_compose(void *in, void *inout, int *len, MPI_Datatype *type)
-{
-    (void)type;
-    nr_affine_t *a = in, *b = inout;
-    for (int i = 0; i < *len; i++) {
-        uint64_t m = a[i].m * b[i].m, c = b[i].m * a[i].c + b[i].c;
-        b[i].m = m;
-        b[i].c = c;
-    }
-}
 
 /* Contribution of `rank` to element i of call `seq` (odd multipliers keep
  * the maps from collapsing to zero). */
@@ -90,7 +74,7 @@ typedef struct {
     int done;
 } nr_call_t;
 
-static size_t nr_elem_bytes(enum nr_op op) { return op == NR_SUM ? sizeof(int64_t) : sizeof(nr_affine_t); }
+static size_t nr_elem_bytes(enum nr_op op) { return op == NR_SUM ? sizeof(int64_t) : sizeof(t_affine_t); }
 
 static void nr_fill(enum nr_op op, void *buf, int rank, long seq, int count)
 {
@@ -98,8 +82,8 @@ static void nr_fill(enum nr_op op, void *buf, int rank, long seq, int count)
         if (op == NR_SUM)
             ((int64_t *)buf)[i] = (int64_t)(nr_value(rank, seq, i) >> 8);
         else {
-            ((nr_affine_t *)buf)[i].m = nr_value(rank, seq, i) | 1;
-            ((nr_affine_t *)buf)[i].c = nr_value(rank, seq, i + 1000003);
+            ((t_affine_t *)buf)[i].m = nr_value(rank, seq, i) | 1;
+            ((t_affine_t *)buf)[i].c = nr_value(rank, seq, i + 1000003);
         }
     }
 }
@@ -118,14 +102,14 @@ static int nr_check_reduction(const nr_call_t *c, int size, const char *what)
                 return 0;
             }
         } else {
-            nr_affine_t acc = { 1, 0 };
+            t_affine_t acc = { 1, 0 };
             for (int r = 0; r < size; r++) {
-                nr_affine_t x = { nr_value(r, c->seq, i) | 1, nr_value(r, c->seq, i + 1000003) };
+                t_affine_t x = { nr_value(r, c->seq, i) | 1, nr_value(r, c->seq, i + 1000003) };
                 int one = 1;
-                nr_compose(&acc, &x, &one, NULL);
+                t_affine_compose(&acc, &x, &one, NULL);
                 acc = x;
             }
-            nr_affine_t got = ((nr_affine_t *)c->recv)[i];
+            t_affine_t got = ((t_affine_t *)c->recv)[i];
             if (got.m != acc.m || got.c != acc.c) {
                 T_FAIL("%s seq %ld (user op, %d elements, root %d, in place %d): element %d out of rank order", what, c->seq,
                        c->count, c->root, c->in_place, i);
@@ -278,7 +262,7 @@ static void persistent(tcomm_t *world, long starts)
     nr_call_t all = { .kind = NR_IALLREDUCE, .op = NR_SUM, .count = count };
     nr_call_t red = { .kind = NR_IREDUCE, .op = NR_AFFINE, .count = count, .root = size - 1 };
     int64_t *all_send = calloc((size_t)count, sizeof *all_send), *all_recv = calloc((size_t)count, sizeof *all_recv);
-    nr_affine_t *red_send = calloc((size_t)count, sizeof *red_send), *red_recv = calloc((size_t)count, sizeof *red_recv);
+    t_affine_t *red_send = calloc((size_t)count, sizeof *red_send), *red_recv = calloc((size_t)count, sizeof *red_recv);
     all.send = all_send; all.recv = all_recv;
     red.send = red_send; red.recv = red_recv;
     MPI_Request rq[2];
@@ -435,7 +419,7 @@ int main(int argc, char **argv)
     nr_long = (int)t_opt(argc, argv, "-l", 0);
     T_MPI(MPI_Type_contiguous(2, MPI_UINT64_T, &nr_affine_type));
     T_MPI(MPI_Type_commit(&nr_affine_type));
-    T_MPI(MPI_Op_create(nr_compose, 0, &nr_affine_op));
+    T_MPI(MPI_Op_create(t_affine_compose, 0, &nr_affine_op));
     t_srand(0x6e6272u); /* the same draws on every rank */
     t_barrier(&t_world); /* sets coll rdma's transport up */
     outstanding_rounds(&t_world, rounds);

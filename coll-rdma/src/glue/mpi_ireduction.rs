@@ -273,6 +273,16 @@ impl CommState {
         )
     }
 
+    /// Whether a persistent allreduce (`root` `None`) or reduce made now is
+    /// served here (else why not).
+    pub(super) fn reduction_init_verdict(&mut self, call: &ReductionCall, root: Option<c_int>) -> Result<(), Unserved> {
+        let mut native = self.enter_if_set_up()?;
+        match native.reduction_handover(call, root, FoldOrder::of(call.op)) {
+            None => Ok(()),
+            Some(why) => Err(why.into()),
+        }
+    }
+
     fn init_reduction(
         &mut self,
         call: &ReductionCall,
@@ -281,24 +291,22 @@ impl CommState {
         request_out: Request,
         module: Module,
     ) -> Step {
-        let order = FoldOrder::of(call.op);
         // The path is settled here, once, by the selector the starts ask
-        // again: the same shape gives the same answer.
-        let why = match self.enter_if_set_up() {
-            Ok(mut native) => native.reduction_handover(call, root, order).map(Unserved::from),
-            Err(why) => Some(why),
-        };
-        if let Some(why) = why {
-            let collective = collective_of(root, true);
+        // again: the same shape gives the same answer. Before the setup it
+        // is settled at a start (`persistent_wrapper.rs`).
+        let persistent =
+            Persistent { comm: call.comm, module, call: PersistentCall::Reduction { call: *call, root }, start: start_persistent_reduction };
+        if let Err(why) = self.reduction_init_verdict(call, root) {
             let nonblocking = &self.shared.saved.nonblocking;
-            let fallback: Box<dyn FnOnce() -> c_int> = match root {
+            let underneath: Box<dyn FnOnce() -> c_int> = match root {
                 Some(root) => Box::new(nonblocking.reduce_init(*call, root, info, request_out)),
                 None => Box::new(nonblocking.allreduce_init(*call, info, request_out)),
             };
-            return self.shared.decline(collective, why, order, fallback);
+            if matches!(why, Unserved::BeforeSetup) {
+                return self.wrap_persistent_init(persistent, request_out, underneath);
+            }
+            return self.shared.decline(collective_of(root, true), why, FoldOrder::of(call.op), underneath);
         }
-        let persistent =
-            Persistent { comm: call.comm, module, call: PersistentCall::Reduction { call: *call, root }, start: start_persistent_reduction };
         let Some(request) = new_request(call.comm, Some(persistent)) else {
             return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
         };
