@@ -5,9 +5,9 @@
 //! allreduces in the same queue and blocking bcasts between them (each
 //! after finishing the queue, as the glue's blocking call does). Each rank
 //! posts and advances in its own seeded random interleaving. Both kinds
-//! of window a run serves are covered: a shared window (shm: the blocking
-//! call multicasts through the window while the runs take the put tree's
-//! region) and none (verbs without multicast: both take the tree); and
+//! of window a run serves are covered: a shared window (shm: runs and
+//! blocking calls multicast through the root's window, whose runs
+//! `multicast_run_fabric` tests further) and none (verbs without multicast: both take the tree); and
 //! ranks that read each other's memory (shm with cross-memory attach),
 //! where longer messages go in one copy from the root's buffer, blocking
 //! and run alike, up to lengths at which the root writes a share into
@@ -15,8 +15,8 @@
 //!
 //! On pretended nodes (`Bed::nodes`) the bcast takes its two levels, runs
 //! and blocking calls alike: the root's node, the leaders, each node from
-//! its leader, every stage on the put tree's run or single copy's, over
-//! every kind of window above.
+//! its leader, every stage on its own path's run (window multicast, put
+//! tree or single copy), over every kind of window above.
 //!
 //! The reference: every rank's bcast buffer must equal the bytes the root
 //! was given (generated from the call's index, never sent), and every
@@ -285,7 +285,7 @@ fn ibcasts_and_blocking_bcasts_share_the_put_tree_without_multicast() {
 }
 
 #[test]
-fn ibcasts_in_one_copy_mix_with_blocking_ones_and_the_put_tree() {
+fn ibcasts_in_one_copy_mix_with_blocking_ones_and_the_window_multicast() {
     let bed = Bed::flat(MulticastKind::SharedWindow, true);
     let sizes = [2, 3, 5];
     // The first two seeds whose scripts post, at every size, an ibcast
@@ -324,8 +324,9 @@ fn one_rank_and_zero_lengths_finish_at_once() {
     run(1, Bed::flat(MulticastKind::SharedWindow, true), 30, 6);
 }
 
-/// Every flat path has a run: datagram multicast (udp, verbs multicast,
-/// `datagram_run_fabric`), a shared window and none.
+/// Every flat path has a run: multicast of datagrams (udp, verbs
+/// multicast) and through a shared window (`multicast_run_fabric`), and
+/// none.
 #[test]
 fn every_flat_path_has_a_run() {
     let size = 2;
@@ -399,8 +400,8 @@ fn a_single_copy_run_alone_fails_after_the_fault_timeout() {
 /// `abandon_run_at_root`) in two levels: every other rank's run fails,
 /// through every stage (the root's node, the leaders from the root's
 /// leader, the other node from its leader), long before the fault
-/// timeout, on the put tree and in one copy, from a leader and from a
-/// rank that leads nothing.
+/// timeout, through the shared window's multicast, on the put tree and
+/// in one copy, from a leader and from a rank that leads nothing.
 #[test]
 fn an_abandoned_two_level_bcast_fails_every_run_through_the_stages() {
     use coll_rdma_core::schedule::{Schedule, Step};
@@ -408,9 +409,10 @@ fn an_abandoned_two_level_bcast_fails_every_run_through_the_stages() {
     let size = 4;
     // Far below the stage runs' fault timeout (`policy`, 60 s).
     let deadline = Duration::from_secs(20);
-    for (len, cross_memory) in [(3 * SEGMENT + 1, false), (SINGLE_COPY_FROM + 9, true)] {
+    let paths = [(3 * SEGMENT + 1, MulticastKind::SharedWindow, false), (3 * SEGMENT + 1, MulticastKind::None, false), (SINGLE_COPY_FROM + 9, MulticastKind::SharedWindow, true)];
+    for (len, kind, cross_memory) in paths {
         for root in [1, 0] {
-            let bed = Bed { kind: MulticastKind::SharedWindow, cross_memory, nodes: Some(nodes) };
+            let bed = Bed { kind, cross_memory, nodes: Some(nodes) };
             let fabric = FabricConfig { multicast_kind: bed.kind, nodes: bed.nodes(), ..FabricConfig::default() };
             let endpoints = Fabric::new(size, window_len(size, &bcast_config()), fabric);
             let outcomes: Vec<String> = std::thread::scope(|scope| {

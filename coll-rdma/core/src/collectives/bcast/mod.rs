@@ -13,9 +13,10 @@
 //! must [`Bcast::drain`], or a receiver could be left waiting for a
 //! retransmission that no one will send.
 //!
-//! MPI_Ibcast's run over datagram multicast (`datagram_run`) steps the
-//! same `ReliableMulticast` the blocking calls use; the two share it
-//! through a handle that one of them holds at a time.
+//! MPI_Ibcast's run over either multicast (`multicast_run`: datagrams, or
+//! the root's shared window) steps the same `ReliableMulticast` the
+//! blocking calls use; the two share it through a handle that one of them
+//! holds at a time.
 //!
 //! Every length goes through the substrate. Messages are pieces in the
 //! window, so window space stays fixed whatever the length; above
@@ -31,8 +32,8 @@ use tuning::{choose_co_roots, CoRootModel};
 
 use crate::patterns::region::RegionCursor;
 
-mod datagram_run;
 pub mod put_tree;
+mod multicast_run;
 mod put_tree_run;
 mod run;
 pub mod single_copy;
@@ -40,12 +41,12 @@ mod single_copy_run;
 pub mod two_level;
 mod two_level_run;
 
-pub use datagram_run::DatagramRun;
+pub use multicast_run::MulticastRun;
 pub use run::{BcastRun, FlatBcastRun};
 pub use two_level_run::TwoLevelBcastRun;
 
 use put_tree::{PutTreeBcast, PutTreeConfig};
-use datagram_run::SharedMulticast;
+use multicast_run::SharedMulticast;
 use single_copy::SingleCopyBcast;
 use two_level::TwoLevelBcast;
 
@@ -236,16 +237,13 @@ impl Bcast {
     }
 
     /// Why a `len`-byte bcast has no resumable run on `transport`, or
-    /// `Ok` if `start` serves it. Where the blocking call copies from the
-    /// root's buffer (`single_copy`), the run is single copy's; where it
-    /// multicasts datagrams (udp, verbs multicast), the run is the same
-    /// reliable multicast, stepped (`datagram_run`). Otherwise the run is
-    /// the put tree's, on the tree's own part of the window: where the
-    /// transport has no multicast that is the blocking call's path; on a
-    /// shared window (shm) the blocking call's window multicast has no
-    /// resumable form (its sends and receives wait inside btl-ibmc), and
-    /// the tree's run is correct beside it because the two use disjoint
-    /// regions and sequence numbers. The same answer on every rank.
+    /// `Ok` if `start` serves it. The run takes the blocking call's path:
+    /// where the blocking call copies from the root's buffer
+    /// (`single_copy`), single copy's run; where it multicasts, datagrams
+    /// (udp, verbs multicast) or through the root's shared window (shm),
+    /// the same reliable multicast, stepped (`multicast_run`); where the
+    /// transport has no multicast, the put tree's run. The same answer on
+    /// every rank.
     ///
     /// In two levels (`two_level_run`) each stage takes the run its own
     /// blocking path would by the same rules: a node's stage never has
@@ -262,10 +260,11 @@ impl Bcast {
         }
     }
 
-    /// Whether the flat bcast's runs and blocking calls share the datagram
-    /// multicast (rather than the put tree or single copy).
-    fn uses_datagram_multicast<T: Transport + ?Sized>(&self, transport: &T, len: usize) -> bool {
-        transport.multicast_kind() == MulticastKind::Datagram && !self.uses_single_copy(transport, len)
+    /// Whether the flat bcast's runs and blocking calls share the reliable
+    /// multicast, of datagrams or through a shared window (rather than the
+    /// put tree or single copy).
+    fn uses_multicast<T: Transport + ?Sized>(&self, transport: &T, len: usize) -> bool {
+        !Self::uses_put_tree(transport) && !self.uses_single_copy(transport, len)
     }
 
     /// Starts one bcast of `buf` from `root` as a resumable run, taking
@@ -288,14 +287,15 @@ impl Bcast {
         if self.uses_single_copy(transport, buf.len()) {
             return self.single_copy.start(root, buf).map(FlatBcastRun::SingleCopy);
         }
-        if self.uses_datagram_multicast(transport, buf.len()) {
-            return DatagramRun::start(&self.multicast, self.rank, root, buf).map(FlatBcastRun::Datagram);
+        if self.uses_multicast(transport, buf.len()) {
+            return MulticastRun::start(&self.multicast, self.rank, root, buf).map(FlatBcastRun::Multicast);
         }
         self.tree.start(root, buf).map(FlatBcastRun::PutTree)
     }
 
     /// `abandon_at_root` for a call its receivers take as a run (`start`):
-    /// single copy's or the put tree's mark, in each stage this rank roots
+    /// single copy's or the put tree's mark, or the multicast's message of
+    /// a length no receiver expects, in each stage this rank roots
     /// where two levels serve. The runs started before it must be
     /// finished.
     pub fn abandon_run_at_root<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, len: usize) -> Result<(), TransportError> {
@@ -315,7 +315,7 @@ impl Bcast {
         if self.uses_single_copy(transport, len) {
             return self.single_copy.abandon_at_root(transport, root, len);
         }
-        if self.uses_datagram_multicast(transport, len) {
+        if self.uses_multicast(transport, len) {
             return self.abandon_at_root_flat(transport, len);
         }
         self.tree.abandon_at_root(transport, root, len)
