@@ -90,6 +90,10 @@ impl SharedFlavour {
     /// Writes every piece of `message` the ring has credit for, rereading
     /// the readers' lines once where the cached floor says it is full;
     /// returns whether every piece is written. Never waits.
+    // Inlined into the blocking `send` (and `receive` likewise): a call
+    // of its own cost the blocking bcast 30 (root) and 57 (receiver) of
+    // about 850 and 1,010 instructions per call at np=2 (callgrind).
+    #[inline(always)]
     pub(crate) fn step_send<T: PeerReads + ?Sized>(
         &mut self,
         transport: &T,
@@ -194,6 +198,7 @@ impl SharedFlavour {
 
     /// Copies out every piece of `root`'s message whose flag is up, in
     /// order; returns whether every piece is in. Never waits.
+    #[inline(always)]
     pub(crate) fn step_receive<T: PeerReads + ?Sized>(
         &mut self,
         transport: &T,
