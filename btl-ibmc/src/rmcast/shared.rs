@@ -18,7 +18,7 @@
 //! * Send and receive are steps cut at their one wait each (`step_send`:
 //!   no credit for the next piece; `step_receive`: the next piece's flag
 //!   not up), for a resumable bcast; the blocking `send` and `receive`
-//!   are the same steps with the wait between them. Readers' ACKs need no
+//!   are the same loops (`write_pieces`, `copy_pieces`) waiting there. Readers' ACKs need no
 //!   timer to keep a root moving: M <= W (`ack`), so a step that never
 //!   progresses still acknowledges enough; the timed ACKs only settle a
 //!   burst's tail for `drain`.
@@ -38,6 +38,15 @@ fn write_if_changed<T: PeerReads + ?Sized>(transport: &T, me: usize, word: usize
         transport.put_flag(me, word, value)?;
     }
     Ok(())
+}
+
+/// What the send's and the receive's loop do where they would wait.
+#[derive(Clone, Copy)]
+enum Meet {
+    /// Return, for the next step (a resumable run).
+    Poll,
+    /// Wait there (the blocking call).
+    Wait,
 }
 
 struct Reader {
@@ -77,29 +86,39 @@ impl SharedFlavour {
         self.floor = lines.min().unwrap_or(u64::MAX);
     }
 
-    /// The blocking send: `step_send` until every piece is written,
-    /// waiting for credit between the steps.
+    /// The blocking send: `step_send`'s loop, waiting for credit where a
+    /// step would return.
     pub(crate) fn send<T: PeerReads + ?Sized>(&mut self, transport: &T, message: &[u8], stats: &mut RmcastStats) -> Result<(), TransportError> {
         let mut transfer = Transfer::new(self.me, message.len());
-        while !self.step_send(transport, &mut transfer, message, stats)? {
-            self.wait_for_credit(transport, stats)?;
-        }
-        Ok(())
+        self.write_pieces(transport, &mut transfer, message, stats, Meet::Wait).map(|_| ())
     }
 
     /// Writes every piece of `message` the ring has credit for, rereading
     /// the readers' lines once where the cached floor says it is full;
     /// returns whether every piece is written. Never waits.
-    // Inlined into the blocking `send` (and `receive` likewise): a call
-    // of its own cost the blocking bcast 30 (root) and 57 (receiver) of
-    // about 850 and 1,010 instructions per call at np=2 (callgrind).
-    #[inline(always)]
     pub(crate) fn step_send<T: PeerReads + ?Sized>(
         &mut self,
         transport: &T,
         transfer: &mut Transfer,
         message: &[u8],
         stats: &mut RmcastStats,
+    ) -> Result<bool, TransportError> {
+        self.write_pieces(transport, transfer, message, stats, Meet::Poll)
+    }
+
+    /// The send's one loop, for both: where the ring is full, a step
+    /// returns (`Meet::Poll`) and the blocking send waits (`Meet::Wait`).
+    /// Inlined into each, so that the blocking send pays nothing for the
+    /// step (a call of its own cost it 30 of about 830 instructions per
+    /// 4-byte bcast at np=2, callgrind).
+    #[inline(always)]
+    fn write_pieces<T: PeerReads + ?Sized>(
+        &mut self,
+        transport: &T,
+        transfer: &mut Transfer,
+        message: &[u8],
+        stats: &mut RmcastStats,
+        meet: Meet,
     ) -> Result<bool, TransportError> {
         let (me, piece_bytes) = (self.me, self.config.slot_bytes);
         let count = message.len().div_ceil(piece_bytes);
@@ -112,7 +131,10 @@ impl SharedFlavour {
                         stats.window_full_stalls += 1;
                         tracing::debug!("rank {me}: shared-window ring full at piece {}", self.next_seq);
                     }
-                    return Ok(false);
+                    match meet {
+                        Meet::Poll => return Ok(false),
+                        Meet::Wait => self.wait_for_credit(transport, stats)?,
+                    }
                 }
             }
             let offset = index * piece_bytes;
@@ -179,8 +201,8 @@ impl SharedFlavour {
         self.readers[root].get_or_insert_with(|| Reader { delivered: 0, ack: LazyAck::new(me, config.effective_ack_interval(), config.ack_delay()) })
     }
 
-    /// The blocking receive: `step_receive` until every piece is copied,
-    /// waiting for the next piece's flag between the steps.
+    /// The blocking receive: `step_receive`'s loop, waiting for the next
+    /// piece's flag where a step would return.
     pub(crate) fn receive<T: PeerReads + ?Sized>(
         &mut self,
         transport: &T,
@@ -189,22 +211,33 @@ impl SharedFlavour {
         stats: &mut RmcastStats,
     ) -> Result<(), TransportError> {
         let mut transfer = Transfer::new(root, message.len());
-        while !self.step_receive(transport, &mut transfer, message, stats)? {
-            let seq = self.reader(root).delivered;
-            self.wait_for_piece(transport, root, seq, stats)?;
-        }
-        Ok(())
+        self.copy_pieces(transport, &mut transfer, message, stats, Meet::Wait).map(|_| ())
     }
 
     /// Copies out every piece of `root`'s message whose flag is up, in
     /// order; returns whether every piece is in. Never waits.
-    #[inline(always)]
     pub(crate) fn step_receive<T: PeerReads + ?Sized>(
         &mut self,
         transport: &T,
         transfer: &mut Transfer,
         message: &mut [u8],
         stats: &mut RmcastStats,
+    ) -> Result<bool, TransportError> {
+        self.copy_pieces(transport, transfer, message, stats, Meet::Poll)
+    }
+
+    /// The receive's one loop, for both, as `write_pieces` is the send's
+    /// (a call of its own cost the blocking receive 57 of about 1,010
+    /// instructions per 4-byte bcast at np=2, and a step taken again after
+    /// each wait 5 % in time).
+    #[inline(always)]
+    fn copy_pieces<T: PeerReads + ?Sized>(
+        &mut self,
+        transport: &T,
+        transfer: &mut Transfer,
+        message: &mut [u8],
+        stats: &mut RmcastStats,
+        meet: Meet,
     ) -> Result<bool, TransportError> {
         let (root, message_len, piece_bytes) = (transfer.root, message.len(), self.config.slot_bytes);
         let count = message_len.div_ceil(piece_bytes);
@@ -213,9 +246,12 @@ impl SharedFlavour {
             let piece = &mut message[offset..(offset + piece_bytes).min(message_len)];
             let seq = self.reader(root).delivered;
             let flag = self.region.flag(seq);
-            let announced = transport.peer_flag(root, flag)?;
+            let mut announced = transport.peer_flag(root, flag)?;
             if announced <= seq {
-                return Ok(false);
+                match meet {
+                    Meet::Poll => return Ok(false),
+                    Meet::Wait => announced = self.wait_for_piece(transport, root, seq, stats)?,
+                }
             }
             self.check_not_lapped(root, seq, announced, stats)?;
             let length = transport.peer_flag(root, self.region.message_len_word(seq))?;
