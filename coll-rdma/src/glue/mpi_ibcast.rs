@@ -16,7 +16,8 @@
 //! progress callback serves it at every pass and so does the drain before
 //! a blocking call (`ReadyComm::finish_pending_runs`). On shm the run
 //! multicasts through the root's window as the blocking call does, on
-//! the same sequence numbers (see `Bcast::resumable`).
+//! the same sequence numbers, where ranks outnumber cores, and takes the
+//! put tree beside it where they do not (`Bcast::resumable`).
 //!
 //! Every choice rests on facts every rank shares (length, root), so every
 //! rank serves or hands over the same calls. A rank whose datatype is not

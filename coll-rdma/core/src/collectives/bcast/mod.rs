@@ -65,11 +65,27 @@ pub struct BcastConfig {
     /// (`two_level`), which a communicator across nodes may take once its
     /// transport is known.
     pub room_for_two_levels: bool,
+    /// On a shared window (shm): whether the ibcast's run multicasts
+    /// through the root's window as the blocking call does (`true`), or
+    /// takes the put tree's own region beside it. The glue sets it where
+    /// the job's ranks outnumber the cores (`select::policy::
+    /// is_oversubscribed_job`): there a root runs ahead in its window
+    /// instead of moving in lock-step with its children (back-to-back
+    /// 4-byte ibcasts at np=4 on 2 cores 2.5x faster); where every rank
+    /// has a core the put tree's push was 1.25-1.3x faster (np=2,
+    /// paired). Every rank must hold the same value.
+    pub runs_multicast_on_shared_window: bool,
 }
 
 impl Default for BcastConfig {
     fn default() -> Self {
-        BcastConfig { multicast: RmcastConfig::default(), substrate_max_bytes: usize::MAX, single_copy_min_bytes: usize::MAX, room_for_two_levels: false }
+        BcastConfig {
+            multicast: RmcastConfig::default(),
+            substrate_max_bytes: usize::MAX,
+            single_copy_min_bytes: usize::MAX,
+            room_for_two_levels: false,
+            runs_multicast_on_shared_window: true,
+        }
     }
 }
 
@@ -239,11 +255,14 @@ impl Bcast {
     /// Why a `len`-byte bcast has no resumable run on `transport`, or
     /// `Ok` if `start` serves it. The run takes the blocking call's path:
     /// where the blocking call copies from the root's buffer
-    /// (`single_copy`), single copy's run; where it multicasts, datagrams
-    /// (udp, verbs multicast) or through the root's shared window (shm),
-    /// the same reliable multicast, stepped (`multicast_run`); where the
-    /// transport has no multicast, the put tree's run. The same answer on
-    /// every rank.
+    /// (`single_copy`), single copy's run; where it multicasts datagrams
+    /// (udp, verbs multicast), the same reliable multicast, stepped
+    /// (`multicast_run`); where the transport has no multicast, the put
+    /// tree's run. Through the root's shared window (shm) the run is the
+    /// multicast's, or the put tree's on the tree's own part of the window
+    /// (`BcastConfig::runs_multicast_on_shared_window`), correct beside the
+    /// blocking call's multicast because the two use disjoint regions and
+    /// sequence numbers. The same answer on every rank.
     ///
     /// In two levels (`two_level_run`) each stage takes the run its own
     /// blocking path would by the same rules: a node's stage never has
@@ -260,11 +279,16 @@ impl Bcast {
         }
     }
 
-    /// Whether the flat bcast's runs and blocking calls share the reliable
-    /// multicast, of datagrams or through a shared window (rather than the
-    /// put tree or single copy).
+    /// Whether the flat bcast's runs share the reliable multicast with the
+    /// blocking calls, of datagrams or through a shared window (rather
+    /// than the put tree or single copy).
     fn uses_multicast<T: Transport + ?Sized>(&self, transport: &T, len: usize) -> bool {
-        !Self::uses_put_tree(transport) && !self.uses_single_copy(transport, len)
+        let multicast = match transport.multicast_kind() {
+            MulticastKind::Datagram => true,
+            MulticastKind::SharedWindow => self.config.runs_multicast_on_shared_window,
+            MulticastKind::None => false,
+        };
+        multicast && !self.uses_single_copy(transport, len)
     }
 
     /// Starts one bcast of `buf` from `root` as a resumable run, taking
