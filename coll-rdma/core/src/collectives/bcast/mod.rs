@@ -71,7 +71,7 @@ pub struct BcastConfig {
     /// the job's ranks outnumber the cores (`select::policy::
     /// is_oversubscribed_job`): there a root runs ahead in its window
     /// instead of moving in lock-step with its children (back-to-back
-    /// 4-byte ibcasts at np=4 on 2 cores 2.5x faster); where every rank
+    /// 4-byte ibcasts at np=4 on 2 cores 5-8x faster); where every rank
     /// has a core the put tree's push was 1.25-1.3x faster (np=2,
     /// paired). Every rank must hold the same value.
     pub runs_multicast_on_shared_window: bool,
