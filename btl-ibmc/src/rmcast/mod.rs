@@ -37,10 +37,12 @@
 //! it takes in arrivals and does whatever ACK, NACK, forward or
 //! retransmission is due.
 //!
-//! The datagram flavour's send and receive are also offered as steps
+//! Both flavours' send and receive are also offered as steps
 //! (`start_send`, `step_send`, `start_receive`, `step_receive`) that never
 //! wait, for a resumable bcast; the blocking send and receive are those
-//! steps with a wait between them (`datagram::transfer`).
+//! steps with a wait between them (`datagram::transfer`, `shared`), on
+//! the same sequence numbers, so steps and blocking calls interleave on
+//! one stream.
 //!
 //! After an error the instance is unusable: a stream may have stopped
 //! between two pieces.
@@ -54,6 +56,7 @@ mod region;
 pub mod repair;
 mod shared;
 mod stats;
+mod transfer;
 mod wire;
 
 #[cfg(test)]
@@ -77,7 +80,7 @@ pub use config::{
 pub use groups::{Groups, Member, Role};
 pub use region::region_len;
 pub use stats::RmcastStats;
-pub use datagram::Transfer;
+pub use transfer::Transfer;
 
 use crate::transport::{Datagrams, MulticastKind, Transport, TransportError};
 use datagram::DatagramFlavour;
@@ -173,7 +176,7 @@ impl ReliableMulticast {
     }
 
     /// Starts sending a `len`-byte message from this rank as resumable
-    /// steps (`step_send`) instead of `send`; the datagram flavour only.
+    /// steps (`step_send`) instead of `send`; either flavour.
     /// Its pieces are numbered when queued, so a rank steps its transfers
     /// one at a time in call order, between its blocking calls.
     pub fn start_send(&self, len: usize) -> Transfer {
@@ -190,8 +193,9 @@ impl ReliableMulticast {
     }
 
     /// One step of `send`: queues and sends every piece of `message` the
-    /// window has room for, takes in arrivals once if it is full, and
-    /// returns whether every piece is out. Never waits.
+    /// window has room for, takes in arrivals (datagrams) or rereads the
+    /// readers' lines (shared window) once if it is full, and returns
+    /// whether every piece is out. Never waits.
     pub fn step_send<T: Transport + ?Sized>(&mut self, transport: &T, transfer: &mut Transfer, message: &[u8]) -> Result<bool, TransportError> {
         if transfer.root != self.rank || transfer.len != message.len() {
             return Err(TransportError::Failed(format!("a send of {} bytes stepped with the transfer of {transfer:?}", message.len())));
@@ -202,7 +206,7 @@ impl ReliableMulticast {
         let stats = &mut self.stats;
         let done = match Self::decide(&mut self.flavour, self.rank, self.size, self.region_offset, &self.config, transport)? {
             Flavour::Datagram(flavour) => flavour.step_send(transport, transfer, message, stats)?,
-            Flavour::Shared(_) => return Err(TransportError::Unsupported("resumable sends on a shared window")),
+            Flavour::Shared(flavour) => flavour.step_send(transport, transfer, message, stats)?,
             Flavour::Undecided => unreachable!(),
         };
         if done {
@@ -212,8 +216,8 @@ impl ReliableMulticast {
     }
 
     /// One step of `receive`: delivers every piece that has arrived into
-    /// `message`, takes in arrivals once if the next is missing, and
-    /// returns whether every piece is in. Never waits.
+    /// `message`, takes in arrivals once if the next is missing
+    /// (datagrams), and returns whether every piece is in. Never waits.
     pub fn step_receive<T: Transport + ?Sized>(&mut self, transport: &T, transfer: &mut Transfer, message: &mut [u8]) -> Result<bool, TransportError> {
         if transfer.root == self.rank || transfer.len != message.len() {
             return Err(TransportError::Failed(format!("a receive of {} bytes stepped with the transfer of {transfer:?}", message.len())));
@@ -224,7 +228,7 @@ impl ReliableMulticast {
         let stats = &mut self.stats;
         let done = match Self::decide(&mut self.flavour, self.rank, self.size, self.region_offset, &self.config, transport)? {
             Flavour::Datagram(flavour) => flavour.step_receive(transport, transfer, message, stats)?,
-            Flavour::Shared(_) => return Err(TransportError::Unsupported("resumable receives on a shared window")),
+            Flavour::Shared(flavour) => flavour.step_receive(transport, transfer, message, stats)?,
             Flavour::Undecided => unreachable!(),
         };
         if done {
@@ -237,7 +241,8 @@ impl ReliableMulticast {
     pub fn describe_transfer(&self, transfer: &Transfer) -> String {
         match &self.flavour {
             Flavour::Datagram(flavour) => flavour.describe_transfer(transfer),
-            Flavour::Shared(_) | Flavour::Undecided => format!("{transfer:?}"),
+            Flavour::Shared(flavour) => flavour.describe_transfer(transfer),
+            Flavour::Undecided => format!("{transfer:?}"),
         }
     }
 
@@ -418,16 +423,6 @@ impl std::fmt::Debug for ReliableMulticast {
         };
         f.debug_struct("ReliableMulticast").field("rank", &self.rank).field("size", &self.size).field("flavour", &flavour).finish()
     }
-}
-
-/// `message` cut into pieces of `piece_bytes`, with their offsets.
-fn pieces(message: &[u8], piece_bytes: usize) -> impl Iterator<Item = (usize, &[u8])> {
-    message.chunks(piece_bytes).enumerate().map(move |(index, piece)| (index * piece_bytes, piece))
-}
-
-/// `pieces` for a receive buffer.
-fn pieces_mut(message: &mut [u8], piece_bytes: usize) -> impl Iterator<Item = (usize, &mut [u8])> {
-    message.chunks_mut(piece_bytes).enumerate().map(move |(index, piece)| (index * piece_bytes, piece))
 }
 
 #[cold]

@@ -5,9 +5,9 @@
 //! allreduces in the same queue and blocking bcasts between them (each
 //! after finishing the queue, as the glue's blocking call does). Each rank
 //! posts and advances in its own seeded random interleaving. Both kinds
-//! of window a run serves are covered: a shared window (shm: the blocking
-//! call multicasts through the window while the runs take the put tree's
-//! region) and none (verbs without multicast: both take the tree); and
+//! of window a run serves are covered: a shared window (shm: runs and
+//! blocking calls multicast through the root's window, whose runs
+//! `multicast_run_fabric` tests further) and none (verbs without multicast: both take the tree); and
 //! ranks that read each other's memory (shm with cross-memory attach),
 //! where longer messages go in one copy from the root's buffer, blocking
 //! and run alike, up to lengths at which the root writes a share into
@@ -15,8 +15,8 @@
 //!
 //! On pretended nodes (`Bed::nodes`) the bcast takes its two levels, runs
 //! and blocking calls alike: the root's node, the leaders, each node from
-//! its leader, every stage on the put tree's run or single copy's, over
-//! every kind of window above.
+//! its leader, every stage on its own path's run (window multicast, put
+//! tree or single copy), over every kind of window above.
 //!
 //! The reference: every rank's bcast buffer must equal the bytes the root
 //! was given (generated from the call's index, never sent), and every
@@ -58,11 +58,14 @@ struct Bed {
     /// The sizes of the pretended nodes (consecutive ranks), where the
     /// bcast takes two levels; `None`: flat.
     nodes: Option<&'static [usize]>,
+    /// On a shared window, the runs multicast (`true`, where ranks
+    /// outnumber cores) or take the put tree.
+    multicast_runs: bool,
 }
 
 impl Bed {
     fn flat(kind: MulticastKind, cross_memory: bool) -> Self {
-        Bed { kind, cross_memory, nodes: None }
+        Bed { kind, cross_memory, nodes: None, multicast_runs: true }
     }
 
     fn nodes(&self) -> Option<NodeGroups> {
@@ -72,7 +75,7 @@ impl Bed {
 
 fn bcast_config_on(bed: Bed) -> BcastConfig {
     let single_copy_min_bytes = if bed.cross_memory { SINGLE_COPY_FROM } else { usize::MAX };
-    BcastConfig { single_copy_min_bytes, ..bcast_config() }
+    BcastConfig { single_copy_min_bytes, runs_multicast_on_shared_window: bed.multicast_runs, ..bcast_config() }
 }
 
 fn bcast_config() -> BcastConfig {
@@ -169,6 +172,22 @@ fn root_shares(rank: usize, size: usize, script: &[Call], bed: Bed) -> u64 {
         .sum()
 }
 
+/// Messages `rank` takes from the flat window multicast: every blocking
+/// bcast of another root, and every ibcast of another root where the runs
+/// multicast; none that go in one copy. `None` off a flat shared window.
+fn multicast_messages_received(rank: usize, script: &[Call], bed: Bed) -> Option<u64> {
+    if bed.kind != MulticastKind::SharedWindow || bed.nodes.is_some() {
+        return None;
+    }
+    let through_window = |call: &&Call| match call.kind {
+        Kind::Bcast { root } => root != rank,
+        Kind::Ibcast { root } => root != rank && bed.multicast_runs,
+        Kind::Iallreduce => false,
+    };
+    let in_one_copy = |len: usize| bed.cross_memory && len >= SINGLE_COPY_FROM;
+    Some(script.iter().filter(through_window).filter(|call| call.len > 0 && !in_one_copy(call.len)).count() as u64)
+}
+
 /// Plays the script on `rank`, in an interleaving drawn from `seed`, and
 /// checks its results.
 fn play_rank(rank: usize, size: usize, seed: u64, script: &[Call], mut transport: FabricEndpoint, bed: Bed) -> Result<(), String> {
@@ -230,6 +249,12 @@ fn play_rank(rank: usize, size: usize, seed: u64, script: &[Call], mut transport
             }
         }
         bcast.drain(&transport).map_err(|why| format!("rank {rank}: drain: {why}"))?;
+        let received = bcast.stats().messages_received;
+        if let Some(expected) = multicast_messages_received(rank, script, bed) {
+            if received != expected {
+                return Err(format!("rank {rank}: the multicast delivered {received} message(s), expected {expected}"));
+            }
+        }
         let shares_written = bcast.single_copy_root_share_bytes();
         let shares_expected = root_shares(rank, size, script, bed);
         if shares_written != shares_expected {
@@ -266,11 +291,16 @@ fn run(size: usize, bed: Bed, calls: usize, seed: u64) {
     assert!(failures.is_empty(), "size {size}, {bed:?}, seed {seed}: {failures:#?}");
 }
 
+/// Both runs a shared window may take: the window multicast (where ranks
+/// outnumber cores) and the put tree beside it; the multicast counts the
+/// messages of the runs only in the first.
 #[test]
 fn ibcasts_with_moving_roots_match_the_root_beside_other_runs_on_a_shared_window() {
     for seed in [1, 2, 3] {
         for size in [2, 3, 5] {
-            run(size, Bed::flat(MulticastKind::SharedWindow, false), 30, seed);
+            for multicast_runs in [true, false] {
+                run(size, Bed { multicast_runs, ..Bed::flat(MulticastKind::SharedWindow, false) }, 30, seed);
+            }
         }
     }
 }
@@ -285,7 +315,7 @@ fn ibcasts_and_blocking_bcasts_share_the_put_tree_without_multicast() {
 }
 
 #[test]
-fn ibcasts_in_one_copy_mix_with_blocking_ones_and_the_put_tree() {
+fn ibcasts_in_one_copy_mix_with_blocking_ones_and_the_window_multicast() {
     let bed = Bed::flat(MulticastKind::SharedWindow, true);
     let sizes = [2, 3, 5];
     // The first two seeds whose scripts post, at every size, an ibcast
@@ -303,17 +333,18 @@ fn ibcasts_in_one_copy_mix_with_blocking_ones_and_the_put_tree() {
 
 /// Pretended nodes of uneven sizes: the two-level bcast's runs among
 /// blocking two-level bcasts and allreduce runs, with moving roots, on a
-/// shared window, without multicast, and with cross-memory reads (single
-/// copy in every stage from 5 segments, shares written from 300,007
-/// bytes).
+/// shared window (the stages' runs multicasting or on the put tree),
+/// without multicast, and with cross-memory reads (single copy in every
+/// stage from 5 segments, shares written from 300,007 bytes).
 #[test]
 fn two_level_ibcasts_match_the_root_on_pretended_nodes() {
     let layouts: [&'static [usize]; 4] = [&[3, 2], &[1, 2, 2], &[2, 1], &[1, 1, 1, 2]];
     for (index, nodes) in layouts.into_iter().enumerate() {
         let seed = 40 + index as u64;
         let size = nodes.iter().sum();
-        for (kind, cross_memory) in [(MulticastKind::SharedWindow, false), (MulticastKind::None, false), (MulticastKind::SharedWindow, true)] {
-            run(size, Bed { kind, cross_memory, nodes: Some(nodes) }, 30, seed);
+        let beds = [(MulticastKind::SharedWindow, false, true), (MulticastKind::SharedWindow, false, false), (MulticastKind::None, false, true), (MulticastKind::SharedWindow, true, true)];
+        for (kind, cross_memory, multicast_runs) in beds {
+            run(size, Bed { kind, cross_memory, nodes: Some(nodes), multicast_runs }, 30, seed);
         }
     }
 }
@@ -324,11 +355,11 @@ fn one_rank_and_zero_lengths_finish_at_once() {
     run(1, Bed::flat(MulticastKind::SharedWindow, true), 30, 6);
 }
 
-/// Every path has a run: flat, datagram multicast (udp, verbs multicast,
-/// `datagram_run_fabric`), a shared window and none; in two levels the
-/// same, the leaders' datagram multicast included (which handed over,
-/// "the two-level bcast's datagram multicast among the leaders", until
-/// its stage took the datagram run).
+/// Every path has a run: flat, multicast of datagrams (udp, verbs
+/// multicast) and through a shared window (`multicast_run_fabric`), and
+/// none; in two levels the same, the leaders' datagram multicast
+/// included (which handed over, "the two-level bcast's datagram
+/// multicast among the leaders", until its stage took the datagram run).
 #[test]
 fn every_path_has_a_run() {
     let size = 2;
@@ -399,8 +430,8 @@ fn a_single_copy_run_alone_fails_after_the_fault_timeout() {
 /// `abandon_run_at_root`) in two levels: every other rank's run fails,
 /// through every stage (the root's node, the leaders from the root's
 /// leader, the other node from its leader), long before the fault
-/// timeout, on the put tree and in one copy, from a leader and from a
-/// rank that leads nothing.
+/// timeout, through the shared window's multicast, on the put tree and
+/// in one copy, from a leader and from a rank that leads nothing.
 #[test]
 fn an_abandoned_two_level_bcast_fails_every_run_through_the_stages() {
     use coll_rdma_core::schedule::{Schedule, Step};
@@ -410,9 +441,10 @@ fn an_abandoned_two_level_bcast_fails_every_run_through_the_stages() {
     // only the timeout ends fails the test; far above what 4 yielding
     // threads need even at a load of a few hundred on 2 cores.
     let deadline = Duration::from_secs(45);
-    for (len, cross_memory) in [(3 * SEGMENT + 1, false), (SINGLE_COPY_FROM + 9, true)] {
+    let paths = [(3 * SEGMENT + 1, MulticastKind::SharedWindow, false), (3 * SEGMENT + 1, MulticastKind::None, false), (SINGLE_COPY_FROM + 9, MulticastKind::SharedWindow, true)];
+    for (len, kind, cross_memory) in paths {
         for root in [1, 0] {
-            let bed = Bed { kind: MulticastKind::SharedWindow, cross_memory, nodes: Some(nodes) };
+            let bed = Bed { kind, cross_memory, nodes: Some(nodes), multicast_runs: true };
             let fabric = FabricConfig { multicast_kind: bed.kind, nodes: bed.nodes(), ..FabricConfig::default() };
             let endpoints = Fabric::new(size, window_len(size, &bcast_config()), fabric);
             let outcomes: Vec<String> = std::thread::scope(|scope| {

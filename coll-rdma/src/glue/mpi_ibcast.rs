@@ -1,7 +1,8 @@
 //! MPI_Ibcast and the persistent bcast (MPIX_Bcast_init on Open MPI 4.1,
-//! MPI_Bcast_init on 5.0): the single-copy bcast, the datagram multicast
-//! (udp, verbs multicast) or the put tree's, flat or in the two-level
-//! stages (the leaders' datagram multicast included), resumable
+//! MPI_Bcast_init on 5.0): the single-copy bcast, the multicast (through
+//! the root's shared window on shm, datagrams over udp and verbs
+//! multicast) or the put tree's, flat or in the two-level stages (the
+//! leaders' datagram multicast included), resumable
 //! (`collectives::bcast::BcastRun`), posted in the communicator's queue
 //! (`comm_state/pending.rs`) behind its earlier runs.
 //!
@@ -13,9 +14,10 @@
 //! leaders' stage, needs the bcast's side progress while it is pending
 //! and after it (a root's retransmissions): the progress callback serves
 //! it at every pass and so does the drain before a blocking call
-//! (`ReadyComm::finish_pending_runs`). On shm the blocking call multicasts through the
-//! root's window, which has no resumable form; the run takes the put
-//! tree's own region of the same window instead (see `Bcast::resumable`).
+//! (`ReadyComm::finish_pending_runs`). On shm the run multicasts through
+//! the root's window as the blocking call does, on the same sequence
+//! numbers, where ranks outnumber cores, and takes the put tree beside it
+//! where they do not (`Bcast::resumable`).
 //!
 //! Every choice rests on facts every rank shares (length, root), so every
 //! rank serves or hands over the same calls. A rank whose datatype is not

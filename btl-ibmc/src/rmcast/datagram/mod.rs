@@ -17,12 +17,12 @@ use std::time::Instant;
 use receiver::Receiver;
 use ring::RingPool;
 use sender::Sender;
-pub use transfer::Transfer;
 
 use super::config::RmcastConfig;
 use super::region::DatagramRegion;
 use super::repair::ParityPlan;
 use super::stats::RmcastStats;
+use super::transfer::Transfer;
 use super::wire::{Frame, PARITY_HEADER_BYTES, PIECE_HEADER_BYTES, decode};
 use super::protocol_error;
 use crate::transport::{Datagrams, ReliableChannel, TransportError, Windows};

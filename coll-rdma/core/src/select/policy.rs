@@ -147,6 +147,15 @@ pub fn oversubscribed_parallel_workers(size: usize, one_node_ranks: Option<usize
     }
 }
 
+/// Whether the job's ranks outnumber the cores of the one node they all
+/// run on, for a communicator of `size` no larger than the job, judged as
+/// `oversubscribed_reduce_degree` judges (alike on every rank): where the
+/// ibcast on shm multicasts through the root's window
+/// (`BcastConfig::runs_multicast_on_shared_window`).
+pub fn is_oversubscribed_job(size: usize, one_node_ranks: Option<usize>, cores: usize) -> bool {
+    oversubscribed_job_ranks(size, one_node_ranks, cores).is_some()
+}
+
 /// The job's ranks where they outnumber the cores of the one node they
 /// all run on and the communicator of `size` is no larger than the job:
 /// the setups judged for such a job alone, which every rank of it judges

@@ -1,5 +1,5 @@
 //! The scripts of the bcast runs' fabric tests (`bcast_run_fabric`,
-//! `datagram_run_fabric`): non-blocking bcasts, non-blocking allreduces
+//! `multicast_run_fabric`): non-blocking bcasts, non-blocking allreduces
 //! and blocking bcasts, each rank's bytes generated from the call's index
 //! (never sent), and the results every rank must end with.
 

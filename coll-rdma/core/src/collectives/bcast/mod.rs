@@ -13,9 +13,10 @@
 //! must [`Bcast::drain`], or a receiver could be left waiting for a
 //! retransmission that no one will send.
 //!
-//! MPI_Ibcast's run over datagram multicast (`datagram_run`) steps the
-//! same `ReliableMulticast` the blocking calls use; the two share it
-//! through a handle that one of them holds at a time.
+//! MPI_Ibcast's run over either multicast (`multicast_run`: datagrams, or
+//! the root's shared window) steps the same `ReliableMulticast` the
+//! blocking calls use; the two share it through a handle that one of them
+//! holds at a time.
 //!
 //! Every length goes through the substrate. Messages are pieces in the
 //! window, so window space stays fixed whatever the length; above
@@ -31,8 +32,8 @@ use tuning::{choose_co_roots, CoRootModel};
 
 use crate::patterns::region::RegionCursor;
 
-mod datagram_run;
 pub mod put_tree;
+mod multicast_run;
 mod put_tree_run;
 mod run;
 pub mod single_copy;
@@ -40,12 +41,12 @@ mod single_copy_run;
 pub mod two_level;
 mod two_level_run;
 
-pub use datagram_run::DatagramRun;
+pub use multicast_run::MulticastRun;
 pub use run::{BcastRun, FlatBcastRun};
 pub use two_level_run::TwoLevelBcastRun;
 
 use put_tree::{PutTreeBcast, PutTreeConfig};
-use datagram_run::SharedMulticast;
+use multicast_run::SharedMulticast;
 use single_copy::SingleCopyBcast;
 use two_level::TwoLevelBcast;
 
@@ -64,11 +65,27 @@ pub struct BcastConfig {
     /// (`two_level`), which a communicator across nodes may take once its
     /// transport is known.
     pub room_for_two_levels: bool,
+    /// On a shared window (shm): whether the ibcast's run multicasts
+    /// through the root's window as the blocking call does (`true`), or
+    /// takes the put tree's own region beside it. The glue sets it where
+    /// the job's ranks outnumber the cores (`select::policy::
+    /// is_oversubscribed_job`): there a root runs ahead in its window
+    /// instead of moving in lock-step with its children (back-to-back
+    /// 4-byte ibcasts at np=4 on 2 cores 5-8x faster); where every rank
+    /// has a core the put tree's push was 1.25-1.3x faster (np=2,
+    /// paired). Every rank must hold the same value.
+    pub runs_multicast_on_shared_window: bool,
 }
 
 impl Default for BcastConfig {
     fn default() -> Self {
-        BcastConfig { multicast: RmcastConfig::default(), substrate_max_bytes: usize::MAX, single_copy_min_bytes: usize::MAX, room_for_two_levels: false }
+        BcastConfig {
+            multicast: RmcastConfig::default(),
+            substrate_max_bytes: usize::MAX,
+            single_copy_min_bytes: usize::MAX,
+            room_for_two_levels: false,
+            runs_multicast_on_shared_window: true,
+        }
     }
 }
 
@@ -236,16 +253,16 @@ impl Bcast {
     }
 
     /// Why a `len`-byte bcast has no resumable run on `transport`, or
-    /// `Ok` if `start` serves it. Where the blocking call copies from the
-    /// root's buffer (`single_copy`), the run is single copy's; where it
-    /// multicasts datagrams (udp, verbs multicast), the run is the same
-    /// reliable multicast, stepped (`datagram_run`). Otherwise the run is
-    /// the put tree's, on the tree's own part of the window: where the
-    /// transport has no multicast that is the blocking call's path; on a
-    /// shared window (shm) the blocking call's window multicast has no
-    /// resumable form (its sends and receives wait inside btl-ibmc), and
-    /// the tree's run is correct beside it because the two use disjoint
-    /// regions and sequence numbers. The same answer on every rank.
+    /// `Ok` if `start` serves it. The run takes the blocking call's path:
+    /// where the blocking call copies from the root's buffer
+    /// (`single_copy`), single copy's run; where it multicasts datagrams
+    /// (udp, verbs multicast), the same reliable multicast, stepped
+    /// (`multicast_run`); where the transport has no multicast, the put
+    /// tree's run. Through the root's shared window (shm) the run is the
+    /// multicast's, or the put tree's on the tree's own part of the window
+    /// (`BcastConfig::runs_multicast_on_shared_window`), correct beside the
+    /// blocking call's multicast because the two use disjoint regions and
+    /// sequence numbers. The same answer on every rank.
     ///
     /// In two levels (`two_level_run`) each stage takes the run its own
     /// blocking path would by the same rules: a node's stage never has
@@ -265,10 +282,16 @@ impl Bcast {
         }
     }
 
-    /// Whether the flat bcast's runs and blocking calls share the datagram
-    /// multicast (rather than the put tree or single copy).
-    fn uses_datagram_multicast<T: Transport + ?Sized>(&self, transport: &T, len: usize) -> bool {
-        transport.multicast_kind() == MulticastKind::Datagram && !self.uses_single_copy(transport, len)
+    /// Whether the flat bcast's runs share the reliable multicast with the
+    /// blocking calls, of datagrams or through a shared window (rather
+    /// than the put tree or single copy).
+    fn uses_multicast<T: Transport + ?Sized>(&self, transport: &T, len: usize) -> bool {
+        let multicast = match transport.multicast_kind() {
+            MulticastKind::Datagram => true,
+            MulticastKind::SharedWindow => self.config.runs_multicast_on_shared_window,
+            MulticastKind::None => false,
+        };
+        multicast && !self.uses_single_copy(transport, len)
     }
 
     /// Starts one bcast of `buf` from `root` as a resumable run, taking
@@ -291,14 +314,15 @@ impl Bcast {
         if self.uses_single_copy(transport, buf.len()) {
             return self.single_copy.start(root, buf).map(FlatBcastRun::SingleCopy);
         }
-        if self.uses_datagram_multicast(transport, buf.len()) {
-            return DatagramRun::start(&self.multicast, self.rank, root, buf).map(FlatBcastRun::Datagram);
+        if self.uses_multicast(transport, buf.len()) {
+            return MulticastRun::start(&self.multicast, self.rank, root, buf).map(FlatBcastRun::Multicast);
         }
         self.tree.start(root, buf).map(FlatBcastRun::PutTree)
     }
 
     /// `abandon_at_root` for a call its receivers take as a run (`start`):
-    /// single copy's or the put tree's mark, in each stage this rank roots
+    /// single copy's or the put tree's mark, or the multicast's message of
+    /// a length no receiver expects, in each stage this rank roots
     /// where two levels serve. The runs started before it must be
     /// finished.
     pub fn abandon_run_at_root<T: Transport + ?Sized>(&mut self, transport: &T, root: usize, len: usize) -> Result<(), TransportError> {
@@ -318,7 +342,7 @@ impl Bcast {
         if self.uses_single_copy(transport, len) {
             return self.single_copy.abandon_at_root(transport, root, len);
         }
-        if self.uses_datagram_multicast(transport, len) {
+        if self.uses_multicast(transport, len) {
             return self.abandon_at_root_flat(transport, len);
         }
         self.tree.abandon_at_root(transport, root, len)

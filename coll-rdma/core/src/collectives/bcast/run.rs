@@ -5,7 +5,7 @@
 
 use btl_ibmc::{Transport, TransportError};
 
-use super::datagram_run::DatagramRun;
+use super::multicast_run::MulticastRun;
 use super::put_tree::PutTreeRun;
 use super::single_copy_run::SingleCopyRun;
 use super::two_level_run::TwoLevelBcastRun;
@@ -38,7 +38,7 @@ impl<T: Transport + ?Sized> Schedule<T> for BcastRun<'_> {
 pub enum FlatBcastRun<'a> {
     PutTree(PutTreeRun<'a>),
     SingleCopy(SingleCopyRun<'a>),
-    Datagram(DatagramRun<'a>),
+    Multicast(MulticastRun<'a>),
 }
 
 impl<'a> FlatBcastRun<'a> {
@@ -48,7 +48,7 @@ impl<'a> FlatBcastRun<'a> {
         match self {
             FlatBcastRun::PutTree(run) => std::mem::take(&mut run.buf),
             FlatBcastRun::SingleCopy(run) => std::mem::take(&mut run.buf),
-            FlatBcastRun::Datagram(run) => std::mem::take(&mut run.buf),
+            FlatBcastRun::Multicast(run) => std::mem::take(&mut run.buf),
         }
     }
 
@@ -58,7 +58,7 @@ impl<'a> FlatBcastRun<'a> {
         let parked = match self {
             FlatBcastRun::PutTree(run) => &mut run.buf,
             FlatBcastRun::SingleCopy(run) => &mut run.buf,
-            FlatBcastRun::Datagram(run) => &mut run.buf,
+            FlatBcastRun::Multicast(run) => &mut run.buf,
         };
         debug_assert!(parked.is_empty(), "a run lent a buffer while it holds one");
         *parked = buf;
@@ -72,7 +72,7 @@ impl<'a> FlatBcastRun<'a> {
         match self {
             FlatBcastRun::PutTree(run) => run.abandon_at_root(),
             FlatBcastRun::SingleCopy(run) => run.abandon_at_root(),
-            FlatBcastRun::Datagram(run) => run.abandon_at_root(),
+            FlatBcastRun::Multicast(run) => run.abandon_at_root(),
         }
     }
 }
@@ -84,7 +84,7 @@ impl<T: Transport + ?Sized> Schedule<T> for FlatBcastRun<'_> {
         match self {
             FlatBcastRun::PutTree(run) => run.advance(transport),
             FlatBcastRun::SingleCopy(run) => run.advance(transport),
-            FlatBcastRun::Datagram(run) => run.advance(transport),
+            FlatBcastRun::Multicast(run) => run.advance(transport),
         }
     }
 }

@@ -36,7 +36,7 @@
 //! progress loop instead of waiting, and the bcast's side progress
 //! (`Bcast::progress`, which serves the leaders' stage) runs at every
 //! pass while runs are pending and at every pass of the drain before a
-//! blocking call (the glue's `ReadyComm`; `datagram_run` for the flat
+//! blocking call (the glue's `ReadyComm`; `multicast_run` for the flat
 //! run). Settling inside a run would hold the root leader's request
 //! until the slowest leader acknowledged, where MPI asks only that the
 //! message be out of the application's buffer (it is in the window).

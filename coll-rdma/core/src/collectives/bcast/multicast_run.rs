@@ -1,11 +1,13 @@
-//! One datagram-multicast bcast (udp, verbs UD multicast) as a resumable
-//! run: btl-ibmc's reliable multicast stepped (`ReliableMulticast::
+//! One multicast bcast as a resumable run, on either flavour of btl-ibmc's
+//! reliable multicast: datagrams (udp, verbs UD multicast) or the root's
+//! shared window (shm). The multicast is stepped (`ReliableMulticast::
 //! step_send`, `step_receive`) instead of waited on. The protocol is the
 //! blocking call's, step for step (the blocking `send`/`receive` are the
-//! same steps with a wait between them): the root queues the pieces its
-//! window has credit for, a receiver delivers the pieces that are there,
-//! and where either would wait it takes in arrivals once (ACKs, NACKs,
-//! forwards, retransmissions for every stream) and returns Pending.
+//! same steps with a wait between them): the root queues or writes the
+//! pieces its window has credit for, a receiver delivers the pieces that
+//! are there, and where either would wait it takes in arrivals once (ACKs,
+//! NACKs, forwards, retransmissions for every stream; on a shared window,
+//! the readers' ACK lines) and returns Pending.
 //!
 //! Invariants:
 //! * The communicator has one `ReliableMulticast`, shared by its blocking
@@ -20,8 +22,9 @@
 //!   stream carries the messages in the communicator's call order.
 //! * The root's run is done once its last piece is sent, as the blocking
 //!   call returns then: the application's buffer is no longer read (the
-//!   pieces are in the window). ACKs and retransmissions go on in side
-//!   progress (`Bcast::progress`) and in later steps of any run.
+//!   pieces are in the window). On datagrams, ACKs and retransmissions go
+//!   on in side progress (`Bcast::progress`) and in later steps of any
+//!   run; a shared window needs neither (`Bcast::needs_side_progress`).
 //! * A run stuck (no piece queued or delivered) longer than the
 //!   multicast's limit (`RmcastConfig::stall_limit`) fails, as the
 //!   blocking wait does.
@@ -63,8 +66,8 @@ impl SharedMulticast {
     }
 }
 
-/// One rank's part of one datagram-multicast bcast; made by `Bcast::start`.
-pub struct DatagramRun<'a> {
+/// One rank's part of one multicast bcast; made by `Bcast::start`.
+pub struct MulticastRun<'a> {
     multicast: SharedMulticast,
     transfer: Transfer,
     /// The root's message, or the receiver's buffer (empty while a
@@ -77,14 +80,14 @@ pub struct DatagramRun<'a> {
     stall: StallClock,
 }
 
-impl<'a> DatagramRun<'a> {
+impl<'a> MulticastRun<'a> {
     pub(super) fn start(multicast: &SharedMulticast, rank: usize, root: usize, buf: &'a mut [u8]) -> Result<Self, TransportError> {
         let shared = multicast.get()?;
         let at_root = root == rank;
         let transfer = if at_root { shared.start_send(buf.len()) } else { shared.start_receive(root, buf.len())? };
         let stall = StallClock::new(shared.config().stall_limit());
         drop(shared);
-        Ok(DatagramRun { multicast: multicast.clone(), transfer, buf, at_root, abandoned: None, stall })
+        Ok(MulticastRun { multicast: multicast.clone(), transfer, buf, at_root, abandoned: None, stall })
     }
 
     /// Turns a root's run that has not begun into one that sends a message
@@ -98,7 +101,7 @@ impl<'a> DatagramRun<'a> {
     }
 }
 
-impl<T: Transport + ?Sized> Resumable<T> for DatagramRun<'_> {
+impl<T: Transport + ?Sized> Resumable<T> for MulticastRun<'_> {
     type Position = usize;
 
     /// One step whatever `meet` says: the blocking call is the multicast's
@@ -133,7 +136,7 @@ impl<T: Transport + ?Sized> Resumable<T> for DatagramRun<'_> {
         let waiting_for = self.multicast.get().map_or_else(|why| why.to_string(), |multicast| multicast.describe_transfer(&self.transfer));
         let role = if self.at_root { "root" } else { "receiver" };
         format!(
-            "datagram-multicast bcast of {} bytes from root {} ({role}, {} piece(s) done) waiting for {waiting_for}",
+            "multicast bcast of {} bytes from root {} ({role}, {} piece(s) done) waiting for {waiting_for}",
             self.transfer.len(),
             self.transfer.root(),
             self.transfer.pieces_done()
@@ -141,7 +144,7 @@ impl<T: Transport + ?Sized> Resumable<T> for DatagramRun<'_> {
     }
 }
 
-impl<T: Transport + ?Sized> Schedule<T> for DatagramRun<'_> {
+impl<T: Transport + ?Sized> Schedule<T> for MulticastRun<'_> {
     type Error = TransportError;
 
     fn advance(&mut self, transport: &mut T) -> Result<Step, TransportError> {

@@ -1,6 +1,7 @@
-//! The datagram-multicast bcast's run (`Bcast::start` where the transport
-//! multicasts datagrams: udp, verbs UD multicast) over the in-process
-//! fabric, which drops, duplicates and reorders datagrams. Each rank has
+//! The multicast bcast's run (`Bcast::start` where the transport
+//! multicasts: datagrams over udp and verbs UD multicast, or the root's
+//! shared window over shm) over the in-process fabric, which drops,
+//! duplicates and reorders datagrams. Each rank has
 //! one `Bcast` and one schedule queue, driven as the glue drives them:
 //! every progress pass serves the bcast's side progress (ACKs, NACKs,
 //! retransmissions) and then advances the queue, and a blocking call
@@ -9,7 +10,11 @@
 //! from zero to many windows of pieces, iallreduces in the same queue,
 //! and blocking bcasts between them; ranks as threads (each in its own
 //! seeded interleaving), and all ranks on one thread (so no advance may
-//! wait: one that did would hang the test).
+//! wait: one that did would hang the test). On a shared window, also that
+//! the runs go through the window the blocking calls use (every message
+//! counted by the multicast), and that a root's short ibcasts finish at
+//! their first advance while its window has room, whatever its receivers
+//! do (where the put tree's two slots held it back).
 //!
 //! On pretended nodes (`Nodes`) the bcast takes its two levels, runs and
 //! blocking calls alike: the root's node and every other node on the
@@ -32,7 +37,7 @@ use coll_rdma_core::collectives::bcast::{Bcast, BcastConfig, BcastRun};
 use coll_rdma_core::schedule::{Schedule, Step};
 use coll_rdma_core::schedule_queue::{Lane, Run, ScheduleQueue};
 
-use common::bcast_script::{allreduce_config, allreduce_offset, expected, initial_buffers, policy, window_len, Call, Kind};
+use common::bcast_script::{allreduce_config, allreduce_offset, expected, initial_buffers, input, policy, window_len, Call, Kind};
 use common::nodes::blocks;
 use common::{WordSum, XorShift};
 
@@ -46,6 +51,8 @@ const WINDOW: usize = 8;
 
 #[derive(Clone, Copy, Debug)]
 struct Faults {
+    /// Datagrams, or the shared window (where nothing is lost).
+    kind: MulticastKind,
     drop: f64,
     seed: u64,
 }
@@ -54,10 +61,22 @@ struct Faults {
 /// takes two levels; `None`: flat over every rank.
 type Nodes = Option<&'static [usize]>;
 
+impl Faults {
+    fn datagrams(drop: f64, seed: u64) -> Self {
+        Faults { kind: MulticastKind::Datagram, drop, seed }
+    }
 
+    fn shared_window(seed: u64) -> Self {
+        Faults { kind: MulticastKind::SharedWindow, drop: 0.0, seed }
+    }
+}
+
+/// Pieces of `PIECE` bytes on either flavour: datagrams' fragments, the
+/// shared window's slots.
 fn bcast_config() -> BcastConfig {
     let multicast = RmcastConfig {
         fragment_bytes: PIECE,
+        slot_bytes: PIECE,
         window_slots: WINDOW,
         co_roots: 1,
         timeout: Duration::from_millis(4),
@@ -75,7 +94,7 @@ fn bcast_config() -> BcastConfig {
 
 fn fabric(size: usize, faults: Faults, nodes: Nodes) -> Vec<FabricEndpoint> {
     let config = FabricConfig {
-        multicast_kind: MulticastKind::Datagram,
+        multicast_kind: faults.kind,
         multicast_drop: faults.drop,
         multicast_duplicate: 0.05,
         multicast_reorder: 0.1,
@@ -333,7 +352,7 @@ fn run_on_one_thread(size: usize, calls: usize, faults: Faults, nodes: Nodes) ->
 #[test]
 fn ibcasts_with_moving_roots_match_the_root_on_a_clean_fabric() {
     for (seed, size) in [(1, 2), (2, 3), (3, 5)] {
-        let stats = run_on_threads(size, 30, Faults { drop: 0.0, seed }, None);
+        let stats = run_on_threads(size, 30, Faults::datagrams(0.0, seed), None);
         assert!(stats.window_full_stalls > 0, "size {size}: long messages should fill the window: {stats:?}");
     }
 }
@@ -343,7 +362,7 @@ fn ibcasts_survive_loss_duplication_and_reordering_beside_blocking_calls() {
     // At 2 ranks the one receiver is the co-root, which the root also
     // sends every piece reliably; from 4 on, leaves get only datagrams.
     for (seed, size) in [(11, 2), (12, 4), (13, 5)] {
-        let stats = run_on_threads(size, 30, Faults { drop: 0.05, seed }, None);
+        let stats = run_on_threads(size, 30, Faults::datagrams(0.05, seed), None);
         println!("size {size}: {stats:?}");
         assert!(size == 2 || stats.retransmissions + stats.pieces_rebuilt > 0, "size {size}: 5 % loss should need repairs: {stats:?}");
         assert!(stats.duplicates_dropped > 0, "size {size}: duplicates should be dropped: {stats:?}");
@@ -353,7 +372,7 @@ fn ibcasts_survive_loss_duplication_and_reordering_beside_blocking_calls() {
 #[test]
 fn ibcasts_of_every_rank_advance_on_one_thread_without_waiting() {
     for (seed, size, drop) in [(21, 2, 0.0), (22, 4, 0.05), (23, 5, 0.05)] {
-        let stats = run_on_one_thread(size, 40, Faults { drop, seed }, None);
+        let stats = run_on_one_thread(size, 40, Faults::datagrams(drop, seed), None);
         assert!(stats.messages_received > 0 && stats.window_full_stalls > 0, "size {size}: {stats:?}");
     }
 }
@@ -384,7 +403,7 @@ fn two_level_ibcasts_with_datagram_leaders_survive_loss_beside_blocking_calls() 
     let mut duplicates = 0;
     for (index, nodes) in LAYOUTS.into_iter().enumerate() {
         let size = nodes.iter().sum();
-        let totals = run_on_threads(size, 30, Faults { drop: 0.05, seed: 50 + index as u64 }, Some(nodes));
+        let totals = run_on_threads(size, 30, Faults::datagrams(0.05, 50 + index as u64), Some(nodes));
         println!("nodes {nodes:?}: {totals:?}");
         only_leaders_multicast(nodes, &totals);
         repairs += totals.retransmissions + totals.pieces_rebuilt;
@@ -401,7 +420,7 @@ fn two_level_ibcasts_with_datagram_leaders_advance_on_one_thread_without_waiting
     for (index, nodes) in LAYOUTS.into_iter().enumerate() {
         let size = nodes.iter().sum();
         let drop = if index == 0 { 0.0 } else { 0.05 };
-        let totals = run_on_one_thread(size, 40, Faults { drop, seed: 60 + index as u64 }, Some(nodes));
+        let totals = run_on_one_thread(size, 40, Faults::datagrams(drop, 60 + index as u64), Some(nodes));
         only_leaders_multicast(nodes, &totals);
         assert!(totals.messages_received > 0 && totals.window_full_stalls > 0, "nodes {nodes:?}: {totals:?}");
     }
@@ -409,26 +428,107 @@ fn two_level_ibcasts_with_datagram_leaders_advance_on_one_thread_without_waiting
 
 /// A run whose peers never take part fails once it has made no progress
 /// for the multicast's limit, on a receiver (no piece comes) and on a root
-/// (its window fills and no ACK comes), instead of pending for ever.
+/// (its window fills and no ACK comes), instead of pending for ever, on
+/// datagrams and on a shared window.
 #[test]
-fn a_datagram_run_alone_fails_after_the_fault_timeout() {
+fn a_multicast_run_alone_fails_after_the_fault_timeout() {
     let limit = Duration::from_millis(300);
     let config = BcastConfig { multicast: RmcastConfig { give_up_after: Some(limit), ..bcast_config().multicast }, ..bcast_config() };
-    for (rank, root) in [(1, 0), (0, 0)] {
-        let size = 2;
-        let mut endpoint = fabric(size, Faults { drop: 0.0, seed: 31 }, None).swap_remove(rank);
-        let mut bcast = Bcast::new(rank, size, 0, config);
-        let mut buf = vec![7u8; 40 * PIECE];
-        let mut run = bcast.start(&endpoint, root, &mut buf).expect("start");
-        let started = Instant::now();
-        let outcome = loop {
-            match run.advance(&mut endpoint) {
-                Ok(Step::Pending) if started.elapsed() < DEADLINE => std::thread::yield_now(),
-                Ok(step) => break format!("{step:?} after {:?}", started.elapsed()),
-                Err(why) => break format!("failed after {:?}: {why}", started.elapsed()),
-            }
-        };
-        assert!(outcome.starts_with("failed") && outcome.contains("made no progress"), "rank {rank}, root {root}: {outcome}");
-        assert!(outcome.contains("datagram-multicast bcast"), "{outcome}");
+    for faults in [Faults::datagrams(0.0, 31), Faults::shared_window(31)] {
+        for (rank, root) in [(1, 0), (0, 0)] {
+            let size = 2;
+            let mut endpoint = fabric(size, faults, None).swap_remove(rank);
+            let mut bcast = Bcast::new(rank, size, 0, config);
+            let mut buf = vec![7u8; 40 * PIECE];
+            let mut run = bcast.start(&endpoint, root, &mut buf).expect("start");
+            let started = Instant::now();
+            let outcome = loop {
+                match run.advance(&mut endpoint) {
+                    Ok(Step::Pending) if started.elapsed() < DEADLINE => std::thread::yield_now(),
+                    Ok(step) => break format!("{step:?} after {:?}", started.elapsed()),
+                    Err(why) => break format!("failed after {:?}: {why}", started.elapsed()),
+                }
+            };
+            let what = format!("{:?}, rank {rank}, root {root}: {outcome}", faults.kind);
+            assert!(outcome.starts_with("failed") && outcome.contains("made no progress"), "{what}");
+            assert!(outcome.contains("multicast bcast"), "{what}");
+        }
+    }
+}
+
+/// Every bcast of `script` that carries bytes, run or blocking, went
+/// through the multicast: one message delivered at each receiver (the
+/// put tree, which runs took on shm before, is not counted there); and
+/// long ones filled the window.
+fn assert_every_message_went_through_the_window(stats: &Totals, script: &[Call], size: usize) {
+    let messages = script.iter().filter(|call| matches!(call.kind, Kind::Ibcast { .. } | Kind::Bcast { .. }) && call.len > 0).count() as u64;
+    assert_eq!(stats.messages_received, messages * (size as u64 - 1), "size {size}: {stats:?}");
+    assert!(stats.window_full_stalls > 0, "size {size}: long messages should fill the window: {stats:?}");
+}
+
+/// On a shared window the runs multicast through the root's window, as
+/// the blocking calls between them do.
+#[test]
+fn shared_window_ibcasts_with_moving_roots_go_through_the_window_beside_blocking_calls() {
+    for (seed, size) in [(41, 2), (42, 3), (43, 5)] {
+        let stats = run_on_threads(size, 30, Faults::shared_window(seed), None);
+        assert_every_message_went_through_the_window(&stats, &script(size, seed, 30, true), size);
+    }
+}
+
+/// The same with every rank on one thread: no step may wait.
+#[test]
+fn shared_window_ibcasts_of_every_rank_advance_on_one_thread_without_waiting() {
+    for (seed, size) in [(51, 2), (52, 4), (53, 5)] {
+        let stats = run_on_one_thread(size, 40, Faults::shared_window(seed), None);
+        assert_every_message_went_through_the_window(&stats, &script(size, seed, 40, false), size);
+    }
+}
+
+/// A root's one-piece ibcasts finish at their first advance as long as
+/// its window has room, while no receiver has taken anything, as the
+/// blocking call returns once its message is in the window; the next one
+/// waits for room, and every receiver then gets every message. (The put
+/// tree's run, which shm took before, let a root only two segments ahead
+/// of its children, so oversubscribed ranks moved in lock-step.)
+#[test]
+fn a_root_s_short_ibcasts_finish_at_their_first_advance_while_its_window_has_room() {
+    let size = 4;
+    let calls = WINDOW + 1;
+    let mut at_root: Vec<Vec<u8>> = (0..calls).map(|index| input(index, 0, PIECE)).collect();
+    let mut received: Vec<Vec<Vec<u8>>> = (1..size).map(|_| vec![vec![0xEE; PIECE]; calls]).collect();
+    let mut ranks: Vec<Rank<'_>> = fabric(size, Faults::shared_window(61), None).into_iter().enumerate().map(|(rank, endpoint)| Rank::new(rank, size, endpoint, None)).collect();
+    let (root, receivers) = ranks.split_first_mut().expect("ranks");
+    let mut waiting = None;
+    for (index, message) in at_root.iter_mut().enumerate() {
+        let mut run = root.bcast.start(&root.transport, 0, message).expect("start at the root");
+        let step = run.advance(&mut root.transport).expect("the root's first advance");
+        let expected = if index < WINDOW { Step::Done } else { Step::Pending };
+        assert_eq!(step, expected, "the root's call {index} at its first advance, no receiver having advanced");
+        if step == Step::Pending {
+            waiting = Some(run);
+        }
+    }
+    let mut waiting = waiting.expect("the call past the window waits");
+    for (this, buffers) in receivers.iter_mut().zip(received.iter_mut()) {
+        for (index, buffer) in buffers.iter_mut().enumerate() {
+            this.post(index, &Call { kind: Kind::Ibcast { root: 0 }, len: PIECE }, &[], buffer).expect("post at a receiver");
+        }
+    }
+    let started = Instant::now();
+    let mut root_done = false;
+    while !root_done || receivers.iter().any(|this| !this.queue.is_empty()) {
+        assert!(started.elapsed() < DEADLINE, "not finished after {DEADLINE:?}");
+        for this in receivers.iter_mut() {
+            this.progress().expect("a receiver's progress");
+        }
+        root_done = root_done || waiting.advance(&mut root.transport).expect("the root's waiting call") == Step::Done;
+    }
+    drop(waiting);
+    drop(ranks);
+    for (receiver, buffers) in received.iter().enumerate() {
+        for (index, buffer) in buffers.iter().enumerate() {
+            assert_eq!(buffer, &input(index, 0, PIECE), "rank {} call {index}", receiver + 1);
+        }
     }
 }
