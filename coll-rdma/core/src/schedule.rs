@@ -1,5 +1,7 @@
 //! A collective that advances without blocking: each `advance` does what can be done now and returns.
-//! Invariant: once `advance` has returned `Done`, it is not called again for that run.
+//! Invariants: once `advance` has returned `Done`, it is not called again
+//! for that run; `awaited` only names a word, it never consumes anything,
+//! so `advance` stays the one place where a run moves.
 
 /// What one call of [`Schedule::advance`] left behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -10,12 +12,38 @@ pub enum Step {
     Done,
 }
 
+/// A word of this rank's own window that a pending run waits for: its
+/// next `advance` can get nothing done while the word is below `at_least`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AwaitedWord {
+    pub offset: usize,
+    pub at_least: u64,
+}
+
+impl AwaitedWord {
+    /// Whether the word has reached its target (one acquire load).
+    #[inline]
+    pub fn arrived<T: btl_ibmc::Windows + ?Sized>(&self, transport: &T) -> bool {
+        transport.local_flag(self.offset) >= self.at_least
+    }
+}
+
 /// A resumable collective over a transport `T`.
 pub trait Schedule<T: ?Sized> {
     /// Error a run can end with (a peer that died, a transport fault).
     type Error;
     /// Does every step that needs no waiting.
     fn advance(&mut self, transport: &mut T) -> Result<Step, Self::Error>;
+
+    /// After an `advance` that returned `Pending`: the first word of the
+    /// own window the run found missing, if it waits on one (not on a
+    /// peer's memory, a datagram or the transport). A waiter may poll that
+    /// word alone, a few loads, and call `advance` once it arrived (or
+    /// every so often anyway: the transport's own progress and the fault
+    /// timeout live in `advance`).
+    fn awaited(&self) -> Option<AwaitedWord> {
+        None
+    }
 }
 
 /// A boxed run is a run: the queue's runs are boxed, and a caller that
@@ -26,5 +54,9 @@ impl<T: ?Sized, S: Schedule<T> + ?Sized> Schedule<T> for Box<S> {
 
     fn advance(&mut self, transport: &mut T) -> Result<Step, Self::Error> {
         (**self).advance(transport)
+    }
+
+    fn awaited(&self) -> Option<AwaitedWord> {
+        (**self).awaited()
     }
 }

@@ -40,7 +40,7 @@ use std::collections::VecDeque;
 
 use btl_ibmc::TransportError;
 
-use crate::schedule::{Schedule, Step};
+use crate::schedule::{AwaitedWord, Schedule, Step};
 
 /// The part of the window a run uses: runs of one lane go one at a time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -122,6 +122,20 @@ impl<'a, T: ?Sized, Tag> ScheduleQueue<'a, T, Tag> {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// The word the queue's oldest run waits for (`Schedule::awaited`),
+    /// when every queued run is of its lane and no lane failed: only that
+    /// run can move before the word arrives (the others wait behind it),
+    /// so a waiter may poll the word instead of calling `advance` until
+    /// then. `None` when runs of several lanes are queued (each lane's
+    /// oldest must get its turn), or none.
+    pub fn sole_lane_awaits(&self) -> Option<AwaitedWord> {
+        let oldest = self.entries.front()?;
+        if !self.broken.is_empty() || self.entries.iter().skip(1).any(|entry| entry.lane != oldest.lane) {
+            return None;
+        }
+        oldest.run.awaited()
     }
 
     /// Drops every run unfinished, handing back their tags (the
@@ -266,6 +280,46 @@ mod tests {
         let behind = queue.post(Lane::Reduce, Box::new(Countdown { pending: 0 }));
         let why = one_advance_ends(&mut queue, behind).expect_err("a run behind a failure fails");
         assert!(why.contains("a lone run's fault"), "{why}");
+    }
+
+    /// Pending for ever on word `offset` of the own window.
+    struct Watching {
+        offset: usize,
+    }
+
+    impl Schedule<()> for Watching {
+        type Error = TransportError;
+
+        fn advance(&mut self, _transport: &mut ()) -> Result<Step, TransportError> {
+            Ok(Step::Pending)
+        }
+
+        fn awaited(&self) -> Option<AwaitedWord> {
+            Some(AwaitedWord { offset: self.offset, at_least: 1 })
+        }
+    }
+
+    #[test]
+    fn only_the_oldest_of_a_sole_lane_names_its_awaited_word() {
+        // A waiter that polled one run's word while another lane's oldest
+        // run needed advancing would starve that run.
+        let mut queue: ScheduleQueue<'_, ()> = ScheduleQueue::default();
+        assert_eq!(queue.sole_lane_awaits(), None, "nothing queued");
+        queue.post(Lane::Barrier, Box::new(Watching { offset: 8 }));
+        assert_eq!(queue.sole_lane_awaits(), Some(AwaitedWord { offset: 8, at_least: 1 }));
+        queue.post(Lane::Barrier, Box::new(Watching { offset: 24 }));
+        assert_eq!(queue.sole_lane_awaits(), Some(AwaitedWord { offset: 8, at_least: 1 }), "the later run waits behind the oldest");
+        queue.post(Lane::Allreduce, Box::new(Watching { offset: 16 }));
+        assert_eq!(queue.sole_lane_awaits(), None, "two lanes under way");
+
+        let mut other: ScheduleQueue<'_, ()> = ScheduleQueue::default();
+        other.post(Lane::Reduce, Box::new(Countdown { pending: 5 }));
+        assert_eq!(other.sole_lane_awaits(), None, "a run that names no word");
+
+        let mut failed: ScheduleQueue<'_, ()> = ScheduleQueue::default();
+        failed.record_failure(Lane::Bcast, &TransportError::Failed("earlier".into()));
+        failed.post(Lane::Barrier, Box::new(Watching { offset: 8 }));
+        assert_eq!(failed.sole_lane_awaits(), None, "a failed lane: the advance must report it");
     }
 
     #[test]

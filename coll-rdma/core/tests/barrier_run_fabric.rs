@@ -93,9 +93,20 @@ struct RankComm {
 impl RankComm {
     /// Advances the oldest run, then the next once it is done: runs of one
     /// barrier advance in the order they were posted.
+    ///
+    /// A run's awaited word (`Schedule::awaited`, what MPI_Wait polls
+    /// alone) must hold it back: an advance made while that word is
+    /// missing, before and after, leaves the run pending on the same word.
     fn advance(&mut self) -> Result<(), String> {
         while let Some((k, run)) = self.pending.front_mut() {
-            match run.advance(&mut self.endpoint).map_err(|e| e.to_string())? {
+            let watched = run.awaited().filter(|word| !word.arrived(&self.endpoint));
+            let step = run.advance(&mut self.endpoint).map_err(|e| e.to_string())?;
+            if let Some(word) = watched.filter(|word| !word.arrived(&self.endpoint))
+                && (step == Step::Done || run.awaited() != Some(word))
+            {
+                return Err(format!("barrier {k}: awaited {word:?}, but an advance while it was missing moved the run ({step:?}, now {:?})", run.awaited()));
+            }
+            match step {
                 Step::Pending => return Ok(()),
                 Step::Done => {
                     // A violation is noted, not returned: the rank goes on

@@ -332,10 +332,17 @@ pub(super) unsafe fn progress_state(module: *mut RdmaModule) -> bool {
     finished
 }
 
+/// Loads of the runs' awaited word between two of their advances at
+/// most: the advance also runs the transport's progress and the fault
+/// timeout's clock, which must not wait long.
+const WORD_LOADS_PER_ADVANCE: u32 = 32;
+
 /// `progress_state` for MPI_Wait on a request of this module's
 /// communicator (`own_wait.rs`): up to `passes` passes in one hold of the
 /// state, stopping once `done` says so; the entry, the thread token and
-/// the work flag are paid once, not at every pass. Returns false once the
+/// the work flag are paid once, not at every pass; between advances it
+/// polls the word the runs wait for (`CommState::watch_awaited_word`).
+/// Returns false once the
 /// state has no work left (or failed), true otherwise (also when another
 /// thread holds it: that one serves it).
 ///
@@ -355,7 +362,9 @@ pub(super) unsafe fn progress_state_until(module: *mut RdmaModule, passes: u32, 
     };
     let state = held.state();
     let mut finished = false;
-    for _ in 0..passes {
+    let mut left = passes;
+    while left > 0 {
+        left -= 1;
         state.progress_background_work();
         if state.has_failed() || !state.has_background_work() {
             finished = true;
@@ -364,7 +373,14 @@ pub(super) unsafe fn progress_state_until(module: *mut RdmaModule, passes: u32, 
         if done() {
             break;
         }
-        std::hint::spin_loop();
+        // Between advances, the one word the runs wait for, alone: a
+        // load where an advance costs hundreds of instructions, so the
+        // peer's arrival is seen sooner. Each load is one of the passes,
+        // as each load of a blocking wait is one of its polls.
+        match state.watch_awaited_word(left.min(WORD_LOADS_PER_ADVANCE)) {
+            0 => std::hint::spin_loop(),
+            loads => left -= loads,
+        }
     }
     if state.has_failed() {
         held.mark_failed();

@@ -5,16 +5,19 @@
 //! timeout). Both drive the same state machine: a blocking call is the
 //! resumable run with `Meet::Block`, which never leaves a step unfinished.
 
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use btl_ibmc::{wait_at_least, wait_for_peer_at_least, Endpoint, PeerReads, TransportError, Waits, Windows};
 
-use crate::schedule::Step;
+use crate::schedule::{AwaitedWord, Step};
 
 #[derive(Clone, Copy)]
 pub(crate) enum Meet<'a> {
-    /// Look once; a word below its target leaves the step for later.
-    Poll,
+    /// Look once; a word below its target leaves the step for later. The
+    /// first own-window word found below its target is noted in the cell
+    /// (`Schedule::awaited`: what a waiter may poll alone).
+    Poll(&'a Cell<Option<AwaitedWord>>),
     /// Wait until the word is there.
     Block(Waits<'a>),
 }
@@ -29,9 +32,15 @@ impl Meet<'_> {
         D: Fn() -> String,
     {
         match self {
-            Meet::Poll => {
+            Meet::Poll(awaited) => {
                 let value = transport.local_flag(offset);
-                Ok((value >= target).then_some(value))
+                if value >= target {
+                    return Ok(Some(value));
+                }
+                if awaited.get().is_none() {
+                    awaited.set(Some(AwaitedWord { offset, at_least: target }));
+                }
+                Ok(None)
             }
             Meet::Block(waits) => wait_at_least(transport, offset, target, waits, describe).map(Some),
         }
@@ -46,7 +55,7 @@ impl Meet<'_> {
         D: Fn() -> String,
     {
         match self {
-            Meet::Poll => {
+            Meet::Poll(_) => {
                 let value = transport.peer_flag(peer, offset)?;
                 Ok((value >= target).then_some(value))
             }
@@ -81,9 +90,12 @@ where
     S: Resumable<T>,
 {
     let before = run.position();
-    let step = if run.resume(transport, Meet::Poll)? { Step::Done } else { Step::Pending };
+    let awaited = Cell::new(None);
+    let step = if run.resume(transport, Meet::Poll(&awaited))? { Step::Done } else { Step::Pending };
     let moved = run.position() != before;
-    match run.stall_clock().book(transport, step, moved)? {
+    let clock = run.stall_clock();
+    clock.awaited = awaited.get().filter(|_| step == Step::Pending);
+    match clock.book(transport, step, moved)? {
         None => Ok(step),
         Some(stuck) => Err(TransportError::Failed(format!(
             "{} made no progress for {:.1} s (the fault timeout)",
@@ -105,11 +117,20 @@ where
 pub(crate) struct StallClock {
     fault_timeout: Option<Duration>,
     stuck_since: Option<Instant>,
+    /// The word the last poll-mode advance found missing first, while the
+    /// run is pending (`Schedule::awaited`).
+    awaited: Option<AwaitedWord>,
 }
 
 impl StallClock {
     pub(crate) fn new(fault_timeout: Option<Duration>) -> Self {
-        StallClock { fault_timeout, stuck_since: None }
+        StallClock { fault_timeout, stuck_since: None, awaited: None }
+    }
+
+    /// What the run's `Schedule::awaited` answers: the first own-window
+    /// word its last advance found missing.
+    pub(crate) fn awaited(&self) -> Option<AwaitedWord> {
+        self.awaited
     }
 
     /// Books the outcome of one poll-mode advance; `moved` says whether it

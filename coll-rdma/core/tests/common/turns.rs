@@ -58,16 +58,38 @@ impl<'b> Turns<'b> {
     }
 
     /// One advance of `comm`'s queue; the first failed run's error.
+    ///
+    /// Also checks the word the queue names as awaited (what MPI_Wait
+    /// polls alone between advances, `ScheduleQueue::sole_lane_awaits`):
+    /// an advance made while that word is still missing, before and after,
+    /// must change nothing a waiter sees (the run still pending, the same
+    /// word named). A run naming a word that does not hold it back would
+    /// keep its waiter polling while it could move.
     pub fn advance(&mut self, comm: usize, transport: &mut FabricEndpoint) -> Result<(), String> {
         let rank = self.rank;
         let mut failure = None;
         let finished = &mut self.finished[comm];
-        self.queues[comm].advance(transport, |ticket, outcome| {
+        let finished_before = *finished;
+        let queue = &mut self.queues[comm];
+        let watched = queue.sole_lane_awaits().filter(|word| !word.arrived(&*transport));
+        queue.advance(transport, |ticket, outcome| {
             *finished += 1;
             if let Err(why) = outcome {
                 failure.get_or_insert(format!("rank {rank} comm {comm} call {}: {why}", ticket.0));
             }
         });
+        if let Some(word) = watched.filter(|word| !word.arrived(&*transport))
+            && failure.is_none()
+            && (*finished != finished_before || queue.sole_lane_awaits() != Some(word))
+        {
+            return Err(format!(
+                "rank {rank} comm {comm}: the queue named {word:?} as awaited, but an advance while it was missing moved it \
+                 (finished {} -> {}, now awaiting {:?})",
+                finished_before,
+                *finished,
+                queue.sole_lane_awaits()
+            ));
+        }
         failure.map_or(Ok(()), Err)
     }
 }

@@ -227,6 +227,16 @@ impl CommState {
         }
     }
 
+    /// Up to `reads` loads of the word the communicator's pending runs
+    /// wait for, until it arrives (`ReadyComm::watch_awaited_word`); 0 if
+    /// there is no such word.
+    pub(super) fn watch_awaited_word(&self, reads: u32) -> u32 {
+        match &self.stage {
+            Stage::Ready(ready) => ready.watch_awaited_word(reads),
+            Stage::Pending(_) | Stage::Unavailable => 0,
+        }
+    }
+
     /// Completes every non-blocking run under way with an error, once the
     /// state failed: nothing advances them any more.
     pub(super) fn abandon_pending(&mut self) {

@@ -36,6 +36,22 @@ impl PendingRuns {
         self.queue.len()
     }
 
+    /// Polls the word the queue's oldest run waits for where only that
+    /// run can move (`ScheduleQueue::sole_lane_awaits`: one lane queued),
+    /// up to `reads` loads, until it arrives: the loads made, 0 if there
+    /// is no such word (the caller advances instead). Nothing is consumed
+    /// here; `advance` does that.
+    pub(in crate::glue) fn watch_awaited_word(&self, transport: &SelectedTransport, reads: u32) -> u32 {
+        let Some(word) = self.queue.sole_lane_awaits() else { return 0 };
+        for made in 1..=reads {
+            if word.arrived(transport) {
+                return made;
+            }
+            std::hint::spin_loop();
+        }
+        reads
+    }
+
     /// Drops every run; their requests complete with an error.
     pub(in crate::glue) fn abandon(&mut self) {
         self.queue.abandon().for_each(drop);

@@ -187,6 +187,16 @@ impl ReadyComm {
         self.pending_runs.advance(&mut self.transport)
     }
 
+    /// `PendingRuns::watch_awaited_word` on this communicator's transport;
+    /// none where data comes through the kernel (udp), whose words change
+    /// only inside the transport's progress, that is, in an advance.
+    pub(super) fn watch_awaited_word(&self, reads: u32) -> u32 {
+        if self.transport.sleeps_in_kernel() {
+            return 0;
+        }
+        self.pending_runs.watch_awaited_word(&self.transport, reads)
+    }
+
     /// The protocols' closing steps when the communicator is freed (never
     /// after a failed call: their state is not to be trusted then).
     pub(super) fn close(&mut self) {

@@ -30,7 +30,7 @@ use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Reuse, Turn};
 use crate::reduction::Reduction;
-use crate::schedule::{Schedule, Step};
+use crate::schedule::{AwaitedWord, Schedule, Step};
 
 pub(super) enum Path {
     Finished,
@@ -139,6 +139,9 @@ impl<T: Windows + ?Sized, R: Reduction> Schedule<T> for AllreduceRun<'_, R> {
 
     fn advance(&mut self, transport: &mut T) -> Result<Step, TransportError> {
         advance_by_polling(self, &*transport)
+    }
+    fn awaited(&self) -> Option<AwaitedWord> {
+        self.stall.awaited()
     }
 }
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use btl_ibmc::{TransportError, Windows};
 
 use super::Round;
-use crate::schedule::{Schedule, Step};
+use crate::schedule::{AwaitedWord, Schedule, Step};
 
 /// One non-blocking barrier under way.
 #[derive(Debug)]
@@ -32,11 +32,13 @@ pub struct BarrierRun {
     fault_timeout: Option<Duration>,
     /// When the current round started to wait (on its first `Pending`).
     waiting_since: Option<Instant>,
+    /// The notification the last `Pending` found missing first.
+    awaited: Option<AwaitedWord>,
 }
 
 impl BarrierRun {
     pub(super) fn new(rounds: Arc<[Round]>, epoch: u64, fault_timeout: Option<Duration>) -> Self {
-        BarrierRun { rounds, epoch, round: 0, notified: false, fault_timeout, waiting_since: None }
+        BarrierRun { rounds, epoch, round: 0, notified: false, fault_timeout, waiting_since: None, awaited: None }
     }
 
     /// The barrier's epoch (1-based count of the barrier's runs so far).
@@ -44,8 +46,13 @@ impl BarrierRun {
         self.epoch
     }
 
-    fn round_arrived<T: Windows + ?Sized>(&self, transport: &T, round: &Round) -> bool {
-        round.await_from.iter().all(|from| transport.local_flag(from.slot_offset) >= self.epoch)
+    /// The first of `round`'s notifications that has not arrived yet.
+    fn missing_notification<T: Windows + ?Sized>(&self, transport: &T, round: &Round) -> Option<AwaitedWord> {
+        round
+            .await_from
+            .iter()
+            .map(|from| AwaitedWord { offset: from.slot_offset, at_least: self.epoch })
+            .find(|word| !word.arrived(transport))
     }
 
     fn check_fault_timeout(&mut self) -> Result<(), TransportError> {
@@ -83,7 +90,8 @@ impl<T: Windows + ?Sized> Schedule<T> for BarrierRun {
                 }
                 self.notified = true;
             }
-            if !self.round_arrived(&*transport, round) {
+            if let Some(missing) = self.missing_notification(&*transport, round) {
+                self.awaited = Some(missing);
                 self.check_fault_timeout()?;
                 return Ok(Step::Pending);
             }
@@ -92,5 +100,9 @@ impl<T: Windows + ?Sized> Schedule<T> for BarrierRun {
             self.waiting_since = None;
         }
         Ok(Step::Done)
+    }
+
+    fn awaited(&self) -> Option<AwaitedWord> {
+        self.awaited
     }
 }

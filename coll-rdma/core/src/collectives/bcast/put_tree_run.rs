@@ -24,7 +24,7 @@ use btl_ibmc::{TransportError, Windows};
 use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Arrival, KnownCredit, Reuse, Stream, Turn};
-use crate::schedule::{Schedule, Step};
+use crate::schedule::{AwaitedWord, Schedule, Step};
 
 /// What every run of one communicator's put tree uses and none changes.
 #[derive(Debug)]
@@ -170,5 +170,8 @@ impl<T: Windows + ?Sized> Schedule<T> for PutTreeRun<'_> {
 
     fn advance(&mut self, transport: &mut T) -> Result<Step, TransportError> {
         advance_by_polling(self, &*transport)
+    }
+    fn awaited(&self) -> Option<AwaitedWord> {
+        self.stall.awaited()
     }
 }

@@ -9,7 +9,7 @@ use super::multicast_run::MulticastRun;
 use super::put_tree::PutTreeRun;
 use super::single_copy_run::SingleCopyRun;
 use super::two_level_run::TwoLevelBcastRun;
-use crate::schedule::{Schedule, Step};
+use crate::schedule::{AwaitedWord, Schedule, Step};
 
 pub enum BcastRun<'a> {
     Flat(FlatBcastRun<'a>),
@@ -23,6 +23,13 @@ impl<T: Transport + ?Sized> Schedule<T> for BcastRun<'_> {
         match self {
             BcastRun::Flat(run) => run.advance(transport),
             BcastRun::TwoLevel(run) => run.advance(transport),
+        }
+    }
+
+    fn awaited(&self) -> Option<AwaitedWord> {
+        match self {
+            BcastRun::Flat(run) => Schedule::<T>::awaited(run),
+            BcastRun::TwoLevel(_) => None,
         }
     }
 }
@@ -85,6 +92,13 @@ impl<T: Transport + ?Sized> Schedule<T> for FlatBcastRun<'_> {
             FlatBcastRun::PutTree(run) => run.advance(transport),
             FlatBcastRun::SingleCopy(run) => run.advance(transport),
             FlatBcastRun::Multicast(run) => run.advance(transport),
+        }
+    }
+
+    fn awaited(&self) -> Option<AwaitedWord> {
+        match self {
+            FlatBcastRun::PutTree(run) => Schedule::<T>::awaited(run),
+            FlatBcastRun::SingleCopy(_) | FlatBcastRun::Multicast(_) => None,
         }
     }
 }

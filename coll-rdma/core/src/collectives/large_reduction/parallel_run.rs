@@ -45,7 +45,7 @@ use super::read_tree_run::{TreeRunCall, TreeScratch, TreeStage};
 use crate::patterns::in_step::{check_in_step, check_peer_length, PeerStep};
 use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
 use crate::reduction::Reduction;
-use crate::schedule::{Schedule, Step};
+use crate::schedule::{AwaitedWord, Schedule, Step};
 
 /// Chunks a poll folds before it returns. One chunk (`CHUNK_BYTES`, 512
 /// KiB of every folded peer's input) costs each owner a cross-memory read
@@ -160,7 +160,7 @@ impl ParallelCall {
                 Stage::Fold { next } => {
                     let chunk_len = chunks.chunk_len(op.element_size());
                     let budget = match meet {
-                        Meet::Poll => CHUNKS_PER_POLL.saturating_mul(chunk_len),
+                        Meet::Poll(_) => CHUNKS_PER_POLL.saturating_mul(chunk_len),
                         Meet::Block(_) => usize::MAX,
                     };
                     let end = next.saturating_add(budget).min(self.mine.end);
@@ -356,6 +356,13 @@ where
         match self {
             OrParallel::Window(run) => run.advance(transport),
             OrParallel::Parallel(run) => run.advance(transport),
+        }
+    }
+
+    fn awaited(&self) -> Option<AwaitedWord> {
+        match self {
+            OrParallel::Window(run) => run.awaited(),
+            OrParallel::Parallel(_) => None,
         }
     }
 }

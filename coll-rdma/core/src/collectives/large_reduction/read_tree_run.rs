@@ -176,7 +176,7 @@ impl TreeRunCall {
         let element_size = op.element_size();
         let chunk_len = (self.chunk_bytes / element_size).max(1) * element_size;
         let budget = match meet {
-            Meet::Poll => CHUNKS_PER_POLL.saturating_mul(chunk_len),
+            Meet::Poll(_) => CHUNKS_PER_POLL.saturating_mul(chunk_len),
             Meet::Block(_) => usize::MAX,
         };
         let end = start.saturating_add(budget).min(len);

@@ -147,7 +147,7 @@ impl RingCall {
         }
         let (len, element) = (result.len(), op.element_size());
         let mut budget = match meet {
-            Meet::Poll => SEGMENTS_PER_POLL,
+            Meet::Poll(_) => SEGMENTS_PER_POLL,
             Meet::Block(_) => usize::MAX,
         };
         while self.position.step < self.steps() {

@@ -24,7 +24,7 @@ use crate::patterns::scratch;
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Reuse, Turn};
 use crate::reduction::Reduction;
-use crate::schedule::{Schedule, Step};
+use crate::schedule::{AwaitedWord, Schedule, Step};
 
 pub(super) struct ReduceCursor {
     segments: Segments,
@@ -128,5 +128,8 @@ impl<T: Windows + ?Sized, R: Reduction> Schedule<T> for ReduceRun<'_, R> {
 
     fn advance(&mut self, transport: &mut T) -> Result<Step, TransportError> {
         advance_by_polling(self, &*transport)
+    }
+    fn awaited(&self) -> Option<AwaitedWord> {
+        self.stall.awaited()
     }
 }
