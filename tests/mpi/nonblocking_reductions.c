@@ -29,6 +29,13 @@
  *      freed call's completion would complete a later request before its
  *      result is there; the freed calls' own results are not checked:
  *      nothing tells the program when they are over);
+ *   6. persistent requests made on a fresh communicator before its first
+ *      tree-length allreduce, which runs the allreduce's degree trial
+ *      (once per communicator, where autotune is on) and so changes the
+ *      plan their path was decided on: a persistent request keeps its
+ *      path from *_init while the plan stands and decides again after
+ *      (glue/mpi_ireduction.rs, KeptPath); started before, across and
+ *      after the trial, results checked at every start;
  * Options: -r <rounds of phase 1> (default 200), -n <persistent starts>,
  * -f <starts of phase 4>, -l 1: long vectors (phase 1 draws only
  * iallreduces and ireduces, of 0 to 8 MiB, mostly 64 KiB-4 MiB; phase 2's
@@ -410,6 +417,47 @@ static void freed_while_pending(tcomm_t *world, long rounds)
     }
 }
 
+static void kept_across_a_plan_change(tcomm_t *world)
+{
+    MPI_Comm dup;
+    T_MPI(MPI_Comm_dup(world->comm, &dup));
+    tcomm_t fresh;
+    t_derive(world, dup, &fresh);
+    int rank = fresh.rank, size = fresh.size;
+    t_barrier(&fresh); /* sets the communicator up; no allreduce yet */
+    const int tree_count = nr_long ? 65536 : 2048, short_count = 5;
+    nr_call_t tree = { .kind = NR_IALLREDUCE, .op = NR_SUM, .count = tree_count };
+    nr_call_t red = { .kind = NR_IREDUCE, .op = NR_AFFINE, .count = short_count, .root = 0 };
+    int64_t *tree_send = calloc((size_t)tree_count, sizeof *tree_send), *tree_recv = calloc((size_t)tree_count, sizeof *tree_recv);
+    t_affine_t *red_send = calloc((size_t)short_count, sizeof *red_send), *red_recv = calloc((size_t)short_count, sizeof *red_recv);
+    tree.send = tree_send; tree.recv = tree_recv;
+    red.send = red_send; red.recv = red_recv;
+    MPI_Request rq[2];
+    T_MPI(T_ALLREDUCE_INIT(tree_send, tree_recv, tree_count, MPI_INT64_T, MPI_SUM, fresh.comm, MPI_INFO_NULL, &rq[0]));
+    T_MPI(T_REDUCE_INIT(red_send, red_recv, short_count, nr_affine_type, nr_affine_op, red.root, fresh.comm, MPI_INFO_NULL, &rq[1]));
+    for (long s = 0; s < 6; s++) {
+        tree.seq = red.seq = 4000000 + s;
+        nr_fill(NR_SUM, tree_send, rank, tree.seq, tree_count);
+        nr_fill(NR_AFFINE, red_send, rank, red.seq, short_count);
+        /* The first start of the tree-length allreduce runs the trial
+         * itself; the reduce started after it decides again. */
+        T_MPI(MPI_Start(&rq[0]));
+        T_MPI(MPI_Wait(&rq[0], MPI_STATUS_IGNORE));
+        T_MPI(MPI_Start(&rq[1]));
+        T_MPI(MPI_Wait(&rq[1], MPI_STATUS_IGNORE));
+        if (!nr_check_reduction(&tree, size, "persistent allreduce across a plan change")) break;
+        if (rank == red.root && !nr_check_reduction(&red, size, "persistent reduce across a plan change")) break;
+        if (s == 2) nr_blocking(fresh.comm, rank, size, tree.seq);
+    }
+    T_MPI(MPI_Request_free(&rq[0]));
+    T_MPI(MPI_Request_free(&rq[1]));
+    free(tree_send);
+    free(tree_recv);
+    free(red_send);
+    free(red_recv);
+    t_free(&fresh);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -427,6 +475,7 @@ int main(int argc, char **argv)
     across_other_communicators(&t_world, rounds / 10 > 0 ? rounds / 10 : 1);
     freed_after_init(&t_world, freed_starts);
     freed_while_pending(&t_world, rounds / 10 > 0 ? rounds / 10 : 1);
+    kept_across_a_plan_change(&t_world);
     T_MPI(MPI_Op_free(&nr_affine_op));
     T_MPI(MPI_Type_free(&nr_affine_type));
     return t_finish("nonblocking_reductions");

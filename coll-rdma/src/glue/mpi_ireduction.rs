@@ -112,7 +112,7 @@ pub(super) unsafe extern "C" fn iallreduce(
         unsafe {
             with_state(
                 module,
-                |state| state.post_reduction(&call, None, PostAs::Now(request)),
+                |state| state.post_reduction(&call, None, PostAs::Now(request), None),
                 |saved| saved.nonblocking.iallreduce(call, request)(),
             )
         }
@@ -137,7 +137,7 @@ pub(super) unsafe extern "C" fn ireduce(
         unsafe {
             with_state(
                 module,
-                |state| state.post_reduction(&call, Some(root), PostAs::Now(request)),
+                |state| state.post_reduction(&call, Some(root), PostAs::Now(request), None),
                 |saved| saved.nonblocking.ireduce(call, root, request)(),
             )
         }
@@ -203,7 +203,7 @@ pub(super) unsafe extern "C" fn reduce_init(
 /// request).
 pub(super) unsafe fn start_persistent_reduction(persistent: Persistent, request: RequestRef) -> c_int {
     let Persistent { module, call, .. } = persistent;
-    let PersistentCall::Reduction { call, root } = call else {
+    let PersistentCall::Reduction { call, root, kept } = call else {
         tracing::error!("MPI_Start: a persistent request of coll rdma started as a reduction it is not");
         return sys::OMPI_ERR_BAD_PARAM as c_int;
     };
@@ -212,13 +212,28 @@ pub(super) unsafe fn start_persistent_reduction(persistent: Persistent, request:
         start_persistent(
             module,
             request,
-            |state, request| state.post_reduction(&call, root, PostAs::Started(request)),
+            |state, request| state.post_reduction(&call, root, PostAs::Started(request), kept),
             |saved| match root {
                 Some(root) => saved.reduce(call, root)(),
                 None => saved.allreduce(call)(),
             },
         )
     }
+}
+
+/// A persistent reduction's decision (`Native::resumable_path`), made at
+/// `*_init` and kept in its request: its starts take it without asking the
+/// selector or translating the datatype again, as long as the
+/// communicator's decisions are of the generation it was made in
+/// (`Decisions::generation`: every change of the plan moves it, and the
+/// first start after that decides again and keeps the new answer). Every
+/// rank asks the same selector on the same agreed plan, so every rank
+/// keeps the same path.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct KeptPath {
+    generation: u64,
+    /// `None`: nothing to exchange (a zero count).
+    decided: Option<(ContiguousSpan, RunPath)>,
 }
 
 /// What serves a call that has a run.
@@ -246,13 +261,19 @@ fn collective_of(root: Option<c_int>, persistent: bool) -> Collective {
 }
 
 impl CommState {
-    fn post_reduction(&mut self, call: &ReductionCall, root: Option<c_int>, post: PostAs) -> Step {
+    /// A call posted now (`kept` unused) or a persistent one started
+    /// (`kept` its request's decision, if it has one, renewed there if the
+    /// plan changed).
+    fn post_reduction(&mut self, call: &ReductionCall, root: Option<c_int>, post: PostAs, kept: Option<KeptPath>) -> Step {
         let collective = collective_of(root, matches!(post, PostAs::Started(_)));
         let order = FoldOrder::of(call.op);
         let planned = match self.enter_if_set_up() {
             Ok(mut native) => {
                 native.shared.count_call(collective);
-                native.reduction_run(call, root, order)
+                match &post {
+                    PostAs::Started(request) => native.kept_reduction_run(call, root, order, kept, request),
+                    PostAs::Now(_) => native.reduction_run(call, root, order),
+                }
             }
             Err(why) => Planned::HandOver(why),
         };
@@ -277,10 +298,7 @@ impl CommState {
     /// served here (else why not).
     pub(super) fn reduction_init_verdict(&mut self, call: &ReductionCall, root: Option<c_int>) -> Result<(), Unserved> {
         let mut native = self.enter_if_set_up()?;
-        match native.reduction_handover(call, root, FoldOrder::of(call.op)) {
-            None => Ok(()),
-            Some(why) => Err(why.into()),
-        }
+        native.resumable_path(call, root, FoldOrder::of(call.op)).map(|_| ()).map_err(Unserved::from)
     }
 
     fn init_reduction(
@@ -291,12 +309,18 @@ impl CommState {
         request_out: Request,
         module: Module,
     ) -> Step {
-        // The path is settled here, once, by the selector the starts ask
-        // again: the same shape gives the same answer. Before the setup it
-        // is settled at a start (`persistent_wrapper.rs`).
+        // The path is settled here, once, and kept in the request for its
+        // starts (`KeptPath`). Before the setup it is settled at a start
+        // (`persistent_wrapper.rs`), and kept from there.
+        let order = FoldOrder::of(call.op);
+        let decided = match self.enter_if_set_up() {
+            Ok(mut native) => native.path_to_keep(call, root, order).map_err(Unserved::from),
+            Err(why) => Err(why),
+        };
+        let kept = decided.as_ref().ok().copied();
         let persistent =
-            Persistent { comm: call.comm, module, call: PersistentCall::Reduction { call: *call, root }, start: start_persistent_reduction };
-        if let Err(why) = self.reduction_init_verdict(call, root) {
+            Persistent { comm: call.comm, module, call: PersistentCall::Reduction { call: *call, root, kept }, start: start_persistent_reduction };
+        if let Err(why) = decided {
             let nonblocking = &self.shared.saved.nonblocking;
             let underneath: Box<dyn FnOnce() -> c_int> = match root {
                 Some(root) => Box::new(nonblocking.reduce_init(*call, root, info, request_out)),
@@ -305,7 +329,7 @@ impl CommState {
             if matches!(why, Unserved::BeforeSetup) {
                 return self.wrap_persistent_init(persistent, request_out, underneath);
             }
-            return self.shared.decline(collective_of(root, true), why, FoldOrder::of(call.op), underneath);
+            return self.shared.decline(collective_of(root, true), why, order, underneath);
         }
         let Some(request) = new_request(call.comm, Some(persistent)) else {
             return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
@@ -317,9 +341,11 @@ impl CommState {
 }
 
 impl Native<'_> {
-    /// Why the call would be handed over (`None`: served here).
-    fn reduction_handover(&mut self, call: &ReductionCall, root: Option<c_int>, order: FoldOrder) -> Option<Handover> {
-        self.resumable_path(call, root, order).err()
+    /// `resumable_path`'s decision, to keep with the generation of the
+    /// plan it was made on.
+    fn path_to_keep(&mut self, call: &ReductionCall, root: Option<c_int>, order: FoldOrder) -> Result<KeptPath, Handover> {
+        let generation = self.ready.decisions.generation();
+        self.resumable_path(call, root, order).map(|decided| KeptPath { generation, decided })
     }
 
     /// The selector's decision for the call, as far as a run can follow
@@ -359,12 +385,34 @@ impl Native<'_> {
         Ok(Some((span, path)))
     }
 
+    /// The call's run, on the selector's path (or its hand-over).
     fn reduction_run(&mut self, call: &ReductionCall, root: Option<c_int>, order: FoldOrder) -> Planned {
-        let (span, path) = match self.resumable_path(call, root, order) {
-            Ok(Some(found)) => found,
-            Ok(None) => return Planned::Nothing,
-            Err(why) => return Planned::HandOver(why.into()),
-        };
+        match self.resumable_path(call, root, order) {
+            Ok(decided) => self.run_on(call, root, decided),
+            Err(why) => Planned::HandOver(why.into()),
+        }
+    }
+
+    /// A persistent request's run, on the path it kept while the plan it
+    /// was decided on stands; after a change of plan (or at the first
+    /// start served here of a request made before the setup) decided
+    /// again, and kept in `request` for the next starts.
+    fn kept_reduction_run(&mut self, call: &ReductionCall, root: Option<c_int>, order: FoldOrder, kept: Option<KeptPath>, request: &RequestRef) -> Planned {
+        if let Some(kept) = kept.filter(|kept| kept.generation == self.ready.decisions.generation()) {
+            return self.run_on(call, root, kept.decided);
+        }
+        match self.path_to_keep(call, root, order) {
+            Ok(renewed) => {
+                request.keep_for_next_starts(PersistentCall::Reduction { call: *call, root, kept: Some(renewed) });
+                self.run_on(call, root, renewed.decided)
+            }
+            Err(why) => Planned::HandOver(why.into()),
+        }
+    }
+
+    /// The run of the path `decided` (`None`: nothing to exchange).
+    fn run_on(&mut self, call: &ReductionCall, root: Option<c_int>, decided: Option<(ContiguousSpan, RunPath)>) -> Planned {
+        let Some((span, path)) = decided else { return Planned::Nothing };
         match (path, root) {
             (RunPath::Ring, root) => {
                 let gather = root.map_or(Gather::All, |root| Gather::Root(root as usize));

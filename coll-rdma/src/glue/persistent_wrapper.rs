@@ -224,7 +224,7 @@ impl CommState {
     fn decide_wrapped(&mut self, call: &PersistentCall, path: &Cell<Path>) -> Step {
         let verdict = match call {
             PersistentCall::Barrier => self.barrier_init_verdict(),
-            PersistentCall::Reduction { call, root } => self.reduction_init_verdict(call, *root),
+            PersistentCall::Reduction { call, root, .. } => self.reduction_init_verdict(call, *root),
             PersistentCall::Bcast(call) => self.bcast_init_verdict(call),
         };
         let why = match verdict {

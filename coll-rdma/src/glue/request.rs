@@ -32,6 +32,7 @@ use super::ffi_guard::guarded;
 use super::own_wait;
 use super::persistent_wrapper::Wrapped;
 use super::request_pool;
+use super::mpi_ireduction::KeptPath;
 use super::saved::ReductionCall;
 use super::saved_nonblocking::BcastCall;
 
@@ -49,8 +50,10 @@ pub(super) struct Persistent {
 #[derive(Clone, Copy)]
 pub(super) enum PersistentCall {
     Barrier,
-    /// An allreduce (`root` `None`) or a reduce.
-    Reduction { call: ReductionCall, root: Option<c_int> },
+    /// An allreduce (`root` `None`) or a reduce, with the path its starts
+    /// take while the communicator's plan stays as it was when decided
+    /// (`None` until decided: made before the setup).
+    Reduction { call: ReductionCall, root: Option<c_int>, kept: Option<KeptPath> },
     Bcast(BcastCall),
 }
 
@@ -248,7 +251,9 @@ unsafe extern "C" fn start(count: usize, requests: *mut *mut sys::ompi_request_t
             // SAFETY: Open MPI passes `count` handles of requests whose
             // req_start is ours, so they are ours.
             let request = unsafe { *requests.add(index) } as *mut RdmaRequest;
-            // SAFETY: as above; `persistent` is written once at creation.
+            // SAFETY: as above; `persistent` is written at creation and
+            // otherwise only by a start of this request
+            // (`keep_for_next_starts`), never while another runs.
             let Some(persistent) = (unsafe { (*request).persistent }) else {
                 tracing::error!("MPI_Start on a coll rdma request that is not persistent");
                 return sys::OMPI_ERR_BAD_PARAM as c_int;
@@ -324,6 +329,18 @@ impl RequestRef {
     pub(super) fn spin_in_wait(&self, polls: u32) {
         // SAFETY: our reference keeps the request, one of ours, alive.
         unsafe { (*(self.0 as *mut RdmaRequest)).wait_spin_polls.store(polls, Ordering::Relaxed) };
+    }
+
+    /// Replaces what the next starts of this persistent request repeat
+    /// (a reduction's path, decided again after its plan changed); a
+    /// request that is not persistent has nothing to keep.
+    pub(super) fn keep_for_next_starts(&self, call: PersistentCall) {
+        // SAFETY: our reference keeps the request, one of ours, alive; a
+        // started persistent request is touched by its starting call alone
+        // (MPI forbids starting an active request), and this is that call.
+        if let Some(persistent) = unsafe { (*(self.0 as *mut RdmaRequest)).persistent.as_mut() } {
+            persistent.call = call;
+        }
     }
 
     /// Completes the request with `mpi_error` (an MPI error class).

@@ -14,6 +14,10 @@
 //!   but forgets anyway when it ends) calls `forget`.
 //! - A communicator that failed is never entered again, so its memos are
 //!   never read after a transport fault.
+//! - `generation` grows at every `forget` (so at every change of the
+//!   plan): a caller that keeps an answer beyond one call (a persistent
+//!   request's path, kept from `*_init`) keeps it with the generation it
+//!   was made in and asks again once that changed.
 
 use super::allreduce::AllreducePath;
 use super::reduce::ReducePath;
@@ -57,6 +61,8 @@ pub struct Decisions {
     plan: Plan,
     allreduce: Memo<AllreducePath>,
     reduce: Memo<ReducePath>,
+    /// Forgets so far (see the module's invariants).
+    generation: u64,
 }
 
 impl Decisions {
@@ -87,6 +93,14 @@ impl Decisions {
     pub fn forget(&mut self) {
         self.allreduce = Memo::default();
         self.reduce = Memo::default();
+        self.generation += 1;
+    }
+
+    /// Changes at every `forget`, so at every change of the plan: an
+    /// answer kept with an equal generation is still the selector's.
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// `allreduce::select(shape, plan)`, remembered for the next call.

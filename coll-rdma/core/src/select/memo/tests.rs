@@ -65,6 +65,27 @@ fn a_changed_plan_gets_a_fresh_decision() {
     assert_eq!(decisions.plan().size, 4);
 }
 
+#[test]
+fn the_generation_changes_with_the_plan_and_only_then() {
+    // A persistent request keeps its path from `*_init` while the
+    // generation it was decided in lasts: every change of the plan, and
+    // every forget, must move it; answering calls must not.
+    let short = shape(4, contiguous(16, 4), true);
+    let mut decisions = Decisions::new(plan());
+    let start = decisions.generation();
+    decisions.reduce(&short);
+    decisions.allreduce(&shape(4, contiguous(1 << 20, 4), true));
+    assert_eq!(decisions.generation(), start, "answers keep the generation");
+    decisions.plan_mut().size = 1;
+    let after_plan_mut = decisions.generation();
+    assert_ne!(after_plan_mut, start, "plan_mut");
+    decisions.replace(plan());
+    assert_ne!(decisions.generation(), after_plan_mut, "replace");
+    let before_forget = decisions.generation();
+    decisions.forget();
+    assert_ne!(decisions.generation(), before_forget, "forget");
+}
+
 static ASKED: AtomicUsize = AtomicUsize::new(0);
 
 fn counting_select(shape: &CallShape, plan: &Plan) -> Choice<ReducePath> {
