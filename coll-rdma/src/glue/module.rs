@@ -337,6 +337,10 @@ pub(super) unsafe fn progress_state(module: *mut RdmaModule) -> bool {
 /// timeout's clock, which must not wait long.
 const WORD_LOADS_PER_ADVANCE: u32 = 32;
 
+/// Advances of one hold before the wait watches the awaited word (see
+/// `progress_state_until`).
+const ADVANCES_BEFORE_WATCHING: u32 = 4;
+
 /// `progress_state` for MPI_Wait on a request of this module's
 /// communicator (`own_wait.rs`): up to `passes` passes in one hold of the
 /// state, stopping once `done` says so; the entry, the thread token and
@@ -363,6 +367,7 @@ pub(super) unsafe fn progress_state_until(module: *mut RdmaModule, passes: u32, 
     let state = held.state();
     let mut finished = false;
     let mut left = passes;
+    let mut advances = 0u32;
     while left > 0 {
         left -= 1;
         state.progress_background_work();
@@ -373,10 +378,17 @@ pub(super) unsafe fn progress_state_until(module: *mut RdmaModule, passes: u32, 
         if done() {
             break;
         }
-        // Between advances, the one word the runs wait for, alone: a
-        // load where an advance costs hundreds of instructions, so the
-        // peer's arrival is seen sooner. Each load is one of the passes,
-        // as each load of a blocking wait is one of its polls.
+        advances += 1;
+        // Once the wait has lasted a few advances, the one word the runs
+        // wait for, alone, between advances: a load where an advance
+        // costs hundreds of instructions. Not before: most waits end
+        // within an advance or two, where finding the word costs more
+        // than it saves. Each load is one of the passes, as each load of
+        // a blocking wait is one of its polls.
+        if advances < ADVANCES_BEFORE_WATCHING {
+            std::hint::spin_loop();
+            continue;
+        }
         match state.watch_awaited_word(left.min(WORD_LOADS_PER_ADVANCE)) {
             0 => std::hint::spin_loop(),
             loads => left -= loads,
