@@ -440,6 +440,21 @@ mod tests {
     }
 
     #[test]
+    fn a_polled_send_without_its_credit_writes_nothing_until_the_credit_comes() {
+        let shape = SlotShape::holding(8);
+        let stream = Stream { what: "test", sender: 0, receiver: 1, ring: 0, credit: 0, shape };
+        let (transport, known) = (CreditWord::default(), KnownCredit::default());
+        transport.credit.set(2);
+        assert!(!stream.try_send(&transport, 5, &[1; 8], 3, &known, Meet::Poll).unwrap());
+        assert_eq!((transport.puts.get(), known.get()), (0, 0), "no put, and a credit below the need is not kept");
+        transport.credit.set(3);
+        assert!(stream.try_send(&transport, 5, &[1; 8], 3, &known, Meet::Poll).unwrap());
+        assert_eq!((transport.puts.get(), known.get()), (1, 3));
+        assert!(!stream.try_send_abandoned(&transport, 6, 4, Meet::Poll).unwrap());
+        assert_eq!(transport.puts.get(), 1, "an abandoned mark waits for its credit too");
+    }
+
+    #[test]
     fn flags_follow_their_payload_inside_the_slot() {
         for payload in [1, 8, 9, 56, 57, 64, 8192] {
             let shape = SlotShape::holding(payload);
