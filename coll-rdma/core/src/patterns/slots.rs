@@ -197,6 +197,15 @@ impl Stream {
 
     /// The resumable send: `false` when `meet` polls and the credit is not
     /// there yet (nothing was written).
+    ///
+    /// Always inlined, with the credit test: a blocking caller passes a
+    /// constant `Meet::Block`, under which the compiler drops the poll
+    /// branches and the `bool` result, so one implementation serves the
+    /// blocking calls as cheaply as a send written for them alone. Out of
+    /// line (this function, and the credit read beside it), the blocking
+    /// reduce's non-root paid about 60 instructions a call more than the
+    /// blocking send it replaced (issue 35, `docs/bench/2026-11-30`).
+    #[inline(always)]
     pub(crate) fn try_send<T: Windows + ?Sized>(
         &self,
         transport: &T,
@@ -214,9 +223,9 @@ impl Stream {
         Ok(true)
     }
 
-    /// Whether the credit for `seq` is there: known already (one load,
-    /// inline), or read from the credit word as `meet` lets it.
-    #[inline]
+    /// Whether the credit for `seq` is there: known already (one load), or
+    /// read from the credit word as `meet` lets it, and then kept.
+    #[inline(always)]
     fn try_credit<T: Windows + ?Sized>(
         &self,
         transport: &T,
@@ -228,18 +237,6 @@ impl Stream {
         if credit_needed <= known.get() {
             return Ok(true);
         }
-        self.read_credit(transport, seq, credit_needed, known, meet)
-    }
-
-    #[inline(never)]
-    fn read_credit<T: Windows + ?Sized>(
-        &self,
-        transport: &T,
-        seq: u64,
-        credit_needed: u64,
-        known: &KnownCredit,
-        meet: Meet<'_>,
-    ) -> Result<bool, TransportError> {
         let seen = meet.local_at_least(transport, self.credit, credit_needed, || {
             format!("{}: rank {} to free a slot for segment {seq}", self.what, self.receiver)
         })?;
@@ -440,6 +437,21 @@ mod tests {
         stream.send_knowing(&transport, 10, &[1; 8], 6, &known, waits).unwrap();
         stream.send(&transport, 11, &[1; 8], 6, waits).unwrap();
         assert_eq!(transport.reads.get(), 3, "send alone keeps nothing between calls");
+    }
+
+    #[test]
+    fn a_polled_send_without_its_credit_writes_nothing_until_the_credit_comes() {
+        let shape = SlotShape::holding(8);
+        let stream = Stream { what: "test", sender: 0, receiver: 1, ring: 0, credit: 0, shape };
+        let (transport, known) = (CreditWord::default(), KnownCredit::default());
+        transport.credit.set(2);
+        assert!(!stream.try_send(&transport, 5, &[1; 8], 3, &known, Meet::Poll).unwrap());
+        assert_eq!((transport.puts.get(), known.get()), (0, 0), "no put, and a credit below the need is not kept");
+        transport.credit.set(3);
+        assert!(stream.try_send(&transport, 5, &[1; 8], 3, &known, Meet::Poll).unwrap());
+        assert_eq!((transport.puts.get(), known.get()), (1, 3));
+        assert!(!stream.try_send_abandoned(&transport, 6, 4, Meet::Poll).unwrap());
+        assert_eq!(transport.puts.get(), 1, "an abandoned mark waits for its credit too");
     }
 
     #[test]

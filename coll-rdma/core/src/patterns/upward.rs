@@ -66,7 +66,15 @@ impl Upward {
     /// `incoming` is scratch of the same length. Resumable: `done` counts
     /// the steps already taken (0 on entry to the segment); returns whether
     /// the segment is finished, which under `Meet::Block` it always is.
+    ///
+    /// Always inlined, as `Stream::try_send` is: in the blocking calls,
+    /// which pass a constant `Meet::Block`, the compiler then drops the
+    /// poll branches and the `bool` results, so the blocking reduce is not
+    /// slower than its own loop was before the runs shared this code
+    /// (`docs/bench/2026-11-30`: out of line it cost the non-root about 60
+    /// instructions a call).
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     pub(crate) fn resume_segment<T: Windows + ?Sized, R: Reduction + ?Sized>(
         &self,
         transport: &T,
