@@ -444,13 +444,14 @@ mod tests {
         let shape = SlotShape::holding(8);
         let stream = Stream { what: "test", sender: 0, receiver: 1, ring: 0, credit: 0, shape };
         let (transport, known) = (CreditWord::default(), KnownCredit::default());
+        let awaited = std::cell::Cell::new(None);
         transport.credit.set(2);
-        assert!(!stream.try_send(&transport, 5, &[1; 8], 3, &known, Meet::Poll).unwrap());
+        assert!(!stream.try_send(&transport, 5, &[1; 8], 3, &known, Meet::Poll(&awaited)).unwrap());
         assert_eq!((transport.puts.get(), known.get()), (0, 0), "no put, and a credit below the need is not kept");
         transport.credit.set(3);
-        assert!(stream.try_send(&transport, 5, &[1; 8], 3, &known, Meet::Poll).unwrap());
+        assert!(stream.try_send(&transport, 5, &[1; 8], 3, &known, Meet::Poll(&awaited)).unwrap());
         assert_eq!((transport.puts.get(), known.get()), (1, 3));
-        assert!(!stream.try_send_abandoned(&transport, 6, 4, Meet::Poll).unwrap());
+        assert!(!stream.try_send_abandoned(&transport, 6, 4, Meet::Poll(&awaited)).unwrap());
         assert_eq!(transport.puts.get(), 1, "an abandoned mark waits for its credit too");
     }
 
