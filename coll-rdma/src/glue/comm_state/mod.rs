@@ -258,8 +258,8 @@ impl CommState {
             && let Err(why) = ready.progress_background_work()
         {
             tracing::error!(
-                "comm {} rank {}: a non-blocking run failed: {why}; its request and every later one complete with an error, \
-                 and later collectives on this communicator go to the module underneath",
+                "comm {} rank {}: a non-blocking run, or the bcast's repairs between calls, failed: {why}; pending requests \
+                 and every later one complete with an error, and later collectives on this communicator go to the module underneath",
                 self.shared.id.cid,
                 self.shared.id.rank
             );

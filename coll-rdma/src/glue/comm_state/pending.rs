@@ -19,8 +19,6 @@ use crate::schedule::{Schedule, Step};
 use crate::schedule_queue::{Lane, Run, ScheduleQueue};
 use super::super::request::RequestRef;
 
-/// Polls of a drain between yields of the core (ranks may share cores).
-const DRAIN_SPINS_BEFORE_YIELD: u32 = 64;
 
 #[derive(Default)]
 pub(in crate::glue) struct PendingRuns {
@@ -111,22 +109,16 @@ impl PendingRuns {
     /// Runs every pending run to its end (before a blocking collective or
     /// the communicator's teardown), calling `side_progress` at every pass
     /// (the bcast's ACKs and retransmissions, which a peer's run may be
-    /// waiting for while this rank's queue holds no bcast run). Bounded:
-    /// each run fails after the fault timeout.
-    pub(in crate::glue) fn drain(&mut self, transport: &mut SelectedTransport, mut side_progress: impl FnMut(&SelectedTransport)) -> Result<(), TransportError> {
-        let mut polls = 0u32;
-        loop {
-            side_progress(transport);
-            self.advance(transport)?;
-            if self.queue.is_empty() {
-                return Ok(());
-            }
-            polls += 1;
-            if polls % DRAIN_SPINS_BEFORE_YIELD == 0 {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
-        }
+    /// waiting for while this rank's queue holds no bcast run); completes
+    /// the requests of the runs that ended. Returns the first failure, a
+    /// run's or the side progress's (`ScheduleQueue::drain`).
+    pub(in crate::glue) fn drain(
+        &mut self,
+        transport: &mut SelectedTransport,
+        side_progress: impl FnMut(&mut SelectedTransport) -> Result<(), TransportError>,
+    ) -> Result<(), TransportError> {
+        self.queue.drain(transport, side_progress, |request, outcome| {
+            request.finish(if outcome.is_ok() { sys::MPI_SUCCESS } else { sys::MPI_ERR_OTHER } as c_int)
+        })
     }
 }

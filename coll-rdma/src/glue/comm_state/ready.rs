@@ -173,8 +173,8 @@ impl ReadyComm {
         if self.pending_runs.is_empty() {
             return Ok(());
         }
-        let ReadyComm { pending_runs, transport, bcast, id, .. } = self;
-        pending_runs.drain(transport, |transport| serve_bcast(bcast, transport, id))
+        let ReadyComm { pending_runs, transport, bcast, .. } = self;
+        pending_runs.drain(transport, |transport| serve_bcast(bcast, transport))
     }
 
     /// Serves ACKs, NACKs and retransmissions outside a collective call
@@ -183,7 +183,7 @@ impl ReadyComm {
     /// only slow every poll of a pending run), and advances the
     /// non-blocking runs; fails if one of those did.
     pub(super) fn progress_background_work(&mut self) -> Result<(), TransportError> {
-        serve_bcast(&mut self.bcast, &self.transport, &self.id);
+        serve_bcast(&mut self.bcast, &self.transport)?;
         self.pending_runs.advance(&mut self.transport)
     }
 
@@ -239,11 +239,12 @@ impl ReadyComm {
 /// Serves the bcast's ACKs, NACKs and retransmissions where it needs
 /// that outside its own calls (`Bcast::needs_side_progress`): between
 /// calls, and at every pass of a drain of the queue, whose runs may wait
-/// on a peer that waits for this rank's retransmission.
-fn serve_bcast(bcast: &mut Bcast, transport: &SelectedTransport, id: &CommId) {
-    if bcast.needs_side_progress(transport)
-        && let Err(why) = bcast.progress(transport)
-    {
-        tracing::warn!("comm {} rank {}: bcast progress failed: {why}", id.cid, id.rank);
+/// on a peer that waits for this rank's retransmission. Its failure is
+/// the caller's: the multicast is not usable after one (btl-ibmc's
+/// `ReliableMulticast`), so the communicator fails rather than repeat it.
+fn serve_bcast(bcast: &mut Bcast, transport: &SelectedTransport) -> Result<(), TransportError> {
+    if bcast.needs_side_progress(transport) {
+        bcast.progress(transport)?;
     }
+    Ok(())
 }
