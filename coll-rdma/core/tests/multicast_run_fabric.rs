@@ -194,7 +194,6 @@ impl<'a> Rank<'a> {
         let what = format!("rank {} call {index} {call:?}", self.rank);
         match call.kind {
             Kind::Ibcast { root } => {
-                self.bcast.resumable(&self.transport, call.len).map_err(|why| format!("{what}: no run: {why}"))?;
                 let run: BcastRun<'a> = self.bcast.start(&self.transport, root, buffer).map_err(|why| format!("{what}: {why}"))?;
                 let run: Run<'a, FabricEndpoint> = Box::new(run);
                 self.queue.post(Lane::Bcast, run);
@@ -394,7 +393,7 @@ fn only_leaders_multicast(nodes: &[usize], totals: &Totals) {
 /// tree, the leaders' stage the datagram run) with moving roots among
 /// blocking two-level bcasts and allreduce runs, under 5 % loss,
 /// duplication and reordering of the leaders' datagrams. Before the
-/// leaders' datagram stage had a run, `resumable` refused every ibcast
+/// leaders' datagram stage had a run, `Bcast::resumable` (removed since) refused every ibcast
 /// here ("no run: the two-level bcast's datagram multicast among the
 /// leaders").
 #[test]

@@ -285,11 +285,7 @@ impl<'b> Player<'b> {
                     (Lane::Allreduce, Box::new(c.allreduce.start_result_dropped(transport, op, send).map_err(fail)?))
                 }
                 Kind::Bcast { root } => match c.two_level_bcast.as_mut() {
-                    Some(bcast) => {
-                        let len = recv.len();
-                        bcast.resumable(transport, len).map_err(|why| fail(TransportError::Failed(why.to_string())))?;
-                        (Lane::Bcast, Box::new(bcast.start(transport, root, recv).map_err(fail)?))
-                    }
+                    Some(bcast) => (Lane::Bcast, Box::new(bcast.start(transport, root, recv).map_err(fail)?)),
                     None => (Lane::Bcast, Box::new(c.bcast.start(root, recv).map_err(fail)?)),
                 },
             };

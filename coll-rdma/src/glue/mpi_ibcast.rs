@@ -10,14 +10,14 @@
 //! the same shape takes the same decision: handed to the module
 //! underneath's non-blocking function with the reason where the blocking
 //! call hands over, or where it would take a path without a run (above
-//! 2^31 - 1 bytes; `Bcast::resumable`). A datagram run, flat or the
+//! 2^31 - 1 bytes). A datagram run, flat or the
 //! leaders' stage, needs the bcast's side progress while it is pending
 //! and after it (a root's retransmissions): the progress callback serves
 //! it at every pass and so does the drain before a blocking call
 //! (`ReadyComm::finish_pending_runs`). On shm the run multicasts through
 //! the root's window as the blocking call does, on the same sequence
 //! numbers, where ranks outnumber cores, and takes the put tree beside it
-//! where they do not (`Bcast::resumable`).
+//! where they do not (`Bcast::start`).
 //!
 //! Every choice rests on facts every rank shares (length, root), so every
 //! rank serves or hands over the same calls. A rank whose datatype is not
@@ -171,7 +171,6 @@ impl Native<'_> {
             }
             Choice::Native(BcastPath::Send { bytes, .. }) => bytes,
         };
-        self.ready.bcast.resumable(&self.ready.transport, bytes).map_err(Handover::NoResumableSchedule)?;
         Ok(bytes)
     }
 

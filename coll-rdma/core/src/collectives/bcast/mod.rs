@@ -252,36 +252,6 @@ impl Bcast {
         }
     }
 
-    /// Why a `len`-byte bcast has no resumable run on `transport`, or
-    /// `Ok` if `start` serves it. The run takes the blocking call's path:
-    /// where the blocking call copies from the root's buffer
-    /// (`single_copy`), single copy's run; where it multicasts datagrams
-    /// (udp, verbs multicast), the same reliable multicast, stepped
-    /// (`multicast_run`); where the transport has no multicast, the put
-    /// tree's run. Through the root's shared window (shm) the run is the
-    /// multicast's, or the put tree's on the tree's own part of the window
-    /// (`BcastConfig::runs_multicast_on_shared_window`), correct beside the
-    /// blocking call's multicast because the two use disjoint regions and
-    /// sequence numbers. The same answer on every rank.
-    ///
-    /// In two levels (`two_level_run`) each stage takes the run its own
-    /// blocking path would by the same rules: a node's stage never has
-    /// datagrams (shared windows or puts), and the leaders' stage has the
-    /// communicator's multicast, datagrams included (verbs multicast
-    /// among the leaders, served by `progress` like the flat datagram
-    /// run's, see `two_level_run`).
-    ///
-    /// Every path has a run today; the `Result` stays for the glue, which
-    /// hands over with the reason wherever a path has none.
-    pub fn resumable<T: Transport + ?Sized>(&self, transport: &T, len: usize) -> Result<(), &'static str> {
-        if self.uses_single_copy(transport, len) {
-            return Ok(());
-        }
-        match transport.multicast_kind() {
-            MulticastKind::None | MulticastKind::SharedWindow | MulticastKind::Datagram => Ok(()),
-        }
-    }
-
     /// Whether the flat bcast's runs share the reliable multicast with the
     /// blocking calls, of datagrams or through a shared window (rather
     /// than the put tree or single copy).
@@ -297,7 +267,20 @@ impl Bcast {
     /// Starts one bcast of `buf` from `root` as a resumable run, taking
     /// its sequence numbers now: runs must be started in the
     /// communicator's post order and advanced one at a time
-    /// (`schedule_queue`'s bcast lane). Only where `resumable` says so.
+    /// (`schedule_queue`'s bcast lane). Every path has a run, the blocking
+    /// call's: where the blocking call copies from the root's buffer
+    /// (`single_copy`), single copy's run; where it multicasts datagrams
+    /// (udp, verbs multicast), the same reliable multicast, stepped
+    /// (`multicast_run`); where the transport has no multicast, the put
+    /// tree's run. Through the root's shared window (shm) the run is the
+    /// multicast's, or the put tree's on the tree's own part of the window
+    /// (`BcastConfig::runs_multicast_on_shared_window`), correct beside the
+    /// blocking call's multicast because the two use disjoint regions and
+    /// sequence numbers. In two levels (`two_level_run`) each stage takes
+    /// the run its own blocking path would by the same rules: a node's
+    /// stage never has datagrams (shared windows or puts), and the leaders'
+    /// stage has the communicator's multicast, datagrams included (served
+    /// by `progress` like the flat datagram run's).
     pub fn start<'a, T: Transport + ?Sized>(&mut self, transport: &T, root: usize, buf: &'a mut [u8]) -> Result<BcastRun<'a>, TransportError> {
         if root >= self.size {
             return Err(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() });
