@@ -68,6 +68,7 @@ fi
 WORK=$(mktemp -d "$WORKDIR/fbcast-tests.XXXXXX")
 MOUNTS=()
 TEST_USER=
+TEST_USER_REFUSED=
 cleanup() {
     local m
     [ -z "$TEST_USER" ] || userdel "$TEST_USER" 2>/dev/null
@@ -126,7 +127,8 @@ hosts_dirs() { # hosts_dirs NP: fresh per-rank "host" directories under $TDIR/ho
 # these tests (removed at exit) so that fbcast runs as a non-root user;
 # fails (WHY says why) when it cannot be made
 as_test_user() {
-    WHY=
+    WHY=$TEST_USER_REFUSED
+    if [ -n "$WHY" ]; then return 1; fi
     if [ -n "$TEST_USER" ]; then return 0; fi
     if [ "$(id -u)" != 0 ]; then WHY="creating a test user needs root"; return 1; fi
     command -v useradd >/dev/null && command -v setpriv >/dev/null || { WHY="useradd or setpriv not found"; return 1; }
@@ -137,6 +139,13 @@ as_test_user() {
     TEST_USER=$name TEST_UID=$(id -u "$name") TEST_GID=$(id -g "$name")
     # the user reaches the inputs and its test directories, nothing else of ours
     chmod o+x "$WORK"
+    # A checkout inside a directory only its owner may enter (mktemp -d
+    # makes one) keeps every other user out of $WORK whatever its mode:
+    # the cases would fail for that, not for fbcast.
+    if ! setpriv --reuid="$TEST_UID" --regid="$TEST_GID" --clear-groups test -x "$WORK"; then
+        TEST_USER_REFUSED="a directory above $WORK is closed to other users (set FBCAST_TESTS_WORKDIR to one they may enter)"
+        WHY=$TEST_USER_REFUSED; return 1
+    fi
 }
 
 say "== fbcast tests: $FBCAST, Open MPI $OMPI_MAJOR.x, modes: $MODES, work directory $WORK"
