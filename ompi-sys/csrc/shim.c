@@ -3,6 +3,7 @@
 #include "opal/class/opal_object.h"
 #include "opal/util/output.h"
 #include "ompi/communicator/communicator.h"
+#include "ompi/errhandler/errhandler.h"
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/op/op.h"
 #include "ompi/request/request.h"
@@ -136,6 +137,16 @@ int coll_rdma_shim_request_wait_replace(coll_rdma_shim_wait_fn expected, coll_rd
 int coll_rdma_shim_request_is_complete(struct ompi_request_t *request)
 {
     return REQUEST_COMPLETE(request) ? 1 : 0;
+}
+
+int coll_rdma_shim_request_is_active(struct ompi_request_t *request)
+{
+    return request->req_state == OMPI_REQUEST_ACTIVE ? 1 : 0;
+}
+
+int coll_rdma_shim_comm_raise(struct ompi_communicator_t *comm, int err_class, const char *function)
+{
+    return OMPI_ERRHANDLER_INVOKE(comm, err_class, function);
 }
 
 void coll_rdma_shim_request_fini(struct ompi_request_t *request)

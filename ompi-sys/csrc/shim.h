@@ -77,6 +77,13 @@ int coll_rdma_shim_request_wait_replace(coll_rdma_shim_wait_fn expected, coll_rd
 /* REQUEST_COMPLETE: 1 once the request completed, and for an inactive
  * persistent one. */
 int coll_rdma_shim_request_is_complete(struct ompi_request_t *request);
+/* Whether a persistent request was started and not yet completed by the
+ * application's wait or test (which make it inactive again). */
+int coll_rdma_shim_request_is_active(struct ompi_request_t *request);
+/* Raises MPI error class err_class on comm as an MPI function named
+ * function would: the communicator's error handler runs (aborting the job
+ * under MPI_ERRORS_ARE_FATAL); returns the code to give the caller. */
+int coll_rdma_shim_comm_raise(struct ompi_communicator_t *comm, int err_class, const char *function);
 /* Whether a request of another module (the module underneath's
  * non-blocking collective) has completed; progresses once when it has not
  * (ompi_request_test). 1 completed, 0 not yet; a negative value is the

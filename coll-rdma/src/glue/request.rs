@@ -258,13 +258,20 @@ unsafe extern "C" fn start(count: usize, requests: *mut *mut sys::ompi_request_t
                 tracing::error!("MPI_Start on a coll rdma request that is not persistent");
                 return sys::OMPI_ERR_BAD_PARAM as c_int;
             };
-            // MPI forbids starting an active request, and Open MPI 4.1's
-            // MPI_Start does not check: restarted, its run (or the request
-            // it wraps) would be queued twice.
+            // MPI forbids starting an active request (started, and not yet
+            // made inactive by the application's wait or test, even if
+            // its run has finished), and Open MPI 4.1's MPI_Start does not
+            // check: restarted, its run (or the request it wraps) would be
+            // queued twice, and this rank alone would make one collective
+            // more. MPI_Start hands our code to the application as it is,
+            // so the error is raised here as an MPI function raises it: on
+            // the communicator's handler, with an MPI class.
             // SAFETY: a live request of ours (the application holds it).
-            if unsafe { sys::coll_rdma_shim_request_is_complete(request as *mut sys::ompi_request_t) } == 0 {
+            if unsafe { sys::coll_rdma_shim_request_is_active(request as *mut sys::ompi_request_t) } != 0 {
                 tracing::error!("MPI_Start on a persistent collective request of coll rdma that is still active");
-                return sys::OMPI_ERR_REQUEST as c_int;
+                // SAFETY: the communicator outlives its persistent
+                // requests (the application frees them first).
+                return unsafe { sys::coll_rdma_shim_comm_raise(persistent.comm, sys::MPI_ERR_REQUEST as c_int, c"MPI_Start".as_ptr()) };
             }
             // SAFETY: an inactive persistent request of ours, started by
             // its owner: nothing else touches it now.
