@@ -30,6 +30,7 @@ mod output;
 mod own_wait;
 mod params;
 mod persistent_wrapper;
+mod posted_run;
 mod pmix_path;
 mod process_facts;
 mod progress;

@@ -22,7 +22,6 @@
 
 use std::ffi::{c_int, c_void};
 
-use btl_ibmc::SelectedTransport;
 use ompi_sys as sys;
 
 use super::comm_state::{Collective, CommState, Native, Step, Unserved};
@@ -32,20 +31,21 @@ use super::handover::Handover;
 use super::module::with_state;
 use super::reduction_call::{contribution_is_in_receive_buffer, reduction_shape, span_bytes, span_bytes_mut, FoldOrder};
 use super::nonblocking_post::{start_persistent, Planned, PostAs};
+use super::posted_run::PostedRun;
 use super::request::{new_request, Persistent, PersistentCall, RequestRef};
 use super::saved::ReductionCall;
 use super::saved_nonblocking::{Datatype, Info, Module, Op, Request};
 use super::datatype::ContiguousSpan;
 use crate::collectives::large_reduction::buffers::Gather;
 use crate::reduction::Reduction;
-use crate::schedule_queue::{Lane, Run};
+use crate::schedule_queue::Lane;
 use crate::select::allreduce::AllreducePath;
 use crate::select::reduce::ReducePath;
 use crate::select::Choice;
 
 /// The op of a posted run, with its op and datatype retained until the run
 /// ends.
-struct RetainedReduction {
+pub(super) struct RetainedReduction {
     reduction: OmpiReduction,
     op: *mut sys::ompi_op_t,
     dtype: *mut sys::ompi_datatype_t,
@@ -441,19 +441,19 @@ impl Native<'_> {
             // elements of `dtype`, left alone until the request completes.
             let recv = unsafe { span_bytes_mut(call.recv, span) };
             if contribution_is_in_receive_buffer(call, span) {
-                ready.allreduce.start_in_place(transport, reduction, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+                ready.allreduce.start_in_place(transport, reduction, recv).map(PostedRun::allreduce)
             } else {
                 // SAFETY: as for recv; send is neither MPI_IN_PLACE nor
                 // overlapping recv.
                 let send = unsafe { span_bytes(call.send, span) };
-                ready.allreduce.start(transport, reduction, send, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+                ready.allreduce.start(transport, reduction, send, recv).map(PostedRun::allreduce)
             }
         } else {
             // SAFETY: MPI guarantees send holds `count` elements of
             // `dtype`, left alone until the request completes (not
             // MPI_IN_PLACE: that is only allowed at the root).
             let send = unsafe { span_bytes(call.send, span) };
-            ready.allreduce.start_result_dropped(transport, reduction, send).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+            ready.allreduce.start_result_dropped(transport, reduction, send).map(|run| PostedRun::Boxed(Box::new(run)))
         };
         match run {
             Ok(run) => Planned::Run(Lane::Allreduce, run),
@@ -478,12 +478,12 @@ impl Native<'_> {
         let recv = unsafe { span_bytes_mut(call.recv, span) };
         let transport = &ready.transport;
         let run = if contribution_is_in_receive_buffer(call, span) {
-            ready.allreduce.start_in_place(transport, reduction, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+            ready.allreduce.start_in_place(transport, reduction, recv).map(PostedRun::allreduce)
         } else {
             // SAFETY: as for recv; send is neither MPI_IN_PLACE nor
             // overlapping recv.
             let send = unsafe { span_bytes(call.send, span) };
-            ready.allreduce.start(transport, reduction, send, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+            ready.allreduce.start(transport, reduction, send, recv).map(PostedRun::allreduce)
         };
         match run {
             Ok(run) => Planned::Run(Lane::Allreduce, run),
@@ -505,14 +505,14 @@ impl Native<'_> {
         let recv = at_root.then(|| unsafe { span_bytes_mut(call.recv, span) });
         let run = match recv {
             Some(buffer) if in_place => {
-                ready.reduce.start_in_place_at_root(transport, reduction, root, buffer).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+                ready.reduce.start_in_place_at_root(transport, reduction, root, buffer).map(PostedRun::reduce)
             }
             recv => {
                 // SAFETY: MPI guarantees send holds `count` elements of
                 // `dtype`, left alone until the request completes (it is
                 // not MPI_IN_PLACE: that is only allowed at the root).
                 let send = unsafe { span_bytes(call.send, span) };
-                ready.reduce.start(transport, reduction, root, send, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+                ready.reduce.start(transport, reduction, root, send, recv).map(PostedRun::reduce)
             }
         };
         match run {
