@@ -96,6 +96,15 @@ pub struct AllreduceRun<'a, R> {
     pub(super) stall: StallClock,
 }
 
+impl<R> AllreduceRun<'_, R> {
+    /// Bytes of scratch the run holds on the heap: none for segments (or
+    /// exchanged contributions) of up to `TRANSIENT_SCRATCH_BYTES` (the
+    /// tests check that a short run allocates nothing).
+    pub fn heap_scratch_bytes(&self) -> usize {
+        self.incoming.capacity()
+    }
+}
+
 impl<T: Windows + ?Sized, R: Reduction> Resumable<T> for AllreduceRun<'_, R> {
     type Position = (usize, usize, usize, bool);
 

@@ -56,6 +56,15 @@ pub struct ReduceRun<'a, R> {
     pub(super) stall: StallClock,
 }
 
+impl<R> ReduceRun<'_, R> {
+    /// Bytes of scratch the run holds on the heap: none for segments of
+    /// up to `TRANSIENT_SCRATCH_BYTES` at a leaf or at rank 0 of a reduce
+    /// to 0 (the tests check that a short run allocates nothing).
+    pub fn heap_scratch_bytes(&self) -> usize {
+        self.partial.capacity() + self.incoming.capacity()
+    }
+}
+
 impl<T: Windows + ?Sized, R: Reduction> Resumable<T> for ReduceRun<'_, R> {
     type Position = Option<(usize, usize, bool, bool)>;
 
