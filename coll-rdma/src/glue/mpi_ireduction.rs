@@ -21,6 +21,7 @@
 //! free both once the call is posted.
 
 use std::ffi::{c_int, c_void};
+use std::ptr::NonNull;
 
 use ompi_sys as sys;
 
@@ -44,38 +45,48 @@ use crate::select::reduce::ReducePath;
 use crate::select::Choice;
 
 /// The op of a posted run, with its op and datatype retained until the run
-/// ends.
+/// ends where the application could free them (predefined ones it cannot:
+/// retaining those cost every short call four atomic updates).
 pub(super) struct RetainedReduction {
     reduction: OmpiReduction,
-    op: *mut sys::ompi_op_t,
-    dtype: *mut sys::ompi_datatype_t,
+    /// The op and datatype where this holds a reference on them (`None`:
+    /// both predefined).
+    retained: Option<(NonNull<sys::ompi_op_t>, NonNull<sys::ompi_datatype_t>)>,
 }
 
 // SAFETY: the op and datatype are Open MPI objects kept alive by the
-// references taken in `new`; applying an op (ompi_op_reduce) reads them
-// only, from whichever thread holds the communicator's state, one at a
-// time (the queue moves with that state).
+// references taken in `new` (or predefined, alive until MPI_Finalize);
+// applying an op (ompi_op_reduce) reads them only, from whichever thread
+// holds the communicator's state, one at a time (the queue moves with
+// that state).
 unsafe impl Send for RetainedReduction {}
 
 impl RetainedReduction {
     fn new(call: &ReductionCall, span: &ContiguousSpan) -> Self {
-        // SAFETY: MPI hands us live op and datatype objects; both derive
-        // from opal_object_t (their first member), so the object system
-        // counts references on them as on any other. Released in `drop`.
-        unsafe {
-            sys::coll_rdma_shim_obj_retain(call.op as *mut sys::opal_object_t);
-            sys::coll_rdma_shim_obj_retain(call.dtype as *mut sys::opal_object_t);
+        // SAFETY: MPI hands us live op and datatype objects.
+        let predefined = unsafe { sys::coll_rdma_shim_op_and_dtype_are_predefined(call.op, call.dtype) } != 0;
+        let retained = if predefined { None } else { NonNull::new(call.op).zip(NonNull::new(call.dtype)) };
+        if let Some((op, dtype)) = retained {
+            // SAFETY: as above; both derive from opal_object_t (their
+            // first member), so the object system counts references on
+            // them as on any other. Released in `drop`.
+            unsafe {
+                sys::coll_rdma_shim_obj_retain(op.as_ptr() as *mut sys::opal_object_t);
+                sys::coll_rdma_shim_obj_retain(dtype.as_ptr() as *mut sys::opal_object_t);
+            }
         }
-        RetainedReduction { reduction: OmpiReduction::new(call.op, call.dtype, span.element_bytes), op: call.op, dtype: call.dtype }
+        RetainedReduction { reduction: OmpiReduction::new(call.op, call.dtype, span.element_bytes), retained }
     }
 }
 
 impl Drop for RetainedReduction {
     fn drop(&mut self) {
-        // SAFETY: the references taken in `new`.
-        unsafe {
-            sys::coll_rdma_shim_obj_release(self.op as *mut sys::opal_object_t);
-            sys::coll_rdma_shim_obj_release(self.dtype as *mut sys::opal_object_t);
+        if let Some((op, dtype)) = self.retained {
+            // SAFETY: the references taken in `new`.
+            unsafe {
+                sys::coll_rdma_shim_obj_release(op.as_ptr() as *mut sys::opal_object_t);
+                sys::coll_rdma_shim_obj_release(dtype.as_ptr() as *mut sys::opal_object_t);
+            }
         }
     }
 }
