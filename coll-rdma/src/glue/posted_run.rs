@@ -45,11 +45,14 @@ impl PostedRun {
         }
     }
 
-    /// The run as the queue holds it: boxed once, here.
+    /// The run as the queue holds it: the run itself boxed, here, so a
+    /// queued run's advances and drop go through no match on this enum.
     pub(super) fn into_queued(self) -> Run<'static, SelectedTransport> {
         match self {
+            PostedRun::Allreduce(run) => Box::new(run),
+            PostedRun::Reduce(run) => Box::new(run),
+            PostedRun::Bcast(run) => Box::new(run),
             PostedRun::Boxed(run) => run,
-            run => Box::new(run),
         }
     }
 }
