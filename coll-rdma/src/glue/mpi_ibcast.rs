@@ -134,23 +134,21 @@ impl CommState {
     }
 
     /// Whether a persistent bcast made now is served here (else why not).
-    pub(super) fn bcast_init_verdict(&mut self, call: &BcastCall) -> Result<(), Unserved> {
+    fn bcast_init_verdict(&mut self, call: &BcastCall) -> Result<(), Unserved> {
         let mut native = self.enter_if_set_up()?;
         native.resumable_bcast(call).map(|_| ()).map_err(Unserved::from)
     }
 
     fn init_bcast(&mut self, call: &BcastCall, info: Info, request_out: Request, module: Module) -> Step {
         // The path is settled here, once, by the selector the starts ask
-        // again: the same shape gives the same answer. Before the setup it
-        // is settled at a start (`persistent_wrapper.rs`).
-        let persistent = Persistent { comm: call.comm, module, call: PersistentCall::Bcast(*call), start: start_persistent_bcast };
+        // again: the same shape gives the same answer. The first `*_init`
+        // sets the communicator up if nothing did before.
+        self.set_up_for_init(call.comm);
         if let Err(why) = self.bcast_init_verdict(call) {
             let underneath = self.shared.saved.nonblocking.bcast_init(*call, info, request_out);
-            if matches!(why, Unserved::BeforeSetup) {
-                return self.wrap_persistent_init(persistent, request_out, underneath);
-            }
             return self.shared.decline(Collective::BcastInit, why, FoldOrder::Any, underneath);
         }
+        let persistent = Persistent { comm: call.comm, module, call: PersistentCall::Bcast(*call), start: start_persistent_bcast };
         let Some(request) = new_request(call.comm, Some(persistent)) else {
             return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
         };
