@@ -87,6 +87,13 @@ int coll_rdma_shim_op_is_commute(struct ompi_op_t *op)
     return ompi_op_is_commute(op) ? 1 : 0;
 }
 
+int coll_rdma_shim_op_and_dtype_are_predefined(struct ompi_op_t *op, struct ompi_datatype_t *dtype)
+{
+    /* Neither can be freed (MPI forbids it), so a call need not retain
+     * them; Open MPI's own retain (ompi_coll_base_retain_op) skips them. */
+    return ompi_op_is_intrinsic(op) && ompi_datatype_is_predefined(dtype) ? 1 : 0;
+}
+
 int coll_rdma_shim_dtype_facts(struct ompi_datatype_t *dtype, size_t count,
                                struct coll_rdma_shim_dtype_facts *facts)
 {

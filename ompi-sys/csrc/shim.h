@@ -39,6 +39,8 @@ struct ompi_op_t;
 void coll_rdma_shim_op_reduce(struct ompi_op_t *op, const void *source, void *target,
                               size_t count, struct ompi_datatype_t *dtype);
 int coll_rdma_shim_op_is_commute(struct ompi_op_t *op);
+/* 1 if `op` is intrinsic and `dtype` predefined: neither can be freed. */
+int coll_rdma_shim_op_and_dtype_are_predefined(struct ompi_op_t *op, struct ompi_datatype_t *dtype);
 
 /* Facts about a datatype used `count` times; returns 0 on success. */
 struct coll_rdma_shim_dtype_facts {

@@ -29,6 +29,7 @@ mod parallel_reduction;
 mod parallel_run_fabric;
 mod ring_reduction;
 mod ring_run_fabric;
+mod run_scratch_fabric;
 mod schedule_fabric;
 
 /// With `autotests = false` (Cargo.toml) a file of tests/ that neither

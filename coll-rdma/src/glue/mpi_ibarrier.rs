@@ -152,11 +152,11 @@ impl Native<'_> {
         let outcome = match (barrier_choice(ready.decisions.plan()), ready.two_level_barrier.as_mut()) {
             (Choice::Native(BarrierPath::TwoLevel), Some(two_level)) => {
                 let run = two_level.start();
-                ready.post_run(Lane::Barrier, run, boxed, request)
+                ready.post_run(Lane::Barrier, run, boxed, move || Some(request))
             }
             _ => {
                 let run = ready.barrier.start();
-                ready.post_run(Lane::Barrier, run, boxed, request)
+                ready.post_run(Lane::Barrier, run, boxed, move || Some(request))
             }
         };
         self.shared.finish(collective, outcome)

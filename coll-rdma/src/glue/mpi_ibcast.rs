@@ -32,17 +32,19 @@ use btl_ibmc::{SelectedTransport, TransportError};
 use ompi_sys as sys;
 
 use super::comm_state::{Collective, CommState, Native, Step, Unserved};
+use super::datatype::{ContiguousSpan, NotContiguous};
 use super::ffi_guard::guarded;
 use super::handover::Handover;
 use super::module::with_state;
 use super::mpi_bcast::{bcast_shape, pack, unpack};
 use super::nonblocking_post::{start_persistent, Planned, PostAs};
+use super::posted_run::PostedRun;
 use super::reduction_call::{span_bytes_mut, FoldOrder};
 use super::request::{new_request, Persistent, PersistentCall, RequestRef};
 use super::saved_nonblocking::{BcastCall, Comm, Datatype, Info, Module, Request};
 use crate::collectives::bcast::{Bcast, BcastRun};
 use crate::schedule::{Schedule, Step as RunStep};
-use crate::schedule_queue::{Lane, Run};
+use crate::schedule_queue::Lane;
 use crate::select::bcast::{select, BcastPath};
 use crate::select::Choice;
 
@@ -157,29 +159,29 @@ impl CommState {
 }
 
 impl Native<'_> {
-    /// The message's length if a run serves the call (0: nothing to send),
-    /// else why it is handed over.
-    fn resumable_bcast(&mut self, call: &BcastCall) -> Result<usize, Handover> {
-        let (shape, _) = bcast_shape(call);
+    /// The message's length if a run serves the call (0: nothing to send)
+    /// with the buffer's span (`Err`: not contiguous), else why it is
+    /// handed over.
+    fn resumable_bcast(&mut self, call: &BcastCall) -> Result<(usize, Result<ContiguousSpan, NotContiguous>), Handover> {
+        let (shape, span) = bcast_shape(call);
         let bytes = match select(&shape, self.ready.decisions.plan()) {
             Choice::HandOver(why) => return Err(why),
-            Choice::Native(BcastPath::Empty) => return Ok(0),
+            Choice::Native(BcastPath::Empty) => 0,
             Choice::Native(BcastPath::Send { agree_on_packing: true, .. }) => {
                 return Err(Handover::NoResumableSchedule("a bcast of more than 2^31 - 1 bytes"));
             }
             Choice::Native(BcastPath::Send { bytes, .. }) => bytes,
         };
-        Ok(bytes)
+        Ok((bytes, span))
     }
 
     fn bcast_run(&mut self, call: &BcastCall) -> Planned {
-        let bytes = match self.resumable_bcast(call) {
-            Ok(0) => return Planned::Nothing,
-            Ok(bytes) => bytes,
+        let (bytes, span) = match self.resumable_bcast(call) {
+            Ok((0, _)) => return Planned::Nothing,
+            Ok(decided) => decided,
             Err(why) => return Planned::HandOver(why.into()),
         };
         let root = call.root as usize;
-        let (_, span) = bcast_shape(call);
         let ready = &mut *self.ready;
         let run = match span {
             Ok(span) => {
@@ -188,7 +190,7 @@ impl Native<'_> {
                 // application leaves it alone until the request completes;
                 // the run ends no later.
                 let buffer = unsafe { span_bytes_mut(call.buffer, &span) };
-                ready.bcast.start(&ready.transport, root, buffer).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+                ready.bcast.start(&ready.transport, root, buffer).map(PostedRun::Bcast)
             }
             Err(_) => return self.packed_bcast_run(call, root, bytes),
         };
@@ -216,7 +218,7 @@ impl Native<'_> {
         }
         let unpack_into = (!at_root).then(|| RetainedCall::new(*call));
         match PackedBcastRun::start(&mut ready.bcast, &ready.transport, root, packed, unpack_into) {
-            Ok(run) => Planned::Run(Lane::Bcast, Box::new(run)),
+            Ok(run) => Planned::Run(Lane::Bcast, PostedRun::Boxed(Box::new(run))),
             Err(why) => Planned::Failed(why),
         }
     }

@@ -21,8 +21,8 @@
 //! free both once the call is posted.
 
 use std::ffi::{c_int, c_void};
+use std::ptr::NonNull;
 
-use btl_ibmc::SelectedTransport;
 use ompi_sys as sys;
 
 use super::comm_state::{Collective, CommState, Native, Step, Unserved};
@@ -32,50 +32,61 @@ use super::handover::Handover;
 use super::module::with_state;
 use super::reduction_call::{contribution_is_in_receive_buffer, reduction_shape, span_bytes, span_bytes_mut, FoldOrder};
 use super::nonblocking_post::{start_persistent, Planned, PostAs};
+use super::posted_run::PostedRun;
 use super::request::{new_request, Persistent, PersistentCall, RequestRef};
 use super::saved::ReductionCall;
 use super::saved_nonblocking::{Datatype, Info, Module, Op, Request};
 use super::datatype::ContiguousSpan;
 use crate::collectives::large_reduction::buffers::Gather;
 use crate::reduction::Reduction;
-use crate::schedule_queue::{Lane, Run};
+use crate::schedule_queue::Lane;
 use crate::select::allreduce::AllreducePath;
 use crate::select::reduce::ReducePath;
 use crate::select::Choice;
 
 /// The op of a posted run, with its op and datatype retained until the run
-/// ends.
-struct RetainedReduction {
+/// ends where the application could free them (predefined ones it cannot:
+/// retaining those cost every short call four atomic updates).
+pub(super) struct RetainedReduction {
     reduction: OmpiReduction,
-    op: *mut sys::ompi_op_t,
-    dtype: *mut sys::ompi_datatype_t,
+    /// The op and datatype where this holds a reference on them (`None`:
+    /// both predefined).
+    retained: Option<(NonNull<sys::ompi_op_t>, NonNull<sys::ompi_datatype_t>)>,
 }
 
 // SAFETY: the op and datatype are Open MPI objects kept alive by the
-// references taken in `new`; applying an op (ompi_op_reduce) reads them
-// only, from whichever thread holds the communicator's state, one at a
-// time (the queue moves with that state).
+// references taken in `new` (or predefined, alive until MPI_Finalize);
+// applying an op (ompi_op_reduce) reads them only, from whichever thread
+// holds the communicator's state, one at a time (the queue moves with
+// that state).
 unsafe impl Send for RetainedReduction {}
 
 impl RetainedReduction {
     fn new(call: &ReductionCall, span: &ContiguousSpan) -> Self {
-        // SAFETY: MPI hands us live op and datatype objects; both derive
-        // from opal_object_t (their first member), so the object system
-        // counts references on them as on any other. Released in `drop`.
-        unsafe {
-            sys::coll_rdma_shim_obj_retain(call.op as *mut sys::opal_object_t);
-            sys::coll_rdma_shim_obj_retain(call.dtype as *mut sys::opal_object_t);
+        // SAFETY: MPI hands us live op and datatype objects.
+        let predefined = unsafe { sys::coll_rdma_shim_op_and_dtype_are_predefined(call.op, call.dtype) } != 0;
+        let retained = if predefined { None } else { NonNull::new(call.op).zip(NonNull::new(call.dtype)) };
+        if let Some((op, dtype)) = retained {
+            // SAFETY: as above; both derive from opal_object_t (their
+            // first member), so the object system counts references on
+            // them as on any other. Released in `drop`.
+            unsafe {
+                sys::coll_rdma_shim_obj_retain(op.as_ptr() as *mut sys::opal_object_t);
+                sys::coll_rdma_shim_obj_retain(dtype.as_ptr() as *mut sys::opal_object_t);
+            }
         }
-        RetainedReduction { reduction: OmpiReduction::new(call.op, call.dtype, span.element_bytes), op: call.op, dtype: call.dtype }
+        RetainedReduction { reduction: OmpiReduction::new(call.op, call.dtype, span.element_bytes), retained }
     }
 }
 
 impl Drop for RetainedReduction {
     fn drop(&mut self) {
-        // SAFETY: the references taken in `new`.
-        unsafe {
-            sys::coll_rdma_shim_obj_release(self.op as *mut sys::opal_object_t);
-            sys::coll_rdma_shim_obj_release(self.dtype as *mut sys::opal_object_t);
+        if let Some((op, dtype)) = self.retained {
+            // SAFETY: the references taken in `new`.
+            unsafe {
+                sys::coll_rdma_shim_obj_release(op.as_ptr() as *mut sys::opal_object_t);
+                sys::coll_rdma_shim_obj_release(dtype.as_ptr() as *mut sys::opal_object_t);
+            }
         }
     }
 }
@@ -434,19 +445,19 @@ impl Native<'_> {
             // elements of `dtype`, left alone until the request completes.
             let recv = unsafe { span_bytes_mut(call.recv, span) };
             if contribution_is_in_receive_buffer(call, span) {
-                ready.allreduce.start_in_place(transport, reduction, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+                ready.allreduce.start_in_place(transport, reduction, recv).map(PostedRun::allreduce)
             } else {
                 // SAFETY: as for recv; send is neither MPI_IN_PLACE nor
                 // overlapping recv.
                 let send = unsafe { span_bytes(call.send, span) };
-                ready.allreduce.start(transport, reduction, send, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+                ready.allreduce.start(transport, reduction, send, recv).map(PostedRun::allreduce)
             }
         } else {
             // SAFETY: MPI guarantees send holds `count` elements of
             // `dtype`, left alone until the request completes (not
             // MPI_IN_PLACE: that is only allowed at the root).
             let send = unsafe { span_bytes(call.send, span) };
-            ready.allreduce.start_result_dropped(transport, reduction, send).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+            ready.allreduce.start_result_dropped(transport, reduction, send).map(|run| PostedRun::Boxed(Box::new(run)))
         };
         match run {
             Ok(run) => Planned::Run(Lane::Allreduce, run),
@@ -471,12 +482,12 @@ impl Native<'_> {
         let recv = unsafe { span_bytes_mut(call.recv, span) };
         let transport = &ready.transport;
         let run = if contribution_is_in_receive_buffer(call, span) {
-            ready.allreduce.start_in_place(transport, reduction, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+            ready.allreduce.start_in_place(transport, reduction, recv).map(PostedRun::allreduce)
         } else {
             // SAFETY: as for recv; send is neither MPI_IN_PLACE nor
             // overlapping recv.
             let send = unsafe { span_bytes(call.send, span) };
-            ready.allreduce.start(transport, reduction, send, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+            ready.allreduce.start(transport, reduction, send, recv).map(PostedRun::allreduce)
         };
         match run {
             Ok(run) => Planned::Run(Lane::Allreduce, run),
@@ -498,14 +509,14 @@ impl Native<'_> {
         let recv = at_root.then(|| unsafe { span_bytes_mut(call.recv, span) });
         let run = match recv {
             Some(buffer) if in_place => {
-                ready.reduce.start_in_place_at_root(transport, reduction, root, buffer).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+                ready.reduce.start_in_place_at_root(transport, reduction, root, buffer).map(PostedRun::reduce)
             }
             recv => {
                 // SAFETY: MPI guarantees send holds `count` elements of
                 // `dtype`, left alone until the request completes (it is
                 // not MPI_IN_PLACE: that is only allowed at the root).
                 let send = unsafe { span_bytes(call.send, span) };
-                ready.reduce.start(transport, reduction, root, send, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+                ready.reduce.start(transport, reduction, root, send, recv).map(PostedRun::reduce)
             }
         };
         match run {

@@ -12,7 +12,7 @@
 use std::cell::Cell;
 use std::ffi::c_int;
 
-use btl_ibmc::{SelectedTransport, TransportError};
+use btl_ibmc::TransportError;
 use ompi_sys as sys;
 
 use super::comm_state::{Collective, CommState, Step, Unserved};
@@ -20,14 +20,15 @@ use super::module::with_state;
 use super::reduction_call::FoldOrder;
 use super::request::{new_request, RequestRef};
 use super::saved::SavedCollectives;
+use super::posted_run::PostedRun;
 use super::saved_nonblocking::Request;
-use crate::schedule_queue::{Lane, Run};
+use crate::schedule_queue::Lane;
 
 /// What a non-blocking call turns into on this communicator.
 pub(super) enum Planned {
     /// Nothing to exchange (a zero count): the request completes at once.
     Nothing,
-    Run(Lane, Run<'static, SelectedTransport>),
+    Run(Lane, PostedRun),
     HandOver(Unserved),
     /// Making the run failed (the communicator's state is not to be
     /// trusted any more).
@@ -65,38 +66,41 @@ impl CommState {
         nonblocking: impl FnOnce(&SavedCollectives, Request) -> Underneath,
         blocking: impl FnOnce(&SavedCollectives) -> Underneath,
     ) -> Step {
-        let request = match post {
-            PostAs::Started(request) => request,
-            PostAs::Now(request_out) => {
-                if let Planned::HandOver(why) = planned {
-                    let fallback = nonblocking(&self.shared.saved, request_out);
-                    return self.shared.decline(collective, why, order, fallback);
-                }
-                let Some(request) = new_request(comm, None) else {
-                    return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
-                };
-                // SAFETY: Open MPI passes the caller's handle; the request
-                // is a fresh, started one of ours.
-                unsafe {
-                    *request_out = request;
-                    RequestRef::retain(request)
-                }
-            }
+        let request_out = match post {
+            PostAs::Started(request) => return self.post_with_request(collective, order, planned, request, blocking),
+            PostAs::Now(request_out) => request_out,
         };
+        match planned {
+            Planned::HandOver(why) => {
+                let fallback = nonblocking(&self.shared.saved, request_out);
+                self.shared.decline(collective, why, order, fallback)
+            }
+            // The request is made after the run's first step, so that what
+            // that step sends (a root's message, a leaf's contribution)
+            // leaves before the bookkeeping (`PendingRuns::post`).
+            Planned::Run(lane, run) => self.post_run(collective, lane, run, || request_into(comm, request_out)),
+            planned => match request_into(comm, request_out) {
+                Some(request) => self.post_with_request(collective, order, planned, request, blocking),
+                None => Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int),
+            },
+        }
+    }
+
+    /// `post_planned` once the request is there (made, or started).
+    fn post_with_request(
+        &mut self,
+        collective: Collective,
+        order: FoldOrder,
+        planned: Planned,
+        request: RequestRef,
+        blocking: impl FnOnce(&SavedCollectives) -> Underneath,
+    ) -> Step {
         match planned {
             Planned::Nothing => {
                 request.finish(sys::MPI_SUCCESS as c_int);
                 self.shared.finish(collective, Ok(()))
             }
-            Planned::Run(lane, run) => match self.enter_if_set_up() {
-                Ok(native) => {
-                    let ready = native.ready;
-                    let outcome = ready.post_run(lane, run, |run| run, request);
-                    native.shared.finish(collective, outcome)
-                }
-                // Unreachable: the call was planned in the set-up state.
-                Err(_) => Step::Done(sys::OMPI_ERROR as c_int),
-            },
+            Planned::Run(lane, run) => self.post_run(collective, lane, run, move || Some(request)),
             Planned::Failed(why) => {
                 drop(request);
                 self.shared.finish(collective, Err(why))
@@ -110,6 +114,31 @@ impl CommState {
                 })
             }
         }
+    }
+
+    /// Posts `run` in the communicator's queue; `request` gives the
+    /// request it completes (`None`: none could be made).
+    fn post_run(&mut self, collective: Collective, lane: Lane, run: PostedRun, request: impl FnOnce() -> Option<RequestRef>) -> Step {
+        match self.enter_if_set_up() {
+            Ok(native) => {
+                let outcome = native.ready.post_run(lane, run, PostedRun::into_queued, request);
+                native.shared.finish(collective, outcome)
+            }
+            // Unreachable: the call was planned in the set-up state.
+            Err(_) => Step::Done(sys::OMPI_ERROR as c_int),
+        }
+    }
+}
+
+/// A new request on `comm`, written into the caller's handle: the
+/// application's reference there, the returned one the run's.
+fn request_into(comm: *mut sys::ompi_communicator_t, request_out: Request) -> Option<RequestRef> {
+    let request = new_request(comm, None)?;
+    // SAFETY: Open MPI passes the caller's handle; the request is a
+    // fresh, started one of ours.
+    unsafe {
+        *request_out = request;
+        Some(RequestRef::retain(request))
     }
 }
 

@@ -85,8 +85,12 @@ unsafe extern "C" fn wait(request: *mut *mut sys::ompi_request_t, status: *mut s
     // SAFETY: Open MPI's MPI_Wait passes the caller's handle of a live
     // request (MPI_REQUEST_NULL never gets here).
     let pending = unsafe { *request };
+    // A request complete already (its run finished at post: a bcast
+    // root's, a reduce leaf's) goes straight to the chained wait.
     // SAFETY: as above.
-    if let Some((polls, comm)) = unsafe { wait_spin_polls_if_ours(pending) }.filter(|&(polls, _)| polls > 0) {
+    let complete = unsafe { sys::coll_rdma_shim_request_is_complete(pending) } != 0;
+    // SAFETY: as above.
+    if let Some((polls, comm)) = (!complete).then(|| unsafe { wait_spin_polls_if_ours(pending) }).flatten().filter(|&(polls, _)| polls > 0) {
         guarded("MPI_Wait", (), || {
             // SAFETY: as above; the application's reference keeps it
             // alive until the wait below frees it.

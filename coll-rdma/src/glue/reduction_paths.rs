@@ -4,16 +4,17 @@
 //! (`ring_run`), posted in the ring's lane, which allreduce and reduce
 //! share since they share the ring's streams.
 
-use btl_ibmc::{SelectedTransport, WaitPolicy};
+use btl_ibmc::WaitPolicy;
 
 use crate::collectives::large_reduction::buffers::{Gather, ReductionBuffers};
 use crate::reduction::Reduction;
-use crate::schedule_queue::{Lane, Run};
+use crate::schedule_queue::Lane;
 use crate::side_progress::BcastProgress;
 
 use super::comm_state::{Collective, Native, ReadyComm, Step};
 use super::datatype::ContiguousSpan;
 use super::nonblocking_post::Planned;
+use super::posted_run::PostedRun;
 use super::reduction_call::{contribution_is_in_receive_buffer, span_bytes, span_bytes_mut, NativeMessage};
 use super::saved::ReductionCall;
 
@@ -45,7 +46,7 @@ impl Native<'_> {
         // and the run ends no later.
         let buffers = unsafe { ring_buffers(call, span, gather, ready.id.rank) };
         match ready.ring.start(op, gather, buffers, fault_timeout) {
-            Ok(run) => Planned::Run(Lane::Ring, Box::new(run) as Run<'static, SelectedTransport>),
+            Ok(run) => Planned::Run(Lane::Ring, PostedRun::Boxed(Box::new(run))),
             Err(why) => Planned::Failed(why),
         }
     }

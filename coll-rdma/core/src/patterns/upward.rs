@@ -60,6 +60,12 @@ impl Upward {
         self.to_parent.is_none()
     }
 
+    /// Whether this rank has no children: its partial of a segment is its
+    /// own part alone.
+    pub(crate) fn is_leaf(&self) -> bool {
+        self.from_children.is_empty()
+    }
+
     /// Folds the children's partials of segment `turn` into `partial`,
     /// which holds this rank's own contribution on entry and the partial of
     /// its whole subtree on return, and sends that to the parent.

@@ -61,23 +61,31 @@ impl PendingRuns {
     /// barrier whose peers have all arrived) completes its request at
     /// once and never enters the queue: no allocation, and MPI_Wait finds
     /// the request complete. `boxed` makes the queue's run of it.
+    /// `request` makes the request the run completes, after that first
+    /// step: what the step sends (a root's message, a leaf's contribution)
+    /// leaves before the request's bookkeeping. `None` from it (no request
+    /// could be made) fails the post and puts the lane out of step, since
+    /// the run was started.
     pub(in crate::glue) fn post<S>(
         &mut self,
         lane: Lane,
         mut run: S,
         boxed: impl FnOnce(S) -> Run<'static, SelectedTransport>,
-        request: RequestRef,
+        request: impl FnOnce() -> Option<RequestRef>,
         transport: &mut SelectedTransport,
     ) -> Result<(), TransportError>
     where
         S: Schedule<SelectedTransport, Error = TransportError>,
     {
         if !self.queue.lane_is_idle(lane) {
+            let Some(request) = request() else { return Err(self.no_request(lane)) };
             self.queue.post_tagged(lane, boxed(run), request);
             return self.advance(transport);
         }
         let others_queued = !self.queue.is_empty();
-        match run.advance(transport) {
+        let first_step = run.advance(transport);
+        let Some(request) = request() else { return Err(self.no_request(lane)) };
+        match first_step {
             Ok(Step::Pending) => self.queue.post_tagged(lane, boxed(run), request),
             Ok(Step::Done) => request.finish(sys::MPI_SUCCESS as c_int),
             Err(why) => {
@@ -89,6 +97,13 @@ impl PendingRuns {
         // The other lanes' oldest runs get their turn, as in any pass;
         // this run just had its own.
         if others_queued { self.advance(transport) } else { Ok(()) }
+    }
+
+    #[cold]
+    fn no_request(&mut self, lane: Lane) -> TransportError {
+        let why = TransportError::Failed("Open MPI could not allocate the request of a non-blocking collective".to_string());
+        self.queue.record_failure(lane, &why);
+        why
     }
 
     /// Advances the oldest run of every collective, and each next one once

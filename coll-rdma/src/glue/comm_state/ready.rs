@@ -146,7 +146,8 @@ impl ReadyComm {
         !self.pending_runs.is_empty() || self.bcast.needs_side_progress(&self.transport)
     }
 
-    /// Posts `run` for `request` in `lane` (`PendingRuns::post`). MPI_Wait
+    /// Posts `run` for the request `request` gives (made after the run's
+    /// first step: `PendingRuns::post`) in `lane`. MPI_Wait
     /// on the request then makes as many passes over coll rdma's own
     /// progress before Open MPI's wait loop takes over (`own_wait.rs`) as
     /// the blocking waits spin: none where ranks outnumber cores, and
@@ -156,12 +157,17 @@ impl ReadyComm {
         lane: Lane,
         run: S,
         boxed: impl FnOnce(S) -> Run<'static, SelectedTransport>,
-        request: RequestRef,
+        request: impl FnOnce() -> Option<RequestRef>,
     ) -> Result<(), TransportError>
     where
         S: Schedule<SelectedTransport, Error = TransportError>,
     {
-        request.spin_in_wait(self.barrier.wait_policy().spin_polls_where(self.transport.sleeps_in_kernel()));
+        let polls = self.barrier.wait_policy().spin_polls_where(self.transport.sleeps_in_kernel());
+        let request = move || {
+            let request = request()?;
+            request.spin_in_wait(polls);
+            Some(request)
+        };
         self.pending_runs.post(lane, run, boxed, request, &mut self.transport)
     }
 

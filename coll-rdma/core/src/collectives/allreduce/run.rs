@@ -27,6 +27,7 @@ use super::exchange::ExchangeCursor;
 use super::{AllreducePlan, DOWN_LAG};
 use crate::collectives::large_reduction::buffers::Contribution;
 use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
+use crate::patterns::{transient_scratch, TRANSIENT_SCRATCH_BYTES};
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Reuse, Turn};
 use crate::reduction::Reduction;
@@ -88,9 +89,20 @@ pub struct AllreduceRun<'a, R> {
     pub(super) op: R,
     pub(super) send: Contribution<'a>,
     pub(super) recv: ResultBuffer<'a>,
+    /// Scratch for segments longer than `TRANSIENT_SCRATCH_BYTES`
+    /// (shorter ones are read on the stack: `transient_scratch`).
     pub(super) incoming: Vec<u8>,
     pub(super) path: Path,
     pub(super) stall: StallClock,
+}
+
+impl<R> AllreduceRun<'_, R> {
+    /// Bytes of scratch the run holds on the heap: none for segments (or
+    /// exchanged contributions) of up to `TRANSIENT_SCRATCH_BYTES` (the
+    /// tests check that a short run allocates nothing).
+    pub fn heap_scratch_bytes(&self) -> usize {
+        self.incoming.capacity()
+    }
 }
 
 impl<T: Windows + ?Sized, R: Reduction> Resumable<T> for AllreduceRun<'_, R> {
@@ -100,7 +112,8 @@ impl<T: Windows + ?Sized, R: Reduction> Resumable<T> for AllreduceRun<'_, R> {
         let finished = match &mut self.path {
             Path::Finished => true,
             Path::Exchange { epoch, cursor } => {
-                let incoming = crate::patterns::scratch(&mut self.incoming, self.send.len());
+                let mut stack = [0; TRANSIENT_SCRATCH_BYTES];
+                let incoming = transient_scratch(&mut stack, &mut self.incoming, self.send.len());
                 self.plan.exchange.resume(transport, &self.op, self.plan.rank, *epoch, &self.send, &mut self.recv, incoming, cursor, meet)?
             }
             Path::Tree(cursor) => {
@@ -157,7 +170,8 @@ fn resume_tree<T: Windows + ?Sized, R: Reduction + ?Sized>(
     meet: Meet<'_>,
 ) -> Result<bool, TransportError> {
     let count = cursor.segments.count();
-    let incoming = crate::patterns::scratch(incoming, cursor.segments.full_len());
+    let mut stack = [0; TRANSIENT_SCRATCH_BYTES];
+    let incoming = transient_scratch(&mut stack, incoming, cursor.segments.full_len());
     while cursor.step < count + DOWN_LAG {
         if cursor.step < count && !cursor.up_done {
             let turn = Turn::new(cursor.step, count, cursor.base, Reuse::ImpliedByDataFlow);

@@ -20,7 +20,7 @@ use btl_ibmc::{TransportError, Windows};
 use super::ReducePlan;
 use crate::collectives::large_reduction::buffers::Contribution;
 use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
-use crate::patterns::scratch;
+use crate::patterns::{scratch, transient_scratch, TRANSIENT_SCRATCH_BYTES};
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Reuse, Turn};
 use crate::reduction::Reduction;
@@ -49,10 +49,20 @@ pub struct ReduceRun<'a, R> {
     pub(super) send: Contribution<'a>,
     /// The root's result buffer; `None` on every other rank.
     pub(super) result: Option<&'a mut [u8]>,
+    /// Scratch where the stack's does not do (see `resume`).
     pub(super) partial: Vec<u8>,
     pub(super) incoming: Vec<u8>,
     pub(super) cursor: Option<ReduceCursor>,
     pub(super) stall: StallClock,
+}
+
+impl<R> ReduceRun<'_, R> {
+    /// Bytes of scratch the run holds on the heap: none for segments of
+    /// up to `TRANSIENT_SCRATCH_BYTES` at a leaf or at rank 0 of a reduce
+    /// to 0 (the tests check that a short run allocates nothing).
+    pub fn heap_scratch_bytes(&self) -> usize {
+        self.partial.capacity() + self.incoming.capacity()
+    }
 }
 
 impl<T: Windows + ?Sized, R: Reduction> Resumable<T> for ReduceRun<'_, R> {
@@ -65,12 +75,26 @@ impl<T: Windows + ?Sized, R: Reduction> Resumable<T> for ReduceRun<'_, R> {
         let (plan, root) = (&*self.plan, self.root);
         let count = cursor.segments.count();
         let full = cursor.segments.full_len();
-        let (partial_scratch, incoming) = (scratch(&mut self.partial, full), scratch(&mut self.incoming, full));
+        let folds_into_result = plan.rank == 0 && root == 0;
+        // Scratch on the stack where it need not outlive this advance: the
+        // incoming segment always (read, folded, forgotten), and a leaf's
+        // partial, which is its own part, copied again until it is sent.
+        // Elsewhere the partial holds children's folds across advances;
+        // rank 0 of a reduce to 0 folds into the result and needs none.
+        let mut stack = [[0; TRANSIENT_SCRATCH_BYTES]; 2];
+        let [stack_partial, stack_incoming] = &mut stack;
+        let partial_scratch: &mut [u8] = if folds_into_result {
+            &mut []
+        } else if plan.upward.is_leaf() {
+            transient_scratch(stack_partial, &mut self.partial, full)
+        } else {
+            scratch(&mut self.partial, full)
+        };
+        let incoming = transient_scratch(stack_incoming, &mut self.incoming, full);
         while cursor.index < count {
             let turn = Turn::new(cursor.index, count, cursor.base, Reuse::AcknowledgedEachCall);
             let relay_turn = Turn::new(cursor.index, count, cursor.base, Reuse::ImpliedByDataFlow);
             let range = cursor.segments.range(cursor.index);
-            let folds_into_result = plan.rank == 0 && root == 0;
             let partial = match self.result.as_deref_mut() {
                 Some(buffer) if folds_into_result => &mut buffer[range.clone()],
                 _ => &mut partial_scratch[..range.len()],
