@@ -42,7 +42,8 @@ use super::request::{new_request, Persistent, PersistentCall, RequestRef};
 use super::saved_nonblocking::{BcastCall, Comm, Datatype, Info, Module, Request};
 use crate::collectives::bcast::{Bcast, BcastRun};
 use crate::schedule::{Schedule, Step as RunStep};
-use crate::schedule_queue::{Lane, Run};
+use super::run_home::RunHome;
+use crate::schedule_queue::Lane;
 use crate::select::bcast::{select, BcastPath};
 use crate::select::Choice;
 
@@ -111,12 +112,16 @@ unsafe fn start_persistent_bcast(persistent: Persistent, request: RequestRef) ->
 }
 
 impl CommState {
-    fn post_bcast(&mut self, call: &BcastCall, post: PostAs) -> Step {
+    fn post_bcast(&mut self, call: &BcastCall, mut post: PostAs) -> Step {
         let collective = if matches!(post, PostAs::Started(_)) { Collective::BcastInit } else { Collective::Ibcast };
         let planned = match self.enter_if_set_up() {
             Ok(mut native) => {
                 native.shared.count_call(collective);
-                native.bcast_run(call)
+                let home = match &mut post {
+                    PostAs::Started(request) => request.run_home(),
+                    PostAs::Now(_) => RunHome::Boxed,
+                };
+                native.bcast_run(call, home)
             }
             Err(why) => Planned::HandOver(why),
         };
@@ -174,7 +179,8 @@ impl Native<'_> {
         Ok(bytes)
     }
 
-    fn bcast_run(&mut self, call: &BcastCall) -> Planned {
+    /// The call's run, placed in `home`.
+    fn bcast_run(&mut self, call: &BcastCall, home: RunHome<'_>) -> Planned {
         let bytes = match self.resumable_bcast(call) {
             Ok(0) => return Planned::Nothing,
             Ok(bytes) => bytes,
@@ -190,9 +196,9 @@ impl Native<'_> {
                 // application leaves it alone until the request completes;
                 // the run ends no later.
                 let buffer = unsafe { span_bytes_mut(call.buffer, &span) };
-                ready.bcast.start(&ready.transport, root, buffer).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+                ready.bcast.start(&ready.transport, root, buffer).map(|run| home.place(run))
             }
-            Err(_) => return self.packed_bcast_run(call, root, bytes),
+            Err(_) => return self.packed_bcast_run(call, root, bytes, home),
         };
         match run {
             Ok(run) => Planned::Run(Lane::Bcast, run),
@@ -200,7 +206,7 @@ impl Native<'_> {
         }
     }
 
-    fn packed_bcast_run(&mut self, call: &BcastCall, root: usize, bytes: usize) -> Planned {
+    fn packed_bcast_run(&mut self, call: &BcastCall, root: usize, bytes: usize, home: RunHome<'_>) -> Planned {
         let ready = &mut *self.ready;
         let at_root = root == ready.id.rank;
         let mut packed = vec![0u8; bytes].into_boxed_slice();
@@ -218,7 +224,7 @@ impl Native<'_> {
         }
         let unpack_into = (!at_root).then(|| RetainedCall::new(*call));
         match PackedBcastRun::start(&mut ready.bcast, &ready.transport, root, packed, unpack_into) {
-            Ok(run) => Planned::Run(Lane::Bcast, Box::new(run)),
+            Ok(run) => Planned::Run(Lane::Bcast, home.place(run)),
             Err(why) => Planned::Failed(why),
         }
     }

@@ -22,7 +22,6 @@
 
 use std::ffi::{c_int, c_void};
 
-use btl_ibmc::SelectedTransport;
 use ompi_sys as sys;
 
 use super::comm_state::{Collective, CommState, Native, Step, Unserved};
@@ -38,7 +37,8 @@ use super::saved_nonblocking::{Datatype, Info, Module, Op, Request};
 use super::datatype::ContiguousSpan;
 use crate::collectives::large_reduction::buffers::Gather;
 use crate::reduction::Reduction;
-use crate::schedule_queue::{Lane, Run};
+use super::run_home::RunHome;
+use crate::schedule_queue::Lane;
 use crate::select::allreduce::AllreducePath;
 use crate::select::reduce::ReducePath;
 use crate::select::Choice;
@@ -264,13 +264,13 @@ impl CommState {
     /// A call posted now (`kept` unused) or a persistent one started
     /// (`kept` its request's decision, if it has one, renewed there if the
     /// plan changed).
-    fn post_reduction(&mut self, call: &ReductionCall, root: Option<c_int>, post: PostAs, kept: Option<KeptPath>) -> Step {
+    fn post_reduction(&mut self, call: &ReductionCall, root: Option<c_int>, mut post: PostAs, kept: Option<KeptPath>) -> Step {
         let collective = collective_of(root, matches!(post, PostAs::Started(_)));
         let order = FoldOrder::of(call.op);
         let planned = match self.enter_if_set_up() {
             Ok(mut native) => {
                 native.shared.count_call(collective);
-                match &post {
+                match &mut post {
                     PostAs::Started(request) => native.kept_reduction_run(call, root, order, kept, request),
                     PostAs::Now(_) => native.reduction_run(call, root, order),
                 }
@@ -388,7 +388,7 @@ impl Native<'_> {
     /// The call's run, on the selector's path (or its hand-over).
     fn reduction_run(&mut self, call: &ReductionCall, root: Option<c_int>, order: FoldOrder) -> Planned {
         match self.resumable_path(call, root, order) {
-            Ok(decided) => self.run_on(call, root, decided),
+            Ok(decided) => self.run_on(call, root, decided, RunHome::Boxed),
             Err(why) => Planned::HandOver(why.into()),
         }
     }
@@ -396,31 +396,33 @@ impl Native<'_> {
     /// A persistent request's run, on the path it kept while the plan it
     /// was decided on stands; after a change of plan (or at the first
     /// start served here of a request made before the setup) decided
-    /// again, and kept in `request` for the next starts.
-    fn kept_reduction_run(&mut self, call: &ReductionCall, root: Option<c_int>, order: FoldOrder, kept: Option<KeptPath>, request: &RequestRef) -> Planned {
+    /// again, and kept in `request` for the next starts. The run goes into
+    /// the request's storage (`run_home.rs`).
+    fn kept_reduction_run(&mut self, call: &ReductionCall, root: Option<c_int>, order: FoldOrder, kept: Option<KeptPath>, request: &mut RequestRef) -> Planned {
         if let Some(kept) = kept.filter(|kept| kept.generation == self.ready.decisions.generation()) {
-            return self.run_on(call, root, kept.decided);
+            return self.run_on(call, root, kept.decided, request.run_home());
         }
         match self.path_to_keep(call, root, order) {
             Ok(renewed) => {
                 request.keep_for_next_starts(PersistentCall::Reduction { call: *call, root, kept: Some(renewed) });
-                self.run_on(call, root, renewed.decided)
+                self.run_on(call, root, renewed.decided, request.run_home())
             }
             Err(why) => Planned::HandOver(why.into()),
         }
     }
 
-    /// The run of the path `decided` (`None`: nothing to exchange).
-    fn run_on(&mut self, call: &ReductionCall, root: Option<c_int>, decided: Option<(ContiguousSpan, RunPath)>) -> Planned {
+    /// The run of the path `decided` (`None`: nothing to exchange), placed
+    /// in `home`.
+    fn run_on(&mut self, call: &ReductionCall, root: Option<c_int>, decided: Option<(ContiguousSpan, RunPath)>, home: RunHome<'_>) -> Planned {
         let Some((span, path)) = decided else { return Planned::Nothing };
         match (path, root) {
             (RunPath::Ring, root) => {
                 let gather = root.map_or(Gather::All, |root| Gather::Root(root as usize));
-                self.ring_run(call, &span, gather, RetainedReduction::new(call, &span))
+                self.ring_run(call, &span, gather, RetainedReduction::new(call, &span), home)
             }
-            (RunPath::Window | RunPath::ThroughAllreduce, None) => self.allreduce_run(call, &span),
-            (RunPath::Window, Some(root)) => self.reduce_run(call, root as usize, &span),
-            (RunPath::ThroughAllreduce, Some(root)) => self.reduce_through_allreduce_run(call, root as usize, &span),
+            (RunPath::Window | RunPath::ThroughAllreduce, None) => self.allreduce_run(call, &span, home),
+            (RunPath::Window, Some(root)) => self.reduce_run(call, root as usize, &span, home),
+            (RunPath::ThroughAllreduce, Some(root)) => self.reduce_through_allreduce_run(call, root as usize, &span, home),
         }
     }
 
@@ -432,7 +434,7 @@ impl Native<'_> {
     /// allreduce call, numbered and ordered among the others. No degree
     /// trial first, as in the blocking call (the two-level tree keeps its
     /// degree).
-    fn reduce_through_allreduce_run(&mut self, call: &ReductionCall, root: usize, span: &ContiguousSpan) -> Planned {
+    fn reduce_through_allreduce_run(&mut self, call: &ReductionCall, root: usize, span: &ContiguousSpan, home: RunHome<'_>) -> Planned {
         let ready = &mut *self.ready;
         let transport = &ready.transport;
         let reduction = RetainedReduction::new(call, span);
@@ -441,19 +443,19 @@ impl Native<'_> {
             // elements of `dtype`, left alone until the request completes.
             let recv = unsafe { span_bytes_mut(call.recv, span) };
             if contribution_is_in_receive_buffer(call, span) {
-                ready.allreduce.start_in_place(transport, reduction, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+                ready.allreduce.start_in_place(transport, reduction, recv).map(|run| home.place(run))
             } else {
                 // SAFETY: as for recv; send is neither MPI_IN_PLACE nor
                 // overlapping recv.
                 let send = unsafe { span_bytes(call.send, span) };
-                ready.allreduce.start(transport, reduction, send, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+                ready.allreduce.start(transport, reduction, send, recv).map(|run| home.place(run))
             }
         } else {
             // SAFETY: MPI guarantees send holds `count` elements of
             // `dtype`, left alone until the request completes (not
             // MPI_IN_PLACE: that is only allowed at the root).
             let send = unsafe { span_bytes(call.send, span) };
-            ready.allreduce.start_result_dropped(transport, reduction, send).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+            ready.allreduce.start_result_dropped(transport, reduction, send).map(|run| home.place(run))
         };
         match run {
             Ok(run) => Planned::Run(Lane::Allreduce, run),
@@ -461,7 +463,7 @@ impl Native<'_> {
         }
     }
 
-    fn allreduce_run(&mut self, call: &ReductionCall, span: &ContiguousSpan) -> Planned {
+    fn allreduce_run(&mut self, call: &ReductionCall, span: &ContiguousSpan, home: RunHome<'_>) -> Planned {
         let ready = &mut *self.ready;
         if ready.allreduce_trial.is_some() {
             // The degree trial (once per communicator) changes the tree,
@@ -478,12 +480,12 @@ impl Native<'_> {
         let recv = unsafe { span_bytes_mut(call.recv, span) };
         let transport = &ready.transport;
         let run = if contribution_is_in_receive_buffer(call, span) {
-            ready.allreduce.start_in_place(transport, reduction, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+            ready.allreduce.start_in_place(transport, reduction, recv).map(|run| home.place(run))
         } else {
             // SAFETY: as for recv; send is neither MPI_IN_PLACE nor
             // overlapping recv.
             let send = unsafe { span_bytes(call.send, span) };
-            ready.allreduce.start(transport, reduction, send, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+            ready.allreduce.start(transport, reduction, send, recv).map(|run| home.place(run))
         };
         match run {
             Ok(run) => Planned::Run(Lane::Allreduce, run),
@@ -491,7 +493,7 @@ impl Native<'_> {
         }
     }
 
-    fn reduce_run(&mut self, call: &ReductionCall, root: usize, span: &ContiguousSpan) -> Planned {
+    fn reduce_run(&mut self, call: &ReductionCall, root: usize, span: &ContiguousSpan, home: RunHome<'_>) -> Planned {
         let ready = &mut *self.ready;
         let reduction = RetainedReduction::new(call, span);
         let transport = &ready.transport;
@@ -505,14 +507,14 @@ impl Native<'_> {
         let recv = at_root.then(|| unsafe { span_bytes_mut(call.recv, span) });
         let run = match recv {
             Some(buffer) if in_place => {
-                ready.reduce.start_in_place_at_root(transport, reduction, root, buffer).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+                ready.reduce.start_in_place_at_root(transport, reduction, root, buffer).map(|run| home.place(run))
             }
             recv => {
                 // SAFETY: MPI guarantees send holds `count` elements of
                 // `dtype`, left alone until the request completes (it is
                 // not MPI_IN_PLACE: that is only allowed at the root).
                 let send = unsafe { span_bytes(call.send, span) };
-                ready.reduce.start(transport, reduction, root, send, recv).map(|run| Box::new(run) as Run<'static, SelectedTransport>)
+                ready.reduce.start(transport, reduction, root, send, recv).map(|run| home.place(run))
             }
         };
         match run {

@@ -12,7 +12,7 @@
 use std::cell::Cell;
 use std::ffi::c_int;
 
-use btl_ibmc::{SelectedTransport, TransportError};
+use btl_ibmc::TransportError;
 use ompi_sys as sys;
 
 use super::comm_state::{Collective, CommState, Step, Unserved};
@@ -21,13 +21,15 @@ use super::reduction_call::FoldOrder;
 use super::request::{new_request, RequestRef};
 use super::saved::SavedCollectives;
 use super::saved_nonblocking::Request;
-use crate::schedule_queue::{Lane, Run};
+use super::run_home::QueuedRun;
+use crate::schedule_queue::Lane;
 
 /// What a non-blocking call turns into on this communicator.
 pub(super) enum Planned {
     /// Nothing to exchange (a zero count): the request completes at once.
     Nothing,
-    Run(Lane, Run<'static, SelectedTransport>),
+    /// A run, placed already (`RunHome::place`).
+    Run(Lane, QueuedRun),
     HandOver(Unserved),
     /// Making the run failed (the communicator's state is not to be
     /// trusted any more).
@@ -91,7 +93,7 @@ impl CommState {
             Planned::Run(lane, run) => match self.enter_if_set_up() {
                 Ok(native) => {
                     let ready = native.ready;
-                    let outcome = ready.post_run(lane, run, |run| run, request);
+                    let outcome = ready.post_queued(lane, run, request);
                     native.shared.finish(collective, outcome)
                 }
                 // Unreachable: the call was planned in the set-up state.

@@ -10,6 +10,7 @@ use btl_ibmc::{Endpoint, NoSideProgress, PeerReads, SelectedTransport, Transport
 
 use super::super::output;
 use super::super::request::RequestRef;
+use super::super::run_home::{QueuedRun, RunHome};
 use super::{CommId, PendingRuns};
 use crate::collectives::allreduce::Allreduce;
 use crate::collectives::allreduce::autotune::DegreeTrial;
@@ -19,7 +20,7 @@ use crate::collectives::bcast::Bcast;
 use crate::collectives::reduce::Reduce;
 use crate::collectives::large_reduction::ring::{RingLengths, RingReduction};
 use crate::schedule::Schedule;
-use crate::schedule_queue::{Lane, Run};
+use crate::schedule_queue::Lane;
 use crate::select::{BcastPlan, Decisions, Plan, ReductionPlan};
 
 /// The collectives' schedules, built when the module is enabled (they need
@@ -146,23 +147,37 @@ impl ReadyComm {
         !self.pending_runs.is_empty() || self.bcast.needs_side_progress(&self.transport)
     }
 
-    /// Posts `run` for `request` in `lane` (`PendingRuns::post`). MPI_Wait
-    /// on the request then makes as many passes over coll rdma's own
-    /// progress before Open MPI's wait loop takes over (`own_wait.rs`) as
-    /// the blocking waits spin: none where ranks outnumber cores, and
-    /// where the data comes through the kernel its own count.
-    pub(in crate::glue) fn post_run<S>(
-        &mut self,
-        lane: Lane,
-        run: S,
-        boxed: impl FnOnce(S) -> Run<'static, SelectedTransport>,
-        request: RequestRef,
-    ) -> Result<(), TransportError>
+    /// Posts `run` for `request` in `lane` (`PendingRuns::post`): kept in
+    /// the request's storage if it is persistent, else boxed if it does
+    /// not finish at its first step (`run_home.rs`).
+    pub(in crate::glue) fn post_run<S>(&mut self, lane: Lane, run: S, mut request: RequestRef) -> Result<(), TransportError>
     where
-        S: Schedule<SelectedTransport, Error = TransportError>,
+        S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static,
     {
+        match request.run_home() {
+            RunHome::Kept(storage) => {
+                let kept = QueuedRun::Kept(storage.keep(run));
+                self.post_queued(lane, kept, request)
+            }
+            RunHome::Boxed => {
+                self.spin_in_wait(&request);
+                self.pending_runs.post(lane, run, |run| QueuedRun::Boxed(Box::new(run)), request, &mut self.transport)
+            }
+        }
+    }
+
+    /// Posts `run`, placed already (`RunHome::place`), for `request`.
+    pub(in crate::glue) fn post_queued(&mut self, lane: Lane, run: QueuedRun, request: RequestRef) -> Result<(), TransportError> {
+        self.spin_in_wait(&request);
+        self.pending_runs.post(lane, run, |run| run, request, &mut self.transport)
+    }
+
+    /// MPI_Wait on `request` then makes as many passes over coll rdma's
+    /// own progress before Open MPI's wait loop takes over (`own_wait.rs`)
+    /// as the blocking waits spin: none where ranks outnumber cores, and
+    /// where the data comes through the kernel its own count.
+    fn spin_in_wait(&self, request: &RequestRef) {
         request.spin_in_wait(self.barrier.wait_policy().spin_polls_where(self.transport.sleeps_in_kernel()));
-        self.pending_runs.post(lane, run, boxed, request, &mut self.transport)
     }
 
     /// Finishes the non-blocking runs posted earlier, before a blocking
