@@ -205,14 +205,14 @@ impl PersistentCall {
             PersistentCall::Barrier => Collective::BarrierInit,
             PersistentCall::Reduction { root: None, .. } => Collective::AllreduceInit,
             PersistentCall::Reduction { root: Some(_), .. } => Collective::ReduceInit,
-            PersistentCall::Bcast(_) => Collective::BcastInit,
+            PersistentCall::Bcast(..) => Collective::BcastInit,
         }
     }
 
     fn order(&self) -> FoldOrder {
         match self {
             PersistentCall::Reduction { call, .. } => FoldOrder::of(call.op),
-            PersistentCall::Barrier | PersistentCall::Bcast(_) => FoldOrder::Any,
+            PersistentCall::Barrier | PersistentCall::Bcast(..) => FoldOrder::Any,
         }
     }
 }
@@ -225,7 +225,7 @@ impl CommState {
         let verdict = match call {
             PersistentCall::Barrier => self.barrier_init_verdict(),
             PersistentCall::Reduction { call, root, .. } => self.reduction_init_verdict(call, *root),
-            PersistentCall::Bcast(call) => self.bcast_init_verdict(call),
+            PersistentCall::Bcast(call, _) => self.bcast_init_verdict(call),
         };
         let why = match verdict {
             Ok(()) => {

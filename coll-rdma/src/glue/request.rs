@@ -33,6 +33,7 @@ use super::own_wait;
 use super::persistent_wrapper::Wrapped;
 use super::request_pool;
 use super::run_home::{RunHome, RunStorage};
+use super::mpi_ibcast::KeptBcast;
 use super::mpi_ireduction::KeptPath;
 use super::saved::ReductionCall;
 use super::saved_nonblocking::BcastCall;
@@ -55,7 +56,9 @@ pub(super) enum PersistentCall {
     /// take while the communicator's plan stays as it was when decided
     /// (`None` until decided: made before the setup).
     Reduction { call: ReductionCall, root: Option<c_int>, kept: Option<KeptPath> },
-    Bcast(BcastCall),
+    /// A bcast, with the length and span its starts send while the plan
+    /// stays as it was when decided (`None` until decided).
+    Bcast(BcastCall, Option<KeptBcast>),
 }
 
 impl PersistentCall {
@@ -65,7 +68,7 @@ impl PersistentCall {
         match self {
             PersistentCall::Barrier => Vec::new(),
             PersistentCall::Reduction { call, .. } => vec![call.op as *mut sys::opal_object_t, call.dtype as *mut sys::opal_object_t],
-            PersistentCall::Bcast(call) => vec![call.dtype as *mut sys::opal_object_t],
+            PersistentCall::Bcast(call, _) => vec![call.dtype as *mut sys::opal_object_t],
         }
     }
 }
