@@ -44,11 +44,16 @@ use crate::select::reduce::ReducePath;
 use crate::select::Choice;
 
 /// The op of a posted run, with its op and datatype retained until the run
-/// ends.
+/// is dropped: by the run itself for a call posted now; for a persistent
+/// request's run by the request, which retains both from `*_init` until
+/// after it dropped the run it keeps (`request.rs`, `destruct`), so that a
+/// start pays no reference of its own.
 struct RetainedReduction {
     reduction: OmpiReduction,
     op: *mut sys::ompi_op_t,
     dtype: *mut sys::ompi_datatype_t,
+    /// Whether the references are this value's (released in `drop`).
+    own_references: bool,
 }
 
 // SAFETY: the op and datatype are Open MPI objects kept alive by the
@@ -58,20 +63,29 @@ struct RetainedReduction {
 unsafe impl Send for RetainedReduction {}
 
 impl RetainedReduction {
-    fn new(call: &ReductionCall, span: &ContiguousSpan) -> Self {
-        // SAFETY: MPI hands us live op and datatype objects; both derive
-        // from opal_object_t (their first member), so the object system
-        // counts references on them as on any other. Released in `drop`.
-        unsafe {
-            sys::coll_rdma_shim_obj_retain(call.op as *mut sys::opal_object_t);
-            sys::coll_rdma_shim_obj_retain(call.dtype as *mut sys::opal_object_t);
+    /// The op of a run that goes to `home`.
+    fn new(call: &ReductionCall, span: &ContiguousSpan, home: &RunHome<'_>) -> Self {
+        let own_references = matches!(home, RunHome::Boxed);
+        if own_references {
+            // SAFETY: MPI hands us live op and datatype objects; both
+            // derive from opal_object_t (their first member), so the
+            // object system counts references on them as on any other.
+            // Released in `drop`.
+            unsafe {
+                sys::coll_rdma_shim_obj_retain(call.op as *mut sys::opal_object_t);
+                sys::coll_rdma_shim_obj_retain(call.dtype as *mut sys::opal_object_t);
+            }
         }
-        RetainedReduction { reduction: OmpiReduction::new(call.op, call.dtype, span.element_bytes), op: call.op, dtype: call.dtype }
+        let reduction = OmpiReduction::new(call.op, call.dtype, span.element_bytes);
+        RetainedReduction { reduction, op: call.op, dtype: call.dtype, own_references }
     }
 }
 
 impl Drop for RetainedReduction {
     fn drop(&mut self) {
+        if !self.own_references {
+            return;
+        }
         // SAFETY: the references taken in `new`.
         unsafe {
             sys::coll_rdma_shim_obj_release(self.op as *mut sys::opal_object_t);
@@ -418,7 +432,8 @@ impl Native<'_> {
         match (path, root) {
             (RunPath::Ring, root) => {
                 let gather = root.map_or(Gather::All, |root| Gather::Root(root as usize));
-                self.ring_run(call, &span, gather, RetainedReduction::new(call, &span), home)
+                let reduction = RetainedReduction::new(call, &span, &home);
+                self.ring_run(call, &span, gather, reduction, home)
             }
             (RunPath::Window | RunPath::ThroughAllreduce, None) => self.allreduce_run(call, &span, home),
             (RunPath::Window, Some(root)) => self.reduce_run(call, root as usize, &span, home),
@@ -437,7 +452,7 @@ impl Native<'_> {
     fn reduce_through_allreduce_run(&mut self, call: &ReductionCall, root: usize, span: &ContiguousSpan, home: RunHome<'_>) -> Planned {
         let ready = &mut *self.ready;
         let transport = &ready.transport;
-        let reduction = RetainedReduction::new(call, span);
+        let reduction = RetainedReduction::new(call, span, &home);
         let run = if root == ready.id.rank {
             // SAFETY: at the root MPI guarantees recv holds `count`
             // elements of `dtype`, left alone until the request completes.
@@ -473,7 +488,7 @@ impl Native<'_> {
                 return Planned::Failed(why);
             }
         }
-        let reduction = RetainedReduction::new(call, span);
+        let reduction = RetainedReduction::new(call, span, &home);
         // SAFETY: MPI guarantees recv holds `count` elements of `dtype`,
         // which `span` describes, and that the application leaves it alone
         // until the request completes; the run ends no later.
@@ -495,7 +510,7 @@ impl Native<'_> {
 
     fn reduce_run(&mut self, call: &ReductionCall, root: usize, span: &ContiguousSpan, home: RunHome<'_>) -> Planned {
         let ready = &mut *self.ready;
-        let reduction = RetainedReduction::new(call, span);
+        let reduction = RetainedReduction::new(call, span, &home);
         let transport = &ready.transport;
         let at_root = root == ready.id.rank;
         // The receive buffer is significant only at the root; MPI_IN_PLACE
