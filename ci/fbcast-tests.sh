@@ -15,7 +15,9 @@
 #   (default 90; multiplied by the load per core, 1 to 6, as in
 #   ci/mpi-tests.sh); FBCAST_TESTS_BUILD_DIR (default build/);
 #   FBCAST_TESTS_WORKDIR where the work directory is made (default the build
-#   directory; a fresh mktemp name each run, so that two runs can share it).
+#   directory, or TMPDIR (/tmp) when other users may not enter the build
+#   directory, as the ownership cases' user must; a fresh mktemp name each
+#   run, so that two runs can share it).
 # Disk: at most about 300 MiB at a time (checked up front: SKIPPED below
 #   400 MiB).
 # Prints PASS/FAIL/SKIPPED lines with reasons; the last line is
@@ -35,7 +37,7 @@ while [ $# -gt 0 ]; do
         --modes) MODES=$2; shift 2 ;;
         --only) ONLY=$2; shift 2 ;;
         --keep) KEEP=1; shift ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -55,7 +57,20 @@ done
 OMPI_MAJOR=$(ompi_info --parsable | awk -F: '$1=="ompi" && $2=="version" && $3=="full" {split($4, v, "."); print v[1]}')
 [[ ${OMPI_MAJOR:-} =~ ^[0-9]+$ ]] || die "cannot read Open MPI's version from ompi_info"
 
+# others_may_enter PATH: whether a user other than us (nobody) may reach PATH
+others_may_enter() {
+    [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null \
+        && setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$1" 2>/dev/null
+}
+# The ownership cases run fbcast as a user of their own, who must reach the
+# work directory: a checkout inside a directory only its owner may enter
+# (CI clones into `mktemp -d`) would keep it out, so then the work directory
+# goes to TMPDIR, and the binaries the user runs are copied there (below).
 WORKDIR=${FBCAST_TESTS_WORKDIR:-$BUILD}
+if [ -z "${FBCAST_TESTS_WORKDIR:-}" ] && [ "$(id -u)" = 0 ] && ! others_may_enter "$BUILD" \
+    && others_may_enter "${TMPDIR:-/tmp}"; then
+    WORKDIR=${TMPDIR:-/tmp}
+fi
 mkdir -p "$WORKDIR" || die "cannot create $WORKDIR"
 # the peak: the 64 MiB source and three copies, the other inputs, margin
 MIN_FREE_MIB=400
@@ -66,6 +81,15 @@ if [ "${free_mib:-0}" -lt "$MIN_FREE_MIB" ]; then
     exit 0
 fi
 WORK=$(mktemp -d "$WORKDIR/fbcast-tests.XXXXXX")
+# The test user runs fbcast and loads the component: copies it may reach
+# where the build directory is closed to it.
+if [ "$(id -u)" = 0 ] && ! others_may_enter "$FBCAST" && others_may_enter "$WORKDIR"; then
+    mkdir -p "$WORK/staged/bin" "$WORK/staged/components"
+    cp "$FBCAST" "$WORK/staged/bin/" && cp "$COMPDIR"/*.so "$WORK/staged/components/" \
+        || die "cannot copy fbcast and the component into $WORK/staged"
+    chmod -R a+rX "$WORK/staged"
+    FBCAST=$WORK/staged/bin/fbcast COMPDIR=$WORK/staged/components
+fi
 MOUNTS=()
 TEST_USER=
 TEST_USER_REFUSED=

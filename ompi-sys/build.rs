@@ -150,6 +150,7 @@ fn main() {
         .allowlist_var("OMPI_ERROR")
         .allowlist_var("OMPI_ERR_.*")
         .allowlist_var("MPI_ERR_OTHER")
+        .allowlist_var("MPI_ERR_REQUEST")
         .allowlist_var("MPI_SUCCESS")
         .allowlist_var("OPAL_SUCCESS")
         .allowlist_var("MCA_BASE_.*")

@@ -3,6 +3,7 @@
 #include "opal/class/opal_object.h"
 #include "opal/util/output.h"
 #include "ompi/communicator/communicator.h"
+#include "ompi/errhandler/errhandler.h"
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/op/op.h"
 #include "ompi/request/request.h"
@@ -138,6 +139,16 @@ int coll_rdma_shim_request_is_complete(struct ompi_request_t *request)
     return REQUEST_COMPLETE(request) ? 1 : 0;
 }
 
+int coll_rdma_shim_request_is_active(struct ompi_request_t *request)
+{
+    return request->req_state == OMPI_REQUEST_ACTIVE ? 1 : 0;
+}
+
+int coll_rdma_shim_comm_raise(struct ompi_communicator_t *comm, int err_class, const char *function)
+{
+    return OMPI_ERRHANDLER_INVOKE(comm, err_class, function);
+}
+
 void coll_rdma_shim_request_fini(struct ompi_request_t *request)
 {
     OMPI_REQUEST_FINI(request);
@@ -161,39 +172,4 @@ int coll_rdma_shim_request_test(struct ompi_request_t **request)
 int coll_rdma_shim_request_free(struct ompi_request_t **request)
 {
     return ompi_request_free(request);
-}
-
-int coll_rdma_shim_request_start_watched(struct ompi_request_t **request,
-                                         coll_rdma_shim_complete_fn on_complete, void *data)
-{
-    ompi_request_t *req = *request;
-    if (OMPI_REQUEST_NOOP == req->req_type || NULL == req->req_start) {
-        /* What MPI_Start does with it: nothing to run, so complete at once. */
-        return 1;
-    }
-    req->req_complete_cb_data = data;
-    req->req_complete_cb = on_complete;
-    int rc = req->req_start(1, request);
-    if (OMPI_SUCCESS != rc) {
-        req->req_complete_cb = NULL;
-        req->req_complete_cb_data = NULL;
-        req->req_state = OMPI_REQUEST_INACTIVE;
-        req->req_complete = REQUEST_COMPLETED;
-        return rc < 0 ? rc : -rc;
-    }
-    return 0;
-}
-
-void *coll_rdma_shim_request_watch_data(struct ompi_request_t *request)
-{
-    return request->req_complete_cb_data;
-}
-
-int coll_rdma_shim_request_settle(struct ompi_request_t *request)
-{
-    request->req_complete_cb_data = NULL;
-    request->req_state = OMPI_REQUEST_INACTIVE;
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    request->req_complete = REQUEST_COMPLETED;
-    return request->req_status.MPI_ERROR;
 }

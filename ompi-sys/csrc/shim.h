@@ -77,6 +77,13 @@ int coll_rdma_shim_request_wait_replace(coll_rdma_shim_wait_fn expected, coll_rd
 /* REQUEST_COMPLETE: 1 once the request completed, and for an inactive
  * persistent one. */
 int coll_rdma_shim_request_is_complete(struct ompi_request_t *request);
+/* Whether a persistent request was started and not yet completed by the
+ * application's wait or test (which make it inactive again). */
+int coll_rdma_shim_request_is_active(struct ompi_request_t *request);
+/* Raises MPI error class err_class on comm as an MPI function named
+ * function would: the communicator's error handler runs (aborting the job
+ * under MPI_ERRORS_ARE_FATAL); returns the code to give the caller. */
+int coll_rdma_shim_comm_raise(struct ompi_communicator_t *comm, int err_class, const char *function);
 /* Whether a request of another module (the module underneath's
  * non-blocking collective) has completed; progresses once when it has not
  * (ompi_request_test). 1 completed, 0 not yet; a negative value is the
@@ -84,26 +91,6 @@ int coll_rdma_shim_request_is_complete(struct ompi_request_t *request);
 int coll_rdma_shim_request_test(struct ompi_request_t **request);
 /* Releases a completed request of another module (ompi_request_free). */
 int coll_rdma_shim_request_free(struct ompi_request_t **request);
-/* Starts a persistent request of another module (the module underneath's
- * `*_init` request that coll rdma wraps) with `on_complete(request)` set as
- * its completion callback and `data` as the callback's data, both set before
- * the start (the request may complete in another thread at once). Returns 0
- * once started (the callback will run, exactly once), 1 for a request with
- * nothing to do (Open MPI's no-op persistent request: started and complete at
- * once, no callback), or the start's error (negative) with the callback
- * taken off and the request left complete, so that it can be freed. */
-typedef int (*coll_rdma_shim_complete_fn)(struct ompi_request_t *request);
-int coll_rdma_shim_request_start_watched(struct ompi_request_t **request,
-                                         coll_rdma_shim_complete_fn on_complete, void *data);
-/* The callback data `coll_rdma_shim_request_start_watched` set. */
-void *coll_rdma_shim_request_watch_data(struct ompi_request_t *request);
-/* Inside the completion callback: completes the request as
- * ompi_request_complete would after a callback returning 0 (nobody waits on
- * it but coll rdma, so no waiter to wake) and makes it inactive, as MPI_Wait
- * would, ready for its next start or its free; returns its MPI_ERROR. The
- * callback then returns 1, so that Open MPI does not touch the request again
- * (coll rdma may free it from within the callback). */
-int coll_rdma_shim_request_settle(struct ompi_request_t *request);
 
 /* The coll framework's component list (coll_framework.c). Open MPI keeps in
  * it the components the `coll` MCA parameter let through; these let coll

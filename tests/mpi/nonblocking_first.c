@@ -1,9 +1,10 @@
 /*
  * nonblocking_first: communicators whose first collective is a
  * non-blocking or persistent one. coll rdma sets a communicator up at its
- * first blocking collective; whatever comes first, every communicator must
- * reach the same state (served, or unavailable with the same stage and
- * reason) and every result must be right.
+ * first blocking collective or persistent *_init (never at a non-blocking
+ * call); whatever comes first, every communicator must reach the same
+ * state (served, or unavailable with the same stage and reason) and every
+ * result must be right.
  *   1. MPI_Comm_dup of MPI_COMM_WORLD before any collective coll rdma
  *      serves on it: Open MPI agrees on the new context id with its own
  *      MPI_Iallreduce on MPI_COMM_WORLD, made from its progress loop, so
@@ -12,8 +13,9 @@
  *      MPI_Ireduce of moving roots and an MPI_Ibarrier among them,
  *      completed in reverse order);
  *   3. on a second duplicate, a persistent allreduce first (initialised and
- *      started before any other call there, buffers changed between starts);
- *   4. blocking barriers on all three (where coll rdma sets them up), then
+ *      started before any other call there, buffers changed between starts;
+ *      its *_init sets the duplicate up);
+ *   4. blocking barriers on all three (where coll rdma sets the others up), then
  *      the same calls again, and a third duplicate made once the world is
  *      set up (Open MPI's MPI_Iallreduce is then served from its progress
  *      loop).

@@ -354,33 +354,6 @@ fn one_rank_and_zero_lengths_finish_at_once() {
     run(1, Bed::flat(MulticastKind::SharedWindow, true), 30, 6);
 }
 
-/// Every path has a run: flat, multicast of datagrams (udp, verbs
-/// multicast) and through a shared window (`multicast_run_fabric`), and
-/// none; in two levels the same, the leaders' datagram multicast
-/// included (which handed over, "the two-level bcast's datagram
-/// multicast among the leaders", until its stage took the datagram run).
-#[test]
-fn every_path_has_a_run() {
-    let size = 2;
-    let kinds = [MulticastKind::Datagram, MulticastKind::SharedWindow, MulticastKind::None];
-    for kind in kinds {
-        let fabric = FabricConfig { multicast_kind: kind, ..FabricConfig::default() };
-        let endpoints = Fabric::new(size, window_len(size, &bcast_config()), fabric);
-        let mut bcast = Bcast::new(0, size, 0, bcast_config());
-        let mut buf = vec![7u8; 1024];
-        assert!(bcast.start(&endpoints[0], 0, &mut buf).is_ok(), "{kind:?}");
-    }
-    let nodes = blocks(&[1, 1]);
-    for kind in kinds {
-        let fabric = FabricConfig { multicast_kind: kind, nodes: Some(nodes.clone()), ..FabricConfig::default() };
-        let endpoints = Fabric::new(size, window_len(size, &bcast_config()), fabric);
-        let mut bcast = Bcast::new(0, size, 0, bcast_config());
-        bcast.use_two_levels(&nodes, 1).expect("room for two levels");
-        let mut buf = vec![7u8; 1024];
-        assert!(bcast.start(&endpoints[0], 0, &mut buf).is_ok(), "two levels, {kind:?}");
-    }
-}
-
 /// A single-copy run whose peer never takes part fails once it has made
 /// no progress for the fault timeout, on the root (no receiver says done)
 /// and on a receiver (no announcement) alike, instead of pending for ever.

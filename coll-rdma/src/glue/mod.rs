@@ -29,7 +29,6 @@ mod nonblocking_post;
 mod output;
 mod own_wait;
 mod params;
-mod persistent_wrapper;
 mod pmix_path;
 mod process_facts;
 mod progress;

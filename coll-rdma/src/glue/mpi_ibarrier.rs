@@ -75,11 +75,6 @@ impl CommState {
         }
     }
 
-    /// Whether a persistent barrier made now is served here (else why not).
-    pub(super) fn barrier_init_verdict(&mut self) -> Result<(), Unserved> {
-        self.resumable_barrier().map(|_| ())
-    }
-
     fn ibarrier(&mut self, comm: *mut sys::ompi_communicator_t, request_out: *mut *mut sys::ompi_request_t) -> Step {
         let mut native = match self.resumable_barrier() {
             Ok(native) => native,
@@ -108,20 +103,14 @@ impl CommState {
         module: *mut sys::mca_coll_base_module_t,
     ) -> Step {
         // The path is settled here, once: a communicator served natively now
-        // stays so (its transport and barrier kind are fixed at setup).
-        // Before the setup it is settled at a start (`persistent_wrapper.rs`).
-        let persistent = Persistent { comm, module, call: PersistentCall::Barrier, start: start_persistent_barrier };
-        match self.barrier_init_verdict() {
-            Ok(()) => {}
-            Err(Unserved::BeforeSetup) => {
-                let underneath = self.shared.saved.nonblocking.barrier_init(comm, info, request_out);
-                return self.wrap_persistent_init(persistent, request_out, underneath);
-            }
-            Err(why) => {
-                let fallback = self.shared.saved.nonblocking.barrier_init(comm, info, request_out);
-                return self.shared.decline(Collective::BarrierInit, why, FoldOrder::Any, fallback);
-            }
+        // stays so (its transport and barrier kind are fixed at setup),
+        // which the first `*_init` makes if nothing did before.
+        self.set_up_for_init(comm);
+        if let Err(why) = self.resumable_barrier() {
+            let fallback = self.shared.saved.nonblocking.barrier_init(comm, info, request_out);
+            return self.shared.decline(Collective::BarrierInit, why, FoldOrder::Any, fallback);
         }
+        let persistent = Persistent { comm, module, call: PersistentCall::Barrier, start: start_persistent_barrier };
         let Some(request) = new_request(comm, Some(persistent)) else {
             return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
         };

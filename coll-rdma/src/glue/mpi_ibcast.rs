@@ -142,29 +142,21 @@ impl CommState {
         )
     }
 
-    /// Whether a persistent bcast made now is served here (else why not).
-    pub(super) fn bcast_init_verdict(&mut self, call: &BcastCall) -> Result<(), Unserved> {
-        let mut native = self.enter_if_set_up()?;
-        native.bcast_to_send(call).map(|_| ()).map_err(Unserved::from)
-    }
-
     fn init_bcast(&mut self, call: &BcastCall, info: Info, request_out: Request, module: Module) -> Step {
         // The path is settled here, once, by the selector the starts ask
-        // again: the same shape gives the same answer. Before the setup it
-        // is settled at a start (`persistent_wrapper.rs`).
+        // again: the same shape gives the same answer. The first `*_init`
+        // sets the communicator up if nothing did before.
+        self.set_up_for_init(call.comm);
         let decided = match self.enter_if_set_up() {
             Ok(mut native) => native.bcast_to_keep(call).map_err(Unserved::from),
             Err(why) => Err(why),
         };
         let kept = decided.as_ref().ok().copied();
-        let persistent = Persistent { comm: call.comm, module, call: PersistentCall::Bcast(*call, kept), start: start_persistent_bcast };
         if let Err(why) = decided {
             let underneath = self.shared.saved.nonblocking.bcast_init(*call, info, request_out);
-            if matches!(why, Unserved::BeforeSetup) {
-                return self.wrap_persistent_init(persistent, request_out, underneath);
-            }
             return self.shared.decline(Collective::BcastInit, why, FoldOrder::Any, underneath);
         }
+        let persistent = Persistent { comm: call.comm, module, call: PersistentCall::Bcast(*call, kept), start: start_persistent_bcast };
         let Some(request) = new_request(call.comm, Some(persistent)) else {
             return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
         };
@@ -217,10 +209,9 @@ impl Native<'_> {
     }
 
     /// A persistent request's run, on the decision it kept while the plan
-    /// it was made on stands; after a change of plan (or at the first
-    /// start served here of a request made before the setup) decided
-    /// again, and kept in `request` for the next starts. The run goes into
-    /// the request's storage (`run_home.rs`).
+    /// it was made on stands; after a change of plan decided again, and
+    /// kept in `request` for the next starts. The run goes into the
+    /// request's storage (`run_home.rs`).
     fn kept_bcast_run(&mut self, call: &BcastCall, kept: Option<KeptBcast>, request: &mut RequestRef) -> Planned {
         if let Some(kept) = kept.filter(|kept| kept.generation == self.ready.decisions.generation()) {
             return self.bcast_run(call, kept.decided, request.run_home());

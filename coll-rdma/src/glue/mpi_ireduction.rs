@@ -308,13 +308,6 @@ impl CommState {
         )
     }
 
-    /// Whether a persistent allreduce (`root` `None`) or reduce made now is
-    /// served here (else why not).
-    pub(super) fn reduction_init_verdict(&mut self, call: &ReductionCall, root: Option<c_int>) -> Result<(), Unserved> {
-        let mut native = self.enter_if_set_up()?;
-        native.resumable_path(call, root, FoldOrder::of(call.op)).map(|_| ()).map_err(Unserved::from)
-    }
-
     fn init_reduction(
         &mut self,
         call: &ReductionCall,
@@ -324,27 +317,27 @@ impl CommState {
         module: Module,
     ) -> Step {
         // The path is settled here, once, and kept in the request for its
-        // starts (`KeptPath`). Before the setup it is settled at a start
-        // (`persistent_wrapper.rs`), and kept from there.
+        // starts (`KeptPath`). The first `*_init` sets the communicator up
+        // if nothing did before.
         let order = FoldOrder::of(call.op);
+        self.set_up_for_init(call.comm);
         let decided = match self.enter_if_set_up() {
             Ok(mut native) => native.path_to_keep(call, root, order).map_err(Unserved::from),
             Err(why) => Err(why),
         };
-        let kept = decided.as_ref().ok().copied();
-        let persistent =
-            Persistent { comm: call.comm, module, call: PersistentCall::Reduction { call: *call, root, kept }, start: start_persistent_reduction };
-        if let Err(why) = decided {
-            let nonblocking = &self.shared.saved.nonblocking;
-            let underneath: Box<dyn FnOnce() -> c_int> = match root {
-                Some(root) => Box::new(nonblocking.reduce_init(*call, root, info, request_out)),
-                None => Box::new(nonblocking.allreduce_init(*call, info, request_out)),
-            };
-            if matches!(why, Unserved::BeforeSetup) {
-                return self.wrap_persistent_init(persistent, request_out, underneath);
+        let kept = match decided {
+            Ok(kept) => kept,
+            Err(why) => {
+                let nonblocking = &self.shared.saved.nonblocking;
+                let underneath: Box<dyn FnOnce() -> c_int> = match root {
+                    Some(root) => Box::new(nonblocking.reduce_init(*call, root, info, request_out)),
+                    None => Box::new(nonblocking.allreduce_init(*call, info, request_out)),
+                };
+                return self.shared.decline(collective_of(root, true), why, order, underneath);
             }
-            return self.shared.decline(collective_of(root, true), why, order, underneath);
-        }
+        };
+        let reduction = PersistentCall::Reduction { call: *call, root, kept: Some(kept) };
+        let persistent = Persistent { comm: call.comm, module, call: reduction, start: start_persistent_reduction };
         let Some(request) = new_request(call.comm, Some(persistent)) else {
             return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
         };

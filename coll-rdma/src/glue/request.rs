@@ -18,8 +18,9 @@
 //! the application free both right after `*_init` and go on starting the
 //! request, and Open MPI's MPI layer retains them only for a request still
 //! pending when `*_init` returns, which an inactive persistent one is not.
-//! A persistent request made before its communicator was set up wraps the
-//! module underneath's (`persistent_wrapper.rs`), which it owns and frees.
+//! A persistent request of ours exists only on a set-up communicator that
+//! serves its call (its `*_init` sets the communicator up first if need
+//! be); every other `*_init` returns the module underneath's own request.
 
 use std::ffi::c_int;
 use std::mem::size_of;
@@ -30,7 +31,6 @@ use ompi_sys as sys;
 
 use super::ffi_guard::guarded;
 use super::own_wait;
-use super::persistent_wrapper::Wrapped;
 use super::request_pool;
 use super::run_home::{RunHome, RunStorage};
 use super::mpi_ibcast::KeptBcast;
@@ -54,7 +54,7 @@ pub(super) enum PersistentCall {
     Barrier,
     /// An allreduce (`root` `None`) or a reduce, with the path its starts
     /// take while the communicator's plan stays as it was when decided
-    /// (`None` until decided: made before the setup).
+    /// (`*_init` decides it; `None` would decide at the next start).
     Reduction { call: ReductionCall, root: Option<c_int>, kept: Option<KeptPath> },
     /// A bcast, with the length and span its starts send while the plan
     /// stays as it was when decided (`None` until decided).
@@ -89,9 +89,6 @@ pub(super) struct RdmaRequest {
     wait_spin_polls: AtomicU32,
     /// The communicator whose runs MPI_Wait polls (`own_wait.rs`).
     comm: *mut sys::ompi_communicator_t,
-    /// A persistent request made before the setup: the module
-    /// underneath's, which its starts may run instead.
-    wrapped: Option<Wrapped>,
     /// A persistent request's run, kept from one start to the next
     /// (`run_home.rs`); empty in any other request.
     runs: RunStorage,
@@ -119,7 +116,6 @@ unsafe extern "C" fn construct(object: *mut sys::opal_object_t) {
         (&raw mut (*request).persistent).write(None);
         (&raw mut (*request).wait_spin_polls).write(AtomicU32::new(0));
         (&raw mut (*request).comm).write(null_mut());
-        (&raw mut (*request).wrapped).write(None);
         (&raw mut (*request).runs).write(RunStorage::default());
     }
 }
@@ -127,14 +123,12 @@ unsafe extern "C" fn construct(object: *mut sys::opal_object_t) {
 unsafe extern "C" fn destruct(object: *mut sys::opal_object_t) {
     // SAFETY: Open MPI calls this once, when the last reference on one of
     // our requests goes; `persistent` was written by `construct` or
-    // `new_request` and nothing reads it after this; likewise `wrapped`
-    // and `runs`, freed first: the request it wraps and the last run may
-    // use the retained objects.
-    let (wrapped, runs, persistent) = unsafe {
+    // `new_request` and nothing reads it after this; likewise `runs`,
+    // freed first: the last run may use the retained objects.
+    let (runs, persistent) = unsafe {
         let request = object as *mut RdmaRequest;
-        ((*request).wrapped.take(), std::mem::take(&mut (*request).runs), (*request).persistent.take())
+        (std::mem::take(&mut (*request).runs), (*request).persistent.take())
     };
-    drop(wrapped);
     drop(runs);
     for object in persistent.map_or(Vec::new(), |persistent| persistent.call.retained_objects()) {
         // SAFETY: the references `new_request` took.
@@ -146,27 +140,6 @@ unsafe extern "C" fn destruct(object: *mut sys::opal_object_t) {
 /// reference); `None` if Open MPI could not allocate it. A persistent
 /// request starts inactive; any other is started at once.
 pub(super) fn new_request(comm: *mut sys::ompi_communicator_t, persistent: Option<Persistent>) -> Option<*mut sys::ompi_request_t> {
-    make_request(comm, persistent, None)
-}
-
-/// A new persistent request, inactive, wrapping `inner`, the module
-/// underneath's request for the same call (`persistent_wrapper.rs`);
-/// `None` if Open MPI could not allocate it (`inner` is then still the
-/// caller's).
-///
-/// # Safety
-/// `inner` must be a persistent request of the module underneath, made by
-/// its `*_init` for `persistent`'s call, inactive; it becomes the new
-/// request's.
-pub(super) unsafe fn new_wrapper(persistent: Persistent, inner: *mut sys::ompi_request_t) -> Option<*mut sys::ompi_request_t> {
-    make_request(persistent.comm, Some(persistent), Some(inner))
-}
-
-fn make_request(
-    comm: *mut sys::ompi_communicator_t,
-    persistent: Option<Persistent>,
-    wrapped: Option<*mut sys::ompi_request_t>,
-) -> Option<*mut sys::ompi_request_t> {
     own_wait::install();
     // A spare object of a finished call is constructed and unreachable
     // (`request_pool`); everything a post sets is set again below.
@@ -191,8 +164,6 @@ fn make_request(
         (*request).persistent = persistent;
         (*request).wait_spin_polls.store(0, Ordering::Relaxed);
         (*request).comm = comm;
-        // SAFETY: `new_wrapper`'s caller hands the wrapped request over.
-        (*request).wrapped = wrapped.map(|inner| Wrapped::new(inner));
         if persistent.is_none() {
             sys::coll_rdma_shim_request_activate(request as *mut sys::ompi_request_t);
         }
@@ -268,13 +239,20 @@ unsafe extern "C" fn start(count: usize, requests: *mut *mut sys::ompi_request_t
                 tracing::error!("MPI_Start on a coll rdma request that is not persistent");
                 return sys::OMPI_ERR_BAD_PARAM as c_int;
             };
-            // MPI forbids starting an active request, and Open MPI 4.1's
-            // MPI_Start does not check: restarted, its run (or the request
-            // it wraps) would be queued twice.
+            // MPI forbids starting an active request (started, and not yet
+            // made inactive by the application's wait or test, even if
+            // its run has finished), and Open MPI 4.1's MPI_Start does not
+            // check: restarted, its run would be queued twice, and this
+            // rank alone would make one collective more. MPI_Start hands
+            // our code to the application as it is, so the error is
+            // raised here as an MPI function raises it: on the
+            // communicator's handler, with an MPI class.
             // SAFETY: a live request of ours (the application holds it).
-            if unsafe { sys::coll_rdma_shim_request_is_complete(request as *mut sys::ompi_request_t) } == 0 {
+            if unsafe { sys::coll_rdma_shim_request_is_active(request as *mut sys::ompi_request_t) } != 0 {
                 tracing::error!("MPI_Start on a persistent collective request of coll rdma that is still active");
-                return sys::OMPI_ERR_REQUEST as c_int;
+                // SAFETY: the communicator outlives its persistent
+                // requests (the application frees them first).
+                return unsafe { sys::coll_rdma_shim_comm_raise(persistent.comm, sys::MPI_ERR_REQUEST as c_int, c"MPI_Start".as_ptr()) };
             }
             // SAFETY: an inactive persistent request of ours, started by
             // its owner: nothing else touches it now.
@@ -282,14 +260,8 @@ unsafe extern "C" fn start(count: usize, requests: *mut *mut sys::ompi_request_t
             // SAFETY: the request is alive (the application holds it).
             let run = unsafe { RequestRef::retain(request as *mut sys::ompi_request_t) };
             // SAFETY: the start function was chosen together with the
-            // communicator and module it serves; `wrapped` is written once
-            // at creation, like `persistent`.
-            let rc = unsafe {
-                match (*request).wrapped.as_ref() {
-                    Some(wrapped) => wrapped.start(persistent, run),
-                    None => (persistent.start)(persistent, run),
-                }
-            };
+            // communicator and module it serves.
+            let rc = unsafe { (persistent.start)(persistent, run) };
             if rc != sys::OMPI_SUCCESS as c_int {
                 return rc;
             }
@@ -317,20 +289,6 @@ impl RequestRef {
     pub(super) unsafe fn retain(request: *mut sys::ompi_request_t) -> Self {
         // SAFETY: guaranteed by the caller; released in `finish`.
         unsafe { sys::coll_rdma_shim_obj_retain(request as *mut sys::opal_object_t) };
-        RequestRef(request)
-    }
-
-    /// The request, its reference handed to whoever calls `from_raw` with
-    /// it (a completion callback's data).
-    pub(super) fn into_raw(self) -> *mut sys::ompi_request_t {
-        let request = self.0;
-        std::mem::forget(self);
-        request
-    }
-
-    /// # Safety
-    /// `request` must come from `into_raw`, once.
-    pub(super) unsafe fn from_raw(request: *mut sys::ompi_request_t) -> Self {
         RequestRef(request)
     }
 

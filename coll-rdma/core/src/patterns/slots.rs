@@ -453,6 +453,9 @@ mod tests {
         assert_eq!((transport.puts.get(), known.get()), (1, 3));
         assert!(!stream.try_send_abandoned(&transport, 6, 4, Meet::Poll(&awaited)).unwrap());
         assert_eq!(transport.puts.get(), 1, "an abandoned mark waits for its credit too");
+        transport.credit.set(4);
+        assert!(stream.try_send_abandoned(&transport, 6, 4, Meet::Poll(&awaited)).unwrap());
+        assert_eq!(transport.puts.get(), 2, "the abandoned mark goes once its credit comes");
     }
 
     #[test]

@@ -4,13 +4,16 @@
 //!    the plan made (configurations, window layout, schedules), nothing is
 //!    sent. Open MPI's collectives cannot be used while modules are being
 //!    enabled, so agreement and the transport wait for the first collective.
-//! 2. The first blocking collective call enters `CommState::enter`, which,
-//!    on every rank alike (all call the same collective), agrees on the
-//!    settings and connects. Success makes the stage `Ready(ReadyComm)`;
-//!    any failure makes it `Unavailable` for good, every rank having
-//!    reached the same verdict, and asks the module once to put the
-//!    functions underneath back. Non-blocking and persistent calls never
-//!    connect (`enter_if_set_up`): before this they go underneath.
+//! 2. The first blocking collective call, or the first persistent
+//!    collective's `*_init` (`set_up_for_init`), enters `CommState::enter`,
+//!    which, on every rank alike (all make the same collective call),
+//!    agrees on the settings and connects. Success makes the stage
+//!    `Ready(ReadyComm)`; any failure makes it `Unavailable` for good,
+//!    every rank having reached the same verdict, and asks the module once
+//!    to put the functions underneath back. Non-blocking calls and the
+//!    starts of persistent ones never connect (`enter_if_set_up`): before
+//!    this a non-blocking call goes underneath, and a persistent request
+//!    of ours exists only once its `*_init` found the stage `Ready`.
 //! 3. `Stage::Ready`: the transport and everything that exists only with it
 //!    (schedules, two-level barrier, leader links, limits) live in
 //!    `ReadyComm`. The only way to it is `enter`, which hands the caller a
@@ -58,9 +61,9 @@ use setup::PendingSetup;
 pub(super) use tally::Collective;
 use tally::Tallies;
 
-/// Why a non-blocking or persistent call before the setup is handed over.
-const SETUP_DEFERRED: &str = "the communicator is not set up yet: its first blocking collective sets it up, never a \
-     non-blocking one, which Open MPI may make from inside its progress loop";
+/// Why a non-blocking call before the setup is handed over.
+const SETUP_DEFERRED: &str = "the communicator is not set up yet: its first blocking collective or persistent *_init \
+     sets it up, never a non-blocking call, which Open MPI may make from inside its progress loop";
 
 /// What a collective entry point does once it has let go of the state.
 pub(super) enum Step {
@@ -100,14 +103,14 @@ pub(super) struct Shared {
     /// Every rank has just agreed that there is no transport: the module
     /// may put the functions underneath back into the communicator's table.
     bypass_requested: bool,
-    /// A non-blocking or persistent call came before the setup (said once).
+    /// A non-blocking call came before the setup (said once).
     setup_deferral_reported: bool,
 }
 
 /// Why a non-blocking or persistent call is not served natively.
 pub(super) enum Unserved {
-    /// The communicator has had no blocking collective yet, so it is not
-    /// set up: see `CommState::enter_if_set_up`.
+    /// The communicator has had no blocking collective nor `*_init` yet,
+    /// so it is not set up: see `CommState::enter_if_set_up`.
     BeforeSetup,
     HandOver(Handover),
 }
@@ -172,13 +175,34 @@ impl CommState {
         }
     }
 
-    /// The ready stage for a non-blocking or persistent call, which never
-    /// sets the communicator up: Open MPI makes such calls from inside its
-    /// progress loop (MPI_Iallreduce agreeing on a new communicator's
-    /// context id), where the setup's blocking exchange would run Open
-    /// MPI's progress again from inside itself. Every rank makes the same
-    /// collectives in the same order, so every rank hands the same calls
-    /// over until the first blocking one sets the communicator up.
+    /// Sets the communicator up, if nothing has, for a persistent
+    /// collective's `*_init`. MPI makes `*_init` a nonlocal collective
+    /// call that follows every rule of the blocking ones, ordering
+    /// included (MPI 4.1 section 7.13; Open MPI 4.1's `MPIX_` forms follow
+    /// the 2018 draft of it): every rank makes it in the same place among
+    /// the communicator's collectives, as a blocking call, so every rank
+    /// connects in the same call. Open MPI makes no persistent collective
+    /// call of its own (from its progress loop or elsewhere), unlike
+    /// MPI_Iallreduce. Non-blocking calls handed to the module underneath
+    /// before may still be pending: they advance in Open MPI's progress,
+    /// which the setup's blocking exchange runs while it waits, as it
+    /// does under a first blocking call.
+    pub(super) fn set_up_for_init(&mut self, comm: *mut sys::ompi_communicator_t) {
+        if matches!(self.stage, Stage::Pending(_)) {
+            self.connect(comm);
+        }
+    }
+
+    /// The ready stage for a non-blocking call or a persistent start,
+    /// which never sets the communicator up: Open MPI makes non-blocking
+    /// calls from inside its progress loop (MPI_Iallreduce agreeing on a
+    /// new communicator's context id), where the setup's blocking exchange
+    /// would run Open MPI's progress again from inside itself, and
+    /// MPI_Start is local (a start made the setup, a rank could wait in it
+    /// for a peer that starts only after a message from this rank). Every
+    /// rank makes the same collectives in the same order, so every rank
+    /// hands the same calls over until the first blocking one or the
+    /// first `*_init` sets the communicator up.
     pub(super) fn enter_if_set_up(&mut self) -> Result<Native<'_>, Unserved> {
         match &mut self.stage {
             Stage::Ready(ready) => Ok(Native { shared: &mut self.shared, ready }),
