@@ -14,10 +14,19 @@
  *   3. one persistent bcast per root, started -n times in all (default
  *      1000), the root's buffer rewritten before each start, the others'
  *      cleared, and a persistent bcast of zero count;
+ *   4. on a communicator of its own, one persistent bcast per root and a
+ *      strided one (sent from a packed copy), all started at once -n / 4
+ *      times (several of one kind outstanding, each keeping its run and
+ *      its decision between starts: glue/run_home.rs, KeptBcast) and
+ *      waited for in reverse, buffers rewritten between starts, with a
+ *      long blocking allreduce after the third round, whose degree trial
+ *      changes the plan the decisions were kept on; then all freed, and
+ *      the communicator;
  * Options: -r <rounds of phase 1> (default 200), -n <persistent starts>,
  *          -m <largest ibcast, bytes>.
  */
 #include "common.h"
+#include <stdint.h>
 
 #if OMPI_MAJOR_VERSION >= 5
 #define T_BCAST_INIT MPI_Bcast_init
@@ -184,6 +193,62 @@ static void persistent(MPI_Comm comm, int rank, int size, long starts)
     free(buf);
 }
 
+static void all_at_once(tcomm_t *world, long starts)
+{
+    MPI_Comm dup;
+    T_MPI(MPI_Comm_dup(world->comm, &dup));
+    tcomm_t own;
+    t_derive(world, dup, &own);
+    MPI_Comm comm = own.comm;
+    int rank = own.rank, size = own.size;
+    t_barrier(&own); /* sets the communicator up; no allreduce yet */
+    enum { LEN = 777, COUNT = 100 };
+    MPI_Datatype strided;
+    T_MPI(MPI_Type_vector(COUNT, 1, 2, MPI_INT, &strided));
+    T_MPI(MPI_Type_commit(&strided));
+    int *wide = malloc(2 * COUNT * sizeof(int));
+    unsigned char *buf = malloc((size_t)size * LEN);
+    MPI_Request *rq = malloc((size_t)(size + 1) * sizeof *rq);
+    for (int root = 0; root < size; root++)
+        T_MPI(T_BCAST_INIT(buf + (size_t)root * LEN, LEN, MPI_BYTE, root, comm, MPI_INFO_NULL, &rq[root]));
+    T_MPI(T_BCAST_INIT(wide, 1, strided, 0, comm, MPI_INFO_NULL, &rq[size]));
+    enum { TREE = 2048 };
+    int64_t *tree_in = malloc(TREE * sizeof(int64_t)), *tree_out = malloc(TREE * sizeof(int64_t));
+    for (long s = 0; s < starts; s++) {
+        long seq = 130000 + s * (size + 1);
+        for (int root = 0; root < size; root++) {
+            unsigned char *mine = buf + (size_t)root * LEN;
+            if (rank == root) nb_fill(mine, LEN, seq + root, root);
+            else memset(mine, 0xEE, LEN);
+        }
+        for (int i = 0; i < 2 * COUNT; i++) wide[i] = rank == 0 && i % 2 == 0 ? nb_int(seq + size, i / 2) : -1;
+        for (int k = 0; k <= size; k++) T_MPI(MPI_Start(&rq[k]));
+        for (int k = size; k >= 0; k--) T_MPI(MPI_Wait(&rq[k], MPI_STATUS_IGNORE));
+        for (int root = 0; root < size; root++) nb_check(buf + (size_t)root * LEN, LEN, seq + root, root, "persistent bcasts at once");
+        for (int i = 0; i < COUNT; i++) {
+            T_CHECK(wide[2 * i] == nb_int(seq + size, i), "persistent strided bcast %ld: element %d is %d, want %d", s, i, wide[2 * i],
+                    nb_int(seq + size, i));
+            T_CHECK(wide[2 * i + 1] == -1, "persistent strided bcast %ld wrote into gap %d", s, i);
+        }
+        if (s == 2) {
+            /* Long enough for the tree: its first call runs the degree
+             * trial, which changes the plan (Decisions::generation). */
+            for (int i = 0; i < TREE; i++) tree_in[i] = rank + i;
+            T_MPI(MPI_Allreduce(tree_in, tree_out, TREE, MPI_INT64_T, MPI_SUM, comm));
+            for (int i = 0; i < TREE; i++)
+                T_CHECK(tree_out[i] == (int64_t)size * (size - 1) / 2 + (int64_t)size * i, "allreduce between starts: element %d", i);
+        }
+    }
+    for (int k = 0; k <= size; k++) T_MPI(MPI_Request_free(&rq[k]));
+    T_MPI(MPI_Type_free(&strided));
+    t_free(&own);
+    free(tree_in);
+    free(tree_out);
+    free(rq);
+    free(buf);
+    free(wide);
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -197,5 +262,6 @@ int main(int argc, char **argv)
     outstanding_rounds(t_world.comm, rank, size, rounds, max);
     derived_datatypes(t_world.comm, rank, size, rounds / 10 > 0 ? rounds / 10 : 2);
     persistent(t_world.comm, rank, size, starts);
+    all_at_once(&t_world, starts / 4 > 0 ? starts / 4 : 1);
     return t_finish("nonblocking_bcast");
 }

@@ -36,6 +36,15 @@
  *      path from *_init while the plan stands and decides again after
  *      (glue/mpi_ireduction.rs, KeptPath); started before, across and
  *      after the trial, results checked at every start;
+ *   7. on a communicator of their own, two persistent allreduces and two
+ *      persistent reduces (two of each kind outstanding at once, each
+ *      keeping its run between starts: glue/run_home.rs) started -n / 4
+ *      times in a rotating order, waited for in reverse, buffers rewritten
+ *      between starts, the second pair of another length than the first
+ *      (another run and scratch size); then one request freed while
+ *      started (its result checked after a blocking allreduce, which
+ *      finishes it first), the others freed inactive, and the
+ *      communicator freed;
  * Options: -r <rounds of phase 1> (default 200), -n <persistent starts>,
  * -f <starts of phase 4>, -l 1: long vectors (phase 1 draws only
  * iallreduces and ireduces, of 0 to 8 MiB, mostly 64 KiB-4 MiB; phase 2's
@@ -458,6 +467,68 @@ static void kept_across_a_plan_change(tcomm_t *world)
     t_free(&fresh);
 }
 
+/* Phase 7: two persistent requests of each kind at once. */
+static void two_of_a_kind(tcomm_t *world, long starts)
+{
+    MPI_Comm dup;
+    T_MPI(MPI_Comm_dup(world->comm, &dup));
+    tcomm_t own;
+    t_derive(world, dup, &own);
+    int rank = own.rank, size = own.size;
+    t_barrier(&own);
+    enum { KINDS = 4 };
+    const int counts[KINDS] = { 3, 300, 1, 77 };
+    nr_call_t calls[KINDS];
+    MPI_Request rq[KINDS];
+    for (int k = 0; k < KINDS; k++) {
+        int reduce = k >= 2;
+        calls[k] = (nr_call_t){ .kind = reduce ? NR_IREDUCE : NR_IALLREDUCE, .op = reduce ? NR_AFFINE : NR_SUM,
+                                .count = counts[k], .root = reduce ? (k + 1) % size : 0 };
+        size_t bytes = reduce ? sizeof(t_affine_t) : sizeof(int64_t);
+        calls[k].send = calloc((size_t)counts[k], bytes);
+        calls[k].recv = calloc((size_t)counts[k], bytes);
+        if (reduce)
+            T_MPI(T_REDUCE_INIT(calls[k].send, calls[k].recv, counts[k], nr_affine_type, nr_affine_op, calls[k].root, own.comm,
+                                MPI_INFO_NULL, &rq[k]));
+        else
+            T_MPI(T_ALLREDUCE_INIT(calls[k].send, calls[k].recv, counts[k], MPI_INT64_T, MPI_SUM, own.comm, MPI_INFO_NULL, &rq[k]));
+    }
+    int failed = 0;
+    for (long s = 0; s < starts && !failed; s++) {
+        for (int k = 0; k < KINDS; k++) {
+            calls[k].seq = 7000000 + s * KINDS + k;
+            nr_fill(calls[k].op, calls[k].send, rank, calls[k].seq, calls[k].count);
+        }
+        /* Every rank starts in the same order (MPI requires it), which
+         * rotates with s; the waits go in reverse. */
+        for (int j = 0; j < KINDS; j++) T_MPI(MPI_Start(&rq[(j + s) % KINDS]));
+        for (int j = KINDS - 1; j >= 0; j--) T_MPI(MPI_Wait(&rq[(j + s) % KINDS], MPI_STATUS_IGNORE));
+        for (int k = 0; k < KINDS && !failed; k++)
+            if (calls[k].kind == NR_IALLREDUCE || rank == calls[k].root)
+                failed = !nr_check_reduction(&calls[k], size, "two persistent requests of one kind");
+    }
+    /* Freed while started: a blocking allreduce on the communicator
+     * finishes the runs before it, so the result is there after it. Not
+     * on one rank, whose communicators coll self and libnbc serve, and
+     * libnbc refuses to free a started request. */
+    if (size > 1) {
+        calls[1].seq = 7900000;
+        nr_fill(calls[1].op, calls[1].send, rank, calls[1].seq, calls[1].count);
+        T_MPI(MPI_Start(&rq[1]));
+        T_MPI(MPI_Request_free(&rq[1]));
+        nr_blocking(own.comm, rank, size, calls[1].seq + 1);
+        if (!failed) nr_check_reduction(&calls[1], size, "a persistent allreduce freed while started");
+    }
+    for (int k = 0; k < KINDS; k++) {
+        if (rq[k] != MPI_REQUEST_NULL) T_MPI(MPI_Request_free(&rq[k]));
+    }
+    t_free(&own);
+    for (int k = 0; k < KINDS; k++) {
+        free(calls[k].send);
+        free(calls[k].recv);
+    }
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
@@ -476,6 +547,7 @@ int main(int argc, char **argv)
     freed_after_init(&t_world, freed_starts);
     freed_while_pending(&t_world, rounds / 10 > 0 ? rounds / 10 : 1);
     kept_across_a_plan_change(&t_world);
+    two_of_a_kind(&t_world, starts / 4 > 0 ? starts / 4 : 1);
     T_MPI(MPI_Op_free(&nr_affine_op));
     T_MPI(MPI_Type_free(&nr_affine_type));
     return t_finish("nonblocking_reductions");

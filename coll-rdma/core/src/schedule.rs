@@ -44,6 +44,18 @@ pub trait Schedule<T: ?Sized> {
     fn awaited(&self) -> Option<AwaitedWord> {
         None
     }
+
+    /// Takes over the scratch storage of `finished`, an earlier run of the
+    /// same kind that is over (a persistent request's previous start), so
+    /// that this run grows no buffer it already had: no allocation per
+    /// start once the first has sized them. Storage only, never state: a
+    /// run is whole without it.
+    fn reuse_storage_of(&mut self, finished: &mut Self)
+    where
+        Self: Sized,
+    {
+        let _ = finished;
+    }
 }
 
 /// A boxed run is a run: the queue's runs are boxed, and a caller that

@@ -34,9 +34,13 @@
 //!
 //! Each run carries a tag (the glue's MPI request, the tests' ticket) that
 //! `advance` hands back when the run ends; runs are `Send` because the
-//! queue moves with its communicator's state between threads.
+//! queue moves with its communicator's state between threads. A run is a
+//! boxed schedule unless the queue is made over another run type `R` (the
+//! glue's, whose persistent requests keep their run's storage and queue a
+//! handle to it, so that a start allocates nothing).
 
 use std::collections::VecDeque;
+use std::marker::PhantomData;
 
 use btl_ibmc::TransportError;
 
@@ -62,30 +66,32 @@ pub struct Ticket(pub u64);
 
 pub type Run<'a, T> = Box<dyn Schedule<T, Error = TransportError> + Send + 'a>;
 
-struct Entry<'a, T: ?Sized, Tag> {
+struct Entry<Tag, R> {
     tag: Tag,
     lane: Lane,
-    run: Run<'a, T>,
+    run: R,
 }
 
 /// One communicator's outstanding runs, in post order.
-pub struct ScheduleQueue<'a, T: ?Sized, Tag = Ticket> {
-    entries: VecDeque<Entry<'a, T, Tag>>,
+pub struct ScheduleQueue<'a, T: ?Sized, Tag = Ticket, R = Run<'a, T>> {
+    entries: VecDeque<Entry<Tag, R>>,
     next_ticket: u64,
     /// Lanes whose streams a failed run left out of step, with why.
     broken: Vec<(Lane, String)>,
+    /// The runs advance over a `T` and may borrow for `'a`.
+    over: PhantomData<(&'a (), fn(&mut T))>,
 }
 
-impl<T: ?Sized, Tag> Default for ScheduleQueue<'_, T, Tag> {
+impl<T: ?Sized, Tag, R> Default for ScheduleQueue<'_, T, Tag, R> {
     fn default() -> Self {
-        ScheduleQueue { entries: VecDeque::new(), next_ticket: 0, broken: Vec::new() }
+        ScheduleQueue { entries: VecDeque::new(), next_ticket: 0, broken: Vec::new(), over: PhantomData }
     }
 }
 
-impl<'a, T: ?Sized> ScheduleQueue<'a, T, Ticket> {
+impl<T: ?Sized, R: Schedule<T, Error = TransportError>> ScheduleQueue<'_, T, Ticket, R> {
     /// Queues `run`, which the caller has just started (its numbers taken),
     /// behind every earlier run of `lane`; its tag is a fresh ticket.
-    pub fn post(&mut self, lane: Lane, run: Run<'a, T>) -> Ticket {
+    pub fn post(&mut self, lane: Lane, run: R) -> Ticket {
         let ticket = Ticket(self.next_ticket);
         self.next_ticket += 1;
         self.post_tagged(lane, run, ticket);
@@ -93,10 +99,10 @@ impl<'a, T: ?Sized> ScheduleQueue<'a, T, Ticket> {
     }
 }
 
-impl<'a, T: ?Sized, Tag> ScheduleQueue<'a, T, Tag> {
+impl<T: ?Sized, Tag, R: Schedule<T, Error = TransportError>> ScheduleQueue<'_, T, Tag, R> {
     /// Queues `run` (just started: its numbers taken) behind every earlier
     /// run of `lane`, with `tag` to hand back when it ends.
-    pub fn post_tagged(&mut self, lane: Lane, run: Run<'a, T>, tag: Tag) {
+    pub fn post_tagged(&mut self, lane: Lane, run: R, tag: Tag) {
         self.entries.push_back(Entry { tag, lane, run });
     }
 

@@ -37,6 +37,7 @@ mod reduction_call;
 mod reduction_paths;
 mod request;
 mod request_pool;
+mod run_home;
 mod saved;
 mod saved_nonblocking;
 mod udp_interface;

@@ -337,7 +337,7 @@ pub(super) unsafe fn progress_state(module: *mut RdmaModule) -> bool {
 /// timeout's clock, which must not wait long.
 const WORD_LOADS_PER_ADVANCE: u32 = 32;
 
-/// Advances of one hold before the wait watches the awaited word (see
+/// Advances of one wait before it watches the awaited word (see
 /// `progress_state_until`).
 const ADVANCES_BEFORE_WATCHING: u32 = 4;
 
@@ -346,6 +346,11 @@ const ADVANCES_BEFORE_WATCHING: u32 = 4;
 /// state, stopping once `done` says so; the entry, the thread token and
 /// the work flag are paid once, not at every pass; between advances it
 /// polls the word the runs wait for (`CommState::watch_awaited_word`).
+/// `advances` counts the wait's advances over its holds: a long wait
+/// watches the word from its fifth advance on, not from the fifth of
+/// every hold (each hold re-counting made 4 of every 32 passes whole
+/// advances, so the spin took about twice as long as a blocking wait's
+/// before it yielded the core).
 /// Returns false once the
 /// state has no work left (or failed), true otherwise (also when another
 /// thread holds it: that one serves it).
@@ -353,7 +358,7 @@ const ADVANCES_BEFORE_WATCHING: u32 = 4;
 /// # Safety
 /// `module` must be a live, enabled module of ours, and stay so until this
 /// returns (the caller holds the progress registry).
-pub(super) unsafe fn progress_state_until(module: *mut RdmaModule, passes: u32, done: &impl Fn() -> bool) -> bool {
+pub(super) unsafe fn progress_state_until(module: *mut RdmaModule, passes: u32, advances: &mut u32, done: &impl Fn() -> bool) -> bool {
     // SAFETY: guaranteed by the caller.
     let (entry, failed) = unsafe { (&(*module).entry, &(*module).failed) };
     if !entry.needs_progress() || failed.load(Ordering::Acquire) {
@@ -367,7 +372,6 @@ pub(super) unsafe fn progress_state_until(module: *mut RdmaModule, passes: u32, 
     let state = held.state();
     let mut finished = false;
     let mut left = passes;
-    let mut advances = 0u32;
     while left > 0 {
         left -= 1;
         state.progress_background_work();
@@ -378,14 +382,14 @@ pub(super) unsafe fn progress_state_until(module: *mut RdmaModule, passes: u32, 
         if done() {
             break;
         }
-        advances += 1;
+        *advances += 1;
         // Once the wait has lasted a few advances, the one word the runs
         // wait for, alone, between advances: a load where an advance
         // costs hundreds of instructions. Not before: most waits end
         // within an advance or two, where finding the word costs more
         // than it saves. Each load is one of the passes, as each load of
         // a blocking wait is one of its polls.
-        if advances < ADVANCES_BEFORE_WATCHING {
+        if *advances < ADVANCES_BEFORE_WATCHING {
             std::hint::spin_loop();
             continue;
         }

@@ -13,10 +13,7 @@ use std::ffi::c_int;
 
 use ompi_sys as sys;
 
-use btl_ibmc::{SelectedTransport, TransportError};
-
-use crate::schedule::Schedule;
-use crate::schedule_queue::{Lane, Run};
+use crate::schedule_queue::Lane;
 use crate::select::barrier::BarrierPath;
 use crate::select::Choice;
 use super::comm_state::{Collective, CommState, Native, Step, Unserved};
@@ -138,11 +135,6 @@ impl CommState {
     }
 }
 
-/// A barrier run as the queue holds it.
-fn boxed<S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static>(run: S) -> Run<'static, SelectedTransport> {
-    Box::new(run)
-}
-
 impl Native<'_> {
     /// Queues a barrier run for `request` behind the earlier ones, taking
     /// its first step if there are none.
@@ -152,11 +144,11 @@ impl Native<'_> {
         let outcome = match (barrier_choice(ready.decisions.plan()), ready.two_level_barrier.as_mut()) {
             (Choice::Native(BarrierPath::TwoLevel), Some(two_level)) => {
                 let run = two_level.start();
-                ready.post_run(Lane::Barrier, run, boxed, move || Some(request))
+                ready.post_for(Lane::Barrier, run, request)
             }
             _ => {
                 let run = ready.barrier.start();
-                ready.post_run(Lane::Barrier, run, boxed, move || Some(request))
+                ready.post_for(Lane::Barrier, run, request)
             }
         };
         self.shared.finish(collective, outcome)

@@ -32,18 +32,19 @@ use btl_ibmc::{SelectedTransport, TransportError};
 use ompi_sys as sys;
 
 use super::comm_state::{Collective, CommState, Native, Step, Unserved};
-use super::datatype::{ContiguousSpan, NotContiguous};
 use super::ffi_guard::guarded;
 use super::handover::Handover;
 use super::module::with_state;
 use super::mpi_bcast::{bcast_shape, pack, unpack};
 use super::nonblocking_post::{start_persistent, Planned, PostAs};
-use super::posted_run::PostedRun;
 use super::reduction_call::{span_bytes_mut, FoldOrder};
 use super::request::{new_request, Persistent, PersistentCall, RequestRef};
+use super::datatype::ContiguousSpan;
 use super::saved_nonblocking::{BcastCall, Comm, Datatype, Info, Module, Request};
 use crate::collectives::bcast::{Bcast, BcastRun};
 use crate::schedule::{Schedule, Step as RunStep};
+use super::posted_run::PostedRun;
+use super::run_home::RunHome;
 use crate::schedule_queue::Lane;
 use crate::select::bcast::{select, BcastPath};
 use crate::select::Choice;
@@ -61,7 +62,7 @@ pub(super) unsafe extern "C" fn ibcast(
     guarded("MPI_Ibcast", sys::OMPI_ERROR as c_int, || {
         // SAFETY: Open MPI calls us with the module it enabled for `comm`
         // and the caller's request handle.
-        unsafe { with_state(module, |state| state.post_bcast(&call, PostAs::Now(request)), |saved| saved.nonblocking.ibcast(call, request)()) }
+        unsafe { with_state(module, |state| state.post_bcast(&call, PostAs::Now(request), None), |saved| saved.nonblocking.ibcast(call, request)()) }
     })
 }
 
@@ -97,7 +98,7 @@ pub(super) unsafe extern "C" fn bcast_init(
 /// request).
 unsafe fn start_persistent_bcast(persistent: Persistent, request: RequestRef) -> c_int {
     let Persistent { module, call, .. } = persistent;
-    let PersistentCall::Bcast(call) = call else {
+    let PersistentCall::Bcast(call, kept) = call else {
         tracing::error!("MPI_Start: a persistent request of coll rdma started as a bcast it is not");
         return sys::OMPI_ERR_BAD_PARAM as c_int;
     };
@@ -106,19 +107,28 @@ unsafe fn start_persistent_bcast(persistent: Persistent, request: RequestRef) ->
         start_persistent(
             module,
             request,
-            |state, request| state.post_bcast(&call, PostAs::Started(request)),
+            |state, request| state.post_bcast(&call, PostAs::Started(request), kept),
             |saved| saved.bcast(call.buffer, call.count, call.dtype, call.root, call.comm)(),
         )
     }
 }
 
 impl CommState {
-    fn post_bcast(&mut self, call: &BcastCall, post: PostAs) -> Step {
+    /// A call posted now (`kept` unused) or a persistent one started
+    /// (`kept` its request's decision, if it has one, renewed there if the
+    /// plan changed).
+    fn post_bcast(&mut self, call: &BcastCall, mut post: PostAs, kept: Option<KeptBcast>) -> Step {
         let collective = if matches!(post, PostAs::Started(_)) { Collective::BcastInit } else { Collective::Ibcast };
         let planned = match self.enter_if_set_up() {
             Ok(mut native) => {
                 native.shared.count_call(collective);
-                native.bcast_run(call)
+                match &mut post {
+                    PostAs::Started(request) => native.kept_bcast_run(call, kept, request),
+                    PostAs::Now(_) => match native.bcast_to_send(call) {
+                        Ok(decided) => native.bcast_run(call, decided, RunHome::Boxed),
+                        Err(why) => Planned::HandOver(why.into()),
+                    },
+                }
             }
             Err(why) => Planned::HandOver(why),
         };
@@ -133,22 +143,21 @@ impl CommState {
         )
     }
 
-    /// Whether a persistent bcast made now is served here (else why not).
-    fn bcast_init_verdict(&mut self, call: &BcastCall) -> Result<(), Unserved> {
-        let mut native = self.enter_if_set_up()?;
-        native.resumable_bcast(call).map(|_| ()).map_err(Unserved::from)
-    }
-
     fn init_bcast(&mut self, call: &BcastCall, info: Info, request_out: Request, module: Module) -> Step {
         // The path is settled here, once, by the selector the starts ask
         // again: the same shape gives the same answer. The first `*_init`
         // sets the communicator up if nothing did before.
         self.set_up_for_init(call.comm);
-        if let Err(why) = self.bcast_init_verdict(call) {
+        let decided = match self.enter_if_set_up() {
+            Ok(mut native) => native.bcast_to_keep(call).map_err(Unserved::from),
+            Err(why) => Err(why),
+        };
+        let kept = decided.as_ref().ok().copied();
+        if let Err(why) = decided {
             let underneath = self.shared.saved.nonblocking.bcast_init(*call, info, request_out);
             return self.shared.decline(Collective::BcastInit, why, FoldOrder::Any, underneath);
         }
-        let persistent = Persistent { comm: call.comm, module, call: PersistentCall::Bcast(*call), start: start_persistent_bcast };
+        let persistent = Persistent { comm: call.comm, module, call: PersistentCall::Bcast(*call, kept), start: start_persistent_bcast };
         let Some(request) = new_request(call.comm, Some(persistent)) else {
             return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
         };
@@ -158,11 +167,29 @@ impl CommState {
     }
 }
 
+/// What a bcast run sends: `bytes` (0: nothing), from the application's
+/// buffer where `span` describes it, else from a packed copy.
+#[derive(Clone, Copy, Debug)]
+struct BcastToSend {
+    bytes: usize,
+    span: Option<ContiguousSpan>,
+}
+
+/// A persistent bcast's decision, made at `*_init` and kept in its
+/// request, as a persistent reduction keeps its path (`KeptPath`): valid
+/// while the communicator's decisions are of the generation it was made
+/// in. Every rank decides on the same agreed plan and the same length, so
+/// every rank keeps the same.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct KeptBcast {
+    generation: u64,
+    decided: BcastToSend,
+}
+
 impl Native<'_> {
-    /// The message's length if a run serves the call (0: nothing to send)
-    /// with the buffer's span (`Err`: not contiguous), else why it is
-    /// handed over.
-    fn resumable_bcast(&mut self, call: &BcastCall) -> Result<(usize, Result<ContiguousSpan, NotContiguous>), Handover> {
+    /// What a run sends for the call (a length of 0: nothing), else why it
+    /// is handed over.
+    fn bcast_to_send(&mut self, call: &BcastCall) -> Result<BcastToSend, Handover> {
         let (shape, span) = bcast_shape(call);
         let bytes = match select(&shape, self.ready.decisions.plan()) {
             Choice::HandOver(why) => return Err(why),
@@ -172,27 +199,51 @@ impl Native<'_> {
             }
             Choice::Native(BcastPath::Send { bytes, .. }) => bytes,
         };
-        Ok((bytes, span))
+        Ok(BcastToSend { bytes, span: span.ok() })
     }
 
-    fn bcast_run(&mut self, call: &BcastCall) -> Planned {
-        let (bytes, span) = match self.resumable_bcast(call) {
-            Ok((0, _)) => return Planned::Nothing,
-            Ok(decided) => decided,
-            Err(why) => return Planned::HandOver(why.into()),
-        };
+    /// `bcast_to_send`'s decision, to keep with the generation of the plan
+    /// it was made on.
+    fn bcast_to_keep(&mut self, call: &BcastCall) -> Result<KeptBcast, Handover> {
+        let generation = self.ready.decisions.generation();
+        self.bcast_to_send(call).map(|decided| KeptBcast { generation, decided })
+    }
+
+    /// A persistent request's run, on the decision it kept while the plan
+    /// it was made on stands; after a change of plan decided again, and
+    /// kept in `request` for the next starts. The run goes into the
+    /// request's storage (`run_home.rs`).
+    fn kept_bcast_run(&mut self, call: &BcastCall, kept: Option<KeptBcast>, request: &mut RequestRef) -> Planned {
+        if let Some(kept) = kept.filter(|kept| kept.generation == self.ready.decisions.generation()) {
+            return self.bcast_run(call, kept.decided, request.run_home());
+        }
+        match self.bcast_to_keep(call) {
+            Ok(renewed) => {
+                request.keep_for_next_starts(PersistentCall::Bcast(*call, Some(renewed)));
+                self.bcast_run(call, renewed.decided, request.run_home())
+            }
+            Err(why) => Planned::HandOver(why.into()),
+        }
+    }
+
+    /// The run that sends `decided` for the call, placed in `home`.
+    fn bcast_run(&mut self, call: &BcastCall, decided: BcastToSend, home: RunHome<'_>) -> Planned {
+        let BcastToSend { bytes, span } = decided;
+        if bytes == 0 {
+            return Planned::Nothing;
+        }
         let root = call.root as usize;
         let ready = &mut *self.ready;
         let run = match span {
-            Ok(span) => {
+            Some(span) => {
                 // SAFETY: MPI guarantees the buffer holds `count` elements
                 // of `dtype`, which `span` describes, and that the
                 // application leaves it alone until the request completes;
                 // the run ends no later.
                 let buffer = unsafe { span_bytes_mut(call.buffer, &span) };
-                ready.bcast.start(&ready.transport, root, buffer).map(PostedRun::Bcast)
+                ready.bcast.start(&ready.transport, root, buffer).map(|run| home.place(PostedRun::Bcast(run)))
             }
-            Err(_) => return self.packed_bcast_run(call, root, bytes),
+            None => return self.packed_bcast_run(call, root, bytes, home),
         };
         match run {
             Ok(run) => Planned::Run(Lane::Bcast, run),
@@ -200,7 +251,7 @@ impl Native<'_> {
         }
     }
 
-    fn packed_bcast_run(&mut self, call: &BcastCall, root: usize, bytes: usize) -> Planned {
+    fn packed_bcast_run(&mut self, call: &BcastCall, root: usize, bytes: usize, home: RunHome<'_>) -> Planned {
         let ready = &mut *self.ready;
         let at_root = root == ready.id.rank;
         let mut packed = vec![0u8; bytes].into_boxed_slice();
@@ -218,7 +269,7 @@ impl Native<'_> {
         }
         let unpack_into = (!at_root).then(|| RetainedCall::new(*call));
         match PackedBcastRun::start(&mut ready.bcast, &ready.transport, root, packed, unpack_into) {
-            Ok(run) => Planned::Run(Lane::Bcast, PostedRun::Boxed(Box::new(run))),
+            Ok(run) => Planned::Run(Lane::Bcast, home.place_boxed(run)),
             Err(why) => Planned::Failed(why),
         }
     }

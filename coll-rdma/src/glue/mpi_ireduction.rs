@@ -20,8 +20,8 @@
 //! and keeps the op and datatype retained, since MPI lets the application
 //! free both once the call is posted.
 
-use std::ffi::{c_int, c_void};
 use std::ptr::NonNull;
+use std::ffi::{c_int, c_void};
 
 use ompi_sys as sys;
 
@@ -32,40 +32,45 @@ use super::handover::Handover;
 use super::module::with_state;
 use super::reduction_call::{contribution_is_in_receive_buffer, reduction_shape, span_bytes, span_bytes_mut, FoldOrder};
 use super::nonblocking_post::{start_persistent, Planned, PostAs};
-use super::posted_run::PostedRun;
 use super::request::{new_request, Persistent, PersistentCall, RequestRef};
 use super::saved::ReductionCall;
 use super::saved_nonblocking::{Datatype, Info, Module, Op, Request};
 use super::datatype::ContiguousSpan;
 use crate::collectives::large_reduction::buffers::Gather;
 use crate::reduction::Reduction;
+use super::posted_run::PostedRun;
+use super::run_home::RunHome;
 use crate::schedule_queue::Lane;
 use crate::select::allreduce::AllreducePath;
 use crate::select::reduce::ReducePath;
 use crate::select::Choice;
 
 /// The op of a posted run, with its op and datatype retained until the run
-/// ends where the application could free them (predefined ones it cannot:
-/// retaining those cost every short call four atomic updates).
+/// is dropped where the application could free them: by the run itself for
+/// a call posted now; for a persistent request's run by the request, which
+/// retains both from `*_init` until after it dropped the run it keeps
+/// (`request.rs`, `destruct`), so that a start pays no reference of its
+/// own. Predefined ones the application cannot free: retaining those cost
+/// every short call four atomic updates.
 pub(super) struct RetainedReduction {
     reduction: OmpiReduction,
-    /// The op and datatype where this holds a reference on them (`None`:
-    /// both predefined).
+    /// The op and datatype where this value holds a reference on them
+    /// (released in `drop`).
     retained: Option<(NonNull<sys::ompi_op_t>, NonNull<sys::ompi_datatype_t>)>,
 }
 
 // SAFETY: the op and datatype are Open MPI objects kept alive by the
-// references taken in `new` (or predefined, alive until MPI_Finalize);
-// applying an op (ompi_op_reduce) reads them only, from whichever thread
-// holds the communicator's state, one at a time (the queue moves with
-// that state).
+// references taken in `new` (or by the request, or predefined); applying
+// an op (ompi_op_reduce) reads them only, from whichever thread holds the
+// communicator's state, one at a time (the queue moves with that state).
 unsafe impl Send for RetainedReduction {}
 
 impl RetainedReduction {
-    fn new(call: &ReductionCall, span: &ContiguousSpan) -> Self {
+    /// The op of a run that goes to `home`.
+    fn new(call: &ReductionCall, span: &ContiguousSpan, home: &RunHome<'_>) -> Self {
         // SAFETY: MPI hands us live op and datatype objects.
-        let predefined = unsafe { sys::coll_rdma_shim_op_and_dtype_are_predefined(call.op, call.dtype) } != 0;
-        let retained = if predefined { None } else { NonNull::new(call.op).zip(NonNull::new(call.dtype)) };
+        let needs_references = matches!(home, RunHome::Boxed) && unsafe { sys::coll_rdma_shim_op_and_dtype_are_predefined(call.op, call.dtype) } == 0;
+        let retained = if needs_references { NonNull::new(call.op).zip(NonNull::new(call.dtype)) } else { None };
         if let Some((op, dtype)) = retained {
             // SAFETY: as above; both derive from opal_object_t (their
             // first member), so the object system counts references on
@@ -275,13 +280,13 @@ impl CommState {
     /// A call posted now (`kept` unused) or a persistent one started
     /// (`kept` its request's decision, if it has one, renewed there if the
     /// plan changed).
-    fn post_reduction(&mut self, call: &ReductionCall, root: Option<c_int>, post: PostAs, kept: Option<KeptPath>) -> Step {
+    fn post_reduction(&mut self, call: &ReductionCall, root: Option<c_int>, mut post: PostAs, kept: Option<KeptPath>) -> Step {
         let collective = collective_of(root, matches!(post, PostAs::Started(_)));
         let order = FoldOrder::of(call.op);
         let planned = match self.enter_if_set_up() {
             Ok(mut native) => {
                 native.shared.count_call(collective);
-                match &post {
+                match &mut post {
                     PostAs::Started(request) => native.kept_reduction_run(call, root, order, kept, request),
                     PostAs::Now(_) => native.reduction_run(call, root, order),
                 }
@@ -392,7 +397,7 @@ impl Native<'_> {
     /// The call's run, on the selector's path (or its hand-over).
     fn reduction_run(&mut self, call: &ReductionCall, root: Option<c_int>, order: FoldOrder) -> Planned {
         match self.resumable_path(call, root, order) {
-            Ok(decided) => self.run_on(call, root, decided),
+            Ok(decided) => self.run_on(call, root, decided, RunHome::Boxed),
             Err(why) => Planned::HandOver(why.into()),
         }
     }
@@ -400,31 +405,34 @@ impl Native<'_> {
     /// A persistent request's run, on the path it kept while the plan it
     /// was decided on stands; after a change of plan (or at the first
     /// start served here of a request made before the setup) decided
-    /// again, and kept in `request` for the next starts.
-    fn kept_reduction_run(&mut self, call: &ReductionCall, root: Option<c_int>, order: FoldOrder, kept: Option<KeptPath>, request: &RequestRef) -> Planned {
+    /// again, and kept in `request` for the next starts. The run goes into
+    /// the request's storage (`run_home.rs`).
+    fn kept_reduction_run(&mut self, call: &ReductionCall, root: Option<c_int>, order: FoldOrder, kept: Option<KeptPath>, request: &mut RequestRef) -> Planned {
         if let Some(kept) = kept.filter(|kept| kept.generation == self.ready.decisions.generation()) {
-            return self.run_on(call, root, kept.decided);
+            return self.run_on(call, root, kept.decided, request.run_home());
         }
         match self.path_to_keep(call, root, order) {
             Ok(renewed) => {
                 request.keep_for_next_starts(PersistentCall::Reduction { call: *call, root, kept: Some(renewed) });
-                self.run_on(call, root, renewed.decided)
+                self.run_on(call, root, renewed.decided, request.run_home())
             }
             Err(why) => Planned::HandOver(why.into()),
         }
     }
 
-    /// The run of the path `decided` (`None`: nothing to exchange).
-    fn run_on(&mut self, call: &ReductionCall, root: Option<c_int>, decided: Option<(ContiguousSpan, RunPath)>) -> Planned {
+    /// The run of the path `decided` (`None`: nothing to exchange), placed
+    /// in `home`.
+    fn run_on(&mut self, call: &ReductionCall, root: Option<c_int>, decided: Option<(ContiguousSpan, RunPath)>, home: RunHome<'_>) -> Planned {
         let Some((span, path)) = decided else { return Planned::Nothing };
         match (path, root) {
             (RunPath::Ring, root) => {
                 let gather = root.map_or(Gather::All, |root| Gather::Root(root as usize));
-                self.ring_run(call, &span, gather, RetainedReduction::new(call, &span))
+                let reduction = RetainedReduction::new(call, &span, &home);
+                self.ring_run(call, &span, gather, reduction, home)
             }
-            (RunPath::Window | RunPath::ThroughAllreduce, None) => self.allreduce_run(call, &span),
-            (RunPath::Window, Some(root)) => self.reduce_run(call, root as usize, &span),
-            (RunPath::ThroughAllreduce, Some(root)) => self.reduce_through_allreduce_run(call, root as usize, &span),
+            (RunPath::Window | RunPath::ThroughAllreduce, None) => self.allreduce_run(call, &span, home),
+            (RunPath::Window, Some(root)) => self.reduce_run(call, root as usize, &span, home),
+            (RunPath::ThroughAllreduce, Some(root)) => self.reduce_through_allreduce_run(call, root as usize, &span, home),
         }
     }
 
@@ -436,28 +444,28 @@ impl Native<'_> {
     /// allreduce call, numbered and ordered among the others. No degree
     /// trial first, as in the blocking call (the two-level tree keeps its
     /// degree).
-    fn reduce_through_allreduce_run(&mut self, call: &ReductionCall, root: usize, span: &ContiguousSpan) -> Planned {
+    fn reduce_through_allreduce_run(&mut self, call: &ReductionCall, root: usize, span: &ContiguousSpan, home: RunHome<'_>) -> Planned {
         let ready = &mut *self.ready;
         let transport = &ready.transport;
-        let reduction = RetainedReduction::new(call, span);
+        let reduction = RetainedReduction::new(call, span, &home);
         let run = if root == ready.id.rank {
             // SAFETY: at the root MPI guarantees recv holds `count`
             // elements of `dtype`, left alone until the request completes.
             let recv = unsafe { span_bytes_mut(call.recv, span) };
             if contribution_is_in_receive_buffer(call, span) {
-                ready.allreduce.start_in_place(transport, reduction, recv).map(PostedRun::allreduce)
+                ready.allreduce.start_in_place(transport, reduction, recv).map(|run| home.place(PostedRun::allreduce(run)))
             } else {
                 // SAFETY: as for recv; send is neither MPI_IN_PLACE nor
                 // overlapping recv.
                 let send = unsafe { span_bytes(call.send, span) };
-                ready.allreduce.start(transport, reduction, send, recv).map(PostedRun::allreduce)
+                ready.allreduce.start(transport, reduction, send, recv).map(|run| home.place(PostedRun::allreduce(run)))
             }
         } else {
             // SAFETY: MPI guarantees send holds `count` elements of
             // `dtype`, left alone until the request completes (not
             // MPI_IN_PLACE: that is only allowed at the root).
             let send = unsafe { span_bytes(call.send, span) };
-            ready.allreduce.start_result_dropped(transport, reduction, send).map(|run| PostedRun::Boxed(Box::new(run)))
+            ready.allreduce.start_result_dropped(transport, reduction, send).map(|run| home.place_boxed(run))
         };
         match run {
             Ok(run) => Planned::Run(Lane::Allreduce, run),
@@ -465,7 +473,7 @@ impl Native<'_> {
         }
     }
 
-    fn allreduce_run(&mut self, call: &ReductionCall, span: &ContiguousSpan) -> Planned {
+    fn allreduce_run(&mut self, call: &ReductionCall, span: &ContiguousSpan, home: RunHome<'_>) -> Planned {
         let ready = &mut *self.ready;
         if ready.allreduce_trial.is_some() {
             // The degree trial (once per communicator) changes the tree,
@@ -475,19 +483,19 @@ impl Native<'_> {
                 return Planned::Failed(why);
             }
         }
-        let reduction = RetainedReduction::new(call, span);
+        let reduction = RetainedReduction::new(call, span, &home);
         // SAFETY: MPI guarantees recv holds `count` elements of `dtype`,
         // which `span` describes, and that the application leaves it alone
         // until the request completes; the run ends no later.
         let recv = unsafe { span_bytes_mut(call.recv, span) };
         let transport = &ready.transport;
         let run = if contribution_is_in_receive_buffer(call, span) {
-            ready.allreduce.start_in_place(transport, reduction, recv).map(PostedRun::allreduce)
+            ready.allreduce.start_in_place(transport, reduction, recv).map(|run| home.place(PostedRun::allreduce(run)))
         } else {
             // SAFETY: as for recv; send is neither MPI_IN_PLACE nor
             // overlapping recv.
             let send = unsafe { span_bytes(call.send, span) };
-            ready.allreduce.start(transport, reduction, send, recv).map(PostedRun::allreduce)
+            ready.allreduce.start(transport, reduction, send, recv).map(|run| home.place(PostedRun::allreduce(run)))
         };
         match run {
             Ok(run) => Planned::Run(Lane::Allreduce, run),
@@ -495,9 +503,9 @@ impl Native<'_> {
         }
     }
 
-    fn reduce_run(&mut self, call: &ReductionCall, root: usize, span: &ContiguousSpan) -> Planned {
+    fn reduce_run(&mut self, call: &ReductionCall, root: usize, span: &ContiguousSpan, home: RunHome<'_>) -> Planned {
         let ready = &mut *self.ready;
-        let reduction = RetainedReduction::new(call, span);
+        let reduction = RetainedReduction::new(call, span, &home);
         let transport = &ready.transport;
         let at_root = root == ready.id.rank;
         // The receive buffer is significant only at the root; MPI_IN_PLACE
@@ -509,14 +517,14 @@ impl Native<'_> {
         let recv = at_root.then(|| unsafe { span_bytes_mut(call.recv, span) });
         let run = match recv {
             Some(buffer) if in_place => {
-                ready.reduce.start_in_place_at_root(transport, reduction, root, buffer).map(PostedRun::reduce)
+                ready.reduce.start_in_place_at_root(transport, reduction, root, buffer).map(|run| home.place(PostedRun::reduce(run)))
             }
             recv => {
                 // SAFETY: MPI guarantees send holds `count` elements of
                 // `dtype`, left alone until the request completes (it is
                 // not MPI_IN_PLACE: that is only allowed at the root).
                 let send = unsafe { span_bytes(call.send, span) };
-                ready.reduce.start(transport, reduction, root, send, recv).map(PostedRun::reduce)
+                ready.reduce.start(transport, reduction, root, send, recv).map(|run| home.place(PostedRun::reduce(run)))
             }
         };
         match run {

@@ -17,10 +17,17 @@
 //!   ours after at most its `wait_spin_polls` passes (the communicator's
 //!   spin polls: none where ranks outnumber cores), each a pass over the
 //!   runs of the request's communicator alone (`serve_communicator_until`,
-//!   which enters its state once for many passes). Bounded, because a
-//!   peer may need this process's other progress (a point-to-point
-//!   rendezvous, another communicator's runs), which only Open MPI's loop
-//!   serves; no pass waits;
+//!   which enters its state once for many passes), and then, if it is
+//!   still pending, once it completed. Those first passes are bounded,
+//!   because a peer may need this process's other progress (a
+//!   point-to-point rendezvous, another communicator's runs), which only
+//!   Open MPI's progress serves; no pass waits. After them the wait goes
+//!   on as the blocking calls' waits do once their spin is over: it yields
+//!   the core before every pass, and each pass is a whole `opal_progress`
+//!   (every component's progress and every communicator's runs), so
+//!   nothing else starves. Open MPI's own loop does not yield (unless the
+//!   node is oversubscribed), so a peer that shares this core under load
+//!   would wait out this rank's whole time slice;
 //! - the table points at us only while this library is open: `uninstall`
 //!   runs at component close, and takes us out only if nothing replaced
 //!   us since (then whoever did chains to us, and we stay).
@@ -94,7 +101,14 @@ unsafe extern "C" fn wait(request: *mut *mut sys::ompi_request_t, status: *mut s
         guarded("MPI_Wait", (), || {
             // SAFETY: as above; the application's reference keeps it
             // alive until the wait below frees it.
-            serve_communicator_until(comm, polls, || unsafe { sys::coll_rdma_shim_request_is_complete(pending) } != 0);
+            let done = || unsafe { sys::coll_rdma_shim_request_is_complete(pending) } != 0;
+            serve_communicator_until(comm, polls, done);
+            while !done() {
+                std::thread::yield_now();
+                // SAFETY: Open MPI's progress, called as its own wait
+                // loop calls it (no lock of ours is held here).
+                unsafe { sys::opal_progress() };
+            }
         });
     }
     let chained = CHAINED.load(Ordering::Acquire);

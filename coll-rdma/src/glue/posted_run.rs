@@ -8,11 +8,16 @@
 //! the queue (`PendingRuns::post`), so it needs no box: an allocation and
 //! its free cost a short call's posting rank about as much as its own
 //! step (callgrind, docs/nonblocking.md). Only a run that stays pending
-//! is boxed (`into_queued`).
+//! is boxed (`into_queued`). A persistent request's run goes into the
+//! request's storage instead (`run_home.rs`), and the post holds a handle
+//! to it (`Kept`).
+
+use std::ptr::NonNull;
 
 use btl_ibmc::{SelectedTransport, TransportError};
 
 use super::mpi_ireduction::RetainedReduction;
+use super::run_home::{DynRun, QueuedRun};
 use crate::collectives::allreduce::{AllreduceRun, AllreduceStart};
 use crate::collectives::bcast::BcastRun;
 use crate::collectives::large_reduction::parallel_run::OrParallel;
@@ -28,7 +33,14 @@ pub(super) enum PostedRun {
     Reduce(ReduceRun<'static, RetainedReduction>),
     Bcast(BcastRun<'static>),
     Boxed(Run<'static, SelectedTransport>),
+    /// A run kept in a persistent request's storage (`RunStorage::keep`).
+    Kept(NonNull<DynRun>),
 }
+
+// SAFETY: the runs are `Send`; a kept run's handle is as `QueuedRun::Kept`'s
+// (`run_home.rs`): it moves with the communicator's state, one holder at a
+// time, and nobody else touches the run meanwhile.
+unsafe impl Send for PostedRun {}
 
 impl PostedRun {
     pub(super) fn allreduce(start: AllreduceStart<'static, RetainedReduction>) -> Self {
@@ -47,12 +59,13 @@ impl PostedRun {
 
     /// The run as the queue holds it: the run itself boxed, here, so a
     /// queued run's advances and drop go through no match on this enum.
-    pub(super) fn into_queued(self) -> Run<'static, SelectedTransport> {
+    pub(super) fn into_queued(self) -> QueuedRun {
         match self {
-            PostedRun::Allreduce(run) => Box::new(run),
-            PostedRun::Reduce(run) => Box::new(run),
-            PostedRun::Bcast(run) => Box::new(run),
-            PostedRun::Boxed(run) => run,
+            PostedRun::Allreduce(run) => QueuedRun::Boxed(Box::new(run)),
+            PostedRun::Reduce(run) => QueuedRun::Boxed(Box::new(run)),
+            PostedRun::Bcast(run) => QueuedRun::Boxed(Box::new(run)),
+            PostedRun::Boxed(run) => QueuedRun::Boxed(run),
+            PostedRun::Kept(run) => QueuedRun::Kept(run),
         }
     }
 }
@@ -66,6 +79,9 @@ impl Schedule<SelectedTransport> for PostedRun {
             PostedRun::Reduce(run) => run.advance(transport),
             PostedRun::Bcast(run) => run.advance(transport),
             PostedRun::Boxed(run) => run.advance(transport),
+            // SAFETY: a live kept run nobody else touches while it is
+            // posted (`run_home.rs`).
+            PostedRun::Kept(run) => unsafe { run.as_mut() }.advance(transport),
         }
     }
 
@@ -75,6 +91,16 @@ impl Schedule<SelectedTransport> for PostedRun {
             PostedRun::Reduce(run) => Schedule::<SelectedTransport>::awaited(run),
             PostedRun::Bcast(run) => Schedule::<SelectedTransport>::awaited(run),
             PostedRun::Boxed(run) => run.awaited(),
+            // SAFETY: as in `advance`.
+            PostedRun::Kept(run) => unsafe { run.as_ref() }.awaited(),
+        }
+    }
+
+    fn reuse_storage_of(&mut self, finished: &mut Self) {
+        match (self, finished) {
+            (PostedRun::Allreduce(run), PostedRun::Allreduce(finished)) => Schedule::<SelectedTransport>::reuse_storage_of(run, finished),
+            (PostedRun::Reduce(run), PostedRun::Reduce(finished)) => Schedule::<SelectedTransport>::reuse_storage_of(run, finished),
+            _ => {}
         }
     }
 }

@@ -142,6 +142,7 @@ const PASSES_PER_HOLD: u32 = 32;
 /// `passes`.
 pub(super) fn serve_communicator_until(comm: *mut sys::ompi_communicator_t, passes: u32, done: impl Fn() -> bool) {
     let mut left = passes;
+    let mut advances = 0;
     while left > 0 && !done() {
         let hold = left.min(PASSES_PER_HOLD);
         left -= hold;
@@ -156,7 +157,7 @@ pub(super) fn serve_communicator_until(comm: *mut sys::ompi_communicator_t, pass
         // SAFETY: registered modules are alive while the lock is held.
         let Some(module) = modules.iter().find(|module| unsafe { module_comm(module.0) } == comm) else { return };
         // SAFETY: as above; the lock is held until this returns.
-        if !unsafe { progress_state_until(module.0, hold, &done) } {
+        if !unsafe { progress_state_until(module.0, hold, &mut advances, &done) } {
             return;
         }
     }

@@ -14,7 +14,7 @@ use crate::side_progress::BcastProgress;
 use super::comm_state::{Collective, Native, ReadyComm, Step};
 use super::datatype::ContiguousSpan;
 use super::nonblocking_post::Planned;
-use super::posted_run::PostedRun;
+use super::run_home::RunHome;
 use super::reduction_call::{contribution_is_in_receive_buffer, span_bytes, span_bytes_mut, NativeMessage};
 use super::saved::ReductionCall;
 
@@ -38,15 +38,22 @@ impl Native<'_> {
     }
 
     /// The ring's run for a non-blocking or persistent `call`, its segment
-    /// numbers taken now, in post order.
-    pub(super) fn ring_run<R: Reduction + Send + 'static>(&mut self, call: &ReductionCall, span: &ContiguousSpan, gather: Gather, op: R) -> Planned {
+    /// numbers taken now, in post order, placed in `home`.
+    pub(super) fn ring_run<R: Reduction + Send + 'static>(
+        &mut self,
+        call: &ReductionCall,
+        span: &ContiguousSpan,
+        gather: Gather,
+        op: R,
+        home: RunHome<'_>,
+    ) -> Planned {
         let ready = &mut *self.ready;
         let fault_timeout = ready.ring_policy(gather).fault_timeout;
         // SAFETY: MPI leaves the buffers to the request until it completes,
         // and the run ends no later.
         let buffers = unsafe { ring_buffers(call, span, gather, ready.id.rank) };
         match ready.ring.start(op, gather, buffers, fault_timeout) {
-            Ok(run) => Planned::Run(Lane::Ring, PostedRun::Boxed(Box::new(run))),
+            Ok(run) => Planned::Run(Lane::Ring, home.place_boxed(run)),
             Err(why) => Planned::Failed(why),
         }
     }

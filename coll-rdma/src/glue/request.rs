@@ -32,6 +32,8 @@ use ompi_sys as sys;
 use super::ffi_guard::guarded;
 use super::own_wait;
 use super::request_pool;
+use super::run_home::{RunHome, RunStorage};
+use super::mpi_ibcast::KeptBcast;
 use super::mpi_ireduction::KeptPath;
 use super::saved::ReductionCall;
 use super::saved_nonblocking::BcastCall;
@@ -54,7 +56,9 @@ pub(super) enum PersistentCall {
     /// take while the communicator's plan stays as it was when decided
     /// (`*_init` decides it; `None` would decide at the next start).
     Reduction { call: ReductionCall, root: Option<c_int>, kept: Option<KeptPath> },
-    Bcast(BcastCall),
+    /// A bcast, with the length and span its starts send while the plan
+    /// stays as it was when decided (`None` until decided).
+    Bcast(BcastCall, Option<KeptBcast>),
 }
 
 impl PersistentCall {
@@ -64,7 +68,7 @@ impl PersistentCall {
         match self {
             PersistentCall::Barrier => Vec::new(),
             PersistentCall::Reduction { call, .. } => vec![call.op as *mut sys::opal_object_t, call.dtype as *mut sys::opal_object_t],
-            PersistentCall::Bcast(call) => vec![call.dtype as *mut sys::opal_object_t],
+            PersistentCall::Bcast(call, _) => vec![call.dtype as *mut sys::opal_object_t],
         }
     }
 }
@@ -85,6 +89,9 @@ pub(super) struct RdmaRequest {
     wait_spin_polls: AtomicU32,
     /// The communicator whose runs MPI_Wait polls (`own_wait.rs`).
     comm: *mut sys::ompi_communicator_t,
+    /// A persistent request's run, kept from one start to the next
+    /// (`run_home.rs`); empty in any other request.
+    runs: RunStorage,
 }
 
 // Open MPI's class descriptor; its object system writes the initialisation
@@ -109,14 +116,20 @@ unsafe extern "C" fn construct(object: *mut sys::opal_object_t) {
         (&raw mut (*request).persistent).write(None);
         (&raw mut (*request).wait_spin_polls).write(AtomicU32::new(0));
         (&raw mut (*request).comm).write(null_mut());
+        (&raw mut (*request).runs).write(RunStorage::default());
     }
 }
 
 unsafe extern "C" fn destruct(object: *mut sys::opal_object_t) {
     // SAFETY: Open MPI calls this once, when the last reference on one of
     // our requests goes; `persistent` was written by `construct` or
-    // `new_request` and nothing reads it after this.
-    let persistent = unsafe { (*(object as *mut RdmaRequest)).persistent.take() };
+    // `new_request` and nothing reads it after this; likewise `runs`,
+    // freed first: the last run may use the retained objects.
+    let (runs, persistent) = unsafe {
+        let request = object as *mut RdmaRequest;
+        (std::mem::take(&mut (*request).runs), (*request).persistent.take())
+    };
+    drop(runs);
     for object in persistent.map_or(Vec::new(), |persistent| persistent.call.retained_objects()) {
         // SAFETY: the references `new_request` took.
         unsafe { sys::coll_rdma_shim_obj_release(object) };
@@ -284,6 +297,21 @@ impl RequestRef {
     pub(super) fn spin_in_wait(&self, polls: u32) {
         // SAFETY: our reference keeps the request, one of ours, alive.
         unsafe { (*(self.0 as *mut RdmaRequest)).wait_spin_polls.store(polls, Ordering::Relaxed) };
+    }
+
+    /// Where this started request's run goes: a persistent request's own
+    /// storage, else a box (`run_home.rs`).
+    pub(super) fn run_home(&mut self) -> RunHome<'_> {
+        let request = self.0 as *mut RdmaRequest;
+        // SAFETY: our reference keeps the request, one of ours, alive;
+        // `persistent` is written at creation only, and `runs` is touched
+        // only by the starting call of a persistent request (MPI forbids
+        // starting an active request: this is that call) and by the queue
+        // through the handle this call queues once it placed the run;
+        // `&mut self` keeps two homes of one request apart.
+        unsafe {
+            if (*request).persistent.is_some() { RunHome::Kept(&mut *(&raw mut (*request).runs)) } else { RunHome::Boxed }
+        }
     }
 
     /// Replaces what the next starts of this persistent request repeat

@@ -16,13 +16,14 @@ use btl_ibmc::{SelectedTransport, TransportError};
 use ompi_sys as sys;
 
 use crate::schedule::{Schedule, Step};
-use crate::schedule_queue::{Lane, Run, ScheduleQueue};
+use crate::schedule_queue::{Lane, ScheduleQueue};
+use super::super::run_home::QueuedRun;
 use super::super::request::RequestRef;
 
 
 #[derive(Default)]
 pub(in crate::glue) struct PendingRuns {
-    queue: ScheduleQueue<'static, SelectedTransport, RequestRef>,
+    queue: ScheduleQueue<'static, SelectedTransport, RequestRef, QueuedRun>,
 }
 
 impl PendingRuns {
@@ -60,7 +61,8 @@ impl PendingRuns {
     /// A run that is its lane's oldest and finishes at that first step (a
     /// barrier whose peers have all arrived) completes its request at
     /// once and never enters the queue: no allocation, and MPI_Wait finds
-    /// the request complete. `boxed` makes the queue's run of it.
+    /// the request complete. `queued` makes the queue's run of it (a box,
+    /// or the handle `run` already is: `run_home.rs`).
     /// `request` makes the request the run completes, after that first
     /// step: what the step sends (a root's message, a leaf's contribution)
     /// leaves before the request's bookkeeping. `None` from it (no request
@@ -70,7 +72,7 @@ impl PendingRuns {
         &mut self,
         lane: Lane,
         mut run: S,
-        boxed: impl FnOnce(S) -> Run<'static, SelectedTransport>,
+        queued: impl FnOnce(S) -> QueuedRun,
         request: impl FnOnce() -> Option<RequestRef>,
         transport: &mut SelectedTransport,
     ) -> Result<(), TransportError>
@@ -79,14 +81,14 @@ impl PendingRuns {
     {
         if !self.queue.lane_is_idle(lane) {
             let Some(request) = request() else { return Err(self.no_request(lane)) };
-            self.queue.post_tagged(lane, boxed(run), request);
+            self.queue.post_tagged(lane, queued(run), request);
             return self.advance(transport);
         }
         let others_queued = !self.queue.is_empty();
         let first_step = run.advance(transport);
         let Some(request) = request() else { return Err(self.no_request(lane)) };
         match first_step {
-            Ok(Step::Pending) => self.queue.post_tagged(lane, boxed(run), request),
+            Ok(Step::Pending) => self.queue.post_tagged(lane, queued(run), request),
             Ok(Step::Done) => request.finish(sys::MPI_SUCCESS as c_int),
             Err(why) => {
                 self.queue.record_failure(lane, &why);

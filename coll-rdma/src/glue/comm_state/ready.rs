@@ -19,7 +19,8 @@ use crate::collectives::bcast::Bcast;
 use crate::collectives::reduce::Reduce;
 use crate::collectives::large_reduction::ring::{RingLengths, RingReduction};
 use crate::schedule::Schedule;
-use crate::schedule_queue::{Lane, Run};
+use crate::schedule_queue::Lane;
+use super::super::run_home::{QueuedRun, RunHome};
 use crate::select::{BcastPlan, Decisions, Plan, ReductionPlan};
 
 /// The collectives' schedules, built when the module is enabled (they need
@@ -147,7 +148,8 @@ impl ReadyComm {
     }
 
     /// Posts `run` for the request `request` gives (made after the run's
-    /// first step: `PendingRuns::post`) in `lane`. MPI_Wait
+    /// first step: `PendingRuns::post`) in `lane`; `queued` makes the
+    /// queue's run of it if it stays pending. MPI_Wait
     /// on the request then makes as many passes over coll rdma's own
     /// progress before Open MPI's wait loop takes over (`own_wait.rs`) as
     /// the blocking waits spin: none where ranks outnumber cores, and
@@ -156,7 +158,7 @@ impl ReadyComm {
         &mut self,
         lane: Lane,
         run: S,
-        boxed: impl FnOnce(S) -> Run<'static, SelectedTransport>,
+        queued: impl FnOnce(S) -> QueuedRun,
         request: impl FnOnce() -> Option<RequestRef>,
     ) -> Result<(), TransportError>
     where
@@ -168,7 +170,23 @@ impl ReadyComm {
             request.spin_in_wait(polls);
             Some(request)
         };
-        self.pending_runs.post(lane, run, boxed, request, &mut self.transport)
+        self.pending_runs.post(lane, run, queued, request, &mut self.transport)
+    }
+
+    /// Posts `run` for `request`, made already, in `lane`: kept in the
+    /// request's storage if it is persistent, else boxed if it does not
+    /// finish at its first step (`run_home.rs`).
+    pub(in crate::glue) fn post_for<S>(&mut self, lane: Lane, run: S, mut request: RequestRef) -> Result<(), TransportError>
+    where
+        S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static,
+    {
+        match request.run_home() {
+            RunHome::Kept(storage) => {
+                let kept = QueuedRun::Kept(storage.keep(run));
+                self.post_run(lane, kept, |run| run, move || Some(request))
+            }
+            RunHome::Boxed => self.post_run(lane, run, |run| QueuedRun::Boxed(Box::new(run)), move || Some(request)),
+        }
     }
 
     /// Finishes the non-blocking runs posted earlier, before a blocking

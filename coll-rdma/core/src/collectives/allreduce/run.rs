@@ -156,6 +156,12 @@ impl<T: Windows + ?Sized, R: Reduction> Schedule<T> for AllreduceRun<'_, R> {
     fn awaited(&self) -> Option<AwaitedWord> {
         self.stall.awaited()
     }
+
+    fn reuse_storage_of(&mut self, finished: &mut Self) {
+        if self.incoming.capacity() < finished.incoming.capacity() {
+            self.incoming = std::mem::take(&mut finished.incoming);
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -365,4 +365,10 @@ where
             OrParallel::Parallel(_) => None,
         }
     }
+
+    fn reuse_storage_of(&mut self, finished: &mut Self) {
+        if let (OrParallel::Window(run), OrParallel::Window(earlier)) = (self, finished) {
+            run.reuse_storage_of(earlier);
+        }
+    }
 }

@@ -156,4 +156,12 @@ impl<T: Windows + ?Sized, R: Reduction> Schedule<T> for ReduceRun<'_, R> {
     fn awaited(&self) -> Option<AwaitedWord> {
         self.stall.awaited()
     }
+
+    fn reuse_storage_of(&mut self, finished: &mut Self) {
+        for (mine, earlier) in [(&mut self.partial, &mut finished.partial), (&mut self.incoming, &mut finished.incoming)] {
+            if mine.capacity() < earlier.capacity() {
+                *mine = std::mem::take(earlier);
+            }
+        }
+    }
 }

@@ -1,0 +1,134 @@
+//! Where a posted run lives while the communicator's queue holds it: in a
+//! box of its own (MPI_I*: one call, one run), or, for a persistent
+//! request, in storage the request keeps from one start to the next, so
+//! that a start allocates nothing once the first one has made the storage
+//! (and sized the run's scratch buffers, `Schedule::reuse_storage_of`).
+//! The queue then holds a handle to the kept run (`QueuedRun::Kept`).
+//!
+//! Invariants:
+//! - a kept run is touched only through its handle while queued, and only
+//!   by whoever holds the communicator's state (where the queue lives);
+//!   the request's storage is refilled only by a start of that request,
+//!   which MPI forbids while it is active, so never while a handle to the
+//!   run it replaces is queued;
+//! - a handle is queued with its request's `RequestRef` as tag, which keeps
+//!   the request, and so the storage, alive as long as the handle is;
+//!   once the queue hands the tag back the handle is never used again;
+//! - a run stays in the storage after it ended, until the next start
+//!   replaces it or the request is destroyed: no run's drop touches the
+//!   communicator (dropping one frees its own memory and releases the
+//!   Open MPI objects it retained, which the request retains too).
+
+use std::any::Any;
+use std::ptr::NonNull;
+
+use btl_ibmc::{SelectedTransport, TransportError};
+
+use crate::schedule::{AwaitedWord, Schedule, Step};
+use crate::schedule_queue::Run;
+use super::posted_run::PostedRun;
+
+/// A run as the queue sees it.
+pub(super) type DynRun = dyn Schedule<SelectedTransport, Error = TransportError> + Send;
+
+/// What the communicator's queue holds for a posted run.
+pub(super) enum QueuedRun {
+    /// A run of its own, freed when the queue is done with it.
+    Boxed(Run<'static, SelectedTransport>),
+    /// A persistent request's run, in that request's `RunStorage`.
+    Kept(NonNull<DynRun>),
+}
+
+// SAFETY: a kept run is `Send` itself (`RunStorage::keep` requires it),
+// and its handle moves with the queue, which moves with the
+// communicator's state between the threads that hold it, one at a time;
+// nobody else touches the run meanwhile (module invariants).
+unsafe impl Send for QueuedRun {}
+
+impl Schedule<SelectedTransport> for QueuedRun {
+    type Error = TransportError;
+
+    fn advance(&mut self, transport: &mut SelectedTransport) -> Result<Step, TransportError> {
+        match self {
+            QueuedRun::Boxed(run) => run.advance(transport),
+            // SAFETY: the handle points at a live run nobody else touches
+            // while it is queued (module invariants).
+            QueuedRun::Kept(run) => unsafe { run.as_mut() }.advance(transport),
+        }
+    }
+
+    fn awaited(&self) -> Option<AwaitedWord> {
+        match self {
+            QueuedRun::Boxed(run) => run.awaited(),
+            // SAFETY: as in `advance`.
+            QueuedRun::Kept(run) => unsafe { run.as_ref() }.awaited(),
+        }
+    }
+}
+
+/// Where a call's run goes once made.
+pub(super) enum RunHome<'a> {
+    /// Boxed: a non-persistent call.
+    Boxed,
+    /// Into the storage of this started persistent request.
+    Kept(&'a mut RunStorage),
+}
+
+impl RunHome<'_> {
+    /// A common path's run: as it is for a call posted now (boxed only if
+    /// it stays pending, `posted_run.rs`), else kept.
+    pub(super) fn place(self, run: PostedRun) -> PostedRun {
+        match self {
+            RunHome::Boxed => run,
+            RunHome::Kept(storage) => PostedRun::Kept(storage.keep(run)),
+        }
+    }
+
+    /// Any other run: boxed at once for a call posted now, else kept.
+    pub(super) fn place_boxed<S>(self, run: S) -> PostedRun
+    where
+        S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static,
+    {
+        match self {
+            RunHome::Boxed => PostedRun::Boxed(Box::new(run)),
+            RunHome::Kept(storage) => PostedRun::Kept(storage.keep(run)),
+        }
+    }
+}
+
+/// One kind of run's storage: `None` before its first run.
+trait Slot: Send {
+    fn as_any(&mut self) -> &mut dyn Any;
+}
+
+impl<S: Send + 'static> Slot for Option<S> {
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// A persistent request's run storage: made for the kind of run its first
+/// start took, refilled by every later start of that kind; a start of
+/// another kind (the plan changed, and with it the path) replaces it.
+#[derive(Default)]
+pub(super) struct RunStorage(Option<Box<dyn Slot>>);
+
+impl RunStorage {
+    /// Puts `run` in place of the previous one, handing it the previous
+    /// run's scratch buffers; the handle the queue advances it through.
+    pub(super) fn keep<S>(&mut self, mut run: S) -> NonNull<DynRun>
+    where
+        S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static,
+    {
+        let of_this_kind = self.0.as_mut().is_some_and(|slot| slot.as_any().is::<Option<S>>());
+        if !of_this_kind {
+            self.0 = Some(Box::new(None::<S>));
+        }
+        let slot = self.0.as_mut().and_then(|slot| slot.as_any().downcast_mut::<Option<S>>()).expect("a slot of this kind, made just above");
+        if let Some(previous) = slot.as_mut() {
+            run.reuse_storage_of(previous);
+        }
+        let run: &mut DynRun = slot.insert(run);
+        NonNull::from(run)
+    }
+}
