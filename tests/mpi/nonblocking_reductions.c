@@ -31,11 +31,14 @@
  *      nothing tells the program when they are over);
  *   6. persistent requests made on a fresh communicator before its first
  *      tree-length allreduce, which runs the allreduce's degree trial
- *      (once per communicator, where autotune is on) and so changes the
- *      plan their path was decided on: a persistent request keeps its
- *      path from *_init while the plan stands and decides again after
+ *      (once per communicator, where autotune is on) and so moves the
+ *      decisions' generation: a persistent request keeps its path from
+ *      *_init while the generation stands and decides again after
  *      (glue/mpi_ireduction.rs, KeptPath); started before, across and
- *      after the trial, results checked at every start;
+ *      after the trial, results checked at every start. The trial changes
+ *      no input of the selectors, so the new decision equals the old:
+ *      this checks results across the change, not that a stale path is
+ *      refused (docs/nonblocking.md, Tests);
  *   7. on a communicator of their own, two persistent allreduces and two
  *      persistent reduces (two of each kind outstanding at once, each
  *      keeping its run between starts: glue/run_home.rs) started -n / 4
