@@ -29,7 +29,6 @@ mod nonblocking_post;
 mod output;
 mod own_wait;
 mod params;
-mod posted_run;
 mod pmix_path;
 mod process_facts;
 mod progress;

@@ -43,7 +43,6 @@ use super::datatype::ContiguousSpan;
 use super::saved_nonblocking::{BcastCall, Comm, Datatype, Info, Module, Request};
 use crate::collectives::bcast::{Bcast, BcastRun};
 use crate::schedule::{Schedule, Step as RunStep};
-use super::posted_run::PostedRun;
 use super::run_home::RunHome;
 use crate::schedule_queue::Lane;
 use crate::select::bcast::{select, BcastPath};
@@ -241,7 +240,7 @@ impl Native<'_> {
                 // application leaves it alone until the request completes;
                 // the run ends no later.
                 let buffer = unsafe { span_bytes_mut(call.buffer, &span) };
-                ready.bcast.start(&ready.transport, root, buffer).map(|run| home.place(PostedRun::Bcast(run)))
+                ready.bcast.start(&ready.transport, root, buffer).map(|run| home.place(run))
             }
             None => return self.packed_bcast_run(call, root, bytes, home),
         };
@@ -269,7 +268,7 @@ impl Native<'_> {
         }
         let unpack_into = (!at_root).then(|| RetainedCall::new(*call));
         match PackedBcastRun::start(&mut ready.bcast, &ready.transport, root, packed, unpack_into) {
-            Ok(run) => Planned::Run(Lane::Bcast, home.place_boxed(run)),
+            Ok(run) => Planned::Run(Lane::Bcast, home.place(run)),
             Err(why) => Planned::Failed(why),
         }
     }

@@ -38,7 +38,6 @@ use super::saved_nonblocking::{Datatype, Info, Module, Op, Request};
 use super::datatype::ContiguousSpan;
 use crate::collectives::large_reduction::buffers::Gather;
 use crate::reduction::Reduction;
-use super::posted_run::PostedRun;
 use super::run_home::RunHome;
 use crate::schedule_queue::Lane;
 use crate::select::allreduce::AllreducePath;
@@ -52,7 +51,7 @@ use crate::select::Choice;
 /// (`request.rs`, `destruct`), so that a start pays no reference of its
 /// own. Predefined ones the application cannot free: retaining those cost
 /// every short call four atomic updates.
-pub(super) struct RetainedReduction {
+struct RetainedReduction {
     reduction: OmpiReduction,
     /// The op and datatype where this value holds a reference on them
     /// (released in `drop`).
@@ -453,19 +452,19 @@ impl Native<'_> {
             // elements of `dtype`, left alone until the request completes.
             let recv = unsafe { span_bytes_mut(call.recv, span) };
             if contribution_is_in_receive_buffer(call, span) {
-                ready.allreduce.start_in_place(transport, reduction, recv).map(|run| home.place(PostedRun::allreduce(run)))
+                ready.allreduce.start_in_place(transport, reduction, recv).map(|run| home.place(run))
             } else {
                 // SAFETY: as for recv; send is neither MPI_IN_PLACE nor
                 // overlapping recv.
                 let send = unsafe { span_bytes(call.send, span) };
-                ready.allreduce.start(transport, reduction, send, recv).map(|run| home.place(PostedRun::allreduce(run)))
+                ready.allreduce.start(transport, reduction, send, recv).map(|run| home.place(run))
             }
         } else {
             // SAFETY: MPI guarantees send holds `count` elements of
             // `dtype`, left alone until the request completes (not
             // MPI_IN_PLACE: that is only allowed at the root).
             let send = unsafe { span_bytes(call.send, span) };
-            ready.allreduce.start_result_dropped(transport, reduction, send).map(|run| home.place_boxed(run))
+            ready.allreduce.start_result_dropped(transport, reduction, send).map(|run| home.place(run))
         };
         match run {
             Ok(run) => Planned::Run(Lane::Allreduce, run),
@@ -490,12 +489,12 @@ impl Native<'_> {
         let recv = unsafe { span_bytes_mut(call.recv, span) };
         let transport = &ready.transport;
         let run = if contribution_is_in_receive_buffer(call, span) {
-            ready.allreduce.start_in_place(transport, reduction, recv).map(|run| home.place(PostedRun::allreduce(run)))
+            ready.allreduce.start_in_place(transport, reduction, recv).map(|run| home.place(run))
         } else {
             // SAFETY: as for recv; send is neither MPI_IN_PLACE nor
             // overlapping recv.
             let send = unsafe { span_bytes(call.send, span) };
-            ready.allreduce.start(transport, reduction, send, recv).map(|run| home.place(PostedRun::allreduce(run)))
+            ready.allreduce.start(transport, reduction, send, recv).map(|run| home.place(run))
         };
         match run {
             Ok(run) => Planned::Run(Lane::Allreduce, run),
@@ -517,14 +516,14 @@ impl Native<'_> {
         let recv = at_root.then(|| unsafe { span_bytes_mut(call.recv, span) });
         let run = match recv {
             Some(buffer) if in_place => {
-                ready.reduce.start_in_place_at_root(transport, reduction, root, buffer).map(|run| home.place(PostedRun::reduce(run)))
+                ready.reduce.start_in_place_at_root(transport, reduction, root, buffer).map(|run| home.place(run))
             }
             recv => {
                 // SAFETY: MPI guarantees send holds `count` elements of
                 // `dtype`, left alone until the request completes (it is
                 // not MPI_IN_PLACE: that is only allowed at the root).
                 let send = unsafe { span_bytes(call.send, span) };
-                ready.reduce.start(transport, reduction, root, send, recv).map(|run| home.place(PostedRun::reduce(run)))
+                ready.reduce.start(transport, reduction, root, send, recv).map(|run| home.place(run))
             }
         };
         match run {

@@ -20,7 +20,7 @@ use super::module::with_state;
 use super::reduction_call::FoldOrder;
 use super::request::{new_request, RequestRef};
 use super::saved::SavedCollectives;
-use super::posted_run::PostedRun;
+use super::run_home::QueuedRun;
 use super::saved_nonblocking::Request;
 use crate::schedule_queue::Lane;
 
@@ -28,7 +28,8 @@ use crate::schedule_queue::Lane;
 pub(super) enum Planned {
     /// Nothing to exchange (a zero count): the request completes at once.
     Nothing,
-    Run(Lane, PostedRun),
+    /// A run, placed already (`RunHome::place`).
+    Run(Lane, QueuedRun),
     HandOver(Unserved),
     /// Making the run failed (the communicator's state is not to be
     /// trusted any more).
@@ -118,10 +119,10 @@ impl CommState {
 
     /// Posts `run` in the communicator's queue; `request` gives the
     /// request it completes (`None`: none could be made).
-    fn post_run(&mut self, collective: Collective, lane: Lane, run: PostedRun, request: impl FnOnce() -> Option<RequestRef>) -> Step {
+    fn post_run(&mut self, collective: Collective, lane: Lane, run: QueuedRun, request: impl FnOnce() -> Option<RequestRef>) -> Step {
         match self.enter_if_set_up() {
             Ok(native) => {
-                let outcome = native.ready.post_run(lane, run, PostedRun::into_queued, request);
+                let outcome = native.ready.post_run(lane, run, |run| run, request);
                 native.shared.finish(collective, outcome)
             }
             // Unreachable: the call was planned in the set-up state.

@@ -53,7 +53,7 @@ impl Native<'_> {
         // and the run ends no later.
         let buffers = unsafe { ring_buffers(call, span, gather, ready.id.rank) };
         match ready.ring.start(op, gather, buffers, fault_timeout) {
-            Ok(run) => Planned::Run(Lane::Ring, home.place_boxed(run)),
+            Ok(run) => Planned::Run(Lane::Ring, home.place(run)),
             Err(why) => Planned::Failed(why),
         }
     }

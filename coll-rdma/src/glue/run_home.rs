@@ -26,7 +26,6 @@ use btl_ibmc::{SelectedTransport, TransportError};
 
 use crate::schedule::{AwaitedWord, Schedule, Step};
 use crate::schedule_queue::Run;
-use super::posted_run::PostedRun;
 
 /// A run as the queue sees it.
 pub(super) type DynRun = dyn Schedule<SelectedTransport, Error = TransportError> + Send;
@@ -75,23 +74,13 @@ pub(super) enum RunHome<'a> {
 }
 
 impl RunHome<'_> {
-    /// A common path's run: as it is for a call posted now (boxed only if
-    /// it stays pending, `posted_run.rs`), else kept.
-    pub(super) fn place(self, run: PostedRun) -> PostedRun {
-        match self {
-            RunHome::Boxed => run,
-            RunHome::Kept(storage) => PostedRun::Kept(storage.keep(run)),
-        }
-    }
-
-    /// Any other run: boxed at once for a call posted now, else kept.
-    pub(super) fn place_boxed<S>(self, run: S) -> PostedRun
+    pub(super) fn place<S>(self, run: S) -> QueuedRun
     where
         S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static,
     {
         match self {
-            RunHome::Boxed => PostedRun::Boxed(Box::new(run)),
-            RunHome::Kept(storage) => PostedRun::Kept(storage.keep(run)),
+            RunHome::Boxed => QueuedRun::Boxed(Box::new(run)),
+            RunHome::Kept(storage) => QueuedRun::Kept(storage.keep(run)),
         }
     }
 }
