@@ -106,7 +106,7 @@ unsafe fn start_persistent_bcast(persistent: Persistent, request: RequestRef) ->
         start_persistent(
             module,
             request,
-            |state, request| state.post_bcast(&call, PostAs::Started(request), kept),
+            |state, request| state.post_bcast(&call, PostAs::Started(request), Some(kept)),
             |saved| saved.bcast(call.buffer, call.count, call.dtype, call.root, call.comm)(),
         )
     }
@@ -114,7 +114,7 @@ unsafe fn start_persistent_bcast(persistent: Persistent, request: RequestRef) ->
 
 impl CommState {
     /// A call posted now (`kept` unused) or a persistent one started
-    /// (`kept` its request's decision, if it has one, renewed there if the
+    /// (`kept` its request's decision, renewed there if the
     /// plan changed).
     fn post_bcast(&mut self, call: &BcastCall, mut post: PostAs, kept: Option<KeptBcast>) -> Step {
         let collective = if matches!(post, PostAs::Started(_)) { Collective::BcastInit } else { Collective::Ibcast };
@@ -151,11 +151,13 @@ impl CommState {
             Ok(mut native) => native.bcast_to_keep(call).map_err(Unserved::from),
             Err(why) => Err(why),
         };
-        let kept = decided.as_ref().ok().copied();
-        if let Err(why) = decided {
-            let underneath = self.shared.saved.nonblocking.bcast_init(*call, info, request_out);
-            return self.shared.decline(Collective::BcastInit, why, FoldOrder::Any, underneath);
-        }
+        let kept = match decided {
+            Ok(kept) => kept,
+            Err(why) => {
+                let underneath = self.shared.saved.nonblocking.bcast_init(*call, info, request_out);
+                return self.shared.decline(Collective::BcastInit, why, FoldOrder::Any, underneath);
+            }
+        };
         let persistent = Persistent { comm: call.comm, module, call: PersistentCall::Bcast(*call, kept), start: start_persistent_bcast };
         let Some(request) = new_request(call.comm, Some(persistent)) else {
             return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
@@ -218,7 +220,7 @@ impl Native<'_> {
         }
         match self.bcast_to_keep(call) {
             Ok(renewed) => {
-                request.keep_for_next_starts(PersistentCall::Bcast(*call, Some(renewed)));
+                request.keep_for_next_starts(PersistentCall::Bcast(*call, renewed));
                 self.bcast_run(call, renewed.decided, request.run_home())
             }
             Err(why) => Planned::HandOver(why.into()),

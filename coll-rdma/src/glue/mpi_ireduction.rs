@@ -227,7 +227,7 @@ pub(super) unsafe fn start_persistent_reduction(persistent: Persistent, request:
         start_persistent(
             module,
             request,
-            |state, request| state.post_reduction(&call, root, PostAs::Started(request), kept),
+            |state, request| state.post_reduction(&call, root, PostAs::Started(request), Some(kept)),
             |saved| match root {
                 Some(root) => saved.reduce(call, root)(),
                 None => saved.allreduce(call)(),
@@ -277,7 +277,7 @@ fn collective_of(root: Option<c_int>, persistent: bool) -> Collective {
 
 impl CommState {
     /// A call posted now (`kept` unused) or a persistent one started
-    /// (`kept` its request's decision, if it has one, renewed there if the
+    /// (`kept` its request's decision, renewed there if the
     /// plan changed).
     fn post_reduction(&mut self, call: &ReductionCall, root: Option<c_int>, mut post: PostAs, kept: Option<KeptPath>) -> Step {
         let collective = collective_of(root, matches!(post, PostAs::Started(_)));
@@ -337,7 +337,7 @@ impl CommState {
                 return self.shared.decline(collective_of(root, true), why, order, underneath);
             }
         };
-        let reduction = PersistentCall::Reduction { call: *call, root, kept: Some(kept) };
+        let reduction = PersistentCall::Reduction { call: *call, root, kept };
         let persistent = Persistent { comm: call.comm, module, call: reduction, start: start_persistent_reduction };
         let Some(request) = new_request(call.comm, Some(persistent)) else {
             return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
@@ -402,9 +402,8 @@ impl Native<'_> {
     }
 
     /// A persistent request's run, on the path it kept while the plan it
-    /// was decided on stands; after a change of plan (or at the first
-    /// start served here of a request made before the setup) decided
-    /// again, and kept in `request` for the next starts. The run goes into
+    /// was decided on stands; after a change of plan decided again, and
+    /// kept in `request` for the next starts. The run goes into
     /// the request's storage (`run_home.rs`).
     fn kept_reduction_run(&mut self, call: &ReductionCall, root: Option<c_int>, order: FoldOrder, kept: Option<KeptPath>, request: &mut RequestRef) -> Planned {
         if let Some(kept) = kept.filter(|kept| kept.generation == self.ready.decisions.generation()) {
@@ -412,7 +411,7 @@ impl Native<'_> {
         }
         match self.path_to_keep(call, root, order) {
             Ok(renewed) => {
-                request.keep_for_next_starts(PersistentCall::Reduction { call: *call, root, kept: Some(renewed) });
+                request.keep_for_next_starts(PersistentCall::Reduction { call: *call, root, kept: renewed });
                 self.run_on(call, root, renewed.decided, request.run_home())
             }
             Err(why) => Planned::HandOver(why.into()),

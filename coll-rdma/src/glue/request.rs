@@ -54,11 +54,11 @@ pub(super) enum PersistentCall {
     Barrier,
     /// An allreduce (`root` `None`) or a reduce, with the path its starts
     /// take while the communicator's plan stays as it was when decided
-    /// (`*_init` decides it; `None` would decide at the next start).
-    Reduction { call: ReductionCall, root: Option<c_int>, kept: Option<KeptPath> },
+    /// (`*_init` decides it, on the set-up communicator).
+    Reduction { call: ReductionCall, root: Option<c_int>, kept: KeptPath },
     /// A bcast, with the length and span its starts send while the plan
-    /// stays as it was when decided (`None` until decided).
-    Bcast(BcastCall, Option<KeptBcast>),
+    /// stays as it was when decided (`*_init` decides it).
+    Bcast(BcastCall, KeptBcast),
 }
 
 impl PersistentCall {
