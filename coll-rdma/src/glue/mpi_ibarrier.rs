@@ -57,10 +57,10 @@ pub(super) unsafe extern "C" fn barrier_init(
 /// MPI_Start of a persistent barrier of ours.
 ///
 /// # Safety
-/// `persistent` must come from `barrier_init` on a communicator that is
+/// `request` must come from `barrier_init` on a communicator that is
 /// still alive (MPI requires it of a started request).
-unsafe fn start_persistent_barrier(persistent: Persistent, request: RequestRef) -> c_int {
-    let Persistent { comm, module, .. } = persistent;
+unsafe fn start_persistent_barrier(request: RequestRef) -> c_int {
+    let Some((comm, module)) = request.persistent_target() else { return sys::OMPI_ERR_BAD_PARAM as c_int };
     // SAFETY: guaranteed by the caller.
     unsafe { start_persistent(module, request, |state, request| state.start_barrier(comm, request), |saved| saved.barrier(comm)()) }
 }

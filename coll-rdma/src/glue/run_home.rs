@@ -19,7 +19,7 @@
 //!   communicator (dropping one frees its own memory and releases the
 //!   Open MPI objects it retained, which the request retains too).
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::ptr::NonNull;
 
 use btl_ibmc::{SelectedTransport, TransportError};
@@ -85,22 +85,13 @@ impl RunHome<'_> {
     }
 }
 
-/// One kind of run's storage: `None` before its first run.
-trait Slot: Send {
-    fn as_any(&mut self) -> &mut dyn Any;
-}
-
-impl<S: Send + 'static> Slot for Option<S> {
-    fn as_any(&mut self) -> &mut dyn Any {
-        self
-    }
-}
-
 /// A persistent request's run storage: made for the kind of run its first
 /// start took, refilled by every later start of that kind; a start of
-/// another kind (the plan changed, and with it the path) replaces it.
+/// another kind (the plan changed, and with it the path) replaces it. The
+/// kind is its `TypeId`, compared without a call through the box's vtable
+/// (`Any::is` and `downcast_mut` made four such calls per start).
 #[derive(Default)]
-pub(super) struct RunStorage(Option<Box<dyn Slot>>);
+pub(super) struct RunStorage(Option<(TypeId, Box<dyn Any + Send>)>);
 
 impl RunStorage {
     /// Puts `run` in place of the previous one, handing it the previous
@@ -109,11 +100,14 @@ impl RunStorage {
     where
         S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static,
     {
-        let of_this_kind = self.0.as_mut().is_some_and(|slot| slot.as_any().is::<Option<S>>());
-        if !of_this_kind {
-            self.0 = Some(Box::new(None::<S>));
-        }
-        let slot = self.0.as_mut().and_then(|slot| slot.as_any().downcast_mut::<Option<S>>()).expect("a slot of this kind, made just above");
+        let kind = TypeId::of::<Option<S>>();
+        let slot = match &mut self.0 {
+            Some((stored, slot)) if *stored == kind => slot,
+            other => &mut other.insert((kind, Box::new(None::<S>))).1,
+        };
+        // SAFETY: the box holds an `Option<S>`: it was made just above or
+        // by an earlier call with the same `TypeId`, stored beside it.
+        let slot = unsafe { &mut *(slot.as_mut() as *mut (dyn Any + Send) as *mut Option<S>) };
         if let Some(previous) = slot.as_mut() {
             run.reuse_storage_of(previous);
         }
@@ -121,3 +115,6 @@ impl RunStorage {
         NonNull::from(run)
     }
 }
+
+#[cfg(test)]
+mod tests;
