@@ -8,7 +8,8 @@
 //! Invariants:
 //! - a kept run is touched only through its handle while queued, and only
 //!   by whoever holds the communicator's state (where the queue lives);
-//!   the request's storage is refilled only by a start of that request,
+//!   the request's storage is refilled, or its run restarted in place
+//!   (`restart_kept`: the barrier's), only by a start of that request,
 //!   which MPI forbids while it is active, so never while a handle to the
 //!   run it replaces is queued;
 //! - a handle is queued with its request's `RequestRef` as tag, which keeps
@@ -100,19 +101,37 @@ impl RunStorage {
     where
         S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static,
     {
-        let kind = TypeId::of::<Option<S>>();
-        let slot = match &mut self.0 {
-            Some((stored, slot)) if *stored == kind => slot,
-            other => &mut other.insert((kind, Box::new(None::<S>))).1,
-        };
-        // SAFETY: the box holds an `Option<S>`: it was made just above or
-        // by an earlier call with the same `TypeId`, stored beside it.
-        let slot = unsafe { &mut *(slot.as_mut() as *mut (dyn Any + Send) as *mut Option<S>) };
+        if self.slot_of::<S>().is_none() {
+            self.0 = Some((TypeId::of::<Option<S>>(), Box::new(None::<S>)));
+        }
+        let slot = self.slot_of::<S>().expect("a slot of this kind, made just above");
         if let Some(previous) = slot.as_mut() {
             run.reuse_storage_of(previous);
         }
         let run: &mut DynRun = slot.insert(run);
         NonNull::from(run)
+    }
+
+    /// The run of kind `S` kept here, over, made the next one in place by
+    /// `restart` (a start that builds nothing: `TunedBarrier::restart`):
+    /// the queue's handle to it; `None`, with nothing changed, if none of
+    /// that kind is kept or `restart` declines it (the caller then makes a
+    /// run and `keep`s it).
+    pub(super) fn restart_kept<S>(&mut self, restart: impl FnOnce(&mut S) -> bool) -> Option<QueuedRun>
+    where
+        S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static,
+    {
+        let run = self.slot_of::<S>()?.as_mut()?;
+        restart(run).then(|| QueuedRun::Kept(NonNull::from(run as &mut DynRun)))
+    }
+
+    fn slot_of<S: Send + 'static>(&mut self) -> Option<&mut Option<S>> {
+        match &mut self.0 {
+            // SAFETY: the box holds an `Option<S>`: `keep` made it with
+            // the `TypeId` stored beside it.
+            Some((kind, slot)) if *kind == TypeId::of::<Option<S>>() => Some(unsafe { &mut *(slot.as_mut() as *mut (dyn Any + Send) as *mut Option<S>) }),
+            _ => None,
+        }
     }
 }
 

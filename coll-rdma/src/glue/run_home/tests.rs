@@ -86,3 +86,20 @@ fn a_start_of_the_same_kind_takes_the_scratch_and_another_kind_replaces_the_stor
     let kept = slot.downcast_ref::<Option<Scratchy>>().expect("a slot of the first kind").as_ref().expect("a run kept");
     assert_eq!(kept.scratch.capacity(), 0, "a replaced storage hands nothing on");
 }
+
+#[test]
+fn a_kept_run_restarts_in_place_only_as_its_own_kind_and_when_its_maker_agrees() {
+    let mut storage = RunStorage::default();
+    assert!(storage.restart_kept(|_: &mut Scratchy| panic!("nothing kept")).is_none());
+    storage.keep(Scratchy { id: 1, scratch: Vec::new() });
+    assert!(storage.restart_kept(|_: &mut Plain| panic!("a run of another kind")).is_none());
+    assert!(storage.restart_kept(|run: &mut Scratchy| run.id == 2).is_none(), "declined");
+    let Some(super::QueuedRun::Kept(handle)) = storage.restart_kept(|run: &mut Scratchy| {
+        run.id = 7;
+        true
+    }) else {
+        panic!("a kept run of the kind, restarted: its handle")
+    };
+    assert_eq!(id_behind(handle), 7, "the handle is the run restarted in place");
+    assert_eq!(id_behind(storage.keep(Scratchy { id: 8, scratch: Vec::new() })), 8, "and the storage goes on as before");
+}
