@@ -58,7 +58,7 @@ impl BarrierRun {
         (*run_epoch, *round, *notified, *run_timeout, *waiting_since, *awaited) = (epoch, 0, false, fault_timeout, None, None);
     }
 
-    /// As a run left after waiting in its second round and failing there.
+    /// As a run part-way through: notified, and waiting, in its second round.
     #[cfg(test)]
     pub(super) fn as_if_stuck_in_second_round(&mut self) {
         (self.round, self.notified, self.waiting_since) = (1, true, Some(Instant::now()));
