@@ -94,16 +94,16 @@ impl EntryLock {
     #[inline]
     pub(super) fn note_background_work(&self, has_work: bool) -> WorkChange {
         debug_assert!(self.word.load(Ordering::Relaxed) != FREE, "the flag changes only while the state is held");
-        // Only holders write the flag, so this read is exact; most calls
-        // leave it as it was and so pay no read-modify-write.
+        // Only holders write the flag (`retire` too), one at a time, so
+        // this read is exact and a
+        // plain store changes it: a start that leaves a run pending and
+        // the wait that finishes it flip the flag each, and a locked swap
+        // cost both of them as much as the entry's own compare-exchange.
         if self.needs_progress.load(Ordering::Relaxed) == has_work {
             return WorkChange::Unchanged;
         }
-        match (has_work, self.needs_progress.swap(has_work, Ordering::AcqRel)) {
-            (true, false) => WorkChange::Added,
-            (false, true) => WorkChange::Finished,
-            _ => WorkChange::Unchanged,
-        }
+        self.needs_progress.store(has_work, Ordering::Release);
+        if has_work { WorkChange::Added } else { WorkChange::Finished }
     }
 
     /// Whether the last holder left background work (a hint when read
@@ -112,9 +112,11 @@ impl EntryLock {
         self.needs_progress.load(Ordering::Acquire)
     }
 
-    /// Clears the flag of a state nobody will enter again (it failed, or
-    /// it is being torn down): whether it was set.
+    /// Clears the flag of a state nobody will serve again (it failed),
+    /// held by the caller as every change of the flag is: whether it was
+    /// set.
     pub(super) fn retire(&self) -> bool {
+        debug_assert!(self.word.load(Ordering::Relaxed) != FREE, "the flag changes only while the state is held");
         self.needs_progress.swap(false, Ordering::AcqRel)
     }
 

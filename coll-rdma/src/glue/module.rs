@@ -308,18 +308,19 @@ pub(super) unsafe fn progress_state(module: *mut RdmaModule) -> bool {
     if !entry.needs_progress() {
         return true;
     }
+    // SAFETY: guaranteed by the caller.
+    let Some(mut held) = (unsafe { Held::try_enter_progress(module, thread_token()) }) else {
+        return false;
+    };
     if failed.load(Ordering::Acquire) {
         // Nobody serves a failed state again; its last holder may have
-        // unwound without clearing the flag.
+        // unwound without clearing the flag. Cleared holding the state, as
+        // every change of it is (`EntryLock::note_background_work`).
         if entry.retire() {
             progress::work_finished();
         }
         return true;
     }
-    // SAFETY: guaranteed by the caller.
-    let Some(mut held) = (unsafe { Held::try_enter_progress(module, thread_token()) }) else {
-        return false;
-    };
     let state = held.state();
     state.progress_background_work();
     let state_failed = state.has_failed();

@@ -23,6 +23,7 @@ use super::mpi_barrier::barrier_choice;
 use super::nonblocking_post::{mpi_error_of, start_persistent};
 use super::reduction_call::FoldOrder;
 use super::request::{new_request, Persistent, PersistentCall, RequestRef};
+use super::run_home::RunHome;
 
 pub(super) unsafe extern "C" fn ibarrier(
     comm: *mut sys::ompi_communicator_t,
@@ -57,10 +58,10 @@ pub(super) unsafe extern "C" fn barrier_init(
 /// MPI_Start of a persistent barrier of ours.
 ///
 /// # Safety
-/// `persistent` must come from `barrier_init` on a communicator that is
+/// `request` must come from `barrier_init` on a communicator that is
 /// still alive (MPI requires it of a started request).
-unsafe fn start_persistent_barrier(persistent: Persistent, request: RequestRef) -> c_int {
-    let Persistent { comm, module, .. } = persistent;
+unsafe fn start_persistent_barrier(request: RequestRef) -> c_int {
+    let Some((comm, module)) = request.persistent_target() else { return sys::OMPI_ERR_BAD_PARAM as c_int };
     // SAFETY: guaranteed by the caller.
     unsafe { start_persistent(module, request, |state, request| state.start_barrier(comm, request), |saved| saved.barrier(comm)()) }
 }
@@ -138,7 +139,7 @@ impl CommState {
 impl Native<'_> {
     /// Queues a barrier run for `request` behind the earlier ones, taking
     /// its first step if there are none.
-    fn post_barrier(&mut self, collective: Collective, request: RequestRef) -> Step {
+    fn post_barrier(&mut self, collective: Collective, mut request: RequestRef) -> Step {
         self.shared.count_call(collective);
         let ready = &mut *self.ready;
         let outcome = match (barrier_choice(ready.decisions.plan()), ready.two_level_barrier.as_mut()) {
@@ -147,8 +148,19 @@ impl Native<'_> {
                 ready.post_for(Lane::Barrier, run, request)
             }
             _ => {
-                let run = ready.barrier.start();
-                ready.post_for(Lane::Barrier, run, request)
+                // A persistent request's next run is its last one, made
+                // again in place when it is of the barrier's current radix.
+                let restarted = match request.run_home() {
+                    RunHome::Kept(storage) => storage.restart_kept(|finished| ready.barrier.restart(finished)),
+                    RunHome::Boxed => None,
+                };
+                match restarted {
+                    Some(run) => ready.post_run(Lane::Barrier, run, |run| run, move || Some(request)),
+                    None => {
+                        let run = ready.barrier.start();
+                        ready.post_for(Lane::Barrier, run, request)
+                    }
+                }
             }
         };
         self.shared.finish(collective, outcome)

@@ -92,12 +92,11 @@ pub(super) unsafe extern "C" fn bcast_init(
 /// MPI_Start of a persistent bcast of ours.
 ///
 /// # Safety
-/// `persistent` must come from `init_bcast` on a communicator that is
+/// `request` must come from `init_bcast` on a communicator that is
 /// still alive, with the buffer it names (MPI requires both of a started
 /// request).
-unsafe fn start_persistent_bcast(persistent: Persistent, request: RequestRef) -> c_int {
-    let Persistent { module, call, .. } = persistent;
-    let PersistentCall::Bcast(call, kept) = call else {
+unsafe fn start_persistent_bcast(request: RequestRef) -> c_int {
+    let (Some((_, module)), Some(PersistentCall::Bcast(call, kept))) = (request.persistent_target(), request.persistent_call()) else {
         tracing::error!("MPI_Start: a persistent request of coll rdma started as a bcast it is not");
         return sys::OMPI_ERR_BAD_PARAM as c_int;
     };

@@ -214,12 +214,11 @@ pub(super) unsafe extern "C" fn reduce_init(
 /// MPI_Start of a persistent allreduce or reduce of ours.
 ///
 /// # Safety
-/// `persistent` must come from `init_reduction` on a communicator that is
+/// `request` must come from `init_reduction` on a communicator that is
 /// still alive, with the buffers it names (MPI requires both of a started
 /// request).
-pub(super) unsafe fn start_persistent_reduction(persistent: Persistent, request: RequestRef) -> c_int {
-    let Persistent { module, call, .. } = persistent;
-    let PersistentCall::Reduction { call, root, kept } = call else {
+pub(super) unsafe fn start_persistent_reduction(request: RequestRef) -> c_int {
+    let (Some((_, module)), Some(PersistentCall::Reduction { call, root, kept })) = (request.persistent_target(), request.persistent_call()) else {
         tracing::error!("MPI_Start: a persistent request of coll rdma started as a reduction it is not");
         return sys::OMPI_ERR_BAD_PARAM as c_int;
     };

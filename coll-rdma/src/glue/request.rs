@@ -45,7 +45,10 @@ pub(super) struct Persistent {
     pub(super) module: *mut sys::mca_coll_base_module_t,
     /// The arguments every start repeats.
     pub(super) call: PersistentCall,
-    pub(super) start: unsafe fn(Persistent, RequestRef) -> c_int,
+    /// Reads what it needs of this through the request it starts
+    /// (`RequestRef::persistent_target`, `persistent_call`): a start
+    /// copies no more of it than that.
+    pub(super) start: unsafe fn(RequestRef) -> c_int,
 }
 
 /// The arguments of a persistent call, as given to its `*_init`.
@@ -234,8 +237,9 @@ unsafe extern "C" fn start(count: usize, requests: *mut *mut sys::ompi_request_t
             let request = unsafe { *requests.add(index) } as *mut RdmaRequest;
             // SAFETY: as above; `persistent` is written at creation and
             // otherwise only by a start of this request
-            // (`keep_for_next_starts`), never while another runs.
-            let Some(persistent) = (unsafe { (*request).persistent }) else {
+            // (`keep_for_next_starts`), never while another runs. Only
+            // the start function is read here, not the whole call.
+            let Some(start_fn) = (unsafe { (*request).persistent.as_ref() }).map(|persistent| persistent.start) else {
                 tracing::error!("MPI_Start on a coll rdma request that is not persistent");
                 return sys::OMPI_ERR_BAD_PARAM as c_int;
             };
@@ -250,9 +254,11 @@ unsafe extern "C" fn start(count: usize, requests: *mut *mut sys::ompi_request_t
             // SAFETY: a live request of ours (the application holds it).
             if unsafe { sys::coll_rdma_shim_request_is_active(request as *mut sys::ompi_request_t) } != 0 {
                 tracing::error!("MPI_Start on a persistent collective request of coll rdma that is still active");
-                // SAFETY: the communicator outlives its persistent
-                // requests (the application frees them first).
-                return unsafe { sys::coll_rdma_shim_comm_raise(persistent.comm, sys::MPI_ERR_REQUEST as c_int, c"MPI_Start".as_ptr()) };
+                // SAFETY: as for `start_fn`; the communicator outlives its
+                // persistent requests (the application frees them first).
+                let comm = unsafe { (*request).comm };
+                // SAFETY: as above.
+                return unsafe { sys::coll_rdma_shim_comm_raise(comm, sys::MPI_ERR_REQUEST as c_int, c"MPI_Start".as_ptr()) };
             }
             // SAFETY: an inactive persistent request of ours, started by
             // its owner: nothing else touches it now.
@@ -260,8 +266,8 @@ unsafe extern "C" fn start(count: usize, requests: *mut *mut sys::ompi_request_t
             // SAFETY: the request is alive (the application holds it).
             let run = unsafe { RequestRef::retain(request as *mut sys::ompi_request_t) };
             // SAFETY: the start function was chosen together with the
-            // communicator and module it serves.
-            let rc = unsafe { (persistent.start)(persistent, run) };
+            // call it starts, which it reads from the request.
+            let rc = unsafe { start_fn(run) };
             if rc != sys::OMPI_SUCCESS as c_int {
                 return rc;
             }
@@ -297,6 +303,24 @@ impl RequestRef {
     pub(super) fn spin_in_wait(&self, polls: u32) {
         // SAFETY: our reference keeps the request, one of ours, alive.
         unsafe { (*(self.0 as *mut RdmaRequest)).wait_spin_polls.store(polls, Ordering::Relaxed) };
+    }
+
+    /// The communicator and module of a persistent request, as its
+    /// `*_init` got them; `None` for any other request.
+    pub(super) fn persistent_target(&self) -> Option<(*mut sys::ompi_communicator_t, *mut sys::mca_coll_base_module_t)> {
+        // SAFETY: our reference keeps the request, one of ours, alive;
+        // `comm` and `module` are written at creation only.
+        unsafe { (*(self.0 as *mut RdmaRequest)).persistent.as_ref() }.map(|persistent| (persistent.comm, persistent.module))
+    }
+
+    /// What every start of a persistent request repeats (a copy: a start
+    /// may replace it, `keep_for_next_starts`); `None` for any other
+    /// request.
+    pub(super) fn persistent_call(&self) -> Option<PersistentCall> {
+        // SAFETY: our reference keeps the request, one of ours, alive;
+        // `call` changes only in a start of this request, which is the
+        // caller (MPI forbids starting an active request).
+        unsafe { (*(self.0 as *mut RdmaRequest)).persistent.as_ref() }.map(|persistent| persistent.call)
     }
 
     /// Where this started request's run goes: a persistent request's own

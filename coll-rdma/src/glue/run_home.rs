@@ -8,7 +8,8 @@
 //! Invariants:
 //! - a kept run is touched only through its handle while queued, and only
 //!   by whoever holds the communicator's state (where the queue lives);
-//!   the request's storage is refilled only by a start of that request,
+//!   the request's storage is refilled, or its run restarted in place
+//!   (`restart_kept`: the barrier's), only by a start of that request,
 //!   which MPI forbids while it is active, so never while a handle to the
 //!   run it replaces is queued;
 //! - a handle is queued with its request's `RequestRef` as tag, which keeps
@@ -19,7 +20,7 @@
 //!   communicator (dropping one frees its own memory and releases the
 //!   Open MPI objects it retained, which the request retains too).
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::ptr::NonNull;
 
 use btl_ibmc::{SelectedTransport, TransportError};
@@ -85,22 +86,13 @@ impl RunHome<'_> {
     }
 }
 
-/// One kind of run's storage: `None` before its first run.
-trait Slot: Send {
-    fn as_any(&mut self) -> &mut dyn Any;
-}
-
-impl<S: Send + 'static> Slot for Option<S> {
-    fn as_any(&mut self) -> &mut dyn Any {
-        self
-    }
-}
-
 /// A persistent request's run storage: made for the kind of run its first
 /// start took, refilled by every later start of that kind; a start of
-/// another kind (the plan changed, and with it the path) replaces it.
+/// another kind (the plan changed, and with it the path) replaces it. The
+/// kind is its `TypeId`, compared without a call through the box's vtable
+/// (`Any::is` and `downcast_mut` made four such calls per start).
 #[derive(Default)]
-pub(super) struct RunStorage(Option<Box<dyn Slot>>);
+pub(super) struct RunStorage(Option<(TypeId, Box<dyn Any + Send>)>);
 
 impl RunStorage {
     /// Puts `run` in place of the previous one, handing it the previous
@@ -109,15 +101,39 @@ impl RunStorage {
     where
         S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static,
     {
-        let of_this_kind = self.0.as_mut().is_some_and(|slot| slot.as_any().is::<Option<S>>());
-        if !of_this_kind {
-            self.0 = Some(Box::new(None::<S>));
+        if self.slot_of::<S>().is_none() {
+            self.0 = Some((TypeId::of::<Option<S>>(), Box::new(None::<S>)));
         }
-        let slot = self.0.as_mut().and_then(|slot| slot.as_any().downcast_mut::<Option<S>>()).expect("a slot of this kind, made just above");
+        let slot = self.slot_of::<S>().expect("a slot of this kind, made just above");
         if let Some(previous) = slot.as_mut() {
             run.reuse_storage_of(previous);
         }
         let run: &mut DynRun = slot.insert(run);
         NonNull::from(run)
     }
+
+    /// The run of kind `S` kept here, over, made the next one in place by
+    /// `restart` (a start that builds nothing: `TunedBarrier::restart`):
+    /// the queue's handle to it; `None`, with nothing changed, if none of
+    /// that kind is kept or `restart` declines it (the caller then makes a
+    /// run and `keep`s it).
+    pub(super) fn restart_kept<S>(&mut self, restart: impl FnOnce(&mut S) -> bool) -> Option<QueuedRun>
+    where
+        S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static,
+    {
+        let run = self.slot_of::<S>()?.as_mut()?;
+        restart(run).then(|| QueuedRun::Kept(NonNull::from(run as &mut DynRun)))
+    }
+
+    fn slot_of<S: Send + 'static>(&mut self) -> Option<&mut Option<S>> {
+        match &mut self.0 {
+            // SAFETY: the box holds an `Option<S>`: `keep` made it with
+            // the `TypeId` stored beside it.
+            Some((kind, slot)) if *kind == TypeId::of::<Option<S>>() => Some(unsafe { &mut *(slot.as_mut() as *mut (dyn Any + Send) as *mut Option<S>) }),
+            _ => None,
+        }
+    }
 }
+
+#[cfg(test)]
+mod tests;

@@ -257,6 +257,13 @@ impl TunedBarrier {
         self.barriers[index].start()
     }
 
+    /// `DisseminationBarrier::restart` by the candidate whose turn it is:
+    /// false for a run of another candidate (the caller then `start`s).
+    pub fn restart(&mut self, finished: &mut BarrierRun) -> bool {
+        let index = self.trial.as_ref().map_or(self.active, RadixTrial::next_candidate);
+        self.barriers[index].restart(finished)
+    }
+
     /// A barrier outside the trial's count (the closing barrier at
     /// teardown): the candidate whose turn it is, untimed.
     pub fn run_untimed<T: Windows + ?Sized>(&mut self, transport: &T, side_progress: &dyn SideProgress) -> Result<(), TransportError> {

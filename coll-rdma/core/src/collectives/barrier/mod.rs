@@ -127,6 +127,23 @@ impl DisseminationBarrier {
         run::BarrierRun::new(Arc::clone(&self.rounds), self.epoch, self.policy.fault_timeout)
     }
 
+    /// Makes `finished`, an earlier run of this barrier that is over (a
+    /// persistent request's last, which nothing advances any more), the
+    /// run `start` would make now, in place: nothing is built, moved or
+    /// shared again (a start sharing the rounds and the finished run's
+    /// drop cost two locked updates of their count, and the run's moves
+    /// as many instructions as its making). False, with `finished` left
+    /// as it was, for a run of another barrier (another radix, after the
+    /// autotune moved on): the caller then `start`s.
+    pub fn restart(&mut self, finished: &mut run::BarrierRun) -> bool {
+        if !finished.shares_rounds_with(&self.rounds) {
+            return false;
+        }
+        self.epoch += 1;
+        finished.restart(self.epoch, self.policy.fault_timeout);
+        true
+    }
+
     /// Runs one barrier: returns once every rank of the communicator has
     /// entered it. Its waits serve `side_progress` whenever they yield.
     #[inline]
@@ -144,5 +161,33 @@ impl DisseminationBarrier {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_restarted_run_is_the_run_a_start_would_make() {
+        let mut barrier = DisseminationBarrier::new(0, 4, 1, 0, WaitPolicy::default());
+        let mut twin = barrier.clone();
+        let mut run = barrier.start();
+        run.as_if_stuck_in_second_round();
+        twin.start();
+        let shares = Arc::strong_count(&barrier.rounds);
+        assert!(barrier.restart(&mut run), "a run of this barrier restarts");
+        assert_eq!(Arc::strong_count(&barrier.rounds), shares, "the rounds are not shared again");
+        let started = twin.start();
+        assert_eq!((barrier.epoch(), run.epoch()), (2, 2), "the next epoch, as a start takes it");
+        assert!(run.is_fresh_as(&started), "every field as a start sets it");
+
+        // A run of another barrier (another radix) is left alone, and
+        // this barrier's epoch with it.
+        let mut other = DisseminationBarrier::new(0, 4, 3, 0, WaitPolicy::default());
+        let mut foreign = other.start();
+        assert!(!barrier.restart(&mut foreign));
+        assert_eq!((barrier.epoch(), foreign.epoch()), (2, 1));
+        assert!(foreign.shares_rounds_with(&other.rounds));
     }
 }

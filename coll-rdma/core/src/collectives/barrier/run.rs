@@ -46,6 +46,33 @@ impl BarrierRun {
         self.epoch
     }
 
+    /// Whether this run goes through `rounds` (a run of that barrier).
+    pub(super) fn shares_rounds_with(&self, rounds: &Arc<[Round]>) -> bool {
+        Arc::ptr_eq(&self.rounds, rounds)
+    }
+
+    /// Makes this run, over, its barrier's next one (`restart` of the
+    /// barrier): every field as `new` sets it, the rounds kept.
+    pub(super) fn restart(&mut self, epoch: u64, fault_timeout: Option<Duration>) {
+        let BarrierRun { rounds: _, epoch: run_epoch, round, notified, fault_timeout: run_timeout, waiting_since, awaited } = self;
+        (*run_epoch, *round, *notified, *run_timeout, *waiting_since, *awaited) = (epoch, 0, false, fault_timeout, None, None);
+    }
+
+    /// As a run part-way through: notified, and waiting, in its second round.
+    #[cfg(test)]
+    pub(super) fn as_if_stuck_in_second_round(&mut self) {
+        (self.round, self.notified, self.waiting_since) = (1, true, Some(Instant::now()));
+        self.awaited = Some(AwaitedWord { offset: 8, at_least: self.epoch });
+    }
+
+    #[cfg(test)]
+    pub(super) fn is_fresh_as(&self, started: &BarrierRun) -> bool {
+        let BarrierRun { rounds, epoch, round, notified, fault_timeout, waiting_since, awaited } = started;
+        Arc::ptr_eq(&self.rounds, rounds)
+            && (self.epoch, self.round, self.notified, self.fault_timeout, self.waiting_since, self.awaited)
+                == (*epoch, *round, *notified, *fault_timeout, *waiting_since, *awaited)
+    }
+
     /// The first of `round`'s notifications that has not arrived yet.
     fn missing_notification<T: Windows + ?Sized>(&self, transport: &T, round: &Round) -> Option<AwaitedWord> {
         round
