@@ -274,20 +274,29 @@ fn run(size: usize, bed: Bed, calls: usize, seed: u64) {
     let kind = bed.kind;
     assert!(script.iter().any(|call| matches!(call.kind, Kind::Ibcast { .. }) && call.len > SEGMENT), "the script must hold multi-segment ibcasts");
     let fabric = FabricConfig { multicast_kind: kind, put_delay_max: Duration::from_micros(20), nodes: bed.nodes(), seed, ..FabricConfig::default() };
+    let failures = play_every_rank(size, fabric, |rank, endpoint| play_rank(rank, size, seed, &script, endpoint, bed));
+    assert!(failures.is_empty(), "size {size}, {bed:?}, seed {seed}: {failures:#?}");
+}
+
+/// Every rank of a fabric of `size` ranks as a thread playing `play`; the
+/// failures.
+fn play_every_rank<P>(size: usize, fabric: FabricConfig, play: P) -> Vec<String>
+where
+    P: Fn(usize, FabricEndpoint) -> Result<(), String> + Sync,
+{
     let endpoints = Fabric::new(size, window_len(size, &bcast_config()), fabric);
     let outcomes: Vec<Result<(), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = endpoints
             .into_iter()
             .enumerate()
             .map(|(rank, endpoint)| {
-                let script = &script;
-                scope.spawn(move || play_rank(rank, size, seed, script, endpoint, bed))
+                let play = &play;
+                scope.spawn(move || play(rank, endpoint))
             })
             .collect();
         handles.into_iter().map(|handle| handle.join().unwrap_or_else(|_| Err("a rank panicked".to_string()))).collect()
     });
-    let failures: Vec<&String> = outcomes.iter().filter_map(|outcome| outcome.as_ref().err()).collect();
-    assert!(failures.is_empty(), "size {size}, {bed:?}, seed {seed}: {failures:#?}");
+    outcomes.into_iter().filter_map(Result::err).collect()
 }
 
 /// Both runs a shared window may take: the window multicast (where ranks
@@ -375,19 +384,10 @@ fn put_tree_parents_far_ahead_of_a_slow_reader_never_overwrite_its_slots() {
             })
             .collect();
         let fabric = FabricConfig { multicast_kind: MulticastKind::None, put_delay_max: Duration::from_micros(5), seed, ..FabricConfig::default() };
-        let endpoints = Fabric::new(size, window_len(size, &bcast_config()), fabric);
-        let outcomes: Vec<Result<(), String>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = endpoints
-                .into_iter()
-                .enumerate()
-                .map(|(rank, endpoint)| {
-                    let (script, pause) = (&script, if rank == slow { Duration::from_micros(200) } else { Duration::ZERO });
-                    scope.spawn(move || play_far_ahead(rank, size, script, endpoint, pause))
-                })
-                .collect();
-            handles.into_iter().map(|handle| handle.join().unwrap_or_else(|_| Err("a rank panicked".to_string()))).collect()
+        let failures = play_every_rank(size, fabric, |rank, endpoint| {
+            let pause = if rank == slow { Duration::from_micros(200) } else { Duration::ZERO };
+            play_far_ahead(rank, size, &script, endpoint, pause)
         });
-        let failures: Vec<&String> = outcomes.iter().filter_map(|outcome| outcome.as_ref().err()).collect();
         assert!(failures.is_empty(), "size {size}, slow rank {slow}: {failures:#?}");
     }
 }
