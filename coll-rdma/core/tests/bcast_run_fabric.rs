@@ -274,20 +274,29 @@ fn run(size: usize, bed: Bed, calls: usize, seed: u64) {
     let kind = bed.kind;
     assert!(script.iter().any(|call| matches!(call.kind, Kind::Ibcast { .. }) && call.len > SEGMENT), "the script must hold multi-segment ibcasts");
     let fabric = FabricConfig { multicast_kind: kind, put_delay_max: Duration::from_micros(20), nodes: bed.nodes(), seed, ..FabricConfig::default() };
+    let failures = play_every_rank(size, fabric, |rank, endpoint| play_rank(rank, size, seed, &script, endpoint, bed));
+    assert!(failures.is_empty(), "size {size}, {bed:?}, seed {seed}: {failures:#?}");
+}
+
+/// Every rank of a fabric of `size` ranks as a thread playing `play`; the
+/// failures.
+fn play_every_rank<P>(size: usize, fabric: FabricConfig, play: P) -> Vec<String>
+where
+    P: Fn(usize, FabricEndpoint) -> Result<(), String> + Sync,
+{
     let endpoints = Fabric::new(size, window_len(size, &bcast_config()), fabric);
     let outcomes: Vec<Result<(), String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = endpoints
             .into_iter()
             .enumerate()
             .map(|(rank, endpoint)| {
-                let script = &script;
-                scope.spawn(move || play_rank(rank, size, seed, script, endpoint, bed))
+                let play = &play;
+                scope.spawn(move || play(rank, endpoint))
             })
             .collect();
         handles.into_iter().map(|handle| handle.join().unwrap_or_else(|_| Err("a rank panicked".to_string()))).collect()
     });
-    let failures: Vec<&String> = outcomes.iter().filter_map(|outcome| outcome.as_ref().err()).collect();
-    assert!(failures.is_empty(), "size {size}, {bed:?}, seed {seed}: {failures:#?}");
+    outcomes.into_iter().filter_map(Result::err).collect()
 }
 
 /// Both runs a shared window may take: the window multicast (where ranks
@@ -346,6 +355,98 @@ fn two_level_ibcasts_match_the_root_on_pretended_nodes() {
             run(size, Bed { kind, cross_memory, nodes: Some(nodes), multicast_runs }, 30, seed);
         }
     }
+}
+
+/// The put tree's parents keep the highest credit they have read from
+/// each child (`put_tree::ToChild`) and skip the read while it covers the
+/// slot. Here every rank but one posts up to `SLOW_READER_OUTSTANDING`
+/// ibcasts and advances them as fast as it can, so the tree's root and
+/// every other parent run far ahead of the slow reader (a thread that
+/// sleeps before each of its steps) and of the fast children alike;
+/// roots move every few calls (the relay to rank 0), messages of one
+/// segment and of several, a blocking bcast now and then (it finishes the
+/// queue first, and uses the same kept credits). A credit taken from the
+/// wrong child, or assumed rather than read, lets a parent overwrite a
+/// slot the slow reader has not read: its buffer then holds a later
+/// call's bytes.
+#[test]
+fn put_tree_parents_far_ahead_of_a_slow_reader_never_overwrite_its_slots() {
+    for (size, slow) in [(3, 1), (4, 1), (4, 3), (5, 2)] {
+        let seed = 70 + size as u64 + slow as u64;
+        let mut rng = XorShift::new(seed);
+        let lengths = [1, 8, SEGMENT, SEGMENT + 1, 3 * SEGMENT + 5];
+        let script: Vec<Call> = (0..120)
+            .map(|index| {
+                let root = if index % 7 < 4 { 0 } else { rng.below(size) };
+                let len = lengths[rng.below(lengths.len())];
+                let kind = if index % 29 == 28 { Kind::Bcast { root } } else { Kind::Ibcast { root } };
+                Call { kind, len }
+            })
+            .collect();
+        let fabric = FabricConfig { multicast_kind: MulticastKind::None, put_delay_max: Duration::from_micros(5), seed, ..FabricConfig::default() };
+        let failures = play_every_rank(size, fabric, |rank, endpoint| {
+            let pause = if rank == slow { Duration::from_micros(200) } else { Duration::ZERO };
+            play_far_ahead(rank, size, &script, endpoint, pause)
+        });
+        assert!(failures.is_empty(), "size {size}, slow rank {slow}: {failures:#?}");
+    }
+}
+
+const SLOW_READER_OUTSTANDING: usize = 32;
+
+/// `script` on `rank`, over the put tree (no multicast): posts while fewer
+/// than `SLOW_READER_OUTSTANDING` runs are queued, else advances; sleeps
+/// `pause` before each step. Checks every buffer against the root's bytes.
+fn play_far_ahead(rank: usize, size: usize, script: &[Call], mut transport: FabricEndpoint, pause: Duration) -> Result<(), String> {
+    let (_, mut buffers) = initial_buffers(rank, script);
+    {
+        let mut bcast = Bcast::new(rank, size, 0, bcast_config_on(Bed::flat(MulticastKind::None, false)));
+        let mut queue: ScheduleQueue<'_, FabricEndpoint> = ScheduleQueue::default();
+        let mut calls = buffers.iter_mut().zip(script).enumerate().peekable();
+        let started = Instant::now();
+        while calls.peek().is_some() || !queue.is_empty() {
+            if started.elapsed() > DEADLINE {
+                return Err(format!("rank {rank}: not finished after {DEADLINE:?}"));
+            }
+            if !pause.is_zero() {
+                std::thread::sleep(pause);
+            }
+            if queue.len() < SLOW_READER_OUTSTANDING
+                && let Some((index, (buffer, call))) = calls.next()
+            {
+                let what = format!("rank {rank}/{size} call {index} {call:?}");
+                match call.kind {
+                    Kind::Ibcast { root } => {
+                        let run: Run<'_, FabricEndpoint> = Box::new(bcast.start(&transport, root, buffer).map_err(|why| format!("{what}: {why}"))?);
+                        queue.post(Lane::Bcast, run);
+                    }
+                    Kind::Bcast { root } => {
+                        finish_queue(&mut queue, &mut transport, &what)?;
+                        bcast.bcast(&transport, root, buffer).map_err(|why| format!("{what}: {why}"))?;
+                    }
+                    Kind::Iallreduce => unreachable!("the script has no allreduce"),
+                }
+                continue;
+            }
+            let mut failure = None;
+            queue.advance(&mut transport, |ticket, outcome| {
+                if let Err(why) = outcome {
+                    failure.get_or_insert(format!("rank {rank}: run {}: {why}", ticket.0));
+                }
+            });
+            if let Some(failure) = failure {
+                return Err(failure);
+            }
+            std::thread::yield_now();
+        }
+    }
+    for (index, call) in script.iter().enumerate() {
+        let expected = expected(index, size, call);
+        if buffers[index] != expected {
+            return Err(format!("rank {rank} call {index} {call:?}: got {:?}, expected {expected:?}", buffers[index]));
+        }
+    }
+    Ok(())
 }
 
 #[test]

@@ -19,7 +19,9 @@
 //! * Tree rings (parent p writes into child c). p may finish a call before
 //!   c has read it and start the next, so these streams use acknowledged
 //!   reuse: c acknowledges every segment right after reading it, and p
-//!   waits for the acknowledgement of the slot's previous occupant.
+//!   waits for the acknowledgement of the slot's previous occupant. p
+//!   keeps the highest acknowledgement it has read (`ToChild`): the
+//!   credit word only grows, so a slot freed by then needs no read.
 //! * The relay ring in rank 0's window has a different writer whenever the
 //!   root changes, so no writer can know from its own credit word what an
 //!   earlier root left there; the data flow answers instead. A root R
@@ -47,12 +49,12 @@ use std::sync::Arc;
 
 use btl_ibmc::{TransportError, WaitPolicy, Windows};
 
-use super::put_tree_run::{PutTreeCursor, PutTreePlan};
+use super::put_tree_run::{PutTreeCursor, PutTreePlan, ToChild};
 pub use super::put_tree_run::PutTreeRun;
 use crate::patterns::meet::{Meet, StallClock};
 use crate::patterns::region::RegionCursor;
 use crate::patterns::segments::Segments;
-use crate::patterns::slots::{Arrival, Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
+use crate::patterns::slots::{Arrival, KnownCredit, Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
 use crate::patterns::tree::TreeLinks;
 
 /// A binomial tree: the degree-1 tree of `TreeLinks` doubles the ranks
@@ -127,7 +129,12 @@ impl PutTreeBcast {
             plan: Arc::new(PutTreePlan {
                 rank,
                 from_parent: links.parent.map(|parent| stream(parent.peer, rank, parent.position)),
-                to_children: links.children.iter().rev().map(|child| stream(rank, child.peer, child.position)).collect(),
+                to_children: links
+                    .children
+                    .iter()
+                    .rev()
+                    .map(|child| ToChild { stream: stream(rank, child.peer, child.position), credit_seen: KnownCredit::default() })
+                    .collect(),
             }),
             relay_ring: region.relay_ring,
             relay_credit: region.relay_credit,
@@ -191,7 +198,7 @@ impl PutTreeBcast {
                 parent.acknowledge(transport, turn.seq)?;
             }
             for child in &plan.to_children {
-                child.send(transport, turn.seq, segment, turn.credit_needed(), waits)?;
+                child.stream.send_knowing(transport, turn.seq, segment, turn.credit_needed(), &child.credit_seen, waits)?;
             }
         }
         self.last_seq = base + count as u64;
@@ -267,7 +274,7 @@ impl PutTreeBcast {
 
     fn mark_children<T: Windows + ?Sized>(&self, transport: &T, turn: Turn) -> Result<(), TransportError> {
         for child in &self.plan.to_children {
-            child.send_abandoned(transport, turn.seq, turn.credit_needed(), self.config.policy.without_side_progress())?;
+            child.stream.send_abandoned(transport, turn.seq, turn.credit_needed(), self.config.policy.without_side_progress())?;
         }
         Ok(())
     }

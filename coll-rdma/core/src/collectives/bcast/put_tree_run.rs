@@ -26,13 +26,27 @@ use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Arrival, KnownCredit, Reuse, Stream, Turn};
 use crate::schedule::{AwaitedWord, Schedule, Step};
 
-/// What every run of one communicator's put tree uses and none changes.
+/// What every run of one communicator's put tree uses, and the credits
+/// its sends have seen (which only grow).
 #[derive(Debug)]
 pub(super) struct PutTreePlan {
     pub(super) rank: usize,
     pub(super) from_parent: Option<Stream>,
     /// Descending rank order: the child with the largest subtree first.
-    pub(super) to_children: Vec<Stream>,
+    pub(super) to_children: Vec<ToChild>,
+}
+
+/// The stream to one child and the highest credit read from it so far.
+/// A parent's sends of one communicator's bcasts (blocking calls and
+/// runs) go one at a time in sequence order, so the kept credit is what
+/// the child had acknowledged when last read: a send whose slot was freed
+/// by then reads nothing, and the credit word's line stays with the
+/// child that writes it (a read of it is a cache miss, about every other
+/// call where the child keeps up, with two slots per ring).
+#[derive(Debug)]
+pub(super) struct ToChild {
+    pub(super) stream: Stream,
+    pub(super) credit_seen: KnownCredit,
 }
 
 pub(super) struct PutTreeCursor {
@@ -118,7 +132,7 @@ impl<T: Windows + ?Sized> Resumable<T> for PutTreeRun<'_> {
                 cursor.received = true;
             }
             while let Some(child) = plan.to_children.get(cursor.children_sent) {
-                if !child.try_send(transport, turn.seq, segment, turn.credit_needed(), &KnownCredit::default(), meet)? {
+                if !child.stream.try_send(transport, turn.seq, segment, turn.credit_needed(), &child.credit_seen, meet)? {
                     return Ok(false);
                 }
                 cursor.children_sent += 1;
@@ -137,7 +151,7 @@ impl<T: Windows + ?Sized> Resumable<T> for PutTreeRun<'_> {
                 cursor.relayed = true;
             }
             while let Some(child) = plan.to_children.get(cursor.children_sent) {
-                if !child.try_send_abandoned(transport, turn.seq, turn.credit_needed(), meet)? {
+                if !child.stream.try_send_abandoned(transport, turn.seq, turn.credit_needed(), meet)? {
                     return Ok(false);
                 }
                 cursor.children_sent += 1;
