@@ -65,7 +65,7 @@ pub(super) use policy::bcast_config;
 pub(super) use pending::PendingRuns;
 pub(super) use ready::ReadyComm;
 use report::HandoverReports;
-use setting_up::SettingUp;
+use setting_up::{SettingUp, SetupWatchLimits};
 use setup::PendingSetup;
 pub(super) use tally::Collective;
 use tally::Tallies;
@@ -115,6 +115,8 @@ pub(super) struct Shared {
     bypass_requested: bool,
     /// A non-blocking call came before the setup (said once).
     setup_deferral_reported: bool,
+    /// The watchdog's limits for a resumable setup (`setting_up.rs`).
+    setup_watch: SetupWatchLimits,
 }
 
 /// Why a non-blocking or persistent call is not served natively.
@@ -171,6 +173,7 @@ impl CommState {
                 handovers: HandoverReports::default(),
                 bypass_requested: false,
                 setup_deferral_reported: false,
+                setup_watch: SetupWatchLimits { stall_warning: settings.stall_warning, fault_timeout: settings.fault_timeout },
             },
             stage: Stage::Pending(Box::new(PendingSetup::new(id, settings))),
             wrapped: WrappedRequests::default(),

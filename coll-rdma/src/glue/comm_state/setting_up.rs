@@ -20,10 +20,14 @@
 //!   it never runs Open MPI's progress: posting from progress is what
 //!   libnbc does too, and a resumption from inside Open MPI's progress
 //!   loop (its own MPI_Iallreduce agreeing on a context id) nests nothing;
-//! - nothing waits on the setup with a deadline unless something waits for
-//!   it: a blocking call or `*_init` finishing it (`finish_by_waiting`,
-//!   with the blocking setup's "never joins" watchdog). A rank may post
-//!   MPI_Ibarrier and compute for minutes while a peer is late;
+//! - the blocking setup's "never joins" watchdog (a rank that does not
+//!   select coll rdma for the communicator never joins the exchange) runs
+//!   only while something waits for the setup: a blocking call or `*_init`
+//!   finishing it (`finish_setup_by_waiting`), or progress passes that
+//!   follow each other closely (`PassWatch`: the application is inside
+//!   MPI, waiting); a gap between passes (the application computing: a
+//!   rank may post MPI_Ibarrier and compute for minutes while a peer is
+//!   late) starts its clock again;
 //! - a panic inside the setup reaches the resumer (corosensei carries it
 //!   across the stacks) and so the entry point's `ffi_guard`; a setup
 //!   dropped while suspended (its communicator freed, or failed) unwinds its
@@ -32,6 +36,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::{Duration, Instant};
 
 use btl_ibmc::{Exchange, TransportError};
 use corosensei::stack::DefaultStack;
@@ -68,6 +73,69 @@ pub(super) struct SettingUp {
     run: SetupCoroutine,
     comm: *mut sys::ompi_communicator_t,
     queued: VecDeque<Deferred>,
+    watch: PassWatch,
+}
+
+/// A gap between two progress passes longer than this means the
+/// application was away from MPI (computing), not waiting.
+const AWAY: Duration = Duration::from_millis(100);
+
+/// The watchdog of the passes that advance a setup without a wait of ours
+/// around them (`SettingUp` invariants).
+struct PassWatch {
+    /// When the current stretch of close passes began.
+    waiting_since: Instant,
+    last_pass: Instant,
+    /// How long a stretch lasts before the next warning (doubling).
+    next_warning: Duration,
+    limits: SetupWatchLimits,
+}
+
+/// `coll_rdma_stall_warning` (`Duration::MAX`: never) and
+/// `coll_rdma_fault_timeout_s` (`None`: never), as a blocking wait has them.
+#[derive(Clone, Copy)]
+pub(super) struct SetupWatchLimits {
+    pub(super) stall_warning: Duration,
+    pub(super) fault_timeout: Option<Duration>,
+}
+
+impl PassWatch {
+    fn new(limits: SetupWatchLimits) -> Self {
+        let now = Instant::now();
+        PassWatch { waiting_since: now, last_pass: now, next_warning: limits.stall_warning, limits }
+    }
+
+    /// After a pass that found the setup still under way: warns at the
+    /// stall warning and its doublings, and gives up at the fault timeout.
+    fn after_pass(&mut self, id: CommId) -> Result<(), TransportError> {
+        let now = Instant::now();
+        if now.duration_since(self.last_pass) > AWAY {
+            self.waiting_since = now;
+            self.next_warning = self.limits.stall_warning;
+        }
+        self.last_pass = now;
+        let waited = now.duration_since(self.waiting_since);
+        if self.limits.fault_timeout.is_some_and(|limit| waited >= limit) {
+            return Err(TransportError::Failed(format!(
+                "gave up after {:.1} s waiting for every rank of the communicator to join coll rdma's setup exchange, which a \
+                 non-blocking call started (coll_rdma_fault_timeout_s)",
+                waited.as_secs_f64()
+            )));
+        }
+        if waited >= self.next_warning {
+            self.next_warning = self.next_warning.saturating_mul(2);
+            tracing::warn!(
+                "rank {} of {} has waited {:.1} s for every rank of the communicator to join coll rdma's setup exchange, which a \
+                 non-blocking call started (comm {}; a rank that does not select coll rdma for it, e.g. with coll_rdma_priority or \
+                 --mca coll set differently per rank, never joins)",
+                id.rank,
+                id.size,
+                waited.as_secs_f64(),
+                id.cid
+            );
+        }
+        Ok(())
+    }
 }
 
 // SAFETY: `comm` is the communicator the state belongs to, used only by
@@ -101,6 +169,7 @@ impl SettingUp {
         saved: &Arc<SavedCollectives>,
         comm: *mut sys::ompi_communicator_t,
         faults: TestFaults,
+        limits: SetupWatchLimits,
     ) -> Result<Self, Box<PendingSetup>> {
         if !saved.exchange(comm).can_post() {
             return Err(pending);
@@ -117,7 +186,7 @@ impl SettingUp {
             let exchange = SuspendingExchange { gather: saved.exchange(comm), yielder };
             pending.connect(id, &exchange, &faults)
         });
-        Ok(SettingUp { run: SetupCoroutine(run), comm, queued: VecDeque::new() })
+        Ok(SettingUp { run: SetupCoroutine(run), comm, queued: VecDeque::new(), watch: PassWatch::new(limits) })
     }
 
     /// Takes every step the setup can take now: its outcome once it ended.
@@ -139,7 +208,7 @@ impl CommState {
         if let Stage::Pending(_) = self.stage {
             let Stage::Pending(pending) = std::mem::replace(&mut self.stage, Stage::Unavailable) else { return false };
             let shared = &self.shared;
-            match SettingUp::start(pending, shared.id, &shared.saved, comm, shared.test_faults) {
+            match SettingUp::start(pending, shared.id, &shared.saved, comm, shared.test_faults, shared.setup_watch) {
                 Ok(setting_up) => {
                     super::super::events::emit("setup_started", shared.id.origin(), || {
                         super::super::events::json!({ "collective": starts, "resumable": true })
@@ -170,8 +239,17 @@ impl CommState {
     /// call); once it ends, the queued calls are posted in their order.
     pub(super) fn advance_setup(&mut self) {
         let Stage::SettingUp(setting_up) = &mut self.stage else { return };
-        if let Poll::Ready(outcome) = setting_up.advance() {
-            self.conclude_setup(outcome);
+        match setting_up.advance() {
+            Poll::Ready(outcome) => self.conclude_setup(outcome),
+            Poll::Pending => {
+                if let Err(failure) = setting_up.watch.after_pass(self.shared.id) {
+                    let comm = setting_up.comm;
+                    // SAFETY: the live communicator whose state this pass
+                    // holds.
+                    unsafe { end_job_for_abandoned_setup(comm, self.shared.id.rank, &failure) };
+                    self.conclude_setup(None);
+                }
+            }
         }
     }
 
