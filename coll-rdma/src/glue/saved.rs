@@ -295,11 +295,7 @@ impl SavedAllgather<'_> {
             }
             Ok(posted.is_complete())
         };
-        let waited = btl_ibmc::wait::wait_until(rank, size, test, || {
-            "every rank of the communicator to join coll rdma's setup exchange (a rank that does not select \
-             coll rdma for it, e.g. with coll_rdma_priority or --mca coll set differently per rank, never joins)"
-                .to_string()
-        });
+        let waited = btl_ibmc::wait::wait_until(rank, size, test, || SETUP_EXCHANGE_AWAITED.to_string());
         if let Err(failure) = waited {
             // SAFETY: comm is the live communicator of the current call.
             unsafe { end_job_for_abandoned_setup(self.comm, rank, &failure) };
@@ -386,6 +382,10 @@ impl Drop for PostedGather {
         }
     }
 }
+
+/// What a wait for the setup exchange waits for, as its stall warning says.
+pub(super) const SETUP_EXCHANGE_AWAITED: &str = "every rank of the communicator to join coll rdma's setup exchange (a rank that \
+     does not select coll rdma for it, e.g. with coll_rdma_priority or --mca coll set differently per rank, never joins)";
 
 /// The status a job ends with when a setup exchange was abandoned.
 const ABANDONED_SETUP_STATUS: c_int = 71;

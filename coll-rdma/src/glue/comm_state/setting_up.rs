@@ -44,7 +44,7 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 use ompi_sys as sys;
 
 use super::super::deferred::Deferred;
-use super::super::saved::{end_job_for_abandoned_setup, SavedAllgather, SavedCollectives};
+use super::super::saved::{end_job_for_abandoned_setup, SavedAllgather, SavedCollectives, SETUP_EXCHANGE_AWAITED};
 use super::super::params::TestFaults;
 use super::ready::ReadyComm;
 use super::setup::PendingSetup;
@@ -200,10 +200,10 @@ impl SettingUp {
 
 impl CommState {
     /// For a non-blocking call on `comm`: starts the setup if this is the
-    /// communicator's first call, or advances it; while it is under way,
-    /// gives the call back to be queued (`queue_behind_setup`). `None`: the
-    /// call goes on as usual (set up, or no transport, or a setup that
-    /// cannot be made resumable here and waits for a blocking call).
+    /// communicator's first call, or advances it; true while it is under
+    /// way (the call is then queued, `queue_behind_setup`), false when the
+    /// call goes on as usual (set up, no transport, or a setup that cannot
+    /// run resumable here and waits for a blocking call).
     pub(in crate::glue) fn must_queue_behind_setup(&mut self, comm: *mut sys::ompi_communicator_t, starts: &'static str) -> bool {
         if let Stage::Pending(_) = self.stage {
             let Stage::Pending(pending) = std::mem::replace(&mut self.stage, Stage::Unavailable) else { return false };
@@ -277,11 +277,7 @@ impl CommState {
                     Ok(false)
                 }
             },
-            || {
-                "every rank of the communicator to join coll rdma's setup exchange (a rank that does not select \
-                 coll rdma for it, e.g. with coll_rdma_priority or --mca coll set differently per rank, never joins)"
-                    .to_string()
-            },
+            || SETUP_EXCHANGE_AWAITED.to_string(),
         );
         match (waited, outcome) {
             (Ok(()), Some(outcome)) => self.conclude_setup(outcome),
@@ -320,5 +316,48 @@ impl CommState {
         if let Stage::SettingUp(setting_up) = &mut self.stage {
             setting_up.queued.clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: CommId = CommId { cid: 7, rank: 1, size: 3 };
+
+    fn watch(fault_timeout: Duration) -> PassWatch {
+        PassWatch::new(SetupWatchLimits { stall_warning: Duration::MAX, fault_timeout: Some(fault_timeout) })
+    }
+
+    #[test]
+    fn close_passes_give_up_at_the_fault_timeout() {
+        let limit = Duration::from_millis(150);
+        let mut watch = watch(limit);
+        let started = Instant::now();
+        // Passes 1 ms apart: a loaded machine may stretch one gap past
+        // `AWAY`, which only starts the clock again, so the loop runs
+        // until the watch gives up (bounded far above the limit).
+        let failure = loop {
+            if let Err(failure) = watch.after_pass(ID) {
+                break Some(failure);
+            }
+            if started.elapsed() > Duration::from_secs(60) {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        let failure = failure.expect("close passes for a minute never reached a 150 ms fault timeout");
+        assert!(started.elapsed() >= limit);
+        assert!(failure.to_string().contains("gave up after"), "{failure}");
+    }
+
+    #[test]
+    fn a_gap_between_passes_starts_the_clock_again() {
+        let mut watch = watch(Duration::from_millis(150));
+        watch.after_pass(ID).expect("the first pass");
+        // The application computing, away from MPI, for longer than the
+        // fault timeout: not a wait.
+        std::thread::sleep(Duration::from_millis(300));
+        watch.after_pass(ID).expect("a pass after a gap counts from itself, not from the setup's start");
     }
 }
