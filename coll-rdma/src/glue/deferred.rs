@@ -61,7 +61,18 @@ impl CommState {
     /// Queues `call` behind the setup under way if there is one (starting
     /// it if this is the communicator's first call): the caller's handle
     /// gets a request of ours. `None`: the call goes on as usual.
+    #[inline]
     pub(super) fn defer_behind_setup(&mut self, call: DeferredCall, request_out: Request) -> Option<Step> {
+        // Every call on a set-up communicator: one test.
+        if self.setup_has_ended() {
+            return None;
+        }
+        self.defer_behind_setup_slow(call, request_out)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn defer_behind_setup_slow(&mut self, call: DeferredCall, request_out: Request) -> Option<Step> {
         if !self.must_queue_behind_setup(call.comm(), call.collective().name()) {
             return None;
         }

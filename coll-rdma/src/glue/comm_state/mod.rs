@@ -252,6 +252,12 @@ impl CommState {
         self.wrapped.post(request, post)
     }
 
+    /// Whether the setup ended (ready, or no transport).
+    #[inline]
+    pub(super) fn setup_has_ended(&self) -> bool {
+        matches!(self.stage, Stage::Ready(_) | Stage::Unavailable)
+    }
+
     /// True once, right after every rank agreed that this communicator has
     /// no transport: from then on nothing here can serve it.
     pub(super) fn take_bypass_request(&mut self) -> bool {
