@@ -49,7 +49,9 @@
 #                      4 B by up to 1.4x from one launch to the next with the
 #                      floor unchanged, while each launch's own pairs agreed
 #                      within a few percent, so one launch per row let that
-#                      luck decide the row
+#                      luck decide the row; from 6 launches the table's
+#                      launch_ci95 gives the median ratio's interval with
+#                      the launch as the unit
 #   BENCH_SAMPLE_MS    length of one sample in ms [20]
 #   BENCH_PAIR_METRIC  a sample's figure (coll_pairs -S): slowest, the slowest
 #                      rank's mean time per call; span, the mean time from
@@ -261,13 +263,15 @@ launch_once() {  # NP COLL LAUNCH -> runs every variant's job together; 0 if all
 
 # pooled NP COLL -> every launch's sample and floor lines, rounds renumbered
 # so that they follow on from the launch before (floor K of a launch stays
-# the floor before its round K and after its round K-1)
+# the floor before its round K and after its round K-1), and after each
+# launch's lines "launch L FIRST LAST": the rounds that launch measured
 pooled() {
     local launch first=0 rounds
     for launch in $(seq 1 "$LAUNCHES"); do
         rounds=$(rounds_of_launch "$launch" "$1")
         cat "$LOG/np$1-$2-"*".$launch.out" 2>/dev/null |
             awk -v first="$first" '$1 == "sample" || $1 == "overlap" { $5 += first; print } $1 == "floor" { $3 += first; print }'
+        echo "launch $launch $first $((first + rounds - 1))"
         first=$((first + rounds + 1))
     done
 }
@@ -375,20 +379,37 @@ if [ "$SELF_TEST" = 1 ]; then
     # interval below 6); pure times 1..5 -> 3, and 2.
     got_overlap=$(summarize_overlap 2 allreduce 0 | awk '{ print $3, $4, $5, $6, $7, $8, $9, $10 }')
     want_overlap="64 20.0 50.0 30.0 - 5 3.000 2.000"
-    got=$(summarize 2 allreduce 0 | awk '{ print $3, $6, $7, $8, $11, $12, $13, $14, $15, $16 }')
-    want=$'64 0.700 0.29 5/5 7.00 - 0.700/5 - NOT SETTLED\n256 0.650 3.77 4/5 7.00 - 0.650/4 - NOT SETTLED\n1024 1.000 0.02 5/5 3.33 1.000/5 - - settled'
+    got=$(summarize 2 allreduce 0 | awk '{ print $3, $6, $7, $8, $11, $12, $13, $14, $15, $16, $17 }')
+    want=$'64 0.700 0.29 5/5 7.00 - 0.700/5 - - NOT SETTLED\n256 0.650 3.77 4/5 7.00 - 0.650/4 - - NOT SETTLED\n1024 1.000 0.02 5/5 3.33 1.000/5 - - - settled'
+    got=$(printf '%s\n' "$got" | sed 's/ *$//')
+    # The interval over launches: six launches of two rounds each, launch L
+    # with ratios 0.1 L and 0.1 L + 1 (floors steady): the launches' own
+    # medians are 0.6 .. 1.1, so launch_ci95 is their 1st and 6th (n = 6),
+    # 0.600-1.100, while the twelve pairs pooled give the 2nd and 11th of
+    # .1 .2 .3 .4 .5 .6 1.1 .. 1.6: 0.200-1.500.
+    rm -f "$LOG"/*.out
+    LAUNCHES=6 PAIRS=12
+    for launch in 1 2 3 4 5 6; do
+        {
+            echo "sample 0 allreduce 64 0 10 1"; echo "sample 1 allreduce 64 0 $launch 1"
+            echo "sample 0 allreduce 64 1 10 1"; echo "sample 1 allreduce 64 1 $((launch + 10)) 1"
+            for k in 0 1 2; do echo "floor 64 $k 1 0.5"; done
+        } >"$LOG/np2-allreduce-stock.$launch.out"
+    done
+    got_launches=$(summarize 2 allreduce 0 | awk '{ print $3, $8, $14, $15 }')
+    want_launches="64 12/12 0.200-1.500 0.600-1.100"
     rm -rf "$OUT"
-    got=$(printf '%s\n' "$got" | awk '{ print $1, $2, $3, $4, $5, $6, $7, $8, $9, ($10 == "" ? "" : $10) }' | sed 's/ *$//')
     # The median's interval on its own, worked out by hand: 1..100 -> the
     # 40th and 61st (n/2 - 9.8 down, n/2 + 1 + 9.8 up); 1..25 -> 7th and 19th
     # (12.5 - 4.9 down, 13.5 + 4.9 up); 1..6 -> 1st and 6th (clamped); 5 -> none.
     ci=$(awk "$AWK_STATS"'BEGIN { for (n = 1; n <= 100; n++) a[n] = n; printf "%s", median_ci95(a, 100)
         printf " %s %s %s\n", median_ci95(a, 25), median_ci95(a, 6), median_ci95(a, 5) }')
     want_ci="40.000-61.000 7.000-19.000 1.000-6.000 -"
-    if [ "$got" = "$want" ] && [ "$ci" = "$want_ci" ] && [ "$got_overlap" = "$want_overlap" ]; then
-        echo "bench-pairs self-test: passed (3 rows, 4 intervals, 1 overlap row)"; exit 0
+    if [ "$got" = "$want" ] && [ "$ci" = "$want_ci" ] && [ "$got_overlap" = "$want_overlap" ] && [ "$got_launches" = "$want_launches" ]; then
+        echo "bench-pairs self-test: passed (3 rows, 4 intervals, 1 overlap row, 1 interval over launches)"; exit 0
     fi
-    printf 'bench-pairs self-test: FAILED\nwant:\n%s\n%s\n%s\ngot:\n%s\n%s\n%s\n' "$want" "$want_ci" "$want_overlap" "$got" "$ci" "$got_overlap" >&2
+    printf 'bench-pairs self-test: FAILED\nwant:\n%s\n%s\n%s\n%s\ngot:\n%s\n%s\n%s\n%s\n' "$want" "$want_ci" "$want_overlap" "$want_launches" \
+        "$got" "$ci" "$got_overlap" "$got_launches" >&2
     exit 1
 fi
 

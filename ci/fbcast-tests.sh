@@ -66,9 +66,15 @@ others_may_enter() {
 # work directory: a checkout inside a directory only its owner may enter
 # (CI clones into `mktemp -d`) would keep it out, so then the work directory
 # goes to TMPDIR, and the binaries the user runs are copied there (below).
+# shared_but_unguarded DIR: others may write DIR's entries and it has no
+# sticky bit, so anyone could rename our work directory away and put their
+# own (with a component root's mpirun would load) in its place
+shared_but_unguarded() {
+    [ -n "$(find "$1" -maxdepth 0 \( -perm -o+w -o -perm -g+w \) ! -perm -1000 2>/dev/null)" ]
+}
 WORKDIR=${FBCAST_TESTS_WORKDIR:-$BUILD}
 if [ -z "${FBCAST_TESTS_WORKDIR:-}" ] && [ "$(id -u)" = 0 ] && ! others_may_enter "$BUILD" \
-    && others_may_enter "${TMPDIR:-/tmp}"; then
+    && others_may_enter "${TMPDIR:-/tmp}" && ! shared_but_unguarded "${TMPDIR:-/tmp}"; then
     WORKDIR=${TMPDIR:-/tmp}
 fi
 mkdir -p "$WORKDIR" || die "cannot create $WORKDIR"
@@ -87,7 +93,8 @@ if [ "$(id -u)" = 0 ] && ! others_may_enter "$FBCAST" && others_may_enter "$WORK
     mkdir -p "$WORK/staged/bin" "$WORK/staged/components"
     cp "$FBCAST" "$WORK/staged/bin/" && cp "$COMPDIR"/*.so "$WORK/staged/components/" \
         || die "cannot copy fbcast and the component into $WORK/staged"
-    chmod -R a+rX "$WORK/staged"
+    # readable by the test user, writable by us alone whatever the umask
+    chmod -R u=rwX,go=rX "$WORK/staged"
     FBCAST=$WORK/staged/bin/fbcast COMPDIR=$WORK/staged/components
 fi
 MOUNTS=()

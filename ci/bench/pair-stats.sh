@@ -3,7 +3,8 @@
 # (pooled NP COLL, in ci/bench-pairs.sh) they compute each size's ratio of
 # coll rdma to another variant (median of the per-pair ratios, the
 # quartile spread, the floor drift filter, the fast/slow phases, the
-# median's 95 % interval) or, for overlap series, the per-pair differences
+# median's 95 % interval over the pairs and over the launches' own medians)
+# or, for overlap series, the per-pair differences
 # of overlap %. Invariants: they read only their arguments and the
 # caller's settings (NAMES, RDMA, LOG, OUT, SPREAD_MAX, FLOOR_DRIFT,
 # PHASE_SPLIT) and write nothing but their rows on stdout and the plot data
@@ -43,16 +44,17 @@ summarize() {
     function phase(a, n) { if (n == 0) return "-"; sortv(a, n); return sprintf("%.3f/%d", q(a, n, 0.5), n) }
     $1 == "sample" { s[$2, $4, $5] = $6; if (!($4 in seen)) { seen[$4] = 1; sizes[++ns] = $4 } if ($5 + 1 > nr) nr = $5 + 1 }
     $1 == "floor" { fl[$2, $3] = $4; mc[$2, $3] = $5 }
+    $1 == "launch" { for (k = $3; k <= $4; k++) launch_of[k] = $2; if ($2 > nl) nl = $2 }
     END {
         for (z = 1; z <= ns; z++) {
             size = sizes[z]; n = 0; m = 0; nb = 0; nrd = 0; nf = 0; nm = 0; nfast = 0; nslow = 0
             for (k = 0; k < nr; k++) {
                 if (((base, size, k) in s) && ((rdma, size, k) in s) && s[base, size, k] > 0) {
                     r = s[rdma, size, k] / s[base, size, k]
-                    all[++n] = r
+                    all[++n] = r; all_launch[n] = launch_of[k]
                     f0 = fl[size, k]; f1 = fl[size, k + 1]
                     if (f0 > 0 && f1 > 0 && f0 / f1 <= drift && f1 / f0 <= drift) {
-                        stable[++m] = r
+                        stable[++m] = r; stable_launch[m] = launch_of[k]
                         if (f0 < phase_split && f1 < phase_split) fast[++nfast] = r
                         if (f0 >= phase_split && f1 >= phase_split) slow[++nslow] = r
                     }
@@ -63,7 +65,16 @@ summarize() {
             for (k = 0; k <= nr; k++) { if ((size, k) in fl) { fv[++nf] = fl[size, k]; mv[++nm] = mc[size, k] } }
             if (n == 0) { printf "%-4s %-10s %9s  no pairs\n", np, coll, size; continue }
             use = (m * 2 >= n) ? m : n
-            for (i = 1; i <= use; i++) u[i] = (m * 2 >= n) ? stable[i] : all[i]
+            for (i = 1; i <= use; i++) { u[i] = (m * 2 >= n) ? stable[i] : all[i]; ul[i] = (m * 2 >= n) ? stable_launch[i] : all_launch[i] }
+            # each launch'"'"'s own median ratio over the pairs the row uses
+            nlm = 0
+            for (l = 1; l <= nl; l++) {
+                nin = 0
+                for (i = 1; i <= use; i++) if (ul[i] == l) inl[++nin] = u[i]
+                if (nin) { sortv(inl, nin); lm[++nlm] = q(inl, nin, 0.5) }
+                delete inl
+            }
+            sortv(lm, nlm)
             sortv(u, use); sortv(bv, nb); sortv(rv, nrd); sortv(fv, nf); sortv(mv, nm)
             med = q(u, use, 0.5); q1 = q(u, use, 0.25); q3 = q(u, use, 0.75)
             spread = med > 0 ? (q3 - q1) / med : 0
@@ -73,9 +84,9 @@ summarize() {
             note = spread > spread_max ? "NOT SETTLED" : "settled"
             if (use < 5) note = "NOT SETTLED (only " use " pairs)"
             if (limit >= 0 && size + 0 > limit + 0 && (parallel_from < 0 || size + 0 < parallel_from + 0)) note = note " (rdma handed over: above " limit " B)"
-            printf "%-4s %-10s %9s %10.3f %10.3f %8.3f %7.2f %5d/%-3d %8.3f %10.3f %8.2f %9s %9s %13s  %s\n", np, coll, size, bmed, rmed, med, spread, use, n, fmed, mmed, (floor > 0 ? rmed / floor : 0), phase(fast, nfast), phase(slow, nslow), median_ci95(u, use), note
+            printf "%-4s %-10s %9s %10.3f %10.3f %8.3f %7.2f %5d/%-3d %8.3f %10.3f %8.2f %9s %9s %13s %13s  %s\n", np, coll, size, bmed, rmed, med, spread, use, n, fmed, mmed, (floor > 0 ? rmed / floor : 0), phase(fast, nfast), phase(slow, nslow), median_ci95(u, use), median_ci95(lm, nlm), note
             printf "%s %.4f %.4f %.4f %.4f %.4f %.4f %.4f\n", size, bmed, rmed, mmed, fmed, med, q1, q3 > (out "/np" np "-" coll "-vs-" bname ".dat")
-            delete u; delete all; delete stable; delete bv; delete rv; delete fv; delete mv; delete fast; delete slow
+            delete u; delete ul; delete lm; delete all; delete all_launch; delete stable; delete stable_launch; delete bv; delete rv; delete fv; delete mv; delete fast; delete slow
         }
     }'
 }
@@ -114,5 +125,5 @@ header_overlap() {
 }
 
 header() {
-    printf '%-4s %-10s %9s %10s %10s %8s %7s %9s %8s %10s %8s %9s %9s %13s  %s\n' np coll size "${NAMES[$1]}_us" rdma_us ratio spread pairs floor_us memcpy_us to_floor fast slow ratio_ci95 settled
+    printf '%-4s %-10s %9s %10s %10s %8s %7s %9s %8s %10s %8s %9s %9s %13s %13s  %s\n' np coll size "${NAMES[$1]}_us" rdma_us ratio spread pairs floor_us memcpy_us to_floor fast slow ratio_ci95 launch_ci95 settled
 }

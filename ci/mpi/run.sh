@@ -50,12 +50,39 @@ skip() {  # skip NAME REASON
 # run_table TABLE...: the cases the tables (ci/mpi/cases/*.toml) describe,
 # in order, run or listed here by one run of the runner (ci/runner) with
 # this suite's settings and lists, their counts added to this suite's
+# (under --stock the cases that need the component say SKIP)
 one_a_line() { [ $# = 0 ] || [ -z "$*" ] || printf '%s\n' "$@"; }
 run_table() {
     local tables=("$@") tally args=() status=0 passed failed skipped
     [ "$LIST" = 1 ] && args+=(--list)
-    [ "$LIST_DEPS" = 1 ] && args+=(--list-deps)
     [ "$MODE" = stock ] && args+=(--stock)
+    tally=$(mktemp /tmp/mpi-tests-tally.XXXXXX)
+    run_runner --tally "$tally" "${args[@]}" "${tables[@]}" || status=$?
+    if [ "$status" -gt 1 ] || ! read -r passed failed skipped <"$tally"; then
+        rm -f "$tally"
+        die "the case runner failed on ${tables[*]#"$ROOT"/} (status $status)"
+    fi
+    PASSED=$((PASSED + passed)) FAILED=$((FAILED + failed)) SKIPPED=$((SKIPPED + skipped))
+    # (the last name has no newline after it)
+    while IFS= read -r name || [ -n "$name" ]; do [ -z "$name" ] || FAILED_NAMES+=("$name"); done < <(tail -n +2 "$tally")
+    rm -f "$tally"
+}
+
+# skip_tables REASON TABLE...: every case of the tables said skipped for
+# REASON (a suite's section that cannot run in this mode), named by the
+# runner as --list names them
+skip_tables() {
+    local reason=$1 name names
+    shift
+    names=$(LIST=0 LIST_DEPS=0 run_runner --list "$@") || die "the case runner could not list ${*#"$ROOT"/}"
+    while IFS= read -r name; do [ -z "$name" ] || skip "$name" "$reason"; done <<<"$names"
+}
+
+# run_runner ARG...: the runner with this suite's settings, lists and case
+# selection, then ARG...
+run_runner() {
+    local args=()
+    [ "$LIST_DEPS" = 1 ] && args+=(--list-deps)
     [ -n "$ONLY" ] && args+=(--only "$ONLY")
     if [ -n "$TRANSPORT$HOSTS" ] || [ "${#EXTRA_MCA[@]}" -gt 0 ]; then args+=(--section1-only); fi
     [ -n "$TRANSPORT" ] && args+=(--transport "$TRANSPORT")
@@ -76,17 +103,7 @@ run_table() {
         --var OMPI_VERSION_RE "${OMPI_VERSION//./\\.}" --var OUTSIDE_ADDRESS "$OUTSIDE_ADDRESS"
         --var OUTSIDE_ADDRESS_RE "${OUTSIDE_ADDRESS//./\\.}" --var OUTSIDE_ADDRESS_JQ "${OUTSIDE_ADDRESS//./\\\\.}"
         --var NO_DEVICE_WHY "$NO_DEVICE_WHY" --var NO_DEVICE_ACROSS_WHY "$NO_DEVICE_ACROSS_WHY")
-    tally=$(mktemp /tmp/mpi-tests-tally.XXXXXX)
     "$MPI_RUNNER" --root "$ROOT" --bin "$BIN" --logdir "$LOGROOT" --ompi-major "$OMPI_MAJOR" \
         --component-path "$COMPONENT_PATH" --timeout "$TIMEOUT" --timeout-max-factor "$TIMEOUT_MAX_FACTOR" \
-        --pids-file "$RUN_PIDS_FILE" --tally "$tally" --no-summary \
-        "${lists[@]}" "${args[@]}" "${tables[@]}" || status=$?
-    if [ "$status" -gt 1 ] || ! read -r passed failed skipped <"$tally"; then
-        rm -f "$tally"
-        die "the case runner failed on ${tables[*]#"$ROOT"/} (status $status)"
-    fi
-    PASSED=$((PASSED + passed)) FAILED=$((FAILED + failed)) SKIPPED=$((SKIPPED + skipped))
-    # (the last name has no newline after it)
-    while IFS= read -r name || [ -n "$name" ]; do [ -z "$name" ] || FAILED_NAMES+=("$name"); done < <(tail -n +2 "$tally")
-    rm -f "$tally"
+        --pids-file "$RUN_PIDS_FILE" --no-summary "${lists[@]}" "${args[@]}" "$@"
 }

@@ -904,6 +904,11 @@ T_API long long t_read_cvar(const char *name, int *found)
     return out;
 }
 
+/* Whether coll rdma was opened in this job (its MPI_T variables are
+ * registered): false under --stock or --mca coll ^rdma. Programs use it to
+ * leave out what only coll rdma accepts. */
+T_API int t_coll_rdma_registered = 0;
+
 T_API void t_read_reduction_limits(void)
 {
     int provided, fa = 0, fr = 0;
@@ -921,6 +926,7 @@ T_API void t_read_reduction_limits(void)
     t_red_ring_min[T_REDUCE] = t_read_cvar("coll_rdma_reduce_ring_min_bytes", &frr);
     t_udp_ring_max = t_read_cvar("coll_rdma_udp_ring_max_bytes", &fudp);
     MPI_T_finalize();
+    t_coll_rdma_registered = fa || fr;
     if (!fudp) t_udp_ring_max = -1;
     if (!fra) t_red_ring_min[T_ALLREDUCE] = -1;
     if (!frr) t_red_ring_min[T_REDUCE] = -1;

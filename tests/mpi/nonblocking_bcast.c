@@ -20,7 +20,8 @@
  *      its decision between starts: glue/run_home.rs, KeptBcast) and
  *      waited for in reverse, buffers rewritten between starts, with a
  *      long blocking allreduce after the third round, whose degree trial
- *      changes the plan the decisions were kept on; then all freed, and
+ *      (with coll_rdma_autotune 1) changes the plan the decisions were
+ *      kept on; then all freed, and
  *      the communicator;
  * Options: -r <rounds of phase 1> (default 200), -n <persistent starts>,
  *          -m <largest ibcast, bytes>.
@@ -212,7 +213,7 @@ static void all_at_once(tcomm_t *world, long starts)
     for (int root = 0; root < size; root++)
         T_MPI(T_BCAST_INIT(buf + (size_t)root * LEN, LEN, MPI_BYTE, root, comm, MPI_INFO_NULL, &rq[root]));
     T_MPI(T_BCAST_INIT(wide, 1, strided, 0, comm, MPI_INFO_NULL, &rq[size]));
-    enum { TREE = 2048 };
+    enum { TREE = 1024 }; /* 8 KiB: above the exchange, below the parallel reduction */
     int64_t *tree_in = malloc(TREE * sizeof(int64_t)), *tree_out = malloc(TREE * sizeof(int64_t));
     for (long s = 0; s < starts; s++) {
         long seq = 130000 + s * (size + 1);
@@ -232,7 +233,8 @@ static void all_at_once(tcomm_t *world, long starts)
         }
         if (s == 2) {
             /* Long enough for the tree: its first call runs the degree
-             * trial, which changes the plan (Decisions::generation). */
+             * trial where autotune is on, which changes the plan
+             * (Decisions::generation). */
             for (int i = 0; i < TREE; i++) tree_in[i] = rank + i;
             T_MPI(MPI_Allreduce(tree_in, tree_out, TREE, MPI_INT64_T, MPI_SUM, comm));
             for (int i = 0; i < TREE; i++)

@@ -42,8 +42,9 @@ usage: mpi-runner [options] TABLE...
   --hosts HOSTS       mpirun --host HOSTS, TCP between hosts
   --transport NAME    the transport the events must report (EXPECT_TRANSPORT wins)
   --section1-only     run only the cases named np<N>-... (another transport, hosts, --mca)
-  --stock             stock Open MPI, no component: leave out the cases that need
-                      it and the checks on its events
+  --stock             stock Open MPI, no component: the cases that need it say
+                      SKIP (--list leaves them out), the others run without
+                      the checks on its events
   --timeout S         seconds per run on an idle machine (default TEST_TIMEOUT or 120)
   --timeout-max-factor F  the most the load per core stretches it (default
                       TEST_TIMEOUT_MAX_FACTOR or 6)
@@ -426,7 +427,7 @@ fn main() {
             .and_then(|text| table::parse(&table.display().to_string(), &text, &options.lists, &options.vars));
         match parsed {
             // (stock Open MPI writes no events: those checks go too)
-            Ok(more) if options.stock => cases.extend(more.into_iter().filter(|c| !c.needs_component).map(|mut c| {
+            Ok(more) if options.stock => cases.extend(more.into_iter().map(|mut c| {
                 c.checks.retain(|check| !check.reads_events());
                 c
             })),
@@ -445,6 +446,10 @@ fn main() {
     let mut tally = Tally::default();
     let mut windows = BTreeMap::new();
     for case in cases.iter().filter(|c| wanted(&options, &c.name)) {
+        let needs_absent_component = options.stock && case.needs_component;
+        if options.list && needs_absent_component {
+            continue;
+        }
         if options.list {
             let after: Vec<&str> = case.checks.iter().filter_map(Check::runs_after).collect();
             if options.list_deps && !after.is_empty() {
@@ -452,6 +457,11 @@ fn main() {
             } else {
                 println!("{}", case.name);
             }
+            continue;
+        }
+        if needs_absent_component {
+            println!("{:<44} SKIP  (needs the component)", case.name);
+            tally.skipped += 1;
             continue;
         }
         let unmet = case.skip_unless.as_ref().filter(|c| !condition_holds(&options.launcher.root, &c.sh)).map(|c| c.why.clone());

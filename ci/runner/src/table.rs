@@ -21,7 +21,7 @@
 //! skip_unless = { sh = "command -v jq", why = "needs jq" }  # optional: SKIP unless bash -c sh succeeds
 //! setup = 'mkdir -p "$CASE_DIR/x"'  # optional: bash runs it first, in its log directory
 //! mpirun_wrapper = ["unshare", "-m", "..."]  # optional: runs mpirun with its arguments
-//! needs_component = true        # optional: left out (not even listed) with --stock
+//! needs_component = true        # optional: SKIP with --stock (not listed)
 //! launch_wrapper = ["sh", "-c", "..."]  # optional: each rank, before the output capture
 //! teardown = 'rm -f "$CASE_DIR/x"'    # optional: bash runs it once the run is judged
 //! launcher_grace_seconds = 5    # optional: in place of TEST_LAUNCHER_GRACE (20)

@@ -219,7 +219,7 @@ fn wrappers_setups_and_conditions_shape_the_run() {
 }
 
 #[test]
-fn stock_leaves_out_component_cases_and_event_checks() {
+fn stock_skips_component_cases_and_drops_event_checks() {
     let dir = scratch("stock");
     let table = r#"
         [[case]]
@@ -240,8 +240,10 @@ fn stock_leaves_out_component_cases_and_event_checks() {
     assert_eq!(listed, "both-np2\n");
     // without the component the events check is dropped (the stand-in
     // writes no events, so it would fail), the output check kept
+    // ... and the case that needs the component says why it did not run
     let (status, stdout) = run(&dir, table, 60, &["--stock"]);
-    assert_eq!((status, stdout.lines().last()), (0, Some("1 passed, 0 failed")), "{stdout}");
+    assert_eq!((status, stdout.lines().last()), (0, Some("1 passed, 0 failed, 1 skipped")), "{stdout}");
+    assert!(stdout.contains("component-only-np2") && stdout.contains("SKIP  (needs the component)"), "{stdout}");
     let (status, stdout) = run(&dir, table, 60, &["--stock", "--only", "both"]);
     assert_eq!(status, 0, "{stdout}");
     let (status, stdout) = run(&dir, table, 60, &["--only", "both"]);

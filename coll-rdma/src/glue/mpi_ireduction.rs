@@ -23,6 +23,7 @@
 use std::ptr::NonNull;
 use std::ffi::{c_int, c_void};
 
+use btl_ibmc::TransportError;
 use ompi_sys as sys;
 
 use super::comm_state::{Collective, CommState, Native, Step, Unserved};
@@ -329,7 +330,14 @@ impl CommState {
         let order = FoldOrder::of(call.op);
         self.set_up_for_init(call.comm);
         let decided = match self.enter_if_set_up() {
-            Ok(mut native) => native.path_to_keep(call, root, order).map_err(Unserved::from),
+            Ok(mut native) => {
+                if root.is_none()
+                    && let Err(why) = native.degree_trial_at_init(call, order)
+                {
+                    return self.shared.finish(Collective::AllreduceInit, Err(why));
+                }
+                native.path_to_keep(call, root, order).map_err(Unserved::from)
+            }
             Err(why) => Err(why),
         };
         let kept = match decided {
@@ -355,6 +363,23 @@ impl CommState {
 }
 
 impl Native<'_> {
+    /// The allreduce's degree trial (blocking barriers, once per
+    /// communicator), where this `*_init` is the communicator's first
+    /// tree-length allreduce, as a blocking one would be: `*_init` is a
+    /// nonlocal call and may wait, where a post or a start is local and
+    /// may not (they take the degree as it stands).
+    fn degree_trial_at_init(&mut self, call: &ReductionCall, order: FoldOrder) -> Result<(), TransportError> {
+        let ready = &mut *self.ready;
+        if ready.allreduce_trial.is_none() {
+            return Ok(());
+        }
+        let (_, span) = reduction_shape(call, 0, order);
+        let Ok(span) = span else { return Ok(()) };
+        // The trial changes the tree, which no run may be using.
+        ready.finish_pending_runs()?;
+        ready.tune_degree_before(span.bytes)
+    }
+
     /// `resumable_path`'s decision, to keep with the generation of the
     /// plan it was made on.
     fn path_to_keep(&mut self, call: &ReductionCall, root: Option<c_int>, order: FoldOrder) -> Result<KeptPath, Handover> {
@@ -477,16 +502,11 @@ impl Native<'_> {
         }
     }
 
+    /// No degree trial here: its barriers would make a local call wait
+    /// for the other ranks. The first blocking tree-length allreduce or
+    /// `*_init` runs it (`degree_trial_at_init`).
     fn allreduce_run(&mut self, call: &ReductionCall, span: &ContiguousSpan, home: RunHome<'_>) -> Planned {
         let ready = &mut *self.ready;
-        if ready.allreduce_trial.is_some() {
-            // The degree trial (once per communicator) changes the tree,
-            // which no run may be using: the queue goes first.
-            let outcome = ready.finish_pending_runs().and_then(|()| ready.tune_degree_before(span.bytes));
-            if let Err(why) = outcome {
-                return Planned::Failed(why);
-            }
-        }
         let reduction = RetainedReduction::new(call, span, &home);
         // SAFETY: MPI guarantees recv holds `count` elements of `dtype`,
         // which `span` describes, and that the application leaves it alone

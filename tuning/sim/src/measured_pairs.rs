@@ -24,7 +24,7 @@ pub fn parse(text: &str) -> Vec<PairsRow> {
     let mut rows: Vec<PairsRow> = Vec::new();
     for line in text.lines() {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        // np coll size base_us rdma_us ratio spread pairs floor_us memcpy_us to_floor fast slow settled...
+        // np coll size base_us rdma_us ratio spread pairs floor_us memcpy_us to_floor fast slow [intervals] settled...
         if fields.len() < 14 {
             continue;
         }
@@ -37,7 +37,10 @@ pub fn parse(text: &str) -> Vec<PairsRow> {
         if rows.iter().any(|row| row.np == np && row.coll == fields[1] && row.size == size) {
             continue;
         }
-        rows.push(PairsRow { np, coll: fields[1].to_string(), size, base_us, rdma_us, ratio, spread, settled: fields[13] == "settled" });
+        // The mark ends the row after a varying number of interval
+        // columns (none, ratio_ci95, launch_ci95) and may carry a note.
+        let settled = !line.contains("NOT SETTLED") && fields[13..].contains(&"settled");
+        rows.push(PairsRow { np, coll: fields[1].to_string(), size, base_us, rdma_us, ratio, spread, settled });
     }
     rows
 }
@@ -69,5 +72,18 @@ coll rdma against other (x), paired samples:\n\
         assert_eq!((allreduce.ratio, allreduce.spread, allreduce.settled), (0.113, 2.07, false));
         assert_eq!(find(&rows, 4, "bcast", 64).map(|row| row.ratio), Some(18.031));
         assert!(find(&rows, 4, "bcast", 4).is_none());
+    }
+
+    /// Tables since the interval columns: the mark is no longer the 14th field.
+    #[test]
+    fn the_mark_is_read_after_the_interval_columns() {
+        let table = "np   coll            size   stock_us    rdma_us    ratio  spread     pairs floor_us  memcpy_us to_floor      fast      slow    ratio_ci95   launch_ci95  settled\n\
+2    barrier            0      0.467      0.298    0.643    0.15    20/21     0.531      0.000     0.56   0.446/1  0.644/19   0.610-0.700   0.600-0.720  settled\n\
+2    allreduce          4      4.231      0.479    0.113    2.07    21/21     0.513      0.003     0.93         -  0.113/21   0.100-0.130             -  NOT SETTLED (rdma handed over: above 0 B)\n\
+2    bcast              4      0.340      0.122    0.359    0.01    21/21     0.501      0.002     1.23         -  0.359/21   0.350-0.370  settled\n";
+        let rows = parse(table);
+        assert_eq!(find(&rows, 2, "barrier", 0).map(|row| row.settled), Some(true));
+        assert_eq!(find(&rows, 2, "allreduce", 4).map(|row| row.settled), Some(false));
+        assert_eq!(find(&rows, 2, "bcast", 4).map(|row| (row.ratio, row.settled)), Some((0.359, true)));
     }
 }
