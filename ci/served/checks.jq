@@ -35,12 +35,14 @@ def handed_over_above($parameter): any(events("handover"); .limit_parameter == $
 # (`agreement`: the ranks' settings differ; `transport`), the reason
 # matching the regular expression WHY; every call was handed over: none
 # served, and (the module underneath's functions installed after the
-# first hand-over) no collective counted more than one.
+# first hand-over) no collective counted more than one, but for the
+# non-blocking calls queued behind a resumable setup, each counted.
 def unavailable_everywhere($cid; $stage; $why):
     ([events("comm_unavailable") | on($cid)]
         | length == $np and all(.[]; .stage == $stage and (.reason | test($why))))
     and ([events("comm_freed") | on($cid)]
-        | length == $np and all(.[]; .transport == "no transport" and all(.calls[]; .served == 0 and .handed_over <= 1)));
+        | length == $np and all(.[]; .transport == "no transport"
+            and all(.calls | to_entries[]; .value.served == 0 and (.value.handed_over <= 1 or (.key | startswith("i"))))));
 
 # The hierarchy event of CID's rank RANK: the levels its schedules run on.
 def hierarchy_of($cid; $rank): [events("hierarchy") | on($cid) | of_rank($rank)] | first;

@@ -1,9 +1,10 @@
 /*
  * nonblocking_first: communicators whose first collective is a
  * non-blocking or persistent one. coll rdma sets a communicator up at its
- * first blocking collective or persistent *_init (never at a non-blocking
- * call); whatever comes first, every communicator must reach the same
- * state (served, or unavailable with the same stage and reason) and every
+ * first collective: waiting in a blocking one or a persistent *_init,
+ * resumable behind a non-blocking one (the calls queued until it ends);
+ * whatever comes first, every communicator must reach the same state
+ * (served, or unavailable with the same stage and reason) and every
  * result must be right.
  *   1. MPI_Comm_dup of MPI_COMM_WORLD before any collective coll rdma
  *      serves on it: Open MPI agrees on the new context id with its own
@@ -15,7 +16,8 @@
  *   3. on a second duplicate, a persistent allreduce first (initialised and
  *      started before any other call there, buffers changed between starts;
  *      its *_init sets the duplicate up);
- *   4. blocking barriers on all three (where coll rdma sets the others up), then
+ *   4. blocking barriers on all three (which finish any setup still under
+ *      way), then
  *      the same calls again, and a third duplicate made once the world is
  *      set up (Open MPI's MPI_Iallreduce is then served from its progress
  *      loop).

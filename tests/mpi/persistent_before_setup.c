@@ -9,9 +9,10 @@
  * On a fresh duplicate of MPI_COMM_WORLD, before any blocking collective
  * on it:
  *   0. with -p 1 (the default), an MPI_Ibarrier and an MPI_Iallreduce of
- *      uint64 sums, which go to libnbc (not set up yet), are posted with
- *      the last rank late, and completed only after every *_init below: so
- *      the first *_init sets the communicator up while they are pending;
+ *      uint64 sums, which start the communicator's setup resumable and are
+ *      queued behind it, are posted with the last rank late, and completed
+ *      only after every *_init below: so the first *_init finishes the
+ *      setup by waiting while they are pending, and posts them first;
  *   1. every persistent kind is made (MPIX_*_init on Open MPI 4.1, MPI_*_init
  *      on 5.0): a barrier, an allreduce of uint64 sums, an allreduce of a
  *      non-commutative user op on affine maps, a reduce (root size - 1), a

@@ -179,7 +179,14 @@ fn compare(mine: &ProtocolSettings, all: &[u8]) -> Result<(), String> {
     };
     let ranks = all.len() / record_len;
     if (0..ranks).any(|rank| word(rank, 0) != mine.values.len() as u64) {
-        return Err("ranks run different builds of coll rdma (their setup records differ in length)".to_string());
+        // Or a rank runs no setup at all: where coll rdma is not selected
+        // for the communicator on every rank, that rank's own first
+        // non-blocking collective goes to libnbc and meets this exchange
+        // there (the first call was non-blocking on every rank, so each
+        // side's libnbc matches the other's).
+        return Err("ranks run different builds of coll rdma, or some rank does not run coll rdma on this communicator (coll_rdma_priority \
+                    or --mca coll set differently per rank): their setup records differ in length"
+            .to_string());
     }
     let mut differing = Vec::new();
     for (index, (name, _)) in mine.values.iter().enumerate() {

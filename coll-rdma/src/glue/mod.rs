@@ -10,6 +10,7 @@ mod comm_state;
 mod component;
 mod components_underneath;
 mod datatype;
+mod deferred;
 mod entry;
 mod events;
 mod ffi_guard;
@@ -41,4 +42,5 @@ mod saved;
 mod saved_nonblocking;
 mod udp_interface;
 mod version;
+mod wrapped;
 

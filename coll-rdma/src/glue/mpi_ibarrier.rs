@@ -17,6 +17,7 @@ use crate::schedule_queue::Lane;
 use crate::select::barrier::BarrierPath;
 use crate::select::Choice;
 use super::comm_state::{Collective, CommState, Native, Step, Unserved};
+use super::deferred::DeferredCall;
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::mpi_barrier::barrier_choice;
@@ -77,6 +78,9 @@ impl CommState {
     }
 
     fn ibarrier(&mut self, comm: *mut sys::ompi_communicator_t, request_out: *mut *mut sys::ompi_request_t) -> Step {
+        if let Some(queued) = self.defer_behind_setup(DeferredCall::Ibarrier(comm), request_out) {
+            return queued;
+        }
         let mut native = match self.resumable_barrier() {
             Ok(native) => native,
             Err(why) => {
@@ -118,6 +122,17 @@ impl CommState {
         // SAFETY: Open MPI passes the caller's handle.
         unsafe { *request_out = request };
         Step::Done(sys::OMPI_SUCCESS as c_int)
+    }
+
+    /// An MPI_Ibarrier queued behind the setup (`deferred.rs`), posted
+    /// now that the setup ended.
+    pub(super) fn replay_ibarrier(&mut self, comm: *mut sys::ompi_communicator_t, request: RequestRef) -> Step {
+        match self.resumable_barrier() {
+            Ok(mut native) => native.post_barrier(Collective::Ibarrier, request),
+            Err(why) => self.hand_over_queued(Collective::Ibarrier, why, FoldOrder::Any, request, move |saved, handle| {
+                Box::new(saved.nonblocking.ibarrier(comm, handle))
+            }),
+        }
     }
 
     fn start_barrier(&mut self, comm: *mut sys::ompi_communicator_t, request: RequestRef) -> Step {

@@ -40,6 +40,7 @@ use super::nonblocking_post::{start_persistent, Planned, PostAs};
 use super::reduction_call::{span_bytes_mut, FoldOrder};
 use super::request::{new_request, Persistent, PersistentCall, RequestRef};
 use super::datatype::ContiguousSpan;
+use super::deferred::DeferredCall;
 use super::saved_nonblocking::{BcastCall, Comm, Datatype, Info, Module, Request};
 use crate::collectives::bcast::{Bcast, BcastRun};
 use crate::schedule::{Schedule, Step as RunStep};
@@ -115,14 +116,19 @@ impl CommState {
     /// A call posted now (`kept` unused) or a persistent one started
     /// (`kept` its request's decision, renewed there if the
     /// plan changed).
-    fn post_bcast(&mut self, call: &BcastCall, mut post: PostAs, kept: Option<KeptBcast>) -> Step {
+    pub(super) fn post_bcast(&mut self, call: &BcastCall, mut post: PostAs, kept: Option<KeptBcast>) -> Step {
+        if let PostAs::Now(request_out) = post
+            && let Some(queued) = self.defer_behind_setup(DeferredCall::Ibcast(*call), request_out)
+        {
+            return queued;
+        }
         let collective = if matches!(post, PostAs::Started(_)) { Collective::BcastInit } else { Collective::Ibcast };
         let planned = match self.enter_if_set_up() {
             Ok(mut native) => {
                 native.shared.count_call(collective);
                 match &mut post {
                     PostAs::Started(request) => native.kept_bcast_run(call, kept, request),
-                    PostAs::Now(_) => match native.bcast_to_send(call) {
+                    PostAs::Now(_) | PostAs::Queued(_) => match native.bcast_to_send(call) {
                         Ok(decided) => native.bcast_run(call, decided, RunHome::Boxed),
                         Err(why) => Planned::HandOver(why.into()),
                     },

@@ -28,6 +28,7 @@ use ompi_sys as sys;
 
 use super::comm_state::{Collective, CommState, Native, Step, Unserved};
 use super::datatype::OmpiReduction;
+use super::deferred::DeferredCall;
 use super::ffi_guard::guarded;
 use super::handover::Handover;
 use super::module::with_state;
@@ -279,7 +280,12 @@ impl CommState {
     /// A call posted now (`kept` unused) or a persistent one started
     /// (`kept` its request's decision, renewed there if the
     /// plan changed).
-    fn post_reduction(&mut self, call: &ReductionCall, root: Option<c_int>, mut post: PostAs, kept: Option<KeptPath>) -> Step {
+    pub(super) fn post_reduction(&mut self, call: &ReductionCall, root: Option<c_int>, mut post: PostAs, kept: Option<KeptPath>) -> Step {
+        if let PostAs::Now(request_out) = post
+            && let Some(queued) = self.defer_behind_setup(DeferredCall::Ireduction { call: *call, root }, request_out)
+        {
+            return queued;
+        }
         let collective = collective_of(root, matches!(post, PostAs::Started(_)));
         let order = FoldOrder::of(call.op);
         let planned = match self.enter_if_set_up() {
@@ -287,7 +293,7 @@ impl CommState {
                 native.shared.count_call(collective);
                 match &mut post {
                     PostAs::Started(request) => native.kept_reduction_run(call, root, order, kept, request),
-                    PostAs::Now(_) => native.reduction_run(call, root, order),
+                    PostAs::Now(_) | PostAs::Queued(_) => native.reduction_run(call, root, order),
                 }
             }
             Err(why) => Planned::HandOver(why),

@@ -42,6 +42,9 @@ pub(super) enum PostAs {
     Now(Request),
     /// MPI_Start of a persistent request: already made and activated.
     Started(RequestRef),
+    /// MPI_I* queued behind the communicator's setup (`deferred.rs`): its
+    /// request made when it was called.
+    Queued(RequestRef),
 }
 
 /// A call of the module underneath, ready to run once the state is let go.
@@ -69,6 +72,12 @@ impl CommState {
     ) -> Step {
         let request_out = match post {
             PostAs::Started(request) => return self.post_with_request(collective, order, planned, request, blocking),
+            PostAs::Queued(request) => {
+                return match planned {
+                    Planned::HandOver(why) => self.hand_over_queued(collective, why, order, request, nonblocking),
+                    planned => self.post_with_request(collective, order, planned, request, blocking),
+                };
+            }
             PostAs::Now(request_out) => request_out,
         };
         match planned {
@@ -115,6 +124,25 @@ impl CommState {
                 })
             }
         }
+    }
+
+    /// Hands a call queued behind the setup over (`deferred.rs`): said and
+    /// counted as any hand-over, posted underneath now, and `request`
+    /// completes when that call's own request does (`wrapped.rs`).
+    pub(super) fn hand_over_queued(
+        &mut self,
+        collective: Collective,
+        why: Unserved,
+        order: FoldOrder,
+        request: RequestRef,
+        nonblocking: impl FnOnce(&SavedCollectives, Request) -> Underneath,
+    ) -> Step {
+        // The report and the count alone: the call is posted below.
+        let _counted = self.shared.decline(collective, why, order, || sys::OMPI_SUCCESS as c_int);
+        let saved = std::sync::Arc::clone(&self.shared.saved);
+        self.post_underneath_for(request, |handle| nonblocking(&saved, handle)());
+        // The call's outcome is its request's.
+        Step::Done(sys::OMPI_SUCCESS as c_int)
     }
 
     /// Posts `run` in the communicator's queue; `request` gives the

@@ -235,34 +235,31 @@ impl Exchange for SavedAllgather<'_> {
                 all.len()
             )));
         }
-        match &self.saved.iallgather {
-            Some(iallgather) => self.allgather_watched(iallgather, mine, all, (rank, size)),
-            None => self.allgather_blocking(mine, all),
-        }
+        if self.can_post() { self.allgather_watched(mine, all, (rank, size)) } else { self.allgather_blocking(mine, all) }
     }
 }
 
 impl SavedAllgather<'_> {
-    /// The exchange through the module underneath's non-blocking
-    /// allgather, waited for like any wait of ours. A rank that never joins
-    /// (coll rdma not selected for this communicator on every rank, e.g.
-    /// `coll_rdma_priority` or `--mca coll` set per rank) would otherwise
-    /// hang the job inside the module underneath without a word.
-    fn allgather_watched(
-        &self,
-        iallgather: &Saved<IallgatherFn>,
-        mine: &[u8],
-        all: &mut [u8],
-        (rank, size): (usize, usize),
-    ) -> Result<(), TransportError> {
-        // Buffers of our own: if the wait gives up, the request may still
-        // write into them, so they are then left allocated.
+    /// Whether the module underneath has a non-blocking allgather, which a
+    /// setup that must not block (`PostedGather`) needs.
+    pub fn can_post(&self) -> bool {
+        self.saved.iallgather.is_some()
+    }
+
+    /// Posts the module underneath's non-blocking allgather of `mine`
+    /// into a buffer of `all_len` bytes; `PostedGather::finish` copies
+    /// the result out once it completed.
+    pub fn post(&self, mine: &[u8], all_len: usize) -> Result<PostedGather, TransportError> {
+        let Some(iallgather) = &self.saved.iallgather else {
+            return Err(TransportError::Failed("the module underneath has no non-blocking allgather".to_string()));
+        };
         let send = mine.to_vec();
-        let mut gathered = vec![0u8; all.len()];
+        let mut gathered = vec![0u8; all_len];
         let mut request: *mut sys::ompi_request_t = std::ptr::null_mut();
-        // SAFETY: MPI_BYTE is a predefined datatype; both buffers are ours
-        // and outlive the request (kept below until it completes);
-        // function and module belong together.
+        // SAFETY: MPI_BYTE is a predefined datatype; both buffers are
+        // moved into the `PostedGather`, which keeps them until the
+        // request completed (or leaves them allocated); function and
+        // module belong together.
         let rc = unsafe {
             let byte = sys::coll_rdma_shim_mpi_byte() as Datatype;
             (iallgather.function)(
@@ -280,31 +277,31 @@ impl SavedAllgather<'_> {
         if rc != sys::OMPI_SUCCESS as c_int {
             return Err(TransportError::Failed(format!("saved iallgather returned {rc}")));
         }
+        Ok(PostedGather { request, buffers: Some((send, gathered)) })
+    }
+
+    /// The exchange through the module underneath's non-blocking
+    /// allgather, waited for like any wait of ours. A rank that never joins
+    /// (coll rdma not selected for this communicator on every rank, e.g.
+    /// `coll_rdma_priority` or `--mca coll` set per rank) would otherwise
+    /// hang the job inside the module underneath without a word.
+    fn allgather_watched(&self, mine: &[u8], all: &mut [u8], (rank, size): (usize, usize)) -> Result<(), TransportError> {
+        let posted = self.post(mine, all.len())?;
         let test = || {
-            // SAFETY: the request the iallgather above returned, not yet
-            // freed.
-            match unsafe { sys::coll_rdma_shim_request_test(&mut request) } {
-                1 => Ok(true),
-                0 => Ok(false),
-                rc => Err(TransportError::Failed(format!("testing the setup exchange returned {rc}"))),
+            if !posted.is_complete() {
+                // SAFETY: Open MPI's progress, as MPI_Test runs it for a
+                // request not complete yet; no lock of ours is taken.
+                unsafe { sys::opal_progress() };
             }
+            Ok(posted.is_complete())
         };
-        let waited = btl_ibmc::wait::wait_until(rank, size, test, || {
-            "every rank of the communicator to join coll rdma's setup exchange (a rank that does not select \
-             coll rdma for it, e.g. with coll_rdma_priority or --mca coll set differently per rank, never joins)"
-                .to_string()
-        });
+        let waited = btl_ibmc::wait::wait_until(rank, size, test, || SETUP_EXCHANGE_AWAITED.to_string());
         if let Err(failure) = waited {
-            std::mem::forget(send);
-            std::mem::forget(gathered);
             // SAFETY: comm is the live communicator of the current call.
             unsafe { end_job_for_abandoned_setup(self.comm, rank, &failure) };
             return Err(failure);
         }
-        // SAFETY: the request completed above; freed once.
-        unsafe { sys::coll_rdma_shim_request_free(&mut request) };
-        all.copy_from_slice(&gathered);
-        Ok(())
+        posted.finish(all)
     }
 
     fn allgather_blocking(&self, mine: &[u8], all: &mut [u8]) -> Result<(), TransportError> {
@@ -332,6 +329,64 @@ impl SavedAllgather<'_> {
     }
 }
 
+/// A setup exchange's allgather posted in the module underneath, with the
+/// buffers it reads and writes. Dropped before it completed (its wait gave
+/// up, or a resumable setup was dropped with its communicator), it leaves
+/// the buffers and the request allocated: the module underneath may still
+/// write into them.
+pub struct PostedGather {
+    request: *mut sys::ompi_request_t,
+    /// What this rank sends and where every rank's part lands.
+    buffers: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl PostedGather {
+    /// Whether the allgather completed (it advances in Open MPI's progress
+    /// only: this call runs none).
+    pub fn is_complete(&self) -> bool {
+        // SAFETY: the request `post` made, not freed before `finish`.
+        unsafe { sys::coll_rdma_shim_request_is_complete(self.request) != 0 }
+    }
+
+    /// Frees the completed request and copies every rank's part into
+    /// `all`; the request's own error if it failed.
+    pub fn finish(mut self, all: &mut [u8]) -> Result<(), TransportError> {
+        debug_assert!(self.is_complete());
+        // SAFETY: a request of the module underneath, complete, so its
+        // status is final; freed once, here.
+        let error = unsafe {
+            let error = (*self.request).req_status.MPI_ERROR;
+            sys::coll_rdma_shim_request_free(&mut self.request);
+            error
+        };
+        self.request = std::ptr::null_mut();
+        let (_, gathered) = self.buffers.take().unwrap_or_default();
+        if error != sys::MPI_SUCCESS as c_int {
+            return Err(TransportError::Failed(format!("the setup exchange's iallgather failed with MPI error {error}")));
+        }
+        all.copy_from_slice(&gathered);
+        Ok(())
+    }
+}
+
+impl Drop for PostedGather {
+    fn drop(&mut self) {
+        if self.request.is_null() {
+            return;
+        }
+        if self.is_complete() {
+            // SAFETY: complete, and not freed by `finish` (which nulls it).
+            unsafe { sys::coll_rdma_shim_request_free(&mut self.request) };
+        } else {
+            std::mem::forget(self.buffers.take());
+        }
+    }
+}
+
+/// What a wait for the setup exchange waits for, as its stall warning says.
+pub(super) const SETUP_EXCHANGE_AWAITED: &str = "every rank of the communicator to join coll rdma's setup exchange (a rank that \
+     does not select coll rdma for it, e.g. with coll_rdma_priority or --mca coll set differently per rank, never joins)";
+
 /// The status a job ends with when a setup exchange was abandoned.
 const ABANDONED_SETUP_STATUS: c_int = 71;
 
@@ -342,7 +397,7 @@ const ABANDONED_SETUP_STATUS: c_int = 71;
 ///
 /// # Safety
 /// `comm` must be the live communicator of the current call.
-unsafe fn end_job_for_abandoned_setup(comm: Comm, rank: usize, failure: &TransportError) {
+pub(super) unsafe fn end_job_for_abandoned_setup(comm: Comm, rank: usize, failure: &TransportError) {
     // SAFETY: guaranteed by the caller.
     let cid = unsafe { sys::coll_rdma_shim_comm_cid(comm) };
     tracing::error!(

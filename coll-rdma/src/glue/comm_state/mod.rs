@@ -4,16 +4,20 @@
 //!    the plan made (configurations, window layout, schedules), nothing is
 //!    sent. Open MPI's collectives cannot be used while modules are being
 //!    enabled, so agreement and the transport wait for the first collective.
-//! 2. The first blocking collective call, or the first persistent
-//!    collective's `*_init` (`set_up_for_init`), enters `CommState::enter`,
-//!    which, on every rank alike (all make the same collective call),
-//!    agrees on the settings and connects. Success makes the stage
-//!    `Ready(ReadyComm)`; any failure makes it `Unavailable` for good,
-//!    every rank having reached the same verdict, and asks the module once
-//!    to put the functions underneath back. Non-blocking calls and the
-//!    starts of persistent ones never connect (`enter_if_set_up`): before
-//!    this a non-blocking call goes underneath, and a persistent request
-//!    of ours exists only once its `*_init` found the stage `Ready`.
+//! 2. The communicator's first collective call, on every rank alike (all
+//!    make the same collective calls in the same order), agrees on the
+//!    settings and connects: a blocking one or a persistent `*_init`
+//!    (`set_up_for_init`) in `CommState::enter`, waiting; a non-blocking
+//!    one starts the same setup resumable (`Stage::SettingUp`,
+//!    `setting_up.rs`), advanced by the progress callback and by every
+//!    call, with that call and every later one queued behind it until it
+//!    ends (a blocking call or `*_init` finishes it by waiting, then posts
+//!    the queue, then runs). Success makes the stage `Ready(ReadyComm)`;
+//!    any failure makes it `Unavailable` for good, every rank having
+//!    reached the same verdict, and asks the module once to put the
+//!    functions underneath back. The starts of persistent requests never
+//!    connect (`enter_if_set_up`): a persistent request of ours exists
+//!    only once its `*_init` found the stage `Ready`.
 //! 3. `Stage::Ready`: the transport and everything that exists only with it
 //!    (schedules, two-level barrier, leader links, limits) live in
 //!    `ReadyComm`. The only way to it is `enter`, which hands the caller a
@@ -37,6 +41,7 @@ mod policy;
 mod ready;
 mod report;
 mod report_events;
+mod setting_up;
 mod setup;
 mod summary;
 mod tally;
@@ -52,18 +57,23 @@ use super::handover::Handover;
 use super::params::{Settings, TestFaults};
 use super::reduction_call::FoldOrder;
 use super::saved::SavedCollectives;
+use super::request::RequestRef;
+use super::saved_nonblocking::Request;
+use super::wrapped::WrappedRequests;
 #[cfg(test)] // the parameters' tests check a bcast configuration
 pub(super) use policy::bcast_config;
 pub(super) use pending::PendingRuns;
 pub(super) use ready::ReadyComm;
 use report::HandoverReports;
+use setting_up::{SettingUp, SetupWatchLimits};
 use setup::PendingSetup;
 pub(super) use tally::Collective;
 use tally::Tallies;
 
-/// Why a non-blocking call before the setup is handed over.
-const SETUP_DEFERRED: &str = "the communicator is not set up yet: its first blocking collective or persistent *_init \
-     sets it up, never a non-blocking call, which Open MPI may make from inside its progress loop";
+/// Why a non-blocking call before the setup is handed over where the setup
+/// cannot be made resumable.
+const SETUP_DEFERRED: &str = "the communicator is not set up yet, and the module underneath has no non-blocking allgather \
+     to set it up without blocking: its first blocking collective or persistent *_init sets it up";
 
 /// What a collective entry point does once it has let go of the state.
 pub(super) enum Step {
@@ -105,12 +115,15 @@ pub(super) struct Shared {
     bypass_requested: bool,
     /// A non-blocking call came before the setup (said once).
     setup_deferral_reported: bool,
+    /// The watchdog's limits for a resumable setup (`setting_up.rs`).
+    setup_watch: SetupWatchLimits,
 }
 
 /// Why a non-blocking or persistent call is not served natively.
 pub(super) enum Unserved {
     /// The communicator has had no blocking collective nor `*_init` yet,
-    /// so it is not set up: see `CommState::enter_if_set_up`.
+    /// and its setup cannot run resumable (no non-blocking allgather
+    /// underneath): see `SettingUp::start`.
     BeforeSetup,
     HandOver(Handover),
 }
@@ -123,6 +136,8 @@ impl From<Handover> for Unserved {
 
 enum Stage {
     Pending(Box<PendingSetup>),
+    /// Started by a non-blocking call, advancing without blocking.
+    SettingUp(Box<SettingUp>),
     Ready(Box<ReadyComm>),
     /// No transport: every rank reached the same verdict, so all of them
     /// hand their calls over.
@@ -132,6 +147,8 @@ enum Stage {
 pub struct CommState {
     pub(super) shared: Shared,
     stage: Stage,
+    /// Requests of ours served by the module underneath (`wrapped.rs`).
+    wrapped: WrappedRequests,
 }
 
 /// A call served natively: the shared part and the ready stage, borrowed
@@ -156,8 +173,10 @@ impl CommState {
                 handovers: HandoverReports::default(),
                 bypass_requested: false,
                 setup_deferral_reported: false,
+                setup_watch: SetupWatchLimits { stall_warning: settings.stall_warning, fault_timeout: settings.fault_timeout },
             },
             stage: Stage::Pending(Box::new(PendingSetup::new(id, settings))),
+            wrapped: WrappedRequests::default(),
         }
     }
 
@@ -166,12 +185,12 @@ impl CommState {
     /// all reach the same verdict); `None` when there is no transport.
     #[inline]
     pub(super) fn enter(&mut self, comm: *mut sys::ompi_communicator_t) -> Option<Native<'_>> {
-        if matches!(self.stage, Stage::Pending(_)) {
+        if matches!(self.stage, Stage::Pending(_) | Stage::SettingUp(_)) {
             self.connect(comm);
         }
         match &mut self.stage {
             Stage::Ready(ready) => Some(Native { shared: &mut self.shared, ready }),
-            Stage::Pending(_) | Stage::Unavailable => None,
+            Stage::Pending(_) | Stage::SettingUp(_) | Stage::Unavailable => None,
         }
     }
 
@@ -183,30 +202,29 @@ impl CommState {
     /// the communicator's collectives, as a blocking call, so every rank
     /// connects in the same call. Open MPI makes no persistent collective
     /// call of its own (from its progress loop or elsewhere), unlike
-    /// MPI_Iallreduce. Non-blocking calls handed to the module underneath
-    /// before may still be pending: they advance in Open MPI's progress,
-    /// which the setup's blocking exchange runs while it waits, as it
-    /// does under a first blocking call.
+    /// MPI_Iallreduce. A setup a non-blocking call started is finished
+    /// here by waiting, as under a first blocking call, and the calls
+    /// queued behind it are posted before this one.
     pub(super) fn set_up_for_init(&mut self, comm: *mut sys::ompi_communicator_t) {
-        if matches!(self.stage, Stage::Pending(_)) {
+        if matches!(self.stage, Stage::Pending(_) | Stage::SettingUp(_)) {
             self.connect(comm);
         }
     }
 
     /// The ready stage for a non-blocking call or a persistent start,
-    /// which never sets the communicator up: Open MPI makes non-blocking
-    /// calls from inside its progress loop (MPI_Iallreduce agreeing on a
-    /// new communicator's context id), where the setup's blocking exchange
-    /// would run Open MPI's progress again from inside itself, and
-    /// MPI_Start is local (a start made the setup, a rank could wait in it
-    /// for a peer that starts only after a message from this rank). Every
-    /// rank makes the same collectives in the same order, so every rank
-    /// hands the same calls over until the first blocking one or the
-    /// first `*_init` sets the communicator up.
+    /// which never waits for the setup: Open MPI makes non-blocking calls
+    /// from inside its progress loop (MPI_Iallreduce agreeing on a new
+    /// communicator's context id), where the setup's blocking exchange
+    /// would run Open MPI's progress again from inside itself, and those
+    /// calls are local. A non-blocking call starts the setup resumable
+    /// and is queued behind it before it gets here
+    /// (`defer_behind_setup`); a persistent request of ours exists only
+    /// on a ready communicator. `BeforeSetup` remains only where the setup
+    /// cannot run resumable.
     pub(super) fn enter_if_set_up(&mut self) -> Result<Native<'_>, Unserved> {
         match &mut self.stage {
             Stage::Ready(ready) => Ok(Native { shared: &mut self.shared, ready }),
-            Stage::Pending(_) => Err(Unserved::BeforeSetup),
+            Stage::Pending(_) | Stage::SettingUp(_) => Err(Unserved::BeforeSetup),
             Stage::Unavailable => Err(Handover::TransportUnavailable.into()),
         }
     }
@@ -214,14 +232,30 @@ impl CommState {
     #[cold]
     #[inline(never)]
     fn connect(&mut self, comm: *mut sys::ompi_communicator_t) {
+        if matches!(self.stage, Stage::SettingUp(_)) {
+            self.finish_setup_by_waiting();
+            return;
+        }
         // Unavailable while connecting: a panic inside leaves no half-made
         // stage behind (the module marks the state failed anyway).
         let Stage::Pending(pending) = std::mem::replace(&mut self.stage, Stage::Unavailable) else { return };
         let shared = &mut self.shared;
-        match pending.connect(shared.id, &shared.saved, comm, &shared.test_faults) {
+        match pending.connect(shared.id, &shared.saved.exchange(comm), &shared.test_faults) {
             Some(ready) => self.stage = Stage::Ready(Box::new(ready)),
             None => shared.bypass_requested = true,
         }
+    }
+
+    /// Posts a call underneath for a request of ours, which completes when
+    /// that call's does (`wrapped.rs`); what the call returned.
+    pub(super) fn post_underneath_for(&mut self, request: RequestRef, post: impl FnOnce(Request) -> c_int) -> c_int {
+        self.wrapped.post(request, post)
+    }
+
+    /// Whether the setup ended (ready, or no transport).
+    #[inline]
+    pub(super) fn setup_has_ended(&self) -> bool {
+        matches!(self.stage, Stage::Ready(_) | Stage::Unavailable)
     }
 
     /// True once, right after every rank agreed that this communicator has
@@ -245,10 +279,12 @@ impl CommState {
     /// Whether the progress callback has work here (see
     /// `ReadyComm::has_background_work`).
     pub(super) fn has_background_work(&self) -> bool {
-        match &self.stage {
-            Stage::Ready(ready) => ready.has_background_work(),
-            Stage::Pending(_) | Stage::Unavailable => false,
-        }
+        !self.wrapped.is_empty()
+            || match &self.stage {
+                Stage::Ready(ready) => ready.has_background_work(),
+                Stage::SettingUp(_) => true,
+                Stage::Pending(_) | Stage::Unavailable => false,
+            }
     }
 
     /// Up to `reads` loads of the word the communicator's pending runs
@@ -257,13 +293,14 @@ impl CommState {
     pub(super) fn watch_awaited_word(&self, reads: u32) -> u32 {
         match &self.stage {
             Stage::Ready(ready) => ready.watch_awaited_word(reads),
-            Stage::Pending(_) | Stage::Unavailable => 0,
+            Stage::Pending(_) | Stage::SettingUp(_) | Stage::Unavailable => 0,
         }
     }
 
     /// Completes every non-blocking run under way with an error, once the
     /// state failed: nothing advances them any more.
     pub(super) fn abandon_pending(&mut self) {
+        self.abandon_queued();
         if let Stage::Ready(ready) = &mut self.stage
             && !ready.pending_runs.is_empty()
         {
@@ -278,6 +315,8 @@ impl CommState {
     }
 
     pub(super) fn progress_background_work(&mut self) {
+        self.wrapped.complete_finished();
+        self.advance_setup();
         if let Stage::Ready(ready) = &mut self.stage
             && let Err(why) = ready.progress_background_work()
         {
@@ -418,6 +457,7 @@ impl Drop for CommState {
             }
             Stage::Unavailable => ("no transport", None),
             Stage::Pending(_) => ("no transport (never used)", None),
+            Stage::SettingUp(_) => ("no transport (freed while setting up)", None),
         };
         report::report_summary(id, transport, bcast, tallies);
         summary::say_freed_summary(id, transport, tallies);

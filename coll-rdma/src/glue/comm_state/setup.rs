@@ -6,8 +6,7 @@
 //! schedules, leader links, the bcast window's limit, the udp ring bound) are
 //! made here, once, before the `ReadyComm` is handed to any collective.
 
-use btl_ibmc::{Datagrams, Endpoint, MulticastKind, PeerReads, SelectedTransport};
-use ompi_sys as sys;
+use btl_ibmc::{Datagrams, Endpoint, Exchange, MulticastKind, PeerReads, SelectedTransport};
 use tuning::{choose_bcast_max_bytes, BcastStreamModel, WindowedBcast};
 
 use super::super::events;
@@ -15,7 +14,6 @@ use super::super::agreement::{agree_on_protocol, ProtocolInputs, ProtocolSetting
 use super::super::hierarchy::{HierarchyPlan, JobPlacement, Schedule};
 use super::super::link::{self, LinkRequest};
 use super::super::params::{Hierarchy, Settings, TestFaults, TransportChoice, UdpSettings, VerbsSettings, WindowLimit};
-use super::super::saved::SavedCollectives;
 use super::policy::{bcast_config, online_cores, uses_cross_memory, wait_policy};
 use super::ready::{Limits, ReadyComm, Schedules};
 use super::report_events::hierarchy_event;
@@ -180,13 +178,14 @@ impl PendingSetup {
     }
 
     /// Agrees on the settings and sets the transport up, collectively: every
-    /// rank of the communicator calls this in the same collective call, and
-    /// all reach the same verdict. `None` (said why) when there is no
-    /// transport.
-    pub(super) fn connect(self, id: CommId, saved: &SavedCollectives, comm: *mut sys::ompi_communicator_t, test_faults: &TestFaults) -> Option<ReadyComm> {
+    /// rank of the communicator calls this in the same collective call (or
+    /// starts it, resumable, in the same non-blocking one), and all reach
+    /// the same verdict. `exchange` is every step that talks to the other
+    /// ranks (blocking, or suspending a resumable setup: `setting_up.rs`).
+    /// `None` (said why) when there is no transport.
+    pub(super) fn connect(self, id: CommId, exchange: &dyn Exchange, test_faults: &TestFaults) -> Option<ReadyComm> {
         let CommId { cid, rank, size } = id;
-        let exchange = saved.exchange(comm);
-        if let Err(why) = agree_on_protocol(&exchange, &self.protocol, size) {
+        if let Err(why) = agree_on_protocol(exchange, &self.protocol, size) {
             events::emit("comm_unavailable", id.origin(), || events::json!({ "stage": "agreement", "reason": why.to_string() }));
             let message = format!("comm {cid} rank {rank}: {why}; collectives fall back to the module underneath");
             // Once per communicator and job, where it is easy to find.
@@ -211,7 +210,7 @@ impl PendingSetup {
             leaders_above: self.hierarchy.leaders_above(self.verbs_settings.queue_pairs_max),
             cross_memory_probe: self.cross_memory_probe,
         };
-        match link::connect(&exchange, &request) {
+        match link::connect(exchange, &request) {
             Ok(transport) => Some(self.ready_on(id, transport)),
             Err(why) => {
                 events::emit("comm_unavailable", id.origin(), || {
