@@ -45,9 +45,11 @@ use crate::reduction::Reduction;
 /// sets, so that several such runs advance at once (module header).
 const SHORT_BYTES: usize = 256;
 
-/// Window bytes the short part may take: 16 sets at np=2, two (as before
-/// this part had more) from 101 ranks.
-const SHORT_SETS_BUDGET_BYTES: usize = 64 * 1024;
+/// Window bytes the short part may take where it has more than two sets:
+/// 16 sets of 256-byte slots at np=2 (10 KiB), 8 at np=4, two (as before
+/// this part had more) from 10 ranks; the window stays well below a long
+/// message, which the tree streams through it.
+const SHORT_SETS_BUDGET_BYTES: usize = 12 * 1024;
 
 /// Short sets at most: 8 short runs at once, what `coll_pairs -c
 /// iallreduce_8rev` posts.
