@@ -89,10 +89,13 @@ fn input(index: usize, rank: usize, call: &Call) -> Vec<u8> {
     random_words(&mut rng, call.len, call.matrix)
 }
 
+/// A rank's results, call by call, and its runs stepped beside others.
+type RankOutcome = Result<(Vec<Vec<u8>>, usize), String>;
+
 /// Rank `rank`'s part: posts, advances and blocking calls in an order
 /// drawn from `seed`; its results, call by call, and how many runs took
 /// their first step at post beside earlier runs still queued.
-fn play(rank: usize, size: usize, seed: u64, script: &[Call], endpoint: &mut FabricEndpoint) -> Result<(Vec<Vec<u8>>, usize), String> {
+fn play(rank: usize, size: usize, seed: u64, script: &[Call], endpoint: &mut FabricEndpoint) -> RankOutcome {
     let sends: Vec<Vec<u8>> = script.iter().enumerate().map(|(index, call)| input(index, rank, call)).collect();
     let mut recvs: Vec<Vec<u8>> = script.iter().map(|call| vec![0xEE; call.len]).collect();
     let mut allreduce = Allreduce::new(rank, size, 0, config());
@@ -160,7 +163,7 @@ fn run(size: usize, calls: usize, seed: u64) {
     let window_len = Allreduce::region_len(size, &config()).next_multiple_of(64);
     let config = FabricConfig { put_delay_max: Duration::from_micros(20), seed, ..FabricConfig::default() };
     let endpoints = Fabric::new(size, window_len, config);
-    let outcomes: Vec<Result<(Vec<Vec<u8>>, usize), String>> = std::thread::scope(|scope| {
+    let outcomes: Vec<RankOutcome> = std::thread::scope(|scope| {
         let handles: Vec<_> = endpoints
             .into_iter()
             .enumerate()
