@@ -28,6 +28,25 @@ impl AwaitedWord {
     }
 }
 
+/// How far a run may go beside the earlier runs of its lane
+/// (`Schedule::overlap`): it is call `number` of its collective, and needs
+/// only every call numbered `number - depth` or lower finished on this
+/// rank, not all earlier ones. Runs of a lane that overlap number their
+/// calls from one counter, in post order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overlap {
+    pub number: u64,
+    pub depth: u64,
+}
+
+impl Overlap {
+    /// Whether this run may advance while `oldest` (the oldest unfinished
+    /// run of its lane, an overlapping one) is still unfinished.
+    pub fn may_pass(&self, oldest: Overlap) -> bool {
+        self.number.saturating_sub(oldest.number) < self.depth
+    }
+}
+
 /// A resumable collective over a transport `T`.
 pub trait Schedule<T: ?Sized> {
     /// Error a run can end with (a peer that died, a transport fault).
@@ -45,6 +64,19 @@ pub trait Schedule<T: ?Sized> {
         None
     }
 
+    /// Whether this run may take its first step before the earlier runs
+    /// of its lane finished, and how far ahead of them (`schedule_queue`):
+    /// `None`, the default, waits for every earlier run of its lane; a run
+    /// that says `Some` must keep its collective's slot arguments with
+    /// only the calls `depth` or more before it finished, write to its
+    /// peers only in its first step, and then only read what they write
+    /// (a short allreduce's exchange, whose slot sets go round every
+    /// `2 * depth` calls). The same answer from the run's start until it
+    /// finished: the queue reads it once, at post.
+    fn overlap(&self) -> Option<Overlap> {
+        None
+    }
+
     /// Takes over the scratch storage of `finished`, an earlier run of the
     /// same kind that is over (a persistent request's previous start), so
     /// that this run grows no buffer it already had: no allocation per
@@ -59,7 +91,7 @@ pub trait Schedule<T: ?Sized> {
 }
 
 /// A boxed run is a run: the queue's runs are boxed, and a caller that
-/// tries a run before queueing it (`ScheduleQueue::lane_is_idle`) may hold
+/// tries a run before queueing it (`ScheduleQueue::may_advance_now`) may hold
 /// one boxed already.
 impl<T: ?Sized, S: Schedule<T> + ?Sized> Schedule<T> for Box<S> {
     type Error = S::Error;
@@ -70,5 +102,9 @@ impl<T: ?Sized, S: Schedule<T> + ?Sized> Schedule<T> for Box<S> {
 
     fn awaited(&self) -> Option<AwaitedWord> {
         (**self).awaited()
+    }
+
+    fn overlap(&self) -> Option<Overlap> {
+        (**self).overlap()
     }
 }

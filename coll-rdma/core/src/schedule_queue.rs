@@ -7,8 +7,22 @@
 //! starts touching the window for call e+1 of a collective only after it
 //! finished call e. So runs go into lanes, one per collective's region:
 //!
-//! * within a lane, only the oldest unfinished run advances; the others
-//!   are Pending behind it, in post order;
+//! * within a lane, the oldest unfinished run advances; the others are
+//!   Pending behind it, in post order, except that a run that overlaps
+//!   (`Schedule::overlap`: the small allreduce's exchange) takes its
+//!   first step beside the earlier ones while every earlier unfinished
+//!   run of its lane overlaps too and the oldest is fewer than its
+//!   `depth` calls before it. Its collective's slot arguments then hold
+//!   with only the calls `depth` or more before it finished (the exchange
+//!   keeps `2 * depth` short slot sets, see
+//!   `collectives::allreduce::exchange`). An overlapping run writes to
+//!   its peers only in that first step and then only reads what they
+//!   write, in the order they write it, so it is stepped again only once
+//!   the runs before it finished: a pass steps each lane's oldest run and
+//!   the first steps, not every pending run (8 exchange runs waiting cost
+//!   8 polls a pass otherwise, where one finds what all wait for). A run
+//!   that does not overlap waits for every earlier one and holds back
+//!   every later one, as before;
 //! * lanes advance independently: their regions and sequence numbers are
 //!   disjoint, and since no run ever waits inside `advance`, one lane
 //!   stuck on a late peer never stops another.
@@ -21,16 +35,23 @@
 //! back beyond what the blocking calls would: its peers' runs of the same
 //! lane wait for the same predecessors. Hence no deadlock: every rank
 //! advances every lane's oldest run at every call, and the oldest runs of
-//! a lane are the same call on every rank.
+//! a lane are the same call on every rank. Overlapping runs add no wait:
+//! a run that may advance on one rank waits only for peers' steps of
+//! itself and of older calls, which each peer takes once its own older
+//! calls let it, as they let this rank (the same calls, numbered alike).
+//! Every run that may advance has taken a step once a pass is over (a
+//! pass visits the runs in post order after the ones that finished), so
+//! a rank never holds back a peer by a run it has not stepped, and a run
+//! stepped once has written all it writes.
 //!
 //! A run that fails leaves its lane's streams out of step, so the runs
 //! queued behind it in that lane fail too, naming the first failure.
 //!
-//! A caller may advance a run of an idle lane (`lane_is_idle`: nothing of
-//! that lane queued, nothing failed there) before queueing it, and keep
-//! it out of the queue if that finishes it: it is then the lane's oldest,
-//! as the queue would have advanced it. A failure there is recorded
-//! (`record_failure`) as one in the queue would be.
+//! A caller may advance a run before queueing it where the queue would
+//! advance it (`may_advance_now`: its lane idle, or every run queued of
+//! it overlapping and near enough), and keep it out of the queue if that
+//! finishes it. A failure there is recorded (`record_failure`) as one in
+//! the queue would be.
 //!
 //! Each run carries a tag (the glue's MPI request, the tests' ticket) that
 //! `advance` hands back when the run ends; runs are `Send` because the
@@ -44,7 +65,7 @@ use std::marker::PhantomData;
 
 use btl_ibmc::TransportError;
 
-use crate::schedule::{AwaitedWord, Schedule, Step};
+use crate::schedule::{AwaitedWord, Overlap, Schedule, Step};
 
 /// The part of the window a run uses: runs of one lane go one at a time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -60,6 +81,39 @@ pub enum Lane {
 
 const LANES: usize = 5;
 
+/// What a pass (or a post) knows of one lane from its runs still queued,
+/// oldest first: which of the later runs may advance.
+#[derive(Clone, Copy, Debug)]
+enum LaneFront {
+    /// None queued: the next run is the oldest.
+    Free,
+    /// Every run queued overlaps; the oldest's numbers.
+    Overlapping(Overlap),
+    /// A run queued does not overlap: nothing after it moves.
+    Closed,
+}
+
+impl LaneFront {
+    /// Whether a run that overlaps as `overlap` may step behind this
+    /// front, having stepped already or not.
+    fn admits(self, overlap: Option<Overlap>, stepped: bool) -> bool {
+        match self {
+            LaneFront::Free => true,
+            LaneFront::Overlapping(oldest) => !stepped && overlap.is_some_and(|run| run.may_pass(oldest)),
+            LaneFront::Closed => false,
+        }
+    }
+
+    /// The front once a run that overlaps as `overlap` stays queued behind it.
+    fn behind(self, overlap: Option<Overlap>) -> LaneFront {
+        match (self, overlap) {
+            (LaneFront::Free, Some(oldest)) => LaneFront::Overlapping(oldest),
+            (LaneFront::Overlapping(oldest), Some(_)) => LaneFront::Overlapping(oldest),
+            _ => LaneFront::Closed,
+        }
+    }
+}
+
 /// Names one posted run; tickets grow in post order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Ticket(pub u64);
@@ -70,6 +124,10 @@ struct Entry<Tag, R> {
     tag: Tag,
     lane: Lane,
     run: R,
+    /// Whether the run took its first step (at its post or in a pass).
+    stepped: bool,
+    /// `run.overlap()`, read once at post (it never changes).
+    overlap: Option<Overlap>,
 }
 
 /// One communicator's outstanding runs, in post order.
@@ -103,13 +161,38 @@ impl<T: ?Sized, Tag, R: Schedule<T, Error = TransportError>> ScheduleQueue<'_, T
     /// Queues `run` (just started: its numbers taken) behind every earlier
     /// run of `lane`, with `tag` to hand back when it ends.
     pub fn post_tagged(&mut self, lane: Lane, run: R, tag: Tag) {
-        self.entries.push_back(Entry { tag, lane, run });
+        let overlap = run.overlap();
+        self.entries.push_back(Entry { tag, lane, run, stepped: false, overlap });
+    }
+
+    /// `post_tagged` for a run the caller stepped already, where
+    /// `may_advance_now` let it: an overlapping run is not stepped again
+    /// until the runs before it finished.
+    pub fn post_stepped(&mut self, lane: Lane, run: R, tag: Tag) {
+        let overlap = run.overlap();
+        self.entries.push_back(Entry { tag, lane, run, stepped: true, overlap });
     }
 
     /// Whether a run of `lane` posted now would be the lane's oldest and
     /// may advance: none of the lane is queued and none failed.
     pub fn lane_is_idle(&self, lane: Lane) -> bool {
-        !self.broken.iter().any(|(broken, _)| *broken == lane) && !self.entries.iter().any(|entry| entry.lane == lane)
+        !self.is_broken(lane) && !self.entries.iter().any(|entry| entry.lane == lane)
+    }
+
+    /// Whether a run of `lane` that overlaps as `overlap` says, posted now,
+    /// may advance at once as the queue would advance it: its lane idle,
+    /// or every run queued of it overlapping and the oldest near enough
+    /// (`Overlap::may_pass`); never in a failed lane.
+    pub fn may_advance_now(&self, lane: Lane, overlap: Option<Overlap>) -> bool {
+        if self.is_broken(lane) {
+            return false;
+        }
+        let front = self.entries.iter().filter(|entry| entry.lane == lane).fold(LaneFront::Free, |front, entry| front.behind(entry.overlap));
+        front.admits(overlap, false)
+    }
+
+    fn is_broken(&self, lane: Lane) -> bool {
+        self.broken.iter().any(|(broken, _)| *broken == lane)
     }
 
     /// Puts `lane` out of step after a run of it failed with `error`
@@ -131,11 +214,14 @@ impl<T: ?Sized, Tag, R: Schedule<T, Error = TransportError>> ScheduleQueue<'_, T
     }
 
     /// The word the queue's oldest run waits for (`Schedule::awaited`),
-    /// when every queued run is of its lane and no lane failed: only that
-    /// run can move before the word arrives (the others wait behind it),
-    /// so a waiter may poll the word instead of calling `advance` until
-    /// then. `None` when runs of several lanes are queued (each lane's
-    /// oldest must get its turn), or none.
+    /// when every queued run is of its lane and no lane failed: no run can
+    /// finish before the word arrives (the others wait behind the oldest,
+    /// or, overlapping, for contributions their senders put after the one
+    /// awaited; transports deliver one sender's puts in order), and every
+    /// run that may advance took its step in the last pass, so a waiter
+    /// may poll the word instead of calling `advance` until then. `None`
+    /// when runs of several lanes are queued (each lane's oldest must get
+    /// its turn), or none.
     pub fn sole_lane_awaits(&self) -> Option<AwaitedWord> {
         let oldest = self.entries.front()?;
         if !self.broken.is_empty() || self.entries.iter().skip(1).any(|entry| entry.lane != oldest.lane) {
@@ -151,8 +237,9 @@ impl<T: ?Sized, Tag, R: Schedule<T, Error = TransportError>> ScheduleQueue<'_, T
     }
 
     /// Advances the oldest run of every lane, and each next one as soon as
-    /// the one before it finishes; `finished` hears of every run that ended
-    /// (done or failed), in the order they ended.
+    /// the one before it finishes, or for its first step where it
+    /// overlaps the ones before it (`Schedule::overlap`); `finished` hears
+    /// of every run that ended (done or failed), in the order they ended.
     pub fn advance<F>(&mut self, transport: &mut T, mut finished: F)
     where
         F: FnMut(Tag, Result<(), TransportError>),
@@ -171,21 +258,25 @@ impl<T: ?Sized, Tag, R: Schedule<T, Error = TransportError>> ScheduleQueue<'_, T
             }
             return;
         }
-        let mut blocked = [false; LANES];
+        // Each lane's runs left queued so far in this pass.
+        let mut fronts = [LaneFront::Free; LANES];
         let mut index = 0;
         while index < self.entries.len() {
             let lane = self.entries[index].lane;
-            if blocked[lane as usize] {
-                index += 1;
-                continue;
-            }
+            let front = &mut fronts[lane as usize];
+            let entry = &mut self.entries[index];
+            let overlap = entry.overlap;
             let outcome = match self.broken.iter().find(|(broken, _)| *broken == lane) {
                 Some((_, why)) => Err(TransportError::Failed(format!("an earlier run of this communicator failed: {why}"))),
-                None => self.entries[index].run.advance(transport).map(|step| step == Step::Done),
+                None if !front.admits(overlap, entry.stepped) => Ok(false),
+                None => {
+                    entry.stepped = true;
+                    entry.run.advance(transport).map(|step| step == Step::Done)
+                }
             };
             match outcome {
                 Ok(false) => {
-                    blocked[lane as usize] = true;
+                    *front = front.behind(overlap);
                     index += 1;
                 }
                 Ok(true) => {
@@ -423,5 +514,65 @@ mod tests {
         let drained = queue.drain(&mut (), |_| Ok(()), |tag, outcome| ended.push((tag, outcome.is_ok())));
         assert_eq!(drained, Err(TransportError::Failed("a lone run's fault".into())));
         assert_eq!(ended, vec![(failing, false), (done, true)]);
+    }
+
+    /// Call `name`, overlapping as `overlap`: done after `pending`
+    /// advances that returned Pending; logs its name at every advance.
+    struct Logged {
+        name: u64,
+        overlap: Option<Overlap>,
+        pending: u32,
+        log: std::sync::Arc<std::sync::Mutex<Vec<u64>>>,
+    }
+
+    impl Schedule<()> for Logged {
+        type Error = TransportError;
+
+        fn advance(&mut self, _transport: &mut ()) -> Result<Step, TransportError> {
+            self.log.lock().expect("the log").push(self.name);
+            if self.pending == 0 {
+                return Ok(Step::Done);
+            }
+            self.pending -= 1;
+            Ok(Step::Pending)
+        }
+
+        fn overlap(&self) -> Option<Overlap> {
+            self.overlap
+        }
+    }
+
+    #[test]
+    fn overlapping_runs_step_beside_the_oldest_within_its_depth_and_once_until_it_finishes() {
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let run = |name: u64, depth: Option<u64>, pending: u32| -> Run<'static, ()> {
+            let overlap = depth.map(|depth| Overlap { number: name, depth });
+            Box::new(Logged { name, overlap, pending, log: log.clone() })
+        };
+        let mut queue: ScheduleQueue<'_, ()> = ScheduleQueue::default();
+        let oldest = queue.post(Lane::Allreduce, run(1, Some(2), 2));
+        let near = Some(Overlap { number: 2, depth: 2 });
+        assert!(queue.may_advance_now(Lane::Allreduce, near), "one call behind the oldest, depth 2");
+        assert!(!queue.may_advance_now(Lane::Allreduce, Some(Overlap { number: 3, depth: 2 })), "two calls behind: too far");
+        assert!(!queue.may_advance_now(Lane::Allreduce, None), "a run that does not overlap waits");
+        let beside = queue.post(Lane::Allreduce, run(2, Some(2), 3));
+        let far = queue.post(Lane::Allreduce, run(3, Some(2), 0));
+        let closed = queue.post(Lane::Allreduce, run(4, None, 0));
+        let after_closed = queue.post(Lane::Allreduce, run(5, Some(2), 0));
+        assert!(!queue.may_advance_now(Lane::Allreduce, Some(Overlap { number: 6, depth: 8 })), "behind a run that does not overlap");
+        let mut finished = Vec::new();
+        for _ in 0..3 {
+            queue.advance(&mut (), |tag, outcome| finished.push((tag, outcome.is_ok())));
+        }
+        // Pass 1: the oldest, and call 2's first step (call 3 is 2 behind).
+        // Pass 2: the oldest alone (call 2 stepped already). Pass 3: the
+        // oldest finishes, then call 2 (now the oldest) steps, still
+        // pending, and call 3 takes its first step beside it and finishes;
+        // call 4 does not overlap: it waits for call 2.
+        assert_eq!(*log.lock().expect("the log"), vec![1, 2, 1, 1, 2, 3]);
+        assert_eq!(finished, vec![(oldest, true), (far, true)]);
+        queue.drain(&mut (), |_| Ok(()), |tag, outcome| finished.push((tag, outcome.is_ok()))).expect("no failure");
+        assert_eq!(finished[2..], [(beside, true), (closed, true), (after_closed, true)]);
+        assert_eq!(log.lock().expect("the log")[6..], [2, 2, 4, 5], "call 2 to its end, then 4, then 5");
     }
 }

@@ -23,6 +23,7 @@ mod bcast_fabric;
 mod bcast_run_fabric;
 mod bcast_single_copy;
 mod bcast_two_level_fabric;
+mod exchange_overlap_fabric;
 mod fault_fabric;
 mod multicast_run_fabric;
 mod parallel_reduction;

@@ -4,9 +4,10 @@
 //! Two ranks over the in-process fabric, both on this thread, advanced
 //! in turn until done; results against sums computed here, and the heap
 //! scratch each run held at its end: none up to 256-byte segments on
-//! either rank of a reduce (a leaf's partial is its own part; rank 0 of a
-//! reduce to 0 folds into its result) or of an allreduce (exchange and
-//! tree), some for longer segments, as before.
+//! either rank of a reduce (rank 0 of a reduce to 0 folds into its
+//! result) or of an allreduce (exchange and tree), some for longer
+//! segments, as before, but none at a reduce's leaf at any length (it
+//! sends its own part from its send buffer).
 
 use std::time::Duration;
 
@@ -109,9 +110,13 @@ fn short_reduce_runs_hold_no_heap_scratch_on_either_rank() {
     for words in [1, 4, 32] {
         assert_eq!(reduce_scratch(words, 256), vec![0, 0], "{words} words in 256-byte segments");
     }
-    // Longer segments spill to the heap: rank 0's incoming, the leaf's partial.
+    // Longer segments spill rank 0's incoming to the heap; the leaf sends
+    // its own part from its send buffer and holds no scratch at any length
+    // (it held a partial and an incoming segment, 2 KiB here, allocated
+    // at every MPI_Ireduce).
     let scratch = reduce_scratch(200, 1024);
-    assert!(scratch.iter().all(|&bytes| bytes >= 1024), "{scratch:?}");
+    assert!(scratch[0] >= 1024, "rank 0 folds through scratch: {scratch:?}");
+    assert_eq!(scratch[1], 0, "the leaf holds none: {scratch:?}");
 }
 
 #[test]

@@ -25,7 +25,7 @@ use std::ptr::NonNull;
 
 use btl_ibmc::{SelectedTransport, TransportError};
 
-use crate::schedule::{AwaitedWord, Schedule, Step};
+use crate::schedule::{AwaitedWord, Overlap, Schedule, Step};
 use crate::schedule_queue::Run;
 
 /// A run as the queue sees it.
@@ -62,6 +62,14 @@ impl Schedule<SelectedTransport> for QueuedRun {
             QueuedRun::Boxed(run) => run.awaited(),
             // SAFETY: as in `advance`.
             QueuedRun::Kept(run) => unsafe { run.as_ref() }.awaited(),
+        }
+    }
+
+    fn overlap(&self) -> Option<Overlap> {
+        match self {
+            QueuedRun::Boxed(run) => run.overlap(),
+            // SAFETY: as in `advance`.
+            QueuedRun::Kept(run) => unsafe { run.as_ref() }.overlap(),
         }
     }
 }

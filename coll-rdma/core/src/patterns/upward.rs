@@ -66,6 +66,31 @@ impl Upward {
         self.from_children.is_empty()
     }
 
+    /// `resume_segment` for a leaf (`is_leaf`), whose partial is `own`,
+    /// its own part of segment `turn`, as it is: sent to the parent
+    /// straight from there, with no copy into scratch first. Resumable
+    /// as `resume_segment`.
+    #[inline(always)]
+    pub(crate) fn resume_leaf_segment<T: Windows + ?Sized>(
+        &self,
+        transport: &T,
+        turn: Turn,
+        own: &[u8],
+        done: &mut usize,
+        meet: Meet<'_>,
+    ) -> Result<bool, TransportError> {
+        debug_assert!(self.is_leaf());
+        if *done == 0 {
+            if let Some(parent) = &self.to_parent
+                && !parent.try_send(transport, turn.seq, own, turn.credit_needed(), &self.parent_credit, meet)?
+            {
+                return Ok(false);
+            }
+            *done = 1;
+        }
+        Ok(true)
+    }
+
     /// Folds the children's partials of segment `turn` into `partial`,
     /// which holds this rank's own contribution on entry and the partial of
     /// its whole subtree on return, and sends that to the parent.

@@ -3,8 +3,9 @@
 //! the request it completes: the core's `ScheduleQueue`, tagged with those
 //! requests.
 //!
-//! Invariants (the queue's): runs of one collective advance strictly in
-//! post order, one at a time (a run writes into the slots the earlier ones
+//! Invariants (the queue's): runs of one collective advance in post
+//! order, one at a time but for small allreduces' exchange runs, several
+//! of which advance at once (a run writes into the slots the earlier ones
 //! wrote, see `schedule_queue`); the queue is empty before a blocking
 //! collective runs on the communicator (`drain`). A run that fails
 //! completes its request, and every later one of its collective, with an
@@ -57,11 +58,12 @@ impl PendingRuns {
     }
 
     /// Queues `run` behind the earlier ones of its collective and takes
-    /// every step that can be taken now (its first, if it is the oldest).
-    /// A run that is its lane's oldest and finishes at that first step (a
-    /// barrier whose peers have all arrived) completes its request at
-    /// once and never enters the queue: no allocation, and MPI_Wait finds
-    /// the request complete. `queued` makes the queue's run of it (a box,
+    /// every step that can be taken now (its first, if it is the oldest
+    /// or overlaps the ones queued: `ScheduleQueue::may_advance_now`).
+    /// A run that may advance and finishes at that first step (a barrier
+    /// whose peers have all arrived) completes its request at once and
+    /// never enters the queue: no allocation, and MPI_Wait finds the
+    /// request complete. `queued` makes the queue's run of it (a box,
     /// or the handle `run` already is: `run_home.rs`).
     /// `request` makes the request the run completes, after that first
     /// step: what the step sends (a root's message, a leaf's contribution)
@@ -79,16 +81,20 @@ impl PendingRuns {
     where
         S: Schedule<SelectedTransport, Error = TransportError>,
     {
-        if !self.queue.lane_is_idle(lane) {
+        if !self.queue.may_advance_now(lane, run.overlap()) {
             let Some(request) = request() else { return Err(self.no_request(lane)) };
             self.queue.post_tagged(lane, queued(run), request);
             return self.advance(transport);
         }
-        let others_queued = !self.queue.is_empty();
+        // Runs of other lanes get a pass below; a run beside earlier ones
+        // of its own lane (overlapping) leaves the pass to MPI_Wait and the
+        // progress loop: the earlier ones wrote what they write at their
+        // own posts, and the next pass finds their peers' contributions.
+        let others_queued = self.queue.lane_is_idle(lane) && !self.queue.is_empty();
         let first_step = run.advance(transport);
         let Some(request) = request() else { return Err(self.no_request(lane)) };
         match first_step {
-            Ok(Step::Pending) => self.queue.post_tagged(lane, queued(run), request),
+            Ok(Step::Pending) => self.queue.post_stepped(lane, queued(run), request),
             Ok(Step::Done) => request.finish(sys::MPI_SUCCESS as c_int),
             Err(why) => {
                 self.queue.record_failure(lane, &why);

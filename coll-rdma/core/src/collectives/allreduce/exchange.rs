@@ -4,17 +4,36 @@
 //! broadcast, and since every rank evaluates the same left-to-right
 //! expression r0 ∘ r1 ∘ … ∘ r(P-1), all ranks get bit-identical results.
 //!
-//! Slots come in two sets chosen by the parity of the call's epoch, and the
-//! flag word holds the epoch. Rank q writes its slot in rank r's window for
-//! epoch e+2 only after finishing call e+1, which needed r's contribution
-//! to e+1, which r sends only after finishing call e, by which time r has
-//! read every slot of e's set. So a slot is never overwritten before it is
-//! read, without any acknowledgement. Tree calls in between do not matter:
-//! they too complete only once every rank has entered them. The flag never
-//! shows a later epoch than the reader expects, by the same argument. The
-//! argument needs call e finished on a rank before it puts for e+1, which
-//! holds for resumable runs too: a communicator's allreduce runs advance
-//! one at a time, in post order (`schedule_queue`).
+//! # Slot sets, and when a slot may be written again
+//!
+//! A call of up to `SHORT_BYTES` (a short call) takes a slot in the short
+//! part, of `2 * depth` sets (`depth` >= 1, as many as fit
+//! `SHORT_SETS_BUDGET_BYTES`, at most `MAX_SHORT_SETS`); a longer one in
+//! the long part, of two sets of slots as long as the exchange's longest
+//! message (none where that is short). Each part chooses the set by the
+//! call's epoch modulo its number of sets, the same on every rank, and the
+//! flag word holds the epoch. A rank starts writing (putting its
+//! contribution to) a short call e only once every call numbered
+//! e - depth or lower finished on it and every call before e that is not
+//! a short exchange did; any other call (a long exchange, a tree call)
+//! only once every call before it did. The blocking call always waits
+//! for all; a resumable run is let go as far as this by its lane
+//! (`schedule_queue`, `Schedule::overlap`), so up to `depth` short
+//! exchange runs advance at once, and a long one goes alone as before.
+//!
+//! Then a slot is never overwritten before it is read, without any
+//! acknowledgement. Short slots: rank q writes call e + 2·depth (the set
+//! of e) into rank r's window only after finishing call e + depth, which
+//! needed r to start call e + depth (its contribution, or its part in a
+//! tree), which r does only after finishing every call up to e, having
+//! read every slot of e. Long slots: q writes long call e + 2 only after
+//! finishing call e + 1, which r started only after finishing e (a short
+//! call e + 1 waits for the long call e before it; any other waits for
+//! every earlier call). The flag never shows a later epoch than the
+//! reader expects, by the same argument: only epochs of one residue share
+//! a slot. Tree calls in between need nothing more: a tree call is one of
+//! the calls the argument steps through. With one part of two sets and
+//! every call alone this is the original two-set parity argument.
 
 use btl_ibmc::{put_word_padded, TransportError, Windows};
 
@@ -22,30 +41,86 @@ use crate::patterns::meet::Meet;
 use crate::patterns::slots::SlotShape;
 use crate::reduction::Reduction;
 
+/// Calls of up to this many bytes are short: their slots come in many
+/// sets, so that several such runs advance at once (module header).
+const SHORT_BYTES: usize = 256;
+
+/// Window bytes the short part may take where it has more than two sets:
+/// 16 sets of 256-byte slots at np=2 (10 KiB), 8 at np=4, two (as before
+/// this part had more) from 10 ranks; the window stays well below a long
+/// message, which the tree streams through it.
+const SHORT_SETS_BUDGET_BYTES: usize = 12 * 1024;
+
+/// Short sets at most: 8 short runs at once, what `coll_pairs -c
+/// iallreduce_8rev` posts.
+const MAX_SHORT_SETS: usize = 16;
+
+/// One part's slots: `sets` sets of a slot per sender.
+#[derive(Clone, Copy, Debug)]
+struct SlotSets {
+    start: usize,
+    shape: SlotShape,
+    /// An even number, at least 2.
+    sets: usize,
+}
+
+impl SlotSets {
+    fn len(&self, size: usize) -> usize {
+        self.sets * size * self.shape.slot_bytes()
+    }
+
+    fn slot(&self, size: usize, epoch: u64, sender: usize) -> usize {
+        let set = (epoch % self.sets as u64) as usize;
+        self.start + (set * size + sender) * self.shape.slot_bytes()
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ExchangeSlots {
-    start: usize,
     size: usize,
-    shape: SlotShape,
+    /// Calls of up to `SHORT_BYTES` (all of them if the exchange goes no
+    /// further): `2 * depth` sets.
+    short: SlotSets,
+    /// Longer calls: two sets; `None` where the exchange stops at
+    /// `SHORT_BYTES` or below.
+    long: Option<SlotSets>,
+    /// Where the parts end.
+    end: usize,
 }
 
 impl ExchangeSlots {
     /// Window bytes for messages of up to `max_bytes` over `size` ranks.
     pub(crate) fn region_len(size: usize, max_bytes: usize) -> usize {
-        if max_bytes == 0 {
-            0
-        } else {
-            2 * size * SlotShape::holding(max_bytes).slot_bytes()
-        }
+        Self::new(0, size, max_bytes).end
     }
 
     pub(crate) fn new(start: usize, size: usize, max_bytes: usize) -> Self {
-        ExchangeSlots { start, size, shape: SlotShape::holding(max_bytes) }
+        let short_shape = SlotShape::holding(max_bytes.min(SHORT_BYTES));
+        let fit = SHORT_SETS_BUDGET_BYTES / (size.max(1) * short_shape.slot_bytes());
+        let short = SlotSets { start, shape: short_shape, sets: fit.clamp(2, MAX_SHORT_SETS) & !1 };
+        let mut end = start + if max_bytes == 0 { 0 } else { short.len(size) };
+        let long = (max_bytes > SHORT_BYTES).then(|| {
+            let long = SlotSets { start: end, shape: SlotShape::holding(max_bytes), sets: 2 };
+            end += long.len(size);
+            long
+        });
+        ExchangeSlots { size, short, long, end }
     }
 
-    fn slot(&self, epoch: u64, sender: usize) -> usize {
-        let set = (epoch % 2) as usize;
-        self.start + (set * self.size + sender) * self.shape.slot_bytes()
+    /// How many exchange calls of `len` bytes a rank may have under way
+    /// at once (module header): `depth` for a short call, which starts
+    /// once every call up to e - depth and every earlier call other than
+    /// a short exchange finished; `None` for a long one, which waits for
+    /// every earlier call.
+    pub(crate) fn depth(&self, len: usize) -> Option<u64> {
+        (len <= SHORT_BYTES).then_some((self.short.sets / 2) as u64)
+    }
+
+    fn part(&self, len: usize) -> &SlotSets {
+        match &self.long {
+            Some(long) if len > SHORT_BYTES => long,
+            _ => &self.short,
+        }
     }
 
     /// Runs exchange call `epoch` as far as `meet` lets it; `incoming` is
@@ -64,12 +139,13 @@ impl ExchangeSlots {
         cursor: &mut ExchangeCursor,
         meet: Meet<'_>,
     ) -> Result<bool, TransportError> {
+        let part = self.part(send.len());
         if !cursor.posted {
-            let mine = self.slot(epoch, rank);
+            let mine = part.slot(self.size, epoch, rank);
             // Starting after oneself spreads the first writes over all targets.
             for distance in 1..self.size {
                 let peer = (rank + distance) % self.size;
-                put_word_padded(transport, peer, mine, send, self.shape.flag_offset(mine), epoch)?;
+                put_word_padded(transport, peer, mine, send, part.shape.flag_offset(mine), epoch)?;
             }
             cursor.posted = true;
         }
@@ -79,8 +155,8 @@ impl ExchangeSlots {
             if sender == rank {
                 contribution.copy_from_slice(send);
             } else {
-                let slot = self.slot(epoch, sender);
-                let arrived = meet.local_at_least(transport, self.shape.flag_offset(slot), epoch, || {
+                let slot = part.slot(self.size, epoch, sender);
+                let arrived = meet.local_at_least(transport, part.shape.flag_offset(slot), epoch, || {
                     format!("allreduce {epoch} (exchange): contribution of rank {sender}")
                 })?;
                 if arrived.is_none() {

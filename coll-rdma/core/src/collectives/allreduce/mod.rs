@@ -47,7 +47,7 @@
 //!   only after c's partial of segment i of e+1 reached the tree, which c
 //!   sends only after finishing call e, i.e. after reading all its results
 //!   of e.
-//! * Exchange slots: the epoch-parity argument in `exchange`.
+//! * Exchange slots: the slot-set argument in `exchange`.
 //!
 //! With the downward phase one segment behind and two slots per ring, the
 //! data flow alone also keeps a sender from lapping its receiver within a
@@ -448,8 +448,9 @@ impl Allreduce {
     /// Starts one allreduce call as a resumable run (see `run`): what
     /// `allreduce` does, advanced by `Schedule::advance`. Takes the call's
     /// epoch and sequence numbers now, so runs must be started in the
-    /// communicator's post order and advanced one at a time in that order
-    /// (`schedule_queue`). A length the parallel reduction serves starts
+    /// communicator's post order and advanced in that order, one at a
+    /// time but for exchange runs within the exchange's depth of each
+    /// other (`schedule_queue`, `Schedule::overlap`). A length the parallel reduction serves starts
     /// its run, which reads and writes the buffers themselves.
     pub fn start<'a, T: PeerReads + ?Sized, R: Reduction>(
         &mut self,

@@ -16,10 +16,12 @@
 //!
 //! Epoch and sequence numbers are taken when the run is started, in the
 //! communicator's post order, which MPI makes the same on every rank. The
-//! cross-call slot arguments of `super` hold as long as a run starts to
-//! touch the window only after the communicator's previous allreduce run
-//! finished on this rank: `schedule_queue` keeps runs of one collective in
-//! post order.
+//! cross-call slot arguments of `super` hold as long as a tree run starts
+//! to touch the window only after the communicator's previous allreduce
+//! run finished on this rank, and a short exchange run only after every
+//! one the exchange's depth or more before it did (`Schedule::overlap`):
+//! `schedule_queue` keeps runs of one collective in post order, and lets
+//! short exchange runs advance beside each other only that far.
 
 use btl_ibmc::{TransportError, Windows};
 
@@ -31,7 +33,7 @@ use crate::patterns::{transient_scratch, TRANSIENT_SCRATCH_BYTES};
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Reuse, Turn};
 use crate::reduction::Reduction;
-use crate::schedule::{AwaitedWord, Schedule, Step};
+use crate::schedule::{AwaitedWord, Overlap, Schedule, Step};
 
 pub(super) enum Path {
     Finished,
@@ -155,6 +157,19 @@ impl<T: Windows + ?Sized, R: Reduction> Schedule<T> for AllreduceRun<'_, R> {
     }
     fn awaited(&self) -> Option<AwaitedWord> {
         self.stall.awaited()
+    }
+
+    /// A short exchange call advances beside the short ones before it, up
+    /// to the short slot sets' depth (`exchange`); a long exchange and a
+    /// tree call wait for every earlier call, as their slots and rings
+    /// need.
+    fn overlap(&self) -> Option<Overlap> {
+        match &self.path {
+            Path::Exchange { epoch, .. } => {
+                self.plan.exchange.depth(self.send.len()).map(|depth| Overlap { number: *epoch, depth })
+            }
+            Path::Finished | Path::Tree(_) => None,
+        }
     }
 
     fn reuse_storage_of(&mut self, finished: &mut Self) {

@@ -45,7 +45,7 @@ use super::read_tree_run::{TreeRunCall, TreeScratch, TreeStage};
 use crate::patterns::in_step::{check_in_step, check_peer_length, PeerStep};
 use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
 use crate::reduction::Reduction;
-use crate::schedule::{AwaitedWord, Schedule, Step};
+use crate::schedule::{AwaitedWord, Overlap, Schedule, Step};
 
 /// Chunks a poll folds before it returns. One chunk (`CHUNK_BYTES`, 512
 /// KiB of every folded peer's input) costs each owner a cross-memory read
@@ -362,6 +362,13 @@ where
     fn awaited(&self) -> Option<AwaitedWord> {
         match self {
             OrParallel::Window(run) => run.awaited(),
+            OrParallel::Parallel(_) => None,
+        }
+    }
+
+    fn overlap(&self) -> Option<Overlap> {
+        match self {
+            OrParallel::Window(run) => run.overlap(),
             OrParallel::Parallel(_) => None,
         }
     }

@@ -57,9 +57,10 @@ pub struct ReduceRun<'a, R> {
 }
 
 impl<R> ReduceRun<'_, R> {
-    /// Bytes of scratch the run holds on the heap: none for segments of
-    /// up to `TRANSIENT_SCRATCH_BYTES` at a leaf or at rank 0 of a reduce
-    /// to 0 (the tests check that a short run allocates nothing).
+    /// Bytes of scratch the run holds on the heap: none at a leaf (it
+    /// sends from its send buffer), none for segments of up to
+    /// `TRANSIENT_SCRATCH_BYTES` at rank 0 of a reduce to 0 (the tests
+    /// check that a short run allocates nothing).
     pub fn heap_scratch_bytes(&self) -> usize {
         self.partial.capacity() + self.incoming.capacity()
     }
@@ -76,36 +77,39 @@ impl<T: Windows + ?Sized, R: Reduction> Resumable<T> for ReduceRun<'_, R> {
         let count = cursor.segments.count();
         let full = cursor.segments.full_len();
         let folds_into_result = plan.rank == 0 && root == 0;
-        // Scratch on the stack where it need not outlive this advance: the
-        // incoming segment always (read, folded, forgotten), and a leaf's
-        // partial, which is its own part, copied again until it is sent.
-        // Elsewhere the partial holds children's folds across advances;
-        // rank 0 of a reduce to 0 folds into the result and needs none.
-        let mut stack = [[0; TRANSIENT_SCRATCH_BYTES]; 2];
-        let [stack_partial, stack_incoming] = &mut stack;
-        let partial_scratch: &mut [u8] = if folds_into_result {
-            &mut []
-        } else if plan.upward.is_leaf() {
-            transient_scratch(stack_partial, &mut self.partial, full)
-        } else {
-            scratch(&mut self.partial, full)
-        };
-        let incoming = transient_scratch(stack_incoming, &mut self.incoming, full);
+        // A leaf sends its own part straight from the send buffer: it
+        // folds nothing, and is never rank 0, which relays. Rank 0 of a
+        // reduce to 0 folds into the result. Elsewhere the partial holds
+        // children's folds across advances, and the incoming segment is
+        // read, folded and forgotten within one advance: scratch on the
+        // stack up to `TRANSIENT_SCRATCH_BYTES`.
+        let leaf = plan.upward.is_leaf() && plan.rank != 0;
+        let mut stack = [0; TRANSIENT_SCRATCH_BYTES];
+        let partial_scratch: &mut [u8] = if folds_into_result || leaf { &mut [] } else { scratch(&mut self.partial, full) };
+        let incoming: &mut [u8] = if leaf { &mut [] } else { transient_scratch(&mut stack, &mut self.incoming, full) };
         while cursor.index < count {
             let turn = Turn::new(cursor.index, count, cursor.base, Reuse::AcknowledgedEachCall);
             let relay_turn = Turn::new(cursor.index, count, cursor.base, Reuse::ImpliedByDataFlow);
             let range = cursor.segments.range(cursor.index);
+            // A leaf's is empty (it has none, and relays nothing).
             let partial = match self.result.as_deref_mut() {
                 Some(buffer) if folds_into_result => &mut buffer[range.clone()],
+                _ if leaf => &mut [],
                 _ => &mut partial_scratch[..range.len()],
             };
             if !cursor.up_done {
-                if cursor.up_steps == 0 {
-                    // Nothing folded yet: (re)start from this rank's own part.
-                    partial.copy_from_slice(&self.send[range.clone()]);
-                }
-                let incoming = &mut incoming[..range.len()];
-                if !plan.upward.resume_segment(transport, &self.op, turn, partial, incoming, &mut cursor.up_steps, meet)? {
+                let own = &self.send[range.clone()];
+                let sent = if leaf {
+                    plan.upward.resume_leaf_segment(transport, turn, own, &mut cursor.up_steps, meet)?
+                } else {
+                    if cursor.up_steps == 0 {
+                        // Nothing folded yet: (re)start from this rank's own part.
+                        partial.copy_from_slice(own);
+                    }
+                    let incoming = &mut incoming[..range.len()];
+                    plan.upward.resume_segment(transport, &self.op, turn, partial, incoming, &mut cursor.up_steps, meet)?
+                };
+                if !sent {
                     return Ok(false);
                 }
                 cursor.up_done = true;
