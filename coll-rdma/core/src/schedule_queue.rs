@@ -58,7 +58,7 @@
 //! queue moves with its communicator's state between threads. A run is a
 //! boxed schedule unless the queue is made over another run type `R` (the
 //! glue's, whose persistent requests keep their run's storage and queue a
-//! handle to it, so that a start allocates nothing).
+//! handle to it, so that a start needs no box).
 
 use std::collections::VecDeque;
 use std::marker::PhantomData;

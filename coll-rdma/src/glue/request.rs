@@ -132,8 +132,11 @@ unsafe extern "C" fn destruct(object: *mut sys::opal_object_t) {
         let request = object as *mut RdmaRequest;
         (std::mem::take(&mut (*request).runs), (*request).persistent.take())
     };
-    drop(runs);
-    for object in persistent.map_or(Vec::new(), |persistent| persistent.call.retained_objects()) {
+    // Open MPI calls this from C: a panic in a run's drop must not unwind
+    // into it, and the retained objects go all the same.
+    guarded("the request destructor", (), || drop(runs));
+    let retained = guarded("the request destructor", Vec::new(), || persistent.map_or(Vec::new(), |persistent| persistent.call.retained_objects()));
+    for object in retained {
         // SAFETY: the references `new_request` took.
         unsafe { sys::coll_rdma_shim_obj_release(object) };
     }

@@ -1,8 +1,11 @@
 //! Where a posted run lives while the communicator's queue holds it: in a
 //! box of its own (MPI_I*: one call, one run), or, for a persistent
 //! request, in storage the request keeps from one start to the next, so
-//! that a start allocates nothing once the first one has made the storage
-//! (and sized the run's scratch buffers, `Schedule::reuse_storage_of`).
+//! that a start needs no box once the first one has made the storage, and
+//! the runs that take over their predecessor's scratch
+//! (`Schedule::reuse_storage_of`: the window allreduce's and reduce's,
+//! the parallel reduction's) allocate nothing either; the ring's and the
+//! packed or two-level bcast's still size their buffers at every start.
 //! The queue then holds a handle to the kept run (`QueuedRun::Kept`).
 //!
 //! Invariants:

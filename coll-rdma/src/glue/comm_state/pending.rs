@@ -62,8 +62,7 @@ impl PendingRuns {
     /// or overlaps the ones queued: `ScheduleQueue::may_advance_now`).
     /// A run that may advance and finishes at that first step (a barrier
     /// whose peers have all arrived) completes its request at once and
-    /// never enters the queue: no allocation, and MPI_Wait finds the
-    /// request complete. `queued` makes the queue's run of it (a box,
+    /// never enters the queue: MPI_Wait finds the request complete. `queued` makes the queue's run of it (a box,
     /// or the handle `run` already is: `run_home.rs`).
     /// `request` makes the request the run completes, after that first
     /// step: what the step sends (a root's message, a leaf's contribution)
