@@ -18,6 +18,11 @@
  * Run with coll_rdma_autotune 1 too: the allreduce's degree trial runs
  * blocking barriers once per communicator, before its first tree-length
  * allreduce, so it must never be a post or a start that runs it.
+ * With -F 1 each duplicate fails before its rounds, after *_init: a
+ * blocking MPI_Bcast on it must return an error (run with
+ * coll_rdma_test_panic_at=bcast:1), and every later call, the starts of
+ * the persistent requests coll rdma made included, goes to the module
+ * underneath and must stay local there too.
  */
 #include "common.h"
 #include <stdint.h>
@@ -156,7 +161,7 @@ static void nl_free_persistent(nl_state_t *s)
 
 /* Every kind, -n rounds, on a fresh set-up duplicate of MPI_COMM_WORLD
  * whose first tree-length allreduce is this length's. */
-static void nl_count(int count, long rounds, unsigned char *msg, long msg_bytes)
+static void nl_count(int count, long rounds, unsigned char *msg, long msg_bytes, int fail)
 {
     nl_state_t s = {.count = count};
     tcomm_t dup;
@@ -168,6 +173,13 @@ static void nl_count(int count, long rounds, unsigned char *msg, long msg_bytes)
     s.recv = calloc((size_t)count, sizeof(int64_t));
     t_barrier(&dup); /* sets the communicator up */
     nl_make_persistent(&s);
+    if (fail) {
+        MPI_Comm_set_errhandler(s.comm, MPI_ERRORS_RETURN);
+        int64_t word = s.rank;
+        int rc = MPI_Bcast(&word, 1, MPI_INT64_T, 0, s.comm);
+        T_CHECK(rc != MPI_SUCCESS, "-F 1: the MPI_Bcast meant to fail succeeded (run with coll_rdma_test_panic_at=bcast:1)");
+        MPI_Comm_set_errhandler(s.comm, MPI_ERRORS_ARE_FATAL);
+    }
     for (long round = 0; round < rounds; round++)
         for (int kind = 0; kind < NL_KINDS; kind++) nl_round(&s, kind, round, msg, msg_bytes);
     nl_free_persistent(&s);
@@ -182,9 +194,10 @@ int main(int argc, char **argv)
     long rounds = t_opt(argc, argv, "-n", 10);
     int count = (int)t_opt(argc, argv, "-c", 1024);
     long msg_bytes = t_opt(argc, argv, "-m", 1 << 20);
+    int fail = (int)t_opt(argc, argv, "-F", 0);
     unsigned char *msg = malloc((size_t)msg_bytes);
-    nl_count(count, rounds, msg, msg_bytes);
-    nl_count(1, rounds, msg, msg_bytes);
+    nl_count(count, rounds, msg, msg_bytes, fail);
+    nl_count(1, rounds, msg, msg_bytes, fail);
     free(msg);
     return t_finish("nonblocking_local");
 }

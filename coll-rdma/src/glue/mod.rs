@@ -40,6 +40,7 @@ mod request_pool;
 mod run_home;
 mod saved;
 mod saved_nonblocking;
+mod started_underneath;
 mod udp_interface;
 mod version;
 mod wrapped;

@@ -21,7 +21,7 @@ use super::deferred::DeferredCall;
 use super::ffi_guard::guarded;
 use super::module::with_state;
 use super::mpi_barrier::barrier_choice;
-use super::nonblocking_post::{mpi_error_of, start_persistent};
+use super::nonblocking_post::start_persistent;
 use super::reduction_call::FoldOrder;
 use super::request::{new_request, Persistent, PersistentCall, RequestRef};
 use super::run_home::RunHome;
@@ -62,9 +62,9 @@ pub(super) unsafe extern "C" fn barrier_init(
 /// `request` must come from `barrier_init` on a communicator that is
 /// still alive (MPI requires it of a started request).
 unsafe fn start_persistent_barrier(request: RequestRef) -> c_int {
-    let Some((comm, module)) = request.persistent_target() else { return sys::OMPI_ERR_BAD_PARAM as c_int };
+    let Some((_, module)) = request.persistent_target() else { return sys::OMPI_ERR_BAD_PARAM as c_int };
     // SAFETY: guaranteed by the caller.
-    unsafe { start_persistent(module, request, |state, request| state.start_barrier(comm, request), |saved| saved.barrier(comm)()) }
+    unsafe { start_persistent(module, request, |state, request| state.start_barrier(request)) }
 }
 
 impl CommState {
@@ -135,18 +135,11 @@ impl CommState {
         }
     }
 
-    fn start_barrier(&mut self, comm: *mut sys::ompi_communicator_t, request: RequestRef) -> Step {
+    fn start_barrier(&mut self, request: RequestRef) -> Step {
         match self.resumable_barrier() {
             Ok(mut native) => native.post_barrier(Collective::BarrierInit, request),
-            Err(why) => {
-                // The communicator failed since the request was made.
-                let fallback = self.shared.saved.barrier(comm);
-                self.shared.decline(Collective::BarrierInit, why, FoldOrder::Any, move || {
-                    let rc = fallback();
-                    request.finish(mpi_error_of(rc));
-                    rc
-                })
-            }
+            // The communicator failed since the request was made.
+            Err(why) => self.hand_over_started(Collective::BarrierInit, why, FoldOrder::Any, request),
         }
     }
 }

@@ -107,7 +107,6 @@ unsafe fn start_persistent_bcast(request: RequestRef) -> c_int {
             module,
             request,
             |state, request| state.post_bcast(&call, PostAs::Started(request), Some(kept)),
-            |saved| saved.bcast(call.buffer, call.count, call.dtype, call.root, call.comm)(),
         )
     }
 }
@@ -143,7 +142,6 @@ impl CommState {
             planned,
             post,
             |saved, request_out| Box::new(saved.nonblocking.ibcast(*call, request_out)),
-            |saved| Box::new(saved.bcast(call.buffer, call.count, call.dtype, call.root, call.comm)),
         )
     }
 

@@ -229,10 +229,6 @@ pub(super) unsafe fn start_persistent_reduction(request: RequestRef) -> c_int {
             module,
             request,
             |state, request| state.post_reduction(&call, root, PostAs::Started(request), Some(kept)),
-            |saved| match root {
-                Some(root) => saved.reduce(call, root)(),
-                None => saved.allreduce(call)(),
-            },
         )
     }
 }
@@ -307,10 +303,6 @@ impl CommState {
             |saved, request_out| match root {
                 Some(root) => Box::new(saved.nonblocking.ireduce(*call, root, request_out)),
                 None => Box::new(saved.nonblocking.iallreduce(*call, request_out)),
-            },
-            |saved| match root {
-                Some(root) => Box::new(saved.reduce(*call, root)),
-                None => Box::new(saved.allreduce(*call)),
             },
         )
     }

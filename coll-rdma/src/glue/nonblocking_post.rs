@@ -6,8 +6,9 @@
 //!
 //! A call handed over at post gets no request of ours: the module
 //! underneath's non-blocking function makes its own. A started persistent
-//! request whose communicator can no longer serve it is completed by the
-//! blocking call underneath, at once.
+//! request that coll rdma can no longer serve, and a call queued behind the
+//! setup and then handed over, keep ours, which follows the module
+//! underneath's call (`started_underneath.rs`, `wrapped.rs`).
 
 use std::cell::Cell;
 use std::ffi::c_int;
@@ -22,6 +23,8 @@ use super::request::{new_request, RequestRef};
 use super::saved::SavedCollectives;
 use super::run_home::QueuedRun;
 use super::saved_nonblocking::Request;
+use super::started_underneath;
+use super::wrapped;
 use crate::schedule_queue::Lane;
 
 /// What a non-blocking call turns into on this communicator.
@@ -57,9 +60,7 @@ pub(super) fn mpi_error_of(rc: c_int) -> c_int {
 
 impl CommState {
     /// Carries `planned` out for a call on `comm`; `nonblocking` builds the
-    /// module underneath's non-blocking call into the caller's handle,
-    /// `blocking` its blocking one.
-    #[allow(clippy::too_many_arguments)] // one call's every fact
+    /// module underneath's non-blocking call into the handle given.
     pub(super) fn post_planned(
         &mut self,
         collective: Collective,
@@ -68,14 +69,18 @@ impl CommState {
         planned: Planned,
         post: PostAs,
         nonblocking: impl FnOnce(&SavedCollectives, Request) -> Underneath,
-        blocking: impl FnOnce(&SavedCollectives) -> Underneath,
     ) -> Step {
         let request_out = match post {
-            PostAs::Started(request) => return self.post_with_request(collective, order, planned, request, blocking),
+            PostAs::Started(request) => {
+                return match planned {
+                    Planned::HandOver(why) => self.hand_over_started(collective, why, order, request),
+                    planned => self.post_with_request(collective, planned, request),
+                };
+            }
             PostAs::Queued(request) => {
                 return match planned {
                     Planned::HandOver(why) => self.hand_over_queued(collective, why, order, request, nonblocking),
-                    planned => self.post_with_request(collective, order, planned, request, blocking),
+                    planned => self.post_with_request(collective, planned, request),
                 };
             }
             PostAs::Now(request_out) => request_out,
@@ -90,21 +95,15 @@ impl CommState {
             // leaves before the bookkeeping (`PendingRuns::post`).
             Planned::Run(lane, run) => self.post_run(collective, lane, run, || request_into(comm, request_out)),
             planned => match request_into(comm, request_out) {
-                Some(request) => self.post_with_request(collective, order, planned, request, blocking),
+                Some(request) => self.post_with_request(collective, planned, request),
                 None => Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int),
             },
         }
     }
 
-    /// `post_planned` once the request is there (made, or started).
-    fn post_with_request(
-        &mut self,
-        collective: Collective,
-        order: FoldOrder,
-        planned: Planned,
-        request: RequestRef,
-        blocking: impl FnOnce(&SavedCollectives) -> Underneath,
-    ) -> Step {
+    /// `post_planned` once the request is there (made, queued or started)
+    /// and the call is not handed over.
+    fn post_with_request(&mut self, collective: Collective, planned: Planned, request: RequestRef) -> Step {
         match planned {
             Planned::Nothing => {
                 request.finish(sys::MPI_SUCCESS as c_int);
@@ -115,15 +114,29 @@ impl CommState {
                 drop(request);
                 self.shared.finish(collective, Err(why))
             }
-            Planned::HandOver(why) => {
-                let fallback = blocking(&self.shared.saved);
-                self.shared.decline(collective, why, order, move || {
-                    let rc = fallback();
-                    request.finish(mpi_error_of(rc));
-                    rc
-                })
+            // Unreachable: the callers take hand-overs apart.
+            Planned::HandOver(_) => {
+                drop(request);
+                Step::Done(sys::OMPI_ERROR as c_int)
             }
         }
+    }
+
+    /// Hands a started persistent request's run over (the plan changed to
+    /// one that is not served, or the communicator failed since `*_init`):
+    /// said and counted as any hand-over, and the module underneath's
+    /// non-blocking form posted now for it (`started_underneath.rs`).
+    pub(super) fn hand_over_started(&mut self, collective: Collective, why: Unserved, order: FoldOrder, request: RequestRef) -> Step {
+        let (Some((comm, _)), Some(call)) = (request.persistent_target(), request.persistent_call()) else {
+            drop(request);
+            return Step::Done(sys::OMPI_ERR_BAD_PARAM as c_int);
+        };
+        // The report and the count alone: the call is posted below.
+        let _counted = self.shared.decline(collective, why, order, || sys::OMPI_SUCCESS as c_int);
+        let saved = std::sync::Arc::clone(&self.shared.saved);
+        wrapped::post(request, |handle| started_underneath::post(&saved, comm, &call, handle));
+        // The start's outcome is its request's.
+        Step::Done(sys::OMPI_SUCCESS as c_int)
     }
 
     /// Hands a call queued behind the setup over (`deferred.rs`): said and
@@ -140,7 +153,7 @@ impl CommState {
         // The report and the count alone: the call is posted below.
         let _counted = self.shared.decline(collective, why, order, || sys::OMPI_SUCCESS as c_int);
         let saved = std::sync::Arc::clone(&self.shared.saved);
-        self.post_underneath_for(request, |handle| nonblocking(&saved, handle)());
+        wrapped::post(request, |handle| nonblocking(&saved, handle)());
         // The call's outcome is its request's.
         Step::Done(sys::OMPI_SUCCESS as c_int)
     }
@@ -173,8 +186,8 @@ fn request_into(comm: *mut sys::ompi_communicator_t, request_out: Request) -> Op
 
 /// MPI_Start of a persistent request of ours on `module`'s communicator:
 /// `post` queues its run from the state; nested in our own call, or after
-/// a failure, `underneath` makes the blocking call underneath at once and
-/// the request completes with its outcome.
+/// a failure, the module underneath's non-blocking form is posted and the
+/// request follows it (`started_underneath.rs`).
 ///
 /// # Safety
 /// As `with_state`.
@@ -182,7 +195,6 @@ pub(super) unsafe fn start_persistent(
     module: *mut sys::mca_coll_base_module_t,
     request: RequestRef,
     post: impl FnOnce(&mut CommState, RequestRef) -> Step,
-    underneath: impl FnOnce(&SavedCollectives) -> c_int,
 ) -> c_int {
     // Exactly one of the two closures below runs and takes the request.
     let request = Cell::new(Some(request));
@@ -195,11 +207,13 @@ pub(super) unsafe fn start_persistent(
                 None => Step::Done(sys::OMPI_ERROR as c_int),
             },
             |saved| {
-                let rc = underneath(saved);
-                if let Some(request) = request.take() {
-                    request.finish(mpi_error_of(rc));
-                }
-                rc
+                let Some(request) = request.take() else { return sys::OMPI_ERROR as c_int };
+                let (Some((comm, _)), Some(call)) = (request.persistent_target(), request.persistent_call()) else {
+                    return sys::OMPI_ERR_BAD_PARAM as c_int;
+                };
+                wrapped::post(request, |handle| started_underneath::post(saved, comm, &call, handle));
+                // The start's outcome is its request's.
+                sys::OMPI_SUCCESS as c_int
             },
         )
     }

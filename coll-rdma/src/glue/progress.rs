@@ -2,12 +2,13 @@
 //! collective calls: a bcast root returns before its receivers acknowledge,
 //! so ACKs, NACKs and retransmissions are served from inside whatever MPI
 //! call the rank makes next. The callback is registered only once some
-//! communicator has such work, and then costs one atomic load while none
+//! communicator has such work, and then costs two atomic loads while none
 //! has. A communicator whose bcast runs over datagram multicast counts as
 //! having work until it is freed (a co-root may still forward into this
 //! rank's reliable channel; see `Bcast::needs_side_progress`).
 //! Non-blocking barriers under way count as work too: the callback advances
-//! them and completes their requests (`comm_state/pending.rs`).
+//! them and completes their requests (`comm_state/pending.rs`), and so do
+//! requests of ours that follow one of the module underneath (`wrapped.rs`).
 //!
 //! Under MPI_THREAD_MULTIPLE any thread may run the callback, several at
 //! once. It never waits: a pass that finds the registry locked (another
@@ -26,6 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use ompi_sys as sys;
 
 use super::ffi_guard::guarded;
+use super::wrapped;
 use super::module::{has_pending_work, module_comm, progress_state, progress_state_until, RdmaModule};
 
 struct ModulePtr(*mut RdmaModule);
@@ -51,9 +53,10 @@ pub(super) fn register(module: *mut RdmaModule) {
 }
 
 /// Registers the callback with Open MPI the first time a module has work
-/// left, so that jobs that never leave any (shared memory has none) keep
-/// Open MPI's progress loop free of our call.
-fn register_with_opal() {
+/// left or a request of ours waits for one underneath (`wrapped.rs`), so
+/// that jobs that never leave any (shared memory has none) keep Open MPI's
+/// progress loop free of our call.
+pub(super) fn ensure_registered() {
     // A load first: every non-blocking call that goes on pending gets here,
     // and a read-modify-write would cost each of them a locked instruction.
     if REGISTERED_WITH_OPAL.load(Ordering::Acquire) || REGISTERED_WITH_OPAL.swap(true, Ordering::AcqRel) {
@@ -82,7 +85,7 @@ pub(super) fn unregister(module: *mut RdmaModule) {
 }
 
 pub(super) fn work_added() {
-    register_with_opal();
+    ensure_registered();
     MODULES_WITH_WORK.fetch_add(1, Ordering::AcqRel);
 }
 
@@ -93,17 +96,18 @@ pub(super) fn work_finished() {
 /// Stops Open MPI from calling us, at component close.
 pub(super) fn unregister_from_opal() {
     if REGISTERED_WITH_OPAL.swap(false, Ordering::AcqRel) {
-        // SAFETY: the callback was registered in `register_with_opal`.
+        // SAFETY: the callback was registered in `ensure_registered`.
         unsafe { sys::opal_progress_unregister(Some(progress_callback)) };
     }
 }
 
 unsafe extern "C" fn progress_callback() -> c_int {
-    if MODULES_WITH_WORK.load(Ordering::Acquire) == 0 {
+    if MODULES_WITH_WORK.load(Ordering::Acquire) == 0 && !wrapped::any_pending() {
         return 0;
     }
     guarded("progress callback", 0, || {
         serve_modules_once();
+        wrapped::complete_finished();
         // Completed requests (non-blocking barriers) are not reported as
         // events: that would stop an oversubscribed rank's progress loop
         // from yielding its core to the rank it is waiting for.

@@ -36,6 +36,15 @@ pub struct BcastCall {
     pub comm: Comm,
 }
 
+/// The non-blocking calls, by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NonblockingKind {
+    Ibarrier,
+    Ibcast,
+    Iallreduce,
+    Ireduce,
+}
+
 pub struct SavedNonblocking {
     ibarrier: Option<Saved<IbarrierFn>>,
     ibcast: Option<Saved<IbcastFn>>,
@@ -123,6 +132,16 @@ impl SavedNonblocking {
         .into_iter()
         .filter(|&module| module == ours)
         .count()
+    }
+
+    /// Whether the module underneath has the non-blocking call `kind`.
+    pub fn provides(&self, kind: NonblockingKind) -> bool {
+        match kind {
+            NonblockingKind::Ibarrier => self.ibarrier.is_some(),
+            NonblockingKind::Ibcast => self.ibcast.is_some(),
+            NonblockingKind::Iallreduce => self.iallreduce.is_some(),
+            NonblockingKind::Ireduce => self.ireduce.is_some(),
+        }
     }
 
     // As in `saved.rs`, each returns a closure run after our state is

@@ -1,21 +1,28 @@
 //! Requests of ours that the module underneath serves: a non-blocking call
 //! whose request the application got before it was known who serves it
-//! (queued behind a resumable setup, `comm_state/setting_up.rs`), then
-//! handed over. The call is posted underneath into a request of its own;
-//! ours completes when that one does, with its error, from the progress
-//! callback or a call of ours on the communicator.
+//! (queued behind a resumable setup, `comm_state/setting_up.rs`), and a
+//! persistent start coll rdma cannot serve any more (`started_underneath.rs`).
+//! The call is posted underneath into a request of its own; ours completes
+//! when that one does, with its error, from Open MPI's progress loop.
+//!
+//! One list for the process, not one per communicator: a communicator that
+//! failed is never served again, and what was wrapped there must still
+//! complete (the calls underneath do not depend on our state).
 //!
 //! Invariants: each entry's request underneath is live and was returned
 //! by the module underneath's non-blocking function; it is freed exactly
-//! once, when complete. One dropped pending (the communicator's teardown)
-//! is left allocated (the module underneath may still complete it), and
-//! ours completes with an error.
+//! once, when complete. `PENDING` is the list's length, written under its
+//! lock, so the progress callback reads one atomic while nothing is
+//! wrapped.
 
 use std::ffi::c_int;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use ompi_sys as sys;
 
 use super::nonblocking_post::mpi_error_of;
+use super::progress;
 use super::request::RequestRef;
 use super::saved_nonblocking::Request;
 
@@ -24,40 +31,59 @@ struct Wrapped {
     ours: RequestRef,
 }
 
-#[derive(Default)]
-pub(super) struct WrappedRequests {
+struct WrappedRequests {
     pending: Vec<Wrapped>,
 }
 
 // SAFETY: the requests underneath are Open MPI requests, which any thread
-// may test and free; they are touched only by the holder of the
-// communicator's state, one thread at a time.
+// may test and free; they are touched only under the list's lock.
 unsafe impl Send for WrappedRequests {}
 
+static WRAPPED: Mutex<WrappedRequests> = Mutex::new(WrappedRequests { pending: Vec::new() });
+static PENDING: AtomicUsize = AtomicUsize::new(0);
+
+fn wrapped() -> std::sync::MutexGuard<'static, WrappedRequests> {
+    WRAPPED.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Posts a call underneath with `post` (the module underneath's
+/// non-blocking function, into the handle given) for `ours`. A call that
+/// fails at once completes ours with its error; one that leaves the handle
+/// null completed inside `post` (a blocking call underneath, where there is
+/// no non-blocking one), and ours completes with its outcome. Returns what
+/// the call returned.
+pub(super) fn post(ours: RequestRef, post: impl FnOnce(Request) -> c_int) -> c_int {
+    let mut underneath: *mut sys::ompi_request_t = std::ptr::null_mut();
+    let rc = post(&mut underneath);
+    if rc != sys::OMPI_SUCCESS as c_int || underneath.is_null() {
+        ours.finish(mpi_error_of(rc));
+        return rc;
+    }
+    progress::ensure_registered();
+    let mut list = wrapped();
+    list.pending.push(Wrapped { underneath, ours });
+    list.complete_finished();
+    rc
+}
+
+/// Completes ours for every request underneath that completed; never
+/// waits for the list (the progress callback, from any thread).
+pub(super) fn complete_finished() {
+    if PENDING.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    if let Ok(mut list) = WRAPPED.try_lock() {
+        list.complete_finished();
+    }
+}
+
+/// Whether some request of ours waits for one underneath.
+pub(super) fn any_pending() -> bool {
+    PENDING.load(Ordering::Acquire) != 0
+}
+
 impl WrappedRequests {
-    pub(super) fn is_empty(&self) -> bool {
-        self.pending.is_empty()
-    }
-
-    /// Posts a call underneath with `post` (the module underneath's
-    /// non-blocking function, into the handle given) for `ours`; a call
-    /// that fails at once completes ours with its error. Returns what the
-    /// call returned.
-    pub(super) fn post(&mut self, ours: RequestRef, post: impl FnOnce(Request) -> c_int) -> c_int {
-        let mut underneath: *mut sys::ompi_request_t = std::ptr::null_mut();
-        let rc = post(&mut underneath);
-        if rc != sys::OMPI_SUCCESS as c_int || underneath.is_null() {
-            ours.finish(mpi_error_of(if rc == sys::OMPI_SUCCESS as c_int { sys::OMPI_ERROR as c_int } else { rc }));
-            return rc;
-        }
-        self.pending.push(Wrapped { underneath, ours });
-        self.complete_finished();
-        rc
-    }
-
-    /// Completes ours for every request underneath that completed, with
-    /// its error, and frees that one.
-    pub(super) fn complete_finished(&mut self) {
+    fn complete_finished(&mut self) {
         let mut index = 0;
         while index < self.pending.len() {
             let underneath = self.pending[index].underneath;
@@ -75,5 +101,6 @@ impl WrappedRequests {
             };
             ours.finish(error);
         }
+        PENDING.store(self.pending.len(), Ordering::Release);
     }
 }

@@ -57,9 +57,6 @@ use super::handover::Handover;
 use super::params::{Settings, TestFaults};
 use super::reduction_call::FoldOrder;
 use super::saved::SavedCollectives;
-use super::request::RequestRef;
-use super::saved_nonblocking::Request;
-use super::wrapped::WrappedRequests;
 #[cfg(test)] // the parameters' tests check a bcast configuration
 pub(super) use policy::bcast_config;
 pub(super) use pending::PendingRuns;
@@ -147,8 +144,6 @@ enum Stage {
 pub struct CommState {
     pub(super) shared: Shared,
     stage: Stage,
-    /// Requests of ours served by the module underneath (`wrapped.rs`).
-    wrapped: WrappedRequests,
 }
 
 /// A call served natively: the shared part and the ready stage, borrowed
@@ -176,7 +171,6 @@ impl CommState {
                 setup_watch: SetupWatchLimits { stall_warning: settings.stall_warning, fault_timeout: settings.fault_timeout },
             },
             stage: Stage::Pending(Box::new(PendingSetup::new(id, settings))),
-            wrapped: WrappedRequests::default(),
         }
     }
 
@@ -246,12 +240,6 @@ impl CommState {
         }
     }
 
-    /// Posts a call underneath for a request of ours, which completes when
-    /// that call's does (`wrapped.rs`); what the call returned.
-    pub(super) fn post_underneath_for(&mut self, request: RequestRef, post: impl FnOnce(Request) -> c_int) -> c_int {
-        self.wrapped.post(request, post)
-    }
-
     /// Whether the setup ended (ready, or no transport).
     #[inline]
     pub(super) fn setup_has_ended(&self) -> bool {
@@ -279,12 +267,11 @@ impl CommState {
     /// Whether the progress callback has work here (see
     /// `ReadyComm::has_background_work`).
     pub(super) fn has_background_work(&self) -> bool {
-        !self.wrapped.is_empty()
-            || match &self.stage {
-                Stage::Ready(ready) => ready.has_background_work(),
-                Stage::SettingUp(_) => true,
-                Stage::Pending(_) | Stage::Unavailable => false,
-            }
+        match &self.stage {
+            Stage::Ready(ready) => ready.has_background_work(),
+            Stage::SettingUp(_) => true,
+            Stage::Pending(_) | Stage::Unavailable => false,
+        }
     }
 
     /// Up to `reads` loads of the word the communicator's pending runs
@@ -315,7 +302,6 @@ impl CommState {
     }
 
     pub(super) fn progress_background_work(&mut self) {
-        self.wrapped.complete_finished();
         self.advance_setup();
         if let Stage::Ready(ready) = &mut self.stage
             && let Err(why) = ready.progress_background_work()
