@@ -110,7 +110,7 @@ impl CommState {
         // The path is settled here, once: a communicator served natively now
         // stays so (its transport and barrier kind are fixed at setup),
         // which the first `*_init` makes if nothing did before.
-        self.set_up_for_init(comm);
+        self.set_up(comm);
         if let Err(why) = self.resumable_barrier() {
             let fallback = self.shared.saved.nonblocking.barrier_init(comm, info, request_out);
             return self.shared.decline(Collective::BarrierInit, why, FoldOrder::Any, fallback);

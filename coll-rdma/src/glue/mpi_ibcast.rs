@@ -149,7 +149,7 @@ impl CommState {
         // The path is settled here, once, by the selector the starts ask
         // again: the same shape gives the same answer. The first `*_init`
         // sets the communicator up if nothing did before.
-        self.set_up_for_init(call.comm);
+        self.set_up(call.comm);
         let decided = match self.enter_if_set_up() {
             Ok(mut native) => native.bcast_to_keep(call).map_err(Unserved::from),
             Err(why) => Err(why),

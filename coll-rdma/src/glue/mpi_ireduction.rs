@@ -319,7 +319,7 @@ impl CommState {
         // starts (`KeptPath`). The first `*_init` sets the communicator up
         // if nothing did before.
         let order = FoldOrder::of(call.op);
-        self.set_up_for_init(call.comm);
+        self.set_up(call.comm);
         let decided = match self.enter_if_set_up() {
             Ok(mut native) => {
                 if root.is_none()

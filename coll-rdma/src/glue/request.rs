@@ -14,10 +14,11 @@
 //! A persistent request remembers its communicator and module for
 //! MPI_Start; it holds no reference on either (MPI requires the
 //! communicator to outlive the request's use). A persistent reduction
-//! holds one on its op and datatype (a bcast on its datatype) from creation to destruction: MPI lets
-//! the application free both right after `*_init` and go on starting the
-//! request, and Open MPI's MPI layer retains them only for a request still
-//! pending when `*_init` returns, which an inactive persistent one is not.
+//! holds one on its op and datatype (a bcast on its datatype) from
+//! creation to destruction: MPI lets the application free both right after
+//! `*_init` and go on starting the request, and Open MPI's MPI layer
+//! retains them only for a request still pending when `*_init` returns,
+//! which an inactive persistent one is not.
 //! A persistent request of ours exists only on a set-up communicator that
 //! serves its call (its `*_init` sets the communicator up first if need
 //! be); every other `*_init` returns the module underneath's own request.

@@ -6,9 +6,9 @@
 //!    enabled, so agreement and the transport wait for the first collective.
 //! 2. The communicator's first collective call, on every rank alike (all
 //!    make the same collective calls in the same order), agrees on the
-//!    settings and connects: a blocking one or a persistent `*_init`
-//!    (`set_up_for_init`) in `CommState::enter`, waiting; a non-blocking
-//!    one starts the same setup resumable (`Stage::SettingUp`,
+//!    settings and connects: a blocking one (`CommState::enter`) or a
+//!    persistent `*_init` (`set_up`), waiting; a non-blocking one starts
+//!    the same setup resumable (`Stage::SettingUp`,
 //!    `setting_up.rs`), advanced by the progress callback and by every
 //!    call, with that call and every later one queued behind it until it
 //!    ends (a blocking call or `*_init` finishes it by waiting, then posts
@@ -179,17 +179,16 @@ impl CommState {
     /// all reach the same verdict); `None` when there is no transport.
     #[inline]
     pub(super) fn enter(&mut self, comm: *mut sys::ompi_communicator_t) -> Option<Native<'_>> {
-        if matches!(self.stage, Stage::Pending(_) | Stage::SettingUp(_)) {
-            self.connect(comm);
-        }
+        self.set_up(comm);
         match &mut self.stage {
             Stage::Ready(ready) => Some(Native { shared: &mut self.shared, ready }),
             Stage::Pending(_) | Stage::SettingUp(_) | Stage::Unavailable => None,
         }
     }
 
-    /// Sets the communicator up, if nothing has, for a persistent
-    /// collective's `*_init`. MPI makes `*_init` a nonlocal collective
+    /// Sets the communicator up, if nothing has, waiting for it: a
+    /// blocking collective's first step (`enter`) and a persistent
+    /// collective's `*_init`'s. MPI makes `*_init` a nonlocal collective
     /// call that follows every rule of the blocking ones, ordering
     /// included (MPI 4.1 section 7.13; Open MPI 4.1's `MPIX_` forms follow
     /// the 2018 draft of it): every rank makes it in the same place among
@@ -199,7 +198,8 @@ impl CommState {
     /// MPI_Iallreduce. A setup a non-blocking call started is finished
     /// here by waiting, as under a first blocking call, and the calls
     /// queued behind it are posted before this one.
-    pub(super) fn set_up_for_init(&mut self, comm: *mut sys::ompi_communicator_t) {
+    #[inline]
+    pub(super) fn set_up(&mut self, comm: *mut sys::ompi_communicator_t) {
         if matches!(self.stage, Stage::Pending(_) | Stage::SettingUp(_)) {
             self.connect(comm);
         }
