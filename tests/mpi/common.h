@@ -130,6 +130,21 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+/* The persistent collectives: MPI 4's calls on Open MPI 5, the MPIX_ forms
+ * of its 2018 draft (mpi-ext.h) on Open MPI 4.1. */
+#if OMPI_MAJOR_VERSION >= 5
+#define T_BARRIER_INIT MPI_Barrier_init
+#define T_BCAST_INIT MPI_Bcast_init
+#define T_ALLREDUCE_INIT MPI_Allreduce_init
+#define T_REDUCE_INIT MPI_Reduce_init
+#else
+#include <mpi-ext.h>
+#define T_BARRIER_INIT MPIX_Barrier_init
+#define T_BCAST_INIT MPIX_Bcast_init
+#define T_ALLREDUCE_INIT MPIX_Allreduce_init
+#define T_REDUCE_INIT MPIX_Reduce_init
+#endif
+
 /* Everything here is static; not every program uses every helper. */
 #define T_API static __attribute__((unused))
 

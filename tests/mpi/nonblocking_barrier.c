@@ -40,13 +40,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#if OMPI_MAJOR_VERSION >= 5
-#define T_BARRIER_INIT MPI_Barrier_init
-#else
-#include <mpi-ext.h>
-#define T_BARRIER_INIT MPIX_Barrier_init
-#endif
-
 #define T_MAX_OUTSTANDING 4
 #define T_LATE_SLEEP_US 20000
 

@@ -29,13 +29,6 @@
 #include "common.h"
 #include <stdint.h>
 
-#if OMPI_MAJOR_VERSION >= 5
-#define T_BCAST_INIT MPI_Bcast_init
-#else
-#include <mpi-ext.h>
-#define T_BCAST_INIT MPIX_Bcast_init
-#endif
-
 #define NB_MAX_OUTSTANDING 4
 
 /* The root's byte i of call `seq`. */

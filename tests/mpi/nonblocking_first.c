@@ -28,13 +28,6 @@
 #include "common.h"
 #include <stdint.h>
 
-#if OMPI_MAJOR_VERSION >= 5
-#define T_ALLREDUCE_INIT MPI_Allreduce_init
-#else
-#include <mpi-ext.h>
-#define T_ALLREDUCE_INIT MPIX_Allreduce_init
-#endif
-
 #define NF_OUTSTANDING 4
 #define NF_COUNT 64
 #define NF_STARTS 5

@@ -27,19 +27,6 @@
 #include "common.h"
 #include <stdint.h>
 
-#if OMPI_MAJOR_VERSION >= 5
-#define T_BARRIER_INIT MPI_Barrier_init
-#define T_BCAST_INIT MPI_Bcast_init
-#define T_ALLREDUCE_INIT MPI_Allreduce_init
-#define T_REDUCE_INIT MPI_Reduce_init
-#else
-#include <mpi-ext.h>
-#define T_BARRIER_INIT MPIX_Barrier_init
-#define T_BCAST_INIT MPIX_Bcast_init
-#define T_ALLREDUCE_INIT MPIX_Allreduce_init
-#define T_REDUCE_INIT MPIX_Reduce_init
-#endif
-
 enum { NL_IBARRIER, NL_IBCAST_FIRST, NL_IBCAST_LAST, NL_IALLREDUCE, NL_IREDUCE,
        NL_BARRIER_INIT, NL_BCAST_INIT, NL_ALLREDUCE_INIT, NL_REDUCE_INIT, NL_KINDS };
 static const char *nl_names[NL_KINDS] = {"ibarrier", "ibcast root 0", "ibcast last root", "iallreduce", "ireduce",

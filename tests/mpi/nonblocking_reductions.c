@@ -62,15 +62,6 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#if OMPI_MAJOR_VERSION >= 5
-#define T_ALLREDUCE_INIT MPI_Allreduce_init
-#define T_REDUCE_INIT MPI_Reduce_init
-#else
-#include <mpi-ext.h>
-#define T_ALLREDUCE_INIT MPIX_Allreduce_init
-#define T_REDUCE_INIT MPIX_Reduce_init
-#endif
-
 #define NR_MAX_OUTSTANDING 8
 #define NR_LATE_SLEEP_US 20000
 

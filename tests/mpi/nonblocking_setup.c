@@ -33,13 +33,6 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#if OMPI_MAJOR_VERSION >= 5
-#define T_ALLREDUCE_INIT MPI_Allreduce_init
-#else
-#include <mpi-ext.h>
-#define T_ALLREDUCE_INIT MPIX_Allreduce_init
-#endif
-
 #define NS_COUNT 48
 /* Above the shared-memory BTL's eager limit: MPI_Issend's rendezvous. */
 #define NS_BIG (256 * 1024)

@@ -38,19 +38,6 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#if OMPI_MAJOR_VERSION >= 5
-#define T_BARRIER_INIT MPI_Barrier_init
-#define T_BCAST_INIT MPI_Bcast_init
-#define T_ALLREDUCE_INIT MPI_Allreduce_init
-#define T_REDUCE_INIT MPI_Reduce_init
-#else
-#include <mpi-ext.h>
-#define T_BARRIER_INIT MPIX_Barrier_init
-#define T_BCAST_INIT MPIX_Bcast_init
-#define T_ALLREDUCE_INIT MPIX_Allreduce_init
-#define T_REDUCE_INIT MPIX_Reduce_init
-#endif
-
 #define PB_COUNT 64   /* uint64 sums and bcasts */
 #define PB_MAPS 16    /* affine maps */
 #define PB_LATE_US 2000

@@ -14,15 +14,6 @@
 #include "common.h"
 #include <stdint.h>
 
-#if OMPI_MAJOR_VERSION >= 5
-#define T_BARRIER_INIT MPI_Barrier_init
-#define T_ALLREDUCE_INIT MPI_Allreduce_init
-#else
-#include <mpi-ext.h>
-#define T_BARRIER_INIT MPIX_Barrier_init
-#define T_ALLREDUCE_INIT MPIX_Allreduce_init
-#endif
-
 #define PM_COUNT 16
 
 static int64_t pm_value(int rank, long round, int i)
