@@ -237,7 +237,16 @@ impl CommState {
 
     /// One advance of a setup under way (a progress pass, a non-blocking
     /// call); once it ends, the queued calls are posted in their order.
+    /// Every progress pass asks: the test is inlined, the advance not.
+    #[inline]
     pub(super) fn advance_setup(&mut self) {
+        if matches!(self.stage, Stage::SettingUp(_)) {
+            self.advance_setup_under_way();
+        }
+    }
+
+    #[inline(never)]
+    fn advance_setup_under_way(&mut self) {
         let Stage::SettingUp(setting_up) = &mut self.stage else { return };
         match setting_up.advance() {
             Poll::Ready(outcome) => self.conclude_setup(outcome),
