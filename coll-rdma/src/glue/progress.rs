@@ -20,6 +20,7 @@
 //! leaves the state's `needs_progress` set if work remains, so the first
 //! pass after it takes it up.
 
+use std::collections::BTreeMap;
 use std::ffi::c_int;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -36,20 +37,27 @@ struct ModulePtr(*mut RdmaModule);
 // the destructor also takes before the module is freed.
 unsafe impl Send for ModulePtr {}
 
-static MODULES: Mutex<Vec<ModulePtr>> = Mutex::new(Vec::new());
+/// The enabled modules, by their communicator's address: MPI_Wait finds
+/// its request's communicator here at every wait, so the lookup must not
+/// grow with the number of communicators (a linear search cost 2.5
+/// instructions per module on each wait).
+static MODULES: Mutex<BTreeMap<usize, ModulePtr>> = Mutex::new(BTreeMap::new());
 static MODULES_WITH_WORK: AtomicUsize = AtomicUsize::new(0);
 /// Whether the callback is in Open MPI's progress list now: component close
 /// takes it out, and the next initialisation in the process (MPI sessions)
 /// registers it again when work appears.
 static REGISTERED_WITH_OPAL: AtomicBool = AtomicBool::new(false);
 
-fn registry() -> std::sync::MutexGuard<'static, Vec<ModulePtr>> {
+fn registry() -> std::sync::MutexGuard<'static, BTreeMap<usize, ModulePtr>> {
     MODULES.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Makes `module` reachable from the progress callback.
+/// Makes `module`, enabled on its communicator, reachable from the
+/// progress callback.
 pub(super) fn register(module: *mut RdmaModule) {
-    registry().push(ModulePtr(module));
+    // SAFETY: an enabled module of ours: its communicator is set.
+    let comm = unsafe { module_comm(module) } as usize;
+    registry().insert(comm, ModulePtr(module));
 }
 
 /// Registers the callback with Open MPI the first time a module has work
@@ -74,9 +82,12 @@ pub(super) fn ensure_registered() {
 /// Takes `module` out of the callback's reach; after this returns the
 /// callback no longer touches it.
 pub(super) fn unregister(module: *mut RdmaModule) {
+    // SAFETY: still alive: its destructor is the caller (a module never
+    // enabled has no communicator, and is not registered).
+    let comm = unsafe { module_comm(module) } as usize;
     let mut modules = registry();
-    if let Some(index) = modules.iter().position(|m| m.0 == module) {
-        modules.swap_remove(index);
+    if modules.get(&comm).is_some_and(|registered| registered.0 == module) {
+        modules.remove(&comm);
         // SAFETY: still alive: its destructor is the caller.
         if unsafe { has_pending_work(module) } {
             MODULES_WITH_WORK.fetch_sub(1, Ordering::AcqRel);
@@ -124,7 +135,7 @@ fn serve_modules_once() -> bool {
     // Never wait for the registry: a destructor on another thread may
     // hold it, and progress must not block.
     let Ok(modules) = MODULES.try_lock() else { return true };
-    for module in modules.iter() {
+    for module in modules.values() {
         // SAFETY: registered modules are alive while the lock is held.
         unsafe { progress_state(module.0) };
     }
@@ -158,9 +169,9 @@ pub(super) fn serve_communicator_until(comm: *mut sys::ompi_communicator_t, pass
             std::hint::spin_loop();
             continue;
         };
-        // SAFETY: registered modules are alive while the lock is held.
-        let Some(module) = modules.iter().find(|module| unsafe { module_comm(module.0) } == comm) else { return };
-        // SAFETY: as above; the lock is held until this returns.
+        let Some(module) = modules.get(&(comm as usize)) else { return };
+        // SAFETY: registered modules are alive while the lock is held,
+        // and it is held until this returns.
         if !unsafe { progress_state_until(module.0, hold, &mut advances, &done) } {
             return;
         }
