@@ -104,6 +104,7 @@ fn progress_open_mpi() {
 unsafe extern "C" fn close() -> c_int {
     guarded("component close", sys::OMPI_SUCCESS as c_int, || {
         super::progress::unregister_from_opal();
+        super::wrapped::abandon_at_close();
         super::own_wait::uninstall();
         super::request_pool::destroy_all();
         output::close_stream();

@@ -138,7 +138,7 @@ impl CommState {
     fn start_barrier(&mut self, request: RequestRef) -> Step {
         match self.resumable_barrier() {
             Ok(mut native) => native.post_barrier(Collective::BarrierInit, request),
-            // The communicator failed since the request was made.
+            // The plan changed to one that hands the barrier over.
             Err(why) => self.hand_over_started(Collective::BarrierInit, why, FoldOrder::Any, request),
         }
     }

@@ -24,7 +24,7 @@ use super::saved::SavedCollectives;
 use super::run_home::QueuedRun;
 use super::saved_nonblocking::Request;
 use super::started_underneath;
-use super::wrapped;
+use super::wrapped::{self, Posted};
 use crate::schedule_queue::Lane;
 
 /// What a non-blocking call turns into on this communicator.
@@ -116,6 +116,7 @@ impl CommState {
             }
             // Unreachable: the callers take hand-overs apart.
             Planned::HandOver(_) => {
+                debug_assert!(false, "a hand-over reached post_with_request");
                 drop(request);
                 Step::Done(sys::OMPI_ERROR as c_int)
             }
@@ -125,18 +126,19 @@ impl CommState {
     /// Hands a started persistent request's run over (the plan changed to
     /// one that is not served, or the communicator failed since `*_init`):
     /// said and counted as any hand-over, and the module underneath's
-    /// non-blocking form posted now for it (`started_underneath.rs`).
+    /// non-blocking form posted for it once the state is let go
+    /// (`started_underneath.rs`), as every call underneath is.
     pub(super) fn hand_over_started(&mut self, collective: Collective, why: Unserved, order: FoldOrder, request: RequestRef) -> Step {
         let (Some((comm, _)), Some(call)) = (request.persistent_target(), request.persistent_call()) else {
             drop(request);
             return Step::Done(sys::OMPI_ERR_BAD_PARAM as c_int);
         };
-        // The report and the count alone: the call is posted below.
-        let _counted = self.shared.decline(collective, why, order, || sys::OMPI_SUCCESS as c_int);
         let saved = std::sync::Arc::clone(&self.shared.saved);
-        wrapped::post(request, |handle| started_underneath::post(&saved, comm, &call, handle));
-        // The start's outcome is its request's.
-        Step::Done(sys::OMPI_SUCCESS as c_int)
+        self.shared.decline(collective, why, order, move || {
+            wrapped::post(request, |handle| started_underneath::post(&saved, comm, &call, handle));
+            // The start's outcome is its request's.
+            sys::OMPI_SUCCESS as c_int
+        })
     }
 
     /// Hands a call queued behind the setup over (`deferred.rs`): said and
@@ -153,7 +155,7 @@ impl CommState {
         // The report and the count alone: the call is posted below.
         let _counted = self.shared.decline(collective, why, order, || sys::OMPI_SUCCESS as c_int);
         let saved = std::sync::Arc::clone(&self.shared.saved);
-        wrapped::post(request, |handle| nonblocking(&saved, handle)());
+        wrapped::post(request, |handle| Posted::Pending(nonblocking(&saved, handle)()));
         // The call's outcome is its request's.
         Step::Done(sys::OMPI_SUCCESS as c_int)
     }

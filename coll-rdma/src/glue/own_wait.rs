@@ -40,6 +40,7 @@ use ompi_sys as sys;
 
 use super::ffi_guard::guarded;
 use super::progress::serve_communicator_until;
+use super::wrapped;
 use super::request::wait_spin_polls_if_ours;
 
 type WaitFn = unsafe extern "C" fn(*mut *mut sys::ompi_request_t, *mut sys::ompi_status_public_t) -> c_int;
@@ -108,6 +109,8 @@ unsafe extern "C" fn wait(request: *mut *mut sys::ompi_request_t, status: *mut s
                 // SAFETY: Open MPI's progress, called as its own wait
                 // loop calls it (no lock of ours is held here).
                 unsafe { sys::opal_progress() };
+                // Also where our progress callback is not registered.
+                wrapped::complete_finished();
             }
         });
     }

@@ -287,7 +287,9 @@ unsafe extern "C" fn start(count: usize, requests: *mut *mut sys::ompi_request_t
 pub(super) struct RequestRef(*mut sys::ompi_request_t);
 
 // SAFETY: the queue holding a RequestRef moves with the communicator's
-// state between the threads that hold it, one at a time; completing a
+// state between the threads that hold it, one at a time, and the list of
+// requests that follow one underneath (`wrapped.rs`) is behind a lock
+// that any thread's progress may take; completing a
 // request is Open MPI's thread-safe ompi_request_complete (an atomic swap
 // and a wake-up), and its reference count is atomic once threads are
 // enabled, so the last release may come from any thread.

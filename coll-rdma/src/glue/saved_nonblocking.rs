@@ -145,7 +145,9 @@ impl SavedNonblocking {
     }
 
     // As in `saved.rs`, each returns a closure run after our state is
-    // released; function and module were installed together.
+    // released, but for the posts of calls queued behind the setup, made
+    // holding it (a post waits for nobody); function and module were
+    // installed together.
 
     pub fn ibarrier(&self, comm: Comm, request: Request) -> impl FnOnce() -> c_int + use<> {
         let saved = self.ibarrier.as_ref().map(|s| (s.function, s.module));

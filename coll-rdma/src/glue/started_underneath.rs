@@ -2,7 +2,8 @@
 //! its communicator failed since `*_init`, the start is nested inside our
 //! own call (the module underneath called back), or the plan changed to one
 //! that hands the call over. The module underneath's non-blocking form of
-//! the call is posted and our request follows it (`wrapped.rs`).
+//! the call is posted, after the communicator's state is let go, and our
+//! request follows it (`wrapped.rs`).
 //!
 //! MPI_Start is local: the blocking call underneath would wait there for
 //! peers that may start only after a message this rank sends once its
@@ -11,7 +12,6 @@
 //! non-blocking form (libnbc excluded) gets the blocking call, in the
 //! start, as before; that is said once at verbose.
 
-use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ompi_sys as sys;
@@ -19,6 +19,7 @@ use ompi_sys as sys;
 use super::request::PersistentCall;
 use super::saved::SavedCollectives;
 use super::saved_nonblocking::{NonblockingKind, Request};
+use super::wrapped::Posted;
 
 /// The non-blocking call a persistent one is the repetition of.
 fn kind_of(call: &PersistentCall) -> NonblockingKind {
@@ -32,17 +33,16 @@ fn kind_of(call: &PersistentCall) -> NonblockingKind {
 
 /// Carries out one start of `call` on `comm` through the module
 /// underneath: posted into `handle`, or, where the module underneath has
-/// no non-blocking form, run blocking with `handle` left null (completed).
-/// Returns the call's Open MPI code.
-pub(super) fn post(saved: &SavedCollectives, comm: *mut sys::ompi_communicator_t, call: &PersistentCall, handle: Request) -> c_int {
+/// no non-blocking form, run blocking.
+pub(super) fn post(saved: &SavedCollectives, comm: *mut sys::ompi_communicator_t, call: &PersistentCall, handle: Request) -> Posted {
     let kind = kind_of(call);
     if saved.nonblocking.provides(kind) {
-        return match *call {
+        return Posted::Pending(match *call {
             PersistentCall::Barrier => saved.nonblocking.ibarrier(comm, handle)(),
             PersistentCall::Bcast(bcast, _) => saved.nonblocking.ibcast(bcast, handle)(),
             PersistentCall::Reduction { call, root: None, .. } => saved.nonblocking.iallreduce(call, handle)(),
             PersistentCall::Reduction { call, root: Some(root), .. } => saved.nonblocking.ireduce(call, root, handle)(),
-        };
+        });
     }
     static SAID: AtomicBool = AtomicBool::new(false);
     if !SAID.swap(true, Ordering::Relaxed) {
@@ -50,10 +50,10 @@ pub(super) fn post(saved: &SavedCollectives, comm: *mut sys::ompi_communicator_t
             "the module underneath has no {kind:?}: a persistent start coll rdma cannot serve runs its blocking call inside MPI_Start"
         );
     }
-    match *call {
+    Posted::Completed(match *call {
         PersistentCall::Barrier => saved.barrier(comm)(),
         PersistentCall::Bcast(bcast, _) => saved.bcast(bcast.buffer, bcast.count, bcast.dtype, bcast.root, bcast.comm)(),
         PersistentCall::Reduction { call, root: None, .. } => saved.allreduce(call)(),
         PersistentCall::Reduction { call, root: Some(root), .. } => saved.reduce(call, root)(),
-    }
+    })
 }
