@@ -25,9 +25,17 @@
  *   5. MPI_Iallreduce outstanding, then a persistent allreduce's *_init
  *      (which finishes the setup the same way), started and waited, then
  *      the MPI_Iallreduce waited.
+ *   6. (with -F 1 instead of 1-5) MPI_Iallreduce outstanding, then a
+ *      blocking MPI_Bcast on MPI_ERRORS_RETURN that must fail: run with
+ *      coll_rdma_allreduce_max_bytes 0 (the queued iallreduce is handed
+ *      to the module underneath when the bcast finishes the setup) and
+ *      coll_rdma_test_panic_at bcast:1 (the bcast then fails the
+ *      communicator), so the iallreduce is pending underneath on a
+ *      failed communicator, and must still complete right.
  * Every payload and result is compared with the value each rank computes
  * from the formula every contribution follows.
- * Options: -r <rounds of the whole sequence> (default 3).
+ * Options: -r <rounds of the whole sequence> (default 3), -F 1 (phase 6
+ * alone).
  */
 #include "common.h"
 #include <stdint.h>
@@ -238,10 +246,37 @@ static void ns_then_init(MPI_Comm comm, long seq)
     ns_check_sum(recv[0], size, seq, "iallreduce before an *_init");
 }
 
+/* 6. */
+static void ns_then_failure(MPI_Comm comm, long seq)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    static int64_t send[NS_COUNT], recv[NS_COUNT];
+    MPI_Request pending;
+    ns_fill(send, NS_COUNT, rank, seq);
+    T_MPI(MPI_Iallreduce(send, recv, NS_COUNT, MPI_INT64_T, MPI_SUM, comm, &pending));
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    int64_t word = rank;
+    int rc = MPI_Bcast(&word, 1, MPI_INT64_T, 0, comm);
+    T_CHECK(rc != MPI_SUCCESS, "-F 1: the MPI_Bcast meant to fail succeeded (run with coll_rdma_test_panic_at=bcast:1)");
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_ARE_FATAL);
+    T_MPI(MPI_Wait(&pending, MPI_STATUS_IGNORE));
+    ns_check_sum(recv, size, seq, "iallreduce handed over, then its communicator failed");
+}
+
 int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
     long rounds = t_opt(argc, argv, "-r", 3);
+    if (t_opt(argc, argv, "-F", 0)) {
+        for (long r = 0; r < rounds; r++) {
+            tcomm_t c;
+            ns_then_failure(ns_fresh(&c), 1000 * (r + 1) + 600);
+            t_free(&c);
+        }
+        return t_finish("nonblocking_setup");
+    }
     for (long r = 0; r < rounds; r++) {
         tcomm_t c[5];
         long seq = 1000 * (r + 1);
