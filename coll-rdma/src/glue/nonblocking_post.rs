@@ -129,16 +129,8 @@ impl CommState {
     /// non-blocking form posted for it once the state is let go
     /// (`started_underneath.rs`), as every call underneath is.
     pub(super) fn hand_over_started(&mut self, collective: Collective, why: Unserved, order: FoldOrder, request: RequestRef) -> Step {
-        let (Some((comm, _)), Some(call)) = (request.persistent_target(), request.persistent_call()) else {
-            drop(request);
-            return Step::Done(sys::OMPI_ERR_BAD_PARAM as c_int);
-        };
         let saved = std::sync::Arc::clone(&self.shared.saved);
-        self.shared.decline(collective, why, order, move || {
-            wrapped::post(request, |handle| started_underneath::post(&saved, comm, &call, handle));
-            // The start's outcome is its request's.
-            sys::OMPI_SUCCESS as c_int
-        })
+        self.shared.decline(collective, why, order, move || started_underneath::follow(&saved, request))
     }
 
     /// Hands a call queued behind the setup over (`deferred.rs`): said and
@@ -208,14 +200,9 @@ pub(super) unsafe fn start_persistent(
                 Some(request) => post(state, request),
                 None => Step::Done(sys::OMPI_ERROR as c_int),
             },
-            |saved| {
-                let Some(request) = request.take() else { return sys::OMPI_ERROR as c_int };
-                let (Some((comm, _)), Some(call)) = (request.persistent_target(), request.persistent_call()) else {
-                    return sys::OMPI_ERR_BAD_PARAM as c_int;
-                };
-                wrapped::post(request, |handle| started_underneath::post(saved, comm, &call, handle));
-                // The start's outcome is its request's.
-                sys::OMPI_SUCCESS as c_int
+            |saved| match request.take() {
+                Some(request) => started_underneath::follow(saved, request),
+                None => sys::OMPI_ERROR as c_int,
             },
         )
     }

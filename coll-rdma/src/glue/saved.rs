@@ -352,13 +352,8 @@ impl PostedGather {
     /// `all`; the request's own error if it failed.
     pub fn finish(mut self, all: &mut [u8]) -> Result<(), TransportError> {
         debug_assert!(self.is_complete());
-        // SAFETY: a request of the module underneath, complete, so its
-        // status is final; freed once, here.
-        let error = unsafe {
-            let error = (*self.request).req_status.MPI_ERROR;
-            sys::coll_rdma_shim_request_free(&mut self.request);
-            error
-        };
+        // SAFETY: the request `post` made, complete; freed once, here.
+        let error = unsafe { free_completed(&mut self.request) };
         self.request = std::ptr::null_mut();
         let (_, gathered) = self.buffers.take().unwrap_or_default();
         if error != sys::MPI_SUCCESS as c_int {
@@ -380,6 +375,20 @@ impl Drop for PostedGather {
         } else {
             std::mem::forget(self.buffers.take());
         }
+    }
+}
+
+/// Frees a completed request of the module underneath and gives its MPI
+/// error (its status is final once it completed).
+///
+/// # Safety
+/// `request` must be a live, complete request, freed nowhere else.
+pub(super) unsafe fn free_completed(request: &mut *mut sys::ompi_request_t) -> c_int {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        let error = (**request).req_status.MPI_ERROR;
+        sys::coll_rdma_shim_request_free(request);
+        error
     }
 }
 

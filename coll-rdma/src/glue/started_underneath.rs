@@ -12,14 +12,15 @@
 //! non-blocking form (libnbc excluded) gets the blocking call, in the
 //! start, as before; that is said once at verbose.
 
+use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ompi_sys as sys;
 
-use super::request::PersistentCall;
+use super::request::{PersistentCall, RequestRef};
 use super::saved::SavedCollectives;
 use super::saved_nonblocking::{NonblockingKind, Request};
-use super::wrapped::Posted;
+use super::wrapped::{self, Posted};
 
 /// The non-blocking call a persistent one is the repetition of.
 fn kind_of(call: &PersistentCall) -> NonblockingKind {
@@ -31,10 +32,22 @@ fn kind_of(call: &PersistentCall) -> NonblockingKind {
     }
 }
 
+/// Carries one start of `request`, a persistent request of ours, out
+/// through the module underneath, `request` following it: the start's
+/// outcome is its request's. Run with the communicator's state let go.
+pub(super) fn follow(saved: &SavedCollectives, request: RequestRef) -> c_int {
+    let (Some((comm, _)), Some(call)) = (request.persistent_target(), request.persistent_call()) else {
+        // Dropped, the request completes with an error.
+        return sys::OMPI_ERR_BAD_PARAM as c_int;
+    };
+    wrapped::post(request, |handle| post(saved, comm, &call, handle));
+    sys::OMPI_SUCCESS as c_int
+}
+
 /// Carries out one start of `call` on `comm` through the module
 /// underneath: posted into `handle`, or, where the module underneath has
 /// no non-blocking form, run blocking.
-pub(super) fn post(saved: &SavedCollectives, comm: *mut sys::ompi_communicator_t, call: &PersistentCall, handle: Request) -> Posted {
+fn post(saved: &SavedCollectives, comm: *mut sys::ompi_communicator_t, call: &PersistentCall, handle: Request) -> Posted {
     let kind = kind_of(call);
     if saved.nonblocking.provides(kind) {
         return Posted::Pending(match *call {

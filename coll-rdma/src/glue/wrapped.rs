@@ -26,6 +26,7 @@ use ompi_sys as sys;
 use super::nonblocking_post::mpi_error_of;
 use super::progress;
 use super::request::RequestRef;
+use super::saved::free_completed;
 use super::saved_nonblocking::Request;
 
 struct Wrapped {
@@ -66,21 +67,18 @@ pub(super) fn post(ours: RequestRef, post: impl FnOnce(Request) -> Posted) -> c_
     ours.spin_in_wait(0);
     let mut underneath: *mut sys::ompi_request_t = std::ptr::null_mut();
     let rc = match post(&mut underneath) {
-        Posted::Pending(rc) if rc == sys::OMPI_SUCCESS as c_int && underneath.is_null() => sys::OMPI_ERROR as c_int,
-        Posted::Pending(rc) if rc == sys::OMPI_SUCCESS as c_int => rc,
-        Posted::Pending(rc) | Posted::Completed(rc) => {
-            ours.finish(mpi_error_of(rc));
+        Posted::Pending(rc) if rc == sys::OMPI_SUCCESS as c_int && !underneath.is_null() => {
+            progress::ensure_registered();
+            let mut list = wrapped();
+            list.pending.push(Wrapped { underneath, ours });
+            list.complete_finished();
             return rc;
         }
+        // A success that made no request underneath is not one.
+        Posted::Pending(rc) if rc == sys::OMPI_SUCCESS as c_int => sys::OMPI_ERROR as c_int,
+        Posted::Pending(rc) | Posted::Completed(rc) => rc,
     };
-    if rc != sys::OMPI_SUCCESS as c_int {
-        ours.finish(mpi_error_of(rc));
-        return rc;
-    }
-    progress::ensure_registered();
-    let mut list = wrapped();
-    list.pending.push(Wrapped { underneath, ours });
-    list.complete_finished();
+    ours.finish(mpi_error_of(rc));
     rc
 }
 
@@ -133,12 +131,9 @@ impl WrappedRequests {
                 continue;
             }
             let Wrapped { mut underneath, ours } = self.pending.swap_remove(index);
-            // SAFETY: complete, so its status is final; freed once, here.
-            let error = unsafe {
-                let error = (*underneath).req_status.MPI_ERROR;
-                sys::coll_rdma_shim_request_free(&mut underneath);
-                error
-            };
+            // SAFETY: a live request of the module underneath, complete;
+            // out of the list, so freed once, here.
+            let error = unsafe { free_completed(&mut underneath) };
             ours.finish(error);
         }
         PENDING.store(self.pending.len(), Ordering::Release);

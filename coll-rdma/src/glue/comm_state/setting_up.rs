@@ -44,6 +44,7 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 use ompi_sys as sys;
 
 use super::super::deferred::Deferred;
+use super::super::events;
 use super::super::saved::{end_job_for_abandoned_setup, SavedAllgather, SavedCollectives, SETUP_EXCHANGE_AWAITED};
 use super::super::params::TestFaults;
 use super::ready::ReadyComm;
@@ -210,9 +211,7 @@ impl CommState {
             let shared = &self.shared;
             match SettingUp::start(pending, shared.id, &shared.saved, comm, shared.test_faults, shared.setup_watch) {
                 Ok(setting_up) => {
-                    super::super::events::emit("setup_started", shared.id.origin(), || {
-                        super::super::events::json!({ "collective": starts, "resumable": true })
-                    });
+                    events::emit("setup_started", shared.id.origin(), || events::json!({ "collective": starts, "resumable": true }));
                     self.stage = Stage::SettingUp(Box::new(setting_up));
                 }
                 Err(pending) => {
