@@ -255,6 +255,33 @@ T_API uint64_t t_mix(uint64_t x)
     return x;
 }
 
+/* Rank `rank`'s contribution to element i of call `seq` (int64 sums with
+ * room to spare): every rank computes every other's, so a result is
+ * checked against a value computed here, not received. */
+T_API int64_t t_contribution(int rank, long seq, int i)
+{
+    return (int64_t)(t_mix(((uint64_t)seq << 32) ^ ((uint64_t)rank << 20) ^ (uint64_t)i) >> 8);
+}
+
+T_API void t_fill_contributions(int64_t *buf, int count, int rank, long seq)
+{
+    for (int i = 0; i < count; i++) buf[i] = t_contribution(rank, seq, i);
+}
+
+/* Fails (once per call) unless got[0..count) is the sum over `size` ranks
+ * of their contributions to call `seq`. */
+T_API void t_check_contribution_sum(const int64_t *got, int count, int size, long seq, const char *what)
+{
+    for (int i = 0; i < count; i++) {
+        int64_t want = 0;
+        for (int r = 0; r < size; r++) want += t_contribution(r, seq, i);
+        if (got[i] != want) {
+            T_FAIL("%s (call %ld): element %d is %lld, want %lld", what, seq, i, (long long)got[i], (long long)want);
+            return;
+        }
+    }
+}
+
 /* One affine map x -> m x + c (mod 2^64), for reductions with a user op:
  * composing maps is associative and not commutative, which shows any fold
  * out of rank order. */

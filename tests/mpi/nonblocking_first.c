@@ -32,30 +32,6 @@
 #define NF_COUNT 64
 #define NF_STARTS 5
 
-/* Contribution of `rank` to element i of call `seq`. */
-static int64_t nf_value(int rank, long seq, int i)
-{
-    return (int64_t)(t_mix(((uint64_t)seq << 32) ^ ((uint64_t)rank << 20) ^ (uint64_t)i) >> 8);
-}
-
-static void nf_fill(int64_t *buf, int rank, long seq)
-{
-    for (int i = 0; i < NF_COUNT; i++) buf[i] = nf_value(rank, seq, i);
-}
-
-/* Compares a reduction's result with the sum every rank's formula gives. */
-static void nf_check(const int64_t *got, int size, long seq, const char *what)
-{
-    for (int i = 0; i < NF_COUNT; i++) {
-        int64_t want = 0;
-        for (int r = 0; r < size; r++) want += nf_value(r, seq, i);
-        if (got[i] != want) {
-            T_FAIL("%s (call %ld): element %d is %lld, want %lld", what, seq, i, (long long)got[i], (long long)want);
-            return;
-        }
-    }
-}
-
 /* NF_OUTSTANDING reductions (allreduces and reduces with moving roots) and
  * an ibarrier, all outstanding together, completed in reverse order. */
 static void nf_round(MPI_Comm comm, long seq0)
@@ -66,7 +42,7 @@ static void nf_round(MPI_Comm comm, long seq0)
     static int64_t send[NF_OUTSTANDING][NF_COUNT], recv[NF_OUTSTANDING][NF_COUNT];
     MPI_Request rq[NF_OUTSTANDING + 1];
     for (int k = 0; k < NF_OUTSTANDING; k++) {
-        nf_fill(send[k], rank, seq0 + k);
+        t_fill_contributions(send[k], NF_COUNT, rank, seq0 + k);
         for (int i = 0; i < NF_COUNT; i++) recv[k][i] = -1;
         if (k % 2 == 0)
             T_MPI(MPI_Iallreduce(send[k], recv[k], NF_COUNT, MPI_INT64_T, MPI_SUM, comm, &rq[k]));
@@ -77,9 +53,9 @@ static void nf_round(MPI_Comm comm, long seq0)
     for (int k = NF_OUTSTANDING; k >= 0; k--) T_MPI(MPI_Wait(&rq[k], MPI_STATUS_IGNORE));
     for (int k = 0; k < NF_OUTSTANDING; k++) {
         if (k % 2 == 0)
-            nf_check(recv[k], size, seq0 + k, "iallreduce");
+            t_check_contribution_sum(recv[k], NF_COUNT, size, seq0 + k, "iallreduce");
         else if (rank == (int)((seq0 + k) % size))
-            nf_check(recv[k], size, seq0 + k, "ireduce");
+            t_check_contribution_sum(recv[k], NF_COUNT, size, seq0 + k, "ireduce");
     }
 }
 
@@ -94,10 +70,10 @@ static void nf_persistent(MPI_Comm comm, long seq0)
     MPI_Request rq;
     T_MPI(T_ALLREDUCE_INIT(send, recv, NF_COUNT, MPI_INT64_T, MPI_SUM, comm, MPI_INFO_NULL, &rq));
     for (int s = 0; s < NF_STARTS; s++) {
-        nf_fill(send, rank, seq0 + s);
+        t_fill_contributions(send, NF_COUNT, rank, seq0 + s);
         T_MPI(MPI_Start(&rq));
         T_MPI(MPI_Wait(&rq, MPI_STATUS_IGNORE));
-        nf_check(recv, size, seq0 + s, "persistent allreduce");
+        t_check_contribution_sum(recv, NF_COUNT, size, seq0 + s, "persistent allreduce");
     }
     T_MPI(MPI_Request_free(&rq));
 }

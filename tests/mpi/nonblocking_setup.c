@@ -46,34 +46,12 @@
 #define NS_BIG (256 * 1024)
 #define NS_TAG 4242
 
-static int64_t ns_value(int rank, long seq, int i)
-{
-    return (int64_t)(t_mix(((uint64_t)seq << 32) ^ ((uint64_t)rank << 20) ^ (uint64_t)i) >> 8);
-}
-
-static void ns_fill(int64_t *buf, int count, int rank, long seq)
-{
-    for (int i = 0; i < count; i++) buf[i] = ns_value(rank, seq, i);
-}
-
-static void ns_check_sum(const int64_t *got, int size, long seq, const char *what)
-{
-    for (int i = 0; i < NS_COUNT; i++) {
-        int64_t want = 0;
-        for (int r = 0; r < size; r++) want += ns_value(r, seq, i);
-        if (got[i] != want) {
-            T_FAIL("%s (call %ld): element %d is %lld, want %lld", what, seq, i, (long long)got[i], (long long)want);
-            return;
-        }
-    }
-}
-
 static void ns_check_from(const int64_t *got, int count, int from, long seq, const char *what)
 {
     for (int i = 0; i < count; i++) {
-        if (got[i] != ns_value(from, seq, i)) {
+        if (got[i] != t_contribution(from, seq, i)) {
             T_FAIL("%s (call %ld, from rank %d): element %d is %lld, want %lld", what, seq, from, i, (long long)got[i],
-                   (long long)ns_value(from, seq, i));
+                   (long long)t_contribution(from, seq, i));
             return;
         }
     }
@@ -106,7 +84,7 @@ static void ns_rendezvous(MPI_Comm comm, long seq)
     MPI_Request barrier, send;
     ns_late(comm);
     if (rank == 0 && size > 1) {
-        ns_fill(big, count, 0, seq);
+        t_fill_contributions(big, count, 0, seq);
         T_MPI(MPI_Issend(big, count, MPI_INT64_T, 1, NS_TAG, comm, &send));
         T_MPI(MPI_Ibarrier(comm, &barrier));
         int sent = 0, passed = 0;
@@ -136,7 +114,7 @@ static void ns_nbx(MPI_Comm comm, long seq)
     int targets[2] = {(rank + 1) % size, (rank + size - 1) % size};
     int nsend = size == 1 ? 0 : size == 2 ? 1 : 2;
     int64_t *out = malloc(NS_BIG), *in = malloc(NS_BIG);
-    ns_fill(out, count, rank, seq);
+    t_fill_contributions(out, count, rank, seq);
     MPI_Request sends[2], barrier = MPI_REQUEST_NULL;
     for (int k = 0; k < nsend; k++) T_MPI(MPI_Issend(out, count, MPI_INT64_T, targets[k], NS_TAG + 1, comm, &sends[k]));
     int received = 0, barrier_posted = 0, done = 0;
@@ -177,16 +155,16 @@ static void ns_every_kind(MPI_Comm comm, long seq)
     MPI_Request rq[NS_KINDS];
     ns_late(comm);
     for (int k = 0; k < NS_KINDS; k++) {
-        ns_fill(send[k], NS_COUNT, rank, seq + k);
+        t_fill_contributions(send[k], NS_COUNT, rank, seq + k);
         for (int i = 0; i < NS_COUNT; i++) recv[k][i] = -1;
     }
-    ns_fill(recv[0], NS_COUNT, roots[0], seq);
+    t_fill_contributions(recv[0], NS_COUNT, roots[0], seq);
     if (rank != roots[0]) memset(recv[0], 0, sizeof recv[0]);
     T_MPI(MPI_Ibcast(recv[0], NS_COUNT, MPI_INT64_T, roots[0], comm, &rq[0]));
     T_MPI(MPI_Iallreduce(send[1], recv[1], NS_COUNT, MPI_INT64_T, MPI_SUM, comm, &rq[1]));
     T_MPI(MPI_Ireduce(send[2], recv[2], NS_COUNT, MPI_INT64_T, MPI_SUM, roots[2], comm, &rq[2]));
     T_MPI(MPI_Ireduce(send[3], recv[3], NS_COUNT, MPI_INT64_T, MPI_SUM, roots[3], comm, &rq[3]));
-    ns_fill(recv[4], NS_COUNT, roots[4], seq + 4);
+    t_fill_contributions(recv[4], NS_COUNT, roots[4], seq + 4);
     if (rank != roots[4]) memset(recv[4], 0, sizeof recv[4]);
     T_MPI(MPI_Ibcast(recv[4], NS_COUNT, MPI_INT64_T, roots[4], comm, &rq[4]));
     T_MPI(MPI_Ibarrier(comm, &rq[5]));
@@ -196,9 +174,9 @@ static void ns_every_kind(MPI_Comm comm, long seq)
         T_CHECK(index != MPI_UNDEFINED, "MPI_Waitany found no request with %d left", left);
     }
     ns_check_from(recv[0], NS_COUNT, roots[0], seq, "ibcast");
-    ns_check_sum(recv[1], size, seq + 1, "iallreduce");
-    if (rank == roots[2]) ns_check_sum(recv[2], size, seq + 2, "ireduce");
-    if (rank == roots[3]) ns_check_sum(recv[3], size, seq + 3, "ireduce");
+    t_check_contribution_sum(recv[1], NS_COUNT, size, seq + 1, "iallreduce");
+    if (rank == roots[2]) t_check_contribution_sum(recv[2], NS_COUNT, size, seq + 2, "ireduce");
+    if (rank == roots[3]) t_check_contribution_sum(recv[3], NS_COUNT, size, seq + 3, "ireduce");
     ns_check_from(recv[4], NS_COUNT, roots[4], seq + 4, "ibcast");
 }
 
@@ -210,17 +188,17 @@ static void ns_then_blocking(MPI_Comm comm, long seq)
     MPI_Comm_size(comm, &size);
     static int64_t send[3][NS_COUNT], recv[3][NS_COUNT];
     MPI_Request rq[2];
-    for (int k = 0; k < 3; k++) ns_fill(send[k], NS_COUNT, rank, seq + k);
+    for (int k = 0; k < 3; k++) t_fill_contributions(send[k], NS_COUNT, rank, seq + k);
     T_MPI(MPI_Iallreduce(send[0], recv[0], NS_COUNT, MPI_INT64_T, MPI_SUM, comm, &rq[0]));
     int root = (int)(seq % size);
-    ns_fill(recv[1], NS_COUNT, root, seq + 1);
+    t_fill_contributions(recv[1], NS_COUNT, root, seq + 1);
     if (rank != root) memset(recv[1], 0, sizeof recv[1]);
     T_MPI(MPI_Ibcast(recv[1], NS_COUNT, MPI_INT64_T, root, comm, &rq[1]));
     T_MPI(MPI_Allreduce(send[2], recv[2], NS_COUNT, MPI_INT64_T, MPI_SUM, comm));
-    ns_check_sum(recv[2], size, seq + 2, "blocking allreduce behind the setup");
+    t_check_contribution_sum(recv[2], NS_COUNT, size, seq + 2, "blocking allreduce behind the setup");
     T_MPI(MPI_Wait(&rq[1], MPI_STATUS_IGNORE));
     T_MPI(MPI_Wait(&rq[0], MPI_STATUS_IGNORE));
-    ns_check_sum(recv[0], size, seq, "iallreduce before a blocking call");
+    t_check_contribution_sum(recv[0], NS_COUNT, size, seq, "iallreduce before a blocking call");
     ns_check_from(recv[1], NS_COUNT, root, seq + 1, "ibcast before a blocking call");
 }
 
@@ -232,18 +210,18 @@ static void ns_then_init(MPI_Comm comm, long seq)
     MPI_Comm_size(comm, &size);
     static int64_t send[2][NS_COUNT], recv[2][NS_COUNT];
     MPI_Request pending, persistent;
-    ns_fill(send[0], NS_COUNT, rank, seq);
+    t_fill_contributions(send[0], NS_COUNT, rank, seq);
     T_MPI(MPI_Iallreduce(send[0], recv[0], NS_COUNT, MPI_INT64_T, MPI_SUM, comm, &pending));
     T_MPI(T_ALLREDUCE_INIT(send[1], recv[1], NS_COUNT, MPI_INT64_T, MPI_SUM, comm, MPI_INFO_NULL, &persistent));
     for (int s = 0; s < 3; s++) {
-        ns_fill(send[1], NS_COUNT, rank, seq + 1 + s);
+        t_fill_contributions(send[1], NS_COUNT, rank, seq + 1 + s);
         T_MPI(MPI_Start(&persistent));
         T_MPI(MPI_Wait(&persistent, MPI_STATUS_IGNORE));
-        ns_check_sum(recv[1], size, seq + 1 + s, "persistent allreduce behind the setup");
+        t_check_contribution_sum(recv[1], NS_COUNT, size, seq + 1 + s, "persistent allreduce behind the setup");
     }
     T_MPI(MPI_Request_free(&persistent));
     T_MPI(MPI_Wait(&pending, MPI_STATUS_IGNORE));
-    ns_check_sum(recv[0], size, seq, "iallreduce before an *_init");
+    t_check_contribution_sum(recv[0], NS_COUNT, size, seq, "iallreduce before an *_init");
 }
 
 /* 6. */
@@ -254,7 +232,7 @@ static void ns_then_failure(MPI_Comm comm, long seq)
     MPI_Comm_size(comm, &size);
     static int64_t send[NS_COUNT], recv[NS_COUNT];
     MPI_Request pending;
-    ns_fill(send, NS_COUNT, rank, seq);
+    t_fill_contributions(send, NS_COUNT, rank, seq);
     T_MPI(MPI_Iallreduce(send, recv, NS_COUNT, MPI_INT64_T, MPI_SUM, comm, &pending));
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     int64_t word = rank;
@@ -262,7 +240,7 @@ static void ns_then_failure(MPI_Comm comm, long seq)
     T_CHECK(rc != MPI_SUCCESS, "-F 1: the MPI_Bcast meant to fail succeeded (run with coll_rdma_test_panic_at=bcast:1)");
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_ARE_FATAL);
     T_MPI(MPI_Wait(&pending, MPI_STATUS_IGNORE));
-    ns_check_sum(recv, size, seq, "iallreduce handed over, then its communicator failed");
+    t_check_contribution_sum(recv, NS_COUNT, size, seq, "iallreduce handed over, then its communicator failed");
 }
 
 int main(int argc, char **argv)

@@ -16,11 +16,6 @@
 
 #define PM_COUNT 16
 
-static int64_t pm_value(int rank, long round, int i)
-{
-    return (int64_t)(t_mix(((uint64_t)round << 32) ^ ((uint64_t)rank << 20) ^ (uint64_t)i) >> 8);
-}
-
 /* Starts *rq again while it is active: must fail with MPI_ERR_REQUEST. */
 static void pm_restart_refused(MPI_Request *rq, const char *what, long round)
 {
@@ -50,24 +45,15 @@ int main(int argc, char **argv)
     T_MPI(T_ALLREDUCE_INIT(send, recv, PM_COUNT, MPI_INT64_T, MPI_SUM, dup.comm, MPI_INFO_NULL, &sum));
     T_MPI(T_BARRIER_INIT(dup.comm, MPI_INFO_NULL, &barrier));
     for (long round = 0; round < rounds; round++) {
-        for (int i = 0; i < PM_COUNT; i++) {
-            send[i] = pm_value(rank, round, i);
-            recv[i] = -1;
-        }
+        t_fill_contributions(send, PM_COUNT, rank, round);
+        for (int i = 0; i < PM_COUNT; i++) recv[i] = -1;
         T_MPI(MPI_Start(&sum));
         pm_restart_refused(&sum, "allreduce", round);
         T_MPI(MPI_Start(&barrier));
         pm_restart_refused(&barrier, "barrier", round);
         T_MPI(MPI_Wait(&barrier, MPI_STATUS_IGNORE));
         T_MPI(MPI_Wait(&sum, MPI_STATUS_IGNORE));
-        for (int i = 0; i < PM_COUNT; i++) {
-            int64_t want = 0;
-            for (int r = 0; r < size; r++) want += pm_value(r, round, i);
-            if (recv[i] != want) {
-                T_FAIL("allreduce round %ld: element %d is %lld, want %lld", round, i, (long long)recv[i], (long long)want);
-                break;
-            }
-        }
+        t_check_contribution_sum(recv, PM_COUNT, size, round, "persistent allreduce");
     }
     T_MPI(MPI_Request_free(&sum));
     T_MPI(MPI_Request_free(&barrier));
