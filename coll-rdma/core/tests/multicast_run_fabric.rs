@@ -348,11 +348,15 @@ fn run_on_one_thread(size: usize, calls: usize, faults: Faults, nodes: Nodes) ->
     stats
 }
 
+/// Whether a root's window fills here depends on how the threads are
+/// scheduled (a receiver on the other core can ACK as fast as the root
+/// sends), so a full window is asserted only where every rank is on one
+/// thread and the interleaving is the seed's.
 #[test]
 fn ibcasts_with_moving_roots_match_the_root_on_a_clean_fabric() {
     for (seed, size) in [(1, 2), (2, 3), (3, 5)] {
         let stats = run_on_threads(size, 30, Faults::datagrams(0.0, seed), None);
-        assert!(stats.window_full_stalls > 0, "size {size}: long messages should fill the window: {stats:?}");
+        assert_every_message_went_through_the_multicast(&stats, &script(size, seed, 30, true), size);
     }
 }
 
@@ -457,12 +461,10 @@ fn a_multicast_run_alone_fails_after_the_fault_timeout() {
 
 /// Every bcast of `script` that carries bytes, run or blocking, went
 /// through the multicast: one message delivered at each receiver (the
-/// put tree, which runs took on shm before, is not counted there); and
-/// long ones filled the window.
-fn assert_every_message_went_through_the_window(stats: &Totals, script: &[Call], size: usize) {
+/// put tree, which runs took on shm before, is not counted there).
+fn assert_every_message_went_through_the_multicast(stats: &Totals, script: &[Call], size: usize) {
     let messages = script.iter().filter(|call| matches!(call.kind, Kind::Ibcast { .. } | Kind::Bcast { .. }) && call.len > 0).count() as u64;
     assert_eq!(stats.messages_received, messages * (size as u64 - 1), "size {size}: {stats:?}");
-    assert!(stats.window_full_stalls > 0, "size {size}: long messages should fill the window: {stats:?}");
 }
 
 /// On a shared window the runs multicast through the root's window, as
@@ -471,7 +473,7 @@ fn assert_every_message_went_through_the_window(stats: &Totals, script: &[Call],
 fn shared_window_ibcasts_with_moving_roots_go_through_the_window_beside_blocking_calls() {
     for (seed, size) in [(41, 2), (42, 3), (43, 5)] {
         let stats = run_on_threads(size, 30, Faults::shared_window(seed), None);
-        assert_every_message_went_through_the_window(&stats, &script(size, seed, 30, true), size);
+        assert_every_message_went_through_the_multicast(&stats, &script(size, seed, 30, true), size);
     }
 }
 
@@ -480,7 +482,8 @@ fn shared_window_ibcasts_with_moving_roots_go_through_the_window_beside_blocking
 fn shared_window_ibcasts_of_every_rank_advance_on_one_thread_without_waiting() {
     for (seed, size) in [(51, 2), (52, 4), (53, 5)] {
         let stats = run_on_one_thread(size, 40, Faults::shared_window(seed), None);
-        assert_every_message_went_through_the_window(&stats, &script(size, seed, 40, false), size);
+        assert_every_message_went_through_the_multicast(&stats, &script(size, seed, 40, false), size);
+        assert!(stats.window_full_stalls > 0, "size {size}: long messages should fill the window: {stats:?}");
     }
 }
 
