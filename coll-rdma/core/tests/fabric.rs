@@ -29,6 +29,7 @@ mod multicast_run_fabric;
 mod parallel_reduction;
 mod parallel_run_fabric;
 mod ring_reduction;
+mod restart_fabric;
 mod ring_run_fabric;
 mod run_scratch_fabric;
 mod schedule_fabric;

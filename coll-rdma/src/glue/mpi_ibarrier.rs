@@ -159,12 +159,13 @@ impl Native<'_> {
                 // A persistent request's next run is its last one, made
                 // again in place when it is of the barrier's current radix.
                 let restarted = match request.run_home() {
-                    RunHome::Kept(storage) => storage.restart_kept(|finished| ready.barrier.restart(finished)),
-                    RunHome::Boxed => None,
+                    RunHome::Kept(storage) => storage.restart_kept(|finished| Ok(ready.barrier.restart(finished))),
+                    RunHome::Boxed => Ok(None),
                 };
                 match restarted {
-                    Some(run) => ready.post_run(Lane::Barrier, run, |run| run, move || Some(request)),
-                    None => {
+                    Ok(Some(run)) => ready.post_run(Lane::Barrier, run, |run| run, move || Some(request)),
+                    Err(why) => Err(why),
+                    Ok(None) => {
                         let run = ready.barrier.start();
                         ready.post_for(Lane::Barrier, run, request)
                     }

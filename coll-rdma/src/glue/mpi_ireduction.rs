@@ -38,7 +38,9 @@ use super::request::{new_request, Persistent, PersistentCall, RequestRef};
 use super::saved::ReductionCall;
 use super::saved_nonblocking::{Datatype, Info, Module, Op, Request};
 use super::datatype::ContiguousSpan;
+use crate::collectives::allreduce::AllreduceStart;
 use crate::collectives::large_reduction::buffers::Gather;
+use crate::collectives::reduce::ReduceStart;
 use crate::reduction::Reduction;
 use super::run_home::RunHome;
 use crate::schedule_queue::Lane;
@@ -496,8 +498,16 @@ impl Native<'_> {
     /// No degree trial here: its barriers would make a local call wait
     /// for the other ranks. The first blocking tree-length allreduce or
     /// `*_init` runs it (`degree_trial_at_init`).
-    fn allreduce_run(&mut self, call: &ReductionCall, span: &ContiguousSpan, home: RunHome<'_>) -> Planned {
+    fn allreduce_run(&mut self, call: &ReductionCall, span: &ContiguousSpan, mut home: RunHome<'_>) -> Planned {
         let ready = &mut *self.ready;
+        if let RunHome::Kept(storage) = &mut home {
+            let (allreduce, transport) = (&mut ready.allreduce, &ready.transport);
+            match storage.restart_kept::<AllreduceStart<'static, RetainedReduction>>(|finished| allreduce.restart(transport, finished)) {
+                Ok(Some(run)) => return Planned::Run(Lane::Allreduce, run),
+                Ok(None) => {}
+                Err(why) => return Planned::Failed(why),
+            }
+        }
         let reduction = RetainedReduction::new(call, span, &home);
         // SAFETY: MPI guarantees recv holds `count` elements of `dtype`,
         // which `span` describes, and that the application leaves it alone
@@ -518,8 +528,16 @@ impl Native<'_> {
         }
     }
 
-    fn reduce_run(&mut self, call: &ReductionCall, root: usize, span: &ContiguousSpan, home: RunHome<'_>) -> Planned {
+    fn reduce_run(&mut self, call: &ReductionCall, root: usize, span: &ContiguousSpan, mut home: RunHome<'_>) -> Planned {
         let ready = &mut *self.ready;
+        if let RunHome::Kept(storage) = &mut home {
+            let (reduce, transport) = (&mut ready.reduce, &ready.transport);
+            match storage.restart_kept::<ReduceStart<'static, RetainedReduction>>(|finished| reduce.restart(transport, finished)) {
+                Ok(Some(run)) => return Planned::Run(Lane::Reduce, run),
+                Ok(None) => {}
+                Err(why) => return Planned::Failed(why),
+            }
+        }
         let reduction = RetainedReduction::new(call, span, &home);
         let transport = &ready.transport;
         let at_root = root == ready.id.rank;

@@ -12,9 +12,9 @@
 //! - a kept run is touched only through its handle while queued, and only
 //!   by whoever holds the communicator's state (where the queue lives);
 //!   the request's storage is refilled, or its run restarted in place
-//!   (`restart_kept`: the barrier's), only by a start of that request,
-//!   which MPI forbids while it is active, so never while a handle to the
-//!   run it replaces is queued;
+//!   (`restart_kept`: the barrier's, the window allreduce's and reduce's),
+//!   only by a start of that request, which MPI forbids while it is
+//!   active, so never while a handle to the run it replaces is queued;
 //! - a handle is queued with its request's `RequestRef` as tag, which keeps
 //!   the request, and so the storage, alive as long as the handle is;
 //!   once the queue hands the tag back the handle is never used again;
@@ -124,16 +124,16 @@ impl RunStorage {
     }
 
     /// The run of kind `S` kept here, over, made the next one in place by
-    /// `restart` (a start that builds nothing: `TunedBarrier::restart`):
-    /// the queue's handle to it; `None`, with nothing changed, if none of
-    /// that kind is kept or `restart` declines it (the caller then makes a
-    /// run and `keep`s it).
-    pub(super) fn restart_kept<S>(&mut self, restart: impl FnOnce(&mut S) -> bool) -> Option<QueuedRun>
+    /// `restart` (a start that builds nothing: `TunedBarrier::restart`,
+    /// `Allreduce::restart`, `Reduce::restart`): the queue's handle to it;
+    /// `Ok(None)`, with nothing changed, if none of that kind is kept or
+    /// `restart` declines it (the caller then makes a run and `keep`s it).
+    pub(super) fn restart_kept<S>(&mut self, restart: impl FnOnce(&mut S) -> Result<bool, TransportError>) -> Result<Option<QueuedRun>, TransportError>
     where
         S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static,
     {
-        let run = self.slot_of::<S>()?.as_mut()?;
-        restart(run).then(|| QueuedRun::Kept(NonNull::from(run as &mut DynRun)))
+        let Some(run) = self.slot_of::<S>().and_then(Option::as_mut) else { return Ok(None) };
+        Ok(restart(run)?.then(|| QueuedRun::Kept(NonNull::from(run as &mut DynRun))))
     }
 
     fn slot_of<S: Send + 'static>(&mut self) -> Option<&mut Option<S>> {

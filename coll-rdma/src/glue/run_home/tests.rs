@@ -78,13 +78,15 @@ fn a_start_of_the_same_kind_takes_the_scratch_and_another_kind_replaces_the_stor
 #[test]
 fn a_kept_run_restarts_in_place_only_as_its_own_kind_and_when_its_maker_agrees() {
     let mut storage = RunStorage::default();
-    assert!(storage.restart_kept(|_: &mut Scratchy| panic!("nothing kept")).is_none());
+    assert!(storage.restart_kept(|_: &mut Scratchy| panic!("nothing kept")).expect("no restart tried").is_none());
     storage.keep(run::<0>(1, Vec::new()));
-    assert!(storage.restart_kept(|_: &mut Plain| panic!("a run of another kind")).is_none());
-    assert!(storage.restart_kept(|run: &mut Scratchy| run.id == 2).is_none(), "declined");
-    let Some(super::QueuedRun::Kept(handle)) = storage.restart_kept(|run: &mut Scratchy| {
+    assert!(storage.restart_kept(|_: &mut Plain| panic!("a run of another kind")).expect("no restart tried").is_none());
+    assert!(storage.restart_kept(|run: &mut Scratchy| Ok(run.id == 2)).expect("declined").is_none(), "declined");
+    let failed = storage.restart_kept(|_: &mut Scratchy| Err(TransportError::Failed("no numbers".to_string())));
+    assert!(matches!(failed, Err(TransportError::Failed(why)) if why == "no numbers"), "a restart's error is the caller's");
+    let Ok(Some(super::QueuedRun::Kept(handle))) = storage.restart_kept(|run: &mut Scratchy| {
         run.id = 7;
-        true
+        Ok(true)
     }) else {
         panic!("a kept run of the kind, restarted: its handle")
     };

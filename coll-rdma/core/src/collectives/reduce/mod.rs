@@ -370,6 +370,25 @@ impl Reduce {
         self.parallel.start(op, Gather::Root(root), buffers, fault_timeout).map(OrParallel::Parallel)
     }
 
+    /// Makes `finished`, an earlier window run of this reduce that is over
+    /// (a persistent request's last: the same buffers, root and op), the
+    /// run `start` would make now, in place, as `Allreduce::restart` does;
+    /// false, with `finished` left as it was, where `start` would make
+    /// another run (a parallel reduction, a run of an earlier plan, or one
+    /// not over).
+    pub fn restart<T: PeerReads + ?Sized, R: Reduction>(&mut self, transport: &T, finished: &mut ReduceStart<'_, R>) -> Result<bool, TransportError> {
+        let OrParallel::Window(run) = finished else { return Ok(false) };
+        if run.cursor.is_some() || !Arc::ptr_eq(&run.plan, &self.plan) || self.parallel.applies(transport, run.send.len()) {
+            return Ok(false);
+        }
+        if let (Contribution::Copied(contribution), Some(buffer)) = (&mut run.send, &run.result) {
+            contribution.copy_from_slice(buffer);
+        }
+        run.cursor = self.next_cursor(&run.op, &run.send, run.result.as_deref_mut())?;
+        run.stall = StallClock::new(self.config.policy.fault_timeout);
+        Ok(true)
+    }
+
     /// The resumable run of a call the tree serves, its numbers taken.
     fn start_window<'a, R: Reduction>(
         &mut self,
