@@ -10,8 +10,9 @@
  *      with blocking calls between the posts, completed in reverse, in a
  *      random order, or by MPI_Waitany; one rank, rotating, posts late
  *      (sleeps first);
- *   2. a persistent allreduce and a persistent reduce each started -n
- *      times (default 1000), their send buffers changed between starts;
+ *   2. a persistent allreduce and a persistent reduce, apart and in place,
+ *      each started -n times (default 1000), their contributions changed
+ *      between starts;
  *   3. calls pending on MPI_COMM_WORLD while another communicator is
  *      duplicated, used and freed;
  *   4. a persistent allreduce and reduce whose user op and datatype (a
@@ -267,7 +268,11 @@ static void outstanding_rounds(tcomm_t *world, long rounds)
     }
 }
 
-/* Persistent calls started `starts` times, contents changed between. */
+/* Persistent calls started `starts` times, contents changed between: an
+ * allreduce and a reduce apart, and both in place (MPI_IN_PLACE at the
+ * reduce's root), whose contribution is what the buffer holds at each
+ * start (a run restarted in place must copy it again: a stale copy gives
+ * the first start's sums). */
 static void persistent(tcomm_t *world, long starts)
 {
     MPI_Comm comm = world->comm;
@@ -275,35 +280,50 @@ static void persistent(tcomm_t *world, long starts)
     const int count = nr_long ? 65536 : 37;
     nr_call_t all = { .kind = NR_IALLREDUCE, .op = NR_SUM, .count = count };
     nr_call_t red = { .kind = NR_IREDUCE, .op = NR_AFFINE, .count = count, .root = size - 1 };
+    nr_call_t all_ip = { .kind = NR_IALLREDUCE, .op = NR_SUM, .count = count, .in_place = 1 };
+    nr_call_t red_ip = { .kind = NR_IREDUCE, .op = NR_AFFINE, .count = count, .root = 0, .in_place = 1 };
     int64_t *all_send = calloc((size_t)count, sizeof *all_send), *all_recv = calloc((size_t)count, sizeof *all_recv);
     t_affine_t *red_send = calloc((size_t)count, sizeof *red_send), *red_recv = calloc((size_t)count, sizeof *red_recv);
+    int64_t *all_ip_buf = calloc((size_t)count, sizeof *all_ip_buf);
+    t_affine_t *red_ip_send = calloc((size_t)count, sizeof *red_ip_send), *red_ip_recv = calloc((size_t)count, sizeof *red_ip_recv);
     all.send = all_send; all.recv = all_recv;
     red.send = red_send; red.recv = red_recv;
-    MPI_Request rq[2];
+    all_ip.recv = all_ip_buf;
+    red_ip.recv = red_ip_recv;
+    /* The reduce's root contributes from its receive buffer. */
+    t_affine_t *red_ip_contribution = rank == red_ip.root ? red_ip_recv : red_ip_send;
+    MPI_Request rq[4];
     T_MPI(T_ALLREDUCE_INIT(all_send, all_recv, count, MPI_INT64_T, MPI_SUM, comm, MPI_INFO_NULL, &rq[0]));
     T_MPI(T_REDUCE_INIT(red_send, red_recv, count, nr_affine_type, nr_affine_op, red.root, comm, MPI_INFO_NULL, &rq[1]));
+    T_MPI(T_ALLREDUCE_INIT(MPI_IN_PLACE, all_ip_buf, count, MPI_INT64_T, MPI_SUM, comm, MPI_INFO_NULL, &rq[2]));
+    T_MPI(T_REDUCE_INIT(rank == red_ip.root ? MPI_IN_PLACE : (void *)red_ip_send, red_ip_recv, count, nr_affine_type, nr_affine_op,
+                        red_ip.root, comm, MPI_INFO_NULL, &rq[3]));
     for (long s = 0; s < starts; s++) {
-        all.seq = red.seq = 1000000 + s;
+        all.seq = red.seq = all_ip.seq = red_ip.seq = 1000000 + s;
         nr_fill(NR_SUM, all_send, rank, all.seq, count);
         nr_fill(NR_AFFINE, red_send, rank, red.seq, count);
+        nr_fill(NR_SUM, all_ip_buf, rank, all_ip.seq, count);
+        nr_fill(NR_AFFINE, red_ip_contribution, rank, red_ip.seq, count);
         if (s % 2) {
-            T_MPI(MPI_Startall(2, rq));
-            T_MPI(MPI_Waitall(2, rq, MPI_STATUSES_IGNORE));
+            T_MPI(MPI_Startall(4, rq));
+            T_MPI(MPI_Waitall(4, rq, MPI_STATUSES_IGNORE));
         } else {
-            T_MPI(MPI_Start(&rq[1]));
-            T_MPI(MPI_Start(&rq[0]));
-            T_MPI(MPI_Wait(&rq[0], MPI_STATUS_IGNORE));
-            T_MPI(MPI_Wait(&rq[1], MPI_STATUS_IGNORE));
+            for (int i = 3; i >= 0; i--) T_MPI(MPI_Start(&rq[i]));
+            for (int i = 0; i < 4; i++) T_MPI(MPI_Wait(&rq[i], MPI_STATUS_IGNORE));
         }
         if (!nr_check_reduction(&all, size, "persistent allreduce")) break;
         if (rank == red.root && !nr_check_reduction(&red, size, "persistent reduce")) break;
+        if (!nr_check_reduction(&all_ip, size, "persistent allreduce in place")) break;
+        if (rank == red_ip.root && !nr_check_reduction(&red_ip, size, "persistent reduce in place")) break;
     }
-    T_MPI(MPI_Request_free(&rq[0]));
-    T_MPI(MPI_Request_free(&rq[1]));
+    for (int i = 0; i < 4; i++) T_MPI(MPI_Request_free(&rq[i]));
     free(all_send);
     free(all_recv);
     free(red_send);
     free(red_recv);
+    free(all_ip_buf);
+    free(red_ip_send);
+    free(red_ip_recv);
 }
 
 /* Phase 4's op: a wrapping int sum, commutative, that is not MPI_SUM. */
