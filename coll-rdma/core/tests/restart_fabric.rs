@@ -22,6 +22,7 @@ use coll_rdma_core::collectives::reduce::{Reduce, ReduceStart};
 use coll_rdma_core::patterns::TreeStreamConfig;
 use coll_rdma_core::schedule::{Schedule, Step};
 
+use crate::common::in_turn::advance_in_turn;
 use crate::common::{self, WordSum};
 
 const SIZE: usize = 3;
@@ -54,22 +55,6 @@ fn sum(buffers: &[Vec<u8>]) -> Vec<u8> {
         .collect()
 }
 
-/// Advances every rank's run in turn until all are done.
-fn play<S: Schedule<FabricEndpoint, Error = TransportError>>(runs: &mut [S], transports: &mut [FabricEndpoint]) {
-    let mut done = [false; SIZE];
-    for _ in 0..100_000 {
-        for rank in 0..SIZE {
-            if !done[rank] {
-                done[rank] = runs[rank].advance(&mut transports[rank]).expect("the run advances") == Step::Done;
-            }
-        }
-        if done.iter().all(|&done| done) {
-            return;
-        }
-    }
-    panic!("the runs did not finish: {done:?}");
-}
-
 /// Advances a run restarted before the others': it must wait for their
 /// contributions of this call.
 fn alone_waits<S: Schedule<FabricEndpoint, Error = TransportError>>(run: &mut S, transport: &mut FabricEndpoint, what: &str) {
@@ -95,7 +80,7 @@ fn allreduce_restarts(words: usize, exchange_max_bytes: usize, in_place: bool) {
             if in_place { allreduce.start_in_place(transport, WordSum, recv) } else { allreduce.start(transport, WordSum, send, recv) }.expect("the first start")
         })
         .collect();
-    play(&mut runs, &mut transports);
+    advance_in_turn(&mut runs, &mut transports);
     for start in 1..STARTS {
         for rank in 0..SIZE {
             assert!(allreduces[rank].restart(&transports[rank], &mut runs[rank]).expect("a restart"), "{what}: rank {rank}'s start {start} declined");
@@ -104,7 +89,7 @@ fn allreduce_restarts(words: usize, exchange_max_bytes: usize, in_place: bool) {
                 alone_waits(&mut runs[0], &mut transports[0], &what);
             }
         }
-        play(&mut runs, &mut transports);
+        advance_in_turn(&mut runs, &mut transports);
         if in_place {
             expected = sum(&vec![expected; SIZE]);
         }
@@ -142,7 +127,7 @@ fn reduce_restarts(words: usize, root: usize, in_place: bool) {
         };
         runs.push(run.expect("the first start"));
     }
-    play(&mut runs, &mut transports);
+    advance_in_turn(&mut runs, &mut transports);
     for start in 1..STARTS {
         for rank in 0..SIZE {
             assert!(reduces[rank].restart(&transports[rank], &mut runs[rank]).expect("a restart"), "{what}: rank {rank}'s start {start} declined");
@@ -151,7 +136,7 @@ fn reduce_restarts(words: usize, root: usize, in_place: bool) {
                 alone_waits(&mut runs[rank], &mut transports[rank], &what);
             }
         }
-        play(&mut runs, &mut transports);
+        advance_in_turn(&mut runs, &mut transports);
         if in_place {
             // The root contributes its last result, the others their inputs.
             let mut contributions = sends.clone();
@@ -186,7 +171,7 @@ fn a_run_made_before_the_degree_changed_is_not_restarted() {
         .zip(sends.iter().zip(results.iter_mut()))
         .map(|((allreduce, transport), (send, recv))| allreduce.start(transport, WordSum, send, recv).expect("the first start"))
         .collect();
-    play(&mut runs, &mut transports);
+    advance_in_turn(&mut runs, &mut transports);
     for (rank, allreduce) in allreduces.iter_mut().enumerate() {
         allreduce.set_degree(1).expect("degree 1");
         assert!(!allreduce.restart(&transports[rank], &mut runs[rank]).expect("a restart"), "rank {rank}: a run of degree 2 restarted at degree 1");

@@ -12,13 +12,13 @@
 use std::time::Duration;
 
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
-use btl_ibmc::{TransportError, WaitPolicy};
+use btl_ibmc::WaitPolicy;
 use coll_rdma_core::collectives::allreduce::{Allreduce, AllreduceConfig};
 use coll_rdma_core::collectives::large_reduction::parallel_run::OrParallel;
 use coll_rdma_core::collectives::reduce::Reduce;
 use coll_rdma_core::patterns::TreeStreamConfig;
-use coll_rdma_core::schedule::{Schedule, Step};
 
+use crate::common::in_turn::advance_in_turn;
 use crate::common::{self, WordSum};
 
 const SIZE: usize = 2;
@@ -41,22 +41,6 @@ fn expected_sum(words: usize) -> Vec<u8> {
     (0..words).flat_map(|i| (0..SIZE).map(|rank| 1000 * rank as u64 + i as u64 + 1).sum::<u64>().to_le_bytes()).collect()
 }
 
-/// Advances every rank's run in turn until all are done.
-fn play<S: Schedule<FabricEndpoint, Error = TransportError>>(runs: &mut [S], transports: &mut [FabricEndpoint]) {
-    let mut done = [false; SIZE];
-    for _ in 0..100_000 {
-        for rank in 0..SIZE {
-            if !done[rank] {
-                done[rank] = runs[rank].advance(&mut transports[rank]).expect("the run advances") == Step::Done;
-            }
-        }
-        if done.iter().all(|&done| done) {
-            return;
-        }
-    }
-    panic!("the runs did not finish: {done:?}");
-}
-
 /// A reduce to rank 0 of `words` words in segments of `segment_bytes`:
 /// each rank's heap scratch at the end.
 fn reduce_scratch(words: usize, segment_bytes: usize) -> Vec<usize> {
@@ -74,7 +58,7 @@ fn reduce_scratch(words: usize, segment_bytes: usize) -> Vec<usize> {
             OrParallel::Parallel(_) => panic!("the fabric has no cross-memory reads: the tree serves"),
         }
     }
-    play(&mut runs, &mut transports);
+    advance_in_turn(&mut runs, &mut transports);
     let scratch = runs.iter().map(|run| run.heap_scratch_bytes()).collect();
     drop(runs);
     assert_eq!(result, expected_sum(words), "reduce of {words} words");
@@ -96,7 +80,7 @@ fn allreduce_scratch(words: usize, exchange_max_bytes: usize, segment_bytes: usi
             OrParallel::Parallel(_) => panic!("the fabric has no cross-memory reads: the window serves"),
         }
     }
-    play(&mut runs, &mut transports);
+    advance_in_turn(&mut runs, &mut transports);
     let scratch = runs.iter().map(|run| run.heap_scratch_bytes()).collect();
     drop(runs);
     for result in &results {

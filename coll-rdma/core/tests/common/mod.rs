@@ -103,6 +103,7 @@ impl Reduction for WordSum {
 
 pub mod bcast_script;
 pub mod buffers;
+pub mod in_turn;
 pub mod matrix;
 pub mod nodes;
 pub mod turns;
