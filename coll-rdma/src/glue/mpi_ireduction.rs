@@ -500,13 +500,9 @@ impl Native<'_> {
     /// `*_init` runs it (`degree_trial_at_init`).
     fn allreduce_run(&mut self, call: &ReductionCall, span: &ContiguousSpan, mut home: RunHome<'_>) -> Planned {
         let ready = &mut *self.ready;
-        if let RunHome::Kept(storage) = &mut home {
-            let (allreduce, transport) = (&mut ready.allreduce, &ready.transport);
-            match storage.restart_kept::<AllreduceStart<'static, RetainedReduction>>(|finished| allreduce.restart(transport, finished)) {
-                Ok(Some(run)) => return Planned::Run(Lane::Allreduce, run),
-                Ok(None) => {}
-                Err(why) => return Planned::Failed(why),
-            }
+        let (allreduce, transport) = (&mut ready.allreduce, &ready.transport);
+        if let Some(restarted) = home.restarted::<AllreduceStart<'static, RetainedReduction>>(Lane::Allreduce, |finished| allreduce.restart(transport, finished)) {
+            return restarted;
         }
         let reduction = RetainedReduction::new(call, span, &home);
         // SAFETY: MPI guarantees recv holds `count` elements of `dtype`,
@@ -530,13 +526,9 @@ impl Native<'_> {
 
     fn reduce_run(&mut self, call: &ReductionCall, root: usize, span: &ContiguousSpan, mut home: RunHome<'_>) -> Planned {
         let ready = &mut *self.ready;
-        if let RunHome::Kept(storage) = &mut home {
-            let (reduce, transport) = (&mut ready.reduce, &ready.transport);
-            match storage.restart_kept::<ReduceStart<'static, RetainedReduction>>(|finished| reduce.restart(transport, finished)) {
-                Ok(Some(run)) => return Planned::Run(Lane::Reduce, run),
-                Ok(None) => {}
-                Err(why) => return Planned::Failed(why),
-            }
+        let (reduce, transport) = (&mut ready.reduce, &ready.transport);
+        if let Some(restarted) = home.restarted::<ReduceStart<'static, RetainedReduction>>(Lane::Reduce, |finished| reduce.restart(transport, finished)) {
+            return restarted;
         }
         let reduction = RetainedReduction::new(call, span, &home);
         let transport = &ready.transport;

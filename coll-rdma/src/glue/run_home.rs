@@ -28,8 +28,9 @@ use std::ptr::NonNull;
 
 use btl_ibmc::{SelectedTransport, TransportError};
 
+use super::nonblocking_post::Planned;
 use crate::schedule::{AwaitedWord, Overlap, Schedule, Step};
-use crate::schedule_queue::Run;
+use crate::schedule_queue::{Lane, Run};
 
 /// A run as the queue sees it.
 pub(super) type DynRun = dyn Schedule<SelectedTransport, Error = TransportError> + Send;
@@ -93,6 +94,21 @@ impl RunHome<'_> {
         match self {
             RunHome::Boxed => QueuedRun::Boxed(Box::new(run)),
             RunHome::Kept(storage) => QueuedRun::Kept(storage.keep(run)),
+        }
+    }
+
+    /// A started persistent request's kept run of kind `S`, made the next
+    /// one in place by `restart` (`RunStorage::restart_kept`), as the
+    /// call's plan; `None` where none was (the caller makes a run).
+    pub(super) fn restarted<S>(&mut self, lane: Lane, restart: impl FnOnce(&mut S) -> Result<bool, TransportError>) -> Option<Planned>
+    where
+        S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static,
+    {
+        let RunHome::Kept(storage) = self else { return None };
+        match storage.restart_kept(restart) {
+            Ok(Some(run)) => Some(Planned::Run(lane, run)),
+            Ok(None) => None,
+            Err(why) => Some(Planned::Failed(why)),
         }
     }
 }
