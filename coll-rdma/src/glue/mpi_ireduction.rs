@@ -509,7 +509,6 @@ impl Native<'_> {
         // which `span` describes, and that the application leaves it alone
         // until the request completes; the run ends no later.
         let recv = unsafe { span_bytes_mut(call.recv, span) };
-        let transport = &ready.transport;
         let run = if contribution_is_in_receive_buffer(call, span) {
             ready.allreduce.start_in_place(transport, reduction, recv).map(|run| home.place(run))
         } else {
@@ -531,7 +530,6 @@ impl Native<'_> {
             return restarted;
         }
         let reduction = RetainedReduction::new(call, span, &home);
-        let transport = &ready.transport;
         let at_root = root == ready.id.rank;
         // The receive buffer is significant only at the root; MPI_IN_PLACE
         // likewise only means something there.

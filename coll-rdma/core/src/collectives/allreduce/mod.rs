@@ -520,7 +520,7 @@ impl Allreduce {
     /// run `start` would make now, in place: the contribution copied again
     /// where the call is in place, the next call's numbers taken, nothing
     /// built or moved (making the run and moving it into the request cost
-    /// a persistent start about 450 instructions, a third of it). False,
+    /// a persistent start about 560 instructions, a third of it). False,
     /// with `finished` left as it was, where `start` would make another
     /// run: a parallel reduction, a run of an earlier plan (the degree
     /// moved), or one not over; the caller then `start`s.
