@@ -24,6 +24,7 @@ use btl_ibmc::{NoSideProgress, TransportError, WaitPolicy};
 use coll_rdma_core::collectives::large_reduction::buffers::{Gather, ReductionBuffers};
 use coll_rdma_core::collectives::large_reduction::ring::RingReduction;
 use coll_rdma_core::collectives::large_reduction::ring_run::SEGMENTS_PER_POLL;
+use coll_rdma_core::StallLimits;
 use coll_rdma_core::reduction::Reduction;
 use coll_rdma_core::schedule::{Schedule, Step};
 use coll_rdma_core::schedule_queue::Lane;
@@ -199,7 +200,7 @@ impl<'b> Player<'b> {
         let Buffers { send, recv } = self.unposted[comm].next().expect("a buffer per call");
         let fail = |what: TransportError| format!("rank {rank}/{size} comm {comm} call {index} {call:?}: start: {what}");
         let buffers = ring_buffers(rank, &call, send, recv);
-        let run = self.rings[comm].start(call.reduction(), call.gather(), buffers, policy().fault_timeout).map_err(fail)?;
+        let run = self.rings[comm].start(call.reduction(), call.gather(), buffers, StallLimits::of(&policy())).map_err(fail)?;
         self.turns.post(comm, Lane::Ring, Box::new(run));
         Ok(())
     }
@@ -358,7 +359,7 @@ fn a_run_moves_a_bounded_number_of_segments_per_advance() {
     let mut runs: Vec<_> = rings
         .iter_mut()
         .zip(inputs.iter().zip(results.iter_mut()))
-        .map(|(ring, (send, recv))| ring.start(&WordSum, Gather::All, ReductionBuffers::Separate { send, recv }, None).expect("a ring run"))
+        .map(|(ring, (send, recv))| ring.start(&WordSum, Gather::All, ReductionBuffers::Separate { send, recv }, StallLimits::of(&policy())).expect("a ring run"))
         .collect();
     let mut advances = [0usize; 2];
     let mut done = [false; 2];
@@ -389,7 +390,7 @@ fn a_run_whose_peers_never_come_fails_by_the_fault_timeout() {
     let mut ring = RingReduction::new(0, 3, 0, SEGMENT_BYTES);
     let (send, mut recv) = (vec![1u8; 4 * SEGMENT_BYTES], vec![0u8; 4 * SEGMENT_BYTES]);
     let buffers = ReductionBuffers::Separate { send: &send, recv: &mut recv };
-    let mut run = ring.start(&WordSum, Gather::All, buffers, Some(Duration::from_millis(50))).expect("a ring run");
+    let mut run = ring.start(&WordSum, Gather::All, buffers, StallLimits { fault_timeout: Some(Duration::from_millis(50)), stall_warning: Duration::MAX }).expect("a ring run");
     let started = Instant::now();
     let failure = loop {
         assert!(started.elapsed() < Duration::from_secs(30), "no failure after 30 s");

@@ -8,6 +8,7 @@ use btl_ibmc::WaitPolicy;
 
 use crate::collectives::large_reduction::buffers::{Gather, ReductionBuffers};
 use crate::reduction::Reduction;
+use crate::StallLimits;
 use crate::schedule_queue::Lane;
 use crate::side_progress::BcastProgress;
 
@@ -48,11 +49,11 @@ impl Native<'_> {
         home: RunHome<'_>,
     ) -> Planned {
         let ready = &mut *self.ready;
-        let fault_timeout = ready.ring_policy(gather).fault_timeout;
+        let limits = StallLimits::of(&ready.ring_policy(gather));
         // SAFETY: MPI leaves the buffers to the request until it completes,
         // and the run ends no later.
         let buffers = unsafe { ring_buffers(call, span, gather, ready.id.rank) };
-        match ready.ring.start(op, gather, buffers, fault_timeout) {
+        match ready.ring.start(op, gather, buffers, limits) {
             Ok(run) => Planned::Run(Lane::Ring, home.place(run)),
             Err(why) => Planned::Failed(why),
         }

@@ -54,6 +54,7 @@ use ompi_sys as sys;
 
 use super::{events, process_facts};
 use super::handover::Handover;
+use crate::StallLimits;
 use super::params::{Settings, TestFaults};
 use super::reduction_call::FoldOrder;
 use super::saved::SavedCollectives;
@@ -62,7 +63,7 @@ pub(super) use policy::bcast_config;
 pub(super) use pending::PendingRuns;
 pub(super) use ready::ReadyComm;
 use report::HandoverReports;
-use setting_up::{SettingUp, SetupWatchLimits};
+use setting_up::SettingUp;
 use setup::PendingSetup;
 pub(super) use tally::Collective;
 use tally::Tallies;
@@ -113,7 +114,7 @@ pub(super) struct Shared {
     /// A non-blocking call came before the setup (said once).
     setup_deferral_reported: bool,
     /// The watchdog's limits for a resumable setup (`setting_up.rs`).
-    setup_watch: SetupWatchLimits,
+    setup_watch: StallLimits,
 }
 
 /// Why a non-blocking or persistent call is not served natively.
@@ -168,7 +169,7 @@ impl CommState {
                 handovers: HandoverReports::default(),
                 bypass_requested: false,
                 setup_deferral_reported: false,
-                setup_watch: SetupWatchLimits { stall_warning: settings.stall_warning, fault_timeout: settings.fault_timeout },
+                setup_watch: StallLimits { stall_warning: settings.stall_warning, fault_timeout: settings.fault_timeout },
             },
             stage: Stage::Pending(Box::new(PendingSetup::new(id, settings))),
         }

@@ -48,6 +48,7 @@ use super::super::events;
 use super::super::saved::{end_job_for_abandoned_setup, SavedAllgather, SavedCollectives, SETUP_EXCHANGE_AWAITED};
 use super::super::params::TestFaults;
 use super::ready::ReadyComm;
+use crate::StallLimits;
 use super::setup::PendingSetup;
 use super::{CommId, CommState, Stage};
 
@@ -89,19 +90,11 @@ struct PassWatch {
     last_pass: Instant,
     /// How long a stretch lasts before the next warning (doubling).
     next_warning: Duration,
-    limits: SetupWatchLimits,
-}
-
-/// `coll_rdma_stall_warning` (`Duration::MAX`: never) and
-/// `coll_rdma_fault_timeout_s` (`None`: never), as a blocking wait has them.
-#[derive(Clone, Copy)]
-pub(super) struct SetupWatchLimits {
-    pub(super) stall_warning: Duration,
-    pub(super) fault_timeout: Option<Duration>,
+    limits: StallLimits,
 }
 
 impl PassWatch {
-    fn new(limits: SetupWatchLimits) -> Self {
+    fn new(limits: StallLimits) -> Self {
         let now = Instant::now();
         PassWatch { waiting_since: now, last_pass: now, next_warning: limits.stall_warning, limits }
     }
@@ -170,7 +163,7 @@ impl SettingUp {
         saved: &Arc<SavedCollectives>,
         comm: *mut sys::ompi_communicator_t,
         faults: TestFaults,
-        limits: SetupWatchLimits,
+        limits: StallLimits,
     ) -> Result<Self, Box<PendingSetup>> {
         if !saved.exchange(comm).can_post() {
             return Err(pending);
@@ -334,7 +327,7 @@ mod tests {
     const ID: CommId = CommId { cid: 7, rank: 1, size: 3 };
 
     fn watch(fault_timeout: Duration) -> PassWatch {
-        PassWatch::new(SetupWatchLimits { stall_warning: Duration::MAX, fault_timeout: Some(fault_timeout) })
+        PassWatch::new(StallLimits { stall_warning: Duration::MAX, fault_timeout: Some(fault_timeout) })
     }
 
     #[test]

@@ -85,7 +85,7 @@ use run::{Path, ResultBuffer, TreeCursor};
 use crate::collectives::large_reduction::parallel::ParallelReduction;
 use crate::collectives::large_reduction::parallel_run::OrParallel;
 use crate::collectives::large_reduction::buffers::{Contribution, Gather, ReductionBuffers};
-use crate::patterns::meet::{Meet, StallClock};
+use crate::patterns::meet::{Meet, StallClock, StallLimits};
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::segments::{check_message, Segments};
 use crate::patterns::scratch;
@@ -511,8 +511,7 @@ impl Allreduce {
     }
 
     fn start_parallel<'a, R: Reduction>(&mut self, op: R, buffers: ReductionBuffers<'a>) -> Result<AllreduceStart<'a, R>, TransportError> {
-        let fault_timeout = self.config.tree.policy.fault_timeout;
-        self.parallel.start(op, Gather::All, buffers, fault_timeout).map(OrParallel::Parallel)
+        self.parallel.start(op, Gather::All, buffers, StallLimits::of(&self.config.tree.policy)).map(OrParallel::Parallel)
     }
 
     /// Makes `finished`, an earlier window run of this allreduce that is
@@ -533,7 +532,7 @@ impl Allreduce {
             contribution.copy_from_slice(buffer);
         }
         run.path = self.next_path(&run.op, &run.send, &mut run.recv)?;
-        run.stall = StallClock::new(self.config.tree.policy.fault_timeout);
+        run.stall = StallClock::new(StallLimits::of(&self.config.tree.policy));
         Ok(true)
     }
 
@@ -547,7 +546,7 @@ impl Allreduce {
     ) -> Result<AllreduceRun<'a, R>, TransportError> {
         let path = self.next_path(&op, &send, &mut recv)?;
         let plan = Arc::clone(&self.plan);
-        let stall = StallClock::new(self.config.tree.policy.fault_timeout);
+        let stall = StallClock::new(StallLimits::of(&self.config.tree.policy));
         Ok(AllreduceRun { plan, op, send, recv, incoming: Vec::new(), path, stall })
     }
 

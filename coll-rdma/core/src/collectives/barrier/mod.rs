@@ -16,6 +16,7 @@ pub mod two_level;
 pub mod two_level_run;
 
 use std::sync::Arc;
+use crate::patterns::meet::StallLimits;
 
 use btl_ibmc::{wait_at_least, SideProgress, TransportError, WaitPolicy, Windows};
 use tuning::{round_distances, round_fanouts};
@@ -124,7 +125,7 @@ impl DisseminationBarrier {
     /// value must only grow.
     pub fn start(&mut self) -> run::BarrierRun {
         self.epoch += 1;
-        run::BarrierRun::new(Arc::clone(&self.rounds), self.epoch, self.policy.fault_timeout)
+        run::BarrierRun::new(Arc::clone(&self.rounds), self.epoch, StallLimits::of(&self.policy))
     }
 
     /// Makes `finished`, an earlier run of this barrier that is over (a
@@ -140,7 +141,7 @@ impl DisseminationBarrier {
             return false;
         }
         self.epoch += 1;
-        finished.restart(self.epoch, self.policy.fault_timeout);
+        finished.restart(self.epoch, StallLimits::of(&self.policy));
         true
     }
 

@@ -10,14 +10,14 @@
 //! runs in the order they were started, see `DisseminationBarrier::start`),
 //! so a slot's value never goes back; and a run that has waited longer than
 //! the fault timeout in one round ends with an error rather than pending
-//! for ever.
+//! for ever (warned about at the stall warning, as a blocking wait is).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use btl_ibmc::{TransportError, Windows};
 
 use super::Round;
+use crate::patterns::meet::{warn_stuck, StallClock, StallLimits, Stuck};
 use crate::schedule::{AwaitedWord, Schedule, Step};
 
 /// One non-blocking barrier under way.
@@ -29,16 +29,16 @@ pub struct BarrierRun {
     round: usize,
     /// Whether this round's notifications are written already.
     notified: bool,
-    fault_timeout: Option<Duration>,
-    /// When the current round started to wait (on its first `Pending`).
-    waiting_since: Option<Instant>,
+    /// How long the current round has waited (its stuck time starts
+    /// again at every round).
+    stall: StallClock,
     /// The notification the last `Pending` found missing first.
     awaited: Option<AwaitedWord>,
 }
 
 impl BarrierRun {
-    pub(super) fn new(rounds: Arc<[Round]>, epoch: u64, fault_timeout: Option<Duration>) -> Self {
-        BarrierRun { rounds, epoch, round: 0, notified: false, fault_timeout, waiting_since: None, awaited: None }
+    pub(super) fn new(rounds: Arc<[Round]>, epoch: u64, limits: StallLimits) -> Self {
+        BarrierRun { rounds, epoch, round: 0, notified: false, stall: StallClock::new(limits), awaited: None }
     }
 
     /// The barrier's epoch (1-based count of the barrier's runs so far).
@@ -53,24 +53,26 @@ impl BarrierRun {
 
     /// Makes this run, over, its barrier's next one (`restart` of the
     /// barrier): every field as `new` sets it, the rounds kept.
-    pub(super) fn restart(&mut self, epoch: u64, fault_timeout: Option<Duration>) {
-        let BarrierRun { rounds: _, epoch: run_epoch, round, notified, fault_timeout: run_timeout, waiting_since, awaited } = self;
-        (*run_epoch, *round, *notified, *run_timeout, *waiting_since, *awaited) = (epoch, 0, false, fault_timeout, None, None);
+    pub(super) fn restart(&mut self, epoch: u64, limits: StallLimits) {
+        let BarrierRun { rounds: _, epoch: run_epoch, round, notified, stall, awaited } = self;
+        (*run_epoch, *round, *notified, *stall, *awaited) = (epoch, 0, false, StallClock::new(limits), None);
     }
 
     /// As a run part-way through: notified, and waiting, in its second round.
     #[cfg(test)]
     pub(super) fn as_if_stuck_in_second_round(&mut self) {
-        (self.round, self.notified, self.waiting_since) = (1, true, Some(Instant::now()));
+        (self.round, self.notified) = (1, true);
+        for _ in 0..3 {
+            self.stall.stuck();
+        }
         self.awaited = Some(AwaitedWord { offset: 8, at_least: self.epoch });
     }
 
     #[cfg(test)]
     pub(super) fn is_fresh_as(&self, started: &BarrierRun) -> bool {
-        let BarrierRun { rounds, epoch, round, notified, fault_timeout, waiting_since, awaited } = started;
+        let BarrierRun { rounds, epoch, round, notified, stall, awaited } = started;
         Arc::ptr_eq(&self.rounds, rounds)
-            && (self.epoch, self.round, self.notified, self.fault_timeout, self.waiting_since, self.awaited)
-                == (*epoch, *round, *notified, *fault_timeout, *waiting_since, *awaited)
+            && (self.epoch, self.round, self.notified, &self.stall, self.awaited) == (*epoch, *round, *notified, stall, *awaited)
     }
 
     /// The first of `round`'s notifications that has not arrived yet.
@@ -82,27 +84,23 @@ impl BarrierRun {
             .find(|word| !word.arrived(transport))
     }
 
-    fn check_fault_timeout(&mut self) -> Result<(), TransportError> {
-        match past_fault_timeout(&mut self.waiting_since, self.fault_timeout) {
-            Some(limit) => Err(TransportError::Failed(format!(
-                "non-blocking barrier {}: round {} waited more than the fault timeout ({limit:?}) for its notifications",
-                self.epoch, self.round
+    /// After a poll that found the round's notifications incomplete: the
+    /// stall warning, or the fault timeout's error.
+    fn book_stuck<T: Windows + ?Sized>(&mut self, transport: &T) -> Result<(), TransportError> {
+        let what = || format!("barrier {} (round {} of its notifications)", self.epoch, self.round);
+        match self.stall.stuck() {
+            Stuck::Quiet => Ok(()),
+            Stuck::Warn(waited) => {
+                warn_stuck(transport, &what(), waited);
+                Ok(())
+            }
+            Stuck::PastFaultTimeout(waited) => Err(TransportError::Failed(format!(
+                "non-blocking {} made no progress for {:.1} s (the fault timeout)",
+                what(),
+                waited.as_secs_f64()
             ))),
-            None => Ok(()),
         }
     }
-}
-
-/// The fault timeout, once the current wait (started at `waiting_since`,
-/// which its first call sets) has lasted longer than it; None meanwhile
-/// or without one. Shared by the barrier runs, flat and two-level.
-/// Without a timeout the clock is never read: a run that goes on pending
-/// at its start (most do, as one rank arrives first) would pay a clock
-/// read on every start for nothing.
-pub(super) fn past_fault_timeout(waiting_since: &mut Option<Instant>, fault_timeout: Option<Duration>) -> Option<Duration> {
-    let limit = fault_timeout?;
-    let since = *waiting_since.get_or_insert_with(Instant::now);
-    (since.elapsed() > limit).then_some(limit)
 }
 
 impl<T: Windows + ?Sized> Schedule<T> for BarrierRun {
@@ -119,12 +117,12 @@ impl<T: Windows + ?Sized> Schedule<T> for BarrierRun {
             }
             if let Some(missing) = self.missing_notification(&*transport, round) {
                 self.awaited = Some(missing);
-                self.check_fault_timeout()?;
+                self.book_stuck(&*transport)?;
                 return Ok(Step::Pending);
             }
             self.round += 1;
             self.notified = false;
-            self.waiting_since = None;
+            self.stall.moved();
         }
         Ok(Step::Done)
     }

@@ -22,6 +22,7 @@ use tuning::{round_fanouts, MAX_BARRIER_RADIX};
 
 use super::two_level_run::{Arrival, TwoLevelBarrierRun};
 use super::{DisseminationBarrier, SLOT_BYTES};
+use crate::patterns::meet::StallLimits;
 
 /// Where this rank's part of the barrier happens.
 #[derive(Clone, Debug)]
@@ -139,13 +140,13 @@ impl TwoLevelBarrier {
     /// of them are done: each slot's value must only grow.
     pub fn start(&mut self) -> TwoLevelBarrierRun {
         self.epoch += 1;
-        let fault_timeout = self.policy.fault_timeout;
+        let limits = StallLimits::of(&self.policy);
         match &mut self.role {
             Role::Member { leader, arrival_slot } => {
-                TwoLevelBarrierRun::member(*leader, *arrival_slot, self.release_slot, self.epoch, fault_timeout)
+                TwoLevelBarrierRun::member(*leader, *arrival_slot, self.release_slot, self.epoch, limits)
             }
             Role::Leader { members, leaders } => {
-                TwoLevelBarrierRun::leader(Arc::clone(members), leaders.start(), self.release_slot, self.epoch, fault_timeout)
+                TwoLevelBarrierRun::leader(Arc::clone(members), leaders.start(), self.release_slot, self.epoch, limits)
             }
         }
     }

@@ -13,14 +13,15 @@
 //! the dissemination, which no leader leaves before every node arrived);
 //! runs of one barrier advance in the order they were started, so a slot's
 //! value never goes back; a run that waits longer than the fault timeout
-//! in one part ends with an error rather than pending for ever.
+//! in one part ends with an error rather than pending for ever (warned
+//! about at the stall warning, as a blocking wait is).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use btl_ibmc::{TransportError, Windows};
 
-use super::run::{past_fault_timeout, BarrierRun};
+use super::run::BarrierRun;
+use crate::patterns::meet::{warn_stuck, StallClock, StallLimits, Stuck};
 use crate::schedule::{Schedule, Step};
 
 /// A member of a leader's node and the slot in the leader's window where
@@ -45,15 +46,15 @@ pub struct TwoLevelBarrierRun {
     part: Part,
     release_slot: usize,
     epoch: u64,
-    fault_timeout: Option<Duration>,
-    /// When the current wait started (on its first `Pending`).
-    waiting_since: Option<Instant>,
+    /// How long the current wait has lasted (it starts again with every
+    /// arrival collected).
+    stall: StallClock,
 }
 
 impl TwoLevelBarrierRun {
-    pub(super) fn member(leader: usize, arrival_slot: usize, release_slot: usize, epoch: u64, fault_timeout: Option<Duration>) -> Self {
+    pub(super) fn member(leader: usize, arrival_slot: usize, release_slot: usize, epoch: u64, limits: StallLimits) -> Self {
         let part = Part::Member { leader, arrival_slot, reported: false };
-        TwoLevelBarrierRun { part, release_slot, epoch, fault_timeout, waiting_since: None }
+        TwoLevelBarrierRun { part, release_slot, epoch, stall: StallClock::new(limits) }
     }
 
     /// A leader's run; `leaders` is the leaders' dissemination started for
@@ -63,11 +64,11 @@ impl TwoLevelBarrierRun {
         leaders: BarrierRun,
         release_slot: usize,
         epoch: u64,
-        fault_timeout: Option<Duration>,
+        limits: StallLimits,
     ) -> Self {
         debug_assert_eq!(leaders.epoch(), epoch, "the leaders' dissemination runs the same barrier");
         let part = Part::Leader { members, next_arrival: 0, leaders, released: false };
-        TwoLevelBarrierRun { part, release_slot, epoch, fault_timeout, waiting_since: None }
+        TwoLevelBarrierRun { part, release_slot, epoch, stall: StallClock::new(limits) }
     }
 
     /// The barrier's epoch (1-based count of the barrier's runs so far).
@@ -76,20 +77,26 @@ impl TwoLevelBarrierRun {
     }
 }
 
-/// Pending, or the fault timeout's error once the current wait, started at
-/// `waiting_since` (set on its first call), exceeds `fault_timeout`.
-fn pending_unless_timed_out(
-    waiting_since: &mut Option<Instant>,
-    fault_timeout: Option<Duration>,
+/// Pending after a poll that found the wait still on (warned about at the
+/// stall warning), or the fault timeout's error.
+fn pending_unless_timed_out<T: Windows + ?Sized>(
+    transport: &T,
+    stall: &mut StallClock,
     epoch: u64,
     what: impl FnOnce() -> String,
 ) -> Result<Step, TransportError> {
-    match past_fault_timeout(waiting_since, fault_timeout) {
-        Some(limit) => Err(TransportError::Failed(format!(
-            "non-blocking two-level barrier {epoch}: waited more than the fault timeout ({limit:?}) for {}",
-            what()
+    let what = || format!("two-level barrier {epoch} (waiting for {})", what());
+    match stall.stuck() {
+        Stuck::Quiet => Ok(Step::Pending),
+        Stuck::Warn(waited) => {
+            warn_stuck(transport, &what(), waited);
+            Ok(Step::Pending)
+        }
+        Stuck::PastFaultTimeout(waited) => Err(TransportError::Failed(format!(
+            "non-blocking {} made no progress for {:.1} s (the fault timeout)",
+            what(),
+            waited.as_secs_f64()
         ))),
-        None => Ok(Step::Pending),
     }
 }
 
@@ -99,7 +106,7 @@ impl<T: Windows + ?Sized> Schedule<T> for TwoLevelBarrierRun {
     fn advance(&mut self, transport: &mut T) -> Result<Step, TransportError> {
         transport.progress();
         let epoch = self.epoch;
-        let (waiting_since, fault_timeout) = (&mut self.waiting_since, self.fault_timeout);
+        let stall = &mut self.stall;
         match &mut self.part {
             Part::Member { leader, arrival_slot, reported } => {
                 if !*reported {
@@ -110,18 +117,18 @@ impl<T: Windows + ?Sized> Schedule<T> for TwoLevelBarrierRun {
                     return Ok(Step::Done);
                 }
                 let leader = *leader;
-                pending_unless_timed_out(waiting_since, fault_timeout, epoch, || format!("the release by node leader {leader}"))
+                pending_unless_timed_out(&*transport, stall, epoch, || format!("the release by node leader {leader}"))
             }
             Part::Leader { members, next_arrival, leaders, released } => {
                 while let Some(arrival) = members.get(*next_arrival) {
                     if transport.local_flag(arrival.slot) < epoch {
                         let member = arrival.member;
-                        return pending_unless_timed_out(waiting_since, fault_timeout, epoch, || {
+                        return pending_unless_timed_out(&*transport, stall, epoch, || {
                             format!("the arrival of rank {member} on this node")
                         });
                     }
                     *next_arrival += 1;
-                    *waiting_since = None;
+                    stall.moved();
                 }
                 if !*released {
                     // The dissemination keeps its own fault timeout; it is

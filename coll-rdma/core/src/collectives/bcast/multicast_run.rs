@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use btl_ibmc::rmcast::Transfer;
 use btl_ibmc::{ReliableMulticast, Transport, TransportError};
 
-use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
+use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock, StallLimits};
 use crate::schedule::{Schedule, Step};
 
 /// The communicator's reliable multicast, shared between its `Bcast` and
@@ -85,7 +85,8 @@ impl<'a> MulticastRun<'a> {
         let shared = multicast.get()?;
         let at_root = root == rank;
         let transfer = if at_root { shared.start_send(buf.len()) } else { shared.start_receive(root, buf.len())? };
-        let stall = StallClock::new(shared.config().stall_limit());
+        let config = shared.config();
+        let stall = StallClock::new(StallLimits { fault_timeout: config.stall_limit(), stall_warning: config.wait.stall_warning });
         drop(shared);
         Ok(MulticastRun { multicast: multicast.clone(), transfer, buf, at_root, abandoned: None, stall })
     }

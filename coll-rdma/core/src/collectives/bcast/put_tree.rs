@@ -51,7 +51,7 @@ use btl_ibmc::{TransportError, WaitPolicy, Windows};
 
 use super::put_tree_run::{PutTreeCursor, PutTreePlan, ToChild};
 pub use super::put_tree_run::PutTreeRun;
-use crate::patterns::meet::{Meet, StallClock};
+use crate::patterns::meet::{Meet, StallClock, StallLimits};
 use crate::patterns::region::RegionCursor;
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{Arrival, KnownCredit, Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
@@ -229,7 +229,7 @@ impl PutTreeBcast {
     pub fn start<'a>(&mut self, root: usize, buf: &'a mut [u8]) -> Result<PutTreeRun<'a>, TransportError> {
         let cursor = self.next_cursor(root, buf.len())?;
         let relay = (root != 0).then(|| self.relay_from(root));
-        let stall = StallClock::new(self.config.policy.fault_timeout);
+        let stall = StallClock::new(StallLimits::of(&self.config.policy));
         Ok(PutTreeRun { plan: Arc::clone(&self.plan), root, relay, buf, cursor, stall })
     }
 

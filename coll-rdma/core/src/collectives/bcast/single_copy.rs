@@ -62,7 +62,7 @@ use btl_ibmc::{wait_at_least, wait_for_any_peer_at_least, PeerReads, TransportEr
 
 use crate::patterns::done_lines::DoneLines;
 use crate::patterns::in_step::{await_peer_step, PeerStep};
-use crate::patterns::meet::StallClock;
+use crate::patterns::meet::{StallClock, StallLimits};
 use crate::patterns::region::{RegionCursor, LINE};
 
 use super::single_copy_run::{RunState, SingleCopyRun};
@@ -193,7 +193,7 @@ impl SingleCopyBcast {
             buf,
             state,
             root_share_bytes: Arc::clone(&self.root_share_bytes),
-            stall: StallClock::new(self.policy.fault_timeout),
+            stall: StallClock::new(StallLimits::of(&self.policy)),
         })
     }
 

@@ -71,14 +71,13 @@ use std::ops::Range;
 
 use btl_ibmc::{PeerReads, TransportError, Waits};
 
-use std::time::Duration;
 
 use super::buffers::{Gather, ReductionBuffers};
 use super::parallel_run::{ParallelCall, ParallelRun};
 use super::read_tree::{ReadTree, ReadTreeBuffers};
 use super::read_tree_run::TreeRunCall;
 use crate::patterns::done_lines::DoneLines;
-use crate::patterns::meet::Meet;
+use crate::patterns::meet::{Meet, StallLimits};
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::scratch;
 use crate::patterns::segments::check_message;
@@ -331,21 +330,21 @@ impl ParallelReduction {
     /// so runs must be started in the communicator's post order and
     /// advanced one at a time in that order, after every earlier call
     /// (`schedule_queue`). A short reduce that the read tree gathers runs
-    /// down it (`read_tree_run`). A run stuck longer than `fault_timeout`
-    /// fails.
+    /// down it (`read_tree_run`). A run stuck longer than `limits` allow
+    /// fails (and warns before).
     pub fn start<'a, R: Reduction>(
         &mut self,
         op: R,
         gather: Gather,
         buffers: ReductionBuffers<'a>,
-        fault_timeout: Option<Duration>,
+        limits: StallLimits,
     ) -> Result<ParallelRun<'a, R>, TransportError> {
         self.check_call(&op, gather, &buffers)?;
         if let Some(tree) = self.read_tree_for(buffers.len(), gather, op.is_commutative()) {
-            return Ok(ParallelRun::down_the_tree(self.next_tree_call(tree), op, buffers, fault_timeout));
+            return Ok(ParallelRun::down_the_tree(self.next_tree_call(tree), op, buffers, limits));
         }
         let call = self.next_call(&op, gather, &buffers);
-        Ok(ParallelRun::new(call, op, buffers, self.chunks.chunk_bytes, fault_timeout))
+        Ok(ParallelRun::new(call, op, buffers, self.chunks.chunk_bytes, limits))
     }
 
     /// The next call, down the read tree: numbered among this reduction's

@@ -35,7 +35,6 @@
 //! numbered among the same calls).
 
 use std::ops::Range;
-use std::time::Duration;
 
 use btl_ibmc::{Endpoint, PeerReads, TransportError};
 
@@ -43,7 +42,7 @@ use super::buffers::ReductionBuffers;
 use super::parallel::{ChunkBuffers, FoldPlan, ParallelRegion, PeerBuffers, FLAG_WORD, INPUT_ADDRESS_WORD, LENGTH_WORD, RESULT_ADDRESS_WORD};
 use super::read_tree_run::{TreeRunCall, TreeScratch, TreeStage};
 use crate::patterns::in_step::{check_in_step, check_peer_length, PeerStep};
-use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
+use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock, StallLimits};
 use crate::reduction::Reduction;
 use crate::schedule::{AwaitedWord, Overlap, Schedule, Step};
 
@@ -280,19 +279,19 @@ pub struct ParallelRun<'a, R> {
 }
 
 impl<'a, R> ParallelRun<'a, R> {
-    pub(super) fn new(call: ParallelCall, op: R, buffers: ReductionBuffers<'a>, chunk_bytes: usize, fault_timeout: Option<Duration>) -> Self {
+    pub(super) fn new(call: ParallelCall, op: R, buffers: ReductionBuffers<'a>, chunk_bytes: usize, limits: StallLimits) -> Self {
         let peers = vec![PeerBuffers::default(); call.size];
-        Self::with(RunCall::Slices(call), op, buffers, peers, chunk_bytes, fault_timeout)
+        Self::with(RunCall::Slices(call), op, buffers, peers, chunk_bytes, limits)
     }
 
-    pub(super) fn down_the_tree(call: TreeRunCall, op: R, buffers: ReductionBuffers<'a>, fault_timeout: Option<Duration>) -> Self {
+    pub(super) fn down_the_tree(call: TreeRunCall, op: R, buffers: ReductionBuffers<'a>, limits: StallLimits) -> Self {
         let chunk_bytes = call.chunk_bytes;
-        Self::with(RunCall::Tree(call), op, buffers, Vec::new(), chunk_bytes, fault_timeout)
+        Self::with(RunCall::Tree(call), op, buffers, Vec::new(), chunk_bytes, limits)
     }
 
-    fn with(call: RunCall, op: R, buffers: ReductionBuffers<'a>, peers: Vec<PeerBuffers>, chunk_bytes: usize, fault_timeout: Option<Duration>) -> Self {
+    fn with(call: RunCall, op: R, buffers: ReductionBuffers<'a>, peers: Vec<PeerBuffers>, chunk_bytes: usize, limits: StallLimits) -> Self {
         let chunks = ChunkBuffers::new(chunk_bytes);
-        let stall = StallClock::new(fault_timeout);
+        let stall = StallClock::new(limits);
         ParallelRun { call, op, buffers, peers, chunks, tree_partial: Vec::new(), tree_staging: Vec::new(), stall }
     }
 }

@@ -54,13 +54,12 @@
 //! call resumes it once with every wait waiting, a non-blocking or
 //! persistent call polls it as a run (`RingRun`).
 
-use std::time::Duration;
 
 use btl_ibmc::{TransportError, Waits, Windows};
 
 use super::buffers::{Gather, ReductionBuffers};
 use super::ring_run::{operands, Position, RingCall, RingRun};
-use crate::patterns::meet::Meet;
+use crate::patterns::meet::{Meet, StallLimits};
 use crate::patterns::region::RegionCursor;
 use crate::patterns::segments::check_message;
 use crate::patterns::slots::{KnownCredit, SlotShape, Stream, CREDIT_BYTES};
@@ -197,17 +196,17 @@ impl RingReduction {
     /// now, so runs must be started in the communicator's post order and
     /// advanced one at a time in that order, after every earlier ring call
     /// of either collective (`schedule_queue`'s ring lane). A run stuck
-    /// longer than `fault_timeout` fails.
+    /// longer than `limits` allow fails (and warns before).
     pub fn start<'a, R: Reduction>(
         &mut self,
         op: R,
         gather: Gather,
         buffers: ReductionBuffers<'a>,
-        fault_timeout: Option<Duration>,
+        limits: StallLimits,
     ) -> Result<RingRun<'a, R>, TransportError> {
         let gathers = self.check_call(&op, gather, &buffers)?;
         let call = self.next_call(&op, buffers.len())?;
-        Ok(RingRun::new(call, op, buffers, gathers, fault_timeout))
+        Ok(RingRun::new(call, op, buffers, gathers, limits))
     }
 
     /// Refuses a call the ring cannot serve, identically on every rank,

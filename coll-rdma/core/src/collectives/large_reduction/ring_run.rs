@@ -37,13 +37,12 @@
 //! would give, without a whole-message copy at post.
 
 use std::ops::Range;
-use std::time::Duration;
 
 use btl_ibmc::{TransportError, Windows};
 
 use super::buffers::ReductionBuffers;
 use super::parallel::{slice_of, Shares};
-use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock};
+use crate::patterns::meet::{advance_by_polling, Meet, Resumable, StallClock, StallLimits};
 use crate::patterns::scratch;
 use crate::patterns::segments::Segments;
 use crate::patterns::slots::{KnownCredit, Reuse, Stream, Turn};
@@ -273,8 +272,8 @@ pub struct RingRun<'a, R> {
 }
 
 impl<'a, R> RingRun<'a, R> {
-    pub(super) fn new(call: RingCall, op: R, buffers: ReductionBuffers<'a>, gathers: bool, fault_timeout: Option<Duration>) -> Self {
-        RingRun { call, op, buffers, gathers, accumulator: Vec::new(), incoming: Vec::new(), stall: StallClock::new(fault_timeout) }
+    pub(super) fn new(call: RingCall, op: R, buffers: ReductionBuffers<'a>, gathers: bool, limits: StallLimits) -> Self {
+        RingRun { call, op, buffers, gathers, accumulator: Vec::new(), incoming: Vec::new(), stall: StallClock::new(limits) }
     }
 }
 

@@ -57,7 +57,7 @@ use run::ReduceCursor;
 use crate::collectives::large_reduction::parallel::ParallelReduction;
 use crate::collectives::large_reduction::parallel_run::OrParallel;
 use crate::collectives::large_reduction::buffers::{Contribution, Gather, ReductionBuffers};
-use crate::patterns::meet::{Meet, StallClock};
+use crate::patterns::meet::{Meet, StallClock, StallLimits};
 use crate::patterns::region::{RegionCursor, LINE};
 use crate::patterns::scratch;
 use crate::patterns::segments::{check_message, Segments};
@@ -366,8 +366,7 @@ impl Reduce {
     }
 
     fn start_parallel<'a, R: Reduction>(&mut self, op: R, root: usize, buffers: ReductionBuffers<'a>) -> Result<ReduceStart<'a, R>, TransportError> {
-        let fault_timeout = self.config.policy.fault_timeout;
-        self.parallel.start(op, Gather::Root(root), buffers, fault_timeout).map(OrParallel::Parallel)
+        self.parallel.start(op, Gather::Root(root), buffers, StallLimits::of(&self.config.policy)).map(OrParallel::Parallel)
     }
 
     /// Makes `finished`, an earlier window run of this reduce that is over
@@ -385,7 +384,7 @@ impl Reduce {
             contribution.copy_from_slice(buffer);
         }
         run.cursor = self.next_cursor(&run.op, &run.send, run.result.as_deref_mut())?;
-        run.stall = StallClock::new(self.config.policy.fault_timeout);
+        run.stall = StallClock::new(StallLimits::of(&self.config.policy));
         Ok(true)
     }
 
@@ -398,7 +397,7 @@ impl Reduce {
         mut result: Option<&'a mut [u8]>,
     ) -> Result<ReduceRun<'a, R>, TransportError> {
         let cursor = self.next_cursor(&op, &send, result.as_deref_mut())?;
-        let (plan, stall) = (Arc::clone(&self.plan), StallClock::new(self.config.policy.fault_timeout));
+        let (plan, stall) = (Arc::clone(&self.plan), StallClock::new(StallLimits::of(&self.config.policy)));
         Ok(ReduceRun { plan, op, root, send, result, partial: Vec::new(), incoming: Vec::new(), cursor, stall })
     }
 
