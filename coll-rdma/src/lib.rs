@@ -8,6 +8,6 @@
 //!   `word_max`: from coll-rdma-core (its crate docs say what each holds);
 //! * `glue`: the Open MPI component, its parameters and entry points.
 
-pub use coll_rdma_core::{collectives, layout, patterns, reduction, schedule, schedule_queue, select, side_progress, word_max, BcastProgress, StallLimits};
+pub use coll_rdma_core::{collectives, layout, patterns, reduction, schedule, schedule_queue, select, side_progress, word_max, BcastProgress, StallClock, StallLimits, Stuck};
 
 mod glue;

@@ -14,7 +14,13 @@
  * again by the same time, waited with MPI_Wait. With np 1 nobody waits
  * for anybody: the program only checks the results.
  *
- * Options: -s <seconds rank 1 is late> (default 6), -n <int64 elements> (default 5).
+ * With -a, the other ranks compute (sleep) that many seconds between
+ * posting (or starting) and waiting: the time away from MPI is not
+ * waiting, so a fault timeout longer than the wait itself, though shorter
+ * than the time since the post, must not fail the calls.
+ *
+ * Options: -s <seconds rank 1 is late> (default 6), -a <seconds the others
+ * compute after posting> (default 0), -n <int64 elements> (default 5).
  */
 #include "common.h"
 #include <unistd.h>
@@ -34,6 +40,7 @@ int main(int argc, char **argv)
 {
     t_init(&argc, &argv);
     int late_seconds = (int)t_opt(argc, argv, "-s", 6);
+    int away_seconds = (int)t_opt(argc, argv, "-a", 0);
     int n = (int)t_opt(argc, argv, "-n", 5);
     int rank = t_wrank, size = t_wsize, late = size > 1 ? 1 : 0;
     int64_t *mine = malloc(sizeof(int64_t) * (size_t)n), *sums = malloc(sizeof(int64_t) * (size_t)n);
@@ -47,6 +54,7 @@ int main(int argc, char **argv)
     T_MPI(MPI_Ibarrier(MPI_COMM_WORLD, &requests[0]));
     T_MPI(MPI_Iallreduce(mine, sums, n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, &requests[1]));
     T_MPI(MPI_Ibcast(message, n, MPI_INT64_T, late, MPI_COMM_WORLD, &requests[2]));
+    if (rank != late) sleep((unsigned)away_seconds);
     T_MPI(MPI_Waitall(3, requests, MPI_STATUSES_IGNORE));
     check_sum(sums, n, size, "MPI_Iallreduce");
     for (int i = 0; i < n; i++)
@@ -57,6 +65,7 @@ int main(int argc, char **argv)
     memset(sums, 0, sizeof(int64_t) * (size_t)n);
     if (rank == late && size > 1) sleep((unsigned)late_seconds);
     T_MPI(MPI_Start(&persistent));
+    if (rank != late) sleep((unsigned)away_seconds);
     T_MPI(MPI_Wait(&persistent, MPI_STATUS_IGNORE));
     check_sum(sums, n, size, "persistent allreduce");
     T_MPI(MPI_Request_free(&persistent));

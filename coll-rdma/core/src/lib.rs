@@ -27,5 +27,5 @@ pub mod select;
 pub mod side_progress;
 pub mod word_max;
 
-pub use patterns::meet::StallLimits;
+pub use patterns::meet::{StallClock, StallLimits, Stuck};
 pub use side_progress::BcastProgress;

@@ -14,7 +14,7 @@ use common::{EntryLedger, XorShift};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use btl_ibmc::fabric::{Fabric, FabricConfig, FabricEndpoint};
 use btl_ibmc::shm::NodeGroups;
@@ -306,9 +306,27 @@ fn a_run_that_waits_past_the_fault_timeout_fails() {
     let (mut barriers, mut endpoints) = two_rank_pair(Some(Duration::from_millis(5)));
     let mut lonely = barriers[0].start();
     assert_eq!(lonely.advance(&mut endpoints[0]).unwrap(), Step::Pending);
-    std::thread::sleep(Duration::from_millis(20));
-    let error = lonely.advance(&mut endpoints[0]).unwrap_err().to_string();
+    let error = poll_until_failed(&mut lonely, &mut endpoints[0]);
     assert!(error.contains("fault timeout"), "{error}");
+}
+
+/// Polls a run that cannot finish, 1 ms apart, until it fails: a loaded
+/// machine may stretch one gap past `AWAY` (time away from MPI, which
+/// starts the stuck time again), so the polls go on until the clock gives
+/// up, bounded far above the test's fault timeout.
+fn poll_until_failed<S>(run: &mut S, endpoint: &mut FabricEndpoint) -> String
+where
+    S: Schedule<FabricEndpoint> + ?Sized,
+    S::Error: std::fmt::Display,
+{
+    let started = Instant::now();
+    loop {
+        match run.advance(endpoint) {
+            Ok(Step::Pending) if started.elapsed() < Duration::from_secs(60) => std::thread::sleep(Duration::from_millis(1)),
+            Ok(step) => panic!("{step:?} after {:?} instead of the fault timeout's failure", started.elapsed()),
+            Err(why) => return why.to_string(),
+        }
+    }
 }
 
 #[test]
@@ -325,8 +343,7 @@ fn two_level_runs_that_wait_past_the_fault_timeout_fail() {
         let mut barrier = TwoLevelBarrier::new(waiting_rank, &nodes, 1, layout.barrier_offset, policy);
         let mut lonely = barrier.start();
         assert_eq!(lonely.advance(&mut endpoints[waiting_rank]).unwrap(), Step::Pending, "rank {waiting_rank}");
-        std::thread::sleep(Duration::from_millis(20));
-        let error = lonely.advance(&mut endpoints[waiting_rank]).unwrap_err().to_string();
+        let error = poll_until_failed(&mut lonely, &mut endpoints[waiting_rank]);
         assert!(error.contains("fault timeout"), "rank {waiting_rank}: {error}");
     }
 }

@@ -124,6 +124,12 @@ impl StallLimits {
     }
 }
 
+/// A gap between two passes longer than this means the application was
+/// away from MPI (computing), not waiting: a rank may post a call and
+/// compute for minutes while a peer is as late, and only the time it then
+/// spends inside MPI counts as waiting.
+pub const AWAY: Duration = Duration::from_millis(100);
+
 /// Stuck polls between two clock reads of a run without a fault timeout:
 /// a poll costs a few hundred instructions, so one read per this many
 /// costs a wait about 1 % more, and a wait that ends within this many
@@ -144,10 +150,16 @@ const _: () = assert!(POLLS_BETWEEN_CLOCK_READS.is_power_of_two(), "counted with
 /// fewer than that: a waiting rank's MPI_Wait books every poll, and a
 /// clock read was a quarter of a poll's instructions. The stuck time is
 /// then counted from the first read, so a warning comes those polls late.
+/// Reads further apart than `AWAY` for each poll between them (the
+/// application posted and went on computing, calling MPI seldom or not at
+/// all) start the stuck time again: the peers may be computing as long,
+/// and no blocking call would have been waiting meanwhile.
 #[derive(Debug, PartialEq)]
-pub(crate) struct StallClock {
+pub struct StallClock {
     limits: StallLimits,
     stuck_since: Option<Instant>,
+    /// The last clock read while stuck (meaningful while `stuck_since` is).
+    last_read: Option<Instant>,
     /// Polls that found the run stuck since it last moved.
     stuck_polls: u32,
     /// The stuck polls that read the clock are those whose count has
@@ -163,7 +175,7 @@ pub(crate) struct StallClock {
 
 /// What a stuck poll found (`StallClock::stuck`).
 #[derive(Debug, PartialEq)]
-pub(crate) enum Stuck {
+pub enum Stuck {
     /// Nothing to report.
     Quiet,
     /// Stuck this long, past the stall warning (or one of its doublings).
@@ -173,9 +185,17 @@ pub(crate) enum Stuck {
 }
 
 impl StallClock {
-    pub(crate) fn new(limits: StallLimits) -> Self {
+    pub fn new(limits: StallLimits) -> Self {
         let polls_between_reads_mask = if limits.fault_timeout.is_some() { 0 } else { POLLS_BETWEEN_CLOCK_READS - 1 };
-        StallClock { limits, stuck_since: None, stuck_polls: 0, polls_between_reads_mask, next_warning: limits.stall_warning, awaited: None }
+        StallClock {
+            limits,
+            stuck_since: None,
+            last_read: None,
+            stuck_polls: 0,
+            polls_between_reads_mask,
+            next_warning: limits.stall_warning,
+            awaited: None,
+        }
     }
 
     /// What the run's `Schedule::awaited` answers: the first own-window
@@ -193,7 +213,7 @@ impl StallClock {
     /// A poll found the run stuck (as the one before, unless `moved` came
     /// between): whether that is worth a warning, or past the fault timeout.
     #[inline]
-    pub(crate) fn stuck(&mut self) -> Stuck {
+    pub fn stuck(&mut self) -> Stuck {
         self.stuck_polls = self.stuck_polls.wrapping_add(1);
         if self.stuck_polls & self.polls_between_reads_mask != 0 {
             return Stuck::Quiet;
@@ -204,9 +224,15 @@ impl StallClock {
     #[cold]
     fn read_clock(&mut self) -> Stuck {
         let now = Instant::now();
+        let polls_since_last_read = self.polls_between_reads_mask + 1;
+        if self.last_read.is_some_and(|last| now.duration_since(last) > AWAY * polls_since_last_read) {
+            self.stuck_since = None;
+        }
+        self.last_read = Some(now);
         let since = *self.stuck_since.get_or_insert_with(|| {
-            // A new stuck time (the first, or the first since the run
-            // moved): warned at the stall warning again.
+            // A new stuck time (the first, the first since the run moved,
+            // or the first after the application was away): warned at the
+            // stall warning again.
             self.next_warning = self.limits.stall_warning;
             now
         });
@@ -317,6 +343,41 @@ mod tests {
         assert!(clock.stuck_since.is_some(), "the first stuck poll starts the clock");
         std::thread::sleep(timeout * 2);
         assert!(matches!(clock.stuck(), Stuck::PastFaultTimeout(waited) if waited > timeout));
+    }
+
+    #[test]
+    fn time_away_from_mpi_between_stuck_polls_is_not_waiting() {
+        let timeout = Duration::from_millis(150);
+        let mut clock = clock(Some(timeout), Duration::MAX);
+        assert_eq!(clock.stuck(), Stuck::Quiet, "the post's poll");
+        // The application computes for longer than the fault timeout, then
+        // waits: only the wait counts.
+        std::thread::sleep(timeout * 2);
+        assert_eq!(clock.stuck(), Stuck::Quiet, "the wait's first poll starts the stuck time");
+        // Stuck in the wait (polls well within `AWAY`) past the timeout. A
+        // loaded machine may stretch one gap past `AWAY`, which only starts
+        // the clock again, so the loop runs until the clock gives up.
+        let started = Instant::now();
+        let outcome = loop {
+            match clock.stuck() {
+                Stuck::Quiet if started.elapsed() < Duration::from_secs(60) => std::thread::sleep(Duration::from_millis(1)),
+                outcome => break outcome,
+            }
+        };
+        assert!(matches!(outcome, Stuck::PastFaultTimeout(waited) if waited > timeout && waited < started.elapsed() + AWAY), "{outcome:?}");
+    }
+
+    #[test]
+    fn polls_far_apart_without_a_fault_timeout_never_warn() {
+        // One read in `POLLS_BETWEEN_CLOCK_READS` polls: the reads may be
+        // that many `AWAY`s apart before they count as away.
+        let warning = Duration::from_millis(20);
+        let mut clock = clock(None, warning);
+        assert_eq!(poll_stuck(&mut clock, POLLS_BETWEEN_CLOCK_READS, Duration::ZERO), vec![]);
+        clock.last_read = clock.last_read.map(|read| read.checked_sub(AWAY * (POLLS_BETWEEN_CLOCK_READS + 1)).expect("up for seconds"));
+        assert_eq!(poll_stuck(&mut clock, POLLS_BETWEEN_CLOCK_READS, warning), vec![], "away between the reads");
+        let warned = poll_stuck(&mut clock, POLLS_BETWEEN_CLOCK_READS, warning);
+        assert!(matches!(warned.as_slice(), [(_, Stuck::Warn(_))]), "close reads count again: {warned:?}");
     }
 
     #[test]

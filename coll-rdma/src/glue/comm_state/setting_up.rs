@@ -36,7 +36,6 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::{Duration, Instant};
 
 use btl_ibmc::{Exchange, TransportError};
 use corosensei::stack::DefaultStack;
@@ -48,7 +47,7 @@ use super::super::events;
 use super::super::saved::{end_job_for_abandoned_setup, SavedAllgather, SavedCollectives, SETUP_EXCHANGE_AWAITED};
 use super::super::params::TestFaults;
 use super::ready::ReadyComm;
-use crate::StallLimits;
+use crate::{StallClock, StallLimits, Stuck};
 use super::setup::PendingSetup;
 use super::{CommId, CommState, Stage};
 
@@ -78,57 +77,39 @@ pub(super) struct SettingUp {
     watch: PassWatch,
 }
 
-/// A gap between two progress passes longer than this means the
-/// application was away from MPI (computing), not waiting.
-const AWAY: Duration = Duration::from_millis(100);
-
 /// The watchdog of the passes that advance a setup without a wait of ours
-/// around them (`SettingUp` invariants).
-struct PassWatch {
-    /// When the current stretch of close passes began.
-    waiting_since: Instant,
-    last_pass: Instant,
-    /// How long a stretch lasts before the next warning (doubling).
-    next_warning: Duration,
-    limits: StallLimits,
-}
+/// around them (`SettingUp` invariants): the runs' stall clock, whose
+/// stuck time starts again after a gap between passes (`AWAY`).
+struct PassWatch(StallClock);
 
 impl PassWatch {
     fn new(limits: StallLimits) -> Self {
-        let now = Instant::now();
-        PassWatch { waiting_since: now, last_pass: now, next_warning: limits.stall_warning, limits }
+        PassWatch(StallClock::new(limits))
     }
 
     /// After a pass that found the setup still under way: warns at the
     /// stall warning and its doublings, and gives up at the fault timeout.
     fn after_pass(&mut self, id: CommId) -> Result<(), TransportError> {
-        let now = Instant::now();
-        if now.duration_since(self.last_pass) > AWAY {
-            self.waiting_since = now;
-            self.next_warning = self.limits.stall_warning;
-        }
-        self.last_pass = now;
-        let waited = now.duration_since(self.waiting_since);
-        if self.limits.fault_timeout.is_some_and(|limit| waited >= limit) {
-            return Err(TransportError::Failed(format!(
+        match self.0.stuck() {
+            Stuck::Quiet => Ok(()),
+            Stuck::PastFaultTimeout(waited) => Err(TransportError::Failed(format!(
                 "gave up after {:.1} s waiting for every rank of the communicator to join coll rdma's setup exchange, which a \
                  non-blocking call started (coll_rdma_fault_timeout_s)",
                 waited.as_secs_f64()
-            )));
+            ))),
+            Stuck::Warn(waited) => {
+                tracing::warn!(
+                    "rank {} of {} has waited {:.1} s for every rank of the communicator to join coll rdma's setup exchange, \
+                     which a non-blocking call started (comm {}; a rank that does not select coll rdma for it, e.g. with \
+                     coll_rdma_priority or --mca coll set differently per rank, never joins)",
+                    id.rank,
+                    id.size,
+                    waited.as_secs_f64(),
+                    id.cid
+                );
+                Ok(())
+            }
         }
-        if waited >= self.next_warning {
-            self.next_warning = self.next_warning.saturating_mul(2);
-            tracing::warn!(
-                "rank {} of {} has waited {:.1} s for every rank of the communicator to join coll rdma's setup exchange, which a \
-                 non-blocking call started (comm {}; a rank that does not select coll rdma for it, e.g. with coll_rdma_priority or \
-                 --mca coll set differently per rank, never joins)",
-                id.rank,
-                id.size,
-                waited.as_secs_f64(),
-                id.cid
-            );
-        }
-        Ok(())
     }
 }
 
@@ -323,6 +304,7 @@ impl CommState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, Instant};
 
     const ID: CommId = CommId { cid: 7, rank: 1, size: 3 };
 
