@@ -248,6 +248,10 @@ impl ReliableChannel for SelectedTransport {
     fn poll_reliable(&self, out: &mut Vec<u8>) -> Option<usize> {
         dispatch!(self, t => t.poll_reliable(out))
     }
+
+    fn has_room_for(&self, peer: usize, len: usize) -> bool {
+        dispatch!(self, t => t.has_room_for(peer, len))
+    }
 }
 
 impl PeerReads for SelectedTransport {

@@ -230,6 +230,17 @@ impl<T: Transport + ?Sized> ReliableChannel for SubsetView<'_, T> {
             }
         }
     }
+
+    fn has_room_for(&self, peer: usize, len: usize) -> bool {
+        match self.subset.reach {
+            Reach::Network => match self.subset.member(peer, 0, len) {
+                Ok(rank) => self.inner.has_room_for(rank, len),
+                // The send itself reports a peer outside the subset.
+                Err(_) => true,
+            },
+            Reach::Node => true,
+        }
+    }
 }
 
 impl<T: Transport + ?Sized> PeerReads for SubsetView<'_, T> {

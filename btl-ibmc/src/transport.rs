@@ -187,6 +187,18 @@ pub trait ReliableChannel: Endpoint {
     /// Takes one reliable message into `out` (cleared first) and returns its
     /// sender, if any arrived.
     fn poll_reliable(&self, out: &mut Vec<u8>) -> Option<usize>;
+
+    /// Whether `send_reliable` of `len` bytes to `peer` would return without
+    /// waiting for the peer to take in earlier messages (room in the pair's
+    /// window now). A sender whose message only repeats what the channel
+    /// already carries (a retransmission to a member that has not taken in
+    /// the earlier copies) asks first, and sends nothing rather than wait
+    /// inside a progress pass for a rank that is away from MPI. The default
+    /// suits channels that never wait on the peer's CPU for room.
+    fn has_room_for(&self, peer: usize, len: usize) -> bool {
+        let _ = (peer, len);
+        true
+    }
 }
 
 /// Reading peers' windows directly. Only backends whose windows are all

@@ -62,6 +62,10 @@ pub struct RmcastStats {
     /// Bursts a collector resent because a member's word stood still for
     /// its timeout.
     pub timeout_resends: u64,
+    /// Pieces a timeout-driven burst left unsent because the reliable
+    /// channel to the member was full: the member is away from MPI and the
+    /// channel still carries earlier copies, which it delivers itself.
+    pub resends_held_back: u64,
     /// Gauges (`sum` takes the largest), in microseconds: the longest a
     /// leaf waited before repeating a NACK, and the longest (backed-off)
     /// timeout a collector's timer ran before a burst. Issue 36: which
@@ -118,6 +122,7 @@ impl RmcastStats {
             nack_wait_rtt_percent: total.nack_wait_rtt_percent + one.nack_wait_rtt_percent,
             nacks_repeated: total.nacks_repeated + one.nacks_repeated,
             timeout_resends: total.timeout_resends + one.timeout_resends,
+            resends_held_back: total.resends_held_back + one.resends_held_back,
             longest_nack_repeat_micros: total.longest_nack_repeat_micros.max(one.longest_nack_repeat_micros),
             longest_timeout_resend_micros: total.longest_timeout_resend_micros.max(one.longest_timeout_resend_micros),
             repairs_multicast: total.repairs_multicast + one.repairs_multicast,

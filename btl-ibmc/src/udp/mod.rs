@@ -480,6 +480,16 @@ impl ReliableChannel for UdpTransport {
         out.extend_from_slice(&record[1..]);
         Some(sender)
     }
+
+    /// Room for every fragment of the message's record in the pair's
+    /// window, as `send_fragment` would find it now.
+    fn has_room_for(&self, peer: usize, len: usize) -> bool {
+        if peer >= self.size || peer == self.rank {
+            return true;
+        }
+        let fragments = (1 + len).div_ceil(self.fragment_bytes()).max(1);
+        lock(&self.engine).outgoing[peer].unacknowledged() + fragments <= self.config.reliable_window
+    }
 }
 
 impl Windows for UdpTransport {

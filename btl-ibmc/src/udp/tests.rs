@@ -786,3 +786,4 @@ mod sealing;
 mod sleeping;
 mod bounds;
 mod nested_records;
+mod away_member;

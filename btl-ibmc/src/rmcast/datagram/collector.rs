@@ -186,7 +186,7 @@ impl Collector {
             if !watched.member.is_co_root {
                 stats.timeout_resends += 1;
                 stats.longest_timeout_resend_micros = stats.longest_timeout_resend_micros.max(micros(watched.timeout));
-                resend(transport, held.ring, watched.member.rank, watched.acked..burst_end, stats)?;
+                resend(transport, held.ring, watched.member.rank, watched.acked..burst_end, Resend::WhileRoom, stats)?;
             }
             watched.changed_at = now;
             watched.timeout = watched.timeout.saturating_mul(2).min(self.backoff_ceiling);
@@ -212,7 +212,8 @@ impl Collector {
         if let Some(control) = &mut self.control {
             control.on_loss(index, wanted.start, held.high, false, now, stats);
         }
-        resend(transport, held.ring, asker, wanted.start..wanted.end.min(held.high), stats)?;
+        // The asker is inside MPI, taking in what the channel carries.
+        resend(transport, held.ring, asker, wanted.start..wanted.end.min(held.high), Resend::All, stats)?;
         // What was just resent needs no timeout-driven copy right behind it.
         watched.changed_at = now;
         Ok(true)
@@ -248,17 +249,36 @@ fn round_trip_sample(watched: &Watched, acked: u64, ring: &PieceRing, now: Insta
     Some(now.saturating_duration_since(stamp))
 }
 
+/// How much of a range `resend` sends.
+#[derive(Clone, Copy, PartialEq)]
+enum Resend {
+    /// Every held piece, waiting for room in the reliable channel.
+    All,
+    /// Pieces up to the first the reliable channel has no room for: a
+    /// member that stays silent while the channel to it fills is away
+    /// from MPI (a rank computing), and the channel delivers what it holds
+    /// once the member is back; waiting for room would hold this rank
+    /// (inside any MPI call's progress pass) until then.
+    WhileRoom,
+}
+
 fn resend<T: Windows + ReliableChannel + ?Sized>(
     transport: &T,
     ring: &PieceRing,
     to: usize,
     pieces: std::ops::Range<u64>,
+    how: Resend,
     stats: &mut RmcastStats,
 ) -> Result<(), TransportError> {
     // A NACK or a word may name any range; only the last W can be held.
-    for seq in ring.holdable(pieces) {
+    let pieces = ring.holdable(pieces);
+    for seq in pieces.clone() {
         // Held unless the member already moved past it (a stale NACK).
         if let Some(frame) = ring.frame(seq) {
+            if how == Resend::WhileRoom && !transport.has_room_for(to, frame.len()) {
+                stats.resends_held_back += pieces.end - seq;
+                break;
+            }
             transport.send_reliable(to, frame)?;
             ring.mark_resent(seq);
             stats.retransmissions += 1;

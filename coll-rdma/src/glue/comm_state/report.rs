@@ -371,7 +371,8 @@ fn report_multicast(id: CommId, bcast: &Bcast) {
     if multicast.nack_first_asks + multicast.nacks_served + multicast.timeout_resends > 0 {
         tracing::info!(
             "comm {} rank {}: bcast repair: {} first NACK(s) waiting {:.2} round trip(s) on average, {} NACK(s) repeated \
-             unanswered (the longest after {} us), {} served, {} timeout burst(s) (the longest timeout {} us)",
+             unanswered (the longest after {} us), {} served, {} timeout burst(s) (the longest timeout {} us; {} piece(s) \
+             held back, the channel to a member away from MPI full)",
             id.cid,
             id.rank,
             multicast.nack_first_asks,
@@ -380,7 +381,8 @@ fn report_multicast(id: CommId, bcast: &Bcast) {
             multicast.longest_nack_repeat_micros,
             multicast.nacks_served,
             multicast.timeout_resends,
-            multicast.longest_timeout_resend_micros
+            multicast.longest_timeout_resend_micros,
+            multicast.resends_held_back
         );
     }
     if multicast.cwnd > 0 {
