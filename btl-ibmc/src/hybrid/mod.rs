@@ -177,6 +177,15 @@ impl ReliableChannel for HybridTransport {
             poll_verbs(out).or_else(|| poll_shm(out))
         }
     }
+
+    /// Node-local peers are reached through shared memory, where nothing
+    /// is resent; the send itself reports a peer out of range.
+    fn has_room_for(&self, peer: usize, len: usize) -> bool {
+        match self.route(peer, 0, len) {
+            Ok(None) => self.verbs.has_room_for(peer, len),
+            _ => true,
+        }
+    }
 }
 
 /// Windows on this node are read through the segment (a node's stage of

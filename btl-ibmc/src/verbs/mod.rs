@@ -335,6 +335,15 @@ impl ReliableChannel for VerbsTransport {
         out.clear();
         lock(&self.inbox).take(&self.links, &self.failure, out)
     }
+
+    fn has_room_for(&self, peer: usize, len: usize) -> bool {
+        if peer >= self.size || peer == self.rank {
+            return true;
+        }
+        // A send under way holds the path, perhaps waiting for room itself:
+        // no room to be had at once.
+        self.send_path.try_lock().is_ok_and(|path| path.has_room_for_message(&self.links, peer, len))
+    }
 }
 
 impl PeerReads for VerbsTransport {}

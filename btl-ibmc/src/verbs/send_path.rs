@@ -175,6 +175,20 @@ impl SendPath {
         outcome
     }
 
+    /// Whether a reliable message of `len` bytes to `peer` would be posted
+    /// at once: room in its send queue (and for the signalled write a wait
+    /// may add), staging for it unless it goes inline, and fewer requests
+    /// outstanding to the peer than it has receive buffers. Beyond those a
+    /// message may wait for the peer's CPU to repost them (the adapter's
+    /// RNR retries) while it holds its send-queue entry and staging.
+    pub(crate) fn has_room_for_message(&self, links: &Links, peer: usize, len: usize) -> bool {
+        let Some(account) = self.accounts.get(peer) else { return true };
+        let sealed = len + reliable_frame::TRAILER_BYTES;
+        account.has_room_for(2)
+            && account.outstanding() < links.reliable_slots as u64
+            && (sealed <= links.max_inline || self.staging.can_reserve(sealed.max(FLAG_BYTES)))
+    }
+
     /// Waits until every request posted so far has completed (or failed).
     pub(crate) fn quiesce(&mut self, links: &Links, failure: &Failure, on_wait: &dyn Fn()) -> Result<(), TransportError> {
         let mut waiter = Waiter::for_process();

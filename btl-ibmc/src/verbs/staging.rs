@@ -178,6 +178,19 @@ impl StagingRing {
     /// A contiguous region of `len` bytes, if there is room now. A region
     /// never wraps: the bytes left before the end are skipped instead.
     pub(crate) fn reserve(&mut self, len: usize) -> Option<Reservation> {
+        let (offset, needed) = self.fit(len)?;
+        self.head += needed as u64;
+        Some(Reservation { offset, end: self.head })
+    }
+
+    /// Whether `reserve(len)` would find room now.
+    pub(crate) fn can_reserve(&self, len: usize) -> bool {
+        self.fit(len).is_some()
+    }
+
+    /// Where a region of `len` bytes would start, and the bytes it would
+    /// take with the skipped end of the ring; None without room.
+    fn fit(&self, len: usize) -> Option<(usize, usize)> {
         let rounded = len.max(1).checked_next_multiple_of(LEASE_ALIGN)?;
         if rounded > self.capacity {
             return None;
@@ -186,11 +199,7 @@ impl StagingRing {
         let free = self.capacity - self.in_use();
         let (offset, needed) =
             if position + rounded <= self.capacity { (position, rounded) } else { (0, self.capacity - position + rounded) };
-        if needed > free {
-            return None;
-        }
-        self.head += needed as u64;
-        Some(Reservation { offset, end: self.head })
+        (needed <= free).then_some((offset, needed))
     }
 
     /// Ties a reservation to the request reading it.
@@ -294,10 +303,12 @@ mod tests {
         let second = ring.reserve(300).expect("room after the first");
         assert_eq!(second.offset, 640);
         ring.lease(second, 2, 1);
+        assert!(ring.can_reserve(64) && !ring.can_reserve(200), "64 bytes fit before the end, 200 only over the first region");
         assert_eq!(ring.reserve(200), None, "would need to wrap over the first region");
 
         ring.release(|peer| if peer == 1 { 1 } else { 0 });
         assert_eq!(ring.oldest(), Some((2, 1)));
+        assert!(ring.can_reserve(200), "the first region came back");
         let third = ring.reserve(200).expect("the first region came back");
         assert_eq!(third.offset, 0, "the 64 bytes left at the end are skipped");
         ring.lease(third, 1, 2);
