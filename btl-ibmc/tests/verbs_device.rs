@@ -880,62 +880,28 @@ fn only_leaders_hold_queue_pairs_across_nodes_when_asked() {
 }
 
 /// A bcast member away from MPI (computing after the bcast) reposts no
-/// receive buffer, so a collector's timeout-driven resends to it fill its
-/// buffers, then the adapter's RNR retries hold the send queue: the
-/// collector's progress, which runs inside every MPI call's progress pass,
-/// must stop resending instead of waiting for room, and the member must
-/// still get the message once back. Before, MPI_Iprobe on a root over
-/// rxe waited 11.6 s of a receiver's 30 s away, and failed at a 3 s fault
-/// timeout ("waiting for room in the send queue to rank 1").
+/// receive buffer, so a collector's timeout-driven resends fill its
+/// buffers, then the adapter's RNR retries hold the send queue
+/// (`rmcast::away_member`): the root's progress must go on without
+/// waiting for room, and the member get the message once back. Before,
+/// MPI_Iprobe on a root over rxe waited 11.6 s of a receiver's 30 s away,
+/// and failed at a 3 s fault timeout ("waiting for room in the send queue
+/// to rank 1").
 #[test]
 fn a_collector_resends_to_a_member_away_from_mpi_without_waiting_for_room() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use btl_ibmc::ReliableMulticast;
-    use btl_ibmc::rmcast::{RmcastConfig, region_len};
+    use btl_ibmc::rmcast::{RmcastConfig, away_member, region_len};
+    use std::sync::atomic::AtomicBool;
     if !device_present() {
         return;
     }
-    // What the root sends before any ACK, and the passes it must make after
-    // its first held-back resend before the member comes back.
     const MESSAGE_PIECES: usize = 8;
     const PASSES_AFTER_FULL: usize = 50;
-    const AWAY_AT_MOST: Duration = Duration::from_secs(60);
     let rmcast = RmcastConfig { co_roots: 0, timeout: Duration::from_millis(1), window_slots: 64, ..RmcastConfig::default() };
     let member_may_return = AtomicBool::new(false);
-    let outcomes = run_local(2, region_len(2, &rmcast), &config(134), |transport| {
-        let rank = transport.rank();
-        let mut multicast = ReliableMulticast::new(rank, 2, 0, rmcast);
-        let piece = multicast.piece_bytes(transport).expect("piece size");
-        let payload: Vec<u8> = (0..piece * MESSAGE_PIECES).map(|i| (i * 7 + 3) as u8).collect();
-        let outcome = if rank == 0 {
-            multicast.send(transport, &payload).expect("the root's send (its window holds the message)");
-            let started = Instant::now();
-            let mut passes_after_full = 0;
-            while passes_after_full < PASSES_AFTER_FULL && started.elapsed() < AWAY_AT_MOST {
-                multicast.progress(transport).expect("progress while the member is away");
-                if multicast.stats().resends_held_back > 0 {
-                    passes_after_full += 1;
-                }
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            member_may_return.store(true, Ordering::Release);
-            format!("{passes_after_full} passes after the channel filled, {:?}", multicast.stats())
-        } else {
-            // Away: no call into the transport until the root is done, or
-            // `AWAY_AT_MOST` (a root blocked in its progress is let go then,
-            // and fails its count, instead of hanging).
-            let started = Instant::now();
-            while !member_may_return.load(Ordering::Acquire) && started.elapsed() < AWAY_AT_MOST {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            let mut got = vec![0xEE; payload.len()];
-            multicast.receive(transport, 0, &mut got).expect("the member's receive once back");
-            assert!(got == payload, "the member got the message wrong");
-            String::new()
-        };
-        multicast.drain(transport).unwrap_or_else(|error| panic!("rank {rank} drain: {error}"));
-        outcome
+    let reports = run_local(2, region_len(2, &rmcast), &config(134), |transport| {
+        away_member::play(transport, transport.rank(), rmcast, MESSAGE_PIECES, PASSES_AFTER_FULL, Duration::from_secs(60), &member_may_return)
     });
-    assert!(outcomes[0].starts_with(&format!("{PASSES_AFTER_FULL} passes")), "{}", outcomes[0]);
-    println!("root: {}", outcomes[0]);
+    let (passes, stats) = reports[0].expect("the root's report");
+    assert_eq!(passes, PASSES_AFTER_FULL, "the root's progress stopped after the channel filled: {stats:?}");
+    println!("root: {passes} passes after the channel filled, {} pieces held back", stats.resends_held_back);
 }

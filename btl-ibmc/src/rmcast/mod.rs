@@ -48,6 +48,8 @@
 //! between two pieces.
 
 mod ack;
+#[cfg(any(test, feature = "fabric"))]
+pub mod away_member;
 mod config;
 mod congestion;
 mod datagram;

@@ -1,21 +1,18 @@
-//! A member away from MPI (a rank computing after a bcast) takes in
-//! nothing and acknowledges nothing, so a collector's timeout-driven
-//! resends fill the reliable channel to it. The collector's progress runs
-//! inside every MPI call's progress pass (MPI_Iprobe, MPI_Test): it must
-//! keep returning at once instead of waiting for room, and the member
-//! must still get the message when it comes back.
+//! The collector's resends to a member away from MPI over udp
+//! (`rmcast::away_member`): the pair's window fills, the root's progress
+//! goes on, and the member gets the message once back.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::time::Duration;
 
 use super::{establish_all, finish, loopback_config, loopback_multicast_refusal, test_rmcast_config};
-use crate::rmcast::{CongestionConfig, CongestionMode, ReliableMulticast, RmcastConfig, region_len};
+use crate::rmcast::{CongestionConfig, CongestionMode, RmcastConfig, away_member, region_len};
 use crate::selected::SelectedTransport;
-use crate::test_support::{PATIENCE, pattern, run_with, test_seed};
+use crate::test_support::{PATIENCE, run_with, test_seed};
 use crate::udp::UdpFaults;
 
 /// The message: what the root sends before any ACK (congestion control's
-/// first window), so that its send returns while the member is away.
+/// first window).
 const MESSAGE_PIECES: usize = 8;
 
 /// Progress passes the root must make after its first held-back resend
@@ -35,46 +32,15 @@ fn a_collector_resends_to_a_member_away_from_mpi_without_waiting_for_room() {
         let config = loopback_config(seed, UdpFaults::default());
         let member_may_return = AtomicBool::new(false);
         let done = AtomicUsize::new(0);
-        let outcomes = run_with(establish_all(2, region_len(2, &rmcast), &config), |rank, (_, udp)| {
+        let reports = run_with(establish_all(2, region_len(2, &rmcast), &config), |rank, (_, udp)| {
             let transport = SelectedTransport::Udp(udp);
-            let mut multicast = ReliableMulticast::new(rank, 2, 0, rmcast);
-            let piece = multicast.piece_bytes(&transport).expect("piece size");
-            // As many pieces as congestion control's first window lets out.
-            let payload = pattern(seed, piece * MESSAGE_PIECES);
-            let outcome = if rank == 0 {
-                multicast.send(&transport, &payload).expect("the root's send (its first window holds the message)");
-                // Rank 1 is away: progress as MPI calls would run it, until
-                // resends were held back and passes went on after that.
-                let started = Instant::now();
-                let mut passes_after_full = 0;
-                while passes_after_full < PASSES_AFTER_FULL && started.elapsed() < PATIENCE {
-                    multicast.progress(&transport).expect("progress while the member is away");
-                    if multicast.stats().resends_held_back > 0 {
-                        passes_after_full += 1;
-                    }
-                    std::thread::sleep(Duration::from_micros(200));
-                }
-                member_may_return.store(true, Ordering::Release);
-                format!("{congestion:?}: {passes_after_full} passes after the channel filled, {:?}", multicast.stats())
-            } else {
-                // Away from MPI: no call into the transport until the root
-                // is done, or `PATIENCE` (so that a root blocked in its
-                // progress is let go, and fails its count, instead of hanging).
-                let started = Instant::now();
-                while !member_may_return.load(Ordering::Acquire) && started.elapsed() < PATIENCE {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                let mut got = vec![0xEE; payload.len()];
-                multicast.receive(&transport, 0, &mut got).expect("the member's receive once back");
-                assert!(got == payload, "{congestion:?}: the member got the message wrong");
-                String::new()
-            };
-            multicast.drain(&transport).unwrap_or_else(|e| panic!("rank {rank} drain: {e}"));
+            let report = away_member::play(&transport, rank, rmcast, MESSAGE_PIECES, PASSES_AFTER_FULL, PATIENCE, &member_may_return);
             transport.quiesce_before_teardown().unwrap_or_else(|e| panic!("rank {rank} quiesce: {e}"));
             let SelectedTransport::Udp(udp) = transport else { unreachable!() };
             finish(&udp, &done);
-            outcome
+            report
         });
-        assert!(outcomes[0].starts_with(&format!("{congestion:?}: {PASSES_AFTER_FULL} passes")), "{}", outcomes[0]);
+        let (passes, stats) = reports[0].clone().expect("the root's report");
+        assert_eq!(passes, PASSES_AFTER_FULL, "{congestion:?}: the root's progress stopped after the channel filled: {stats:?}");
     }
 }
