@@ -150,3 +150,91 @@ fn a_range_lost_several_times_in_a_row_is_asked_for_until_it_comes() {
         total.nack_first_asks, total.nacks_repeated, total.longest_nack_repeat_micros
     );
 }
+
+/// The fabric, with the reliable channel to the collector full once
+/// `full` is set (the collector away from MPI, its channel never drained):
+/// `has_room_for` says so, and a NACK sent to it anyway is counted, as a
+/// send that would have waited for room inside the leaf's progress pass.
+struct CollectorAway {
+    fabric: FabricEndpoint,
+    collector: usize,
+    full: std::cell::Cell<bool>,
+    nacks_into_full_channel: std::cell::Cell<u64>,
+}
+
+forward!(Endpoint for CollectorAway => fabric);
+forward!(Windows for CollectorAway => fabric);
+forward!(PeerReads for CollectorAway => fabric);
+forward!(Datagrams for CollectorAway => fabric);
+
+impl ReliableChannel for CollectorAway {
+    fn send_reliable(&self, peer: usize, message: &[u8]) -> Result<(), TransportError> {
+        if peer == self.collector && self.full.get() {
+            self.nacks_into_full_channel.set(self.nacks_into_full_channel.get() + 1);
+            return Ok(());
+        }
+        self.fabric.send_reliable(peer, message)
+    }
+    fn poll_reliable(&self, out: &mut Vec<u8>) -> Option<usize> {
+        self.fabric.poll_reliable(out)
+    }
+    fn has_room_for(&self, peer: usize, _len: usize) -> bool {
+        peer != self.collector || !self.full.get()
+    }
+}
+
+/// A root that posts a bcast and computes (away from MPI) leaves the
+/// channel from its leaves full of their NACKs: a leaf that goes on
+/// polling its receive (MPI_Test of an ibcast) must leave its repeats out
+/// rather than wait for room inside the pass, and still get every piece
+/// once the root is back. Before, the repeats went into the full channel
+/// (over udp: MPI_Test held 10.8 s of a root's 12 s away).
+#[test]
+fn a_leaf_leaves_nack_repeats_out_of_a_full_channel_to_an_away_collector() {
+    const PIECE: usize = 256;
+    const PIECES: usize = 47;
+    let config = RmcastConfig {
+        fragment_bytes: PIECE,
+        timeout: NEVER,
+        congestion: CongestionConfig { mode: CongestionMode::Off, ..CongestionConfig::default() },
+        tail_repeat: 0,
+        parity_percent: 0,
+        co_roots: 0,
+        ..test_config()
+    };
+    let fabric = FabricConfig { multicast_drop: 0.3, seed: 38, ..FabricConfig::default() };
+    let [root_transport, leaf_transport]: [CollectorAway; 2] = Fabric::new(2, region_len(2, &config), fabric)
+        .into_iter()
+        .map(|fabric| CollectorAway { fabric, collector: 0, full: false.into(), nacks_into_full_channel: 0.into() })
+        .collect::<Vec<_>>()
+        .try_into()
+        .unwrap_or_else(|_| panic!("two ranks"));
+    let (mut root, mut leaf) = (super::ReliableMulticast::new(0, 2, 0, config), super::ReliableMulticast::new(1, 2, 0, config));
+    let message: Vec<u8> = (0..PIECES * PIECE).map(|index| (index * 5 + 1) as u8).collect();
+    root.send(&root_transport, &message).expect("the root's send (the window holds the message)");
+    // The root is away from here on. The leaf polls; once it has NACKed,
+    // the channel to the root counts as full.
+    let mut got = vec![0u8; message.len()];
+    let mut transfer = leaf.start_receive(0, message.len()).expect("a receive");
+    let started = std::time::Instant::now();
+    while leaf.stats().nack_repeats_held_back == 0 && started.elapsed() < Duration::from_secs(20) {
+        assert!(!leaf.step_receive(&leaf_transport, &mut transfer, &mut got).expect("a pass"), "done without the root: no piece was lost");
+        if leaf.stats().nacks_sent > 0 {
+            leaf_transport.full.set(true);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let away = leaf.stats();
+    assert!(away.nack_repeats_held_back > 0, "no repeat came due in 20 s: {away:?}");
+    assert_eq!(leaf_transport.nacks_into_full_channel.get(), 0, "NACKs sent into the full channel: {away:?}");
+    // The root is back: the channel drains, and the leaf's next repeat
+    // reaches it.
+    leaf_transport.full.set(false);
+    let started = std::time::Instant::now();
+    while !leaf.step_receive(&leaf_transport, &mut transfer, &mut got).expect("a pass") {
+        assert!(started.elapsed() < Duration::from_secs(20), "the message never completed: {:?}", leaf.stats());
+        root.progress(&root_transport).expect("the root's progress");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(got == message, "the leaf got the message wrong");
+}

@@ -66,6 +66,9 @@ pub struct RmcastStats {
     /// channel to the member was full: the member is away from MPI and the
     /// channel still carries earlier copies, which it delivers itself.
     pub resends_held_back: u64,
+    /// NACK repeats a leaf left out because the reliable channel to its
+    /// collector was full (the collector away from MPI).
+    pub nack_repeats_held_back: u64,
     /// Gauges (`sum` takes the largest), in microseconds: the longest a
     /// leaf waited before repeating a NACK, and the longest (backed-off)
     /// timeout a collector's timer ran before a burst. Issue 36: which
@@ -123,6 +126,7 @@ impl RmcastStats {
             nacks_repeated: total.nacks_repeated + one.nacks_repeated,
             timeout_resends: total.timeout_resends + one.timeout_resends,
             resends_held_back: total.resends_held_back + one.resends_held_back,
+            nack_repeats_held_back: total.nack_repeats_held_back + one.nack_repeats_held_back,
             longest_nack_repeat_micros: total.longest_nack_repeat_micros.max(one.longest_nack_repeat_micros),
             longest_timeout_resend_micros: total.longest_timeout_resend_micros.max(one.longest_timeout_resend_micros),
             repairs_multicast: total.repairs_multicast + one.repairs_multicast,

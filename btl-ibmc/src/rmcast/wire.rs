@@ -28,7 +28,7 @@
 //! [`Datagrams::multicast_nonce`]: crate::transport::Datagrams::multicast_nonce
 
 pub(crate) const PIECE_HEADER_BYTES: usize = 40;
-const NACK_BYTES: usize = 32;
+pub(crate) const NACK_BYTES: usize = 32;
 const PIECE: u8 = 1;
 const NACK: u8 = 2;
 const PARITY: u8 = 3;

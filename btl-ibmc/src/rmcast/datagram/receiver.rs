@@ -33,7 +33,7 @@ use crate::rmcast::config::RmcastConfig;
 use crate::rmcast::groups::{Groups, Role};
 use crate::rmcast::region::DatagramRegion;
 use crate::rmcast::stats::{RmcastStats, micros};
-use crate::rmcast::wire::{PIECE_HEADER_BYTES, ParityHeader, PieceHeader, encode_nack, protection_of};
+use crate::rmcast::wire::{NACK_BYTES, PIECE_HEADER_BYTES, ParityHeader, PieceHeader, encode_nack, protection_of};
 use crate::transport::{ReliableChannel, TransportError, Windows};
 
 enum Duty {
@@ -217,10 +217,10 @@ impl Receiver {
                         nack.withdraw_last();
                     }
                 } else {
-                    self.send_nacks(transport, range, withheld, stats)?;
+                    self.send_nacks(transport, range, withheld, Nacks::All, stats)?;
                 }
             }
-            NackStep::Again(range) => stats.nacks_repeated += self.send_nacks(transport, range, |_| false, stats)?,
+            NackStep::Again(range) => stats.nacks_repeated += self.send_nacks(transport, range, |_| false, Nacks::WhileRoom, stats)?,
             NackStep::Suppressed => stats.nacks_suppressed += 1,
         }
         Ok(())
@@ -234,14 +234,21 @@ impl Receiver {
         transport: &T,
         range: std::ops::Range<u64>,
         withheld: impl Fn(u64) -> bool,
+        how: Nacks,
         stats: &mut RmcastStats,
     ) -> Result<u64, TransportError> {
         let runs = missing_runs(range, MAX_NACK_RUNS, |seq| self.ring.holds(seq) || withheld(seq));
+        let mut sent = 0;
         for missing in &runs {
+            if how == Nacks::WhileRoom && !transport.has_room_for(self.ack_to.0, NACK_BYTES) {
+                stats.nack_repeats_held_back += 1;
+                break;
+            }
             transport.send_reliable(self.ack_to.0, &encode_nack(self.root, self.nonce, missing.start, missing.end))?;
             stats.nacks_sent += 1;
+            sent += 1;
         }
-        Ok(runs.len() as u64)
+        Ok(sent)
     }
 
     /// Takes in a parity frame of this root's (screened by the caller: the
@@ -278,7 +285,7 @@ impl Receiver {
             if range.is_empty() || !matches!(self.duty, Duty::Leaf { nack: Some(_), .. }) {
                 continue;
             }
-            if self.send_nacks(transport, range.clone(), |_| false, stats)? > 0
+            if self.send_nacks(transport, range.clone(), |_| false, Nacks::All, stats)? > 0
                 && let Duty::Leaf { nack: Some(nack), .. } = &mut self.duty
             {
                 nack.sent_outside(range, now);
@@ -461,6 +468,20 @@ fn missing_runs(range: std::ops::Range<u64>, most_runs: usize, holds: impl Fn(u6
         runs.push(start..seq);
     }
     runs
+}
+
+/// Which NACKs of a range `send_nacks` sends.
+#[derive(Clone, Copy, PartialEq)]
+enum Nacks {
+    /// Every one, waiting for room in the reliable channel.
+    All,
+    /// Repeats, up to the first the channel has no room for: a collector
+    /// that leaves its channel full is away from MPI (a root computing
+    /// after its post), the channel delivers the earlier NACKs once it is
+    /// back, and waiting for room would hold this rank inside whatever MPI
+    /// call ran the pass (MPI_Test of its ibcast) until then. A repeat left
+    /// out is one more that went unanswered: the timer asks again.
+    WhileRoom,
 }
 
 #[cfg(test)]

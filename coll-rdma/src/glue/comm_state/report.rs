@@ -371,7 +371,7 @@ fn report_multicast(id: CommId, bcast: &Bcast) {
     if multicast.nack_first_asks + multicast.nacks_served + multicast.timeout_resends > 0 {
         tracing::info!(
             "comm {} rank {}: bcast repair: {} first NACK(s) waiting {:.2} round trip(s) on average, {} NACK(s) repeated \
-             unanswered (the longest after {} us), {} served, {} timeout burst(s) (the longest timeout {} us; {} piece(s) \
+             unanswered (the longest after {} us; {} held back, the channel to a collector away from MPI full), {} served, {} timeout burst(s) (the longest timeout {} us; {} piece(s) \
              held back, the channel to a member away from MPI full)",
             id.cid,
             id.rank,
@@ -379,6 +379,7 @@ fn report_multicast(id: CommId, bcast: &Bcast) {
             multicast.nack_wait_rtt_percent as f64 / 100.0 / multicast.nack_first_asks.max(1) as f64,
             multicast.nacks_repeated,
             multicast.longest_nack_repeat_micros,
+            multicast.nack_repeats_held_back,
             multicast.nacks_served,
             multicast.timeout_resends,
             multicast.longest_timeout_resend_micros,
