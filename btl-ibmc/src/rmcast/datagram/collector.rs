@@ -18,6 +18,7 @@
 
 use std::time::{Duration, Instant};
 
+use super::Room;
 use super::ring::PieceRing;
 use crate::rmcast::config::{BACKOFF_LIMIT, RmcastConfig};
 use crate::rmcast::congestion::Control;
@@ -186,7 +187,7 @@ impl Collector {
             if !watched.member.is_co_root {
                 stats.timeout_resends += 1;
                 stats.longest_timeout_resend_micros = stats.longest_timeout_resend_micros.max(micros(watched.timeout));
-                resend(transport, held.ring, watched.member.rank, watched.acked..burst_end, Resend::WhileRoom, stats)?;
+                resend(transport, held.ring, watched.member.rank, watched.acked..burst_end, Room::StopWithout, stats)?;
             }
             watched.changed_at = now;
             watched.timeout = watched.timeout.saturating_mul(2).min(self.backoff_ceiling);
@@ -213,7 +214,7 @@ impl Collector {
             control.on_loss(index, wanted.start, held.high, false, now, stats);
         }
         // The asker is inside MPI, taking in what the channel carries.
-        resend(transport, held.ring, asker, wanted.start..wanted.end.min(held.high), Resend::All, stats)?;
+        resend(transport, held.ring, asker, wanted.start..wanted.end.min(held.high), Room::WaitFor, stats)?;
         // What was just resent needs no timeout-driven copy right behind it.
         watched.changed_at = now;
         Ok(true)
@@ -249,25 +250,12 @@ fn round_trip_sample(watched: &Watched, acked: u64, ring: &PieceRing, now: Insta
     Some(now.saturating_duration_since(stamp))
 }
 
-/// How much of a range `resend` sends.
-#[derive(Clone, Copy, PartialEq)]
-enum Resend {
-    /// Every held piece, waiting for room in the reliable channel.
-    All,
-    /// Pieces up to the first the reliable channel has no room for: a
-    /// member that stays silent while the channel to it fills is away
-    /// from MPI (a rank computing), and the channel delivers what it holds
-    /// once the member is back; waiting for room would hold this rank
-    /// (inside any MPI call's progress pass) until then.
-    WhileRoom,
-}
-
 fn resend<T: Windows + ReliableChannel + ?Sized>(
     transport: &T,
     ring: &PieceRing,
     to: usize,
     pieces: std::ops::Range<u64>,
-    how: Resend,
+    how: Room,
     stats: &mut RmcastStats,
 ) -> Result<(), TransportError> {
     // A NACK or a word may name any range; only the last W can be held.
@@ -275,7 +263,7 @@ fn resend<T: Windows + ReliableChannel + ?Sized>(
     for seq in pieces.clone() {
         // Held unless the member already moved past it (a stale NACK).
         if let Some(frame) = ring.frame(seq) {
-            if how == Resend::WhileRoom && !transport.has_room_for(to, frame.len()) {
+            if how == Room::StopWithout && !transport.has_room_for(to, frame.len()) {
                 stats.resends_held_back += pieces.end - seq;
                 break;
             }

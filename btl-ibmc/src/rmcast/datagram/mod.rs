@@ -44,6 +44,22 @@ enum Arrival {
     Reliable { from: usize },
 }
 
+/// What a message to a peer over the reliable channel does when the
+/// channel to that peer is full (`ReliableChannel::has_room_for`).
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Room {
+    /// Waits for room: the message is new to the peer (a first NACK, an
+    /// answer to a NACK).
+    WaitFor,
+    /// Stops at the first message without room: it only repeats what the
+    /// channel already carries (a collector's timeout-driven resend, a
+    /// leaf's NACK repeat). A peer that leaves its channel full is away
+    /// from MPI (a rank computing), the channel delivers what it holds
+    /// once the peer is back, and waiting for room would hold this rank
+    /// inside whatever MPI call ran the progress pass until then.
+    StopWithout,
+}
+
 pub(crate) struct DatagramFlavour {
     me: usize,
     size: usize,

@@ -27,6 +27,7 @@ use std::time::Instant;
 use super::collector::{Collector, Held};
 use super::nack::{NackPolicy, NackStep, NackTimer};
 use super::parity::{ParityBlocks, ParityOutcome, ParityWork};
+use super::Room;
 use super::ring::{PieceRing, RingPool};
 use crate::rmcast::ack::LazyAck;
 use crate::rmcast::config::RmcastConfig;
@@ -217,10 +218,10 @@ impl Receiver {
                         nack.withdraw_last();
                     }
                 } else {
-                    self.send_nacks(transport, range, withheld, Nacks::All, stats)?;
+                    self.send_nacks(transport, range, withheld, Room::WaitFor, stats)?;
                 }
             }
-            NackStep::Again(range) => stats.nacks_repeated += self.send_nacks(transport, range, |_| false, Nacks::WhileRoom, stats)?,
+            NackStep::Again(range) => stats.nacks_repeated += self.send_nacks(transport, range, |_| false, Room::StopWithout, stats)?,
             NackStep::Suppressed => stats.nacks_suppressed += 1,
         }
         Ok(())
@@ -234,13 +235,13 @@ impl Receiver {
         transport: &T,
         range: std::ops::Range<u64>,
         withheld: impl Fn(u64) -> bool,
-        how: Nacks,
+        how: Room,
         stats: &mut RmcastStats,
     ) -> Result<u64, TransportError> {
         let runs = missing_runs(range, MAX_NACK_RUNS, |seq| self.ring.holds(seq) || withheld(seq));
         let mut sent = 0;
         for missing in &runs {
-            if how == Nacks::WhileRoom && !transport.has_room_for(self.ack_to.0, NACK_BYTES) {
+            if how == Room::StopWithout && !transport.has_room_for(self.ack_to.0, NACK_BYTES) {
                 stats.nack_repeats_held_back += 1;
                 break;
             }
@@ -285,7 +286,7 @@ impl Receiver {
             if range.is_empty() || !matches!(self.duty, Duty::Leaf { nack: Some(_), .. }) {
                 continue;
             }
-            if self.send_nacks(transport, range.clone(), |_| false, Nacks::All, stats)? > 0
+            if self.send_nacks(transport, range.clone(), |_| false, Room::WaitFor, stats)? > 0
                 && let Duty::Leaf { nack: Some(nack), .. } = &mut self.duty
             {
                 nack.sent_outside(range, now);
@@ -468,20 +469,6 @@ fn missing_runs(range: std::ops::Range<u64>, most_runs: usize, holds: impl Fn(u6
         runs.push(start..seq);
     }
     runs
-}
-
-/// Which NACKs of a range `send_nacks` sends.
-#[derive(Clone, Copy, PartialEq)]
-enum Nacks {
-    /// Every one, waiting for room in the reliable channel.
-    All,
-    /// Repeats, up to the first the channel has no room for: a collector
-    /// that leaves its channel full is away from MPI (a root computing
-    /// after its post), the channel delivers the earlier NACKs once it is
-    /// back, and waiting for room would hold this rank inside whatever MPI
-    /// call ran the pass (MPI_Test of its ibcast) until then. A repeat left
-    /// out is one more that went unanswered: the timer asks again.
-    WhileRoom,
 }
 
 #[cfg(test)]
