@@ -27,7 +27,7 @@ SELFCHECK  ?= $(if $(DESTDIR),0,1)
 FBCAST_SRC := coll-rdma/fbcast
 PREFIX     ?= $(HOME)/.local
 
-.PHONY: all build build-fbcast setup install check check-udp test-udp test-fbcast test-rust test-mpi tune test-tune test-scale soak sim params-doc check-rxe test-rxe check-ompi5 check-ompi5-source check-noheaders check-intree bench bench-udp bench-ompi5 clean help
+.PHONY: all build build-fbcast setup install check check-udp test-udp test-fbcast test-rust test-mpi tune test-tune test-scale soak fuzz-settings sim params-doc check-rxe test-rxe check-ompi5 check-ompi5-source check-noheaders check-intree bench bench-udp bench-ompi5 clean help
 
 all: build
 
@@ -77,6 +77,9 @@ help:
 	@echo "make soak          the scale tests' long runs: more calls, 30 % multicast loss"
 	@echo "                   (about 6 minutes on 2 cores, SOAK_ROUNDS=n for more seeds;"
 	@echo "                   not part of make check)"
+	@echo "make fuzz-settings random legal coll rdma settings against the MPI test programs"
+	@echo "                   (ci/settings-fuzz.sh: FUZZ_ARGS='--iterations N --seed S"
+	@echo "                   --transport udp' for 4 namespace hosts; not part of make check)"
 	@echo "make sim           coll-rdma-sim (tuning/sim/): coll rdma's barrier, allreduce and bcast"
 	@echo "                   schedules at 2-16384 nodes of 1-128 ranks over a calibrated"
 	@echo "                   LogGP network, flat vs two-level vs Open MPI's; validation"
@@ -290,6 +293,12 @@ soak:
 	@echo "== soak (fabric, 64/256/1024 ranks, long runs)"
 	@$(CARGO) test --profile release-tests -p coll-rdma-core --test scale -- scale_fabric:: --ignored --nocapture --test-threads 1
 	@COLL_RDMA_SOAK=1 $(CARGO) test --profile release-tests -p coll-rdma-core --test scale -- scale_hybrid_fabric:: --nocapture --test-threads 1
+
+# Unusual but legal settings (ci/settings-fuzz.sh): the programs of
+# make test-mpi under random edges of the tuner's parameters.
+fuzz-settings: build
+	@echo "== settings fuzz"
+	@bash ci/settings-fuzz.sh $(FUZZ_ARGS)
 
 # docs/parameters.md is rendered from the parameter table; the unit test
 # parameter_reference_is_current compares it (make check runs it) and,

@@ -54,7 +54,9 @@
  *      finishes it first), the others freed inactive, and the
  *      communicator freed;
  * Options: -r <rounds of phase 1> (default 200), -n <persistent starts>,
- * -f <starts of phase 4>, -l 1: long vectors (phase 1 draws only
+ * -f <starts of phase 4>, -F 0: no request freed while started (phase 5
+ * and the end of phase 7 say SKIPPED; for settings under which coll rdma
+ * may hand a call to libnbc, e.g. ci/settings-fuzz.sh's), -l 1: long vectors (phase 1 draws only
  * iallreduces and ireduces, of 0 to 8 MiB, mostly 64 KiB-4 MiB; phase 2's
  * persistent calls are 512 KiB and 1 MiB long), where shm takes the
  * parallel reduction.
@@ -68,6 +70,10 @@
 
 enum nr_kind { NR_IALLREDUCE, NR_IREDUCE, NR_IBCAST, NR_KINDS };
 enum nr_op { NR_SUM, NR_AFFINE };
+
+/* -F: whether phases 5 and 7 free requests while their calls are under
+ * way, which only coll rdma allows (needs coll rdma loaded, too) */
+static int nr_free_started = 1;
 
 static MPI_Datatype nr_affine_type;
 static MPI_Op nr_affine_op;
@@ -419,6 +425,10 @@ static void freed_while_pending(tcomm_t *world, long rounds)
         if (rank == 0) printf("info: phase 5 SKIPPED: coll rdma is not loaded, and freeing a started collective's request is erroneous elsewhere\n");
         return;
     }
+    if (!nr_free_started) {
+        if (rank == 0) printf("info: phase 5 SKIPPED: -F 0 (a call coll rdma hands to libnbc may not be freed while started)\n");
+        return;
+    }
     /* A freed call's buffers stay valid to the end: nothing tells the
      * program when the call is over (never freed: the module underneath,
      * with --stock, may finish it late). */
@@ -538,7 +548,9 @@ static void two_of_a_kind(tcomm_t *world, long starts)
      * either). */
     if (size > 1 && !t_coll_rdma_registered && rank == 0)
         printf("info: phase 7's request freed while started SKIPPED: coll rdma is not loaded\n");
-    if (size > 1 && t_coll_rdma_registered) {
+    if (size > 1 && t_coll_rdma_registered && !nr_free_started && rank == 0)
+        printf("info: phase 7's request freed while started SKIPPED: -F 0\n");
+    if (size > 1 && t_coll_rdma_registered && nr_free_started) {
         calls[1].seq = 7900000;
         nr_fill(calls[1].op, calls[1].send, rank, calls[1].seq, calls[1].count);
         T_MPI(MPI_Start(&rq[1]));
@@ -563,6 +575,7 @@ int main(int argc, char **argv)
     long starts = t_opt(argc, argv, "-n", 1000);
     long freed_starts = t_opt(argc, argv, "-f", 0);
     nr_long = (int)t_opt(argc, argv, "-l", 0);
+    nr_free_started = (int)t_opt(argc, argv, "-F", 1) != 0;
     T_MPI(MPI_Type_contiguous(2, MPI_UINT64_T, &nr_affine_type));
     T_MPI(MPI_Type_commit(&nr_affine_type));
     T_MPI(MPI_Op_create(t_affine_compose, 0, &nr_affine_op));
