@@ -66,6 +66,18 @@ impl WindowLayout {
         WindowLayout { barrier_offset, allreduce_offset, reduce_offset, ring_offset, bcast_offset, window_len }
     }
 
+    /// Each collective's region and its length in bytes, in window order
+    /// (what makes a window large, for the message that refuses it).
+    pub fn region_lens(&self) -> [(&'static str, usize); 5] {
+        [
+            ("barrier", self.allreduce_offset - self.barrier_offset),
+            ("allreduce", self.reduce_offset - self.allreduce_offset),
+            ("reduce", self.ring_offset - self.reduce_offset),
+            ("ring", self.bcast_offset - self.ring_offset),
+            ("bcast", self.window_len - self.bcast_offset),
+        ]
+    }
+
     /// The layout when reduce uses the allreduce's tree and bcast its
     /// default.
     pub fn with_reductions(size: usize, barrier_radix: usize, reductions: &AllreduceConfig) -> Self {
@@ -99,6 +111,23 @@ mod tests {
                 assert!(layout.bcast_offset + Bcast::region_len(size, &BcastConfig::default()) <= layout.window_len);
             }
         }
+    }
+
+    #[test]
+    fn region_lens_cover_the_window_and_follow_the_bcast_settings() {
+        let config = AllreduceConfig::default();
+        let mut bcast = BcastConfig::default();
+        let small = WindowLayout::new(5, 2, &config, &config.tree, &bcast);
+        bcast.multicast.window_slots = 4096;
+        bcast.multicast.slot_bytes = 1 << 20;
+        let large = WindowLayout::new(5, 2, &config, &config.tree, &bcast);
+        for layout in [small, large] {
+            assert_eq!(layout.region_lens().iter().map(|&(_, len)| len).sum::<usize>(), layout.window_len);
+        }
+        // 4096 slots of 1 MiB: the bcast region alone is over 4 GiB, the
+        // others as before.
+        assert!(large.region_lens()[4].1 >= 4096 << 20);
+        assert_eq!(large.region_lens()[..4], small.region_lens()[..4]);
     }
 
     #[test]

@@ -136,6 +136,7 @@ impl ProtocolSettings {
             ("coll_rdma_ring_segment_size", settings.ring_segment_bytes as u64),
             ("coll_rdma_udp_ring_max_bytes", limit(settings.udp_ring_max_bytes)),
             ("coll_rdma_reduce_parallel_slices_min_bytes", limit(settings.reduce.parallel_slices_min_bytes)),
+            ("coll_rdma_window_max_mib", (settings.window_max_bytes >> 20) as u64),
             ("coll_rdma_bcast_window", multicast.window_slots as u64),
             ("coll_rdma_bcast_slot_size", multicast.slot_bytes as u64),
             ("coll_rdma_bcast_fragment_size", multicast.fragment_bytes as u64),

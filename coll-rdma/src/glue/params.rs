@@ -110,6 +110,9 @@ pub struct Settings {
     pub ring_segment_bytes: usize,
     /// On udp, longer messages do not go around the ring; `None`: no bound.
     pub udp_ring_max_bytes: Option<usize>,
+    /// The largest window a communicator may take on each rank
+    /// (`coll_rdma_window_max_mib`); a larger one is not served.
+    pub window_max_bytes: usize,
     pub bcast: BcastSettings,
 }
 
@@ -325,6 +328,7 @@ pub fn validate(raw: RawParams) -> Settings {
         },
         ring_segment_bytes: v.number(Id::RingSegmentSize) as usize,
         udp_ring_max_bytes: v.count(Id::UdpRingMaxBytes),
+        window_max_bytes: (v.number(Id::WindowMaxMib) as usize).saturating_mul(1 << 20),
         reduction_model: AllreduceModel {
             message_latency_ns: f64::from(v.number(Id::ReductionModelLatencyNs)),
             transfer_ns_per_byte: f64::from(v.number(Id::ReductionModelTransferPsPerByte)) / 1000.0,

@@ -6,6 +6,8 @@
 //! schedules, leader links, the bcast window's limit, the udp ring bound) are
 //! made here, once, before the `ReadyComm` is handed to any collective.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use btl_ibmc::{Datagrams, Endpoint, Exchange, MulticastKind, PeerReads, SelectedTransport};
 use tuning::{choose_bcast_max_bytes, BcastStreamModel, WindowedBcast};
 
@@ -47,6 +49,8 @@ pub(super) struct PendingSetup {
     hierarchy: HierarchyPlan,
     /// `Some(pretend_refused)`: probe cross-memory attach at setup.
     cross_memory_probe: Option<bool>,
+    /// `coll_rdma_window_max_mib` in bytes: a larger window is not made.
+    window_max_bytes: usize,
     /// The window paths' limit as set; `Limits::bcast_max_bytes` once the
     /// transport is known.
     bcast_window_limit: WindowLimit,
@@ -158,6 +162,7 @@ impl PendingSetup {
             cross_memory_probe: uses_cross_memory(settings).then_some(settings.bcast.pretend_no_cross_memory),
             bcast_window_limit: settings.bcast.max_bytes,
             udp_ring_max_bytes: settings.udp_ring_max_bytes,
+            window_max_bytes: settings.window_max_bytes,
             schedules: Schedules {
                 barrier,
                 allreduce,
@@ -191,6 +196,20 @@ impl PendingSetup {
             // Once per communicator and job, where it is easy to find.
             if rank == 0 {
                 tracing::warn!("{message}");
+            } else {
+                tracing::info!("{message}");
+            }
+            return None;
+        }
+        // After the agreement: every rank then has the same layout and
+        // the same limit, so all refuse together.
+        if let Some(why) = window_too_large(&self.layout, self.window_max_bytes) {
+            events::emit("comm_unavailable", id.origin(), || events::json!({ "stage": "window", "reason": why.clone() }));
+            let message = format!("comm {cid} rank {rank}: {why}; collectives fall back to the module underneath");
+            // The settings are the job's, so every communicator meets
+            // them: a process warns for its first one only.
+            if rank == 0 && !WINDOW_WARNED.swap(true, Ordering::Relaxed) {
+                tracing::warn!("{message} (said once per process; the others at verbose 2)");
             } else {
                 tracing::info!("{message}");
             }
@@ -283,6 +302,27 @@ impl PendingSetup {
         ready.say_ready_summary();
         ready
     }
+}
+
+/// Whether a communicator's window was refused for its size already in
+/// this process (warned once, then said at verbose 2).
+static WINDOW_WARNED: AtomicBool = AtomicBool::new(false);
+
+/// Why a window of `layout` is not made, if it takes more than
+/// `max_bytes` on each rank: its length and its regions', in MiB.
+fn window_too_large(layout: &WindowLayout, max_bytes: usize) -> Option<String> {
+    let mib = |bytes: usize| bytes as f64 / f64::from(1u32 << 20);
+    (layout.window_len > max_bytes).then(|| {
+        let regions: Vec<String> = layout.region_lens().iter().map(|&(name, len)| format!("{name} {:.1}", mib(len))).collect();
+        format!(
+            "its window would take {:.1} MiB on each rank ({} MiB; the bcast's is coll_rdma_bcast_window x \
+             coll_rdma_bcast_slot_size, the others grow with their segment sizes and degrees), more than \
+             coll_rdma_window_max_mib ({})",
+            mib(layout.window_len),
+            regions.join(", "),
+            max_bytes >> 20
+        )
+    })
 }
 
 /// How a two-level bcast moves data at each stage, as the hierarchy

@@ -21,6 +21,7 @@ const GROUPS: &[(&str, &[Id])] = &[
     ("Selection and output", &[Id::Priority, Id::Verbose, Id::EventsFile]),
     ("Transport", &[Id::Transport, Id::VerbsDevice, Id::VerbsPort, Id::VerbsGidIndex, Id::VerbsMulticast, Id::VerbsProtection]),
     ("Schedule across nodes", &[Id::Hierarchy, Id::HierarchyQueuePairsMax]),
+    ("Memory", &[Id::WindowMaxMib]),
     (
         "udp transport",
         &[
