@@ -94,6 +94,18 @@ int coll_rdma_shim_op_and_dtype_are_predefined(struct ompi_op_t *op, struct ompi
     return ompi_op_is_intrinsic(op) && ompi_datatype_is_predefined(dtype) ? 1 : 0;
 }
 
+int coll_rdma_shim_has_agreement_shape(const void *send, int count,
+                                                  struct ompi_datatype_t *dtype, struct ompi_op_t *op)
+{
+    /* Open MPI's context-id agreement (comm_cid.c: the new id's MPI_MAX,
+     * the check's and the activation's MPI_MIN) passes two buffers, never
+     * MPI_IN_PLACE; MPIX_Comm_iagree without coll ftagree (coll base's
+     * agreement without fault tolerance) is MPI_BAND in place. */
+    if (1 != count || MPI_INT != dtype) return 0;
+    if (MPI_IN_PLACE == send) return MPI_BAND == op ? 1 : 0;
+    return MPI_MAX == op || MPI_MIN == op ? 1 : 0;
+}
+
 int coll_rdma_shim_dtype_facts(struct ompi_datatype_t *dtype, size_t count,
                                struct coll_rdma_shim_dtype_facts *facts)
 {

@@ -42,6 +42,12 @@ int coll_rdma_shim_op_is_commute(struct ompi_op_t *op);
 /* 1 if `op` is intrinsic and `dtype` predefined: neither can be freed. */
 int coll_rdma_shim_op_and_dtype_are_predefined(struct ompi_op_t *op, struct ompi_datatype_t *dtype);
 
+/* 1 if an allreduce of these arguments has the shape of one of Open MPI's
+ * own agreements: one MPI_INT, MPI_MAX or MPI_MIN not in place (a context
+ * id), or MPI_BAND in place (MPIX_Comm_iagree without coll ftagree). */
+int coll_rdma_shim_has_agreement_shape(const void *send, int count,
+                                                  struct ompi_datatype_t *dtype, struct ompi_op_t *op);
+
 /* Facts about a datatype used `count` times; returns 0 on success. */
 struct coll_rdma_shim_dtype_facts {
     size_t type_size;       /* bytes of data in one element */

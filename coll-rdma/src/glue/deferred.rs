@@ -12,7 +12,8 @@ use ompi_sys as sys;
 use super::comm_state::{Collective, CommState, Step};
 use super::nonblocking_post::PostAs;
 use super::request::{new_request, RequestRef};
-use super::saved::ReductionCall;
+use super::saved::{ReductionCall, SavedCollectives};
+use super::wrapped::{self, Posted};
 use super::saved_nonblocking::{BcastCall, Request};
 
 /// A queued call's arguments.
@@ -25,7 +26,7 @@ pub(super) enum DeferredCall {
 }
 
 impl DeferredCall {
-    fn comm(&self) -> *mut sys::ompi_communicator_t {
+    pub(super) fn comm(&self) -> *mut sys::ompi_communicator_t {
         match self {
             DeferredCall::Ibarrier(comm) => *comm,
             DeferredCall::Ireduction { call, .. } => call.comm,
@@ -48,6 +49,27 @@ impl DeferredCall {
 pub(super) struct Deferred {
     call: DeferredCall,
     request: RequestRef,
+}
+
+impl Deferred {
+    pub(super) fn new(call: DeferredCall, request: RequestRef) -> Self {
+        Deferred { call, request }
+    }
+
+    /// Posts the call in the module underneath, the request following
+    /// that call's (`wrapped.rs`).
+    pub(super) fn post_underneath(self, saved: &SavedCollectives) {
+        let Deferred { call, request } = self;
+        let nonblocking = &saved.nonblocking;
+        wrapped::post(request, |handle| {
+            Posted::Pending(match call {
+                DeferredCall::Ibarrier(comm) => nonblocking.ibarrier(comm, handle)(),
+                DeferredCall::Ireduction { call, root: None } => nonblocking.iallreduce(call, handle)(),
+                DeferredCall::Ireduction { call, root: Some(root) } => nonblocking.ireduce(call, root, handle)(),
+                DeferredCall::Ibcast(call) => nonblocking.ibcast(call, handle)(),
+            })
+        });
+    }
 }
 
 // SAFETY: the pointers are the application's buffers and Open MPI's
@@ -85,7 +107,7 @@ impl CommState {
             *request_out = request;
             RequestRef::retain(request)
         };
-        self.queue_behind_setup(Deferred { call, request });
+        self.queue_behind_setup(Deferred::new(call, request));
         Some(Step::Done(sys::OMPI_SUCCESS as c_int))
     }
 

@@ -26,6 +26,7 @@ mod mpi_ibcast;
 mod mpi_ireduction;
 mod mpi_bcast;
 mod mpi_reduce;
+mod nested;
 mod nonblocking_post;
 mod output;
 mod own_wait;

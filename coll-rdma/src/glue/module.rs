@@ -13,6 +13,7 @@ use ompi_sys as sys;
 
 use super::bypass;
 use super::comm_state::{CommState, Step};
+use super::deferred::DeferredCall;
 use super::entry::{thread_token, ConcurrentCollective, EntryLock, WorkChange};
 use super::ffi_guard::guarded;
 use super::misuse;
@@ -20,6 +21,7 @@ use super::output;
 use super::params;
 use super::progress;
 use super::saved::SavedCollectives;
+use super::saved_nonblocking::Request;
 
 #[repr(C)]
 pub struct RdmaModule {
@@ -253,12 +255,46 @@ pub(super) unsafe fn with_state(
     call: impl FnOnce(&mut CommState) -> Step,
     underneath: impl FnOnce(&SavedCollectives) -> c_int,
 ) -> c_int {
+    // SAFETY: guaranteed by the caller.
+    unsafe { enter_state(module, call, None, underneath) }
+}
+
+/// `with_state` for an MPI_I* call (`nested` its arguments and the
+/// caller's request handle): nested inside this thread's own setup of the
+/// communicator, the call waits for the setup to end (`nested.rs`)
+/// instead of going underneath at once.
+///
+/// # Safety
+/// As `with_state`.
+pub(super) unsafe fn with_state_nonblocking(
+    module: *mut sys::mca_coll_base_module_t,
+    call: impl FnOnce(&mut CommState) -> Step,
+    nested: (DeferredCall, Request),
+    underneath: impl FnOnce(&SavedCollectives) -> c_int,
+) -> c_int {
+    // SAFETY: guaranteed by the caller.
+    unsafe { enter_state(module, call, Some(nested), underneath) }
+}
+
+/// # Safety
+/// As `with_state`.
+unsafe fn enter_state(
+    module: *mut sys::mca_coll_base_module_t,
+    call: impl FnOnce(&mut CommState) -> Step,
+    nested: Option<(DeferredCall, Request)>,
+    underneath: impl FnOnce(&SavedCollectives) -> c_int,
+) -> c_int {
     let module = module as *mut RdmaModule;
     let token = thread_token();
     // SAFETY: guaranteed by the caller; the lock, the flags and `saved` are
     // only ever shared, and `saved` lives as long as the module.
     let (entry, failed, saved) = unsafe { (&(*module).entry, &(*module).failed, &*(*module).saved) };
     if entry.held_by_thread(token) {
+        if let Some((call, request_out)) = nested
+            && let Some(rc) = saved.nested_in_setup.queue(call, request_out)
+        {
+            return rc;
+        }
         tracing::debug!("a collective nested inside coll rdma's own call (the module underneath called back) goes to the module underneath");
         return underneath(saved);
     }

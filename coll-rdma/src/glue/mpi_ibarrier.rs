@@ -19,7 +19,7 @@ use crate::select::Choice;
 use super::comm_state::{Collective, CommState, Native, Step, Unserved};
 use super::deferred::DeferredCall;
 use super::ffi_guard::guarded;
-use super::module::with_state;
+use super::module::{with_state, with_state_nonblocking};
 use super::mpi_barrier::barrier_choice;
 use super::nonblocking_post::start_persistent;
 use super::reduction_call::FoldOrder;
@@ -34,7 +34,14 @@ pub(super) unsafe extern "C" fn ibarrier(
     guarded("MPI_Ibarrier", sys::OMPI_ERROR as c_int, || {
         // SAFETY: Open MPI calls us with the module it enabled for `comm`
         // and the caller's request handle.
-        unsafe { with_state(module, |state| state.ibarrier(comm, request), |saved| saved.nonblocking.ibarrier(comm, request)()) }
+        unsafe {
+            with_state_nonblocking(
+                module,
+                |state| state.ibarrier(comm, request),
+                (DeferredCall::Ibarrier(comm), request),
+                |saved| saved.nonblocking.ibarrier(comm, request)(),
+            )
+        }
     })
 }
 

@@ -34,7 +34,7 @@ use ompi_sys as sys;
 use super::comm_state::{Collective, CommState, Native, Step, Unserved};
 use super::ffi_guard::guarded;
 use super::handover::Handover;
-use super::module::with_state;
+use super::module::{with_state, with_state_nonblocking};
 use super::mpi_bcast::{bcast_shape, pack, unpack};
 use super::nonblocking_post::{start_persistent, Planned, PostAs};
 use super::reduction_call::{span_bytes_mut, FoldOrder};
@@ -62,7 +62,14 @@ pub(super) unsafe extern "C" fn ibcast(
     guarded("MPI_Ibcast", sys::OMPI_ERROR as c_int, || {
         // SAFETY: Open MPI calls us with the module it enabled for `comm`
         // and the caller's request handle.
-        unsafe { with_state(module, |state| state.post_bcast(&call, PostAs::Now(request), None), |saved| saved.nonblocking.ibcast(call, request)()) }
+        unsafe {
+            with_state_nonblocking(
+                module,
+                |state| state.post_bcast(&call, PostAs::Now(request), None),
+                (DeferredCall::Ibcast(call), request),
+                |saved| saved.nonblocking.ibcast(call, request)(),
+            )
+        }
     })
 }
 

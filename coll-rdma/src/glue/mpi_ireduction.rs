@@ -31,12 +31,13 @@ use super::datatype::OmpiReduction;
 use super::deferred::DeferredCall;
 use super::ffi_guard::guarded;
 use super::handover::Handover;
-use super::module::with_state;
+use super::module::{with_state, with_state_nonblocking};
 use super::reduction_call::{contribution_is_in_receive_buffer, reduction_shape, span_bytes, span_bytes_mut, FoldOrder};
 use super::nonblocking_post::{start_persistent, Planned, PostAs};
 use super::request::{new_request, Persistent, PersistentCall, RequestRef};
 use super::saved::ReductionCall;
 use super::saved_nonblocking::{Datatype, Info, Module, Op, Request};
+use super::wrapped::{self, Posted};
 use super::datatype::ContiguousSpan;
 use crate::collectives::allreduce::AllreduceStart;
 use crate::collectives::large_reduction::buffers::Gather;
@@ -129,9 +130,10 @@ pub(super) unsafe extern "C" fn iallreduce(
         // SAFETY: Open MPI calls us with the module it enabled for `comm`
         // and the caller's request handle.
         unsafe {
-            with_state(
+            with_state_nonblocking(
                 module,
                 |state| state.post_reduction(&call, None, PostAs::Now(request), None),
+                (DeferredCall::Ireduction { call, root: None }, request),
                 |saved| saved.nonblocking.iallreduce(call, request)(),
             )
         }
@@ -154,9 +156,10 @@ pub(super) unsafe extern "C" fn ireduce(
     guarded("MPI_Ireduce", sys::OMPI_ERROR as c_int, || {
         // SAFETY: as for `iallreduce`.
         unsafe {
-            with_state(
+            with_state_nonblocking(
                 module,
                 |state| state.post_reduction(&call, Some(root), PostAs::Now(request), None),
+                (DeferredCall::Ireduction { call, root: Some(root) }, request),
                 |saved| saved.nonblocking.ireduce(call, root, request)(),
             )
         }
@@ -264,6 +267,27 @@ enum RunPath {
     ThroughAllreduce,
 }
 
+/// Whether an MPI_Iallreduce has the shape of one of Open MPI's own
+/// agreements: a context id's (MPI_Comm_idup, MPI_Comm_dup: one MPI_INT,
+/// MPI_MAX or MPI_MIN, two buffers), or MPIX_Comm_iagree's where coll
+/// ftagree does not serve it (one MPI_INT, MPI_BAND, in place). Open MPI
+/// posts the former on the parent communicator from its progress loop: on
+/// one rank inside a blocking collective's wait, on another in MPI_Wait
+/// after that collective; ULFM's users place the latter apart from the
+/// blocking calls too (mpi4py's testIAgree: an MPI_Barrier before it on
+/// some ranks and after it on the others). Served here they
+/// would take a place in the sequence the blocking calls share with the
+/// runs, a different one on each rank, and meet a peer's blocking call
+/// (a wrong result, or a hang); the module underneath numbers its
+/// non-blocking calls apart from the blocking ones, where every rank's
+/// agreements meet each other. So every call of that shape goes there,
+/// the application's own too (on every rank alike, as they all see the
+/// same shape).
+fn has_agreement_shape(call: &ReductionCall) -> bool {
+    // SAFETY: compares the arguments with Open MPI's predefined handles.
+    call.count == 1 && unsafe { sys::coll_rdma_shim_has_agreement_shape(call.send, call.count, call.dtype, call.op) } != 0
+}
+
 /// Which call a reduction is: `root` is `None` for an allreduce.
 fn collective_of(root: Option<c_int>, persistent: bool) -> Collective {
     match (root, persistent) {
@@ -283,6 +307,9 @@ impl CommState {
             && let Some(queued) = self.defer_behind_setup(DeferredCall::Ireduction { call: *call, root }, request_out)
         {
             return queued;
+        }
+        if root.is_none() && !matches!(post, PostAs::Started(_)) && has_agreement_shape(call) {
+            return self.leave_agreement_underneath(call, post);
         }
         let collective = collective_of(root, matches!(post, PostAs::Started(_)));
         let order = FoldOrder::of(call.op);
@@ -307,6 +334,28 @@ impl CommState {
                 None => Box::new(saved.nonblocking.iallreduce(*call, request_out)),
             },
         )
+    }
+
+    /// Posts an MPI_Iallreduce of an agreement's shape
+    /// (`has_agreement_shape`) in the module underneath: counted apart, as
+    /// a rule rather than a reason of this communicator's, and said at
+    /// debug level only (every MPI_Comm_dup makes some).
+    fn leave_agreement_underneath(&mut self, call: &ReductionCall, post: PostAs) -> Step {
+        self.shared.agreement_underneath();
+        let saved = std::sync::Arc::clone(&self.shared.saved);
+        let call = *call;
+        match post {
+            PostAs::Now(request_out) => Step::HandOver(Box::new(move || saved.nonblocking.iallreduce(call, request_out)())),
+            PostAs::Queued(request) => {
+                wrapped::post(request, |handle| Posted::Pending(saved.nonblocking.iallreduce(call, handle)()));
+                Step::Done(sys::OMPI_SUCCESS as c_int)
+            }
+            // Unreachable: the caller keeps persistent starts out.
+            PostAs::Started(request) => {
+                drop(request);
+                Step::Done(sys::OMPI_ERROR as c_int)
+            }
+        }
     }
 
     fn init_reduction(

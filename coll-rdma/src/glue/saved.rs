@@ -10,6 +10,7 @@ use std::ffi::{c_int, c_void};
 use btl_ibmc::{Exchange, TransportError};
 use ompi_sys as sys;
 
+use super::nested::NestedInSetup;
 use super::saved_nonblocking::SavedNonblocking;
 
 type Module = *mut sys::mca_coll_base_module_t;
@@ -100,6 +101,9 @@ pub struct SavedCollectives {
     iallgather: Option<Saved<IallgatherFn>>,
     /// The non-blocking and persistent forms, each optional.
     pub nonblocking: SavedNonblocking,
+    /// Non-blocking calls nested inside the communicator's setup, bound
+    /// for the functions above once it ended.
+    pub(super) nested_in_setup: NestedInSetup,
 }
 
 // SAFETY: the entries are Open MPI's functions and the modules they belong
@@ -108,7 +112,8 @@ pub struct SavedCollectives {
 // made from here), and Open MPI's reference counts are atomic once threads
 // are enabled, so the last release may come from any thread.
 unsafe impl Send for SavedCollectives {}
-// SAFETY: as for Send; the entries are never written after `take_from`.
+// SAFETY: as for Send; the entries are never written after `take_from`
+// (`nested_in_setup` is a lock and a flag, and its calls are `Send`).
 unsafe impl Sync for SavedCollectives {}
 
 impl SavedCollectives {
@@ -132,6 +137,7 @@ impl SavedCollectives {
             iallgather: Saved::take(table.coll_iallgather, table.coll_iallgather_module),
             // SAFETY: guaranteed by the caller.
             nonblocking: unsafe { SavedNonblocking::take_from(comm) },
+            nested_in_setup: NestedInSetup::new(),
         })
     }
 

@@ -239,6 +239,7 @@ impl CommState {
             Some(ready) => self.stage = Stage::Ready(Box::new(ready)),
             None => shared.bypass_requested = true,
         }
+        self.shared.saved.nested_in_setup.post_after_setup(&self.shared.saved);
     }
 
     /// Whether the setup ended (ready, or no transport).
@@ -289,6 +290,7 @@ impl CommState {
     /// state failed: nothing advances them any more.
     pub(super) fn abandon_pending(&mut self) {
         self.abandon_queued();
+        self.shared.saved.nested_in_setup.abandon();
         if let Stage::Ready(ready) = &mut self.stage
             && !ready.pending_runs.is_empty()
         {
@@ -319,6 +321,17 @@ impl CommState {
 }
 
 impl Shared {
+    /// Counts an MPI_Iallreduce of the shape of Open MPI's own agreements,
+    /// left to the module underneath (`mpi_ireduction.rs`).
+    pub(super) fn agreement_underneath(&mut self) {
+        tracing::debug!(
+            "comm {} rank {}: an iallreduce of one MPI_INT with MPI_MAX, MPI_MIN or MPI_BAND (the shape of Open MPI's own agreements) goes to the module underneath",
+            self.id.cid,
+            self.id.rank
+        );
+        self.tallies.agreement_underneath();
+    }
+
     /// Counts the call and injects the testing-only faults that strike
     /// inside a collective: a panic (coll_rdma_test_panic_at), to exercise
     /// the recovery from one, and a thread stopped for good

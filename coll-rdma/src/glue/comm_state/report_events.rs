@@ -151,6 +151,7 @@ pub(super) fn freed_event(id: CommId, transport: &str, bcast: Option<&Bcast>, ta
             "transport": transport,
             "failed": tallies.has_failed(),
             "handed_over_after_failure": tallies.handed_over_after_failure(),
+            "agreements_underneath": tallies.agreements_underneath(),
             "calls": calls,
         });
         if let Some(bcast) = bcast {

@@ -291,6 +291,7 @@ impl CommState {
         for deferred in queued {
             self.replay(deferred);
         }
+        self.shared.saved.nested_in_setup.post_after_setup(&self.shared.saved);
     }
 
     /// Completes every queued call with an error (the state failed).

@@ -25,6 +25,11 @@ pub(super) struct Tallies {
     failed: bool,
     /// Calls the module handed over without the state once it had failed.
     handed_over_after_failure: u64,
+    /// MPI_Iallreduce calls of the shape of Open MPI's own agreements
+    /// (context ids, MPIX_Comm_iagree), left to the module underneath as a rule, not for a
+    /// reason of this communicator's (`mpi_ireduction.rs`): not in
+    /// `outcomes`.
+    agreements_underneath: u64,
 }
 
 impl Tallies {
@@ -74,6 +79,14 @@ impl Tallies {
 
     pub(super) fn handed_over_after_failure(&self) -> u64 {
         self.handed_over_after_failure
+    }
+
+    pub(super) fn agreement_underneath(&mut self) {
+        self.agreements_underneath += 1;
+    }
+
+    pub(super) fn agreements_underneath(&self) -> u64 {
+        self.agreements_underneath
     }
 }
 
