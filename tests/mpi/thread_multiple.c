@@ -150,13 +150,23 @@ static void *run_poller(void *arg)
 }
 
 /* Creates a communicator from its own parent, uses it, frees it, again and
- * again, while the workers run. */
+ * again, while the workers run. Every other one by MPI_Comm_idup with a
+ * barrier on the parent before the wait: Open MPI's agreement on the new
+ * context id (an MPI_Iallreduce on the parent) may then be posted by any
+ * thread's progress, the poller's, while this one is inside the barrier. */
 static void *run_lifecycle(void *arg)
 {
     struct worker *w = arg;
     for (int it = 0; it < lifecycles; it++) {
         MPI_Comm c;
-        MPI_Comm_dup(w->comm, &c);
+        if (it % 2) {
+            MPI_Request request;
+            MPI_Comm_idup(w->comm, &c, &request);
+            if (MPI_Barrier(w->comm) == MPI_SUCCESS) w->barriers++;
+            MPI_Wait(&request, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Comm_dup(w->comm, &c);
+        }
         if (MPI_Barrier(c) == MPI_SUCCESS) w->barriers++;
         long mine = me + it, sum = -1;
         MPI_Allreduce(&mine, &sum, 1, MPI_LONG, MPI_SUM, c);

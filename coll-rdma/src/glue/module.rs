@@ -44,6 +44,10 @@ pub struct RdmaModule {
     failed: AtomicBool,
     /// Calls handed over because of `failed`, reported at teardown.
     handed_over_after_failure: AtomicU64,
+    /// Agreements (`NonblockingCall::agreement`) sent underneath without
+    /// the state (nested in a call of ours, or beside another thread's),
+    /// reported at teardown.
+    agreements_beside: AtomicU64,
 }
 
 // Open MPI's class descriptor; its object system writes the initialisation
@@ -71,6 +75,7 @@ unsafe extern "C" fn construct(object: *mut sys::opal_object_t) {
         (&raw mut (*module).entry).write(EntryLock::new());
         (&raw mut (*module).failed).write(AtomicBool::new(false));
         (&raw mut (*module).handed_over_after_failure).write(AtomicU64::new(0));
+        (&raw mut (*module).agreements_beside).write(AtomicU64::new(0));
     }
 }
 
@@ -86,6 +91,7 @@ unsafe extern "C" fn destruct(object: *mut sys::opal_object_t) {
             if !state.is_null() {
                 let mut state = Box::from_raw(state);
                 state.note_handed_over_after_failure((*module).handed_over_after_failure.load(Ordering::Acquire));
+                state.note_agreements_underneath((*module).agreements_beside.load(Ordering::Acquire));
                 drop(state);
             }
             let saved = std::mem::replace(&mut (*module).saved, std::ptr::null());
@@ -259,21 +265,34 @@ pub(super) unsafe fn with_state(
     unsafe { enter_state(module, call, None, underneath) }
 }
 
-/// `with_state` for an MPI_I* call (`nested` its arguments and the
-/// caller's request handle): nested inside this thread's own setup of the
-/// communicator, the call waits for the setup to end (`nested.rs`)
-/// instead of going underneath at once.
+/// An MPI_I* call, for when it cannot hold the state (`nested.rs`).
+pub(super) struct NonblockingCall {
+    pub(super) call: DeferredCall,
+    /// The caller's request handle.
+    pub(super) request: Request,
+    /// The call has the shape of one of Open MPI's own agreements
+    /// (`mpi_ireduction.rs`), which its progress loop posts from any
+    /// thread: one that finds another thread's collective inside is not
+    /// the application's misuse, and goes underneath as every agreement
+    /// does.
+    pub(super) agreement: bool,
+}
+
+/// `with_state` for an MPI_I* call: nested inside this thread's own setup
+/// of the communicator (or an agreement beside another thread's), the call
+/// waits for the setup to end (`nested.rs`) instead of going underneath
+/// at once.
 ///
 /// # Safety
 /// As `with_state`.
 pub(super) unsafe fn with_state_nonblocking(
     module: *mut sys::mca_coll_base_module_t,
     call: impl FnOnce(&mut CommState) -> Step,
-    nested: (DeferredCall, Request),
+    nonblocking: NonblockingCall,
     underneath: impl FnOnce(&SavedCollectives) -> c_int,
 ) -> c_int {
     // SAFETY: guaranteed by the caller.
-    unsafe { enter_state(module, call, Some(nested), underneath) }
+    unsafe { enter_state(module, call, Some(nonblocking), underneath) }
 }
 
 /// # Safety
@@ -281,19 +300,19 @@ pub(super) unsafe fn with_state_nonblocking(
 unsafe fn enter_state(
     module: *mut sys::mca_coll_base_module_t,
     call: impl FnOnce(&mut CommState) -> Step,
-    nested: Option<(DeferredCall, Request)>,
+    nonblocking: Option<NonblockingCall>,
     underneath: impl FnOnce(&SavedCollectives) -> c_int,
 ) -> c_int {
     let module = module as *mut RdmaModule;
     let token = thread_token();
-    // SAFETY: guaranteed by the caller; the lock, the flags and `saved` are
-    // only ever shared, and `saved` lives as long as the module.
-    let (entry, failed, saved) = unsafe { (&(*module).entry, &(*module).failed, &*(*module).saved) };
+    // SAFETY: guaranteed by the caller; the lock, the flags, the counts
+    // and `saved` are only ever shared, and `saved` lives as long as the
+    // module.
+    let (entry, failed, saved, agreements) =
+        unsafe { (&(*module).entry, &(*module).failed, &*(*module).saved, &(*module).agreements_beside) };
     if entry.held_by_thread(token) {
-        if let Some((call, request_out)) = nested
-            && let Some(rc) = saved.nested_in_setup.queue(call, request_out)
-        {
-            return rc;
+        if let Some(nonblocking) = nonblocking {
+            return queue_or_underneath(nonblocking, saved, agreements, underneath);
         }
         tracing::debug!("a collective nested inside coll rdma's own call (the module underneath called back) goes to the module underneath");
         return underneath(saved);
@@ -306,6 +325,9 @@ unsafe fn enter_state(
     // SAFETY: guaranteed by the caller.
     let mut held = match unsafe { Held::enter_collective(module, token) } {
         Ok(held) => held,
+        Err(_) if let Some(nonblocking) = nonblocking.filter(|call| call.agreement) => {
+            return queue_or_underneath(nonblocking, saved, agreements, underneath);
+        }
         // SAFETY: our module, enabled on `comm`.
         Err(concurrent) => return unsafe { misuse::end_job_for_concurrent_collectives((*module).comm, &concurrent) },
     };
@@ -330,6 +352,26 @@ unsafe fn enter_state(
         Step::Done(rc) => rc,
         Step::HandOver(fallback) => fallback(),
     }
+}
+
+/// A non-blocking call that cannot hold the state: queued while the
+/// communicator's setup is under way, else posted underneath (an agreement
+/// counted).
+fn queue_or_underneath(
+    nonblocking: NonblockingCall,
+    saved: &SavedCollectives,
+    agreements: &AtomicU64,
+    underneath: impl FnOnce(&SavedCollectives) -> c_int,
+) -> c_int {
+    let NonblockingCall { call, request, agreement } = nonblocking;
+    if let Some(rc) = saved.nested_in_setup.queue(call, request) {
+        return rc;
+    }
+    if agreement {
+        agreements.fetch_add(1, Ordering::Relaxed);
+    }
+    tracing::debug!("a {} beside coll rdma's own call on its communicator goes to the module underneath", call.collective().name());
+    underneath(saved)
 }
 
 /// Lets the progress callback serve the state behind `module` if nobody

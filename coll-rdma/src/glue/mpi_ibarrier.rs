@@ -19,7 +19,7 @@ use crate::select::Choice;
 use super::comm_state::{Collective, CommState, Native, Step, Unserved};
 use super::deferred::DeferredCall;
 use super::ffi_guard::guarded;
-use super::module::{with_state, with_state_nonblocking};
+use super::module::{with_state, with_state_nonblocking, NonblockingCall};
 use super::mpi_barrier::barrier_choice;
 use super::nonblocking_post::start_persistent;
 use super::reduction_call::FoldOrder;
@@ -38,7 +38,7 @@ pub(super) unsafe extern "C" fn ibarrier(
             with_state_nonblocking(
                 module,
                 |state| state.ibarrier(comm, request),
-                (DeferredCall::Ibarrier(comm), request),
+                NonblockingCall { call: DeferredCall::Ibarrier(comm), request, agreement: false },
                 |saved| saved.nonblocking.ibarrier(comm, request)(),
             )
         }

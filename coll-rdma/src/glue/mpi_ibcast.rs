@@ -34,7 +34,7 @@ use ompi_sys as sys;
 use super::comm_state::{Collective, CommState, Native, Step, Unserved};
 use super::ffi_guard::guarded;
 use super::handover::Handover;
-use super::module::{with_state, with_state_nonblocking};
+use super::module::{with_state, with_state_nonblocking, NonblockingCall};
 use super::mpi_bcast::{bcast_shape, pack, unpack};
 use super::nonblocking_post::{start_persistent, Planned, PostAs};
 use super::reduction_call::{span_bytes_mut, FoldOrder};
@@ -66,7 +66,7 @@ pub(super) unsafe extern "C" fn ibcast(
             with_state_nonblocking(
                 module,
                 |state| state.post_bcast(&call, PostAs::Now(request), None),
-                (DeferredCall::Ibcast(call), request),
+                NonblockingCall { call: DeferredCall::Ibcast(call), request, agreement: false },
                 |saved| saved.nonblocking.ibcast(call, request)(),
             )
         }

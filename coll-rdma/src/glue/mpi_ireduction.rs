@@ -31,7 +31,7 @@ use super::datatype::OmpiReduction;
 use super::deferred::DeferredCall;
 use super::ffi_guard::guarded;
 use super::handover::Handover;
-use super::module::{with_state, with_state_nonblocking};
+use super::module::{with_state, with_state_nonblocking, NonblockingCall};
 use super::reduction_call::{contribution_is_in_receive_buffer, reduction_shape, span_bytes, span_bytes_mut, FoldOrder};
 use super::nonblocking_post::{start_persistent, Planned, PostAs};
 use super::request::{new_request, Persistent, PersistentCall, RequestRef};
@@ -133,7 +133,7 @@ pub(super) unsafe extern "C" fn iallreduce(
             with_state_nonblocking(
                 module,
                 |state| state.post_reduction(&call, None, PostAs::Now(request), None),
-                (DeferredCall::Ireduction { call, root: None }, request),
+                NonblockingCall { call: DeferredCall::Ireduction { call, root: None }, request, agreement: has_agreement_shape(&call) },
                 |saved| saved.nonblocking.iallreduce(call, request)(),
             )
         }
@@ -159,7 +159,7 @@ pub(super) unsafe extern "C" fn ireduce(
             with_state_nonblocking(
                 module,
                 |state| state.post_reduction(&call, Some(root), PostAs::Now(request), None),
-                (DeferredCall::Ireduction { call, root: Some(root) }, request),
+                NonblockingCall { call: DeferredCall::Ireduction { call, root: Some(root) }, request, agreement: false },
                 |saved| saved.nonblocking.ireduce(call, root, request)(),
             )
         }

@@ -258,6 +258,11 @@ impl CommState {
         self.shared.tallies.note_handed_over_after_failure(calls);
     }
 
+    /// Agreements the module sent underneath without the state.
+    pub(super) fn note_agreements_underneath(&mut self, calls: u64) {
+        self.shared.tallies.note_agreements_underneath(calls);
+    }
+
     pub(super) fn mark_failed(&mut self) {
         self.shared.tallies.mark_failed();
     }

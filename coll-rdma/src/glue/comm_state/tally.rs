@@ -85,6 +85,10 @@ impl Tallies {
         self.agreements_underneath += 1;
     }
 
+    pub(super) fn note_agreements_underneath(&mut self, calls: u64) {
+        self.agreements_underneath += calls;
+    }
+
     pub(super) fn agreements_underneath(&self) -> u64 {
         self.agreements_underneath
     }
