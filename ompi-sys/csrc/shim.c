@@ -95,7 +95,7 @@ int coll_rdma_shim_op_and_dtype_are_predefined(struct ompi_op_t *op, struct ompi
 }
 
 int coll_rdma_shim_has_agreement_shape(const void *send, int count,
-                                                  struct ompi_datatype_t *dtype, struct ompi_op_t *op)
+                                       struct ompi_datatype_t *dtype, struct ompi_op_t *op)
 {
     /* Open MPI's context-id agreement (comm_cid.c: the new id's MPI_MAX,
      * the check's and the activation's MPI_MIN) passes two buffers, never

@@ -46,7 +46,7 @@ int coll_rdma_shim_op_and_dtype_are_predefined(struct ompi_op_t *op, struct ompi
  * own agreements: one MPI_INT, MPI_MAX or MPI_MIN not in place (a context
  * id), or MPI_BAND in place (MPIX_Comm_iagree without coll ftagree). */
 int coll_rdma_shim_has_agreement_shape(const void *send, int count,
-                                                  struct ompi_datatype_t *dtype, struct ompi_op_t *op);
+                                       struct ompi_datatype_t *dtype, struct ompi_op_t *op);
 
 /* Facts about a datatype used `count` times; returns 0 on success. */
 struct coll_rdma_shim_dtype_facts {

@@ -28,7 +28,7 @@ use ompi_sys as sys;
 
 use super::comm_state::{Collective, CommState, Native, Step, Unserved};
 use super::datatype::OmpiReduction;
-use super::deferred::DeferredCall;
+use super::deferred::{Deferred, DeferredCall};
 use super::ffi_guard::guarded;
 use super::handover::Handover;
 use super::module::{with_state, with_state_nonblocking, NonblockingCall};
@@ -37,7 +37,6 @@ use super::nonblocking_post::{start_persistent, Planned, PostAs};
 use super::request::{new_request, Persistent, PersistentCall, RequestRef};
 use super::saved::ReductionCall;
 use super::saved_nonblocking::{Datatype, Info, Module, Op, Request};
-use super::wrapped::{self, Posted};
 use super::datatype::ContiguousSpan;
 use crate::collectives::allreduce::AllreduceStart;
 use crate::collectives::large_reduction::buffers::Gather;
@@ -342,12 +341,14 @@ impl CommState {
     /// debug level only (every MPI_Comm_dup makes some).
     fn leave_agreement_underneath(&mut self, call: &ReductionCall, post: PostAs) -> Step {
         self.shared.agreement_underneath();
-        let saved = std::sync::Arc::clone(&self.shared.saved);
         let call = *call;
         match post {
-            PostAs::Now(request_out) => Step::HandOver(Box::new(move || saved.nonblocking.iallreduce(call, request_out)())),
+            PostAs::Now(request_out) => {
+                let saved = std::sync::Arc::clone(&self.shared.saved);
+                Step::HandOver(Box::new(move || saved.nonblocking.iallreduce(call, request_out)()))
+            }
             PostAs::Queued(request) => {
-                wrapped::post(request, |handle| Posted::Pending(saved.nonblocking.iallreduce(call, handle)()));
+                Deferred::new(DeferredCall::Ireduction { call, root: None }, request).post_underneath(&self.shared.saved);
                 Step::Done(sys::OMPI_SUCCESS as c_int)
             }
             // Unreachable: the caller keeps persistent starts out.
