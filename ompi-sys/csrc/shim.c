@@ -178,6 +178,11 @@ void coll_rdma_shim_request_set_null(struct ompi_request_t **request)
     *request = MPI_REQUEST_NULL;
 }
 
+struct ompi_request_t *coll_rdma_shim_request_empty(void)
+{
+    return &ompi_request_empty;
+}
+
 int coll_rdma_shim_request_test(struct ompi_request_t **request)
 {
     int completed = 0;

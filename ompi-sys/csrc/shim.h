@@ -74,6 +74,10 @@ void coll_rdma_shim_request_complete(struct ompi_request_t *request, int error);
 void coll_rdma_shim_request_fini(struct ompi_request_t *request);
 /* *request = MPI_REQUEST_NULL. */
 void coll_rdma_shim_request_set_null(struct ompi_request_t **request);
+/* Open MPI's completed request of no operation (ompi_request_empty): shared
+ * by every caller, never written after initialisation; waiting for it,
+ * testing it or freeing it sets the caller's handle to MPI_REQUEST_NULL. */
+struct ompi_request_t *coll_rdma_shim_request_empty(void);
 /* MPI_Wait's implementation: Open MPI's ompi_request_functions.req_wait,
  * one table for every kind of request, through which MPI_Wait calls. */
 struct ompi_status_public_t;

@@ -37,6 +37,7 @@ mod progress;
 mod reduction_call;
 mod reduction_paths;
 mod request;
+mod request_for;
 mod request_pool;
 mod run_home;
 mod saved;

@@ -24,6 +24,7 @@ use super::mpi_barrier::barrier_choice;
 use super::nonblocking_post::start_persistent;
 use super::reduction_call::FoldOrder;
 use super::request::{new_request, Persistent, PersistentCall, RequestRef};
+use super::request_for::RequestFor;
 use super::run_home::RunHome;
 
 pub(super) unsafe extern "C" fn ibarrier(
@@ -95,16 +96,7 @@ impl CommState {
                 return self.shared.decline(Collective::Ibarrier, why, FoldOrder::Any, fallback);
             }
         };
-        let Some(request) = new_request(comm, None) else {
-            return Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int);
-        };
-        // SAFETY: Open MPI passes the caller's handle; the request is a
-        // fresh, started one of ours.
-        let run = unsafe {
-            *request_out = request;
-            RequestRef::retain(request)
-        };
-        native.post_barrier(Collective::Ibarrier, run)
+        native.post_barrier(Collective::Ibarrier, RequestFor::New { comm, handle: request_out })
     }
 
     fn barrier_init(
@@ -135,7 +127,7 @@ impl CommState {
     /// now that the setup ended.
     pub(super) fn replay_ibarrier(&mut self, comm: *mut sys::ompi_communicator_t, request: RequestRef) -> Step {
         match self.resumable_barrier() {
-            Ok(mut native) => native.post_barrier(Collective::Ibarrier, request),
+            Ok(mut native) => native.post_barrier(Collective::Ibarrier, RequestFor::Made(request)),
             Err(why) => self.hand_over_queued(Collective::Ibarrier, why, FoldOrder::Any, request, move |saved, handle| {
                 Box::new(saved.nonblocking.ibarrier(comm, handle))
             }),
@@ -144,7 +136,7 @@ impl CommState {
 
     fn start_barrier(&mut self, request: RequestRef) -> Step {
         match self.resumable_barrier() {
-            Ok(mut native) => native.post_barrier(Collective::BarrierInit, request),
+            Ok(mut native) => native.post_barrier(Collective::BarrierInit, RequestFor::Made(request)),
             // The plan changed to one that hands the barrier over.
             Err(why) => self.hand_over_started(Collective::BarrierInit, why, FoldOrder::Any, request),
         }
@@ -154,7 +146,7 @@ impl CommState {
 impl Native<'_> {
     /// Queues a barrier run for `request` behind the earlier ones, taking
     /// its first step if there are none.
-    fn post_barrier(&mut self, collective: Collective, mut request: RequestRef) -> Step {
+    fn post_barrier(&mut self, collective: Collective, mut request: RequestFor) -> Step {
         self.shared.count_call(collective);
         let ready = &mut *self.ready;
         let outcome = match (barrier_choice(ready.decisions.plan()), ready.two_level_barrier.as_mut()) {
@@ -170,7 +162,7 @@ impl Native<'_> {
                     RunHome::Boxed => Ok(None),
                 };
                 match restarted {
-                    Ok(Some(run)) => ready.post_run(Lane::Barrier, run, |run| run, move || Some(request)),
+                    Ok(Some(run)) => ready.post_run(Lane::Barrier, run, |run| run, request),
                     Err(why) => Err(why),
                     Ok(None) => {
                         let run = ready.barrier.start();

@@ -19,7 +19,8 @@ use ompi_sys as sys;
 use super::comm_state::{Collective, CommState, Step, Unserved};
 use super::module::with_state;
 use super::reduction_call::FoldOrder;
-use super::request::{new_request, RequestRef};
+use super::request::RequestRef;
+use super::request_for::RequestFor;
 use super::saved::SavedCollectives;
 use super::run_home::QueuedRun;
 use super::saved_nonblocking::Request;
@@ -70,54 +71,44 @@ impl CommState {
         post: PostAs,
         nonblocking: impl FnOnce(&SavedCollectives, Request) -> Underneath,
     ) -> Step {
-        let request_out = match post {
+        let request = match post {
             PostAs::Started(request) => {
-                return match planned {
-                    Planned::HandOver(why) => self.hand_over_started(collective, why, order, request),
-                    planned => self.post_with_request(collective, planned, request),
-                };
+                if let Planned::HandOver(why) = planned {
+                    return self.hand_over_started(collective, why, order, request);
+                }
+                RequestFor::Made(request)
             }
             PostAs::Queued(request) => {
-                return match planned {
-                    Planned::HandOver(why) => self.hand_over_queued(collective, why, order, request, nonblocking),
-                    planned => self.post_with_request(collective, planned, request),
-                };
+                if let Planned::HandOver(why) = planned {
+                    return self.hand_over_queued(collective, why, order, request, nonblocking);
+                }
+                RequestFor::Made(request)
             }
-            PostAs::Now(request_out) => request_out,
+            PostAs::Now(handle) => {
+                if let Planned::HandOver(why) = planned {
+                    let fallback = nonblocking(&self.shared.saved, handle);
+                    return self.shared.decline(collective, why, order, fallback);
+                }
+                RequestFor::New { comm, handle }
+            }
         };
         match planned {
-            Planned::HandOver(why) => {
-                let fallback = nonblocking(&self.shared.saved, request_out);
-                self.shared.decline(collective, why, order, fallback)
-            }
-            // The request is made after the run's first step, so that what
-            // that step sends (a root's message, a leaf's contribution)
-            // leaves before the bookkeeping (`PendingRuns::post`).
-            Planned::Run(lane, run) => self.post_run(collective, lane, run, || request_into(comm, request_out)),
-            planned => match request_into(comm, request_out) {
-                Some(request) => self.post_with_request(collective, planned, request),
-                None => Step::Done(sys::OMPI_ERR_OUT_OF_RESOURCE as c_int),
-            },
-        }
-    }
-
-    /// `post_planned` once the request is there (made, queued or started)
-    /// and the call is not handed over.
-    fn post_with_request(&mut self, collective: Collective, planned: Planned, request: RequestRef) -> Step {
-        match planned {
+            // Complete at once: an MPI_I* call gets Open MPI's empty
+            // request, as Open MPI's MPI layer gives a zero count.
             Planned::Nothing => {
-                request.finish(sys::MPI_SUCCESS as c_int);
+                request.done_at_once();
                 self.shared.finish(collective, Ok(()))
             }
-            Planned::Run(lane, run) => self.post_run(collective, lane, run, move || Some(request)),
+            // An MPI_I* call's request is made after the run's first step,
+            // and only if the run is still under way (`PendingRuns::post`).
+            Planned::Run(lane, run) => self.post_run(collective, lane, run, request),
             Planned::Failed(why) => {
-                drop(request);
+                request.fail();
                 self.shared.finish(collective, Err(why))
             }
-            // Unreachable: the callers take hand-overs apart.
+            // Unreachable: taken apart above.
             Planned::HandOver(_) => {
-                debug_assert!(false, "a hand-over reached post_with_request");
-                drop(request);
+                request.fail();
                 Step::Done(sys::OMPI_ERROR as c_int)
             }
         }
@@ -152,9 +143,8 @@ impl CommState {
         Step::Done(sys::OMPI_SUCCESS as c_int)
     }
 
-    /// Posts `run` in the communicator's queue; `request` gives the
-    /// request it completes (`None`: none could be made).
-    fn post_run(&mut self, collective: Collective, lane: Lane, run: QueuedRun, request: impl FnOnce() -> Option<RequestRef>) -> Step {
+    /// Posts `run` in the communicator's queue, for `request`.
+    fn post_run(&mut self, collective: Collective, lane: Lane, run: QueuedRun, request: RequestFor) -> Step {
         match self.enter_if_set_up() {
             Ok(native) => {
                 let outcome = native.ready.post_run(lane, run, |run| run, request);
@@ -163,18 +153,6 @@ impl CommState {
             // Unreachable: the call was planned in the set-up state.
             Err(_) => Step::Done(sys::OMPI_ERROR as c_int),
         }
-    }
-}
-
-/// A new request on `comm`, written into the caller's handle: the
-/// application's reference there, the returned one the run's.
-fn request_into(comm: *mut sys::ompi_communicator_t, request_out: Request) -> Option<RequestRef> {
-    let request = new_request(comm, None)?;
-    // SAFETY: Open MPI passes the caller's handle; the request is a
-    // fresh, started one of ours.
-    unsafe {
-        *request_out = request;
-        Some(RequestRef::retain(request))
     }
 }
 

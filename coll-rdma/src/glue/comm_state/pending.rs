@@ -20,6 +20,7 @@ use crate::schedule::{Schedule, Step};
 use crate::schedule_queue::{Lane, ScheduleQueue};
 use super::super::run_home::QueuedRun;
 use super::super::request::RequestRef;
+use super::super::request_for::RequestFor;
 
 
 #[derive(Default)]
@@ -61,27 +62,30 @@ impl PendingRuns {
     /// every step that can be taken now (its first, if it is the oldest
     /// or overlaps the ones queued: `ScheduleQueue::may_advance_now`).
     /// A run that may advance and finishes at that first step (a barrier
-    /// whose peers have all arrived) completes its request at once and
-    /// never enters the queue: MPI_Wait finds the request complete. `queued` makes the queue's run of it (a box,
-    /// or the handle `run` already is: `run_home.rs`).
-    /// `request` makes the request the run completes, after that first
-    /// step: what the step sends (a root's message, a leaf's contribution)
-    /// leaves before the request's bookkeeping. `None` from it (no request
-    /// could be made) fails the post and puts the lane out of step, since
-    /// the run was started.
+    /// whose peers have all arrived) never enters the queue, and completes
+    /// at once: an MPI_I* call gets no request of its own
+    /// (`RequestFor::done_at_once`), MPI_Wait finds a started one complete.
+    /// `queued` makes the queue's run of it (a box, or the handle `run`
+    /// already is: `run_home.rs`). A request is made, or taken, only after
+    /// that first step: what the step sends (a root's message, a leaf's
+    /// contribution) leaves before the request's bookkeeping; MPI_Wait on
+    /// it polls up to `spin_polls` times first (`own_wait.rs`). A request
+    /// that could not be made fails the post and puts the lane out of
+    /// step, since the run was started.
     pub(in crate::glue) fn post<S>(
         &mut self,
         lane: Lane,
         mut run: S,
         queued: impl FnOnce(S) -> QueuedRun,
-        request: impl FnOnce() -> Option<RequestRef>,
+        request: RequestFor,
+        spin_polls: u32,
         transport: &mut SelectedTransport,
     ) -> Result<(), TransportError>
     where
         S: Schedule<SelectedTransport, Error = TransportError>,
     {
         if !self.queue.may_advance_now(lane, run.overlap()) {
-            let Some(request) = request() else { return Err(self.no_request(lane)) };
+            let Some(request) = request.pending(spin_polls) else { return Err(self.no_request(lane)) };
             self.queue.post_tagged(lane, queued(run), request);
             return self.advance(transport);
         }
@@ -90,14 +94,15 @@ impl PendingRuns {
         // progress loop: the earlier ones wrote what they write at their
         // own posts, and the next pass finds their peers' contributions.
         let others_queued = self.queue.lane_is_idle(lane) && !self.queue.is_empty();
-        let first_step = run.advance(transport);
-        let Some(request) = request() else { return Err(self.no_request(lane)) };
-        match first_step {
-            Ok(Step::Pending) => self.queue.post_stepped(lane, queued(run), request),
-            Ok(Step::Done) => request.finish(sys::MPI_SUCCESS as c_int),
+        match run.advance(transport) {
+            Ok(Step::Done) => request.done_at_once(),
+            Ok(Step::Pending) => {
+                let Some(request) = request.pending(spin_polls) else { return Err(self.no_request(lane)) };
+                self.queue.post_stepped(lane, queued(run), request);
+            }
             Err(why) => {
                 self.queue.record_failure(lane, &why);
-                request.finish(sys::MPI_ERR_OTHER as c_int);
+                request.fail();
                 return Err(why);
             }
         }

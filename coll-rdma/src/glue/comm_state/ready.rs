@@ -9,7 +9,7 @@
 use btl_ibmc::{Endpoint, NoSideProgress, PeerReads, SelectedTransport, TransportError};
 
 use super::super::output;
-use super::super::request::RequestRef;
+use super::super::request_for::RequestFor;
 use super::{CommId, PendingRuns};
 use crate::collectives::allreduce::Allreduce;
 use crate::collectives::allreduce::autotune::DegreeTrial;
@@ -147,9 +147,9 @@ impl ReadyComm {
         !self.pending_runs.is_empty() || self.bcast.needs_side_progress(&self.transport)
     }
 
-    /// Posts `run` for the request `request` gives (made after the run's
-    /// first step: `PendingRuns::post`) in `lane`; `queued` makes the
-    /// queue's run of it if it stays pending. MPI_Wait
+    /// Posts `run` for `request` (an MPI_I* call's made only if the run
+    /// outlives its first step: `PendingRuns::post`) in `lane`; `queued`
+    /// makes the queue's run of it if it stays pending. MPI_Wait
     /// on the request then makes as many passes over coll rdma's own
     /// progress before Open MPI's wait loop takes over (`own_wait.rs`) as
     /// the blocking waits spin: none where ranks outnumber cores, and
@@ -159,33 +159,28 @@ impl ReadyComm {
         lane: Lane,
         run: S,
         queued: impl FnOnce(S) -> QueuedRun,
-        request: impl FnOnce() -> Option<RequestRef>,
+        request: RequestFor,
     ) -> Result<(), TransportError>
     where
         S: Schedule<SelectedTransport, Error = TransportError>,
     {
         let polls = self.barrier.wait_policy().spin_polls_where(self.transport.sleeps_in_kernel());
-        let request = move || {
-            let request = request()?;
-            request.spin_in_wait(polls);
-            Some(request)
-        };
-        self.pending_runs.post(lane, run, queued, request, &mut self.transport)
+        self.pending_runs.post(lane, run, queued, request, polls, &mut self.transport)
     }
 
-    /// Posts `run` for `request`, made already, in `lane`: kept in the
-    /// request's storage if it is persistent, else boxed if it does not
-    /// finish at its first step (`run_home.rs`).
-    pub(in crate::glue) fn post_for<S>(&mut self, lane: Lane, run: S, mut request: RequestRef) -> Result<(), TransportError>
+    /// Posts `run` for `request` in `lane`: kept in the request's storage
+    /// if it is persistent, else boxed if it does not finish at its first
+    /// step (`run_home.rs`).
+    pub(in crate::glue) fn post_for<S>(&mut self, lane: Lane, run: S, mut request: RequestFor) -> Result<(), TransportError>
     where
         S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static,
     {
         match request.run_home() {
             RunHome::Kept(storage) => {
                 let kept = QueuedRun::Kept(storage.keep(run));
-                self.post_run(lane, kept, |run| run, move || Some(request))
+                self.post_run(lane, kept, |run| run, request)
             }
-            RunHome::Boxed => self.post_run(lane, run, |run| QueuedRun::Boxed(Box::new(run)), move || Some(request)),
+            RunHome::Boxed => self.post_run(lane, run, |run| QueuedRun::Boxed(Box::new(run)), request),
         }
     }
 
