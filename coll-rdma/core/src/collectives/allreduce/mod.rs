@@ -511,7 +511,7 @@ impl Allreduce {
     }
 
     fn start_parallel<'a, R: Reduction>(&mut self, op: R, buffers: ReductionBuffers<'a>) -> Result<AllreduceStart<'a, R>, TransportError> {
-        self.parallel.start(op, Gather::All, buffers, StallLimits::of(&self.config.tree.policy)).map(OrParallel::Parallel)
+        self.parallel.start(op, Gather::All, buffers, StallLimits::of(&self.config.tree.policy)).map(|run| OrParallel::Parallel(Box::new(run)))
     }
 
     /// Makes `finished`, an earlier window run of this allreduce that is

@@ -337,10 +337,13 @@ impl<T: PeerReads + ?Sized, R: Reduction> Schedule<T> for ParallelRun<'_, R> {
 }
 
 /// A collective's run: its window path's (`W`), or the parallel
-/// reduction's, as the call's length chose.
+/// reduction's, as the call's length chose. The parallel run is boxed: it
+/// is nearly twice the window run's size, and inline it made every short
+/// call's run that large, moved three times on its way into the queue;
+/// its own calls are long enough for an allocation not to count.
 pub enum OrParallel<'a, W, R> {
     Window(W),
-    Parallel(ParallelRun<'a, R>),
+    Parallel(Box<ParallelRun<'a, R>>),
 }
 
 impl<T, W, R> Schedule<T> for OrParallel<'_, W, R>

@@ -366,7 +366,7 @@ impl Reduce {
     }
 
     fn start_parallel<'a, R: Reduction>(&mut self, op: R, root: usize, buffers: ReductionBuffers<'a>) -> Result<ReduceStart<'a, R>, TransportError> {
-        self.parallel.start(op, Gather::Root(root), buffers, StallLimits::of(&self.config.policy)).map(OrParallel::Parallel)
+        self.parallel.start(op, Gather::Root(root), buffers, StallLimits::of(&self.config.policy)).map(|run| OrParallel::Parallel(Box::new(run)))
     }
 
     /// Makes `finished`, an earlier window run of this reduce that is over
