@@ -244,6 +244,19 @@ impl<T: ?Sized, Tag, R: Schedule<T, Error = TransportError>> ScheduleQueue<'_, T
     where
         F: FnMut(Tag, Result<(), TransportError>),
     {
+        self.advance_returning(transport, |tag, run, outcome| {
+            finished(tag, outcome);
+            drop(run);
+        });
+    }
+
+    /// `advance`, handing every run that ended back with its tag: the
+    /// caller may keep its memory for a later run (`finished` drops it
+    /// otherwise).
+    pub fn advance_returning<F>(&mut self, transport: &mut T, mut finished: F)
+    where
+        F: FnMut(Tag, R, Result<(), TransportError>),
+    {
         if self.entries.len() == 1 && self.broken.is_empty() {
             // One run under way (a waiting rank's every poll, mostly): the
             // loop below without its bookkeeping, which cost as much as
@@ -254,7 +267,7 @@ impl<T: ?Sized, Tag, R: Schedule<T, Error = TransportError>> ScheduleQueue<'_, T
                 if let Err(error) = &outcome {
                     self.record_failure(entry.lane, error);
                 }
-                finished(entry.tag, outcome.map(|_| ()));
+                finished(entry.tag, entry.run, outcome.map(|_| ()));
             }
             return;
         }
@@ -281,12 +294,12 @@ impl<T: ?Sized, Tag, R: Schedule<T, Error = TransportError>> ScheduleQueue<'_, T
                 }
                 Ok(true) => {
                     let entry = self.entries.remove(index).expect("index within the queue");
-                    finished(entry.tag, Ok(()));
+                    finished(entry.tag, entry.run, Ok(()));
                 }
                 Err(error) => {
                     self.record_failure(lane, &error);
                     let entry = self.entries.remove(index).expect("index within the queue");
-                    finished(entry.tag, Err(error));
+                    finished(entry.tag, entry.run, Err(error));
                 }
             }
         }
@@ -374,6 +387,41 @@ mod tests {
         let later = queue.post(Lane::Bcast, Box::new(Countdown { pending: 0 }));
         let why = one_advance_ends(&mut queue, later).expect_err("a run behind a failure fails");
         assert!(why.contains("a run outside the queue"), "{why}");
+    }
+
+    /// A `Countdown` with a name, to tell which run came back.
+    struct Named {
+        name: &'static str,
+        countdown: Countdown,
+    }
+
+    impl Schedule<()> for Named {
+        type Error = TransportError;
+
+        fn advance(&mut self, transport: &mut ()) -> Result<Step, TransportError> {
+            self.countdown.advance(transport)
+        }
+    }
+
+    fn named(name: &'static str, pending: u32) -> Named {
+        Named { name, countdown: Countdown { pending } }
+    }
+
+    #[test]
+    fn the_runs_that_end_come_back_with_their_tags_alone_or_among_others() {
+        let mut queue: ScheduleQueue<'_, (), Ticket, Named> = ScheduleQueue::default();
+        let mut ended = Vec::new();
+        let lone = queue.post(Lane::Barrier, named("lone", 0));
+        queue.advance_returning(&mut (), |tag, run, outcome| ended.push((tag, run.name, outcome.is_ok())));
+        assert_eq!(ended, vec![(lone, "lone", true)], "the lone run, through the short way");
+
+        ended.clear();
+        let slow = queue.post(Lane::Barrier, named("slow", 1));
+        let quick = queue.post(Lane::Bcast, named("quick", 0));
+        queue.advance_returning(&mut (), |tag, run, outcome| ended.push((tag, run.name, outcome.is_ok())));
+        queue.advance_returning(&mut (), |tag, run, outcome| ended.push((tag, run.name, outcome.is_ok())));
+        assert_eq!(ended, vec![(quick, "quick", true), (slow, "slow", true)], "each run with its own tag, in the order they ended");
+        assert!(queue.is_empty());
     }
 
     /// Advances `queue` once, which must end exactly the run `ticket`:

@@ -42,6 +42,7 @@ mod request_pool;
 mod run_home;
 mod saved;
 mod saved_nonblocking;
+mod spare_boxes;
 mod started_underneath;
 mod udp_interface;
 mod version;

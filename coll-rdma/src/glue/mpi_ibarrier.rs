@@ -162,7 +162,7 @@ impl Native<'_> {
                     RunHome::Boxed => Ok(None),
                 };
                 match restarted {
-                    Ok(Some(run)) => ready.post_run(Lane::Barrier, run, |run| run, request),
+                    Ok(Some(run)) => ready.post_run(Lane::Barrier, run, request),
                     Err(why) => Err(why),
                     Ok(None) => {
                         let run = ready.barrier.start();

@@ -252,7 +252,7 @@ impl Native<'_> {
                 // application leaves it alone until the request completes;
                 // the run ends no later.
                 let buffer = unsafe { span_bytes_mut(call.buffer, &span) };
-                ready.bcast.start(&ready.transport, root, buffer).map(|run| home.place(run))
+                ready.bcast.start(&ready.transport, root, buffer).map(|run| home.place(run, ready.pending_runs.spare_boxes()))
             }
             None => return self.packed_bcast_run(call, root, bytes, home),
         };
@@ -280,7 +280,7 @@ impl Native<'_> {
         }
         let unpack_into = (!at_root).then(|| RetainedCall::new(*call));
         match PackedBcastRun::start(&mut ready.bcast, &ready.transport, root, packed, unpack_into) {
-            Ok(run) => Planned::Run(Lane::Bcast, home.place(run)),
+            Ok(run) => Planned::Run(Lane::Bcast, home.place(run, ready.pending_runs.spare_boxes())),
             Err(why) => Planned::Failed(why),
         }
     }

@@ -525,19 +525,19 @@ impl Native<'_> {
             // elements of `dtype`, left alone until the request completes.
             let recv = unsafe { span_bytes_mut(call.recv, span) };
             if contribution_is_in_receive_buffer(call, span) {
-                ready.allreduce.start_in_place(transport, reduction, recv).map(|run| home.place(run))
+                ready.allreduce.start_in_place(transport, reduction, recv).map(|run| home.place(run, ready.pending_runs.spare_boxes()))
             } else {
                 // SAFETY: as for recv; send is neither MPI_IN_PLACE nor
                 // overlapping recv.
                 let send = unsafe { span_bytes(call.send, span) };
-                ready.allreduce.start(transport, reduction, send, recv).map(|run| home.place(run))
+                ready.allreduce.start(transport, reduction, send, recv).map(|run| home.place(run, ready.pending_runs.spare_boxes()))
             }
         } else {
             // SAFETY: MPI guarantees send holds `count` elements of
             // `dtype`, left alone until the request completes (not
             // MPI_IN_PLACE: that is only allowed at the root).
             let send = unsafe { span_bytes(call.send, span) };
-            ready.allreduce.start_result_dropped(transport, reduction, send).map(|run| home.place(run))
+            ready.allreduce.start_result_dropped(transport, reduction, send).map(|run| home.place(run, ready.pending_runs.spare_boxes()))
         };
         match run {
             Ok(run) => Planned::Run(Lane::Allreduce, run),
@@ -560,12 +560,12 @@ impl Native<'_> {
         // until the request completes; the run ends no later.
         let recv = unsafe { span_bytes_mut(call.recv, span) };
         let run = if contribution_is_in_receive_buffer(call, span) {
-            ready.allreduce.start_in_place(transport, reduction, recv).map(|run| home.place(run))
+            ready.allreduce.start_in_place(transport, reduction, recv).map(|run| home.place(run, ready.pending_runs.spare_boxes()))
         } else {
             // SAFETY: as for recv; send is neither MPI_IN_PLACE nor
             // overlapping recv.
             let send = unsafe { span_bytes(call.send, span) };
-            ready.allreduce.start(transport, reduction, send, recv).map(|run| home.place(run))
+            ready.allreduce.start(transport, reduction, send, recv).map(|run| home.place(run, ready.pending_runs.spare_boxes()))
         };
         match run {
             Ok(run) => Planned::Run(Lane::Allreduce, run),
@@ -590,14 +590,14 @@ impl Native<'_> {
         let recv = at_root.then(|| unsafe { span_bytes_mut(call.recv, span) });
         let run = match recv {
             Some(buffer) if in_place => {
-                ready.reduce.start_in_place_at_root(transport, reduction, root, buffer).map(|run| home.place(run))
+                ready.reduce.start_in_place_at_root(transport, reduction, root, buffer).map(|run| home.place(run, ready.pending_runs.spare_boxes()))
             }
             recv => {
                 // SAFETY: MPI guarantees send holds `count` elements of
                 // `dtype`, left alone until the request completes (it is
                 // not MPI_IN_PLACE: that is only allowed at the root).
                 let send = unsafe { span_bytes(call.send, span) };
-                ready.reduce.start(transport, reduction, root, send, recv).map(|run| home.place(run))
+                ready.reduce.start(transport, reduction, root, send, recv).map(|run| home.place(run, ready.pending_runs.spare_boxes()))
             }
         };
         match run {

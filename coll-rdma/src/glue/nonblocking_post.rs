@@ -147,7 +147,7 @@ impl CommState {
     fn post_run(&mut self, collective: Collective, lane: Lane, run: QueuedRun, request: RequestFor) -> Step {
         match self.enter_if_set_up() {
             Ok(native) => {
-                let outcome = native.ready.post_run(lane, run, |run| run, request);
+                let outcome = native.ready.post_run(lane, run, request);
                 native.shared.finish(collective, outcome)
             }
             // Unreachable: the call was planned in the set-up state.

@@ -54,7 +54,7 @@ impl Native<'_> {
         // and the run ends no later.
         let buffers = unsafe { ring_buffers(call, span, gather, ready.id.rank) };
         match ready.ring.start(op, gather, buffers, limits) {
-            Ok(run) => Planned::Run(Lane::Ring, home.place(run)),
+            Ok(run) => Planned::Run(Lane::Ring, home.place(run, ready.pending_runs.spare_boxes())),
             Err(why) => Planned::Failed(why),
         }
     }

@@ -29,6 +29,7 @@ use std::ptr::NonNull;
 use btl_ibmc::{SelectedTransport, TransportError};
 
 use super::nonblocking_post::Planned;
+use super::spare_boxes::SpareBoxes;
 use crate::schedule::{AwaitedWord, Overlap, Schedule, Step};
 use crate::schedule_queue::{Lane, Run};
 
@@ -78,6 +79,66 @@ impl Schedule<SelectedTransport> for QueuedRun {
     }
 }
 
+impl QueuedRun {
+    /// Lets go of a run that ended: a box's block goes to `spare` for the
+    /// next run; a kept run stays in its request's storage.
+    pub(super) fn release(self, spare: &mut SpareBoxes) {
+        if let QueuedRun::Boxed(run) = self {
+            spare.recycle(run);
+        }
+    }
+}
+
+/// A run on its way into the communicator's queue (`PendingRuns::post`):
+/// what the queue holds of it if it outlives its first step, and how it
+/// is let go if it ends there.
+pub(super) trait Posting: Schedule<SelectedTransport, Error = TransportError> {
+    fn into_queued(self, spare: &mut SpareBoxes) -> QueuedRun;
+    fn finished_at_post(self, spare: &mut SpareBoxes);
+}
+
+impl Posting for QueuedRun {
+    fn into_queued(self, _spare: &mut SpareBoxes) -> QueuedRun {
+        self
+    }
+
+    fn finished_at_post(self, spare: &mut SpareBoxes) {
+        self.release(spare);
+    }
+}
+
+/// A run of an MPI_I* call not placed yet: boxed only if it outlives its
+/// first step, so that one ending there (a barrier whose peers all
+/// arrived) costs no box at all.
+pub(super) struct Unplaced<S>(pub(super) S);
+
+impl<S: Schedule<SelectedTransport, Error = TransportError>> Schedule<SelectedTransport> for Unplaced<S> {
+    type Error = TransportError;
+
+    fn advance(&mut self, transport: &mut SelectedTransport) -> Result<Step, TransportError> {
+        self.0.advance(transport)
+    }
+
+    fn awaited(&self) -> Option<AwaitedWord> {
+        self.0.awaited()
+    }
+
+    fn overlap(&self) -> Option<Overlap> {
+        self.0.overlap()
+    }
+}
+
+impl<S> Posting for Unplaced<S>
+where
+    S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static,
+{
+    fn into_queued(self, spare: &mut SpareBoxes) -> QueuedRun {
+        QueuedRun::Boxed(spare.boxed(self.0))
+    }
+
+    fn finished_at_post(self, _spare: &mut SpareBoxes) {}
+}
+
 /// Where a call's run goes once made.
 pub(super) enum RunHome<'a> {
     /// Boxed: a non-persistent call.
@@ -87,12 +148,14 @@ pub(super) enum RunHome<'a> {
 }
 
 impl RunHome<'_> {
-    pub(super) fn place<S>(self, run: S) -> QueuedRun
+    /// `run` where it goes: boxed (in one of `spare`'s blocks if one fits),
+    /// or kept in the request's storage.
+    pub(super) fn place<S>(self, run: S, spare: &mut SpareBoxes) -> QueuedRun
     where
         S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static,
     {
         match self {
-            RunHome::Boxed => QueuedRun::Boxed(Box::new(run)),
+            RunHome::Boxed => QueuedRun::Boxed(spare.boxed(run)),
             RunHome::Kept(storage) => QueuedRun::Kept(storage.keep(run)),
         }
     }

@@ -16,16 +16,19 @@ use std::ffi::c_int;
 use btl_ibmc::{SelectedTransport, TransportError};
 use ompi_sys as sys;
 
-use crate::schedule::{Schedule, Step};
+use crate::schedule::Step;
 use crate::schedule_queue::{Lane, ScheduleQueue};
-use super::super::run_home::QueuedRun;
+use super::super::run_home::{Posting, QueuedRun};
 use super::super::request::RequestRef;
 use super::super::request_for::RequestFor;
+use super::super::spare_boxes::SpareBoxes;
 
 
 #[derive(Default)]
 pub(in crate::glue) struct PendingRuns {
     queue: ScheduleQueue<'static, SelectedTransport, RequestRef, QueuedRun>,
+    /// The boxes of runs that ended, for the next ones.
+    spare: SpareBoxes,
 }
 
 impl PendingRuns {
@@ -35,6 +38,11 @@ impl PendingRuns {
 
     pub(in crate::glue) fn len(&self) -> usize {
         self.queue.len()
+    }
+
+    /// Where a run made for this queue gets its box (`RunHome::place`).
+    pub(in crate::glue) fn spare_boxes(&mut self) -> &mut SpareBoxes {
+        &mut self.spare
     }
 
     /// Polls the word the queue's oldest run waits for where only that
@@ -65,28 +73,25 @@ impl PendingRuns {
     /// whose peers have all arrived) never enters the queue, and completes
     /// at once: an MPI_I* call gets no request of its own
     /// (`RequestFor::done_at_once`), MPI_Wait finds a started one complete.
-    /// `queued` makes the queue's run of it (a box, or the handle `run`
-    /// already is: `run_home.rs`). A request is made, or taken, only after
+    /// The queue holds what `Posting::into_queued` makes of it (a box, or
+    /// the handle `run` already is: `run_home.rs`). A request is made, or taken, only after
     /// that first step: what the step sends (a root's message, a leaf's
     /// contribution) leaves before the request's bookkeeping; MPI_Wait on
     /// it polls up to `spin_polls` times first (`own_wait.rs`). A request
     /// that could not be made fails the post and puts the lane out of
     /// step, since the run was started.
-    pub(in crate::glue) fn post<S>(
+    pub(in crate::glue) fn post<S: Posting>(
         &mut self,
         lane: Lane,
         mut run: S,
-        queued: impl FnOnce(S) -> QueuedRun,
         request: RequestFor,
         spin_polls: u32,
         transport: &mut SelectedTransport,
-    ) -> Result<(), TransportError>
-    where
-        S: Schedule<SelectedTransport, Error = TransportError>,
-    {
+    ) -> Result<(), TransportError> {
         if !self.queue.may_advance_now(lane, run.overlap()) {
             let Some(request) = request.pending(spin_polls) else { return Err(self.no_request(lane)) };
-            self.queue.post_tagged(lane, queued(run), request);
+            let queued = run.into_queued(&mut self.spare);
+            self.queue.post_tagged(lane, queued, request);
             return self.advance(transport);
         }
         // Runs of other lanes get a pass below; a run beside earlier ones
@@ -95,10 +100,14 @@ impl PendingRuns {
         // own posts, and the next pass finds their peers' contributions.
         let others_queued = self.queue.lane_is_idle(lane) && !self.queue.is_empty();
         match run.advance(transport) {
-            Ok(Step::Done) => request.done_at_once(),
+            Ok(Step::Done) => {
+                request.done_at_once();
+                run.finished_at_post(&mut self.spare);
+            }
             Ok(Step::Pending) => {
                 let Some(request) = request.pending(spin_polls) else { return Err(self.no_request(lane)) };
-                self.queue.post_stepped(lane, queued(run), request);
+                let queued = run.into_queued(&mut self.spare);
+                self.queue.post_stepped(lane, queued, request);
             }
             Err(why) => {
                 self.queue.record_failure(lane, &why);
@@ -123,12 +132,16 @@ impl PendingRuns {
     /// that ended. Returns the first failure.
     pub(in crate::glue) fn advance(&mut self, transport: &mut SelectedTransport) -> Result<(), TransportError> {
         let mut first_failure = None;
-        self.queue.advance(transport, |request, outcome| match outcome {
-            Ok(()) => request.finish(sys::MPI_SUCCESS as c_int),
-            Err(why) => {
-                request.finish(sys::MPI_ERR_OTHER as c_int);
-                first_failure.get_or_insert(why);
+        let spare = &mut self.spare;
+        self.queue.advance_returning(transport, |request, run, outcome| {
+            match outcome {
+                Ok(()) => request.finish(sys::MPI_SUCCESS as c_int),
+                Err(why) => {
+                    request.finish(sys::MPI_ERR_OTHER as c_int);
+                    first_failure.get_or_insert(why);
+                }
             }
+            run.release(spare);
         });
         first_failure.map_or(Ok(()), Err)
     }

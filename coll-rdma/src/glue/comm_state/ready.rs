@@ -20,7 +20,7 @@ use crate::collectives::reduce::Reduce;
 use crate::collectives::large_reduction::ring::{RingLengths, RingReduction};
 use crate::schedule::Schedule;
 use crate::schedule_queue::Lane;
-use super::super::run_home::{QueuedRun, RunHome};
+use super::super::run_home::{Posting, QueuedRun, RunHome, Unplaced};
 use crate::select::{BcastPlan, Decisions, Plan, ReductionPlan};
 
 /// The collectives' schedules, built when the module is enabled (they need
@@ -148,24 +148,14 @@ impl ReadyComm {
     }
 
     /// Posts `run` for `request` (an MPI_I* call's made only if the run
-    /// outlives its first step: `PendingRuns::post`) in `lane`; `queued`
-    /// makes the queue's run of it if it stays pending. MPI_Wait
+    /// outlives its first step: `PendingRuns::post`) in `lane`. MPI_Wait
     /// on the request then makes as many passes over coll rdma's own
     /// progress before Open MPI's wait loop takes over (`own_wait.rs`) as
     /// the blocking waits spin: none where ranks outnumber cores, and
     /// where the data comes through the kernel its own count.
-    pub(in crate::glue) fn post_run<S>(
-        &mut self,
-        lane: Lane,
-        run: S,
-        queued: impl FnOnce(S) -> QueuedRun,
-        request: RequestFor,
-    ) -> Result<(), TransportError>
-    where
-        S: Schedule<SelectedTransport, Error = TransportError>,
-    {
+    pub(in crate::glue) fn post_run<S: Posting>(&mut self, lane: Lane, run: S, request: RequestFor) -> Result<(), TransportError> {
         let polls = self.barrier.wait_policy().spin_polls_where(self.transport.sleeps_in_kernel());
-        self.pending_runs.post(lane, run, queued, request, polls, &mut self.transport)
+        self.pending_runs.post(lane, run, request, polls, &mut self.transport)
     }
 
     /// Posts `run` for `request` in `lane`: kept in the request's storage
@@ -178,9 +168,9 @@ impl ReadyComm {
         match request.run_home() {
             RunHome::Kept(storage) => {
                 let kept = QueuedRun::Kept(storage.keep(run));
-                self.post_run(lane, kept, |run| run, request)
+                self.post_run(lane, kept, request)
             }
-            RunHome::Boxed => self.post_run(lane, run, |run| QueuedRun::Boxed(Box::new(run)), request),
+            RunHome::Boxed => self.post_run(lane, Unplaced(run), request),
         }
     }
 
