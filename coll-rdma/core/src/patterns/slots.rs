@@ -43,7 +43,17 @@ pub(crate) enum Arrival {
     Abandoned,
 }
 
-/// One slot: the payload, then the flag word.
+/// Payloads of up to this many bytes are tiny: they travel in the slot's
+/// first cache line, the flag word right after them (`SlotShape`).
+pub(crate) const TINY_BYTES: usize = LINE - FLAG_BYTES;
+
+/// One slot: the payload, then the flag word. A slot for payloads longer
+/// than `TINY_BYTES` starts with a line of its own for the tiny ones: the
+/// flag after a full capacity sits far from a short payload, and then the
+/// writer's put takes two lines from the reader's core and the reader's
+/// poll and read take both back, where one line serves a tiny payload.
+/// The two places never overlap, so no payload covers the flag word of a
+/// payload of another length that a later segment in the slot may poll.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SlotShape {
     payload_capacity: usize,
@@ -53,7 +63,21 @@ pub(crate) struct SlotShape {
 impl SlotShape {
     pub(crate) fn holding(payload: usize) -> Self {
         let payload_capacity = payload.next_multiple_of(FLAG_BYTES);
-        SlotShape { payload_capacity, slot_bytes: (payload_capacity + FLAG_BYTES).next_multiple_of(LINE) }
+        let tiny_line = if payload_capacity > TINY_BYTES { LINE } else { 0 };
+        SlotShape { payload_capacity, slot_bytes: tiny_line + (payload_capacity + FLAG_BYTES).next_multiple_of(LINE) }
+    }
+
+    /// Where a payload of `len` bytes and its flag word go in the slot at
+    /// `slot`: (payload, flag). Writer and reader agree on `len` (a
+    /// segment's length follows from the call's, the same everywhere).
+    pub(crate) fn places(&self, slot: usize, len: usize) -> (usize, usize) {
+        if self.payload_capacity <= TINY_BYTES {
+            (slot, slot + self.payload_capacity)
+        } else if len <= TINY_BYTES {
+            (slot, slot + TINY_BYTES)
+        } else {
+            (slot + LINE, slot + LINE + self.payload_capacity)
+        }
     }
 
     pub(crate) fn slot_bytes(&self) -> usize {
@@ -64,9 +88,6 @@ impl SlotShape {
         self.slot_bytes * RING_DEPTH as usize
     }
 
-    pub(crate) fn flag_offset(&self, slot: usize) -> usize {
-        slot + self.payload_capacity
-    }
 }
 
 /// How a sender knows that the slots it wrote in earlier calls have been
@@ -218,8 +239,8 @@ impl Stream {
         if !self.try_credit(transport, seq, credit_needed, known, meet)? {
             return Ok(false);
         }
-        let slot = self.slot(seq);
-        put_word_padded(transport, self.receiver, slot, data, self.shape.flag_offset(slot), seq)?;
+        let (payload, flag) = self.shape.places(self.slot(seq), data.len());
+        put_word_padded(transport, self.receiver, payload, data, flag, seq)?;
         Ok(true)
     }
 
@@ -249,17 +270,19 @@ impl Stream {
         }
     }
 
-    /// Sender side, instead of `send`: tells the receiver that segment `seq`
-    /// will not come. Waits for the same credit as `send`, so that the mark
-    /// cannot land on a slot whose previous segment is still unread.
+    /// Sender side, instead of `send`: tells the receiver that segment `seq`,
+    /// of `len` bytes, will not come. Waits for the same credit as `send`,
+    /// so that the mark cannot land on a slot whose previous segment is
+    /// still unread.
     pub(crate) fn send_abandoned<T: Windows + ?Sized>(
         &self,
         transport: &T,
         seq: u64,
+        len: usize,
         credit_needed: u64,
         waits: Waits<'_>,
     ) -> Result<(), TransportError> {
-        let sent = self.try_send_abandoned(transport, seq, credit_needed, Meet::Block(waits))?;
+        let sent = self.try_send_abandoned(transport, seq, len, credit_needed, Meet::Block(waits))?;
         debug_assert!(sent, "a blocking send returns once sent");
         Ok(())
     }
@@ -269,13 +292,15 @@ impl Stream {
         &self,
         transport: &T,
         seq: u64,
+        len: usize,
         credit_needed: u64,
         meet: Meet<'_>,
     ) -> Result<bool, TransportError> {
         if !self.try_credit(transport, seq, credit_needed, &KnownCredit::default(), meet)? {
             return Ok(false);
         }
-        transport.put_flag(self.receiver, self.shape.flag_offset(self.slot(seq)), seq | ABANDONED)?;
+        let (_, flag) = self.shape.places(self.slot(seq), len);
+        transport.put_flag(self.receiver, flag, seq | ABANDONED)?;
         Ok(true)
     }
 
@@ -301,10 +326,11 @@ impl Stream {
         out: &mut [u8],
         meet: Meet<'_>,
     ) -> Result<bool, TransportError> {
-        if self.await_flag(transport, seq, meet)?.is_none() {
+        let (payload, flag) = self.shape.places(self.slot(seq), out.len());
+        if self.await_flag(transport, seq, flag, meet)?.is_none() {
             return Ok(false);
         }
-        transport.read_local(self.slot(seq), out);
+        transport.read_local(payload, out);
         Ok(true)
     }
 
@@ -318,18 +344,19 @@ impl Stream {
         out: &mut [u8],
         meet: Meet<'_>,
     ) -> Result<Option<Arrival>, TransportError> {
-        match self.await_flag(transport, seq, meet)? {
+        let (payload, flag) = self.shape.places(self.slot(seq), out.len());
+        match self.await_flag(transport, seq, flag, meet)? {
             None => Ok(None),
             Some(flag) if flag == seq | ABANDONED => Ok(Some(Arrival::Abandoned)),
             Some(_) => {
-                transport.read_local(self.slot(seq), out);
+                transport.read_local(payload, out);
                 Ok(Some(Arrival::Segment))
             }
         }
     }
 
-    fn await_flag<T: Windows + ?Sized>(&self, transport: &T, seq: u64, meet: Meet<'_>) -> Result<Option<u64>, TransportError> {
-        meet.local_at_least(transport, self.shape.flag_offset(self.slot(seq)), seq, || {
+    fn await_flag<T: Windows + ?Sized>(&self, transport: &T, seq: u64, flag: usize, meet: Meet<'_>) -> Result<Option<u64>, TransportError> {
+        meet.local_at_least(transport, flag, seq, || {
             format!("{}: segment {seq} from rank {}", self.what, self.sender)
         })
     }
@@ -451,21 +478,48 @@ mod tests {
         transport.credit.set(3);
         assert!(stream.try_send(&transport, 5, &[1; 8], 3, &known, Meet::Poll(&awaited)).unwrap());
         assert_eq!((transport.puts.get(), known.get()), (1, 3));
-        assert!(!stream.try_send_abandoned(&transport, 6, 4, Meet::Poll(&awaited)).unwrap());
+        assert!(!stream.try_send_abandoned(&transport, 6, 8, 4, Meet::Poll(&awaited)).unwrap());
         assert_eq!(transport.puts.get(), 1, "an abandoned mark waits for its credit too");
         transport.credit.set(4);
-        assert!(stream.try_send_abandoned(&transport, 6, 4, Meet::Poll(&awaited)).unwrap());
+        assert!(stream.try_send_abandoned(&transport, 6, 8, 4, Meet::Poll(&awaited)).unwrap());
         assert_eq!(transport.puts.get(), 2, "the abandoned mark goes once its credit comes");
     }
 
     #[test]
     fn flags_follow_their_payload_inside_the_slot() {
-        for payload in [1, 8, 9, 56, 57, 64, 8192] {
-            let shape = SlotShape::holding(payload);
-            assert!(shape.flag_offset(0) >= payload);
-            assert!(shape.flag_offset(0) + FLAG_BYTES <= shape.slot_bytes());
-            assert_eq!(shape.flag_offset(0) % 8, 0);
+        for capacity in [1, 8, 9, 56, 57, 64, 256, 8192] {
+            let shape = SlotShape::holding(capacity);
             assert_eq!(shape.slot_bytes() % LINE, 0);
+            for len in 1..=capacity {
+                let (payload, flag) = shape.places(LINE, len);
+                assert!(payload + len <= flag, "capacity {capacity}, {len} bytes: the payload covers its flag");
+                assert!(flag + FLAG_BYTES <= LINE + shape.slot_bytes(), "capacity {capacity}, {len} bytes: outside the slot");
+                assert_eq!(flag % 8, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn a_tiny_payload_shares_its_flags_line_and_no_payload_covers_another_lengths_flag() {
+        for capacity in [8, 56, 57, 256, 8192] {
+            let shape = SlotShape::holding(capacity);
+            let slot = 3 * LINE;
+            for len in 1..=capacity.min(TINY_BYTES) {
+                let (payload, flag) = shape.places(slot, len);
+                assert_eq!(payload / LINE, flag / LINE, "capacity {capacity}, {len} bytes: payload at {payload}, flag at {flag}");
+            }
+            // A later segment in the slot may be of another length: the
+            // bytes any payload writes never hold another length's flag.
+            for len in 1..=capacity {
+                let (payload, _) = shape.places(slot, len);
+                // A put writes whole words (`put_word_padded`).
+                let written = len.next_multiple_of(FLAG_BYTES);
+                for other in 1..=capacity {
+                    let (_, flag) = shape.places(slot, other);
+                    let covers = payload < flag + FLAG_BYTES && flag < payload + written;
+                    assert!(!covers, "capacity {capacity}: a payload of {len} bytes covers the flag of {other}");
+                }
+            }
         }
     }
 }

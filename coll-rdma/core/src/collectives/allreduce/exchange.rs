@@ -7,12 +7,12 @@
 //! # Slot sets, and when a slot may be written again
 //!
 //! A call of up to `SHORT_BYTES` (a short call) takes a slot in the short
-//! part, or for up to `TINY_BYTES` in the tiny part, each of `2 * depth`
-//! sets (`depth` >= 1, as many as fit `SHORT_SETS_BUDGET_BYTES`, at most
-//! `MAX_SHORT_SETS`); a longer one in the long part, of two sets of slots
-//! as long as the exchange's longest message (none where that is short).
-//! The parts never overlap, so a slot only ever holds calls of its part,
-//! and its flag word is never another call's payload. Each part chooses the set by the
+//! part, of `2 * depth` sets (`depth` >= 1, as many as fit
+//! `SHORT_SETS_BUDGET_BYTES`, at most `MAX_SHORT_SETS`); a longer one in
+//! the long part, of two sets of slots as long as the exchange's longest
+//! message (none where that is short). A contribution of up to
+//! `slots::TINY_BYTES` goes with its flag word in one cache line of its
+//! slot (`SlotShape::places`). Each part chooses the set by the
 //! call's epoch modulo its number of sets, the same on every rank, and the
 //! flag word holds the epoch. A rank starts writing (putting its
 //! contribution to) a short call e only once every call numbered
@@ -24,7 +24,7 @@
 //! exchange runs advance at once, and a long one goes alone as before.
 //!
 //! Then a slot is never overwritten before it is read, without any
-//! acknowledgement. Short and tiny slots (the same argument in each part): rank q writes call e + 2·depth (the set
+//! acknowledgement. Short slots: rank q writes call e + 2·depth (the set
 //! of e) into rank r's window only after finishing call e + depth, which
 //! needed r to start call e + depth (its contribution, or its part in a
 //! tree), which r does only after finishing every call up to e, having
@@ -40,7 +40,6 @@
 use btl_ibmc::{put_word_padded, TransportError, Windows};
 
 use crate::patterns::meet::Meet;
-use crate::patterns::region::LINE;
 use crate::patterns::slots::SlotShape;
 use crate::reduction::Reduction;
 
@@ -48,20 +47,11 @@ use crate::reduction::Reduction;
 /// sets, so that several such runs advance at once (module header).
 const SHORT_BYTES: usize = 256;
 
-/// Short calls of up to this many bytes are tiny: their slots, a cache
-/// line each, hold the flag in the payload's line, so a contribution
-/// crosses between cores as one line instead of two (the writer's put and
-/// the reader's poll and read each touched the payload's line and the
-/// flag's, 256 bytes apart in a short slot). Their own part of the
-/// window: a short call's payload would cover a tiny slot's flag word,
-/// which a later tiny call could then take for its flag.
-const TINY_BYTES: usize = LINE - 8;
-
-/// Window bytes the short and tiny parts may take where they have more
-/// than two sets: 16 sets of 256-byte and 56-byte slots at np=2 (12 KiB),
-/// 12 at np=3, 8 at np=4, 6 at np=5, 4 at np=9, two (as before these
-/// parts had more) from 10 ranks; the window stays well below a long
-/// message, which the tree streams through it.
+/// Window bytes the short part may take where it has more than two sets:
+/// 16 sets of 384-byte slots (a line for tiny contributions, 256 bytes and
+/// the flag) at np=2 (12 KiB), 12 at np=3, 8 at np=4, 6 at np=5, 4 at
+/// np=9, two (as before this part had more) from 10 ranks; the window
+/// stays well below a long message, which the tree streams through it.
 const SHORT_SETS_BUDGET_BYTES: usize = 14 * 1024;
 
 /// Short sets at most: 8 short runs at once, what `coll_pairs -c
@@ -91,11 +81,8 @@ impl SlotSets {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ExchangeSlots {
     size: usize,
-    /// Calls of up to `TINY_BYTES`: as many sets as `short`, one line a
-    /// slot.
-    tiny: SlotSets,
     /// Calls of up to `SHORT_BYTES` (all of them if the exchange goes no
-    /// further) but tiny ones: `2 * depth` sets.
+    /// further): `2 * depth` sets.
     short: SlotSets,
     /// Longer calls: two sets; `None` where the exchange stops at
     /// `SHORT_BYTES` or below.
@@ -111,22 +98,16 @@ impl ExchangeSlots {
     }
 
     pub(crate) fn new(start: usize, size: usize, max_bytes: usize) -> Self {
-        let tiny_shape = SlotShape::holding(max_bytes.min(TINY_BYTES));
         let short_shape = SlotShape::holding(max_bytes.min(SHORT_BYTES));
-        let fit = SHORT_SETS_BUDGET_BYTES / (size.max(1) * (tiny_shape.slot_bytes() + short_shape.slot_bytes()));
-        let sets = fit.clamp(2, MAX_SHORT_SETS) & !1;
-        let tiny = SlotSets { start, shape: tiny_shape, sets };
-        let mut end = start + if max_bytes == 0 { 0 } else { tiny.len(size) };
-        let short = SlotSets { start: end, shape: short_shape, sets };
-        if max_bytes > TINY_BYTES {
-            end += short.len(size);
-        }
+        let fit = SHORT_SETS_BUDGET_BYTES / (size.max(1) * short_shape.slot_bytes());
+        let short = SlotSets { start, shape: short_shape, sets: fit.clamp(2, MAX_SHORT_SETS) & !1 };
+        let mut end = start + if max_bytes == 0 { 0 } else { short.len(size) };
         let long = (max_bytes > SHORT_BYTES).then(|| {
             let long = SlotSets { start: end, shape: SlotShape::holding(max_bytes), sets: 2 };
             end += long.len(size);
             long
         });
-        ExchangeSlots { size, tiny, short, long, end }
+        ExchangeSlots { size, short, long, end }
     }
 
     /// How many exchange calls of `len` bytes a rank may have under way
@@ -141,8 +122,7 @@ impl ExchangeSlots {
     fn part(&self, len: usize) -> &SlotSets {
         match &self.long {
             Some(long) if len > SHORT_BYTES => long,
-            _ if len > TINY_BYTES => &self.short,
-            _ => &self.tiny,
+            _ => &self.short,
         }
     }
 
@@ -164,11 +144,11 @@ impl ExchangeSlots {
     ) -> Result<bool, TransportError> {
         let part = self.part(send.len());
         if !cursor.posted {
-            let mine = part.slot(self.size, epoch, rank);
+            let (mine, flag) = part.shape.places(part.slot(self.size, epoch, rank), send.len());
             // Starting after oneself spreads the first writes over all targets.
             for distance in 1..self.size {
                 let peer = (rank + distance) % self.size;
-                put_word_padded(transport, peer, mine, send, part.shape.flag_offset(mine), epoch)?;
+                put_word_padded(transport, peer, mine, send, flag, epoch)?;
             }
             cursor.posted = true;
         }
@@ -178,14 +158,14 @@ impl ExchangeSlots {
             if sender == rank {
                 contribution.copy_from_slice(send);
             } else {
-                let slot = part.slot(self.size, epoch, sender);
-                let arrived = meet.local_at_least(transport, part.shape.flag_offset(slot), epoch, || {
+                let (payload, flag) = part.shape.places(part.slot(self.size, epoch, sender), send.len());
+                let arrived = meet.local_at_least(transport, flag, epoch, || {
                     format!("allreduce {epoch} (exchange): contribution of rank {sender}")
                 })?;
                 if arrived.is_none() {
                     return Ok(false);
                 }
-                transport.read_local(slot, contribution);
+                transport.read_local(payload, contribution);
             }
             if sender > 0 {
                 op.combine(recv, incoming);
@@ -202,42 +182,4 @@ impl ExchangeSlots {
 pub(crate) struct ExchangeCursor {
     pub(crate) posted: bool,
     pub(crate) next_sender: usize,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every slot a call of `len` bytes may take, as (payload start, flag
-    /// word), over one cycle of its part's sets.
-    fn slots_of(slots: &ExchangeSlots, len: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
-        let part = slots.part(len);
-        (0..part.sets as u64).flat_map(move |epoch| {
-            (0..slots.size).map(move |sender| {
-                let slot = part.slot(slots.size, epoch, sender);
-                (slot, part.shape.flag_offset(slot))
-            })
-        })
-    }
-
-    #[test]
-    fn a_tiny_call_crosses_as_one_line_and_no_part_covers_another_parts_flags() {
-        for size in [2, 3, 5, 9, 40] {
-            let slots = ExchangeSlots::new(3 * LINE, size, 4096);
-            for len in 1..=TINY_BYTES {
-                for (slot, flag) in slots_of(&slots, len) {
-                    assert_eq!(slot / LINE, flag / LINE, "size {size}, {len} bytes: payload at {slot}, flag at {flag}");
-                    assert!(slot + len <= flag, "size {size}, {len} bytes: the payload covers its own flag");
-                }
-            }
-            // Each length class's payloads and flags lie in its own part.
-            let mut spans: Vec<(usize, usize)> = Vec::new();
-            for len in [TINY_BYTES, SHORT_BYTES, 4096] {
-                let (low, high) = slots_of(&slots, len).fold((usize::MAX, 0), |(low, high), (slot, flag)| (low.min(slot), high.max(flag + 8)));
-                assert!(spans.iter().all(|&(other_low, other_high)| high <= other_low || other_high <= low), "size {size}: part of {len} bytes overlaps another");
-                spans.push((low, high));
-            }
-            assert!(spans.iter().all(|&(_, high)| high <= slots.end), "size {size}: a part runs past the region");
-        }
-    }
 }

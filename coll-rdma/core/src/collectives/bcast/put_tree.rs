@@ -182,7 +182,7 @@ impl PutTreeBcast {
                     relay.send(transport, relay_turn.seq, segment, relay_turn.credit_needed(), waits)?;
                 } else if plan.rank == 0 {
                     if relay.try_receive_unless_abandoned(transport, relay_turn.seq, segment, Meet::Block(waits))? == Some(Arrival::Abandoned) {
-                        abandoned = Some(turn);
+                        abandoned = Some((turn, segment.len()));
                         break 'segments;
                     }
                     if relay_turn.must_acknowledge() {
@@ -192,7 +192,7 @@ impl PutTreeBcast {
             }
             if let Some(parent) = &plan.from_parent {
                 if parent.try_receive_unless_abandoned(transport, turn.seq, segment, Meet::Block(waits))? == Some(Arrival::Abandoned) {
-                    abandoned = Some(turn);
+                    abandoned = Some((turn, segment.len()));
                     break 'segments;
                 }
                 parent.acknowledge(transport, turn.seq)?;
@@ -204,19 +204,21 @@ impl PutTreeBcast {
         self.last_seq = base + count as u64;
         match abandoned {
             None => Ok(()),
-            Some(turn) => self.pass_on_abandonment(transport, root, buf.len(), turn),
+            Some((turn, segment_len)) => self.pass_on_abandonment(transport, root, buf.len(), turn, segment_len),
         }
     }
 
-    /// A receiver found segment `turn` marked abandoned by the root.
+    /// A receiver found segment `turn`, of `segment_len` bytes, marked
+    /// abandoned by the root.
     fn pass_on_abandonment<T: Windows + ?Sized>(
         &self,
         transport: &T,
         root: usize,
         len: usize,
         turn: Turn,
+        segment_len: usize,
     ) -> Result<(), TransportError> {
-        self.mark_children(transport, turn)?;
+        self.mark_children(transport, turn, segment_len)?;
         Err(TransportError::Failed(format!(
             "bcast from root {root}: the root could not provide its {len}-byte message (it said so down the put tree)"
         )))
@@ -262,19 +264,21 @@ impl PutTreeBcast {
         if len == 0 || self.size == 1 {
             return Ok(());
         }
-        let count = Segments::new(len, 1, self.config.segment_bytes)?.count();
+        let segments = Segments::new(len, 1, self.config.segment_bytes)?;
+        let (count, first_len) = (segments.count(), segments.range(0).len());
         let base = self.last_seq;
         self.last_seq = base + count as u64;
         if root != 0 {
             let relay_turn = Turn::new(0, count, base, Reuse::ImpliedByDataFlow);
-            self.relay_from(root).send_abandoned(transport, relay_turn.seq, relay_turn.credit_needed(), self.config.policy.without_side_progress())?;
+            self.relay_from(root).send_abandoned(transport, relay_turn.seq, first_len, relay_turn.credit_needed(), self.config.policy.without_side_progress())?;
         }
-        self.mark_children(transport, Turn::new(0, count, base, Reuse::AcknowledgedEachCall))
+        self.mark_children(transport, Turn::new(0, count, base, Reuse::AcknowledgedEachCall), first_len)
     }
 
-    fn mark_children<T: Windows + ?Sized>(&self, transport: &T, turn: Turn) -> Result<(), TransportError> {
+    /// Marks segment `turn`, of `len` bytes, abandoned to every child.
+    fn mark_children<T: Windows + ?Sized>(&self, transport: &T, turn: Turn, len: usize) -> Result<(), TransportError> {
         for child in &self.plan.to_children {
-            child.stream.send_abandoned(transport, turn.seq, turn.credit_needed(), self.config.policy.without_side_progress())?;
+            child.stream.send_abandoned(transport, turn.seq, len, turn.credit_needed(), self.config.policy.without_side_progress())?;
         }
         Ok(())
     }

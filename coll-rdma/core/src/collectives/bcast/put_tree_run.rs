@@ -143,15 +143,18 @@ impl<T: Windows + ?Sized> Resumable<T> for PutTreeRun<'_> {
             cursor.children_sent = 0;
         }
         if let Some(turn) = cursor.abandoning {
+            // The mark goes where the segment's flag would: the segment
+            // the receivers wait for is this one, of this length.
+            let len = cursor.segments.range(cursor.index).len();
             if let Some(relay) = self.relay.as_ref().filter(|_| plan.rank == self.root && !cursor.relayed) {
                 let relay_turn = Turn::new(cursor.index, count, cursor.base, Reuse::ImpliedByDataFlow);
-                if !relay.try_send_abandoned(transport, relay_turn.seq, relay_turn.credit_needed(), meet)? {
+                if !relay.try_send_abandoned(transport, relay_turn.seq, len, relay_turn.credit_needed(), meet)? {
                     return Ok(false);
                 }
                 cursor.relayed = true;
             }
             while let Some(child) = plan.to_children.get(cursor.children_sent) {
-                if !child.stream.try_send_abandoned(transport, turn.seq, turn.credit_needed(), meet)? {
+                if !child.stream.try_send_abandoned(transport, turn.seq, len, turn.credit_needed(), meet)? {
                     return Ok(false);
                 }
                 cursor.children_sent += 1;
