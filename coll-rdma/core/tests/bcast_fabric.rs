@@ -466,7 +466,9 @@ const ABANDON_WATCHDOG: Duration = Duration::from_secs(90);
 /// call: every other rank's call must fail rather than wait, on every kind
 /// of transport, whichever rank is root. A few broadcasts first put the
 /// streams mid-sequence (slots reused, credits owed across calls), and the
-/// message spans several segments.
+/// message spans several segments; over the put tree also a tiny message,
+/// whose mark must land on the flag in the payload's line
+/// (`SlotShape::places`).
 #[test]
 fn a_root_that_abandons_its_message_fails_every_receiver() {
     let cases: Vec<(MulticastKind, usize)> = [2, 3, 5, 8, 13]
@@ -477,16 +479,23 @@ fn a_root_that_abandons_its_message_fails_every_receiver() {
     for (kind, size) in cases {
         let mut roots = vec![0, size - 1, 1];
         roots.dedup();
+        let tiny = if kind == MulticastKind::None { Some(5) } else { None };
         for abandoning_root in roots {
-            abandon_once(kind, size, abandoning_root);
+            for len in [ABANDONED_LEN].into_iter().chain(tiny) {
+                abandon_once(kind, size, abandoning_root, len);
+            }
         }
     }
 }
 
-fn abandon_once(kind: MulticastKind, size: usize, abandoning_root: usize) {
-    const PIECE: usize = 64;
-    const LEN: usize = 3 * PIECE + 5;
-    let what = format!("{kind:?} size {size}, root {abandoning_root} abandons");
+/// The multicast's piece in `abandon_once`, and the abandoned message's
+/// usual length: several pieces.
+const ABANDON_PIECE: usize = 64;
+const ABANDONED_LEN: usize = 3 * ABANDON_PIECE + 5;
+
+fn abandon_once(kind: MulticastKind, size: usize, abandoning_root: usize, len: usize) {
+    const PIECE: usize = ABANDON_PIECE;
+    let what = format!("{kind:?} size {size}, root {abandoning_root} abandons {len} bytes");
     let fabric = FabricConfig {
         multicast_kind: kind,
         put_delay_max: Duration::from_micros(20),
@@ -496,7 +505,7 @@ fn abandon_once(kind: MulticastKind, size: usize, abandoning_root: usize) {
     let multicast = RmcastConfig { slot_bytes: PIECE, fragment_bytes: PIECE, ..test_multicast_config() };
     let config = BcastConfig { multicast, ..BcastConfig::default() };
     let endpoints = Fabric::new(size, Bcast::region_len(size, &config), fabric);
-    let before: Vec<Op> = (0..3).map(|index| Op { root: (abandoning_root + index + 1) % size, len: LEN }).collect();
+    let before: Vec<Op> = (0..3).map(|index| Op { root: (abandoning_root + index + 1) % size, len: ABANDONED_LEN }).collect();
     let (results, outcomes) = std::sync::mpsc::channel();
     // Detached threads: a rank that waits forever must fail the test, not
     // hang it.
@@ -514,10 +523,10 @@ fn abandon_once(kind: MulticastKind, size: usize, abandoning_root: usize) {
                     }
                 }
                 if rank == abandoning_root {
-                    bcast.abandon_at_root(&endpoint, rank, LEN).map_err(|e| format!("abandoning: {e}"))?;
+                    bcast.abandon_at_root(&endpoint, rank, len).map_err(|e| format!("abandoning: {e}"))?;
                     return Ok(None);
                 }
-                let mut buf = vec![0xEE; LEN];
+                let mut buf = vec![0xEE; len];
                 match bcast.bcast(&endpoint, abandoning_root, &mut buf) {
                     Ok(()) => Err("the abandoned call returned success".to_string()),
                     Err(error) => Ok(Some(error.to_string())),
