@@ -74,12 +74,12 @@ impl PendingRuns {
     /// at once: an MPI_I* call gets no request of its own
     /// (`RequestFor::done_at_once`), MPI_Wait finds a started one complete.
     /// The queue holds what `Posting::into_queued` makes of it (a box, or
-    /// the handle `run` already is: `run_home.rs`). A request is made, or taken, only after
-    /// that first step: what the step sends (a root's message, a leaf's
-    /// contribution) leaves before the request's bookkeeping; MPI_Wait on
-    /// it polls up to `spin_polls` times first (`own_wait.rs`). A request
-    /// that could not be made fails the post and puts the lane out of
-    /// step, since the run was started.
+    /// the handle `run` already is: `run_home.rs`). A request is made, or
+    /// taken, only after that first step: what the step sends (a root's
+    /// message, a leaf's contribution) leaves before the request's
+    /// bookkeeping; MPI_Wait on it polls up to `spin_polls` times first
+    /// (`own_wait.rs`). A request that could not be made fails the post
+    /// and puts the lane out of step, since the run was started.
     pub(in crate::glue) fn post<S: Posting>(
         &mut self,
         lane: Lane,
