@@ -2,8 +2,9 @@
 //! its next ones. Every MPI_I* call that outlives its post boxes its run;
 //! the allocator's free lists hold few blocks of one size (glibc's thread
 //! cache seven), so eight short MPI_Iallreduce calls outstanding made
-//! every batch go to the allocator's slow paths, about 230 instructions
-//! per call against 10-15 for a block taken from here.
+//! every batch go to the allocator's slow paths: 139 instructions per
+//! call in callgrind (np=2, 2 floats), against about 40 for taking and
+//! giving back a block here.
 //!
 //! Invariants:
 //! - a spare block was allocated by the global allocator for a `Box` of
