@@ -108,6 +108,7 @@ impl CommState {
             }
             // Unreachable: taken apart above.
             Planned::HandOver(_) => {
+                debug_assert!(false, "a hand-over reached the post of a run");
                 request.fail();
                 Step::Done(sys::OMPI_ERROR as c_int)
             }
