@@ -87,7 +87,6 @@ impl SlotShape {
     pub(crate) fn ring_bytes(&self) -> usize {
         self.slot_bytes * RING_DEPTH as usize
     }
-
 }
 
 /// How a sender knows that the slots it wrote in earlier calls have been
@@ -188,6 +187,12 @@ impl Stream {
         self.ring + ((seq - 1) % RING_DEPTH) as usize * self.shape.slot_bytes
     }
 
+    /// Where segment `seq`, of `len` bytes, and its flag word go
+    /// (`SlotShape::places`): (payload, flag).
+    fn places(&self, seq: u64, len: usize) -> (usize, usize) {
+        self.shape.places(self.slot(seq), len)
+    }
+
     /// Sender side: waits for `credit_needed`, then puts the segment.
     pub(crate) fn send<T: Windows + ?Sized>(
         &self,
@@ -239,7 +244,7 @@ impl Stream {
         if !self.try_credit(transport, seq, credit_needed, known, meet)? {
             return Ok(false);
         }
-        let (payload, flag) = self.shape.places(self.slot(seq), data.len());
+        let (payload, flag) = self.places(seq, data.len());
         put_word_padded(transport, self.receiver, payload, data, flag, seq)?;
         Ok(true)
     }
@@ -299,7 +304,7 @@ impl Stream {
         if !self.try_credit(transport, seq, credit_needed, &KnownCredit::default(), meet)? {
             return Ok(false);
         }
-        let (_, flag) = self.shape.places(self.slot(seq), len);
+        let (_, flag) = self.places(seq, len);
         transport.put_flag(self.receiver, flag, seq | ABANDONED)?;
         Ok(true)
     }
@@ -326,7 +331,7 @@ impl Stream {
         out: &mut [u8],
         meet: Meet<'_>,
     ) -> Result<bool, TransportError> {
-        let (payload, flag) = self.shape.places(self.slot(seq), out.len());
+        let (payload, flag) = self.places(seq, out.len());
         if self.await_flag(transport, seq, flag, meet)?.is_none() {
             return Ok(false);
         }
@@ -344,7 +349,7 @@ impl Stream {
         out: &mut [u8],
         meet: Meet<'_>,
     ) -> Result<Option<Arrival>, TransportError> {
-        let (payload, flag) = self.shape.places(self.slot(seq), out.len());
+        let (payload, flag) = self.places(seq, out.len());
         match self.await_flag(transport, seq, flag, meet)? {
             None => Ok(None),
             Some(flag) if flag == seq | ABANDONED => Ok(Some(Arrival::Abandoned)),
