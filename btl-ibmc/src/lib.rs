@@ -36,6 +36,7 @@ mod rng;
 mod rtt;
 mod window;
 mod words;
+mod write_hint;
 
 #[cfg(test)]
 mod test_support;

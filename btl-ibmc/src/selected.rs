@@ -212,6 +212,11 @@ impl Windows for SelectedTransport {
     fn read_local(&self, offset: usize, out: &mut [u8]) {
         dispatch!(self, t => t.read_local(offset, out))
     }
+
+    #[inline]
+    fn prepare_put(&self, peer: usize, offset: usize) {
+        dispatch!(self, t => t.prepare_put(peer, offset))
+    }
 }
 
 impl Datagrams for SelectedTransport {

@@ -140,6 +140,14 @@ pub trait Windows: Endpoint {
 
     /// Copies bytes out of this rank's own window.
     fn read_local(&self, offset: usize, out: &mut [u8]);
+
+    /// Says that this rank will soon put into `peer`'s window at `offset`
+    /// (the slot of its next call): a transport that writes peers' windows
+    /// with the CPU's own stores starts taking that cache line for writing
+    /// now, so the put does not hold up the rank's next stores while the
+    /// line crosses between cores. A hint: it changes no memory, and a
+    /// peer or offset out of range is ignored. Nothing, by default.
+    fn prepare_put(&self, _peer: usize, _offset: usize) {}
 }
 
 /// The unreliable multicast primitive, and which kind of multicast the

@@ -44,6 +44,15 @@ impl<'a> Window<'a> {
         }
     }
 
+    /// `Windows::prepare_put` for a put at `offset`: a hint, ignored when
+    /// `offset` is outside the window.
+    #[inline]
+    pub(crate) fn prepare_put(&self, offset: usize) {
+        if let Some(word) = self.words.get(offset / FLAG_BYTES).filter(|_| offset < self.len) {
+            crate::write_hint::take_line_for_writing(std::ptr::from_ref(word).cast::<u8>());
+        }
+    }
+
     #[inline]
     pub(crate) fn check_range(&self, peer: usize, offset: usize, len: usize) -> Result<(), TransportError> {
         check_range_in(self.len, peer, offset, len)

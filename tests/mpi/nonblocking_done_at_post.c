@@ -4,7 +4,10 @@
  * so (an empty message); rank 0 posts only once all have, so its
  * MPI_Ibarrier and MPI_Iallreduce find every peer's part already written,
  * as its MPI_Ireduce (root 0) does at np 2, and its MPI_Ibcast (root 0)
- * only writes. coll rdma ends such a run at the post and gives the caller
+ * only writes. coll rdma ends such a run at the post (all but the
+ * MPI_Iallreduce, whose exchange looks for contributions only from its
+ * next advance on, so as not to take a slot from a peer posting at the
+ * same moment; docs/nonblocking.md) and gives the caller
  * Open MPI's completed empty request, not one of its own; every way of
  * completing a request must treat that one like any other. Rank 0 looks at
  * each request with MPI_Request_get_status (which leaves it in place) and
@@ -16,8 +19,9 @@
  * (the other ranks check theirs too, and a reduce's other ranks that their
  * receive buffer was left alone). Options: -n rounds (default 32, four
  * kinds times eight ways);
- * -D 1: every call of rank 0's must have ended at its post (np 2 on shared
- * memory, where each run does): complete right after it, and, where Open
+ * -D 1: every call of rank 0's but the MPI_Iallreduce must have ended at
+ * its post (np 2 on shared memory, where each run does): complete right
+ * after it, and, where Open
  * MPI's headers are installed, with Open MPI's empty request in the
  * handle, no request of coll rdma's.
  */
@@ -156,7 +160,7 @@ int main(int argc, char **argv)
             int flag = -1;
             T_MPI(MPI_Request_get_status(request, &flag, MPI_STATUS_IGNORE));
             T_CHECK(request != MPI_REQUEST_NULL, "%s: MPI_Request_get_status freed the request", what);
-            if (must_be_done) {
+            if (must_be_done && kind != DP_IALLREDUCE) {
                 T_CHECK(flag == 1, "%s: not complete right after its post, though every peer's part was there", what);
 #ifdef T_HAVE_OMPI_CID
                 T_CHECK(request == &ompi_request_empty, "%s: a request object was made for a call over at its post", what);

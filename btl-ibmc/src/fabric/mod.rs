@@ -298,6 +298,12 @@ impl Windows for FabricEndpoint {
     fn read_local(&self, offset: usize, out: &mut [u8]) {
         self.own_window().read_own(self.rank, offset, out);
     }
+
+    fn prepare_put(&self, peer: usize, offset: usize) {
+        if let Some(window) = self.fabric.window(peer) {
+            window.prepare_put(offset);
+        }
+    }
 }
 
 impl Datagrams for FabricEndpoint {

@@ -147,6 +147,14 @@ impl Windows for HybridTransport {
     fn read_local(&self, offset: usize, out: &mut [u8]) {
         self.shm.read_local(offset, out);
     }
+
+    /// Node-local peers only: a put over verbs is the NIC's write.
+    #[inline]
+    fn prepare_put(&self, peer: usize, offset: usize) {
+        if let Ok(Some(index)) = self.route(peer, offset, 0) {
+            self.shm.prepare_put(index, offset);
+        }
+    }
 }
 
 forward!(Datagrams for HybridTransport => verbs);

@@ -248,6 +248,13 @@ impl Windows for ShmTransport {
     fn read_local(&self, offset: usize, out: &mut [u8]) {
         self.own_window().read_own(self.rank, offset, out);
     }
+
+    #[inline]
+    fn prepare_put(&self, peer: usize, offset: usize) {
+        if let Some(window) = self.window(peer) {
+            window.prepare_put(offset);
+        }
+    }
 }
 
 impl Datagrams for ShmTransport {

@@ -46,6 +46,19 @@ impl Meet<'_> {
         }
     }
 
+    /// Under `Poll`, notes the local word at `offset` as awaited until it
+    /// is at least `target`, as a poll that found it below would, without
+    /// reading it: for a run that returns before it looks (the exchange at
+    /// its post). Nothing under `Block`.
+    #[inline]
+    pub(crate) fn await_local(self, offset: usize, target: u64) {
+        if let Meet::Poll(awaited) = self
+            && awaited.get().is_none()
+        {
+            awaited.set(Some(AwaitedWord { offset, at_least: target }));
+        }
+    }
+
     /// `peer`'s word at `offset` once it is at least `target` (acquire),
     /// as `local_at_least` for a word read out of a peer's window.
     #[inline]
