@@ -11,6 +11,7 @@ use ompi_sys as sys;
 use super::comm_state::CommState;
 use super::ffi_guard::guarded;
 use super::module::new_module;
+use super::thread_level::{self, Threads};
 use super::{components_underneath, events, output, params, pmix_path, process_facts, version};
 
 const fn name_field<const N: usize>(name: &str) -> [c_char; N] {
@@ -112,7 +113,7 @@ unsafe extern "C" fn close() -> c_int {
     })
 }
 
-unsafe extern "C" fn init_query(_progress_threads: bool, mpi_thread_multiple: bool) -> c_int {
+unsafe extern "C" fn init_query(progress_threads: bool, mpi_thread_multiple: bool) -> c_int {
     guarded("component init query", sys::OMPI_ERR_NOT_AVAILABLE as c_int, || {
         let settings = params::current();
         let checked = version::check(settings.pretend_running_version.as_deref())
@@ -124,6 +125,7 @@ unsafe extern "C" fn init_query(_progress_threads: bool, mpi_thread_multiple: bo
         // Every thread level is served: concurrent collectives on different
         // communicators each hold their own state, and any thread may run
         // the progress callback (see `entry.rs`).
+        thread_level::set(if mpi_thread_multiple || progress_threads { Threads::Concurrent } else { Threads::OneAtATime });
         if mpi_thread_multiple {
             process_facts::serving_thread_multiple();
             output::say_once_per_job(

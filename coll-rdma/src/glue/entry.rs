@@ -22,8 +22,14 @@
 //!   holder can clear it after another has set it for work still there.
 //!   Each flip reports itself (`WorkChange`), so that a count of states
 //!   with work (see `progress.rs`) stays equal to the number of flags set.
+//! - Below MPI_THREAD_MULTIPLE (`Threads::OneAtATime`) a load and a store
+//!   take the word (`thread_level.rs`): one thread at a time is inside the
+//!   library, so the word is only ever found held by a call of that same
+//!   thread further up its stack, and the answers are those above.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use super::thread_level::Threads;
 
 const FREE: u64 = 0;
 const COLLECTIVE_BIT: u64 = 1;
@@ -58,11 +64,12 @@ pub(super) enum WorkChange {
 pub(super) struct EntryLock {
     word: AtomicU64,
     needs_progress: AtomicBool,
+    threads: Threads,
 }
 
 impl EntryLock {
-    pub(super) const fn new() -> Self {
-        EntryLock { word: AtomicU64::new(FREE), needs_progress: AtomicBool::new(false) }
+    pub(super) const fn new(threads: Threads) -> Self {
+        EntryLock { word: AtomicU64::new(FREE), needs_progress: AtomicBool::new(false), threads }
     }
 
     /// Whether the thread with `token` holds the state: a call nested in
@@ -76,8 +83,8 @@ impl EntryLock {
     pub(super) fn enter_collective(&self, token: u64) -> Result<(), ConcurrentCollective> {
         let mine = word_of(token, true);
         loop {
-            match self.word.compare_exchange(FREE, mine, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => return Ok(()),
+            match self.threads.claim(&self.word, FREE, mine) {
+                Ok(()) => return Ok(()),
                 Err(held) if held & COLLECTIVE_BIT != 0 => return Err(ConcurrentCollective { holder_token: held >> 1 }),
                 Err(_) => std::thread::yield_now(),
             }
@@ -87,7 +94,7 @@ impl EntryLock {
     /// Enters for a progress pass of the thread with `token` if nobody is
     /// inside.
     pub(super) fn try_enter_progress(&self, token: u64) -> bool {
-        self.word.compare_exchange(FREE, word_of(token, false), Ordering::Acquire, Ordering::Relaxed).is_ok()
+        self.threads.claim(&self.word, FREE, word_of(token, false)).is_ok()
     }
 
     /// Records, while still inside, whether the state has background work.

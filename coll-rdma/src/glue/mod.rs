@@ -44,6 +44,7 @@ mod saved;
 mod saved_nonblocking;
 mod spare_boxes;
 mod started_underneath;
+mod thread_level;
 mod udp_interface;
 mod version;
 mod wrapped;

@@ -22,6 +22,7 @@ use super::params;
 use super::progress;
 use super::saved::SavedCollectives;
 use super::saved_nonblocking::Request;
+use super::thread_level;
 
 #[repr(C)]
 pub struct RdmaModule {
@@ -72,7 +73,7 @@ unsafe extern "C" fn construct(object: *mut sys::opal_object_t) {
         (&raw mut (*module).state).write(null_mut());
         (&raw mut (*module).comm).write(null_mut());
         (&raw mut (*module).saved).write(std::ptr::null());
-        (&raw mut (*module).entry).write(EntryLock::new());
+        (&raw mut (*module).entry).write(EntryLock::new(thread_level::current()));
         (&raw mut (*module).failed).write(AtomicBool::new(false));
         (&raw mut (*module).handed_over_after_failure).write(AtomicU64::new(0));
         (&raw mut (*module).agreements_beside).write(AtomicU64::new(0));

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use ompi_sys as sys;
 
 use super::ffi_guard::guarded;
+use super::thread_level;
 use super::wrapped;
 use super::module::{has_pending_work, module_comm, progress_state, progress_state_until, RdmaModule};
 
@@ -90,18 +91,18 @@ pub(super) fn unregister(module: *mut RdmaModule) {
         modules.remove(&comm);
         // SAFETY: still alive: its destructor is the caller.
         if unsafe { has_pending_work(module) } {
-            MODULES_WITH_WORK.fetch_sub(1, Ordering::AcqRel);
+            thread_level::current().add(&MODULES_WITH_WORK, usize::MAX);
         }
     }
 }
 
 pub(super) fn work_added() {
     ensure_registered();
-    MODULES_WITH_WORK.fetch_add(1, Ordering::AcqRel);
+    thread_level::current().add(&MODULES_WITH_WORK, 1);
 }
 
 pub(super) fn work_finished() {
-    MODULES_WITH_WORK.fetch_sub(1, Ordering::AcqRel);
+    thread_level::current().add(&MODULES_WITH_WORK, usize::MAX);
 }
 
 /// Stops Open MPI from calling us, at component close.

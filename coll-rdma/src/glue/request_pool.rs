@@ -13,26 +13,26 @@
 //!   lives from `*_init` to MPI_Request_free, and releases the objects it
 //!   retained in its destructor); `request.rs` decides which;
 //! - at most `SPARE_REQUESTS` objects wait here; `destroy_all` (component
-//!   close) destroys them, so none outlives the library's class.
-
-use std::sync::Mutex;
+//!   close) destroys them, so none outlives the library's class;
+//! - the pool is a cache: a post or release that finds it in use (another
+//!   thread's, at MPI_THREAD_MULTIPLE) makes or destroys its object
+//!   instead of waiting, and below that level using it takes no locked
+//!   instruction (`thread_level.rs`).
 
 use ompi_sys as sys;
+
+use super::thread_level::TryLock;
 
 /// Enough for the outstanding calls of a typical loop (8 in the
 /// benchmarks' batch, a few more across communicators).
 const SPARE_REQUESTS: usize = 64;
 
 /// Addresses of spare request objects (count 0, constructed).
-static SPARE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-
-fn spare() -> std::sync::MutexGuard<'static, Vec<usize>> {
-    SPARE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+static SPARE: TryLock<Vec<usize>> = TryLock::new(Vec::new());
 
 /// A spare request object with one reference (the caller's), if any.
 pub(super) fn take() -> Option<*mut sys::opal_object_t> {
-    let object = spare().pop()? as *mut sys::opal_object_t;
+    let object = SPARE.try_lock()?.pop()? as *mut sys::opal_object_t;
     // SAFETY: nobody else can reach a spare object (see the invariants).
     unsafe { sys::coll_rdma_shim_obj_revive(object) };
     Some(object)
@@ -50,12 +50,10 @@ pub(super) unsafe fn release(object: *mut sys::opal_object_t) {
     if unsafe { sys::coll_rdma_shim_obj_drop_reference(object) } != 0 {
         return;
     }
-    let mut spare = spare();
-    if spare.len() < SPARE_REQUESTS {
+    if let Some(mut spare) = SPARE.try_lock().filter(|spare| spare.len() < SPARE_REQUESTS) {
         spare.push(object as usize);
         return;
     }
-    drop(spare);
     // SAFETY: nobody holds it any more; revived only to be released at once,
     // which runs the destructors and frees it.
     unsafe { destroy(object) };
@@ -63,7 +61,8 @@ pub(super) unsafe fn release(object: *mut sys::opal_object_t) {
 
 /// Destroys every spare object, at component close.
 pub(super) fn destroy_all() {
-    let objects = std::mem::take(&mut *spare());
+    // Component close: no call of ours is under way, so nothing holds it.
+    let objects = SPARE.try_lock().map(|mut spare| std::mem::take(&mut *spare)).unwrap_or_default();
     for object in objects {
         // SAFETY: spare objects are unreachable from anywhere else.
         unsafe { destroy(object as *mut sys::opal_object_t) };

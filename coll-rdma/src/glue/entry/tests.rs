@@ -7,6 +7,7 @@ use std::sync::{mpsc, Arc, Barrier};
 use std::thread;
 
 use super::*;
+use crate::glue::thread_level::Threads;
 
 /// A communicator's state as the protocol sees it: units of background
 /// work, and how many holders are inside (must never exceed one).
@@ -20,7 +21,7 @@ struct FakeComm {
 
 impl Default for EntryLock {
     fn default() -> Self {
-        EntryLock::new()
+        EntryLock::new(Threads::Concurrent)
     }
 }
 
@@ -191,4 +192,25 @@ fn a_collective_waits_behind_a_progress_pass_instead_of_refusing() {
     comm.lock.leave();
     entered_rx.recv().expect("the collective got in once the pass left");
     assert_eq!(caller.join().expect("the caller failed"), Ok(()));
+}
+
+#[test]
+fn one_thread_at_a_time_gets_the_same_answers_without_a_locked_instruction() {
+    let (mine, other) = (3, 5);
+    for threads in [Threads::OneAtATime, Threads::Concurrent] {
+        let lock = EntryLock::new(threads);
+        lock.enter_collective(mine).expect("a free state");
+        assert!(lock.held_by_thread(mine), "{threads:?}");
+        assert!(!lock.try_enter_progress(mine), "{threads:?}: a progress pass nested in the collective skips the state");
+        assert_eq!(lock.enter_collective(other), Err(ConcurrentCollective { holder_token: mine }), "{threads:?}");
+        assert_eq!(lock.note_background_work(true), WorkChange::Added);
+        lock.leave();
+        assert!(!lock.held_by_thread(mine));
+        assert!(lock.try_enter_progress(other), "{threads:?}: a free state takes a progress pass");
+        assert!(lock.needs_progress(), "{threads:?}: the flag the collective left");
+        assert_eq!(lock.note_background_work(false), WorkChange::Finished);
+        lock.leave();
+        lock.enter_collective(mine).expect("free again");
+        lock.leave();
+    }
 }
