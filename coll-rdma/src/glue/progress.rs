@@ -91,18 +91,18 @@ pub(super) fn unregister(module: *mut RdmaModule) {
         modules.remove(&comm);
         // SAFETY: still alive: its destructor is the caller.
         if unsafe { has_pending_work(module) } {
-            thread_level::current().add(&MODULES_WITH_WORK, usize::MAX);
+            thread_level::current().decrement(&MODULES_WITH_WORK);
         }
     }
 }
 
 pub(super) fn work_added() {
     ensure_registered();
-    thread_level::current().add(&MODULES_WITH_WORK, 1);
+    thread_level::current().increment(&MODULES_WITH_WORK);
 }
 
 pub(super) fn work_finished() {
-    thread_level::current().add(&MODULES_WITH_WORK, usize::MAX);
+    thread_level::current().decrement(&MODULES_WITH_WORK);
 }
 
 /// Stops Open MPI from calling us, at component close.

@@ -61,14 +61,25 @@ impl Threads {
         }
     }
 
-    /// Adds `delta` (wrapping, so -1 as `usize::MAX` takes one away).
+    /// Counts one more.
     #[inline]
-    pub(super) fn add(self, counter: &AtomicUsize, delta: usize) {
+    pub(super) fn increment(self, counter: &AtomicUsize) {
         match self {
             Threads::Concurrent => {
-                counter.fetch_add(delta, Ordering::AcqRel);
+                counter.fetch_add(1, Ordering::AcqRel);
             }
-            Threads::OneAtATime => counter.store(counter.load(Ordering::Relaxed).wrapping_add(delta), Ordering::Release),
+            Threads::OneAtATime => counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Release),
+        }
+    }
+
+    /// Counts one fewer.
+    #[inline]
+    pub(super) fn decrement(self, counter: &AtomicUsize) {
+        match self {
+            Threads::Concurrent => {
+                counter.fetch_sub(1, Ordering::AcqRel);
+            }
+            Threads::OneAtATime => counter.store(counter.load(Ordering::Relaxed) - 1, Ordering::Release),
         }
     }
 }

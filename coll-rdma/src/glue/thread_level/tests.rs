@@ -20,9 +20,9 @@ fn a_claim_takes_a_free_word_and_reports_a_taken_one_at_either_level() {
 fn a_count_goes_up_and_down_at_either_level() {
     for threads in LEVELS {
         let count = AtomicUsize::new(0);
-        threads.add(&count, 1);
-        threads.add(&count, 1);
-        threads.add(&count, usize::MAX);
+        threads.increment(&count);
+        threads.increment(&count);
+        threads.decrement(&count);
         assert_eq!(count.load(Ordering::Relaxed), 1, "{threads:?}");
     }
 }
