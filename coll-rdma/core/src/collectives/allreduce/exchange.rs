@@ -190,9 +190,7 @@ impl ExchangeSlots {
         }
         Ok(true)
     }
-}
 
-impl ExchangeSlots {
     /// Hints the lines this rank's next call of `len` bytes, `epoch`, will
     /// put into (`Windows::prepare_put`): taking them now, while this call
     /// folds and the caller works, spares that call's post the wait for
