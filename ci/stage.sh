@@ -7,7 +7,9 @@
 # usage:
 #   ci/stage.sh start                    empty the table (make check's first step)
 #   ci/stage.sh run NAME -- CMD [ARG...] run CMD; record its seconds and
-#                                        passed/failed; exit with CMD's status
+#                                        passed/failed; exit with CMD's status;
+#                                        a failed stage also prints why
+#                                        (below)
 #   ci/stage.sh skip NAME WHY            record a stage left out (SKIP_UDP=1 ...)
 #   ci/stage.sh report                   print the table and the closing line
 #                                        "stages: N passed, N failed, N skipped"
@@ -20,9 +22,18 @@
 # processes, as the kernel accounts them to their waiting parents: daemons
 # that leave their parent, e.g. a qemu guest that forks away, are not in
 # it) are what a stage takes from whatever runs beside it, idle or loaded.
+#
+# Why a stage failed: each stage's output (stdout and stderr) also goes to
+# $STAGE_LOGS/NAME.log (default build/stage-logs). A failed stage prints,
+# just above the table, the lines of its log that say FAIL or FAILED and
+# the few lines under each (a test runner's reasons, a panic's message), at
+# most WHY_LINES of them. A CI that keeps only the end of the output then
+# still shows the cause, which a long stage prints minutes earlier.
 set -u
 
 TABLE=${CHECK_TIMES:-build/check-times.tsv}
+STAGE_LOGS=${STAGE_LOGS:-$(dirname "$TABLE")/stage-logs}
+WHY_LINES=18
 
 die() { echo "stage.sh: $*" >&2; exit 2; }
 
@@ -56,18 +67,50 @@ report() {
         }' "$TABLE"
 }
 
+wait_a_little() { # PID: until it ends, or for 2 s at most
+    local tries=20
+    while [ "$tries" -gt 0 ] && kill -0 "$1" 2>/dev/null; do sleep 0.1; tries=$((tries - 1)); done
+}
+
+# The FAIL lines of LOG, each with the lines under it, at most WHY_LINES
+# in all (the first ones: later failures often follow from the first).
+why_failed() { # NAME LOG
+    local lines
+    lines=$(grep -E -A4 '(^|[^[:alnum:]_])FAIL(ED)?([^[:alnum:]_]|$)' "$2" 2>/dev/null | head -n "$WHY_LINES")
+    if [ -n "$lines" ]; then
+        echo "== why stage '$1' failed (its FAIL lines, from $2):"
+        printf '%s\n' "$lines"
+    else
+        echo "== stage '$1' failed without a FAIL line; its last lines (from $2):"
+        tail -n 6 "$2" 2>/dev/null
+    fi
+}
+
 run() { # NAME -- CMD...
     [ $# -ge 3 ] && [ "$2" = -- ] || die "usage: ci/stage.sh run NAME -- CMD [ARG...]"
-    local name=$1 started status seconds
+    local name=$1 started status seconds log fifo tee_pid
     shift 2
+    mkdir -p "$STAGE_LOGS" || die "cannot create $STAGE_LOGS"
+    log=$STAGE_LOGS/$(printf '%s' "$name" | tr -c 'A-Za-z0-9._-' '_').log
     started=$(date +%s%N)
-    "$@"
+    # (not a pipeline into tee: a daemon a stage leaves running, holding
+    # its stdout, would keep the pipe open and the stage from ending; the
+    # tee reads a FIFO and is waited for a moment only, to have the
+    # command's last lines in the log)
+    fifo=$STAGE_LOGS/.fifo.$$
+    rm -f "$fifo" && mkfifo "$fifo" || die "cannot make $fifo"
+    tee "$log" < "$fifo" &
+    tee_pid=$!
+    "$@" > "$fifo" 2>&1
     status=$?
+    wait_a_little "$tee_pid"
+    rm -f "$fifo"
     seconds=$((($(date +%s%N) - started + 500000000) / 1000000000))
     if [ "$status" = 0 ]; then
         record "$name" "$seconds" passed "" "$(children_cpu_seconds)"
     else
         record "$name" "$seconds" failed "" "$(children_cpu_seconds)"
+        why_failed "$name" "$log"
         report
     fi
     return "$status"
@@ -106,6 +149,16 @@ self_test() {
 while time.process_time() < 1.2: pass'" >/dev/null
     check "the spinning stage's CPU seconds count its grandchild (1 or more)" \
         awk -F'\t' '$1 == "spinning" && $5 >= 1 { found = 1 } END { exit !found }' "$CHECK_TIMES"
+    out=$(bash "$0" run reasons -- sh -c 'echo "case-a PASS"; echo "case-b FAIL (logs: x)"; echo "  it returned 7"; echo "case-c PASS"; exit 1')
+    check "a failing stage repeats its FAIL line and the reason under it above the table" \
+        [ "$(sed -n '/^== why stage .reasons. failed/,/^== stage timings/p' <<<"$out" | sed -n 2,3p | paste -sd'|')" = "case-b FAIL (logs: x)|  it returned 7" ]
+    check "a stage's output is kept in its log" grep -q '^case-c PASS$' "$scratch/stage-logs/reasons.log"
+    SECONDS=0
+    bash "$0" run leaves-a-daemon -- sh -c 'sleep 30 & echo started' >/dev/null
+    check "a daemon holding the stage's output does not hold the stage (took ${SECONDS}s)" [ "$SECONDS" -lt 10 ]
+    out=$(bash "$0" run quiet -- sh -c 'echo one; echo "the last words"; exit 1')
+    check "a failing stage without a FAIL line shows its last lines" \
+        grep -q '^the last words$' <<<"$(sed -n '/failed without a FAIL line/,/^== stage timings/p' <<<"$out")"
     bash "$0" start
     check "start empties the table" [ ! -s "$CHECK_TIMES" ]
     check "run without a command is refused" eval '! bash "$0" run lonely -- 2>/dev/null'
