@@ -108,3 +108,34 @@ impl<T: ?Sized, S: Schedule<T> + ?Sized> Schedule<T> for Box<S> {
         (**self).overlap()
     }
 }
+
+/// Where a `start_into` builds a run: the memory it stays in. A caller
+/// that keeps runs on the heap hands in the heap's block
+/// (`MaybeUninit`), so that the run is built there instead of being
+/// returned and then moved: each move of a short run was a memcpy call of
+/// about 170-250 bytes, two or three per non-blocking post. Callers that
+/// want the run back as a value hand in an `Option`.
+pub trait RunSlot<'s, S> {
+    /// Puts `run` here; the run, in its place.
+    fn fill(self, run: S) -> &'s mut S;
+}
+
+impl<'s, S> RunSlot<'s, S> for &'s mut std::mem::MaybeUninit<S> {
+    #[inline(always)]
+    fn fill(self, run: S) -> &'s mut S {
+        self.write(run)
+    }
+}
+
+impl<'s, S> RunSlot<'s, S> for &'s mut Option<S> {
+    #[inline(always)]
+    fn fill(self, run: S) -> &'s mut S {
+        self.insert(run)
+    }
+}
+
+/// The run a `start_into` built in an `Option` slot.
+#[inline(always)]
+pub fn filled<S>(slot: Option<S>) -> Result<S, btl_ibmc::TransportError> {
+    slot.ok_or_else(|| btl_ibmc::TransportError::Failed("a start returned without its run".into()))
+}

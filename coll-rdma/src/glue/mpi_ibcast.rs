@@ -252,7 +252,8 @@ impl Native<'_> {
                 // application leaves it alone until the request completes;
                 // the run ends no later.
                 let buffer = unsafe { span_bytes_mut(call.buffer, &span) };
-                ready.bcast.start(&ready.transport, root, buffer).map(|run| home.place(run, ready.pending_runs.spare_boxes()))
+                let (bcast, transport) = (&mut ready.bcast, &ready.transport);
+                home.place_made(ready.pending_runs.spare_boxes(), |slot| bcast.start_into(transport, root, buffer, slot))
             }
             None => return self.packed_bcast_run(call, root, bytes, home),
         };

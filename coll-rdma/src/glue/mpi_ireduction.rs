@@ -559,14 +559,10 @@ impl Native<'_> {
         // which `span` describes, and that the application leaves it alone
         // until the request completes; the run ends no later.
         let recv = unsafe { span_bytes_mut(call.recv, span) };
-        let run = if contribution_is_in_receive_buffer(call, span) {
-            ready.allreduce.start_in_place(transport, reduction, recv).map(|run| home.place(run, ready.pending_runs.spare_boxes()))
-        } else {
-            // SAFETY: as for recv; send is neither MPI_IN_PLACE nor
-            // overlapping recv.
-            let send = unsafe { span_bytes(call.send, span) };
-            ready.allreduce.start(transport, reduction, send, recv).map(|run| home.place(run, ready.pending_runs.spare_boxes()))
-        };
+        // SAFETY: as for recv; send is neither MPI_IN_PLACE nor
+        // overlapping recv where it is read.
+        let send = (!contribution_is_in_receive_buffer(call, span)).then(|| unsafe { span_bytes(call.send, span) });
+        let run = home.place_made(ready.pending_runs.spare_boxes(), |slot| allreduce.start_into(transport, reduction, send, recv, slot));
         match run {
             Ok(run) => Planned::Run(Lane::Allreduce, run),
             Err(why) => Planned::Failed(why),
@@ -588,18 +584,11 @@ impl Native<'_> {
         // `dtype`, left alone until the request completes; elsewhere it is
         // not touched.
         let recv = at_root.then(|| unsafe { span_bytes_mut(call.recv, span) });
-        let run = match recv {
-            Some(buffer) if in_place => {
-                ready.reduce.start_in_place_at_root(transport, reduction, root, buffer).map(|run| home.place(run, ready.pending_runs.spare_boxes()))
-            }
-            recv => {
-                // SAFETY: MPI guarantees send holds `count` elements of
-                // `dtype`, left alone until the request completes (it is
-                // not MPI_IN_PLACE: that is only allowed at the root).
-                let send = unsafe { span_bytes(call.send, span) };
-                ready.reduce.start(transport, reduction, root, send, recv).map(|run| home.place(run, ready.pending_runs.spare_boxes()))
-            }
-        };
+        // SAFETY: MPI guarantees send holds `count` elements of `dtype`,
+        // left alone until the request completes, where it is not
+        // MPI_IN_PLACE (only allowed at the root).
+        let send = (!in_place).then(|| unsafe { span_bytes(call.send, span) });
+        let run = home.place_made(ready.pending_runs.spare_boxes(), |slot| reduce.start_into(transport, reduction, root, send, recv, slot));
         match run {
             Ok(run) => Planned::Run(Lane::Reduce, run),
             Err(why) => Planned::Failed(why),

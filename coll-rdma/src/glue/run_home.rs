@@ -24,6 +24,7 @@
 //!   Open MPI objects it retained, which the request retains too).
 
 use std::any::{Any, TypeId};
+use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
 use btl_ibmc::{SelectedTransport, TransportError};
@@ -157,6 +158,34 @@ impl RunHome<'_> {
         match self {
             RunHome::Boxed => QueuedRun::Boxed(spare.boxed(run)),
             RunHome::Kept(storage) => QueuedRun::Kept(storage.keep(run)),
+        }
+    }
+
+    /// The run `make` builds, where it goes: built straight into its box
+    /// (`SpareBoxes::boxed_made`), or built and then kept in the request's
+    /// storage. `make` writes the run into the memory it gets and returns
+    /// it.
+    #[inline(always)]
+    pub(super) fn place_made<S>(
+        self,
+        spare: &mut SpareBoxes,
+        make: impl FnOnce(&mut MaybeUninit<S>) -> Result<&mut S, TransportError>,
+    ) -> Result<QueuedRun, TransportError>
+    where
+        S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static,
+    {
+        match self {
+            RunHome::Boxed => spare.boxed_made(make).map(QueuedRun::Boxed),
+            RunHome::Kept(storage) => {
+                let mut slot = MaybeUninit::uninit();
+                let address = slot.as_ptr();
+                if !std::ptr::eq(make(&mut slot)?, address) {
+                    return Err(TransportError::Failed("a run was made outside the memory handed to it".into()));
+                }
+                // SAFETY: `make` returned a reference to a live `S` at the
+                // slot's own address, which only writing one there gives.
+                Ok(QueuedRun::Kept(storage.keep(unsafe { slot.assume_init() })))
+            }
         }
     }
 

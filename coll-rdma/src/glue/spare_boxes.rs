@@ -15,6 +15,7 @@
 //! - at most `SPARE_BOXES` blocks are kept; the rest are freed as usual.
 
 use std::alloc::Layout;
+use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
 use btl_ibmc::{SelectedTransport, TransportError};
@@ -52,6 +53,43 @@ impl SpareBoxes {
         unsafe {
             place.write(run);
             Box::from_raw(place)
+        }
+    }
+
+    /// A run built straight into its box by `make`, which gets the box's
+    /// memory (a kept block of the run's layout if there is one) and
+    /// returns the run it wrote there. Where `make` fails the memory is
+    /// kept as a spare block again.
+    #[inline(always)]
+    pub(super) fn boxed_made<S>(
+        &mut self,
+        make: impl FnOnce(&mut MaybeUninit<S>) -> Result<&mut S, TransportError>,
+    ) -> Result<Run<'static, SelectedTransport>, TransportError>
+    where
+        S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static,
+    {
+        let layout = Layout::new::<S>();
+        let mut block: Box<MaybeUninit<S>> = match self.blocks.iter().rposition(|(kept, _)| *kept == layout) {
+            // SAFETY: the block was allocated for a box of `S`'s layout and
+            // holds no value (module invariants), which is what a box of
+            // an uninitialised `S` owns; the box frees it with that layout.
+            Some(index) => unsafe { Box::from_raw(self.blocks.swap_remove(index).1.as_ptr().cast::<MaybeUninit<S>>()) },
+            None => Box::new_uninit(),
+        };
+        let address = block.as_ptr();
+        let made = make(&mut block).map(|run| std::ptr::eq(run, address));
+        match made {
+            // SAFETY: `make` returned a reference to a live `S` at the
+            // block's own address, which only writing one there gives.
+            Ok(true) => Ok(unsafe { block.assume_init() }),
+            Ok(false) => Err(TransportError::Failed("a run was made outside the box handed to it".into())),
+            Err(why) => {
+                if layout.size() != 0 && self.blocks.len() < SPARE_BOXES {
+                    let place = Box::into_raw(block).cast::<u8>();
+                    self.blocks.push((layout, NonNull::new(place).expect("a box's pointer is never null")));
+                }
+                Err(why)
+            }
         }
     }
 

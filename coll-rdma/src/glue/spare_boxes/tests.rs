@@ -121,3 +121,41 @@ fn a_run_of_no_size_is_not_kept() {
     spare.recycle(boxed);
     assert!(spare.blocks.is_empty());
 }
+
+#[test]
+fn a_run_made_in_place_lands_in_the_kept_block_and_a_failed_make_keeps_the_block() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let mut spare = SpareBoxes::default();
+    let first = spare.boxed(run::<300>(1, &drops));
+    let block = block_of(&first);
+    spare.recycle(first);
+
+    // The maker gets the kept block itself, and the box holds what it built.
+    let mut handed = std::ptr::null();
+    let made = spare
+        .boxed_made(|slot: &mut std::mem::MaybeUninit<CountedRun<300>>| {
+            handed = slot.as_ptr().cast::<u8>();
+            Ok(slot.write(run::<300>(2, &drops)))
+        })
+        .expect("the run is made");
+    assert_eq!(handed, block, "the maker was not handed the kept block");
+    assert_eq!(block_of(&made), block, "the run is not in the block it was built in");
+    assert_eq!(id_of(&made), 2);
+    spare.recycle(made);
+
+    // A maker that fails leaves the block kept, with nothing to drop.
+    let failed = spare.boxed_made(|_: &mut std::mem::MaybeUninit<CountedRun<300>>| Err(TransportError::Failed("no run".into())));
+    assert!(failed.is_err());
+    let next = spare.boxed(run::<300>(3, &drops));
+    assert_eq!(block_of(&next), block, "the failed make lost the kept block");
+    assert_eq!(id_of(&next), 3);
+
+    // A maker that answers with a run outside its block is refused (the
+    // only such run a maker can return is one that lives for ever).
+    let elsewhere: &'static mut CountedRun<300> = Box::leak(Box::new(run::<300>(4, &drops)));
+    let stray = spare.boxed_made(|_: &mut std::mem::MaybeUninit<CountedRun<300>>| Ok(elsewhere));
+    assert!(stray.is_err(), "a run made outside the box was accepted");
+
+    drop(next);
+    assert_eq!(drops.load(Ordering::Relaxed), 3, "every run but the leaked one dropped exactly once");
+}

@@ -93,6 +93,7 @@ use crate::patterns::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
 use crate::patterns::tree::{TreeLinks, TwoLevelTree};
 use crate::patterns::upward::{Upward, UpwardRegion};
 use crate::reduction::Reduction;
+use crate::schedule::{filled, RunSlot};
 
 /// Segments by which the downward phase trails the upward one: one lets a
 /// result travel down while the next partial travels up.
@@ -459,11 +460,9 @@ impl Allreduce {
         send: &'a [u8],
         recv: &'a mut [u8],
     ) -> Result<AllreduceStart<'a, R>, TransportError> {
-        check_message(&op, send, Some(recv.len()))?;
-        if self.parallel.applies(transport, send.len()) {
-            return self.start_parallel(op, ReductionBuffers::Separate { send, recv });
-        }
-        self.start_window(op, Contribution::Borrowed(send), ResultBuffer::Caller(recv)).map(OrParallel::Window)
+        let mut slot = None;
+        self.start_into(transport, op, Some(send), recv, &mut slot)?;
+        filled(slot)
     }
 
     /// `start` for a rank that contributes `send` and drops the result: a
@@ -502,12 +501,39 @@ impl Allreduce {
         op: R,
         buffer: &'a mut [u8],
     ) -> Result<AllreduceStart<'a, R>, TransportError> {
-        check_message(&op, buffer, None)?;
-        if self.parallel.applies(transport, buffer.len()) {
-            return self.start_parallel(op, ReductionBuffers::InPlace(buffer));
+        let mut slot = None;
+        self.start_into(transport, op, None, buffer, &mut slot)?;
+        filled(slot)
+    }
+
+    /// `start` and `start_in_place` (`contribution` `None`: in place in
+    /// `recv`), building the run in `slot` (`RunSlot`); the run, there.
+    #[inline(always)]
+    pub fn start_into<'a, 's, T: PeerReads + ?Sized, R: Reduction>(
+        &mut self,
+        transport: &T,
+        op: R,
+        contribution: Option<&'a [u8]>,
+        recv: &'a mut [u8],
+        slot: impl RunSlot<'s, AllreduceStart<'a, R>>,
+    ) -> Result<&'s mut AllreduceStart<'a, R>, TransportError>
+    where
+        'a: 's,
+    {
+        let len = contribution.map_or(recv.len(), <[u8]>::len);
+        check_message(&op, contribution.unwrap_or(recv), contribution.map(|_| recv.len()))?;
+        if self.parallel.applies(transport, len) {
+            let buffers = match contribution {
+                Some(send) => ReductionBuffers::Separate { send, recv },
+                None => ReductionBuffers::InPlace(recv),
+            };
+            return Ok(slot.fill(self.start_parallel(op, buffers)?));
         }
-        let contribution = Contribution::Copied(buffer.to_vec());
-        self.start_window(op, contribution, ResultBuffer::Caller(buffer)).map(OrParallel::Window)
+        let send = match contribution {
+            Some(send) => Contribution::Borrowed(send),
+            None => Contribution::Copied(recv.to_vec()),
+        };
+        Ok(slot.fill(OrParallel::Window(self.start_window(op, send, ResultBuffer::Caller(recv))?)))
     }
 
     fn start_parallel<'a, R: Reduction>(&mut self, op: R, buffers: ReductionBuffers<'a>) -> Result<AllreduceStart<'a, R>, TransportError> {
@@ -538,6 +564,7 @@ impl Allreduce {
 
     /// The resumable run of a call the window serves (exchange or tree),
     /// its numbers taken.
+    #[inline(always)]
     fn start_window<'a, R: Reduction>(
         &mut self,
         op: R,

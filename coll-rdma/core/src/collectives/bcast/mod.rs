@@ -31,6 +31,7 @@ use btl_ibmc::{Datagrams, MulticastKind, ReliableMulticast, RmcastConfig, Rmcast
 use tuning::{choose_co_roots, CoRootModel};
 
 use crate::patterns::region::RegionCursor;
+use crate::schedule::{filled, RunSlot};
 
 pub mod put_tree;
 mod multicast_run;
@@ -282,25 +283,50 @@ impl Bcast {
     /// stage has the communicator's multicast, datagrams included (served
     /// by `progress` like the flat datagram run's).
     pub fn start<'a, T: Transport + ?Sized>(&mut self, transport: &T, root: usize, buf: &'a mut [u8]) -> Result<BcastRun<'a>, TransportError> {
+        let mut slot = None;
+        self.start_into(transport, root, buf, &mut slot)?;
+        filled(slot)
+    }
+
+    /// `start`, building the run in `slot` (`RunSlot`); the run, there.
+    #[inline(always)]
+    pub fn start_into<'a, 's, T: Transport + ?Sized>(
+        &mut self,
+        transport: &T,
+        root: usize,
+        buf: &'a mut [u8],
+        slot: impl RunSlot<'s, BcastRun<'a>>,
+    ) -> Result<&'s mut BcastRun<'a>, TransportError>
+    where
+        'a: 's,
+    {
         if root >= self.size {
             return Err(TransportError::OutOfRange { peer: root, offset: 0, len: buf.len() });
         }
         self.calls += 1;
         match self.two_level.as_mut() {
-            Some(two_level) => two_level.start(transport, root, buf).map(|run| BcastRun::TwoLevel(Box::new(run))),
-            None => self.start_flat(transport, root, buf).map(BcastRun::Flat),
+            Some(two_level) => Ok(slot.fill(BcastRun::TwoLevel(Box::new(two_level.start(transport, root, buf)?)))),
+            None => self.start_flat(transport, root, buf, |run| slot.fill(BcastRun::Flat(run))),
         }
     }
 
     /// `start` on the flat paths; a two-level stage's (see `bcast_flat`).
-    fn start_flat<'a, T: Transport + ?Sized>(&mut self, transport: &T, root: usize, buf: &'a mut [u8]) -> Result<FlatBcastRun<'a>, TransportError> {
-        if self.uses_single_copy(transport, buf.len()) {
-            return self.single_copy.start(root, buf).map(FlatBcastRun::SingleCopy);
-        }
-        if self.uses_multicast(transport, buf.len()) {
-            return MulticastRun::start(&self.multicast, self.rank, root, buf).map(FlatBcastRun::Multicast);
-        }
-        self.tree.start(root, buf).map(FlatBcastRun::PutTree)
+    /// The run goes straight to `place` (see `RunSlot`).
+    #[inline(always)]
+    fn start_flat<'a, T: Transport + ?Sized, Placed>(
+        &mut self,
+        transport: &T,
+        root: usize,
+        buf: &'a mut [u8],
+        place: impl FnOnce(FlatBcastRun<'a>) -> Placed,
+    ) -> Result<Placed, TransportError> {
+        Ok(place(if self.uses_single_copy(transport, buf.len()) {
+            FlatBcastRun::SingleCopy(self.single_copy.start(root, buf)?)
+        } else if self.uses_multicast(transport, buf.len()) {
+            FlatBcastRun::Multicast(MulticastRun::start(&self.multicast, self.rank, root, buf)?)
+        } else {
+            FlatBcastRun::PutTree(self.tree.start(root, buf)?)
+        }))
     }
 
     /// `abandon_at_root` for a call its receivers take as a run (`start`):

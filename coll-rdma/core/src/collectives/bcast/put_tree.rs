@@ -228,6 +228,7 @@ impl PutTreeBcast {
     /// call's sequence numbers now, so runs must be started in the
     /// communicator's post order and advanced one at a time in that order
     /// (`schedule_queue`).
+    #[inline(always)]
     pub fn start<'a>(&mut self, root: usize, buf: &'a mut [u8]) -> Result<PutTreeRun<'a>, TransportError> {
         let cursor = self.next_cursor(root, buf.len())?;
         let relay = (root != 0).then(|| self.relay_from(root));

@@ -72,7 +72,7 @@ impl Stage {
     fn start<'a, T: Transport + ?Sized>(&mut self, transport: &T, root: usize, buf: &'a mut [u8]) -> Result<(StageRun<'a>, &'a mut [u8]), TransportError> {
         let position = self.position_of(root, buf.len())?;
         self.bcast.calls += 1;
-        let mut run = self.bcast.start_flat(&self.subset.view(transport), position, buf)?;
+        let mut run = self.bcast.start_flat(&self.subset.view(transport), position, buf, |run| run)?;
         let buf = run.take_buffer();
         let as_root = position == self.subset.position();
         Ok((StageRun { subset: Arc::clone(&self.subset), run, as_root }, buf))

@@ -66,6 +66,7 @@ use crate::patterns::tree::{TreeLinks, TwoLevelTree};
 use crate::patterns::upward::{Upward, UpwardRegion};
 use crate::patterns::TreeStreamConfig;
 use crate::reduction::Reduction;
+use crate::schedule::{filled, RunSlot};
 
 /// The reduce region, identical on every rank.
 struct ReduceRegion {
@@ -316,13 +317,9 @@ impl Reduce {
         send: &'a [u8],
         recv: Option<&'a mut [u8]>,
     ) -> Result<ReduceStart<'a, R>, TransportError> {
-        let result = self.result_buffer(root, recv)?;
-        check_message(&op, send, result.as_ref().map(|buffer| buffer.len()))?;
-        if self.parallel.applies(transport, send.len()) {
-            let buffers = ReductionBuffers::Separate { send, recv: result.unwrap_or_default() };
-            return self.start_parallel(op, root, buffers);
-        }
-        self.start_window(op, root, Contribution::Borrowed(send), result).map(OrParallel::Window)
+        let mut slot = None;
+        self.start_into(transport, op, root, Some(send), recv, &mut slot)?;
+        filled(slot)
     }
 
     /// `start` for MPI_IN_PLACE at the root: `buffer` holds the root's
@@ -334,15 +331,45 @@ impl Reduce {
         root: usize,
         buffer: &'a mut [u8],
     ) -> Result<ReduceStart<'a, R>, TransportError> {
-        if root != self.rank {
-            return Err(TransportError::Failed(format!("rank {} is not the root {root} of an in-place reduce", self.rank)));
+        let mut slot = None;
+        self.start_into(transport, op, root, None, Some(buffer), &mut slot)?;
+        filled(slot)
+    }
+
+    /// `start` and `start_in_place_at_root` (`contribution` `None`: in
+    /// place in the root's `recv`), building the run in `slot`
+    /// (`RunSlot`); the run, there.
+    #[inline(always)]
+    pub fn start_into<'a, 's, T: PeerReads + ?Sized, R: Reduction>(
+        &mut self,
+        transport: &T,
+        op: R,
+        root: usize,
+        contribution: Option<&'a [u8]>,
+        recv: Option<&'a mut [u8]>,
+        slot: impl RunSlot<'s, ReduceStart<'a, R>>,
+    ) -> Result<&'s mut ReduceStart<'a, R>, TransportError>
+    where
+        'a: 's,
+    {
+        let Some(send) = contribution else {
+            let Some(buffer) = recv.filter(|_| root == self.rank) else {
+                return Err(TransportError::Failed(format!("rank {} is not the root {root} of an in-place reduce", self.rank)));
+            };
+            check_message(&op, buffer, None)?;
+            if self.parallel.applies(transport, buffer.len()) {
+                return Ok(slot.fill(self.start_parallel(op, root, ReductionBuffers::InPlace(buffer))?));
+            }
+            let contribution = Contribution::Copied(buffer.to_vec());
+            return Ok(slot.fill(OrParallel::Window(self.start_window(op, root, contribution, Some(buffer))?)));
+        };
+        let result = self.result_buffer(root, recv)?;
+        check_message(&op, send, result.as_ref().map(|buffer| buffer.len()))?;
+        if self.parallel.applies(transport, send.len()) {
+            let buffers = ReductionBuffers::Separate { send, recv: result.unwrap_or_default() };
+            return Ok(slot.fill(self.start_parallel(op, root, buffers)?));
         }
-        check_message(&op, buffer, None)?;
-        if self.parallel.applies(transport, buffer.len()) {
-            return self.start_parallel(op, root, ReductionBuffers::InPlace(buffer));
-        }
-        let contribution = Contribution::Copied(buffer.to_vec());
-        self.start_window(op, root, contribution, Some(buffer)).map(OrParallel::Window)
+        Ok(slot.fill(OrParallel::Window(self.start_window(op, root, Contribution::Borrowed(send), result)?)))
     }
 
     /// The root's buffer (required there), `None` elsewhere.
@@ -389,6 +416,7 @@ impl Reduce {
     }
 
     /// The resumable run of a call the tree serves, its numbers taken.
+    #[inline(always)]
     fn start_window<'a, R: Reduction>(
         &mut self,
         op: R,
