@@ -134,8 +134,13 @@ impl<'s, S> RunSlot<'s, S> for &'s mut Option<S> {
     }
 }
 
-/// The run a `start_into` built in an `Option` slot.
+/// The run `start_into` builds, as a value: built in an `Option` slot
+/// (`RunSlot`) and taken out of it.
 #[inline(always)]
-pub fn filled<S>(slot: Option<S>) -> Result<S, btl_ibmc::TransportError> {
+pub fn built<S>(
+    start_into: impl FnOnce(&mut Option<S>) -> Result<&mut S, btl_ibmc::TransportError>,
+) -> Result<S, btl_ibmc::TransportError> {
+    let mut slot = None;
+    start_into(&mut slot)?;
     slot.ok_or_else(|| btl_ibmc::TransportError::Failed("a start returned without its run".into()))
 }

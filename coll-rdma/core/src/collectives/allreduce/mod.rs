@@ -93,7 +93,7 @@ use crate::patterns::slots::{Reuse, SlotShape, Stream, Turn, CREDIT_BYTES};
 use crate::patterns::tree::{TreeLinks, TwoLevelTree};
 use crate::patterns::upward::{Upward, UpwardRegion};
 use crate::reduction::Reduction;
-use crate::schedule::{filled, RunSlot};
+use crate::schedule::{built, RunSlot};
 
 /// Segments by which the downward phase trails the upward one: one lets a
 /// result travel down while the next partial travels up.
@@ -460,9 +460,7 @@ impl Allreduce {
         send: &'a [u8],
         recv: &'a mut [u8],
     ) -> Result<AllreduceStart<'a, R>, TransportError> {
-        let mut slot = None;
-        self.start_into(transport, op, Some(send), recv, &mut slot)?;
-        filled(slot)
+        built(|slot| self.start_into(transport, op, Some(send), recv, slot))
     }
 
     /// `start` for a rank that contributes `send` and drops the result: a
@@ -501,9 +499,7 @@ impl Allreduce {
         op: R,
         buffer: &'a mut [u8],
     ) -> Result<AllreduceStart<'a, R>, TransportError> {
-        let mut slot = None;
-        self.start_into(transport, op, None, buffer, &mut slot)?;
-        filled(slot)
+        built(|slot| self.start_into(transport, op, None, buffer, slot))
     }
 
     /// `start` and `start_in_place` (`contribution` `None`: in place in

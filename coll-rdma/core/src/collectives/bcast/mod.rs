@@ -31,7 +31,7 @@ use btl_ibmc::{Datagrams, MulticastKind, ReliableMulticast, RmcastConfig, Rmcast
 use tuning::{choose_co_roots, CoRootModel};
 
 use crate::patterns::region::RegionCursor;
-use crate::schedule::{filled, RunSlot};
+use crate::schedule::{built, RunSlot};
 
 pub mod put_tree;
 mod multicast_run;
@@ -283,9 +283,7 @@ impl Bcast {
     /// stage has the communicator's multicast, datagrams included (served
     /// by `progress` like the flat datagram run's).
     pub fn start<'a, T: Transport + ?Sized>(&mut self, transport: &T, root: usize, buf: &'a mut [u8]) -> Result<BcastRun<'a>, TransportError> {
-        let mut slot = None;
-        self.start_into(transport, root, buf, &mut slot)?;
-        filled(slot)
+        built(|slot| self.start_into(transport, root, buf, slot))
     }
 
     /// `start`, building the run in `slot` (`RunSlot`); the run, there.

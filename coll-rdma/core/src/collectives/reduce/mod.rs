@@ -66,7 +66,7 @@ use crate::patterns::tree::{TreeLinks, TwoLevelTree};
 use crate::patterns::upward::{Upward, UpwardRegion};
 use crate::patterns::TreeStreamConfig;
 use crate::reduction::Reduction;
-use crate::schedule::{filled, RunSlot};
+use crate::schedule::{built, RunSlot};
 
 /// The reduce region, identical on every rank.
 struct ReduceRegion {
@@ -317,9 +317,7 @@ impl Reduce {
         send: &'a [u8],
         recv: Option<&'a mut [u8]>,
     ) -> Result<ReduceStart<'a, R>, TransportError> {
-        let mut slot = None;
-        self.start_into(transport, op, root, Some(send), recv, &mut slot)?;
-        filled(slot)
+        built(|slot| self.start_into(transport, op, root, Some(send), recv, slot))
     }
 
     /// `start` for MPI_IN_PLACE at the root: `buffer` holds the root's
@@ -331,9 +329,7 @@ impl Reduce {
         root: usize,
         buffer: &'a mut [u8],
     ) -> Result<ReduceStart<'a, R>, TransportError> {
-        let mut slot = None;
-        self.start_into(transport, op, root, None, Some(buffer), &mut slot)?;
-        filled(slot)
+        built(|slot| self.start_into(transport, op, root, None, Some(buffer), slot))
     }
 
     /// `start` and `start_in_place_at_root` (`contribution` `None`: in
