@@ -255,22 +255,6 @@ fi
 # ------------------------------------------------------------------ helpers
 . "$ROOT/ci/mpi/run.sh"
 
-# Open MPI's session directories, under a base of this instance's own.
-# Instances that run at the same time (ci/mpi-tests-jobs.sh's jobs; udp's
-# two parts side by side on one bed) would otherwise share
-# /tmp/ompi.HOST.UID: when one job's daemon removes it, empty, at its end,
-# just as another's daemon creates it, that launch fails ("mkdir ... File
-# exists", orte_init failed, no rank started; seen in CI). 4.1's daemons
-# read orte_tmpdir_base, 5.0's prte_tmpdir_base; the ranks learn it from
-# them. Remote daemons get it by the environment (the netns hosts' agent
-# passes it on) or make it where it is missing.
-if [ "$LIST" = 0 ]; then
-    SESSION_BASE=$(mktemp -d /tmp/crt-session.XXXXXX) || die "cannot make a session directory base under /tmp"
-    export OMPI_MCA_orte_tmpdir_base=$SESSION_BASE PRTE_MCA_prte_tmpdir_base=$SESSION_BASE
-    # (ci/mpi/run.sh's trap and this one's)
-    trap 'rm -f "$RUN_PIDS_FILE"; rm -rf "$SESSION_BASE"' EXIT
-fi
-
 # ------------------------------------------------------------------- tests
 rm -rf "$LOGROOT"
 mkdir -p "$LOGROOT"
