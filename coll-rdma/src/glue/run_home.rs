@@ -30,7 +30,7 @@ use std::ptr::NonNull;
 use btl_ibmc::{SelectedTransport, TransportError};
 
 use super::nonblocking_post::Planned;
-use super::spare_boxes::SpareBoxes;
+use super::spare_boxes::{made_in, SpareBoxes};
 use crate::schedule::{AwaitedWord, Overlap, Schedule, Step};
 use crate::schedule_queue::{Lane, Run};
 
@@ -178,12 +178,8 @@ impl RunHome<'_> {
             RunHome::Boxed => spare.boxed_made(make).map(QueuedRun::Boxed),
             RunHome::Kept(storage) => {
                 let mut slot = MaybeUninit::uninit();
-                let address = slot.as_ptr();
-                if !std::ptr::eq(make(&mut slot)?, address) {
-                    return Err(TransportError::Failed("a run was made outside the memory handed to it".into()));
-                }
-                // SAFETY: `make` returned a reference to a live `S` at the
-                // slot's own address, which only writing one there gives.
+                made_in(&mut slot, make)?;
+                // SAFETY: `made_in` succeeded, so the slot holds a live `S`.
                 Ok(QueuedRun::Kept(storage.keep(unsafe { slot.assume_init() })))
             }
         }

@@ -42,24 +42,14 @@ impl SpareBoxes {
     where
         S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static,
     {
-        let layout = Layout::new::<S>();
-        let Some(index) = self.blocks.iter().rposition(|(kept, _)| *kept == layout) else { return Box::new(run) };
-        let (_, block) = self.blocks.swap_remove(index);
-        let place = block.as_ptr().cast::<S>();
-        // SAFETY: the block was allocated for a box of `S`'s layout and
-        // holds no value (module invariants); writing `run` makes it a
-        // live `S`, which the box owns from here on, and frees with that
-        // same layout.
-        unsafe {
-            place.write(run);
-            Box::from_raw(place)
-        }
+        let boxed: Box<S> = Box::write(self.empty_box(), run);
+        boxed
     }
 
     /// A run built straight into its box by `make`, which gets the box's
     /// memory (a kept block of the run's layout if there is one) and
-    /// returns the run it wrote there. Where `make` fails the memory is
-    /// kept as a spare block again.
+    /// returns the run it wrote there (`made_in`). Where `make` fails the
+    /// memory is kept as a spare block again.
     #[inline(always)]
     pub(super) fn boxed_made<S>(
         &mut self,
@@ -68,25 +58,14 @@ impl SpareBoxes {
     where
         S: Schedule<SelectedTransport, Error = TransportError> + Send + 'static,
     {
-        let layout = Layout::new::<S>();
-        let mut block: Box<MaybeUninit<S>> = match self.blocks.iter().rposition(|(kept, _)| *kept == layout) {
-            // SAFETY: the block was allocated for a box of `S`'s layout and
-            // holds no value (module invariants), which is what a box of
-            // an uninitialised `S` owns; the box frees it with that layout.
-            Some(index) => unsafe { Box::from_raw(self.blocks.swap_remove(index).1.as_ptr().cast::<MaybeUninit<S>>()) },
-            None => Box::new_uninit(),
-        };
-        let address = block.as_ptr();
-        let made = make(&mut block).map(|run| std::ptr::eq(run, address));
-        match made {
-            // SAFETY: `make` returned a reference to a live `S` at the
-            // block's own address, which only writing one there gives.
-            Ok(true) => Ok(unsafe { block.assume_init() }),
-            Ok(false) => Err(TransportError::Failed("a run was made outside the box handed to it".into())),
+        let mut block = self.empty_box::<S>();
+        match made_in(&mut block, make) {
+            // SAFETY: `made_in` succeeded, so the block holds a live `S`.
+            Ok(()) => Ok(unsafe { block.assume_init() }),
             Err(why) => {
-                if layout.size() != 0 && self.blocks.len() < SPARE_BOXES {
-                    let place = Box::into_raw(block).cast::<u8>();
-                    self.blocks.push((layout, NonNull::new(place).expect("a box's pointer is never null")));
+                let layout = Layout::new::<S>();
+                if self.has_room_for(layout) {
+                    self.keep_empty(layout, Box::into_raw(block).cast());
                 }
                 Err(why)
             }
@@ -97,19 +76,59 @@ impl SpareBoxes {
     /// unless the store is full or the run takes no memory.
     pub(super) fn recycle(&mut self, run: Run<'static, SelectedTransport>) {
         let layout = Layout::for_value(&*run);
-        if layout.size() == 0 || self.blocks.len() == SPARE_BOXES {
+        if !self.has_room_for(layout) {
             return;
-        }
-        if self.blocks.capacity() == 0 {
-            self.blocks.reserve_exact(SPARE_BOXES);
         }
         let place = Box::into_raw(run);
         // SAFETY: `place` is the box's live value, dropped here once; the
         // block is then kept without a value (module invariants), and
         // nothing reads it until `boxed` writes another run into it.
         unsafe { std::ptr::drop_in_place(place) };
-        let block = NonNull::new(place.cast::<u8>()).expect("a box's pointer is never null");
-        self.blocks.push((layout, block));
+        self.keep_empty(layout, place.cast());
+    }
+
+    /// A box for an `S` that holds no value yet: a kept block of `S`'s
+    /// layout if there is one, else new memory.
+    #[inline(always)]
+    fn empty_box<S>(&mut self) -> Box<MaybeUninit<S>> {
+        let layout = Layout::new::<S>();
+        match self.blocks.iter().rposition(|(kept, _)| *kept == layout) {
+            // SAFETY: the block was allocated for a box of `S`'s layout and
+            // holds no value (module invariants), which is what a box of
+            // an uninitialised `S` owns; the box frees it with that layout.
+            Some(index) => unsafe { Box::from_raw(self.blocks.swap_remove(index).1.as_ptr().cast::<MaybeUninit<S>>()) },
+            None => Box::new_uninit(),
+        }
+    }
+
+    /// Whether a block of `layout` would be kept: it takes memory, and
+    /// the store is not full.
+    fn has_room_for(&self, layout: Layout) -> bool {
+        layout.size() != 0 && self.blocks.len() < SPARE_BOXES
+    }
+
+    /// Keeps `place`, a box's block of `layout` that holds no value.
+    fn keep_empty(&mut self, layout: Layout, place: *mut u8) {
+        if self.blocks.capacity() == 0 {
+            self.blocks.reserve_exact(SPARE_BOXES);
+        }
+        self.blocks.push((layout, NonNull::new(place).expect("a box's pointer is never null")));
+    }
+}
+
+/// Runs `make` on `slot`: `Ok` only where `make` returned the run it
+/// wrote into `slot` itself, so that `slot` then holds a live `S` (a
+/// reference at the slot's own address only writing one there gives).
+#[inline(always)]
+pub(super) fn made_in<S>(
+    slot: &mut MaybeUninit<S>,
+    make: impl FnOnce(&mut MaybeUninit<S>) -> Result<&mut S, TransportError>,
+) -> Result<(), TransportError> {
+    let address = slot.as_ptr();
+    if std::ptr::eq(make(slot)?, address) {
+        Ok(())
+    } else {
+        Err(TransportError::Failed("a run was made outside the memory handed to it".into()))
     }
 }
 
