@@ -799,12 +799,27 @@ T_API long long t_bc_max_bytes = -1;     /* -1: no limit (or not registered); -2
 T_API long long t_bc_slot_size = -1;     /* -1: not registered */
 T_API long long t_bc_window = -1;        /* -1: not registered */
 T_API const char *t_bc_param_source = "not read";
-/* Single copy: bcasts of at least t_bc_sc_min bytes (-1: never) go in one
- * copy where t_bc_single_copy says coll rdma's shared memory reads peers'
- * memory, up to t_bc_sc_max bytes (-1: no limit). */
+/* Single copy: bcasts of at least t_bc_sc_min bytes (-1: never; -2, the
+ * default: by placement, see t_bc_single_copy_from) go in one copy where
+ * t_bc_single_copy says coll rdma's shared memory reads peers' memory, up
+ * to t_bc_sc_max bytes (-1: no limit). */
 T_API long long t_bc_sc_min = -1, t_bc_sc_max = -1;
 T_API int t_bc_single_copy = 0;   /* on communicators that read peers' memory */
 T_API const char *t_bc_single_copy_why = "not read";
+
+/* The shortest single-copy bcast on a communicator of `size` members: the
+ * setting, or for -2 the component's rule by placement: 16384 where the
+ * launcher put every rank of the job on this node and they outnumber its
+ * online cores (and the communicator is no larger than the job), else
+ * 8192. */
+T_API long long t_bc_single_copy_from(int size)
+{
+    if (t_bc_sc_min != -2) return t_bc_sc_min;
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE"), *world = getenv("OMPI_COMM_WORLD_SIZE");
+    long ranks = local ? atol(local) : 0, cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int one_node = ranks >= 1 && world && ranks == atol(world);
+    return one_node && ranks > (cores > 0 ? cores : 1) && size <= ranks ? 16384 : 8192;
+}
 
 /* Classify and count one bcast of `bytes` bytes (count elements) on an
  * intracommunicator with context id cid and `size` members. */
@@ -812,7 +827,8 @@ T_API void t_count_bcast(int cid, int size, int count, long long bytes, int read
 {
     if (size < 2 || cid < 0 || cid >= T_MAX_CID || count == 0) return;
     t_bc_calls[cid]++;
-    int single = t_bc_single_copy && reads_peers && t_bc_sc_min >= 0 && bytes >= t_bc_sc_min;
+    long long single_from = t_bc_single_copy_from(size);
+    int single = t_bc_single_copy && reads_peers && single_from >= 0 && bytes >= single_from;
     long long limit = single ? t_bc_sc_max : t_bc_max_bytes;
     if (limit >= 0 && bytes > limit) {
         t_bc_above[cid]++;
@@ -1072,7 +1088,7 @@ T_API void t_read_bcast_params(void)
     /* pretended nodes make auto build the hybrid (no peer reads); with shm
      * they only shape coll rdma's two-level schedules, over shared memory */
     int hybrid_pretended = fnodes && pretend_nodes > 1 && strcasecmp(transport, "shm") != 0;
-    if (!fmin || t_bc_sc_min < 0) t_bc_single_copy_why = "coll_rdma_bcast_single_copy_min_bytes is -1 or not registered";
+    if (!fmin || t_bc_sc_min == -1) t_bc_single_copy_why = "coll_rdma_bcast_single_copy_min_bytes is -1 or not registered";
     else if (hybrid_pretended) t_bc_single_copy_why = "coll_rdma_test_pretend_nodes";
     else if (strcasecmp(transport, "verbs") == 0) t_bc_single_copy_why = "coll_rdma_transport verbs";
     else if (strcasecmp(transport, "udp") == 0) t_bc_single_copy_why = "coll_rdma_transport udp";
@@ -1084,7 +1100,7 @@ T_API void t_read_bcast_params(void)
     /* (verbs and udp serve node-local ranks too, and read no peer's memory) */
     t_cross_memory = !hybrid_pretended && strcasecmp(transport, "verbs") != 0
                      && strcasecmp(transport, "udp") != 0 && permitted;
-    t_bc_single_copy = fmin && t_bc_sc_min >= 0 && t_cross_memory;
+    t_bc_single_copy = fmin && t_bc_sc_min != -1 && t_cross_memory;
 }
 
 /* Across nodes: every T_LATE_EVERY-th barrier of an intracommunicator
@@ -1280,8 +1296,8 @@ T_API int t_finish(const char *prog)
            t_red_parallel_min[T_ALLREDUCE], t_red_parallel_min[T_REDUCE], t_cross_memory);
     printf("info: bcast parameters bcast_max_bytes %lld slot_size %lld window %lld (%s)\n",
            t_bc_max_bytes, t_bc_slot_size, t_bc_window, t_bc_param_source);
-    printf("info: bcast single copy %s from %lld up to %lld (%s)\n", t_bc_single_copy ? "on" : "off",
-           t_bc_sc_min, t_bc_sc_max, t_bc_single_copy_why);
+    printf("info: bcast single copy %s from %lld (setting %lld) up to %lld (%s)\n", t_bc_single_copy ? "on" : "off",
+           t_bc_single_copy_from(t_wsize), t_bc_sc_min, t_bc_sc_max, t_bc_single_copy_why);
     for (int c = 0; c < T_MAX_CID; c++) {
         if (t_bc_calls[c])
             printf("expect-bcast: comm %d rank %d calls %ld native %ld fallback %ld above %ld "

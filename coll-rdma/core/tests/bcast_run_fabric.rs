@@ -58,14 +58,15 @@ struct Bed {
     /// The sizes of the pretended nodes (consecutive ranks), where the
     /// bcast takes two levels; `None`: flat.
     nodes: Option<&'static [usize]>,
-    /// On a shared window, the runs multicast (`true`, where ranks
-    /// outnumber cores) or take the put tree.
-    multicast_runs: bool,
+    /// On a shared window, the shortest ibcast whose run multicasts
+    /// (`BcastConfig::shared_window_runs_multicast_from`; 0 where ranks
+    /// outnumber cores); shorter ones take the put tree.
+    multicast_runs_from: usize,
 }
 
 impl Bed {
     fn flat(kind: MulticastKind, cross_memory: bool) -> Self {
-        Bed { kind, cross_memory, nodes: None, multicast_runs: true }
+        Bed { kind, cross_memory, nodes: None, multicast_runs_from: 0 }
     }
 
     fn nodes(&self) -> Option<NodeGroups> {
@@ -75,7 +76,7 @@ impl Bed {
 
 fn bcast_config_on(bed: Bed) -> BcastConfig {
     let single_copy_min_bytes = if bed.cross_memory { SINGLE_COPY_FROM } else { usize::MAX };
-    BcastConfig { single_copy_min_bytes, runs_multicast_on_shared_window: bed.multicast_runs, ..bcast_config() }
+    BcastConfig { single_copy_min_bytes, shared_window_runs_multicast_from: bed.multicast_runs_from, ..bcast_config() }
 }
 
 fn bcast_config() -> BcastConfig {
@@ -181,7 +182,7 @@ fn multicast_messages_received(rank: usize, script: &[Call], bed: Bed) -> Option
     }
     let through_window = |call: &&Call| match call.kind {
         Kind::Bcast { root } => root != rank,
-        Kind::Ibcast { root } => root != rank && bed.multicast_runs,
+        Kind::Ibcast { root } => root != rank && call.len >= bed.multicast_runs_from,
         Kind::Iallreduce => false,
     };
     let in_one_copy = |len: usize| bed.cross_memory && len >= SINGLE_COPY_FROM;
@@ -299,15 +300,17 @@ where
     outcomes.into_iter().filter_map(Result::err).collect()
 }
 
-/// Both runs a shared window may take: the window multicast (where ranks
-/// outnumber cores) and the put tree beside it; the multicast counts the
-/// messages of the runs only in the first.
+/// Both runs a shared window may take: the window multicast at every
+/// length (where ranks outnumber cores), from one segment on (the
+/// script's shorter ibcasts on the put tree beside the longer ones
+/// multicasting), and the put tree alone; the multicast counts the
+/// messages of the runs that take it.
 #[test]
 fn ibcasts_with_moving_roots_match_the_root_beside_other_runs_on_a_shared_window() {
     for seed in [1, 2, 3] {
         for size in [2, 3, 5] {
-            for multicast_runs in [true, false] {
-                run(size, Bed { multicast_runs, ..Bed::flat(MulticastKind::SharedWindow, false) }, 30, seed);
+            for multicast_runs_from in [0, SEGMENT, usize::MAX] {
+                run(size, Bed { multicast_runs_from, ..Bed::flat(MulticastKind::SharedWindow, false) }, 30, seed);
             }
         }
     }
@@ -350,9 +353,15 @@ fn two_level_ibcasts_match_the_root_on_pretended_nodes() {
     for (index, nodes) in layouts.into_iter().enumerate() {
         let seed = 40 + index as u64;
         let size = nodes.iter().sum();
-        let beds = [(MulticastKind::SharedWindow, false, true), (MulticastKind::SharedWindow, false, false), (MulticastKind::None, false, true), (MulticastKind::SharedWindow, true, true)];
-        for (kind, cross_memory, multicast_runs) in beds {
-            run(size, Bed { kind, cross_memory, nodes: Some(nodes), multicast_runs }, 30, seed);
+        let beds = [
+            (MulticastKind::SharedWindow, false, 0),
+            (MulticastKind::SharedWindow, false, SEGMENT),
+            (MulticastKind::SharedWindow, false, usize::MAX),
+            (MulticastKind::None, false, 0),
+            (MulticastKind::SharedWindow, true, 0),
+        ];
+        for (kind, cross_memory, multicast_runs_from) in beds {
+            run(size, Bed { kind, cross_memory, nodes: Some(nodes), multicast_runs_from }, 30, seed);
         }
     }
 }
@@ -519,7 +528,7 @@ fn an_abandoned_two_level_bcast_fails_every_run_through_the_stages() {
     let paths = [(3 * SEGMENT + 1, MulticastKind::SharedWindow, false), (3 * SEGMENT + 1, MulticastKind::None, false), (SINGLE_COPY_FROM + 9, MulticastKind::SharedWindow, true)];
     for (len, kind, cross_memory) in paths {
         for root in [1, 0] {
-            let bed = Bed { kind, cross_memory, nodes: Some(nodes), multicast_runs: true };
+            let bed = Bed { kind, cross_memory, nodes: Some(nodes), multicast_runs_from: 0 };
             let fabric = FabricConfig { multicast_kind: bed.kind, nodes: bed.nodes(), ..FabricConfig::default() };
             let endpoints = Fabric::new(size, window_len(size, &bcast_config()), fabric);
             let outcomes: Vec<String> = std::thread::scope(|scope| {

@@ -145,12 +145,14 @@ impl ProtocolSettings {
             ("coll_rdma_bcast_timeout_ms", multicast.timeout.as_millis() as u64),
             ("coll_rdma_bcast_nack", multicast.nack as u64),
             ("coll_rdma_bcast_max_bytes", window_limit(settings.bcast.max_bytes)),
-            ("coll_rdma_bcast_single_copy_min_bytes", limit(settings.bcast.single_copy_min_bytes)),
+            // Resolved: by placement (its default), a communicator mixing
+            // two jobs may disagree, and must not bcast two ways.
+            ("coll_rdma_bcast_single_copy_min_bytes", inputs.bcast.single_copy_min_bytes as u64),
             ("coll_rdma_bcast_single_copy_max_bytes", limit(settings.bcast.single_copy_max_bytes)),
             ("bcast length served natively", inputs.bcast.substrate_max_bytes as u64),
             // Judged from the job's placement: a communicator mixing two
             // jobs may disagree, and must not run an ibcast two ways.
-            ("ibcasts on shm multicast through the window (ranks outnumbering cores)", inputs.bcast.runs_multicast_on_shared_window as u64),
+            ("shortest ibcast on shm multicast through the window (0 where ranks outnumber cores)", inputs.bcast.shared_window_runs_multicast_from as u64),
             ("window length", inputs.window_len as u64),
             ("ranks reducing in parallel (the cores of a node with more ranks)", limit(Some(inputs.parallel_workers))),
         ];

@@ -29,7 +29,7 @@ pub use storage::register;
 pub use udp::UdpSettings;
 #[cfg(test)]
 pub(super) use udp::{parse_cipher, parse_protection};
-pub use crate::select::policy::{BcastSettings, ReductionSettings, WindowLimit};
+pub use crate::select::policy::{BcastSettings, ReductionSettings, SingleCopyFrom, WindowLimit};
 use storage::read_raw;
 use table::{Id, Kind, COUNT, TABLE};
 
@@ -152,6 +152,14 @@ fn collective_call_setting(parameter: &str, text: &str) -> Option<(Collective, u
 
 /// `coll_rdma_bcast_max_bytes` as set: `None` the model chooses, negative
 /// never, otherwise bytes.
+fn single_copy_from(choice: Option<i32>) -> SingleCopyFrom {
+    match choice {
+        None => SingleCopyFrom::Placement,
+        Some(bytes) if bytes >= 0 => SingleCopyFrom::Bytes(bytes as usize),
+        Some(_) => SingleCopyFrom::Never,
+    }
+}
+
 fn window_limit_of(choice: Option<i32>) -> WindowLimit {
     match choice {
         None => WindowLimit::Modelled,
@@ -348,7 +356,7 @@ pub fn validate(raw: RawParams) -> Settings {
             tail_repeat: v.number(Id::BcastTailRepeat) as usize,
             parity_percent: v.number(Id::BcastParityPercent) as u32,
             max_bytes: window_limit_of(v.choice(Id::BcastMaxBytes)),
-            single_copy_min_bytes: v.count(Id::BcastSingleCopyMinBytes),
+            single_copy_min_bytes: single_copy_from(v.choice(Id::BcastSingleCopyMinBytes)),
             single_copy_max_bytes: v.count(Id::BcastSingleCopyMaxBytes),
             pretend_no_cross_memory: v.number(Id::TestPretendNoCrossMemory) == 1,
         },
@@ -489,7 +497,7 @@ mod tests {
         let bcast = settings.bcast;
         assert_eq!((bcast.window_slots, bcast.slot_bytes, bcast.fragment_bytes, bcast.co_roots), (64, 4096, 4096, None));
         assert_eq!((bcast.ack_interval, bcast.timeout, bcast.nack, bcast.max_bytes), (8, Duration::from_millis(20), true, WindowLimit::Modelled));
-        assert_eq!((bcast.single_copy_min_bytes, bcast.single_copy_max_bytes, bcast.pretend_no_cross_memory), (Some(16384), None, false));
+        assert_eq!((bcast.single_copy_min_bytes, bcast.single_copy_max_bytes, bcast.pretend_no_cross_memory), (SingleCopyFrom::Placement, None, false));
         assert_eq!(settings.udp, UdpSettings::default());
         let udp = settings.udp;
         assert_eq!((udp.group_base, udp.group_prefix_len, udp.port_base, udp.port_count), ("239.78.0.0".parse().unwrap(), 16, 24_000, 1000));
@@ -620,6 +628,7 @@ mod tests {
         raw.set_int(Id::StallWarning, 0);
         raw.set_int(Id::FaultTimeoutS, 0);
         raw.set_int(Id::BcastMaxBytes, -1);
+        raw.set_int(Id::BcastSingleCopyMinBytes, -1);
         raw.set_int(Id::BcastCoRoots, 3);
         raw.set_text(Id::Transport, "SHM".to_string());
         raw.set_text(Id::Hierarchy, "Flat".to_string());
@@ -631,6 +640,7 @@ mod tests {
         assert_eq!(settings.stall_warning, Duration::MAX);
         assert_eq!(settings.fault_timeout, None);
         assert_eq!(settings.bcast.max_bytes, WindowLimit::Never);
+        assert_eq!(settings.bcast.single_copy_min_bytes, SingleCopyFrom::Never);
         assert_eq!(settings.bcast.co_roots, Some(3));
         assert_eq!(settings.transport, TransportChoice::Shm);
         assert_eq!(settings.test_faults.panic_at, Some((Collective::Bcast, 3)));
@@ -650,8 +660,10 @@ mod tests {
         raw.set_text(Id::TestPanicAt, "bcast".to_string());
         raw.set_text(Id::TestThreadStopAt, "barrier:0".to_string());
         raw.set_int(Id::BcastMaxBytes, -5);
+        raw.set_int(Id::BcastSingleCopyMinBytes, -3);
         let settings = validate(raw);
         assert_eq!(settings.bcast.max_bytes, WindowLimit::Modelled);
+        assert_eq!(settings.bcast.single_copy_min_bytes, SingleCopyFrom::Placement);
         assert_eq!(settings.barrier_radix, None);
         assert_eq!(settings.allreduce.exchange_max_bytes, None);
         assert_eq!(settings.bcast.window_slots, 1);

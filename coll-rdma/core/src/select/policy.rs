@@ -34,9 +34,9 @@ pub struct BcastSettings {
     pub parity_percent: u32,
     /// The limit of the window paths (copy in and out, multicast, put tree).
     pub max_bytes: WindowLimit,
-    /// Messages of at least this many bytes go in one copy where every
-    /// rank reads every other's memory; `None`: never (and no probe).
-    pub single_copy_min_bytes: Option<usize>,
+    /// Where messages go in one copy, on a transport where every rank
+    /// reads every other's memory.
+    pub single_copy_min_bytes: SingleCopyFrom,
     /// `max_bytes` for the messages single copy serves.
     pub single_copy_max_bytes: Option<usize>,
     /// Testing: this rank pretends it cannot read its peers' memory.
@@ -53,6 +53,49 @@ pub enum WindowLimit {
     Never,
     Bytes(usize),
 }
+
+/// `coll_rdma_bcast_single_copy_min_bytes`: the shortest bcast that goes
+/// in one copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SingleCopyFrom {
+    /// By the job's placement (`single_copy_min_bytes`).
+    Placement,
+    /// Never (and no probe of whether ranks may read each other).
+    Never,
+    Bytes(usize),
+}
+
+/// The shortest bcast that goes in one copy (`BcastConfig::
+/// single_copy_min_bytes`) for a communicator of `size` in a job of
+/// `one_node_ranks` on `cores`, as `chosen` says; by placement:
+/// - where every rank has a core, `SINGLE_COPY_FROM_BYTES`;
+/// - where the job's ranks outnumber the cores of the one node they all
+///   run on (judged as `oversubscribed_reduce_degree` judges, alike on
+///   every rank), `OVERSUBSCRIBED_SINGLE_COPY_FROM_BYTES`: the root returns
+///   once every receiver has read, and there receivers wait for a core
+///   to read on, while the window lets the root go on at once.
+pub fn single_copy_min_bytes(chosen: SingleCopyFrom, size: usize, one_node_ranks: Option<usize>, cores: usize) -> usize {
+    match chosen {
+        SingleCopyFrom::Bytes(bytes) => bytes,
+        SingleCopyFrom::Never => usize::MAX,
+        SingleCopyFrom::Placement if oversubscribed_job_ranks(size, one_node_ranks, cores).is_some() => OVERSUBSCRIBED_SINGLE_COPY_FROM_BYTES,
+        SingleCopyFrom::Placement => SINGLE_COPY_FROM_BYTES,
+    }
+}
+
+/// Where every rank has a core, bcasts from 8 KiB go in one copy. Paired at
+/// np=2 (12 rounds from 4 launches, 2026-12-03, the VM's slow core
+/// placement), the window (copy in, copy out, in 4 KiB slots) took 1.04x
+/// stock's time at 8 KiB, and single copy 0.57x the window's; at 4 KiB
+/// single copy was 0.77x the window, at 2 KiB even. In the fast placement
+/// the window was ahead up to 16 KiB (0.75x stock there, single copy 0.86x,
+/// 2026-11-25; docs/tuning.md), so 8 KiB keeps both below stock.
+pub const SINGLE_COPY_FROM_BYTES: usize = 8192;
+
+/// Where the job's ranks outnumber the cores: at np=4 on 2 cores single
+/// copy took 1.6-1.8x the window's time at 4-8 KiB, and 0.67-1.00x stock's
+/// at 16 KiB (2026-11-25 and 2026-12-03).
+pub const OVERSUBSCRIBED_SINGLE_COPY_FROM_BYTES: usize = 16384;
 
 /// How one reduction collective (allreduce or reduce) is configured.
 #[derive(Clone, Copy, Debug)]
@@ -147,14 +190,26 @@ pub fn oversubscribed_parallel_workers(size: usize, one_node_ranks: Option<usize
     }
 }
 
-/// Whether the job's ranks outnumber the cores of the one node they all
-/// run on, for a communicator of `size` no larger than the job, judged as
-/// `oversubscribed_reduce_degree` judges (alike on every rank): where the
-/// ibcast on shm multicasts through the root's window
-/// (`BcastConfig::runs_multicast_on_shared_window`).
-pub fn is_oversubscribed_job(size: usize, one_node_ranks: Option<usize>, cores: usize) -> bool {
-    oversubscribed_job_ranks(size, one_node_ranks, cores).is_some()
+/// The shortest ibcast whose run multicasts through the root's shared
+/// window (`BcastConfig::shared_window_runs_multicast_from`), for a
+/// communicator of `size` in a job of `one_node_ranks` on `cores`:
+/// - where the job's ranks outnumber the cores of the one node they all run
+///   on (judged as `oversubscribed_reduce_degree` judges, alike on every
+///   rank), every length: there a root runs ahead in its window instead of
+///   moving in lock-step with its children (back-to-back 4-byte ibcasts at
+///   np=4 on 2 cores 5-8x faster than the put tree);
+/// - elsewhere from `PUT_TREE_RUNS_BELOW`.
+pub fn shared_window_runs_multicast_from(size: usize, one_node_ranks: Option<usize>, cores: usize) -> usize {
+    if oversubscribed_job_ranks(size, one_node_ranks, cores).is_some() { 0 } else { PUT_TREE_RUNS_BELOW }
 }
+
+/// Where every rank has a core, ibcasts on a shared window shorter than
+/// this take the put tree, whose push to each child beat the readers'
+/// copy out of the root's window up to 512 bytes (np=2, paired, 12 rounds
+/// from 4 launches: the put tree at 0.80-0.89x the window's time at 4-512
+/// B), and lost from 1 KiB (1.15x at 1 KiB, 1.18x at 2 KiB, 1.06x at 4
+/// KiB; docs/benchmarks.md, 2026-12-03).
+pub const PUT_TREE_RUNS_BELOW: usize = 1024;
 
 /// The job's ranks where they outnumber the cores of the one node they
 /// all run on and the communicator of `size` is no larger than the job:
@@ -186,7 +241,6 @@ pub fn bcast_config(chosen: &BcastSettings, udp: UdpWindow, size: usize, policy:
     multicast.tail_repeat = chosen.tail_repeat;
     multicast.parity_percent = chosen.parity_percent;
     multicast.wait = policy;
-    config.single_copy_min_bytes = chosen.single_copy_min_bytes.unwrap_or(usize::MAX);
     match chosen.co_roots {
         Some(co_roots) => {
             config.multicast.co_roots = co_roots;
@@ -199,7 +253,7 @@ pub fn bcast_config(chosen: &BcastSettings, udp: UdpWindow, size: usize, policy:
 /// Whether any collective reads peers' memory, so that the shared-memory
 /// setup probes whether it may.
 pub fn uses_cross_memory(bcast: &BcastSettings, allreduce: &ReductionSettings, reduce: &ReductionSettings) -> bool {
-    bcast.single_copy_min_bytes.is_some() || allreduce.parallel_min_bytes.is_some() || reduce.parallel_min_bytes.is_some()
+    bcast.single_copy_min_bytes != SingleCopyFrom::Never || allreduce.parallel_min_bytes.is_some() || reduce.parallel_min_bytes.is_some()
 }
 
 /// The barrier radix (`fixed` where coll_rdma_barrier_radix sets it) and
@@ -302,5 +356,32 @@ mod tests {
         assert_eq!(oversubscribed_parallel_workers(5, Some(4), 2), usize::MAX);
         assert_eq!(oversubscribed_parallel_workers(4, Some(4), 4), usize::MAX);
         assert_eq!(oversubscribed_parallel_workers(4, None, 2), usize::MAX);
+    }
+
+    #[test]
+    fn single_copy_starts_later_where_ranks_outnumber_cores_unless_set() {
+        let by_placement = |size, one_node_ranks, cores| single_copy_min_bytes(SingleCopyFrom::Placement, size, one_node_ranks, cores);
+        assert_eq!(by_placement(2, Some(2), 2), SINGLE_COPY_FROM_BYTES);
+        assert_eq!(by_placement(4, None, 2), SINGLE_COPY_FROM_BYTES, "no word from the launcher");
+        assert_eq!(by_placement(4, Some(4), 2), OVERSUBSCRIBED_SINGLE_COPY_FROM_BYTES);
+        assert_eq!(by_placement(2, Some(4), 2), OVERSUBSCRIBED_SINGLE_COPY_FROM_BYTES, "a sub-communicator of such a job");
+        assert!(SINGLE_COPY_FROM_BYTES < OVERSUBSCRIBED_SINGLE_COPY_FROM_BYTES);
+        // A value the user set stands wherever the ranks run.
+        for (size, one_node_ranks, cores) in [(2, Some(2), 2), (4, Some(4), 2)] {
+            assert_eq!(single_copy_min_bytes(SingleCopyFrom::Bytes(100), size, one_node_ranks, cores), 100);
+            assert_eq!(single_copy_min_bytes(SingleCopyFrom::Never, size, one_node_ranks, cores), usize::MAX);
+        }
+    }
+
+    #[test]
+    fn ibcasts_multicast_through_the_window_at_every_length_only_where_ranks_outnumber_cores() {
+        assert_eq!(shared_window_runs_multicast_from(4, Some(4), 2), 0);
+        assert_eq!(shared_window_runs_multicast_from(2, Some(4), 2), 0, "a sub-communicator of such a job");
+        // Enough cores, a communicator merged with another job's processes,
+        // several nodes or no word from the launcher: the put tree below
+        // its length.
+        for (size, one_node_ranks, cores) in [(2, Some(2), 2), (4, Some(4), 4), (5, Some(4), 2), (4, None, 2)] {
+            assert_eq!(shared_window_runs_multicast_from(size, one_node_ranks, cores), PUT_TREE_RUNS_BELOW, "{size} ranks");
+        }
     }
 }

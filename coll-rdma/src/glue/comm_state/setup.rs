@@ -21,7 +21,7 @@ use super::ready::{Limits, ReadyComm, Schedules};
 use super::report_events::hierarchy_event;
 use super::{CommId, CommState};
 use crate::collectives::allreduce::Allreduce;
-use crate::select::policy::{is_oversubscribed_job, oversubscribed_parallel_workers, oversubscribed_reduce_degree, reduction_config};
+use crate::select::policy::{oversubscribed_parallel_workers, oversubscribed_reduce_degree, reduction_config, shared_window_runs_multicast_from, single_copy_min_bytes};
 use crate::select::{FlatSchedules, LeadersOnly};
 use crate::collectives::barrier::autotune::TunedBarrier;
 use crate::collectives::barrier::two_level::TwoLevelBarrier;
@@ -86,7 +86,8 @@ impl PendingSetup {
         reduce_config.tree.room_for_two_levels = trees_reserve;
         let (mut bcast_config, bcast_why) = bcast_config(&settings.bcast, &settings.udp, size, policy);
         bcast_config.room_for_two_levels = two_levels_possible;
-        bcast_config.runs_multicast_on_shared_window = is_oversubscribed_job(size, one_node_ranks, cores);
+        bcast_config.shared_window_runs_multicast_from = shared_window_runs_multicast_from(size, one_node_ranks, cores);
+        bcast_config.single_copy_min_bytes = single_copy_min_bytes(settings.bcast.single_copy_min_bytes, size, one_node_ranks, cores);
         tracing::info!(
             "comm {cid} rank {rank}: allreduce degree {}, exchange up to {} bytes ({allreduce_why}); reduce degree {} ({reduce_why}); \
              bcast co-roots {} ({bcast_why})",

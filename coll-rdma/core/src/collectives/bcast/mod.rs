@@ -66,16 +66,13 @@ pub struct BcastConfig {
     /// (`two_level`), which a communicator across nodes may take once its
     /// transport is known.
     pub room_for_two_levels: bool,
-    /// On a shared window (shm): whether the ibcast's run multicasts
-    /// through the root's window as the blocking call does (`true`), or
-    /// takes the put tree's own region beside it. The glue sets it where
-    /// the job's ranks outnumber the cores (`select::policy::
-    /// is_oversubscribed_job`): there a root runs ahead in its window
-    /// instead of moving in lock-step with its children (back-to-back
-    /// 4-byte ibcasts at np=4 on 2 cores 5-8x faster); where every rank
-    /// has a core the put tree's push was 1.25-1.3x faster (np=2,
-    /// paired). Every rank must hold the same value.
-    pub runs_multicast_on_shared_window: bool,
+    /// On a shared window (shm): the shortest ibcast whose run multicasts
+    /// through the root's window as the blocking call does; shorter ones
+    /// take the put tree's own region beside it (0: every length;
+    /// `usize::MAX`: none). The glue takes it from
+    /// `select::policy::shared_window_runs_multicast_from`. Every rank must
+    /// hold the same value.
+    pub shared_window_runs_multicast_from: usize,
 }
 
 impl Default for BcastConfig {
@@ -85,7 +82,7 @@ impl Default for BcastConfig {
             substrate_max_bytes: usize::MAX,
             single_copy_min_bytes: usize::MAX,
             room_for_two_levels: false,
-            runs_multicast_on_shared_window: true,
+            shared_window_runs_multicast_from: 0,
         }
     }
 }
@@ -259,7 +256,7 @@ impl Bcast {
     fn uses_multicast<T: Transport + ?Sized>(&self, transport: &T, len: usize) -> bool {
         let multicast = match transport.multicast_kind() {
             MulticastKind::Datagram => true,
-            MulticastKind::SharedWindow => self.config.runs_multicast_on_shared_window,
+            MulticastKind::SharedWindow => len >= self.config.shared_window_runs_multicast_from,
             MulticastKind::None => false,
         };
         multicast && !self.uses_single_copy(transport, len)
@@ -275,9 +272,9 @@ impl Bcast {
     /// (`multicast_run`); where the transport has no multicast, the put
     /// tree's run. Through the root's shared window (shm) the run is the
     /// multicast's, or the put tree's on the tree's own part of the window
-    /// (`BcastConfig::runs_multicast_on_shared_window`), correct beside the
-    /// blocking call's multicast because the two use disjoint regions and
-    /// sequence numbers. In two levels (`two_level_run`) each stage takes
+    /// (by length: `BcastConfig::shared_window_runs_multicast_from`),
+    /// correct beside the blocking call's multicast because the two use
+    /// disjoint regions and sequence numbers. In two levels (`two_level_run`) each stage takes
     /// the run its own blocking path would by the same rules: a node's
     /// stage never has datagrams (shared windows or puts), and the leaders'
     /// stage has the communicator's multicast, datagrams included (served
