@@ -324,12 +324,12 @@ if [ "$MODE" = component ]; then
     # (never tried over the emulated verbs)
     [ -n "$TRANSPORT$HOSTS" ] && BC_E=()
     # every size is served natively by default (issue 12): single copy on
-    # shared memory from 8 KiB, or from 16 KiB where the job's ranks
+    # shared memory from 8 KiB, or from 512 KiB where the job's ranks
     # outnumber the node's online cores (comm 0's shm ranks are the job's
     # here), the window below it and on verbs, with no limit below 64 MiB;
     # comm_ready says which path serves which lengths
     BC_REASON='ev:handed_over("bcast"; true) | not'
-    BC_PATHS="ev:rank0_ready(0; if .reads_peer_memory then .bcast.single_copy_min_bytes == (if .memory.shm_ranks > $(getconf _NPROCESSORS_ONLN) then 16384 else 8192 end) else .bcast.single_copy_min_bytes == null end)"
+    BC_PATHS="ev:rank0_ready(0; if .reads_peer_memory then .bcast.single_copy_min_bytes == (if .memory.shm_ranks > $(getconf _NPROCESSORS_ONLN) then 524288 else 8192 end) else .bcast.single_copy_min_bytes == null end)"
     # coll han (priority 35 in Open MPI 5.0, above tuned; 0 in 4.1) steps
     # aside on every communicator of one node: Open MPI 5 says so at
     # coll_base_verbose 10, which the han cases check (05-selection.toml)

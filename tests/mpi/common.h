@@ -808,7 +808,7 @@ T_API int t_bc_single_copy = 0;   /* on communicators that read peers' memory */
 T_API const char *t_bc_single_copy_why = "not read";
 
 /* The shortest single-copy bcast on a communicator of `size` members: the
- * setting, or for -2 the component's rule by placement: 16384 where the
+ * setting, or for -2 the component's rule by placement: 524288 where the
  * launcher put every rank of the job on this node and they outnumber its
  * online cores (and the communicator is no larger than the job), else
  * 8192. */
@@ -818,7 +818,7 @@ T_API long long t_bc_single_copy_from(int size)
     const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE"), *world = getenv("OMPI_COMM_WORLD_SIZE");
     long ranks = local ? atol(local) : 0, cores = sysconf(_SC_NPROCESSORS_ONLN);
     int one_node = ranks >= 1 && world && ranks == atol(world);
-    return one_node && ranks > (cores > 0 ? cores : 1) && size <= ranks ? 16384 : 8192;
+    return one_node && ranks > (cores > 0 ? cores : 1) && size <= ranks ? 524288 : 8192;
 }
 
 /* Classify and count one bcast of `bytes` bytes (count elements) on an

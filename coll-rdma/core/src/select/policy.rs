@@ -71,9 +71,7 @@ pub enum SingleCopyFrom {
 /// - where every rank has a core, `SINGLE_COPY_FROM_BYTES`;
 /// - where the job's ranks outnumber the cores of the one node they all
 ///   run on (judged as `oversubscribed_reduce_degree` judges, alike on
-///   every rank), `OVERSUBSCRIBED_SINGLE_COPY_FROM_BYTES`: the root returns
-///   once every receiver has read, and there receivers wait for a core
-///   to read on, while the window lets the root go on at once.
+///   every rank), `OVERSUBSCRIBED_SINGLE_COPY_FROM_BYTES`.
 pub fn single_copy_min_bytes(chosen: SingleCopyFrom, size: usize, one_node_ranks: Option<usize>, cores: usize) -> usize {
     match chosen {
         SingleCopyFrom::Bytes(bytes) => bytes,
@@ -92,10 +90,15 @@ pub fn single_copy_min_bytes(chosen: SingleCopyFrom, size: usize, one_node_ranks
 /// 2026-11-25; docs/tuning.md), so 8 KiB keeps both below stock.
 pub const SINGLE_COPY_FROM_BYTES: usize = 8192;
 
-/// Where the job's ranks outnumber the cores: at np=4 on 2 cores single
-/// copy took 1.6-1.8x the window's time at 4-8 KiB, and 0.67-1.00x stock's
-/// at 16 KiB (2026-11-25 and 2026-12-03).
-pub const OVERSUBSCRIBED_SINGLE_COPY_FROM_BYTES: usize = 16384;
+/// Where the job's ranks outnumber the cores, bcasts from 512 KiB go in
+/// one copy: there the root of a single copy waits until every receiver
+/// has had a core to read on, while the window (64 pieces of 4 KiB by
+/// default) lets it go on. Paired at np=4 on 2 cores (15 rounds from 4
+/// launches, 2026-12-03): the window took 0.66x single copy's time at 16
+/// KiB, 0.72x at 32 KiB, 0.82x at 128 KiB, 0.85x at 256 KiB, and even at
+/// 64 and 512 KiB (MPI_Bcast); MPI_Ibcast 0.86x at 16-32 KiB, even from
+/// 64 KiB (`docs/bench/2026-12-03/bcast-oversubscribed.txt`).
+pub const OVERSUBSCRIBED_SINGLE_COPY_FROM_BYTES: usize = 524_288;
 
 /// How one reduction collective (allreduce or reduce) is configured.
 #[derive(Clone, Copy, Debug)]
