@@ -150,8 +150,8 @@ fn collective_call_setting(parameter: &str, text: &str) -> Option<(Collective, u
     parsed
 }
 
-/// `coll_rdma_bcast_max_bytes` as set: `None` the model chooses, negative
-/// never, otherwise bytes.
+/// `coll_rdma_bcast_single_copy_min_bytes` as set: `None` by placement,
+/// negative never, otherwise bytes.
 fn single_copy_from(choice: Option<i32>) -> SingleCopyFrom {
     match choice {
         None => SingleCopyFrom::Placement,
@@ -160,6 +160,8 @@ fn single_copy_from(choice: Option<i32>) -> SingleCopyFrom {
     }
 }
 
+/// `coll_rdma_bcast_max_bytes` as set: `None` the model chooses, negative
+/// never, otherwise bytes.
 fn window_limit_of(choice: Option<i32>) -> WindowLimit {
     match choice {
         None => WindowLimit::Modelled,

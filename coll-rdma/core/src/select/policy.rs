@@ -86,8 +86,9 @@ pub fn single_copy_min_bytes(chosen: SingleCopyFrom, size: usize, one_node_ranks
 /// placement), the window (copy in, copy out, in 4 KiB slots) took 1.04x
 /// stock's time at 8 KiB, and single copy 0.57x the window's; at 4 KiB
 /// single copy was 0.77x the window, at 2 KiB even. In the fast placement
-/// the window was ahead up to 16 KiB (0.75x stock there, single copy 0.86x,
-/// 2026-11-25; docs/tuning.md), so 8 KiB keeps both below stock.
+/// the window was ahead at 16 KiB (0.75x stock there, single copy 0.86x,
+/// 2026-11-25; docs/tuning.md); 8 KiB was not measured there, so this
+/// length may give up some of the window's lead in that placement.
 pub const SINGLE_COPY_FROM_BYTES: usize = 8192;
 
 /// Where the job's ranks outnumber the cores, bcasts from 512 KiB go in

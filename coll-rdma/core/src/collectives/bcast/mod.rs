@@ -274,11 +274,12 @@ impl Bcast {
     /// multicast's, or the put tree's on the tree's own part of the window
     /// (by length: `BcastConfig::shared_window_runs_multicast_from`),
     /// correct beside the blocking call's multicast because the two use
-    /// disjoint regions and sequence numbers. In two levels (`two_level_run`) each stage takes
-    /// the run its own blocking path would by the same rules: a node's
-    /// stage never has datagrams (shared windows or puts), and the leaders'
-    /// stage has the communicator's multicast, datagrams included (served
-    /// by `progress` like the flat datagram run's).
+    /// disjoint regions and sequence numbers. In two levels
+    /// (`two_level_run`) each stage takes the run its own blocking path
+    /// would by the same rules: a node's stage never has datagrams (shared
+    /// windows or puts), and the leaders' stage has the communicator's
+    /// multicast, datagrams included (served by `progress` like the flat
+    /// datagram run's).
     pub fn start<'a, T: Transport + ?Sized>(&mut self, transport: &T, root: usize, buf: &'a mut [u8]) -> Result<BcastRun<'a>, TransportError> {
         built(|slot| self.start_into(transport, root, buf, slot))
     }
